@@ -1,0 +1,39 @@
+//! Wire truth of nish-driver.
+//!
+//! This crate is the one place the driver's external and internal interfaces are defined:
+//!
+//! - [`CONTRACT_VERSION`] and [`DRIVER_VERSION`];
+//! - [`errors`]: the error table, each code with its retry disposition and fixed suggestion;
+//! - [`tools`]: every tool's name, description, input schema and MCP annotations, and
+//!   [`validate`], which checks arguments against those same schemas;
+//! - [`schemas`]: the output schema of every tool and of the error envelope;
+//! - [`doctor`]: the backend registry, capabilities and the doctor report with its schema;
+//! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
+//! - [`render`]: the text forms of results;
+//! - [`wire`]: the framed bincode protocols between the broker, shims, terminal commands and
+//!   agents (the codec behind the `codec` feature).
+//!
+//! It carries no async runtime, no D-Bus and no X11 code.
+//!
+//! Stability: the MCP surface follows the contract's versioning (minor versions add); the
+//! internal wire protocols change together with [`wire::PROTO_VERSION`], checked in every hello.
+
+#![warn(missing_docs)]
+
+pub mod doctor;
+pub mod errors;
+pub mod model;
+pub mod render;
+pub mod schemas;
+pub mod tools;
+pub mod validate;
+pub mod wire;
+
+/// The version of the driver contract this build implements.
+pub const CONTRACT_VERSION: &str = "0.8.0";
+/// This build's driver version.
+pub const DRIVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The name the MCP server reports.
+pub const SERVER_NAME: &str = "nish-driver";
+
+pub use errors::{DriverError, ErrorCode, Retry};

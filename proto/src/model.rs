@@ -1,0 +1,454 @@
+//! Desktop data shared by the broker and its agents: windows, walked accessibility trees,
+//! element states, rectangles, element tokens and the escaping of untrusted app text.
+
+use serde::{Deserialize, Serialize};
+
+/// A rectangle in screen coordinates (pixels).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rect {
+    /// Left edge.
+    pub x: i32,
+    /// Top edge.
+    pub y: i32,
+    /// Width.
+    pub w: i32,
+    /// Height.
+    pub h: i32,
+}
+
+impl Rect {
+    /// A rectangle from its parts.
+    pub const fn new(x: i32, y: i32, w: i32, h: i32) -> Self {
+        Rect { x, y, w, h }
+    }
+
+    /// True when `other` lies inside this rectangle (edges included), allowing `slack` pixels.
+    pub fn contains_rect(&self, other: &Rect, slack: i32) -> bool {
+        other.x >= self.x - slack
+            && other.y >= self.y - slack
+            && other.x + other.w <= self.x + self.w + slack
+            && other.y + other.h <= self.y + self.h + slack
+    }
+
+    /// True when the point lies inside.
+    pub fn contains_point(&self, x: i32, y: i32) -> bool {
+        x >= self.x && y >= self.y && x < self.x + self.w && y < self.y + self.h
+    }
+
+    /// True when the rectangle has no area.
+    pub fn is_empty(&self) -> bool {
+        self.w <= 0 || self.h <= 0
+    }
+
+    /// The center point.
+    pub fn center(&self) -> (i32, i32) {
+        (self.x + self.w / 2, self.y + self.h / 2)
+    }
+
+    /// The overlap of two rectangles, if any.
+    pub fn intersect(&self, o: &Rect) -> Option<Rect> {
+        let x0 = self.x.max(o.x);
+        let y0 = self.y.max(o.y);
+        let x1 = (self.x + self.w).min(o.x + o.w);
+        let y1 = (self.y + self.h).min(o.y + o.h);
+        (x1 > x0 && y1 > y0).then(|| Rect::new(x0, y0, x1 - x0, y1 - y0))
+    }
+}
+
+/// A top-level window as the window list reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowInfo {
+    /// The X window id (the client window, not the window manager's frame).
+    pub window_id: u64,
+    /// The owning process (`_NET_WM_PID`, checked against the X server where possible).
+    pub pid: u32,
+    /// The app's own name (AT-SPI application name or WM_CLASS): untrusted app text.
+    pub app: String,
+    /// The window title: untrusted app text.
+    pub title: String,
+    /// Geometry in screen coordinates.
+    pub frame: Rect,
+    /// True for the window manager's active window.
+    pub active: bool,
+    /// True when mapped and not minimized.
+    pub visible: bool,
+    /// Position in the stacking order, 0 at the bottom.
+    pub stacking: u32,
+}
+
+/// What identifies a process beyond its pid: pids are reused, start times are not.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProcIdentity {
+    /// The pid.
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// The executable path (`/proc/<pid>/exe`), or empty when unreadable.
+    pub exe: String,
+}
+
+macro_rules! states {
+    ($( $(#[$doc:meta])* $v:ident = $bit:literal => $name:literal, )*) => {
+        /// Element states the driver tracks (a subset of AT-SPI's, plus `secure`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[repr(u8)]
+        pub enum State { $( $(#[$doc])* $v = $bit, )* }
+
+        impl State {
+            /// Every state.
+            pub const ALL: &[State] = &[ $( State::$v, )* ];
+            /// The wire name.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( State::$v => $name, )* }
+            }
+            /// Parses a wire name (or an AT-SPI name with `-` instead of `_`).
+            pub fn from_name(s: &str) -> Option<State> {
+                match s.replace('-', "_").as_str() { $( $name => Some(State::$v), )* _ => None }
+            }
+        }
+    };
+}
+
+states! {
+    /// The window or element is the active one.
+    Active = 0 => "active",
+    /// The element is busy.
+    Busy = 1 => "busy",
+    /// Checked (check box, radio, toggle).
+    Checked = 2 => "checked",
+    /// Can be checked.
+    Checkable = 3 => "checkable",
+    /// Collapsed (expandable and not expanded).
+    Collapsed = 4 => "collapsed",
+    /// Text can be edited.
+    Editable = 5 => "editable",
+    /// Enabled.
+    Enabled = 6 => "enabled",
+    /// Can expand.
+    Expandable = 7 => "expandable",
+    /// Expanded.
+    Expanded = 8 => "expanded",
+    /// Can take focus.
+    Focusable = 9 => "focusable",
+    /// Has the keyboard focus.
+    Focused = 10 => "focused",
+    /// Neither checked nor unchecked.
+    Indeterminate = 11 => "indeterminate",
+    /// Modal.
+    Modal = 12 => "modal",
+    /// Multi-line text.
+    MultiLine = 13 => "multi_line",
+    /// Allows several selected children.
+    Multiselectable = 14 => "multiselectable",
+    /// Pressed (toggle buttons).
+    Pressed = 15 => "pressed",
+    /// Read-only.
+    ReadOnly = 16 => "read_only",
+    /// Required form field.
+    Required = 17 => "required",
+    /// Can be selected.
+    Selectable = 18 => "selectable",
+    /// Selected.
+    Selected = 19 => "selected",
+    /// Sensitive (reacts to input).
+    Sensitive = 20 => "sensitive",
+    /// Showing on screen.
+    Showing = 21 => "showing",
+    /// Visible (may still be scrolled off).
+    Visible = 22 => "visible",
+    /// Invalid entry.
+    InvalidEntry = 23 => "invalid_entry",
+    /// A visited link.
+    Visited = 24 => "visited",
+    /// Has a popup.
+    HasPopup = 25 => "has_popup",
+    /// A password or otherwise secure field (driver-derived; never read or typed into).
+    Secure = 26 => "secure",
+    /// Manages its descendants (tables, trees): children may be created lazily.
+    ManagesDescendants = 27 => "manages_descendants",
+    /// Default button.
+    IsDefault = 28 => "default",
+}
+
+/// A set of [`State`]s as a bit set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StateSet(pub u64);
+
+impl StateSet {
+    /// The empty set.
+    pub const EMPTY: StateSet = StateSet(0);
+
+    /// Adds a state.
+    pub fn insert(&mut self, s: State) {
+        self.0 |= 1 << (s as u8);
+    }
+
+    /// Removes a state.
+    pub fn remove(&mut self, s: State) {
+        self.0 &= !(1 << (s as u8));
+    }
+
+    /// True when the state is in the set.
+    pub fn has(self, s: State) -> bool {
+        self.0 & (1 << (s as u8)) != 0
+    }
+
+    /// A set from a list.
+    pub fn of(list: &[State]) -> StateSet {
+        let mut s = StateSet::EMPTY;
+        for x in list {
+            s.insert(*x);
+        }
+        s
+    }
+
+    /// Every state in the set.
+    pub fn iter(self) -> impl Iterator<Item = State> {
+        State::ALL.iter().copied().filter(move |s| self.has(*s))
+    }
+
+    /// The states a model needs, by name: everything unusual. `enabled`, `sensitive`,
+    /// `showing`, `visible`, `focusable`, `selectable`, `checkable` and `expandable` are the
+    /// normal case and left out; a disabled element says `disabled`, one that is not showing
+    /// says `offscreen`.
+    pub fn model_names(self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for s in self.iter() {
+            match s {
+                State::Enabled
+                | State::Sensitive
+                | State::Showing
+                | State::Visible
+                | State::Focusable
+                | State::Selectable
+                | State::Checkable
+                | State::Expandable
+                | State::ManagesDescendants => {}
+                other => out.push(other.as_str()),
+            }
+        }
+        if !self.has(State::Sensitive) && !self.has(State::Enabled) {
+            out.push("disabled");
+        }
+        if !self.has(State::Showing) {
+            out.push("offscreen");
+        }
+        out
+    }
+}
+
+/// Which accessibility interfaces an element implements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ifaces(pub u16);
+
+impl Ifaces {
+    /// Action.
+    pub const ACTION: u16 = 1;
+    /// Text (read).
+    pub const TEXT: u16 = 2;
+    /// EditableText.
+    pub const EDITABLE_TEXT: u16 = 4;
+    /// Value.
+    pub const VALUE: u16 = 8;
+    /// Selection (on a container).
+    pub const SELECTION: u16 = 16;
+    /// Component (extents).
+    pub const COMPONENT: u16 = 32;
+
+    /// True when `bit` is set.
+    pub fn has(self, bit: u16) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+/// One element of a walked tree, in document order (row `N` of a snapshot).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Role name in snake_case (`push_button`, `check_box`, `page_tab`, `document_web`).
+    pub role: String,
+    /// The accessible name, raw: untrusted app text, escaped only when rendered.
+    pub name: String,
+    /// States.
+    pub states: StateSet,
+    /// The value (text contents or a number); always `None` for secure fields.
+    pub value: Option<String>,
+    /// Action names.
+    pub actions: Vec<String>,
+    /// Extents in screen coordinates, when the element has them.
+    pub frame: Option<Rect>,
+    /// Row of the parent, `None` for the window itself (row 0).
+    pub parent: Option<u32>,
+    /// Depth below the window (the window is 0).
+    pub depth: u16,
+    /// Children listed in the walk.
+    pub child_count: u32,
+    /// Interfaces implemented.
+    pub ifaces: Ifaces,
+    /// The backend's own address of the element (an AT-SPI `bus:path`, a mock id). Opaque to
+    /// the broker, which only passes it back to the agent that acts.
+    pub handle: String,
+}
+
+impl Node {
+    /// True for password and other secure fields.
+    pub fn is_secure(&self) -> bool {
+        self.states.has(State::Secure) || self.role == "password_text"
+    }
+}
+
+/// Why a walk stopped early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TruncReason {
+    /// More than the element cap.
+    MaxElements,
+    /// Deeper than the depth cap.
+    MaxDepth,
+    /// The time budget ran out.
+    TimeBudget,
+    /// The app stopped answering part-way.
+    AppNotResponding,
+}
+
+impl TruncReason {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TruncReason::MaxElements => "max_elements",
+            TruncReason::MaxDepth => "max_depth",
+            TruncReason::TimeBudget => "time_budget",
+            TruncReason::AppNotResponding => "app_not_responding",
+        }
+    }
+}
+
+/// A whole window's walked tree (at most [`WALK_MAX_ELEMENTS`] rows).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tree {
+    /// The window.
+    pub window: WindowInfo,
+    /// Rows in document order; row 0 is the window's frame accessible.
+    pub nodes: Vec<Node>,
+    /// Set when the walk stopped early.
+    pub truncated: Option<TruncReason>,
+}
+
+/// Most elements one walk reads.
+pub const WALK_MAX_ELEMENTS: usize = 5000;
+/// Deepest level one walk reads.
+pub const WALK_MAX_DEPTH: u16 = 200;
+/// Time budget of one walk, in milliseconds.
+pub const WALK_BUDGET_MS: u64 = 2500;
+
+/// Escapes untrusted text for a one-line rendering and cuts it to `max_chars` characters.
+///
+/// Backslash, double quote and control characters are escaped (`\\`, `\"`, `\n`, `\t`,
+/// `\u{..}`); bidi overrides and other format characters are escaped too, so app text cannot
+/// fake line structure or reorder what the model reads. A cut string ends with `…`.
+pub fn escape_clip(s: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut n = 0usize;
+    for c in s.chars() {
+        if n >= max_chars {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || is_format_char(c) => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+        n += 1;
+    }
+    out
+}
+
+fn is_format_char(c: char) -> bool {
+    matches!(c as u32,
+        0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0x00AD)
+}
+
+/// An element token `<snapshot_id>:<N>`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Token {
+    /// The snapshot.
+    pub snapshot_id: String,
+    /// The row.
+    pub index: u32,
+}
+
+impl Token {
+    /// Parses `<snapshot_id>:<N>`; the id is 1 to 32 ASCII letters and digits.
+    pub fn parse(s: &str) -> Option<Token> {
+        let (id, n) = s.split_once(':')?;
+        if id.is_empty() || id.len() > 32 || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        if n.is_empty() || n.len() > 6 || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Token {
+            snapshot_id: id.to_string(),
+            index: n.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.snapshot_id, self.index)
+    }
+}
+
+/// Normalizes an AT-SPI role name (`push button`, `page-tab`) to the wire's snake_case.
+pub fn normalize_role(role: &str) -> String {
+    role.trim().to_ascii_lowercase().replace([' ', '-'], "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_clips_and_escapes() {
+        assert_eq!(escape_clip("a\"b\\c\nd", 80), "a\\\"b\\\\c\\nd");
+        assert_eq!(escape_clip("abcdef", 3), "abc…");
+        assert_eq!(escape_clip("x\u{202e}y", 10), "x\\u{202e}y");
+    }
+
+    #[test]
+    fn tokens_round_trip() {
+        let t = Token::parse("s12:345").unwrap();
+        assert_eq!(t.snapshot_id, "s12");
+        assert_eq!(t.index, 345);
+        assert_eq!(t.to_string(), "s12:345");
+        for bad in ["", ":1", "s1:", "s1:x", "s:1:2", "s-1:2", "s1:1234567"] {
+            assert!(Token::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn model_state_names() {
+        let s = StateSet::of(&[
+            State::Enabled,
+            State::Sensitive,
+            State::Showing,
+            State::Checked,
+        ]);
+        assert_eq!(s.model_names(), vec!["checked"]);
+        let d = StateSet::of(&[State::Visible]);
+        assert_eq!(d.model_names(), vec!["disabled", "offscreen"]);
+    }
+
+    #[test]
+    fn roles_normalize() {
+        assert_eq!(normalize_role("push button"), "push_button");
+        assert_eq!(normalize_role("Page-Tab List"), "page_tab_list");
+    }
+}

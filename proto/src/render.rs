@@ -1,0 +1,126 @@
+//! Text renderings of results for MCP text content (contract §2.1 for failures).
+//!
+//! Hosts that show the model only text get the same facts as `structuredContent`: a read is a
+//! header line and the tree text; an act is one summary line (plus the observed tree); other
+//! results are their compact JSON.
+
+use serde_json::Value;
+
+use crate::errors::DriverError;
+use crate::model::escape_clip;
+
+/// The text of a failed call: `<code>: <message> [retry: <disposition>] <suggestion>`.
+pub fn error_text(e: &DriverError) -> String {
+    e.text()
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The text of a successful call of `tool` whose structured content is `v`.
+pub fn success_text(tool: &str, v: &Value) -> String {
+    match tool {
+        "get_window_state" => {
+            let w = &v["window"];
+            let mut out = format!(
+                "window {} pid {} app \"{}\" title \"{}\" | snapshot {} | view {} | {} rows{}{}\n",
+                w["window_id"],
+                w["pid"],
+                escape_clip(s(w, "app"), 64),
+                escape_clip(s(w, "title"), 80),
+                s(v, "snapshot_id"),
+                s(v, "view"),
+                v["elements"].as_array().map_or(0, Vec::len),
+                if v["truncated"] == Value::Bool(true) {
+                    format!(
+                        " | truncated ({})",
+                        v["truncated_reason"].as_str().unwrap_or("limits")
+                    )
+                } else {
+                    String::new()
+                },
+                if v.get("screenshot").is_some() {
+                    " | screenshot attached"
+                } else {
+                    ""
+                },
+            );
+            out.push_str(&format!("tokens are {}:<N>\n", s(v, "snapshot_id")));
+            out.push_str(s(v, "tree_text"));
+            out
+        }
+        t if crate::tools::tool(t).is_some_and(|d| d.class == crate::tools::ToolClass::Act)
+            && v.get("effect").is_some()
+            && v.get("verified").is_some() =>
+        {
+            let mut out = format!(
+                "effect: {} | verified: {} | path: {}",
+                s(v, "effect"),
+                v["verified"],
+                s(v, "path")
+            );
+            if let Some(r) = v.get("readback").and_then(Value::as_str) {
+                out.push_str(&format!(" | readback: {r}"));
+            }
+            if let Some(sid) = v.get("snapshot_id").and_then(Value::as_str) {
+                out.push_str(&format!(" | snapshot {sid}"));
+            }
+            if let Some(d) = v.get("diff").filter(|d| d.is_object()) {
+                let n = |k: &str| d[k].as_array().map_or(0, Vec::len);
+                out.push_str(&format!(
+                    " | diff: +{} -{} ~{}{}",
+                    n("added"),
+                    n("removed"),
+                    n("changed"),
+                    if d["truncated"] == Value::Bool(true) {
+                        " (truncated)"
+                    } else {
+                        ""
+                    }
+                ));
+                for item in d["changed"].as_array().into_iter().flatten().take(8) {
+                    out.push_str(&format!(
+                        "\n  ~[{}] {} \"{}\" {}",
+                        item["element_index"],
+                        s(item, "role"),
+                        s(item, "label"),
+                        item["fields"].as_array().map_or(String::new(), |f| {
+                            f.iter()
+                                .filter_map(Value::as_str)
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                    ));
+                }
+            }
+            if let Some(e) = v.get("escalation").filter(|e| e.is_object()) {
+                out.push_str(&format!(
+                    " | escalation: {} ({})",
+                    s(e, "recommend"),
+                    s(e, "reason")
+                ));
+            }
+            if let Some(o) = v.get("observe") {
+                if let Some(t) = o.get("tree_text").and_then(Value::as_str) {
+                    out.push_str(&format!(
+                        "\nobserved snapshot {}:\n{}",
+                        s(o, "snapshot_id"),
+                        t
+                    ));
+                }
+                for k in ["error", "screenshot_error"] {
+                    if let Some(e) = o.get(k) {
+                        out.push_str(&format!(
+                            "\nobserve {k}: {}: {}",
+                            s(e, "code"),
+                            s(e, "message")
+                        ));
+                    }
+                }
+            }
+            out
+        }
+        _ => serde_json::to_string(v).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,134 @@
+//! The broker's wire protocols: shim <-> broker, terminal commands <-> broker and
+//! broker <-> agents.
+//!
+//! Every connection starts with a [`Hello`] from the connecting side (role and protocol version);
+//! a mismatch is a readable error, not a decode failure. After it, each side sends only its own
+//! direction's message enum (one enum per direction and peer kind), so a reader's dispatcher
+//! has no variant for an action and cannot be asked for one.
+//!
+//! Frames are a 4-byte big-endian length and a bincode body. The length is checked against the
+//! receiver's maximum before anything is allocated (see [`codec`]).
+
+use serde::{Deserialize, Serialize};
+
+pub mod cli;
+#[cfg(feature = "codec")]
+pub mod codec;
+pub mod indicator;
+pub mod input;
+pub mod reader;
+pub mod shim;
+
+/// Version of these wire protocols; bumped on any incompatible change of a message enum.
+pub const PROTO_VERSION: u32 = 1;
+
+/// Largest frame any peer accepts (screen captures are the largest messages).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// Largest frame the broker accepts from a shim or a terminal command.
+pub const MAX_CLIENT_FRAME_BYTES: usize = 1024 * 1024;
+
+/// Who is speaking on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// An MCP shim (`nish-mcp`), one per host.
+    Shim,
+    /// A terminal command (`nish-driver status`, `stop`, `mock-person`).
+    Cli,
+    /// The reader agent (`nish-reader`).
+    Reader,
+    /// The input agent (`nish-input`).
+    Input,
+    /// The indicator and consent process (`nish-indicator`).
+    Indicator,
+}
+
+impl Role {
+    /// A lowercase name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Shim => "shim",
+            Role::Cli => "cli",
+            Role::Reader => "reader",
+            Role::Input => "input",
+            Role::Indicator => "indicator",
+        }
+    }
+}
+
+/// The first frame on every connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The speaker's role.
+    pub role: Role,
+    /// [`PROTO_VERSION`] of the speaker's build.
+    pub proto_version: u32,
+    /// The speaker's driver version, for messages.
+    pub driver_version: String,
+}
+
+impl Hello {
+    /// This build's hello for `role`.
+    pub fn new(role: Role) -> Self {
+        Hello {
+            role,
+            proto_version: PROTO_VERSION,
+            driver_version: crate::DRIVER_VERSION.into(),
+        }
+    }
+
+    /// Checks a peer's hello: the expected role and this build's protocol version.
+    pub fn check(&self, expected: &[Role]) -> Result<(), String> {
+        if self.proto_version != PROTO_VERSION {
+            return Err(format!(
+                "protocol version mismatch: peer {} speaks {} (driver {}), this build speaks {} (driver {}); \
+                 install matching versions of nish-driver and its programs",
+                self.role.as_str(),
+                self.proto_version,
+                crate::model::escape_clip(&self.driver_version, 32),
+                PROTO_VERSION,
+                crate::DRIVER_VERSION
+            ));
+        }
+        if !expected.contains(&self.role) {
+            return Err(format!("unexpected peer role {}", self.role.as_str()));
+        }
+        Ok(())
+    }
+}
+
+/// What an agent reports about its own lock-down before it does any work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockdownReport {
+    /// `PR_GET_NO_NEW_PRIVS` is 1.
+    pub no_new_privs: bool,
+    /// The effective, permitted, inheritable and ambient capability sets are empty.
+    pub caps_empty: bool,
+    /// A seccomp filter is installed (`Seccomp: 2` in `/proc/self/status`).
+    pub seccomp: bool,
+    /// Landlock: `full`, `partial` (an older ABI, still no writable path) or `unsupported`.
+    pub landlock: String,
+    /// One line for the doctor and the audit when something is missing.
+    pub detail: String,
+}
+
+impl LockdownReport {
+    /// True when the agent may be used: everything required is in force. A kernel without
+    /// Landlock is accepted only when `allow_no_landlock` is set (the doctor reports it).
+    pub fn acceptable(&self, allow_no_landlock: bool) -> bool {
+        self.no_new_privs
+            && self.caps_empty
+            && self.seccomp
+            && (self.landlock == "full" || self.landlock == "partial" || allow_no_landlock)
+    }
+}
+
+/// A failure an agent reports for one request: a code from the error table and a message
+/// built from bounded identifiers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentFailure {
+    /// The wire name of an [`crate::errors::ErrorCode`]; the broker maps unknown names to
+    /// `internal_error`.
+    pub code: String,
+    /// One line.
+    pub message: String,
+}
