@@ -132,3 +132,21 @@ pub struct AgentFailure {
     /// One line.
     pub message: String,
 }
+
+/// The file descriptor on which the broker hands each agent its end of the socketpair; agents
+/// are started as `<agent> --fd 3`.
+pub const AGENT_FD: i32 = 3;
+
+/// The X11 property (type CARDINAL, value 1) the indicator sets on every window it draws; the
+/// reader leaves such windows out of window lists, hit-tests and captures.
+pub const OWN_WINDOW_ATOM: &str = "_NISH_DRIVER_WINDOW";
+
+/// The broker's socket: `$XDG_RUNTIME_DIR/nish-driver/broker.sock`, or
+/// `/tmp/nish-driver-<uid>/broker.sock` when `XDG_RUNTIME_DIR` is unset. `uid` is the caller's
+/// real uid (passed in, so this crate needs no libc).
+pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(dir).join("nish-driver").join("broker.sock"),
+        None => std::path::PathBuf::from(format!("/tmp/nish-driver-{uid}")).join("broker.sock"),
+    }
+}
