@@ -1,2 +1,240 @@
 //! Lock-down of nish-driver's agents (no_new_privs, capabilities, seccomp, Landlock) and the
 //! self-check each agent reports to the broker before its first read.
+//!
+//! Every agent (`nish-reader`, `nish-input`, `nish-indicator`) calls [`lock_down`] first thing
+//! in `main()`, before it creates threads or an async runtime and before it reads anything from
+//! the desktop, then sends the returned [`LockdownReport`] to the broker, which refuses an agent
+//! whose report is not [`LockdownReport::acceptable`].
+//!
+//! What [`lock_down`] does, in order, each step independent of the others (a failing step is
+//! named in the report's `detail`, the rest still apply):
+//!
+//! 1. `PR_SET_NO_NEW_PRIVS`.
+//! 2. Resource limits: no core dumps (`RLIMIT_CORE` 0), no file growth (`RLIMIT_FSIZE` 0, with
+//!    `SIGXFSZ` blocked so a write past the limit fails with `EFBIG` instead of killing the
+//!    process), at most [`MAX_OPEN_FILES`] descriptors. An agent's logs must therefore go to a
+//!    pipe or a socket, not to a regular file.
+//! 3. Every capability dropped: bounding, ambient, inheritable, effective, permitted.
+//! 4. Landlock ([`landlock_rules`]): every write-type file right and `execute` handled with no
+//!    rule granting any of them, so no path anywhere can be created, written, truncated, removed
+//!    or executed; TCP bind and connect handled with no port allowed; signals scoped to the
+//!    agent itself. Reads stay allowed, and Unix sockets (pathname and abstract) stay usable,
+//!    since agents talk to D-Bus and X11 over them.
+//! 5. seccomp ([`seccomp_filters`]), on every thread of the process: `socket`/`socketpair` with
+//!    a domain other than `AF_UNIX` fail with `EACCES`; `execve`, `execveat`, `ptrace`,
+//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; every other
+//!    system call is allowed.
+//!
+//! All of it is irreversible for the process.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+pub use nish_proto::wire::LockdownReport;
+
+mod landlock_rules;
+mod seccomp_filters;
+mod status;
+
+pub use status::ProcStatus;
+
+/// The bound [`lock_down`] puts on open file descriptors (`RLIMIT_NOFILE`), unless the hard
+/// limit is already lower.
+pub const MAX_OPEN_FILES: u64 = 1024;
+
+/// Which agent is locking itself down. All agents get the same lock-down today; the name appears
+/// in the report's `detail`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// The agent's name (`reader`, `input`, `indicator`), for messages.
+    pub name: &'static str,
+}
+
+/// Landlock state of this process, remembered by [`lock_down`] for [`self_check`].
+static LANDLOCK_STATE: AtomicU8 = AtomicU8::new(LandlockState::NotApplied as u8);
+
+/// What Landlock enforces in this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum LandlockState {
+    /// [`lock_down`] has not run in this process.
+    NotApplied = 0,
+    /// Every requested restriction is enforced.
+    Full = 1,
+    /// The kernel's Landlock ABI is older than the rules; what it supports is enforced (still
+    /// no writable path and no exec on every ABI).
+    Partial = 2,
+    /// No Landlock restriction is in force (kernel without Landlock, or it failed).
+    Unsupported = 3,
+}
+
+impl LandlockState {
+    fn load() -> Self {
+        match LANDLOCK_STATE.load(Ordering::SeqCst) {
+            1 => LandlockState::Full,
+            2 => LandlockState::Partial,
+            3 => LandlockState::Unsupported,
+            _ => LandlockState::NotApplied,
+        }
+    }
+
+    fn store(self) {
+        LANDLOCK_STATE.store(self as u8, Ordering::SeqCst);
+    }
+
+    /// The report's wire string.
+    fn as_str(self) -> &'static str {
+        match self {
+            LandlockState::Full => "full",
+            LandlockState::Partial => "partial",
+            LandlockState::NotApplied | LandlockState::Unsupported => "unsupported",
+        }
+    }
+}
+
+/// Locks the calling process down for good (see the crate documentation for what that means)
+/// and returns the [`self_check`] made right after, with the steps that failed named in
+/// `detail`. Never panics. Call it before creating any thread.
+pub fn lock_down(profile: &Profile) -> LockdownReport {
+    let mut failures: Vec<String> = Vec::new();
+
+    if let Err(e) = nix::sys::prctl::set_no_new_privs() {
+        failures.push(format!("no_new_privs: {e}"));
+    }
+    failures.extend(set_rlimits());
+    failures.extend(drop_capabilities());
+
+    let threads = status::read_self().ok().and_then(|s| s.threads);
+    match landlock_rules::restrict_self() {
+        Ok(state) => state.store(),
+        Err(e) => {
+            LandlockState::Unsupported.store();
+            failures.push(format!("landlock: {e}"));
+        }
+    }
+    if let Some(n) = threads.filter(|n| *n > 1) {
+        failures.push(format!(
+            "landlock applied to the calling thread only; {n} threads existed"
+        ));
+    }
+
+    if let Err(e) = seccomp_filters::apply() {
+        failures.push(format!("seccomp: {e}"));
+    }
+
+    let mut report = self_check();
+    if !failures.is_empty() {
+        let steps = failures.join("; ");
+        let name = if profile.name.is_empty() {
+            "agent"
+        } else {
+            profile.name
+        };
+        report.detail = if report.detail.is_empty() {
+            format!("{name} lock-down: {steps}")
+        } else {
+            format!("{name} lock-down: {}; {steps}", report.detail)
+        };
+    }
+    report
+}
+
+/// Reports the lock-down in force: no_new_privs, seccomp and capabilities as the kernel shows
+/// them in `/proc/self/status`, Landlock as [`lock_down`] recorded it (`unsupported` when it has
+/// not run in this process). `detail` names what is missing, on one line, or is empty.
+pub fn self_check() -> LockdownReport {
+    let landlock = LandlockState::load();
+    match status::read_self() {
+        Ok(st) => {
+            let mut report = st.report(landlock.as_str());
+            let mut missing = st.missing();
+            match landlock {
+                LandlockState::NotApplied => missing.push("landlock not applied".into()),
+                LandlockState::Unsupported => missing.push("landlock unsupported".into()),
+                LandlockState::Partial => {
+                    missing.push("landlock partial (older kernel ABI)".into())
+                }
+                LandlockState::Full => {}
+            }
+            missing.extend(rlimits_missing());
+            report.detail = missing.join(", ");
+            report
+        }
+        Err(e) => LockdownReport {
+            no_new_privs: false,
+            caps_empty: false,
+            seccomp: false,
+            landlock: landlock.as_str().into(),
+            detail: format!("cannot read /proc/self/status: {e}"),
+        },
+    }
+}
+
+fn set_rlimits() -> Vec<String> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+
+    let mut failures = Vec::new();
+    // A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the process: block it
+    // (threads created later inherit the mask) so the write fails with EFBIG instead.
+    let mut xfsz = SigSet::empty();
+    xfsz.add(Signal::SIGXFSZ);
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&xfsz), None) {
+        failures.push(format!("block SIGXFSZ: {e}"));
+    }
+    for (name, resource) in [
+        ("RLIMIT_CORE", Resource::RLIMIT_CORE),
+        ("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE),
+    ] {
+        if let Err(e) = setrlimit(resource, 0, 0) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    let nofile = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((_, hard)) => hard.min(MAX_OPEN_FILES as nix::sys::resource::rlim_t),
+        Err(_) => MAX_OPEN_FILES as nix::sys::resource::rlim_t,
+    };
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, nofile, nofile) {
+        failures.push(format!("RLIMIT_NOFILE: {e}"));
+    }
+    failures
+}
+
+/// The resource limits [`lock_down`] sets that are not in force, for `detail`.
+fn rlimits_missing() -> Vec<String> {
+    use nix::sys::resource::{Resource, getrlimit};
+    let mut missing = Vec::new();
+    for (name, resource, max) in [
+        ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
+        ("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE, 0),
+        (
+            "RLIMIT_NOFILE",
+            Resource::RLIMIT_NOFILE,
+            MAX_OPEN_FILES as nix::sys::resource::rlim_t,
+        ),
+    ] {
+        match getrlimit(resource) {
+            Ok((_, hard)) if hard <= max => {}
+            _ => missing.push(format!("{name} not set")),
+        }
+    }
+    missing
+}
+
+fn drop_capabilities() -> Vec<String> {
+    use caps::CapSet;
+    let mut failures = Vec::new();
+    // The bounding set first: dropping from it needs CAP_SETPCAP in the effective set.
+    // Effective before permitted: the kernel refuses an effective set larger than permitted.
+    for (name, set) in [
+        ("bounding", CapSet::Bounding),
+        ("ambient", CapSet::Ambient),
+        ("inheritable", CapSet::Inheritable),
+        ("effective", CapSet::Effective),
+        ("permitted", CapSet::Permitted),
+    ] {
+        if let Err(e) = caps::clear(None, set) {
+            failures.push(format!("clear {name} capabilities: {e}"));
+        }
+    }
+    failures
+}
