@@ -1,1 +1,24 @@
-//! The broker.
+//! The nish-driver broker: the one process that decides.
+//!
+//! It owns sessions, the person's consent and its app scope, the lease, the takeover and pause
+//! state, host approvals, the kill switch, policy and the audit. It never talks AT-SPI or X11
+//! input and never draws: desktop work goes through a [`backend::Backend`], either the real
+//! Linux one (sandboxed agents) or the in-process mock desktop for contract tests.
+//!
+//! - [`session`]: the pure session state machine (property-tested);
+//! - [`views`] and [`snapshots`]: full, skeleton and root views of one walk, tokens, diffs;
+//! - [`engine`]: every tool, judged, executed, verified and audited;
+//! - [`server`]: the Unix socket (0700 directory, same uid only, hello first);
+//! - [`audit`]: journald or a JSON-lines file;
+//! - [`credentials`]: credential-looking text (contract §5.3).
+
+pub mod audit;
+pub mod backend;
+pub mod credentials;
+pub mod engine;
+pub mod framing;
+pub mod notify;
+pub mod server;
+pub mod session;
+pub mod snapshots;
+pub mod views;

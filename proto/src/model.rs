@@ -347,8 +347,7 @@ pub const WALK_BUDGET_MS: u64 = 2500;
 /// fake line structure or reorder what the model reads. A cut string ends with `…`.
 pub fn escape_clip(s: &str, max_chars: usize) -> String {
     let mut out = String::new();
-    let mut n = 0usize;
-    for c in s.chars() {
+    for (n, c) in s.chars().enumerate() {
         if n >= max_chars {
             out.push('…');
             break;
@@ -364,7 +363,6 @@ pub fn escape_clip(s: &str, max_chars: usize) -> String {
             }
             c => out.push(c),
         }
-        n += 1;
     }
     out
 }

@@ -52,39 +52,39 @@ pub fn check(schema: &Value, v: &Value, path: &str) -> Result<(), String> {
             return Err(format!("{path} must be {}", names.join(" or ")));
         }
     }
-    if let Some(Value::Array(options)) = schema.get("enum") {
-        if !options.contains(v) {
-            let list: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            return Err(format!("{path} must be one of {}", list.join(", ")));
-        }
+    if let Some(Value::Array(options)) = schema.get("enum")
+        && !options.contains(v)
+    {
+        let list: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        return Err(format!("{path} must be one of {}", list.join(", ")));
     }
     if let Some(n) = v.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                return Err(format!("{path} must be at least {min}"));
-            }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            return Err(format!("{path} must be at least {min}"));
         }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                return Err(format!("{path} must be at most {max}"));
-            }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            return Err(format!("{path} must be at most {max}"));
         }
     }
-    if let (Some(s), Some(max)) = (v.as_str(), schema.get("maxLength").and_then(Value::as_u64)) {
-        if s.chars().count() as u64 > max {
-            return Err(format!("{path} is longer than {max} characters"));
-        }
+    if let (Some(s), Some(max)) = (v.as_str(), schema.get("maxLength").and_then(Value::as_u64))
+        && s.chars().count() as u64 > max
+    {
+        return Err(format!("{path} is longer than {max} characters"));
     }
     if let Some(a) = v.as_array() {
-        if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-            if (a.len() as u64) < min {
-                return Err(format!("{path} needs at least {min} items"));
-            }
+        if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+            && (a.len() as u64) < min
+        {
+            return Err(format!("{path} needs at least {min} items"));
         }
-        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-            if a.len() as u64 > max {
-                return Err(format!("{path} has more than {max} items"));
-            }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && a.len() as u64 > max
+        {
+            return Err(format!("{path} has more than {max} items"));
         }
         if let Some(items) = schema.get("items") {
             for (i, x) in a.iter().enumerate() {

@@ -146,7 +146,9 @@ pub const OWN_WINDOW_ATOM: &str = "_NISH_DRIVER_WINDOW";
 /// real uid (passed in, so this crate needs no libc).
 pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        Some(dir) => std::path::PathBuf::from(dir).join("nish-driver").join("broker.sock"),
+        Some(dir) => std::path::PathBuf::from(dir)
+            .join("nish-driver")
+            .join("broker.sock"),
         None => std::path::PathBuf::from(format!("/tmp/nish-driver-{uid}")).join("broker.sock"),
     }
 }

@@ -1,0 +1,278 @@
+//! The backend trait: what the broker asks of a desktop. The Linux backend implements it by
+//! talking to its sandboxed agents; the mock backend is an in-process fake desktop for
+//! contract tests on any machine.
+//!
+//! The backend does the OS work and reports facts; the engine decides. Person input detection
+//! lives here (it needs the send log of the input path): a synthetic batch stops at its next
+//! check when the person moves the pointer more than [`POINTER_SLACK_PX`] from where the driver
+//! put it or presses a key or button the driver did not send, and the backend reports it as a
+//! [`BackendEvent::PersonInput`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nish_proto::doctor::DoctorReport;
+use nish_proto::errors::DriverError;
+use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
+use nish_proto::wire::cli::PersonOp;
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp};
+use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::reader::WalkLimits;
+use tokio::sync::mpsc;
+
+use crate::session::PausedReason;
+
+pub mod linux;
+pub mod mock;
+
+/// How far (either axis) the pointer may be from where the driver put it before it counts as
+/// the person's (contract §4.3).
+pub const POINTER_SLACK_PX: i32 = 8;
+
+/// Which backend runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The in-process fake desktop.
+    Mock,
+    /// The real X11 + AT-SPI desktop through the agents.
+    Linux,
+}
+
+impl BackendKind {
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Mock => "mock",
+            BackendKind::Linux => "linux",
+        }
+    }
+}
+
+/// A consent dialog to show.
+#[derive(Clone, Debug)]
+pub struct ConsentRequest {
+    /// The host's name (escaped by whoever draws it).
+    pub host: String,
+    /// App lines.
+    pub apps: Vec<ConsentApp>,
+    /// Show "ALSO allow VISIBLE TAKEOVER".
+    pub takeover: bool,
+    /// Show "Allow reading the clipboard".
+    pub clipboard: bool,
+    /// No answer in this time is a denial.
+    pub timeout: Duration,
+}
+
+/// Something that happened on the desktop that the engine must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendEvent {
+    /// The person's own input during a takeover.
+    PersonInput {
+        /// Which kind.
+        reason: PausedReason,
+    },
+    /// The person clicked Continue on the indicator of a session.
+    Continue {
+        /// Session id.
+        session: String,
+    },
+    /// The indicator of a session went away on its own.
+    IndicatorLost {
+        /// Session id.
+        session: String,
+        /// A fixed reason code.
+        reason: String,
+    },
+    /// The person pressed the stop hotkey.
+    StopHotkey,
+}
+
+/// A synthetic (takeover) act. Coordinates are screen pixels.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SynthOp {
+    /// Move to x, y and click `count` times with `button` (1 left, 3 right).
+    Click {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+        /// Button.
+        button: u8,
+        /// Clicks.
+        count: u8,
+    },
+    /// Type text into whatever has the keyboard focus.
+    Type {
+        /// The text (never logged).
+        text: String,
+    },
+    /// Press keys together and release them (one key for press_key).
+    Keys {
+        /// Key names.
+        keys: Vec<String>,
+    },
+    /// Wheel steps at x, y.
+    Scroll {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+        /// up, down, left, right.
+        direction: String,
+        /// Steps.
+        amount: u32,
+    },
+    /// Press at one point, glide, release at another.
+    Drag {
+        /// Start.
+        from: (i32, i32),
+        /// End.
+        to: (i32, i32),
+    },
+    /// Glide the pointer to x, y over `duration_ms` in 10 ms steps.
+    Move {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+        /// Glide time.
+        duration_ms: u64,
+    },
+    /// Raise and focus a window.
+    Raise {
+        /// The window.
+        window_id: u64,
+    },
+}
+
+/// How a synthetic batch ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SynthOutcome {
+    /// Everything was sent.
+    Done,
+    /// The person took over part-way; nothing more was sent and every held key and button was
+    /// released.
+    Stopped {
+        /// Why.
+        reason: PausedReason,
+        /// Characters typed before the stop (typing only).
+        typed: u64,
+    },
+    /// The engine's stop flag was raised (kill switch, revoke, lease end) part-way.
+    Cancelled {
+        /// Characters typed before the stop (typing only).
+        typed: u64,
+    },
+}
+
+/// The engine's stop flag for one session's in-flight synthetic batch.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// Raises the flag.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// True once raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A window capture.
+#[derive(Clone, Debug)]
+pub struct Capture {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Rectangles blacked out.
+    pub redacted: u32,
+    /// PNG bytes.
+    pub png: Vec<u8>,
+}
+
+/// What the broker needs from a desktop.
+pub trait Backend: Send + Sync + 'static {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// The event stream (taken once by the engine).
+    fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>>;
+
+    /// Top-level windows, bottom to top, the driver's own left out.
+    fn list_windows(&self) -> impl Future<Output = Result<Vec<WindowInfo>, DriverError>> + Send;
+
+    /// Walks one window's accessibility tree.
+    fn read_tree(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> impl Future<Output = Result<Tree, DriverError>> + Send;
+
+    /// Captures one window's own contents with the rectangles blacked out.
+    fn capture(
+        &self,
+        window: &WindowInfo,
+        redact: Vec<Rect>,
+    ) -> impl Future<Output = Result<Capture, DriverError>> + Send;
+
+    /// The identity of a live process, `None` when it is gone.
+    fn identity(&self, pid: u32) -> Option<ProcIdentity>;
+
+    /// Shows the consent dialog and waits for the person's answer (a timeout is a denial).
+    fn consent(
+        &self,
+        req: ConsentRequest,
+    ) -> impl Future<Output = Result<ConsentAnswer, DriverError>> + Send;
+
+    /// A headless act on one element, after a live re-check of it. Returns the path taken.
+    fn semantic(
+        &self,
+        target: Expect,
+        op: SemanticOp,
+    ) -> impl Future<Output = Result<String, DriverError>> + Send;
+
+    /// Shows the takeover indicator (paused: with Continue). Fails when it cannot be shown.
+    fn show_indicator(
+        &self,
+        session: &str,
+        paused: bool,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// Switches the indicator between active and paused.
+    fn set_indicator_paused(&self, session: &str, paused: bool) -> impl Future<Output = ()> + Send;
+
+    /// Removes the indicator.
+    fn hide_indicator(&self, session: &str) -> impl Future<Output = ()> + Send;
+
+    /// Takes the pointer's position now as the person-input baseline (takeover start, resume).
+    fn takeover_baseline(&self) -> impl Future<Output = ()> + Send;
+
+    /// Sends a synthetic batch, checking for the person's input before every step.
+    fn synthetic(
+        &self,
+        op: SynthOp,
+        stop: StopFlag,
+    ) -> impl Future<Output = Result<SynthOutcome, DriverError>> + Send;
+
+    /// Releases every key and button the driver holds (kill switch, stop).
+    fn release_all(&self) -> impl Future<Output = ()> + Send;
+
+    /// Reads the clipboard text.
+    fn clipboard_read(&self) -> impl Future<Output = Result<String, DriverError>> + Send;
+
+    /// Owns the clipboard with this text.
+    fn clipboard_write(&self, text: String)
+    -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// The registry, capabilities and probes.
+    fn doctor(&self) -> impl Future<Output = DoctorReport> + Send;
+
+    /// A simulated person's input (mock only).
+    fn person(&self, op: PersonOp) -> impl Future<Output = Result<String, DriverError>> + Send;
+}

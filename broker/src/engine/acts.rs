@@ -1,0 +1,982 @@
+//! Acts: headless (accessibility actions and setters) and takeover (synthetic input), each
+//! with a fresh re-check of the target before anything is sent, a settled read after it, an
+//! honest `effect`/`verified`, a bounded diff and the optional observation.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::model::{Node, State, WindowInfo};
+use nish_proto::tools::ToolClass;
+use nish_proto::wire::input::{Expect, SemanticOp};
+use serde_json::{Value, json};
+
+use super::{Engine, Output, Session, ToolResult};
+use crate::backend::{Backend, SynthOp, SynthOutcome};
+use crate::snapshots::Snapshot;
+use crate::views::{self, ViewKind, ViewParams, content_hash};
+
+/// Actions a click uses, in order of preference.
+const CLICK_ACTIONS: &[&str] = &["click", "press", "activate", "toggle", "jump", "check"];
+/// Actions a double click uses.
+const OPEN_ACTIONS: &[&str] = &["activate", "open"];
+/// Actions a right click uses.
+const MENU_ACTIONS: &[&str] = &["showMenu", "show_menu", "menu", "context menu"];
+/// Roles a click selects through the parent's Selection when they have no action.
+const SELECTABLE_ROLES: &[&str] = &[
+    "page_tab",
+    "list_item",
+    "table_row",
+    "tree_item",
+    "table_cell",
+    "tree_table_cell",
+    "menu_item",
+];
+/// Roles whose checked (or pressed) state shows a click's effect on the element itself.
+const CHECKABLE_ROLES: &[&str] = &[
+    "check_box",
+    "radio_button",
+    "toggle_button",
+    "check_menu_item",
+    "radio_menu_item",
+    "switch",
+];
+
+/// Modifier names hotkey accepts before its last key.
+const MODIFIERS: &[&str] = &["ctrl", "control", "alt", "shift", "super", "meta"];
+
+/// Key names press_key and hotkey accept (X keysym names; letters and digits too).
+fn valid_key(k: &str) -> bool {
+    const NAMED: &[&str] = &[
+        "Return",
+        "Enter",
+        "Tab",
+        "Escape",
+        "BackSpace",
+        "Delete",
+        "Insert",
+        "Home",
+        "End",
+        "Page_Up",
+        "Page_Down",
+        "Up",
+        "Down",
+        "Left",
+        "Right",
+        "space",
+        "Menu",
+        "minus",
+        "plus",
+        "equal",
+        "comma",
+        "period",
+        "slash",
+        "backslash",
+        "semicolon",
+        "apostrophe",
+        "bracketleft",
+        "bracketright",
+        "grave",
+    ];
+    if NAMED.contains(&k) || (k.len() == 1 && k.chars().all(|c| c.is_ascii_alphanumeric())) {
+        return true;
+    }
+    k.strip_prefix('F')
+        .and_then(|n| n.parse::<u8>().ok())
+        .is_some_and(|n| (1..=24).contains(&n))
+}
+
+/// What would show an act's effect on the element itself.
+#[derive(Clone, Debug)]
+enum Verify {
+    /// The checked/pressed state flips.
+    Toggle { was: bool },
+    /// The element becomes selected.
+    Selected,
+    /// The whole value reads back equal.
+    Text { expected: String },
+    /// The value reads back as the old one with the text inserted.
+    Insert { before: String, text: String },
+    /// The numeric value reads back equal.
+    Number { value: f64 },
+    /// Nothing on the element shows it (a plain button): dispatched, not verified.
+    None,
+}
+
+fn checked(n: &Node) -> bool {
+    n.states.has(State::Checked) || n.states.has(State::Pressed)
+}
+
+fn escalate(reason: &str, message: &str) -> DriverError {
+    DriverError::new(ErrorCode::RequiresTakeover, message)
+        .with_escalation("takeover", reason)
+        .with_effect("refused")
+}
+
+fn is_checkable(n: &Node) -> bool {
+    CHECKABLE_ROLES.contains(&n.role.as_str()) || n.states.has(State::Checkable)
+}
+
+/// The target of an act, re-read live.
+struct Target {
+    snap: Arc<Snapshot>,
+    row: u32,
+    node: Node,
+    window: WindowInfo,
+}
+
+impl Target {
+    fn expect(&self) -> Expect {
+        Expect {
+            handle: self.node.handle.clone(),
+            window_id: self.window.window_id,
+            pid: self.window.pid,
+            role: self.node.role.clone(),
+            name: self.node.name.clone(),
+            states: self.node.states,
+            frame: self.node.frame,
+            window_frame: self.window.frame,
+        }
+    }
+
+    fn center(&self) -> Result<(i32, i32), DriverError> {
+        let f = self.node.frame.filter(|f| !f.is_empty()).ok_or_else(|| {
+            DriverError::new(
+                ErrorCode::NotActionable,
+                "the element has no position on screen",
+            )
+        })?;
+        let (x, y) = f.center();
+        if !self.window.frame.contains_point(x, y) {
+            return Err(DriverError::new(
+                ErrorCode::NotActionable,
+                "the element's center lies outside its window",
+            ));
+        }
+        Ok((x, y))
+    }
+}
+
+fn readback_of(v: &Verify, after: Option<&Node>) -> Option<&'static str> {
+    let expected_text = matches!(
+        v,
+        Verify::Text { .. } | Verify::Insert { .. } | Verify::Number { .. }
+    );
+    if !expected_text {
+        return None;
+    }
+    let Some(n) = after else {
+        return Some("unverified");
+    };
+    if n.is_secure() {
+        return Some("unverified");
+    }
+    let Some(got) = n.value.as_deref() else {
+        return Some("unverified");
+    };
+    let ok = match v {
+        Verify::Text { expected } => got == expected,
+        Verify::Insert { before, text } => {
+            got.len() == before.len() + text.len()
+                && (0..=before.len())
+                    .filter(|i| before.is_char_boundary(*i))
+                    .any(|i| {
+                        got.starts_with(&before[..i])
+                            && got[i..].starts_with(text.as_str())
+                            && got[i + text.len()..] == before[i..]
+                    })
+        }
+        Verify::Number { value } => got
+            .trim()
+            .replace(',', ".")
+            .parse::<f64>()
+            .is_ok_and(|g| (g - value).abs() <= 1e-6 * value.abs().max(1.0)),
+        _ => false,
+    };
+    Some(if ok { "match" } else { "mismatch" })
+}
+
+fn verified_of(v: &Verify, after: Option<&Node>) -> bool {
+    match (v, after) {
+        (Verify::Toggle { was }, Some(n)) => checked(n) != *was,
+        (Verify::Selected, Some(n)) => n.states.has(State::Selected),
+        (Verify::Text { .. } | Verify::Insert { .. } | Verify::Number { .. }, a) => {
+            readback_of(v, a) == Some("match")
+        }
+        _ => false,
+    }
+}
+
+/// The topmost visible window at a screen point.
+fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
+    all.iter()
+        .filter(|w| w.visible && w.frame.contains_point(x, y))
+        .max_by_key(|w| w.stacking)
+}
+
+impl<B: Backend> Engine<B> {
+    pub(crate) async fn act(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        tool: &str,
+        args: &Value,
+    ) -> ToolResult {
+        let foreground = args.get("delivery_mode").and_then(Value::as_str) == Some("foreground");
+        let synthetic = match tool {
+            "click" | "double_click" | "right_click" | "type_text" => foreground,
+            "set_value" | "clipboard_write" => false,
+            _ => true,
+        };
+        if let Err(e) = self.check(s, ToolClass::Act, synthetic) {
+            if e.code == ErrorCode::RequiresTakeover {
+                return Err(e.with_escalation("takeover", "synthetic_input"));
+            }
+            return Err(e);
+        }
+        self.rate_limit_act(s)?;
+        if tool == "clipboard_write" {
+            let text = args
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let len = text.chars().count();
+            self.bounded("writing the clipboard", self.backend.clipboard_write(text))
+                .await?;
+            self.audit.emit(
+                "act",
+                Some(&s.id),
+                json!({"tool": "clipboard_write", "mode": "headless", "length": len}),
+            );
+            return Ok(Output::json(
+                json!({"ok": true, "effect": "confirmed", "length": len}),
+            ));
+        }
+        if synthetic {
+            self.synthetic_act(s, tool, args).await
+        } else {
+            self.semantic_act(s, tool, args).await
+        }
+    }
+
+    /// Resolves a token and re-reads its window: the structure must be the one the token was
+    /// issued from, and the app must still be an approved process.
+    async fn target(&self, s: &Session, token: &str) -> Result<Target, DriverError> {
+        let (snap, row) = {
+            let core = s.core();
+            core.snaps.resolve(token, core.sm.epoch)?
+        };
+        let all = self
+            .bounded("listing windows", self.backend.list_windows())
+            .await?;
+        let Some(window) = all
+            .iter()
+            .find(|w| w.window_id == snap.tree.window.window_id)
+            .cloned()
+        else {
+            return Err(DriverError::new(
+                ErrorCode::ElementNotFound,
+                format!("window {} is gone", snap.tree.window.window_id),
+            ));
+        };
+        if window.pid != snap.tree.window.pid || !self.in_scope(s, &window) {
+            return Err(DriverError::new(
+                ErrorCode::AppNotInScope,
+                format!(
+                    "window {} no longer belongs to an approved process",
+                    window.window_id
+                ),
+            ));
+        }
+        let fresh = self.read_window(s, &window).await?;
+        if fresh.signature != snap.signature || fresh.id != snap.id {
+            return Err(DriverError::new(
+                ErrorCode::StaleElementToken,
+                format!(
+                    "the window's structure changed since snapshot {}; the new one is {}",
+                    snap.id, fresh.id
+                ),
+            ));
+        }
+        let node = fresh.tree.nodes[row as usize].clone();
+        Ok(Target {
+            snap: fresh,
+            row,
+            node,
+            window,
+        })
+    }
+
+    fn choose_semantic(
+        tool: &str,
+        t: &Target,
+        args: &Value,
+    ) -> Result<(SemanticOp, Verify), DriverError> {
+        let n = &t.node;
+        let has_action = |list: &[&str]| {
+            list.iter()
+                .find(|a| n.actions.iter().any(|x| x == *a))
+                .map(|a| a.to_string())
+        };
+        if !n.states.has(State::Sensitive) && !n.states.has(State::Enabled) {
+            return Err(DriverError::new(
+                ErrorCode::NotActionable,
+                format!("element {} is disabled", t.row),
+            ));
+        }
+        if !n.states.has(State::Showing) {
+            return Err(DriverError::new(
+                ErrorCode::NotActionable,
+                format!("element {} is not showing", t.row),
+            ));
+        }
+        let toggle = || {
+            if is_checkable(n) {
+                Verify::Toggle { was: checked(n) }
+            } else {
+                Verify::None
+            }
+        };
+        match tool {
+            "click" => {
+                if let Some(a) = has_action(CLICK_ACTIONS) {
+                    return Ok((SemanticOp::Action { name: a }, toggle()));
+                }
+                let parent_selects = n.parent.is_some_and(|p| {
+                    t.snap.tree.nodes[p as usize]
+                        .ifaces
+                        .has(nish_proto::model::Ifaces::SELECTION)
+                });
+                if SELECTABLE_ROLES.contains(&n.role.as_str()) && parent_selects {
+                    return Ok((SemanticOp::Select, Verify::Selected));
+                }
+                Err(escalate(
+                    "no_accessible_action",
+                    "the element has no accessibility action for a click",
+                ))
+            }
+            "double_click" => has_action(OPEN_ACTIONS)
+                .map(|a| (SemanticOp::Action { name: a }, Verify::None))
+                .ok_or_else(|| {
+                    escalate(
+                        "no_accessible_action",
+                        "the element has no activate or open action",
+                    )
+                }),
+            "right_click" => has_action(MENU_ACTIONS)
+                .map(|a| (SemanticOp::Action { name: a }, Verify::None))
+                .ok_or_else(|| escalate("no_accessible_action", "the element has no menu action")),
+            "type_text" => {
+                if n.is_secure() {
+                    return Err(DriverError::new(
+                        ErrorCode::SecureField,
+                        format!("element {} is a secure field", t.row),
+                    ));
+                }
+                if !n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT) {
+                    return Err(escalate(
+                        "no_editable_text",
+                        "the element offers no EditableText to type into",
+                    ));
+                }
+                if n.states.has(State::ReadOnly) {
+                    return Err(DriverError::new(
+                        ErrorCode::NotActionable,
+                        format!("element {} is read-only", t.row),
+                    ));
+                }
+                let text = args
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let before = n.value.clone().unwrap_or_default();
+                Ok((
+                    SemanticOp::InsertText { text: text.clone() },
+                    Verify::Insert { before, text },
+                ))
+            }
+            "set_value" => {
+                if n.is_secure() {
+                    return Err(DriverError::new(
+                        ErrorCode::SecureField,
+                        format!("element {} is a secure field", t.row),
+                    ));
+                }
+                let v = &args["value"];
+                if n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT) {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    return Ok((
+                        SemanticOp::SetText { text: text.clone() },
+                        Verify::Text { expected: text },
+                    ));
+                }
+                if n.ifaces.has(nish_proto::model::Ifaces::VALUE) {
+                    let value = match v {
+                        Value::Number(x) => x.as_f64(),
+                        Value::String(s) => s.trim().parse::<f64>().ok(),
+                        _ => None,
+                    }
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| {
+                        DriverError::new(
+                            ErrorCode::InvalidArguments,
+                            "argument value must be a number for this element",
+                        )
+                    })?;
+                    return Ok((SemanticOp::SetNumber { value }, Verify::Number { value }));
+                }
+                Err(escalate(
+                    "no_editable_text",
+                    "the element has neither EditableText nor Value",
+                ))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "no headless path for this tool",
+            )),
+        }
+    }
+
+    async fn semantic_act(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        tool: &str,
+        args: &Value,
+    ) -> ToolResult {
+        let token = args
+            .get("element_token")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let t = self.target(s, token).await?;
+        let (op, verify) = Self::choose_semantic(tool, &t, args)?;
+        let text_len = match &op {
+            SemanticOp::InsertText { text } | SemanticOp::SetText { text } => {
+                Some(text.chars().count())
+            }
+            _ => None,
+        };
+        // A pause can land while the target was being re-read: judge again right before sending.
+        self.check(s, ToolClass::Act, false)?;
+        let started = Instant::now();
+        let path = match self
+            .bounded("the act", self.backend.semantic(t.expect(), op))
+            .await
+        {
+            Ok(p) => p,
+            Err(mut e) => {
+                if e.effect.is_none() && e.code.retry() != nish_proto::errors::Retry::Unsafe {
+                    e = e.with_effect("refused");
+                }
+                return Err(e);
+            }
+        };
+        let act_ms = started.elapsed().as_millis() as u64;
+        self.finish_act(s, tool, args, &t, verify, path, false, text_len, act_ms)
+            .await
+    }
+
+    /// Settles, verifies, diffs, observes and audits an act that was sent.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_act(
+        &self,
+        s: &Arc<Session>,
+        tool: &str,
+        args: &Value,
+        t: &Target,
+        verify: Verify,
+        path: String,
+        took_cursor: bool,
+        text_len: Option<usize>,
+        act_ms: u64,
+    ) -> ToolResult {
+        let (after, settle_ms, settled) = self.settle(s, &t.window).await;
+        let (diff, snapshot_id, after_node, observed) = match &after {
+            Ok(a) => {
+                let row = views::follow_row(&t.snap.tree.nodes, &a.tree.nodes, t.row);
+                (
+                    views::diff(&t.snap.tree.nodes, &a.tree.nodes),
+                    json!(a.id),
+                    row.map(|r| a.tree.nodes[r as usize].clone()),
+                    Some(a.clone()),
+                )
+            }
+            Err(_) => (Value::Null, Value::Null, None, None),
+        };
+        let verified = verified_of(&verify, after_node.as_ref());
+        let readback = readback_of(&verify, after_node.as_ref());
+        let mut out = json!({
+            "ok": true,
+            "effect": if verified { "confirmed" } else { "dispatched" },
+            "verified": verified,
+            "path": path,
+            "took_cursor": took_cursor,
+            "escalation": null,
+            "diff": diff,
+            "snapshot_id": snapshot_id,
+            "settle": {"ms": settle_ms, "settled": settled},
+        });
+        if let Some(r) = readback {
+            out["readback"] = json!(r);
+        }
+        let mut images = vec![];
+        if let Some(obs) = args.get("observe").filter(|o| o.is_object()) {
+            let (o, img) = self
+                .observe(obs, observed.as_deref(), after.as_ref().err())
+                .await;
+            out["observe"] = o;
+            images.extend(img);
+        }
+        self.audit.emit(
+            "act",
+            Some(&s.id),
+            json!({"tool": tool, "mode": if took_cursor { "takeover" } else { "headless" }, "path": out["path"],
+                   "effect": out["effect"], "verified": verified, "readback": readback, "window_id": t.window.window_id,
+                   "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms}),
+        );
+        Ok(Output { value: out, images })
+    }
+
+    /// Reads the window until two reads in a row show the same thing (bounded).
+    async fn settle(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+    ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool) {
+        let start = Instant::now();
+        let mut last = match self.read_window(s, w).await {
+            Ok(r) => r,
+            Err(e) => return (Err(e), start.elapsed().as_millis() as u64, false),
+        };
+        loop {
+            if self.cfg.settle_interval.is_zero() {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(self.cfg.settle_interval).await;
+            }
+            let next = match self.read_window(s, w).await {
+                Ok(r) => r,
+                Err(_) => return (Ok(last), start.elapsed().as_millis() as u64, false),
+            };
+            let same = content_hash(&next.tree.nodes) == content_hash(&last.tree.nodes);
+            last = next;
+            if same {
+                return (Ok(last), start.elapsed().as_millis() as u64, true);
+            }
+            if start.elapsed() >= self.cfg.settle_max {
+                return (Ok(last), start.elapsed().as_millis() as u64, false);
+            }
+        }
+    }
+
+    /// The `observe` block: the settled read (default limits), and a capture when asked.
+    async fn observe(
+        &self,
+        obs: &Value,
+        snap: Option<&Snapshot>,
+        read_error: Option<&DriverError>,
+    ) -> (Value, Option<nish_proto::wire::shim::Image>) {
+        let want_tree = obs.get("tree").and_then(Value::as_bool).unwrap_or(false);
+        let want_shot = obs
+            .get("screenshot")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let Some(snap) = snap else {
+            let e = read_error.cloned().unwrap_or_else(|| {
+                DriverError::new(ErrorCode::InternalError, "no settled read to observe")
+            });
+            return (json!({"error": e.error_object()}), None);
+        };
+        let mut o = json!({"snapshot_id": snap.id, "truncated": snap.tree.truncated.is_some()});
+        if want_tree {
+            let v = views::cut(
+                &snap.id,
+                &snap.tree.nodes,
+                snap.tree.truncated,
+                ViewParams::new(ViewKind::Full, None, None),
+            );
+            o["truncated"] = json!(v.truncated);
+            o["elements"] = json!(v.elements);
+            o["tree_text"] = json!(v.tree_text);
+        }
+        let mut image = None;
+        if want_shot {
+            match self.capture_json(snap).await {
+                Ok((meta, img)) => {
+                    o["screenshot"] = meta;
+                    image = Some(img);
+                }
+                Err(e) => o["screenshot_error"] = e.error_object(),
+            }
+        }
+        (o, image)
+    }
+
+    /// Runs one synthetic batch, after judging the session once more right before it.
+    async fn send_synthetic(&self, s: &Session, op: SynthOp) -> Result<(), DriverError> {
+        self.check(s, ToolClass::Act, true)?;
+        let stop = s.core().stop.clone();
+        let outcome = self
+            .bounded("synthetic input", self.backend.synthetic(op, stop))
+            .await?;
+        match outcome {
+            SynthOutcome::Done => Ok(()),
+            SynthOutcome::Stopped { reason, typed } => {
+                self.pause(s, reason).await;
+                let mut e = DriverError::new(
+                    ErrorCode::UserTookOver,
+                    format!(
+                        "the person took control ({}); nothing more was sent",
+                        reason.as_str()
+                    ),
+                )
+                .with_effect("stopped");
+                e.paused_reason = Some(reason.as_str().into());
+                e.typed_characters = Some(typed);
+                Err(e)
+            }
+            SynthOutcome::Cancelled { typed } => {
+                let mut e = self
+                    .check(s, ToolClass::Act, true)
+                    .err()
+                    .unwrap_or_else(|| {
+                        DriverError::new(ErrorCode::Timeout, "the synthetic input was cancelled")
+                    });
+                e.effect = Some("stopped".into());
+                e.typed_characters = Some(typed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Refuses a pointer act whose point another window covers.
+    async fn hit_test(&self, window: &WindowInfo, x: i32, y: i32) -> Result<(), DriverError> {
+        let all = self
+            .bounded("listing windows", self.backend.list_windows())
+            .await?;
+        match topmost_at(&all, x, y) {
+            Some(top) if top.window_id == window.window_id => Ok(()),
+            Some(top) => Err(DriverError::new(
+                ErrorCode::Occluded,
+                format!("window {} covers the target at {x},{y}", top.window_id),
+            )),
+            None => Err(DriverError::new(
+                ErrorCode::Occluded,
+                format!("no window at {x},{y}"),
+            )),
+        }
+    }
+
+    /// The approved window that has the keyboard focus.
+    async fn focused_approved(&self, s: &Session) -> Result<WindowInfo, DriverError> {
+        let all = self
+            .bounded("listing windows", self.backend.list_windows())
+            .await?;
+        let Some(w) = all.into_iter().find(|w| w.active) else {
+            return Err(DriverError::new(
+                ErrorCode::FocusChanged,
+                "no window has the keyboard focus",
+            ));
+        };
+        if !self.in_scope(s, &w) {
+            return Err(DriverError::new(
+                ErrorCode::AppNotInScope,
+                format!(
+                    "the focused window {} belongs to an app that was not approved",
+                    w.window_id
+                ),
+            ));
+        }
+        Ok(w)
+    }
+
+    async fn synthetic_act(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        tool: &str,
+        args: &Value,
+    ) -> ToolResult {
+        let token = args.get("element_token").and_then(Value::as_str);
+        let started = Instant::now();
+        match tool {
+            "click" | "double_click" | "right_click" | "type_text" | "scroll" => {
+                let t = self.target(s, token.unwrap_or_default()).await?;
+                if tool == "type_text" && t.node.is_secure() {
+                    return Err(DriverError::new(
+                        ErrorCode::SecureField,
+                        format!("element {} is a secure field", t.row),
+                    ));
+                }
+                let (x, y) = t.center()?;
+                self.hit_test(&t.window, x, y).await?;
+                let (op, verify, path) = match tool {
+                    "click" => (
+                        SynthOp::Click {
+                            x,
+                            y,
+                            button: 1,
+                            count: 1,
+                        },
+                        if is_checkable(&t.node) {
+                            Verify::Toggle {
+                                was: checked(&t.node),
+                            }
+                        } else if SELECTABLE_ROLES.contains(&t.node.role.as_str()) {
+                            Verify::Selected
+                        } else {
+                            Verify::None
+                        },
+                        "xtest:click",
+                    ),
+                    "double_click" => (
+                        SynthOp::Click {
+                            x,
+                            y,
+                            button: 1,
+                            count: 2,
+                        },
+                        Verify::None,
+                        "xtest:double_click",
+                    ),
+                    "right_click" => (
+                        SynthOp::Click {
+                            x,
+                            y,
+                            button: 3,
+                            count: 1,
+                        },
+                        Verify::None,
+                        "xtest:right_click",
+                    ),
+                    "scroll" => (
+                        SynthOp::Scroll {
+                            x,
+                            y,
+                            direction: args["direction"].as_str().unwrap_or("down").into(),
+                            amount: args.get("amount").and_then(Value::as_u64).unwrap_or(3) as u32,
+                        },
+                        Verify::None,
+                        "xtest:scroll",
+                    ),
+                    _ => {
+                        // type_text: focus the field with a click, then type.
+                        self.send_synthetic(
+                            s,
+                            SynthOp::Click {
+                                x,
+                                y,
+                                button: 1,
+                                count: 1,
+                            },
+                        )
+                        .await?;
+                        let text = args["text"].as_str().unwrap_or_default().to_string();
+                        let before = t.node.value.clone().unwrap_or_default();
+                        (
+                            SynthOp::Type { text: text.clone() },
+                            Verify::Insert { before, text },
+                            "xtest:type",
+                        )
+                    }
+                };
+                let text_len = args
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(|t| t.chars().count());
+                self.send_synthetic(s, op).await?;
+                let ms = started.elapsed().as_millis() as u64;
+                self.finish_act(s, tool, args, &t, verify, path.into(), true, text_len, ms)
+                    .await
+            }
+            "drag" => {
+                let from = self
+                    .target(s, args["from_token"].as_str().unwrap_or_default())
+                    .await?;
+                let to = self
+                    .target(s, args["to_token"].as_str().unwrap_or_default())
+                    .await?;
+                if from.window.window_id != to.window.window_id {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "drag works within one window",
+                    ));
+                }
+                let a = from.center()?;
+                let b = to.center()?;
+                self.hit_test(&from.window, a.0, a.1).await?;
+                self.hit_test(&from.window, b.0, b.1).await?;
+                self.send_synthetic(s, SynthOp::Drag { from: a, to: b })
+                    .await?;
+                let ms = started.elapsed().as_millis() as u64;
+                self.finish_act(
+                    s,
+                    tool,
+                    args,
+                    &from,
+                    Verify::None,
+                    "xtest:drag".into(),
+                    true,
+                    None,
+                    ms,
+                )
+                .await
+            }
+            "press_key" | "hotkey" => {
+                let keys: Vec<String> = if tool == "press_key" {
+                    vec![args["key"].as_str().unwrap_or_default().to_string()]
+                } else {
+                    args["keys"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                };
+                let (last, mods) = keys
+                    .split_last()
+                    .ok_or_else(|| DriverError::new(ErrorCode::InvalidArguments, "no key given"))?;
+                if !valid_key(last) {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "unknown key name; use X key names like Return, Tab, a, F5",
+                    ));
+                }
+                if mods
+                    .iter()
+                    .any(|m| !MODIFIERS.contains(&m.to_ascii_lowercase().as_str()))
+                {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "hotkey keys are modifiers (ctrl, alt, shift, super) then one key",
+                    ));
+                }
+                let lower: Vec<String> = mods.iter().map(|m| m.to_ascii_lowercase()).collect();
+                let ctrl_alt = lower.iter().any(|m| m == "ctrl" || m == "control")
+                    && lower.iter().any(|m| m == "alt");
+                if ctrl_alt
+                    && (matches!(last.as_str(), "Delete" | "BackSpace" | "Escape")
+                        || last.starts_with('F'))
+                {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "this key combination is reserved for the system and the person",
+                    ));
+                }
+                let w = self.focused_approved(s).await?;
+                let before = self.read_window(s, &w).await?;
+                self.send_synthetic(s, SynthOp::Keys { keys }).await?;
+                let t = Target {
+                    node: before.tree.nodes[0].clone(),
+                    snap: before,
+                    row: 0,
+                    window: w,
+                };
+                let ms = started.elapsed().as_millis() as u64;
+                self.finish_act(
+                    s,
+                    tool,
+                    args,
+                    &t,
+                    Verify::None,
+                    "xtest:key".into(),
+                    false,
+                    None,
+                    ms,
+                )
+                .await
+            }
+            "bring_to_front" => {
+                let w = self.resolve_window(s, args).await?;
+                self.send_synthetic(
+                    s,
+                    SynthOp::Raise {
+                        window_id: w.window_id,
+                    },
+                )
+                .await?;
+                let all = self
+                    .bounded("listing windows", self.backend.list_windows())
+                    .await?;
+                let now = all.iter().find(|x| x.window_id == w.window_id);
+                let top = all.iter().filter(|x| x.visible).max_by_key(|x| x.stacking);
+                let verified = now.is_some_and(|x| x.active)
+                    && top.is_some_and(|x| x.window_id == w.window_id);
+                self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "ewmh:activate",
+                                                             "verified": verified, "window_id": w.window_id}));
+                Ok(Output::json(
+                    json!({"ok": true, "effect": if verified { "confirmed" } else { "dispatched" },
+                    "verified": verified, "path": "ewmh:activate", "took_cursor": false, "escalation": null,
+                    "diff": null, "snapshot_id": null,
+                    "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true}}),
+                ))
+            }
+            "move_cursor" => {
+                let scope = args
+                    .get("scope")
+                    .and_then(Value::as_str)
+                    .unwrap_or("window");
+                let (x, y, window) = if let Some(tok) = token {
+                    let t = self.target(s, tok).await?;
+                    let (x, y) = t.center()?;
+                    (x, y, t.window)
+                } else {
+                    let (Some(x), Some(y)) = (
+                        args.get("x").and_then(Value::as_i64),
+                        args.get("y").and_then(Value::as_i64),
+                    ) else {
+                        return Err(DriverError::new(
+                            ErrorCode::InvalidArguments,
+                            "give element_token, or x and y",
+                        ));
+                    };
+                    let (x, y) = (x as i32, y as i32);
+                    if scope == "window" {
+                        let w = self.focused_approved(s).await?;
+                        (w.frame.x + x, w.frame.y + y, w)
+                    } else {
+                        let all = self
+                            .bounded("listing windows", self.backend.list_windows())
+                            .await?;
+                        let w = topmost_at(&all, x, y).cloned().ok_or_else(|| {
+                            DriverError::new(
+                                ErrorCode::AppNotInScope,
+                                "no approved window at that point",
+                            )
+                        })?;
+                        if !self.in_scope(s, &w) {
+                            return Err(DriverError::new(
+                                ErrorCode::AppNotInScope,
+                                "the point lies over an app that was not approved",
+                            ));
+                        }
+                        (x, y, w)
+                    }
+                };
+                if !window.frame.contains_point(x, y) {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "the point lies outside the window",
+                    ));
+                }
+                let duration_ms = args.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
+                self.send_synthetic(s, SynthOp::Move { x, y, duration_ms })
+                    .await?;
+                self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
+                                                             "window_id": window.window_id, "duration_ms": duration_ms}));
+                Ok(Output::json(
+                    json!({"ok": true, "effect": "dispatched", "verified": false, "path": "xtest:motion",
+                    "took_cursor": true, "escalation": null, "diff": null, "snapshot_id": null,
+                    "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true}}),
+                ))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "no synthetic path for this tool",
+            )),
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! The engine: sessions and every decision. It judges each call with the session state machine
+//! and the scope, asks the backend to do the work, re-validates what comes back, audits, and
+//! renders results in the contract's shapes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::render;
+use nish_proto::tools::{self, ToolClass};
+use nish_proto::wire::shim::{CallResult, Image};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::audit::Audit;
+use crate::backend::{Backend, BackendEvent, BackendKind, StopFlag};
+use crate::session::{PausedReason, Phase, ResumeBy, SessionState};
+use crate::snapshots::SnapshotStore;
+
+mod acts;
+mod control;
+mod reads;
+mod session_tools;
+
+/// Tunables of the engine.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// No answer to the consent dialog in this time is a denial (contract: 60 s).
+    pub consent_timeout: Duration,
+    /// No host answer to an approval request in this time is a denial.
+    pub approval_timeout: Duration,
+    /// Pause between settle reads after an act.
+    pub settle_interval: Duration,
+    /// Longest settle wait after an act.
+    pub settle_max: Duration,
+    /// Lease when start_session names none, in seconds.
+    pub default_lease_s: u64,
+    /// Bound on any single backend call.
+    pub backend_timeout: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            consent_timeout: Duration::from_secs(60),
+            approval_timeout: Duration::from_secs(60),
+            settle_interval: Duration::from_millis(8),
+            settle_max: Duration::from_millis(1000),
+            default_lease_s: 900,
+            backend_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Most acts per session per second.
+const ACTS_PER_SECOND: usize = 20;
+/// Most captures per second, for the whole broker (contract: 5).
+const CAPTURES_PER_SECOND: usize = 5;
+/// Control-pipe events waiting for a slow host before new ones are dropped.
+pub const EVENT_QUEUE: usize = 64;
+
+/// The mutable part of a session, behind a short-held lock.
+#[derive(Debug, Default)]
+struct Core {
+    sm: SessionState,
+    snaps: SnapshotStore,
+    approvals: HashMap<String, oneshot::Sender<bool>>,
+    lease_task: Option<tokio::task::AbortHandle>,
+    stop: StopFlag,
+    act_times: VecDeque<Instant>,
+    consent_cancel: Option<oneshot::Sender<()>>,
+}
+
+/// One host connection and its session.
+#[derive(Debug)]
+pub struct Session {
+    /// `mcp:<host>:<pid>`.
+    pub id: String,
+    /// The host's name (escaped).
+    pub host: String,
+    /// The shim's pid (from SO_PEERCRED).
+    pub peer_pid: u32,
+    /// True when the host has a control pipe (approvals and events can reach it).
+    pub has_control: bool,
+    core: Mutex<Core>,
+    /// Serializes calls that change the session or the desktop.
+    calls: tokio::sync::Mutex<()>,
+    events: mpsc::Sender<String>,
+    cancel: watch::Sender<bool>,
+}
+
+impl Session {
+    fn core(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the state machine.
+    pub fn state(&self) -> SessionState {
+        self.core().sm.clone()
+    }
+
+    /// Sends one line to the host's control output; dropped when the host is slow.
+    fn event(&self, line: Value) {
+        if self.has_control
+            && let Err(e) = self.events.try_send(line.to_string())
+        {
+            tracing::warn!(session = %self.id, "control event dropped: {e}");
+        }
+    }
+}
+
+/// The engine, shared by every connection.
+pub struct Engine<B: Backend> {
+    /// The desktop.
+    pub backend: Arc<B>,
+    /// The audit.
+    pub audit: Audit,
+    cfg: EngineConfig,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    next_snapshot: AtomicU64,
+    next_approval: AtomicU64,
+    takeover_holder: Mutex<Option<String>>,
+    captures: Mutex<VecDeque<Instant>>,
+    stops: AtomicU64,
+}
+
+impl<B: Backend> std::fmt::Debug for Engine<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("backend", &self.backend.kind())
+            .finish()
+    }
+}
+
+/// A tool's success: structured content and images.
+pub(crate) struct Output {
+    pub value: Value,
+    pub images: Vec<Image>,
+}
+
+impl Output {
+    fn json(value: Value) -> Self {
+        Output {
+            value,
+            images: vec![],
+        }
+    }
+}
+
+type ToolResult = Result<Output, DriverError>;
+
+/// Cleans a host name for session ids: ASCII letters, digits, `.`, `_`, `-`, at most 32.
+pub fn clean_host(host: &str) -> String {
+    let s: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(32)
+        .collect();
+    if s.is_empty() { "host".into() } else { s }
+}
+
+impl<B: Backend> Engine<B> {
+    /// A new engine; call [`Engine::spawn_event_loop`] once.
+    pub fn new(backend: Arc<B>, audit: Audit, cfg: EngineConfig) -> Arc<Self> {
+        Arc::new(Engine {
+            backend,
+            audit,
+            cfg,
+            sessions: Mutex::new(HashMap::new()),
+            next_snapshot: AtomicU64::new(1),
+            next_approval: AtomicU64::new(1),
+            takeover_holder: Mutex::new(None),
+            captures: Mutex::new(VecDeque::new()),
+            stops: AtomicU64::new(0),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.audit.now_ms()
+    }
+
+    fn new_snapshot_id(&self) -> String {
+        format!("s{}", self.next_snapshot.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Handles backend events (person input, Continue, lost indicators, the stop hotkey).
+    pub fn spawn_event_loop(self: &Arc<Self>) {
+        let Some(mut rx) = self.backend.take_events() else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                let Some(engine) = me.upgrade() else { break };
+                engine.on_backend_event(ev).await;
+            }
+        });
+    }
+
+    /// Opens a session for a new host connection.
+    pub fn open_session(
+        &self,
+        host: &str,
+        peer_pid: u32,
+        has_control: bool,
+        events: mpsc::Sender<String>,
+    ) -> Arc<Session> {
+        let host = clean_host(host);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut id = format!("mcp:{host}:{peer_pid}");
+        let mut n = 1;
+        while sessions.contains_key(&id) {
+            n += 1;
+            id = format!("mcp:{host}:{peer_pid}.{n}");
+        }
+        let (cancel, _) = watch::channel(false);
+        let s = Arc::new(Session {
+            id: id.clone(),
+            host,
+            peer_pid,
+            has_control,
+            core: Mutex::new(Core::default()),
+            calls: tokio::sync::Mutex::new(()),
+            events,
+            cancel,
+        });
+        sessions.insert(id, s.clone());
+        s
+    }
+
+    fn session_by_id(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    fn all_sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// One tool call from a host, rendered for the shim.
+    pub async fn call(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        tool: &str,
+        args_json: &str,
+    ) -> CallResult {
+        let outcome = self.dispatch(s, tool, args_json).await;
+        match outcome {
+            Ok(out) => {
+                let text = render::success_text(tool, &out.value);
+                CallResult {
+                    is_error: false,
+                    structured_json: out.value.to_string(),
+                    text,
+                    images: out.images,
+                }
+            }
+            Err(e) => {
+                self.audit.emit(
+                    "refusal",
+                    Some(&s.id),
+                    json!({"tool": tools::tool(tool).map_or("unknown", |t| t.name), "code": e.code.as_str(),
+                           "retry": e.code.retry().as_str(), "effect": e.effect}),
+                );
+                CallResult {
+                    is_error: true,
+                    structured_json: e.envelope().to_string(),
+                    text: e.text(),
+                    images: vec![],
+                }
+            }
+        }
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        tool: &str,
+        args_json: &str,
+    ) -> ToolResult {
+        let Some(def) = tools::tool(tool) else {
+            return Err(DriverError::new(
+                ErrorCode::UnknownMethod,
+                format!("no tool named {}", nish_proto::model::escape_clip(tool, 40)),
+            ));
+        };
+        let args: Value = if args_json.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(args_json).map_err(|_| {
+                DriverError::new(ErrorCode::InvalidArguments, "arguments are not valid JSON")
+            })?
+        };
+        if !args.is_object() {
+            return Err(DriverError::new(
+                ErrorCode::InvalidArguments,
+                "arguments must be a JSON object",
+            ));
+        }
+        nish_proto::validate::check_args(def.name, &args)?;
+        // Calls that change the session or the desktop run one at a time per session.
+        let serial =
+            def.class == ToolClass::Act || matches!(def.name, "start_session" | "end_session");
+        if def.name == "end_session" {
+            // end_session cancels a consent dialog that is still up.
+            if let Some(tx) = s.core().consent_cancel.take() {
+                let _ = tx.send(());
+            }
+        }
+        let _guard = if serial {
+            Some(s.calls.lock().await)
+        } else {
+            None
+        };
+        self.expire_if_due(s).await;
+        match def.name {
+            "start_session" => self.start_session(s, &args).await,
+            "get_session_state" => Ok(Output::json(self.session_json(s))),
+            "end_session" => self.end_session(s, "end_session").await,
+            "health_report" => self.health_report().await,
+            "list_windows" => self.list_windows(s).await,
+            "get_window_state" => self.get_window_state(s, &args).await,
+            "clipboard_read" => self.clipboard_read(s).await,
+            "list_notifications" | "dismiss_notification" | "invoke_notification_action" => {
+                self.check(s, def.class, false)?;
+                Err(DriverError::new(
+                    ErrorCode::Unsupported,
+                    "X11 desktops give no API for other apps' notifications",
+                ))
+            }
+            _ => self.act(s, def.name, &args).await,
+        }
+    }
+
+    /// Judges a call against the session state.
+    fn check(&self, s: &Session, class: ToolClass, synthetic: bool) -> Result<(), DriverError> {
+        let now = self.now_ms();
+        s.core()
+            .sm
+            .check_call(crate::session::CallNeeds { class, synthetic }, now)
+    }
+
+    fn rate_limit_act(&self, s: &Session) -> Result<(), DriverError> {
+        let mut core = s.core();
+        let now = Instant::now();
+        while core
+            .act_times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(1))
+        {
+            core.act_times.pop_front();
+        }
+        if core.act_times.len() >= ACTS_PER_SECOND {
+            return Err(DriverError::new(
+                ErrorCode::RateLimited,
+                format!("more than {ACTS_PER_SECOND} acts in one second"),
+            ));
+        }
+        core.act_times.push_back(now);
+        Ok(())
+    }
+
+    fn rate_limit_capture(&self) -> Result<(), DriverError> {
+        let mut q = self.captures.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        while q
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(1))
+        {
+            q.pop_front();
+        }
+        if q.len() >= CAPTURES_PER_SECOND {
+            return Err(DriverError::new(
+                ErrorCode::RateLimited,
+                format!("more than {CAPTURES_PER_SECOND} captures in one second"),
+            ));
+        }
+        q.push_back(now);
+        Ok(())
+    }
+
+    /// Runs a backend call with the engine's time bound.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        f: impl std::future::Future<Output = Result<T, DriverError>>,
+    ) -> Result<T, DriverError> {
+        match tokio::time::timeout(self.cfg.backend_timeout, f).await {
+            Ok(r) => r,
+            Err(_) => Err(DriverError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{what} took longer than {} ms",
+                    self.cfg.backend_timeout.as_millis()
+                ),
+            )),
+        }
+    }
+
+    /// Ends a session's lease if it is due (the lease timer does the same on time).
+    async fn expire_if_due(&self, s: &Arc<Session>) {
+        let now = self.now_ms();
+        let expired = s.core().sm.expire(now);
+        if expired {
+            self.after_takeover_lost(s, "lease_expired").await;
+            self.audit.emit("lease.expired", Some(&s.id), json!({}));
+        }
+    }
+
+    /// Cleans up after the session's takeover ended in the state machine.
+    async fn after_takeover_lost(&self, s: &Session, reason: &str) {
+        s.core().stop.raise();
+        let held = {
+            let mut h = self
+                .takeover_holder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if h.as_deref() == Some(s.id.as_str()) {
+                h.take().is_some()
+            } else {
+                false
+            }
+        };
+        if held {
+            self.backend.hide_indicator(&s.id).await;
+            self.backend.release_all().await;
+            self.audit
+                .emit("takeover.ended", Some(&s.id), json!({"reason": reason}));
+        }
+    }
+
+    async fn on_backend_event(self: &Arc<Self>, ev: BackendEvent) {
+        match ev {
+            BackendEvent::PersonInput { reason } => {
+                let holder = self
+                    .takeover_holder
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if let Some(s) = holder.and_then(|id| self.session_by_id(&id)) {
+                    self.pause(&s, reason).await;
+                }
+            }
+            BackendEvent::Continue { session } => {
+                if let Some(s) = self.session_by_id(&session) {
+                    self.resume(&s, ResumeBy::Indicator).await;
+                }
+            }
+            BackendEvent::IndicatorLost { session, reason } => {
+                if let Some(s) = self.session_by_id(&session) {
+                    s.core().sm.indicator_lost(&reason);
+                    self.after_takeover_lost(&s, &reason).await;
+                }
+            }
+            BackendEvent::StopHotkey => {
+                self.stop_all("hotkey").await;
+            }
+        }
+    }
+
+    /// The person took over: pause, stop the batch, release held input, tell the host.
+    pub(crate) async fn pause(&self, s: &Session, reason: PausedReason) {
+        let paused = {
+            let mut core = s.core();
+            let p = core.sm.person_input(reason);
+            if p {
+                core.stop.raise();
+            }
+            p
+        };
+        if !paused {
+            return;
+        }
+        self.backend.release_all().await;
+        self.backend.set_indicator_paused(&s.id, true).await;
+        let at = self.now_ms();
+        self.audit.emit(
+            "takeover.paused",
+            Some(&s.id),
+            json!({"paused_reason": reason.as_str(), "at_ms": at}),
+        );
+        s.event(json!({"event": "takeover.paused", "session": s.id, "reason": reason.as_str(), "at_ms": at}));
+    }
+
+    /// A resume by the person's Continue or the host's pipe.
+    pub(crate) async fn resume(&self, s: &Session, by: ResumeBy) -> bool {
+        let (resumed, indicator) = {
+            let mut core = s.core();
+            let r = core.sm.resume(by);
+            if r {
+                core.stop = StopFlag::default();
+            }
+            (r, core.sm.takeover.indicator)
+        };
+        if !resumed {
+            return false;
+        }
+        if indicator {
+            self.backend.set_indicator_paused(&s.id, false).await;
+            self.backend.takeover_baseline().await;
+        }
+        let at = self.now_ms();
+        self.audit.emit(
+            "takeover.resumed",
+            Some(&s.id),
+            json!({"by": by.as_str(), "at_ms": at}),
+        );
+        s.event(
+            json!({"event": "takeover.resumed", "session": s.id, "by": by.as_str(), "at_ms": at}),
+        );
+        true
+    }
+
+    /// The kill switch: every session stops, indicators go, held input is released.
+    pub async fn stop_all(&self, origin: &str) -> usize {
+        self.stops.fetch_add(1, Ordering::Relaxed);
+        let sessions = self.all_sessions();
+        let mut n = 0;
+        for s in &sessions {
+            let was = {
+                let mut core = s.core();
+                let was = core.sm.phase;
+                core.sm.stop();
+                core.stop.raise();
+                if let Some(tx) = core.consent_cancel.take() {
+                    let _ = tx.send(());
+                }
+                core.approvals.clear();
+                if let Some(t) = core.lease_task.take() {
+                    t.abort();
+                }
+                was
+            };
+            let _ = s.cancel.send(true);
+            if was != Phase::Stopped {
+                n += 1;
+            }
+            self.after_takeover_lost(s, "stopped_by_person").await;
+        }
+        self.backend.release_all().await;
+        self.audit
+            .emit("stop", None, json!({"origin": origin, "sessions": n}));
+        n
+    }
+
+    /// The host connection closed.
+    pub async fn close(&self, s: &Arc<Session>) {
+        let was = {
+            let mut core = s.core();
+            let was = core.sm.phase;
+            core.sm.end();
+            core.stop.raise();
+            if let Some(tx) = core.consent_cancel.take() {
+                let _ = tx.send(());
+            }
+            core.approvals.clear();
+            if let Some(t) = core.lease_task.take() {
+                t.abort();
+            }
+            core.snaps.clear();
+            was
+        };
+        let _ = s.cancel.send(true);
+        self.after_takeover_lost(s, "connection_closed").await;
+        if matches!(was, Phase::Granted | Phase::Expired | Phase::Pending) {
+            self.audit.emit(
+                "session.end",
+                Some(&s.id),
+                json!({"reason": "connection_closed"}),
+            );
+        }
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&s.id);
+    }
+
+    /// The broker's state for `nish-driver status`.
+    pub fn status_json(&self) -> Value {
+        let now = self.now_ms();
+        let sessions: Vec<Value> = self
+            .all_sessions()
+            .iter()
+            .map(|s| {
+                let sm = s.state();
+                json!({"session": s.id, "state": sm.phase.as_str(), "input": sm.input.as_str(),
+                       "takeover": sm.takeover.on, "paused": sm.paused.map(|p| p.as_str()),
+                       "lease_seconds_left": sm.grant.as_ref().map(|g| g.deadline_ms.saturating_sub(now) / 1000),
+                       "apps": sm.grant.as_ref().map_or(0, |g| g.apps.len())})
+            })
+            .collect();
+        json!({"ok": true, "backend": self.backend.kind().as_str(), "uptime_ms": now,
+               "contract_version": nish_proto::CONTRACT_VERSION, "driver_version": nish_proto::DRIVER_VERSION,
+               "audit": self.audit.destination(), "kill_switch_presses": self.stops.load(Ordering::Relaxed),
+               "sessions": sessions})
+    }
+
+    /// A simulated person's input; refused unless the backend is the mock.
+    pub async fn person(&self, op: nish_proto::wire::cli::PersonOp) -> Result<String, DriverError> {
+        if self.backend.kind() != BackendKind::Mock {
+            return Err(DriverError::new(
+                ErrorCode::Unsupported,
+                "mock-person works only with serve --backend mock",
+            ));
+        }
+        self.backend.person(op).await
+    }
+}

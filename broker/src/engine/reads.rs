@@ -1,0 +1,417 @@
+//! Reads: list_windows, get_window_state (full, skeleton, root, screenshot), clipboard_read,
+//! window targets and the scope check.
+
+use std::sync::Arc;
+
+use nish_proto::errors::{CANDIDATE_APP_CHARS, Candidate, DriverError, ErrorCode};
+use nish_proto::model::{Rect, Tree, WindowInfo, escape_clip};
+use nish_proto::tools::ToolClass;
+use nish_proto::wire::reader::WalkLimits;
+use nish_proto::wire::shim::Image;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::session_tools::app_matches;
+use super::{Engine, Output, Session, ToolResult};
+use crate::backend::Backend;
+use crate::snapshots::Snapshot;
+use crate::views::{self, ViewKind, ViewParams};
+
+pub(crate) fn window_json(w: &WindowInfo) -> Value {
+    json!({"window_id": w.window_id, "pid": w.pid, "app": escape_clip(&w.app, CANDIDATE_APP_CHARS),
+           "title": escape_clip(&w.title, 120),
+           "frame": {"x": w.frame.x, "y": w.frame.y, "w": w.frame.w, "h": w.frame.h}, "active": w.active})
+}
+
+impl<B: Backend> Engine<B> {
+    /// True when the window's process is one the person approved (pid, start time and
+    /// executable re-checked now).
+    pub(crate) fn in_scope(&self, s: &Session, w: &WindowInfo) -> bool {
+        let Some(who) = self.backend.identity(w.pid) else {
+            return false;
+        };
+        s.core().sm.grant.as_ref().is_some_and(|g| g.covers(&who))
+    }
+
+    /// Visible windows of approved apps, bottom to top.
+    pub(crate) async fn approved_windows(
+        &self,
+        s: &Session,
+    ) -> Result<(Vec<WindowInfo>, Vec<WindowInfo>), DriverError> {
+        let all = self
+            .bounded("listing windows", self.backend.list_windows())
+            .await?;
+        let approved = all
+            .iter()
+            .filter(|w| w.visible && self.in_scope(s, w))
+            .cloned()
+            .collect();
+        Ok((approved, all))
+    }
+
+    pub(crate) async fn list_windows(&self, s: &Arc<Session>) -> ToolResult {
+        self.check(s, ToolClass::Read, false)?;
+        let (approved, _) = self.approved_windows(s).await?;
+        self.audit.emit(
+            "read",
+            Some(&s.id),
+            json!({"tool": "list_windows", "windows": approved.len()}),
+        );
+        Ok(Output::json(
+            json!({"ok": true, "windows": approved.iter().rev().map(window_json).collect::<Vec<_>>()}),
+        ))
+    }
+
+    /// Resolves `pid` / `window_id` / `app` to one approved window (contract §2.3).
+    pub(crate) async fn resolve_window(
+        &self,
+        s: &Session,
+        args: &Value,
+    ) -> Result<WindowInfo, DriverError> {
+        let pid = args.get("pid").and_then(Value::as_u64);
+        let wid = args.get("window_id").and_then(Value::as_u64);
+        let app = args
+            .get("app")
+            .and_then(Value::as_str)
+            .filter(|a| !a.trim().is_empty());
+        let (approved, all) = self.approved_windows(s).await?;
+        let candidates = |ws: &[&WindowInfo]| -> Vec<Candidate> {
+            ws.iter()
+                .rev()
+                .map(|w| Candidate {
+                    window_id: w.window_id,
+                    pid: w.pid,
+                    app: escape_clip(&w.app, CANDIDATE_APP_CHARS),
+                })
+                .collect()
+        };
+        if let Some(wid) = wid {
+            let Some(w) = all.iter().find(|w| w.window_id == wid) else {
+                return Err(DriverError::new(
+                    ErrorCode::WindowTargetNotFound,
+                    format!("no window {wid}"),
+                ));
+            };
+            if pid.is_some_and(|p| p != u64::from(w.pid)) {
+                return Err(DriverError::new(
+                    ErrorCode::WindowTargetNotFound,
+                    format!("window {wid} does not belong to that pid"),
+                ));
+            }
+            if !self.in_scope(s, w) {
+                return Err(DriverError::new(
+                    ErrorCode::AppNotInScope,
+                    format!("window {wid} belongs to an app that was not approved"),
+                ));
+            }
+            if !w.visible {
+                return Err(DriverError::new(
+                    ErrorCode::WindowTargetNotFound,
+                    format!("window {wid} is not visible"),
+                ));
+            }
+            return Ok(w.clone());
+        }
+        if let Some(pid) = pid {
+            let mine: Vec<&WindowInfo> = approved
+                .iter()
+                .filter(|w| u64::from(w.pid) == pid)
+                .collect();
+            if let Some(top) = mine.last() {
+                return Ok((*top).clone());
+            }
+            if all.iter().any(|w| u64::from(w.pid) == pid) {
+                return Err(DriverError::new(
+                    ErrorCode::AppNotInScope,
+                    format!("pid {pid} belongs to an app that was not approved"),
+                ));
+            }
+            return Err(DriverError::new(
+                ErrorCode::WindowTargetNotFound,
+                format!("pid {pid} has no visible window"),
+            ));
+        }
+        if let Some(app) = app {
+            let hits: Vec<&WindowInfo> = approved.iter().filter(|w| app_matches(app, w)).collect();
+            return match hits.len() {
+                0 => Err(DriverError::new(
+                    ErrorCode::WindowTargetNotFound,
+                    "no approved window matches app",
+                )),
+                1 => Ok(hits[0].clone()),
+                n => Err(DriverError::new(
+                    ErrorCode::AmbiguousTarget,
+                    format!("{n} approved windows match app"),
+                )
+                .with_candidates(candidates(&hits))),
+            };
+        }
+        let refs: Vec<&WindowInfo> = approved.iter().collect();
+        Err(DriverError::new(
+            ErrorCode::AmbiguousWindowTarget,
+            format!("no window named; {} approved windows are open", refs.len()),
+        )
+        .with_candidates(candidates(&refs)))
+    }
+
+    /// Walks a window and records the snapshot.
+    pub(crate) async fn read_window(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+    ) -> Result<Arc<Snapshot>, DriverError> {
+        let tree: Tree = self
+            .bounded(
+                "reading the window",
+                self.backend.read_tree(w, WalkLimits::default()),
+            )
+            .await?;
+        let tree = self.validate_tree(tree, w)?;
+        let mut core = s.core();
+        let epoch = core.sm.epoch;
+        Ok(core.snaps.record(tree, epoch, || self.new_snapshot_id()))
+    }
+
+    /// Re-validates what a backend returned: bounded sizes, consistent parents and depths, the
+    /// window asked for.
+    fn validate_tree(&self, mut tree: Tree, asked: &WindowInfo) -> Result<Tree, DriverError> {
+        let bad = |what: &str| {
+            DriverError::new(
+                ErrorCode::InternalError,
+                format!("the reader returned a malformed tree ({what})"),
+            )
+        };
+        if tree.window.window_id != asked.window_id || tree.window.pid != asked.pid {
+            return Err(bad("another window"));
+        }
+        if tree.nodes.is_empty() {
+            return Err(DriverError::new(
+                ErrorCode::AppNotResponding,
+                "the app gave no accessible tree for the window",
+            ));
+        }
+        if tree.nodes.len() > nish_proto::model::WALK_MAX_ELEMENTS {
+            return Err(bad("too many rows"));
+        }
+        for (i, n) in tree.nodes.iter().enumerate() {
+            match n.parent {
+                None if i == 0 => {}
+                Some(p) if (p as usize) < i && tree.nodes[p as usize].depth + 1 == n.depth => {}
+                _ => return Err(bad("row order")),
+            }
+            if n.role.len() > 64 || n.actions.len() > 32 || n.handle.len() > 512 {
+                return Err(bad("field sizes"));
+            }
+        }
+        for n in &mut tree.nodes {
+            // Names and values are bounded here whatever the reader sent.
+            if n.name.len() > 4096 {
+                n.name = n.name.chars().take(1024).collect();
+            }
+            if n.is_secure() {
+                n.value = None;
+            } else if let Some(v) = &mut n.value
+                && v.len() > 16_384
+            {
+                *v = v.chars().take(4096).collect();
+            }
+        }
+        Ok(tree)
+    }
+
+    /// Captures a window with every secure field of the snapshot blacked out.
+    pub(crate) async fn capture_json(
+        &self,
+        snap: &Snapshot,
+    ) -> Result<(Value, Image), DriverError> {
+        self.rate_limit_capture()?;
+        let redact: Vec<Rect> = snap
+            .tree
+            .nodes
+            .iter()
+            .filter(|n| n.is_secure())
+            .filter_map(|n| n.frame)
+            .collect();
+        let c = self
+            .bounded(
+                "capturing the window",
+                self.backend.capture(&snap.tree.window, redact.clone()),
+            )
+            .await?;
+        if (c.redacted as usize)
+            < redact
+                .iter()
+                .filter(|r| r.intersect(&snap.tree.window.frame).is_some())
+                .count()
+        {
+            return Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the capture did not black out every secure field",
+            ));
+        }
+        let meta = json!({"mime": "image/png", "width": c.width, "height": c.height, "redacted": c.redacted,
+                          "bytes": c.png.len()});
+        Ok((
+            meta,
+            Image {
+                mime: "image/png".into(),
+                data: c.png,
+            },
+        ))
+    }
+
+    pub(crate) async fn get_window_state(&self, s: &Arc<Session>, args: &Value) -> ToolResult {
+        self.check(s, ToolClass::Read, false)?;
+        let root = args.get("root").and_then(Value::as_str);
+        let skeleton = args
+            .get("skeleton")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let max_elements = args.get("max_elements").and_then(Value::as_u64);
+        let max_depth = args.get("max_depth").and_then(Value::as_u64);
+        let (window, kind, root_sig) = match root {
+            Some(tok) => {
+                let (snap, row) = {
+                    let core = s.core();
+                    core.snaps.resolve(tok, core.sm.epoch)?
+                };
+                let w = self
+                    .resolve_window(s, &json!({"window_id": snap.tree.window.window_id}))
+                    .await?;
+                (w, ViewKind::Root(row), Some(snap.signature))
+            }
+            None => {
+                let w = self.resolve_window(s, args).await?;
+                (
+                    w,
+                    if skeleton {
+                        ViewKind::Skeleton
+                    } else {
+                        ViewKind::Full
+                    },
+                    None,
+                )
+            }
+        };
+        let snap = self.read_window(s, &window).await?;
+        if let Some(sig) = root_sig
+            && sig != snap.signature
+        {
+            return Err(DriverError::new(
+                ErrorCode::StaleElementToken,
+                format!(
+                    "the window's structure changed; the new snapshot is {}",
+                    snap.id
+                ),
+            ));
+        }
+        let view = views::cut(
+            &snap.id,
+            &snap.tree.nodes,
+            snap.tree.truncated,
+            ViewParams::new(kind, max_elements, max_depth),
+        );
+        let mut out = json!({
+            "ok": true,
+            "snapshot_id": snap.id,
+            "window": window_json(&snap.tree.window),
+            "view": kind.as_str(),
+            "truncated": view.truncated,
+            "truncated_reason": view.truncated_reason,
+            "element_count": snap.tree.nodes.len(),
+            "elements": view.elements,
+            "tree_text": view.tree_text,
+        });
+        if let ViewKind::Root(r) = kind {
+            out["root"] = json!(format!("{}:{}", snap.id, r));
+        }
+        let mut images = vec![];
+        if args
+            .get("include_screenshot")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            let (meta, img) = self.capture_json(&snap).await?;
+            out["screenshot"] = meta;
+            images.push(img);
+        }
+        self.audit.emit(
+            "read",
+            Some(&s.id),
+            json!({"tool": "get_window_state", "view": kind.as_str(), "window_id": window.window_id, "pid": window.pid,
+                   "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "truncated": view.truncated,
+                   "screenshot": !images.is_empty()}),
+        );
+        Ok(Output { value: out, images })
+    }
+
+    pub(crate) async fn clipboard_read(&self, s: &Arc<Session>) -> ToolResult {
+        self.check(s, ToolClass::Read, false)?;
+        let consented = s.core().sm.grant.as_ref().is_some_and(|g| g.clipboard_read);
+        if !consented {
+            return Err(DriverError::new(
+                ErrorCode::CapabilityNotConsented,
+                "clipboard reading was not allowed for this session",
+            ));
+        }
+        if !s.has_control {
+            return Err(DriverError::new(
+                ErrorCode::CapabilityNotConsented,
+                "clipboard_read needs the host's approval on its control pipe, and this host has none",
+            ));
+        }
+        let id = format!(
+            "a{}",
+            self.next_approval
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let (tx, rx) = oneshot::channel();
+        s.core().approvals.insert(id.clone(), tx);
+        self.audit.emit(
+            "approval.request",
+            Some(&s.id),
+            json!({"id": id, "tool": "clipboard_read"}),
+        );
+        s.event(
+            json!({"event": "approval.request", "id": id, "session": s.id, "tool": "clipboard_read",
+                        "description": "Read the clipboard's text"}),
+        );
+        let mut cancel = s.cancel.subscribe();
+        let approved = tokio::select! {
+            r = tokio::time::timeout(self.cfg.approval_timeout, rx) => matches!(r, Ok(Ok(true))),
+            _ = cancel.wait_for(|c| *c) => false,
+        };
+        s.core().approvals.remove(&id);
+        self.audit.emit(
+            "approval.answer",
+            Some(&s.id),
+            json!({"id": id, "approve": approved}),
+        );
+        if !approved {
+            self.check(s, ToolClass::Read, false)?;
+            return Err(DriverError::new(
+                ErrorCode::ConsentDenied,
+                "the host did not approve this clipboard read",
+            ));
+        }
+        let text = self
+            .bounded("reading the clipboard", self.backend.clipboard_read())
+            .await?;
+        if crate::credentials::looks_like_credential(&text) {
+            self.audit.emit("read", Some(&s.id), json!({"tool": "clipboard_read", "length": text.chars().count(), "refused": "credential"}));
+            return Err(DriverError::new(
+                ErrorCode::SecureField,
+                "the clipboard holds credential-looking text",
+            ));
+        }
+        let len = text.chars().count();
+        self.audit.emit(
+            "read",
+            Some(&s.id),
+            json!({"tool": "clipboard_read", "length": len}),
+        );
+        Ok(Output::json(
+            json!({"ok": true, "text": text, "length": len}),
+        ))
+    }
+}

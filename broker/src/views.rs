@@ -1,0 +1,611 @@
+//! Views of one walked window: full, skeleton and root (drill-down) reads, their text form,
+//! structure signatures and diffs.
+//!
+//! A read walks the whole window once; every view is cut from that one row list, so row
+//! numbers (and tokens) agree between views (contract §3). The mock and the real reader both
+//! produce [`Node`] rows, so results have the same shape whichever backend runs.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use nish_proto::model::{Node, TruncReason, escape_clip};
+use serde_json::{Value, json};
+
+/// Longest label, in characters (contract: 80).
+pub const LABEL_CHARS: usize = 80;
+/// Longest value in `structuredContent`, in characters.
+pub const VALUE_CHARS: usize = 1000;
+/// Longest value in the text form, in characters.
+pub const VALUE_TEXT_CHARS: usize = 60;
+
+/// Default and largest limits per view.
+pub mod limits {
+    /// Full and root reads: default rows.
+    pub const FULL_MAX_ELEMENTS: usize = 250;
+    /// Full and root reads: default depth below the root.
+    pub const FULL_MAX_DEPTH: usize = 25;
+    /// Full and root reads: most rows a caller may ask for.
+    pub const FULL_MAX_ELEMENTS_CAP: usize = 5000;
+    /// Skeleton: default rows.
+    pub const SKELETON_MAX_ELEMENTS: usize = 60;
+    /// Skeleton: most rows a caller may ask for.
+    pub const SKELETON_MAX_ELEMENTS_CAP: usize = 200;
+    /// Skeleton: default depth in skeleton levels.
+    pub const SKELETON_MAX_DEPTH: usize = 4;
+}
+
+/// Which view to cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewKind {
+    /// Every row from the window down.
+    Full,
+    /// Containers and landmarks only.
+    Skeleton,
+    /// One element and its descendants.
+    Root(u32),
+}
+
+impl ViewKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewKind::Full => "full",
+            ViewKind::Skeleton => "skeleton",
+            ViewKind::Root(_) => "root",
+        }
+    }
+}
+
+/// A view request with its limits resolved.
+#[derive(Clone, Copy, Debug)]
+pub struct ViewParams {
+    /// The view.
+    pub kind: ViewKind,
+    /// Most rows.
+    pub max_elements: usize,
+    /// Deepest level (below the root; skeleton levels for skeletons).
+    pub max_depth: usize,
+}
+
+impl ViewParams {
+    /// Resolves the caller's optional limits against the view's defaults and caps.
+    pub fn new(kind: ViewKind, max_elements: Option<u64>, max_depth: Option<u64>) -> Self {
+        let (def_n, cap_n, def_d) = match kind {
+            ViewKind::Skeleton => (
+                limits::SKELETON_MAX_ELEMENTS,
+                limits::SKELETON_MAX_ELEMENTS_CAP,
+                limits::SKELETON_MAX_DEPTH,
+            ),
+            _ => (
+                limits::FULL_MAX_ELEMENTS,
+                limits::FULL_MAX_ELEMENTS_CAP,
+                limits::FULL_MAX_DEPTH,
+            ),
+        };
+        ViewParams {
+            kind,
+            max_elements: max_elements.map_or(def_n, |n| (n as usize).clamp(1, cap_n)),
+            max_depth: max_depth.map_or(def_d, |d| (d as usize).clamp(1, 200)),
+        }
+    }
+}
+
+/// A cut view.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// Element objects for `structuredContent`.
+    pub elements: Vec<Value>,
+    /// `[N] role "label"` lines.
+    pub tree_text: String,
+    /// True when rows were left out (by the walk or by the view's limits).
+    pub truncated: bool,
+    /// Why, when truncated.
+    pub truncated_reason: Option<&'static str>,
+    /// Row numbers included, in order.
+    pub rows: Vec<u32>,
+}
+
+/// Roles the skeleton keeps when they have children (contract §3).
+const LANDMARK_ROLES: &[&str] = &[
+    "tool_bar",
+    "menu_bar",
+    "status_bar",
+    "tablist",
+    "page_tab_list",
+    "list",
+    "list_box",
+    "tree",
+    "table",
+    "tree_table",
+    "document",
+    "document_web",
+    "document_frame",
+    "document_text",
+    "document_email",
+    "document_spreadsheet",
+    "document_presentation",
+    "split_pane",
+    "scroll_pane",
+    "landmark",
+    "navigation",
+    "form",
+    "article",
+    "header",
+    "footer",
+    "info_bar",
+    "notification",
+    "dialog",
+];
+
+/// Roles the skeleton keeps when they have children and a name.
+const GENERIC_CONTAINERS: &[&str] = &[
+    "panel",
+    "filler",
+    "section",
+    "group",
+    "grouping",
+    "layered_pane",
+    "internal_frame",
+    "viewport",
+    "tab",
+    "page_tab",
+    "frame",
+];
+
+/// Descendant count of every row (rows are in pre-order, so a row's descendants are the rows
+/// right after it).
+pub fn descendant_counts(nodes: &[Node]) -> Vec<u32> {
+    let mut counts = vec![0u32; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        if let Some(p) = nodes[i].parent {
+            let add = counts[i] + 1;
+            if let Some(c) = counts.get_mut(p as usize) {
+                *c += add;
+            }
+        }
+    }
+    counts
+}
+
+fn in_skeleton(i: usize, n: &Node) -> bool {
+    if i == 0 {
+        return true;
+    }
+    if n.is_secure() || n.child_count == 0 {
+        return false;
+    }
+    LANDMARK_ROLES.contains(&n.role.as_str())
+        || (GENERIC_CONTAINERS.contains(&n.role.as_str()) && !n.name.trim().is_empty())
+}
+
+fn frame_json(n: &Node) -> Value {
+    match n.frame {
+        Some(f) => json!({"x": f.x, "y": f.y, "w": f.w, "h": f.h}),
+        None => Value::Null,
+    }
+}
+
+fn value_of(n: &Node) -> Option<&str> {
+    if n.is_secure() {
+        None
+    } else {
+        n.value.as_deref()
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+fn element_json(snapshot_id: &str, i: u32, n: &Node) -> Value {
+    json!({
+        "element_index": i,
+        "element_token": format!("{snapshot_id}:{i}"),
+        "role": n.role,
+        "label": escape_clip(&n.name, LABEL_CHARS),
+        "states": n.states.model_names(),
+        "value": value_of(n).map(|v| clip(v, VALUE_CHARS)),
+        "actions": n.actions,
+        "frame": frame_json(n),
+    })
+}
+
+fn line(indent: usize, i: u32, n: &Node) -> String {
+    let mut s = format!(
+        "{}[{}] {} \"{}\"",
+        "  ".repeat(indent),
+        i,
+        n.role,
+        escape_clip(&n.name, LABEL_CHARS)
+    );
+    if let Some(v) = value_of(n) {
+        s.push_str(&format!(" value=\"{}\"", escape_clip(v, VALUE_TEXT_CHARS)));
+    }
+    let states = n.states.model_names();
+    if !states.is_empty() {
+        s.push_str(&format!(" ({})", states.join(", ")));
+    }
+    s
+}
+
+/// Cuts a view. `walk_truncated` is the walk's own truncation.
+pub fn cut(
+    snapshot_id: &str,
+    nodes: &[Node],
+    walk_truncated: Option<TruncReason>,
+    p: ViewParams,
+) -> View {
+    let mut elements = Vec::new();
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    let mut cut_reason: Option<&'static str> = None;
+    match p.kind {
+        ViewKind::Full | ViewKind::Root(_) => {
+            let (start, end, base_depth) = match p.kind {
+                ViewKind::Root(r) => {
+                    let r = r as usize;
+                    let counts = descendant_counts(nodes);
+                    (
+                        r,
+                        r + 1 + counts.get(r).copied().unwrap_or(0) as usize,
+                        nodes.get(r).map_or(0, |n| n.depth),
+                    )
+                }
+                _ => (0, nodes.len(), 0),
+            };
+            for (i, n) in nodes
+                .iter()
+                .enumerate()
+                .take(end.min(nodes.len()))
+                .skip(start)
+            {
+                let rel = (n.depth - base_depth) as usize;
+                if rel > p.max_depth {
+                    cut_reason.get_or_insert("max_depth");
+                    continue;
+                }
+                if rows.len() >= p.max_elements {
+                    cut_reason = Some("max_elements");
+                    break;
+                }
+                rows.push(i as u32);
+                elements.push(element_json(snapshot_id, i as u32, n));
+                text.push_str(&line(rel, i as u32, n));
+                text.push('\n');
+            }
+        }
+        ViewKind::Skeleton => {
+            let counts = descendant_counts(nodes);
+            // skeleton depth of each kept row, and the nearest kept ancestor of every row
+            let mut sk_depth: HashMap<u32, usize> = HashMap::new();
+            let mut nearest: Vec<Option<u32>> = vec![None; nodes.len()];
+            for (i, n) in nodes.iter().enumerate() {
+                let parent_sk = n.parent.and_then(|p| {
+                    let p = p as usize;
+                    if sk_depth.contains_key(&(p as u32)) {
+                        Some(p as u32)
+                    } else {
+                        nearest.get(p).copied().flatten()
+                    }
+                });
+                nearest[i] = parent_sk;
+                if !in_skeleton(i, n) {
+                    continue;
+                }
+                let depth = parent_sk.map_or(0, |p| sk_depth[&p] + 1);
+                if depth > p.max_depth {
+                    cut_reason.get_or_insert("max_depth");
+                    continue;
+                }
+                if rows.len() >= p.max_elements {
+                    cut_reason = Some("max_elements");
+                    break;
+                }
+                sk_depth.insert(i as u32, depth);
+                rows.push(i as u32);
+                let mut e = element_json(snapshot_id, i as u32, n);
+                e["parent_index"] = json!(parent_sk);
+                e["depth"] = json!(depth);
+                e["child_count"] = json!(n.child_count);
+                e["descendant_count"] = json!(counts[i]);
+                elements.push(e);
+                text.push_str(&format!(
+                    "{}[{}] {} \"{}\" children={} descendants={}\n",
+                    "  ".repeat(depth),
+                    i,
+                    n.role,
+                    escape_clip(&n.name, LABEL_CHARS),
+                    n.child_count,
+                    counts[i]
+                ));
+            }
+        }
+    }
+    let truncated_reason = walk_truncated.map(|r| r.as_str()).or(cut_reason);
+    View {
+        elements,
+        tree_text: text,
+        truncated: truncated_reason.is_some(),
+        truncated_reason,
+        rows,
+    }
+}
+
+/// A hash of the tree's structure: roles and shape, not names, states or values. Two walks with
+/// the same signature have the same row numbers for the same elements.
+pub fn structure_signature(nodes: &[Node]) -> u64 {
+    let mut h = DefaultHasher::new();
+    nodes.len().hash(&mut h);
+    for n in nodes {
+        n.role.hash(&mut h);
+        n.parent.hash(&mut h);
+        n.child_count.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// A hash of everything a row shows (for settle detection).
+pub fn content_hash(nodes: &[Node]) -> u64 {
+    let mut h = DefaultHasher::new();
+    structure_signature(nodes).hash(&mut h);
+    for n in nodes {
+        n.name.hash(&mut h);
+        n.states.hash(&mut h);
+        n.value.hash(&mut h);
+        n.frame.hash(&mut h);
+        n.actions.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Keys rows by their path from the window (role and index among siblings at each level), so a
+/// diff can match rows across a structural change.
+fn path_keys(nodes: &[Node]) -> Vec<u64> {
+    let mut keys = vec![0u64; nodes.len()];
+    let mut next_child: HashMap<u32, u32> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let mut h = DefaultHasher::new();
+        match n.parent {
+            Some(p) => {
+                keys.get(p as usize).copied().unwrap_or(0).hash(&mut h);
+                let k = next_child.entry(p).or_insert(0);
+                k.hash(&mut h);
+                *k += 1;
+            }
+            None => 0u64.hash(&mut h),
+        }
+        n.role.hash(&mut h);
+        keys[i] = h.finish();
+    }
+    keys
+}
+
+/// Most entries per diff list.
+pub const DIFF_MAX_ITEMS: usize = 25;
+
+fn changed_fields(a: &Node, b: &Node) -> Vec<&'static str> {
+    let mut f = Vec::new();
+    if a.name != b.name {
+        f.push("label");
+    }
+    if a.states.model_names() != b.states.model_names() {
+        f.push("states");
+    }
+    if value_of(a) != value_of(b) || (a.is_secure() && a.value != b.value) {
+        f.push("value");
+    }
+    if a.frame != b.frame {
+        f.push("frame");
+    }
+    if a.actions != b.actions {
+        f.push("actions");
+    }
+    f
+}
+
+fn diff_item(i: usize, n: &Node, fields: Option<Vec<&'static str>>) -> Value {
+    let mut v =
+        json!({"element_index": i, "role": n.role, "label": escape_clip(&n.name, LABEL_CHARS)});
+    if let Some(f) = fields {
+        v["fields"] = json!(f);
+    }
+    v
+}
+
+/// The difference between a read before an act and the settled read after it (bounded).
+/// Indices of added and changed rows are the after-read's; removed rows the before-read's.
+pub fn diff(before: &[Node], after: &[Node]) -> Value {
+    let mut added = Vec::new();
+    let mut removed = Vec::new();
+    let mut changed = Vec::new();
+    let mut truncated = false;
+    let mut push = |list: &mut Vec<Value>, v: Value| {
+        if list.len() < DIFF_MAX_ITEMS {
+            list.push(v);
+        } else {
+            truncated = true;
+        }
+    };
+    if structure_signature(before) == structure_signature(after) {
+        for (i, (a, b)) in before.iter().zip(after).enumerate() {
+            let f = changed_fields(a, b);
+            if !f.is_empty() {
+                push(&mut changed, diff_item(i, b, Some(f)));
+            }
+        }
+    } else {
+        let kb = path_keys(before);
+        let ka = path_keys(after);
+        let before_by_key: HashMap<u64, usize> =
+            kb.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        let after_keys: std::collections::HashSet<u64> = ka.iter().copied().collect();
+        for (i, k) in ka.iter().enumerate() {
+            match before_by_key.get(k) {
+                Some(&j) => {
+                    let f = changed_fields(&before[j], &after[i]);
+                    if !f.is_empty() {
+                        push(&mut changed, diff_item(i, &after[i], Some(f)));
+                    }
+                }
+                None => push(&mut added, diff_item(i, &after[i], None)),
+            }
+        }
+        for (j, k) in kb.iter().enumerate() {
+            if !after_keys.contains(k) {
+                push(&mut removed, diff_item(j, &before[j], None));
+            }
+        }
+    }
+    json!({"added": added, "removed": removed, "changed": changed, "truncated": truncated})
+}
+
+/// Finds the row in `after` that is row `i` of `before` (same path), if it still exists.
+pub fn follow_row(before: &[Node], after: &[Node], i: u32) -> Option<u32> {
+    if structure_signature(before) == structure_signature(after) {
+        return ((i as usize) < after.len()).then_some(i);
+    }
+    let kb = path_keys(before);
+    let key = *kb.get(i as usize)?;
+    path_keys(after)
+        .iter()
+        .position(|k| *k == key)
+        .map(|p| p as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::model::{Ifaces, State, StateSet};
+
+    fn node(role: &str, name: &str, parent: Option<u32>, depth: u16, children: u32) -> Node {
+        Node {
+            role: role.into(),
+            name: name.into(),
+            states: StateSet::of(&[
+                State::Enabled,
+                State::Sensitive,
+                State::Showing,
+                State::Visible,
+            ]),
+            value: None,
+            actions: vec![],
+            frame: None,
+            parent,
+            depth,
+            child_count: children,
+            ifaces: Ifaces::default(),
+            handle: String::new(),
+        }
+    }
+
+    fn sample() -> Vec<Node> {
+        vec![
+            node("frame", "Win", None, 0, 2),           // 0
+            node("tool_bar", "", Some(0), 1, 1),        // 1
+            node("push_button", "Go", Some(1), 2, 0),   // 2
+            node("panel", "Main", Some(0), 1, 2),       // 3
+            node("panel", "", Some(3), 2, 1),           // 4 unnamed: not skeleton
+            node("list", "", Some(4), 3, 1),            // 5
+            node("list_item", "a", Some(5), 4, 0),      // 6
+            node("password_text", "pw", Some(3), 2, 0), // 7
+        ]
+    }
+
+    #[test]
+    fn descendants() {
+        assert_eq!(descendant_counts(&sample()), vec![7, 1, 0, 4, 2, 1, 0, 0]);
+    }
+
+    #[test]
+    fn skeleton_keeps_containers_and_links_parents() {
+        let v = cut(
+            "s1",
+            &sample(),
+            None,
+            ViewParams::new(ViewKind::Skeleton, None, None),
+        );
+        assert_eq!(v.rows, vec![0, 1, 3, 5]);
+        assert_eq!(v.elements[3]["parent_index"], json!(3));
+        assert_eq!(v.elements[3]["depth"], json!(2));
+        assert_eq!(v.elements[2]["descendant_count"], json!(4));
+        assert!(
+            v.tree_text
+                .contains("[5] list \"\" children=1 descendants=1")
+        );
+        assert!(!v.truncated);
+    }
+
+    #[test]
+    fn root_view_and_limits() {
+        let v = cut(
+            "s1",
+            &sample(),
+            None,
+            ViewParams::new(ViewKind::Root(3), None, None),
+        );
+        assert_eq!(v.rows, vec![3, 4, 5, 6, 7]);
+        assert!(v.tree_text.starts_with("[3] panel \"Main\""));
+        assert!(v.tree_text.contains("\n  [4] panel"));
+        let v = cut(
+            "s1",
+            &sample(),
+            None,
+            ViewParams::new(ViewKind::Full, Some(3), None),
+        );
+        assert_eq!(v.rows, vec![0, 1, 2]);
+        assert_eq!(v.truncated_reason, Some("max_elements"));
+        let v = cut(
+            "s1",
+            &sample(),
+            None,
+            ViewParams::new(ViewKind::Full, None, Some(1)),
+        );
+        assert_eq!(v.rows, vec![0, 1, 3]);
+        assert_eq!(v.truncated_reason, Some("max_depth"));
+    }
+
+    #[test]
+    fn secure_values_never_shown() {
+        let mut nodes = sample();
+        nodes[7].value = Some("hunter2".into());
+        nodes[7].states.insert(State::Secure);
+        let v = cut(
+            "s1",
+            &nodes,
+            None,
+            ViewParams::new(ViewKind::Full, None, None),
+        );
+        assert!(!v.tree_text.contains("hunter2"));
+        assert_eq!(v.elements[7]["value"], Value::Null);
+    }
+
+    #[test]
+    fn diff_same_structure_and_changed_structure() {
+        let a = sample();
+        let mut b = sample();
+        b[2].states.insert(State::Focused);
+        let d = diff(&a, &b);
+        assert_eq!(d["changed"][0]["element_index"], json!(2));
+        assert_eq!(d["changed"][0]["fields"], json!(["states"]));
+        let mut c = sample();
+        c[5].child_count = 2;
+        c.insert(7, node("list_item", "b", Some(5), 4, 0));
+        c[8].parent = Some(3);
+        let d = diff(&a, &c);
+        assert_eq!(d["added"].as_array().unwrap().len(), 1, "{d}");
+        assert_eq!(d["added"][0]["element_index"], json!(7));
+        assert_eq!(d["removed"].as_array().unwrap().len(), 0);
+        assert_eq!(follow_row(&a, &c, 7), Some(8));
+    }
+
+    #[test]
+    fn signature_ignores_names_but_not_shape() {
+        let a = sample();
+        let mut b = sample();
+        b[2].name = "Stop".into();
+        assert_eq!(structure_signature(&a), structure_signature(&b));
+        assert_ne!(content_hash(&a), content_hash(&b));
+        b[6].role = "label".into();
+        assert_ne!(structure_signature(&a), structure_signature(&b));
+    }
+}
