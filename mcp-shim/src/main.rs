@@ -1,2 +1,147 @@
-//! `nish-mcp`: one host's MCP stdio server, forwarding tool calls to the broker.
-fn main() {}
+//! `nish-mcp`: one host's MCP stdio server, forwarding tool calls to the nish-driver broker.
+//!
+//! It decides nothing: `tools/list` is the proto tool table, each `tools/call` goes to the
+//! broker over its Unix socket and comes back rendered as the broker rendered it, and the
+//! host's control pipe (`--control-fd`) is forwarded both ways. stdout is the MCP channel;
+//! logs go to stderr and never carry arguments or results.
+
+mod control;
+mod frame;
+mod link;
+mod render;
+mod server;
+mod sys;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use rmcp::ServiceExt;
+use tokio::sync::mpsc;
+
+use crate::control::{ControlFds, TakenFds};
+use crate::link::BrokerLink;
+use crate::server::{HostName, Shim};
+
+/// The MCP stdio server of nish-driver, one per host. MCP on stdin and stdout; logs on stderr
+/// (NISH_LOG sets the filter, default `info`).
+#[derive(Debug, Parser)]
+#[command(name = "nish-mcp", version = nish_proto::DRIVER_VERSION)]
+struct Args {
+    /// The broker's socket [default: $XDG_RUNTIME_DIR/nish-driver/broker.sock, or
+    /// /tmp/nish-driver-<uid>/broker.sock without XDG_RUNTIME_DIR].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+
+    /// The host's control pipe: N, a bidirectional descriptor (a socketpair end), or IN:OUT,
+    /// two pipe descriptors. Verbs in, events out, one JSON object a line.
+    #[arg(long, value_name = "N|IN:OUT")]
+    control_fd: Option<ControlFds>,
+
+    /// The host's name, used when the MCP client does not give its own clientInfo.name.
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    // Take the control descriptors before anything (the runtime, the log) opens one of its own,
+    // so the numbers can only name what the host passed in.
+    let taken = match args.control_fd.map(control::take).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("nish-mcp: --control-fd: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    init_logging();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("nish-mcp: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let code = match rt.block_on(run(args.socket, args.host, taken)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    };
+    // A blocking read of stdin may still be pending in the runtime's thread pool; do not wait.
+    rt.shutdown_background();
+    code
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("NISH_LOG").unwrap_or_else(|_| "info".to_string());
+    // rmcp's own info and debug lines print whole requests and notifications: keep them out,
+    // whatever the filter says, since arguments can hold typed text.
+    let filter = EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive("rmcp=error".parse().expect("a valid directive"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+async fn run(
+    socket: Option<PathBuf>,
+    host: Option<String>,
+    taken: Option<TakenFds>,
+) -> anyhow::Result<()> {
+    let socket = socket
+        .unwrap_or_else(|| nish_proto::wire::default_socket_path(nix::unistd::getuid().as_raw()));
+    let host = Arc::new(HostName::new(host));
+
+    // With a control pipe, the broker's events go to a bounded queue drained by the writer task.
+    let control = match taken {
+        Some(fds) => {
+            let io = control::into_io(fds).context("error setting up the control pipe")?;
+            let (tx, rx) = mpsc::channel(control::OUTPUT_QUEUE);
+            Some((io, tx, rx))
+        }
+        None => None,
+    };
+    let link = Arc::new(BrokerLink::new(
+        socket.clone(),
+        control.as_ref().map(|(_, tx, _)| tx.clone()),
+    ));
+    tracing::info!(
+        socket = %socket.display(),
+        control = control.is_some(),
+        "nish-mcp {} starting",
+        nish_proto::DRIVER_VERSION
+    );
+    if let Some((io, tx, rx)) = control {
+        tokio::spawn(control::write_loop(io.output, rx));
+        let h = host.clone();
+        tokio::spawn(control::read_loop(
+            io.input,
+            link.clone(),
+            move || h.get(),
+            tx,
+        ));
+    }
+
+    let shim = Shim::new(link, host);
+    let service = shim
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await
+        .context("error starting the MCP session on stdio")?;
+    let reason = service
+        .waiting()
+        .await
+        .context("error in the MCP session")?;
+    tracing::info!(?reason, "MCP session ended");
+    Ok(())
+}
