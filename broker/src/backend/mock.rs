@@ -8,7 +8,7 @@
 //! - `Mail` (pid 4102): two windows of the same name (for ambiguous_target);
 //! - `Atlas` (pid 4103): one dense window of 2,200+ elements (for skeleton reads and limits);
 //! - `Vault` (pid 4104): an app hosts do not ask for (for scope tests); its window covers part
-//!   of Notes (for occlusion).
+//!   of Notes, the Logo among it (for occlusion).
 //!
 //! Acts change the fake desktop's state, so readback and diffs are real. The person is played
 //! from outside with `nish-driver mock-person ...`, which reaches [`Backend::person`].
@@ -158,11 +158,13 @@ impl Desk {
         b
     }
 
-    fn list_item(&mut self, list: usize, name: &str) -> usize {
+    fn list_item(&mut self, list: usize, name: &str, actions: &[&'static str]) -> usize {
         let i = self.add(Some(list), "list_item", name);
         self.els[i].states.insert(State::Selectable);
-        self.els[i].actions = vec!["activate", "showMenu"];
-        self.els[i].ifaces |= Ifaces::ACTION;
+        self.els[i].actions = actions.to_vec();
+        if !actions.is_empty() {
+            self.els[i].ifaces |= Ifaces::ACTION;
+        }
         i
     }
 
@@ -207,7 +209,7 @@ impl Desk {
             let list = d.add(Some(panel), "list", "");
             d.els[list].ifaces |= Ifaces::SELECTION;
             for p in 1..=30 {
-                let item = d.list_item(list, &format!("Place {r}.{p}"));
+                let item = d.list_item(list, &format!("Place {r}.{p}"), &[]);
                 d.add(Some(item), "label", &format!("Place {r}.{p}"));
                 d.button(item, "Open", Behavior::None);
             }
@@ -280,8 +282,9 @@ impl Desk {
         let sp = d.add(Some(root), "scroll_pane", "");
         let list = d.add(Some(sp), "list", "Items");
         d.els[list].ifaces |= Ifaces::SELECTION;
+        // Notes' rows have only a menu action: a click selects them through the list.
         for n in ["Row 1", "Row 2", "Row 3"] {
-            d.list_item(list, n);
+            d.list_item(list, n, &["showMenu"]);
         }
         let sb = d.add(Some(root), "status_bar", "");
         let status = d.add(Some(sb), "label", "Ready");
@@ -303,8 +306,8 @@ impl Desk {
             d.button(tb, "Compose", Behavior::Status("Composing"));
             let list = d.add(Some(root), "list", "Messages");
             d.els[list].ifaces |= Ifaces::SELECTION;
-            d.list_item(list, "Hello");
-            d.list_item(list, "Invoice");
+            d.list_item(list, "Hello", &["activate", "showMenu"]);
+            d.list_item(list, "Invoice", &["activate", "showMenu"]);
             let sb = d.add(Some(root), "status_bar", "");
             let status = d.add(Some(sb), "label", "1 unread");
             d.windows.push(Win {
@@ -330,7 +333,7 @@ impl Desk {
             pid: 4104,
             app: "Vault",
             title: "Vault",
-            frame: Rect::new(300, 300, 300, 200),
+            frame: Rect::new(100, 440, 300, 200),
             root,
             status: None,
             list: None,
@@ -456,7 +459,7 @@ impl Desk {
                 if let Some(list) = w.list {
                     self.rows_added += 1;
                     let n = self.els[list].children.len() + 1;
-                    self.list_item(list, &format!("Row {n}"));
+                    self.list_item(list, &format!("Row {n}"), &["showMenu"]);
                 }
             }
             Behavior::ClearEntry => {

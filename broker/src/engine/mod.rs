@@ -124,6 +124,8 @@ pub struct Engine<B: Backend> {
     takeover_holder: Mutex<Option<String>>,
     captures: Mutex<VecDeque<Instant>>,
     stops: AtomicU64,
+    /// The driver's monotonic clock (tokio's, so tests can let time pass).
+    clock: tokio::time::Instant,
 }
 
 impl<B: Backend> std::fmt::Debug for Engine<B> {
@@ -180,11 +182,13 @@ impl<B: Backend> Engine<B> {
             takeover_holder: Mutex::new(None),
             captures: Mutex::new(VecDeque::new()),
             stops: AtomicU64::new(0),
+            clock: tokio::time::Instant::now(),
         })
     }
 
-    fn now_ms(&self) -> u64 {
-        self.audit.now_ms()
+    /// Milliseconds on the driver's monotonic clock (leases, `at_ms` of events).
+    pub fn now_ms(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
     }
 
     fn new_snapshot_id(&self) -> String {

@@ -1,0 +1,861 @@
+//! Contract conformance on the mock desktop: every tool is called, every input and output is
+//! validated against proto's schemas, and every failure comes back in the contract's envelope
+//! with its fixed disposition and suggestion.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{Fixture, Res};
+use nish_proto::wire::cli::PersonOp;
+use serde_json::{Value, json};
+
+fn approve_all() -> PersonOp {
+    PersonOp::Approve {
+        apps: None,
+        takeover: false,
+        clipboard: false,
+    }
+}
+
+#[tokio::test]
+async fn before_a_session_everything_but_session_tools_is_refused() {
+    let f = Fixture::new(true);
+    f.call("list_windows", json!({})).await.err("no_session");
+    f.call("get_window_state", json!({"app": "Notes"}))
+        .await
+        .err("no_session");
+    f.call("click", json!({"element_token": "s1:1"}))
+        .await
+        .err("no_session");
+    let st = f.call("get_session_state", json!({})).await;
+    assert_eq!(st.ok()["state"], "none");
+    f.call("health_report", json!({})).await.ok();
+    let e = f.call("end_session", json!({})).await;
+    assert_eq!(e.ok()["ended"], true);
+}
+
+#[tokio::test]
+async fn consent_lists_requested_apps_and_binds_scope() {
+    let f = Fixture::new(true);
+    // Denied.
+    let r = f.start(json!({"apps": ["Notes"]}), PersonOp::Deny).await;
+    r.err("consent_denied");
+    assert_eq!(
+        f.call("get_session_state", json!({})).await.ok()["state"],
+        "none"
+    );
+    // Requested apps are ticked; the person approves only Notes.
+    let r = f
+        .start(
+            json!({"apps": ["Notes", "Mail"], "lease_s": 600}),
+            PersonOp::Approve {
+                apps: Some(vec!["Notes".into()]),
+                takeover: false,
+                clipboard: false,
+            },
+        )
+        .await;
+    let v = r.ok();
+    assert_eq!(v["state"], "granted");
+    assert_eq!(v["input"], "headless");
+    assert_eq!(v["apps"], json!([{"app": "Notes", "pids": [4101]}]));
+    assert_eq!(v["lease"]["lease_s"], 600);
+    let w = f.call("list_windows", json!({})).await;
+    let apps: Vec<&str> = w.ok()["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["app"].as_str().unwrap())
+        .collect();
+    assert_eq!(apps, vec!["Notes"]);
+    // Out of scope by window id and by pid; not found by app (unapproved apps are not listed).
+    f.call("get_window_state", json!({"window_id": 0x0060_0001}))
+        .await
+        .err("app_not_in_scope");
+    f.call("get_window_state", json!({"pid": 4102}))
+        .await
+        .err("app_not_in_scope");
+    f.call("get_window_state", json!({"app": "Mail"}))
+        .await
+        .err("window_target_not_found");
+    // Requested apps that have no window.
+    let (s2, _rx) = f.other_session("other", 77);
+    f.call_on(&s2, "start_session", json!({"apps": ["Nothing here"]}))
+        .await
+        .err("window_target_not_found");
+}
+
+#[tokio::test]
+async fn targets_ambiguous_and_not_found() {
+    let f = Fixture::new(true);
+    f.start(json!({}), approve_all()).await.ok();
+    let e = f.call("get_window_state", json!({"app": "Mail"})).await;
+    let err = e.err("ambiguous_target");
+    assert_eq!(err["disposition"]["retry"], "never");
+    let c = err["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 2);
+    assert!(c.iter().all(|c| c["pid"] == 4102 && c["app"] == "Mail"));
+    let e = f.call("get_window_state", json!({})).await;
+    let err = e.err("ambiguous_window_target");
+    assert_eq!(err["candidates"].as_array().unwrap().len(), 5);
+    f.call("get_window_state", json!({"app": "Spreadsheet"}))
+        .await
+        .err("window_target_not_found");
+    f.call("get_window_state", json!({"window_id": 12345}))
+        .await
+        .err("window_target_not_found");
+    // pid alone: the topmost window of that pid.
+    let r = f.call("get_window_state", json!({"pid": 4102})).await;
+    assert_eq!(r.ok()["window"]["window_id"], 0x0050_0002);
+    // A title fragment.
+    let r = f.call("get_window_state", json!({"app": "atl"})).await;
+    assert_eq!(r.ok()["window"]["app"], "Atlas");
+}
+
+#[tokio::test]
+async fn full_skeleton_and_root_views_share_tokens() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Atlas", "Notes"]).await;
+    let full = f
+        .call(
+            "get_window_state",
+            json!({"app": "Atlas", "max_elements": 5000}),
+        )
+        .await;
+    let full = full.ok().clone();
+    assert!(full["element_count"].as_u64().unwrap() > 2000);
+    assert_eq!(full["truncated"], false);
+    let sk = f
+        .call(
+            "get_window_state",
+            json!({"app": "Atlas", "skeleton": true}),
+        )
+        .await;
+    let sk = sk.ok();
+    assert_eq!(sk["view"], "skeleton");
+    assert_eq!(
+        sk["snapshot_id"], full["snapshot_id"],
+        "same structure, same snapshot"
+    );
+    let rows = sk["elements"].as_array().unwrap();
+    // The window, the tool bar, the scroll pane, and 24 named regions with a list each.
+    assert_eq!(rows.len(), 51);
+    assert_eq!(sk["truncated"], false);
+    let cut = f
+        .call(
+            "get_window_state",
+            json!({"app": "Atlas", "skeleton": true, "max_elements": 20}),
+        )
+        .await;
+    assert_eq!(cut.ok()["elements"].as_array().unwrap().len(), 20);
+    assert_eq!(cut.ok()["truncated_reason"], "max_elements");
+    let shallow = f
+        .call(
+            "get_window_state",
+            json!({"app": "Atlas", "skeleton": true, "max_depth": 2}),
+        )
+        .await;
+    assert_eq!(
+        shallow.ok()["elements"].as_array().unwrap().len(),
+        27,
+        "lists sit at skeleton depth 3"
+    );
+    assert_eq!(shallow.ok()["truncated_reason"], "max_depth");
+    for r in rows {
+        for k in ["parent_index", "depth", "child_count", "descendant_count"] {
+            assert!(r.get(k).is_some(), "skeleton rows carry {k}");
+        }
+        // The same row number names the same element in the full read.
+        let i = r["element_index"].as_u64().unwrap() as usize;
+        assert_eq!(full["elements"][i]["label"], r["label"]);
+        assert_eq!(full["elements"][i]["role"], r["role"]);
+    }
+    assert!(sk["tree_text"].as_str().unwrap().contains("children="));
+    let region = rows.iter().find(|r| r["label"] == "Region 3").unwrap();
+    let skeleton_bytes = sk["tree_text"].as_str().unwrap().len();
+    let full_bytes = full["tree_text"].as_str().unwrap().len();
+    assert!(
+        skeleton_bytes * 100 < full_bytes * 15,
+        "skeleton {skeleton_bytes} B vs full {full_bytes} B"
+    );
+    // Drill down into one region.
+    let root = f
+        .call("get_window_state", json!({"root": region["element_token"]}))
+        .await;
+    let root = root.ok();
+    assert_eq!(root["view"], "root");
+    assert_eq!(root["root"], region["element_token"]);
+    let first = &root["elements"][0];
+    assert_eq!(first["element_token"], region["element_token"]);
+    assert_eq!(root["elements"].as_array().unwrap().len(), 92);
+    assert!(
+        root["tree_text"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("[{}] panel \"Region 3\"", region["element_index"]))
+    );
+    // A token from the skeleton acts like one from the full read.
+    let sk_token = rows.iter().find(|r| r["role"] == "tool_bar").unwrap()["element_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sk_token.starts_with(full["snapshot_id"].as_str().unwrap()));
+    // Limits: max_elements and max_depth truncate.
+    let small = f
+        .call(
+            "get_window_state",
+            json!({"app": "Atlas", "max_elements": 10}),
+        )
+        .await;
+    assert_eq!(small.ok()["elements"].as_array().unwrap().len(), 10);
+    assert_eq!(small.ok()["truncated_reason"], "max_elements");
+    let shallow = f
+        .call("get_window_state", json!({"app": "Atlas", "max_depth": 1}))
+        .await;
+    assert_eq!(shallow.ok()["truncated_reason"], "max_depth");
+    // Default full limits: 250 rows.
+    let def = f.call("get_window_state", json!({"app": "Atlas"})).await;
+    assert_eq!(def.ok()["elements"].as_array().unwrap().len(), 250);
+    // The text form carries the tokens' snapshot.
+    assert!(def.text.contains(&format!(
+        "tokens are {}:<N>",
+        full["snapshot_id"].as_str().unwrap()
+    )));
+}
+
+#[tokio::test]
+async fn acts_verify_honestly_and_diffs_are_real() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let before_pointer = f.engine.backend.pointer_and_active();
+    let r = f.read("Notes").await;
+    let sid = r["snapshot_id"].as_str().unwrap().to_string();
+
+    // A check box: the element shows the effect, so it is verified.
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+        )
+        .await;
+    let c = c.ok();
+    assert_eq!(c["effect"], "confirmed");
+    assert_eq!(c["verified"], true);
+    assert_eq!(c["path"], "atspi_action:click");
+    assert_eq!(c["took_cursor"], false);
+    assert_eq!(
+        c["snapshot_id"],
+        sid.as_str(),
+        "no structural change, same snapshot"
+    );
+    assert_eq!(c["diff"]["changed"][0]["fields"], json!(["states"]));
+    assert_eq!(c["settle"]["settled"], true);
+
+    // A plain button whose effect shows elsewhere: dispatched, not verified, diff as evidence.
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "push_button", "Save")}),
+        )
+        .await;
+    let c = c.ok();
+    assert_eq!(c["effect"], "dispatched");
+    assert_eq!(c["verified"], false);
+    let changed = c["diff"]["changed"].as_array().unwrap();
+    assert!(
+        changed
+            .iter()
+            .any(|x| x["label"] == "Saved" && x["fields"] == json!(["label"])),
+        "{changed:?}"
+    );
+
+    // A tab: selection through the parent.
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "page_tab", "Advanced")}),
+        )
+        .await;
+    assert_eq!(c.ok()["path"], "atspi_selection");
+    assert_eq!(c.ok()["verified"], true);
+    // A list row with no click action: selection too.
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "list_item", "Row 2")}),
+        )
+        .await;
+    assert_eq!(c.ok()["path"], "atspi_selection");
+    assert_eq!(c.ok()["verified"], true);
+    // right_click: the menu action.
+    let c = f
+        .call(
+            "right_click",
+            json!({"element_token": Fixture::token(&r, "list_item", "Row 2")}),
+        )
+        .await;
+    assert_eq!(c.ok()["path"], "atspi_action:showMenu");
+    assert_eq!(c.ok()["verified"], false);
+
+    // type_text and set_value with readback.
+    let entry = Fixture::token(&r, "entry", "Name");
+    let t = f
+        .call("type_text", json!({"element_token": entry, "text": "Ada"}))
+        .await;
+    assert_eq!(t.ok()["readback"], "match");
+    assert_eq!(t.ok()["path"], "editable_text");
+    let t = f
+        .call(
+            "type_text",
+            json!({"element_token": entry, "text": " Lovelace"}),
+        )
+        .await;
+    assert_eq!(t.ok()["readback"], "match");
+    assert_eq!(t.ok()["effect"], "confirmed");
+    let now = f.read("Notes").await;
+    assert_eq!(
+        Fixture::element(&now, "entry", "Name")["value"],
+        "Ada Lovelace"
+    );
+    let s = f
+        .call(
+            "set_value",
+            json!({"element_token": entry, "value": "Grace"}),
+        )
+        .await;
+    assert_eq!(s.ok()["readback"], "match");
+    assert_eq!(s.ok()["verified"], true);
+    let s = f
+        .call(
+            "set_value",
+            json!({"element_token": Fixture::token(&r, "spin_button", "Count"), "value": 42}),
+        )
+        .await;
+    assert_eq!(s.ok()["path"], "value");
+    assert_eq!(s.ok()["readback"], "match");
+    // A value the widget clamps reads back different: a mismatch is never confirmed.
+    let s = f
+        .call(
+            "set_value",
+            json!({"element_token": Fixture::token(&r, "slider", "Volume"), "value": 150}),
+        )
+        .await;
+    let s = s.ok();
+    assert_eq!(s["readback"], "mismatch");
+    assert_eq!(s["verified"], false);
+    assert_eq!(s["effect"], "dispatched");
+    assert!(
+        !s["diff"]["changed"].as_array().unwrap().is_empty(),
+        "the value did change (to 100)"
+    );
+
+    // Headless acts never move the pointer or change the active window.
+    assert_eq!(f.engine.backend.pointer_and_active(), before_pointer);
+    assert!(
+        f.engine.backend.sent_log().is_empty(),
+        "no synthetic event was sent"
+    );
+
+    // observe: a fresh read in the result, secure values redacted.
+    let o = f
+        .call("click", json!({"element_token": Fixture::token(&r, "check_box", "Bold"), "observe": {"tree": true, "screenshot": true}}))
+        .await;
+    let o = o.ok();
+    assert_eq!(o["observe"]["snapshot_id"], o["snapshot_id"]);
+    assert!(
+        o["observe"]["tree_text"]
+            .as_str()
+            .unwrap()
+            .contains("check_box \"Bold\"")
+    );
+    assert_eq!(o["observe"]["screenshot"]["redacted"], 1);
+    assert!(!o.to_string().contains("correct horse"));
+}
+
+#[tokio::test]
+async fn refusals_come_before_anything_is_sent() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let r = f.read("Notes").await;
+    let pw = Fixture::token(&r, "password_text", "Password");
+    assert_eq!(
+        Fixture::element(&r, "password_text", "Password")["value"],
+        Value::Null
+    );
+    assert!(
+        !r.to_string().contains("correct horse"),
+        "secure values never leave the driver"
+    );
+    f.call("type_text", json!({"element_token": pw, "text": "x"}))
+        .await
+        .err("secure_field");
+    f.call("set_value", json!({"element_token": pw, "value": "x"}))
+        .await
+        .err("secure_field");
+    // No EditableText (as Chromium's <input>): escalate, never fall back.
+    let e = f
+        .call(
+            "type_text",
+            json!({"element_token": Fixture::token(&r, "entry", "Search"), "text": "x"}),
+        )
+        .await;
+    let err = e.err("requires_takeover");
+    assert_eq!(
+        err["escalation"],
+        json!({"recommend": "takeover", "reason": "no_editable_text"})
+    );
+    assert_eq!(err["effect"], "refused");
+    let e = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "image", "Logo")}),
+        )
+        .await;
+    assert_eq!(
+        e.err("requires_takeover")["escalation"]["reason"],
+        "no_accessible_action"
+    );
+    f.call(
+        "click",
+        json!({"element_token": Fixture::token(&r, "push_button", "Delete")}),
+    )
+    .await
+    .err("not_actionable");
+    f.call(
+        "double_click",
+        json!({"element_token": Fixture::token(&r, "push_button", "Save")}),
+    )
+    .await
+    .err("requires_takeover");
+    // Everything synthetic is refused in headless mode.
+    let save = Fixture::token(&r, "push_button", "Save");
+    let cases = [
+        (
+            "click",
+            json!({"element_token": save, "delivery_mode": "foreground"}),
+        ),
+        (
+            "type_text",
+            json!({"element_token": save, "text": "x", "delivery_mode": "foreground"}),
+        ),
+        ("press_key", json!({"key": "Return"})),
+        ("hotkey", json!({"keys": ["ctrl", "s"]})),
+        (
+            "scroll",
+            json!({"element_token": save, "direction": "down"}),
+        ),
+        ("drag", json!({"from_token": save, "to_token": save})),
+        ("bring_to_front", json!({"app": "Notes"})),
+        ("move_cursor", json!({"x": 10, "y": 10, "scope": "desktop"})),
+        ("move_cursor", json!({"element_token": save})),
+    ];
+    for (tool, args) in cases {
+        let e = f.call(tool, args).await;
+        let err = e.err("requires_takeover");
+        assert_eq!(err["escalation"]["recommend"], "takeover", "{tool}");
+        assert_eq!(err["effect"], "refused", "{tool}");
+    }
+    assert!(
+        f.engine.backend.sent_log().is_empty(),
+        "no synthetic event was sent"
+    );
+    // Bad arguments.
+    f.call(
+        "get_window_state",
+        json!({"app": "Notes", "skeleton": "true"}),
+    )
+    .await
+    .err("invalid_arguments");
+    f.call("click", json!({"element_token": "not a token"}))
+        .await
+        .err("invalid_arguments");
+    f.call("click", json!({})).await.err("invalid_arguments");
+    f.call("start_session", json!({"input": "everything"}))
+        .await
+        .err("invalid_arguments");
+    let e = f.call("click", json!({"element_token": "s999:1"})).await;
+    assert_eq!(
+        e.err("stale_element_token")["disposition"]["retry"],
+        "after_refresh"
+    );
+    let e = f
+        .call(
+            "click",
+            json!({"element_token": format!("{}:9999", r["snapshot_id"].as_str().unwrap())}),
+        )
+        .await;
+    e.err("element_not_found");
+    let unknown = f.engine.call(&f.session, "takeover.resume", "{}").await;
+    assert!(unknown.is_error);
+    assert!(unknown.text.starts_with("unknown_method: "));
+    let bad_json = f.engine.call(&f.session, "click", "{not json").await;
+    assert!(bad_json.text.starts_with("invalid_arguments: "));
+}
+
+#[tokio::test]
+async fn structural_change_makes_tokens_stale() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let r = f.read("Notes").await;
+    let old = r["snapshot_id"].as_str().unwrap().to_string();
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    let add = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "push_button", "Add row")}),
+        )
+        .await;
+    let add = add.ok();
+    assert_ne!(
+        add["snapshot_id"],
+        old.as_str(),
+        "a new row is a new structure"
+    );
+    let added = add["diff"]["added"].as_array().unwrap();
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0]["label"], "Row 4");
+    let e = f.call("click", json!({"element_token": bold})).await;
+    let err = e.err("stale_element_token");
+    assert_eq!(err["disposition"]["retry"], "after_refresh");
+    f.call("get_window_state", json!({"root": bold}))
+        .await
+        .err("stale_element_token");
+    // A fresh read gives working tokens; unchanged rows keep their numbers.
+    let r2 = f.read("Notes").await;
+    assert_eq!(r2["snapshot_id"], add["snapshot_id"]);
+    let bold2 = Fixture::token(&r2, "check_box", "Bold");
+    assert_eq!(bold.split(':').nth(1), bold2.split(':').nth(1));
+    f.call("click", json!({"element_token": bold2})).await.ok();
+}
+
+#[tokio::test]
+async fn clipboard_notifications_and_health() {
+    let f = Fixture::new(false);
+    f.start_headless(&["Notes"]).await;
+    f.call("clipboard_read", json!({}))
+        .await
+        .err("capability_not_consented");
+    let w = f.call("clipboard_write", json!({"text": "hello"})).await;
+    assert_eq!(w.ok()["length"], 5);
+    f.call("list_notifications", json!({}))
+        .await
+        .err("unsupported");
+    f.call("dismiss_notification", json!({"id": "1"}))
+        .await
+        .err("unsupported");
+    f.call(
+        "invoke_notification_action",
+        json!({"id": "1", "action": "open"}),
+    )
+    .await
+    .err("unsupported");
+    let h = f.call("health_report", json!({})).await;
+    let h = h.ok();
+    assert_eq!(h["contract_version"], nish_proto::CONTRACT_VERSION);
+    assert_eq!(h["session_type"], "mock");
+    assert!(
+        h["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "list_notifications" && c["status"] == "unsupported")
+    );
+    // The audit records lengths, never the text.
+    let audit = std::fs::read_to_string(&f.audit_path).unwrap();
+    assert!(audit.contains("\"tool\":\"clipboard_write\""));
+    assert!(!audit.contains("hello"));
+}
+
+#[tokio::test]
+async fn clipboard_read_needs_consent_and_host_approval() {
+    let f = Fixture::new(true);
+    let r = f
+        .start(
+            json!({"apps": ["Notes"], "clipboard_read": true}),
+            PersonOp::Approve {
+                apps: None,
+                takeover: false,
+                clipboard: true,
+            },
+        )
+        .await;
+    assert_eq!(r.ok()["clipboard_read"], true);
+    f.call("clipboard_write", json!({"text": "meeting at noon"}))
+        .await
+        .ok();
+    // The host denies.
+    let call = f.call("clipboard_read", json!({}));
+    tokio::pin!(call);
+    let ev = tokio::select! { e = f.next_event() => e, _ = &mut call => panic!("returned before the approval") };
+    assert_eq!(ev["event"], "approval.request");
+    assert_eq!(ev["tool"], "clipboard_read");
+    let lines = f
+        .engine
+        .control(
+            &f.session,
+            &json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": false}})
+                .to_string(),
+        )
+        .await;
+    assert!(lines[0].contains("\"ack\""));
+    call.await.err("consent_denied");
+    // The host approves.
+    let call = f.call("clipboard_read", json!({}));
+    tokio::pin!(call);
+    let ev = tokio::select! { e = f.next_event() => e, _ = &mut call => panic!("returned before the approval") };
+    f.engine
+        .control(
+            &f.session,
+            &json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": true}})
+                .to_string(),
+        )
+        .await;
+    let r = call.await;
+    assert_eq!(r.ok()["text"], "meeting at noon");
+    // Credential-looking text is refused.
+    f.call("clipboard_write", json!({"text": "password=hunter2"}))
+        .await
+        .ok();
+    let call = f.call("clipboard_read", json!({}));
+    tokio::pin!(call);
+    let ev = tokio::select! { e = f.next_event() => e, _ = &mut call => panic!("returned before the approval") };
+    f.engine
+        .control(
+            &f.session,
+            &json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": true}})
+                .to_string(),
+        )
+        .await;
+    call.await.err("secure_field");
+    let audit = std::fs::read_to_string(&f.audit_path).unwrap();
+    assert!(
+        !audit.contains("noon") && !audit.contains("hunter2"),
+        "the audit holds lengths only"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lease_expiry_kill_switch_and_revoke() {
+    let f = Fixture::new(true);
+    f.start(json!({"apps": ["Notes"], "lease_s": 10}), approve_all())
+        .await
+        .ok();
+    f.call("list_windows", json!({})).await.ok();
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    f.call("list_windows", json!({}))
+        .await
+        .err("consent_expired");
+    assert_eq!(
+        f.call("get_session_state", json!({})).await.ok()["state"],
+        "expired"
+    );
+    f.start(json!({"apps": ["Notes"]}), approve_all())
+        .await
+        .ok();
+    // The kill switch: everything stops, for good on this connection.
+    let n = f.engine.stop_all("test").await;
+    assert_eq!(n, 1);
+    f.call("list_windows", json!({}))
+        .await
+        .err("stopped_by_person");
+    f.call("start_session", json!({}))
+        .await
+        .err("stopped_by_person");
+    assert_eq!(
+        f.call("get_session_state", json!({})).await.ok()["state"],
+        "stopped"
+    );
+    // Revoke, on another connection.
+    let (s2, _rx) = f.other_session("h2", 99);
+    f.start_on(&s2, json!({"apps": ["Notes"]}), approve_all())
+        .await
+        .ok();
+    let ack = f
+        .engine
+        .control(&s2, r#"{"method":"session.revoke","params":{}}"#)
+        .await;
+    let ack: Value = serde_json::from_str(&ack[0]).unwrap();
+    assert_eq!(ack["revoked"], json!([s2.id]));
+    assert!(ack["at_ms"].is_u64());
+    f.call_on(&s2, "list_windows", json!({}))
+        .await
+        .err("session_revoked");
+    // A host cannot revoke another host's session.
+    let (s3, _rx3) = f.other_session("h3", 98);
+    f.start_on(&s3, json!({"apps": ["Notes"]}), approve_all())
+        .await
+        .ok();
+    let ack = f
+        .engine
+        .control(
+            &s3,
+            &json!({"method": "session.revoke", "params": {"session": s2.id}}).to_string(),
+        )
+        .await;
+    assert!(ack[0].contains("\"revoked\":[]"));
+    f.call_on(&s3, "list_windows", json!({})).await.ok();
+    // Unknown and malformed control lines.
+    let e = f
+        .engine
+        .control(&s3, r#"{"method":"takeover.grant"}"#)
+        .await;
+    assert!(e[0].contains("unknown_method"));
+    let e = f.engine.control(&s3, "not json").await;
+    assert!(e[0].contains("invalid_arguments"));
+}
+
+#[tokio::test]
+async fn audit_has_one_event_per_step_and_no_text() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let r = f.read("Notes").await;
+    let entry = Fixture::token(&r, "entry", "Name");
+    f.call(
+        "type_text",
+        json!({"element_token": entry, "text": "sekrit words"}),
+    )
+    .await
+    .ok();
+    f.call("end_session", json!({})).await.ok();
+    let events: Vec<String> = f
+        .audit()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    for want in [
+        "consent.request",
+        "consent.answer",
+        "session.start",
+        "read",
+        "act",
+        "session.end",
+    ] {
+        assert!(
+            events.iter().any(|e| e == want),
+            "missing {want} in {events:?}"
+        );
+    }
+    let act = f.audit().into_iter().find(|e| e["event"] == "act").unwrap();
+    assert_eq!(act["text_len"], 12);
+    assert_eq!(act["path"], "editable_text");
+    let raw = std::fs::read_to_string(&f.audit_path).unwrap();
+    assert!(!raw.contains("sekrit"));
+    for e in f.audit() {
+        assert!(nish_broker::audit::EVENTS.contains(&e["event"].as_str().unwrap()));
+    }
+}
+
+/// No error message carries app text: every name, title and value the mock shows is checked
+/// against every message the session received.
+#[tokio::test]
+async fn error_messages_never_quote_app_text() {
+    let f = Fixture::new(true);
+    f.start(json!({}), approve_all()).await.ok();
+    let mut app_text: HashSet<String> = HashSet::new();
+    for app in ["Notes", "Atlas", "Vault"] {
+        let r = f
+            .call(
+                "get_window_state",
+                json!({"app": app, "max_elements": 5000}),
+            )
+            .await;
+        for e in r.ok()["elements"].as_array().unwrap() {
+            for k in ["label", "value"] {
+                if let Some(s) = e[k].as_str().filter(|s| s.len() >= 4) {
+                    app_text.insert(s.to_string());
+                }
+            }
+        }
+    }
+    // Provoke failures.
+    let r = f.read("Notes").await;
+    for (role, label) in [
+        ("password_text", "Password"),
+        ("entry", "Search"),
+        ("image", "Logo"),
+        ("push_button", "Delete"),
+    ] {
+        let t = Fixture::token(&r, role, label);
+        f.call("type_text", json!({"element_token": t, "text": "x"}))
+            .await;
+        f.call("click", json!({"element_token": t})).await;
+    }
+    f.call("get_window_state", json!({"app": "Mail"})).await;
+    f.call("get_window_state", json!({})).await;
+    let msgs = f.messages.lock().unwrap().clone();
+    assert!(msgs.len() >= 8);
+    for m in &msgs {
+        for t in &app_text {
+            assert!(
+                !m.contains(t.as_str()),
+                "message {m:?} quotes app text {t:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_tool_has_schemas_and_true_annotations() {
+    for t in nish_proto::tools::TOOLS {
+        assert!(
+            nish_proto::schemas::output_schema(t.name).is_some(),
+            "{}",
+            t.name
+        );
+        let a = t.annotations();
+        // readOnlyHint exactly on the tools that cannot change the desktop or the session.
+        let reads = [
+            "list_windows",
+            "get_window_state",
+            "clipboard_read",
+            "list_notifications",
+            "get_session_state",
+            "health_report",
+        ];
+        assert_eq!(a["readOnlyHint"], reads.contains(&t.name), "{}", t.name);
+        if !reads.contains(&t.name) {
+            assert!(a.get("destructiveHint").is_some(), "{}", t.name);
+        }
+    }
+}
+
+/// Read-only tools leave the desktop as it was; acts do not.
+#[tokio::test]
+async fn read_only_annotations_hold_on_the_mock() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let snapshot_of_desktop = || async {
+        let r = f.read("Notes").await;
+        let mut v = r["elements"].clone();
+        for e in v.as_array_mut().unwrap() {
+            e.as_object_mut().unwrap().remove("element_token");
+        }
+        (v, f.engine.backend.pointer_and_active())
+    };
+    let before = snapshot_of_desktop().await;
+    for t in nish_proto::tools::TOOLS.iter().filter(|t| t.read_only()) {
+        let args = match t.name {
+            "get_window_state" => json!({"app": "Notes", "include_screenshot": false}),
+            _ => json!({}),
+        };
+        let _: Res = f.call(t.name, args).await;
+    }
+    assert_eq!(
+        snapshot_of_desktop().await,
+        before,
+        "a read-only tool changed the desktop"
+    );
+    let r = f.read("Notes").await;
+    f.call(
+        "click",
+        json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+    )
+    .await
+    .ok();
+    assert_ne!(
+        snapshot_of_desktop().await,
+        before,
+        "an act must change it (the check is not vacuous)"
+    );
+}

@@ -1,0 +1,376 @@
+//! The takeover hand-back (contract §4.3) on the mock desktop: the person's input pauses the
+//! session, acts are refused while reads still work, only the host pipe or the indicator's
+//! Continue resumes, and tokens issued before a resume are stale.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Fixture;
+use nish_proto::wire::cli::PersonOp;
+use serde_json::{Value, json};
+
+fn takeover() -> PersonOp {
+    PersonOp::Approve {
+        apps: None,
+        takeover: true,
+        clipboard: false,
+    }
+}
+
+async fn takeover_session(f: &Fixture) -> Value {
+    let r = f
+        .start(json!({"input": "takeover", "apps": ["Notes"]}), takeover())
+        .await;
+    let v = r.ok().clone();
+    assert_eq!(v["input"], "takeover");
+    assert_eq!(
+        v["takeover"],
+        json!({"on": true, "indicator": true, "paused": false})
+    );
+    assert!(
+        f.engine.backend.indicator().is_some(),
+        "the indicator is on screen"
+    );
+    v
+}
+
+#[tokio::test]
+async fn takeover_needs_the_ticked_line() {
+    let f = Fixture::new(true);
+    let r = f
+        .start(
+            json!({"input": "takeover", "apps": ["Notes"]}),
+            PersonOp::Approve {
+                apps: None,
+                takeover: false,
+                clipboard: false,
+            },
+        )
+        .await;
+    let v = r.ok();
+    assert_eq!(v["input"], "headless");
+    assert_eq!(v["takeover"]["on"], false);
+    assert_eq!(v["takeover"]["reason"], "not_granted");
+    assert!(f.engine.backend.indicator().is_none());
+    f.call("press_key", json!({"key": "Return"}))
+        .await
+        .err("requires_takeover");
+}
+
+#[tokio::test]
+async fn synthetic_acts_in_a_takeover() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let r = f.read("Notes").await;
+    let c = f.call("click", json!({"element_token": Fixture::token(&r, "check_box", "Bold"), "delivery_mode": "foreground"})).await;
+    let c = c.ok();
+    assert_eq!(c["path"], "xtest:click");
+    assert_eq!(c["took_cursor"], true);
+    assert_eq!(c["verified"], true);
+    // Typing through the keyboard into the field a click focused (works where EditableText is
+    // missing, like the Search entry).
+    let t = f
+        .call("type_text", json!({"element_token": Fixture::token(&r, "entry", "Search"), "text": "maps", "delivery_mode": "foreground"}))
+        .await;
+    assert_eq!(t.ok()["readback"], "match");
+    assert_eq!(t.ok()["path"], "xtest:type");
+    let k = f.call("press_key", json!({"key": "Return"})).await;
+    assert_eq!(k.ok()["path"], "xtest:key");
+    assert!(
+        k.ok()["diff"]["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["label"] == "Submitted")
+    );
+    f.call("press_key", json!({"key": "NoSuchKey"}))
+        .await
+        .err("invalid_arguments");
+    f.call("hotkey", json!({"keys": ["ctrl", "alt", "Delete"]}))
+        .await
+        .err("invalid_arguments");
+    f.call("hotkey", json!({"keys": ["ctrl", "s"]})).await.ok();
+    assert!(f.engine.backend.held_keys().is_empty(), "no stuck keys");
+    // The Vault window covers part of Notes: a pointer act there is refused before sending.
+    let sent = f.engine.backend.sent_log().len();
+    let logo = Fixture::element(&r, "image", "Logo");
+    let y = logo["frame"]["y"].as_i64().unwrap();
+    assert!(
+        (430..640).contains(&y),
+        "the Logo sits under the Vault window (y {y})"
+    );
+    f.call(
+        "click",
+        json!({"element_token": logo["element_token"], "delivery_mode": "foreground"}),
+    )
+    .await
+    .err("occluded");
+    assert_eq!(f.engine.backend.sent_log().len(), sent);
+    // bring_to_front is verified by the window list.
+    let b = f.call("bring_to_front", json!({"app": "Notes"})).await;
+    assert_eq!(b.ok()["verified"], true);
+    // Scope holds in a takeover too: keys go only to an approved focused window.
+    f.call(
+        "move_cursor",
+        json!({"x": 400, "y": 420, "scope": "desktop"}),
+    )
+    .await
+    .ok();
+}
+
+#[tokio::test]
+async fn person_input_pauses_and_only_host_or_continue_resumes() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let r = f.read("Notes").await;
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    // A small move (within 8 px) is not the person taking over.
+    let (pointer, _) = f.engine.backend.pointer_and_active();
+    f.person(PersonOp::Move {
+        x: pointer.0 + 5,
+        y: pointer.1 - 5,
+    })
+    .await;
+    f.call("click", json!({"element_token": bold})).await.ok();
+    // A real move pauses.
+    f.person(PersonOp::Move { x: 10, y: 10 }).await;
+    let ev = f.next_event().await;
+    assert_eq!(ev["event"], "takeover.paused");
+    assert_eq!(ev["session"], f.session.id.as_str());
+    assert_eq!(ev["reason"], "pointer_moved");
+    assert!(ev["at_ms"].is_u64());
+    assert!(
+        f.engine.backend.indicator().unwrap().1,
+        "the indicator shows Continue"
+    );
+    let st = f.call("get_session_state", json!({})).await;
+    assert_eq!(st.ok()["takeover"]["paused"], true);
+    assert_eq!(st.ok()["takeover"]["paused_reason"], "pointer_moved");
+    // Acts refused before anything is sent; reads still work.
+    let sent = f.engine.backend.sent_log().len();
+    for (tool, args) in [
+        ("click", json!({"element_token": bold})),
+        (
+            "click",
+            json!({"element_token": bold, "delivery_mode": "foreground"}),
+        ),
+        ("press_key", json!({"key": "a"})),
+        (
+            "set_value",
+            json!({"element_token": Fixture::token(&r, "entry", "Name"), "value": "x"}),
+        ),
+        ("clipboard_write", json!({"text": "x"})),
+    ] {
+        let e = f.call(tool, args).await;
+        let err = e.err("user_took_over");
+        assert_eq!(err["effect"], "refused");
+        assert_eq!(err["disposition"]["retry"], "never");
+        assert_eq!(
+            err["suggestion"],
+            "The person took control. Wait for them to click Continue, then start again."
+        );
+    }
+    assert_eq!(f.engine.backend.sent_log().len(), sent);
+    f.read("Notes").await;
+    f.call("list_windows", json!({})).await.ok();
+    // Nothing from the model resumes: not a tool, not a new headless start_session.
+    let e = f.engine.call(&f.session, "takeover.resume", "{}").await;
+    assert!(e.text.starts_with("unknown_method"));
+    let s = f
+        .call(
+            "start_session",
+            json!({"input": "headless", "apps": ["Notes"]}),
+        )
+        .await;
+    let s = s.ok();
+    assert_eq!(s["takeover"]["on"], false, "headless ends the takeover");
+    assert_eq!(
+        s["takeover"]["paused"], true,
+        "but the session stays paused"
+    );
+    assert!(
+        f.engine.backend.indicator().is_none(),
+        "the indicator is removed at once"
+    );
+    f.call("click", json!({"element_token": bold}))
+        .await
+        .err("user_took_over");
+    // A host resume from its own pipe.
+    let before_resume = f.read("Notes").await;
+    let old_token = Fixture::token(&before_resume, "check_box", "Bold");
+    let ack = f
+        .engine
+        .control(&f.session, r#"{"method":"takeover.resume","params":{}}"#)
+        .await;
+    let ack: Value = serde_json::from_str(&ack[0]).unwrap();
+    assert_eq!(
+        ack,
+        json!({"event": "ack", "method": "takeover.resume", "resumed": [f.session.id]})
+    );
+    let ev = f.next_event().await;
+    assert_eq!(ev["event"], "takeover.resumed");
+    assert_eq!(ev["by"], "host");
+    // Tokens issued before the resume are stale; unchanged rows keep their numbers.
+    f.call("click", json!({"element_token": old_token}))
+        .await
+        .err("stale_element_token");
+    let fresh = f.read("Notes").await;
+    assert_ne!(fresh["snapshot_id"], before_resume["snapshot_id"]);
+    let new_token = Fixture::token(&fresh, "check_box", "Bold");
+    assert_eq!(old_token.split(':').nth(1), new_token.split(':').nth(1));
+    f.call("click", json!({"element_token": new_token}))
+        .await
+        .ok();
+    // A second resume resumes nothing.
+    let ack = f
+        .engine
+        .control(&f.session, r#"{"method":"takeover.resume"}"#)
+        .await;
+    assert!(ack[0].contains("\"resumed\":[]"));
+    let audit: Vec<String> = f
+        .audit()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        audit.contains(&"takeover.paused".to_string())
+            && audit.contains(&"takeover.resumed".to_string())
+    );
+}
+
+#[tokio::test]
+async fn continue_on_the_indicator_resumes_a_new_paused_takeover() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    f.person(PersonOp::Key { name: "a".into() }).await;
+    assert_eq!(f.next_event().await["reason"], "key_pressed");
+    // Continue only exists on a paused indicator; a new takeover comes up paused.
+    f.call("start_session", json!({"input": "headless"}))
+        .await
+        .ok();
+    assert!(
+        f.engine.person(PersonOp::Continue).await.is_err(),
+        "no indicator, no Continue"
+    );
+    let r = f
+        .start(json!({"input": "takeover", "apps": ["Notes"]}), takeover())
+        .await;
+    assert_eq!(
+        r.ok()["takeover"],
+        json!({"on": true, "indicator": true, "paused": true, "paused_reason": "key_pressed"})
+    );
+    assert!(
+        f.engine.backend.indicator().unwrap().1,
+        "the new indicator comes up paused"
+    );
+    f.call("press_key", json!({"key": "a"}))
+        .await
+        .err("user_took_over");
+    f.person(PersonOp::Continue).await;
+    let ev = f.next_event().await;
+    assert_eq!(ev["event"], "takeover.resumed");
+    assert_eq!(ev["by"], "indicator");
+    assert!(!f.engine.backend.indicator().unwrap().1);
+    f.call("press_key", json!({"key": "a"})).await.ok();
+}
+
+#[tokio::test]
+async fn typing_stops_between_characters_and_releases_keys() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    f.engine.backend.set_typing_delay(Duration::from_millis(5));
+    let r = f.read("Notes").await;
+    let text = "x".repeat(200);
+    let call = f.call("type_text", json!({"element_token": Fixture::token(&r, "entry", "Name"), "text": text, "delivery_mode": "foreground"}));
+    let person = async {
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        f.person(PersonOp::Key { name: "q".into() }).await;
+    };
+    let (res, _) = tokio::join!(call, person);
+    let err = res.err("user_took_over");
+    assert_eq!(err["effect"], "stopped");
+    assert_eq!(err["paused_reason"], "key_pressed");
+    let typed = err["typed_characters"].as_u64().unwrap();
+    assert!(typed > 0 && typed < 200, "typed {typed} of 200");
+    // What was typed is exactly what the field holds: nothing reported as done that wasn't.
+    let now = f.read("Notes").await;
+    assert_eq!(
+        Fixture::element(&now, "entry", "Name")["value"]
+            .as_str()
+            .unwrap()
+            .len() as u64,
+        typed
+    );
+    assert!(f.engine.backend.held_keys().is_empty());
+}
+
+#[tokio::test]
+async fn a_glide_stops_when_the_person_moves() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let call = f.call(
+        "move_cursor",
+        json!({"x": 500, "y": 600, "scope": "desktop", "duration_ms": 1000}),
+    );
+    let person = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.person(PersonOp::Move { x: 1200, y: 50 }).await;
+    };
+    let (res, _) = tokio::join!(call, person);
+    assert_eq!(res.err("user_took_over")["effect"], "stopped");
+    let (p, _) = f.engine.backend.pointer_and_active();
+    assert_eq!(
+        p,
+        (1200, 50),
+        "the driver sent nothing after the person moved"
+    );
+}
+
+#[tokio::test]
+async fn kill_switch_while_paused_is_final() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    f.person(PersonOp::Move { x: 5, y: 5 }).await;
+    f.next_event().await;
+    f.engine.stop_all("test").await;
+    assert!(f.engine.backend.indicator().is_none());
+    let ack = f
+        .engine
+        .control(&f.session, r#"{"method":"takeover.resume"}"#)
+        .await;
+    assert!(
+        ack[0].contains("\"resumed\":[]"),
+        "a resume never undoes the kill switch"
+    );
+    f.call("get_window_state", json!({"app": "Notes"}))
+        .await
+        .err("stopped_by_person");
+}
+
+#[tokio::test]
+async fn one_takeover_at_a_time() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let (s2, _rx) = f.other_session("second", 31);
+    let r = f
+        .start_on(
+            &s2,
+            json!({"input": "takeover", "apps": ["Notes"]}),
+            takeover(),
+        )
+        .await;
+    assert_eq!(r.ok()["takeover"]["on"], false);
+    assert_eq!(r.ok()["takeover"]["reason"], "lease_held");
+    // Ending the first frees it.
+    f.call("end_session", json!({})).await.ok();
+    assert!(f.engine.backend.indicator().is_none());
+    let r = f
+        .start_on(
+            &s2,
+            json!({"input": "takeover", "apps": ["Notes"]}),
+            takeover(),
+        )
+        .await;
+    assert_eq!(r.ok()["takeover"]["on"], true);
+}
