@@ -1,7 +1,97 @@
 //! `nish-indicator`: the consent dialog, the takeover frame with its Continue button and the
 //! stop hotkey, drawn with plain X11 so no accessibility client can operate them.
+//!
+//! Started by the broker as `nish-indicator --fd 3`, with fd 3 its end of a Unix socketpair
+//! and `DISPLAY` in the environment. It locks itself down first, then sends its hello and the
+//! lock-down report, and then serves the broker's requests (see `nish_proto::wire::indicator`).
+//!
+//! Exit status: 0 when the broker closed the link (every window removed), 1 when the X display
+//! was lost (the broker was told), 2 on a start-up error.
+
+mod app;
+mod click;
+mod consent;
+mod hotkey;
+mod link;
+mod sys;
+mod takeover;
+mod xui;
+
+use anyhow::Context as _;
+
+fn parse_fd(args: &[String]) -> anyhow::Result<i32> {
+    match args {
+        [flag, n] if flag == "--fd" => n.parse().context("error reading --fd: not a number"),
+        _ => anyhow::bail!("usage: nish-indicator --fd <N> (started by nish-driver)"),
+    }
+}
 
 fn main() {
-    eprintln!("nish-indicator: not built yet; the broker starts it on the Linux backend");
-    std::process::exit(2);
+    // Lock down before anything else runs (and before any thread exists).
+    let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "indicator" });
+
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_target(false)
+        .init();
+
+    match run(report) {
+        Ok(app::Exit::BrokerClosed) => std::process::exit(0),
+        Ok(app::Exit::DisplayLost) => std::process::exit(1),
+        Err(e) => {
+            tracing::error!("{e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run(report: nish_proto::wire::LockdownReport) -> anyhow::Result<app::Exit> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let fd = parse_fd(&args)?;
+    let stream = sys::adopt_broker_socket(fd)?;
+    if !report.detail.is_empty() {
+        tracing::warn!("lock-down: {}", report.detail);
+    }
+    let link = link::BrokerLink::start(stream, report)?;
+    let (conn, screen) = x11rb::connect(None).context("error connecting to the X display")?;
+    let ui = xui::Ui::new(conn, screen).context("error setting up drawing on the X display")?;
+    ui_checks(&ui)?;
+    let hotkey = hotkey::from_env();
+    let app = app::App::new(ui, link, hotkey)?;
+    Ok(app.run())
+}
+
+/// The SHAPE extension (with input shapes, 1.1) is what makes the frame click-through; without
+/// it the indicator cannot be shown safely.
+fn ui_checks(ui: &xui::Ui) -> anyhow::Result<()> {
+    use x11rb::connection::RequestConnection as _;
+    use x11rb::protocol::shape::ConnectionExt as _;
+    let present = ui
+        .conn
+        .extension_information(x11rb::protocol::shape::X11_EXTENSION_NAME)?
+        .is_some();
+    anyhow::ensure!(present, "the X server has no SHAPE extension");
+    let v = ui.conn.shape_query_version()?.reply()?;
+    anyhow::ensure!(
+        (v.major_version, v.minor_version) >= (1, 1),
+        "the X server's SHAPE extension is older than 1.1 (no input shapes)"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fd_argument() {
+        assert_eq!(parse_fd(&["--fd".into(), "3".into()]).unwrap(), 3);
+        assert!(parse_fd(&[]).is_err());
+        assert!(parse_fd(&["--fd".into(), "x".into()]).is_err());
+        assert!(parse_fd(&["--other".into(), "3".into()]).is_err());
+    }
 }

@@ -1,0 +1,494 @@
+//! The main loop: one thread polls the broker socket and the X connection.
+//!
+//! Order matters for the driver-press rule: whenever both are readable the broker's messages
+//! are handled first, and before a button event is judged the socket is checked once more
+//! without waiting, so a `DriverPress` sent before the driver's click is seen before the click.
+
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use x11rb::connection::Connection;
+use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
+use x11rb::protocol::Event;
+use x11rb::protocol::xproto::{ChangeWindowAttributesAux, ConnectionExt as _, EventMask, Mapping};
+
+use crate::consent::{self, Dialog, Outcome, Request};
+use crate::hotkey::StopHotkey;
+use crate::link::{BrokerLink, Incoming};
+use crate::takeover::{Note, Takeover};
+use crate::xui::Ui;
+
+/// Two Stop messages are at least this far apart (auto-repeat of a held hotkey).
+const STOP_REPEAT: Duration = Duration::from_millis(1000);
+
+/// Why the loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// The broker closed its socket: everything was removed; exit 0.
+    BrokerClosed,
+    /// The X connection failed: the broker was told; exit 1.
+    DisplayLost,
+}
+
+/// A failure inside the loop, sorted by what it means.
+#[derive(Debug)]
+enum Fail {
+    /// The X connection is gone.
+    Display(String),
+    /// The broker link is gone or sent garbage.
+    Broker(String),
+    /// An X protocol error for one request (a window already gone, ...): logged, not fatal.
+    Request(String),
+}
+
+impl From<ConnectionError> for Fail {
+    fn from(e: ConnectionError) -> Self {
+        Fail::Display(e.to_string())
+    }
+}
+
+impl From<ReplyError> for Fail {
+    fn from(e: ReplyError) -> Self {
+        match e {
+            ReplyError::ConnectionError(c) => Fail::Display(c.to_string()),
+            ReplyError::X11Error(x) => Fail::Request(format!("{:?}", x.error_kind)),
+        }
+    }
+}
+
+impl From<ReplyOrIdError> for Fail {
+    fn from(e: ReplyOrIdError) -> Self {
+        match e {
+            ReplyOrIdError::ConnectionError(c) => Fail::Display(c.to_string()),
+            ReplyOrIdError::X11Error(x) => Fail::Request(format!("{:?}", x.error_kind)),
+            ReplyOrIdError::IdsExhausted => Fail::Display("X resource ids exhausted".into()),
+        }
+    }
+}
+
+/// The indicator's state.
+#[derive(Debug)]
+pub struct App {
+    ui: Ui,
+    link: BrokerLink,
+    hotkey: Option<StopHotkey>,
+    dialog: Option<Dialog>,
+    takeover: Option<Takeover>,
+    last_driver_press: Option<Instant>,
+    last_stop: Option<Instant>,
+}
+
+impl App {
+    /// Builds the app; grabs the stop hotkey.
+    pub fn new(ui: Ui, link: BrokerLink, hotkey: crate::hotkey::Spec) -> anyhow::Result<Self> {
+        let root = ui.root();
+        ui.conn
+            .change_window_attributes(
+                root,
+                &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
+            )?
+            .check()?;
+        let hotkey = match StopHotkey::grab(&ui.conn, root, hotkey) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::warn!("stop hotkey not grabbed: {e}");
+                None
+            }
+        };
+        ui.conn.flush()?;
+        Ok(App {
+            ui,
+            link,
+            hotkey,
+            dialog: None,
+            takeover: None,
+            last_driver_press: None,
+            last_stop: None,
+        })
+    }
+
+    /// Runs until the broker closes the link or the display is lost.
+    pub fn run(mut self) -> Exit {
+        loop {
+            match self.step() {
+                Ok(None) => {}
+                Ok(Some(exit)) => return exit,
+                Err(Fail::Request(e)) => tracing::debug!("X request failed: {e}"),
+                Err(Fail::Display(e)) => {
+                    tracing::error!("X display connection lost: {e}");
+                    self.display_lost();
+                    return Exit::DisplayLost;
+                }
+                Err(Fail::Broker(e)) => {
+                    tracing::info!("broker link ended: {e}");
+                    self.remove_everything();
+                    return Exit::BrokerClosed;
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, msg: IndicatorToBroker) -> Result<(), Fail> {
+        self.link
+            .send(&msg)
+            .map_err(|e| Fail::Broker(e.to_string()))
+    }
+
+    /// One turn: handle queued X events, wait for input or a deadline, handle it.
+    fn step(&mut self) -> Result<Option<Exit>, Fail> {
+        while let Some(ev) = self.ui.conn.poll_for_event()? {
+            self.x_event(ev)?;
+        }
+        self.timers()?;
+        self.ui.conn.flush()?;
+
+        let timeout = self
+            .next_deadline()
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(5));
+        let ms = timeout.as_millis().clamp(1, 5000) as u16;
+        let (link_ready, x_ready, x_broken) = {
+            let mut fds = [
+                PollFd::new(self.link.fd(), PollFlags::POLLIN),
+                PollFd::new(self.ui.conn.stream().as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => return Ok(None),
+                Err(e) => return Err(Fail::Broker(format!("poll: {e}"))),
+            }
+            let r = |i: usize| fds[i].revents().unwrap_or(PollFlags::empty());
+            let any = PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR;
+            (
+                r(0).intersects(any),
+                r(1).intersects(PollFlags::POLLIN),
+                r(1).intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL),
+            )
+        };
+        if link_ready && let Some(exit) = self.pump_link()? {
+            return Ok(Some(exit));
+        }
+        if x_broken && !x_ready {
+            return Err(Fail::Display("X connection hung up".into()));
+        }
+        Ok(None)
+    }
+
+    /// Reads and handles what the broker sent.
+    fn pump_link(&mut self) -> Result<Option<Exit>, Fail> {
+        match self
+            .link
+            .read_available()
+            .map_err(|e| Fail::Broker(e.to_string()))?
+        {
+            Incoming::Closed => {
+                tracing::info!("broker closed the link; removing every window");
+                self.remove_everything();
+                Ok(Some(Exit::BrokerClosed))
+            }
+            Incoming::Messages(msgs) => {
+                for m in msgs {
+                    self.broker_message(m)?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Handles broker messages already waiting, without blocking.
+    fn pump_link_now(&mut self) -> Result<(), Fail> {
+        let ready = {
+            let mut fds = [PollFd::new(self.link.fd(), PollFlags::POLLIN)];
+            poll(&mut fds, PollTimeout::ZERO).unwrap_or(0) > 0
+                && fds[0]
+                    .revents()
+                    .is_some_and(|r| r.contains(PollFlags::POLLIN))
+        };
+        if ready && let Some(Exit::BrokerClosed) = self.pump_link()? {
+            return Err(Fail::Broker("closed".into()));
+        }
+        Ok(())
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let a = self.dialog.as_ref().map(|d| d.deadline);
+        let b = self.takeover.as_ref().map(Takeover::next_deadline);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn timers(&mut self) -> Result<(), Fail> {
+        let now = Instant::now();
+        if self.dialog.as_ref().is_some_and(|d| now >= d.deadline) {
+            let d = self.dialog.take().expect("checked");
+            tracing::info!("consent {} timed out: denied", d.id);
+            let id = d.id;
+            d.close(&self.ui)?;
+            self.send(IndicatorToBroker::Consent {
+                id,
+                answer: consent::denied(),
+            })?;
+        }
+        if let Some(t) = &mut self.takeover {
+            t.tick(&self.ui, now)?;
+        }
+        Ok(())
+    }
+
+    fn broker_message(&mut self, msg: BrokerToIndicator) -> Result<(), Fail> {
+        let now = Instant::now();
+        match msg {
+            BrokerToIndicator::DriverPress => {
+                self.last_driver_press = Some(now);
+                if let Some(d) = &mut self.dialog {
+                    d.driver_press(now);
+                }
+                if let Some(t) = &mut self.takeover {
+                    t.driver_press(now);
+                }
+            }
+            BrokerToIndicator::ShowConsent {
+                id,
+                host,
+                apps,
+                takeover,
+                clipboard,
+                timeout_ms,
+            } => {
+                if let Some(d) = &self.dialog {
+                    if d.id == id {
+                        tracing::warn!("consent {id} is already open; duplicate ignored");
+                    } else {
+                        // One dialog at a time, and the one on screen never changes under the
+                        // person's pointer: a second request is denied at once.
+                        tracing::info!("consent {id} denied: another consent dialog is open");
+                        self.send(IndicatorToBroker::Consent {
+                            id,
+                            answer: consent::denied(),
+                        })?;
+                    }
+                    return Ok(());
+                }
+                let req = Request {
+                    id,
+                    host,
+                    apps,
+                    takeover,
+                    clipboard,
+                    timeout: Duration::from_millis(timeout_ms.min(24 * 3600 * 1000)),
+                };
+                match Dialog::open(&mut self.ui, req, now) {
+                    Ok(mut d) => {
+                        if let Some(t) = self.last_driver_press {
+                            d.driver_press(t);
+                        }
+                        tracing::info!("consent {id} shown");
+                        self.dialog = Some(d);
+                    }
+                    Err(e) => {
+                        let f = Fail::from(e);
+                        if let Fail::Request(e) = &f {
+                            tracing::warn!("consent {id} could not be shown ({e}): denied");
+                            self.send(IndicatorToBroker::Consent {
+                                id,
+                                answer: consent::denied(),
+                            })?;
+                        } else {
+                            return Err(f);
+                        }
+                    }
+                }
+            }
+            BrokerToIndicator::CancelConsent { id } => {
+                if self.dialog.as_ref().is_some_and(|d| d.id == id) {
+                    let d = self.dialog.take().expect("checked");
+                    tracing::info!("consent {id} cancelled");
+                    d.close(&self.ui)?;
+                }
+            }
+            BrokerToIndicator::ShowTakeover { session, paused } => {
+                let notes = match &mut self.takeover {
+                    Some(t) => t.add_session(&mut self.ui, session, paused, now)?,
+                    None => {
+                        let t = Takeover::show(
+                            &mut self.ui,
+                            session,
+                            paused,
+                            now,
+                            self.last_driver_press,
+                        )?;
+                        self.takeover = Some(t);
+                        self.watch_root(true)?;
+                        Vec::new()
+                    }
+                };
+                self.notes(notes)?;
+            }
+            BrokerToIndicator::SetPaused { session, paused } => {
+                if let Some(t) = &mut self.takeover
+                    && !t.set_paused(&mut self.ui, &session, paused, now)?
+                {
+                    tracing::debug!("SetPaused for a session without a takeover");
+                }
+            }
+            BrokerToIndicator::HideTakeover { session } => {
+                if let Some(t) = &mut self.takeover
+                    && t.remove_session(&session)
+                {
+                    let t = self.takeover.take().expect("checked");
+                    t.destroy(&self.ui)?;
+                    self.watch_root(false)?;
+                }
+            }
+        }
+        self.ui.conn.flush()?;
+        Ok(())
+    }
+
+    /// While a takeover is shown, watch the root's children to stay on top.
+    fn watch_root(&self, on: bool) -> Result<(), Fail> {
+        let mask = if on {
+            EventMask::STRUCTURE_NOTIFY | EventMask::SUBSTRUCTURE_NOTIFY
+        } else {
+            EventMask::STRUCTURE_NOTIFY
+        };
+        self.ui.conn.change_window_attributes(
+            self.ui.root(),
+            &ChangeWindowAttributesAux::new().event_mask(mask),
+        )?;
+        Ok(())
+    }
+
+    fn notes(&mut self, notes: Vec<Note>) -> Result<(), Fail> {
+        for n in notes {
+            match n {
+                Note::Shown(session) => {
+                    tracing::info!("takeover indicator shown");
+                    self.send(IndicatorToBroker::TakeoverShown { session })?;
+                }
+                Note::Continue(session) => {
+                    tracing::info!("Continue clicked");
+                    self.send(IndicatorToBroker::Continue { session })?;
+                }
+                Note::Lost(reason) => {
+                    tracing::warn!("takeover indicator lost: {reason}");
+                    if let Some(t) = self.takeover.take() {
+                        for session in t.sessions() {
+                            self.send(IndicatorToBroker::TakeoverLost {
+                                session,
+                                reason: reason.to_string(),
+                            })?;
+                        }
+                        t.destroy(&self.ui)?;
+                        self.watch_root(false)?;
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn x_event(&mut self, ev: Event) -> Result<(), Fail> {
+        let now = Instant::now();
+        let root = self.ui.root();
+        match &ev {
+            Event::Error(e) => {
+                tracing::debug!("X error {:?}", e.error_kind);
+                return Ok(());
+            }
+            Event::KeyPress(k) => {
+                let repeat = self
+                    .last_stop
+                    .is_some_and(|t| now.duration_since(t) < STOP_REPEAT);
+                if self.hotkey.as_ref().is_some_and(|h| h.matches(k)) && !repeat {
+                    self.last_stop = Some(now);
+                    tracing::warn!("stop hotkey pressed");
+                    self.send(IndicatorToBroker::Stop)?;
+                }
+                return Ok(());
+            }
+            Event::MappingNotify(m) if m.request != Mapping::POINTER => {
+                if let Some(h) = &mut self.hotkey {
+                    h.regrab(&self.ui.conn, root)?;
+                }
+                return Ok(());
+            }
+            Event::ButtonPress(_) | Event::ButtonRelease(_) => {
+                // See a DriverPress that is already waiting before judging the click.
+                self.pump_link_now()?;
+            }
+            _ => {}
+        }
+        let win = event_window(&ev);
+        if let Some(d) = &mut self.dialog
+            && win.is_some_and(|w| d.owns(w))
+        {
+            if let Outcome::Answer(answer) = d.handle(&mut self.ui, &ev, now)? {
+                let d = self.dialog.take().expect("present");
+                let id = d.id;
+                tracing::info!("consent {id} answered (allow: {})", answer.allow);
+                d.close(&self.ui)?;
+                self.send(IndicatorToBroker::Consent { id, answer })?;
+            }
+            return Ok(());
+        }
+        if let Some(t) = &mut self.takeover {
+            let notes = t.handle(&mut self.ui, &ev, now)?;
+            self.notes(notes)?;
+        }
+        Ok(())
+    }
+
+    fn display_lost(&mut self) {
+        if let Some(t) = self.takeover.take() {
+            for session in t.sessions() {
+                let _ = self.link.send(&IndicatorToBroker::TakeoverLost {
+                    session,
+                    reason: "display_lost".into(),
+                });
+            }
+        }
+        if let Some(d) = self.dialog.take() {
+            let _ = self.link.send(&IndicatorToBroker::Consent {
+                id: d.id,
+                answer: consent::denied(),
+            });
+        }
+    }
+
+    fn remove_everything(&mut self) {
+        if let Some(d) = self.dialog.take() {
+            let _ = d.close(&self.ui);
+        }
+        if let Some(t) = self.takeover.take() {
+            let _ = t.destroy(&self.ui);
+        }
+        let _ = self.ui.conn.flush();
+        // Wait for the server to have processed the removals before the process exits.
+        let _ = self.ui.conn.get_input_focus().map(|c| c.reply());
+    }
+}
+
+/// The window an event is about (for routing).
+fn event_window(ev: &Event) -> Option<u32> {
+    Some(match ev {
+        Event::Expose(e) => e.window,
+        Event::ButtonPress(e) => e.event,
+        Event::ButtonRelease(e) => e.event,
+        Event::EnterNotify(e) => e.event,
+        Event::LeaveNotify(e) => e.event,
+        Event::MapNotify(e) if e.event == e.window => e.window,
+        Event::UnmapNotify(e) if e.event == e.window => e.window,
+        Event::DestroyNotify(e) if e.event == e.window => e.window,
+        Event::ConfigureNotify(e) if e.event == e.window => e.window,
+        Event::ReparentNotify(e) if e.event == e.window => e.window,
+        Event::VisibilityNotify(e) => e.window,
+        Event::ClientMessage(e) => e.window,
+        _ => return None,
+    })
+}

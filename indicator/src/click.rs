@@ -1,0 +1,220 @@
+//! The real-click rule shared by the consent dialog and the Continue button.
+//!
+//! A control is activated only by a left-button press and release that:
+//! - both land on that control (the release inside its bounds),
+//! - are both real (`send_event` clear: not produced by `XSendEvent`),
+//! - come at least [`ARM_DELAY`] after the control's window was (re)shown, so a click meant
+//!   for whatever was under the pointer before cannot land on it (anti click-through),
+//! - and come at least [`DRIVER_QUIET`] after the broker's last `DriverPress` (the driver's own
+//!   synthetic clicks are XTEST events and look real to X).
+//!
+//! Keys never activate anything. The rule is a pure state machine over times the caller
+//! passes in, so it is tested without X.
+
+use std::time::{Duration, Instant};
+
+/// Clicks this soon after a control's window was shown (mapped, uncovered or moved) are ignored.
+pub const ARM_DELAY: Duration = Duration::from_millis(400);
+/// Clicks this soon after the broker's last `DriverPress` are ignored.
+pub const DRIVER_QUIET: Duration = Duration::from_millis(1500);
+
+/// The X button number of the primary (left) button.
+pub const LEFT_BUTTON: u8 = 1;
+
+/// Bit 0x80 of an event's response type: the event came from `SendEvent`.
+pub fn is_send_event(response_type: u8) -> bool {
+    response_type & 0x80 != 0
+}
+
+/// A press or release as the rule sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ButtonEvent {
+    /// The window the event was reported on.
+    pub window: u32,
+    /// X button number.
+    pub button: u8,
+    /// Came from `SendEvent`.
+    pub synthetic: bool,
+    /// The pointer is inside the window's bounds.
+    pub inside: bool,
+    /// When it was read.
+    pub at: Instant,
+}
+
+/// The state of the rule for one group of controls.
+#[derive(Debug)]
+pub struct RealClick {
+    armed_at: Instant,
+    last_driver_press: Option<Instant>,
+    pressed: Option<(u32, Instant)>,
+}
+
+impl RealClick {
+    /// A new group shown at `now`: clicks count from `now + ARM_DELAY`.
+    pub fn new(now: Instant) -> Self {
+        RealClick {
+            armed_at: now + ARM_DELAY,
+            last_driver_press: None,
+            pressed: None,
+        }
+    }
+
+    /// The controls were (re)shown, uncovered or moved at `now`: start the arming delay again
+    /// and forget a press in progress.
+    pub fn rearm(&mut self, now: Instant) {
+        self.armed_at = self.armed_at.max(now + ARM_DELAY);
+        self.pressed = None;
+    }
+
+    /// The broker said the driver is about to press a button.
+    pub fn driver_press(&mut self, now: Instant) {
+        self.last_driver_press = Some(self.last_driver_press.map_or(now, |t| t.max(now)));
+        self.pressed = None;
+    }
+
+    fn quiet_at(&self, at: Instant) -> bool {
+        self.last_driver_press
+            .is_none_or(|d| at >= d && at.duration_since(d) >= DRIVER_QUIET)
+    }
+
+    /// A press on one of the group's controls.
+    pub fn press(&mut self, ev: ButtonEvent) {
+        let ok = ev.button == LEFT_BUTTON
+            && !ev.synthetic
+            && ev.inside
+            && ev.at >= self.armed_at
+            && self.quiet_at(ev.at);
+        self.pressed = ok.then_some((ev.window, ev.at));
+    }
+
+    /// A release; returns the window to activate when the press and release make a real click.
+    pub fn release(&mut self, ev: ButtonEvent) -> Option<u32> {
+        if ev.button != LEFT_BUTTON {
+            // Another button released during the click: keep the left press pending.
+            return None;
+        }
+        let (window, pressed_at) = self.pressed.take()?;
+        let ok = !ev.synthetic
+            && ev.window == window
+            && ev.inside
+            && ev.at >= pressed_at
+            && pressed_at >= self.armed_at
+            && self.quiet_at(pressed_at)
+            && self.quiet_at(ev.at);
+        ok.then_some(window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(window: u32, at: Instant) -> ButtonEvent {
+        ButtonEvent {
+            window,
+            button: 1,
+            synthetic: false,
+            inside: true,
+            at,
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_real_click_after_arming_activates() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.press(ev(7, t0 + ms(500)));
+        assert_eq!(r.release(ev(7, t0 + ms(560))), Some(7));
+        // Consumed: a second release alone does nothing.
+        assert_eq!(r.release(ev(7, t0 + ms(600))), None);
+    }
+
+    #[test]
+    fn clicks_before_arming_are_ignored() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.press(ev(7, t0 + ms(100)));
+        assert_eq!(r.release(ev(7, t0 + ms(700))), None);
+    }
+
+    #[test]
+    fn synthetic_press_or_release_is_refused() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        let mut p = ev(7, t0 + ms(500));
+        p.synthetic = true;
+        r.press(p);
+        assert_eq!(r.release(ev(7, t0 + ms(550))), None);
+
+        r.press(ev(7, t0 + ms(600)));
+        let mut rel = ev(7, t0 + ms(650));
+        rel.synthetic = true;
+        assert_eq!(r.release(rel), None);
+    }
+
+    #[test]
+    fn release_elsewhere_or_outside_is_not_a_click() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.press(ev(7, t0 + ms(500)));
+        assert_eq!(r.release(ev(8, t0 + ms(550))), None);
+        r.press(ev(7, t0 + ms(600)));
+        let mut out = ev(7, t0 + ms(650));
+        out.inside = false;
+        assert_eq!(r.release(out), None);
+    }
+
+    #[test]
+    fn other_buttons_do_nothing() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        let mut p = ev(7, t0 + ms(500));
+        p.button = 3;
+        r.press(p);
+        let mut rel = ev(7, t0 + ms(550));
+        rel.button = 3;
+        assert_eq!(r.release(rel), None);
+        assert_eq!(r.release(ev(7, t0 + ms(560))), None);
+    }
+
+    #[test]
+    fn driver_press_silences_clicks_for_the_quiet_time() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.driver_press(t0 + ms(1000));
+        r.press(ev(7, t0 + ms(1200)));
+        assert_eq!(r.release(ev(7, t0 + ms(1250))), None);
+        r.press(ev(7, t0 + ms(2600)));
+        assert_eq!(r.release(ev(7, t0 + ms(2650))), Some(7));
+    }
+
+    #[test]
+    fn driver_press_between_press_and_release_cancels() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.press(ev(7, t0 + ms(500)));
+        r.driver_press(t0 + ms(520));
+        assert_eq!(r.release(ev(7, t0 + ms(540))), None);
+    }
+
+    #[test]
+    fn rearm_restarts_the_delay() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.rearm(t0 + ms(1000));
+        r.press(ev(7, t0 + ms(1200)));
+        assert_eq!(r.release(ev(7, t0 + ms(1250))), None);
+        r.press(ev(7, t0 + ms(1450)));
+        assert_eq!(r.release(ev(7, t0 + ms(1500))), Some(7));
+    }
+
+    #[test]
+    fn send_event_bit() {
+        assert!(is_send_event(0x80 | 4));
+        assert!(!is_send_event(4));
+    }
+}

@@ -1,0 +1,769 @@
+//! The takeover indicator: a red frame round the screen, its label, and while paused a
+//! Continue button under the label.
+//!
+//! All three are override-redirect windows (the window manager leaves them alone). The frame
+//! is one screen-sized window whose SHAPE bounding region is a ring; the frame and the label
+//! have an empty SHAPE input region, so clicks go through them to the windows below. The
+//! Continue button is the only part that takes input, and only a real click (see
+//! [`crate::click`]) activates it.
+//!
+//! Several sessions may hold a takeover at once; they share one frame. The frame is bright
+//! while any of them is active and dims when all are paused; the Continue button shows while
+//! any is paused, and a click on it continues every paused session.
+//!
+//! The windows are kept on top: they are raised when another top-level window is mapped or
+//! restacked, when one of them is covered, and once a second; at most once per
+//! [`RAISE_MIN_INTERVAL`], so a fight with another always-on-top client stays bounded. A
+//! window moved or resized by another client is put back. If another client unmaps or destroys
+//! any of them, the takeover is lost.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use x11rb::connection::Connection;
+use x11rb::errors::ReplyOrIdError;
+use x11rb::protocol::Event;
+use x11rb::protocol::shape::{self, ConnectionExt as _};
+use x11rb::protocol::xproto::{
+    ChangeWindowAttributesAux, ClipOrdering, ConfigureWindowAux, ConnectionExt as _,
+    CreateWindowAux, EventMask, Gcontext, Rectangle, StackMode, Visibility, Window, WindowClass,
+};
+use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
+
+use crate::click::{ButtonEvent, RealClick, is_send_event};
+use crate::xui::{self, Ui, to_latin1};
+
+/// The frame window's name.
+pub const FRAME_NAME: &str = "nish-driver indicator: frame";
+/// The label window's name.
+pub const LABEL_NAME: &str = "nish-driver indicator: label";
+/// The Continue button's name.
+pub const CONTINUE_NAME: &str = "nish-driver indicator: continue";
+/// The label while the AI is in control.
+pub const ACTIVE_TEXT: &str = "nish-driver: AI takeover active";
+/// The label while paused (the middle dot is Latin-1 0xB7, which core fonts have).
+pub const PAUSED_TEXT: &str = "You took over \u{b7} Continue when ready";
+/// The button's text.
+pub const CONTINUE_TEXT: &str = "Continue";
+/// Frame thickness in pixels.
+pub const FRAME_WIDTH: u16 = 6;
+/// Raises happen at most this often.
+pub const RAISE_MIN_INTERVAL: Duration = Duration::from_millis(50);
+/// A raise happens at least this often while shown.
+pub const RAISE_PERIOD: Duration = Duration::from_secs(1);
+
+/// What the indicator has to tell the broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// The frame is on screen for this session.
+    Shown(String),
+    /// The person clicked Continue for this paused session.
+    Continue(String),
+    /// The indicator went away on its own; every session loses its takeover.
+    Lost(&'static str),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Geom {
+    x: i16,
+    y: i16,
+    w: u16,
+    h: u16,
+}
+
+#[derive(Debug)]
+struct SessionState {
+    paused: bool,
+    shown_sent: bool,
+}
+
+#[derive(Debug)]
+struct Button {
+    win: Window,
+    geom: Geom,
+    click: RealClick,
+    hover: bool,
+}
+
+/// The takeover indicator while at least one session holds a takeover.
+#[derive(Debug)]
+pub struct Takeover {
+    sessions: BTreeMap<String, SessionState>,
+    frame: Window,
+    label: Window,
+    frame_geom: Geom,
+    label_geom: Geom,
+    button: Option<Button>,
+    frame_mapped: bool,
+    label_mapped: bool,
+    dimmed: bool,
+    gc: Gcontext,
+    last_raise: Option<Instant>,
+    raise_pending: bool,
+    last_driver_press: Option<Instant>,
+}
+
+impl Takeover {
+    /// Creates and maps the frame and label for `session`.
+    pub fn show(
+        ui: &mut Ui,
+        session: String,
+        paused: bool,
+        now: Instant,
+        last_driver_press: Option<Instant>,
+    ) -> Result<Self, ReplyOrIdError> {
+        let (sw, sh) = (ui.screen.width_in_pixels, ui.screen.height_in_pixels);
+        let frame_geom = Geom {
+            x: 0,
+            y: 0,
+            w: sw,
+            h: sh,
+        };
+        let conn = &ui.conn;
+        let root = ui.screen.root;
+        let frame = conn.generate_id()?;
+        conn.create_window(
+            COPY_DEPTH_FROM_PARENT,
+            frame,
+            root,
+            0,
+            0,
+            sw,
+            sh,
+            0,
+            WindowClass::INPUT_OUTPUT,
+            COPY_FROM_PARENT,
+            &CreateWindowAux::new()
+                .override_redirect(1)
+                .background_pixel(ui.pal.red)
+                .event_mask(EventMask::STRUCTURE_NOTIFY | EventMask::VISIBILITY_CHANGE),
+        )?;
+        xui::mark_and_name(conn, &ui.atoms, frame, FRAME_NAME)?;
+        set_ring(conn, frame, sw, sh)?;
+        conn.shape_rectangles(
+            shape::SO::SET,
+            shape::SK::INPUT,
+            ClipOrdering::UNSORTED,
+            frame,
+            0,
+            0,
+            &[],
+        )?;
+
+        let label = conn.generate_id()?;
+        conn.create_window(
+            COPY_DEPTH_FROM_PARENT,
+            label,
+            root,
+            0,
+            0,
+            1,
+            1,
+            0,
+            WindowClass::INPUT_OUTPUT,
+            COPY_FROM_PARENT,
+            &CreateWindowAux::new()
+                .override_redirect(1)
+                .background_pixel(ui.pal.red)
+                .event_mask(
+                    EventMask::STRUCTURE_NOTIFY
+                        | EventMask::VISIBILITY_CHANGE
+                        | EventMask::EXPOSURE,
+                ),
+        )?;
+        xui::mark_and_name(conn, &ui.atoms, label, LABEL_NAME)?;
+        conn.shape_rectangles(
+            shape::SO::SET,
+            shape::SK::INPUT,
+            ClipOrdering::UNSORTED,
+            label,
+            0,
+            0,
+            &[],
+        )?;
+        let gc = xui::make_gc(conn, label, ui.font.id(), ui.pal.white)?;
+
+        let mut sessions = BTreeMap::new();
+        sessions.insert(
+            session,
+            SessionState {
+                paused,
+                shown_sent: false,
+            },
+        );
+        let mut t = Takeover {
+            sessions,
+            frame,
+            label,
+            frame_geom,
+            label_geom: Geom {
+                x: 0,
+                y: 0,
+                w: 1,
+                h: 1,
+            },
+            button: None,
+            frame_mapped: false,
+            label_mapped: false,
+            dimmed: false,
+            gc,
+            last_raise: None,
+            raise_pending: false,
+            last_driver_press,
+        };
+        t.apply_state(ui, now, true)?;
+        ui.conn.map_window(t.frame)?;
+        ui.conn.map_window(t.label)?;
+        t.raise(ui, now)?;
+        ui.conn.flush()?;
+        Ok(t)
+    }
+
+    /// Adds a session to the shown indicator (or changes its paused state).
+    pub fn add_session(
+        &mut self,
+        ui: &mut Ui,
+        session: String,
+        paused: bool,
+        now: Instant,
+    ) -> Result<Vec<Note>, ReplyOrIdError> {
+        let st = self.sessions.entry(session).or_insert(SessionState {
+            paused,
+            shown_sent: false,
+        });
+        st.paused = paused;
+        self.apply_state(ui, now, false)?;
+        Ok(self.shown_notes())
+    }
+
+    /// Sets a session's paused state; unknown sessions are ignored.
+    pub fn set_paused(
+        &mut self,
+        ui: &mut Ui,
+        session: &str,
+        paused: bool,
+        now: Instant,
+    ) -> Result<bool, ReplyOrIdError> {
+        let Some(st) = self.sessions.get_mut(session) else {
+            return Ok(false);
+        };
+        st.paused = paused;
+        self.apply_state(ui, now, false)?;
+        Ok(true)
+    }
+
+    /// Drops a session; returns true when none is left (the caller then destroys the windows).
+    pub fn remove_session(&mut self, session: &str) -> bool {
+        self.sessions.remove(session);
+        self.sessions.is_empty()
+    }
+
+    /// Every session shown.
+    pub fn sessions(&self) -> Vec<String> {
+        self.sessions.keys().cloned().collect()
+    }
+
+    /// True when `win` is one of the indicator's windows.
+    pub fn owns(&self, win: Window) -> bool {
+        win == self.frame || win == self.label || self.button.as_ref().is_some_and(|b| b.win == win)
+    }
+
+    /// The broker announced a driver button press.
+    pub fn driver_press(&mut self, now: Instant) {
+        self.last_driver_press = Some(now);
+        if let Some(b) = &mut self.button {
+            b.click.driver_press(now);
+        }
+    }
+
+    /// Removes every window.
+    pub fn destroy(self, ui: &Ui) -> Result<(), ReplyOrIdError> {
+        if let Some(b) = &self.button {
+            ui.conn.destroy_window(b.win)?;
+        }
+        ui.conn.destroy_window(self.label)?;
+        ui.conn.destroy_window(self.frame)?;
+        ui.conn.free_gc(self.gc)?;
+        ui.conn.flush()?;
+        Ok(())
+    }
+
+    /// When [`Takeover::tick`] wants to run next.
+    pub fn next_deadline(&self) -> Instant {
+        let last = self.last_raise.unwrap_or_else(Instant::now);
+        if self.raise_pending {
+            last + RAISE_MIN_INTERVAL
+        } else {
+            last + RAISE_PERIOD
+        }
+    }
+
+    /// Runs a pending or periodic raise.
+    pub fn tick(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        if now >= self.next_deadline() {
+            self.raise(ui, now)?;
+        }
+        Ok(())
+    }
+
+    fn request_raise(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        match self.last_raise {
+            Some(t) if now.duration_since(t) < RAISE_MIN_INTERVAL => self.raise_pending = true,
+            _ => self.raise(ui, now)?,
+        }
+        Ok(())
+    }
+
+    fn raise(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        let above = ConfigureWindowAux::new().stack_mode(StackMode::ABOVE);
+        ui.conn.configure_window(self.frame, &above)?;
+        ui.conn.configure_window(self.label, &above)?;
+        if let Some(b) = &self.button {
+            ui.conn.configure_window(b.win, &above)?;
+        }
+        self.last_raise = Some(now);
+        self.raise_pending = false;
+        Ok(())
+    }
+
+    fn all_paused(&self) -> bool {
+        self.sessions.values().all(|s| s.paused)
+    }
+
+    fn any_paused(&self) -> bool {
+        self.sessions.values().any(|s| s.paused)
+    }
+
+    fn shown_notes(&mut self) -> Vec<Note> {
+        if !(self.frame_mapped && self.label_mapped) {
+            return Vec::new();
+        }
+        self.sessions
+            .iter_mut()
+            .filter(|(_, s)| !s.shown_sent)
+            .map(|(k, s)| {
+                s.shown_sent = true;
+                Note::Shown(k.clone())
+            })
+            .collect()
+    }
+
+    /// Brings the windows in line with the sessions' states: colours, label text and size,
+    /// the Continue button.
+    fn apply_state(
+        &mut self,
+        ui: &mut Ui,
+        now: Instant,
+        first: bool,
+    ) -> Result<(), ReplyOrIdError> {
+        let dim = self.all_paused();
+        let s = ui.font.big;
+        let sw = ui.screen.width_in_pixels;
+        if first || dim != self.dimmed {
+            self.dimmed = dim;
+            let bg = if dim { ui.pal.red_dim } else { ui.pal.red };
+            let aux = ChangeWindowAttributesAux::new().background_pixel(bg);
+            ui.conn.change_window_attributes(self.frame, &aux)?;
+            ui.conn.change_window_attributes(self.label, &aux)?;
+            ui.conn.clear_area(false, self.frame, 0, 0, 0, 0)?;
+            let text = to_latin1(if dim { PAUSED_TEXT } else { ACTIVE_TEXT });
+            let w = ui.text_width(&text, s) + 32;
+            let h = ui.font.height(s) + 12;
+            self.label_geom = Geom {
+                x: ((sw as i32 - w as i32) / 2) as i16,
+                y: FRAME_WIDTH as i16 + 4,
+                w,
+                h,
+            };
+            self.configure(ui, self.label, self.label_geom)?;
+            ui.conn.clear_area(true, self.label, 0, 0, 0, 0)?;
+        }
+        let want_button = self.any_paused();
+        match (&self.button, want_button) {
+            (None, true) => {
+                let text = to_latin1(CONTINUE_TEXT);
+                let w = ui.text_width(&text, s) + 48;
+                let h = ui.font.height(s) + 14;
+                let geom = Geom {
+                    x: ((sw as i32 - w as i32) / 2) as i16,
+                    y: self.label_geom.y + self.label_geom.h as i16 + 6,
+                    w,
+                    h,
+                };
+                let win = ui.conn.generate_id()?;
+                ui.conn.create_window(
+                    COPY_DEPTH_FROM_PARENT,
+                    win,
+                    ui.screen.root,
+                    geom.x,
+                    geom.y,
+                    geom.w,
+                    geom.h,
+                    0,
+                    WindowClass::INPUT_OUTPUT,
+                    COPY_FROM_PARENT,
+                    &CreateWindowAux::new()
+                        .override_redirect(1)
+                        .background_pixel(ui.pal.white)
+                        .event_mask(
+                            EventMask::STRUCTURE_NOTIFY
+                                | EventMask::VISIBILITY_CHANGE
+                                | EventMask::EXPOSURE
+                                | EventMask::BUTTON_PRESS
+                                | EventMask::BUTTON_RELEASE
+                                | EventMask::ENTER_WINDOW
+                                | EventMask::LEAVE_WINDOW,
+                        ),
+                )?;
+                xui::mark_and_name(&ui.conn, &ui.atoms, win, CONTINUE_NAME)?;
+                let mut click = RealClick::new(now);
+                if let Some(t) = self.last_driver_press {
+                    click.driver_press(t);
+                }
+                self.button = Some(Button {
+                    win,
+                    geom,
+                    click,
+                    hover: false,
+                });
+                ui.conn.map_window(win)?;
+                self.raise(ui, now)?;
+            }
+            (Some(b), false) => {
+                // Forget it first, so its unmap and destroy events are not taken for tampering.
+                let win = b.win;
+                self.button = None;
+                ui.conn.destroy_window(win)?;
+            }
+            _ => {}
+        }
+        ui.conn.flush()?;
+        Ok(())
+    }
+
+    fn configure(&self, ui: &Ui, win: Window, g: Geom) -> Result<(), ReplyOrIdError> {
+        ui.conn.configure_window(
+            win,
+            &ConfigureWindowAux::new()
+                .x(i32::from(g.x))
+                .y(i32::from(g.y))
+                .width(u32::from(g.w))
+                .height(u32::from(g.h))
+                .border_width(0),
+        )?;
+        Ok(())
+    }
+
+    fn geom_of(&self, win: Window) -> Option<Geom> {
+        if win == self.frame {
+            Some(self.frame_geom)
+        } else if win == self.label {
+            Some(self.label_geom)
+        } else {
+            self.button
+                .as_ref()
+                .filter(|b| b.win == win)
+                .map(|b| b.geom)
+        }
+    }
+
+    /// The screen changed size: resize the frame and re-centre the rest.
+    fn screen_resized(
+        &mut self,
+        ui: &mut Ui,
+        w: u16,
+        h: u16,
+        now: Instant,
+    ) -> Result<(), ReplyOrIdError> {
+        ui.screen.width_in_pixels = w;
+        ui.screen.height_in_pixels = h;
+        self.frame_geom = Geom { x: 0, y: 0, w, h };
+        self.configure(ui, self.frame, self.frame_geom)?;
+        set_ring(&ui.conn, self.frame, w, h)?;
+        if let Some(b) = self.button.take() {
+            ui.conn.destroy_window(b.win)?;
+        }
+        self.apply_state(ui, now, true)
+    }
+
+    /// Handles an X event that concerns the indicator (its windows, or the root's other
+    /// children for stacking). Returns what to tell the broker.
+    pub fn handle(
+        &mut self,
+        ui: &mut Ui,
+        ev: &Event,
+        now: Instant,
+    ) -> Result<Vec<Note>, ReplyOrIdError> {
+        let root = ui.screen.root;
+        match ev {
+            // The root itself changed size.
+            Event::ConfigureNotify(e)
+                if e.window == root
+                    && (e.width, e.height) != (self.frame_geom.w, self.frame_geom.h) =>
+            {
+                self.screen_resized(ui, e.width, e.height, now)?;
+            }
+            // Another top-level window was restacked or mapped: stay on top.
+            Event::ConfigureNotify(e)
+                if e.event == root && e.window != root && !self.owns(e.window) =>
+            {
+                self.request_raise(ui, now)?;
+            }
+            Event::MapNotify(e) if e.event == root && !self.owns(e.window) => {
+                self.request_raise(ui, now)?;
+            }
+            Event::ConfigureNotify(e) if e.event == e.window && self.owns(e.window) => {
+                if let Some(g) = self.geom_of(e.window) {
+                    let got = Geom {
+                        x: e.x,
+                        y: e.y,
+                        w: e.width,
+                        h: e.height,
+                    };
+                    if got != g || e.border_width != 0 {
+                        tracing::warn!(
+                            "an indicator window was moved or resized by another client; putting it back"
+                        );
+                        self.configure(ui, e.window, g)?;
+                        if self.button.as_ref().is_some_and(|b| b.win == e.window)
+                            && let Some(b) = &mut self.button
+                        {
+                            b.click.rearm(now);
+                        }
+                    }
+                }
+            }
+            Event::VisibilityNotify(e) if self.owns(e.window) => {
+                if e.state != Visibility::UNOBSCURED {
+                    self.request_raise(ui, now)?;
+                } else if let Some(b) = &mut self.button
+                    && b.win == e.window
+                {
+                    // Uncovered: a click aimed at what covered it must not land on it.
+                    b.click.rearm(now);
+                }
+            }
+            Event::MapNotify(e) if e.event == e.window && self.owns(e.window) => {
+                if e.window == self.frame {
+                    self.frame_mapped = true;
+                } else if e.window == self.label {
+                    self.label_mapped = true;
+                } else if let Some(b) = &mut self.button {
+                    b.click.rearm(now);
+                }
+                return Ok(self.shown_notes());
+            }
+            Event::UnmapNotify(e) if e.event == e.window && self.owns(e.window) => {
+                // This program never unmaps its windows (it destroys them, after forgetting
+                // them), so this is another client's doing. A destroyed window is unmapped
+                // first: ask the server whether it still exists.
+                let gone = ui.conn.get_window_attributes(e.window)?.reply().is_err();
+                return Ok(vec![Note::Lost(if gone {
+                    "indicator_destroyed"
+                } else {
+                    "indicator_unmapped"
+                })]);
+            }
+            Event::DestroyNotify(e) if e.event == e.window && self.owns(e.window) => {
+                return Ok(vec![Note::Lost("indicator_destroyed")]);
+            }
+            Event::ReparentNotify(e) if e.event == e.window && self.owns(e.window) => {
+                // Taken into another window: no longer guaranteed visible on top.
+                return Ok(vec![Note::Lost("indicator_unmapped")]);
+            }
+            Event::Expose(e) if e.count == 0 && self.owns(e.window) => self.redraw(ui, e.window)?,
+            Event::EnterNotify(e) => self.set_hover(ui, e.event, true)?,
+            Event::LeaveNotify(e) => self.set_hover(ui, e.event, false)?,
+            Event::ButtonPress(e) => {
+                if let Some(b) = &mut self.button
+                    && b.win == e.event
+                {
+                    b.click.press(ButtonEvent {
+                        window: b.win,
+                        button: e.detail,
+                        synthetic: is_send_event(e.response_type),
+                        inside: inside(e.event_x, e.event_y, b.geom.w, b.geom.h),
+                        at: now,
+                    });
+                }
+            }
+            Event::ButtonRelease(e) => {
+                if let Some(b) = &mut self.button
+                    && b.win == e.event
+                {
+                    let hit = b.click.release(ButtonEvent {
+                        window: b.win,
+                        button: e.detail,
+                        synthetic: is_send_event(e.response_type),
+                        inside: inside(e.event_x, e.event_y, b.geom.w, b.geom.h),
+                        at: now,
+                    });
+                    if hit.is_some() {
+                        return Ok(self
+                            .sessions
+                            .iter()
+                            .filter(|(_, s)| s.paused)
+                            .map(|(k, _)| Note::Continue(k.clone()))
+                            .collect());
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(Vec::new())
+    }
+
+    fn set_hover(&mut self, ui: &mut Ui, win: Window, on: bool) -> Result<(), ReplyOrIdError> {
+        if let Some(b) = &mut self.button
+            && b.win == win
+            && b.hover != on
+        {
+            b.hover = on;
+            self.redraw(ui, win)?;
+            ui.conn.flush()?;
+        }
+        Ok(())
+    }
+
+    fn redraw(&mut self, ui: &mut Ui, win: Window) -> Result<(), ReplyOrIdError> {
+        let s = ui.font.big;
+        let lh = ui.font.height(s) as i16;
+        if win == self.label {
+            let text = to_latin1(if self.dimmed {
+                PAUSED_TEXT
+            } else {
+                ACTIVE_TEXT
+            });
+            let tw = ui.text_width(&text, s) as i16;
+            let g = self.label_geom;
+            xui::set_fg(&ui.conn, self.gc, ui.pal.white)?;
+            ui.draw_text(
+                win,
+                self.gc,
+                (g.w as i16 - tw) / 2,
+                (g.h as i16 - lh) / 2,
+                &text,
+                s,
+            )?;
+        } else if let Some(b) = &self.button
+            && b.win == win
+        {
+            let g = b.geom;
+            let hover = b.hover;
+            let pal = ui.pal;
+            xui::set_fg(&ui.conn, self.gc, pal.white)?;
+            xui::fill(&ui.conn, win, self.gc, 0, 0, g.w, g.h)?;
+            xui::set_fg(&ui.conn, self.gc, pal.red_dim)?;
+            xui::outline(
+                &ui.conn,
+                win,
+                self.gc,
+                0,
+                0,
+                g.w,
+                g.h,
+                if hover { 4 } else { 2 },
+            )?;
+            let text = to_latin1(CONTINUE_TEXT);
+            let tw = ui.text_width(&text, s) as i16;
+            xui::set_fg(&ui.conn, self.gc, pal.text)?;
+            ui.draw_text(
+                win,
+                self.gc,
+                (g.w as i16 - tw) / 2,
+                (g.h as i16 - lh) / 2,
+                &text,
+                s,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The frame's visible ring: four bands of [`FRAME_WIDTH`] along the screen's edges.
+pub fn ring(w: u16, h: u16) -> [Rectangle; 4] {
+    let t = FRAME_WIDTH.min(w / 2).min(h / 2);
+    let ti = t as i16;
+    [
+        Rectangle {
+            x: 0,
+            y: 0,
+            width: w,
+            height: t,
+        },
+        Rectangle {
+            x: 0,
+            y: h as i16 - ti,
+            width: w,
+            height: t,
+        },
+        Rectangle {
+            x: 0,
+            y: ti,
+            width: t,
+            height: h.saturating_sub(2 * t),
+        },
+        Rectangle {
+            x: w as i16 - ti,
+            y: ti,
+            width: t,
+            height: h.saturating_sub(2 * t),
+        },
+    ]
+}
+
+fn set_ring(conn: &xui::Conn, frame: Window, w: u16, h: u16) -> Result<(), ReplyOrIdError> {
+    conn.shape_rectangles(
+        shape::SO::SET,
+        shape::SK::BOUNDING,
+        ClipOrdering::UNSORTED,
+        frame,
+        0,
+        0,
+        &ring(w, h),
+    )?;
+    Ok(())
+}
+
+fn inside(x: i16, y: i16, w: u16, h: u16) -> bool {
+    x >= 0 && y >= 0 && (x as i32) < i32::from(w) && (y as i32) < i32::from(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_covers_the_edges_and_not_the_middle() {
+        let r = ring(1280, 800);
+        let hit = |x: i16, y: i16| {
+            r.iter().any(|q| {
+                x >= q.x && y >= q.y && x < q.x + q.width as i16 && y < q.y + q.height as i16
+            })
+        };
+        for (x, y) in [
+            (0, 0),
+            (3, 400),
+            (1279, 799),
+            (640, 2),
+            (640, 797),
+            (1276, 100),
+        ] {
+            assert!(hit(x, y), "({x},{y}) should be on the ring");
+        }
+        for (x, y) in [(6, 6), (640, 400), (1273, 793)] {
+            assert!(!hit(x, y), "({x},{y}) should be inside the ring");
+        }
+        let area: u32 = r
+            .iter()
+            .map(|q| u32::from(q.width) * u32::from(q.height))
+            .sum();
+        assert_eq!(area, 2 * 1280 * 6 + 2 * 6 * (800 - 12));
+    }
+
+    #[test]
+    fn paused_text_is_latin1() {
+        assert!(to_latin1(PAUSED_TEXT).contains(&0xb7));
+        assert!(!to_latin1(PAUSED_TEXT).contains(&b'?'));
+    }
+}

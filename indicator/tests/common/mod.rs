@@ -1,0 +1,554 @@
+//! A private X desktop (Xvfb + openbox) and the real `nish-indicator` on a socketpair, for the
+//! indicator's end-to-end tests. The person is played with `xdotool` (XTEST clicks and keys are
+//! real to X; `--window` clicks are SendEvent clicks).
+#![allow(dead_code)]
+
+mod sys;
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use nish_proto::wire::codec;
+use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
+use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use x11rb::connection::Connection;
+use x11rb::protocol::Event;
+use x11rb::protocol::xproto::{
+    AtomEnum, ConnectionExt as _, CreateWindowAux, EventMask, ImageFormat, MapState, Window,
+    WindowClass,
+};
+use x11rb::rust_connection::RustConnection;
+use x11rb::wrapper::ConnectionExt as _;
+
+/// Serialises picking a display number among this process's tests.
+static DISPLAY_PICK: Mutex<()> = Mutex::new(());
+
+/// Xvfb and openbox on a free display, and a connection to it.
+pub struct Desktop {
+    /// `:N`.
+    pub display: String,
+    /// The test's own connection.
+    pub conn: RustConnection,
+    /// The root window.
+    pub root: Window,
+    xvfb: Child,
+    openbox: Child,
+}
+
+fn pick_start() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    50 + (nanos ^ std::process::id().wrapping_mul(7919)) % 900
+}
+
+fn free(n: u32) -> bool {
+    !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
+        && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
+}
+
+/// Polls `f` every 20 ms until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Desktop {
+    /// Starts Xvfb (1280x800) and openbox and waits until the window manager is up.
+    pub fn start() -> Desktop {
+        let (display, conn, screen, mut xvfb) = {
+            let _g = DISPLAY_PICK.lock().unwrap_or_else(|e| e.into_inner());
+            let mut n = pick_start();
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                assert!(tries < 40, "no free X display found");
+                while !free(n) {
+                    n += 1;
+                }
+                let display = format!(":{n}");
+                let mut xvfb = Command::new("Xvfb")
+                    .args([
+                        display.as_str(),
+                        "-screen",
+                        "0",
+                        "1280x800x24",
+                        "-nolisten",
+                        "tcp",
+                    ])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("Xvfb starts (package xvfb)");
+                let conn = wait_for(Duration::from_secs(10), || {
+                    if let Ok(Some(_)) = xvfb.try_wait() {
+                        return Some(None);
+                    }
+                    x11rb::connect(Some(&display)).ok().map(Some)
+                })
+                .flatten();
+                match conn {
+                    Some((conn, screen)) => break (display, conn, screen, xvfb),
+                    None => {
+                        let _ = xvfb.kill();
+                        let _ = xvfb.wait();
+                        n += 1;
+                    }
+                }
+            }
+        };
+        let root = conn.setup().roots[screen].root;
+        let openbox = Command::new("openbox")
+            .arg("--sm-disable")
+            .env("DISPLAY", &display)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let openbox = match openbox {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = xvfb.kill();
+                let _ = xvfb.wait();
+                panic!("openbox starts: {e}");
+            }
+        };
+        let desk = Desktop {
+            display,
+            conn,
+            root,
+            xvfb,
+            openbox,
+        };
+        let check = desk.intern("_NET_SUPPORTING_WM_CHECK");
+        let up = wait_for(Duration::from_secs(15), || {
+            let r = desk
+                .conn
+                .get_property(false, desk.root, check, AtomEnum::WINDOW, 0, 1)
+                .ok()?
+                .reply()
+                .ok()?;
+            r.value32()?.next()
+        });
+        assert!(up.is_some(), "openbox did not come up on {}", desk.display);
+        // openbox sets the check property before it manages windows; a window mapped in
+        // between is never managed. Map probe windows until one is reparented.
+        let managed = wait_for(Duration::from_secs(15), || {
+            let probe = desk.conn.generate_id().unwrap();
+            desk.conn
+                .create_window(
+                    x11rb::COPY_DEPTH_FROM_PARENT,
+                    probe,
+                    desk.root,
+                    0,
+                    0,
+                    10,
+                    10,
+                    0,
+                    WindowClass::INPUT_OUTPUT,
+                    x11rb::COPY_FROM_PARENT,
+                    &CreateWindowAux::new(),
+                )
+                .unwrap();
+            desk.conn.map_window(probe).unwrap();
+            desk.conn.flush().unwrap();
+            let ok = wait_for(Duration::from_millis(500), || {
+                let t = desk.conn.query_tree(probe).ok()?.reply().ok()?;
+                (t.parent != desk.root).then_some(())
+            });
+            desk.conn.destroy_window(probe).unwrap();
+            desk.conn.sync().unwrap();
+            ok
+        });
+        assert!(
+            managed.is_some(),
+            "openbox does not manage windows on {}",
+            desk.display
+        );
+        desk
+    }
+
+    /// Interns an atom.
+    pub fn intern(&self, name: &str) -> u32 {
+        self.conn
+            .intern_atom(false, name.as_bytes())
+            .unwrap()
+            .reply()
+            .unwrap()
+            .atom
+    }
+
+    /// Runs xdotool on this display; returns its stdout and whether it succeeded.
+    pub fn xdotool(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("xdotool")
+            .args(args)
+            .env("DISPLAY", &self.display)
+            .output()
+            .expect("xdotool runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    /// Window ids whose name matches the regex (xdotool search --name).
+    pub fn search(&self, name_regex: &str) -> Vec<Window> {
+        let (_, out) = self.xdotool(&["search", "--name", name_regex]);
+        out.lines().filter_map(|l| l.trim().parse().ok()).collect()
+    }
+
+    /// Waits for exactly one viewable window whose name matches.
+    pub fn find_viewable(&self, name_regex: &str) -> Window {
+        wait_for(Duration::from_secs(10), || {
+            let ws = self.search(name_regex);
+            let v: Vec<Window> = ws.into_iter().filter(|&w| self.viewable(w)).collect();
+            (v.len() == 1).then(|| v[0])
+        })
+        .unwrap_or_else(|| {
+            let found: Vec<(Window, bool)> =
+                self.search(name_regex).into_iter().map(|w| (w, self.viewable(w))).collect();
+            if std::env::var_os("NISH_TEST_DEBUG").is_some() {
+                let (_, tree) = self.xdotool(&["getactivewindow"]);
+                eprintln!("active: {tree}");
+                let out = Command::new("sh").arg("-c").arg(format!("xwininfo -root -tree | head -40; for w in {}; do xprop -id $w; xwininfo -id $w; done", found.iter().map(|f| f.0.to_string()).collect::<Vec<_>>().join(" "))).env("DISPLAY", &self.display).output().unwrap();
+                eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+            }
+            panic!("no single viewable window named {name_regex}; found (id, viewable): {found:?}")
+        })
+    }
+
+    /// The window exists and is viewable (mapped, and its ancestors too).
+    pub fn viewable(&self, w: Window) -> bool {
+        self.conn
+            .get_window_attributes(w)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|a| a.map_state == MapState::VIEWABLE)
+    }
+
+    /// The window still exists.
+    pub fn exists(&self, w: Window) -> bool {
+        self.conn
+            .get_window_attributes(w)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some()
+    }
+
+    /// Root-relative (x, y, w, h).
+    pub fn geometry(&self, w: Window) -> (i16, i16, u16, u16) {
+        let g = self.conn.get_geometry(w).unwrap().reply().unwrap();
+        let t = self
+            .conn
+            .translate_coordinates(w, self.root, 0, 0)
+            .unwrap()
+            .reply()
+            .unwrap();
+        (t.dst_x, t.dst_y, g.width, g.height)
+    }
+
+    /// The centre of a window in root coordinates.
+    pub fn center(&self, w: Window) -> (i16, i16) {
+        let (x, y, ww, hh) = self.geometry(w);
+        (x + ww as i16 / 2, y + hh as i16 / 2)
+    }
+
+    /// A real click (XTEST) at root coordinates.
+    pub fn real_click_at(&self, x: i16, y: i16) {
+        self.move_pointer(x, y);
+        let (ok, _) = self.xdotool(&["click", "1"]);
+        assert!(ok, "xdotool click");
+    }
+
+    /// Moves the pointer (XTEST) and waits until the server reports it there. (`xdotool
+    /// mousemove --sync` waits forever when the pointer is already at the spot.)
+    pub fn move_pointer(&self, x: i16, y: i16) {
+        let (ok, _) = self.xdotool(&["mousemove", &x.to_string(), &y.to_string()]);
+        assert!(ok, "xdotool mousemove");
+        let there = wait_for(Duration::from_secs(3), || {
+            let p = self.conn.query_pointer(self.root).ok()?.reply().ok()?;
+            (p.root_x == x && p.root_y == y).then_some(())
+        });
+        assert!(there.is_some(), "pointer did not reach ({x},{y})");
+    }
+
+    /// A real click on the centre of a window.
+    pub fn real_click(&self, w: Window) {
+        let (x, y) = self.center(w);
+        self.real_click_at(x, y);
+    }
+
+    /// A SendEvent click on a window (`xdotool click --window`).
+    pub fn send_event_click(&self, w: Window) {
+        let (ok, _) = self.xdotool(&["click", "--window", &w.to_string(), "1"]);
+        assert!(ok, "xdotool click --window");
+    }
+
+    /// A CARDINAL property's first value.
+    pub fn cardinal(&self, w: Window, prop: &str) -> Option<u32> {
+        let atom = self.intern(prop);
+        let r = self
+            .conn
+            .get_property(false, w, atom, AtomEnum::CARDINAL, 0, 1)
+            .ok()?
+            .reply()
+            .ok()?;
+        r.value32()?.next()
+    }
+
+    /// An ATOM list property.
+    pub fn atoms(&self, w: Window, prop: &str) -> Vec<u32> {
+        let atom = self.intern(prop);
+        self.conn
+            .get_property(false, w, atom, AtomEnum::ATOM, 0, 32)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .and_then(|r| r.value32().map(|v| v.collect()))
+            .unwrap_or_default()
+    }
+
+    /// A plain override-redirect window the test owns, listening for button presses.
+    pub fn test_window(&self, x: i16, y: i16, w: u16, h: u16) -> Window {
+        let win = self.conn.generate_id().unwrap();
+        self.conn
+            .create_window(
+                x11rb::COPY_DEPTH_FROM_PARENT,
+                win,
+                self.root,
+                x,
+                y,
+                w,
+                h,
+                0,
+                WindowClass::INPUT_OUTPUT,
+                x11rb::COPY_FROM_PARENT,
+                &CreateWindowAux::new()
+                    .override_redirect(1)
+                    .background_pixel(0x0020_6080)
+                    .event_mask(EventMask::BUTTON_PRESS | EventMask::STRUCTURE_NOTIFY),
+            )
+            .unwrap();
+        self.conn.map_window(win).unwrap();
+        self.conn.flush().unwrap();
+        self.conn.sync().unwrap();
+        win
+    }
+
+    /// Drains the test connection's events; returns the button presses on `win` seen within
+    /// `timeout` (stops at the first one).
+    pub fn button_press_on(&self, win: Window, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            while let Some(ev) = self.conn.poll_for_event().unwrap() {
+                if let Event::ButtonPress(e) = ev
+                    && e.event == win
+                {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// Forgets queued events on the test connection.
+    pub fn drain_events(&self) {
+        self.conn.sync().unwrap();
+        while self.conn.poll_for_event().unwrap().is_some() {}
+    }
+
+    /// How many pixels of a (visible) window, 4 px inside its edges (past any border), are
+    /// darker than mid-grey: text drawn on a light control.
+    pub fn dark_pixels(&self, w: Window) -> usize {
+        let (_, _, ww, hh) = self.geometry(w);
+        let img = self
+            .conn
+            .get_image(ImageFormat::Z_PIXMAP, w, 0, 0, ww, hh, !0)
+            .unwrap()
+            .reply()
+            .unwrap();
+        let (ww, hh) = (usize::from(ww), usize::from(hh));
+        let mut n = 0;
+        for y in 4..hh.saturating_sub(4) {
+            for x in 4..ww.saturating_sub(4) {
+                let p = &img.data[(y * ww + x) * 4..(y * ww + x) * 4 + 3];
+                if u32::from(p[0]) + u32::from(p[1]) + u32::from(p[2]) < 3 * 0x60 {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Saves the root window as a PNG in `$NISH_SCREENSHOT_DIR/<name>` when that variable is set.
+    pub fn screenshot(&self, name: &str) {
+        let Some(dir) = std::env::var_os("NISH_SCREENSHOT_DIR") else {
+            return;
+        };
+        let setup = self.conn.setup();
+        let (w, h) = (
+            setup.roots[0].width_in_pixels,
+            setup.roots[0].height_in_pixels,
+        );
+        let img = self
+            .conn
+            .get_image(ImageFormat::Z_PIXMAP, self.root, 0, 0, w, h, !0)
+            .unwrap()
+            .reply()
+            .unwrap();
+        let bpp = setup
+            .pixmap_formats
+            .iter()
+            .find(|f| f.depth == img.depth)
+            .map(|f| f.bits_per_pixel)
+            .unwrap_or(32);
+        assert_eq!(bpp, 32, "screenshot expects 32 bits per pixel");
+        let mut rgb = Vec::with_capacity(usize::from(w) * usize::from(h) * 3);
+        for px in img.data.chunks_exact(4) {
+            // Little-endian BGRX.
+            rgb.extend_from_slice(&[px[2], px[1], px[0]]);
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = Path::new(&dir).join(name);
+        let file = std::fs::File::create(&path).unwrap();
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), u32::from(w), u32::from(h));
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header().unwrap();
+        writer.write_image_data(&rgb).unwrap();
+        eprintln!("screenshot saved to {}", path.display());
+    }
+}
+
+impl Drop for Desktop {
+    fn drop(&mut self) {
+        let _ = self.openbox.kill();
+        let _ = self.openbox.wait();
+        let _ = self.xvfb.kill();
+        let _ = self.xvfb.wait();
+    }
+}
+
+/// The real `nish-indicator`, with the test playing the broker.
+pub struct Indicator {
+    child: Child,
+    sock: Option<UnixStream>,
+    rx: Receiver<IndicatorToBroker>,
+    /// The lock-down report it sent.
+    pub lockdown: LockdownReport,
+}
+
+impl Indicator {
+    /// Starts the binary on `desk` as `nish-indicator --fd 3` and reads its hello and report.
+    pub fn spawn(desk: &Desktop, env: &[(&str, &str)]) -> Indicator {
+        let (mine, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
+        cmd.args(["--fd", "3"])
+            .env("DISPLAY", &desk.display)
+            .env("NISH_LOG", "debug")
+            .env_remove("NISH_STOP_HOTKEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
+        let mut child = cmd.spawn().expect("nish-indicator starts");
+        drop(cmd);
+        // The indicator cannot write regular files (RLIMIT_FSIZE 0): its log comes over a pipe.
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("[indicator] {line}");
+            }
+        });
+        let mut reader = mine.try_clone().unwrap();
+        reader
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let hello: Hello = codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("hello");
+        hello.check(&[Role::Indicator]).expect("indicator hello");
+        let first: IndicatorToBroker =
+            codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("report");
+        let IndicatorToBroker::Lockdown(lockdown) = first else {
+            panic!("first message after hello must be Lockdown, got {first:?}");
+        };
+        reader.set_read_timeout(None).unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            while let Ok(m) =
+                codec::read_frame::<_, IndicatorToBroker>(&mut reader, MAX_FRAME_BYTES)
+            {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
+        Indicator {
+            child,
+            sock: Some(mine),
+            rx,
+            lockdown,
+        }
+    }
+
+    /// Sends a message as the broker.
+    pub fn send(&mut self, msg: BrokerToIndicator) {
+        codec::write_frame(self.sock.as_mut().expect("open"), &msg, MAX_FRAME_BYTES).unwrap();
+    }
+
+    /// The next message within `timeout`.
+    pub fn recv(&self, timeout: Duration) -> Option<IndicatorToBroker> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// Asserts nothing arrives within `d`.
+    pub fn expect_silence(&self, d: Duration, what: &str) {
+        if let Some(m) = self.recv(d) {
+            panic!("{what}: expected no message, got {m:?}");
+        }
+    }
+
+    /// Closes the broker's end, as a broker that went away.
+    pub fn close_link(&mut self) {
+        if let Some(s) = self.sock.take() {
+            // The reader thread holds a clone: shut the socket down, not just this handle.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        wait_for(timeout, || self.child.try_wait().ok().flatten())
+    }
+}
+
+impl Drop for Indicator {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,306 @@
+//! The takeover frame on a real X server: click-through, always on top, the paused state's
+//! Continue button, loss detection and removal.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Desktop, Indicator, wait_for};
+use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
+use x11rb::connection::Connection;
+use x11rb::protocol::shape::{ConnectionExt as _, SK};
+use x11rb::protocol::xproto::ConnectionExt as _;
+
+const SESSION: &str = "mcp:test:4242";
+
+fn show(ind: &mut Indicator, paused: bool) {
+    ind.send(BrokerToIndicator::ShowTakeover {
+        session: SESSION.into(),
+        paused,
+    });
+    match ind.recv(Duration::from_secs(5)) {
+        Some(IndicatorToBroker::TakeoverShown { session }) if session == SESSION => {}
+        other => panic!("expected TakeoverShown, got {other:?}"),
+    }
+}
+
+fn lost(ind: &Indicator) -> String {
+    match ind.recv(Duration::from_secs(5)) {
+        Some(IndicatorToBroker::TakeoverLost { session, reason }) if session == SESSION => reason,
+        other => panic!("expected TakeoverLost, got {other:?}"),
+    }
+}
+
+/// Stacking order of the root's children, bottom to top.
+fn stacking(desk: &Desktop) -> Vec<u32> {
+    desk.conn
+        .query_tree(desk.root)
+        .unwrap()
+        .reply()
+        .unwrap()
+        .children
+}
+
+#[test]
+fn frame_is_click_through_and_continue_takes_only_real_clicks() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    // A plain window under the top edge of the frame and under the label.
+    let under = desk.test_window(0, 0, 1280, 140);
+    show(&mut ind, false);
+
+    let frame = desk.find_viewable("^nish-driver indicator: frame$");
+    let label = desk.find_viewable("^nish-driver indicator: label$");
+    assert!(
+        desk.search("^nish-driver indicator: continue$").is_empty(),
+        "no Continue while active"
+    );
+    for w in [frame, label] {
+        assert_eq!(desk.cardinal(w, "_NISH_DRIVER_WINDOW"), Some(1));
+        let attrs = desk.conn.get_window_attributes(w).unwrap().reply().unwrap();
+        assert!(attrs.override_redirect);
+        // Empty input region: click-through.
+        let input = desk
+            .conn
+            .shape_get_rectangles(w, SK::INPUT)
+            .unwrap()
+            .reply()
+            .unwrap();
+        assert!(
+            input.rectangles.is_empty(),
+            "input shape of {w} not empty: {input:?}"
+        );
+    }
+    // The frame covers the whole screen with a ring.
+    assert_eq!(desk.geometry(frame), (0, 0, 1280, 800));
+    let bounding = desk
+        .conn
+        .shape_get_rectangles(frame, SK::BOUNDING)
+        .unwrap()
+        .reply()
+        .unwrap();
+    let area: u32 = bounding
+        .rectangles
+        .iter()
+        .map(|r| u32::from(r.width) * u32::from(r.height))
+        .sum();
+    assert!(area > 0 && area < 1280 * 800 / 20, "ring area {area}");
+    // Both above the test window.
+    let order = stacking(&desk);
+    let pos = |w| order.iter().position(|&x| x == w).unwrap();
+    assert!(
+        pos(frame) > pos(under) && pos(label) > pos(under),
+        "indicator not on top"
+    );
+
+    std::thread::sleep(Duration::from_millis(300));
+    desk.screenshot("takeover-active.png");
+
+    // Clicks on the frame's edge and on the label reach the window underneath.
+    desk.drain_events();
+    desk.real_click_at(300, 2);
+    assert!(
+        desk.button_press_on(under, Duration::from_secs(2)),
+        "click on the frame did not go through"
+    );
+    let (lx, ly) = desk.center(label);
+    desk.drain_events();
+    desk.real_click_at(lx, ly);
+    assert!(
+        desk.button_press_on(under, Duration::from_secs(2)),
+        "click on the label did not go through"
+    );
+
+    // A window raised later is pushed under the indicator again.
+    desk.conn
+        .configure_window(
+            under,
+            &x11rb::protocol::xproto::ConfigureWindowAux::new()
+                .stack_mode(x11rb::protocol::xproto::StackMode::ABOVE),
+        )
+        .unwrap();
+    desk.conn.flush().unwrap();
+    let back_on_top = wait_for(Duration::from_secs(3), || {
+        let order = stacking(&desk);
+        let pos = |w| order.iter().position(|&x| x == w).unwrap();
+        (pos(frame) > pos(under) && pos(label) > pos(under)).then_some(())
+    });
+    assert!(back_on_top.is_some(), "indicator not raised again");
+
+    // Paused: the Continue button appears under the label.
+    ind.send(BrokerToIndicator::SetPaused {
+        session: SESSION.into(),
+        paused: true,
+    });
+    let cont = desk.find_viewable("^nish-driver indicator: continue$");
+    assert_eq!(desk.cardinal(cont, "_NISH_DRIVER_WINDOW"), Some(1));
+    let input = desk
+        .conn
+        .shape_get_rectangles(cont, SK::INPUT)
+        .unwrap()
+        .reply()
+        .unwrap();
+    assert!(!input.rectangles.is_empty(), "Continue must take input");
+    let (_, ly2, _, lh2) = desk.geometry(label);
+    let (_, cy, _, _) = desk.geometry(cont);
+    assert!(cy >= ly2 + lh2 as i16, "Continue is under the label");
+    std::thread::sleep(Duration::from_millis(700));
+    desk.screenshot("takeover-paused.png");
+
+    // A SendEvent click does nothing; a real click gives Continue, and does not reach the
+    // window underneath.
+    desk.send_event_click(cont);
+    ind.expect_silence(Duration::from_millis(900), "SendEvent click on Continue");
+    desk.drain_events();
+    desk.real_click(cont);
+    match ind.recv(Duration::from_secs(5)) {
+        Some(IndicatorToBroker::Continue { session }) if session == SESSION => {}
+        other => panic!("expected Continue, got {other:?}"),
+    }
+    assert!(
+        !desk.button_press_on(under, Duration::from_millis(300)),
+        "Continue click leaked below"
+    );
+
+    // A DriverPress silences Continue for 1.5 s.
+    let t0 = Instant::now();
+    ind.send(BrokerToIndicator::DriverPress);
+    std::thread::sleep(Duration::from_millis(100));
+    desk.real_click(cont);
+    assert!(
+        t0.elapsed() < Duration::from_millis(1400),
+        "click too slow for this check"
+    );
+    ind.expect_silence(
+        Duration::from_millis(1500),
+        "Continue click right after DriverPress",
+    );
+
+    // Resumed: the button goes away, the frame stays.
+    ind.send(BrokerToIndicator::SetPaused {
+        session: SESSION.into(),
+        paused: false,
+    });
+    assert!(
+        wait_for(Duration::from_secs(3), || (!desk.exists(cont))
+            .then_some(()))
+        .is_some()
+    );
+    assert!(desk.viewable(frame) && desk.viewable(label));
+    ind.expect_silence(
+        Duration::from_millis(300),
+        "own button removal is not a loss",
+    );
+
+    // Hide removes everything quickly.
+    let t0 = Instant::now();
+    ind.send(BrokerToIndicator::HideTakeover {
+        session: SESSION.into(),
+    });
+    let removed = wait_for(Duration::from_secs(3), || {
+        (!desk.exists(frame) && !desk.exists(label)).then(|| t0.elapsed())
+    })
+    .expect("HideTakeover removes the windows");
+    eprintln!("HideTakeover -> windows destroyed in {removed:?}");
+    assert!(
+        removed < Duration::from_millis(500),
+        "removal took {removed:?}"
+    );
+    ind.expect_silence(Duration::from_millis(300), "hide is not a loss");
+}
+
+#[test]
+fn starting_paused_shows_continue_at_once() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, true);
+    let cont = desk.find_viewable("^nish-driver indicator: continue$");
+    std::thread::sleep(Duration::from_millis(700));
+    desk.real_click(cont);
+    match ind.recv(Duration::from_secs(5)) {
+        Some(IndicatorToBroker::Continue { session }) if session == SESSION => {}
+        other => panic!("expected Continue, got {other:?}"),
+    }
+}
+
+#[test]
+fn another_client_unmapping_the_frame_ends_the_takeover() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, false);
+    let frame = desk.find_viewable("^nish-driver indicator: frame$");
+    let label = desk.find_viewable("^nish-driver indicator: label$");
+    let (ok, _) = desk.xdotool(&["windowunmap", &frame.to_string()]);
+    assert!(ok);
+    assert_eq!(lost(&ind), "indicator_unmapped");
+    assert!(
+        wait_for(Duration::from_secs(3), || (!desk.exists(label))
+            .then_some(()))
+        .is_some(),
+        "rest removed"
+    );
+    // A new takeover can be shown again.
+    show(&mut ind, false);
+}
+
+#[test]
+fn another_client_destroying_the_label_ends_the_takeover() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, true);
+    let frame = desk.find_viewable("^nish-driver indicator: frame$");
+    let label = desk.find_viewable("^nish-driver indicator: label$");
+    desk.conn.destroy_window(label).unwrap();
+    desk.conn.flush().unwrap();
+    assert_eq!(lost(&ind), "indicator_destroyed");
+    assert!(
+        wait_for(Duration::from_secs(3), || (!desk.exists(frame))
+            .then_some(()))
+        .is_some(),
+        "rest removed"
+    );
+}
+
+#[test]
+fn unmapping_the_continue_button_ends_the_takeover() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, true);
+    let cont = desk.find_viewable("^nish-driver indicator: continue$");
+    desk.xdotool(&["windowunmap", &cont.to_string()]);
+    assert_eq!(lost(&ind), "indicator_unmapped");
+}
+
+#[test]
+fn moving_the_frame_away_puts_it_back() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, false);
+    let label = desk.find_viewable("^nish-driver indicator: label$");
+    let before = desk.geometry(label);
+    desk.xdotool(&["windowmove", &label.to_string(), "2000", "2000"]);
+    let back = wait_for(Duration::from_secs(3), || {
+        (desk.geometry(label) == before).then_some(())
+    });
+    assert!(
+        back.is_some(),
+        "label not put back: {:?}",
+        desk.geometry(label)
+    );
+    ind.expect_silence(Duration::from_millis(300), "a move is repaired, not a loss");
+}
+
+#[test]
+fn killing_the_indicator_connection_reports_display_lost() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, false);
+    let frame = desk.find_viewable("^nish-driver indicator: frame$");
+    // XKillClient on the frame closes the indicator's X connection.
+    desk.xdotool(&["windowkill", &frame.to_string()]);
+    assert_eq!(lost(&ind), "display_lost");
+    let st = ind
+        .wait_exit(Duration::from_secs(5))
+        .expect("exits after losing the display");
+    assert_eq!(st.code(), Some(1));
+}
