@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod docs;
 pub mod doctor;
 pub mod errors;
 pub mod model;

@@ -1,0 +1,134 @@
+//! The generated parts of docs/: the tool list and the error table, written from this crate so
+//! the documentation cannot drift from the wire (a test compares the files with these).
+//! Regenerate with `cargo run -p nish-proto --example gen_docs`.
+
+use std::fmt::Write;
+
+use crate::errors::ERRORS;
+use crate::tools::{TOOLS, ToolClass};
+
+const HEADER: &str =
+    "<!-- Generated from proto by `cargo run -p nish-proto --example gen_docs`; do not edit. -->\n";
+
+/// docs/errors.md: every code with its disposition and fixed suggestion.
+pub fn errors_md() -> String {
+    let mut s = String::from(HEADER);
+    let _ = writeln!(s, "# Error codes\n");
+    let _ = writeln!(
+        s,
+        "Every failed call is an MCP result with `isError: true` and `structuredContent` \
+         `{{\"ok\": false, \"error\": {{code, message, disposition: {{retry}}, suggestion, ...}}}}`; \
+         its text is `<code>: <message> [retry: <disposition>] <suggestion>`. The suggestion is fixed \
+         per code and never built from application text.\n"
+    );
+    let _ = writeln!(
+        s,
+        "Dispositions: `safe` (nothing happened; send again after a short wait), `unsafe` \
+         (something may have happened; observe before acting again), `after_refresh` (read again, then \
+         retry with fresh tokens or targets), `never` (change the arguments or ask the person).\n"
+    );
+    let _ = writeln!(s, "| code | retry | suggestion |");
+    let _ = writeln!(s, "|---|---|---|");
+    for e in ERRORS {
+        let _ = writeln!(
+            s,
+            "| `{}` | `{}` | {} |",
+            e.name,
+            e.retry.as_str(),
+            e.suggestion.replace('|', "\\|")
+        );
+    }
+    s
+}
+
+fn class(c: ToolClass) -> &'static str {
+    match c {
+        ToolClass::Session => "session",
+        ToolClass::Read => "read",
+        ToolClass::Act => "act",
+    }
+}
+
+/// docs/tools.md: every tool with its class, annotations, arguments and description.
+pub fn tools_md() -> String {
+    let mut s = String::from(HEADER);
+    let _ = writeln!(s, "# Tools\n");
+    let _ = writeln!(
+        s,
+        "Class `read` tools work while a takeover is paused; `act` tools are refused then. \
+         `readOnly` and `destructive` are the MCP annotations each tool carries.\n"
+    );
+    for t in TOOLS {
+        let a = t.annotations();
+        let _ = writeln!(s, "## `{}`\n", t.name);
+        let _ = writeln!(s, "{}\n", t.description);
+        let _ = writeln!(
+            s,
+            "Class: `{}` · readOnly: `{}` · destructive: `{}`\n",
+            class(t.class),
+            a["readOnlyHint"],
+            a.get("destructiveHint")
+                .map_or("n/a".to_string(), |v| v.to_string())
+        );
+        let schema = t.input_schema();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        let props = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if props.is_empty() {
+            let _ = writeln!(s, "No arguments.\n");
+            continue;
+        }
+        let _ = writeln!(s, "| argument | type | required | notes |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        for (k, v) in props {
+            let ty = match &v["type"] {
+                serde_json::Value::String(x) => x.clone(),
+                serde_json::Value::Array(a) => a
+                    .iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                _ => String::new(),
+            };
+            let mut notes = v["description"].as_str().unwrap_or("").to_string();
+            if let Some(e) = v["enum"].as_array() {
+                let list: Vec<String> = e
+                    .iter()
+                    .map(|x| format!("`{}`", x.as_str().unwrap_or("")))
+                    .collect();
+                notes = format!("{} one of {}", notes, list.join(", "))
+                    .trim()
+                    .to_string();
+            }
+            for (key, label) in [
+                ("minimum", "min"),
+                ("maximum", "max"),
+                ("maxLength", "max length"),
+                ("maxItems", "max items"),
+            ] {
+                if let Some(n) = v.get(key) {
+                    notes = format!("{notes} {label} {n}").trim().to_string();
+                }
+            }
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} |",
+                k,
+                ty,
+                if required.contains(&k.as_str()) {
+                    "yes"
+                } else {
+                    "no"
+                },
+                notes.replace('|', "\\|")
+            );
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
