@@ -1,7 +1,88 @@
-//! `nish-reader`: the read-only reader agent. It will own AT-SPI reads, the X11 window list and
-//! geometry, window captures, and walked trees; it has no message for any action.
+//! `nish-reader`: the read-only reader agent. The broker starts it as `nish-reader --fd 3`
+//! with its end of a socketpair on descriptor 3; see the library documentation.
 
-fn main() {
-    eprintln!("nish-reader: not built yet; the broker starts it on the Linux backend");
-    std::process::exit(2);
+use std::process::ExitCode;
+
+fn parse_fd(args: &[String]) -> Option<i32> {
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--fd" {
+            return it.next()?.parse().ok();
+        }
+        if let Some(v) = a.strip_prefix("--fd=") {
+            return v.parse().ok();
+        }
+    }
+    None
+}
+
+fn main() -> ExitCode {
+    // Before any thread, runtime or desktop read.
+    let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" });
+
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--version") {
+        println!("nish-reader {}", nish_proto::DRIVER_VERSION);
+        return ExitCode::SUCCESS;
+    }
+    let Some(fd) = parse_fd(&args) else {
+        eprintln!("usage: nish-reader --fd <N>   (started by the nish-driver broker)");
+        return ExitCode::from(2);
+    };
+
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    if !report.detail.is_empty() {
+        tracing::warn!("lock-down: {}", report.detail);
+    }
+
+    let std_stream = match nish_reader::sys::adopt_socket(fd) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot use descriptor {fd}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        std_stream.set_nonblocking(true)?;
+        let stream = tokio::net::UnixStream::from_std(std_stream)?;
+        nish_reader::server::serve(stream, report).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("reader stopped: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fd;
+
+    #[test]
+    fn fd_argument() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(parse_fd(&a(&["nish-reader", "--fd", "3"])), Some(3));
+        assert_eq!(parse_fd(&a(&["nish-reader", "--fd=7"])), Some(7));
+        assert_eq!(parse_fd(&a(&["nish-reader"])), None);
+        assert_eq!(parse_fd(&a(&["nish-reader", "--fd", "x"])), None);
+    }
 }

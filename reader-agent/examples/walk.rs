@@ -1,0 +1,112 @@
+//! Reads one window's tree N times and prints the timings, for benchmarks.
+//!
+//! ```text
+//! cargo run --release -p nish-reader --example walk -- (--pid P | --title TEXT | --window ID)
+//!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump]
+//! ```
+//!
+//! Needs `DISPLAY` and `DBUS_SESSION_BUS_ADDRESS` (or `AT_SPI_BUS_ADDRESS`). `--dump` prints the
+//! last tree, one row a line (depth, role, name, states, frame, actions, value), for comparing
+//! with another walker.
+
+use std::time::Instant;
+
+use nish_proto::model::WindowInfo;
+use nish_proto::wire::reader::WalkLimits;
+use nish_reader::a11y::A11y;
+use nish_reader::walk::{XGeometry, read_tree};
+use nish_reader::x11::X11;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = arg(&args, "-n")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(20);
+    let mut limits = WalkLimits::default();
+    if let Some(v) = arg(&args, "--max-elements") {
+        limits.max_elements = v.parse()?;
+    }
+    if let Some(v) = arg(&args, "--budget-ms") {
+        limits.budget_ms = v.parse()?;
+    }
+    let x = X11::connect().map_err(|f| anyhow::anyhow!("{f}"))?;
+    let wins = x.list_windows().map_err(|f| anyhow::anyhow!("{f}"))?;
+    let pick = wins.iter().rev().find(|w| {
+        arg(&args, "--pid").is_some_and(|p| p == w.pid.to_string())
+            || arg(&args, "--window").is_some_and(|id| id == w.id.to_string())
+            || arg(&args, "--title").is_some_and(|t| w.title.contains(&t))
+    });
+    let Some(w) = pick else {
+        anyhow::bail!("no such window; give --pid, --window or --title");
+    };
+    let info = WindowInfo {
+        window_id: u64::from(w.id),
+        pid: w.pid,
+        app: w.class.clone(),
+        title: w.title.clone(),
+        frame: w.frame,
+        active: w.active,
+        visible: w.visible,
+        stacking: 0,
+    };
+    let geometry = XGeometry {
+        client: w.frame,
+        wm_frame: w.wm_frame,
+    };
+    let a11y = A11y::new();
+    let mut times = Vec::with_capacity(n);
+    let mut last = None;
+    for _ in 0..n.max(1) {
+        let t = Instant::now();
+        let (tree, stats) = read_tree(&a11y, &info, geometry, &limits)
+            .await
+            .map_err(|f| anyhow::anyhow!("{f}"))?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        last = Some((tree, stats));
+    }
+    let (tree, stats) = last.expect("at least one walk");
+    if args.iter().any(|a| a == "--dump") {
+        for node in &tree.nodes {
+            let states: Vec<&str> = node.states.iter().map(|s| s.as_str()).collect();
+            println!(
+                "{}\t{}\t{:?}\t{:?}\t{:?}\t{:?}\t{:?}",
+                node.depth, node.role, node.name, states, node.frame, node.actions, node.value
+            );
+        }
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let median = sorted[sorted.len() / 2];
+    println!(
+        "window={} pid={} nodes={} truncated={:?} runs={} min_ms={:.1} median_ms={:.1} first_ms={:.1} \
+         cache={} cache_items={} live_objects={} detail_calls={} p2p={} toolkit={}/{} \
+         ms_frame={} ms_structure={} ms_total={}",
+        w.id,
+        w.pid,
+        tree.nodes.len(),
+        tree.truncated.map(|t| t.as_str()),
+        times.len(),
+        sorted[0],
+        median,
+        times[0],
+        stats.cache,
+        stats.cache_items,
+        stats.live_objects,
+        stats.detail_calls,
+        stats.p2p,
+        stats.toolkit.0,
+        stats.toolkit.1,
+        stats.ms_frame,
+        stats.ms_structure,
+        stats.ms_total
+    );
+    Ok(())
+}

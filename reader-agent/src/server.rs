@@ -1,0 +1,352 @@
+//! The reader's side of the broker protocol.
+//!
+//! On its socket the reader first sends [`Hello`] (role `reader`) and its
+//! [`ReaderToBroker::Lockdown`] report, then answers [`BrokerToReader`] requests, several at
+//! once; every answer carries its request's id. Frames are the `nish_proto::wire::codec`
+//! frames, at most [`MAX_FRAME_BYTES`]. The reader exits when the broker closes the socket.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nish_proto::errors::ErrorCode;
+use nish_proto::model::{Rect, WindowInfo};
+use nish_proto::wire::codec::{FrameError, decode, encode, frame_len};
+use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
+use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::a11y::{self, A11y};
+use crate::failure::Failure;
+use crate::ratelimit::RateLimiter;
+use crate::walk::{self, XGeometry};
+use crate::x11::X11;
+
+/// Tree reads served at the same time; more wait their turn.
+pub const CONCURRENT_WALKS: usize = 4;
+/// How long the window list waits for application names from the accessibility bus.
+pub const NAMES_WAIT: Duration = Duration::from_millis(400);
+
+/// The reader's state shared by its requests.
+#[derive(Debug)]
+pub struct Reader {
+    a11y: Arc<A11y>,
+    x11: Mutex<Option<Arc<X11>>>,
+    captures: Mutex<RateLimiter>,
+    walks: Semaphore,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Reader {
+            a11y: A11y::new(),
+            x11: Mutex::new(None),
+            captures: Mutex::new(RateLimiter::captures()),
+            walks: Semaphore::new(CONCURRENT_WALKS),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| Failure::internal("X11 task failed"))?
+}
+
+impl Reader {
+    /// A reader with no connection yet.
+    pub fn new() -> Arc<Reader> {
+        Arc::new(Reader::default())
+    }
+
+    /// The X connection, made when there is none.
+    async fn x11(&self) -> Result<Arc<X11>, Failure> {
+        if let Some(x) = self
+            .x11
+            .lock()
+            .map_err(|_| Failure::internal("lock"))?
+            .as_ref()
+        {
+            return Ok(x.clone());
+        }
+        let x = Arc::new(blocking(X11::connect).await?);
+        *self.x11.lock().map_err(|_| Failure::internal("lock"))? = Some(x.clone());
+        Ok(x)
+    }
+
+    /// Forgets a broken X connection.
+    fn x11_failed(&self, f: &Failure) {
+        if f.code == ErrorCode::BackendUnavailable
+            && let Ok(mut g) = self.x11.lock()
+        {
+            *g = None;
+        }
+    }
+
+    /// The window list, bottom to top.
+    pub async fn list_windows(&self) -> Result<Vec<WindowInfo>, Failure> {
+        let x = self.x11().await?;
+        let wins = blocking(move || x.list_windows())
+            .await
+            .inspect_err(|f| self.x11_failed(f))?;
+        let names = tokio::time::timeout(NAMES_WAIT, self.a11y.names_by_pid())
+            .await
+            .unwrap_or_default();
+        Ok(wins
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| WindowInfo {
+                window_id: u64::from(w.id),
+                pid: w.pid,
+                app: names.get(&w.pid).cloned().unwrap_or(w.class),
+                title: w.title,
+                frame: w.frame,
+                active: w.active,
+                visible: w.visible,
+                stacking: i as u32,
+            })
+            .collect())
+    }
+
+    /// One window's tree.
+    pub async fn read_tree(
+        &self,
+        window: &WindowInfo,
+        limits: &WalkLimits,
+    ) -> Result<(nish_proto::model::Tree, walk::WalkStats), Failure> {
+        let _permit = self
+            .walks
+            .acquire()
+            .await
+            .map_err(|_| Failure::internal("walk queue closed"))?;
+        let win = u32::try_from(window.window_id).map_err(|_| {
+            Failure::not_found(format!("window {} does not exist", window.window_id))
+        })?;
+        let geometry = match self.x11().await {
+            Ok(x) => {
+                let g = blocking(move || {
+                    if x.is_own_window(win) {
+                        return Err(Failure::not_found(format!(
+                            "window {win} is not a client window"
+                        )));
+                    }
+                    x.geometry(win)
+                })
+                .await
+                .inspect_err(|f| self.x11_failed(f))?;
+                XGeometry {
+                    client: g.0,
+                    wm_frame: g.1,
+                }
+            }
+            // Without X, the broker's geometry stands.
+            Err(_) => XGeometry {
+                client: window.frame,
+                wm_frame: None,
+            },
+        };
+        walk::read_tree(&self.a11y, window, geometry, limits).await
+    }
+
+    /// A capture, rate-limited.
+    pub async fn capture(
+        &self,
+        window_id: u64,
+        redact: Vec<Rect>,
+    ) -> Result<crate::x11::Capture, Failure> {
+        let allowed = self
+            .captures
+            .lock()
+            .map_err(|_| Failure::internal("lock"))?
+            .allow(Instant::now());
+        if !allowed {
+            return Err(Failure::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "more than {} captures per second",
+                    crate::ratelimit::CAPTURES_PER_SECOND
+                ),
+            ));
+        }
+        let win = u32::try_from(window_id)
+            .map_err(|_| Failure::not_found(format!("window {window_id} does not exist")))?;
+        let x = self.x11().await?;
+        blocking(move || x.capture(win, &redact))
+            .await
+            .inspect_err(|f| self.x11_failed(f))
+    }
+
+    /// The desktop probe.
+    pub async fn probe(&self) -> DesktopProbe {
+        let mut p = DesktopProbe {
+            display: std::env::var("DISPLAY").unwrap_or_default(),
+            ..DesktopProbe::default()
+        };
+        if let Ok(x) = self.x11().await {
+            match blocking(move || x.probe()).await {
+                Ok(d) => {
+                    p.display_ok = true;
+                    p.missing_extensions = d.missing;
+                    p.xinput_version = d.xinput;
+                }
+                Err(f) => self.x11_failed(&f),
+            }
+        }
+        match a11y::connect_bus().await {
+            Ok(_) => p.atspi_ok = true,
+            Err(problem) => p.atspi_reason = Some(problem.reason().to_string()),
+        }
+        p
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, req: BrokerToReader) -> ReaderToBroker {
+        match req {
+            BrokerToReader::ListWindows { id } => match self.list_windows().await {
+                Ok(windows) => ReaderToBroker::Windows { id, windows },
+                Err(f) => failed(id, &f),
+            },
+            BrokerToReader::ReadTree { id, window, limits } => {
+                let start = Instant::now();
+                match self.read_tree(&window, &limits).await {
+                    Ok((tree, stats)) => {
+                        tracing::info!(
+                            id,
+                            window = window.window_id,
+                            pid = window.pid,
+                            rows = tree.nodes.len(),
+                            truncated = tree.truncated.map(|t| t.as_str()),
+                            cache = stats.cache,
+                            p2p = stats.p2p,
+                            live = stats.live_objects,
+                            ms = stats.ms_total,
+                            "tree read"
+                        );
+                        ReaderToBroker::Tree {
+                            id,
+                            tree,
+                            walk_ms: start.elapsed().as_millis() as u64,
+                        }
+                    }
+                    Err(f) => failed(id, &f),
+                }
+            }
+            BrokerToReader::Capture {
+                id,
+                window_id,
+                redact,
+            } => match self.capture(window_id, redact).await {
+                Ok(c) => ReaderToBroker::Png {
+                    id,
+                    width: c.width,
+                    height: c.height,
+                    redacted: c.redacted,
+                    data: c.png,
+                },
+                Err(f) => failed(id, &f),
+            },
+            BrokerToReader::Probe { id } => ReaderToBroker::Probe {
+                id,
+                probe: self.probe().await,
+            },
+        }
+    }
+}
+
+fn failed(id: u64, f: &Failure) -> ReaderToBroker {
+    tracing::info!(id, code = f.code.as_str(), "request failed: {}", f.message);
+    ReaderToBroker::Failed {
+        id,
+        failure: f.to_wire(),
+    }
+}
+
+fn request_id(r: &BrokerToReader) -> u64 {
+    match r {
+        BrokerToReader::ListWindows { id }
+        | BrokerToReader::ReadTree { id, .. }
+        | BrokerToReader::Capture { id, .. }
+        | BrokerToReader::Probe { id } => *id,
+    }
+}
+
+fn response_id(r: &ReaderToBroker) -> u64 {
+    match r {
+        ReaderToBroker::Lockdown(_) => 0,
+        ReaderToBroker::Windows { id, .. }
+        | ReaderToBroker::Tree { id, .. }
+        | ReaderToBroker::Png { id, .. }
+        | ReaderToBroker::Probe { id, .. }
+        | ReaderToBroker::Failed { id, .. } => *id,
+    }
+}
+
+/// Encodes an answer; one too large for a frame becomes a failure of its request.
+fn encode_answer(msg: &ReaderToBroker) -> Result<Vec<u8>, FrameError> {
+    match encode(msg, MAX_FRAME_BYTES) {
+        Err(FrameError::TooLarge { len, .. }) => {
+            let id = response_id(msg);
+            encode(
+                &failed(
+                    id,
+                    &Failure::internal(format!("answer of {len} bytes exceeds the frame limit")),
+                ),
+                MAX_FRAME_BYTES,
+            )
+        }
+        other => other,
+    }
+}
+
+/// Serves the broker on `stream` until it closes the connection.
+pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result<()> {
+    let reader = Reader::new();
+    let (mut rd, mut wr) = stream.into_split();
+    wr.write_all(&encode(&Hello::new(Role::Reader), MAX_FRAME_BYTES)?)
+        .await?;
+    wr.write_all(&encode(&ReaderToBroker::Lockdown(report), MAX_FRAME_BYTES)?)
+        .await?;
+    wr.flush().await?;
+
+    let (tx, mut rx) = mpsc::channel::<ReaderToBroker>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            let buf = match encode_answer(&msg) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!("cannot encode an answer: {e}");
+                    continue;
+                }
+            };
+            if wr.write_all(&buf).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    loop {
+        let mut header = [0u8; 4];
+        match rd.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e.into()),
+        }
+        let len = frame_len(header, MAX_FRAME_BYTES)?;
+        let mut body = vec![0u8; len];
+        rd.read_exact(&mut body).await?;
+        let req: BrokerToReader = decode(&body)?;
+        tracing::debug!(id = request_id(&req), "request");
+        let reader = reader.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let answer = reader.handle(req).await;
+            let _ = tx.send(answer).await;
+        });
+    }
+    drop(tx);
+    writer.abort();
+    Ok(())
+}

@@ -1,0 +1,725 @@
+//! Tree assembly, free of I/O: the objects a walk has learned (from `Cache.GetItems` or from
+//! live calls), and the pre-order numbering of one window's subtree under the walk's limits.
+//!
+//! A walk alternates between [`plan`] (which of the objects the limits admit still have
+//! children nobody has read) and fetching those children, until nothing admitted is pending or
+//! time runs out; then a final [`plan`] numbers the rows. A final plan is always a prefix of the
+//! window's document order: it stops at the first object whose children could not be read.
+
+use std::collections::HashMap;
+
+use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, TruncReason};
+use nish_proto::wire::reader::WalkLimits;
+
+use crate::states::{
+    apply_secure, atspi_bits, clip_chars, ifaces_from_names, map_states, role_name,
+};
+
+/// Longest accessible name kept, in characters.
+pub const NAME_MAX_CHARS: usize = 400;
+/// Longest text value kept, in characters.
+pub const VALUE_MAX_CHARS: usize = 200;
+/// Longest walk time budget honoured, in milliseconds.
+pub const BUDGET_MAX_MS: u64 = 60_000;
+
+/// An object's index in an [`Arena`].
+pub type Key = u32;
+
+/// What is known about an object's children.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kids {
+    /// The children, in order.
+    Known(Vec<Key>),
+    /// Not read yet.
+    Pending,
+    /// Could not be read, for this reason.
+    Lost(TruncReason),
+}
+
+/// One accessible object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Obj {
+    /// The application's unique name on the accessibility bus.
+    pub bus: String,
+    /// The object path.
+    pub path: String,
+    /// Wire role name.
+    pub role: String,
+    /// Accessible name, clipped to [`NAME_MAX_CHARS`].
+    pub name: String,
+    /// Model states (`Secure` included).
+    pub states: StateSet,
+    /// Interfaces.
+    pub ifaces: Ifaces,
+    /// The child count the application reports; negative when it does not know (the cache
+    /// says -1 for objects whose children it does not hold).
+    pub child_count: i32,
+    /// The children as read.
+    pub kids: Kids,
+}
+
+impl Obj {
+    /// An object from its raw AT-SPI properties; children pending when it has any.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_atspi(
+        bus: &str,
+        path: &str,
+        role: u32,
+        name: String,
+        states: &[u32],
+        ifaces: &[String],
+        child_count: i32,
+    ) -> Obj {
+        let role = role_name(role);
+        let name = clip_chars(name, NAME_MAX_CHARS);
+        let mut st = map_states(atspi_bits(states));
+        apply_secure(&role, &name, &mut st);
+        Obj {
+            bus: bus.to_string(),
+            path: path.to_string(),
+            role,
+            name,
+            states: st,
+            ifaces: ifaces_from_names(ifaces),
+            child_count,
+            // Children are read unless the application says there are none.
+            kids: if child_count == 0 {
+                Kids::Known(Vec::new())
+            } else {
+                Kids::Pending
+            },
+        }
+    }
+
+    /// The handle the input agent acts on: `<bus name>|<object path>`.
+    pub fn handle(&self) -> String {
+        format!("{}|{}", self.bus, self.path)
+    }
+}
+
+/// Every object a walk has learned, deduplicated by (bus, path).
+#[derive(Debug, Default)]
+pub struct Arena {
+    objs: Vec<Obj>,
+    index: HashMap<(String, String), Key>,
+}
+
+impl Arena {
+    /// An empty arena.
+    pub fn new() -> Self {
+        Arena::default()
+    }
+
+    /// Adds an object, or returns the key of the one already known under its (bus, path).
+    pub fn insert(&mut self, obj: Obj) -> Key {
+        let id = (obj.bus.clone(), obj.path.clone());
+        if let Some(k) = self.index.get(&id) {
+            return *k;
+        }
+        let k = self.objs.len() as Key;
+        self.objs.push(obj);
+        self.index.insert(id, k);
+        k
+    }
+
+    /// The key of a known object.
+    pub fn key(&self, bus: &str, path: &str) -> Option<Key> {
+        self.index
+            .get(&(bus.to_string(), path.to_string()))
+            .copied()
+    }
+
+    /// An object.
+    pub fn get(&self, k: Key) -> &Obj {
+        &self.objs[k as usize]
+    }
+
+    /// An object, mutable.
+    pub fn get_mut(&mut self, k: Key) -> &mut Obj {
+        &mut self.objs[k as usize]
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.objs.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.objs.is_empty()
+    }
+}
+
+/// One `Cache.GetItems` item, decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheRow {
+    /// The object's bus name.
+    pub bus: String,
+    /// The object's path.
+    pub path: String,
+    /// The parent's bus name.
+    pub parent_bus: String,
+    /// The parent's path.
+    pub parent_path: String,
+    /// Index in the parent (`-1` when unknown).
+    pub index: i32,
+    /// Child count.
+    pub child_count: i32,
+    /// Interface names.
+    pub ifaces: Vec<String>,
+    /// Accessible name.
+    pub name: String,
+    /// AT-SPI role number.
+    pub role: u32,
+    /// AT-SPI state words.
+    pub states: Vec<u32>,
+}
+
+/// Builds an arena from cache items. An object's children are known when the cache holds
+/// exactly `child_count` of them with distinct, non-negative indices; otherwise (objects that
+/// manage their descendants, which the cache leaves out; a child count of -1, which the cache
+/// gives for menus, tables and lists it does not hold the children of; or a cache that lags
+/// behind) they are pending and read live.
+pub fn arena_from_cache(items: Vec<CacheRow>) -> Arena {
+    let mut arena = Arena::new();
+    let mut parents: Vec<(Key, String, String, i32)> = Vec::with_capacity(items.len());
+    for it in items {
+        let obj = Obj::from_atspi(
+            &it.bus,
+            &it.path,
+            it.role,
+            it.name,
+            &it.states,
+            &it.ifaces,
+            it.child_count,
+        );
+        let k = arena.insert(obj);
+        parents.push((k, it.parent_bus, it.parent_path, it.index));
+    }
+    let mut children: HashMap<Key, Vec<(i32, Key)>> = HashMap::new();
+    for (k, pbus, ppath, idx) in parents {
+        if let Some(p) = arena.key(&pbus, &ppath)
+            && p != k
+        {
+            children.entry(p).or_default().push((idx, k));
+        }
+    }
+    for k in 0..arena.len() as Key {
+        let obj = arena.get(k);
+        if obj.child_count == 0 {
+            continue;
+        }
+        if obj.child_count < 0 || obj.states.has(State::ManagesDescendants) {
+            arena.get_mut(k).kids = Kids::Pending;
+            continue;
+        }
+        let want = obj.child_count as usize;
+        let kids = match children.remove(&k) {
+            Some(mut list) if list.len() == want => {
+                list.sort_by_key(|(i, _)| *i);
+                let ordered = list.iter().enumerate().all(|(n, (i, _))| *i == n as i32);
+                if ordered {
+                    Kids::Known(list.into_iter().map(|(_, c)| c).collect())
+                } else {
+                    Kids::Pending
+                }
+            }
+            _ => Kids::Pending,
+        };
+        arena.get_mut(k).kids = kids;
+    }
+    arena
+}
+
+/// Limits clamped to what one walk may ever read.
+pub fn clamp_limits(l: &WalkLimits) -> WalkLimits {
+    WalkLimits {
+        max_elements: l
+            .max_elements
+            .clamp(1, nish_proto::model::WALK_MAX_ELEMENTS as u32),
+        max_depth: l.max_depth.min(nish_proto::model::WALK_MAX_DEPTH),
+        budget_ms: l.budget_ms.clamp(1, BUDGET_MAX_MS),
+    }
+}
+
+/// One numbered row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The object.
+    pub key: Key,
+    /// The parent's row.
+    pub parent: Option<u32>,
+    /// Depth below the window.
+    pub depth: u16,
+    /// Children rows listed.
+    pub child_rows: u32,
+}
+
+/// The outcome of numbering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Rows in document order.
+    pub rows: Vec<Row>,
+    /// Why the rows stop early.
+    pub truncated: Option<TruncReason>,
+    /// Admitted objects whose children are still to be read (only when collecting).
+    pub pending: Vec<Key>,
+}
+
+/// Numbers the subtree of `root` in pre-order under `limits`.
+///
+/// With `collect`, objects with pending children are listed in [`Plan::pending`] and treated
+/// as leaves, so the caller learns everything the limits admit that still needs reading. Without
+/// it, the numbering stops at the first object whose children are pending (reason
+/// `pending_reason`) or lost (its own reason): the rows are always a prefix of document order.
+/// Objects met a second time (a cycle or a shared child) are skipped.
+pub fn plan(
+    arena: &Arena,
+    root: Key,
+    limits: &WalkLimits,
+    collect: bool,
+    pending_reason: TruncReason,
+) -> Plan {
+    let max_rows = limits.max_elements.max(1) as usize;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut pending = Vec::new();
+    let mut truncated = None;
+    let mut depth_cut = false;
+    let mut seen = vec![false; arena.len()];
+    // (object, parent row, depth)
+    let mut stack: Vec<(Key, Option<u32>, u16)> = vec![(root, None, 0)];
+    while let Some((k, parent, depth)) = stack.pop() {
+        if seen[k as usize] {
+            continue;
+        }
+        if rows.len() >= max_rows {
+            truncated = Some(TruncReason::MaxElements);
+            break;
+        }
+        seen[k as usize] = true;
+        let row = rows.len() as u32;
+        rows.push(Row {
+            key: k,
+            parent,
+            depth,
+            child_rows: 0,
+        });
+        if let Some(p) = parent {
+            rows[p as usize].child_rows += 1;
+        }
+        let obj = arena.get(k);
+        let has_children = match &obj.kids {
+            Kids::Known(v) => !v.is_empty(),
+            Kids::Pending | Kids::Lost(_) => obj.child_count != 0,
+        };
+        if !has_children {
+            continue;
+        }
+        if depth >= limits.max_depth {
+            depth_cut = true;
+            continue;
+        }
+        match &obj.kids {
+            Kids::Known(v) => {
+                for c in v.iter().rev() {
+                    if !seen[*c as usize] {
+                        stack.push((*c, Some(row), depth + 1));
+                    }
+                }
+            }
+            Kids::Pending if collect => pending.push(k),
+            Kids::Pending => {
+                truncated = Some(pending_reason);
+                break;
+            }
+            Kids::Lost(_) if collect => {}
+            Kids::Lost(r) => {
+                truncated = Some(*r);
+                break;
+            }
+        }
+    }
+    if truncated.is_none() && depth_cut {
+        truncated = Some(TruncReason::MaxDepth);
+    }
+    Plan {
+        rows,
+        truncated,
+        pending,
+    }
+}
+
+/// What the detail pass read for one row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Details {
+    /// Extents in screen coordinates.
+    pub frame: Option<Rect>,
+    /// Action names.
+    pub actions: Vec<String>,
+    /// Value.
+    pub value: Option<String>,
+}
+
+/// The model's nodes for numbered rows and their details (`details[i]` belongs to `rows[i]`).
+/// Secure rows never carry a value, whatever the details say.
+pub fn build_nodes(arena: &Arena, rows: &[Row], details: Vec<Details>) -> Vec<Node> {
+    rows.iter()
+        .zip(details)
+        .map(|(r, d)| {
+            let o = arena.get(r.key);
+            let secure = o.states.has(State::Secure) || o.role == "password_text";
+            Node {
+                role: o.role.clone(),
+                name: o.name.clone(),
+                states: o.states,
+                value: if secure { None } else { d.value },
+                actions: d.actions,
+                frame: d.frame,
+                parent: r.parent,
+                depth: r.depth,
+                child_count: r.child_rows,
+                ifaces: o.ifaces,
+                handle: o.handle(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PUSH_BUTTON: u32 = 43;
+    const FRAME: u32 = 23;
+    const PANEL: u32 = 39;
+    const TABLE_CELL: u32 = 56;
+    const TREE_TABLE: u32 = 66;
+    const PASSWORD_TEXT: u32 = 40;
+
+    fn item(path: &str, parent: &str, index: i32, children: i32, role: u32) -> CacheRow {
+        CacheRow {
+            bus: ":1.5".into(),
+            path: path.into(),
+            parent_bus: ":1.5".into(),
+            parent_path: parent.into(),
+            index,
+            child_count: children,
+            ifaces: vec!["org.a11y.atspi.Component".into()],
+            name: format!("n{path}"),
+            role,
+            states: vec![(1 << 25) | (1 << 30), 0],
+        }
+    }
+
+    fn limits(max_elements: u32, max_depth: u16) -> WalkLimits {
+        WalkLimits {
+            max_elements,
+            max_depth,
+            budget_ms: 1000,
+        }
+    }
+
+    /// A frame `/f` with a panel `/p` (children `/b1`, `/b2` given in reverse order) and a
+    /// button `/b3`; an app root `/` above the frame.
+    fn sample() -> Vec<CacheRow> {
+        vec![
+            item("/", "/null", -1, 1, 75),
+            item("/b2", "/p", 1, 0, PUSH_BUTTON),
+            item("/f", "/", 0, 2, FRAME),
+            item("/b3", "/f", 1, 0, PUSH_BUTTON),
+            item("/p", "/f", 0, 2, PANEL),
+            item("/b1", "/p", 0, 0, PUSH_BUTTON),
+        ]
+    }
+
+    fn paths(arena: &Arena, p: &Plan) -> Vec<String> {
+        p.rows
+            .iter()
+            .map(|r| arena.get(r.key).path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn cache_items_assemble_in_document_order() {
+        let arena = arena_from_cache(sample());
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b1", "/b2", "/b3"]);
+        assert_eq!(p.truncated, None);
+        let parents: Vec<_> = p.rows.iter().map(|r| r.parent).collect();
+        assert_eq!(parents, [None, Some(0), Some(1), Some(1), Some(0)]);
+        let depths: Vec<_> = p.rows.iter().map(|r| r.depth).collect();
+        assert_eq!(depths, [0, 1, 2, 2, 1]);
+        let kids: Vec<_> = p.rows.iter().map(|r| r.child_rows).collect();
+        assert_eq!(kids, [2, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn nodes_carry_handles_roles_and_parents() {
+        let arena = arena_from_cache(sample());
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        let details = vec![Details::default(); p.rows.len()];
+        let nodes = build_nodes(&arena, &p.rows, details);
+        assert_eq!(nodes[0].role, "frame");
+        assert_eq!(nodes[0].handle, ":1.5|/f");
+        assert_eq!(nodes[2].role, "push_button");
+        assert_eq!(nodes[2].name, "n/b1");
+        assert_eq!(nodes[2].parent, Some(1));
+        assert!(nodes[2].states.has(State::Showing));
+        assert!(nodes[2].ifaces.has(Ifaces::COMPONENT));
+    }
+
+    #[test]
+    fn managed_descendants_are_pending() {
+        let mut items = sample();
+        let mut table = item("/t", "/f", 2, 3, TREE_TABLE);
+        table.states[0] |= 1 << 31; // manages-descendants
+        items.push(table);
+        // The cache lists one cell of the table anyway: still pending.
+        items.push(item("/c0", "/t", 0, 0, TABLE_CELL));
+        let mut f = items.iter_mut().find(|i| i.path == "/f").unwrap().clone();
+        f.child_count = 3;
+        items.retain(|i| i.path != "/f");
+        items.push(f);
+        let arena = arena_from_cache(items);
+        let t = arena.key(":1.5", "/t").unwrap();
+        assert_eq!(arena.get(t).kids, Kids::Pending);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            true,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.pending, vec![t]);
+        assert_eq!(p.truncated, None);
+        // Without collecting, the plan stops at the table (its row included).
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p).last().unwrap(), "/t");
+        assert_eq!(p.truncated, Some(TruncReason::TimeBudget));
+    }
+
+    #[test]
+    fn unknown_child_counts_are_pending() {
+        // GTK 3's cache gives -1 for menus and tables and leaves their children out.
+        let mut items = sample();
+        items.push(item("/m", "/b3", 0, -1, 33));
+        let b3 = items.iter_mut().find(|i| i.path == "/b3").unwrap();
+        b3.child_count = 1;
+        let arena = arena_from_cache(items);
+        let m = arena.key(":1.5", "/m").unwrap();
+        assert_eq!(arena.get(m).kids, Kids::Pending);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            true,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.pending, vec![m]);
+    }
+
+    #[test]
+    fn a_lagging_cache_makes_children_pending() {
+        let mut items = sample();
+        items.retain(|i| i.path != "/b2");
+        let arena = arena_from_cache(items);
+        let p = arena.key(":1.5", "/p").unwrap();
+        assert_eq!(arena.get(p).kids, Kids::Pending);
+        let f = arena.key(":1.5", "/f").unwrap();
+        assert!(matches!(arena.get(f).kids, Kids::Known(ref v) if v.len() == 2));
+    }
+
+    #[test]
+    fn unknown_indices_make_children_pending() {
+        let mut items = sample();
+        for i in items.iter_mut().filter(|i| i.parent_path == "/p") {
+            i.index = -1;
+        }
+        let arena = arena_from_cache(items);
+        let p = arena.key(":1.5", "/p").unwrap();
+        assert_eq!(arena.get(p).kids, Kids::Pending);
+    }
+
+    #[test]
+    fn element_limit_cuts_in_document_order() {
+        let arena = arena_from_cache(sample());
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(&arena, root, &limits(3, 50), false, TruncReason::TimeBudget);
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b1"]);
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+        // Exactly as many rows as the tree has: not truncated.
+        let p = plan(&arena, root, &limits(5, 50), false, TruncReason::TimeBudget);
+        assert_eq!(p.rows.len(), 5);
+        assert_eq!(p.truncated, None);
+    }
+
+    #[test]
+    fn depth_limit_keeps_the_level_and_drops_below() {
+        let arena = arena_from_cache(sample());
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 1),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b3"]);
+        assert_eq!(p.truncated, Some(TruncReason::MaxDepth));
+        assert_eq!(p.rows[1].child_rows, 0);
+        // Depth 0: the window alone.
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 0),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f"]);
+        assert_eq!(p.truncated, Some(TruncReason::MaxDepth));
+    }
+
+    #[test]
+    fn collecting_stops_at_the_element_limit() {
+        // A frame with 10 panels, each with pending children: only the admitted ones are listed.
+        let mut items = vec![item("/f", "/", 0, 10, FRAME)];
+        for i in 0..10 {
+            items.push(item(&format!("/p{i}"), "/f", i, 4, PANEL));
+        }
+        let arena = arena_from_cache(items);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(&arena, root, &limits(4, 50), true, TruncReason::TimeBudget);
+        assert_eq!(p.pending.len(), 3);
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+    }
+
+    #[test]
+    fn lost_children_end_the_walk_with_their_reason() {
+        let mut arena = arena_from_cache(sample());
+        let pk = arena.key(":1.5", "/p").unwrap();
+        arena.get_mut(pk).kids = Kids::Lost(TruncReason::AppNotResponding);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p"]);
+        assert_eq!(p.truncated, Some(TruncReason::AppNotResponding));
+        // Collecting skips it without listing it as pending.
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            true,
+            TruncReason::TimeBudget,
+        );
+        assert!(p.pending.is_empty());
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b3"]);
+    }
+
+    #[test]
+    fn cycles_are_walked_once() {
+        let mut items = sample();
+        // /b1 claims /f (the root) as its child.
+        items.retain(|i| i.path != "/b1");
+        let mut b1 = item("/b1", "/p", 0, 1, PUSH_BUTTON);
+        b1.child_count = 1;
+        items.push(b1);
+        let mut arena = arena_from_cache(items);
+        let b1 = arena.key(":1.5", "/b1").unwrap();
+        let root = arena.key(":1.5", "/f").unwrap();
+        arena.get_mut(b1).kids = Kids::Known(vec![root]);
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b1", "/b2", "/b3"]);
+    }
+
+    #[test]
+    fn secure_rows_drop_values_and_are_marked() {
+        let mut items = sample();
+        items.push(item("/pw", "/f", 2, 0, PASSWORD_TEXT));
+        let mut f = items.iter().find(|i| i.path == "/f").unwrap().clone();
+        f.child_count = 3;
+        items.retain(|i| i.path != "/f");
+        items.push(f);
+        let arena = arena_from_cache(items);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        let details = p
+            .rows
+            .iter()
+            .map(|_| Details {
+                value: Some("leak".into()),
+                ..Details::default()
+            })
+            .collect();
+        let nodes = build_nodes(&arena, &p.rows, details);
+        let pw = nodes.iter().find(|n| n.role == "password_text").unwrap();
+        assert!(pw.states.has(State::Secure));
+        assert!(pw.is_secure());
+        assert_eq!(pw.value, None);
+        assert_eq!(nodes[1].value.as_deref(), Some("leak"));
+    }
+
+    #[test]
+    fn limits_are_clamped() {
+        let l = clamp_limits(&WalkLimits {
+            max_elements: 0,
+            max_depth: 9999,
+            budget_ms: 10_000_000,
+        });
+        assert_eq!(l.max_elements, 1);
+        assert_eq!(l.max_depth, nish_proto::model::WALK_MAX_DEPTH);
+        assert_eq!(l.budget_ms, BUDGET_MAX_MS);
+        let l = clamp_limits(&WalkLimits {
+            max_elements: 1_000_000,
+            ..WalkLimits::default()
+        });
+        assert_eq!(
+            l.max_elements as usize,
+            nish_proto::model::WALK_MAX_ELEMENTS
+        );
+    }
+
+    #[test]
+    fn names_are_clipped() {
+        let o = Obj::from_atspi(":1.1", "/x", PUSH_BUTTON, "x".repeat(5000), &[0, 0], &[], 0);
+        assert_eq!(o.name.chars().count(), NAME_MAX_CHARS);
+    }
+}

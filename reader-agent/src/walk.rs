@@ -1,0 +1,763 @@
+//! Walking one window's accessibility tree, fast.
+//!
+//! 1. The window's application and top-level accessible are found by pid and geometry
+//!    ([`crate::a11y::find_frame`]), over a peer-to-peer link when the application offers one.
+//! 2. `Cache.GetItems` gives role, name, states, interfaces, child count and parent of every
+//!    object of the application in one reply (GTK 3 answers it once a client registered for
+//!    events or linked peer-to-peer; GTK 4 always). The window's subtree is assembled from it.
+//! 3. What the cache leaves out (children of objects that manage their descendants, or a
+//!    toolkit without the cache) is read live, level by level, with many calls in flight, and
+//!    only for objects the limits admit.
+//! 4. Extents, action names and values are read for the numbered rows that have them, many in
+//!    flight. Secure rows are never asked for a value.
+//!
+//! Every call has a timeout; a call that times out marks the application as not responding
+//! and the tree is cut there (`app_not_responding`), or the request fails when nothing was read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
+use nish_proto::wire::reader::WalkLimits;
+use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+
+use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, find_frame, props};
+use crate::dbus::{CallError, Read, call, call_msg};
+use crate::failure::Failure;
+use crate::states::{ValueKind, clip_chars, format_number, value_kind};
+use crate::tree::{
+    Arena, CacheRow, Details, Key, Kids, Obj, Plan, VALUE_MAX_CHARS, arena_from_cache, build_nodes,
+    clamp_limits, plan,
+};
+
+/// Timeout of one call during a walk (also bounded by the walk's budget).
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Requests in flight for details.
+pub const DETAIL_POOL: usize = 48;
+/// Objects whose properties are read at once during live walking (four calls each).
+pub const PROPS_POOL: usize = 16;
+/// Above this child count, children are read one index at a time, as many as the limits admit.
+pub const BIG_CHILD_COUNT: u32 = 1000;
+/// Most action names kept per element.
+pub const MAX_ACTIONS: usize = 32;
+
+const CACHE_PATH: &str = "/org/a11y/atspi/cache";
+const CACHE_SIG: &str = "a((so)(so)(so)iiassusau)";
+const LEGACY_CACHE_SIG: &str = "a((so)(so)(so)a(so)assusau)";
+
+type ObjRefWire = (String, OwnedObjectPath);
+type ItemWire = (
+    ObjRefWire,
+    ObjRefWire,
+    ObjRefWire,
+    i32,
+    i32,
+    Vec<String>,
+    String,
+    u32,
+    String,
+    Vec<u32>,
+);
+type LegacyItemWire = (
+    ObjRefWire,
+    ObjRefWire,
+    ObjRefWire,
+    Vec<ObjRefWire>,
+    Vec<String>,
+    String,
+    u32,
+    String,
+    Vec<u32>,
+);
+
+/// How a walk went, for logs and the benchmark.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// `Cache.GetItems` answered.
+    pub cache: bool,
+    /// Items the cache returned (whole application).
+    pub cache_items: usize,
+    /// Objects read live.
+    pub live_objects: usize,
+    /// Detail calls made.
+    pub detail_calls: usize,
+    /// The application was reached peer-to-peer.
+    pub p2p: bool,
+    /// Toolkit name and version.
+    pub toolkit: (String, String),
+    /// Milliseconds until the frame was found, the structure was complete, and the end.
+    pub ms_frame: u64,
+    /// See `ms_frame`.
+    pub ms_structure: u64,
+    /// See `ms_frame`.
+    pub ms_total: u64,
+}
+
+/// The state of one walk's calls.
+struct Ctx {
+    link: AppLink,
+    actions: Arc<ActionNames>,
+    deadline: Instant,
+    dead: AtomicBool,
+    out_of_time: AtomicBool,
+    calls: AtomicUsize,
+}
+
+impl Ctx {
+    /// The timeout for the next call, or `None` when the walk must not call any more.
+    fn timeout(&self) -> Option<Duration> {
+        if self.dead.load(Ordering::Relaxed) {
+            return None;
+        }
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            self.out_of_time.store(true, Ordering::Relaxed);
+            return None;
+        }
+        Some(left.min(CALL_TIMEOUT))
+    }
+
+    /// Records a failed call: a timeout before the deadline means the application stopped
+    /// answering.
+    fn note(&self, e: CallError) {
+        if e == CallError::Timeout {
+            if Instant::now() >= self.deadline {
+                self.out_of_time.store(true, Ordering::Relaxed);
+            } else {
+                self.dead.store(true, Ordering::Relaxed);
+            }
+        }
+        if e == CallError::Connection {
+            self.dead.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.dead.load(Ordering::Relaxed) || self.out_of_time.load(Ordering::Relaxed)
+    }
+
+    fn reason(&self) -> TruncReason {
+        if self.dead.load(Ordering::Relaxed) {
+            TruncReason::AppNotResponding
+        } else {
+            TruncReason::TimeBudget
+        }
+    }
+
+    async fn call<B, R>(&self, path: &str, read: Read, body: &B) -> Result<R, CallError>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+        R: serde::de::DeserializeOwned + zbus::zvariant::Type,
+    {
+        let t = self.timeout().ok_or(CallError::Timeout)?;
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let r = call(&self.link.conn, self.link.dest(), path, read, body, t).await;
+        if let Err(e) = r {
+            self.note(e);
+        }
+        r
+    }
+}
+
+/// The X geometry of the window being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XGeometry {
+    /// The client window in screen coordinates.
+    pub client: Rect,
+    /// The window manager's frame, when reparented.
+    pub wm_frame: Option<Rect>,
+}
+
+/// Reads one window's tree.
+pub async fn read_tree(
+    a11y: &A11y,
+    window: &WindowInfo,
+    geometry: XGeometry,
+    limits: &WalkLimits,
+) -> Result<(Tree, WalkStats), Failure> {
+    let start = Instant::now();
+    let limits = clamp_limits(limits);
+    let deadline = start + Duration::from_millis(limits.budget_ms);
+    let mut stats = WalkStats::default();
+
+    let frame = match tokio::time::timeout_at(
+        deadline.into(),
+        find_frame(a11y, window, geometry.client, geometry.wm_frame),
+    )
+    .await
+    {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(Failure::not_responding(format!(
+                "the application of pid {} did not answer in time",
+                window.pid
+            )));
+        }
+    };
+    stats.p2p = frame.link.p2p;
+    stats.toolkit = frame.toolkit.clone();
+    stats.ms_frame = start.elapsed().as_millis() as u64;
+
+    let ctx = Arc::new(Ctx {
+        link: frame.link.clone(),
+        actions: a11y.action_names(),
+        deadline,
+        dead: AtomicBool::new(false),
+        out_of_time: AtomicBool::new(false),
+        calls: AtomicUsize::new(0),
+    });
+
+    // The structure: from the cache when it answers, else live from the frame.
+    let mut arena = match cache_items(a11y, &ctx).await {
+        Some(rows) => {
+            stats.cache = true;
+            stats.cache_items = rows.len();
+            arena_from_cache(rows)
+        }
+        None => Arena::new(),
+    };
+    if ctx.dead.load(Ordering::Relaxed) {
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} stopped answering",
+            window.pid
+        )));
+    }
+    let root = match arena.key(&frame.link.bus_name, &frame.path) {
+        Some(k) => k,
+        None => {
+            stats.cache = false;
+            arena = Arena::new();
+            let p = &frame.props;
+            arena.insert(Obj::from_atspi(
+                &frame.link.bus_name,
+                &frame.path,
+                p.role,
+                p.name.clone(),
+                &p.states,
+                &p.ifaces,
+                p.child_count,
+            ))
+        }
+    };
+
+    loop {
+        let p = plan(&arena, root, &limits, true, TruncReason::TimeBudget);
+        if p.pending.is_empty() || ctx.stopped() {
+            break;
+        }
+        stats.live_objects += expand(&ctx, &mut arena, p.pending, limits.max_elements).await;
+    }
+    let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
+    stats.ms_structure = start.elapsed().as_millis() as u64;
+    if final_plan.rows.len() <= 1 && ctx.dead.load(Ordering::Relaxed) {
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} stopped answering",
+            window.pid
+        )));
+    }
+
+    let details = read_details(&ctx, &arena, &final_plan, &frame).await;
+    stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
+    let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
+
+    let mut nodes = build_nodes(&arena, &final_plan.rows, details);
+    if let Some((dx, dy)) = window_relative_offset(&frame, geometry.client) {
+        for n in nodes.iter_mut() {
+            if let Some(f) = n.frame.as_mut() {
+                f.x += dx;
+                f.y += dy;
+            }
+        }
+    }
+    stats.ms_total = start.elapsed().as_millis() as u64;
+    Ok((
+        Tree {
+            window: window.clone(),
+            nodes,
+            truncated: final_plan.truncated,
+        },
+        stats,
+    ))
+}
+
+/// GTK 4 on X11 reports extents relative to its window, whatever coordinate type is asked
+/// for: its frame sits at 0,0. Those are moved to screen coordinates by the window's position.
+fn window_relative_offset(frame: &FrameRef, client: Rect) -> Option<(i32, i32)> {
+    let e = frame.extents?;
+    let gtk4 = frame.toolkit.0.eq_ignore_ascii_case("gtk") && frame.toolkit.1.starts_with("4.");
+    (gtk4 && e.x == 0 && e.y == 0 && (client.x, client.y) != (0, 0)).then_some((client.x, client.y))
+}
+
+/// `Cache.GetItems`, activating GTK 3's cache by registering for events when it does not
+/// answer yet. `None` when the application has no cache.
+async fn cache_items(a11y: &A11y, ctx: &Ctx) -> Option<Vec<CacheRow>> {
+    for attempt in 0..2 {
+        let t = ctx.timeout()?;
+        // The cache reply may be large: it gets the whole remaining budget.
+        let t = t.max(ctx.deadline.saturating_duration_since(Instant::now()));
+        let r = call_msg(
+            &ctx.link.conn,
+            ctx.link.dest(),
+            CACHE_PATH,
+            Read::CacheItems,
+            &(),
+            t,
+        )
+        .await;
+        match r {
+            Ok(msg) => return decode_cache(&msg, &ctx.link.bus_name),
+            Err(CallError::Unknown) if attempt == 0 => a11y.register_events().await,
+            Err(e) => {
+                ctx.note(e);
+                return None;
+            }
+        }
+    }
+    None
+}
+
+fn decode_cache(msg: &zbus::Message, bus_name: &str) -> Option<Vec<CacheRow>> {
+    let body = msg.body();
+    let sig = body.signature().to_string();
+    let own = |b: String| {
+        if b.is_empty() {
+            bus_name.to_string()
+        } else {
+            b
+        }
+    };
+    if sig == CACHE_SIG {
+        let items: Vec<ItemWire> = body.deserialize().ok()?;
+        Some(
+            items
+                .into_iter()
+                .map(
+                    |(o, _app, p, index, children, ifaces, name, role, _desc, states)| CacheRow {
+                        bus: own(o.0),
+                        path: o.1.as_str().to_string(),
+                        parent_bus: own(p.0),
+                        parent_path: p.1.as_str().to_string(),
+                        index,
+                        child_count: children,
+                        ifaces,
+                        name,
+                        role,
+                        states,
+                    },
+                )
+                .collect(),
+        )
+    } else if sig == LEGACY_CACHE_SIG {
+        let items: Vec<LegacyItemWire> = body.deserialize().ok()?;
+        // Index in parent = position in the parent's own child list.
+        let mut pos: HashMap<(String, String), i32> = HashMap::new();
+        for it in &items {
+            for (i, c) in it.3.iter().enumerate() {
+                pos.insert((own(c.0.clone()), c.1.as_str().to_string()), i as i32);
+            }
+        }
+        Some(
+            items
+                .into_iter()
+                .map(
+                    |(o, _app, p, children, ifaces, name, role, _desc, states)| {
+                        let bus = own(o.0);
+                        let path = o.1.as_str().to_string();
+                        let index = pos.get(&(bus.clone(), path.clone())).copied().unwrap_or(-1);
+                        CacheRow {
+                            bus,
+                            path,
+                            parent_bus: own(p.0),
+                            parent_path: p.1.as_str().to_string(),
+                            index,
+                            child_count: children.len() as i32,
+                            ifaces,
+                            name,
+                            role,
+                            states,
+                        }
+                    },
+                )
+                .collect(),
+        )
+    } else {
+        tracing::debug!(signature = %sig, "unknown cache reply signature");
+        None
+    }
+}
+
+/// Reads the children of every pending object (and the properties of children not seen
+/// before). Returns how many objects were read.
+async fn expand(ctx: &Arc<Ctx>, arena: &mut Arena, pending: Vec<Key>, room: u32) -> usize {
+    let jobs: Vec<(Key, String, i32)> = pending
+        .iter()
+        .map(|k| {
+            let o = arena.get(*k);
+            (*k, o.path.clone(), o.child_count)
+        })
+        .collect();
+    let lists = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, path, count)| {
+        let ctx = ctx.clone();
+        async move { children(&ctx, &path, count, room).await }
+    })
+    .await;
+
+    // Children not yet known get their properties read.
+    let bus = ctx.link.bus_name.clone();
+    let mut wanted: Vec<String> = Vec::new();
+    let mut seen_wanted: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for l in lists.iter().flatten().flatten() {
+        for (b, p) in l {
+            if (b.is_empty() || *b == bus)
+                && arena.key(&bus, p).is_none()
+                && seen_wanted.insert(p.clone())
+            {
+                wanted.push(p.clone());
+            }
+        }
+    }
+    let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
+        let ctx = ctx.clone();
+        async move {
+            let Some(t) = ctx.timeout() else {
+                return Err(CallError::Timeout);
+            };
+            ctx.calls.fetch_add(4, Ordering::Relaxed);
+            let r = props(&ctx.link, &path, t).await;
+            if let Err(e) = r {
+                ctx.note(e);
+            }
+            r
+        }
+    })
+    .await;
+    let mut count = 0;
+    let mut lost: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (path, r) in wanted.iter().zip(read) {
+        match r {
+            Some(Ok(p)) => {
+                arena.insert(Obj::from_atspi(
+                    &bus,
+                    path,
+                    p.role,
+                    p.name,
+                    &p.states,
+                    &p.ifaces,
+                    p.child_count,
+                ));
+                count += 1;
+            }
+            // Gone meanwhile: left out.
+            Some(Err(CallError::Unknown))
+            | Some(Err(CallError::BadReply))
+            | Some(Err(CallError::Other)) => {}
+            _ => {
+                lost.insert(path.clone());
+            }
+        }
+    }
+    let reason = ctx.reason();
+    for ((k, _, _), l) in jobs.iter().zip(lists) {
+        let kids = match l {
+            Some(Ok(list)) => {
+                if list.iter().any(|(_, p)| lost.contains(p)) {
+                    Kids::Lost(reason)
+                } else {
+                    let keys: Vec<Key> = list
+                        .iter()
+                        .filter(|(b, _)| b.is_empty() || *b == bus)
+                        .filter_map(|(_, p)| arena.key(&bus, p))
+                        .collect();
+                    Kids::Known(keys)
+                }
+            }
+            Some(Err(CallError::Unknown)) => Kids::Known(Vec::new()),
+            Some(Err(_)) | None => Kids::Lost(reason),
+        };
+        arena.get_mut(*k).kids = kids;
+    }
+    count
+}
+
+/// The children of one object: `GetChildren`, or one index at a time (at most `room`) for
+/// very large containers.
+async fn children(
+    ctx: &Ctx,
+    path: &str,
+    count: i32,
+    room: u32,
+) -> Result<Vec<(String, String)>, CallError> {
+    // A negative count is unknown: the whole list is asked for.
+    if count <= BIG_CHILD_COUNT as i32 {
+        let v: Vec<ObjRefWire> = ctx.call(path, Read::GetChildren, &()).await?;
+        return Ok(v
+            .into_iter()
+            .map(|(b, p)| (b, p.as_str().to_string()))
+            .collect());
+    }
+    let n = (count as u32).min(room);
+    let idx: Vec<i32> = (0..n as i32).collect();
+    let path = path.to_string();
+    let got = crate::pool::run(idx, DETAIL_POOL, |i| {
+        let conn = ctx.link.conn.clone();
+        let dest = ctx.link.dest().map(str::to_string);
+        let path = path.clone();
+        let t = ctx.timeout();
+        async move {
+            let t = t.ok_or(CallError::Timeout)?;
+            call::<_, ObjRefWire>(
+                &conn,
+                dest.as_deref(),
+                &path,
+                Read::GetChildAtIndex,
+                &(i,),
+                t,
+            )
+            .await
+        }
+    })
+    .await;
+    let mut out = Vec::with_capacity(got.len());
+    for r in got {
+        match r {
+            Some(Ok((b, p))) => out.push((b, p.as_str().to_string())),
+            Some(Err(e)) => {
+                ctx.note(e);
+                return Err(e);
+            }
+            None => return Err(CallError::Other),
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Want {
+    Extents,
+    Actions,
+    Text,
+    Number,
+}
+
+enum Got {
+    Extents(Rect),
+    Actions(Vec<String>),
+    Value(String),
+}
+
+/// Reads the details of every row; `None` in a slot means a call of that row timed out.
+async fn read_details(
+    ctx: &Arc<Ctx>,
+    arena: &Arena,
+    plan: &Plan,
+    frame: &FrameRef,
+) -> Vec<Option<Details>> {
+    let mut jobs: Vec<(usize, Want, String)> = Vec::new();
+    // Extents are read for showing rows. GTK 4.8 sets `showing` on no element below the
+    // window: there, visible rows are read instead.
+    let on_screen = if plan.rows[1..]
+        .iter()
+        .any(|r| arena.get(r.key).states.has(State::Showing))
+    {
+        State::Showing
+    } else {
+        State::Visible
+    };
+    for (i, r) in plan.rows.iter().enumerate() {
+        let o = arena.get(r.key);
+        if o.ifaces.has(Ifaces::COMPONENT) && o.states.has(on_screen) && i > 0 {
+            jobs.push((i, Want::Extents, o.path.clone()));
+        }
+        if o.ifaces.has(Ifaces::ACTION) {
+            jobs.push((i, Want::Actions, o.path.clone()));
+        }
+        match value_kind(&o.role, o.states, o.ifaces) {
+            ValueKind::Text => jobs.push((i, Want::Text, o.path.clone())),
+            ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
+            ValueKind::None => {}
+        }
+    }
+    let results = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, want, path)| {
+        let ctx = ctx.clone();
+        async move { detail(&ctx, want, &path).await }
+    })
+    .await;
+    let mut out: Vec<Option<Details>> = vec![Some(Details::default()); plan.rows.len()];
+    if let Some(d) = out.first_mut().and_then(|d| d.as_mut()) {
+        d.frame = frame.extents;
+    }
+    for ((row, _, _), r) in jobs.iter().zip(results) {
+        let Some(slot) = out[*row].as_mut() else {
+            continue;
+        };
+        match r {
+            Some(Ok(Got::Extents(e))) => slot.frame = Some(e),
+            Some(Ok(Got::Actions(a))) => slot.actions = a,
+            Some(Ok(Got::Value(v))) => slot.value = Some(v),
+            Some(Err(CallError::Timeout)) | Some(Err(CallError::Connection)) | None => {
+                out[*row] = None
+            }
+            Some(Err(_)) => {}
+        }
+    }
+    out
+}
+
+async fn detail(ctx: &Ctx, want: Want, path: &str) -> Result<Got, CallError> {
+    match want {
+        Want::Extents => {
+            let (x, y, w, h): (i32, i32, i32, i32) =
+                ctx.call(path, Read::GetExtents, &(0u32,)).await?;
+            Ok(Got::Extents(Rect::new(x, y, w, h)))
+        }
+        Want::Actions => {
+            // `GetActions` gives localized names; the input agent needs the real ones.
+            let names = action_names(ctx, path).await?;
+            Ok(Got::Actions(
+                names.into_iter().map(|n| clip_chars(n, 128)).collect(),
+            ))
+        }
+        Want::Text => {
+            let s: String = ctx
+                .call(path, Read::GetText, &(0i32, VALUE_MAX_CHARS as i32))
+                .await?;
+            Ok(Got::Value(clip_chars(s, VALUE_MAX_CHARS)))
+        }
+        Want::Number => {
+            let v: OwnedValue = ctx
+                .call(
+                    path,
+                    Read::GetProperty,
+                    &("org.a11y.atspi.Value", "CurrentValue"),
+                )
+                .await?;
+            let f = f64::try_from(&v).map_err(|_| CallError::BadReply)?;
+            Ok(Got::Value(format_number(f)))
+        }
+    }
+}
+
+/// The action names of one object: `GetActions` (localized names, one call), and the real
+/// names from memory when the localized ones are unchanged, else one `GetName` per action.
+async fn action_names(ctx: &Ctx, path: &str) -> Result<Vec<String>, CallError> {
+    let localized: Vec<String> = match ctx
+        .call::<_, Vec<(String, String, String)>>(path, Read::GetActions, &())
+        .await
+    {
+        Ok(v) => v.into_iter().take(MAX_ACTIONS).map(|(n, _, _)| n).collect(),
+        Err(CallError::Unknown) => {
+            let n: OwnedValue = ctx
+                .call(
+                    path,
+                    Read::GetProperty,
+                    &("org.a11y.atspi.Action", "NActions"),
+                )
+                .await?;
+            let n = i32::try_from(&n).map_err(|_| CallError::BadReply)?;
+            return names_by_index(ctx, path, n).await;
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(names) = ctx.actions.get(&ctx.link.bus_name, path, &localized) {
+        return Ok(names);
+    }
+    let names = names_by_index(ctx, path, localized.len() as i32).await?;
+    ctx.actions
+        .put(&ctx.link.bus_name, path, localized, names.clone());
+    Ok(names)
+}
+
+async fn names_by_index(ctx: &Ctx, path: &str, n: i32) -> Result<Vec<String>, CallError> {
+    let mut out = Vec::new();
+    for i in 0..n.clamp(0, MAX_ACTIONS as i32) {
+        out.push(
+            ctx.call::<_, String>(path, Read::GetActionName, &(i,))
+                .await?,
+        );
+    }
+    Ok(out)
+}
+
+/// Keeps the rows before the first row whose details are incomplete (a call timed out), and
+/// sets the truncation reason when rows are dropped.
+fn cut_at_first_incomplete(
+    plan: &mut Plan,
+    details: Vec<Option<Details>>,
+    reason: TruncReason,
+) -> Vec<Details> {
+    let complete = details.iter().take_while(|d| d.is_some()).count();
+    if complete < plan.rows.len() {
+        plan.rows.truncate(complete.max(1));
+        plan.truncated = Some(reason);
+        // Child counts only count rows still listed.
+        let n = plan.rows.len() as u32;
+        for r in plan.rows.iter_mut() {
+            r.child_rows = 0;
+        }
+        for i in 0..n as usize {
+            if let Some(p) = plan.rows[i].parent {
+                plan.rows[p as usize].child_rows += 1;
+            }
+        }
+    }
+    let mut out: Vec<Details> = details
+        .into_iter()
+        .take(plan.rows.len())
+        .map(Option::unwrap_or_default)
+        .collect();
+    out.resize(plan.rows.len(), Details::default());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::Row;
+
+    fn row(parent: Option<u32>) -> Row {
+        Row {
+            key: 0,
+            parent,
+            depth: 0,
+            child_rows: 0,
+        }
+    }
+
+    #[test]
+    fn incomplete_details_cut_the_rows() {
+        let mut p = Plan {
+            rows: vec![row(None), row(Some(0)), row(Some(0)), row(Some(2))],
+            truncated: None,
+            pending: vec![],
+        };
+        let d = vec![
+            Some(Details::default()),
+            Some(Details::default()),
+            None,
+            Some(Details::default()),
+        ];
+        let out = cut_at_first_incomplete(&mut p, d, TruncReason::AppNotResponding);
+        assert_eq!(out.len(), 2);
+        assert_eq!(p.rows.len(), 2);
+        assert_eq!(p.rows[0].child_rows, 1);
+        assert_eq!(p.truncated, Some(TruncReason::AppNotResponding));
+    }
+
+    #[test]
+    fn complete_details_keep_everything() {
+        let mut p = Plan {
+            rows: vec![row(None), row(Some(0))],
+            truncated: Some(TruncReason::MaxElements),
+            pending: vec![],
+        };
+        let out = cut_at_first_incomplete(
+            &mut p,
+            vec![Some(Details::default()), Some(Details::default())],
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+    }
+}

@@ -1,0 +1,654 @@
+//! X11: the window list, window geometry, captures through Composite, and the display probe.
+//!
+//! Every call here blocks on the X connection; the server runs them on tokio's blocking pool.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use nish_proto::model::Rect;
+use x11rb::connection::{Connection, RequestConnection};
+use x11rb::errors::{ConnectionError, ReplyError};
+use x11rb::protocol::composite::{ConnectionExt as _, Redirect};
+use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _};
+use x11rb::protocol::xinput::ConnectionExt as _;
+use x11rb::protocol::xproto::{
+    Atom, AtomEnum, ConnectionExt as _, ImageFormat, ImageOrder, MapState, Window,
+};
+use x11rb::rust_connection::RustConnection;
+
+use crate::failure::Failure;
+use crate::image::{self, PixelLayout};
+
+/// Longest title kept, in characters.
+pub const TITLE_MAX_CHARS: usize = 512;
+
+/// The extensions the backend needs, by X name, as the probe reports them.
+pub const NEEDED_EXTENSIONS: &[&str] = &[
+    "XTEST",
+    "XInputExtension",
+    "Composite",
+    "SHAPE",
+    "XFIXES",
+    "RANDR",
+    "X-Resource",
+];
+
+struct Atoms {
+    client_list_stacking: Atom,
+    client_list: Atom,
+    wm_pid: Atom,
+    net_wm_name: Atom,
+    utf8_string: Atom,
+    active_window: Atom,
+    wm_state_net: Atom,
+    wm_state_hidden: Atom,
+    wm_state: Atom,
+    own_window: Atom,
+}
+
+impl Atoms {
+    fn intern(conn: &RustConnection) -> Result<Atoms, ReplyError> {
+        let names: [&[u8]; 10] = [
+            b"_NET_CLIENT_LIST_STACKING",
+            b"_NET_CLIENT_LIST",
+            b"_NET_WM_PID",
+            b"_NET_WM_NAME",
+            b"UTF8_STRING",
+            b"_NET_ACTIVE_WINDOW",
+            b"_NET_WM_STATE",
+            b"_NET_WM_STATE_HIDDEN",
+            b"WM_STATE",
+            nish_proto::wire::OWN_WINDOW_ATOM.as_bytes(),
+        ];
+        let cookies = names
+            .iter()
+            .map(|n| conn.intern_atom(false, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut a = Vec::with_capacity(cookies.len());
+        for c in cookies {
+            a.push(c.reply()?.atom);
+        }
+        Ok(Atoms {
+            client_list_stacking: a[0],
+            client_list: a[1],
+            wm_pid: a[2],
+            net_wm_name: a[3],
+            utf8_string: a[4],
+            active_window: a[5],
+            wm_state_net: a[6],
+            wm_state_hidden: a[7],
+            wm_state: a[8],
+            own_window: a[9],
+        })
+    }
+}
+
+/// One top-level client window as X11 sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XWindow {
+    /// The client window.
+    pub id: u32,
+    /// The owning process, 0 when unknown.
+    pub pid: u32,
+    /// Title (`_NET_WM_NAME`, else `WM_NAME`), clipped.
+    pub title: String,
+    /// `WM_CLASS` class part.
+    pub class: String,
+    /// Client geometry in screen coordinates.
+    pub frame: Rect,
+    /// The window manager's frame (the top-level ancestor), when reparented.
+    pub wm_frame: Option<Rect>,
+    /// The active window.
+    pub active: bool,
+    /// Viewable and not hidden.
+    pub visible: bool,
+}
+
+/// A capture result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capture {
+    /// Width.
+    pub width: u32,
+    /// Height.
+    pub height: u32,
+    /// Rectangles blacked out.
+    pub redacted: u32,
+    /// PNG bytes.
+    pub png: Vec<u8>,
+}
+
+/// What the display offers, for the doctor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DisplayProbe {
+    /// Missing extensions by name (`XInputExtension 2.1` when XInput is too old).
+    pub missing: Vec<String>,
+    /// XInput version.
+    pub xinput: Option<(u16, u16)>,
+}
+
+/// A connection to the X display.
+pub struct X11 {
+    conn: RustConnection,
+    root: Window,
+    screen: usize,
+    atoms: Atoms,
+    composite: bool,
+    xres: bool,
+    redirected: Mutex<HashSet<Window>>,
+}
+
+impl std::fmt::Debug for X11 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("X11")
+            .field("root", &self.root)
+            .field("composite", &self.composite)
+            .field("xres", &self.xres)
+            .finish()
+    }
+}
+
+fn conn_failure(e: ConnectionError) -> Failure {
+    Failure::backend(format!("X11 connection failed: {e}"))
+}
+
+fn reply_failure(e: ReplyError) -> Failure {
+    match e {
+        ReplyError::ConnectionError(e) => conn_failure(e),
+        ReplyError::X11Error(e) => Failure::not_found(format!(
+            "X11 error {:?} on resource {}",
+            e.error_kind, e.bad_value
+        )),
+    }
+}
+
+/// Latin-1 bytes to a string.
+fn latin1(b: &[u8]) -> String {
+    b.iter().map(|&c| c as char).collect()
+}
+
+impl X11 {
+    /// Connects to `$DISPLAY`.
+    pub fn connect() -> Result<X11, Failure> {
+        let (conn, screen) = RustConnection::connect(None)
+            .map_err(|e| Failure::backend(format!("cannot open the X display: {e}")))?;
+        let root = conn.setup().roots[screen].root;
+        let atoms = Atoms::intern(&conn).map_err(reply_failure)?;
+        let composite =
+            match conn.extension_information(x11rb::protocol::composite::X11_EXTENSION_NAME) {
+                Ok(Some(_)) => conn
+                    .composite_query_version(0, 4)
+                    .ok()
+                    .and_then(|c| c.reply().ok())
+                    .is_some(),
+                _ => false,
+            };
+        let xres = matches!(
+            conn.extension_information(x11rb::protocol::res::X11_EXTENSION_NAME),
+            Ok(Some(_))
+        ) && conn
+            .res_query_version(1, 2)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some();
+        Ok(X11 {
+            conn,
+            root,
+            screen,
+            atoms,
+            composite,
+            xres,
+            redirected: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Extensions and XInput version.
+    pub fn probe(&self) -> Result<DisplayProbe, Failure> {
+        let mut p = DisplayProbe::default();
+        for name in NEEDED_EXTENSIONS {
+            let present = self
+                .conn
+                .query_extension(name.as_bytes())
+                .map_err(conn_failure)?
+                .reply()
+                .map_err(reply_failure)?
+                .present;
+            if !present {
+                p.missing.push((*name).to_string());
+                continue;
+            }
+            if *name == "XInputExtension" {
+                let v = self
+                    .conn
+                    .xinput_xi_query_version(2, 4)
+                    .map_err(conn_failure)?
+                    .reply()
+                    .map_err(reply_failure)?;
+                p.xinput = Some((v.major_version, v.minor_version));
+                if (v.major_version, v.minor_version) < (2, 1) {
+                    p.missing.push("XInputExtension 2.1".into());
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    fn prop32(&self, win: Window, atom: Atom, max: u32) -> Result<Option<Vec<u32>>, ReplyError> {
+        let r = self
+            .conn
+            .get_property(false, win, atom, AtomEnum::ANY, 0, max)?
+            .reply()?;
+        Ok(r.value32().map(|v| v.collect()))
+    }
+
+    /// The client windows, bottom to top, as the window manager lists them; without one, the
+    /// root's children that carry `WM_STATE`.
+    fn client_windows(&self) -> Result<Vec<Window>, Failure> {
+        let stacking = self
+            .prop32(self.root, self.atoms.client_list_stacking, 4096)
+            .map_err(reply_failure)?;
+        if let Some(list) = stacking.filter(|l| !l.is_empty()) {
+            return Ok(list);
+        }
+        let tree = self
+            .conn
+            .query_tree(self.root)
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        let client_list = self
+            .prop32(self.root, self.atoms.client_list, 4096)
+            .map_err(reply_failure)?
+            .unwrap_or_default();
+        if !client_list.is_empty() {
+            // Order the client list by the stacking order of their top-level ancestors.
+            let mut order: Vec<(usize, Window)> = Vec::new();
+            for w in client_list {
+                let top = self.top_level(w).unwrap_or(w);
+                let pos = tree.children.iter().position(|c| *c == top).unwrap_or(0);
+                order.push((pos, w));
+            }
+            order.sort_by_key(|(p, _)| *p);
+            return Ok(order.into_iter().map(|(_, w)| w).collect());
+        }
+        let mut out = Vec::new();
+        for top in tree.children {
+            if self.has_prop(top, self.atoms.wm_state) {
+                out.push(top);
+                continue;
+            }
+            if let Ok(c) = self.conn.query_tree(top).map_err(conn_failure)?.reply()
+                && let Some(w) = c
+                    .children
+                    .iter()
+                    .copied()
+                    .find(|w| self.has_prop(*w, self.atoms.wm_state))
+            {
+                out.push(w);
+            }
+        }
+        Ok(out)
+    }
+
+    fn has_prop(&self, win: Window, atom: Atom) -> bool {
+        self.conn
+            .get_property(false, win, atom, AtomEnum::ANY, 0, 1)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|r| r.type_ != u32::from(AtomEnum::NONE))
+    }
+
+    /// True when the window carries the driver's own-window property.
+    pub fn is_own_window(&self, win: Window) -> bool {
+        self.has_prop(win, self.atoms.own_window)
+    }
+
+    /// The window's ancestor just below the root (the window manager's frame), or the window
+    /// itself when it is a child of the root.
+    pub fn top_level(&self, win: Window) -> Result<Window, Failure> {
+        let mut w = win;
+        for _ in 0..64 {
+            let t = self
+                .conn
+                .query_tree(w)
+                .map_err(conn_failure)?
+                .reply()
+                .map_err(reply_failure)?;
+            if t.parent == self.root || t.parent == x11rb::NONE {
+                return Ok(w);
+            }
+            w = t.parent;
+        }
+        Err(Failure::internal("window ancestry too deep"))
+    }
+
+    /// Geometry of a client window in screen coordinates, and of its window-manager frame.
+    pub fn geometry(&self, win: Window) -> Result<(Rect, Option<Rect>), Failure> {
+        let g = self
+            .conn
+            .get_geometry(win)
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        let t = self
+            .conn
+            .translate_coordinates(win, self.root, 0, 0)
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        let client = Rect::new(
+            i32::from(t.dst_x),
+            i32::from(t.dst_y),
+            i32::from(g.width),
+            i32::from(g.height),
+        );
+        let top = self.top_level(win)?;
+        let wm = if top != win {
+            let fg = self
+                .conn
+                .get_geometry(top)
+                .map_err(conn_failure)?
+                .reply()
+                .map_err(reply_failure)?;
+            Some(Rect::new(
+                i32::from(fg.x),
+                i32::from(fg.y),
+                i32::from(fg.width) + 2 * i32::from(fg.border_width),
+                i32::from(fg.height) + 2 * i32::from(fg.border_width),
+            ))
+        } else {
+            None
+        };
+        Ok((client, wm))
+    }
+
+    fn title(&self, win: Window) -> String {
+        let utf8 = self
+            .conn
+            .get_property(
+                false,
+                win,
+                self.atoms.net_wm_name,
+                self.atoms.utf8_string,
+                0,
+                1024,
+            )
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .filter(|r| r.type_ == self.atoms.utf8_string && !r.value.is_empty())
+            .map(|r| String::from_utf8_lossy(&r.value).into_owned());
+        let t = utf8.unwrap_or_else(|| {
+            self.conn
+                .get_property(false, win, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .map(|r| {
+                    if r.type_ == self.atoms.utf8_string {
+                        String::from_utf8_lossy(&r.value).into_owned()
+                    } else {
+                        latin1(&r.value)
+                    }
+                })
+                .unwrap_or_default()
+        });
+        crate::states::clip_chars(t, TITLE_MAX_CHARS)
+    }
+
+    fn class(&self, win: Window) -> String {
+        self.conn
+            .get_property(false, win, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .map(|r| {
+                let mut parts = r.value.split(|b| *b == 0);
+                let instance = parts.next().unwrap_or_default();
+                let class = parts.next().filter(|c| !c.is_empty()).unwrap_or(instance);
+                crate::states::clip_chars(latin1(class), 128)
+            })
+            .unwrap_or_default()
+    }
+
+    /// The owning pid: `_NET_WM_PID`, checked against X-Resource's client pid, which wins when
+    /// they differ. 0 when neither is known.
+    pub fn pid(&self, win: Window) -> u32 {
+        let prop = self
+            .prop32(win, self.atoms.wm_pid, 1)
+            .ok()
+            .flatten()
+            .and_then(|v| v.first().copied());
+        let xres = if self.xres {
+            self.conn
+                .res_query_client_ids(&[ClientIdSpec {
+                    client: win,
+                    mask: ClientIdMask::LOCAL_CLIENT_PID,
+                }])
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .and_then(|r| {
+                    r.ids
+                        .iter()
+                        .find(|v| v.spec.mask.contains(ClientIdMask::LOCAL_CLIENT_PID))
+                        .and_then(|v| v.value.first().copied())
+                })
+        } else {
+            None
+        };
+        match (prop, xres) {
+            (Some(p), Some(x)) if p != x => {
+                tracing::warn!(
+                    window = win,
+                    net_wm_pid = p,
+                    xres_pid = x,
+                    "_NET_WM_PID disagrees with the X server's client pid; using the server's"
+                );
+                x
+            }
+            (_, Some(x)) => x,
+            (Some(p), None) => p,
+            (None, None) => 0,
+        }
+    }
+
+    fn active_window(&self) -> Option<Window> {
+        self.prop32(self.root, self.atoms.active_window, 1)
+            .ok()
+            .flatten()
+            .and_then(|v| v.first().copied())
+            .filter(|w| *w != 0)
+    }
+
+    fn visible(&self, win: Window) -> bool {
+        let viewable = self
+            .conn
+            .get_window_attributes(win)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some_and(|a| a.map_state == MapState::VIEWABLE);
+        let hidden = self
+            .prop32(win, self.atoms.wm_state_net, 64)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.contains(&self.atoms.wm_state_hidden));
+        viewable && !hidden
+    }
+
+    /// The top-level client windows, bottom to top, without the driver's own windows.
+    pub fn list_windows(&self) -> Result<Vec<XWindow>, Failure> {
+        let clients = self.client_windows()?;
+        let active = self.active_window();
+        let mut out = Vec::with_capacity(clients.len());
+        for w in clients {
+            if self.is_own_window(w) {
+                continue;
+            }
+            // A window that vanished while listing is skipped.
+            let Ok((frame, wm_frame)) = self.geometry(w) else {
+                continue;
+            };
+            out.push(XWindow {
+                id: w,
+                pid: self.pid(w),
+                title: self.title(w),
+                class: self.class(w),
+                frame,
+                wm_frame,
+                active: active == Some(w),
+                visible: self.visible(w),
+            });
+        }
+        Ok(out)
+    }
+
+    /// True when `win` is one of the listed client windows.
+    pub fn is_client(&self, win: Window) -> Result<bool, Failure> {
+        Ok(self.client_windows()?.contains(&win))
+    }
+
+    fn layout_for(&self, depth: u8, visual: u32) -> Result<PixelLayout, Failure> {
+        let setup = self.conn.setup();
+        let fmt = setup
+            .pixmap_formats
+            .iter()
+            .find(|f| f.depth == depth)
+            .ok_or_else(|| Failure::backend(format!("no pixmap format for depth {depth}")))?;
+        let masks = setup
+            .roots
+            .iter()
+            .flat_map(|s| s.allowed_depths.iter())
+            .flat_map(|d| d.visuals.iter())
+            .find(|v| v.visual_id == visual)
+            .map(|v| (v.red_mask, v.green_mask, v.blue_mask))
+            .unwrap_or((0xff0000, 0x00ff00, 0x0000ff));
+        Ok(PixelLayout {
+            bits_per_pixel: fmt.bits_per_pixel,
+            scanline_pad: fmt.scanline_pad,
+            lsb_first: setup.image_byte_order == ImageOrder::LSB_FIRST,
+            masks,
+        })
+    }
+
+    /// The window's own contents (read through Composite from its window-manager frame, so
+    /// windows above it do not show), with `redact` (screen rectangles) blacked out, as PNG.
+    pub fn capture(&self, win: Window, redact: &[Rect]) -> Result<Capture, Failure> {
+        if !self.composite {
+            return Err(Failure::backend(
+                "the display has no usable Composite extension",
+            ));
+        }
+        if self.is_own_window(win) || !self.is_client(win)? {
+            return Err(Failure::not_found(format!(
+                "window {win} is not a client window"
+            )));
+        }
+        let attrs = self
+            .conn
+            .get_window_attributes(win)
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        if attrs.map_state != MapState::VIEWABLE {
+            return Err(Failure::not_found(format!("window {win} is not viewable")));
+        }
+        let top = self.top_level(win)?;
+        if self.is_own_window(top) {
+            return Err(Failure::not_found(format!(
+                "window {win} is not a client window"
+            )));
+        }
+        let first = self
+            .redirected
+            .lock()
+            .map_err(|_| Failure::internal("capture state poisoned"))?
+            .insert(top);
+        if first {
+            // Automatic redirection keeps the screen as it was; several clients may hold it.
+            if let Err(e) = self
+                .conn
+                .composite_redirect_window(top, Redirect::AUTOMATIC)
+                .map_err(conn_failure)?
+                .check()
+            {
+                tracing::debug!(frame = top, "redirect refused: {e:?}");
+            }
+        }
+        let (client, _) = self.geometry(win)?;
+        let top_geo = self
+            .conn
+            .get_geometry(top)
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        let off = if top == win {
+            (0i32, 0i32)
+        } else {
+            let t = self
+                .conn
+                .translate_coordinates(win, top, 0, 0)
+                .map_err(conn_failure)?
+                .reply()
+                .map_err(reply_failure)?;
+            (i32::from(t.dst_x), i32::from(t.dst_y))
+        };
+        // The pixmap includes the frame's border.
+        let bw = i32::from(top_geo.border_width);
+        let pix_w = i32::from(top_geo.width) + 2 * bw;
+        let pix_h = i32::from(top_geo.height) + 2 * bw;
+        let area = Rect::new(off.0 + bw, off.1 + bw, client.w, client.h)
+            .intersect(&Rect::new(0, 0, pix_w, pix_h))
+            .ok_or_else(|| Failure::not_found(format!("window {win} has no visible area")))?;
+        let top_attrs = self
+            .conn
+            .get_window_attributes(top)
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        let pixmap = self
+            .conn
+            .generate_id()
+            .map_err(|e| Failure::internal(format!("{e}")))?;
+        self.conn
+            .composite_name_window_pixmap(top, pixmap)
+            .map_err(conn_failure)?
+            .check()
+            .map_err(reply_failure)?;
+        let img = self
+            .conn
+            .get_image(
+                ImageFormat::Z_PIXMAP,
+                pixmap,
+                area.x as i16,
+                area.y as i16,
+                area.w as u16,
+                area.h as u16,
+                !0,
+            )
+            .map_err(conn_failure)
+            .and_then(|c| c.reply().map_err(reply_failure));
+        let _ = self.conn.free_pixmap(pixmap);
+        let _ = self.conn.flush();
+        let img = img?;
+        let layout = self.layout_for(img.depth, top_attrs.visual)?;
+        let (w, h) = (area.w as u32, area.h as u32);
+        let mut rgb = image::to_rgb(&img.data, w, h, &layout)
+            .map_err(|e| Failure::backend(format!("capture: {e}")))?;
+        // The image's top-left corner on the screen.
+        let origin = (
+            client.x + (area.x - off.0 - bw),
+            client.y + (area.y - off.1 - bw),
+        );
+        let rects = image::to_image_rects(redact, origin, w, h);
+        image::black_out(&mut rgb, w, &rects);
+        let png = image::encode_png(&rgb, w, h)
+            .map_err(|e| Failure::internal(format!("png encoding failed: {e}")))?;
+        Ok(Capture {
+            width: w,
+            height: h,
+            redacted: rects.len() as u32,
+            png,
+        })
+    }
+
+    /// The screen number in use.
+    pub fn screen(&self) -> usize {
+        self.screen
+    }
+}
