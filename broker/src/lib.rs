@@ -21,4 +21,5 @@ pub mod notify;
 pub mod server;
 pub mod session;
 pub mod snapshots;
+pub mod sys;
 pub mod views;

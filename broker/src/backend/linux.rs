@@ -1,41 +1,265 @@
-//! The Linux backend: X11 and AT-SPI through the sandboxed agents (`nish-reader`, `nish-input`,
-//! `nish-indicator`), which the broker starts and supervises.
+//! The Linux backend: X11 and AT-SPI through the sandboxed agents the broker starts and
+//! supervises — `nish-reader` for reads and captures, `nish-indicator` for the consent dialog
+//! and the takeover frame, `nish-input` for acts.
 //!
-//! This first version answers only the doctor: it names what the desktop lacks. Every desktop
-//! call answers `backend_unavailable` until the agents are wired in.
+//! An agent that exits is started again on the next request (at most [`MAX_RESTARTS`] times a
+//! minute); a request that was in flight when it died answers `backend_unavailable`, whose
+//! disposition (`unsafe`) tells the model to look before acting again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nish_proto::doctor::{
     BackendEntry, BackendStatus, CAPABILITIES, CapStatus, Capability, DoctorReport, Permission,
-    Probe,
+    Probe, action_for,
 };
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
-use nish_proto::wire::indicator::ConsentAnswer;
-use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::WalkLimits;
-use tokio::sync::mpsc;
+use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nish_proto::wire::input::{Expect, InputToBroker, SemanticOp};
+use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
+use nish_proto::wire::{LockdownReport, Role};
+use tokio::sync::{Mutex, mpsc};
 
+use super::agents::{Agent, AgentMessage, failure_to_error};
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
 
-/// The Linux backend.
-#[derive(Debug, Default)]
-pub struct LinuxBackend {}
+/// Most restarts of one agent in a minute before the backend reports it unavailable.
+pub const MAX_RESTARTS: usize = 5;
 
-impl LinuxBackend {
-    /// A backend for this session's display.
-    pub fn new() -> Self {
-        LinuxBackend {}
+impl AgentMessage for ReaderToBroker {
+    fn lockdown(&self) -> Option<&LockdownReport> {
+        match self {
+            ReaderToBroker::Lockdown(r) => Some(r),
+            _ => None,
+        }
+    }
+    fn answer_id(&self) -> Option<u64> {
+        match self {
+            ReaderToBroker::Lockdown(_) => None,
+            ReaderToBroker::Windows { id, .. }
+            | ReaderToBroker::Tree { id, .. }
+            | ReaderToBroker::Png { id, .. }
+            | ReaderToBroker::Probe { id, .. }
+            | ReaderToBroker::Failed { id, .. } => Some(*id),
+        }
     }
 }
 
-fn unavailable() -> DriverError {
-    DriverError::new(
-        ErrorCode::BackendUnavailable,
-        "the Linux backend's agents are not available in this build",
-    )
+impl AgentMessage for IndicatorToBroker {
+    fn lockdown(&self) -> Option<&LockdownReport> {
+        match self {
+            IndicatorToBroker::Lockdown(r) => Some(r),
+            _ => None,
+        }
+    }
+    fn answer_id(&self) -> Option<u64> {
+        match self {
+            IndicatorToBroker::Consent { id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+impl AgentMessage for InputToBroker {
+    fn lockdown(&self) -> Option<&LockdownReport> {
+        match self {
+            InputToBroker::Lockdown(r) => Some(r),
+            _ => None,
+        }
+    }
+    fn answer_id(&self) -> Option<u64> {
+        match self {
+            InputToBroker::Lockdown(_) => None,
+            InputToBroker::Done { id, .. } | InputToBroker::Failed { id, .. } => Some(*id),
+        }
+    }
+}
+
+/// One supervised agent slot: started on demand, restarted when it died.
+struct Slot<In, Out> {
+    name: &'static str,
+    role: Role,
+    agent: Mutex<Option<Arc<Agent<In, Out>>>>,
+    starts: std::sync::Mutex<Vec<Instant>>,
+}
+
+impl<In, Out> Slot<In, Out>
+where
+    In: serde::Serialize + Send + Sync + 'static,
+    Out: AgentMessage,
+{
+    fn new(name: &'static str, role: Role) -> Self {
+        Slot {
+            name,
+            role,
+            agent: Mutex::new(None),
+            starts: std::sync::Mutex::new(vec![]),
+        }
+    }
+
+    /// The running agent, started if needed. `on_events` receives its non-answer messages.
+    async fn get(
+        &self,
+        on_events: impl FnOnce(mpsc::UnboundedReceiver<Out>),
+    ) -> Result<Arc<Agent<In, Out>>, DriverError> {
+        let mut g = self.agent.lock().await;
+        if let Some(a) = g.as_ref().filter(|a| a.alive()) {
+            return Ok(a.clone());
+        }
+        {
+            let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+            starts.retain(|t| t.elapsed() < Duration::from_secs(60));
+            if starts.len() >= MAX_RESTARTS {
+                return Err(DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!(
+                        "{} exited {} times in a minute; not starting it again yet",
+                        self.name,
+                        starts.len()
+                    ),
+                ));
+            }
+            starts.push(Instant::now());
+        }
+        let (agent, events) = Agent::spawn(self.name, self.role, false).await?;
+        tracing::info!(agent = self.name, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
+        on_events(events);
+        *g = Some(agent.clone());
+        Ok(agent)
+    }
+
+    async fn current(&self) -> Option<Arc<Agent<In, Out>>> {
+        self.agent.lock().await.clone().filter(|a| a.alive())
+    }
+}
+
+/// The Linux backend.
+pub struct LinuxBackend {
+    reader: Slot<BrokerToReader, ReaderToBroker>,
+    indicator: Slot<BrokerToIndicator, IndicatorToBroker>,
+    /// Consent answers and takeover-shown notices from the indicator, routed by the event task.
+    indicator_answers: Arc<std::sync::Mutex<IndicatorWaiters>>,
+    events_tx: mpsc::UnboundedSender<BackendEvent>,
+    events_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<BackendEvent>>>,
+    read_timeout: Duration,
+}
+
+#[derive(Default)]
+struct IndicatorWaiters {
+    shown: std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>,
+    /// Sessions whose frame is on screen.
+    on: std::collections::HashSet<String>,
+}
+
+impl std::fmt::Debug for LinuxBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LinuxBackend")
+    }
+}
+
+impl Default for LinuxBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LinuxBackend {
+    /// A backend for this session's display; agents start on first use.
+    pub fn new() -> Self {
+        let (events_tx, rx) = mpsc::unbounded_channel();
+        LinuxBackend {
+            reader: Slot::new("nish-reader", Role::Reader),
+            indicator: Slot::new("nish-indicator", Role::Indicator),
+            indicator_answers: Arc::new(std::sync::Mutex::new(IndicatorWaiters::default())),
+            events_tx,
+            events_rx: std::sync::Mutex::new(Some(rx)),
+            read_timeout: Duration::from_secs(8),
+        }
+    }
+
+    async fn reader(&self) -> Result<Arc<Agent<BrokerToReader, ReaderToBroker>>, DriverError> {
+        self.reader
+            .get(|mut ev| {
+                tokio::spawn(async move { while ev.recv().await.is_some() {} });
+            })
+            .await
+    }
+
+    async fn indicator(
+        &self,
+    ) -> Result<Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, DriverError> {
+        let waiters = self.indicator_answers.clone();
+        let events = self.events_tx.clone();
+        self.indicator
+            .get(move |mut ev| {
+                tokio::spawn(async move {
+                    while let Some(m) = ev.recv().await {
+                        match m {
+                            IndicatorToBroker::TakeoverShown { session } => {
+                                let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
+                                w.on.insert(session.clone());
+                                if let Some(tx) = w.shown.remove(&session) {
+                                    let _ = tx.send(());
+                                }
+                            }
+                            IndicatorToBroker::Continue { session } => {
+                                let _ = events.send(BackendEvent::Continue { session });
+                            }
+                            IndicatorToBroker::TakeoverLost { session, reason } => {
+                                waiters
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .on
+                                    .remove(&session);
+                                let reason = super::agents::clean_message(&reason);
+                                let _ =
+                                    events.send(BackendEvent::IndicatorLost { session, reason });
+                            }
+                            IndicatorToBroker::Stop => {
+                                let _ = events.send(BackendEvent::StopHotkey);
+                            }
+                            IndicatorToBroker::Lockdown(_) | IndicatorToBroker::Consent { .. } => {}
+                        }
+                    }
+                    // The indicator exited: every frame it drew is gone.
+                    let sessions: Vec<String> = waiters
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .on
+                        .drain()
+                        .collect();
+                    for session in sessions {
+                        let _ = events.send(BackendEvent::IndicatorLost {
+                            session,
+                            reason: "indicator_exited".into(),
+                        });
+                    }
+                });
+            })
+            .await
+    }
+
+    async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
+        let r = self.reader().await?;
+        let id = r.next_id();
+        match r
+            .request(id, BrokerToReader::Probe { id }, Duration::from_secs(10))
+            .await?
+        {
+            ReaderToBroker::Probe { probe, .. } => Ok((probe, r.lockdown.clone())),
+            ReaderToBroker::Failed { failure, .. } => {
+                Err(failure_to_error("nish-reader", &failure))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the reader answered a probe with something else",
+            )),
+        }
+    }
 }
 
 /// Reads a process's identity from /proc.
@@ -71,68 +295,249 @@ pub fn session_type() -> (&'static str, Option<&'static str>) {
     }
 }
 
+fn not_built(what: &str) -> DriverError {
+    DriverError::new(
+        ErrorCode::BackendUnavailable,
+        format!("{what} is not built into this version of the Linux backend"),
+    )
+}
+
 impl Backend for LinuxBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Linux
     }
+
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>> {
-        None
+        self.events_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
+
     async fn list_windows(&self) -> Result<Vec<WindowInfo>, DriverError> {
-        Err(unavailable())
+        let r = self.reader().await?;
+        let id = r.next_id();
+        match r
+            .request(id, BrokerToReader::ListWindows { id }, self.read_timeout)
+            .await?
+        {
+            ReaderToBroker::Windows { windows, .. } => Ok(windows),
+            ReaderToBroker::Failed { failure, .. } => {
+                Err(failure_to_error("nish-reader", &failure))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the reader answered with something else",
+            )),
+        }
     }
-    async fn read_tree(&self, _: &WindowInfo, _: WalkLimits) -> Result<Tree, DriverError> {
-        Err(unavailable())
+
+    async fn read_tree(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> Result<Tree, DriverError> {
+        let r = self.reader().await?;
+        let id = r.next_id();
+        let msg = BrokerToReader::ReadTree {
+            id,
+            window: window.clone(),
+            limits,
+        };
+        match r.request(id, msg, self.read_timeout).await? {
+            ReaderToBroker::Tree { tree, .. } => Ok(tree),
+            ReaderToBroker::Failed { failure, .. } => {
+                Err(failure_to_error("nish-reader", &failure))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the reader answered with something else",
+            )),
+        }
     }
-    async fn capture(&self, _: &WindowInfo, _: Vec<Rect>) -> Result<Capture, DriverError> {
-        Err(unavailable())
+
+    async fn capture(
+        &self,
+        window: &WindowInfo,
+        redact: Vec<Rect>,
+    ) -> Result<Capture, DriverError> {
+        let r = self.reader().await?;
+        let id = r.next_id();
+        let msg = BrokerToReader::Capture {
+            id,
+            window_id: window.window_id,
+            redact,
+        };
+        match r.request(id, msg, self.read_timeout).await? {
+            ReaderToBroker::Png {
+                width,
+                height,
+                redacted,
+                data,
+                ..
+            } => {
+                if data.len() < 8 || &data[1..4] != b"PNG" {
+                    return Err(DriverError::new(
+                        ErrorCode::InternalError,
+                        "the reader's capture is not a PNG",
+                    ));
+                }
+                Ok(Capture {
+                    width,
+                    height,
+                    redacted,
+                    png: data,
+                })
+            }
+            ReaderToBroker::Failed { failure, .. } => {
+                Err(failure_to_error("nish-reader", &failure))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the reader answered with something else",
+            )),
+        }
     }
+
     fn identity(&self, pid: u32) -> Option<ProcIdentity> {
         proc_identity(pid)
     }
-    async fn consent(&self, _: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
-        Err(unavailable())
+
+    async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
+        let ind = self.indicator().await?;
+        let id = ind.next_id();
+        let msg = BrokerToIndicator::ShowConsent {
+            id,
+            host: req.host.clone(),
+            apps: req.apps.clone(),
+            takeover: req.takeover,
+            clipboard: req.clipboard,
+            timeout_ms: req.timeout.as_millis() as u64,
+        };
+        // Close the dialog if this call is dropped (session closed, kill switch, end_session).
+        struct Cancel(Option<(Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, u64)>);
+        impl Drop for Cancel {
+            fn drop(&mut self) {
+                if let Some((a, id)) = self.0.take() {
+                    tokio::spawn(async move {
+                        let _ = a.send(BrokerToIndicator::CancelConsent { id }).await;
+                    });
+                }
+            }
+        }
+        let mut guard = Cancel(Some((ind.clone(), id)));
+        let answer = ind
+            .request(id, msg, req.timeout + Duration::from_secs(5))
+            .await;
+        let answer = match answer {
+            Ok(IndicatorToBroker::Consent { answer, .. }) => {
+                guard.0 = None;
+                answer
+            }
+            Ok(_) => {
+                return Err(DriverError::new(
+                    ErrorCode::InternalError,
+                    "the indicator answered with something else",
+                ));
+            }
+            Err(e) if e.code == ErrorCode::AppNotResponding => ConsentAnswer {
+                allow: false,
+                apps: vec![],
+                takeover: false,
+                clipboard: false,
+            },
+            Err(e) => return Err(e),
+        };
+        // Re-validate: only apps the dialog listed, only lines it showed.
+        let listed: Vec<&str> = req.apps.iter().map(|a| a.name.as_str()).collect();
+        Ok(ConsentAnswer {
+            allow: answer.allow,
+            apps: answer
+                .apps
+                .into_iter()
+                .filter(|a| listed.contains(&a.as_str()))
+                .collect(),
+            takeover: answer.takeover && req.takeover,
+            clipboard: answer.clipboard && req.clipboard,
+        })
     }
+
     async fn semantic(&self, _: Expect, _: SemanticOp) -> Result<String, DriverError> {
-        Err(unavailable())
+        Err(not_built("acting through accessibility (nish-input)"))
     }
-    async fn show_indicator(&self, _: &str, _: bool) -> Result<(), DriverError> {
-        Err(unavailable())
+
+    fn takeover_available(&self) -> bool {
+        false
     }
-    async fn set_indicator_paused(&self, _: &str, _: bool) {}
-    async fn hide_indicator(&self, _: &str) {}
+
+    async fn show_indicator(&self, _session: &str, _paused: bool) -> Result<(), DriverError> {
+        // The frame itself works (nish-indicator), but synthetic input and the hand-back
+        // watcher are not built yet: a takeover is never granted without them.
+        Err(DriverError::new(
+            ErrorCode::Unsupported,
+            "visible takeover is not built into this version of the Linux backend",
+        ))
+    }
+
+    async fn set_indicator_paused(&self, session: &str, paused: bool) {
+        if let Some(ind) = self.indicator.current().await {
+            let _ = ind
+                .send(BrokerToIndicator::SetPaused {
+                    session: session.into(),
+                    paused,
+                })
+                .await;
+        }
+    }
+
+    async fn hide_indicator(&self, session: &str) {
+        self.indicator_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .on
+            .remove(session);
+        if let Some(ind) = self.indicator.current().await {
+            let _ = ind
+                .send(BrokerToIndicator::HideTakeover {
+                    session: session.into(),
+                })
+                .await;
+        }
+    }
+
     async fn takeover_baseline(&self) {}
+
     async fn synthetic(&self, _: SynthOp, _: StopFlag) -> Result<SynthOutcome, DriverError> {
-        Err(unavailable())
+        Err(not_built("synthetic input"))
     }
+
     async fn release_all(&self) {}
+
     async fn clipboard_read(&self) -> Result<String, DriverError> {
-        Err(unavailable())
+        Err(not_built("the clipboard"))
     }
+
     async fn clipboard_write(&self, _: String) -> Result<(), DriverError> {
-        Err(unavailable())
+        Err(not_built("the clipboard"))
     }
+
     async fn doctor(&self) -> DoctorReport {
         let (st, why) = session_type();
         let mut backends = vec![];
         let mut probes = vec![];
+        let mut perms = vec![];
+        let (mut read_ok, mut capture_ok) = (false, false);
+        let mut sandbox_reason = None;
         match why {
-            None => {
+            Some(r) => {
                 backends.push(BackendEntry::not_available(
                     "x11",
                     true,
                     BackendStatus::Unavailable,
-                    "not_built",
+                    r,
                 ));
-                probes.push(Probe {
-                    label: "display server".into(),
-                    status: "ok".into(),
-                    message: format!("X11 {}", std::env::var("DISPLAY").unwrap_or_default()),
-                });
-            }
-            Some(r) => {
                 backends.push(BackendEntry::not_available(
-                    "x11",
+                    "atspi",
                     true,
                     BackendStatus::Unavailable,
                     r,
@@ -142,12 +547,145 @@ impl Backend for LinuxBackend {
                     status: "fail".into(),
                     message: r.into(),
                 });
+                perms.push(Permission {
+                    name: "accessibility".into(),
+                    status: "missing".into(),
+                    reason_code: Some(r.into()),
+                    action: Some(action_for(r).into()),
+                });
             }
+            None => match self.probe().await {
+                Ok((p, lockdown)) => {
+                    if p.display_ok {
+                        backends.push(BackendEntry::available("x11", true));
+                        probes.push(Probe {
+                            label: "display server".into(),
+                            status: "ok".into(),
+                            message: format!("X11 {}", super::agents::clean_message(&p.display)),
+                        });
+                    } else {
+                        backends.push(BackendEntry::not_available(
+                            "x11",
+                            true,
+                            BackendStatus::Unavailable,
+                            "display_unreachable",
+                        ));
+                        probes.push(Probe {
+                            label: "display server".into(),
+                            status: "fail".into(),
+                            message: "display_unreachable".into(),
+                        });
+                    }
+                    let composite = !p.missing_extensions.iter().any(|e| e == "Composite");
+                    if p.display_ok && composite {
+                        backends.push(BackendEntry::available("composite", false));
+                    } else {
+                        backends.push(BackendEntry::not_available(
+                            "composite",
+                            false,
+                            BackendStatus::Unavailable,
+                            "composite_missing",
+                        ));
+                    }
+                    if p.atspi_ok {
+                        backends.push(BackendEntry::available("atspi", true));
+                        perms.push(Permission {
+                            name: "accessibility".into(),
+                            status: "granted".into(),
+                            reason_code: None,
+                            action: None,
+                        });
+                        probes.push(Probe {
+                            label: "accessibility bus".into(),
+                            status: "ok".into(),
+                            message: "AT-SPI answers".into(),
+                        });
+                    } else {
+                        let r = p
+                            .atspi_reason
+                            .clone()
+                            .filter(|r| nish_proto::doctor::REASON_CODES.contains(&r.as_str()))
+                            .unwrap_or_else(|| "atspi_bus_unreachable".into());
+                        backends.push(BackendEntry::not_available(
+                            "atspi",
+                            true,
+                            BackendStatus::Unavailable,
+                            &r,
+                        ));
+                        perms.push(Permission {
+                            name: "accessibility".into(),
+                            status: "missing".into(),
+                            reason_code: Some(r.clone()),
+                            action: Some(action_for(&r).into()),
+                        });
+                        probes.push(Probe {
+                            label: "accessibility bus".into(),
+                            status: "fail".into(),
+                            message: r,
+                        });
+                    }
+                    if lockdown.landlock == "unsupported" {
+                        sandbox_reason = Some("sandbox_unavailable");
+                    }
+                    probes.push(Probe {
+                        label: "agent sandbox".into(),
+                        status: if sandbox_reason.is_none() {
+                            "ok"
+                        } else {
+                            "fail"
+                        }
+                        .into(),
+                        message: format!(
+                            "no_new_privs {} caps_empty {} seccomp {} landlock {}",
+                            lockdown.no_new_privs,
+                            lockdown.caps_empty,
+                            lockdown.seccomp,
+                            super::agents::clean_message(&lockdown.landlock)
+                        ),
+                    });
+                    read_ok = p.display_ok && p.atspi_ok;
+                    capture_ok = p.display_ok && composite;
+                }
+                Err(e) => {
+                    let reason = if e.message.contains("lock down") {
+                        "sandbox_unavailable"
+                    } else {
+                        "agent_failed"
+                    };
+                    backends.push(BackendEntry::not_available(
+                        "x11",
+                        true,
+                        BackendStatus::Unavailable,
+                        reason,
+                    ));
+                    backends.push(BackendEntry::not_available(
+                        "atspi",
+                        true,
+                        BackendStatus::Unavailable,
+                        reason,
+                    ));
+                    perms.push(Permission {
+                        name: "accessibility".into(),
+                        status: "missing".into(),
+                        reason_code: Some(reason.into()),
+                        action: Some(action_for(reason).into()),
+                    });
+                    probes.push(Probe {
+                        label: "reader agent".into(),
+                        status: "fail".into(),
+                        message: e.message.clone(),
+                    });
+                }
+            },
         }
+        backends.push(match sandbox_reason {
+            Some(r) => BackendEntry::not_available("sandbox", true, BackendStatus::Unavailable, r),
+            None => BackendEntry::available("sandbox", true),
+        });
         backends.push(BackendEntry::not_available(
-            "atspi",
-            true,
-            BackendStatus::Unavailable,
+            "xtest",
+            false,
+            BackendStatus::Planned,
             "not_built",
         ));
         backends.push(BackendEntry::not_available(
@@ -159,41 +697,36 @@ impl Backend for LinuxBackend {
         let caps = CAPABILITIES
             .iter()
             .map(|(name, consent)| {
-                let unsupported = name.contains("notification");
-                let reason = if unsupported {
-                    "no_platform_api"
-                } else {
-                    "not_built"
+                let (status, reason) = match *name {
+                    "read_tree" if read_ok => (CapStatus::Available, None),
+                    "capture_window" if capture_ok => (CapStatus::Available, None),
+                    "read_tree" | "capture_window" => (
+                        CapStatus::Unavailable,
+                        Some(why.unwrap_or("atspi_bus_unreachable")),
+                    ),
+                    n if n.contains("notification") => {
+                        (CapStatus::Unsupported, Some("no_platform_api"))
+                    }
+                    _ => (CapStatus::Unavailable, Some("not_built")),
                 };
                 Capability {
                     name: (*name).into(),
-                    status: if unsupported {
-                        CapStatus::Unsupported
-                    } else {
-                        CapStatus::Unavailable
-                    },
-                    reason_code: Some(reason.into()),
-                    action: Some(nish_proto::doctor::action_for(reason).into()),
+                    status,
+                    reason_code: reason.map(str::to_string),
+                    action: reason.map(|r| action_for(r).to_string()),
                     consent: *consent,
                 }
             })
             .collect();
-        let perms = vec![
-            Permission {
-                name: "accessibility".into(),
-                status: "missing".into(),
-                reason_code: Some("not_built".into()),
-                action: Some(nish_proto::doctor::action_for("not_built").into()),
-            },
-            Permission {
-                name: "screen_capture".into(),
-                status: "not_applicable".into(),
-                reason_code: None,
-                action: None,
-            },
-        ];
+        perms.push(Permission {
+            name: "screen_capture".into(),
+            status: "not_applicable".into(),
+            reason_code: None,
+            action: None,
+        });
         DoctorReport::build(st, backends, caps, perms, probes)
     }
+
     async fn person(&self, _: PersonOp) -> Result<String, DriverError> {
         Err(DriverError::new(
             ErrorCode::Unsupported,

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::session::PausedReason;
 
+pub mod agents;
 pub mod linux;
 pub mod mock;
 
@@ -236,6 +237,13 @@ pub trait Backend: Send + Sync + 'static {
         target: Expect,
         op: SemanticOp,
     ) -> impl Future<Output = Result<String, DriverError>> + Send;
+
+    /// True when this backend can do a visible takeover at all (synthetic input, the
+    /// indicator and the person-input watcher). When false the consent dialog shows no takeover
+    /// line and start_session answers `takeover: {on: false, reason: "takeover_unavailable"}`.
+    fn takeover_available(&self) -> bool {
+        true
+    }
 
     /// Shows the takeover indicator (paused: with Continue). Fails when it cannot be shown.
     fn show_indicator(

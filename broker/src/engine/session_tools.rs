@@ -175,10 +175,11 @@ impl<B: Backend> Engine<B> {
             json!({"apps": apps.len(), "apps_ticked": apps.iter().filter(|a| a.ticked).count(),
                    "takeover": input == InputMode::Takeover, "clipboard_read": want_clipboard}),
         );
+        let can_takeover = self.backend.takeover_available();
         let req = ConsentRequest {
             host: s.host.clone(),
             apps,
-            takeover: input == InputMode::Takeover,
+            takeover: input == InputMode::Takeover && can_takeover,
             clipboard: want_clipboard,
             timeout: self.cfg.consent_timeout,
         };
@@ -239,7 +240,9 @@ impl<B: Backend> Engine<B> {
         let mut takeover_on = false;
         let mut reason = None;
         if input == InputMode::Takeover {
-            if !answer.takeover {
+            if !can_takeover {
+                reason = Some("takeover_unavailable".to_string());
+            } else if !answer.takeover {
                 reason = Some("not_granted".to_string());
             } else {
                 let free = {

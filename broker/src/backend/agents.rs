@@ -1,0 +1,305 @@
+//! Starting and supervising the sandboxed agents.
+//!
+//! Each agent is started with fork/exec and its end of a Unix socketpair on fd 3
+//! (`<agent> --fd 3`), with a whitelisted environment. Its first frame must be a hello of the
+//! expected role and protocol version, its second its lock-down report; an agent that did not
+//! lock down is killed and refused. Requests carry ids; a router task hands each answer to the
+//! request waiting for it and every other message to the agent's event channel.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::wire::{AgentFailure, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::framing::{read_frame, write_frame};
+
+/// Environment variables an agent may inherit; everything else is cleared.
+const ENV_WHITELIST: &[&str] = &[
+    "DISPLAY",
+    "XAUTHORITY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "AT_SPI_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "NISH_LOG",
+    "RUST_BACKTRACE",
+    "NISH_STOP_HOTKEY",
+    "NISH_INDICATOR_FONT",
+];
+
+/// Where the agent binaries are: `$NISH_AGENT_DIR`, else next to this executable.
+pub fn agent_path(name: &str) -> PathBuf {
+    if let Some(d) = std::env::var_os("NISH_AGENT_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join(name);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Messages an agent sends: the lock-down report first, answers with ids, other events.
+pub trait AgentMessage: DeserializeOwned + Send + 'static {
+    /// The lock-down report, when this is one.
+    fn lockdown(&self) -> Option<&LockdownReport>;
+    /// The id of the request this answers, when it is an answer.
+    fn answer_id(&self) -> Option<u64>;
+}
+
+/// Cleans an agent's failure message: it comes from a process that handles untrusted app data,
+/// so only a bounded, plain-ASCII line reaches errors and logs.
+pub fn clean_message(m: &str) -> String {
+    m.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || " .,:;_()/-=#<>'".contains(*c))
+        .take(200)
+        .collect()
+}
+
+/// A failure from an agent as a driver error (unknown codes become `internal_error`).
+pub fn failure_to_error(agent: &str, f: &AgentFailure) -> DriverError {
+    let code = ErrorCode::from_name(&f.code).unwrap_or(ErrorCode::InternalError);
+    DriverError::new(code, format!("{agent}: {}", clean_message(&f.message)))
+}
+
+struct Pending<Out> {
+    waiting: HashMap<u64, oneshot::Sender<Out>>,
+    next: u64,
+    closed: bool,
+}
+
+/// A running agent.
+pub struct Agent<In, Out> {
+    /// The agent's name (`nish-reader`, ...).
+    pub name: &'static str,
+    /// What it reported about its lock-down.
+    pub lockdown: LockdownReport,
+    /// Its pid.
+    pub pid: u32,
+    tx: mpsc::Sender<In>,
+    pending: Arc<Mutex<Pending<Out>>>,
+    child: Mutex<Child>,
+}
+
+impl<In, Out> std::fmt::Debug for Agent<In, Out> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Agent({}, pid {})", self.name, self.pid)
+    }
+}
+
+fn unavailable(name: &str, why: impl std::fmt::Display) -> DriverError {
+    DriverError::new(ErrorCode::BackendUnavailable, format!("{name}: {why}"))
+}
+
+impl<In, Out> Agent<In, Out>
+where
+    In: Serialize + Send + Sync + 'static,
+    Out: AgentMessage,
+{
+    /// Starts an agent and checks its hello and lock-down. Messages that are not answers go
+    /// to the returned event channel.
+    pub async fn spawn(
+        name: &'static str,
+        role: Role,
+        allow_no_landlock: bool,
+    ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<Out>), DriverError> {
+        let path = agent_path(name);
+        if !path.exists() {
+            return Err(unavailable(
+                name,
+                format!("not installed at {}", path.display()),
+            ));
+        }
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| unavailable(name, e))?;
+        let mut cmd = Command::new(&path);
+        cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
+        cmd.env_clear();
+        for k in ENV_WHITELIST {
+            if let Some(v) = std::env::var_os(k) {
+                cmd.env(k, v);
+            }
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        crate::sys::pass_as_fd3(&mut cmd, theirs.into());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| unavailable(name, format!("cannot start: {e}")))?;
+        drop(cmd);
+        let pid = child.id();
+        ours.set_nonblocking(true)
+            .map_err(|e| unavailable(name, e))?;
+        let mut stream = UnixStream::from_std(ours).map_err(|e| unavailable(name, e))?;
+        let handshake = async {
+            let hello: Hello = read_frame(&mut stream, MAX_FRAME_BYTES)
+                .await
+                .map_err(|e| unavailable(name, e))?;
+            hello.check(&[role]).map_err(|m| unavailable(name, m))?;
+            let first: Out = read_frame(&mut stream, MAX_FRAME_BYTES)
+                .await
+                .map_err(|e| unavailable(name, e))?;
+            first
+                .lockdown()
+                .cloned()
+                .ok_or_else(|| unavailable(name, "its first message was not a lock-down report"))
+        };
+        let report = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(unavailable(name, "no hello within 10 s"));
+            }
+        };
+        if !report.acceptable(allow_no_landlock) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                format!(
+                    "{name} did not lock down: {}",
+                    clean_message(&report.detail)
+                ),
+            ));
+        }
+        let (mut rd, mut wr) = stream.into_split();
+        let (tx, mut rx) = mpsc::channel::<In>(64);
+        tokio::spawn(async move {
+            while let Some(m) = rx.recv().await {
+                if write_frame(&mut wr, &m, MAX_FRAME_BYTES).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let pending: Arc<Mutex<Pending<Out>>> = Arc::new(Mutex::new(Pending {
+            waiting: HashMap::new(),
+            next: 1,
+            closed: false,
+        }));
+        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let p = pending.clone();
+        tokio::spawn(async move {
+            loop {
+                let msg: Out = match read_frame(&mut rd, MAX_FRAME_BYTES).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::info!("{name} connection ended: {e}");
+                        break;
+                    }
+                };
+                let waiter = msg.answer_id().and_then(|id| {
+                    p.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .waiting
+                        .remove(&id)
+                });
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(msg);
+                    }
+                    None => {
+                        if ev_tx.send(msg).is_err() {
+                            // Nobody listens to events; answers still route.
+                        }
+                    }
+                }
+            }
+            let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
+            g.closed = true;
+            g.waiting.clear();
+        });
+        let agent = Arc::new(Agent {
+            name,
+            lockdown: report,
+            pid,
+            tx,
+            pending,
+            child: Mutex::new(child),
+        });
+        Ok((agent, ev_rx))
+    }
+
+    /// True while the agent's connection is open.
+    pub fn alive(&self) -> bool {
+        !self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .closed
+            && !self.tx.is_closed()
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&self) -> u64 {
+        let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        g.next += 1;
+        g.next
+    }
+
+    /// Sends a message that expects no answer.
+    pub async fn send(&self, msg: In) -> Result<(), DriverError> {
+        self.tx
+            .send(msg)
+            .await
+            .map_err(|_| unavailable(self.name, "the agent is gone"))
+    }
+
+    /// Sends a request built with `id` and waits for its answer.
+    pub async fn request(&self, id: u64, msg: In, timeout: Duration) -> Result<Out, DriverError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if g.closed {
+                return Err(unavailable(self.name, "the agent is gone"));
+            }
+            g.waiting.insert(id, tx);
+        }
+        self.send(msg).await?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(m)) => Ok(m),
+            Ok(Err(_)) => Err(unavailable(
+                self.name,
+                "the agent exited during the request",
+            )),
+            Err(_) => {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .waiting
+                    .remove(&id);
+                Err(DriverError::new(
+                    ErrorCode::AppNotResponding,
+                    format!(
+                        "{} did not answer within {} ms",
+                        self.name,
+                        timeout.as_millis()
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+impl<In, Out> Drop for Agent<In, Out> {
+    fn drop(&mut self) {
+        let mut c = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
