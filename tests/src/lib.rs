@@ -1,1 +1,60 @@
-//! Test support.
+//! Test support for nish-driver: a private headless desktop for end-to-end tests, benchmarks
+//! and the demo.
+//!
+//! [`Desktop::start`] brings up, in a private 0700 directory that serves as the apps'
+//! `XDG_RUNTIME_DIR` and `HOME`:
+//!
+//! - `Xvfb` on a free display number (1280x800x24, no TCP), checked for XTEST, XInput 2,
+//!   Composite, SHAPE, XFIXES and RANDR;
+//! - a private session bus (`dbus-daemon --session --nofork`, so the daemon stays the desktop's
+//!   own child; `--print-pid` confirms its pid);
+//! - the AT-SPI bus launcher and registry (waiting until `org.a11y.Bus.GetAddress` answers and
+//!   the registry owns its name), with `org.a11y.Status.IsEnabled` set as a screen reader would
+//!   (and waited for in dconf: Chromium reads it when it starts and exposes itself on AT-SPI
+//!   only when it is on);
+//! - openbox (waiting for `_NET_SUPPORTING_WM_CHECK`).
+//!
+//! Every wait polls with a deadline and names what did not come up. [`Desktop::spawn`] starts
+//! GTK 3, GTK 4 or Chromium apps and returns once their window is managed;
+//! [`Desktop::wait_atspi_app`] waits until an app is on the AT-SPI registry, and
+//! [`Desktop::wait_atspi_document`] until a web page's accessible tree is there. The person's
+//! side (`xdotool`, the pointer, the active window, screenshots, windows by name) is there to
+//! play the human in tests. Set `NISH_TESTDESK_KEEP=1` to keep the directory and every
+//! process's log after teardown.
+//!
+//! Teardown (drop or [`Desktop::stop`]) signals only the processes the desktop started and their
+//! descendants (found through `/proc`, each re-identified by its start time), newest first,
+//! `SIGTERM` then `SIGKILL`, and removes the directory. Every process is spawned with a
+//! parent-death signal, so even a killed test run does not leave the desktop's own processes
+//! behind.
+//!
+//! ```no_run
+//! use nish_testdesk::{App, Desktop};
+//! use std::time::Duration;
+//!
+//! let desk = Desktop::start()?;
+//! let app = desk.spawn(App::Gtk3WidgetFactory)?;
+//! let on_registry = desk.wait_atspi_app(app.pid, Duration::from_secs(20))?;
+//! assert!(on_registry.frame_children > 0);
+//! desk.xdotool(&["mousemove", "10", "10"])?;
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+mod atspi;
+mod desktop;
+mod procs;
+mod sys;
+pub mod wait;
+mod x11;
+
+pub use atspi::{AtspiApp, AtspiDocument};
+pub use desktop::{App, AppHandle, Desktop, DesktopBuilder, KEEP_ENV};
+pub use procs::ProcessId;
+pub use x11::{Pointer, REQUIRED_EXTENSIONS, XWindow};
+
+/// A test page shipped in `tests/pages/` (for [`App::Chromium`]).
+pub fn page(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("pages")
+        .join(name)
+}
