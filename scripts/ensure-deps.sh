@@ -34,8 +34,9 @@ rust_min='1.88'
 step() { printf 'ensure-deps: %s\n' "$*"; }
 fail() { printf 'ensure-deps: error: %s\n' "$*" >&2; exit 1; }
 
-# Packages the mock-backend tests need (the reference MCP client runs in a venv).
-minimal_packages=(python3-venv python3-pip)
+# Packages the mock-backend tests need: the reference MCP client runs in a venv; systemd-analyze
+# verifies the user unit (nothing is started); setpriv (util-linux) plays another user.
+minimal_packages=(python3-venv python3-pip systemd util-linux)
 # The private headless desktop of the end-to-end tests and the demo.
 desktop_packages=(
     xvfb xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core

@@ -138,6 +138,18 @@ where
             .map_err(|e| unavailable(name, format!("cannot start: {e}")))?;
         drop(cmd);
         let pid = child.id();
+        if let Some(err) = child.stderr.take() {
+            std::thread::Builder::new()
+                .name(format!("{name}-log"))
+                .spawn(move || {
+                    use std::io::BufRead as _;
+                    for line in std::io::BufReader::new(err).lines() {
+                        let Ok(line) = line else { break };
+                        tracing::info!(agent = name, "{}", clean_message(&line));
+                    }
+                })
+                .map_err(|e| unavailable(name, e))?;
+        }
         ours.set_nonblocking(true)
             .map_err(|e| unavailable(name, e))?;
         let mut stream = UnixStream::from_std(ours).map_err(|e| unavailable(name, e))?;
