@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The nish-driver demo: a whole session driven by the official MCP Python client through
-# nish-mcp and the nish-driver broker, printing each step.
+# The nish-driver demo: a real session on a private headless desktop (Xvfb, a private D-Bus,
+# the AT-SPI bus, openbox, GTK 3, GTK 4 and Chromium), driven by the official MCP Python client
+# through nish-mcp and the nish-driver broker with its sandboxed agents. The person is played
+# with xdotool. Prints each step and saves screenshots to demo-out/ (or the folder given).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 scripts/ensure-deps.sh
+export NISH_PYTHON="$repo/.cache/venv/bin/python"
+unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || true
 cargo build --workspace --bins
-exec "$repo/.cache/venv/bin/python" tests/e2e/mock_session.py \
-    --driver "$repo/target/debug/nish-driver" --shim "$repo/target/debug/nish-mcp" --versions 2025-11-25
+exec cargo run -q -p nish-tests --example demo -- "${1:-demo-out}"

@@ -226,3 +226,152 @@ def find(read: dict[str, Any], role: str, label: str) -> dict[str, Any]:
         if e["role"] == role and e["label"] == label:
             return e
     raise AssertionError(f"no {role} {label!r} in snapshot {read['snapshot_id']}")
+
+
+# ---- the person, on a real X display -----------------------------------------------------------
+
+def write_png(path: str, width: int, height: int, rgb: bytes) -> None:
+    """A minimal PNG writer (8-bit RGB, one IDAT), so the demo needs no imaging library."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        c = struct.pack(">I", len(data)) + kind + data
+        return c + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + rgb[y * width * 3:(y + 1) * width * 3] for y in range(height))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)))
+        f.write(chunk(b"IDAT", zlib.compress(raw, 6)))
+        f.write(chunk(b"IEND", b""))
+
+
+def read_png(data: bytes) -> tuple[int, int, int, bytes]:
+    """Decodes a non-interlaced 8-bit RGB or RGBA PNG: (width, height, channels, pixels)."""
+    import struct
+    import zlib
+
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")
+    pos, idat, w, h, ch = 8, b"", 0, 0, 0
+    while pos < len(data):
+        n = struct.unpack(">I", data[pos:pos + 4])[0]
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype, _, _, inter = struct.unpack(">IIBBBBB", body)
+            check(depth == 8 and inter == 0 and ctype in (2, 6), f"unsupported PNG (type {ctype})")
+            ch = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = w * ch
+    out = bytearray(h * stride)
+    prev = bytearray(stride)
+    i = 0
+    for y in range(h):
+        f = raw[i]
+        line = bytearray(raw[i + 1:i + 1 + stride])
+        i += 1 + stride
+        for x in range(stride):
+            a = line[x - ch] if x >= ch else 0
+            b = prev[x]
+            c = prev[x - ch] if x >= ch else 0
+            if f == 1:
+                line[x] = (line[x] + a) & 255
+            elif f == 2:
+                line[x] = (line[x] + b) & 255
+            elif f == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        out[y * stride:(y + 1) * stride] = line
+        prev = line
+    return w, h, ch, bytes(out)
+
+
+class Person:
+    """Plays the person on the test desktop with xdotool (XTEST: real clicks, send_event false)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def xdotool(self, *args: str) -> str:
+        p = subprocess.run(["xdotool", *args], env=self.env, capture_output=True, text=True, timeout=20)
+        check(p.returncode == 0, f"xdotool {' '.join(args)}: {p.stderr.strip()}")
+        return p.stdout
+
+    def windows(self, name: str) -> list[int]:
+        p = subprocess.run(["xdotool", "search", "--name", f"^{re.escape(name)}$"], env=self.env,
+                           capture_output=True, text=True, timeout=20)
+        return [int(x) for x in p.stdout.split()]
+
+    def wait_window(self, name: str, timeout: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            w = self.windows(name)
+            if w:
+                return w[0]
+            check(time.monotonic() < deadline, f"no window named {name!r} within {timeout} s")
+            time.sleep(0.05)
+
+    def _display(self):
+        from Xlib import display
+
+        return display.Display(self.env["DISPLAY"])
+
+    def geometry(self, wid: int) -> tuple[int, int, int, int]:
+        """Root-relative (x, y, width, height) of any window, child windows included."""
+        d = self._display()
+        try:
+            w = d.create_resource_object("window", wid)
+            g = w.get_geometry()
+            t = d.screen().root.translate_coords(w, 0, 0)
+
+            return t.x, t.y, g.width, g.height
+        finally:
+            d.close()
+
+    def pointer(self) -> tuple[int, int]:
+        d = self._display()
+        try:
+            p = d.screen().root.query_pointer()
+            return p.root_x, p.root_y
+        finally:
+            d.close()
+
+    def click_window(self, wid: int) -> None:
+        x, y, w, h = self.geometry(wid)
+        self.click_at(x + w // 2, y + h // 2)
+
+    def move(self, x: int, y: int) -> None:
+        """Moves the pointer (XTEST) and waits until the server reports it there."""
+        self.xdotool("mousemove", str(x), str(y))
+        deadline = time.monotonic() + 5
+        while self.pointer() != (x, y):
+            check(time.monotonic() < deadline, f"the pointer did not reach {x},{y}")
+            time.sleep(0.01)
+
+    def click_at(self, x: int, y: int) -> None:
+        """A real left click (XTEST: press and release, send_event false)."""
+        self.move(x, y)
+        self.xdotool("click", "1")
+
+
+    def screenshot(self, path: str) -> None:
+        from Xlib import X, display
+
+        d = display.Display(self.env["DISPLAY"])
+        root = d.screen().root
+        g = root.get_geometry()
+        img = root.get_image(0, 0, g.width, g.height, X.ZPixmap, 0xFFFFFFFF)
+        data = img.data
+        rgb = bytearray(g.width * g.height * 3)
+        for i in range(g.width * g.height):
+            b, gr, r = data[i * 4], data[i * 4 + 1], data[i * 4 + 2]
+            rgb[i * 3:i * 3 + 3] = bytes((r, gr, b))
+        d.close()
+        write_png(path, g.width, g.height, bytes(rgb))

@@ -43,6 +43,8 @@
 mod atspi;
 mod desktop;
 mod procs;
+pub mod session;
+
 mod sys;
 pub mod wait;
 mod x11;

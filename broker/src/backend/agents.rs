@@ -129,9 +129,12 @@ where
                 cmd.env(k, v);
             }
         }
+        // Agents cannot write files (RLIMIT_FSIZE 0), so their log goes through a pipe that the
+        // broker reads and logs as its own, tagged with the agent's name.
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::piped());
+
         crate::sys::pass_as_fd3(&mut cmd, theirs.into());
         let mut child = cmd
             .spawn()

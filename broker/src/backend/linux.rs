@@ -17,7 +17,7 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
-use nish_proto::wire::input::{Expect, InputToBroker, SemanticOp};
+use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
@@ -140,6 +140,7 @@ where
 /// The Linux backend.
 pub struct LinuxBackend {
     reader: Slot<BrokerToReader, ReaderToBroker>,
+    input: Slot<BrokerToInput, InputToBroker>,
     indicator: Slot<BrokerToIndicator, IndicatorToBroker>,
     /// Consent answers and takeover-shown notices from the indicator, routed by the event task.
     indicator_answers: Arc<std::sync::Mutex<IndicatorWaiters>>,
@@ -173,6 +174,7 @@ impl LinuxBackend {
         let (events_tx, rx) = mpsc::unbounded_channel();
         LinuxBackend {
             reader: Slot::new("nish-reader", Role::Reader),
+            input: Slot::new("nish-input", Role::Input),
             indicator: Slot::new("nish-indicator", Role::Indicator),
             indicator_answers: Arc::new(std::sync::Mutex::new(IndicatorWaiters::default())),
             events_tx,
@@ -462,8 +464,61 @@ impl Backend for LinuxBackend {
         })
     }
 
-    async fn semantic(&self, _: Expect, _: SemanticOp) -> Result<String, DriverError> {
-        Err(not_built("acting through accessibility (nish-input)"))
+    async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
+        let agent = self
+            .input
+            .get(|mut ev| {
+                tokio::spawn(async move { while ev.recv().await.is_some() {} });
+            })
+            .await?;
+        let id = agent.next_id();
+        match agent
+            .request(
+                id,
+                BrokerToInput::Semantic { id, target, op },
+                self.read_timeout,
+            )
+            .await
+        {
+            Ok(InputToBroker::Done { path, .. }) => {
+                // The path names what was done; accept only the known shapes.
+                let known = path == "atspi_selection"
+                    || path == "editable_text"
+                    || path == "value"
+                    || path
+                        .strip_prefix("atspi_action:")
+                        .is_some_and(|a| !a.is_empty() && a.len() <= 40);
+                if known {
+                    Ok(super::agents::clean_message(&path))
+                } else {
+                    Err(DriverError::new(
+                        ErrorCode::InternalError,
+                        "the input agent reported an unknown path",
+                    ))
+                }
+            }
+            Ok(InputToBroker::Failed { failure, sent, .. }) => {
+                let mut e = failure_to_error("nish-input", &failure);
+                if sent && e.code.retry() != nish_proto::errors::Retry::Unsafe {
+                    // Something may have reached the app: never let the model retry blindly.
+                    e = DriverError::new(ErrorCode::AppNotResponding, e.message.clone());
+                }
+                Err(e)
+            }
+            Ok(InputToBroker::Lockdown(_)) => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+            // The agent died or timed out during the act: something may have happened.
+            Err(e) if e.code == ErrorCode::BackendUnavailable => Err(DriverError::new(
+                ErrorCode::AppNotResponding,
+                format!(
+                    "the act may or may not have reached the app ({})",
+                    e.message
+                ),
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     fn takeover_available(&self) -> bool {

@@ -1,0 +1,40 @@
+//! The README demo: a real nish-driver session on a private headless desktop (Xvfb, D-Bus,
+//! AT-SPI, openbox, GTK 3, GTK 4 and Chromium), driven by the official MCP Python client. The
+//! person is played with xdotool. Screenshots go to the folder given as the first argument
+//! (default `demo-out/`).
+
+use std::path::PathBuf;
+
+use nish_testdesk::session::{run_desktop_session, session_desktop};
+
+fn main() -> anyhow::Result<()> {
+    let out = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("demo-out"));
+    std::fs::create_dir_all(&out)?;
+    let out = out.canonicalize()?;
+    println!("starting a private headless desktop (Xvfb, D-Bus, AT-SPI, openbox) and the apps...");
+    let sd = session_desktop()?;
+    println!(
+        "desktop {} up in {} ms; apps: {}",
+        sd.desk.display_name(),
+        sd.desk.startup_time().as_millis(),
+        sd.apps
+            .iter()
+            .map(|a| format!("{} (pid {})", a.name, a.pid))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("the person is played by xdotool (real XTEST clicks)\n");
+    let o = run_desktop_session(&sd, &out, true)?;
+    if !o.status.success() {
+        anyhow::bail!("the demo session failed");
+    }
+    println!(
+        "\nscreenshots: {}/consent-dialog.png, {}/chromium-window.png",
+        out.display(),
+        out.display()
+    );
+    Ok(())
+}

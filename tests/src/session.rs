@@ -1,0 +1,115 @@
+//! Running the end-to-end scripts (tests/e2e/*.py) against a private desktop: the apps they
+//! expect, the workspace binaries, and the Python with the official MCP SDK.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::{App, AppHandle, Desktop, page};
+
+/// A workspace binary (`nish-driver`, `nish-mcp`, ...), found next to the running executable
+/// (tests live in `target/<profile>/deps`, examples in `target/<profile>/examples`).
+pub fn workspace_bin(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("the running executable's path")?;
+    for dir in exe.ancestors().skip(1).take(3) {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "{name} is not built next to {}: run `cargo build --workspace --bins` first",
+        exe.display()
+    )
+}
+
+/// The Python with the official `mcp` SDK: `$NISH_PYTHON`, else `<workspace>/.cache/venv`.
+pub fn python() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("NISH_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/venv/bin/python");
+    if !p.exists() {
+        bail!(
+            "no Python with the mcp SDK at {}: run scripts/ensure-deps.sh",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// An end-to-end script in tests/e2e.
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e").join(name)
+}
+
+/// The desktop of desktop_session.py: two gtk3-widget-factory windows (an ambiguous target),
+/// gtk4-demo, Chromium on form.html, and gtk3-demo, which the session does not ask for.
+#[allow(missing_debug_implementations)]
+pub struct SessionDesktop {
+    /// The desktop.
+    pub desk: Desktop,
+    /// The apps, in start order.
+    pub apps: Vec<AppHandle>,
+    /// gtk3-demo's window (never approved).
+    pub unapproved_window: u32,
+}
+
+/// Starts the desktop and its apps, each on the accessibility registry before this returns.
+pub fn session_desktop() -> Result<SessionDesktop> {
+    let desk = Desktop::start()?;
+    let mut apps = Vec::new();
+    for app in [
+        App::Gtk3WidgetFactory,
+        App::Gtk3WidgetFactory,
+        App::Gtk4Demo,
+        App::Gtk3Demo,
+    ] {
+        let h = desk.spawn(app)?;
+        desk.wait_atspi_app(h.pid, Duration::from_secs(45))?;
+        apps.push(h);
+    }
+    let chromium = desk.spawn(App::Chromium {
+        page: page("form.html"),
+    })?;
+    desk.wait_atspi_app(chromium.pid, Duration::from_secs(60))?;
+    desk.wait_atspi_document(
+        chromium.pid,
+        "nish-driver form test page",
+        Duration::from_secs(60),
+    )?;
+    let unapproved_window = apps[3].window_id;
+    apps.push(chromium);
+    Ok(SessionDesktop {
+        desk,
+        apps,
+        unapproved_window,
+    })
+}
+
+/// Runs desktop_session.py in the desktop's environment.
+pub fn run_desktop_session(sd: &SessionDesktop, out: &Path, demo: bool) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("desktop_session.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--out")
+        .arg(out)
+        .arg("--unapproved-window")
+        .arg(sd.unapproved_window.to_string());
+    if demo {
+        cmd.arg("--demo");
+        cmd.stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit());
+    }
+    Ok(cmd.output()?)
+}
+
+/// A command in the desktop's environment (for scripts that are not sessions).
+pub fn desktop_command(desk: &Desktop, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    desk.command(program)
+}
