@@ -1,8 +1,89 @@
-//! `nish-input`: the input agent. It will own every change to the desktop: AT-SPI actions,
-//! EditableText, Value and Selection; XTEST pointer and keys in a takeover; the XInput2 watcher
-//! of the person's own input; clipboard ownership.
+//! `nish-input`: the input agent. The broker starts it as `nish-input --fd 3` with its end of a
+//! socketpair on descriptor 3; see the library documentation.
 
-fn main() {
-    eprintln!("nish-input: not built yet; the broker starts it on the Linux backend");
-    std::process::exit(2);
+use std::process::ExitCode;
+
+fn parse_fd(args: &[String]) -> Option<i32> {
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--fd" {
+            return it.next()?.parse().ok();
+        }
+        if let Some(v) = a.strip_prefix("--fd=") {
+            return v.parse().ok();
+        }
+    }
+    None
+}
+
+fn main() -> ExitCode {
+    // Before any thread, runtime or desktop connection.
+    let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "input" });
+
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--version") {
+        println!("nish-input {}", nish_proto::DRIVER_VERSION);
+        return ExitCode::SUCCESS;
+    }
+    let Some(fd) = parse_fd(&args) else {
+        eprintln!("usage: nish-input --fd <N>   (started by the nish-driver broker)");
+        return ExitCode::from(2);
+    };
+
+    // Standard error only: the lock-down forbids writing files.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    if !report.detail.is_empty() {
+        tracing::warn!("lock-down: {}", report.detail);
+    }
+
+    let std_stream = match nish_reader::sys::adopt_socket(fd) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot use descriptor {fd}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // One thread: acts are served one at a time; blocking X11 calls go to the blocking pool.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        std_stream.set_nonblocking(true)?;
+        let stream = tokio::net::UnixStream::from_std(std_stream)?;
+        nish_input::server::serve(stream, report).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("input agent stopped: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fd;
+
+    #[test]
+    fn fd_argument() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(parse_fd(&a(&["nish-input", "--fd", "3"])), Some(3));
+        assert_eq!(parse_fd(&a(&["nish-input", "--fd=7"])), Some(7));
+        assert_eq!(parse_fd(&a(&["nish-input"])), None);
+        assert_eq!(parse_fd(&a(&["nish-input", "--fd", "x"])), None);
+    }
 }

@@ -1,0 +1,227 @@
+//! The input agent's own D-Bus calls: a closed list of the calls that change an application
+//! ([`Act`]), each with its timeout, and the one read-only call the reader's list
+//! (`nish_reader::dbus::Read`) does not have ([`Look`]). Every other call goes through the
+//! reader's list.
+//!
+//! There is no way to name another method here: no focus (`GrabFocus`), no scrolling, no
+//! window geometry, no synthetic events (`DeviceEventController`), no clipboard (`CutText`,
+//! `PasteText`). Each act has a typed function whose body is fixed; `Properties.Set` is
+//! reachable only for `org.a11y.atspi.Value.CurrentValue`.
+
+use std::time::Duration;
+
+use nish_reader::a11y::AppLink;
+use nish_reader::dbus::CallError;
+use serde::de::DeserializeOwned;
+use zbus::zvariant::{DynamicType, Value};
+
+/// Timeout of every act call. An act that does not answer in time may still have happened.
+pub const ACT_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// A call that changes an application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    /// `Action.DoAction(index)`.
+    DoAction,
+    /// `EditableText.InsertText(position, text, length)`.
+    InsertText,
+    /// `EditableText.SetTextContents(text)`.
+    SetTextContents,
+    /// `Properties.Set("org.a11y.atspi.Value", "CurrentValue", value)`.
+    SetCurrentValue,
+    /// `Selection.SelectChild(index)`.
+    SelectChild,
+}
+
+impl Act {
+    /// Every act.
+    pub const ALL: &[Act] = &[
+        Act::DoAction,
+        Act::InsertText,
+        Act::SetTextContents,
+        Act::SetCurrentValue,
+        Act::SelectChild,
+    ];
+
+    /// The interface and method.
+    pub const fn spec(self) -> (&'static str, &'static str) {
+        match self {
+            Act::DoAction => ("org.a11y.atspi.Action", "DoAction"),
+            Act::InsertText => ("org.a11y.atspi.EditableText", "InsertText"),
+            Act::SetTextContents => ("org.a11y.atspi.EditableText", "SetTextContents"),
+            Act::SetCurrentValue => ("org.freedesktop.DBus.Properties", "Set"),
+            Act::SelectChild => ("org.a11y.atspi.Selection", "SelectChild"),
+        }
+    }
+
+    /// The act's timeout.
+    pub const fn timeout(self) -> Duration {
+        ACT_TIMEOUT
+    }
+
+    /// A short name for logs.
+    pub const fn as_str(self) -> &'static str {
+        self.spec().1
+    }
+}
+
+/// A read-only call the reader's closed list does not have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Look {
+    /// `Accessible.GetIndexInParent`.
+    IndexInParent,
+}
+
+impl Look {
+    /// Every look.
+    pub const ALL: &[Look] = &[Look::IndexInParent];
+
+    /// The interface and method.
+    pub const fn spec(self) -> (&'static str, &'static str) {
+        match self {
+            Look::IndexInParent => ("org.a11y.atspi.Accessible", "GetIndexInParent"),
+        }
+    }
+}
+
+async fn raw_call<B, R>(
+    link: &AppLink,
+    path: &str,
+    (iface, method): (&str, &str),
+    body: &B,
+    timeout: Duration,
+) -> Result<R, CallError>
+where
+    B: serde::Serialize + DynamicType,
+    R: DeserializeOwned + zbus::zvariant::Type,
+{
+    let reply = match tokio::time::timeout(
+        timeout,
+        link.conn
+            .call_method(link.dest(), path, Some(iface), method, body),
+    )
+    .await
+    {
+        Err(_) => return Err(CallError::Timeout),
+        Ok(Err(e)) => return Err(CallError::from_zbus(&e)),
+        Ok(Ok(m)) => m,
+    };
+    reply
+        .body()
+        .deserialize::<R>()
+        .map_err(|_| CallError::BadReply)
+}
+
+async fn act<B, R>(link: &AppLink, path: &str, act: Act, body: &B) -> Result<R, CallError>
+where
+    B: serde::Serialize + DynamicType,
+    R: DeserializeOwned + zbus::zvariant::Type,
+{
+    raw_call(link, path, act.spec(), body, act.timeout()).await
+}
+
+/// `Accessible.GetIndexInParent`.
+pub async fn index_in_parent(
+    link: &AppLink,
+    path: &str,
+    timeout: Duration,
+) -> Result<i32, CallError> {
+    raw_call(link, path, Look::IndexInParent.spec(), &(), timeout).await
+}
+
+/// Does action `index`; the application's answer (false: it did not do it).
+pub async fn do_action(link: &AppLink, path: &str, index: i32) -> Result<bool, CallError> {
+    act(link, path, Act::DoAction, &(index,)).await
+}
+
+/// Inserts `text` at character `position`. The length argument is the text's length in UTF-8
+/// bytes: GTK (through ATK and in GTK 4) passes it on to `gtk_editable_insert_text`, which
+/// counts bytes; toolkits that count characters read no further than the text's end either way.
+pub async fn insert_text(
+    link: &AppLink,
+    path: &str,
+    position: i32,
+    text: &str,
+) -> Result<bool, CallError> {
+    let len = i32::try_from(text.len()).map_err(|_| CallError::Other)?;
+    act(link, path, Act::InsertText, &(position, text, len)).await
+}
+
+/// Replaces the whole text.
+pub async fn set_text_contents(link: &AppLink, path: &str, text: &str) -> Result<bool, CallError> {
+    act(link, path, Act::SetTextContents, &(text,)).await
+}
+
+/// Sets `Value.CurrentValue`.
+pub async fn set_current_value(link: &AppLink, path: &str, value: f64) -> Result<(), CallError> {
+    act(
+        link,
+        path,
+        Act::SetCurrentValue,
+        &("org.a11y.atspi.Value", "CurrentValue", Value::F64(value)),
+    )
+    .await
+}
+
+/// Selects child `index` of a container with `Selection`.
+pub async fn select_child(link: &AppLink, path: &str, index: i32) -> Result<bool, CallError> {
+    act(link, path, Act::SelectChild, &(index,)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The only methods that may change an application.
+    const ALLOWED_ACTS: &[(&str, &str)] = &[
+        ("org.a11y.atspi.Action", "DoAction"),
+        ("org.a11y.atspi.EditableText", "InsertText"),
+        ("org.a11y.atspi.EditableText", "SetTextContents"),
+        ("org.freedesktop.DBus.Properties", "Set"),
+        ("org.a11y.atspi.Selection", "SelectChild"),
+    ];
+
+    /// Methods that move focus, scroll, move windows, fake input or touch the clipboard.
+    const NEVER: &[&str] = &[
+        "GrabFocus",
+        "ScrollTo",
+        "ScrollToPoint",
+        "ScrollSubstringTo",
+        "SetExtents",
+        "SetPosition",
+        "SetSize",
+        "GenerateKeyboardEvent",
+        "GenerateMouseEvent",
+        "CutText",
+        "CopyText",
+        "PasteText",
+        "DeleteText",
+        "SelectAll",
+        "ClearSelection",
+        "DeselectChild",
+        "SetCaretOffset",
+        "SetSelection",
+    ];
+
+    #[test]
+    fn acts_are_a_closed_list() {
+        assert_eq!(Act::ALL.len(), ALLOWED_ACTS.len());
+        for a in Act::ALL {
+            let spec = a.spec();
+            assert!(ALLOWED_ACTS.contains(&spec), "{spec:?}");
+            assert!(!NEVER.contains(&spec.1), "{spec:?}");
+            assert!(!spec.0.contains("DeviceEventController"), "{spec:?}");
+            assert!(a.timeout() <= Duration::from_secs(2), "{spec:?}");
+            assert!(a.timeout() > Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn looks_only_read() {
+        for l in Look::ALL {
+            let (iface, method) = l.spec();
+            assert!(method.starts_with("Get"), "{iface}.{method}");
+            assert!(!NEVER.contains(&method));
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! Reading the target element live, with the reader's own code: the accessibility bus and the
+//! application links (`nish_reader::a11y`), roles, names, states and the secure rule
+//! (`nish_reader::tree::Obj::from_atspi`), and extents as the reader's walk reports them
+//! (screen coordinates; GTK 4's window-relative extents moved by the window's position).
+//!
+//! Written here because the reader does not export it: the GTK 4 window offset (the reader's
+//! `walk::window_relative_offset` is private), the parent reference decoding, and the toolkit
+//! lookup (the reader's `a11y::toolkit` is private).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nish_proto::errors::ErrorCode;
+use nish_proto::model::{Ifaces, Rect};
+use nish_proto::wire::input::Expect;
+use nish_reader::a11y::{A11y, AppLink, ROOT_PATH, extents, get_string_prop, props};
+use nish_reader::dbus::{CallError, Read, call};
+use nish_reader::failure::Failure;
+use nish_reader::states::{ATSPI_DEFUNCT, atspi_bits, has_atspi_state};
+use nish_reader::tree::Obj;
+use nish_reader::x11::X11;
+use tokio::sync::Mutex;
+use zbus::zvariant::{OwnedValue, Structure, Value};
+
+use crate::failure::ActFailure;
+use crate::handle::Handle;
+use crate::recheck::{Live, Rules};
+
+/// Longest one re-check read may wait.
+pub const READ_TIMEOUT: Duration = Duration::from_millis(1500);
+/// Everything before the act (connecting, re-checking, preparing) must fit in this.
+pub const RECHECK_BUDGET: Duration = Duration::from_millis(4000);
+/// Deepest ancestry walked to find an element's window.
+pub const MAX_ANCESTRY: usize = 64;
+/// The AT-SPI null object path.
+pub const NULL_PATH: &str = "/org/a11y/atspi/null";
+
+/// An application's toolkit, as `org.a11y.atspi.Application` reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Toolkit {
+    /// `ToolkitName` (`GTK`, `gtk`, `Chromium`).
+    pub name: String,
+    /// `Version`.
+    pub version: String,
+}
+
+impl Toolkit {
+    /// GTK 4: extents relative to the window, and no `showing` state below it.
+    pub fn is_gtk4(&self) -> bool {
+        self.name.eq_ignore_ascii_case("gtk") && self.version.starts_with("4.")
+    }
+
+    /// The toolkit's re-check rules.
+    pub fn rules(&self) -> Rules {
+        Rules {
+            visible_for_showing: self.is_gtk4(),
+        }
+    }
+}
+
+/// The target element, read live.
+#[derive(Clone, Debug)]
+pub struct Element {
+    /// Its handle.
+    pub handle: Handle,
+    /// The link calls to it go through.
+    pub link: AppLink,
+    /// What it says now.
+    pub live: Live,
+    /// Its application's toolkit.
+    pub toolkit: Toolkit,
+}
+
+/// The time left before `deadline`, at most [`READ_TIMEOUT`]; a failure when it ran out.
+pub fn left(deadline: Instant) -> Result<Duration, ActFailure> {
+    let t = deadline.saturating_duration_since(Instant::now());
+    if t.is_zero() {
+        return Err(ActFailure::not_responding(format!(
+            "the re-check did not finish within {} ms",
+            RECHECK_BUDGET.as_millis()
+        )));
+    }
+    Ok(t.min(READ_TIMEOUT))
+}
+
+/// A failed read of the target, before anything was sent.
+pub fn read_failure(e: CallError) -> ActFailure {
+    match e {
+        CallError::Unknown => ActFailure::gone("the element no longer exists"),
+        CallError::Timeout => ActFailure::not_responding(format!(
+            "the application did not answer within {} ms",
+            READ_TIMEOUT.as_millis()
+        )),
+        CallError::Connection => {
+            ActFailure::not_responding("the connection to the application failed")
+        }
+        CallError::BadReply | CallError::Other => {
+            ActFailure::gone("the element did not answer as an accessible object")
+        }
+    }
+}
+
+fn from_reader(f: Failure) -> ActFailure {
+    ActFailure::refused(f.code, f.message)
+}
+
+/// An object reference `(so)` inside a property value.
+pub fn decode_ref(v: &Value<'_>) -> Option<(String, String)> {
+    let s: &Structure = match v {
+        Value::Structure(s) => s,
+        Value::Value(inner) => return decode_ref(inner),
+        _ => return None,
+    };
+    match s.fields() {
+        [Value::Str(bus), Value::ObjectPath(p)] => Some((bus.to_string(), p.to_string())),
+        _ => None,
+    }
+}
+
+/// The reads behind every act: bus, application links, toolkits and the X display, kept
+/// between requests.
+#[derive(Debug, Default)]
+pub struct Desk {
+    a11y: Arc<A11y>,
+    registered: Mutex<HashSet<String>>,
+    toolkits: Mutex<HashMap<String, Toolkit>>,
+    x11: Mutex<Option<Arc<X11>>>,
+}
+
+impl Desk {
+    /// Nothing connected yet.
+    pub fn new() -> Desk {
+        Desk::default()
+    }
+
+    /// The accessibility side (bus and links).
+    pub fn a11y(&self) -> &A11y {
+        &self.a11y
+    }
+
+    /// A link to the handle's application: it must be registered on the accessibility bus.
+    async fn link(&self, bus_name: &str) -> Result<AppLink, ActFailure> {
+        let known = self.registered.lock().await.contains(bus_name);
+        if !known {
+            let apps = self.a11y.apps().await.map_err(from_reader)?;
+            if !apps.iter().any(|a| a.bus_name == bus_name) {
+                return Err(ActFailure::gone(
+                    "the element's application is not on the accessibility bus",
+                ));
+            }
+            self.registered.lock().await.insert(bus_name.to_string());
+        }
+        self.a11y.link(bus_name).await.map_err(from_reader)
+    }
+
+    async fn toolkit(&self, link: &AppLink, deadline: Instant) -> Result<Toolkit, ActFailure> {
+        if let Some(t) = self.toolkits.lock().await.get(&link.bus_name) {
+            return Ok(t.clone());
+        }
+        let t = left(deadline)?;
+        let (n, v) = tokio::join!(
+            get_string_prop(
+                &link.conn,
+                link.dest(),
+                ROOT_PATH,
+                "org.a11y.atspi.Application",
+                "ToolkitName",
+                t
+            ),
+            get_string_prop(
+                &link.conn,
+                link.dest(),
+                ROOT_PATH,
+                "org.a11y.atspi.Application",
+                "Version",
+                t
+            ),
+        );
+        let tk = Toolkit {
+            name: nish_reader::states::clip_chars(n.map_err(read_failure)?, 32),
+            version: nish_reader::states::clip_chars(v.unwrap_or_default(), 32),
+        };
+        self.toolkits
+            .lock()
+            .await
+            .insert(link.bus_name.clone(), tk.clone());
+        Ok(tk)
+    }
+
+    /// The unix process id of a connection on the accessibility bus (asked live, not
+    /// remembered).
+    async fn pid(&self, bus_name: &str, timeout: Duration) -> Result<u32, ActFailure> {
+        let bus = self
+            .a11y
+            .bus()
+            .await
+            .map_err(|p| from_reader(p.failure()))?;
+        let r = call::<_, u32>(
+            &bus,
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Read::ConnectionPid,
+            &(bus_name,),
+            timeout,
+        )
+        .await;
+        match r {
+            Ok(pid) => Ok(pid),
+            Err(CallError::Unknown | CallError::Other) => Err(ActFailure::gone(
+                "the element's application has left the accessibility bus",
+            )),
+            Err(CallError::Connection) => {
+                self.bus_failed().await;
+                Err(ActFailure::refused(
+                    ErrorCode::BackendUnavailable,
+                    "the accessibility bus connection failed",
+                ))
+            }
+            Err(e) => Err(read_failure(e)),
+        }
+    }
+
+    /// Forgets a broken bus connection so the next request connects again.
+    async fn bus_failed(&self) {
+        self.a11y.reset_bus().await;
+        self.registered.lock().await.clear();
+    }
+
+    /// Reads the element live.
+    pub async fn read(
+        &self,
+        handle: &Handle,
+        expect: &Expect,
+        deadline: Instant,
+    ) -> Result<Element, ActFailure> {
+        let mut link = self.link(&handle.bus).await?;
+        let mut attempt = 0;
+        let (pid, p, frame) = loop {
+            let t = left(deadline)?;
+            let (pid, p, e) = tokio::join!(
+                self.pid(&handle.bus, t),
+                props(&link, &handle.path, t),
+                extents(&link, &handle.path, t),
+            );
+            // A direct link that broke: once more through the bus.
+            let broken =
+                matches!(p, Err(CallError::Connection)) || matches!(e, Err(CallError::Connection));
+            if broken && link.p2p && attempt == 0 {
+                attempt += 1;
+                self.a11y.drop_link(&handle.bus).await;
+                link = self.a11y.link(&handle.bus).await.map_err(from_reader)?;
+                continue;
+            }
+            let pid = pid?;
+            let p = p.map_err(read_failure)?;
+            let frame = match e {
+                Ok(r) => Some(r),
+                // No Component: no position.
+                Err(CallError::Unknown) => None,
+                Err(e) => return Err(read_failure(e)),
+            };
+            break (pid, p, frame);
+        };
+        let toolkit = self.toolkit(&link, deadline).await?;
+        let defunct = has_atspi_state(atspi_bits(&p.states), ATSPI_DEFUNCT);
+        let obj = Obj::from_atspi(
+            &handle.bus,
+            &handle.path,
+            p.role,
+            p.name,
+            &p.states,
+            &p.ifaces,
+            p.child_count,
+        );
+        let frame = if obj.ifaces.has(Ifaces::COMPONENT) {
+            frame
+        } else {
+            None
+        };
+        let frame = match frame {
+            Some(f) if toolkit.is_gtk4() => {
+                let (dx, dy) = self
+                    .gtk4_offset(&link, &handle.path, expect, deadline)
+                    .await?;
+                Some(Rect::new(f.x + dx, f.y + dy, f.w, f.h))
+            }
+            other => other,
+        };
+        Ok(Element {
+            handle: handle.clone(),
+            link,
+            live: Live {
+                pid,
+                role: obj.role,
+                name: obj.name,
+                states: obj.states,
+                defunct,
+                ifaces: obj.ifaces,
+                frame,
+            },
+            toolkit,
+        })
+    }
+
+    /// An object's parent reference.
+    pub async fn parent(
+        &self,
+        link: &AppLink,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(String, String), CallError> {
+        let v: OwnedValue = call(
+            &link.conn,
+            link.dest(),
+            path,
+            Read::GetProperty,
+            &("org.a11y.atspi.Accessible", "Parent"),
+            timeout,
+        )
+        .await?;
+        decode_ref(&v).ok_or(CallError::BadReply)
+    }
+
+    /// GTK 4 on X11 reports extents relative to the window. As in the reader's walk: when the
+    /// element's window accessible sits at 0,0, extents move by the window's position on
+    /// screen (read live from X; the snapshot's window frame when X does not answer).
+    async fn gtk4_offset(
+        &self,
+        link: &AppLink,
+        path: &str,
+        expect: &Expect,
+        deadline: Instant,
+    ) -> Result<(i32, i32), ActFailure> {
+        let mut top = path.to_string();
+        for _ in 0..MAX_ANCESTRY {
+            let (_, parent) = self
+                .parent(link, &top, left(deadline)?)
+                .await
+                .map_err(read_failure)?;
+            if parent == ROOT_PATH || parent == NULL_PATH || parent == "/" {
+                break;
+            }
+            top = parent;
+        }
+        let frame = extents(link, &top, left(deadline)?)
+            .await
+            .map_err(read_failure)?;
+        if (frame.x, frame.y) != (0, 0) {
+            return Ok((0, 0));
+        }
+        let client = match self.window_geometry(expect.window_id).await {
+            Ok(c) => c,
+            Err(f) if f.code == ErrorCode::BackendUnavailable => {
+                tracing::warn!(
+                    window = expect.window_id,
+                    "X display unavailable: GTK 4 extents placed with the snapshot's window frame"
+                );
+                expect.window_frame
+            }
+            Err(_) => {
+                return Err(ActFailure::gone(format!(
+                    "window {} no longer exists",
+                    expect.window_id
+                )));
+            }
+        };
+        Ok(if (client.x, client.y) != (0, 0) {
+            (client.x, client.y)
+        } else {
+            (0, 0)
+        })
+    }
+
+    /// A client window's geometry in screen coordinates, from X (connected on first use).
+    async fn window_geometry(&self, window_id: u64) -> Result<Rect, Failure> {
+        let win = u32::try_from(window_id)
+            .map_err(|_| Failure::not_found(format!("window {window_id} does not exist")))?;
+        let x = {
+            let mut g = self.x11.lock().await;
+            match g.as_ref() {
+                Some(x) => x.clone(),
+                None => {
+                    let x = Arc::new(
+                        tokio::task::spawn_blocking(X11::connect)
+                            .await
+                            .map_err(|_| Failure::internal("X11 task failed"))??,
+                    );
+                    *g = Some(x.clone());
+                    x
+                }
+            }
+        };
+        let r = tokio::task::spawn_blocking(move || x.geometry(win))
+            .await
+            .map_err(|_| Failure::internal("X11 task failed"))?;
+        if let Err(f) = &r
+            && f.code == ErrorCode::BackendUnavailable
+        {
+            *self.x11.lock().await = None;
+        }
+        r.map(|(client, _)| client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zbus::zvariant::ObjectPath;
+
+    #[test]
+    fn parent_references_decode() {
+        let s = Structure::from((
+            ":1.5",
+            ObjectPath::try_from("/org/a11y/atspi/accessible/3").unwrap(),
+        ));
+        let v = Value::Structure(s);
+        assert_eq!(
+            decode_ref(&v),
+            Some((
+                ":1.5".to_string(),
+                "/org/a11y/atspi/accessible/3".to_string()
+            ))
+        );
+        let wrapped = Value::Value(Box::new(v));
+        assert!(decode_ref(&wrapped).is_some());
+        assert_eq!(decode_ref(&Value::U32(3)), None);
+    }
+
+    #[test]
+    fn toolkit_rules() {
+        let g4 = Toolkit {
+            name: "GTK".into(),
+            version: "4.8.3".into(),
+        };
+        let g3 = Toolkit {
+            name: "gtk".into(),
+            version: "3.24.38".into(),
+        };
+        assert!(g4.is_gtk4() && g4.rules().visible_for_showing);
+        assert!(!g3.is_gtk4() && !g3.rules().visible_for_showing);
+    }
+
+    #[test]
+    fn running_out_of_time_is_a_refusal() {
+        let f = left(Instant::now() - Duration::from_millis(1)).unwrap_err();
+        assert_eq!(f.code, ErrorCode::AppNotResponding);
+        assert!(!f.sent);
+        assert_eq!(
+            left(Instant::now() + Duration::from_secs(60)).unwrap(),
+            READ_TIMEOUT
+        );
+    }
+}

@@ -1,0 +1,281 @@
+//! Test support: the real `nish-reader` and `nish-input` binaries spoken to over a socketpair on
+//! descriptor 3, exactly as the broker does, on a private test desktop.
+#![allow(dead_code)]
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nish_proto::model::{Node, Tree, WindowInfo};
+use nish_proto::wire::codec::{read_frame, write_frame};
+use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
+use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES};
+use nish_testdesk::wait::{Poll, poll};
+use nish_testdesk::{AppHandle, Desktop};
+
+/// `nish-reader` next to this test's own binaries (`target/<profile>/`); built by
+/// `cargo build -p nish-reader`.
+pub fn reader_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("own path");
+    let mut dir = exe.parent().expect("deps dir").to_path_buf();
+    if dir.ends_with("deps") || dir.ends_with("examples") {
+        dir.pop();
+    }
+    let p = dir.join("nish-reader");
+    assert!(
+        p.is_file(),
+        "the reader binary is missing at {}: run `cargo build -p nish-reader` first",
+        p.display()
+    );
+    p
+}
+
+/// One agent process and the broker's end of its socket.
+pub struct AgentProc {
+    pub child: Child,
+    pub sock: UnixStream,
+    next_id: u64,
+}
+
+impl AgentProc {
+    /// Starts `<program> --fd 3` with the desktop's environment and reads its hello.
+    pub fn spawn(desk: &Desktop, program: &std::path::Path) -> (AgentProc, Hello) {
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .expect("socketpair");
+        fcntl(&theirs, FcntlArg::F_SETFD(FdFlag::empty())).expect("clear cloexec");
+        let n = theirs.as_raw_fd();
+        let child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" --fd 3 3<&{n} {n}<&-"))
+            .arg(program)
+            .env_clear()
+            .envs(desk.env())
+            .env("NISH_LOG", "info")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the agent");
+        drop(theirs);
+        let sock = UnixStream::from(ours);
+        sock.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("read timeout");
+        let mut a = AgentProc {
+            child,
+            sock,
+            next_id: 1,
+        };
+        let hello: Hello = read_frame(&mut a.sock, MAX_FRAME_BYTES).expect("hello");
+        (a, hello)
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The real reader.
+pub struct Reader(pub AgentProc);
+
+impl Reader {
+    pub fn spawn(desk: &Desktop) -> Reader {
+        let (mut p, _hello) = AgentProc::spawn(desk, &reader_binary());
+        match read_frame::<_, ReaderToBroker>(&mut p.sock, MAX_FRAME_BYTES) {
+            Ok(ReaderToBroker::Lockdown(_)) => {}
+            other => panic!("expected the reader's lock-down report, got {other:?}"),
+        }
+        Reader(p)
+    }
+
+    fn call(&mut self, make: impl FnOnce(u64) -> BrokerToReader) -> ReaderToBroker {
+        let id = self.0.id();
+        write_frame(&mut self.0.sock, &make(id), MAX_FRAME_BYTES).expect("send to reader");
+        read_frame(&mut self.0.sock, MAX_FRAME_BYTES).expect("reader answer")
+    }
+
+    pub fn windows(&mut self) -> Vec<WindowInfo> {
+        match self.call(|id| BrokerToReader::ListWindows { id }) {
+            ReaderToBroker::Windows { windows, .. } => windows,
+            other => panic!("window list failed: {other:?}"),
+        }
+    }
+
+    pub fn window(&mut self, app: &AppHandle) -> WindowInfo {
+        let wid = u64::from(app.window_id);
+        self.windows()
+            .into_iter()
+            .find(|w| w.window_id == wid)
+            .unwrap_or_else(|| panic!("window {wid} of pid {} is not listed", app.pid))
+    }
+
+    pub fn tree(&mut self, window: &WindowInfo) -> Result<Tree, ReaderToBroker> {
+        let limits = WalkLimits {
+            budget_ms: 10_000,
+            ..WalkLimits::default()
+        };
+        match self.call(|id| BrokerToReader::ReadTree {
+            id,
+            window: window.clone(),
+            limits,
+        }) {
+            ReaderToBroker::Tree { tree, .. } => Ok(tree),
+            other => Err(other),
+        }
+    }
+
+    /// Reads until `ok` accepts the tree.
+    pub fn tree_until(
+        &mut self,
+        window: &WindowInfo,
+        what: &str,
+        ok: impl Fn(&Tree) -> bool,
+    ) -> Tree {
+        poll(what, Duration::from_secs(30), || {
+            Ok(match self.tree(window) {
+                Ok(t) if ok(&t) => Poll::Ready(t),
+                Ok(t) => Poll::Pending(format!("{} rows", t.nodes.len())),
+                Err(e) => Poll::Pending(format!("{e:?}")),
+            })
+        })
+        .expect(what)
+    }
+}
+
+/// The agent under test.
+pub struct Input {
+    pub proc: AgentProc,
+    pub hello: Hello,
+    pub lockdown: LockdownReport,
+}
+
+/// One act's answer and how long it took from request out to answer in.
+pub struct Answer {
+    pub msg: InputToBroker,
+    pub took: Duration,
+}
+
+impl Answer {
+    /// The path of a `Done`, or a panic naming what came instead.
+    pub fn done(&self) -> &str {
+        match &self.msg {
+            InputToBroker::Done { path, .. } => path,
+            other => panic!("expected Done, got {other:?}"),
+        }
+    }
+
+    /// The code and `sent` of a `Failed`, or a panic.
+    pub fn failed(&self) -> (&str, bool) {
+        match &self.msg {
+            InputToBroker::Failed { failure, sent, .. } => (failure.code.as_str(), *sent),
+            other => panic!("expected Failed, got {other:?}"),
+        }
+    }
+}
+
+impl Input {
+    pub fn spawn(desk: &Desktop) -> Input {
+        let (mut proc, hello) =
+            AgentProc::spawn(desk, std::path::Path::new(env!("CARGO_BIN_EXE_nish-input")));
+        let lockdown = match read_frame::<_, InputToBroker>(&mut proc.sock, MAX_FRAME_BYTES) {
+            Ok(InputToBroker::Lockdown(l)) => l,
+            other => panic!("expected the lock-down report, got {other:?}"),
+        };
+        Input {
+            proc,
+            hello,
+            lockdown,
+        }
+    }
+
+    /// Sends one act and waits for its answer.
+    pub fn act(&mut self, target: Expect, op: SemanticOp) -> Answer {
+        let id = self.proc.id();
+        let start = Instant::now();
+        write_frame(
+            &mut self.proc.sock,
+            &BrokerToInput::Semantic { id, target, op },
+            MAX_FRAME_BYTES,
+        )
+        .expect("send to the input agent");
+        let msg: InputToBroker =
+            read_frame(&mut self.proc.sock, MAX_FRAME_BYTES).expect("input agent answer");
+        let took = start.elapsed();
+        let got = match &msg {
+            InputToBroker::Done { id, .. } | InputToBroker::Failed { id, .. } => *id,
+            InputToBroker::Lockdown(_) => 0,
+        };
+        assert_eq!(got, id, "answer to another request: {msg:?}");
+        Answer { msg, took }
+    }
+}
+
+/// What the broker would send for row `row` of `tree`.
+pub fn expect(tree: &Tree, row: usize) -> Expect {
+    let n = &tree.nodes[row];
+    Expect {
+        handle: n.handle.clone(),
+        window_id: tree.window.window_id,
+        pid: tree.window.pid,
+        role: n.role.clone(),
+        name: n.name.clone(),
+        states: n.states,
+        frame: n.frame,
+        window_frame: tree.window.frame,
+    }
+}
+
+/// The first row that `f` accepts.
+pub fn find(tree: &Tree, what: &str, f: impl Fn(&Node) -> bool) -> usize {
+    tree.nodes
+        .iter()
+        .position(f)
+        .unwrap_or_else(|| panic!("no row is {what}"))
+}
+
+/// The row with this handle.
+pub fn by_handle<'t>(tree: &'t Tree, handle: &str) -> &'t Node {
+    tree.nodes
+        .iter()
+        .find(|n| n.handle == handle)
+        .unwrap_or_else(|| panic!("the element {handle} is gone from the tree"))
+}
+
+/// Where the pointer is and which window is active: neither may change in headless acts.
+pub fn person_state(desk: &Desktop) -> ((i32, i32), Option<u32>) {
+    let p = desk.pointer().expect("pointer");
+    ((p.x, p.y), desk.active_window().expect("active window"))
+}
+
+/// The median and the 95th percentile.
+pub fn median_p95(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    let median = v[v.len() / 2];
+    let p95 = v[((v.len() * 95).div_ceil(100))
+        .saturating_sub(1)
+        .min(v.len() - 1)];
+    (median, p95)
+}
