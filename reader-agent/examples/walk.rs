@@ -2,12 +2,12 @@
 //!
 //! ```text
 //! cargo run --release -p nish-reader --example walk -- (--pid P | --title TEXT | --window ID)
-//!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump]
+//!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump] [--sandbox]
 //! ```
 //!
 //! Needs `DISPLAY` and `DBUS_SESSION_BUS_ADDRESS` (or `AT_SPI_BUS_ADDRESS`). `--dump` prints the
 //! last tree, one row a line (depth, role, name, states, frame, actions, value), for comparing
-//! with another walker.
+//! with another walker. `--sandbox` locks the process down first, as the agent is.
 
 use std::time::Instant;
 
@@ -23,9 +23,20 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--sandbox") {
+        // As the agent runs: locked down before any thread.
+        let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" });
+        eprintln!("lock-down: {report:?}");
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(args))
+}
+
+async fn run(args: Vec<String>) -> anyhow::Result<()> {
     let n: usize = arg(&args, "-n")
         .map(|v| v.parse())
         .transpose()?
@@ -87,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
     let median = sorted[sorted.len() / 2];
     println!(
         "window={} pid={} nodes={} truncated={:?} runs={} min_ms={:.1} median_ms={:.1} first_ms={:.1} \
-         cache={} cache_items={} live_objects={} detail_calls={} p2p={} toolkit={}/{} \
+         cache={} cache_items={} realized={} live_objects={} detail_calls={} p2p={} toolkit={}/{} \
          ms_frame={} ms_structure={} ms_total={}",
         w.id,
         w.pid,
@@ -99,6 +110,7 @@ async fn main() -> anyhow::Result<()> {
         times[0],
         stats.cache,
         stats.cache_items,
+        stats.realized,
         stats.live_objects,
         stats.detail_calls,
         stats.p2p,

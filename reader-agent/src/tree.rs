@@ -176,7 +176,7 @@ pub struct CacheRow {
 }
 
 /// Builds an arena from cache items. An object's children are known when the cache holds
-/// exactly `child_count` of them with distinct, non-negative indices; otherwise (objects that
+/// exactly `child_count` of them with distinct, non-negative indices (ordered by index); otherwise (objects that
 /// manage their descendants, which the cache leaves out; a child count of -1, which the cache
 /// gives for menus, tables and lists it does not hold the children of; or a cache that lags
 /// behind) they are pending and read live.
@@ -217,7 +217,10 @@ pub fn arena_from_cache(items: Vec<CacheRow>) -> Arena {
         let kids = match children.remove(&k) {
             Some(mut list) if list.len() == want => {
                 list.sort_by_key(|(i, _)| *i);
-                let ordered = list.iter().enumerate().all(|(n, (i, _))| *i == n as i32);
+                // Distinct, non-negative indices give the order. They need not be 0..n: GTK 4
+                // counts siblings that are not accessible (an only child at index 1).
+                let ordered = list.first().is_some_and(|(i, _)| *i >= 0)
+                    && list.windows(2).all(|w| w[0].0 < w[1].0);
                 if ordered {
                     Kids::Known(list.into_iter().map(|(_, c)| c).collect())
                 } else {
@@ -549,6 +552,33 @@ mod tests {
         assert_eq!(arena.get(p).kids, Kids::Pending);
         let f = arena.key(":1.5", "/f").unwrap();
         assert!(matches!(arena.get(f).kids, Kids::Known(ref v) if v.len() == 2));
+    }
+
+    #[test]
+    fn gapped_indices_still_order_children() {
+        // GTK 4 gives an only child index 1.
+        let mut items = sample();
+        for i in items.iter_mut().filter(|i| i.parent_path == "/p") {
+            i.index += 3;
+        }
+        let arena = arena_from_cache(items);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b1", "/b2", "/b3"]);
+        // Duplicate indices do not give an order.
+        let mut items = sample();
+        for i in items.iter_mut().filter(|i| i.parent_path == "/p") {
+            i.index = 4;
+        }
+        let arena = arena_from_cache(items);
+        let pk = arena.key(":1.5", "/p").unwrap();
+        assert_eq!(arena.get(pk).kids, Kids::Pending);
     }
 
     #[test]

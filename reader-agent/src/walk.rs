@@ -81,6 +81,8 @@ pub struct WalkStats {
     pub cache_items: usize,
     /// Objects read live.
     pub live_objects: usize,
+    /// Objects whose children were listed so that the toolkit adds them to its cache.
+    pub realized: usize,
     /// Detail calls made.
     pub detail_calls: usize,
     /// The application was reached peer-to-peer.
@@ -224,6 +226,25 @@ pub async fn read_tree(
             window.pid
         )));
     }
+    // GTK 4 adds objects to its cache only once a client has asked for them: walk the
+    // children lists (one call per object instead of five) and ask the cache again.
+    if stats.cache && realizes_on_read(&frame.toolkit) {
+        let pending = match arena.key(&frame.link.bus_name, &frame.path) {
+            Some(root) => plan(&arena, root, &limits, true, TruncReason::TimeBudget)
+                .pending
+                .iter()
+                .map(|k| arena.get(*k).path.clone())
+                .collect(),
+            None => vec![frame.path.clone()],
+        };
+        if !pending.is_empty() {
+            stats.realized = realize(&ctx, pending, limits.max_elements as usize).await;
+            if let Some(rows) = cache_items(a11y, &ctx).await {
+                stats.cache_items = rows.len();
+                arena = arena_from_cache(rows);
+            }
+        }
+    }
     let root = match arena.key(&frame.link.bus_name, &frame.path) {
         Some(k) => k,
         None => {
@@ -242,6 +263,18 @@ pub async fn read_tree(
         }
     };
 
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let p = plan(&arena, root, &limits, true, TruncReason::TimeBudget);
+        for k in p.pending.iter().take(5) {
+            let o = arena.get(*k);
+            tracing::debug!(
+                role = %o.role,
+                child_count = o.child_count,
+                manages = o.states.has(State::ManagesDescendants),
+                "pending after the cache"
+            );
+        }
+    }
     loop {
         let p = plan(&arena, root, &limits, true, TruncReason::TimeBudget);
         if p.pending.is_empty() || ctx.stopped() {
@@ -283,11 +316,54 @@ pub async fn read_tree(
 }
 
 /// GTK 4 on X11 reports extents relative to its window, whatever coordinate type is asked
-/// for: its frame sits at 0,0. Those are moved to screen coordinates by the window's position.
+/// for: its frame sits at 0,0, inset by the margin its surface keeps round the window (5 px each
+/// side without a compositor). Those are moved to screen coordinates by the window's position
+/// and that margin, taken as even on both sides.
 fn window_relative_offset(frame: &FrameRef, client: Rect) -> Option<(i32, i32)> {
     let e = frame.extents?;
-    let gtk4 = frame.toolkit.0.eq_ignore_ascii_case("gtk") && frame.toolkit.1.starts_with("4.");
-    (gtk4 && e.x == 0 && e.y == 0 && (client.x, client.y) != (0, 0)).then_some((client.x, client.y))
+    let gtk4 = realizes_on_read(&frame.toolkit);
+    if !(gtk4 && e.x == 0 && e.y == 0) {
+        return None;
+    }
+    let mx = ((client.w - e.w) / 2).clamp(0, 64);
+    let my = ((client.h - e.h) / 2).clamp(0, 64);
+    let off = (client.x + mx, client.y + my);
+    (off != (0, 0)).then_some(off)
+}
+
+/// True for toolkits whose cache holds only objects a client has already asked for (GTK 4).
+fn realizes_on_read(toolkit: &(String, String)) -> bool {
+    toolkit.0.eq_ignore_ascii_case("gtk") && toolkit.1.starts_with("4.")
+}
+
+/// Lists children level by level from `paths` (many calls in flight), at most `max` objects,
+/// so that the toolkit registers them in its cache. Returns how many were listed.
+async fn realize(ctx: &Arc<Ctx>, paths: Vec<String>, max: usize) -> usize {
+    let mut seen: std::collections::HashSet<String> = paths.iter().cloned().collect();
+    let mut frontier = paths;
+    let mut listed = 0;
+    while !frontier.is_empty() && !ctx.stopped() && seen.len() <= max {
+        listed += frontier.len();
+        let lists = crate::pool::run(frontier, DETAIL_POOL, |path| {
+            let ctx = ctx.clone();
+            async move {
+                ctx.call::<_, Vec<ObjRefWire>>(&path, Read::GetChildren, &())
+                    .await
+            }
+        })
+        .await;
+        frontier = Vec::new();
+        for (_, p) in lists.into_iter().flatten().flatten().flatten() {
+            let p = p.as_str().to_string();
+            if seen.len() > max {
+                break;
+            }
+            if seen.insert(p.clone()) {
+                frontier.push(p);
+            }
+        }
+    }
+    listed
 }
 
 /// `Cache.GetItems`, activating GTK 3's cache by registering for events when it does not
@@ -308,7 +384,11 @@ async fn cache_items(a11y: &A11y, ctx: &Ctx) -> Option<Vec<CacheRow>> {
         .await;
         match r {
             Ok(msg) => return decode_cache(&msg, &ctx.link.bus_name),
-            Err(CallError::Unknown) if attempt == 0 => a11y.register_events().await,
+            Err(CallError::Unknown) if attempt == 0 => {
+                // GTK 3 reached through the bus answers once a client registered for events.
+                a11y.register_events().await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             Err(e) => {
                 ctx.note(e);
                 return None;

@@ -4,12 +4,16 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use nish_proto::model::Rect;
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::errors::{ConnectionError, ReplyError};
+use x11rb::protocol::Event;
 use x11rb::protocol::composite::{ConnectionExt as _, Redirect};
+use x11rb::protocol::damage::{ConnectionExt as _, ReportLevel};
 use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _};
+use x11rb::protocol::xfixes::ConnectionExt as _;
 use x11rb::protocol::xinput::ConnectionExt as _;
 use x11rb::protocol::xproto::{
     Atom, AtomEnum, ConnectionExt as _, ImageFormat, ImageOrder, MapState, Window,
@@ -133,9 +137,17 @@ pub struct X11 {
     screen: usize,
     atoms: Atoms,
     composite: bool,
+    damage: bool,
     xres: bool,
     redirected: Mutex<HashSet<Window>>,
 }
+
+/// Longest wait for a window to repaint after its first redirection.
+pub const REPAINT_WAIT: Duration = Duration::from_millis(500);
+/// A repaint is done when no drawing happened for this long.
+pub const REPAINT_QUIET: Duration = Duration::from_millis(40);
+/// Most frames remembered as redirected.
+const MAX_REDIRECTED: usize = 4096;
 
 impl std::fmt::Debug for X11 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -182,6 +194,16 @@ impl X11 {
                     .is_some(),
                 _ => false,
             };
+        let damage = conn
+            .xfixes_query_version(5, 0)
+            .ok()
+            .and_then(|c| c.reply().ok())
+            .is_some()
+            && conn
+                .damage_query_version(1, 1)
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .is_some();
         let xres = matches!(
             conn.extension_information(x11rb::protocol::res::X11_EXTENSION_NAME),
             Ok(Some(_))
@@ -196,6 +218,7 @@ impl X11 {
             screen,
             atoms,
             composite,
+            damage,
             xres,
             redirected: Mutex::new(HashSet::new()),
         })
@@ -554,13 +577,19 @@ impl X11 {
                 "window {win} is not a client window"
             )));
         }
-        let first = self
-            .redirected
-            .lock()
-            .map_err(|_| Failure::internal("capture state poisoned"))?
-            .insert(top);
+        let first = {
+            let mut set = self
+                .redirected
+                .lock()
+                .map_err(|_| Failure::internal("capture state poisoned"))?;
+            if set.len() >= MAX_REDIRECTED {
+                set.clear();
+            }
+            set.insert(top)
+        };
         if first {
             // Automatic redirection keeps the screen as it was; several clients may hold it.
+            // The window stays redirected, so its pixmap follows its drawing from now on.
             if let Err(e) = self
                 .conn
                 .composite_redirect_window(top, Redirect::AUTOMATIC)
@@ -569,6 +598,7 @@ impl X11 {
             {
                 tracing::debug!(frame = top, "redirect refused: {e:?}");
             }
+            self.repaint(win)?;
         }
         let (client, _) = self.geometry(win)?;
         let top_geo = self
@@ -645,6 +675,58 @@ impl X11 {
             redacted: rects.len() as u32,
             png,
         })
+    }
+
+    /// A newly redirected window's pixmap starts as a copy of the screen, with whatever covered
+    /// the window: asks the window to repaint (an exposure of its whole area) and waits until
+    /// its drawing has been quiet for [`REPAINT_QUIET`], at most [`REPAINT_WAIT`].
+    fn repaint(&self, win: Window) -> Result<(), Failure> {
+        let damage = if self.damage {
+            let id = self
+                .conn
+                .generate_id()
+                .map_err(|e| Failure::internal(format!("{e}")))?;
+            self.conn
+                .damage_create(id, win, ReportLevel::NON_EMPTY)
+                .map_err(conn_failure)?
+                .check()
+                .map_err(reply_failure)?;
+            Some(id)
+        } else {
+            None
+        };
+        self.conn
+            .clear_area(true, win, 0, 0, 0, 0)
+            .map_err(conn_failure)?
+            .check()
+            .map_err(reply_failure)?;
+        let start = Instant::now();
+        let mut last: Option<Instant> = None;
+        loop {
+            while let Some(ev) = self.conn.poll_for_event().map_err(conn_failure)? {
+                if let (Event::DamageNotify(e), Some(d)) = (ev, damage)
+                    && e.damage == d
+                {
+                    last = Some(Instant::now());
+                    let _ = self.conn.damage_subtract(d, x11rb::NONE, x11rb::NONE);
+                    let _ = self.conn.flush();
+                }
+            }
+            let now = Instant::now();
+            let quiet = last.is_some_and(|t| now.duration_since(t) >= REPAINT_QUIET);
+            if quiet
+                || now.duration_since(start) >= REPAINT_WAIT
+                || damage.is_none() && now.duration_since(start) >= REPAINT_QUIET * 3
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(d) = damage {
+            let _ = self.conn.damage_destroy(d);
+            let _ = self.conn.flush();
+        }
+        Ok(())
     }
 
     /// The screen number in use.

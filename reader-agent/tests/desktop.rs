@@ -1,0 +1,737 @@
+//! The real `nish-reader` binary on a private headless desktop (Xvfb, D-Bus, AT-SPI, openbox)
+//! with real GTK 3, GTK 4 and Chromium windows, spoken to over a socketpair on descriptor 3
+//! exactly as the broker does.
+
+use std::io::Cursor;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nish_proto::model::{Node, Rect, State, Tree, TruncReason, WindowInfo};
+use nish_proto::wire::codec::{read_frame, write_frame};
+use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, PROTO_VERSION, Role};
+use nish_testdesk::wait::{Poll, poll};
+use nish_testdesk::{App, AppHandle, Desktop, page};
+
+/// The reader process and the broker's end of its socket.
+struct ReaderProc {
+    child: Child,
+    sock: UnixStream,
+    next_id: u64,
+}
+
+impl ReaderProc {
+    /// Starts `nish-reader --fd 3` with the desktop's environment; returns it with its hello
+    /// and lock-down report.
+    fn spawn(desk: &Desktop) -> (ReaderProc, Hello, LockdownReport) {
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .expect("socketpair");
+        // The child's end is inherited, and a shell puts it on descriptor 3 before exec.
+        fcntl(&theirs, FcntlArg::F_SETFD(FdFlag::empty())).expect("clear cloexec");
+        let n = theirs.as_raw_fd();
+        let script = if n == 3 {
+            "exec \"$0\" --fd 3".to_string()
+        } else {
+            format!("exec \"$0\" --fd 3 3<&{n} {n}<&-")
+        };
+        let child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .arg(env!("CARGO_BIN_EXE_nish-reader"))
+            .env_clear()
+            .envs(desk.env())
+            .env(
+                "NISH_LOG",
+                std::env::var("NISH_LOG").unwrap_or("info".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start nish-reader");
+        drop(theirs);
+        let sock = UnixStream::from(ours);
+        sock.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("read timeout");
+        let mut r = ReaderProc {
+            child,
+            sock,
+            next_id: 1,
+        };
+        let hello: Hello = read_frame(&mut r.sock, MAX_FRAME_BYTES).expect("hello");
+        let lock = match read_frame::<_, ReaderToBroker>(&mut r.sock, MAX_FRAME_BYTES) {
+            Ok(ReaderToBroker::Lockdown(l)) => l,
+            other => panic!("expected the lock-down report, got {other:?}"),
+        };
+        (r, hello, lock)
+    }
+
+    fn send(&mut self, req: &BrokerToReader) {
+        write_frame(&mut self.sock, req, MAX_FRAME_BYTES).expect("send");
+    }
+
+    fn recv(&mut self) -> ReaderToBroker {
+        read_frame(&mut self.sock, MAX_FRAME_BYTES).expect("answer")
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Sends one request and waits for its answer.
+    fn call(&mut self, make: impl FnOnce(u64) -> BrokerToReader) -> ReaderToBroker {
+        let id = self.id();
+        self.send(&make(id));
+        let a = self.recv();
+        assert_eq!(answer_id(&a), id, "answer to another request: {a:?}");
+        a
+    }
+
+    fn windows(&mut self) -> Vec<WindowInfo> {
+        match self.call(|id| BrokerToReader::ListWindows { id }) {
+            ReaderToBroker::Windows { windows, .. } => windows,
+            other => panic!("window list failed: {other:?}"),
+        }
+    }
+
+    fn window(&mut self, app: &AppHandle) -> WindowInfo {
+        let wid = u64::from(app.window_id);
+        self.windows()
+            .into_iter()
+            .find(|w| w.window_id == wid)
+            .unwrap_or_else(|| panic!("window {wid} of pid {} is not listed", app.pid))
+    }
+
+    fn tree(
+        &mut self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> Result<(Tree, u64), ReaderToBroker> {
+        match self.call(|id| BrokerToReader::ReadTree {
+            id,
+            window: window.clone(),
+            limits,
+        }) {
+            ReaderToBroker::Tree { tree, walk_ms, .. } => Ok((tree, walk_ms)),
+            other => Err(other),
+        }
+    }
+
+    fn capture(&mut self, window_id: u64, redact: Vec<Rect>) -> ReaderToBroker {
+        self.call(|id| BrokerToReader::Capture {
+            id,
+            window_id,
+            redact,
+        })
+    }
+}
+
+impl Drop for ReaderProc {
+    fn drop(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        // The reader exits when the broker's end closes; kill it if it does not.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn answer_id(a: &ReaderToBroker) -> u64 {
+    match a {
+        ReaderToBroker::Lockdown(_) => 0,
+        ReaderToBroker::Windows { id, .. }
+        | ReaderToBroker::Tree { id, .. }
+        | ReaderToBroker::Png { id, .. }
+        | ReaderToBroker::Probe { id, .. }
+        | ReaderToBroker::Failed { id, .. } => *id,
+    }
+}
+
+fn failure_code(a: &ReaderToBroker) -> Option<&str> {
+    match a {
+        ReaderToBroker::Failed { failure, .. } => Some(failure.code.as_str()),
+        _ => None,
+    }
+}
+
+fn full() -> WalkLimits {
+    WalkLimits {
+        budget_ms: 10_000,
+        ..WalkLimits::default()
+    }
+}
+
+/// Reads until `ok` accepts the tree (apps fill their trees in after their window appears).
+fn tree_until(r: &mut ReaderProc, w: &WindowInfo, what: &str, ok: impl Fn(&Tree) -> bool) -> Tree {
+    poll(what, Duration::from_secs(30), || {
+        Ok(match r.tree(w, full()) {
+            Ok((t, _)) if ok(&t) => Poll::Ready(t),
+            Ok((t, _)) => Poll::Pending(format!("{} rows", t.nodes.len())),
+            Err(e) => Poll::Pending(format!("{e:?}")),
+        })
+    })
+    .expect(what)
+}
+
+/// Structural invariants of every walked tree.
+fn check_structure(t: &Tree) {
+    assert!(!t.nodes.is_empty());
+    assert_eq!(t.nodes[0].parent, None);
+    assert_eq!(t.nodes[0].depth, 0);
+    let mut kids = vec![0u32; t.nodes.len()];
+    for (i, n) in t.nodes.iter().enumerate().skip(1) {
+        let p = n.parent.expect("every row but the first has a parent") as usize;
+        assert!(p < i, "row {i}: parent {p} must come first (pre-order)");
+        assert_eq!(n.depth, t.nodes[p].depth + 1, "row {i} depth");
+        kids[p] += 1;
+        assert!(
+            n.handle.contains('|') && n.handle.starts_with(':'),
+            "handle {}",
+            n.handle
+        );
+        if n.is_secure() {
+            assert!(n.states.has(State::Secure));
+            assert_eq!(n.value, None, "secure row {i} has a value");
+        }
+    }
+    for (i, n) in t.nodes.iter().enumerate() {
+        assert_eq!(n.child_count, kids[i], "row {i} child_count");
+    }
+}
+
+fn inside(outer: &Rect, inner: &Rect, slack: i32) -> bool {
+    outer.contains_rect(inner, slack)
+}
+
+fn decode_png(data: &[u8]) -> (u32, u32, Vec<u8>) {
+    let mut reader = png::Decoder::new(Cursor::new(data))
+        .read_info()
+        .expect("png header");
+    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut buf).expect("png data");
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    buf.truncate(info.buffer_size());
+    (info.width, info.height, buf)
+}
+
+fn pixel(rgb: &[u8], w: u32, x: i32, y: i32) -> [u8; 3] {
+    let i = ((y as usize) * (w as usize) + x as usize) * 3;
+    [rgb[i], rgb[i + 1], rgb[i + 2]]
+}
+
+/// The same window walked by libatspi (pyatspi), as `depth\trole\tname` lines; `None` when
+/// python3 with gi is not installed.
+fn pyatspi_rows(desk: &Desktop, pid: u32) -> Option<Vec<(u16, String, String)>> {
+    const SCRIPT: &str = r#"
+import sys, gi
+gi.require_version('Atspi', '2.0')
+from gi.repository import Atspi
+pid = int(sys.argv[1])
+desk = Atspi.get_desktop(0)
+def walk(a, d):
+    name = (a.get_name() or '').replace('\t', ' ').replace('\n', ' ')
+    print('%d\t%s\t%s' % (d, a.get_role_name().replace(' ', '_'), name))
+    for i in range(a.get_child_count()):
+        c = a.get_child_at_index(i)
+        if c is not None:
+            walk(c, d + 1)
+for i in range(desk.get_child_count()):
+    app = desk.get_child_at_index(i)
+    if app is not None and app.get_process_id() == pid:
+        walk(app.get_child_at_index(0), 0)
+        break
+"#;
+    let out = desk
+        .command("/usr/bin/python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(pid.to_string())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "pyatspi walk unavailable: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.splitn(3, '\t');
+                Some((
+                    p.next()?.parse().ok()?,
+                    p.next()?.to_string(),
+                    p.next().unwrap_or("").to_string(),
+                ))
+            })
+            .collect(),
+    )
+}
+
+fn start_with(apps: &[App]) -> (Desktop, Vec<AppHandle>) {
+    let desk = Desktop::start().expect("start the desktop");
+    let mut handles = Vec::new();
+    for app in apps {
+        let h = desk.spawn(app.clone()).expect("spawn app");
+        desk.wait_atspi_app(h.pid, Duration::from_secs(45))
+            .expect("app on the AT-SPI registry");
+        handles.push(h);
+    }
+    (desk, handles)
+}
+
+#[test]
+fn gtk3_hello_windows_tree_limits_capture_and_probe() {
+    let (desk, apps) = start_with(&[App::Gtk3WidgetFactory]);
+    let app = &apps[0];
+    let (mut r, hello, lock) = ReaderProc::spawn(&desk);
+
+    // Hello and the lock-down in force before any request.
+    assert_eq!(hello.role, Role::Reader);
+    assert_eq!(hello.proto_version, PROTO_VERSION);
+    assert!(lock.no_new_privs, "{lock:?}");
+    assert!(lock.seccomp, "{lock:?}");
+    assert!(lock.caps_empty, "{lock:?}");
+
+    // The window list: the app's window with its pid, AT-SPI name and geometry.
+    let w = r.window(app);
+    assert_eq!(w.pid, app.pid);
+    assert_eq!(w.app, "gtk3-widget-factory");
+    assert_eq!(w.title, "gtk3-widget-factory");
+    assert!(w.visible);
+    assert!(w.frame.w > 100 && w.frame.h > 100, "{:?}", w.frame);
+    let stacking: Vec<u32> = r.windows().iter().map(|w| w.stacking).collect();
+    assert_eq!(stacking, (0..stacking.len() as u32).collect::<Vec<_>>());
+
+    // The full tree.
+    let t = tree_until(&mut r, &w, "a full gtk3-widget-factory tree", |t| {
+        t.nodes.len() > 200
+    });
+    check_structure(&t);
+    assert_eq!(t.truncated, None);
+    assert!(
+        (200..400).contains(&t.nodes.len()),
+        "{} rows",
+        t.nodes.len()
+    );
+    assert_eq!(t.nodes[0].role, "frame");
+    assert_eq!(t.window.window_id, w.window_id);
+    let root_frame = t.nodes[0].frame.expect("the window's frame");
+    let check: &Node = t
+        .nodes
+        .iter()
+        .find(|n| n.role == "check_box" && n.states.has(State::Showing))
+        .expect("a showing check box");
+    assert!(
+        check.actions.iter().any(|a| a == "click"),
+        "{:?}",
+        check.actions
+    );
+    let cf = check.frame.expect("check box extents");
+    assert!(
+        !cf.is_empty() && inside(&root_frame, &cf, 2),
+        "{cf:?} in {root_frame:?}"
+    );
+    assert!(
+        inside(&w.frame, &cf, 2),
+        "{cf:?} in the X window {:?}",
+        w.frame
+    );
+    // Spin buttons carry their number, entries their text.
+    assert!(
+        t.nodes.iter().any(|n| n.role == "spin_button"
+            && n.value.as_deref().is_some_and(|v| v.parse::<f64>().is_ok())),
+        "a spin button with a numeric value"
+    );
+
+    // Same rows as libatspi: count, roles and names in document order.
+    if let Some(py) = pyatspi_rows(&desk, app.pid) {
+        assert_eq!(py.len(), t.nodes.len(), "row count against pyatspi");
+        for (i, ((d, role, name), n)) in py.iter().zip(&t.nodes).enumerate() {
+            assert_eq!((*d, role.as_str()), (n.depth, n.role.as_str()), "row {i}");
+            assert_eq!(
+                name.trim(),
+                n.name.replace(['\t', '\n'], " ").trim(),
+                "row {i} name"
+            );
+        }
+    }
+
+    // Limits: the first N rows in document order, and nothing deeper than the depth limit.
+    let (small, _) = r
+        .tree(
+            &w,
+            WalkLimits {
+                max_elements: 25,
+                ..full()
+            },
+        )
+        .expect("limited read");
+    assert_eq!(small.nodes.len(), 25);
+    assert_eq!(small.truncated, Some(TruncReason::MaxElements));
+    for (a, b) in small.nodes.iter().zip(&t.nodes) {
+        assert_eq!(
+            (&a.handle, a.parent, a.depth),
+            (&b.handle, b.parent, b.depth)
+        );
+    }
+    check_structure(&small);
+    let (shallow, _) = r
+        .tree(
+            &w,
+            WalkLimits {
+                max_depth: 3,
+                ..full()
+            },
+        )
+        .expect("shallow read");
+    assert_eq!(shallow.truncated, Some(TruncReason::MaxDepth));
+    assert!(shallow.nodes.iter().all(|n| n.depth <= 3));
+    assert_eq!(
+        shallow.nodes.len(),
+        t.nodes.iter().filter(|n| n.depth <= 3).count()
+    );
+
+    // Capture: the window's size, the redacted rectangle black, the rest not.
+    let red = Rect::new(cf.x - 4, cf.y - 4, cf.w + 8, cf.h + 8);
+    let (width, height, data, redacted) =
+        match r.capture(w.window_id, vec![red, Rect::new(5000, 5000, 10, 10)]) {
+            ReaderToBroker::Png {
+                width,
+                height,
+                data,
+                redacted,
+                ..
+            } => (width, height, data, redacted),
+            other => panic!("capture failed: {other:?}"),
+        };
+    assert_eq!((width as i32, height as i32), (w.frame.w, w.frame.h));
+    assert_eq!(redacted, 1, "the off-screen rectangle is not counted");
+    let (pw, ph, rgb) = decode_png(&data);
+    assert_eq!((pw, ph), (width, height));
+    let (ox, oy) = (red.x - w.frame.x, red.y - w.frame.y);
+    for y in oy.max(0)..(oy + red.h).min(ph as i32) {
+        for x in ox.max(0)..(ox + red.w).min(pw as i32) {
+            assert_eq!(
+                pixel(&rgb, pw, x, y),
+                [0, 0, 0],
+                "pixel {x},{y} inside the redaction"
+            );
+        }
+    }
+    let lit = rgb.chunks(3).filter(|p| p.iter().any(|c| *c > 40)).count();
+    assert!(
+        lit > (pw * ph / 2) as usize,
+        "the window's own pixels are there ({lit} lit)"
+    );
+
+    // At most 5 captures a second: six sent at once, one (at least) refused.
+    std::thread::sleep(Duration::from_millis(1100));
+    for _ in 0..6 {
+        let id = r.id();
+        r.send(&BrokerToReader::Capture {
+            id,
+            window_id: w.window_id,
+            redact: vec![],
+        });
+    }
+    let answers: Vec<ReaderToBroker> = (0..6).map(|_| r.recv()).collect();
+    let limited = answers
+        .iter()
+        .filter(|a| failure_code(a) == Some("rate_limited"))
+        .count();
+    let pngs = answers
+        .iter()
+        .filter(|a| matches!(a, ReaderToBroker::Png { .. }))
+        .count();
+    let codes: Vec<Option<&str>> = answers.iter().map(failure_code).collect();
+    assert_eq!((pngs, limited), (5, 1), "{codes:?}");
+
+    // Requests in flight together, answered by id.
+    let (a, b) = (r.id(), r.id());
+    r.send(&BrokerToReader::ReadTree {
+        id: a,
+        window: w.clone(),
+        limits: full(),
+    });
+    r.send(&BrokerToReader::ListWindows { id: b });
+    let mut got = [r.recv(), r.recv()];
+    got.sort_by_key(answer_id);
+    assert!(matches!(&got[0], ReaderToBroker::Tree { id, .. } if *id == a));
+    assert!(matches!(&got[1], ReaderToBroker::Windows { id, .. } if *id == b));
+
+    // A window that is not there (after the rate limit's second has passed).
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut ghost = w.clone();
+    ghost.window_id = 0x7fff_fff0;
+    assert_eq!(
+        failure_code(&r.tree(&ghost, full()).unwrap_err()),
+        Some("window_target_not_found")
+    );
+    assert_eq!(
+        failure_code(&r.capture(0x7fff_fff0, vec![])),
+        Some("window_target_not_found")
+    );
+    // The root window is not a client window: never captured.
+    assert_eq!(
+        failure_code(&r.capture(u64::from(desk.root()), vec![])),
+        Some("window_target_not_found")
+    );
+
+    // The probe.
+    match r.call(|id| BrokerToReader::Probe { id }) {
+        ReaderToBroker::Probe { probe, .. } => {
+            assert!(probe.display_ok);
+            assert_eq!(probe.display, desk.display_name());
+            assert!(
+                probe.missing_extensions.is_empty(),
+                "{:?}",
+                probe.missing_extensions
+            );
+            assert!(probe.xinput_version.is_some_and(|v| v >= (2, 1)));
+            assert!(probe.atspi_ok, "{:?}", probe.atspi_reason);
+        }
+        other => panic!("probe failed: {other:?}"),
+    }
+}
+
+#[test]
+fn gtk4_demo_tree_in_screen_coordinates() {
+    let (desk, apps) = start_with(&[App::Gtk4Demo]);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&apps[0]);
+    assert_eq!(w.pid, apps[0].pid);
+    let t = tree_until(&mut r, &w, "a gtk4-demo tree", |t| t.nodes.len() > 300);
+    check_structure(&t);
+    assert_eq!(t.truncated, None);
+    assert_eq!(t.nodes[0].role, "frame");
+    assert_eq!(t.nodes[0].name, "GTK Demo");
+    // GTK 4 reports window-relative extents; the reader moves them onto the screen.
+    let framed: Vec<&Node> = t
+        .nodes
+        .iter()
+        .filter(|n| n.frame.is_some_and(|f| !f.is_empty()))
+        .collect();
+    assert!(framed.len() > 50, "{} rows with extents", framed.len());
+    // Rows scrolled out of a list may lie outside; nearly all lie in the window, and every
+    // button does.
+    let inner = framed
+        .iter()
+        .filter(|n| inside(&w.frame, &n.frame.unwrap(), 2))
+        .count();
+    assert!(
+        inner * 10 >= framed.len() * 9,
+        "{inner} of {} inside",
+        framed.len()
+    );
+    for n in framed.iter().filter(|n| n.role == "push_button") {
+        let f = n.frame.unwrap();
+        assert!(
+            inside(&w.frame, &f, 2),
+            "button {f:?} outside {:?}",
+            w.frame
+        );
+    }
+    if let Some(py) = pyatspi_rows(&desk, apps[0].pid) {
+        assert_eq!(py.len(), t.nodes.len(), "row count against pyatspi");
+        for (i, ((d, role, _), n)) in py.iter().zip(&t.nodes).enumerate() {
+            assert_eq!((*d, role.as_str()), (n.depth, n.role.as_str()), "row {i}");
+        }
+    }
+}
+
+#[test]
+fn chromium_form_secure_field_and_redacted_capture() {
+    // Chromium, then a GTK window opened over it.
+    let (desk, apps) = start_with(&[
+        App::Chromium {
+            page: page("form.html"),
+        },
+        App::Gtk3WidgetFactory,
+    ]);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&apps[0]);
+    let cover = r.window(&apps[1]);
+    assert!(cover.stacking > w.stacking, "the GTK window is above");
+    let overlap = w
+        .frame
+        .intersect(&cover.frame)
+        .expect("the windows overlap");
+    let t = tree_until(&mut r, &w, "the form page's tree", |t| {
+        t.nodes.iter().any(|n| n.role == "password_text")
+            && t.nodes
+                .iter()
+                .any(|n| n.role == "push_button" && n.name == "Say hello")
+    });
+    check_structure(&t);
+    assert!(t.nodes.iter().any(|n| n.role == "document_web"));
+    let named = |role: &str, name: &str| {
+        t.nodes
+            .iter()
+            .find(|n| n.role == role && n.name == name)
+            .unwrap_or_else(|| panic!("{role} {name:?}"))
+    };
+    let agree = named("check_box", "I agree to the test terms");
+    assert!(!agree.actions.is_empty());
+    assert!(
+        named("push_button", "Say hello")
+            .actions
+            .iter()
+            .any(|a| a == "press")
+    );
+    let notes = named("entry", "Notes");
+    assert_eq!(notes.value.as_deref(), Some("First line of notes"));
+    let pw = t
+        .nodes
+        .iter()
+        .find(|n| n.role == "password_text")
+        .expect("the password field");
+    assert!(pw.states.has(State::Secure));
+    assert_eq!(pw.value, None);
+    let pf = pw.frame.expect("password extents");
+    assert!(inside(&w.frame, &pf, 2));
+
+    // The password field blacked out in the capture.
+    let (pw_w, data) = match r.capture(w.window_id, vec![pf]) {
+        ReaderToBroker::Png {
+            width,
+            height,
+            data,
+            redacted,
+            ..
+        } => {
+            assert_eq!((width as i32, height as i32), (w.frame.w, w.frame.h));
+            assert_eq!(redacted, 1);
+            (width, data)
+        }
+        other => panic!("capture failed: {other:?}"),
+    };
+    let (_, _, rgb) = decode_png(&data);
+    for y in pf.y - w.frame.y..pf.y - w.frame.y + pf.h {
+        for x in pf.x - w.frame.x..pf.x - w.frame.x + pf.w {
+            assert_eq!(pixel(&rgb, pw_w, x, y), [0, 0, 0], "pixel {x},{y}");
+        }
+    }
+    // The page's own white background where the GTK window covers it on screen: the capture
+    // is Chromium's contents, not the screen.
+    let doc = t
+        .nodes
+        .iter()
+        .find(|n| n.role == "document_web")
+        .and_then(|n| n.frame)
+        .expect("document extents");
+    let area = doc
+        .intersect(&overlap)
+        .expect("the GTK window covers the page");
+    let (mut white, mut all) = (0usize, 0usize);
+    for y in area.y - w.frame.y..area.y - w.frame.y + area.h {
+        for x in area.x - w.frame.x..area.x - w.frame.x + area.w {
+            all += 1;
+            if pixel(&rgb, pw_w, x, y) == [255, 255, 255] {
+                white += 1;
+            }
+        }
+    }
+    assert!(
+        white * 2 > all,
+        "{white} of {all} covered page pixels are the page's white"
+    );
+}
+
+#[test]
+fn chromium_dense_page_reads_within_limits() {
+    let (desk, apps) = start_with(&[App::Chromium {
+        page: page("dense.html"),
+    }]);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&apps[0]);
+    let t = tree_until(&mut r, &w, "the dense page's tree", |t| {
+        t.nodes.len() > 3000
+    });
+    check_structure(&t);
+    let (t, ms) = r.tree(&w, full()).expect("a full read");
+    eprintln!(
+        "dense page: {} rows in {ms} ms (truncated: {:?})",
+        t.nodes.len(),
+        t.truncated
+    );
+    assert!(t.nodes.len() > 3000);
+    assert_eq!(t.truncated, None);
+    // The default limits on this machine: whatever the budget allows, a prefix of the same.
+    let (d, _) = r.tree(&w, WalkLimits::default()).expect("default limits");
+    assert!(d.truncated.is_none() || d.truncated == Some(TruncReason::TimeBudget));
+    for (a, b) in d.nodes.iter().zip(&t.nodes) {
+        assert_eq!(a.handle, b.handle);
+    }
+    // A small cap: exactly that many rows, a prefix of document order.
+    let (cut, _) = r
+        .tree(
+            &w,
+            WalkLimits {
+                max_elements: 500,
+                ..full()
+            },
+        )
+        .expect("capped read");
+    assert_eq!(cut.nodes.len(), 500);
+    assert_eq!(cut.truncated, Some(TruncReason::MaxElements));
+    for (a, b) in cut.nodes.iter().zip(&t.nodes) {
+        assert_eq!(a.handle, b.handle);
+    }
+}
+
+#[test]
+fn a_stopped_app_is_not_responding_and_the_reader_stays_up() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let (desk, apps) = start_with(&[App::Gtk3WidgetFactory]);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&apps[0]);
+    tree_until(&mut r, &w, "a full tree", |t| t.nodes.len() > 200);
+
+    let pid = Pid::from_raw(apps[0].pid as i32);
+    kill(pid, Signal::SIGSTOP).expect("stop the app");
+    let t0 = Instant::now();
+    let answer = r.tree(&w, WalkLimits::default());
+    let took = t0.elapsed();
+    kill(pid, Signal::SIGCONT).expect("continue the app");
+    match answer {
+        Err(a) => assert_eq!(failure_code(&a), Some("app_not_responding"), "{a:?}"),
+        Ok((t, _)) => assert!(
+            matches!(
+                t.truncated,
+                Some(TruncReason::AppNotResponding) | Some(TruncReason::TimeBudget)
+            ),
+            "a stopped app gave a complete tree"
+        ),
+    }
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+
+    // Once it runs again, it reads normally; the window list never waited on it for long.
+    let t0 = Instant::now();
+    assert!(!r.windows().is_empty());
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    let t = tree_until(&mut r, &w, "the tree after SIGCONT", |t| {
+        t.truncated.is_none()
+    });
+    assert!(t.nodes.len() > 200);
+}
