@@ -59,6 +59,20 @@ impl Toolkit {
     }
 }
 
+/// Where GTK 4's window-relative extents sit on screen, as the reader's walk places them
+/// (`nish_reader::walk`, private there): when the window accessible's extents are at 0,0, by
+/// the client window's position plus the margin GTK 4's surface keeps round the window (5 px
+/// each side without a compositor), taken as even on both sides. `None`: no offset.
+pub fn gtk4_window_offset(frame: Rect, client: Rect) -> Option<(i32, i32)> {
+    if (frame.x, frame.y) != (0, 0) {
+        return None;
+    }
+    let mx = ((client.w - frame.w) / 2).clamp(0, 64);
+    let my = ((client.h - frame.h) / 2).clamp(0, 64);
+    let off = (client.x + mx, client.y + my);
+    (off != (0, 0)).then_some(off)
+}
+
 /// The target element, read live.
 #[derive(Clone, Debug)]
 pub struct Element {
@@ -283,6 +297,7 @@ impl Desk {
                 let (dx, dy) = self
                     .gtk4_offset(&link, &handle.path, expect, deadline)
                     .await?;
+                tracing::debug!(?f, dx, dy, "GTK 4 extents moved by the window offset");
                 Some(Rect::new(f.x + dx, f.y + dy, f.w, f.h))
             }
             other => other,
@@ -322,9 +337,9 @@ impl Desk {
         decode_ref(&v).ok_or(CallError::BadReply)
     }
 
-    /// GTK 4 on X11 reports extents relative to the window. As in the reader's walk: when the
-    /// element's window accessible sits at 0,0, extents move by the window's position on
-    /// screen (read live from X; the snapshot's window frame when X does not answer).
+    /// GTK 4 on X11 reports extents relative to the window: the offset that moves them to
+    /// the screen, by [`gtk4_window_offset`] with the element's window accessible and the
+    /// window's geometry (read live from X; the snapshot's window frame when X does not answer).
     async fn gtk4_offset(
         &self,
         link: &AppLink,
@@ -365,11 +380,7 @@ impl Desk {
                 )));
             }
         };
-        Ok(if (client.x, client.y) != (0, 0) {
-            (client.x, client.y)
-        } else {
-            (0, 0)
-        })
+        Ok(gtk4_window_offset(frame, client).unwrap_or((0, 0)))
     }
 
     /// A client window's geometry in screen coordinates, from X (connected on first use).
@@ -425,6 +436,31 @@ mod tests {
         let wrapped = Value::Value(Box::new(v));
         assert!(decode_ref(&wrapped).is_some());
         assert_eq!(decode_ref(&Value::U32(3)), None);
+    }
+
+    #[test]
+    fn gtk4_offsets() {
+        // An 800x600 client at 240,100 whose surface keeps 5 px round a 790x590 window.
+        let client = Rect::new(240, 100, 800, 600);
+        assert_eq!(
+            gtk4_window_offset(Rect::new(0, 0, 790, 590), client),
+            Some((245, 105))
+        );
+        // Extents already on screen: no offset.
+        assert_eq!(
+            gtk4_window_offset(Rect::new(245, 105, 790, 590), client),
+            None
+        );
+        // A window at the origin without a margin.
+        assert_eq!(
+            gtk4_window_offset(Rect::new(0, 0, 800, 600), Rect::new(0, 0, 800, 600)),
+            None
+        );
+        // Margins are bounded.
+        assert_eq!(
+            gtk4_window_offset(Rect::new(0, 0, 10, 10), Rect::new(0, 0, 1000, 1000)),
+            Some((64, 64))
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use nish_proto::wire::input::SemanticOp;
 use nish_proto::wire::{PROTO_VERSION, Role};
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, Desktop};
-use support::{Input, Reader, by_handle, expect, find, person_state};
+use support::{Input, Reader, by_handle, expect, find, has, node, person_state};
 
 fn click() -> SemanticOp {
     SemanticOp::Action {
@@ -60,7 +60,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     assert!(l.acceptable(false), "{l:?}");
 
     let w = reader.window(&wf);
-    let t = reader.tree_until(&w, "the widget factory's tree", |t| {
+    let (w, t) = support::settled_tree(&mut reader, &w, "the widget factory's tree", |t| {
         t.nodes.len() > 200
             && t.nodes
                 .iter()
@@ -77,21 +77,30 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
         .expect("gtk3-demo entry_buffer");
     desk.wait_atspi_app(demo.pid, Duration::from_secs(45))
         .expect("gtk3-demo on AT-SPI");
-    // gtk3-demo --run maps the demo's own window (not the first one it creates) and activates it.
-    let dw = poll(
+    // gtk3-demo --run maps its main window and the demo's own ("Entry Buffer"); which of them
+    // ends up active varies, so the person activates the demo's.
+    let dw = poll("the demo's window", Duration::from_secs(10), || {
+        Ok(
+            match reader
+                .windows()
+                .into_iter()
+                .find(|w| w.pid == demo.pid && w.title == "Entry Buffer" && w.visible)
+            {
+                Some(w) => Poll::Ready(w),
+                None => Poll::Pending("not mapped yet".into()),
+            },
+        )
+    })
+    .expect("the demo window");
+    poll(
         "the demo's window to be active",
         Duration::from_secs(10),
         || {
-            let wins = reader.windows();
-            Ok(
-                match wins
-                    .into_iter()
-                    .find(|w| w.pid == demo.pid && w.active && w.visible)
-                {
-                    Some(w) => Poll::Ready(w),
-                    None => Poll::Pending(format!("active {:?}", desk.active_window()?)),
-                },
-            )
+            if desk.active_window()?.map(u64::from) == Some(dw.window_id) {
+                return Ok(Poll::Ready(()));
+            }
+            desk.xdotool(&["windowactivate", &dw.window_id.to_string()])?;
+            Ok(Poll::Pending(format!("active {:?}", desk.active_window()?)))
         },
     )
     .expect("the demo window active");
@@ -109,9 +118,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     let a = input.act(cb.clone(), click());
     assert_eq!(a.done(), "atspi_action:click");
     click_ms.push(a.took);
-    reader.tree_until(&w, "the check box checked", |t| {
-        checked(by_handle(t, &cb.handle))
-    });
+    reader.tree_until(&w, "the check box checked", |t| has(t, &cb.handle, checked));
 
     // --- Stale targets are refused before anything is sent; the state stays. ----------------
     let mut stale = Vec::new();
@@ -164,7 +171,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     assert_eq!(a.done(), "atspi_action:click");
     click_ms.push(a.took);
     let t = reader.tree_until(&w, "the check box unchecked again", |t| {
-        !checked(by_handle(t, &cb.handle))
+        has(t, &cb.handle, |n| !checked(n))
     });
 
     // --- Refusals by state and capability. --------------------------------------------------
@@ -223,7 +230,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     assert_eq!(a.done(), "atspi_action:click");
     click_ms.push(a.took);
     let t = reader.tree_until(&w, "the toggle button pressed", |t| {
-        checked(by_handle(t, &tb.handle))
+        has(t, &tb.handle, checked)
     });
 
     // --- An entry: set, then insert at the caret (multi-byte text). --------------------------
@@ -241,7 +248,9 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     assert_eq!(a.done(), "editable_text");
     let set_ms = a.took;
     let t = reader.tree_until(&w, "the entry set", |t| {
-        by_handle(t, &entry.handle).value.as_deref() == Some("Hello, nish")
+        has(t, &entry.handle, |n| {
+            n.value.as_deref() == Some("Hello, nish")
+        })
     });
     assert!(
         !by_handle(&t, &entry.handle).states.has(State::Focused),
@@ -251,7 +260,9 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     let a = input.act(entry.clone(), SemanticOp::InsertText { text: ins.into() });
     assert_eq!(a.done(), "editable_text");
     let t = reader.tree_until(&w, "the entry typed into", |t| {
-        by_handle(t, &entry.handle).value.as_deref() != Some("Hello, nish")
+        has(t, &entry.handle, |n| {
+            n.value.as_deref() != Some("Hello, nish")
+        })
     });
     let v = by_handle(&t, &entry.handle).value.clone().unwrap();
     assert!(
@@ -268,7 +279,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     let a = input.act(spin.clone(), SemanticOp::SetNumber { value: 73.0 });
     assert_eq!(a.done(), "value");
     let t = reader.tree_until(&w, "the spin button at 73", |t| {
-        by_handle(t, &spin.handle).value.as_deref() == Some("73")
+        has(t, &spin.handle, |n| n.value.as_deref() == Some("73"))
     });
     for bad in [1e6, f64::NAN, f64::INFINITY] {
         let a = input.act(spin.clone(), SemanticOp::SetNumber { value: bad });
@@ -291,7 +302,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     let a = input.act(expect(&t, tab2), SemanticOp::Select);
     assert_eq!(a.done(), "atspi_selection");
     let t = reader.tree_until(&w, "the second tab selected", |t| {
-        by_handle(t, &h2).states.has(State::Selected)
+        has(t, &h2, |n| n.states.has(State::Selected))
     });
     assert!(!by_handle(&t, &h1).states.has(State::Selected));
 
@@ -303,16 +314,18 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     let a = input.act(page2.clone(), click());
     assert_eq!(a.done(), "atspi_action:click");
     click_ms.push(a.took);
+    // Page 1 leaves the tree (or, during the transition, stays in it without `showing`).
     let t3: Tree = reader.tree_until(&w, "page 2 shown, page 1 hidden", |t| {
-        checked(by_handle(t, &page2.handle)) && !by_handle(t, &cb.handle).states.has(State::Showing)
+        has(t, &page2.handle, checked)
+            && node(t, &cb.handle).is_none_or(|n| !n.states.has(State::Showing))
     });
-    // The page-1 check box is hidden now: its old target is refused, nothing is sent.
-    let row = t3.nodes.iter().position(|n| n.handle == cb.handle).unwrap();
-    assert_eq!(
-        input.act(on.clone(), click()).failed(),
-        ("not_actionable", false)
+    // Its old target is refused, nothing is sent.
+    let refused = input.act(on.clone(), click());
+    let (code, sent) = refused.failed();
+    assert!(
+        matches!(code, "not_actionable" | "element_not_found") && !sent,
+        "{code} {sent}"
     );
-    assert!(!checked(&t3.nodes[row]));
     let row = find(&t3, "the Page 1 switch", |n| {
         n.role == "radio_button" && n.name == "Page 1"
     });
@@ -321,7 +334,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
         "atspi_action:click"
     );
     let t = reader.tree_until(&w, "page 1 back", |t| {
-        by_handle(t, &cb.handle).states.has(State::Showing)
+        has(t, &cb.handle, |n| n.states.has(State::Showing))
     });
     assert!(!checked(by_handle(&t, &cb.handle)));
 
@@ -363,7 +376,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     };
     assert_eq!(input.act(visible.clone(), op).done(), "editable_text");
     reader.tree_until(&dw, "the visible entry set", |t| {
-        by_handle(t, &visible.handle).value.as_deref() == Some("shared")
+        has(t, &visible.handle, |n| n.value.as_deref() == Some("shared"))
     });
 
     // --- The person's pointer and active window never moved; the factory was not raised. -------

@@ -16,21 +16,33 @@ use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES};
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{AppHandle, Desktop};
 
-/// `nish-reader` next to this test's own binaries (`target/<profile>/`); built by
-/// `cargo build -p nish-reader`.
-pub fn reader_binary() -> PathBuf {
+/// A workspace binary next to this test's or example's own binary (`target/<profile>/`).
+pub fn sibling_binary(name: &str, build: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("own path");
     let mut dir = exe.parent().expect("deps dir").to_path_buf();
     if dir.ends_with("deps") || dir.ends_with("examples") {
         dir.pop();
     }
-    let p = dir.join("nish-reader");
+    let p = dir.join(name);
     assert!(
         p.is_file(),
-        "the reader binary is missing at {}: run `cargo build -p nish-reader` first",
+        "{name} is missing at {}: run `{build}` first",
         p.display()
     );
     p
+}
+
+/// `nish-reader`, built by `cargo build -p nish-reader`.
+pub fn reader_binary() -> PathBuf {
+    sibling_binary("nish-reader", "cargo build -p nish-reader")
+}
+
+/// `nish-input`: cargo's own path in tests, the sibling binary in examples.
+pub fn input_binary() -> PathBuf {
+    match option_env!("CARGO_BIN_EXE_nish-input") {
+        Some(p) => PathBuf::from(p),
+        None => sibling_binary("nish-input", "cargo build -p nish-input"),
+    }
 }
 
 /// One agent process and the broker's end of its socket.
@@ -54,13 +66,16 @@ impl AgentProc {
         .expect("socketpair");
         fcntl(&theirs, FcntlArg::F_SETFD(FdFlag::empty())).expect("clear cloexec");
         let n = theirs.as_raw_fd();
-        let child = Command::new("/bin/sh")
+        let child = Command::new("/bin/bash")
             .arg("-c")
             .arg(format!("exec \"$0\" --fd 3 3<&{n} {n}<&-"))
             .arg(program)
             .env_clear()
             .envs(desk.env())
-            .env("NISH_LOG", "info")
+            .env(
+                "NISH_LOG",
+                std::env::var("NISH_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdin(Stdio::null())
             .spawn()
             .expect("start the agent");
@@ -165,6 +180,48 @@ impl Reader {
     }
 }
 
+/// Reads until `ok` accepts the tree and two reads in a row agree on the window and on every
+/// row's handle and frame (apps still laying out their window move things).
+pub fn settled_tree(
+    reader: &mut Reader,
+    window: &WindowInfo,
+    what: &str,
+    ok: impl Fn(&Tree) -> bool,
+) -> (WindowInfo, Tree) {
+    let shape = |w: &WindowInfo, t: &Tree| {
+        (
+            w.frame,
+            t.nodes
+                .iter()
+                .map(|n| (n.handle.clone(), n.frame))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut last = None;
+    poll(what, Duration::from_secs(30), || {
+        let w = reader
+            .windows()
+            .into_iter()
+            .find(|x| x.window_id == window.window_id)
+            .ok_or_else(|| anyhow::anyhow!("window {} is gone", window.window_id))?;
+        Ok(match reader.tree(&w) {
+            Ok(t) if ok(&t) => {
+                let s = shape(&w, &t);
+                if last.as_ref() == Some(&s) {
+                    Poll::Ready((w, t))
+                } else {
+                    last = Some(s);
+                    std::thread::sleep(Duration::from_millis(100));
+                    Poll::Pending("still laying out".into())
+                }
+            }
+            Ok(t) => Poll::Pending(format!("{} rows", t.nodes.len())),
+            Err(e) => Poll::Pending(format!("{e:?}")),
+        })
+    })
+    .expect(what)
+}
+
 /// The agent under test.
 pub struct Input {
     pub proc: AgentProc,
@@ -198,8 +255,7 @@ impl Answer {
 
 impl Input {
     pub fn spawn(desk: &Desktop) -> Input {
-        let (mut proc, hello) =
-            AgentProc::spawn(desk, std::path::Path::new(env!("CARGO_BIN_EXE_nish-input")));
+        let (mut proc, hello) = AgentProc::spawn(desk, &input_binary());
         let lockdown = match read_frame::<_, InputToBroker>(&mut proc.sock, MAX_FRAME_BYTES) {
             Ok(InputToBroker::Lockdown(l)) => l,
             other => panic!("expected the lock-down report, got {other:?}"),
@@ -254,6 +310,16 @@ pub fn find(tree: &Tree, what: &str, f: impl Fn(&Node) -> bool) -> usize {
         .iter()
         .position(f)
         .unwrap_or_else(|| panic!("no row is {what}"))
+}
+
+/// The row with this handle, if the tree has it.
+pub fn node<'t>(tree: &'t Tree, handle: &str) -> Option<&'t Node> {
+    tree.nodes.iter().find(|n| n.handle == handle)
+}
+
+/// Whether the tree has the row with this handle and `f` accepts it (for polling).
+pub fn has(tree: &Tree, handle: &str, f: impl Fn(&Node) -> bool) -> bool {
+    node(tree, handle).is_some_and(f)
 }
 
 /// The row with this handle.
