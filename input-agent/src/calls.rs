@@ -217,6 +217,34 @@ mod tests {
     }
 
     #[test]
+    fn every_method_call_goes_through_a_closed_list() {
+        // Outside this module, D-Bus calls go through the reader's `call` (its `Read` list)
+        // or the functions above; nothing else names a method.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let src = std::fs::read_to_string(&path).unwrap();
+            seen += 1;
+            if path.file_name().is_some_and(|n| n == "calls.rs") {
+                continue;
+            }
+            for needle in [
+                "call_method(",
+                "Proxy",
+                "MethodCall",
+                "zbus::message::Builder",
+            ] {
+                assert!(!src.contains(needle), "{}: {needle}", path.display());
+            }
+        }
+        assert!(seen >= 8, "scanned {seen} files");
+    }
+
+    #[test]
     fn looks_only_read() {
         for l in Look::ALL {
             let (iface, method) = l.spec();
