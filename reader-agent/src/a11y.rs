@@ -153,7 +153,19 @@ pub struct A11y {
     apps: Mutex<HashMap<String, AppEntry>>,
     events_registered: Mutex<bool>,
     actions: Arc<ActionNames>,
+    frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
 }
+
+/// A window's top-level accessible found before, checked again before each use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct KnownFrame {
+    bus_name: String,
+    path: String,
+    toolkit: (String, String),
+}
+
+/// Most windows whose top-level accessible is remembered.
+const FRAME_MEMORY: usize = 1024;
 
 /// Most objects whose action names are remembered; the memory is emptied when it is full.
 pub const ACTION_MEMORY: usize = 50_000;
@@ -543,6 +555,78 @@ pub struct FrameRef {
 /// Finds the window's application (by pid) and its top-level accessible (by geometry, then
 /// name). `client` and `wm_frame` are the X geometry of the window and its window-manager frame.
 pub async fn find_frame(
+    a11y: &A11y,
+    window: &WindowInfo,
+    client: Rect,
+    wm_frame: Option<Rect>,
+) -> Result<FrameRef, Failure> {
+    let key = (window.window_id, window.pid);
+    let known = a11y.frames.lock().ok().and_then(|m| m.get(&key).cloned());
+    if let Some(k) = known {
+        if let Some(f) = recheck_frame(a11y, &k, window, client, wm_frame).await {
+            return Ok(f);
+        }
+        if let Ok(mut m) = a11y.frames.lock() {
+            m.remove(&key);
+        }
+    }
+    let f = discover_frame(a11y, window, client, wm_frame).await?;
+    if let Ok(mut m) = a11y.frames.lock() {
+        if m.len() >= FRAME_MEMORY {
+            m.clear();
+        }
+        m.insert(
+            key,
+            KnownFrame {
+                bus_name: f.link.bus_name.clone(),
+                path: f.path.clone(),
+                toolkit: f.toolkit.clone(),
+            },
+        );
+    }
+    Ok(f)
+}
+
+/// The remembered top-level accessible, when it still answers, is still a window and still
+/// matches the X window's geometry (or name).
+async fn recheck_frame(
+    a11y: &A11y,
+    k: &KnownFrame,
+    window: &WindowInfo,
+    client: Rect,
+    wm_frame: Option<Rect>,
+) -> Option<FrameRef> {
+    let link = a11y.link(&k.bus_name).await.ok()?;
+    let (p, e) = tokio::join!(
+        props(&link, &k.path, SETUP_TIMEOUT),
+        extents(&link, &k.path, SETUP_TIMEOUT)
+    );
+    let p = p.ok()?;
+    let e = e.ok();
+    let cand = Candidate {
+        role: role_name(p.role),
+        name: p.name.clone(),
+        extents: e,
+        showing: map_states(atspi_bits(&p.states)).has(State::Showing),
+    };
+    let target = Target {
+        client,
+        wm_frame,
+        title: &window.title,
+    };
+    if crate::framematch::score(&cand, &target) < crate::framematch::MIN_SCORE {
+        return None;
+    }
+    Some(FrameRef {
+        link,
+        path: k.path.clone(),
+        props: p,
+        extents: e,
+        toolkit: k.toolkit.clone(),
+    })
+}
+
+async fn discover_frame(
     a11y: &A11y,
     window: &WindowInfo,
     client: Rect,

@@ -175,61 +175,141 @@ pub struct CacheRow {
     pub states: Vec<u32>,
 }
 
-/// Builds an arena from cache items. An object's children are known when the cache holds
-/// exactly `child_count` of them with distinct, non-negative indices (ordered by index); otherwise (objects that
-/// manage their descendants, which the cache leaves out; a child count of -1, which the cache
-/// gives for menus, tables and lists it does not hold the children of; or a cache that lags
-/// behind) they are pending and read live.
-pub fn arena_from_cache(items: Vec<CacheRow>) -> Arena {
-    let mut arena = Arena::new();
-    let mut parents: Vec<(Key, String, String, i32)> = Vec::with_capacity(items.len());
-    for it in items {
-        let obj = Obj::from_atspi(
-            &it.bus,
-            &it.path,
-            it.role,
-            it.name,
-            &it.states,
-            &it.ifaces,
-            it.child_count,
-        );
-        let k = arena.insert(obj);
-        parents.push((k, it.parent_bus, it.parent_path, it.index));
+/// The children of every cache item (indices into `items`, in order), or `None` when they must
+/// be read live. An object's children are known when the cache holds exactly `child_count` of
+/// them with distinct, non-negative indices (ordered by index); otherwise (objects that manage
+/// their descendants, which the cache leaves out; a child count of -1, which the cache gives for
+/// menus, tables and lists it does not hold the children of; or a cache that lags behind) they
+/// are pending.
+fn cache_children(items: &[CacheRow]) -> Vec<CachedKids> {
+    let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(items.len());
+    for (i, it) in items.iter().enumerate() {
+        index
+            .entry((it.bus.as_str(), it.path.as_str()))
+            .or_insert(i);
     }
-    let mut children: HashMap<Key, Vec<(i32, Key)>> = HashMap::new();
-    for (k, pbus, ppath, idx) in parents {
-        if let Some(p) = arena.key(&pbus, &ppath)
-            && p != k
+    let mut children: Vec<Vec<(i32, usize)>> = vec![Vec::new(); items.len()];
+    for (i, it) in items.iter().enumerate() {
+        if index.get(&(it.bus.as_str(), it.path.as_str())) != Some(&i) {
+            continue; // a duplicate
+        }
+        if let Some(&p) = index.get(&(it.parent_bus.as_str(), it.parent_path.as_str()))
+            && p != i
         {
-            children.entry(p).or_default().push((idx, k));
+            children[p].push((it.index, i));
         }
     }
-    for k in 0..arena.len() as Key {
-        let obj = arena.get(k);
-        if obj.child_count == 0 {
-            continue;
-        }
-        if obj.child_count < 0 || obj.states.has(State::ManagesDescendants) {
-            arena.get_mut(k).kids = Kids::Pending;
-            continue;
-        }
-        let want = obj.child_count as usize;
-        let kids = match children.remove(&k) {
-            Some(mut list) if list.len() == want => {
-                list.sort_by_key(|(i, _)| *i);
-                // Distinct, non-negative indices give the order. They need not be 0..n: GTK 4
-                // counts siblings that are not accessible (an only child at index 1).
-                let ordered = list.first().is_some_and(|(i, _)| *i >= 0)
-                    && list.windows(2).all(|w| w[0].0 < w[1].0);
-                if ordered {
-                    Kids::Known(list.into_iter().map(|(_, c)| c).collect())
-                } else {
-                    Kids::Pending
-                }
+    items
+        .iter()
+        .zip(children)
+        .map(|(it, mut list)| {
+            list.sort_by_key(|(i, _)| *i);
+            let cached: Vec<usize> = list.iter().map(|(_, c)| *c).collect();
+            if it.child_count == 0 {
+                return CachedKids {
+                    known: true,
+                    cached: Vec::new(),
+                };
             }
-            _ => Kids::Pending,
+            let manages = map_states(atspi_bits(&it.states)).has(State::ManagesDescendants);
+            // Distinct, non-negative indices give the order. They need not be 0..n: GTK 4
+            // counts siblings that are not accessible (an only child at index 1).
+            let ordered = list.first().is_some_and(|(i, _)| *i >= 0)
+                && list.windows(2).all(|w| w[0].0 < w[1].0);
+            let known =
+                it.child_count > 0 && !manages && list.len() == it.child_count as usize && ordered;
+            CachedKids { known, cached }
+        })
+        .collect()
+}
+
+/// What the cache holds of one object's children.
+struct CachedKids {
+    /// The cached children are exactly the object's children.
+    known: bool,
+    /// The cached children, ordered by their index.
+    cached: Vec<usize>,
+}
+
+fn obj_of(it: &CacheRow) -> Obj {
+    Obj::from_atspi(
+        &it.bus,
+        &it.path,
+        it.role,
+        it.name.clone(),
+        &it.states,
+        &it.ifaces,
+        it.child_count,
+    )
+}
+
+/// Builds an arena from all cache items (see [`cache_children`] for when children are known).
+pub fn arena_from_cache(items: Vec<CacheRow>) -> Arena {
+    let kids = cache_children(&items);
+    let mut arena = Arena::new();
+    let keys: Vec<Key> = items.iter().map(|it| arena.insert(obj_of(it))).collect();
+    for (i, k) in kids.into_iter().enumerate() {
+        let key = keys[i];
+        if arena.get(key).child_count == 0 {
+            continue;
+        }
+        arena.get_mut(key).kids = if k.known {
+            Kids::Known(k.cached.into_iter().map(|c| keys[c]).collect())
+        } else {
+            Kids::Pending
         };
-        arena.get_mut(k).kids = kids;
+    }
+    arena
+}
+
+/// Builds an arena holding only the subtree of (`bus`, `path`), at most `2 * cap + 1` objects of
+/// it in document order, so a walk keeps no more than its limits admit whatever the size of the
+/// application. Cached children of objects whose children are pending are kept too (in index
+/// order): a live read of the children list then finds them. Empty when the cache does not
+/// hold that object.
+pub fn window_arena(items: Vec<CacheRow>, bus: &str, path: &str, cap: usize) -> Arena {
+    let mut arena = Arena::new();
+    let Some(root) = items.iter().position(|it| it.bus == bus && it.path == path) else {
+        return arena;
+    };
+    let kids = cache_children(&items);
+    let keep = cap.saturating_mul(2);
+    let mut order: Vec<usize> = Vec::new();
+    let mut seen = vec![false; items.len()];
+    let mut stack = vec![root];
+    while let Some(i) = stack.pop() {
+        if seen[i] {
+            continue;
+        }
+        if order.len() > keep {
+            break;
+        }
+        seen[i] = true;
+        order.push(i);
+        stack.extend(kids[i].cached.iter().rev().copied().filter(|c| !seen[*c]));
+    }
+    let mut key_of: HashMap<usize, Key> = HashMap::with_capacity(order.len());
+    for &i in &order {
+        key_of.insert(i, arena.insert(obj_of(&items[i])));
+    }
+    for &i in &order {
+        let key = key_of[&i];
+        if arena.get(key).child_count == 0 {
+            continue;
+        }
+        let k = &kids[i];
+        let kept: Vec<Key> = k
+            .cached
+            .iter()
+            .filter_map(|c| key_of.get(c).copied())
+            .collect();
+        // A list cut short is read again live (for the few objects on the cut's path), so a
+        // numbering never mistakes a cut list for a whole one.
+        arena.get_mut(key).kids = if k.known && kept.len() == k.cached.len() {
+            Kids::Known(kept)
+        } else {
+            Kids::Pending
+        };
     }
     arena
 }
@@ -725,6 +805,47 @@ mod tests {
         assert!(pw.is_secure());
         assert_eq!(pw.value, None);
         assert_eq!(nodes[1].value.as_deref(), Some("leak"));
+    }
+
+    #[test]
+    fn window_arena_keeps_the_window_and_its_first_rows() {
+        // A second window /g with a button: never part of the walk of /f.
+        let mut items = sample();
+        items.push(item("/g", "/", 1, 1, FRAME));
+        items.push(item("/gb", "/g", 0, 0, PUSH_BUTTON));
+        let full = arena_from_cache(items.clone());
+        let root = full.key(":1.5", "/f").unwrap();
+        let all = plan(
+            &full,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        let arena = window_arena(items.clone(), ":1.5", "/f", 100);
+        assert_eq!(arena.len(), 5);
+        assert!(arena.key(":1.5", "/gb").is_none());
+        let r = arena.key(":1.5", "/f").unwrap();
+        let p = plan(&arena, r, &limits(100, 50), false, TruncReason::TimeBudget);
+        assert_eq!(paths(&arena, &p), paths(&full, &all));
+        // With a cap of 1: three objects kept; the lists cut short are pending (read live).
+        let arena = window_arena(items.clone(), ":1.5", "/f", 1);
+        assert_eq!(arena.len(), 3);
+        let r = arena.key(":1.5", "/f").unwrap();
+        assert_eq!(arena.get(r).kids, Kids::Pending);
+        let pk = arena.key(":1.5", "/p").unwrap();
+        assert_eq!(arena.get(pk).kids, Kids::Pending);
+        // Cached children under an object whose children are pending are kept for reuse.
+        let mut items2 = sample();
+        items2.retain(|i| i.path != "/b3");
+        let arena = window_arena(items2, ":1.5", "/f", 100);
+        let f = arena.key(":1.5", "/f").unwrap();
+        assert_eq!(arena.get(f).kids, Kids::Pending);
+        assert!(arena.key(":1.5", "/b2").is_some());
+        let pk = arena.key(":1.5", "/p").unwrap();
+        assert!(matches!(arena.get(pk).kids, Kids::Known(ref v) if v.len() == 2));
+        // A window the cache does not hold.
+        assert!(window_arena(items, ":1.5", "/nope", 10).is_empty());
     }
 
     #[test]

@@ -28,8 +28,8 @@ use crate::dbus::{CallError, Read, call, call_msg};
 use crate::failure::Failure;
 use crate::states::{ValueKind, clip_chars, format_number, value_kind};
 use crate::tree::{
-    Arena, CacheRow, Details, Key, Kids, Obj, Plan, VALUE_MAX_CHARS, arena_from_cache, build_nodes,
-    clamp_limits, plan,
+    Arena, CacheRow, Details, Key, Kids, Obj, Plan, VALUE_MAX_CHARS, build_nodes, clamp_limits,
+    plan, window_arena,
 };
 
 /// Timeout of one call during a walk (also bounded by the walk's budget).
@@ -216,7 +216,12 @@ pub async fn read_tree(
         Some(rows) => {
             stats.cache = true;
             stats.cache_items = rows.len();
-            arena_from_cache(rows)
+            window_arena(
+                rows,
+                &frame.link.bus_name,
+                &frame.path,
+                limits.max_elements as usize,
+            )
         }
         None => Arena::new(),
     };
@@ -241,7 +246,12 @@ pub async fn read_tree(
             stats.realized = realize(&ctx, pending, limits.max_elements as usize).await;
             if let Some(rows) = cache_items(a11y, &ctx).await {
                 stats.cache_items = rows.len();
-                arena = arena_from_cache(rows);
+                arena = window_arena(
+                    rows,
+                    &frame.link.bus_name,
+                    &frame.path,
+                    limits.max_elements as usize,
+                );
             }
         }
     }
