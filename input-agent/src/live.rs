@@ -33,6 +33,8 @@ pub const READ_TIMEOUT: Duration = Duration::from_millis(1500);
 pub const RECHECK_BUDGET: Duration = Duration::from_millis(4000);
 /// Deepest ancestry walked to find an element's window.
 pub const MAX_ANCESTRY: usize = 64;
+/// Most applications remembered (registration, toolkit); the memory is emptied when full.
+pub const MEMORY: usize = 4096;
 /// The AT-SPI null object path.
 pub const NULL_PATH: &str = "/org/a11y/atspi/null";
 
@@ -163,7 +165,12 @@ impl Desk {
                     "the element's application is not on the accessibility bus",
                 ));
             }
-            self.registered.lock().await.insert(bus_name.to_string());
+            let mut known = self.registered.lock().await;
+            if known.len() >= MEMORY {
+                known.clear();
+                self.toolkits.lock().await.clear();
+            }
+            known.insert(bus_name.to_string());
         }
         self.a11y.link(bus_name).await.map_err(from_reader)
     }

@@ -118,7 +118,9 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
     let a = input.act(cb.clone(), click());
     assert_eq!(a.done(), "atspi_action:click");
     click_ms.push(a.took);
-    reader.tree_until(&w, "the check box checked", |t| has(t, &cb.handle, checked));
+    let t = reader.tree_until(&w, "the check box checked", |t| has(t, &cb.handle, checked));
+    // `click` does not move the focus to the button.
+    assert!(!by_handle(&t, &cb.handle).states.has(State::Focused));
 
     // --- Stale targets are refused before anything is sent; the state stays. ----------------
     let mut stale = Vec::new();
