@@ -44,7 +44,7 @@ desktop_packages=(
     dbus dbus-x11 at-spi2-core libatk-adaptor
     openbox
     gtk-3-examples gtk-4-examples
-    python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 python3-xlib
+    python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 python3-xlib python3-pyatspi
     chromium
 )
 # Packages the tests can run without (their tests are skipped) when the distribution has no

@@ -40,7 +40,9 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod agents;
 mod atspi;
+
 mod desktop;
 mod procs;
 pub mod session;

@@ -8,9 +8,16 @@ use std::process::Command;
 /// A workspace binary, built next to this test's own executable.
 fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
     let p = dir.join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
     p
 }
 
@@ -20,7 +27,11 @@ fn python() -> PathBuf {
         return PathBuf::from(p);
     }
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/venv/bin/python");
-    assert!(p.exists(), "no Python with the mcp SDK at {}: run scripts/ensure-deps.sh", p.display());
+    assert!(
+        p.exists(),
+        "no Python with the mcp SDK at {}: run scripts/ensure-deps.sh",
+        p.display()
+    );
     p
 }
 
@@ -37,9 +48,15 @@ fn mcp_client_runs_a_whole_session_on_the_mock() {
         .expect("python runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the MCP session failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "the MCP session failed:\n{stdout}\n{stderr}"
+    );
     assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
     for v in ["2025-11-25", "2025-06-18", "2026-07-28"] {
-        assert!(stdout.contains(&format!("== MCP {v}: connected")), "version {v} was not exercised:\n{stdout}");
+        assert!(
+            stdout.contains(&format!("== MCP {v}: connected")),
+            "version {v} was not exercised:\n{stdout}"
+        );
     }
 }

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The benchmarks (release build): reads by nish-reader beside a Python pyatspi walker on
+# gtk3-widget-factory, gtk4-demo and dense Chromium pages, with the text sizes of full and
+# skeleton reads; and acts (see docs/performance.md). Figures print as markdown tables.
+#
+#   scripts/bench.sh            # NISH_BENCH_REPEATS=7 by default
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+scripts/ensure-deps.sh
+unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || true
+cargo build --release --workspace --bins
+cargo bench -p nish-tests --bench reads

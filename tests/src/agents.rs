@@ -1,0 +1,160 @@
+//! Blocking clients for the agents' own protocols (tests and benchmarks talk to `nish-reader`
+//! and `nish-input` directly, the way the broker does: a socketpair on fd 3, hello, lock-down
+//! report, then requests).
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nish_proto::model::{Tree, WindowInfo};
+use nish_proto::wire::codec::{read_frame, write_frame};
+use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
+use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::Desktop;
+
+/// A running agent, spoken to over its socketpair.
+#[derive(Debug)]
+pub struct AgentProc {
+    child: Child,
+    sock: UnixStream,
+    /// What it reported about its lock-down.
+    pub lockdown: LockdownReport,
+    next: u64,
+}
+
+impl AgentProc {
+    /// Starts `bin --fd 3` in the desktop's environment and checks its hello.
+    pub fn start<Out: DeserializeOwned>(
+        desk: &Desktop,
+        bin: &Path,
+        role: Role,
+        lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
+    ) -> Result<AgentProc> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let mut cmd = desk.command(bin);
+        cmd.arg("--fd")
+            .arg("3")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        nish_broker::sys::pass_as_fd3(&mut cmd, theirs.into());
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        ours.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let mut sock = ours;
+        let hello: Hello = read_frame(&mut sock, MAX_FRAME_BYTES)?;
+        hello.check(&[role]).map_err(anyhow::Error::msg)?;
+        let first: Out = read_frame(&mut sock, MAX_FRAME_BYTES)?;
+        let lockdown =
+            lockdown_of(&first).context("the first message was not a lock-down report")?;
+        Ok(AgentProc {
+            child,
+            sock,
+            lockdown,
+            next: 0,
+        })
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn ask<In: Serialize, Out: DeserializeOwned>(&mut self, msg: &In) -> Result<Out> {
+        write_frame(&mut self.sock, msg, MAX_FRAME_BYTES)?;
+        Ok(read_frame(&mut self.sock, MAX_FRAME_BYTES)?)
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `nish-reader`.
+#[derive(Debug)]
+pub struct Reader(pub AgentProc);
+
+impl Reader {
+    /// Starts the reader.
+    pub fn start(desk: &Desktop, bin: &Path) -> Result<Reader> {
+        Ok(Reader(AgentProc::start(
+            desk,
+            bin,
+            Role::Reader,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )?))
+    }
+
+    /// The window list.
+    pub fn windows(&mut self) -> Result<Vec<WindowInfo>> {
+        let id = self.0.id();
+        match self.0.ask(&BrokerToReader::ListWindows { id })? {
+            ReaderToBroker::Windows { windows, .. } => Ok(windows),
+            other => bail!("list windows: {other:?}"),
+        }
+    }
+
+    /// The window of a pid.
+    pub fn window_of(&mut self, pid: u32) -> Result<WindowInfo> {
+        self.windows()?
+            .into_iter()
+            .rev()
+            .find(|w| w.pid == pid)
+            .with_context(|| format!("no window of pid {pid}"))
+    }
+
+    /// Walks a window; returns the tree and the time from request to decoded answer.
+    pub fn read(&mut self, window: &WindowInfo, limits: WalkLimits) -> Result<(Tree, Duration)> {
+        let id = self.0.id();
+        let t = Instant::now();
+        match self.0.ask(&BrokerToReader::ReadTree {
+            id,
+            window: window.clone(),
+            limits,
+        })? {
+            ReaderToBroker::Tree { tree, .. } => Ok((tree, t.elapsed())),
+            ReaderToBroker::Failed { failure, .. } => {
+                bail!("read failed: {} {}", failure.code, failure.message)
+            }
+            other => bail!("read: {other:?}"),
+        }
+    }
+}
+
+/// `nish-input`.
+#[derive(Debug)]
+pub struct Input(pub AgentProc);
+
+impl Input {
+    /// Starts the input agent.
+    pub fn start(desk: &Desktop, bin: &Path) -> Result<Input> {
+        Ok(Input(AgentProc::start(
+            desk,
+            bin,
+            Role::Input,
+            |m: &InputToBroker| match m {
+                InputToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )?))
+    }
+
+    /// One headless act.
+    pub fn act(&mut self, target: Expect, op: SemanticOp) -> Result<InputToBroker> {
+        let id = self.0.id();
+        self.0.ask(&BrokerToInput::Semantic { id, target, op })
+    }
+}
