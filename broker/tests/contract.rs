@@ -79,7 +79,30 @@ async fn consent_lists_requested_apps_and_binds_scope() {
     f.call("get_window_state", json!({"app": "Mail"}))
         .await
         .err("window_target_not_found");
+    // Asking again for fewer apps narrows the grant without a dialog.
+    let (s3, _rx3) = f.other_session("narrow", 78);
+    f.start_on(&s3, json!({"apps": ["Notes", "Atlas"]}), approve_all())
+        .await
+        .ok();
+    let atlas = f
+        .call_on(&s3, "get_window_state", json!({"app": "Atlas"}))
+        .await;
+    let atlas_token = atlas.ok()["elements"][1]["element_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let narrowed = f
+        .call_on(&s3, "start_session", json!({"apps": ["Notes"]}))
+        .await;
+    assert_eq!(
+        narrowed.ok()["apps"],
+        json!([{"app": "Notes", "pids": [4101]}])
+    );
+    f.call_on(&s3, "click", json!({"element_token": atlas_token}))
+        .await
+        .err("app_not_in_scope");
     // Requested apps that have no window.
+
     let (s2, _rx) = f.other_session("other", 77);
     f.call_on(&s2, "start_session", json!({"apps": ["Nothing here"]}))
         .await

@@ -57,6 +57,7 @@ impl Toolkit {
     pub fn rules(&self) -> Rules {
         Rules {
             visible_for_showing: self.is_gtk4(),
+            collapsed_option: false,
         }
     }
 }
@@ -323,6 +324,45 @@ impl Desk {
             },
             toolkit,
         })
+    }
+
+    /// True when the element's parent or grandparent is a combo box that is showing (the
+    /// element is then an option of a collapsed `<select>`).
+    pub async fn combo_ancestor_showing(
+        &self,
+        el: &Element,
+        deadline: Instant,
+    ) -> Result<bool, ActFailure> {
+        let mut path = el.handle.path.clone();
+        for _ in 0..2 {
+            let (_, parent) = self
+                .parent(&el.link, &path, left(deadline)?)
+                .await
+                .map_err(read_failure)?;
+            if parent == ROOT_PATH || parent == NULL_PATH || parent == "/" {
+                return Ok(false);
+            }
+            let p = props(&el.link, &parent, left(deadline)?)
+                .await
+                .map_err(read_failure)?;
+            let obj = Obj::from_atspi(
+                &el.handle.bus,
+                &parent,
+                p.role,
+                p.name,
+                &p.states,
+                &p.ifaces,
+                p.child_count,
+            );
+            if obj.role == "combo_box" {
+                let showing = obj.states.has(nish_proto::model::State::Showing)
+                    || (el.toolkit.rules().visible_for_showing
+                        && obj.states.has(nish_proto::model::State::Visible));
+                return Ok(showing);
+            }
+            path = parent;
+        }
+        Ok(false)
     }
 
     /// An object's parent reference.

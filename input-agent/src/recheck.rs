@@ -53,6 +53,9 @@ pub struct Live {
 pub struct Rules {
     /// `visible` counts as `showing` (GTK 4).
     pub visible_for_showing: bool,
+    /// The element is an option of a collapsed combo box whose box was checked live to be
+    /// showing: it need not be showing itself, nor have an area on screen.
+    pub collapsed_option: bool,
 }
 
 /// Judges the element against the snapshot; `Ok` when the act may go ahead.
@@ -88,7 +91,7 @@ pub fn judge(expect: &Expect, live: &Live, rules: Rules) -> Result<(), ActFailur
     }
     let showing = live.states.has(State::Showing)
         || (rules.visible_for_showing && live.states.has(State::Visible));
-    if !showing {
+    if !showing && !rules.collapsed_option {
         return Err(ActFailure::not_actionable("the element is not showing"));
     }
     if live.frame != expect.frame {
@@ -96,7 +99,7 @@ pub fn judge(expect: &Expect, live: &Live, rules: Rules) -> Result<(), ActFailur
             "the element moved or was resized since the snapshot",
         ));
     }
-    if let Some(f) = live.frame {
+    if let Some(f) = live.frame.filter(|_| !rules.collapsed_option) {
         if f.is_empty() {
             return Err(ActFailure::not_actionable(
                 "the element has no area on screen",
@@ -154,6 +157,7 @@ mod tests {
             ]),
             frame: Some(Rect::new(15, 397, 108, 22)),
             window_frame: Rect::new(0, 0, 1366, 741),
+            collapsed_option: false,
         }
     }
 
@@ -329,10 +333,24 @@ mod tests {
         );
         let gtk4 = Rules {
             visible_for_showing: true,
+            collapsed_option: false,
         };
         assert_eq!(code(judge(&e, &l, gtk4)), None);
         l.states.remove(State::Visible);
         assert_eq!(code(judge(&e, &l, gtk4)), Some("not_actionable"));
+        // An option of a collapsed combo box whose box was found showing live: neither its own
+        // showing state nor its (empty) frame refuses it.
+        let option = Rules {
+            visible_for_showing: false,
+            collapsed_option: true,
+        };
+        l.frame = Some(Rect::new(0, 0, 0, 0));
+        e.frame = l.frame;
+        assert_eq!(code(judge(&e, &l, option)), None);
+        assert_eq!(
+            code(judge(&e, &l, Rules::default())),
+            Some("not_actionable")
+        );
     }
 
     #[test]

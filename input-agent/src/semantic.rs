@@ -202,7 +202,14 @@ impl Semantic {
             .ok_or_else(|| ActFailure::gone("the element's handle is malformed"))?;
         let deadline = Instant::now() + RECHECK_BUDGET;
         let el = self.desk.read(&handle, target, deadline).await?;
-        judge(target, &el.live, el.toolkit.rules())?;
+        let mut rules = el.toolkit.rules();
+        // An option of a collapsed `<select>` is picked without opening the popup, when the
+        // broker says so and its combo box is showing now.
+        if target.collapsed_option && matches!(op, SemanticOp::Action { .. }) {
+            rules.collapsed_option = self.desk.combo_ancestor_showing(&el, deadline).await?;
+        }
+        judge(target, &el.live, rules)?;
+
         match op {
             SemanticOp::Action { name } => self.action(&el, name, deadline).await,
             SemanticOp::Select => self.select(&el, deadline).await,

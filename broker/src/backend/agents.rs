@@ -80,7 +80,7 @@ struct Pending<Out> {
 /// A running agent.
 pub struct Agent<In, Out> {
     /// The agent's name (`nish-reader`, ...).
-    pub name: &'static str,
+    pub binary: &'static str,
     /// What it reported about its lock-down.
     pub lockdown: LockdownReport,
     /// Its pid.
@@ -92,7 +92,7 @@ pub struct Agent<In, Out> {
 
 impl<In, Out> std::fmt::Debug for Agent<In, Out> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Agent({}, pid {})", self.name, self.pid)
+        write!(f, "Agent({}, pid {})", self.binary, self.pid)
     }
 }
 
@@ -240,7 +240,7 @@ where
             g.waiting.clear();
         });
         let agent = Arc::new(Agent {
-            name,
+            binary: name,
             lockdown: report,
             pid,
             tx,
@@ -272,7 +272,7 @@ where
         self.tx
             .send(msg)
             .await
-            .map_err(|_| unavailable(self.name, "the agent is gone"))
+            .map_err(|_| unavailable(self.binary, "the agent is gone"))
     }
 
     /// Sends a request built with `id` and waits for its answer.
@@ -281,7 +281,7 @@ where
         {
             let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             if g.closed {
-                return Err(unavailable(self.name, "the agent is gone"));
+                return Err(unavailable(self.binary, "the agent is gone"));
             }
             g.waiting.insert(id, tx);
         }
@@ -289,7 +289,7 @@ where
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(m)) => Ok(m),
             Ok(Err(_)) => Err(unavailable(
-                self.name,
+                self.binary,
                 "the agent exited during the request",
             )),
             Err(_) => {
@@ -302,7 +302,7 @@ where
                     ErrorCode::AppNotResponding,
                     format!(
                         "{} did not answer within {} ms",
-                        self.name,
+                        self.binary,
                         timeout.as_millis()
                     ),
                 ))

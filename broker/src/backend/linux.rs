@@ -81,7 +81,7 @@ impl AgentMessage for InputToBroker {
 
 /// One supervised agent slot: started on demand, restarted when it died.
 struct Slot<In, Out> {
-    name: &'static str,
+    binary: &'static str,
     role: Role,
     agent: Mutex<Option<Arc<Agent<In, Out>>>>,
     starts: std::sync::Mutex<Vec<Instant>>,
@@ -94,7 +94,7 @@ where
 {
     fn new(name: &'static str, role: Role) -> Self {
         Slot {
-            name,
+            binary: name,
             role,
             agent: Mutex::new(None),
             starts: std::sync::Mutex::new(vec![]),
@@ -118,15 +118,15 @@ where
                     ErrorCode::BackendUnavailable,
                     format!(
                         "{} exited {} times in a minute; not starting it again yet",
-                        self.name,
+                        self.binary,
                         starts.len()
                     ),
                 ));
             }
             starts.push(Instant::now());
         }
-        let (agent, events) = Agent::spawn(self.name, self.role, false).await?;
-        tracing::info!(agent = self.name, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
+        let (agent, events) = Agent::spawn(self.binary, self.role, false).await?;
+        tracing::info!(agent = self.binary, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
         on_events(events);
         *g = Some(agent.clone());
         Ok(agent)
@@ -749,11 +749,38 @@ impl Backend for LinuxBackend {
             BackendStatus::Planned,
             "wayland_portal_not_built",
         ));
+        // Acting needs the input agent to start and lock down.
+        let act_reason = if !read_ok {
+            Some(why.unwrap_or("atspi_bus_unreachable"))
+        } else {
+            match self
+                .input
+                .get(|mut ev| {
+                    tokio::spawn(async move { while ev.recv().await.is_some() {} });
+                })
+                .await
+            {
+                Ok(_) => None,
+                Err(e) => {
+                    probes.push(Probe {
+                        label: "input agent".into(),
+                        status: "fail".into(),
+                        message: e.message.clone(),
+                    });
+                    Some("agent_failed")
+                }
+            }
+        };
         let caps = CAPABILITIES
             .iter()
             .map(|(name, consent)| {
                 let (status, reason) = match *name {
+                    "act_semantic" => match act_reason {
+                        None => (CapStatus::Available, None),
+                        Some(r) => (CapStatus::Unavailable, Some(r)),
+                    },
                     "read_tree" if read_ok => (CapStatus::Available, None),
+
                     "capture_window" if capture_ok => (CapStatus::Available, None),
                     "read_tree" | "capture_window" => (
                         CapStatus::Unavailable,

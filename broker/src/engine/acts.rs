@@ -17,7 +17,17 @@ use crate::snapshots::Snapshot;
 use crate::views::{self, ViewKind, ViewParams, content_hash};
 
 /// Actions a click uses, in order of preference.
-const CLICK_ACTIONS: &[&str] = &["click", "press", "activate", "toggle", "jump", "check"];
+const CLICK_ACTIONS: &[&str] = &[
+    "click", "press", "activate", "toggle", "jump", "check", "select",
+];
+/// Roles of the options of a combo box (a `<select>`).
+const OPTION_ROLES: &[&str] = &[
+    "menu_item",
+    "list_item",
+    "option",
+    "check_menu_item",
+    "radio_menu_item",
+];
 /// Actions a double click uses.
 const OPEN_ACTIONS: &[&str] = &["activate", "open"];
 /// Actions a right click uses.
@@ -126,6 +136,23 @@ struct Target {
 }
 
 impl Target {
+    /// True when the element is an option of a collapsed combo box: not showing itself, but
+    /// with a showing combo box as its parent or grandparent. Picking it through its own action
+    /// selects it without opening the popup.
+    fn collapsed_option(&self) -> bool {
+        let nodes = &self.snap.tree.nodes;
+        if self.node.states.has(State::Showing) || !OPTION_ROLES.contains(&self.node.role.as_str())
+        {
+            return false;
+        }
+        let parent = self.node.parent.map(|p| &nodes[p as usize]);
+        let grand = parent.and_then(|p| p.parent).map(|g| &nodes[g as usize]);
+        [parent, grand]
+            .into_iter()
+            .flatten()
+            .any(|a| a.role == "combo_box" && a.states.has(State::Showing))
+    }
+
     fn expect(&self) -> Expect {
         Expect {
             handle: self.node.handle.clone(),
@@ -136,6 +163,7 @@ impl Target {
             states: self.node.states,
             frame: self.node.frame,
             window_frame: self.window.frame,
+            collapsed_option: self.collapsed_option(),
         }
     }
 
@@ -324,7 +352,7 @@ impl<B: Backend> Engine<B> {
                 format!("element {} is disabled", t.row),
             ));
         }
-        if !n.states.has(State::Showing) {
+        if !n.states.has(State::Showing) && !(tool == "click" && t.collapsed_option()) {
             return Err(DriverError::new(
                 ErrorCode::NotActionable,
                 format!("element {} is not showing", t.row),

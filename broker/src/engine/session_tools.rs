@@ -109,7 +109,16 @@ impl<B: Backend> Engine<B> {
             });
             if within && (!want_clipboard || g.clipboard_read) {
                 let was_takeover = sm.takeover.on;
-                s.core().sm.switch_headless();
+                {
+                    let mut core = s.core();
+                    core.sm.switch_headless();
+                    // Asking for fewer apps narrows the grant to them; it never widens it.
+                    if let (Some(req), Some(g)) = (&requested, core.sm.grant.as_mut()) {
+                        g.apps
+                            .retain(|a| req.iter().any(|w| a.name.eq_ignore_ascii_case(w.trim())));
+                    }
+                }
+
                 if was_takeover {
                     self.after_takeover_lost(s, "switched_to_headless").await;
                 }

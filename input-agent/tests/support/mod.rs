@@ -301,6 +301,7 @@ pub fn expect(tree: &Tree, row: usize) -> Expect {
         states: n.states,
         frame: n.frame,
         window_frame: tree.window.frame,
+        collapsed_option: false,
     }
 }
 

@@ -25,6 +25,10 @@ pub struct Expect {
     pub frame: Option<Rect>,
     /// The window's frame at snapshot time.
     pub window_frame: Rect,
+    /// The element is an option of a collapsed combo box (a `<select>`): it is not showing,
+    /// but its combo box is. The agent then checks that live and picks the option through its
+    /// own action, without opening the popup.
+    pub collapsed_option: bool,
 }
 
 /// A headless (accessibility) act.
