@@ -352,7 +352,9 @@ impl<B: Backend> Engine<B> {
                 format!("element {} is disabled", t.row),
             ));
         }
-        if !n.states.has(State::Showing) && !(tool == "click" && t.collapsed_option()) {
+        let pickable_option = tool == "click" && t.collapsed_option();
+        if !(n.states.has(State::Showing) || pickable_option) {
+
             return Err(DriverError::new(
                 ErrorCode::NotActionable,
                 format!("element {} is not showing", t.row),
