@@ -113,3 +113,17 @@ pub fn run_desktop_session(sd: &SessionDesktop, out: &Path, demo: bool) -> Resul
 pub fn desktop_command(desk: &Desktop, program: impl AsRef<std::ffi::OsStr>) -> Command {
     desk.command(program)
 }
+
+/// Runs desktop_acts.py in the desktop's environment; the person focuses the unapproved
+/// gtk3-demo window first.
+pub fn run_desktop_acts(sd: &SessionDesktop) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("desktop_acts.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--focus-window")
+        .arg(sd.unapproved_window.to_string());
+    Ok(cmd.output()?)
+}

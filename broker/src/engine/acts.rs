@@ -354,7 +354,6 @@ impl<B: Backend> Engine<B> {
         }
         let pickable_option = tool == "click" && t.collapsed_option();
         if !(n.states.has(State::Showing) || pickable_option) {
-
             return Err(DriverError::new(
                 ErrorCode::NotActionable,
                 format!("element {} is not showing", t.row),
@@ -377,7 +376,10 @@ impl<B: Backend> Engine<B> {
                         .ifaces
                         .has(nish_proto::model::Ifaces::SELECTION)
                 });
-                if SELECTABLE_ROLES.contains(&n.role.as_str()) && parent_selects {
+                if SELECTABLE_ROLES.contains(&n.role.as_str())
+                    && parent_selects
+                    && n.states.has(State::Selectable)
+                {
                     return Ok((SemanticOp::Select, Verify::Selected));
                 }
                 Err(escalate(
@@ -434,6 +436,19 @@ impl<B: Backend> Engine<B> {
                     ));
                 }
                 let v = &args["value"];
+                let number = match v {
+                    Value::Number(x) => x.as_f64(),
+                    Value::String(s) => s.trim().parse::<f64>().ok(),
+                    _ => None,
+                }
+                .filter(|x| x.is_finite());
+                // A number for a widget with Value (spin buttons, sliders) goes through Value:
+                // editing a spin button's text does not commit its value.
+                if let (true, Some(value)) =
+                    (n.ifaces.has(nish_proto::model::Ifaces::VALUE), number)
+                {
+                    return Ok((SemanticOp::SetNumber { value }, Verify::Number { value }));
+                }
                 if n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT) {
                     let text = match v {
                         Value::String(s) => s.clone(),
@@ -445,20 +460,12 @@ impl<B: Backend> Engine<B> {
                     ));
                 }
                 if n.ifaces.has(nish_proto::model::Ifaces::VALUE) {
-                    let value = match v {
-                        Value::Number(x) => x.as_f64(),
-                        Value::String(s) => s.trim().parse::<f64>().ok(),
-                        _ => None,
-                    }
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| {
-                        DriverError::new(
-                            ErrorCode::InvalidArguments,
-                            "argument value must be a number for this element",
-                        )
-                    })?;
-                    return Ok((SemanticOp::SetNumber { value }, Verify::Number { value }));
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "argument value must be a number for this element",
+                    ));
                 }
+
                 Err(escalate(
                     "no_editable_text",
                     "the element has neither EditableText nor Value",
