@@ -9,6 +9,7 @@
 //! last tree, one row a line (depth, role, name, states, frame, actions, value), for comparing
 //! with another walker. `--sandbox` locks the process down first, as the agent is.
 
+use std::io::Write;
 use std::time::Instant;
 
 use nish_proto::model::WindowInfo;
@@ -28,7 +29,7 @@ fn main() -> anyhow::Result<()> {
     if args.iter().any(|a| a == "--sandbox") {
         // As the agent runs: locked down before any thread.
         let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" });
-        eprintln!("lock-down: {report:?}");
+        let _ = writeln!(std::io::stderr(), "lock-down: {report:?}");
     }
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

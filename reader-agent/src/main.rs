@@ -1,7 +1,30 @@
 //! `nish-reader`: the read-only reader agent. The broker starts it as `nish-reader --fd 3`
 //! with its end of a socketpair on descriptor 3; see the library documentation.
 
+use std::io::Write;
 use std::process::ExitCode;
+
+/// Standard error that never fails: the lock-down forbids growing files (`RLIMIT_FSIZE` 0), so
+/// a log sent to a regular file fails to write; the reader keeps working without it.
+#[derive(Clone, Copy, Debug)]
+struct LogSink;
+
+impl Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// Prints a line on standard error, ignoring failures.
+fn say(line: &str) {
+    let _ = writeln!(LogSink, "{line}");
+}
 
 fn parse_fd(args: &[String]) -> Option<i32> {
     let mut it = args.iter().skip(1);
@@ -22,11 +45,15 @@ fn main() -> ExitCode {
 
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--version") {
-        println!("nish-reader {}", nish_proto::DRIVER_VERSION);
+        let _ = writeln!(
+            std::io::stdout(),
+            "nish-reader {}",
+            nish_proto::DRIVER_VERSION
+        );
         return ExitCode::SUCCESS;
     }
     let Some(fd) = parse_fd(&args) else {
-        eprintln!("usage: nish-reader --fd <N>   (started by the nish-driver broker)");
+        say("usage: nish-reader --fd <N>   (started by the nish-driver broker)");
         return ExitCode::from(2);
     };
 
@@ -34,7 +61,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogSink)
         .with_ansi(false)
         .init();
     if !report.detail.is_empty() {

@@ -25,11 +25,16 @@ pub const BUDGET_MAX_MS: u64 = 60_000;
 /// An object's index in an [`Arena`].
 pub type Key = u32;
 
+/// Stands in the numbering for the children a [`Kids::Partial`] list leaves out.
+const MORE: Key = Key::MAX;
+
 /// What is known about an object's children.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Kids {
     /// The children, in order.
     Known(Vec<Key>),
+    /// The first children, in order; more follow that the limits leave out.
+    Partial(Vec<Key>),
     /// Not read yet.
     Pending,
     /// Could not be read, for this reason.
@@ -347,6 +352,8 @@ pub struct Plan {
     pub truncated: Option<TruncReason>,
     /// Admitted objects whose children are still to be read (only when collecting).
     pub pending: Vec<Key>,
+    /// The row of each pending object (same order as `pending`).
+    pub pending_rows: Vec<u32>,
 }
 
 /// Numbers the subtree of `root` in pre-order under `limits`.
@@ -366,12 +373,18 @@ pub fn plan(
     let max_rows = limits.max_elements.max(1) as usize;
     let mut rows: Vec<Row> = Vec::new();
     let mut pending = Vec::new();
+    let mut pending_rows = Vec::new();
     let mut truncated = None;
     let mut depth_cut = false;
     let mut seen = vec![false; arena.len()];
     // (object, parent row, depth)
     let mut stack: Vec<(Key, Option<u32>, u16)> = vec![(root, None, 0)];
     while let Some((k, parent, depth)) = stack.pop() {
+        if k == MORE {
+            // The children a partial list left out come next.
+            truncated = Some(TruncReason::MaxElements);
+            break;
+        }
         if seen[k as usize] {
             continue;
         }
@@ -393,7 +406,7 @@ pub fn plan(
         let obj = arena.get(k);
         let has_children = match &obj.kids {
             Kids::Known(v) => !v.is_empty(),
-            Kids::Pending | Kids::Lost(_) => obj.child_count != 0,
+            Kids::Partial(_) | Kids::Pending | Kids::Lost(_) => obj.child_count != 0,
         };
         if !has_children {
             continue;
@@ -410,7 +423,18 @@ pub fn plan(
                     }
                 }
             }
-            Kids::Pending if collect => pending.push(k),
+            Kids::Partial(v) => {
+                stack.push((MORE, Some(row), depth + 1));
+                for c in v.iter().rev() {
+                    if !seen[*c as usize] {
+                        stack.push((*c, Some(row), depth + 1));
+                    }
+                }
+            }
+            Kids::Pending if collect => {
+                pending.push(k);
+                pending_rows.push(row);
+            }
             Kids::Pending => {
                 truncated = Some(pending_reason);
                 break;
@@ -429,6 +453,7 @@ pub fn plan(
         rows,
         truncated,
         pending,
+        pending_rows,
     }
 }
 
@@ -722,6 +747,37 @@ mod tests {
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(&arena, root, &limits(4, 50), true, TruncReason::TimeBudget);
         assert_eq!(p.pending.len(), 3);
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+    }
+
+    #[test]
+    fn partial_lists_end_the_walk_where_the_rest_would_come() {
+        let mut arena = arena_from_cache(sample());
+        let pk = arena.key(":1.5", "/p").unwrap();
+        let b1 = arena.key(":1.5", "/b1").unwrap();
+        arena.get_mut(pk).kids = Kids::Partial(vec![b1]);
+        let root = arena.key(":1.5", "/f").unwrap();
+        for collect in [false, true] {
+            let p = plan(
+                &arena,
+                root,
+                &limits(100, 50),
+                collect,
+                TruncReason::TimeBudget,
+            );
+            assert_eq!(paths(&arena, &p), ["/f", "/p", "/b1"]);
+            assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+        }
+        // An empty partial list: the object is the last row.
+        arena.get_mut(pk).kids = Kids::Partial(vec![]);
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p"]);
         assert_eq!(p.truncated, Some(TruncReason::MaxElements));
     }
 

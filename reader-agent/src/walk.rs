@@ -290,7 +290,21 @@ pub async fn read_tree(
         if p.pending.is_empty() || ctx.stopped() {
             break;
         }
-        stats.live_objects += expand(&ctx, &mut arena, p.pending, limits.max_elements).await;
+        stats.live_objects += expand(
+            &ctx,
+            &mut arena,
+            &p.pending,
+            &p.pending_rows,
+            limits.max_elements,
+        )
+        .await;
+        // Every pending object was settled (known or lost), so each round makes progress.
+        if p.pending
+            .iter()
+            .all(|k| arena.get(*k).kids == Kids::Pending)
+        {
+            break;
+        }
     }
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
@@ -478,27 +492,86 @@ fn decode_cache(msg: &zbus::Message, bus_name: &str) -> Option<Vec<CacheRow>> {
     }
 }
 
+/// A children list as (bus name, path) pairs, and whether it was cut short by the limits.
+type ChildList = (Vec<(String, String)>, bool);
+
+/// How many rows may still follow each pending object (in document order): the rows left
+/// under `max` after its own row and after the children already allotted to earlier pending
+/// objects in this round. `counts` are the objects' child counts (negative: unknown).
+fn allot(rows: &[u32], counts: &[i64], max: u32) -> Vec<u32> {
+    let mut used: u64 = 0;
+    rows.iter()
+        .zip(counts)
+        .map(|(row, count)| {
+            let room = u64::from(max).saturating_sub(u64::from(*row) + 1 + used);
+            let take = if *count < 0 {
+                room
+            } else {
+                room.min(*count as u64)
+            };
+            used += take;
+            take as u32
+        })
+        .collect()
+}
+
 /// Reads the children of every pending object (and the properties of children not seen
-/// before). Returns how many objects were read.
-async fn expand(ctx: &Arc<Ctx>, arena: &mut Arena, pending: Vec<Key>, room: u32) -> usize {
-    let jobs: Vec<(Key, String, i32)> = pending
+/// before), no more of them than the limits admit. Returns how many objects were read.
+async fn expand(
+    ctx: &Arc<Ctx>,
+    arena: &mut Arena,
+    pending: &[Key],
+    pending_rows: &[u32],
+    max: u32,
+) -> usize {
+    let counts: Vec<i64> = pending
         .iter()
-        .map(|k| {
+        .map(|k| i64::from(arena.get(*k).child_count))
+        .collect();
+    let rooms = allot(pending_rows, &counts, max);
+    let jobs: Vec<(Key, String, i32, u32)> = pending
+        .iter()
+        .zip(&rooms)
+        .map(|(k, room)| {
             let o = arena.get(*k);
-            (*k, o.path.clone(), o.child_count)
+            (*k, o.path.clone(), o.child_count, *room)
         })
         .collect();
-    let lists = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, path, count)| {
+    let lists = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, path, count, room)| {
         let ctx = ctx.clone();
         async move { children(&ctx, &path, count, room).await }
     })
     .await;
+    // Lists of unknown length are cut to what the limits admit, in document order.
+    let got: Vec<i64> = lists
+        .iter()
+        .map(|l| match l {
+            Some(Ok(v)) => v.len() as i64,
+            _ => 0,
+        })
+        .collect();
+    let rooms = allot(pending_rows, &got, max);
+    let lists: Vec<Option<Result<ChildList, CallError>>> = lists
+        .into_iter()
+        .zip(jobs.iter().zip(&rooms))
+        .map(|(l, ((_, _, count, _), room))| {
+            l.map(|r| {
+                r.map(|mut v| {
+                    // Long lists are read one index at a time, only as far as the room.
+                    let cut = v.len() > *room as usize
+                        || (*count > BIG_CHILD_COUNT as i32 && v.len() < *count as usize);
+                    v.truncate(*room as usize);
+                    (v, cut)
+                })
+            })
+        })
+        .collect();
 
     // Children not yet known get their properties read.
     let bus = ctx.link.bus_name.clone();
     let mut wanted: Vec<String> = Vec::new();
     let mut seen_wanted: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for l in lists.iter().flatten().flatten() {
+    for (l, _) in lists.iter().flatten().flatten() {
         for (b, p) in l {
             if (b.is_empty() || *b == bus)
                 && arena.key(&bus, p).is_none()
@@ -549,9 +622,9 @@ async fn expand(ctx: &Arc<Ctx>, arena: &mut Arena, pending: Vec<Key>, room: u32)
         }
     }
     let reason = ctx.reason();
-    for ((k, _, _), l) in jobs.iter().zip(lists) {
+    for ((k, _, _, _), l) in jobs.iter().zip(lists) {
         let kids = match l {
-            Some(Ok(list)) => {
+            Some(Ok((list, cut))) => {
                 if list.iter().any(|(_, p)| lost.contains(p)) {
                     Kids::Lost(reason)
                 } else {
@@ -560,7 +633,11 @@ async fn expand(ctx: &Arc<Ctx>, arena: &mut Arena, pending: Vec<Key>, room: u32)
                         .filter(|(b, _)| b.is_empty() || *b == bus)
                         .filter_map(|(_, p)| arena.key(&bus, p))
                         .collect();
-                    Kids::Known(keys)
+                    if cut {
+                        Kids::Partial(keys)
+                    } else {
+                        Kids::Known(keys)
+                    }
                 }
             }
             Some(Err(CallError::Unknown)) => Kids::Known(Vec::new()),
@@ -816,11 +893,21 @@ mod tests {
     }
 
     #[test]
+    fn rooms_follow_document_order() {
+        // Three pending objects at rows 2, 5 and 9 under a limit of 20 rows.
+        assert_eq!(allot(&[2, 5, 9], &[4, 100, 3], 20), vec![4, 10, 0]);
+        // Unknown counts take what is left.
+        assert_eq!(allot(&[0], &[-1], 10), vec![9]);
+        assert_eq!(allot(&[9], &[5], 10), vec![0]);
+    }
+
+    #[test]
     fn incomplete_details_cut_the_rows() {
         let mut p = Plan {
             rows: vec![row(None), row(Some(0)), row(Some(0)), row(Some(2))],
             truncated: None,
             pending: vec![],
+            pending_rows: vec![],
         };
         let d = vec![
             Some(Details::default()),
@@ -841,6 +928,7 @@ mod tests {
             rows: vec![row(None), row(Some(0))],
             truncated: Some(TruncReason::MaxElements),
             pending: vec![],
+            pending_rows: vec![],
         };
         let out = cut_at_first_incomplete(
             &mut p,

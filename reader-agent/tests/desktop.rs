@@ -54,8 +54,24 @@ impl ReaderProc {
                 std::env::var("NISH_LOG").unwrap_or("info".into()),
             )
             .stdin(Stdio::null())
+            // The lock-down forbids growing files: the log goes through a pipe, as the broker
+            // gives it.
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start nish-reader");
+        let mut child = child;
+        if let Some(mut err) = child.stderr.take() {
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    eprint!("{}", String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
         drop(theirs);
         let sock = UnixStream::from(ours);
         sock.set_read_timeout(Some(Duration::from_secs(60)))
