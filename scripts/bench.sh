@@ -11,3 +11,4 @@ scripts/ensure-deps.sh
 unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || true
 cargo build --release --workspace --bins
 cargo bench -p nish-tests --bench reads
+cargo bench -p nish-tests --bench acts

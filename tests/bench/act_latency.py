@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""The act benchmark: MCP call to verified result, through the official MCP Python client,
+nish-mcp and nish-driver serve --backend linux (release build), for click (a GTK 3 check button)
+and set_value (a GTK 3 entry), 50 acts each; beside the same acts done by a Python pyatspi script
+(do the action, then read until the element shows it). Run inside a test desktop's environment
+with gtk3-widget-factory started; prints a markdown table.
+
+    act_latency.py --driver .../nish-driver --shim .../nish-mcp --pid PID [--acts 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import anyio
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/e2e")
+import nishhost as h  # noqa: E402
+from nishhost import check, ok  # noqa: E402
+
+
+def pct(v: list[float], p: float) -> float:
+    s = sorted(v)
+    return s[min(len(s) - 1, int(round(p * (len(s) - 1))))]
+
+
+def row(name: str, total: list[float], settle: list[float] | None) -> str:
+    line = f"| {name} | {statistics.median(total):.1f} | {pct(total, 0.95):.1f} |"
+    if settle is not None:
+        excl = [t - s for t, s in zip(total, settle)]
+        line += f" {statistics.median(excl):.1f} | {pct(excl, 0.95):.1f} | {statistics.median(settle):.1f} |"
+    else:
+        line += " n/a | n/a | n/a |"
+    return line
+
+
+PYATSPI = r"""
+import sys, time, json, pyatspi
+pid, n, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+app = [a for a in pyatspi.Registry.getDesktop(0) if a is not None and a.get_process_id() == pid][0]
+def find(acc, pred, depth=0):
+    if acc is None or depth > 60: return None
+    if pred(acc): return acc
+    for c in acc:
+        r = find(c, pred, depth + 1)
+        if r is not None: return r
+win = app[0]
+times = []
+if kind == "click":
+    el = find(win, lambda a: a.getRoleName() == "check box" and a.name == "checkbutton"
+              and a.getState().contains(pyatspi.STATE_SENSITIVE) and not a.getState().contains(pyatspi.STATE_INDETERMINATE))
+    act = el.queryAction()
+    idx = [act.getName(i) for i in range(act.nActions)].index("click")
+    for _ in range(n):
+        t = time.perf_counter()
+        before = el.getState().contains(pyatspi.STATE_CHECKED)
+        act.doAction(idx)
+        while el.getState().contains(pyatspi.STATE_CHECKED) == before:
+            el.clear_cache()
+        times.append((time.perf_counter() - t) * 1000)
+else:
+    el = find(win, lambda a: a.getRoleName() == "text" and a.getState().contains(pyatspi.STATE_EDITABLE)
+              and a.getState().contains(pyatspi.STATE_SENSITIVE) and a.queryText().getText(0, -1) != "")
+    et = el.queryEditableText()
+    tx = el.queryText()
+    for i in range(n):
+        value = f"value {i}"
+        t = time.perf_counter()
+        et.setTextContents(value)
+        while tx.getText(0, -1) != value:
+            el.clear_cache()
+        times.append((time.perf_counter() - t) * 1000)
+print(json.dumps(times))
+"""
+
+
+def pyatspi_times(env: dict, pid: int, n: int, kind: str) -> list[float]:
+    import json
+
+    p = subprocess.run(["/usr/bin/python3", "-c", PYATSPI, str(pid), str(n), kind], env=env,
+                       capture_output=True, text=True, timeout=600)
+    check(p.returncode == 0, f"pyatspi {kind}: {p.stderr}")
+    return json.loads(p.stdout)
+
+
+async def run(ns: argparse.Namespace) -> None:
+    h.VERBOSE = False
+    broker = h.Broker(ns.driver, "linux", {"NISH_LOG": "warn"})
+    person = h.Person(broker.env)
+    try:
+        async with h.host(ns.shim, broker, "act-bench") as c:
+            def allow() -> None:
+                w = person.wait_window("nish-driver consent: allow")
+                time.sleep(0.6)
+                person.click_window(w)
+
+            t = threading.Thread(target=allow)
+            t.start()
+            await ok(c, "start_session", {"apps": ["gtk3-widget-factory"]})
+            t.join()
+            r = await ok(c, "get_window_state", {"pid": ns.pid, "max_elements": 5000})
+            cb = next(e for e in r["elements"] if e["role"] == "check_box" and e["label"] == "checkbutton"
+                      and not set(e["states"]) & {"disabled", "indeterminate"})
+            entry = next(e for e in r["elements"] if e["role"] == "text" and e["value"] == "entry"
+                         and "disabled" not in e["states"])
+            results = {}
+            for name, tool, args in (
+                ("click (check button)", "click", lambda i: {"element_token": cb["element_token"]}),
+                ("set_value (entry)", "set_value", lambda i: {"element_token": entry["element_token"], "value": f"v{i}"}),
+            ):
+                total, settle = [], []
+                for i in range(ns.acts + 3):
+                    t0 = time.perf_counter()
+                    res = await ok(c, tool, args(i))
+                    dt = (time.perf_counter() - t0) * 1000
+                    check(res["verified"] is True, f"{tool} not verified: {res}")
+                    if i >= 3:  # warm-up
+                        total.append(dt)
+                        settle.append(float(res["settle"]["ms"]))
+                results[name] = (total, settle)
+            await ok(c, "end_session")
+    finally:
+        broker.stop()
+    py_click = pyatspi_times(broker.env, ns.pid, ns.acts, "click")
+    py_set = pyatspi_times(broker.env, ns.pid, ns.acts, "set")
+    print(f"{ns.acts} acts each; milliseconds\n")
+    print("| act | median | p95 | median excl. settle | p95 excl. settle | settle median |")
+    print("|---|---|---|---|---|---|")
+    for name, (total, settle) in results.items():
+        print(row(f"nish-driver, MCP call to verified result: {name}", total, settle))
+    print(row("pyatspi script: click (check button), do_action then read until checked", py_click, None))
+    print(row("pyatspi script: set_value (entry), setTextContents then read back", py_set, None))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True)
+    p.add_argument("--shim", required=True)
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--acts", type=int, default=50)
+    anyio.run(run, p.parse_args())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
