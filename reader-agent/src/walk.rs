@@ -104,6 +104,8 @@ struct Ctx {
     deadline: Instant,
     dead: AtomicBool,
     out_of_time: AtomicBool,
+    /// The connection itself failed (a direct link is dropped after the walk).
+    broken: AtomicBool,
     calls: AtomicUsize,
 }
 
@@ -133,6 +135,7 @@ impl Ctx {
         }
         if e == CallError::Connection {
             self.dead.store(true, Ordering::Relaxed);
+            self.broken.store(true, Ordering::Relaxed);
         }
     }
 
@@ -208,6 +211,7 @@ pub async fn read_tree(
         deadline,
         dead: AtomicBool::new(false),
         out_of_time: AtomicBool::new(false),
+        broken: AtomicBool::new(false),
         calls: AtomicUsize::new(0),
     });
 
@@ -226,6 +230,9 @@ pub async fn read_tree(
         None => Arena::new(),
     };
     if ctx.dead.load(Ordering::Relaxed) {
+        if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+            a11y.drop_link(&ctx.link.bus_name).await;
+        }
         return Err(Failure::not_responding(format!(
             "the application of pid {} stopped answering",
             window.pid
@@ -327,6 +334,9 @@ pub async fn read_tree(
                 f.y += dy;
             }
         }
+    }
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&ctx.link.bus_name).await;
     }
     stats.ms_total = start.elapsed().as_millis() as u64;
     Ok((
