@@ -751,3 +751,67 @@ fn a_stopped_app_is_not_responding_and_the_reader_stays_up() {
     });
     assert!(t.nodes.len() > 200);
 }
+
+/// Two plain X windows of one process, one of them marked as the driver's own.
+const TWO_WINDOWS: &str = r#"
+import os
+from Xlib import display, X, Xatom
+d = display.Display()
+s = d.screen()
+def window(title, own):
+    w = s.root.create_window(40, 40, 320, 200, 0, s.root_depth, X.InputOutput,
+                             X.CopyFromParent, background_pixel=s.white_pixel)
+    w.set_wm_name(title)
+    w.change_property(d.intern_atom('_NET_WM_NAME'), d.intern_atom('UTF8_STRING'), 8,
+                      title.encode())
+    w.change_property(d.intern_atom('_NET_WM_PID'), Xatom.CARDINAL, 32, [os.getpid()])
+    if own:
+        w.change_property(d.intern_atom('_NISH_DRIVER_WINDOW'), Xatom.CARDINAL, 32, [1])
+    w.map()
+window('nish own window', True)
+window('nish plain window', False)
+d.flush()
+while True:
+    d.next_event()
+"#;
+
+#[test]
+fn the_drivers_own_windows_are_never_listed_or_captured() {
+    let desk = Desktop::start().expect("start the desktop");
+    desk.spawn(App::Command {
+        program: "/usr/bin/python3".into(),
+        args: vec!["-c".into(), TWO_WINDOWS.into()],
+    })
+    .expect("start the two windows");
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let listed = poll("the plain window listed", Duration::from_secs(20), || {
+        let w = r.windows();
+        Ok(if w.iter().any(|w| w.title == "nish plain window") {
+            Poll::Ready(w)
+        } else {
+            Poll::Pending(format!("{} windows", w.len()))
+        })
+    })
+    .expect("window list");
+    assert!(!listed.iter().any(|w| w.title == "nish own window"));
+    let own = desk
+        .find_windows_by_name("nish own window")
+        .expect("find by name");
+    assert!(!own.is_empty(), "the marked window exists");
+    for w in own {
+        assert_eq!(
+            failure_code(&r.capture(u64::from(w.id), vec![])),
+            Some("window_target_not_found")
+        );
+    }
+    let plain = listed
+        .iter()
+        .find(|w| w.title == "nish plain window")
+        .unwrap();
+    match r.capture(plain.window_id, vec![]) {
+        ReaderToBroker::Png { width, height, .. } => {
+            assert_eq!((width, height), (320, 200))
+        }
+        other => panic!("capture of the plain window failed: {other:?}"),
+    }
+}
