@@ -2,12 +2,13 @@
 //!
 //! ```text
 //! cargo run --release -p nish-reader --example walk -- (--pid P | --title TEXT | --window ID)
-//!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump] [--sandbox]
+//!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump] [--sandbox] [--multi-thread]
 //! ```
 //!
 //! Needs `DISPLAY` and `DBUS_SESSION_BUS_ADDRESS` (or `AT_SPI_BUS_ADDRESS`). `--dump` prints the
 //! last tree, one row a line (depth, role, name, states, frame, actions, value), for comparing
-//! with another walker. `--sandbox` locks the process down first, as the agent is.
+//! with another walker. `--sandbox` locks the process down first, as the agent is;
+//! `--multi-thread` runs on two worker threads instead of one.
 
 use std::io::Write;
 use std::time::Instant;
@@ -31,10 +32,17 @@ fn main() -> anyhow::Result<()> {
         let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" });
         let _ = writeln!(std::io::stderr(), "lock-down: {report:?}");
     }
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(run(args))
+    let rt = if args.iter().any(|a| a == "--multi-thread") {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    };
+    rt.block_on(run(args))
 }
 
 async fn run(args: Vec<String>) -> anyhow::Result<()> {

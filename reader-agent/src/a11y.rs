@@ -175,11 +175,10 @@ pub const ACTION_MEMORY: usize = 50_000;
 /// are unchanged since the last walk keeps the real names read then.
 #[derive(Debug, Default)]
 pub struct ActionNames {
-    map: std::sync::Mutex<HashMap<ObjectId, Remembered>>,
+    /// By bus name, then object path.
+    map: std::sync::Mutex<HashMap<String, HashMap<String, Remembered>>>,
 }
 
-/// (bus name, object path).
-type ObjectId = (String, String);
 /// (localized names, real names).
 type Remembered = (Vec<String>, Vec<String>);
 
@@ -187,24 +186,26 @@ impl ActionNames {
     /// The real names remembered for an object with these localized names.
     pub fn get(&self, bus: &str, path: &str, localized: &[String]) -> Option<Vec<String>> {
         let map = self.map.lock().ok()?;
-        let (l, names) = map.get(&(bus.to_string(), path.to_string()))?;
+        let (l, names) = map.get(bus)?.get(path)?;
         (l.as_slice() == localized).then(|| names.clone())
     }
 
     /// Remembers an object's names.
     pub fn put(&self, bus: &str, path: &str, localized: Vec<String>, names: Vec<String>) {
         if let Ok(mut map) = self.map.lock() {
-            if map.len() >= ACTION_MEMORY {
+            if map.values().map(HashMap::len).sum::<usize>() >= ACTION_MEMORY {
                 map.clear();
             }
-            map.insert((bus.to_string(), path.to_string()), (localized, names));
+            map.entry(bus.to_string())
+                .or_default()
+                .insert(path.to_string(), (localized, names));
         }
     }
 
     /// Forgets an application's objects.
     pub fn forget_app(&self, bus: &str) {
         if let Ok(mut map) = self.map.lock() {
-            map.retain(|(b, _), _| b != bus);
+            map.remove(bus);
         }
     }
 }

@@ -7,6 +7,7 @@
 //! window's document order: it stops at the first object whose children could not be read.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, TruncReason};
 use nish_proto::wire::reader::WalkLimits;
@@ -44,8 +45,8 @@ pub enum Kids {
 /// One accessible object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Obj {
-    /// The application's unique name on the accessibility bus.
-    pub bus: String,
+    /// The application's unique name on the accessibility bus (shared by its objects).
+    pub bus: Arc<str>,
     /// The object path.
     pub path: String,
     /// Wire role name.
@@ -70,22 +71,43 @@ impl Obj {
         bus: &str,
         path: &str,
         role: u32,
-        name: String,
+        name: &str,
         states: &[u32],
         ifaces: &[String],
         child_count: i32,
     ) -> Obj {
+        Obj::from_parts(
+            Arc::from(bus),
+            path,
+            role,
+            name,
+            atspi_bits(states),
+            ifaces_from_names(ifaces),
+            child_count,
+        )
+    }
+
+    /// An object from decoded parts (`states`: the raw AT-SPI state bits).
+    pub fn from_parts(
+        bus: Arc<str>,
+        path: &str,
+        role: u32,
+        name: &str,
+        states: u64,
+        ifaces: Ifaces,
+        child_count: i32,
+    ) -> Obj {
         let role = role_name(role);
-        let name = clip_chars(name, NAME_MAX_CHARS);
-        let mut st = map_states(atspi_bits(states));
+        let name = clip_chars(name.to_string(), NAME_MAX_CHARS);
+        let mut st = map_states(states);
         apply_secure(&role, &name, &mut st);
         Obj {
-            bus: bus.to_string(),
+            bus,
             path: path.to_string(),
             role,
             name,
             states: st,
-            ifaces: ifaces_from_names(ifaces),
+            ifaces,
             child_count,
             // Children are read unless the application says there are none.
             kids: if child_count == 0 {
@@ -106,7 +128,7 @@ impl Obj {
 #[derive(Debug, Default)]
 pub struct Arena {
     objs: Vec<Obj>,
-    index: HashMap<(String, String), Key>,
+    index: HashMap<Arc<str>, HashMap<String, Key>>,
 }
 
 impl Arena {
@@ -116,22 +138,33 @@ impl Arena {
     }
 
     /// Adds an object, or returns the key of the one already known under its (bus, path).
-    pub fn insert(&mut self, obj: Obj) -> Key {
-        let id = (obj.bus.clone(), obj.path.clone());
-        if let Some(k) = self.index.get(&id) {
-            return *k;
+    pub fn insert(&mut self, mut obj: Obj) -> Key {
+        if let Some(k) = self.key(&obj.bus, &obj.path) {
+            return k;
         }
         let k = self.objs.len() as Key;
+        // Objects of one application share one bus name.
+        let bus = match self.index.get_key_value(&*obj.bus) {
+            Some((b, _)) => b.clone(),
+            None => obj.bus.clone(),
+        };
+        obj.bus = bus.clone();
+        self.index
+            .entry(bus)
+            .or_default()
+            .insert(obj.path.clone(), k);
         self.objs.push(obj);
-        self.index.insert(id, k);
         k
     }
 
     /// The key of a known object.
     pub fn key(&self, bus: &str, path: &str) -> Option<Key> {
-        self.index
-            .get(&(bus.to_string(), path.to_string()))
-            .copied()
+        self.index.get(bus)?.get(path).copied()
+    }
+
+    /// The shared name of a bus the arena knows.
+    pub fn bus(&self, bus: &str) -> Option<Arc<str>> {
+        self.index.get_key_value(bus).map(|(b, _)| b.clone())
     }
 
     /// An object.
@@ -155,29 +188,29 @@ impl Arena {
     }
 }
 
-/// One `Cache.GetItems` item, decoded.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CacheRow {
+/// One `Cache.GetItems` item, decoded without copying its text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CacheRow<'a> {
     /// The object's bus name.
-    pub bus: String,
+    pub bus: &'a str,
     /// The object's path.
-    pub path: String,
+    pub path: &'a str,
     /// The parent's bus name.
-    pub parent_bus: String,
+    pub parent_bus: &'a str,
     /// The parent's path.
-    pub parent_path: String,
+    pub parent_path: &'a str,
     /// Index in the parent (`-1` when unknown).
     pub index: i32,
     /// Child count.
     pub child_count: i32,
-    /// Interface names.
-    pub ifaces: Vec<String>,
+    /// Interfaces.
+    pub ifaces: Ifaces,
     /// Accessible name.
-    pub name: String,
+    pub name: &'a str,
     /// AT-SPI role number.
     pub role: u32,
-    /// AT-SPI state words.
-    pub states: Vec<u32>,
+    /// Raw AT-SPI state bits.
+    pub states: u64,
 }
 
 /// The children of every cache item (indices into `items`, in order), or `None` when they must
@@ -186,19 +219,17 @@ pub struct CacheRow {
 /// their descendants, which the cache leaves out; a child count of -1, which the cache gives for
 /// menus, tables and lists it does not hold the children of; or a cache that lags behind) they
 /// are pending.
-fn cache_children(items: &[CacheRow]) -> Vec<CachedKids> {
+fn cache_children(items: &[CacheRow<'_>]) -> Vec<CachedKids> {
     let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
-        index
-            .entry((it.bus.as_str(), it.path.as_str()))
-            .or_insert(i);
+        index.entry((it.bus, it.path)).or_insert(i);
     }
     let mut children: Vec<Vec<(i32, usize)>> = vec![Vec::new(); items.len()];
     for (i, it) in items.iter().enumerate() {
-        if index.get(&(it.bus.as_str(), it.path.as_str())) != Some(&i) {
+        if index.get(&(it.bus, it.path)) != Some(&i) {
             continue; // a duplicate
         }
-        if let Some(&p) = index.get(&(it.parent_bus.as_str(), it.parent_path.as_str()))
+        if let Some(&p) = index.get(&(it.parent_bus, it.parent_path))
             && p != i
         {
             children[p].push((it.index, i));
@@ -216,7 +247,7 @@ fn cache_children(items: &[CacheRow]) -> Vec<CachedKids> {
                     cached: Vec::new(),
                 };
             }
-            let manages = map_states(atspi_bits(&it.states)).has(State::ManagesDescendants);
+            let manages = map_states(it.states).has(State::ManagesDescendants);
             // Distinct, non-negative indices give the order. They need not be 0..n: GTK 4
             // counts siblings that are not accessible (an only child at index 1).
             let ordered = list.first().is_some_and(|(i, _)| *i >= 0)
@@ -236,23 +267,36 @@ struct CachedKids {
     cached: Vec<usize>,
 }
 
-fn obj_of(it: &CacheRow) -> Obj {
-    Obj::from_atspi(
-        &it.bus,
-        &it.path,
+fn obj_of(it: &CacheRow<'_>, bus: &Arc<str>) -> Obj {
+    Obj::from_parts(
+        if &**bus == it.bus {
+            bus.clone()
+        } else {
+            Arc::from(it.bus)
+        },
+        it.path,
         it.role,
-        it.name.clone(),
-        &it.states,
-        &it.ifaces,
+        it.name,
+        it.states,
+        it.ifaces,
         it.child_count,
     )
 }
 
 /// Builds an arena from all cache items (see [`cache_children`] for when children are known).
-pub fn arena_from_cache(items: Vec<CacheRow>) -> Arena {
-    let kids = cache_children(&items);
+pub fn arena_from_cache(items: &[CacheRow<'_>]) -> Arena {
+    let kids = cache_children(items);
     let mut arena = Arena::new();
-    let keys: Vec<Key> = items.iter().map(|it| arena.insert(obj_of(it))).collect();
+    let mut bus: Arc<str> = Arc::from("");
+    let keys: Vec<Key> = items
+        .iter()
+        .map(|it| {
+            if &*bus != it.bus {
+                bus = arena.bus(it.bus).unwrap_or_else(|| Arc::from(it.bus));
+            }
+            arena.insert(obj_of(it, &bus))
+        })
+        .collect();
     for (i, k) in kids.into_iter().enumerate() {
         let key = keys[i];
         if arena.get(key).child_count == 0 {
@@ -272,12 +316,13 @@ pub fn arena_from_cache(items: Vec<CacheRow>) -> Arena {
 /// application. Cached children of objects whose children are pending are kept too (in index
 /// order): a live read of the children list then finds them. Empty when the cache does not
 /// hold that object.
-pub fn window_arena(items: Vec<CacheRow>, bus: &str, path: &str, cap: usize) -> Arena {
+pub fn window_arena(items: &[CacheRow<'_>], bus: &str, path: &str, cap: usize) -> Arena {
     let mut arena = Arena::new();
     let Some(root) = items.iter().position(|it| it.bus == bus && it.path == path) else {
         return arena;
     };
-    let kids = cache_children(&items);
+    let kids = cache_children(items);
+    let shared: Arc<str> = Arc::from(bus);
     let keep = cap.saturating_mul(2);
     let mut order: Vec<usize> = Vec::new();
     let mut seen = vec![false; items.len()];
@@ -295,7 +340,7 @@ pub fn window_arena(items: Vec<CacheRow>, bus: &str, path: &str, cap: usize) -> 
     }
     let mut key_of: HashMap<usize, Key> = HashMap::with_capacity(order.len());
     for &i in &order {
-        key_of.insert(i, arena.insert(obj_of(&items[i])));
+        key_of.insert(i, arena.insert(obj_of(&items[i], &shared)));
     }
     for &i in &order {
         let key = key_of[&i];
@@ -504,18 +549,22 @@ mod tests {
     const TREE_TABLE: u32 = 66;
     const PASSWORD_TEXT: u32 = 40;
 
-    fn item(path: &str, parent: &str, index: i32, children: i32, role: u32) -> CacheRow {
+    fn leak(s: String) -> &'static str {
+        Box::leak(s.into_boxed_str())
+    }
+
+    fn item(path: &str, parent: &str, index: i32, children: i32, role: u32) -> CacheRow<'static> {
         CacheRow {
-            bus: ":1.5".into(),
-            path: path.into(),
-            parent_bus: ":1.5".into(),
-            parent_path: parent.into(),
+            bus: ":1.5",
+            path: leak(path.to_string()),
+            parent_bus: ":1.5",
+            parent_path: leak(parent.to_string()),
             index,
             child_count: children,
-            ifaces: vec!["org.a11y.atspi.Component".into()],
-            name: format!("n{path}"),
+            ifaces: Ifaces(Ifaces::COMPONENT),
+            name: leak(format!("n{path}")),
             role,
-            states: vec![(1 << 25) | (1 << 30), 0],
+            states: (1 << 25) | (1 << 30),
         }
     }
 
@@ -529,7 +578,7 @@ mod tests {
 
     /// A frame `/f` with a panel `/p` (children `/b1`, `/b2` given in reverse order) and a
     /// button `/b3`; an app root `/` above the frame.
-    fn sample() -> Vec<CacheRow> {
+    fn sample() -> Vec<CacheRow<'static>> {
         vec![
             item("/", "/null", -1, 1, 75),
             item("/b2", "/p", 1, 0, PUSH_BUTTON),
@@ -549,7 +598,7 @@ mod tests {
 
     #[test]
     fn cache_items_assemble_in_document_order() {
-        let arena = arena_from_cache(sample());
+        let arena = arena_from_cache(&sample());
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(
             &arena,
@@ -570,7 +619,7 @@ mod tests {
 
     #[test]
     fn nodes_carry_handles_roles_and_parents() {
-        let arena = arena_from_cache(sample());
+        let arena = arena_from_cache(&sample());
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(
             &arena,
@@ -594,15 +643,15 @@ mod tests {
     fn managed_descendants_are_pending() {
         let mut items = sample();
         let mut table = item("/t", "/f", 2, 3, TREE_TABLE);
-        table.states[0] |= 1 << 31; // manages-descendants
+        table.states |= 1 << 31; // manages-descendants
         items.push(table);
         // The cache lists one cell of the table anyway: still pending.
         items.push(item("/c0", "/t", 0, 0, TABLE_CELL));
-        let mut f = items.iter_mut().find(|i| i.path == "/f").unwrap().clone();
+        let mut f = *items.iter().find(|i| i.path == "/f").unwrap();
         f.child_count = 3;
         items.retain(|i| i.path != "/f");
         items.push(f);
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let t = arena.key(":1.5", "/t").unwrap();
         assert_eq!(arena.get(t).kids, Kids::Pending);
         let root = arena.key(":1.5", "/f").unwrap();
@@ -634,7 +683,7 @@ mod tests {
         items.push(item("/m", "/b3", 0, -1, 33));
         let b3 = items.iter_mut().find(|i| i.path == "/b3").unwrap();
         b3.child_count = 1;
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let m = arena.key(":1.5", "/m").unwrap();
         assert_eq!(arena.get(m).kids, Kids::Pending);
         let root = arena.key(":1.5", "/f").unwrap();
@@ -652,7 +701,7 @@ mod tests {
     fn a_lagging_cache_makes_children_pending() {
         let mut items = sample();
         items.retain(|i| i.path != "/b2");
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let p = arena.key(":1.5", "/p").unwrap();
         assert_eq!(arena.get(p).kids, Kids::Pending);
         let f = arena.key(":1.5", "/f").unwrap();
@@ -666,7 +715,7 @@ mod tests {
         for i in items.iter_mut().filter(|i| i.parent_path == "/p") {
             i.index += 3;
         }
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(
             &arena,
@@ -681,7 +730,7 @@ mod tests {
         for i in items.iter_mut().filter(|i| i.parent_path == "/p") {
             i.index = 4;
         }
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let pk = arena.key(":1.5", "/p").unwrap();
         assert_eq!(arena.get(pk).kids, Kids::Pending);
     }
@@ -692,14 +741,14 @@ mod tests {
         for i in items.iter_mut().filter(|i| i.parent_path == "/p") {
             i.index = -1;
         }
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let p = arena.key(":1.5", "/p").unwrap();
         assert_eq!(arena.get(p).kids, Kids::Pending);
     }
 
     #[test]
     fn element_limit_cuts_in_document_order() {
-        let arena = arena_from_cache(sample());
+        let arena = arena_from_cache(&sample());
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(&arena, root, &limits(3, 50), false, TruncReason::TimeBudget);
         assert_eq!(paths(&arena, &p), ["/f", "/p", "/b1"]);
@@ -712,7 +761,7 @@ mod tests {
 
     #[test]
     fn depth_limit_keeps_the_level_and_drops_below() {
-        let arena = arena_from_cache(sample());
+        let arena = arena_from_cache(&sample());
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(
             &arena,
@@ -743,7 +792,7 @@ mod tests {
         for i in 0..10 {
             items.push(item(&format!("/p{i}"), "/f", i, 4, PANEL));
         }
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(&arena, root, &limits(4, 50), true, TruncReason::TimeBudget);
         assert_eq!(p.pending.len(), 3);
@@ -752,7 +801,7 @@ mod tests {
 
     #[test]
     fn partial_lists_end_the_walk_where_the_rest_would_come() {
-        let mut arena = arena_from_cache(sample());
+        let mut arena = arena_from_cache(&sample());
         let pk = arena.key(":1.5", "/p").unwrap();
         let b1 = arena.key(":1.5", "/b1").unwrap();
         arena.get_mut(pk).kids = Kids::Partial(vec![b1]);
@@ -783,7 +832,7 @@ mod tests {
 
     #[test]
     fn lost_children_end_the_walk_with_their_reason() {
-        let mut arena = arena_from_cache(sample());
+        let mut arena = arena_from_cache(&sample());
         let pk = arena.key(":1.5", "/p").unwrap();
         arena.get_mut(pk).kids = Kids::Lost(TruncReason::AppNotResponding);
         let root = arena.key(":1.5", "/f").unwrap();
@@ -816,7 +865,7 @@ mod tests {
         let mut b1 = item("/b1", "/p", 0, 1, PUSH_BUTTON);
         b1.child_count = 1;
         items.push(b1);
-        let mut arena = arena_from_cache(items);
+        let mut arena = arena_from_cache(&items);
         let b1 = arena.key(":1.5", "/b1").unwrap();
         let root = arena.key(":1.5", "/f").unwrap();
         arena.get_mut(b1).kids = Kids::Known(vec![root]);
@@ -834,11 +883,11 @@ mod tests {
     fn secure_rows_drop_values_and_are_marked() {
         let mut items = sample();
         items.push(item("/pw", "/f", 2, 0, PASSWORD_TEXT));
-        let mut f = items.iter().find(|i| i.path == "/f").unwrap().clone();
+        let mut f = *items.iter().find(|i| i.path == "/f").unwrap();
         f.child_count = 3;
         items.retain(|i| i.path != "/f");
         items.push(f);
-        let arena = arena_from_cache(items);
+        let arena = arena_from_cache(&items);
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(
             &arena,
@@ -869,7 +918,7 @@ mod tests {
         let mut items = sample();
         items.push(item("/g", "/", 1, 1, FRAME));
         items.push(item("/gb", "/g", 0, 0, PUSH_BUTTON));
-        let full = arena_from_cache(items.clone());
+        let full = arena_from_cache(&items.clone());
         let root = full.key(":1.5", "/f").unwrap();
         let all = plan(
             &full,
@@ -878,14 +927,14 @@ mod tests {
             false,
             TruncReason::TimeBudget,
         );
-        let arena = window_arena(items.clone(), ":1.5", "/f", 100);
+        let arena = window_arena(&items.clone(), ":1.5", "/f", 100);
         assert_eq!(arena.len(), 5);
         assert!(arena.key(":1.5", "/gb").is_none());
         let r = arena.key(":1.5", "/f").unwrap();
         let p = plan(&arena, r, &limits(100, 50), false, TruncReason::TimeBudget);
         assert_eq!(paths(&arena, &p), paths(&full, &all));
         // With a cap of 1: three objects kept; the lists cut short are pending (read live).
-        let arena = window_arena(items.clone(), ":1.5", "/f", 1);
+        let arena = window_arena(&items.clone(), ":1.5", "/f", 1);
         assert_eq!(arena.len(), 3);
         let r = arena.key(":1.5", "/f").unwrap();
         assert_eq!(arena.get(r).kids, Kids::Pending);
@@ -894,14 +943,14 @@ mod tests {
         // Cached children under an object whose children are pending are kept for reuse.
         let mut items2 = sample();
         items2.retain(|i| i.path != "/b3");
-        let arena = window_arena(items2, ":1.5", "/f", 100);
+        let arena = window_arena(&items2, ":1.5", "/f", 100);
         let f = arena.key(":1.5", "/f").unwrap();
         assert_eq!(arena.get(f).kids, Kids::Pending);
         assert!(arena.key(":1.5", "/b2").is_some());
         let pk = arena.key(":1.5", "/p").unwrap();
         assert!(matches!(arena.get(pk).kids, Kids::Known(ref v) if v.len() == 2));
         // A window the cache does not hold.
-        assert!(window_arena(items, ":1.5", "/nope", 10).is_empty());
+        assert!(window_arena(&items, ":1.5", "/nope", 10).is_empty());
     }
 
     #[test]
@@ -926,7 +975,15 @@ mod tests {
 
     #[test]
     fn names_are_clipped() {
-        let o = Obj::from_atspi(":1.1", "/x", PUSH_BUTTON, "x".repeat(5000), &[0, 0], &[], 0);
+        let o = Obj::from_atspi(
+            ":1.1",
+            "/x",
+            PUSH_BUTTON,
+            &"x".repeat(5000),
+            &[0, 0],
+            &[],
+            0,
+        );
         assert_eq!(o.name.chars().count(), NAME_MAX_CHARS);
     }
 }

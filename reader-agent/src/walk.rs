@@ -21,12 +21,14 @@ use std::time::{Duration, Instant};
 
 use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::WalkLimits;
-use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue};
 
 use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, find_frame, props};
 use crate::dbus::{CallError, Read, call, call_msg};
 use crate::failure::Failure;
-use crate::states::{ValueKind, clip_chars, format_number, value_kind};
+use crate::states::{
+    ValueKind, atspi_bits, clip_chars, format_number, ifaces_from_names, value_kind,
+};
 use crate::tree::{
     Arena, CacheRow, Details, Key, Kids, Obj, Plan, VALUE_MAX_CHARS, build_nodes, clamp_limits,
     plan, window_arena,
@@ -48,27 +50,28 @@ const CACHE_SIG: &str = "a((so)(so)(so)iiassusau)";
 const LEGACY_CACHE_SIG: &str = "a((so)(so)(so)a(so)assusau)";
 
 type ObjRefWire = (String, OwnedObjectPath);
-type ItemWire = (
-    ObjRefWire,
-    ObjRefWire,
-    ObjRefWire,
+type ObjRefBorrowed<'a> = (&'a str, ObjectPath<'a>);
+type ItemWire<'a> = (
+    ObjRefBorrowed<'a>,
+    ObjRefBorrowed<'a>,
+    ObjRefBorrowed<'a>,
     i32,
     i32,
-    Vec<String>,
-    String,
+    Vec<&'a str>,
+    &'a str,
     u32,
-    String,
+    &'a str,
     Vec<u32>,
 );
-type LegacyItemWire = (
-    ObjRefWire,
-    ObjRefWire,
-    ObjRefWire,
-    Vec<ObjRefWire>,
-    Vec<String>,
-    String,
+type LegacyItemWire<'a> = (
+    ObjRefBorrowed<'a>,
+    ObjRefBorrowed<'a>,
+    ObjRefBorrowed<'a>,
+    Vec<ObjRefBorrowed<'a>>,
+    Vec<&'a str>,
+    &'a str,
     u32,
-    String,
+    &'a str,
     Vec<u32>,
 );
 
@@ -216,17 +219,16 @@ pub async fn read_tree(
     });
 
     // The structure: from the cache when it answers, else live from the frame.
-    let mut arena = match cache_items(a11y, &ctx).await {
-        Some(rows) => {
-            stats.cache = true;
-            stats.cache_items = rows.len();
-            window_arena(
-                rows,
-                &frame.link.bus_name,
-                &frame.path,
-                limits.max_elements as usize,
-            )
-        }
+    let cap = limits.max_elements as usize;
+    let mut arena = match cache_reply(a11y, &ctx).await {
+        Some(msg) => match arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap) {
+            Some((arena, items)) => {
+                stats.cache = true;
+                stats.cache_items = items;
+                arena
+            }
+            None => Arena::new(),
+        },
         None => Arena::new(),
     };
     if ctx.dead.load(Ordering::Relaxed) {
@@ -251,14 +253,12 @@ pub async fn read_tree(
         };
         if !pending.is_empty() {
             stats.realized = realize(&ctx, pending, limits.max_elements as usize).await;
-            if let Some(rows) = cache_items(a11y, &ctx).await {
-                stats.cache_items = rows.len();
-                arena = window_arena(
-                    rows,
-                    &frame.link.bus_name,
-                    &frame.path,
-                    limits.max_elements as usize,
-                );
+            if let Some(msg) = cache_reply(a11y, &ctx).await
+                && let Some((a, items)) =
+                    arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap)
+            {
+                stats.cache_items = items;
+                arena = a;
             }
         }
     }
@@ -272,7 +272,7 @@ pub async fn read_tree(
                 &frame.link.bus_name,
                 &frame.path,
                 p.role,
-                p.name.clone(),
+                &p.name,
                 &p.states,
                 &p.ifaces,
                 p.child_count,
@@ -402,7 +402,7 @@ async fn realize(ctx: &Arc<Ctx>, paths: Vec<String>, max: usize) -> usize {
 
 /// `Cache.GetItems`, activating GTK 3's cache by registering for events when it does not
 /// answer yet. `None` when the application has no cache.
-async fn cache_items(a11y: &A11y, ctx: &Ctx) -> Option<Vec<CacheRow>> {
+async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message> {
     for attempt in 0..2 {
         let t = ctx.timeout()?;
         // The cache reply may be large: it gets the whole remaining budget.
@@ -417,7 +417,7 @@ async fn cache_items(a11y: &A11y, ctx: &Ctx) -> Option<Vec<CacheRow>> {
         )
         .await;
         match r {
-            Ok(msg) => return decode_cache(&msg, &ctx.link.bus_name),
+            Ok(msg) => return Some(msg),
             Err(CallError::Unknown) if attempt == 0 => {
                 // GTK 3 reached through the bus answers once a client registered for events.
                 a11y.register_events().await;
@@ -432,70 +432,70 @@ async fn cache_items(a11y: &A11y, ctx: &Ctx) -> Option<Vec<CacheRow>> {
     None
 }
 
-fn decode_cache(msg: &zbus::Message, bus_name: &str) -> Option<Vec<CacheRow>> {
+/// Decodes a cache reply without copying its text and builds the window's arena from it (see
+/// [`window_arena`]). Returns the arena and how many items the application's cache holds;
+/// `None` for a reply of another shape.
+fn arena_from_reply(
+    msg: &zbus::Message,
+    bus_name: &str,
+    frame_path: &str,
+    cap: usize,
+) -> Option<(Arena, usize)> {
     let body = msg.body();
     let sig = body.signature().to_string();
-    let own = |b: String| {
-        if b.is_empty() {
-            bus_name.to_string()
-        } else {
-            b
-        }
-    };
+    let own = |b: &'_ str| -> bool { b.is_empty() || b == bus_name };
     if sig == CACHE_SIG {
-        let items: Vec<ItemWire> = body.deserialize().ok()?;
-        Some(
-            items
-                .into_iter()
-                .map(
-                    |(o, _app, p, index, children, ifaces, name, role, _desc, states)| CacheRow {
-                        bus: own(o.0),
-                        path: o.1.as_str().to_string(),
-                        parent_bus: own(p.0),
-                        parent_path: p.1.as_str().to_string(),
-                        index,
-                        child_count: children,
-                        ifaces,
-                        name,
-                        role,
-                        states,
-                    },
-                )
-                .collect(),
-        )
+        let items: Vec<ItemWire<'_>> = body.deserialize().ok()?;
+        let rows: Vec<CacheRow<'_>> = items
+            .iter()
+            .map(
+                |(o, _app, p, index, children, ifaces, name, role, _desc, states)| CacheRow {
+                    bus: if own(o.0) { bus_name } else { o.0 },
+                    path: o.1.as_str(),
+                    parent_bus: if own(p.0) { bus_name } else { p.0 },
+                    parent_path: p.1.as_str(),
+                    index: *index,
+                    child_count: *children,
+                    ifaces: ifaces_from_names(ifaces),
+                    name,
+                    role: *role,
+                    states: atspi_bits(states),
+                },
+            )
+            .collect();
+        Some((window_arena(&rows, bus_name, frame_path, cap), rows.len()))
     } else if sig == LEGACY_CACHE_SIG {
-        let items: Vec<LegacyItemWire> = body.deserialize().ok()?;
+        let items: Vec<LegacyItemWire<'_>> = body.deserialize().ok()?;
         // Index in parent = position in the parent's own child list.
-        let mut pos: HashMap<(String, String), i32> = HashMap::new();
+        let mut pos: HashMap<(&str, &str), i32> = HashMap::new();
         for it in &items {
             for (i, c) in it.3.iter().enumerate() {
-                pos.insert((own(c.0.clone()), c.1.as_str().to_string()), i as i32);
+                let b = if own(c.0) { bus_name } else { c.0 };
+                pos.insert((b, c.1.as_str()), i as i32);
             }
         }
-        Some(
-            items
-                .into_iter()
-                .map(
-                    |(o, _app, p, children, ifaces, name, role, _desc, states)| {
-                        let bus = own(o.0);
-                        let path = o.1.as_str().to_string();
-                        let index = pos.get(&(bus.clone(), path.clone())).copied().unwrap_or(-1);
-                        CacheRow {
-                            bus,
-                            path,
-                            parent_bus: own(p.0),
-                            parent_path: p.1.as_str().to_string(),
-                            index,
-                            child_count: children.len() as i32,
-                            ifaces,
-                            name,
-                            role,
-                            states,
-                        }
-                    },
-                )
-                .collect(),
-        )
+        let rows: Vec<CacheRow<'_>> = items
+            .iter()
+            .map(
+                |(o, _app, p, children, ifaces, name, role, _desc, states)| {
+                    let bus = if own(o.0) { bus_name } else { o.0 };
+                    let path = o.1.as_str();
+                    CacheRow {
+                        bus,
+                        path,
+                        parent_bus: if own(p.0) { bus_name } else { p.0 },
+                        parent_path: p.1.as_str(),
+                        index: pos.get(&(bus, path)).copied().unwrap_or(-1),
+                        child_count: children.len() as i32,
+                        ifaces: ifaces_from_names(ifaces),
+                        name,
+                        role: *role,
+                        states: atspi_bits(states),
+                    }
+                },
+            )
+            .collect();
+        Some((window_arena(&rows, bus_name, frame_path, cap), rows.len()))
     } else {
         tracing::debug!(signature = %sig, "unknown cache reply signature");
         None
@@ -615,7 +615,7 @@ async fn expand(
                     &bus,
                     path,
                     p.role,
-                    p.name,
+                    &p.name,
                     &p.states,
                     &p.ifaces,
                     p.child_count,
@@ -756,7 +756,8 @@ async fn read_details(
             ValueKind::None => {}
         }
     }
-    let results = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, want, path)| {
+    let rows_of: Vec<usize> = jobs.iter().map(|(row, _, _)| *row).collect();
+    let results = crate::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
         let ctx = ctx.clone();
         async move { detail(&ctx, want, &path).await }
     })
@@ -765,8 +766,8 @@ async fn read_details(
     if let Some(d) = out.first_mut().and_then(|d| d.as_mut()) {
         d.frame = frame.extents;
     }
-    for ((row, _, _), r) in jobs.iter().zip(results) {
-        let Some(slot) = out[*row].as_mut() else {
+    for (row, r) in rows_of.into_iter().zip(results) {
+        let Some(slot) = out[row].as_mut() else {
             continue;
         };
         match r {
@@ -774,7 +775,7 @@ async fn read_details(
             Some(Ok(Got::Actions(a))) => slot.actions = a,
             Some(Ok(Got::Value(v))) => slot.value = Some(v),
             Some(Err(CallError::Timeout)) | Some(Err(CallError::Connection)) | None => {
-                out[*row] = None
+                out[row] = None
             }
             Some(Err(_)) => {}
         }
