@@ -35,7 +35,8 @@ impl ReaderProc {
             SockFlag::SOCK_CLOEXEC,
         )
         .expect("socketpair");
-        // The child's end is inherited, and a shell puts it on descriptor 3 before exec.
+        // The child's end is inherited, and bash (which takes descriptor numbers above 9,
+        // unlike dash) puts it on descriptor 3 before exec.
         fcntl(&theirs, FcntlArg::F_SETFD(FdFlag::empty())).expect("clear cloexec");
         let n = theirs.as_raw_fd();
         let script = if n == 3 {
@@ -43,7 +44,7 @@ impl ReaderProc {
         } else {
             format!("exec \"$0\" --fd 3 3<&{n} {n}<&-")
         };
-        let child = Command::new("/bin/sh")
+        let child = Command::new("/bin/bash")
             .arg("-c")
             .arg(script)
             .arg(env!("CARGO_BIN_EXE_nish-reader"))
