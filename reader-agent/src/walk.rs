@@ -327,6 +327,7 @@ pub async fn read_tree(
     let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
+    showing_from_visible(&mut nodes);
     if let Some((dx, dy)) = window_relative_offset(&frame, geometry.client) {
         for n in nodes.iter_mut() {
             if let Some(f) = n.frame.as_mut() {
@@ -347,6 +348,28 @@ pub async fn read_tree(
         },
         stats,
     ))
+}
+
+/// GTK 4.8 sets `showing` on no element below its window. When a tree has no showing row below
+/// the window but does have visible ones, a row whose own and every ancestor's `visible` state is
+/// set is reported as showing, so that such a toolkit's tree reads like every other one (and
+/// the broker's and the input agent's showing checks mean the same thing for it).
+fn showing_from_visible(nodes: &mut [nish_proto::model::Node]) {
+    if nodes.len() < 2 || nodes[1..].iter().any(|n| n.states.has(State::Showing)) {
+        return;
+    }
+    if !nodes[0].states.has(State::Showing) {
+        return;
+    }
+    let mut visible_chain = vec![false; nodes.len()];
+    visible_chain[0] = true;
+    for i in 1..nodes.len() {
+        let parent_ok = nodes[i].parent.is_some_and(|p| visible_chain[p as usize]);
+        visible_chain[i] = parent_ok && nodes[i].states.has(State::Visible);
+        if visible_chain[i] {
+            nodes[i].states.insert(State::Showing);
+        }
+    }
 }
 
 /// GTK 4 on X11 reports extents relative to its window, whatever coordinate type is asked
@@ -948,5 +971,51 @@ mod tests {
         );
         assert_eq!(out.len(), 2);
         assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+    }
+}
+
+#[cfg(test)]
+mod showing_tests {
+    use super::showing_from_visible;
+    use nish_proto::model::{Ifaces, Node, State, StateSet};
+
+    fn node(parent: Option<u32>, states: &[State]) -> Node {
+        Node {
+            role: "panel".into(),
+            name: String::new(),
+            states: StateSet::of(states),
+            value: None,
+            actions: vec![],
+            frame: None,
+            parent,
+            depth: parent.map_or(0, |_| 1),
+            child_count: 0,
+            ifaces: Ifaces::default(),
+            handle: String::new(),
+        }
+    }
+
+    #[test]
+    fn visible_chains_become_showing_only_where_nothing_shows() {
+        let mut gtk4 = vec![
+            node(None, &[State::Showing, State::Visible]),
+            node(Some(0), &[State::Visible]),
+            node(Some(1), &[State::Visible]),
+            node(Some(0), &[]),
+            node(Some(3), &[State::Visible]),
+        ];
+        showing_from_visible(&mut gtk4);
+        let showing: Vec<bool> = gtk4.iter().map(|n| n.states.has(State::Showing)).collect();
+        assert_eq!(showing, vec![true, true, true, false, false]);
+        let mut gtk3 = vec![
+            node(None, &[State::Showing, State::Visible]),
+            node(Some(0), &[State::Visible, State::Showing]),
+            node(Some(0), &[State::Visible]),
+        ];
+        showing_from_visible(&mut gtk3);
+        assert!(
+            !gtk3[2].states.has(State::Showing),
+            "a toolkit that sets showing is left alone"
+        );
     }
 }

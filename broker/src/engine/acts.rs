@@ -369,8 +369,15 @@ impl<B: Backend> Engine<B> {
         match tool {
             "click" => {
                 if let Some(a) = has_action(CLICK_ACTIONS) {
-                    return Ok((SemanticOp::Action { name: a }, toggle()));
+                    // An option's `select` shows on the option itself: it becomes selected.
+                    let verify = if a == "select" {
+                        Verify::Selected
+                    } else {
+                        toggle()
+                    };
+                    return Ok((SemanticOp::Action { name: a }, verify));
                 }
+
                 let parent_selects = n.parent.is_some_and(|p| {
                     t.snap.tree.nodes[p as usize]
                         .ifaces
