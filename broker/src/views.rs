@@ -344,16 +344,15 @@ pub fn structure_signature(nodes: &[Node]) -> u64 {
     h.finish()
 }
 
-/// A hash of everything a row shows (for settle detection).
-pub fn content_hash(nodes: &[Node]) -> u64 {
+/// A hash of what a light read shows (structure, names, states, values; no frames or action
+/// names), comparable between a full read and a light one.
+pub fn light_hash(nodes: &[Node]) -> u64 {
     let mut h = DefaultHasher::new();
     structure_signature(nodes).hash(&mut h);
     for n in nodes {
         n.name.hash(&mut h);
         n.states.hash(&mut h);
         n.value.hash(&mut h);
-        n.frame.hash(&mut h);
-        n.actions.hash(&mut h);
     }
     h.finish()
 }
@@ -604,7 +603,7 @@ mod tests {
         let mut b = sample();
         b[2].name = "Stop".into();
         assert_eq!(structure_signature(&a), structure_signature(&b));
-        assert_ne!(content_hash(&a), content_hash(&b));
+        assert_ne!(light_hash(&a), light_hash(&b));
         b[6].role = "label".into();
         assert_ne!(structure_signature(&a), structure_signature(&b));
     }

@@ -51,6 +51,7 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
         .transpose()?
         .unwrap_or(20);
     let mut limits = WalkLimits::default();
+    limits.details = !args.iter().any(|a| a == "--light");
     if let Some(v) = arg(&args, "--max-elements") {
         limits.max_elements = v.parse()?;
     }

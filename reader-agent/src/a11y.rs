@@ -190,6 +190,12 @@ impl ActionNames {
         (l.as_slice() == localized).then(|| names.clone())
     }
 
+    /// The real names remembered for an object, whatever its localized names are now.
+    pub fn known(&self, bus: &str, path: &str) -> Option<Vec<String>> {
+        let map = self.map.lock().ok()?;
+        map.get(bus)?.get(path).map(|(_, names)| names.clone())
+    }
+
     /// Remembers an object's names.
     pub fn put(&self, bus: &str, path: &str, localized: Vec<String>, names: Vec<String>) {
         if let Ok(mut map) = self.map.lock() {

@@ -372,6 +372,7 @@ pub fn clamp_limits(l: &WalkLimits) -> WalkLimits {
             .clamp(1, nish_proto::model::WALK_MAX_ELEMENTS as u32),
         max_depth: l.max_depth.min(nish_proto::model::WALK_MAX_DEPTH),
         budget_ms: l.budget_ms.clamp(1, BUDGET_MAX_MS),
+        details: l.details,
     }
 }
 
@@ -959,6 +960,7 @@ mod tests {
             max_elements: 0,
             max_depth: 9999,
             budget_ms: 10_000_000,
+            details: true,
         });
         assert_eq!(l.max_elements, 1);
         assert_eq!(l.max_depth, nish_proto::model::WALK_MAX_DEPTH);

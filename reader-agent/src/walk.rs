@@ -104,6 +104,9 @@ pub struct WalkStats {
 struct Ctx {
     link: AppLink,
     actions: Arc<ActionNames>,
+    /// The toolkit keeps each object's action names for its life (GTK): names remembered from an
+    /// earlier walk are used without asking again.
+    stable_actions: bool,
     deadline: Instant,
     dead: AtomicBool,
     out_of_time: AtomicBool,
@@ -211,6 +214,7 @@ pub async fn read_tree(
     let ctx = Arc::new(Ctx {
         link: frame.link.clone(),
         actions: a11y.action_names(),
+        stable_actions: frame.toolkit.0.eq_ignore_ascii_case("gtk"),
         deadline,
         dead: AtomicBool::new(false),
         out_of_time: AtomicBool::new(false),
@@ -322,7 +326,7 @@ pub async fn read_tree(
         )));
     }
 
-    let details = read_details(&ctx, &arena, &final_plan, &frame).await;
+    let details = read_details(&ctx, &arena, &final_plan, &frame, limits.details).await;
     stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
     let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
 
@@ -753,6 +757,7 @@ async fn read_details(
     arena: &Arena,
     plan: &Plan,
     frame: &FrameRef,
+    all: bool,
 ) -> Vec<Option<Details>> {
     let mut jobs: Vec<(usize, Want, String)> = Vec::new();
     // Extents are read for showing rows. GTK 4.8 sets `showing` on no element below the
@@ -767,10 +772,11 @@ async fn read_details(
     };
     for (i, r) in plan.rows.iter().enumerate() {
         let o = arena.get(r.key);
-        if o.ifaces.has(Ifaces::COMPONENT) && o.states.has(on_screen) && i > 0 {
+        // A light read (no `all`) keeps only the text values.
+        if all && o.ifaces.has(Ifaces::COMPONENT) && o.states.has(on_screen) && i > 0 {
             jobs.push((i, Want::Extents, o.path.clone()));
         }
-        if o.ifaces.has(Ifaces::ACTION) {
+        if all && o.ifaces.has(Ifaces::ACTION) {
             jobs.push((i, Want::Actions, o.path.clone()));
         }
         match value_kind(&o.role, o.states, o.ifaces) {
@@ -843,6 +849,13 @@ async fn detail(ctx: &Ctx, want: Want, path: &str) -> Result<Got, CallError> {
 /// The action names of one object: `GetActions` (localized names, one call), and the real
 /// names from memory when the localized ones are unchanged, else one `GetName` per action.
 async fn action_names(ctx: &Ctx, path: &str) -> Result<Vec<String>, CallError> {
+    // GTK's objects keep their actions (a check button's stays `click` whether checked or
+    // not), unlike Chromium's (`check` becomes `uncheck`), so GTK's need no second look.
+    if ctx.stable_actions
+        && let Some(names) = ctx.actions.known(&ctx.link.bus_name, path)
+    {
+        return Ok(names);
+    }
     let localized: Vec<String> = match ctx
         .call::<_, Vec<(String, String, String)>>(path, Read::GetActions, &())
         .await

@@ -9,12 +9,13 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{Node, State, WindowInfo};
 use nish_proto::tools::ToolClass;
 use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::reader::WalkLimits;
 use serde_json::{Value, json};
 
 use super::{Engine, Output, Session, ToolResult};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
 use crate::snapshots::Snapshot;
-use crate::views::{self, ViewKind, ViewParams, content_hash};
+use crate::views::{self, ViewKind, ViewParams, light_hash};
 
 /// Actions a click uses, in order of preference.
 const CLICK_ACTIONS: &[&str] = &[
@@ -129,7 +130,8 @@ fn is_checkable(n: &Node) -> bool {
 
 /// The target of an act, re-read live.
 struct Target {
-    snap: Arc<Snapshot>,
+    /// The window's rows right before the act (the diff's "before"), in the token's structure.
+    before: Vec<Node>,
     row: u32,
     node: Node,
     window: WindowInfo,
@@ -140,7 +142,7 @@ impl Target {
     /// with a showing combo box as its parent or grandparent. Picking it through its own action
     /// selects it without opening the popup.
     fn collapsed_option(&self) -> bool {
-        let nodes = &self.snap.tree.nodes;
+        let nodes = &self.before;
         if self.node.states.has(State::Showing) || !OPTION_ROLES.contains(&self.node.role.as_str())
         {
             return false;
@@ -294,45 +296,39 @@ impl<B: Backend> Engine<B> {
             let core = s.core();
             core.snaps.resolve(token, core.sm.epoch)?
         };
-        let all = self
-            .bounded("listing windows", self.backend.list_windows())
-            .await?;
-        let Some(window) = all
-            .iter()
-            .find(|w| w.window_id == snap.tree.window.window_id)
-            .cloned()
-        else {
-            return Err(DriverError::new(
-                ErrorCode::ElementNotFound,
-                format!("window {} is gone", snap.tree.window.window_id),
-            ));
-        };
-        if window.pid != snap.tree.window.pid || !self.in_scope(s, &window) {
+        let window = snap.tree.window.clone();
+        // The process is re-identified now (pid, start time, executable).
+        if !self.in_scope(s, &window) {
             return Err(DriverError::new(
                 ErrorCode::AppNotInScope,
-                format!(
-                    "window {} no longer belongs to an approved process",
-                    window.window_id
-                ),
+                format!("window {} no longer belongs to an approved process", window.window_id),
             ));
         }
-        let fresh = self.read_window(s, &window).await?;
-        if fresh.signature != snap.signature || fresh.id != snap.id {
+        // A light read (structure, roles, names, states, values; no extents or action names)
+        // re-checks the structure right before the act at a fraction of a full read's cost.
+        let limits = WalkLimits { details: false, ..WalkLimits::default() };
+        let light = self.bounded("re-reading the window", self.backend.read_tree(&window, limits)).await?;
+        let light = self.validate_tree(light, &window)?;
+        if views::structure_signature(&light.nodes) != snap.signature {
             return Err(DriverError::new(
                 ErrorCode::StaleElementToken,
-                format!(
-                    "the window's structure changed since snapshot {}; the new one is {}",
-                    snap.id, fresh.id
-                ),
+                format!("the window's structure changed since snapshot {}", snap.id),
             ));
         }
-        let node = fresh.tree.nodes[row as usize].clone();
-        Ok(Target {
-            snap: fresh,
-            row,
-            node,
-            window,
-        })
+        // Same structure, same rows: the fresh states, names and values with the snapshot's
+        // frames and action names.
+        let before: Vec<Node> = light
+            .nodes
+            .into_iter()
+            .zip(&snap.tree.nodes)
+            .map(|(mut n, old)| {
+                n.frame = old.frame;
+                n.actions = old.actions.clone();
+                n
+            })
+            .collect();
+        let node = before[row as usize].clone();
+        Ok(Target { before, row, node, window })
     }
 
     fn choose_semantic(
@@ -379,7 +375,7 @@ impl<B: Backend> Engine<B> {
                 }
 
                 let parent_selects = n.parent.is_some_and(|p| {
-                    t.snap.tree.nodes[p as usize]
+                    t.before[p as usize]
                         .ifaces
                         .has(nish_proto::model::Ifaces::SELECTION)
                 });
@@ -540,9 +536,9 @@ impl<B: Backend> Engine<B> {
         let (after, settle_ms, settled) = self.settle(s, &t.window).await;
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
-                let row = views::follow_row(&t.snap.tree.nodes, &a.tree.nodes, t.row);
+                let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
                 (
-                    views::diff(&t.snap.tree.nodes, &a.tree.nodes),
+                    views::diff(&t.before, &a.tree.nodes),
                     json!(a.id),
                     row.map(|r| a.tree.nodes[r as usize].clone()),
                     Some(a.clone()),
@@ -584,34 +580,31 @@ impl<B: Backend> Engine<B> {
         Ok(Output { value: out, images })
     }
 
-    /// Reads the window until two reads in a row show the same thing (bounded).
-    async fn settle(
-        &self,
-        s: &Session,
-        w: &WindowInfo,
-    ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool) {
+    /// Reads the window until it stops changing (bounded): a full read, then a light one; when
+    /// the light read shows what the full one did, the full one is the settled read.
+    async fn settle(&self, s: &Session, w: &WindowInfo) -> (Result<Arc<Snapshot>, DriverError>, u64, bool) {
         let start = Instant::now();
-        let mut last = match self.read_window(s, w).await {
-            Ok(r) => r,
-            Err(e) => return (Err(e), start.elapsed().as_millis() as u64, false),
-        };
+        let ms = |start: Instant| start.elapsed().as_millis() as u64;
+        let light = WalkLimits { details: false, ..WalkLimits::default() };
         loop {
+            let full = match self.read_window(s, w).await {
+                Ok(r) => r,
+                Err(e) => return (Err(e), ms(start), false),
+            };
             if self.cfg.settle_interval.is_zero() {
                 tokio::task::yield_now().await;
             } else {
                 tokio::time::sleep(self.cfg.settle_interval).await;
             }
-            let next = match self.read_window(s, w).await {
-                Ok(r) => r,
-                Err(_) => return (Ok(last), start.elapsed().as_millis() as u64, false),
+            let again = match self.bounded("re-reading the window", self.backend.read_tree(w, light)).await {
+                Ok(t) => t,
+                Err(_) => return (Ok(full), ms(start), false),
             };
-            let same = content_hash(&next.tree.nodes) == content_hash(&last.tree.nodes);
-            last = next;
-            if same {
-                return (Ok(last), start.elapsed().as_millis() as u64, true);
+            if light_hash(&again.nodes) == light_hash(&full.tree.nodes) {
+                return (Ok(full), ms(start), true);
             }
             if start.elapsed() >= self.cfg.settle_max {
-                return (Ok(last), start.elapsed().as_millis() as u64, false);
+                return (Ok(full), ms(start), false);
             }
         }
     }
@@ -915,7 +908,7 @@ impl<B: Backend> Engine<B> {
                 self.send_synthetic(s, SynthOp::Keys { keys }).await?;
                 let t = Target {
                     node: before.tree.nodes[0].clone(),
-                    snap: before,
+                    before: before.tree.nodes.clone(),
                     row: 0,
                     window: w,
                 };

@@ -14,6 +14,10 @@ pub struct WalkLimits {
     pub max_depth: u16,
     /// Time budget in milliseconds.
     pub budget_ms: u64,
+    /// Read every row's extents and action names. Without them (a light read: roles, names,
+    /// states, structure and text values only) a walk makes far fewer calls; the broker uses it
+    /// to re-check a window's structure right before an act.
+    pub details: bool,
 }
 
 impl Default for WalkLimits {
@@ -22,6 +26,7 @@ impl Default for WalkLimits {
             max_elements: crate::model::WALK_MAX_ELEMENTS as u32,
             max_depth: crate::model::WALK_MAX_DEPTH,
             budget_ms: crate::model::WALK_BUDGET_MS,
+            details: true,
         }
     }
 }
