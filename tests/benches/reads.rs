@@ -112,28 +112,18 @@ fn main() -> Result<()> {
         .unwrap_or(7)
         .max(5);
     let desk = Desktop::start()?;
-    let mut apps = Vec::new();
-    let gtk3 = desk.spawn(App::Gtk3WidgetFactory)?;
-    desk.wait_atspi_app(gtk3.pid, Duration::from_secs(45))?;
-    apps.push(("gtk3-widget-factory", gtk3.pid));
-    let gtk4 = desk.spawn(App::Gtk4Demo)?;
-    desk.wait_atspi_app(gtk4.pid, Duration::from_secs(45))?;
-    apps.push(("gtk4-demo", gtk4.pid));
-    let mut page3k = page("dense.html").display().to_string();
-    page3k.push_str("?rows=320");
-    let c3 = desk.spawn(App::Chromium {
-        page: page3k.into(),
-    })?;
-    desk.wait_atspi_document(c3.pid, "nish-driver dense", Duration::from_secs(60))?;
-    apps.push(("Chromium dense page, 320 rows", c3.pid));
-    let mut page5k = page("dense.html").display().to_string();
-    page5k.push_str("?rows=700");
-    let c5 = desk.spawn(App::Chromium {
-        page: page5k.into(),
-    })?;
-    desk.wait_atspi_document(c5.pid, "nish-driver dense", Duration::from_secs(60))?;
-    apps.push(("Chromium dense page, 700 rows (capped at 5,000)", c5.pid));
-
+    let dense = |rows: u32| App::Chromium {
+        page: format!("{}?rows={rows}", page("dense.html").display()).into(),
+    };
+    let apps = [
+        ("gtk3-widget-factory", App::Gtk3WidgetFactory),
+        ("gtk4-demo", App::Gtk4Demo),
+        ("Chromium dense page, 320 rows", dense(320)),
+        (
+            "Chromium dense page, 700 rows (capped at 5,000)",
+            dense(700),
+        ),
+    ];
     let bin = workspace_bin("nish-reader")?;
     let mut reader = Reader::start(&desk, &bin)?;
     println!(
@@ -141,13 +131,22 @@ fn main() -> Result<()> {
         bin.display(),
         reader.0.lockdown.landlock
     );
-    println!("repeats: {repeats}; figures in milliseconds, min / median\n");
+    println!("repeats: {repeats}; milliseconds, min / median; one app on the desktop at a time\n");
     println!(
         "| window | nodes (reader / pyatspi) | nish-reader | pyatspi walker | ratio (median) | full text | skeleton text | skeleton / full |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for (name, pid) in apps {
-        let r = bench_window(&desk, &mut reader, name, pid, repeats)?;
+    for (name, app) in apps {
+        let chromium = matches!(app, App::Chromium { .. });
+        let h = desk.spawn(app)?;
+        if chromium {
+            desk.wait_atspi_document(h.pid, "nish-driver dense", Duration::from_secs(60))?;
+        } else {
+            desk.wait_atspi_app(h.pid, Duration::from_secs(45))?;
+        }
+        let r = bench_window(&desk, &mut reader, name, h.pid, repeats);
+        desk.kill_app(&h)?;
+        let r = r?;
         println!(
             "| {} | {} / {} | {:.1} / {:.1} | {:.0} / {:.0} | {:.1}x | {} B | {} B | {:.1}% |",
             r.name,
