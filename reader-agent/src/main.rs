@@ -42,6 +42,14 @@ fn parse_fd(args: &[String]) -> Option<i32> {
 fn main() -> ExitCode {
     // Before any thread, runtime or desktop read.
     let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" });
+    // `--self-test`: the lock-down in force and what it refuses, tried for real.
+    if std::env::args().any(|a| a == "--self-test") {
+        use nish_sandbox::attempts;
+        // Agents cannot write files: stdout must be a pipe (a file refuses the write).
+        let line = attempts::report_json(&report, &attempts::forbidden(), &attempts::allowed());
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
+        return std::process::ExitCode::SUCCESS;
+    }
 
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--version") {

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 pub use nish_proto::wire::LockdownReport;
 
+pub mod attempts;
 mod landlock_rules;
 mod seccomp_filters;
 mod status;
