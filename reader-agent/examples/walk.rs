@@ -50,8 +50,10 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
         .map(|v| v.parse())
         .transpose()?
         .unwrap_or(20);
-    let mut limits = WalkLimits::default();
-    limits.details = !args.iter().any(|a| a == "--light");
+    let mut limits = WalkLimits {
+        details: !args.iter().any(|a| a == "--light"),
+        ..WalkLimits::default()
+    };
     if let Some(v) = arg(&args, "--max-elements") {
         limits.max_elements = v.parse()?;
     }

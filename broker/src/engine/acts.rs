@@ -301,13 +301,24 @@ impl<B: Backend> Engine<B> {
         if !self.in_scope(s, &window) {
             return Err(DriverError::new(
                 ErrorCode::AppNotInScope,
-                format!("window {} no longer belongs to an approved process", window.window_id),
+                format!(
+                    "window {} no longer belongs to an approved process",
+                    window.window_id
+                ),
             ));
         }
         // A light read (structure, roles, names, states, values; no extents or action names)
         // re-checks the structure right before the act at a fraction of a full read's cost.
-        let limits = WalkLimits { details: false, ..WalkLimits::default() };
-        let light = self.bounded("re-reading the window", self.backend.read_tree(&window, limits)).await?;
+        let limits = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
+        let light = self
+            .bounded(
+                "re-reading the window",
+                self.backend.read_tree(&window, limits),
+            )
+            .await?;
         let light = self.validate_tree(light, &window)?;
         if views::structure_signature(&light.nodes) != snap.signature {
             return Err(DriverError::new(
@@ -328,7 +339,12 @@ impl<B: Backend> Engine<B> {
             })
             .collect();
         let node = before[row as usize].clone();
-        Ok(Target { before, row, node, window })
+        Ok(Target {
+            before,
+            row,
+            node,
+            window,
+        })
     }
 
     fn choose_semantic(
@@ -582,10 +598,17 @@ impl<B: Backend> Engine<B> {
 
     /// Reads the window until it stops changing (bounded): a full read, then a light one; when
     /// the light read shows what the full one did, the full one is the settled read.
-    async fn settle(&self, s: &Session, w: &WindowInfo) -> (Result<Arc<Snapshot>, DriverError>, u64, bool) {
+    async fn settle(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+    ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool) {
         let start = Instant::now();
         let ms = |start: Instant| start.elapsed().as_millis() as u64;
-        let light = WalkLimits { details: false, ..WalkLimits::default() };
+        let light = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
         loop {
             let full = match self.read_window(s, w).await {
                 Ok(r) => r,
@@ -596,7 +619,10 @@ impl<B: Backend> Engine<B> {
             } else {
                 tokio::time::sleep(self.cfg.settle_interval).await;
             }
-            let again = match self.bounded("re-reading the window", self.backend.read_tree(w, light)).await {
+            let again = match self
+                .bounded("re-reading the window", self.backend.read_tree(w, light))
+                .await
+            {
                 Ok(t) => t,
                 Err(_) => return (Ok(full), ms(start), false),
             };

@@ -174,7 +174,11 @@ impl<B: Backend> Engine<B> {
 
     /// Re-validates what a backend returned: bounded sizes, consistent parents and depths, the
     /// window asked for.
-    pub(crate) fn validate_tree(&self, mut tree: Tree, asked: &WindowInfo) -> Result<Tree, DriverError> {
+    pub(crate) fn validate_tree(
+        &self,
+        mut tree: Tree,
+        asked: &WindowInfo,
+    ) -> Result<Tree, DriverError> {
         let bad = |what: &str| {
             DriverError::new(
                 ErrorCode::InternalError,
