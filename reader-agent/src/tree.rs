@@ -574,6 +574,7 @@ mod tests {
             max_elements,
             max_depth,
             budget_ms: 1000,
+            details: true,
         }
     }
 
