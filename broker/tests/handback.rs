@@ -107,6 +107,64 @@ async fn synthetic_acts_in_a_takeover() {
     .await
     .err("occluded");
     assert_eq!(f.engine.backend.sent_log().len(), sent);
+    // Every other synthetic tool, validated against its output schema by the fixture. The
+    // rows sit under the Vault window: Notes comes to the front first.
+    f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
+    let row = Fixture::token(&r, "list_item", "Row 1");
+    let d = f
+        .call(
+            "double_click",
+            json!({"element_token": row, "delivery_mode": "foreground"}),
+        )
+        .await;
+    assert_eq!(d.ok()["path"], "xtest:double_click");
+    assert!(
+        d.ok()["diff"]["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["label"] == "Opened Row 1")
+    );
+    let m = f
+        .call(
+            "right_click",
+            json!({"element_token": row, "delivery_mode": "foreground"}),
+        )
+        .await;
+    assert_eq!(m.ok()["path"], "xtest:right_click");
+    let sc = f
+        .call(
+            "scroll",
+            json!({"element_token": row, "direction": "down", "amount": 2}),
+        )
+        .await;
+    assert_eq!(sc.ok()["path"], "xtest:scroll");
+    assert!(
+        sc.ok()["diff"]["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["label"] == "Scrolled down 2")
+    );
+    let now = f.read("Notes").await;
+    let dr = f
+        .call(
+            "drag",
+            json!({"from_token": Fixture::token(&now, "list_item", "Row 1"), "to_token": Fixture::token(&now, "list_item", "Row 3")}),
+        )
+        .await;
+    assert_eq!(dr.ok()["path"], "xtest:drag");
+    let after = f.read("Notes").await;
+    assert_eq!(
+        after["elements"][Fixture::element(&now, "list_item", "Row 1")["element_index"]
+            .as_u64()
+            .unwrap() as usize]["label"],
+        "Row 3"
+    );
+    assert!(
+        f.engine.backend.held_keys().is_empty(),
+        "the drag released its button"
+    );
     // bring_to_front is verified by the window list.
     let b = f.call("bring_to_front", json!({"app": "Notes"})).await;
     assert_eq!(b.ok()["verified"], true);
