@@ -29,12 +29,7 @@ fn parse_fd(args: &[String]) -> anyhow::Result<i32> {
 fn main() {
     // Lock down before anything else runs (and before any thread exists).
     let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "indicator" });
-    // `--self-test`: the lock-down in force and what it refuses, tried for real.
-    if std::env::args().any(|a| a == "--self-test") {
-        use nish_sandbox::attempts;
-        // Agents cannot write files: stdout must be a pipe (a file refuses the write).
-        let line = attempts::report_json(&report, &attempts::forbidden(), &attempts::allowed());
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
+    if nish_sandbox::start::self_test_if_asked(&report) {
         return;
     }
 

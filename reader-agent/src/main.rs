@@ -26,29 +26,11 @@ fn say(line: &str) {
     let _ = writeln!(LogSink, "{line}");
 }
 
-fn parse_fd(args: &[String]) -> Option<i32> {
-    let mut it = args.iter().skip(1);
-    while let Some(a) = it.next() {
-        if a == "--fd" {
-            return it.next()?.parse().ok();
-        }
-        if let Some(v) = a.strip_prefix("--fd=") {
-            return v.parse().ok();
-        }
-    }
-    None
-}
-
 fn main() -> ExitCode {
     // Before any thread, runtime or desktop read.
     let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" });
-    // `--self-test`: the lock-down in force and what it refuses, tried for real.
-    if std::env::args().any(|a| a == "--self-test") {
-        use nish_sandbox::attempts;
-        // Agents cannot write files: stdout must be a pipe (a file refuses the write).
-        let line = attempts::report_json(&report, &attempts::forbidden(), &attempts::allowed());
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
-        return std::process::ExitCode::SUCCESS;
+    if nish_sandbox::start::self_test_if_asked(&report) {
+        return ExitCode::SUCCESS;
     }
 
     let args: Vec<String> = std::env::args().collect();
@@ -60,7 +42,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let Some(fd) = parse_fd(&args) else {
+    let Some(fd) = nish_sandbox::start::fd_arg(&args) else {
         say("usage: nish-reader --fd <N>   (started by the nish-driver broker)");
         return ExitCode::from(2);
     };
@@ -105,19 +87,5 @@ fn main() -> ExitCode {
             tracing::error!("reader stopped: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_fd;
-
-    #[test]
-    fn fd_argument() {
-        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse_fd(&a(&["nish-reader", "--fd", "3"])), Some(3));
-        assert_eq!(parse_fd(&a(&["nish-reader", "--fd=7"])), Some(7));
-        assert_eq!(parse_fd(&a(&["nish-reader"])), None);
-        assert_eq!(parse_fd(&a(&["nish-reader", "--fd", "x"])), None);
     }
 }

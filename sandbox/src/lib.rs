@@ -34,6 +34,7 @@ pub use nish_proto::wire::LockdownReport;
 pub mod attempts;
 mod landlock_rules;
 mod seccomp_filters;
+pub mod start;
 mod status;
 
 pub use status::ProcStatus;

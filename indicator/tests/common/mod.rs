@@ -3,8 +3,6 @@
 //! real to X; `--window` clicks are SendEvent clicks).
 #![allow(dead_code)]
 
-mod sys;
-
 use std::io::{BufRead, BufReader};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -469,7 +467,7 @@ impl Indicator {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
+        nish_broker::sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
         let mut child = cmd.spawn().expect("nish-indicator starts");
         drop(cmd);
         // The indicator cannot write regular files (RLIMIT_FSIZE 0): its log comes over a pipe.
