@@ -34,7 +34,7 @@ fn main() {
     }
 
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| nish_sandbox::start::LogSink)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -12,11 +12,16 @@ fn main() -> ExitCode {
 
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--version") {
-        println!("nish-input {}", nish_proto::DRIVER_VERSION);
+        let _ = std::io::Write::write_all(
+            &mut std::io::stdout(),
+            format!("nish-input {}\n", nish_proto::DRIVER_VERSION).as_bytes(),
+        );
         return ExitCode::SUCCESS;
     }
     let Some(fd) = nish_sandbox::start::fd_arg(&args) else {
-        eprintln!("usage: nish-input --fd <N>   (started by the nish-driver broker)");
+        nish_sandbox::start::say(
+            "usage: nish-input --fd <N>   (started by the nish-driver broker)",
+        );
         return ExitCode::from(2);
     };
 
@@ -25,7 +30,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| nish_sandbox::start::LogSink)
         .with_ansi(false)
         .init();
     if !report.detail.is_empty() {

@@ -4,27 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Standard error that never fails: the lock-down forbids growing files (`RLIMIT_FSIZE` 0), so
-/// a log sent to a regular file fails to write; the reader keeps working without it.
-#[derive(Clone, Copy, Debug)]
-struct LogSink;
-
-impl Write for LogSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let _ = std::io::stderr().write_all(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let _ = std::io::stderr().flush();
-        Ok(())
-    }
-}
-
-/// Prints a line on standard error, ignoring failures.
-fn say(line: &str) {
-    let _ = writeln!(LogSink, "{line}");
-}
+use nish_sandbox::start::{LogSink, say};
 
 fn main() -> ExitCode {
     // Before any thread, runtime or desktop read.

@@ -44,3 +44,27 @@ mod tests {
         assert_eq!(fd_arg(&a(&["agent", "--fd", "x"])), None);
     }
 }
+
+/// Standard error that never fails: a locked-down agent cannot write files (RLIMIT_FSIZE 0), so
+/// when its standard error is a regular file every write fails with EFBIG; the log is then lost
+/// but the agent goes on (a failing writer would make the log library panic). The broker gives
+/// its agents a pipe, which works.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogSink;
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// Prints one line on standard error, ignoring failures.
+pub fn say(line: &str) {
+    let _ = std::io::Write::write_all(&mut LogSink, format!("{line}\n").as_bytes());
+}
