@@ -45,9 +45,11 @@ fn gtk4_button_and_tab_selection() {
         n.role == "push_button" && n.name == "Search"
     });
     let search = expect(&t, row);
+    // GTK 4.8 sets `showing` on nothing below the window; the reader reports visible rows as
+    // showing, and the input agent's re-check counts `visible` the same way.
     assert!(
-        !search.states.has(State::Showing),
-        "GTK 4.8 sets no showing below the window"
+        search.states.has(State::Showing) && search.states.has(State::Visible),
+        "a visible GTK 4 row reads as showing"
     );
     // A stale frame is still caught with the offset applied.
     let mut moved = search.clone();
