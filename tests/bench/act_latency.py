@@ -14,7 +14,6 @@ import argparse
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import anyio
@@ -94,15 +93,7 @@ async def run(ns: argparse.Namespace) -> None:
     person = h.Person(broker.env)
     try:
         async with h.host(ns.shim, broker, "act-bench") as c:
-            def allow() -> None:
-                w = person.wait_window("nish-driver consent: allow")
-                time.sleep(0.6)
-                person.click_window(w)
-
-            t = threading.Thread(target=allow)
-            t.start()
-            await ok(c, "start_session", {"apps": ["gtk3-widget-factory"]})
-            t.join()
+            await h.start_with_consent(c, person, {"apps": ["gtk3-widget-factory"]})
             r = await ok(c, "get_window_state", {"pid": ns.pid, "max_elements": 5000})
             cb = next(e for e in r["elements"] if e["role"] == "check_box" and e["label"] == "checkbutton"
                       and not set(e["states"]) & {"disabled", "indeterminate"})

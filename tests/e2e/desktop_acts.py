@@ -13,10 +13,7 @@ the driver). The person is played with xdotool for the consent only.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import threading
-import time
 
 import anyio
 
@@ -151,16 +148,7 @@ async def run(ns: argparse.Namespace) -> None:
     person = h.Person(broker.env)
     try:
         async with h.host(ns.shim, broker, "acts-e2e") as c:
-            def allow() -> None:
-                w = person.wait_window("nish-driver consent: allow")
-                time.sleep(0.6)
-                person.click_window(w)
-                say("person (xdotool, a real click): Allow")
-
-            t = threading.Thread(target=allow)
-            t.start()
-            st = await ok(c, "start_session", {"apps": [GTK3, GTK4, CHROMIUM]})
-            t.join()
+            st = await h.start_with_consent(c, person, {"apps": [GTK3, GTK4, CHROMIUM]})
             check(st["input"] == "headless", str(st))
             wins = await ok(c, "list_windows")
             pid = next(w["pid"] for w in wins["windows"] if w["app"].lower() == GTK3)

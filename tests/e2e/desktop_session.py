@@ -24,7 +24,7 @@ import time
 import anyio
 
 import nishhost as h
-from nishhost import check, fails, find, ok, say
+from nishhost import check, fails, ok, say
 
 GTK3 = "gtk3-widget-factory"
 GTK4 = "gtk4-demo"

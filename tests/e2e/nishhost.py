@@ -375,3 +375,24 @@ class Person:
             rgb[i * 3:i * 3 + 3] = bytes((r, gr, b))
         d.close()
         write_png(path, g.width, g.height, bytes(rgb))
+
+
+async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:
+    """start_session, answered by the person: after the dialog's anti-click-through delay, real
+    clicks on the named controls (e.g. "takeover"), then on Allow."""
+    import threading
+
+    def answer() -> None:
+        allow = person.wait_window("nish-driver consent: allow")
+        time.sleep(0.6)  # the dialog ignores clicks in its first 400 ms
+        for name in tick:
+            person.click_window(person.wait_window(f"nish-driver consent: {name}"))
+        person.click_window(allow)
+        say("    person (xdotool, a real click): Allow")
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        return await ok(c, "start_session", args)
+    finally:
+        t.join()
