@@ -2,7 +2,7 @@
 //! expect, the workspace binaries, and the Python with the official MCP SDK.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -107,11 +107,6 @@ pub fn run_desktop_session(sd: &SessionDesktop, out: &Path, demo: bool) -> Resul
             .stderr(std::process::Stdio::inherit());
     }
     Ok(cmd.output()?)
-}
-
-/// A command in the desktop's environment (for scripts that are not sessions).
-pub fn desktop_command(desk: &Desktop, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    desk.command(program)
 }
 
 /// Runs desktop_acts.py in the desktop's environment; the person focuses the unapproved
