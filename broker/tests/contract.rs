@@ -607,50 +607,14 @@ async fn clipboard_read_needs_consent_and_host_approval() {
     f.call("clipboard_write", json!({"text": "meeting at noon"}))
         .await
         .ok();
-    // The host denies.
-    let call = f.call("clipboard_read", json!({}));
-    tokio::pin!(call);
-    let ev = tokio::select! { e = f.next_event() => e, _ = &mut call => panic!("returned before the approval") };
-    assert_eq!(ev["event"], "approval.request");
-    assert_eq!(ev["tool"], "clipboard_read");
-    let lines = f
-        .engine
-        .control(
-            &f.session,
-            &json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": false}})
-                .to_string(),
-        )
-        .await;
-    assert!(lines[0].contains("\"ack\""));
-    call.await.err("consent_denied");
-    // The host approves.
-    let call = f.call("clipboard_read", json!({}));
-    tokio::pin!(call);
-    let ev = tokio::select! { e = f.next_event() => e, _ = &mut call => panic!("returned before the approval") };
-    f.engine
-        .control(
-            &f.session,
-            &json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": true}})
-                .to_string(),
-        )
-        .await;
-    let r = call.await;
+    // The host denies; then approves; then approves credential-looking text, which is refused.
+    f.read_clipboard_answered(false).await.err("consent_denied");
+    let r = f.read_clipboard_answered(true).await;
     assert_eq!(r.ok()["text"], "meeting at noon");
-    // Credential-looking text is refused.
     f.call("clipboard_write", json!({"text": "password=hunter2"}))
         .await
         .ok();
-    let call = f.call("clipboard_read", json!({}));
-    tokio::pin!(call);
-    let ev = tokio::select! { e = f.next_event() => e, _ = &mut call => panic!("returned before the approval") };
-    f.engine
-        .control(
-            &f.session,
-            &json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": true}})
-                .to_string(),
-        )
-        .await;
-    call.await.err("secure_field");
+    f.read_clipboard_answered(true).await.err("secure_field");
     let audit = std::fs::read_to_string(&f.audit_path).unwrap();
     assert!(
         !audit.contains("noon") && !audit.contains("hunter2"),

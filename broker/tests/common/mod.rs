@@ -254,6 +254,27 @@ impl Fixture {
         serde_json::from_str(&line).unwrap()
     }
 
+    /// clipboard_read, with the host answering its approval request on the control pipe; checks
+    /// the request's shape, that the call waits for the answer, and the ack.
+    pub async fn read_clipboard_answered(&self, approve: bool) -> Res {
+        let call = self.call("clipboard_read", json!({}));
+        tokio::pin!(call);
+        let ev = tokio::select! {
+            e = self.next_event() => e,
+            _ = &mut call => panic!("clipboard_read returned before the host's approval"),
+        };
+        assert_eq!(ev["event"], "approval.request");
+        assert_eq!(ev["tool"], "clipboard_read");
+        let answer =
+            json!({"method": "approval.answer", "params": {"id": ev["id"], "approve": approve}});
+        let lines = self
+            .engine
+            .control(&self.session, &answer.to_string())
+            .await;
+        assert!(lines[0].contains("\"ack\""), "{lines:?}");
+        call.await
+    }
+
     pub fn audit(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.audit_path)
             .unwrap_or_default()
