@@ -30,7 +30,8 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
-use crate::click::{ButtonEvent, RealClick, is_send_event};
+use crate::click::{ButtonEvent, RealClick};
+use crate::visible;
 use crate::xui::{self, Ui, to_latin1};
 
 /// The frame window's name.
@@ -306,6 +307,11 @@ impl Takeover {
         Ok(())
     }
 
+    /// Raises the windows now (another of the indicator's windows was just raised).
+    pub fn raise_now(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        self.raise(ui, now)
+    }
+
     fn request_raise(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
         match self.last_raise {
             Some(t) if now.duration_since(t) < RAISE_MIN_INTERVAL => self.raise_pending = true,
@@ -409,12 +415,12 @@ impl Takeover {
                             EventMask::STRUCTURE_NOTIFY
                                 | EventMask::VISIBILITY_CHANGE
                                 | EventMask::EXPOSURE
-                                | EventMask::BUTTON_PRESS
-                                | EventMask::BUTTON_RELEASE
                                 | EventMask::ENTER_WINDOW
                                 | EventMask::LEAVE_WINDOW,
                         ),
                 )?;
+                // Button events through XInput 2 only: they carry the source device.
+                crate::consent::select_buttons(&ui.conn, win)?;
                 xui::mark_and_name(&ui.conn, &ui.atoms, win, CONTINUE_NAME)?;
                 let mut click = RealClick::new(now);
                 if let Some(t) = self.last_driver_press {
@@ -574,43 +580,72 @@ impl Takeover {
             Event::Expose(e) if e.count == 0 && self.owns(e.window) => self.redraw(ui, e.window)?,
             Event::EnterNotify(e) => self.set_hover(ui, e.event, true)?,
             Event::LeaveNotify(e) => self.set_hover(ui, e.event, false)?,
-            Event::ButtonPress(e) => {
-                if let Some(b) = &mut self.button
-                    && b.win == e.event
-                {
-                    b.click.press(ButtonEvent {
-                        window: b.win,
-                        button: e.detail,
-                        synthetic: is_send_event(e.response_type),
-                        inside: inside(e.event_x, e.event_y, b.geom.w, b.geom.h),
-                        at: now,
-                    });
-                }
-            }
-            Event::ButtonRelease(e) => {
-                if let Some(b) = &mut self.button
-                    && b.win == e.event
-                {
-                    let hit = b.click.release(ButtonEvent {
-                        window: b.win,
-                        button: e.detail,
-                        synthetic: is_send_event(e.response_type),
-                        inside: inside(e.event_x, e.event_y, b.geom.w, b.geom.h),
-                        at: now,
-                    });
-                    if hit.is_some() {
-                        return Ok(self
-                            .sessions
-                            .iter()
-                            .filter(|(_, s)| s.paused)
-                            .map(|(k, _)| Note::Continue(k.clone()))
-                            .collect());
-                    }
-                }
-            }
             _ => {}
         }
         Ok(Vec::new())
+    }
+
+    /// Every window of the indicator.
+    pub fn windows(&self) -> Vec<Window> {
+        let mut v = vec![self.frame, self.label];
+        if let Some(b) = &self.button {
+            v.push(b.win);
+        }
+        v
+    }
+
+    /// The Continue button's window and size, while paused.
+    pub fn continue_size(&self, win: Window) -> Option<(u16, u16)> {
+        self.button
+            .as_ref()
+            .filter(|b| b.win == win)
+            .map(|b| (b.geom.w, b.geom.h))
+    }
+
+    /// What [`visible::check`] must find for the Continue button, while it is shown.
+    pub fn continue_target(&self) -> Option<visible::Target> {
+        self.button.as_ref().map(|b| visible::Target {
+            top: b.win,
+            rect: visible::Rect {
+                x: i32::from(b.geom.x),
+                y: i32::from(b.geom.y),
+                w: i32::from(b.geom.w),
+                h: i32::from(b.geom.h),
+            },
+            children: Vec::new(),
+        })
+    }
+
+    /// Starts the Continue button's arming delay again.
+    pub fn rearm_continue(&mut self, now: Instant) {
+        if let Some(b) = &mut self.button {
+            b.click.rearm(now);
+        }
+    }
+
+    /// A press on the Continue button, judged by the caller's facts (device, visibility).
+    pub fn press(&mut self, ev: ButtonEvent) {
+        if let Some(b) = &mut self.button
+            && b.win == ev.window
+        {
+            b.click.press(ev);
+        }
+    }
+
+    /// A release on the Continue button: every paused session continues on a real click.
+    pub fn release(&mut self, ev: ButtonEvent) -> Vec<Note> {
+        let hit = match &mut self.button {
+            Some(b) if b.win == ev.window => b.click.release(ev).is_some(),
+            _ => false,
+        };
+        if !hit {
+            return Vec::new();
+        }
+        self.sessions
+            .iter()
+            .filter(|(_, s)| s.paused)
+            .map(|(k, _)| Note::Continue(k.clone()))
+            .collect()
     }
 
     fn set_hover(&mut self, ui: &mut Ui, win: Window, on: bool) -> Result<(), ReplyOrIdError> {
@@ -723,10 +758,6 @@ fn set_ring(conn: &xui::Conn, frame: Window, w: u16, h: u16) -> Result<(), Reply
         &ring(w, h),
     )?;
     Ok(())
-}
-
-fn inside(x: i16, y: i16, w: u16, h: u16) -> bool {
-    x >= 0 && y >= 0 && (x as i32) < i32::from(w) && (y as i32) < i32::from(h)
 }
 
 #[cfg(test)]

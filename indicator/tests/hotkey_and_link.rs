@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Desktop, Indicator, wait_for};
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentApp, IndicatorToBroker};
+use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
 
 fn expect_stop(ind: &Indicator, what: &str) {
     match ind.recv(Duration::from_secs(5)) {
@@ -64,17 +64,7 @@ fn closing_the_link_removes_every_window_and_exits_zero() {
         ind.recv(Duration::from_secs(5)),
         Some(IndicatorToBroker::TakeoverShown { .. })
     ));
-    ind.send(BrokerToIndicator::ShowConsent {
-        id: 1,
-        host: "h".into(),
-        apps: vec![ConsentApp {
-            name: "App".into(),
-            ticked: true,
-        }],
-        takeover: true,
-        clipboard: false,
-        timeout_ms: 60_000,
-    });
+    common::show_consent(&mut ind, common::consent_request(1, &[("App", true)]));
     let top = desk.find_viewable("^nish-driver consent$");
     let frame = desk.find_viewable("^nish-driver indicator: frame$");
     let cont = desk.find_viewable("^nish-driver indicator: continue$");

@@ -1,5 +1,5 @@
 //! The takeover frame on a real X server: click-through, always on top, the paused state's
-//! Continue button, loss detection and removal.
+//! Continue button (the person's clicks only), loss detection and removal.
 
 mod common;
 
@@ -147,10 +147,13 @@ fn frame_is_click_through_and_continue_takes_only_real_clicks() {
     std::thread::sleep(Duration::from_millis(700));
     desk.screenshot("takeover-paused.png");
 
-    // A SendEvent click does nothing; a real click gives Continue, and does not reach the
-    // window underneath.
+    // A SendEvent click and an XTEST click (another program's) do nothing; the person's click
+    // gives Continue, and does not reach the window underneath.
     desk.send_event_click(cont);
     ind.expect_silence(Duration::from_millis(900), "SendEvent click on Continue");
+    desk.xtest_click(cont);
+    ind.expect_silence(Duration::from_millis(900), "XTEST click on Continue");
+    std::thread::sleep(Duration::from_millis(600));
     desk.drain_events();
     desk.real_click(cont);
     match ind.recv(Duration::from_secs(5)) {
