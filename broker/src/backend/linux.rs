@@ -16,7 +16,9 @@ use nish_proto::doctor::{
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker,
+};
 use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{LockdownReport, Role};
@@ -408,14 +410,17 @@ impl Backend for LinuxBackend {
     async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
         let ind = self.indicator().await?;
         let id = ind.next_id();
-        let msg = BrokerToIndicator::ShowConsent {
+        let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
             id,
-            host: req.host.clone(),
+            host_claimed: req.host_claimed.clone(),
+            program: req.program.clone(),
             apps: req.apps.clone(),
+            missing_requested: req.missing_requested,
+            lease_minutes: req.lease_minutes,
             takeover: req.takeover,
             clipboard: req.clipboard,
             timeout_ms: req.timeout.as_millis() as u64,
-        };
+        });
         // Close the dialog if this call is dropped (session closed, kill switch, end_session).
         struct Cancel(Option<(Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, u64)>);
         impl Drop for Cancel {
@@ -522,6 +527,10 @@ impl Backend for LinuxBackend {
     }
 
     fn takeover_available(&self) -> bool {
+        false
+    }
+
+    fn clipboard_available(&self) -> bool {
         false
     }
 

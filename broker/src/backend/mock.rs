@@ -626,6 +626,16 @@ impl MockBackend {
         self.desk().held.clone()
     }
 
+    /// The consent dialog on screen now, as the person would read it.
+    pub fn open_dialog(&self) -> Option<ConsentRequest> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|p| !p.tx.is_closed())
+            .map(|p| p.req.clone())
+    }
+
     /// The indicator: session and paused, when shown.
     pub fn indicator(&self) -> Option<(String, bool)> {
         self.desk().indicator.clone()
@@ -1155,13 +1165,21 @@ impl Backend for MockBackend {
                     ));
                 };
                 let listed: Vec<String> = p.req.apps.iter().map(|a| a.name.clone()).collect();
+                let preticked: Vec<String> = p
+                    .req
+                    .apps
+                    .iter()
+                    .filter(|a| a.ticked)
+                    .map(|a| a.name.clone())
+                    .collect();
                 let ticked: Vec<String> = match apps {
                     Some(want) => listed
                         .iter()
                         .filter(|n| want.iter().any(|w| w == *n))
                         .cloned()
                         .collect(),
-                    None => listed.clone(),
+                    None if preticked.is_empty() => listed.clone(),
+                    None => preticked,
                 };
                 let answer = ConsentAnswer {
                     allow: true,

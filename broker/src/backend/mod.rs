@@ -17,7 +17,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp};
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
 use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::WalkLimits;
 use tokio::sync::mpsc;
@@ -54,10 +54,16 @@ impl BackendKind {
 /// A consent dialog to show.
 #[derive(Clone, Debug)]
 pub struct ConsentRequest {
-    /// The host's name (escaped by whoever draws it).
-    pub host: String,
-    /// App lines.
+    /// The name the host claims (escaped by whoever draws it; shown as a claim).
+    pub host_claimed: String,
+    /// The program that asks, from the kernel.
+    pub program: HostProgram,
+    /// App lines: every app with a visible window, with its window count.
     pub apps: Vec<ConsentApp>,
+    /// Requested apps with no visible window.
+    pub missing_requested: u32,
+    /// The lease asked for, in whole minutes.
+    pub lease_minutes: u32,
     /// Show "ALSO allow VISIBLE TAKEOVER".
     pub takeover: bool,
     /// Show "Allow reading the clipboard".
@@ -242,6 +248,12 @@ pub trait Backend: Send + Sync + 'static {
     /// indicator and the person-input watcher). When false the consent dialog shows no takeover
     /// line and start_session answers `takeover: {on: false, reason: "takeover_unavailable"}`.
     fn takeover_available(&self) -> bool {
+        true
+    }
+
+    /// True when this backend can read and write the clipboard. When false the consent dialog
+    /// shows no clipboard line.
+    fn clipboard_available(&self) -> bool {
         true
     }
 
