@@ -1,6 +1,6 @@
 //! The README demo: a real nish-driver session on a private headless desktop (Xvfb, D-Bus,
 //! AT-SPI, openbox, GTK 3, GTK 4 and Chromium), driven by the official MCP Python client. The
-//! person is played with xdotool. Screenshots go to the folder given as the first argument
+//! person is played with xdotool on the outer X server of the nested desktop. Screenshots go to the folder given as the first argument
 //! (default `demo-out/`).
 
 use std::path::PathBuf;
@@ -14,7 +14,10 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from("demo-out"));
     std::fs::create_dir_all(&out)?;
     let out = out.canonicalize()?;
-    println!("starting a private headless desktop (Xvfb, D-Bus, AT-SPI, openbox) and the apps...");
+    println!(
+        "starting a private headless desktop (Xvfb with Xephyr nested in it, D-Bus, AT-SPI, \
+         openbox) and the apps..."
+    );
     let sd = session_desktop()?;
     println!(
         "desktop {} up in {} ms; apps: {}",
@@ -26,7 +29,11 @@ fn main() -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("the person is played by xdotool (real XTEST clicks)\n");
+    println!(
+        "the person is played by xdotool on the outer X server {} (their real mouse inside the \
+         nested desktop); other programs' clicks come through XTEST on the desktop itself\n",
+        sd.desk.person_display().unwrap_or_default()
+    );
     let o = run_desktop_session(&sd, &out, true)?;
     if !o.status.success() {
         anyhow::bail!("the demo session failed");

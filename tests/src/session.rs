@@ -57,9 +57,10 @@ pub struct SessionDesktop {
     pub unapproved_window: u32,
 }
 
-/// Starts the desktop and its apps, each on the accessibility registry before this returns.
+/// Starts the desktop (nested: the person has a real device to answer the consent dialog) and
+/// its apps, each on the accessibility registry before this returns.
 pub fn session_desktop() -> Result<SessionDesktop> {
-    let desk = Desktop::start()?;
+    let desk = Desktop::builder().nested(true).start()?;
     let mut apps = Vec::new();
     for app in [
         App::Gtk3WidgetFactory,
