@@ -22,10 +22,10 @@ use crate::click::{ButtonEvent, fp1616};
 use crate::consent::{self, Dialog, Outcome, inside};
 use crate::hotkey::StopHotkey;
 use crate::link::{BrokerLink, Incoming};
-use crate::realdev::Devices;
 use crate::takeover::{Note, Takeover};
 use crate::visible::{self, Hidden, Watch};
 use crate::xui::Ui;
+use nish_xdev::Devices;
 
 /// Two Stop messages are at least this far apart (auto-repeat of a held hotkey).
 const STOP_REPEAT: Duration = Duration::from_millis(1000);
@@ -109,7 +109,7 @@ impl App {
                     .event_mask(EventMask::STRUCTURE_NOTIFY | EventMask::SUBSTRUCTURE_NOTIFY),
             )?
             .check()?;
-        let devices = Devices::load(&ui.conn, root)?;
+        let devices = Devices::load(&ui.conn, root, xinput::XIEventMask::from(0u32))?;
         let watch = Watch::start(&ui.conn, root)?;
         let hotkey = match StopHotkey::grab(&ui.conn, root, hotkey) {
             Ok(h) => Some(h),
@@ -118,6 +118,9 @@ impl App {
                 None
             }
         };
+        let hotkey_grabbed = hotkey.as_ref().is_some_and(StopHotkey::fully_grabbed);
+        let mut link = link;
+        link.send(&IndicatorToBroker::Ready { hotkey_grabbed })?;
         ui.conn.flush()?;
         Ok(App {
             ui,
@@ -423,6 +426,16 @@ impl App {
     fn broker_message(&mut self, msg: BrokerToIndicator) -> Result<(), Fail> {
         let now = Instant::now();
         match msg {
+            BrokerToIndicator::Config {
+                accept_xtest_clicks,
+            } => {
+                if accept_xtest_clicks {
+                    tracing::warn!(
+                        "assistive input opt-in: XTEST pointer clicks answer the dialog and Continue"
+                    );
+                }
+                self.devices.accept_xtest = accept_xtest_clicks;
+            }
             BrokerToIndicator::DriverPress => {
                 self.last_driver_press = Some(now);
                 if let Some(d) = &mut self.dialog {
@@ -449,7 +462,7 @@ impl App {
                     }
                     return Ok(());
                 }
-                match Dialog::open(&mut self.ui, req, now) {
+                match Dialog::open(&mut self.ui, req, self.devices.accept_xtest, now) {
                     Ok(mut d) => {
                         if let Some(t) = self.last_driver_press {
                             d.driver_press(t);

@@ -3,7 +3,7 @@
 //! A control is activated only by a left-button press and release that:
 //! - both land on that control (the release inside its bounds),
 //! - both come from the person's own input device: an XInput 2 event whose source device is
-//!   not an XTEST device (see [`crate::realdev`]); SendEvent clicks never reach XInput 2
+//!   not an XTEST device (see [`nish_xdev`]); SendEvent clicks never reach XInput 2
 //!   listeners at all,
 //! - happen while the control is fully visible (see [`crate::visible`]),
 //! - come at least [`ARM_DELAY`] after the control was last (re)shown, moved, uncovered or

@@ -46,6 +46,9 @@ pub const TITLE: &str = "nish-driver consent";
 pub const TAKEOVER_LINE: &str = "ALSO allow VISIBLE TAKEOVER";
 /// The clipboard line.
 pub const CLIPBOARD_LINE: &str = "Allow reading the clipboard";
+/// Shown when an administrator opted in to assistive tools that click through XTEST.
+pub const ASSISTIVE_LINE: &str =
+    "On this computer assistive tools may click for you, so any program could answer this.";
 /// What a headless session may do, in one plain line.
 pub const USE_LINE: &str =
     "It may read the windows of the ticked apps and press, tick and fill in their controls.";
@@ -192,7 +195,12 @@ const GAP: i16 = 12;
 
 impl Dialog {
     /// Creates and maps the dialog, centred on the screen.
-    pub fn open(ui: &mut Ui, req: ConsentDialog, now: Instant) -> Result<Self, ReplyOrIdError> {
+    pub fn open(
+        ui: &mut Ui,
+        req: ConsentDialog,
+        assistive: bool,
+        now: Instant,
+    ) -> Result<Self, ReplyOrIdError> {
         let s = ui.font.big;
         let lh = ui.font.height(s) as i16;
         let hint_h = ui.font.height(1) as i16;
@@ -229,6 +237,7 @@ impl Dialog {
         let note = to_latin1(&format!(
             "Answer with a mouse click. No answer in {secs} s means Deny."
         ));
+        let assistive_note = assistive.then(|| to_latin1(ASSISTIVE_LINE));
         let takeover_hints = [
             to_latin1("Lets the AI move your pointer and type, with a red frame round"),
             to_latin1("the screen. Your own mouse or keys pause it until you click Continue."),
@@ -249,6 +258,7 @@ impl Dialog {
             + if req.clipboard { row_h } else { 0 }
             + GAP
             + hint_h
+            + if assistive { hint_h + 4 } else { 0 }
             + GAP
             + button_h
             + 40;
@@ -264,6 +274,9 @@ impl Dialog {
         want(ui.text_width(&heading, s));
         for t in [&program, &claimed, &lease, &use_line, &apps_heading, &note] {
             want(ui.text_width(t, 1));
+        }
+        if let Some(a) = &assistive_note {
+            want(ui.text_width(a, 1));
         }
         for h in &takeover_hints {
             want(ui.text_width(h, 1) + (box_w + 16) as u16);
@@ -357,6 +370,9 @@ impl Dialog {
             y += row_h;
         }
         y += GAP;
+        if let Some(a) = assistive_note {
+            line(&mut lines, &mut y, a, 1, ui.pal.danger, hint_h + 4);
+        }
         line(&mut lines, &mut y, note, 1, ui.pal.hint, hint_h + GAP);
         let allow_l = to_latin1("Allow");
         let deny_l = to_latin1("Deny");

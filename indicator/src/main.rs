@@ -13,7 +13,6 @@ mod click;
 mod consent;
 mod hotkey;
 mod link;
-mod realdev;
 mod sys;
 mod takeover;
 mod visible;

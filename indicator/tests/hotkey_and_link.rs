@@ -18,6 +18,10 @@ fn expect_stop(ind: &Indicator, what: &str) {
 fn default_hotkey_stops_and_synthetic_keys_do_not() {
     let desk = Desktop::start();
     let ind = Indicator::spawn(&desk, &[]);
+    assert!(
+        ind.hotkey_grabbed,
+        "the indicator says it grabbed the hotkey"
+    );
     // The grab is in place once the indicator answers; give it a moment after start.
     std::thread::sleep(Duration::from_millis(300));
     // SendEvent keys to the root window never trigger a passive grab.
@@ -33,6 +37,10 @@ fn default_hotkey_stops_and_synthetic_keys_do_not() {
     ind.expect_silence(Duration::from_millis(700), "ctrl+alt+Escape");
     desk.xdotool(&["key", "ctrl+alt+shift+Escape"]);
     expect_stop(&ind, "ctrl+alt+shift+Escape");
+    // The person's own keyboard.
+    std::thread::sleep(Duration::from_millis(1100));
+    desk.person(&["key", "ctrl+alt+shift+Escape"]);
+    expect_stop(&ind, "the person's ctrl+alt+shift+Escape");
     // With Caps Lock on it still works (every Lock/NumLock variant is grabbed).
     std::thread::sleep(Duration::from_millis(1100));
     desk.xdotool(&["key", "Caps_Lock"]);

@@ -554,6 +554,8 @@ pub struct Indicator {
     rx: Receiver<IndicatorToBroker>,
     /// The lock-down report it sent.
     pub lockdown: LockdownReport,
+    /// It said the stop hotkey is grabbed.
+    pub hotkey_grabbed: bool,
 }
 
 impl Indicator {
@@ -592,6 +594,11 @@ impl Indicator {
         let IndicatorToBroker::Lockdown(lockdown) = first else {
             panic!("first message after hello must be Lockdown, got {first:?}");
         };
+        let ready: IndicatorToBroker =
+            codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("ready");
+        let IndicatorToBroker::Ready { hotkey_grabbed } = ready else {
+            panic!("the message after Lockdown must be Ready, got {ready:?}");
+        };
         reader.set_read_timeout(None).unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -608,6 +615,7 @@ impl Indicator {
             sock: Some(mine),
             rx,
             lockdown,
+            hotkey_grabbed,
         }
     }
 

@@ -92,6 +92,12 @@ pub enum BrokerToIndicator {
     },
     /// The driver is about to press a button: clicks in the next 1.5 s are not the person's.
     DriverPress,
+    /// Settings from the broker, sent once after the lock-down report.
+    Config {
+        /// An administrator opted in to assistive tools that click through XTEST: XTEST
+        /// pointer clicks then answer the dialog and Continue (shown in the dialog).
+        accept_xtest_clicks: bool,
+    },
 }
 
 /// From the indicator to the broker.
@@ -125,4 +131,9 @@ pub enum IndicatorToBroker {
     },
     /// The person pressed the stop hotkey.
     Stop,
+    /// The display is set up: sent once after the lock-down report.
+    Ready {
+        /// The stop hotkey is grabbed (every lock combination the server accepted).
+        hotkey_grabbed: bool,
+    },
 }

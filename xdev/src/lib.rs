@@ -1,4 +1,6 @@
-//! Which X input devices are the person's.
+//! Which X input devices are the person's (shared by the indicator, whose controls only the
+//! person may answer, and the input agent, whose watcher tells the person's input from the
+//! driver's own).
 //!
 //! On X11 any client can inject input with XTEST, and XTEST events look real to the core
 //! protocol (they are not SendEvent). XInput 2 tells them apart: every event carries its source
@@ -22,7 +24,18 @@ use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _, Window};
 /// `XIAllDevices`.
 const ALL_DEVICES: u16 = 0;
 
-/// What the indicator knows of one input device.
+/// Where an input event came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A real device: the person.
+    Person,
+    /// An XTEST device: a program (the driver, or any other client).
+    Xtest,
+    /// A master device, or one the server no longer lists.
+    Unknown,
+}
+
+/// What is known of one input device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Device {
     /// Master, slave or floating.
@@ -45,7 +58,7 @@ impl Device {
 }
 
 /// The server's input devices, classified.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Devices {
     by_id: HashMap<u16, Device>,
     xtest_atom: u32,
@@ -55,16 +68,28 @@ pub struct Devices {
 }
 
 impl Devices {
-    /// Reads the device list and selects hierarchy changes on `root`.
-    pub fn load<C: Connection>(conn: &C, root: Window) -> Result<Self, ReplyError> {
-        let xtest_atom = conn.intern_atom(false, b"XTEST Device")?.reply()?.atom;
+    /// Reads the device list and selects, on `root` for every device, hierarchy changes and
+    /// the `extra` events (one selection per window and device: a caller that wants raw events
+    /// from every device passes them here).
+    pub fn load<C: Connection>(
+        conn: &C,
+        root: Window,
+        extra: xinput::XIEventMask,
+    ) -> Result<Self, ReplyError> {
         conn.xinput_xi_select_events(
             root,
             &[xinput::EventMask {
                 deviceid: ALL_DEVICES,
-                mask: vec![xinput::XIEventMask::HIERARCHY],
+                mask: vec![xinput::XIEventMask::HIERARCHY | extra],
             }],
         )?;
+        Devices::read(conn)
+    }
+
+    /// Reads the device list without selecting any event (for a connection that never reads
+    /// events; call [`Devices::refresh`] before each use).
+    pub fn read<C: Connection>(conn: &C) -> Result<Self, ReplyError> {
+        let xtest_atom = conn.intern_atom(false, b"XTEST Device")?.reply()?.atom;
         let mut d = Devices {
             by_id: HashMap::new(),
             xtest_atom,
@@ -112,15 +137,42 @@ impl Devices {
         Ok(())
     }
 
-    /// True when an event from source device `id` is the person's. An unknown device makes
-    /// the list be read again first; a device still unknown is not the person's.
-    pub fn is_real<C: Connection>(&mut self, conn: &C, id: u16) -> Result<bool, ReplyError> {
+    /// Where an event from source device `id` comes from. An unknown device makes the list be
+    /// read again first.
+    pub fn source<C: Connection>(&mut self, conn: &C, id: u16) -> Result<Source, ReplyError> {
         if !self.by_id.contains_key(&id) {
             self.refresh(conn)?;
         }
-        Ok(self.by_id.get(&id).is_some_and(|d| {
-            d.is_real() || (self.accept_xtest && d.xtest && d.kind == DeviceType::SLAVE_POINTER)
-        }))
+        Ok(match self.by_id.get(&id) {
+            Some(d) if d.is_real() => Source::Person,
+            Some(d) if d.xtest => Source::Xtest,
+            _ => Source::Unknown,
+        })
+    }
+
+    /// The XTEST devices (the driver's and every other program's injected input).
+    pub fn xtest_ids(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = self
+            .by_id
+            .iter()
+            .filter(|(_, d)| d.xtest)
+            .map(|(&id, _)| id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// True when an event from source device `id` is the person's (or, with the assistive
+    /// opt-in, an XTEST pointer's). A device still unknown after a fresh read is not.
+    pub fn is_real<C: Connection>(&mut self, conn: &C, id: u16) -> Result<bool, ReplyError> {
+        let src = self.source(conn, id)?;
+        Ok(src == Source::Person
+            || (self.accept_xtest
+                && src == Source::Xtest
+                && self
+                    .by_id
+                    .get(&id)
+                    .is_some_and(|d| d.kind == DeviceType::SLAVE_POINTER)))
     }
 }
 
