@@ -13,6 +13,7 @@
 //! - [`credentials`]: credential-looking text (contract §5.3);
 //! - [`peer`]: the host program behind a shim connection, from the kernel.
 
+pub mod assistive;
 pub mod audit;
 pub mod backend;
 pub mod credentials;

@@ -71,7 +71,7 @@ class Broker:
             return f.read().decode(errors="replace")[-4000:]
 
     def cli(self, *args: str, expect_ok: bool = True) -> subprocess.CompletedProcess[str]:
-        sock = [] if args[0] in ("manifest", "doctor") else ["--socket", self.socket]
+        sock = [] if args[0] == "manifest" else ["--socket", self.socket]
         p = subprocess.run([self.driver, *args, *sock], env=self.env,
                            capture_output=True, text=True, timeout=60)
         if expect_ok:

@@ -920,7 +920,12 @@ impl Backend for MockBackend {
         d.person = None;
     }
 
-    async fn synthetic(&self, op: SynthOp, stop: StopFlag) -> Result<SynthOutcome, DriverError> {
+    async fn synthetic(
+        &self,
+        op: SynthOp,
+        _window_id: u64,
+        stop: StopFlag,
+    ) -> Result<SynthOutcome, DriverError> {
         fn stopped(r: Result<PausedReason, ()>, typed: u64) -> SynthOutcome {
             match r {
                 Ok(reason) => SynthOutcome::Stopped { reason, typed },

@@ -96,63 +96,7 @@ pub enum BackendEvent {
     StopHotkey,
 }
 
-/// A synthetic (takeover) act. Coordinates are screen pixels.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SynthOp {
-    /// Move to x, y and click `count` times with `button` (1 left, 3 right).
-    Click {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-        /// Button.
-        button: u8,
-        /// Clicks.
-        count: u8,
-    },
-    /// Type text into whatever has the keyboard focus.
-    Type {
-        /// The text (never logged).
-        text: String,
-    },
-    /// Press keys together and release them (one key for press_key).
-    Keys {
-        /// Key names.
-        keys: Vec<String>,
-    },
-    /// Wheel steps at x, y.
-    Scroll {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-        /// up, down, left, right.
-        direction: String,
-        /// Steps.
-        amount: u32,
-    },
-    /// Press at one point, glide, release at another.
-    Drag {
-        /// Start.
-        from: (i32, i32),
-        /// End.
-        to: (i32, i32),
-    },
-    /// Glide the pointer to x, y over `duration_ms` in 10 ms steps.
-    Move {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-        /// Glide time.
-        duration_ms: u64,
-    },
-    /// Raise and focus a window.
-    Raise {
-        /// The window.
-        window_id: u64,
-    },
-}
+pub use nish_proto::wire::input::SynthOp;
 
 /// How a synthetic batch ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,6 +152,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
 
+    /// Starts what must run for as long as the service does (the Linux backend's indicator,
+    /// which holds the stop hotkey). Called once, when the broker starts serving.
+    fn start(self: &Arc<Self>) {}
+
     /// The event stream (taken once by the engine).
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>>;
 
@@ -247,8 +195,8 @@ pub trait Backend: Send + Sync + 'static {
     /// True when this backend can do a visible takeover at all (synthetic input, the
     /// indicator and the person-input watcher). When false the consent dialog shows no takeover
     /// line and start_session answers `takeover: {on: false, reason: "takeover_unavailable"}`.
-    fn takeover_available(&self) -> bool {
-        true
+    fn takeover_available(&self) -> impl Future<Output = bool> + Send {
+        async { true }
     }
 
     /// True when this backend can read and write the clipboard. When false the consent dialog
@@ -273,10 +221,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Takes the pointer's position now as the person-input baseline (takeover start, resume).
     fn takeover_baseline(&self) -> impl Future<Output = ()> + Send;
 
-    /// Sends a synthetic batch, checking for the person's input before every step.
+    /// Sends a synthetic batch for window `window_id` (pointer acts must land in it, keys and
+    /// typing need it to hold the focus), checking for the person's input before every step.
     fn synthetic(
         &self,
         op: SynthOp,
+        window_id: u64,
         stop: StopFlag,
     ) -> impl Future<Output = Result<SynthOutcome, DriverError>> + Send;
 

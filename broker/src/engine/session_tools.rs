@@ -240,7 +240,7 @@ impl<B: Backend> Engine<B> {
                    "takeover": input == InputMode::Takeover, "clipboard_read": want_clipboard,
                    "lease_s": lease_s}),
         );
-        let can_takeover = self.backend.takeover_available();
+        let can_takeover = input == InputMode::Takeover && self.backend.takeover_available().await;
         let req = ConsentRequest {
             host_claimed: s.host.clone(),
             program: s.program.clone(),

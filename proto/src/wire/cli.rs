@@ -43,6 +43,9 @@ pub enum CliToBroker {
     Stop,
     /// A simulated person's input (mock backend only).
     Person(PersonOp),
+    /// The running service's doctor report (it knows what its own agents hold, such as the
+    /// stop hotkey); answered with `Status` carrying the report.
+    Doctor,
 }
 
 /// From the broker to a terminal command.
