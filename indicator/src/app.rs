@@ -415,6 +415,9 @@ impl App {
             })?;
         }
         if let Some(t) = &mut self.takeover {
+            if now >= t.next_deadline() && !t.raise_pending() {
+                t.check_monitors(&mut self.ui, now)?;
+            }
             t.tick(&self.ui, now)?;
         }
         if now >= self.next_check {

@@ -545,3 +545,29 @@ fn the_dialog_tells_the_person_the_program_the_lease_and_the_apps() {
     }
     assert_ne!(text_a, text_b);
 }
+
+#[test]
+fn with_the_assistive_opt_in_xtest_clicks_answer() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    // Off by default: an XTEST click does nothing.
+    show(&mut ind, 70, 60_000);
+    let c = controls(&desk);
+    desk.xtest_click(c.allow);
+    ind.expect_silence(QUIET, "XTEST click without the opt-in");
+    ind.send(BrokerToIndicator::CancelConsent { id: 70 });
+    assert!(gone(&desk, c.top));
+    // The administrator's opt-in (passed by the broker): assistive tools click through XTEST.
+    ind.send(BrokerToIndicator::Config {
+        accept_xtest_clicks: true,
+    });
+    show(&mut ind, 71, 60_000);
+    let c = controls(&desk);
+    let text = ocr(&desk, c.top, "consent-assistive");
+    assert!(
+        text.contains("assistive tools may click for you"),
+        "the dialog says so:\n{text}"
+    );
+    desk.xtest_click(c.allow);
+    assert!(consent(ind.recv(Duration::from_secs(5)), 71).allow);
+}

@@ -188,6 +188,8 @@ async def run(ns: argparse.Namespace) -> None:
 
             cont = person.wait_window("nish-driver indicator: continue")
             time.sleep(0.7)
+            person.screenshot(os.path.join(out, "takeover-paused.png"))
+            say(f"  the frame dims and shows Continue; screenshot {out}/takeover-paused.png")
             person.attacker_click_window(cont)
             time.sleep(0.8)
             st = await ok(c, "get_session_state")

@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use nish_testdesk::session::{run_desktop_session, session_desktop};
+use nish_testdesk::session::{
+    run_desktop_session, run_desktop_takeover, session_desktop, takeover_desktop,
+};
 
 fn main() -> anyhow::Result<()> {
     let out = std::env::args()
@@ -38,10 +40,17 @@ fn main() -> anyhow::Result<()> {
     if !o.status.success() {
         anyhow::bail!("the demo session failed");
     }
+    drop(sd);
+    println!("\n== a visible takeover, on a fresh desktop (gtk3-widget-factory and Chromium)\n");
+    let td = takeover_desktop()?;
+    let o = run_desktop_takeover(&td, &out, true)?;
+    if !o.status.success() {
+        anyhow::bail!("the demo takeover failed");
+    }
+    let d = out.display();
     println!(
-        "\nscreenshots: {}/consent-dialog.png, {}/chromium-window.png",
-        out.display(),
-        out.display()
+        "\nscreenshots: {d}/consent-dialog.png, {d}/chromium-window.png, {d}/takeover-frame.png, \
+         {d}/takeover-paused.png"
     );
     Ok(())
 }

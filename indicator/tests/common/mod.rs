@@ -561,10 +561,15 @@ pub struct Indicator {
 impl Indicator {
     /// Starts the binary on `desk` as `nish-indicator --fd 3` and reads its hello and report.
     pub fn spawn(desk: &Desktop, env: &[(&str, &str)]) -> Indicator {
+        Indicator::spawn_on(&desk.display, env)
+    }
+
+    /// Starts the binary on another display (the outer Xvfb, for what Xephyr lacks).
+    pub fn spawn_on(display: &str, env: &[(&str, &str)]) -> Indicator {
         let (mine, theirs) = UnixStream::pair().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
         cmd.args(["--fd", "3"])
-            .env("DISPLAY", &desk.display)
+            .env("DISPLAY", display)
             .env("NISH_LOG", "debug")
             .env_remove("NISH_STOP_HOTKEY")
             .stdin(Stdio::null())
