@@ -47,9 +47,33 @@ def person_allows(person: h.Person, out: str, demo: bool) -> None:
     time.sleep(0.5)
     check(person.windows("nish-driver consent: allow") != [], "an XTEST click must not answer the dialog")
     say("    another program: an XTEST click on Allow (any X client can send one) is ignored")
-    time.sleep(0.6)
+
+    top = person.wait_window("nish-driver consent")
+    remove = person.cover(top)
+    time.sleep(0.8)
     person.click_window(allow)
-    say("    person (their own mouse, a real device): Allow")
+    time.sleep(0.3)
+    person.click_window(allow)
+    time.sleep(0.3)
+    check(person.windows("nish-driver consent: allow") != [], "a click under a click-through cover answered")
+    remove()
+    person.click_window(allow)
+    time.sleep(0.3)
+    check(person.windows("nish-driver consent: allow") != [], "a click right after the cover left answered")
+    say("    another program covers the dialog with a click-through window that it keeps on top: the "
+        "person's clicks on what they see do nothing, nor one right after the cover goes")
+
+    person.move(*(lambda g: (g[0] - 120, g[1] - 40))(person.geometry(allow)[:2]))
+    time.sleep(0.7)
+    person.move_window_under_pointer(top, allow)
+    person.xdotool("click", "1")
+    time.sleep(0.3)
+    check(person.windows("nish-driver consent: allow") != [], "Allow slid under the pointer answered")
+    say("    another program slides the dialog so Allow is under the person's pointer as they click: "
+        "nothing (and the dialog moves back)")
+    time.sleep(0.7)
+    person.click_window(allow)
+    say("    person (their own mouse, a real device, the dialog uncovered for 500 ms): Allow")
 
 
 def person_denies(person: h.Person) -> None:

@@ -37,6 +37,17 @@ def held_keys(person: h.Person) -> list[int]:
         d.close()
 
 
+def keymap(person: h.Person) -> list[tuple[int, ...]]:
+    """The desktop's whole keyboard mapping."""
+    d = person._display()
+    try:
+        first = d.display.info.min_keycode
+        count = d.display.info.max_keycode - first + 1
+        return [tuple(row) for row in d.get_keyboard_mapping(first, count)]
+    finally:
+        d.close()
+
+
 def pixel(person: h.Person, x: int, y: int) -> tuple[int, int, int]:
     from Xlib import X
 
@@ -131,13 +142,29 @@ async def run(ns: argparse.Namespace) -> None:
             say(f"  foreground click {cb['element_token']}: effect {a['effect']}, verified {a['verified']}, path {a['path']}")
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
             entry = find_row(r, lambda e: e["role"] == "text" and e["value"] == "entry" and "disabled" not in e["states"])
-            a = await ok(c, "type_text", {"element_token": entry["element_token"], "text": "-typed", "delivery_mode": "foreground"})
+            before = keymap(person)
+            a = await ok(c, "type_text", {"element_token": entry["element_token"], "text": "-typed Ü€", "delivery_mode": "foreground"})
             check(a["path"] == "xtest:type", str(a))
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
             value = r["elements"][entry["element_index"]]["value"]
-            check("-typed" in value, f"the entry reads back the typed text: {value!r}")
-            say(f"  foreground type_text: effect {a['effect']}, the entry now reads {value!r}")
+            check("-typed Ü€" in value, f"the entry reads back the typed text: {value!r}")
+            check(keymap(person) == before, "the keymap is as it was (the borrowed key is given back)")
+            say(f"  foreground type_text (Ü and € are not on the keymap: a spare key is borrowed and "
+                f"given back): effect {a['effect']}, the entry now reads {value!r}")
             check(held_keys(person) == [], f"keys held after typing: {held_keys(person)}")
+
+            # ---- a second host's consent while the frame is on screen -----------------------
+            say("a second host asks while the takeover frame is on screen")
+            async with h.host(ns.shim, broker, "second-host", "2025-11-25") as c2:
+                st2 = await h.start_with_consent(c2, person, {"apps": [GTK3]})
+                check(st2["state"] == "granted", str(st2))
+            say("  the frame does not disarm the dialog: the person's click consents")
+            ev = await ctl.wait(lambda e: e.get("event") == "takeover.paused", "takeover.paused")
+            check(ev["session"] == sid, str(ev))
+            say(f"  the person's own mouse on the dialog paused the first host's takeover ({ev['reason']}); "
+                "the host resumes it")
+            ctl.send({"method": "takeover.resume", "params": {"session": sid}})
+            await ctl.wait(lambda e: e.get("event") == "takeover.resumed", "takeover.resumed")
 
             # ---- Chromium: the <input> headless mode cannot type into ----------------------
             say(f"{CHROMIUM}: type into the page's <input> (headless typing is refused there)")
@@ -209,6 +236,7 @@ async def run(ns: argparse.Namespace) -> None:
             entry = find_row(r, lambda e: e["role"] == "text" and "disabled" not in e["states"]
                              and e["value"] is not None and "-typed" in e["value"])
             text = "abcdefghij" * 30
+            typed_before = r["elements"][entry["element_index"]]["value"]
 
             def person_types() -> None:
                 time.sleep(0.6)
@@ -228,7 +256,8 @@ async def run(ns: argparse.Namespace) -> None:
             check(held_keys(person) == [], f"keys held after the stop: {held_keys(person)}")
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
             value = r["elements"][entry["element_index"]]["value"]
-            check(value.count("abcdefghij"[0]) <= typed + 1, "no more typed after the stop")
+            check(len(value) - len(typed_before) == typed,
+                  f"the entry holds exactly the {typed} characters reported typed ({len(value) - len(typed_before)})")
             say(f"  type_text: {e['code']}, paused_reason {e['paused_reason']}, typed_characters {typed} of "
                 f"{len(text)}; no key held (QueryKeymap empty)")
 

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -393,6 +394,56 @@ class Person:
         self._wait_pointer(x + w // 2, y + h // 2)
         self.attacker_xdotool("click", "1")
 
+
+    def cover(self, wid: int, click_through: bool = True):
+        """Another program maps an override-redirect window over window `wid` (click-through:
+        an empty input shape, so a click goes to what is under it) and keeps it on top; returns
+        a function that removes it."""
+        from Xlib import X
+        from Xlib.ext import shape
+
+        x, y, w, h = self.geometry(wid)
+        d = self._display()
+        root = d.screen().root
+        win = root.create_window(x, y, w, h, 0, X.CopyFromParent, X.InputOutput, X.CopyFromParent,
+                                 background_pixel=d.screen().black_pixel, override_redirect=1)
+        if click_through:
+            win.shape_rectangles(shape.SO.Set, shape.SK.Input, X.Unsorted, 0, 0, [])
+        win.map()
+        d.sync()
+        stop = threading.Event()
+
+        def fight() -> None:
+            while not stop.is_set():
+                win.configure(stack_mode=X.Above)
+                d.sync()
+                time.sleep(0.02)
+
+        t = threading.Thread(target=fight)
+        t.start()
+
+        def remove() -> None:
+            stop.set()
+            t.join()
+            win.unmap()
+            win.destroy()
+            d.sync()
+            d.close()
+
+        return remove
+
+    def move_window_under_pointer(self, top: int, control: int) -> None:
+        """Another program slides window `top` so that `control` is under the pointer."""
+        px, py = self.pointer()
+        cx, cy, cw, ch = self.geometry(control)
+        tx, ty, _, _ = self.geometry(top)
+        d = self._display()
+        try:
+            d.create_resource_object("window", top).configure(
+                x=tx + px - (cx + cw // 2), y=ty + py - (cy + ch // 2))
+            d.sync()
+        finally:
+            d.close()
 
     def screenshot(self, path: str) -> None:
         from Xlib import X, display
