@@ -12,10 +12,10 @@
 
 use std::time::Instant;
 
-use nish_proto::wire::codec::{decode, encode, frame_len};
+use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::input::{BrokerToInput, InputToBroker};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::semantic::{Semantic, op_kind, text_len};
 
@@ -75,16 +75,11 @@ where
         .await?;
     send(&mut wr, &InputToBroker::Lockdown(report)).await?;
     loop {
-        let mut header = [0u8; 4];
-        match rd.read_exact(&mut header).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+        let req: BrokerToInput = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
+            Ok(r) => r,
+            Err(FrameError::Closed) => break,
             Err(e) => return Err(e.into()),
-        }
-        let len = frame_len(header, MAX_FRAME_BYTES)?;
-        let mut body = vec![0u8; len];
-        rd.read_exact(&mut body).await?;
-        let req: BrokerToInput = decode(&body)?;
+        };
         let answer = handle(&semantic, req).await;
         send(&mut wr, &answer).await?;
     }
