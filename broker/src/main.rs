@@ -212,6 +212,26 @@ fn manifest() -> Value {
     })
 }
 
+/// The doctor's audit line: where the broker would write, or why it could not (then it
+/// refuses sessions).
+fn audit_probe() -> nish_proto::doctor::Probe {
+    let audit = Audit::open();
+    match audit.check() {
+        Ok(()) => nish_proto::doctor::Probe {
+            label: "audit".into(),
+            status: "ok".into(),
+            message: audit.destination(),
+        },
+        Err(why) => nish_proto::doctor::Probe {
+            label: "audit".into(),
+            status: "fail".into(),
+            message: format!(
+                "no audit sink can be opened ({why}); the broker refuses sessions until one can"
+            ),
+        },
+    }
+}
+
 fn print_doctor(r: &nish_proto::doctor::DoctorReport) {
     println!(
         "nish-driver {} (contract {}) · session {} · {}",
@@ -241,6 +261,9 @@ fn print_doctor(r: &nish_proto::doctor::DoctorReport) {
                 .map(|c| format!(" ({c})"))
                 .unwrap_or_default()
         );
+    }
+    for p in &r.probes {
+        println!("  probe {:<18} {} · {}", p.label, p.status, p.message);
     }
     for s in &r.next_steps {
         println!(
@@ -291,12 +314,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let report = rt.block_on(async {
+            let mut report = rt.block_on(async {
                 match backend {
                     BackendArg::Mock => MockBackend::new().doctor().await,
                     BackendArg::Linux => LinuxBackend::new().doctor().await,
                 }
             });
+            report.probes.push(audit_probe());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

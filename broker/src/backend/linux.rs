@@ -22,10 +22,11 @@ use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, Wal
 use nish_proto::wire::{LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
-use super::agents::{Agent, AgentMessage, failure_to_error};
+use super::agents::{Agent, AgentMessage, OnViolation, failure_to_error};
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
+use crate::conn::{Msg, indicator_kind, input_kind, reader_kind};
 
 /// Most restarts of one agent in a minute before the backend reports it unavailable.
 pub const MAX_RESTARTS: usize = 5;
@@ -47,6 +48,9 @@ impl AgentMessage for ReaderToBroker {
             | ReaderToBroker::Failed { id, .. } => Some(*id),
         }
     }
+    fn kind(&self) -> Msg {
+        reader_kind(self)
+    }
 }
 
 impl AgentMessage for IndicatorToBroker {
@@ -62,6 +66,9 @@ impl AgentMessage for IndicatorToBroker {
             _ => None,
         }
     }
+    fn kind(&self) -> Msg {
+        indicator_kind(self)
+    }
 }
 
 impl AgentMessage for InputToBroker {
@@ -76,6 +83,9 @@ impl AgentMessage for InputToBroker {
             InputToBroker::Lockdown(_) => None,
             InputToBroker::Done { id, .. } | InputToBroker::Failed { id, .. } => Some(*id),
         }
+    }
+    fn kind(&self) -> Msg {
+        input_kind(self)
     }
 }
 
@@ -101,10 +111,12 @@ where
         }
     }
 
-    /// The running agent, started if needed. `on_events` receives its non-answer messages.
+    /// The running agent, started if needed. `on_events` receives its non-answer messages;
+    /// `on_violation` hears about it being cut off.
     async fn get(
         &self,
-        on_events: impl FnOnce(mpsc::UnboundedReceiver<Out>),
+        on_violation: OnViolation,
+        on_events: impl FnOnce(mpsc::Receiver<Out>),
     ) -> Result<Arc<Agent<In, Out>>, DriverError> {
         let mut g = self.agent.lock().await;
         if let Some(a) = g.as_ref().filter(|a| a.alive()) {
@@ -125,7 +137,7 @@ where
             }
             starts.push(Instant::now());
         }
-        let (agent, events) = Agent::spawn(self.binary, self.role, false).await?;
+        let (agent, events) = Agent::spawn(self.binary, self.role, false, on_violation).await?;
         tracing::info!(agent = self.binary, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
         on_events(events);
         *g = Some(agent.clone());
@@ -183,9 +195,17 @@ impl LinuxBackend {
         }
     }
 
+    /// Reports agents cut off to the engine (which audits them).
+    fn on_violation(&self) -> OnViolation {
+        let events = self.events_tx.clone();
+        Arc::new(move |v| {
+            let _ = events.send(BackendEvent::AgentCutOff(v));
+        })
+    }
+
     async fn reader(&self) -> Result<Arc<Agent<BrokerToReader, ReaderToBroker>>, DriverError> {
         self.reader
-            .get(|mut ev| {
+            .get(self.on_violation(), |mut ev| {
                 tokio::spawn(async move { while ev.recv().await.is_some() {} });
             })
             .await
@@ -197,7 +217,7 @@ impl LinuxBackend {
         let waiters = self.indicator_answers.clone();
         let events = self.events_tx.clone();
         self.indicator
-            .get(move |mut ev| {
+            .get(self.on_violation(), move |mut ev| {
                 tokio::spawn(async move {
                     while let Some(m) = ev.recv().await {
                         match m {
@@ -467,7 +487,7 @@ impl Backend for LinuxBackend {
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         let agent = self
             .input
-            .get(|mut ev| {
+            .get(self.on_violation(), |mut ev| {
                 tokio::spawn(async move { while ev.recv().await.is_some() {} });
             })
             .await?;
@@ -755,7 +775,7 @@ impl Backend for LinuxBackend {
         } else {
             match self
                 .input
-                .get(|mut ev| {
+                .get(self.on_violation(), |mut ev| {
                     tokio::spawn(async move { while ev.recv().await.is_some() {} });
                 })
                 .await

@@ -88,6 +88,8 @@ pub enum BackendEvent {
     },
     /// The person pressed the stop hotkey.
     StopHotkey,
+    /// An agent broke its protocol and was cut off (connection closed, process killed).
+    AgentCutOff(agents::AgentViolation),
 }
 
 /// A synthetic (takeover) act. Coordinates are screen pixels.
