@@ -154,4 +154,55 @@ mod tests {
             assert_eq!(h, Hello::new(Role::Shim));
         });
     }
+
+    proptest::proptest! {
+        /// The async reader agrees with the blocking one on any bytes, fed in small pieces:
+        /// same messages, same refusals, no panic.
+        #[test]
+        fn agrees_with_the_blocking_reader(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            piece in 1usize..9,
+        ) {
+            let blocking: Vec<Result<crate::wire::shim::ShimToBroker, String>> = {
+                let mut r: &[u8] = &bytes;
+                let mut out = Vec::new();
+                loop {
+                    match crate::wire::codec::read_frame(&mut r, 256) {
+                        Ok(m) => out.push(Ok(m)),
+                        Err(FrameError::Closed) => break,
+                        Err(e) => {
+                            out.push(Err(e.reason().to_string()));
+                            break;
+                        }
+                    }
+                }
+                out
+            };
+            let asynchronous = rt().block_on(async {
+                let (mut a, mut b) = tokio::io::duplex(64);
+                let data = bytes.clone();
+                let writer = tokio::spawn(async move {
+                    for c in data.chunks(piece) {
+                        if a.write_all(c).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let mut out = Vec::new();
+                loop {
+                    match read_frame::<_, crate::wire::shim::ShimToBroker>(&mut b, 256).await {
+                        Ok(m) => out.push(Ok(m)),
+                        Err(FrameError::Closed) => break,
+                        Err(e) => {
+                            out.push(Err(e.reason().to_string()));
+                            break;
+                        }
+                    }
+                }
+                writer.abort();
+                out
+            });
+            proptest::prop_assert_eq!(blocking, asynchronous);
+        }
+    }
 }
