@@ -123,7 +123,6 @@ fn call_through_shim(socket: &Path, marker: &str) -> Value {
         "name": "type_text", "arguments": {"element_token": "s1:1", "text": marker}}}),
     );
     let r = answer(2);
-    drop(send);
     let _ = shim.kill();
     let _ = shim.wait();
     r["result"].clone()
