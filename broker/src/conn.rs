@@ -497,6 +497,30 @@ mod tests {
         }
     }
 
+    /// docs/architecture.md carries the table as [`table_markdown`] renders it
+    /// (`NISH_BLESS_DOCS=1` rewrites it).
+    #[test]
+    fn the_architecture_doc_shows_this_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (start, end) = (
+            "<!-- permission-table:start -->\n",
+            "<!-- permission-table:end -->",
+        );
+        let a = doc.find(start).expect("the start marker") + start.len();
+        let b = doc.find(end).expect("the end marker");
+        let want = table_markdown();
+        if std::env::var_os("NISH_BLESS_DOCS").is_some() {
+            std::fs::write(&path, format!("{}{want}{}", &doc[..a], &doc[b..])).unwrap();
+            return;
+        }
+        assert_eq!(
+            &doc[a..b],
+            want,
+            "docs/architecture.md's permission table is stale (NISH_BLESS_DOCS=1 rewrites it)"
+        );
+    }
+
     proptest! {
         /// Any sequence of messages: the connection follows the table exactly, and once a
         /// message is refused the phase did not move.
