@@ -590,3 +590,67 @@ fn an_agent_that_breaks_its_protocol_is_cut_off_and_audited() {
     let (code, _, err) = serve.cli(&["status"]);
     assert_eq!(code, 0, "{err}");
 }
+
+// ---- the broker's own directory ----
+
+#[test]
+fn the_broker_refuses_a_socket_directory_it_does_not_own_or_that_is_a_link() {
+    if !nix::unistd::getuid().is_root() {
+        panic!("this test makes a directory owned by another user and needs root");
+    }
+    let base = tmpdir("dirs");
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let serve = |socket: &Path| {
+        Command::new(BIN)
+            .args(["serve", "--backend", "mock", "--socket"])
+            .arg(socket)
+            .env("NISH_AUDIT_FILE", base.join("audit.jsonl"))
+            .env("NISH_JOURNAL_SOCKET", base.join("no-journal.sock"))
+            .env_remove("NOTIFY_SOCKET")
+            .output()
+            .unwrap()
+    };
+    // Another user's directory (as /tmp/nish-driver-<uid> made first by someone else).
+    let theirs = base.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    let out = serve(&theirs.join("broker.sock"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("belongs to uid 65534"), "{err}");
+    assert!(!theirs.join("broker.sock").exists());
+    // A symbolic link to a private directory of ours (whoever made the link can re-point it).
+    let ours = base.join("ours");
+    std::fs::create_dir(&ours).unwrap();
+    std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&ours, &link).unwrap();
+    let out = serve(&link.join("broker.sock"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!ours.join("broker.sock").exists());
+    // A directory of ours that others could write is made private before it is used.
+    let open = base.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--backend", "mock", "--socket"])
+        .arg(open.join("broker.sock"))
+        .env("NISH_AUDIT_FILE", base.join("audit.jsonl"))
+        .env("NISH_JOURNAL_SOCKET", base.join("no-journal.sock"))
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(open.join("broker.sock")).is_err() {
+        assert!(Instant::now() < deadline, "serve did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = std::fs::metadata(&open).unwrap().permissions().mode() & 0o777;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(mode, 0o700);
+}
