@@ -40,6 +40,9 @@ pub const EVENTS: &[&str] = &[
     "session.mode",
     "consent.request",
     "consent.answer",
+    "consent.closed",
+    "consent.cooldown",
+    "consent.busy",
     "read",
     "act",
     "refusal",
@@ -367,6 +370,25 @@ impl Audit {
                 st.failed = Some(e.clone());
                 Err(e)
             }
+        }
+    }
+
+    /// The doctor's audit line: where events go, or why no sink can be opened (the broker
+    /// refuses sessions meanwhile).
+    pub fn probe(&self) -> nish_proto::doctor::Probe {
+        match self.check() {
+            Ok(()) => nish_proto::doctor::Probe {
+                label: "audit".into(),
+                status: "ok".into(),
+                message: self.destination(),
+            },
+            Err(why) => nish_proto::doctor::Probe {
+                label: "audit".into(),
+                status: "fail".into(),
+                message: format!(
+                    "no audit sink can be opened ({why}); the broker refuses sessions until one can"
+                ),
+            },
         }
     }
 

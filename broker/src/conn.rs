@@ -60,9 +60,9 @@ impl Peer {
     pub fn messages(self) -> &'static [Msg] {
         match self {
             Peer::Shim => &[Msg::Hello, Msg::Open, Msg::Call, Msg::Control],
-            Peer::Cli => &[Msg::Hello, Msg::Status, Msg::Stop, Msg::Person],
-            Peer::Reader | Peer::Input => &[Msg::Hello, Msg::Lockdown, Msg::Answer],
-            Peer::Indicator => &[Msg::Hello, Msg::Lockdown, Msg::Answer, Msg::Event],
+            Peer::Cli => &[Msg::Hello, Msg::Status, Msg::Stop, Msg::Person, Msg::Doctor],
+            Peer::Reader => &[Msg::Hello, Msg::Lockdown, Msg::Answer],
+            Peer::Input | Peer::Indicator => &[Msg::Hello, Msg::Lockdown, Msg::Answer, Msg::Event],
         }
     }
 
@@ -105,7 +105,8 @@ pub enum Phase {
     Answered,
     /// An agent said hello: only its lock-down report.
     AwaitLockdown,
-    /// An agent locked down: answers (and, for the indicator, events).
+    /// An agent locked down: answers (and, from the input agent and the indicator, their
+    /// events).
     Serving,
 }
 
@@ -141,11 +142,14 @@ pub enum Msg {
     Stop,
     /// [`CliToBroker::Person`].
     Person,
+    /// [`CliToBroker::Doctor`].
+    Doctor,
     /// An agent's lock-down report.
     Lockdown,
     /// An agent's answer to a request (it carries the request's id).
     Answer,
-    /// The indicator's own news: frame shown or lost, Continue, the stop hotkey.
+    /// An agent's own news, not an answer: the indicator's frame shown or lost, Continue, the
+    /// stop hotkey, its readiness; the input agent's report of the person's input.
     Event,
 }
 
@@ -160,6 +164,7 @@ impl Msg {
             Msg::Status => "status",
             Msg::Stop => "stop",
             Msg::Person => "person",
+            Msg::Doctor => "doctor",
             Msg::Lockdown => "lockdown",
             Msg::Answer => "answer",
             Msg::Event => "event",
@@ -177,7 +182,7 @@ pub const PERMITTED: &[(Peer, Phase, &[Msg])] = &[
     (
         Peer::Cli,
         Phase::AwaitRequest,
-        &[Msg::Status, Msg::Stop, Msg::Person],
+        &[Msg::Status, Msg::Stop, Msg::Person, Msg::Doctor],
     ),
     (Peer::Cli, Phase::Answered, &[]),
     (Peer::Reader, Phase::AwaitHello, &[Msg::Hello]),
@@ -185,7 +190,7 @@ pub const PERMITTED: &[(Peer, Phase, &[Msg])] = &[
     (Peer::Reader, Phase::Serving, &[Msg::Answer]),
     (Peer::Input, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Input, Phase::AwaitLockdown, &[Msg::Lockdown]),
-    (Peer::Input, Phase::Serving, &[Msg::Answer]),
+    (Peer::Input, Phase::Serving, &[Msg::Answer, Msg::Event]),
     (Peer::Indicator, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Indicator, Phase::AwaitLockdown, &[Msg::Lockdown]),
     (Peer::Indicator, Phase::Serving, &[Msg::Answer, Msg::Event]),
@@ -361,6 +366,7 @@ pub fn cli_kind(m: &CliToBroker) -> Msg {
         CliToBroker::Status => Msg::Status,
         CliToBroker::Stop => Msg::Stop,
         CliToBroker::Person(_) => Msg::Person,
+        CliToBroker::Doctor => Msg::Doctor,
     }
 }
 
@@ -380,7 +386,12 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
 pub fn input_kind(m: &InputToBroker) -> Msg {
     match m {
         InputToBroker::Lockdown(_) => Msg::Lockdown,
-        InputToBroker::Done { .. } | InputToBroker::Failed { .. } => Msg::Answer,
+        InputToBroker::Done { .. }
+        | InputToBroker::Synth { .. }
+        | InputToBroker::Ack { .. }
+        | InputToBroker::Probe { .. }
+        | InputToBroker::Failed { .. } => Msg::Answer,
+        InputToBroker::Person { .. } => Msg::Event,
     }
 }
 
@@ -392,7 +403,8 @@ pub fn indicator_kind(m: &IndicatorToBroker) -> Msg {
         IndicatorToBroker::TakeoverShown { .. }
         | IndicatorToBroker::Continue { .. }
         | IndicatorToBroker::TakeoverLost { .. }
-        | IndicatorToBroker::Stop => Msg::Event,
+        | IndicatorToBroker::Stop
+        | IndicatorToBroker::Ready { .. } => Msg::Event,
     }
 }
 
@@ -493,7 +505,7 @@ mod tests {
             c.accept(Msg::Lockdown).unwrap();
             c.accept(Msg::Answer).unwrap();
             assert!(c.accept(Msg::Lockdown).is_err());
-            assert_eq!(c.accept(Msg::Event).is_ok(), peer == Peer::Indicator);
+            assert_eq!(c.accept(Msg::Event).is_ok(), peer != Peer::Reader);
         }
     }
 

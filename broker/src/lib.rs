@@ -11,14 +11,17 @@
 //! - [`server`]: the Unix socket (0700 directory, same uid only, hello first, bounded);
 //! - [`conn`]: every connection's state machine and the permission table;
 //! - [`audit`]: journald or a JSON-lines file;
-//! - [`credentials`]: credential-looking text (contract §5.3).
+//! - [`credentials`]: credential-looking text (contract §5.3);
+//! - [`peer`]: the host program behind a shim connection, from the kernel.
 
+pub mod assistive;
 pub mod audit;
 pub mod backend;
 pub mod conn;
 pub mod credentials;
 pub mod engine;
 pub mod notify;
+pub mod peer;
 pub mod server;
 pub mod session;
 pub mod snapshots;

@@ -445,6 +445,13 @@ async fn cli<B: Backend>(
                 message: format!("stopped {n} session(s); every takeover indicator is gone"),
             }
         }
+        CliToBroker::Doctor => {
+            let mut report = engine.backend.doctor().await;
+            report.probes.push(engine.audit.probe());
+            BrokerToCli::Status {
+                json: serde_json::to_string(&report)?,
+            }
+        }
         CliToBroker::Person(op) => match engine.person(op).await {
             Ok(message) => BrokerToCli::Done { message },
             Err(e) => BrokerToCli::Refused {

@@ -508,8 +508,10 @@ fn an_audit_that_cannot_be_opened_refuses_sessions_and_the_doctor_says_why() {
     assert_eq!(st["audit"], "nowhere (open failed)");
     // The doctor says why, in its probes.
     let doctor = |audit: &Path| {
+        // No service at this socket: the doctor reports the audit it would open itself.
         let out = Command::new(BIN)
-            .args(["doctor", "--json", "--backend", "mock"])
+            .args(["doctor", "--json", "--backend", "mock", "--socket"])
+            .arg(dir.join("no-service/broker.sock"))
             .env("NISH_AUDIT_FILE", audit)
             .env("NISH_JOURNAL_SOCKET", dir.join("no-journal.sock"))
             .output()

@@ -531,6 +531,9 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
             id,
             path: "value".into(),
         }),
+        (Peer::Input, Msg::Event) => fr(&InputToBroker::Person {
+            input: nish_proto::wire::input::PersonInput::PointerMoved,
+        }),
         (Peer::Indicator, Msg::Lockdown) => fr(&IndicatorToBroker::Lockdown(report())),
         (Peer::Indicator, Msg::Answer) => fr(&IndicatorToBroker::Consent {
             id,

@@ -26,9 +26,11 @@ use nish_proto::model::{Ifaces, Node, Rect, StateSet, Token, Tree, TruncReason, 
 use nish_proto::wire::cli::{BrokerToCli, CliToBroker, PersonOp};
 use nish_proto::wire::codec::{self, FrameCutter, FrameError};
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentAnswer, ConsentApp, IndicatorToBroker,
+    BrokerToIndicator, ConsentAnswer, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
 };
-use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
+use nish_proto::wire::input::{
+    BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd, SynthOp,
+};
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::shim::{BrokerToShim, CallResult, Image, ShimToBroker};
 use nish_proto::wire::{
@@ -325,6 +327,7 @@ fn cli_to_broker() -> impl Strategy<Value = CliToBroker> {
         Just(CliToBroker::Status),
         Just(CliToBroker::Stop),
         op.prop_map(CliToBroker::Person),
+        Just(CliToBroker::Doctor),
     ]
 }
 
@@ -456,43 +459,126 @@ fn broker_to_input() -> impl Strategy<Value = BrokerToInput> {
             .prop_filter("comparable", |v| !v.is_nan())
             .prop_map(|value| SemanticOp::SetNumber { value }),
     ];
-    (any::<u64>(), expect, op).prop_map(|(id, target, op)| BrokerToInput::Semantic {
-        id,
-        target,
-        op,
-    })
+    let synth = prop_oneof![
+        (any::<i32>(), any::<i32>(), any::<u8>(), any::<u8>()).prop_map(|(x, y, button, count)| {
+            SynthOp::Click {
+                x,
+                y,
+                button,
+                count,
+            }
+        }),
+        s().prop_map(|text| SynthOp::Type { text }),
+        proptest::collection::vec(s(), 0..4).prop_map(|keys| SynthOp::Keys { keys }),
+        (any::<i32>(), any::<i32>(), s(), any::<u32>()).prop_map(|(x, y, direction, amount)| {
+            SynthOp::Scroll {
+                x,
+                y,
+                direction,
+                amount,
+            }
+        }),
+        any::<[i32; 4]>().prop_map(|p| SynthOp::Drag {
+            from: (p[0], p[1]),
+            to: (p[2], p[3])
+        }),
+        (any::<i32>(), any::<i32>(), any::<u64>()).prop_map(|(x, y, duration_ms)| SynthOp::Move {
+            x,
+            y,
+            duration_ms
+        }),
+        any::<u64>().prop_map(|window_id| SynthOp::Raise { window_id }),
+    ];
+    prop_oneof![
+        (any::<u64>(), expect, op).prop_map(|(id, target, op)| BrokerToInput::Semantic {
+            id,
+            target,
+            op
+        }),
+        (any::<u64>(), any::<u64>(), synth)
+            .prop_map(|(id, window_id, op)| BrokerToInput::Synthetic { id, window_id, op }),
+        any::<u64>().prop_map(|id| BrokerToInput::Cancel { id }),
+        any::<u64>().prop_map(|id| BrokerToInput::ReleaseAll { id }),
+        (any::<u64>(), any::<bool>()).prop_map(|(id, on)| BrokerToInput::Watch { id, on }),
+        any::<u64>().prop_map(|id| BrokerToInput::Probe { id }),
+    ]
+}
+
+fn person_input() -> impl Strategy<Value = PersonInput> {
+    prop_oneof![
+        Just(PersonInput::PointerMoved),
+        Just(PersonInput::KeyPressed),
+        Just(PersonInput::ButtonPressed),
+    ]
 }
 
 fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
+    let end = prop_oneof![
+        Just(SynthEnd::Done),
+        (person_input(), any::<u64>())
+            .prop_map(|(reason, typed)| SynthEnd::Stopped { reason, typed }),
+        any::<u64>().prop_map(|typed| SynthEnd::Cancelled { typed }),
+        (failure(), any::<u64>()).prop_map(|(failure, typed)| SynthEnd::Broke { failure, typed }),
+    ];
+    let probe = (
+        any::<bool>(),
+        proptest::option::of(any::<(u16, u16)>()),
+        proptest::option::of(any::<(u16, u16)>()),
+    )
+        .prop_map(|(display_ok, xtest, xinput)| InputProbe {
+            display_ok,
+            xtest,
+            xinput,
+        });
     prop_oneof![
         lockdown().prop_map(InputToBroker::Lockdown),
         (any::<u64>(), s()).prop_map(|(id, path)| InputToBroker::Done { id, path }),
+        (any::<u64>(), end).prop_map(|(id, end)| InputToBroker::Synth { id, end }),
+        any::<u64>().prop_map(|id| InputToBroker::Ack { id }),
+        (any::<u64>(), probe).prop_map(|(id, probe)| InputToBroker::Probe { id, probe }),
+        person_input().prop_map(|input| InputToBroker::Person { input }),
         (any::<u64>(), failure(), any::<bool>())
             .prop_map(|(id, failure, sent)| InputToBroker::Failed { id, failure, sent }),
     ]
 }
 
 fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
-    let app = (s(), any::<bool>()).prop_map(|(name, ticked)| ConsentApp { name, ticked });
-    prop_oneof![
+    let app = (s(), any::<bool>(), any::<u32>()).prop_map(|(name, ticked, windows)| ConsentApp {
+        name,
+        ticked,
+        windows,
+    });
+    let dialog = (
+        (any::<u64>(), s(), s(), any::<u32>()),
         (
-            any::<u64>(),
-            s(),
             proptest::collection::vec(app, 0..4),
-            any::<bool>(),
-            any::<bool>(),
-            any::<u64>()
-        )
-            .prop_map(|(id, host, apps, takeover, clipboard, timeout_ms)| {
-                BrokerToIndicator::ShowConsent {
-                    id,
-                    host,
-                    apps,
-                    takeover,
-                    clipboard,
-                    timeout_ms,
-                }
-            }),
+            any::<u32>(),
+            any::<u32>(),
+            any::<[bool; 2]>(),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (id, host_claimed, exe, pid),
+                (apps, missing_requested, lease_minutes, lines, timeout_ms),
+            )| ConsentDialog {
+                id,
+                host_claimed,
+                program: HostProgram { exe, pid },
+                apps,
+                missing_requested,
+                lease_minutes,
+                takeover: lines[0],
+                clipboard: lines[1],
+                timeout_ms,
+            },
+        );
+    prop_oneof![
+        dialog.prop_map(BrokerToIndicator::ShowConsent),
+        any::<bool>().prop_map(|accept_xtest_clicks| BrokerToIndicator::Config {
+            accept_xtest_clicks
+        }),
         any::<u64>().prop_map(|id| BrokerToIndicator::CancelConsent { id }),
         (s(), any::<bool>())
             .prop_map(|(session, paused)| BrokerToIndicator::ShowTakeover { session, paused }),
@@ -524,6 +610,7 @@ fn indicator_to_broker() -> impl Strategy<Value = IndicatorToBroker> {
         (s(), s())
             .prop_map(|(session, reason)| IndicatorToBroker::TakeoverLost { session, reason }),
         Just(IndicatorToBroker::Stop),
+        any::<bool>().prop_map(|hotkey_grabbed| IndicatorToBroker::Ready { hotkey_grabbed }),
     ]
 }
 
@@ -851,17 +938,24 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         (
             "broker-to-indicator",
             "seed-consent",
-            e(&BrokerToIndicator::ShowConsent {
+            e(&BrokerToIndicator::ShowConsent(ConsentDialog {
                 id: 2,
-                host: "claude-code".into(),
+                host_claimed: "claude-code".into(),
+                program: HostProgram {
+                    exe: "/usr/bin/claude".into(),
+                    pid: 4200,
+                },
                 apps: vec![ConsentApp {
                     name: "Notes".into(),
                     ticked: true,
+                    windows: 1,
                 }],
+                missing_requested: 0,
+                lease_minutes: 15,
                 takeover: true,
                 clipboard: false,
                 timeout_ms: 60_000,
-            }),
+            })),
         ),
         (
             "indicator-to-broker",
