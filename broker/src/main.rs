@@ -247,6 +247,9 @@ fn print_doctor(r: &nish_proto::doctor::DoctorReport) {
                 .unwrap_or_default()
         );
     }
+    for p in &r.probes {
+        println!("  probe {:<18} {} · {}", p.label, p.status, p.message);
+    }
     for s in &r.next_steps {
         println!(
             "  next: {}{}",
@@ -314,12 +317,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
-                    rt.block_on(async {
+                    let mut report = rt.block_on(async {
                         match backend {
                             BackendArg::Mock => MockBackend::new().doctor().await,
                             BackendArg::Linux => LinuxBackend::new().doctor().await,
                         }
-                    })
+                    });
+                    // The service's report has its own audit line; without a service, the
+                    // audit it would open.
+                    report.probes.push(Audit::open().probe());
+                    report
                 }
             };
             if json {

@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nish_proto::errors::ErrorCode;
-use nish_proto::wire::codec::{decode, encode, frame_len};
+use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::input::{
     BrokerToInput, Expect, InputToBroker, SemanticOp, SynthEnd, SynthOp,
 };
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::failure::ActFailure;
@@ -217,16 +217,11 @@ where
     let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
     spawn_x(shared.clone(), job_rx, out_tx.clone())?;
     let result = loop {
-        let mut header = [0u8; 4];
-        match rd.read_exact(&mut header).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break Ok(()),
+        let req: BrokerToInput = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
+            Ok(r) => r,
+            Err(FrameError::Closed) => break Ok(()),
             Err(e) => break Err(e.into()),
-        }
-        let len = frame_len(header, MAX_FRAME_BYTES)?;
-        let mut body = vec![0u8; len];
-        rd.read_exact(&mut body).await?;
-        let req: BrokerToInput = decode(&body)?;
+        };
         let job = match req {
             BrokerToInput::Semantic { id, target, op } => {
                 let answer = handle(&semantic, id, target, op).await;

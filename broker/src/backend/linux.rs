@@ -26,10 +26,11 @@ use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, Wal
 use nish_proto::wire::{LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
-use super::agents::{Agent, AgentMessage, failure_to_error};
+use super::agents::{Agent, AgentMessage, OnViolation, failure_to_error};
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
+use crate::conn::{Msg, indicator_kind, input_kind, reader_kind};
 use crate::session::PausedReason;
 
 /// Most restarts of one agent in a minute before the backend reports it unavailable.
@@ -52,6 +53,9 @@ impl AgentMessage for ReaderToBroker {
             | ReaderToBroker::Failed { id, .. } => Some(*id),
         }
     }
+    fn kind(&self) -> Msg {
+        reader_kind(self)
+    }
 }
 
 impl AgentMessage for IndicatorToBroker {
@@ -66,6 +70,9 @@ impl AgentMessage for IndicatorToBroker {
             IndicatorToBroker::Consent { id, .. } => Some(*id),
             _ => None,
         }
+    }
+    fn kind(&self) -> Msg {
+        indicator_kind(self)
     }
 }
 
@@ -85,6 +92,9 @@ impl AgentMessage for InputToBroker {
             | InputToBroker::Ack { id }
             | InputToBroker::Probe { id, .. } => Some(*id),
         }
+    }
+    fn kind(&self) -> Msg {
+        input_kind(self)
     }
 }
 
@@ -111,10 +121,12 @@ where
     }
 
     /// The running agent, started if needed. `on_start` gets a newly started agent (to queue
-    /// its first messages) and its non-answer messages.
+    /// its first messages) and its non-answer messages; `on_violation` hears about it being
+    /// cut off.
     async fn get(
         &self,
-        on_start: impl FnOnce(&Arc<Agent<In, Out>>, mpsc::UnboundedReceiver<Out>),
+        on_violation: OnViolation,
+        on_start: impl FnOnce(&Arc<Agent<In, Out>>, mpsc::Receiver<Out>),
     ) -> Result<Arc<Agent<In, Out>>, DriverError> {
         let mut g = self.agent.lock().await;
         if let Some(a) = g.as_ref().filter(|a| a.alive()) {
@@ -135,7 +147,7 @@ where
             }
             starts.push(Instant::now());
         }
-        let (agent, events) = Agent::spawn(self.binary, self.role, false).await?;
+        let (agent, events) = Agent::spawn(self.binary, self.role, false, on_violation).await?;
         tracing::info!(agent = self.binary, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
         on_start(&agent, events);
         *g = Some(agent.clone());
@@ -208,10 +220,18 @@ impl LinuxBackend {
         }
     }
 
+    /// Reports agents cut off to the engine (which audits them).
+    fn on_violation(&self) -> OnViolation {
+        let events = self.events_tx.clone();
+        Arc::new(move |v| {
+            let _ = events.send(BackendEvent::AgentCutOff(v));
+        })
+    }
+
     async fn input(&self) -> Result<Arc<Agent<BrokerToInput, InputToBroker>>, DriverError> {
         let events = self.events_tx.clone();
         self.input
-            .get(move |_, mut ev| {
+            .get(self.on_violation(), move |_, mut ev| {
                 tokio::spawn(async move {
                     while let Some(m) = ev.recv().await {
                         if let InputToBroker::Person { input } = m {
@@ -308,7 +328,7 @@ impl LinuxBackend {
 
     async fn reader(&self) -> Result<Arc<Agent<BrokerToReader, ReaderToBroker>>, DriverError> {
         self.reader
-            .get(|_, mut ev| {
+            .get(self.on_violation(), |_, mut ev| {
                 tokio::spawn(async move { while ev.recv().await.is_some() {} });
             })
             .await
@@ -321,7 +341,7 @@ impl LinuxBackend {
         let events = self.events_tx.clone();
         let accept_xtest_clicks = self.assistive.accept_xtest_clicks;
         self.indicator
-            .get(move |agent, mut ev| {
+            .get(self.on_violation(), move |agent, mut ev| {
                 // Settings first, before any dialog.
                 if let Err(e) = agent.queue(BrokerToIndicator::Config {
                     accept_xtest_clicks,
@@ -614,7 +634,7 @@ impl Backend for LinuxBackend {
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         let agent = self
             .input
-            .get(|_, mut ev| {
+            .get(self.on_violation(), |_, mut ev| {
                 tokio::spawn(async move { while ev.recv().await.is_some() {} });
             })
             .await?;
@@ -1143,7 +1163,7 @@ impl Backend for LinuxBackend {
         } else {
             match self
                 .input
-                .get(|_, mut ev| {
+                .get(self.on_violation(), |_, mut ev| {
                     tokio::spawn(async move { while ev.recv().await.is_some() {} });
                 })
                 .await

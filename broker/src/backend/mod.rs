@@ -94,6 +94,8 @@ pub enum BackendEvent {
     },
     /// The person pressed the stop hotkey.
     StopHotkey,
+    /// An agent broke its protocol and was cut off (connection closed, process killed).
+    AgentCutOff(agents::AgentViolation),
 }
 
 pub use nish_proto::wire::input::SynthOp;

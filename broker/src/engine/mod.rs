@@ -336,6 +336,21 @@ impl<B: Backend> Engine<B> {
             ));
         }
         nish_proto::validate::check_args(def.name, &args)?;
+        // No session starts and nothing acts while the audit cannot record it.
+        if def.name == "start_session" || def.class == ToolClass::Act {
+            self.audit.check().map_err(|why| {
+                let what = if def.class == ToolClass::Act {
+                    "acts are"
+                } else {
+                    "sessions are"
+                };
+                DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!("{what} refused until the audit works again; the audit is unavailable: {why}"),
+                )
+                .with_effect("refused")
+            })?;
+        }
         // Calls that change the session or the desktop run one at a time per session.
         let serial =
             def.class == ToolClass::Act || matches!(def.name, "start_session" | "end_session");
@@ -492,6 +507,11 @@ impl<B: Backend> Engine<B> {
             }
             BackendEvent::StopHotkey => {
                 self.stop_all("hotkey").await;
+            }
+            BackendEvent::AgentCutOff(v) => {
+                let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
+                fields["agent"] = v.agent.into();
+                self.audit.emit("agent.refused", None, fields);
             }
         }
     }
