@@ -632,12 +632,8 @@ impl Backend for LinuxBackend {
     }
 
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
-        let agent = self
-            .input
-            .get(self.on_violation(), |_, mut ev| {
-                tokio::spawn(async move { while ev.recv().await.is_some() {} });
-            })
-            .await?;
+        // The one way to the input agent: whoever starts it wires its person-input events.
+        let agent = self.input().await?;
         let id = agent.next_id();
         match agent
             .request(
@@ -1161,13 +1157,7 @@ impl Backend for LinuxBackend {
         let act_reason = if !read_ok {
             Some(why.unwrap_or("atspi_bus_unreachable"))
         } else {
-            match self
-                .input
-                .get(self.on_violation(), |_, mut ev| {
-                    tokio::spawn(async move { while ev.recv().await.is_some() {} });
-                })
-                .await
-            {
+            match self.input().await {
                 Ok(_) => None,
                 Err(e) => {
                     probes.push(Probe {

@@ -53,6 +53,9 @@ const CHECKABLE_ROLES: &[&str] = &[
     "switch",
 ];
 
+/// How long a focusing click may take to give the target the keyboard focus.
+const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Modifier names hotkey accepts before its last key.
 const MODIFIERS: &[&str] = &["ctrl", "control", "alt", "shift", "super", "meta"];
 
@@ -724,6 +727,45 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// After a focusing click: light reads until the target row has the focused state (at most
+    /// [`FOCUS_WAIT`]); keys typed before the app handled the click would land elsewhere.
+    async fn wait_focused(&self, t: &Target) -> Result<(), DriverError> {
+        let light = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
+        let start = Instant::now();
+        loop {
+            let tree = self
+                .bounded(
+                    "re-reading the window",
+                    self.backend.read_tree(&t.window, light),
+                )
+                .await?;
+            let tree = self.validate_tree(tree, &t.window)?;
+            let focused = tree
+                .nodes
+                .get(t.row as usize)
+                .is_some_and(|n| n.role == t.node.role && n.states.has(State::Focused));
+            if focused {
+                return Ok(());
+            }
+            if start.elapsed() >= FOCUS_WAIT {
+                let mut e = DriverError::new(
+                    ErrorCode::FocusChanged,
+                    format!(
+                        "element {} did not take the keyboard focus after the click",
+                        t.row
+                    ),
+                )
+                .with_effect("stopped");
+                e.typed_characters = Some(0);
+                return Err(e);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Refuses a pointer act whose point another window covers.
     async fn hit_test(&self, window: &WindowInfo, x: i32, y: i32) -> Result<(), DriverError> {
         let all = self
@@ -834,7 +876,9 @@ impl<B: Backend> Engine<B> {
                         "xtest:scroll",
                     ),
                     _ => {
-                        // type_text: focus the field with a click, then type.
+                        // type_text: focus the field with a click, wait until the field itself
+                        // says it has the focus (the app handles the click before the keys),
+                        // then type.
                         self.send_synthetic(
                             s,
                             &t.window,
@@ -846,6 +890,7 @@ impl<B: Backend> Engine<B> {
                             },
                         )
                         .await?;
+                        self.wait_focused(&t).await?;
                         let text = args["text"].as_str().unwrap_or_default().to_string();
                         let before = t.node.value.clone().unwrap_or_default();
                         (
