@@ -463,7 +463,8 @@ fn with_only_the_fixed_font_text_is_drawn_twice_as_large() {
 
 /// The text tesseract reads in a window (its pixels on screen, scaled up twice).
 fn ocr(desk: &Desktop, w: Window, name: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("nish-ocr-{}", std::process::id()));
+    // One folder per image: tests run in parallel in this process.
+    let dir = std::env::temp_dir().join(format!("nish-ocr-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let png = dir.join(format!("{name}.png"));
     desk.save_window_png(w, &png, 2);
