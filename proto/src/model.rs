@@ -340,28 +340,44 @@ pub const WALK_MAX_DEPTH: u16 = 200;
 /// Time budget of one walk, in milliseconds.
 pub const WALK_BUDGET_MS: u64 = 2500;
 
-/// Escapes untrusted text for a one-line rendering and cuts it to `max_chars` characters.
+/// Escapes untrusted text for a one-line rendering and cuts it to at most `max_chars`
+/// characters, escapes and the ellipsis included.
 ///
 /// Backslash, double quote and control characters are escaped (`\\`, `\"`, `\n`, `\t`,
 /// `\u{..}`); bidi overrides and other format characters are escaped too, so app text cannot
-/// fake line structure or reorder what the model reads. A cut string ends with `…`.
+/// fake line structure or reorder what the model reads. A cut string ends with `…` (counted in
+/// `max_chars`), and an escape is never split.
 pub fn escape_clip(s: &str, max_chars: usize) -> String {
     let mut out = String::new();
-    for (n, c) in s.chars().enumerate() {
-        if n >= max_chars {
-            out.push('…');
-            break;
-        }
+    // Characters in `out`, and the byte length of `out` when it last left room for the `…`.
+    let mut count = 0usize;
+    let mut room_for_ellipsis = 0usize;
+    let mut piece = String::new();
+    for c in s.chars() {
+        piece.clear();
         match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
+            '\\' => piece.push_str("\\\\"),
+            '"' => piece.push_str("\\\""),
+            '\n' => piece.push_str("\\n"),
+            '\r' => piece.push_str("\\r"),
+            '\t' => piece.push_str("\\t"),
             c if c.is_control() || is_format_char(c) => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+                piece.push_str(&format!("\\u{{{:x}}}", c as u32));
             }
-            c => out.push(c),
+            c => piece.push(c),
+        }
+        let n = piece.chars().count();
+        if count + n > max_chars {
+            out.truncate(room_for_ellipsis);
+            if max_chars > 0 {
+                out.push('…');
+            }
+            return out;
+        }
+        out.push_str(&piece);
+        count += n;
+        if count < max_chars {
+            room_for_ellipsis = out.len();
         }
     }
     out
@@ -416,8 +432,30 @@ mod tests {
     #[test]
     fn escape_clips_and_escapes() {
         assert_eq!(escape_clip("a\"b\\c\nd", 80), "a\\\"b\\\\c\\nd");
-        assert_eq!(escape_clip("abcdef", 3), "abc…");
+        assert_eq!(escape_clip("abcdef", 3), "ab…");
+        assert_eq!(escape_clip("abc", 3), "abc");
         assert_eq!(escape_clip("x\u{202e}y", 10), "x\\u{202e}y");
+        // An escape is never split: it goes whole or not at all.
+        assert_eq!(escape_clip("ab\"c", 4), "ab…");
+        assert_eq!(escape_clip("a\"", 3), "a\\\"");
+        assert_eq!(escape_clip("abc", 0), "");
+        assert_eq!(escape_clip("abc", 1), "…");
+    }
+
+    #[test]
+    fn clipped_text_is_never_longer_than_asked() {
+        let long = "é\"\n\u{202e}x".repeat(60);
+        for max in [0usize, 1, 2, 5, 64, 80, 81, 120] {
+            let out = escape_clip(&long, max);
+            let n = out.chars().count();
+            assert!(n <= max, "{max}: {n}");
+            // Cut only as far as a whole escape (at most 8 characters) needs.
+            assert!(n + 8 >= max, "{max}: {n}");
+        }
+        let label = "x".repeat(200);
+        assert_eq!(escape_clip(&label, 80).chars().count(), 80);
+        assert!(escape_clip(&label, 80).ends_with('…'));
+        assert_eq!(escape_clip(&"y".repeat(80), 80), "y".repeat(80));
     }
 
     #[test]
