@@ -168,6 +168,9 @@ states! {
     ManagesDescendants = 27 => "manages_descendants",
     /// Default button.
     IsDefault = 28 => "default",
+    /// The value was withheld because it looks like a credential (contract §5.3); the row's
+    /// value is `None`. Driver-derived, like `secure`.
+    Redacted = 29 => "redacted",
 }
 
 /// A set of [`State`]s as a bit set.
@@ -270,7 +273,8 @@ pub struct Node {
     pub name: String,
     /// States.
     pub states: StateSet,
-    /// The value (text contents or a number); always `None` for secure fields.
+    /// The value (text contents or a number); always `None` for secure fields and for values
+    /// withheld as credential-looking (`State::Redacted`).
     pub value: Option<String>,
     /// Action names.
     pub actions: Vec<String>,
