@@ -12,6 +12,7 @@ pub mod framematch;
 pub mod image;
 pub mod pool;
 pub mod ratelimit;
+pub mod secure;
 pub mod server;
 pub mod states;
 pub mod sys;

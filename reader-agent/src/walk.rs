@@ -317,6 +317,8 @@ pub async fn read_tree(
             break;
         }
     }
+    // Before any value is read: a field once seen secure stays secure.
+    a11y.secure_memory().apply(&mut arena);
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
     if final_plan.rows.len() <= 1 && ctx.dead.load(Ordering::Relaxed) {
