@@ -6,6 +6,7 @@
 //! the protocol.
 
 pub mod a11y;
+pub mod capture;
 pub mod dbus;
 pub mod failure;
 pub mod framematch;
