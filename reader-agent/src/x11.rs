@@ -132,6 +132,8 @@ pub struct Grab {
     pub height: u32,
     /// The image's top-left corner on the screen.
     pub origin: (i32, i32),
+    /// The client window's geometry the image was cut with.
+    pub client: Rect,
 }
 
 impl Grab {
@@ -706,6 +708,7 @@ impl X11 {
             width: w,
             height: h,
             origin,
+            client,
         })
     }
 
