@@ -665,6 +665,35 @@ mod tests {
     }
 
     #[test]
+    fn labels_are_at_most_80_characters_everywhere() {
+        let mut nodes = sample();
+        nodes[2].name = "é\"".repeat(100);
+        nodes[6].name = "x".repeat(300);
+        let full = cut(
+            "s1",
+            &nodes,
+            None,
+            ViewParams::new(ViewKind::Full, None, None),
+        );
+        for e in &full.elements {
+            assert!(e["label"].as_str().unwrap().chars().count() <= LABEL_CHARS);
+        }
+        assert_eq!(
+            full.elements[6]["label"].as_str().unwrap().chars().count(),
+            80
+        );
+        for l in full.tree_text.lines() {
+            let label = l.split_once('"').map(|(_, r)| r).unwrap_or("");
+            let label = &label[..label.rfind('"').unwrap_or(label.len())];
+            assert!(label.chars().count() <= LABEL_CHARS, "{l}");
+        }
+        let d = diff(&sample(), &nodes);
+        for c in d["changed"].as_array().unwrap() {
+            assert!(c["label"].as_str().unwrap().chars().count() <= LABEL_CHARS);
+        }
+    }
+
+    #[test]
     fn recycled_rows_are_found_by_role_and_by_list() {
         let nodes = sample();
         let r = recycled_rows(&nodes);

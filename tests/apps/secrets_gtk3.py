@@ -71,7 +71,7 @@ class Window(Gtk.Window):
         self.connect("destroy", Gtk.main_quit)
 
     def opened(self, _button: Gtk.Button, label: Gtk.Label) -> None:
-        self.status.set_text(f"Opened {label.get_text()}")
+        self.status.set_text(f"Status: opened {label.get_text()}")
 
     def relabel(self) -> bool:
         names = [l.get_text() for l in self.labels]
@@ -85,6 +85,7 @@ class Window(Gtk.Window):
 
 
 def main() -> None:
+    GLib.set_prgname("nish-secrets-gtk3")
     ap = argparse.ArgumentParser()
     ap.add_argument("--password", required=True)
     ap.add_argument("--notes", required=True)
