@@ -106,6 +106,7 @@ impl SnapshotStore {
                 n.value = None;
             }
         }
+        nish_proto::model::hide_inside_secure(nodes);
     }
 
     fn retire(&mut self, id: String) {

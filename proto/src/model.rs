@@ -300,6 +300,29 @@ impl Node {
     }
 }
 
+/// Rows inside a secure field carry nothing of it: a field whose text lives in child rows (an
+/// editable region whose paragraphs are children, say) would otherwise show its secret as their
+/// names. Every descendant of a secure row (rows in document order, parents first) loses its
+/// name and value and is marked secure itself; the structure stays as it is.
+pub fn hide_inside_secure(nodes: &mut [Node]) {
+    for i in 0..nodes.len() {
+        let inside = nodes[i]
+            .parent
+            .map(|p| p as usize)
+            .filter(|p| *p < i)
+            .is_some_and(|p| nodes[p].is_secure());
+        if inside {
+            let n = &mut nodes[i];
+            n.name.clear();
+            n.value = None;
+            n.states.insert(State::Secure);
+        }
+        if nodes[i].is_secure() {
+            nodes[i].value = None;
+        }
+    }
+}
+
 /// Why a walk stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -460,6 +483,38 @@ mod tests {
         assert_eq!(escape_clip(&label, 80).chars().count(), 80);
         assert!(escape_clip(&label, 80).ends_with('…'));
         assert_eq!(escape_clip(&"y".repeat(80), 80), "y".repeat(80));
+    }
+
+    #[test]
+    fn rows_inside_a_secure_field_carry_nothing() {
+        let node = |role: &str, name: &str, parent: Option<u32>| Node {
+            role: role.into(),
+            name: name.into(),
+            states: StateSet::EMPTY,
+            value: Some(name.into()),
+            actions: vec![],
+            frame: None,
+            parent,
+            depth: 0,
+            child_count: 0,
+            ifaces: Ifaces::default(),
+            handle: String::new(),
+        };
+        let mut nodes = vec![
+            node("frame", "w", None),
+            node("entry", "Password", Some(0)),
+            node("paragraph", "hunter2", Some(1)),
+            node("static", "hunter2", Some(2)),
+            node("label", "Name", Some(0)),
+        ];
+        nodes[1].states.insert(State::Secure);
+        hide_inside_secure(&mut nodes);
+        assert_eq!(nodes[1].value, None);
+        for n in &nodes[2..4] {
+            assert!(n.is_secure() && n.name.is_empty() && n.value.is_none());
+        }
+        assert_eq!(nodes[4].name, "Name");
+        assert!(!nodes[4].is_secure());
     }
 
     #[test]

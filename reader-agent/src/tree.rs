@@ -520,10 +520,12 @@ pub struct Details {
 }
 
 /// The model's nodes for numbered rows and their details (`details[i]` belongs to `rows[i]`).
-/// Secure rows never carry a value, whatever the details say, and credential-looking values of
-/// editable fields are withheld ([`crate::secure::withhold_value`]).
+/// Secure rows never carry a value, whatever the details say, rows inside them carry neither
+/// name nor value, and credential-looking values of editable fields are withheld
+/// ([`crate::secure::withhold_value`]).
 pub fn build_nodes(arena: &Arena, rows: &[Row], details: Vec<Details>) -> Vec<Node> {
-    rows.iter()
+    let mut nodes: Vec<Node> = rows
+        .iter()
         .zip(details)
         .map(|(r, d)| {
             let o = arena.get(r.key);
@@ -550,7 +552,9 @@ pub fn build_nodes(arena: &Arena, rows: &[Row], details: Vec<Details>) -> Vec<No
                 handle: o.handle(),
             }
         })
-        .collect()
+        .collect();
+    nish_proto::model::hide_inside_secure(&mut nodes);
+    nodes
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ const SECURE_LABELS: &[&str] = &[
     "密码",
     "パスワード",
     "Kod PIN",
+    "Passphrase",
 ];
 
 const GTK_PASSWORD: &str = "gtk-password-canary-7731";
@@ -198,7 +199,26 @@ fn chromium_secure_fields_redacted_values_and_captures_that_follow_the_fields() 
         .filter(|n| n.is_secure())
         .map(|n| n.handle.clone())
         .collect();
-    assert_eq!(secure.len(), SECURE_LABELS.len() + 1);
+    // The named fields, the password input, and the rows inside the editable region.
+    assert!(
+        secure.len() > SECURE_LABELS.len(),
+        "{} secure rows",
+        secure.len()
+    );
+    let ce = field(&t, "Passphrase");
+    let inside: Vec<&Node> = t
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.parent
+                .is_some_and(|p| t.nodes[p as usize].handle == ce.handle)
+        })
+        .collect();
+    assert!(!inside.is_empty(), "the editable region has child rows");
+    assert!(
+        inside.iter().all(|n| n.is_secure() && n.name.is_empty()),
+        "rows inside a secure field carry nothing: {inside:?}"
+    );
     let pw_before = pw.frame.expect("the password field's frame");
     let wid = app.window_id.to_string();
     let (nx, ny) = (w.frame.x + 37, w.frame.y + 23);

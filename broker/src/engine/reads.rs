@@ -232,6 +232,7 @@ impl<B: Backend> Engine<B> {
                 n.states.insert(State::Redacted);
             }
         }
+        nish_proto::model::hide_inside_secure(&mut tree.nodes);
         Ok(tree)
     }
 
