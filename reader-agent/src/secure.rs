@@ -10,6 +10,7 @@
 //! | rule | reader | broker |
 //! |---|---|---|
 //! | `password_text` role, or a text input whose name says password, PIN, CVV, one-time code, security code, card number... in the [`LEXICON`]'s languages | marks the row `secure` and never asks the app for its value | drops the value of every `secure` row again; refuses acts on it |
+//! | rows inside a secure field (an editable region keeps its text in child rows) | carry neither name nor value and are marked `secure` (`nish_proto::model::hide_inside_secure`, in [`crate::tree::build_nodes`]) | the same again on every read it records |
 //! | a field once seen secure stays secure for its object's life (a GTK 3 password entry switched to visible turns into a plain `text`) | [`SecureMemory`]: remembered by (application, object path) for the reader's life, applied before values are read | remembered by element handle for the session's life (the broker's snapshot store), in case the reader restarts |
 //! | an editable field's value that looks like a credential (contract §5.3, `nish_proto::credentials::value_looks_like_credential`) | the value is dropped and the row marked `redacted` before it leaves the reader ([`withhold_value`]) | the same test again on every recorded read |
 //! | a value cut at the reader's length limit | a last word shorter than a key could be tested as is dropped, so no fragment of a long token shows ([`withhold_value`]) | — |
