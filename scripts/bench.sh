@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmarks (release build): reads by nish-reader beside a Python pyatspi walker on
 # gtk3-widget-factory, gtk4-demo and dense Chromium pages, with the text sizes of full and
-# skeleton reads; and acts (see docs/performance.md). Figures print as markdown tables.
+# skeleton reads; acts; and the takeover (hand-back, indicator removal, a foreground click;
+# see docs/performance.md). Figures print as markdown tables.
 #
 #   scripts/bench.sh            # NISH_BENCH_REPEATS=7 by default
 set -euo pipefail
@@ -12,3 +13,4 @@ unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || tru
 cargo build --release --workspace --bins
 cargo bench -p nish-tests --bench reads
 cargo bench -p nish-tests --bench acts
+cargo bench -p nish-tests --bench takeover

@@ -10,14 +10,17 @@
 //! - [`engine`]: every tool, judged, executed, verified and audited;
 //! - [`server`]: the Unix socket (0700 directory, same uid only, hello first);
 //! - [`audit`]: journald or a JSON-lines file;
-//! - [`credentials`]: credential-looking text (contract §5.3).
+//! - [`credentials`]: credential-looking text (contract §5.3);
+//! - [`peer`]: the host program behind a shim connection, from the kernel.
 
+pub mod assistive;
 pub mod audit;
 pub mod backend;
 pub mod credentials;
 pub mod engine;
 pub mod framing;
 pub mod notify;
+pub mod peer;
 pub mod server;
 pub mod session;
 pub mod snapshots;

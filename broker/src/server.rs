@@ -153,6 +153,9 @@ async fn cli<B: Backend>(engine: Arc<Engine<B>>, mut stream: UnixStream) -> anyh
                 message: format!("stopped {n} session(s); every takeover indicator is gone"),
             }
         }
+        CliToBroker::Doctor => BrokerToCli::Status {
+            json: serde_json::to_string(&engine.backend.doctor().await)?,
+        },
         CliToBroker::Person(op) => match engine.person(op).await {
             Ok(message) => BrokerToCli::Done { message },
             Err(e) => BrokerToCli::Refused {

@@ -32,17 +32,31 @@ CHROMIUM = "chromium"
 
 
 def person_allows(person: h.Person, out: str, demo: bool) -> None:
-    """The person answers the consent dialog: a synthetic click first (ignored), then a real one."""
+    """The person answers the consent dialog: injected clicks first (ignored), then their own."""
     allow = person.wait_window("nish-driver consent: allow")
-    time.sleep(0.6)  # the dialog ignores clicks in its first 400 ms (anti click-through)
+    time.sleep(0.7)  # the dialog ignores clicks in its first 500 ms (anti click-through)
     person.screenshot(os.path.join(out, "consent-dialog.png"))
     say(f"    person: the consent dialog is up; screenshot saved to {out}/consent-dialog.png")
-    person.xdotool("click", "--window", str(allow), "1")
+    unticked = person.windows("nish-driver consent: app:gtk3-demo")
+    check(unticked != [], "the dialog lists every app with a window, gtk3-demo (not asked for) too")
+    person.attacker_xdotool("click", "--window", str(allow), "1")
     time.sleep(0.5)
     check(person.windows("nish-driver consent: allow") != [], "a SendEvent click must not answer the dialog")
-    say("    person: a synthetic (SendEvent) click on Allow is ignored, as it must be")
+    say("    another program: a SendEvent click on Allow is ignored")
+    person.attacker_click_window(allow)
+    time.sleep(0.5)
+    check(person.windows("nish-driver consent: allow") != [], "an XTEST click must not answer the dialog")
+    say("    another program: an XTEST click on Allow (any X client can send one) is ignored")
+    time.sleep(0.6)
     person.click_window(allow)
-    say("    person (xdotool, a real click): Allow")
+    say("    person (their own mouse, a real device): Allow")
+
+
+def person_denies(person: h.Person) -> None:
+    deny = person.wait_window("nish-driver consent: deny")
+    time.sleep(0.7)
+    person.click_window(deny)
+    say("    person: Deny")
 
 
 def first(read: dict, role: str) -> dict:
@@ -190,8 +204,20 @@ async def run(ns: argparse.Namespace) -> None:
             r = await ok(c, "end_session")
             check(r["ended"] is True, str(r))
             say("end_session: ended")
+
+            say("start_session {apps: [no-such-app]}: the dialog still opens (no answer about windows before it); the person denies")
+            t = threading.Thread(target=person_denies, args=(person,))
+            t.start()
+            await fails(c, "start_session", {"apps": ["no-such-app"]}, "consent_denied")
+            t.join()
+            say("start_session again at once: refused without a dialog (the person is not worn down)")
+            err = await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
+            check("no new dialog" in err["message"], str(err))
+            time.sleep(1.0)
+            check(person.windows("nish-driver consent: allow") == [], "no dialog opened during the cooldown")
         events = [e["event"] for e in broker.audit_events()]
-        for want in ("consent.request", "consent.answer", "session.start", "read", "refusal", "session.end"):
+        for want in ("consent.request", "consent.answer", "consent.cooldown", "session.start", "read",
+                     "refusal", "session.end"):
             check(want in events, f"audit lacks {want}")
         say(f"audit: {len(events)} events, {broker.audit}")
     except BaseException:

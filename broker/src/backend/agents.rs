@@ -267,6 +267,14 @@ where
         g.next
     }
 
+    /// Queues a message that expects no answer, without waiting (it goes before anything sent
+    /// later).
+    pub fn queue(&self, msg: In) -> Result<(), DriverError> {
+        self.tx
+            .try_send(msg)
+            .map_err(|_| unavailable(self.binary, "the agent is gone or its queue is full"))
+    }
+
     /// Sends a message that expects no answer.
     pub async fn send(&self, msg: In) -> Result<(), DriverError> {
         self.tx

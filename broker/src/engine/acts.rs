@@ -699,12 +699,21 @@ impl<B: Backend> Engine<B> {
         (o, image)
     }
 
-    /// Runs one synthetic batch, after judging the session once more right before it.
-    async fn send_synthetic(&self, s: &Session, op: SynthOp) -> Result<(), DriverError> {
+    /// Runs one synthetic batch for `window`, after judging the session once more right before
+    /// it.
+    async fn send_synthetic(
+        &self,
+        s: &Session,
+        window: &WindowInfo,
+        op: SynthOp,
+    ) -> Result<(), DriverError> {
         self.check(s, ToolClass::Act, true)?;
         let stop = s.core().stop.clone();
         let outcome = self
-            .bounded("synthetic input", self.backend.synthetic(op, stop))
+            .bounded(
+                "synthetic input",
+                self.backend.synthetic(op, window.window_id, stop),
+            )
             .await?;
         match outcome {
             SynthOutcome::Done => Ok(()),
@@ -849,6 +858,7 @@ impl<B: Backend> Engine<B> {
                         // type_text: focus the field with a click, then type.
                         self.send_synthetic(
                             s,
+                            &t.window,
                             SynthOp::Click {
                                 x,
                                 y,
@@ -870,7 +880,7 @@ impl<B: Backend> Engine<B> {
                     .get("text")
                     .and_then(Value::as_str)
                     .map(|t| t.chars().count());
-                self.send_synthetic(s, op).await?;
+                self.send_synthetic(s, &t.window, op).await?;
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(s, tool, args, &t, verify, path.into(), true, text_len, ms)
                     .await
@@ -892,7 +902,7 @@ impl<B: Backend> Engine<B> {
                 let b = to.center()?;
                 self.hit_test(&from.window, a.0, a.1).await?;
                 self.hit_test(&from.window, b.0, b.1).await?;
-                self.send_synthetic(s, SynthOp::Drag { from: a, to: b })
+                self.send_synthetic(s, &from.window, SynthOp::Drag { from: a, to: b })
                     .await?;
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(
@@ -952,7 +962,7 @@ impl<B: Backend> Engine<B> {
                 }
                 let w = self.focused_approved(s).await?;
                 let before = self.read_window(s, &w).await?;
-                self.send_synthetic(s, SynthOp::Keys { keys }).await?;
+                self.send_synthetic(s, &w, SynthOp::Keys { keys }).await?;
                 let t = Target {
                     node: before.tree.nodes[0].clone(),
                     before: before.tree.nodes.clone(),
@@ -977,6 +987,7 @@ impl<B: Backend> Engine<B> {
                 let w = self.resolve_window(s, args).await?;
                 self.send_synthetic(
                     s,
+                    &w,
                     SynthOp::Raise {
                         window_id: w.window_id,
                     },
@@ -1047,7 +1058,7 @@ impl<B: Backend> Engine<B> {
                     ));
                 }
                 let duration_ms = args.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
-                self.send_synthetic(s, SynthOp::Move { x, y, duration_ms })
+                self.send_synthetic(s, &window, SynthOp::Move { x, y, duration_ms })
                     .await?;
                 self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
                                                              "window_id": window.window_id, "duration_ms": duration_ms}));

@@ -106,11 +106,14 @@ pub fn check_output(tool: &str, r: &Res) {
 }
 
 impl Fixture {
+    /// The fixture's sessions all come from one program (the test's own fake pids), so the
+    /// consent cooldown is off here; the consent tests set it themselves.
     pub fn new(has_control: bool) -> Fixture {
         Self::with_config(
             has_control,
             EngineConfig {
                 settle_interval: Duration::ZERO,
+                consent_cooldown: Duration::ZERO,
                 ..EngineConfig::default()
             },
         )

@@ -20,7 +20,7 @@ pub mod reader;
 pub mod shim;
 
 /// Version of these wire protocols; bumped on any incompatible change of a message enum.
-pub const PROTO_VERSION: u32 = 1;
+pub const PROTO_VERSION: u32 = 2;
 
 /// Largest frame any peer accepts (screen captures are the largest messages).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
