@@ -16,7 +16,11 @@ const GTK_NOTES: &str = "token: gtk-notes-canary-2290";
 
 #[test]
 fn secrets_stay_secret_in_a_real_session() {
-    let desk = Desktop::start().expect("the test desktop");
+    // Nested: the person has a real device to answer the consent dialog.
+    let desk = Desktop::builder()
+        .nested(true)
+        .start()
+        .expect("the test desktop");
     let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps/secrets_gtk3.py");
     let gtk = desk
         .spawn(App::Command {
