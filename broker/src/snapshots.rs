@@ -4,14 +4,24 @@
 //! no resume happened) the snapshot id stays the same, so tokens from a skeleton, a drill-down
 //! and a full read of the same structure all act. A structural change or a resume gives a new
 //! id; tokens of older ids answer `stale_element_token`.
+//!
+//! Rows of lists, tables and trees are recycled by toolkits: a scrolled or re-sorted list shows
+//! another item in the same row object, under the same structure. So the names inside such rows
+//! count too ([`crate::views::row_labels_hash`]): when they change, the next read gets a new id
+//! and older tokens are stale, as after a structural change. (Between reads, the act path
+//! compares the target row's names live: `engine::acts`.)
+//!
+//! The store also remembers, for the session's life, every element handle it saw secure: a
+//! field once secure stays secure in every later read (the reader does the same for its own
+//! life; this covers a reader that restarted).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::{Token, Tree};
+use nish_proto::model::{Node, State, Token, Tree};
 
-use crate::views::structure_signature;
+use crate::views::{row_labels_hash, structure_signature};
 
 /// One recorded snapshot.
 #[derive(Debug)]
@@ -20,6 +30,8 @@ pub struct Snapshot {
     pub id: String,
     /// The structure signature.
     pub signature: u64,
+    /// The names inside recycled rows ([`crate::views::row_labels_hash`]).
+    pub row_labels: u64,
     /// The session's token epoch when it was recorded.
     pub epoch: u64,
     /// The tree.
@@ -28,27 +40,40 @@ pub struct Snapshot {
 
 /// How many superseded ids are remembered (to answer "stale" rather than "unknown").
 const RETIRED: usize = 256;
+/// Most secure element handles remembered per session; past it, new ones are not remembered
+/// (they stay secure while the reader says so).
+pub const SECURE_HANDLES_MAX: usize = 10_000;
 
 /// The snapshots of one session, one current snapshot per window.
 #[derive(Debug, Default)]
 pub struct SnapshotStore {
     by_window: HashMap<u64, Arc<Snapshot>>,
     retired: VecDeque<String>,
+    secure_handles: HashSet<String>,
 }
 
 impl SnapshotStore {
-    /// Records a fresh walk; keeps the window's snapshot id when the structure and the epoch are
-    /// unchanged, else takes a new id from `new_id`.
+    /// Records a fresh walk; keeps the window's snapshot id when the structure, the names
+    /// inside recycled rows and the epoch are unchanged, else takes a new id from `new_id`.
+    /// Rows whose handle was seen secure before are marked secure (without a value).
     pub fn record(
         &mut self,
-        tree: Tree,
+        mut tree: Tree,
         epoch: u64,
         new_id: impl FnOnce() -> String,
     ) -> Arc<Snapshot> {
+        self.keep_secure(&mut tree.nodes);
         let signature = structure_signature(&tree.nodes);
+        let row_labels = row_labels_hash(&tree.nodes);
         let wid = tree.window.window_id;
         let id = match self.by_window.get(&wid) {
-            Some(old) if old.signature == signature && old.epoch == epoch => old.id.clone(),
+            Some(old)
+                if old.signature == signature
+                    && old.row_labels == row_labels
+                    && old.epoch == epoch =>
+            {
+                old.id.clone()
+            }
             Some(old) => {
                 self.retire(old.id.clone());
                 new_id()
@@ -58,11 +83,30 @@ impl SnapshotStore {
         let snap = Arc::new(Snapshot {
             id,
             signature,
+            row_labels,
             epoch,
             tree,
         });
         self.by_window.insert(wid, snap.clone());
         snap
+    }
+
+    /// A field once secure stays secure: marks (and empties) rows whose handle was seen secure,
+    /// and remembers the handles of rows that are secure now.
+    pub fn keep_secure(&mut self, nodes: &mut [Node]) {
+        for n in nodes.iter_mut().filter(|n| !n.handle.is_empty()) {
+            if n.is_secure() {
+                if self.secure_handles.len() < SECURE_HANDLES_MAX {
+                    self.secure_handles.insert(n.handle.clone());
+                }
+            } else if self.secure_handles.contains(&n.handle) {
+                n.states.insert(State::Secure);
+            }
+            if n.is_secure() {
+                n.value = None;
+            }
+        }
+        nish_proto::model::hide_inside_secure(nodes);
     }
 
     fn retire(&mut self, id: String) {
@@ -157,6 +201,61 @@ mod tests {
             nodes,
             truncated: None,
         }
+    }
+
+    #[test]
+    fn relabelled_list_rows_give_a_new_id() {
+        let mut s = SnapshotStore::default();
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            format!("s{n}")
+        };
+        let list = |names: [&str; 2]| {
+            let mut t = tree(3);
+            t.nodes[0].role = "list".into();
+            for (i, name) in names.iter().enumerate() {
+                t.nodes[i + 1].role = "list_item".into();
+                t.nodes[i + 1].name = (*name).into();
+            }
+            t
+        };
+        let a = s.record(list(["Alice", "Bob"]), 0, &mut next);
+        let b = s.record(list(["Alice", "Bob"]), 0, &mut next);
+        assert_eq!(a.id, b.id);
+        // The same rows now show other items: a new id, the old tokens stale.
+        let c = s.record(list(["Carol", "Bob"]), 0, &mut next);
+        assert_ne!(c.id, a.id);
+        assert_eq!(
+            s.resolve(&format!("{}:1", a.id), 0).unwrap_err().code,
+            ErrorCode::StaleElementToken
+        );
+        // A name outside every list keeps the id.
+        let mut t = tree(3);
+        t.nodes[1].name = "x".into();
+        let d = s.record(t, 0, &mut next);
+        let mut t = tree(3);
+        t.nodes[1].name = "y".into();
+        let e = s.record(t, 0, &mut next);
+        assert_eq!(d.id, e.id);
+    }
+
+    #[test]
+    fn a_row_once_secure_stays_secure() {
+        let mut s = SnapshotStore::default();
+        let next = || "s1".to_string();
+        let mut t = tree(3);
+        t.nodes[1].role = "password_text".into();
+        t.nodes[1].handle = ":1.5|/pw".into();
+        s.record(t, 0, next);
+        // Revealed: the role says plain text and the value is there.
+        let mut t = tree(3);
+        t.nodes[1].role = "text".into();
+        t.nodes[1].handle = ":1.5|/pw".into();
+        t.nodes[1].value = Some("hunter2".into());
+        let snap = s.record(t, 0, next);
+        assert!(snap.tree.nodes[1].is_secure());
+        assert_eq!(snap.tree.nodes[1].value, None);
     }
 
     #[test]

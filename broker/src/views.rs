@@ -344,6 +344,73 @@ pub fn structure_signature(nodes: &[Node]) -> u64 {
     h.finish()
 }
 
+/// Roles of the rows of lists, tables and trees. Toolkits recycle these: a scrolled or
+/// re-sorted list shows another item in the same row object, so the structure stays the same
+/// while the row now means something else.
+const ROW_ROLES: &[&str] = &[
+    "list_item",
+    "table_row",
+    "tree_item",
+    "table_cell",
+    "row_header",
+    "table_row_header",
+];
+/// Containers whose children are rows, whatever their role.
+const LIST_ROLES: &[&str] = &["list", "list_box", "table", "tree", "tree_table"];
+/// Most rows whose names make up a recycled row's identity.
+pub const ROW_IDENTITY_ROWS: usize = 64;
+
+/// For every row, the outermost recycled row it lies in (itself included): a row of a list,
+/// table or tree (by its role, or by its parent's), or `None` outside every list.
+pub fn recycled_rows(nodes: &[Node]) -> Vec<Option<u32>> {
+    let mut out: Vec<Option<u32>> = vec![None; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        let parent = n.parent.map(|p| p as usize).filter(|p| *p < i);
+        if let Some(outer) = parent.and_then(|p| out[p]) {
+            out[i] = Some(outer);
+            continue;
+        }
+        let in_list = parent.is_some_and(|p| LIST_ROLES.contains(&nodes[p].role.as_str()));
+        if ROW_ROLES.contains(&n.role.as_str()) || in_list {
+            out[i] = Some(i as u32);
+        }
+    }
+    out
+}
+
+/// What identifies a recycled row to the model: the names of the row and its descendants
+/// (the first [`ROW_IDENTITY_ROWS`] of them), hashed.
+pub fn row_identity(nodes: &[Node], row: u32) -> u64 {
+    let mut h = DefaultHasher::new();
+    let r = row as usize;
+    if let Some(n) = nodes.get(r) {
+        n.name.hash(&mut h);
+        let depth = n.depth;
+        for d in nodes
+            .iter()
+            .skip(r + 1)
+            .take_while(|d| d.depth > depth)
+            .take(ROW_IDENTITY_ROWS - 1)
+        {
+            d.name.hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// A hash of the names of every row inside a recycled row: two walks of the same structure
+/// with the same hash show the same items in the same rows.
+pub fn row_labels_hash(nodes: &[Node]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for (i, r) in recycled_rows(nodes).iter().enumerate() {
+        if r.is_some() {
+            i.hash(&mut h);
+            nodes[i].name.hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
 /// A hash of what a light read shows (structure, names, states, values; no frames or action
 /// names), comparable between a full read and a light one.
 pub fn light_hash(nodes: &[Node]) -> u64 {
@@ -595,6 +662,68 @@ mod tests {
         assert_eq!(d["added"][0]["element_index"], json!(7));
         assert_eq!(d["removed"].as_array().unwrap().len(), 0);
         assert_eq!(follow_row(&a, &c, 7), Some(8));
+    }
+
+    #[test]
+    fn labels_are_at_most_80_characters_everywhere() {
+        let mut nodes = sample();
+        nodes[2].name = "é\"".repeat(100);
+        nodes[6].name = "x".repeat(300);
+        let full = cut(
+            "s1",
+            &nodes,
+            None,
+            ViewParams::new(ViewKind::Full, None, None),
+        );
+        for e in &full.elements {
+            assert!(e["label"].as_str().unwrap().chars().count() <= LABEL_CHARS);
+        }
+        assert_eq!(
+            full.elements[6]["label"].as_str().unwrap().chars().count(),
+            80
+        );
+        for l in full.tree_text.lines() {
+            let label = l.split_once('"').map(|(_, r)| r).unwrap_or("");
+            let label = &label[..label.rfind('"').unwrap_or(label.len())];
+            assert!(label.chars().count() <= LABEL_CHARS, "{l}");
+        }
+        let d = diff(&sample(), &nodes);
+        for c in d["changed"].as_array().unwrap() {
+            assert!(c["label"].as_str().unwrap().chars().count() <= LABEL_CHARS);
+        }
+    }
+
+    #[test]
+    fn recycled_rows_are_found_by_role_and_by_list() {
+        let nodes = sample();
+        let r = recycled_rows(&nodes);
+        // The list item (a row by role, under a list) and nothing outside the list.
+        assert_eq!(r, vec![None, None, None, None, None, None, Some(6), None]);
+        // A child of a list row belongs to that row; a panel directly under a list is a row.
+        let mut nodes = sample();
+        nodes[6].child_count = 1;
+        nodes.insert(7, node("push_button", "Delete", Some(6), 5, 0));
+        nodes[8].parent = Some(3);
+        let r = recycled_rows(&nodes);
+        assert_eq!(r[7], Some(6));
+        let mut nodes = sample();
+        nodes[6].role = "panel".into();
+        assert_eq!(recycled_rows(&nodes)[6], Some(6));
+    }
+
+    #[test]
+    fn a_relabelled_row_changes_its_identity_and_the_row_hash() {
+        let a = sample();
+        let mut b = sample();
+        b[6].name = "b".into();
+        assert_eq!(structure_signature(&a), structure_signature(&b));
+        assert_ne!(row_identity(&a, 6), row_identity(&b, 6));
+        assert_ne!(row_labels_hash(&a), row_labels_hash(&b));
+        // A name outside every list changes neither.
+        let mut c = sample();
+        c[2].name = "Stop".into();
+        assert_eq!(row_labels_hash(&a), row_labels_hash(&c));
+        assert_eq!(row_identity(&a, 6), row_identity(&c, 6));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod credentials;
 pub mod docs;
 pub mod doctor;
 pub mod errors;

@@ -168,6 +168,9 @@ states! {
     ManagesDescendants = 27 => "manages_descendants",
     /// Default button.
     IsDefault = 28 => "default",
+    /// The value was withheld because it looks like a credential (contract §5.3); the row's
+    /// value is `None`. Driver-derived, like `secure`.
+    Redacted = 29 => "redacted",
 }
 
 /// A set of [`State`]s as a bit set.
@@ -270,7 +273,8 @@ pub struct Node {
     pub name: String,
     /// States.
     pub states: StateSet,
-    /// The value (text contents or a number); always `None` for secure fields.
+    /// The value (text contents or a number); always `None` for secure fields and for values
+    /// withheld as credential-looking (`State::Redacted`).
     pub value: Option<String>,
     /// Action names.
     pub actions: Vec<String>,
@@ -293,6 +297,29 @@ impl Node {
     /// True for password and other secure fields.
     pub fn is_secure(&self) -> bool {
         self.states.has(State::Secure) || self.role == "password_text"
+    }
+}
+
+/// Rows inside a secure field carry nothing of it: a field whose text lives in child rows (an
+/// editable region whose paragraphs are children, say) would otherwise show its secret as their
+/// names. Every descendant of a secure row (rows in document order, parents first) loses its
+/// name and value and is marked secure itself; the structure stays as it is.
+pub fn hide_inside_secure(nodes: &mut [Node]) {
+    for i in 0..nodes.len() {
+        let inside = nodes[i]
+            .parent
+            .map(|p| p as usize)
+            .filter(|p| *p < i)
+            .is_some_and(|p| nodes[p].is_secure());
+        if inside {
+            let n = &mut nodes[i];
+            n.name.clear();
+            n.value = None;
+            n.states.insert(State::Secure);
+        }
+        if nodes[i].is_secure() {
+            nodes[i].value = None;
+        }
     }
 }
 
@@ -340,28 +367,44 @@ pub const WALK_MAX_DEPTH: u16 = 200;
 /// Time budget of one walk, in milliseconds.
 pub const WALK_BUDGET_MS: u64 = 2500;
 
-/// Escapes untrusted text for a one-line rendering and cuts it to `max_chars` characters.
+/// Escapes untrusted text for a one-line rendering and cuts it to at most `max_chars`
+/// characters, escapes and the ellipsis included.
 ///
 /// Backslash, double quote and control characters are escaped (`\\`, `\"`, `\n`, `\t`,
 /// `\u{..}`); bidi overrides and other format characters are escaped too, so app text cannot
-/// fake line structure or reorder what the model reads. A cut string ends with `…`.
+/// fake line structure or reorder what the model reads. A cut string ends with `…` (counted in
+/// `max_chars`), and an escape is never split.
 pub fn escape_clip(s: &str, max_chars: usize) -> String {
     let mut out = String::new();
-    for (n, c) in s.chars().enumerate() {
-        if n >= max_chars {
-            out.push('…');
-            break;
-        }
+    // Characters in `out`, and the byte length of `out` when it last left room for the `…`.
+    let mut count = 0usize;
+    let mut room_for_ellipsis = 0usize;
+    let mut piece = String::new();
+    for c in s.chars() {
+        piece.clear();
         match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
+            '\\' => piece.push_str("\\\\"),
+            '"' => piece.push_str("\\\""),
+            '\n' => piece.push_str("\\n"),
+            '\r' => piece.push_str("\\r"),
+            '\t' => piece.push_str("\\t"),
             c if c.is_control() || is_format_char(c) => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+                piece.push_str(&format!("\\u{{{:x}}}", c as u32));
             }
-            c => out.push(c),
+            c => piece.push(c),
+        }
+        let n = piece.chars().count();
+        if count + n > max_chars {
+            out.truncate(room_for_ellipsis);
+            if max_chars > 0 {
+                out.push('…');
+            }
+            return out;
+        }
+        out.push_str(&piece);
+        count += n;
+        if count < max_chars {
+            room_for_ellipsis = out.len();
         }
     }
     out
@@ -416,8 +459,62 @@ mod tests {
     #[test]
     fn escape_clips_and_escapes() {
         assert_eq!(escape_clip("a\"b\\c\nd", 80), "a\\\"b\\\\c\\nd");
-        assert_eq!(escape_clip("abcdef", 3), "abc…");
+        assert_eq!(escape_clip("abcdef", 3), "ab…");
+        assert_eq!(escape_clip("abc", 3), "abc");
         assert_eq!(escape_clip("x\u{202e}y", 10), "x\\u{202e}y");
+        // An escape is never split: it goes whole or not at all.
+        assert_eq!(escape_clip("ab\"c", 4), "ab…");
+        assert_eq!(escape_clip("a\"", 3), "a\\\"");
+        assert_eq!(escape_clip("abc", 0), "");
+        assert_eq!(escape_clip("abc", 1), "…");
+    }
+
+    #[test]
+    fn clipped_text_is_never_longer_than_asked() {
+        let long = "é\"\n\u{202e}x".repeat(60);
+        for max in [0usize, 1, 2, 5, 64, 80, 81, 120] {
+            let out = escape_clip(&long, max);
+            let n = out.chars().count();
+            assert!(n <= max, "{max}: {n}");
+            // Cut only as far as a whole escape (at most 8 characters) needs.
+            assert!(n + 8 >= max, "{max}: {n}");
+        }
+        let label = "x".repeat(200);
+        assert_eq!(escape_clip(&label, 80).chars().count(), 80);
+        assert!(escape_clip(&label, 80).ends_with('…'));
+        assert_eq!(escape_clip(&"y".repeat(80), 80), "y".repeat(80));
+    }
+
+    #[test]
+    fn rows_inside_a_secure_field_carry_nothing() {
+        let node = |role: &str, name: &str, parent: Option<u32>| Node {
+            role: role.into(),
+            name: name.into(),
+            states: StateSet::EMPTY,
+            value: Some(name.into()),
+            actions: vec![],
+            frame: None,
+            parent,
+            depth: 0,
+            child_count: 0,
+            ifaces: Ifaces::default(),
+            handle: String::new(),
+        };
+        let mut nodes = vec![
+            node("frame", "w", None),
+            node("entry", "Password", Some(0)),
+            node("paragraph", "hunter2", Some(1)),
+            node("static", "hunter2", Some(2)),
+            node("label", "Name", Some(0)),
+        ];
+        nodes[1].states.insert(State::Secure);
+        hide_inside_secure(&mut nodes);
+        assert_eq!(nodes[1].value, None);
+        for n in &nodes[2..4] {
+            assert!(n.is_secure() && n.name.is_empty() && n.value.is_none());
+        }
+        assert_eq!(nodes[4].name, "Name");
+        assert!(!nodes[4].is_secure());
     }
 
     #[test]

@@ -352,16 +352,8 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
         any::<u64>().prop_map(|id| BrokerToReader::ListWindows { id }),
         (any::<u64>(), window(), limits)
             .prop_map(|(id, window, limits)| BrokerToReader::ReadTree { id, window, limits }),
-        (
-            any::<u64>(),
-            any::<u64>(),
-            proptest::collection::vec(rect(), 0..4)
-        )
-            .prop_map(|(id, window_id, redact)| BrokerToReader::Capture {
-                id,
-                window_id,
-                redact
-            }),
+        (any::<u64>(), window(), proptest::collection::vec(s(), 0..4))
+            .prop_map(|(id, window, secure)| BrokerToReader::Capture { id, window, secure }),
         any::<u64>().prop_map(|id| BrokerToReader::Probe { id }),
     ]
 }

@@ -153,6 +153,7 @@ pub struct A11y {
     apps: Mutex<HashMap<String, AppEntry>>,
     events_registered: Mutex<bool>,
     actions: Arc<ActionNames>,
+    secure: Arc<crate::secure::SecureMemory>,
     frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
 }
 
@@ -249,6 +250,11 @@ impl A11y {
         self.actions.clone()
     }
 
+    /// The objects seen secure (a field once secure stays secure for its object's life).
+    pub fn secure_memory(&self) -> Arc<crate::secure::SecureMemory> {
+        self.secure.clone()
+    }
+
     /// Forgets the bus connection (after it failed) so the next request reconnects.
     pub async fn reset_bus(&self) {
         *self.bus.lock().await = None;
@@ -337,6 +343,7 @@ impl A11y {
         for g in gone {
             apps.remove(&g);
             self.actions.forget_app(&g);
+            self.secure.forget_app(&g);
         }
         Ok(names
             .iter()

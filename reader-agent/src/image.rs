@@ -86,7 +86,16 @@ pub fn to_image_rects(screen: &[Rect], origin: (i32, i32), w: u32, h: u32) -> Ve
     screen
         .iter()
         .filter(|r| !r.is_empty())
-        .filter_map(|r| Rect::new(r.x - origin.0, r.y - origin.1, r.w, r.h).intersect(&img))
+        .filter_map(|r| {
+            // Hidden widgets may sit at i32::MIN (GTK 3): no arithmetic may overflow.
+            let x = i64::from(r.x) - i64::from(origin.0);
+            let y = i64::from(r.y) - i64::from(origin.1);
+            let far = |v: i64| !(-(1 << 24)..=(1 << 24)).contains(&v);
+            if far(x) || far(y) {
+                return None;
+            }
+            Rect::new(x as i32, y as i32, r.w.min(1 << 24), r.h.min(1 << 24)).intersect(&img)
+        })
         .collect()
 }
 
@@ -176,10 +185,11 @@ mod tests {
     fn redaction_rects_are_translated_and_clipped() {
         let r = to_image_rects(
             &[
-                Rect::new(110, 220, 30, 10), // inside
-                Rect::new(90, 195, 20, 10),  // over the top-left corner
-                Rect::new(500, 500, 10, 10), // outside
-                Rect::new(120, 230, 0, 5),   // empty
+                Rect::new(110, 220, 30, 10),            // inside
+                Rect::new(90, 195, 20, 10),             // over the top-left corner
+                Rect::new(500, 500, 10, 10),            // outside
+                Rect::new(120, 230, 0, 5),              // empty
+                Rect::new(i32::MIN, i32::MIN, 120, 24), // a hidden GTK 3 widget
             ],
             (100, 200),
             100,

@@ -6,12 +6,14 @@
 //! the protocol.
 
 pub mod a11y;
+pub mod capture;
 pub mod dbus;
 pub mod failure;
 pub mod framematch;
 pub mod image;
 pub mod pool;
 pub mod ratelimit;
+pub mod secure;
 pub mod server;
 pub mod states;
 pub mod sys;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nish_proto::errors::ErrorCode;
-use nish_proto::model::{Rect, WindowInfo};
+use nish_proto::model::WindowInfo;
 use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
@@ -151,11 +151,12 @@ impl Reader {
         walk::read_tree(&self.a11y, window, geometry, limits).await
     }
 
-    /// A capture, rate-limited.
+    /// A capture, rate-limited, with the secure fields named by `secure` (element handles)
+    /// blacked out where they are when the image is taken ([`crate::capture`]).
     pub async fn capture(
         &self,
-        window_id: u64,
-        redact: Vec<Rect>,
+        window: &WindowInfo,
+        secure: &[String],
     ) -> Result<crate::x11::Capture, Failure> {
         let allowed = self
             .captures
@@ -171,10 +172,8 @@ impl Reader {
                 ),
             ));
         }
-        let win = u32::try_from(window_id)
-            .map_err(|_| Failure::not_found(format!("window {window_id} does not exist")))?;
         let x = self.x11().await?;
-        blocking(move || x.capture(win, &redact))
+        crate::capture::capture(&self.a11y, x, window, secure)
             .await
             .inspect_err(|f| self.x11_failed(f))
     }
@@ -234,20 +233,18 @@ impl Reader {
                     Err(f) => failed(id, &f),
                 }
             }
-            BrokerToReader::Capture {
-                id,
-                window_id,
-                redact,
-            } => match self.capture(window_id, redact).await {
-                Ok(c) => ReaderToBroker::Png {
-                    id,
-                    width: c.width,
-                    height: c.height,
-                    redacted: c.redacted,
-                    data: c.png,
-                },
-                Err(f) => failed(id, &f),
-            },
+            BrokerToReader::Capture { id, window, secure } => {
+                match self.capture(&window, &secure).await {
+                    Ok(c) => ReaderToBroker::Png {
+                        id,
+                        width: c.width,
+                        height: c.height,
+                        redacted: c.redacted,
+                        data: c.png,
+                    },
+                    Err(f) => failed(id, &f),
+                }
+            }
             BrokerToReader::Probe { id } => ReaderToBroker::Probe {
                 id,
                 probe: self.probe().await,

@@ -234,26 +234,23 @@ const NUMERIC_VALUE_ROLES: &[&str] = &[
     "dial",
 ];
 
-/// Words in the name of a text input that make it a secure field even without the
-/// `password_text` role (toolkits that expose password entries as plain entries).
-const SECURE_NAME_WORDS: &[&str] = &["password", "passphrase", "passcode"];
-
-/// Roles that take typed text.
+/// Roles that take typed text or a typed number (a PIN or a card code in a web page's
+/// `<input type=number>` is a spin button).
 fn is_text_input_role(role: &str) -> bool {
-    matches!(role, "entry" | "text" | "password_text" | "autocomplete")
+    matches!(
+        role,
+        "entry" | "text" | "password_text" | "autocomplete" | "spin_button" | "editbar"
+    )
 }
 
 /// True for a password or otherwise secure field: the `password_text` role, or a text input
-/// whose accessible name says password. Errs towards secure.
+/// whose accessible name says it holds a secret in one of the languages of
+/// [`crate::secure::LEXICON`]. Errs towards secure.
 pub fn is_secure(role: &str, name: &str) -> bool {
     if role == "password_text" {
         return true;
     }
-    if is_text_input_role(role) {
-        let lower = name.to_lowercase();
-        return SECURE_NAME_WORDS.iter().any(|w| lower.contains(w));
-    }
-    false
+    is_text_input_role(role) && crate::secure::name_says_secure(name)
 }
 
 /// Adds `State::Secure` when the element is secure.
@@ -389,6 +386,9 @@ mod tests {
         assert!(is_secure("entry", "Enter Password"));
         assert!(is_secure("text", "Passphrase"));
         assert!(!is_secure("entry", "User name"));
+        assert!(is_secure("entry", "Mot de passe"));
+        assert!(is_secure("spin_button", "CVV"));
+        assert!(!is_secure("label", "PIN"));
         // A check box labelled "Show password" is not a text input.
         assert!(!is_secure("check_box", "Show password"));
         let mut s = StateSet::EMPTY;

@@ -177,6 +177,11 @@ impl Arena {
         &mut self.objs[k as usize]
     }
 
+    /// Every object, mutable.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Obj> {
+        self.objs.iter_mut()
+    }
+
     /// Number of objects.
     pub fn len(&self) -> usize {
         self.objs.len()
@@ -515,18 +520,29 @@ pub struct Details {
 }
 
 /// The model's nodes for numbered rows and their details (`details[i]` belongs to `rows[i]`).
-/// Secure rows never carry a value, whatever the details say.
+/// Secure rows never carry a value, whatever the details say, rows inside them carry neither
+/// name nor value, and credential-looking values of editable fields are withheld
+/// ([`crate::secure::withhold_value`]).
 pub fn build_nodes(arena: &Arena, rows: &[Row], details: Vec<Details>) -> Vec<Node> {
-    rows.iter()
+    let mut nodes: Vec<Node> = rows
+        .iter()
         .zip(details)
         .map(|(r, d)| {
             let o = arena.get(r.key);
-            let secure = o.states.has(State::Secure) || o.role == "password_text";
+            let mut states = o.states;
+            if o.role == "password_text" {
+                states.insert(State::Secure);
+            }
+            let cut = d
+                .value
+                .as_ref()
+                .is_some_and(|v| v.chars().count() >= VALUE_MAX_CHARS);
+            let value = crate::secure::withhold_value(d.value, &mut states, o.ifaces, cut);
             Node {
                 role: o.role.clone(),
                 name: o.name.clone(),
-                states: o.states,
-                value: if secure { None } else { d.value },
+                states,
+                value,
                 actions: d.actions,
                 frame: d.frame,
                 parent: r.parent,
@@ -536,7 +552,9 @@ pub fn build_nodes(arena: &Arena, rows: &[Row], details: Vec<Details>) -> Vec<No
                 handle: o.handle(),
             }
         })
-        .collect()
+        .collect();
+    nish_proto::model::hide_inside_secure(&mut nodes);
+    nodes
 }
 
 #[cfg(test)]
@@ -912,6 +930,70 @@ mod tests {
         assert!(pw.is_secure());
         assert_eq!(pw.value, None);
         assert_eq!(nodes[1].value.as_deref(), Some("leak"));
+    }
+
+    #[test]
+    fn a_field_once_secure_stays_secure_and_credential_values_are_withheld() {
+        const TEXT: u32 = 61;
+        const ENTRY: u32 = 79;
+        let memory = crate::secure::SecureMemory::default();
+        // First walk: /pw is a password entry, /e an ordinary editable entry.
+        let mut items = sample();
+        items.push(item("/pw", "/f", 2, 0, PASSWORD_TEXT));
+        let mut e = item("/e", "/f", 3, 0, ENTRY);
+        e.states |= 1 << 7; // editable
+        e.ifaces = Ifaces(Ifaces::COMPONENT | Ifaces::TEXT | Ifaces::EDITABLE_TEXT);
+        items.push(e);
+        items
+            .iter_mut()
+            .find(|i| i.path == "/f")
+            .unwrap()
+            .child_count = 4;
+        let mut arena = arena_from_cache(&items);
+        memory.apply(&mut arena);
+        assert!(memory.knows(":1.5", "/pw"));
+        // Second walk: the entry was switched to visible (GTK 3 makes it a plain text).
+        items.iter_mut().find(|i| i.path == "/pw").unwrap().role = TEXT;
+        let mut arena = arena_from_cache(&items);
+        let pw = arena.key(":1.5", "/pw").unwrap();
+        assert!(
+            !arena.get(pw).states.has(State::Secure),
+            "the role alone says plain text"
+        );
+        memory.apply(&mut arena);
+        assert!(arena.get(pw).states.has(State::Secure));
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        let details = p
+            .rows
+            .iter()
+            .map(|_| Details {
+                value: Some("AKIAIOSFODNN7EXAMPLE".into()),
+                ..Details::default()
+            })
+            .collect();
+        let nodes = build_nodes(&arena, &p.rows, details);
+        let revealed = nodes.iter().find(|n| n.handle == ":1.5|/pw").unwrap();
+        assert_eq!(revealed.role, "text");
+        assert!(revealed.is_secure());
+        assert_eq!(revealed.value, None);
+        // The editable entry's credential-looking value is withheld and marked.
+        let entry = nodes.iter().find(|n| n.handle == ":1.5|/e").unwrap();
+        assert_eq!(entry.value, None);
+        assert!(entry.states.has(State::Redacted));
+        // A push button's value (static) is left alone.
+        let button = nodes.iter().find(|n| n.role == "push_button").unwrap();
+        assert_eq!(button.value.as_deref(), Some("AKIAIOSFODNN7EXAMPLE"));
+        assert!(!button.states.has(State::Redacted));
+        // An application that leaves is forgotten.
+        memory.forget_app(":1.5");
+        assert!(!memory.knows(":1.5", "/pw"));
     }
 
     #[test]

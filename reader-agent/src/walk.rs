@@ -317,6 +317,8 @@ pub async fn read_tree(
             break;
         }
     }
+    // Before any value is read: a field once seen secure stays secure.
+    a11y.secure_memory().apply(&mut arena);
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
     if final_plan.rows.len() <= 1 && ctx.dead.load(Ordering::Relaxed) {
@@ -380,7 +382,7 @@ fn showing_from_visible(nodes: &mut [nish_proto::model::Node]) {
 /// for: its frame sits at 0,0, inset by the margin its surface keeps round the window (5 px each
 /// side without a compositor). Those are moved to screen coordinates by the window's position
 /// and that margin, taken as even on both sides.
-fn window_relative_offset(frame: &FrameRef, client: Rect) -> Option<(i32, i32)> {
+pub(crate) fn window_relative_offset(frame: &FrameRef, client: Rect) -> Option<(i32, i32)> {
     let e = frame.extents?;
     let gtk4 = realizes_on_read(&frame.toolkit);
     if !(gtk4 && e.x == 0 && e.y == 0) {

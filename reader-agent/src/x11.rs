@@ -121,6 +121,38 @@ pub struct Capture {
     pub png: Vec<u8>,
 }
 
+/// A window's pixels before redaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grab {
+    /// Packed RGB.
+    pub rgb: Vec<u8>,
+    /// Width.
+    pub width: u32,
+    /// Height.
+    pub height: u32,
+    /// The image's top-left corner on the screen.
+    pub origin: (i32, i32),
+    /// The client window's geometry the image was cut with.
+    pub client: Rect,
+}
+
+impl Grab {
+    /// Blacks out `redact` (screen rectangles) and encodes the image as PNG; `redacted` counts
+    /// the rectangles that fall inside the image.
+    pub fn redacted_png(mut self, redact: &[Rect]) -> Result<Capture, Failure> {
+        let rects = image::to_image_rects(redact, self.origin, self.width, self.height);
+        image::black_out(&mut self.rgb, self.width, &rects);
+        let png = image::encode_png(&self.rgb, self.width, self.height)
+            .map_err(|e| Failure::internal(format!("png encoding failed: {e}")))?;
+        Ok(Capture {
+            width: self.width,
+            height: self.height,
+            redacted: rects.len() as u32,
+            png,
+        })
+    }
+}
+
 /// What the display offers, for the doctor.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DisplayProbe {
@@ -552,6 +584,12 @@ impl X11 {
     /// The window's own contents (read through Composite from its window-manager frame, so
     /// windows above it do not show), with `redact` (screen rectangles) blacked out, as PNG.
     pub fn capture(&self, win: Window, redact: &[Rect]) -> Result<Capture, Failure> {
+        self.grab(win)?.redacted_png(redact)
+    }
+
+    /// The window's own contents as RGB pixels, read through Composite from its window-manager
+    /// frame, so windows above it do not show.
+    pub fn grab(&self, win: Window) -> Result<Grab, Failure> {
         if !self.composite {
             return Err(Failure::backend(
                 "the display has no usable Composite extension",
@@ -658,22 +696,19 @@ impl X11 {
         let img = img?;
         let layout = self.layout_for(img.depth, top_attrs.visual)?;
         let (w, h) = (area.w as u32, area.h as u32);
-        let mut rgb = image::to_rgb(&img.data, w, h, &layout)
+        let rgb = image::to_rgb(&img.data, w, h, &layout)
             .map_err(|e| Failure::backend(format!("capture: {e}")))?;
         // The image's top-left corner on the screen.
         let origin = (
             client.x + (area.x - off.0 - bw),
             client.y + (area.y - off.1 - bw),
         );
-        let rects = image::to_image_rects(redact, origin, w, h);
-        image::black_out(&mut rgb, w, &rects);
-        let png = image::encode_png(&rgb, w, h)
-            .map_err(|e| Failure::internal(format!("png encoding failed: {e}")))?;
-        Ok(Capture {
+        Ok(Grab {
+            rgb,
             width: w,
             height: h,
-            redacted: rects.len() as u32,
-            png,
+            origin,
+            client,
         })
     }
 

@@ -142,11 +142,12 @@ impl ReaderProc {
         }
     }
 
-    fn capture(&mut self, window_id: u64, redact: Vec<Rect>) -> ReaderToBroker {
+    /// A capture with the elements named by `secure` (handles) blacked out.
+    fn capture(&mut self, window: &WindowInfo, secure: Vec<String>) -> ReaderToBroker {
         self.call(|id| BrokerToReader::Capture {
             id,
-            window_id,
-            redact,
+            window: window.clone(),
+            secure,
         })
     }
 }
@@ -428,21 +429,21 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
         t.nodes.iter().filter(|n| n.depth <= 3).count()
     );
 
-    // Capture: the window's size, the redacted rectangle black, the rest not.
-    let red = Rect::new(cf.x - 4, cf.y - 4, cf.w + 8, cf.h + 8);
-    let (width, height, data, redacted) =
-        match r.capture(w.window_id, vec![red, Rect::new(5000, 5000, 10, 10)]) {
-            ReaderToBroker::Png {
-                width,
-                height,
-                data,
-                redacted,
-                ..
-            } => (width, height, data, redacted),
-            other => panic!("capture failed: {other:?}"),
-        };
+    // Capture: the window's size, the element named for redaction black where it is, the
+    // rest not.
+    let red = cf;
+    let (width, height, data, redacted) = match r.capture(&w, vec![check.handle.clone()]) {
+        ReaderToBroker::Png {
+            width,
+            height,
+            data,
+            redacted,
+            ..
+        } => (width, height, data, redacted),
+        other => panic!("capture failed: {other:?}"),
+    };
     assert_eq!((width as i32, height as i32), (w.frame.w, w.frame.h));
-    assert_eq!(redacted, 1, "the off-screen rectangle is not counted");
+    assert_eq!(redacted, 1);
     let (pw, ph, rgb) = decode_png(&data);
     assert_eq!((pw, ph), (width, height));
     let (ox, oy) = (red.x - w.frame.x, red.y - w.frame.y);
@@ -467,8 +468,8 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
         let id = r.id();
         r.send(&BrokerToReader::Capture {
             id,
-            window_id: w.window_id,
-            redact: vec![],
+            window: w.clone(),
+            secure: vec![],
         });
     }
     let answers: Vec<ReaderToBroker> = (0..6).map(|_| r.recv()).collect();
@@ -505,12 +506,14 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
         Some("window_target_not_found")
     );
     assert_eq!(
-        failure_code(&r.capture(0x7fff_fff0, vec![])),
+        failure_code(&r.capture(&ghost, vec![])),
         Some("window_target_not_found")
     );
     // The root window is not a client window: never captured.
+    let mut root = w.clone();
+    root.window_id = u64::from(desk.root());
     assert_eq!(
-        failure_code(&r.capture(u64::from(desk.root()), vec![])),
+        failure_code(&r.capture(&root, vec![])),
         Some("window_target_not_found")
     );
 
@@ -628,7 +631,7 @@ fn chromium_form_secure_field_and_redacted_capture() {
     assert!(inside(&w.frame, &pf, 2));
 
     // The password field blacked out in the capture.
-    let (pw_w, data) = match r.capture(w.window_id, vec![pf]) {
+    let (pw_w, data) = match r.capture(&w, vec![pw.handle.clone()]) {
         ReaderToBroker::Png {
             width,
             height,
@@ -799,17 +802,19 @@ fn the_drivers_own_windows_are_never_listed_or_captured() {
         .find_windows_by_name("nish own window")
         .expect("find by name");
     assert!(!own.is_empty(), "the marked window exists");
-    for w in own {
-        assert_eq!(
-            failure_code(&r.capture(u64::from(w.id), vec![])),
-            Some("window_target_not_found")
-        );
-    }
     let plain = listed
         .iter()
         .find(|w| w.title == "nish plain window")
         .unwrap();
-    match r.capture(plain.window_id, vec![]) {
+    for w in own {
+        let mut mine = plain.clone();
+        mine.window_id = u64::from(w.id);
+        assert_eq!(
+            failure_code(&r.capture(&mine, vec![])),
+            Some("window_target_not_found")
+        );
+    }
+    match r.capture(plain, vec![]) {
         ReaderToBroker::Png { width, height, .. } => {
             assert_eq!((width, height), (320, 200))
         }

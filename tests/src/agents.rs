@@ -134,6 +134,19 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// A capture of `window` with the elements named by `secure` (handles) blacked out; the
+    /// reader's answer as it came (a PNG or a failure).
+    pub fn capture(&mut self, window: &WindowInfo, secure: Vec<String>) -> Result<ReaderToBroker> {
+        let id = self.0.id();
+        self.0.ask(&BrokerToReader::Capture {
+            id,
+            window: window.clone(),
+            secure,
+        })
+    }
+}
+
 /// `nish-input`.
 #[derive(Debug)]
 pub struct Input(pub AgentProc);

@@ -14,7 +14,7 @@ use nish_proto::doctor::{
     Probe, action_for,
 };
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
+use nish_proto::model::{ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker,
@@ -525,14 +525,14 @@ impl Backend for LinuxBackend {
     async fn capture(
         &self,
         window: &WindowInfo,
-        redact: Vec<Rect>,
+        secure: Vec<String>,
     ) -> Result<Capture, DriverError> {
         let r = self.reader().await?;
         let id = r.next_id();
         let msg = BrokerToReader::Capture {
             id,
-            window_id: window.window_id,
-            redact,
+            window: window.clone(),
+            secure,
         };
         match r.request(id, msg, self.read_timeout).await? {
             ReaderToBroker::Png {

@@ -738,7 +738,7 @@ impl Backend for MockBackend {
     async fn capture(
         &self,
         window: &WindowInfo,
-        redact: Vec<Rect>,
+        secure: Vec<String>,
     ) -> Result<Capture, DriverError> {
         let d = self.desk();
         let w = d.win(window.window_id).ok_or_else(|| {
@@ -757,7 +757,19 @@ impl Backend for MockBackend {
                 fill(&mut rgb, wd, ht, &f, &w.frame, [0xf4, 0xf4, 0xf0]);
             }
         }
+        // The secure fields where they are now, by handle.
         let mut redacted = 0;
+        let redact: Vec<Rect> = nodes
+            .iter()
+            .filter(|n| secure.contains(&n.handle))
+            .filter_map(|n| n.frame)
+            .collect();
+        if redact.len() < secure.len() {
+            return Err(DriverError::new(
+                ErrorCode::SecureField,
+                "a secure field's bounds could not be read; the capture was not taken",
+            ));
+        }
         for r in &redact {
             if r.intersect(&w.frame).is_some() {
                 fill(&mut rgb, wd, ht, r, &w.frame, [0, 0, 0]);

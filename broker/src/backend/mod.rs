@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
-use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
+use nish_proto::model::{ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
 use nish_proto::wire::input::{Expect, SemanticOp};
@@ -171,11 +171,14 @@ pub trait Backend: Send + Sync + 'static {
         limits: WalkLimits,
     ) -> impl Future<Output = Result<Tree, DriverError>> + Send;
 
-    /// Captures one window's own contents with the rectangles blacked out.
+    /// Captures one window's own contents with the secure fields named by `secure` (element
+    /// handles from the window's last walk) blacked out where they are when the image is taken;
+    /// refuses when a field's bounds are unknown (`secure_field`) or the window or a field moved
+    /// while the image was taken (`stale_element_token`).
     fn capture(
         &self,
         window: &WindowInfo,
-        redact: Vec<Rect>,
+        secure: Vec<String>,
     ) -> impl Future<Output = Result<Capture, DriverError>> + Send;
 
     /// The identity of a live process, `None` when it is gone.

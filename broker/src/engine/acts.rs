@@ -329,15 +329,36 @@ impl<B: Backend> Engine<B> {
                 format!("the window's structure changed since snapshot {}", snap.id),
             ));
         }
+        // A row of a list, table or tree may have been recycled for another item under the same
+        // structure: the row the token names must show what the model saw.
+        if let Some(r) = views::recycled_rows(&snap.tree.nodes)
+            .get(row as usize)
+            .copied()
+            .flatten()
+            && views::row_identity(&light.nodes, r) != views::row_identity(&snap.tree.nodes, r)
+        {
+            return Err(DriverError::new(
+                ErrorCode::StaleElementToken,
+                format!(
+                    "row {r} of snapshot {} shows another item since it was read",
+                    snap.id
+                ),
+            ));
+        }
         // Same structure, same rows: the fresh states, names and values with the snapshot's
-        // frames and action names.
-        let before: Vec<Node> = light
-            .nodes
+        // frames and action names; a field once secure stays secure.
+        let mut fresh = light.nodes;
+        s.core().snaps.keep_secure(&mut fresh);
+        let before: Vec<Node> = fresh
             .into_iter()
             .zip(&snap.tree.nodes)
             .map(|(mut n, old)| {
                 n.frame = old.frame;
                 n.actions = old.actions.clone();
+                if old.is_secure() {
+                    n.states.insert(State::Secure);
+                    n.value = None;
+                }
                 n
             })
             .collect();

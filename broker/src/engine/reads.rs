@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use nish_proto::errors::{CANDIDATE_APP_CHARS, Candidate, DriverError, ErrorCode};
-use nish_proto::model::{Rect, Tree, WindowInfo, escape_clip};
+use nish_proto::model::{State, Tree, WindowInfo, escape_clip};
 use nish_proto::tools::ToolClass;
 use nish_proto::wire::reader::WalkLimits;
 use nish_proto::wire::shim::Image;
@@ -219,38 +219,81 @@ impl<B: Backend> Engine<B> {
             {
                 *v = v.chars().take(4096).collect();
             }
+            // The reader withholds credential-looking values of editable fields; the same test
+            // again here (contract §5.3).
+            let editable = n.states.has(State::Editable)
+                || n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT);
+            if editable
+                && n.value
+                    .as_deref()
+                    .is_some_and(crate::credentials::value_looks_like_credential)
+            {
+                n.value = None;
+                n.states.insert(State::Redacted);
+            }
         }
+        nish_proto::model::hide_inside_secure(&mut tree.nodes);
         Ok(tree)
     }
 
-    /// Captures a window with every secure field of the snapshot blacked out.
+    /// Captures a window with every secure field of the snapshot blacked out where it is when
+    /// the image is taken. Refused (contract §7.1: "complete tree, known secure-field bounds")
+    /// when the snapshot's walk was cut short (`secure_field`: a secure field may lie beyond the
+    /// cut), when a field's bounds cannot be read (`secure_field`, from the reader), when the
+    /// window or a field moved while the image was taken (`stale_element_token`, from the
+    /// reader), and when a read right after the image finds a secure field the snapshot did not
+    /// name (`stale_element_token`).
     pub(crate) async fn capture_json(
         &self,
         snap: &Snapshot,
     ) -> Result<(Value, Image), DriverError> {
+        if snap.tree.truncated.is_some() {
+            return Err(DriverError::new(
+                ErrorCode::SecureField,
+                "the window's read was cut short, so secure fields past the cut could not be blacked out; no capture was taken",
+            ));
+        }
         self.rate_limit_capture()?;
-        let redact: Vec<Rect> = snap
+        let secure: Vec<String> = snap
             .tree
             .nodes
             .iter()
             .filter(|n| n.is_secure())
-            .filter_map(|n| n.frame)
+            .map(|n| n.handle.clone())
             .collect();
+        let window = &snap.tree.window;
         let c = self
             .bounded(
                 "capturing the window",
-                self.backend.capture(&snap.tree.window, redact.clone()),
+                self.backend.capture(window, secure.clone()),
             )
             .await?;
-        if (c.redacted as usize)
-            < redact
-                .iter()
-                .filter(|r| r.intersect(&snap.tree.window.frame).is_some())
-                .count()
+        // Right after the image: no secure field the snapshot did not name.
+        let light = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
+        let after = self
+            .bounded(
+                "re-reading the window",
+                self.backend.read_tree(window, light),
+            )
+            .await?;
+        let after = self.validate_tree(after, window)?;
+        if after.truncated.is_some() {
+            return Err(DriverError::new(
+                ErrorCode::SecureField,
+                "the window's read after the capture was cut short; the capture was dropped",
+            ));
+        }
+        if after
+            .nodes
+            .iter()
+            .any(|n| n.is_secure() && !secure.contains(&n.handle))
         {
             return Err(DriverError::new(
-                ErrorCode::InternalError,
-                "the capture did not black out every secure field",
+                ErrorCode::StaleElementToken,
+                "a secure field appeared while the capture was taken; the capture was dropped",
             ));
         }
         let meta = json!({"mime": "image/png", "width": c.width, "height": c.height, "redacted": c.redacted,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{AgentFailure, LockdownReport};
-use crate::model::{Rect, Tree, WindowInfo};
+use crate::model::{Tree, WindowInfo};
 
 /// Limits of one walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,14 +65,17 @@ pub enum BrokerToReader {
         /// Limits.
         limits: WalkLimits,
     },
-    /// Capture one window's own contents as PNG, with these screen rectangles blacked out.
+    /// Capture one window's own contents as PNG, with every secure field blacked out where it
+    /// is when the image is taken: the reader reads the fields' extents and the window's
+    /// geometry right before and right after the image and refuses when they moved
+    /// (`stale_element_token`) or a field's bounds cannot be read (`secure_field`).
     Capture {
         /// Request id.
         id: u64,
-        /// The window.
-        window_id: u64,
-        /// Secure-field frames in screen coordinates.
-        redact: Vec<Rect>,
+        /// The window (already matched to an approved app by the broker).
+        window: WindowInfo,
+        /// The handles of every secure field of the window's last walk.
+        secure: Vec<String>,
     },
     /// Report what works, for the doctor.
     Probe {
