@@ -493,6 +493,14 @@ fn broker_to_input() -> impl Strategy<Value = BrokerToInput> {
         any::<u64>().prop_map(|id| BrokerToInput::ReleaseAll { id }),
         (any::<u64>(), any::<bool>()).prop_map(|(id, on)| BrokerToInput::Watch { id, on }),
         any::<u64>().prop_map(|id| BrokerToInput::Probe { id }),
+        any::<u64>().prop_map(|id| BrokerToInput::ClipboardRead { id }),
+        (any::<u64>(), s(), s()).prop_map(|(id, owner, text)| BrokerToInput::ClipboardWrite {
+            id,
+            owner,
+            text
+        }),
+        (any::<u64>(), proptest::option::of(s()))
+            .prop_map(|(id, owner)| BrokerToInput::ClipboardRelease { id, owner }),
     ]
 }
 
@@ -529,6 +537,7 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
         any::<u64>().prop_map(|id| InputToBroker::Ack { id }),
         (any::<u64>(), probe).prop_map(|(id, probe)| InputToBroker::Probe { id, probe }),
         person_input().prop_map(|input| InputToBroker::Person { input }),
+        (any::<u64>(), s()).prop_map(|(id, text)| InputToBroker::Clipboard { id, text }),
         (any::<u64>(), failure(), any::<bool>())
             .prop_map(|(id, failure, sent)| InputToBroker::Failed { id, failure, sent }),
     ]

@@ -90,6 +90,7 @@ impl AgentMessage for InputToBroker {
             | InputToBroker::Failed { id, .. }
             | InputToBroker::Synth { id, .. }
             | InputToBroker::Ack { id }
+            | InputToBroker::Clipboard { id, .. }
             | InputToBroker::Probe { id, .. } => Some(*id),
         }
     }
