@@ -189,6 +189,8 @@ struct IndicatorWaiters {
 const SHOW_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest wait for the input agent to release everything or change watching.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for a clipboard read or write (the agent bounds its own at 2.5 s and 4 s).
+const CLIPBOARD_TIMEOUT: Duration = Duration::from_secs(6);
 /// How often a running synthetic act is checked for the engine's stop flag.
 const STOP_POLL: Duration = Duration::from_millis(5);
 
@@ -458,13 +460,6 @@ pub fn session_type() -> (&'static str, Option<&'static str>) {
     }
 }
 
-fn not_built(what: &str) -> DriverError {
-    DriverError::new(
-        ErrorCode::BackendUnavailable,
-        format!("{what} is not built into this version of the Linux backend"),
-    )
-}
-
 impl Backend for LinuxBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Linux
@@ -708,8 +703,9 @@ impl Backend for LinuxBackend {
         false
     }
 
-    fn clipboard_available(&self) -> bool {
-        false
+    /// The clipboard works when the input agent runs and its X connection opens.
+    async fn clipboard_available(&self) -> bool {
+        self.input_probe().await.is_ok_and(|p| p.display_ok)
     }
 
     async fn show_indicator(&self, session: &str, paused: bool) -> Result<(), DriverError> {
@@ -897,11 +893,51 @@ impl Backend for LinuxBackend {
     }
 
     async fn clipboard_read(&self) -> Result<String, DriverError> {
-        Err(not_built("the clipboard"))
+        let agent = self.input().await?;
+        let id = agent.next_id();
+        match agent
+            .request(id, BrokerToInput::ClipboardRead { id }, CLIPBOARD_TIMEOUT)
+            .await?
+        {
+            InputToBroker::Clipboard { text, .. } => Ok(text),
+            InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+        }
     }
 
-    async fn clipboard_write(&self, _: String) -> Result<(), DriverError> {
-        Err(not_built("the clipboard"))
+    async fn clipboard_write(&self, session: &str, text: String) -> Result<(), DriverError> {
+        let agent = self.input().await?;
+        let id = agent.next_id();
+        let msg = BrokerToInput::ClipboardWrite {
+            id,
+            owner: session.to_string(),
+            text,
+        };
+        match agent.request(id, msg, CLIPBOARD_TIMEOUT).await? {
+            InputToBroker::Ack { .. } => Ok(()),
+            InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+        }
+    }
+
+    async fn clipboard_release(&self, session: &str) {
+        // No agent running: no X connection holds the selection.
+        if self.input.current().await.is_none() {
+            return;
+        }
+        let owner = Some(session.to_string());
+        if let Err(e) = self
+            .input_ack(|id| BrokerToInput::ClipboardRelease { id, owner })
+            .await
+        {
+            tracing::warn!("the clipboard release was not confirmed: {}", e.message);
+        }
     }
 
     async fn doctor(&self) -> DoctorReport {

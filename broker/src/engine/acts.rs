@@ -274,7 +274,10 @@ impl<B: Backend> Engine<B> {
                 .unwrap_or_default()
                 .to_string();
             let len = text.chars().count();
-            self.bounded("writing the clipboard", self.backend.clipboard_write(text))
+            self.bounded(
+                "writing the clipboard",
+                self.backend.clipboard_write(&s.id, text),
+            )
                 .await?;
             self.audit.emit(
                 "act",

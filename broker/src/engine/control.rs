@@ -71,6 +71,7 @@ impl<B: Backend> Engine<B> {
                     }
                     let _ = s.cancel.send(true);
                     self.after_takeover_lost(s, "session_revoked").await;
+                    self.backend.clipboard_release(&s.id).await;
                     self.audit
                         .emit("session.end", Some(&s.id), json!({"reason": "revoked"}));
                     revoked.push(s.id.clone());

@@ -456,6 +456,7 @@ impl<B: Backend> Engine<B> {
         let expired = s.core().sm.expire(now);
         if expired {
             self.after_takeover_lost(s, "lease_expired").await;
+            self.backend.clipboard_release(&s.id).await;
             self.audit.emit("lease.expired", Some(&s.id), json!({}));
         }
     }
@@ -594,6 +595,7 @@ impl<B: Backend> Engine<B> {
                 n += 1;
             }
             self.after_takeover_lost(s, "stopped_by_person").await;
+            self.backend.clipboard_release(&s.id).await;
         }
         self.backend.release_all().await;
         self.audit
@@ -620,6 +622,7 @@ impl<B: Backend> Engine<B> {
         };
         let _ = s.cancel.send(true);
         self.after_takeover_lost(s, "connection_closed").await;
+        self.backend.clipboard_release(&s.id).await;
         if matches!(was, Phase::Granted | Phase::Expired | Phase::Pending) {
             self.audit.emit(
                 "session.end",

@@ -407,6 +407,13 @@ impl<B: Backend> Engine<B> {
                 "clipboard_read needs the host's approval on its control pipe, and this host has none",
             ));
         }
+        // The host is asked only when the read can happen.
+        if !self.backend.clipboard_available().await {
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "the clipboard is not available on this desktop now",
+            ));
+        }
         let id = format!(
             "a{}",
             self.next_approval

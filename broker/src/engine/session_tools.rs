@@ -248,7 +248,7 @@ impl<B: Backend> Engine<B> {
             missing_requested: missing.len() as u32,
             lease_minutes: lease_s.div_ceil(60).max(1) as u32,
             takeover: input == InputMode::Takeover && can_takeover,
-            clipboard: want_clipboard && self.backend.clipboard_available(),
+            clipboard: want_clipboard && self.backend.clipboard_available().await,
             timeout: self.cfg.consent_timeout,
         };
         let answer = tokio::select! {
@@ -429,6 +429,7 @@ impl<B: Backend> Engine<B> {
             was
         };
         self.after_takeover_lost(s, "session_ended").await;
+        self.backend.clipboard_release(&s.id).await;
         if matches!(was, Phase::Granted | Phase::Expired) {
             self.audit
                 .emit("session.end", Some(&s.id), json!({"reason": reason}));
