@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use nish_proto::call::AskedInput;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{WindowInfo, escape_clip};
 use nish_proto::wire::indicator::ConsentApp;
@@ -87,41 +88,18 @@ impl<B: Backend> Engine<B> {
     pub(crate) async fn start_session(
         self: &Arc<Self>,
         s: &Arc<Session>,
-        args: &Value,
+        asked: AskedInput,
+        requested: Option<Vec<String>>,
+        want_clipboard: bool,
+        lease_s: Option<u64>,
     ) -> ToolResult {
-        let input = match args.get("input").and_then(Value::as_str) {
-            Some("takeover") => InputMode::Takeover,
-            _ => InputMode::Headless,
+        let input = match asked {
+            AskedInput::Takeover => InputMode::Takeover,
+            AskedInput::Headless => InputMode::Headless,
         };
-        let requested: Option<Vec<String>> = args.get("apps").and_then(Value::as_array).map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        });
-        let want_clipboard = args
-            .get("clipboard_read")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let lease_s = args
-            .get("lease_s")
-            .and_then(Value::as_u64)
-            .unwrap_or(self.cfg.default_lease_s)
-            .min(MAX_LEASE_S);
-
+        let lease_s = lease_s.unwrap_or(self.cfg.default_lease_s).min(MAX_LEASE_S);
         let now = self.now_ms();
         let sm = s.state();
-        if sm.phase.is_terminal() {
-            return Err(sm
-                .check_call(
-                    crate::session::CallNeeds {
-                        class: nish_proto::tools::ToolClass::Read,
-                        synthetic: false,
-                    },
-                    now,
-                )
-                .expect_err("terminal phases refuse reads"));
-        }
         // Narrowing a live grant needs no dialog: headless, no new apps, no new clipboard.
         if sm.lease_live(now) && input == InputMode::Headless {
             let g = sm.grant.as_ref().expect("a live lease has a grant");
@@ -412,31 +390,6 @@ impl<B: Backend> Engine<B> {
             }
         });
         s.core().lease_task = Some(task.abort_handle());
-    }
-
-    pub(crate) async fn end_session(&self, s: &Arc<Session>, reason: &str) -> ToolResult {
-        let was = {
-            let mut core = s.core();
-            let was = core.sm.phase;
-            core.sm.end();
-            if let Some(t) = core.lease_task.take() {
-                t.abort();
-            }
-            core.snaps.clear();
-            for (_, tx) in core.approvals.drain() {
-                let _ = tx.send(false);
-            }
-            was
-        };
-        self.after_takeover_lost(s, "session_ended").await;
-        if matches!(was, Phase::Granted | Phase::Expired) {
-            self.audit
-                .emit("session.end", Some(&s.id), json!({"reason": reason}));
-        }
-        let ended = !was.is_terminal();
-        Ok(Output::json(
-            json!({"ok": true, "session": s.id, "ended": ended}),
-        ))
     }
 
     pub(crate) async fn health_report(&self) -> ToolResult {
