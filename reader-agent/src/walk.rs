@@ -7,12 +7,20 @@
 //!    events or linked peer-to-peer; GTK 4 always). The window's subtree is assembled from it.
 //! 3. What the cache leaves out (children of objects that manage their descendants, or a
 //!    toolkit without the cache) is read live, level by level, with many calls in flight, and
-//!    only for objects the limits admit.
+//!    only for objects the limits admit. A short children list comes in one `GetChildren`; a
+//!    longer one one index at a time, only as far as the rows left and [`MAX_CHILDREN`] admit:
+//!    a 50,000-row GTK 3 table or a group of 20,000 Chromium buttons costs the app a thousand
+//!    small calls, not one call that makes it build (GTK 3) or walk (Chromium, quadratic) every
+//!    child. A child count the cache does not know is asked for before the children.
 //! 4. Extents, action names and values are read for the numbered rows that have them, many in
 //!    flight. Secure rows are never asked for a value.
 //!
-//! Every call has a timeout; a call that times out marks the application as not responding
-//! and the tree is cut there (`app_not_responding`), or the request fails when nothing was read.
+//! Every call has a timeout and waits its turn among the calls in flight to its application
+//! ([`crate::a11y::APP_IN_FLIGHT`] over every walk of it). A call that times out before the walk's deadline
+//! marks the application as not responding: the walk stops calling it, objects whose children
+//! were not read are numbered as leaves and the tree says `app_not_responding` (or
+//! `time_budget` when the deadline passed). A walk that has no more than the window's own row to
+//! show for it fails with `app_not_responding` instead of answering a one-row tree.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,15 +31,15 @@ use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::WalkLimits;
 use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue};
 
-use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, find_frame, props};
+use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, Props, find_frame, props_from};
 use crate::dbus::{CallError, Read, call, call_msg};
 use crate::failure::Failure;
 use crate::states::{
     ValueKind, atspi_bits, clip_chars, format_number, ifaces_from_names, value_kind,
 };
 use crate::tree::{
-    Arena, CacheRow, Details, Key, Kids, Obj, Plan, VALUE_MAX_CHARS, build_nodes, clamp_limits,
-    plan, window_arena,
+    Arena, CacheRow, Details, Key, Kids, MAX_CHILDREN, Obj, Plan, VALUE_MAX_CHARS, build_nodes,
+    clamp_limits, plan, window_arena,
 };
 
 /// Timeout of one call during a walk (also bounded by the walk's budget).
@@ -40,10 +48,12 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(1000);
 pub const DETAIL_POOL: usize = 48;
 /// Objects whose properties are read at once during live walking (four calls each).
 pub const PROPS_POOL: usize = 16;
-/// Above this child count, children are read one index at a time, as many as the limits admit.
-pub const BIG_CHILD_COUNT: u32 = 1000;
 /// Most action names kept per element.
 pub const MAX_ACTIONS: usize = 32;
+/// The share of a walk's budget (in percent) for finding the window and reading its structure;
+/// the rest is kept for the rows' extents, actions and values, so a walk whose structure took
+/// long still has the time to give the rows it found.
+pub const STRUCTURE_SHARE: u32 = 60;
 
 const CACHE_PATH: &str = "/org/a11y/atspi/cache";
 const CACHE_SIG: &str = "a((so)(so)(so)iiassusau)";
@@ -92,6 +102,8 @@ pub struct WalkStats {
     pub p2p: bool,
     /// Toolkit name and version.
     pub toolkit: (String, String),
+    /// Milliseconds the first `Cache.GetItems` took (asked, answered and decoded).
+    pub ms_cache: u64,
     /// Milliseconds until the frame was found, the structure was complete, and the end.
     pub ms_frame: u64,
     /// See `ms_frame`.
@@ -107,7 +119,13 @@ struct Ctx {
     /// The toolkit keeps each object's action names for its life (GTK): names remembered from an
     /// earlier walk are used without asking again.
     stable_actions: bool,
+    start: Instant,
+    /// The end of the walk.
     deadline: Instant,
+    /// The end of the current phase, in microseconds after `start` (never after `deadline`).
+    phase_end_us: std::sync::atomic::AtomicU64,
+    /// The application's calls in flight (shared with its other walks).
+    flights: Arc<tokio::sync::Semaphore>,
     dead: AtomicBool,
     out_of_time: AtomicBool,
     /// The connection itself failed (a direct link is dropped after the walk).
@@ -116,12 +134,25 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The end of the current phase.
+    fn phase_end(&self) -> Instant {
+        self.start + Duration::from_micros(self.phase_end_us.load(Ordering::Relaxed))
+    }
+
+    /// Starts a phase that ends at `end` (at the latest at the deadline).
+    fn phase_until(&self, end: Instant) {
+        let end = end.min(self.deadline);
+        let us = end.saturating_duration_since(self.start).as_micros() as u64;
+        self.phase_end_us.store(us, Ordering::Relaxed);
+        self.out_of_time.store(false, Ordering::Relaxed);
+    }
+
     /// The timeout for the next call, or `None` when the walk must not call any more.
     fn timeout(&self) -> Option<Duration> {
         if self.dead.load(Ordering::Relaxed) {
             return None;
         }
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = self.phase_end().saturating_duration_since(Instant::now());
         if left.is_zero() {
             self.out_of_time.store(true, Ordering::Relaxed);
             return None;
@@ -129,14 +160,17 @@ impl Ctx {
         Some(left.min(CALL_TIMEOUT))
     }
 
-    /// Records a failed call: a timeout before the deadline means the application stopped
-    /// answering.
+    /// Records a failed call: a timeout before the end of the phase means the application
+    /// stopped answering.
     fn note(&self, e: CallError) {
         if e == CallError::Timeout {
-            if Instant::now() >= self.deadline {
+            if Instant::now() >= self.phase_end() {
                 self.out_of_time.store(true, Ordering::Relaxed);
-            } else {
-                self.dead.store(true, Ordering::Relaxed);
+            } else if !self.dead.swap(true, Ordering::Relaxed) {
+                tracing::debug!(
+                    calls = self.calls.load(Ordering::Relaxed),
+                    "a call timed out before the deadline: the app is not responding"
+                );
             }
         }
         if e == CallError::Connection {
@@ -157,11 +191,23 @@ impl Ctx {
         }
     }
 
+    /// One call, once the application has room for it among its calls in flight. Waiting for
+    /// that room ends at the deadline; only the call itself counts against the app.
     async fn call<B, R>(&self, path: &str, read: Read, body: &B) -> Result<R, CallError>
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
         R: serde::de::DeserializeOwned + zbus::zvariant::Type,
     {
+        self.timeout().ok_or(CallError::Timeout)?;
+        let _turn =
+            match tokio::time::timeout_at(self.phase_end().into(), self.flights.acquire()).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(_)) => return Err(CallError::Other),
+                Err(_) => {
+                    self.out_of_time.store(true, Ordering::Relaxed);
+                    return Err(CallError::Timeout);
+                }
+            };
         let t = self.timeout().ok_or(CallError::Timeout)?;
         self.calls.fetch_add(1, Ordering::Relaxed);
         let r = call(&self.link.conn, self.link.dest(), path, read, body, t).await;
@@ -169,6 +215,21 @@ impl Ctx {
             self.note(e);
         }
         r
+    }
+
+    /// Role, name, states, interfaces and child count of one object (four calls).
+    async fn props(&self, path: &str) -> Result<Props, CallError> {
+        let (role, all, states, ifaces) = tokio::join!(
+            self.call::<_, u32>(path, Read::GetRole, &()),
+            self.call::<_, HashMap<String, OwnedValue>>(
+                path,
+                Read::GetAllProperties,
+                &("org.a11y.atspi.Accessible",),
+            ),
+            self.call::<_, Vec<u32>>(path, Read::GetState, &()),
+            self.call::<_, Vec<String>>(path, Read::GetInterfaces, &()),
+        );
+        props_from(role, all, states, ifaces)
     }
 }
 
@@ -215,16 +276,27 @@ pub async fn read_tree(
         link: frame.link.clone(),
         actions: a11y.action_names(),
         stable_actions: frame.toolkit.0.eq_ignore_ascii_case("gtk"),
+        start,
         deadline,
+        phase_end_us: std::sync::atomic::AtomicU64::new(0),
+        flights: a11y.flights(&frame.link.bus_name),
         dead: AtomicBool::new(false),
         out_of_time: AtomicBool::new(false),
         broken: AtomicBool::new(false),
         calls: AtomicUsize::new(0),
     });
 
-    // The structure: from the cache when it answers, else live from the frame.
+    // The structure: from the cache when it answers, else live from the frame, within its share
+    // of the budget.
+    ctx.phase_until(start + Duration::from_millis(limits.budget_ms) * STRUCTURE_SHARE / 100);
     let cap = limits.max_elements as usize;
-    let mut arena = match cache_reply(a11y, &ctx).await {
+    let t_cache = Instant::now();
+    let reply = if a11y.use_cache(&frame.link.bus_name) {
+        cache_reply(a11y, &ctx).await
+    } else {
+        None
+    };
+    let mut arena = match reply {
         Some(msg) => match arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap) {
             Some((arena, items)) => {
                 stats.cache = true;
@@ -235,6 +307,7 @@ pub async fn read_tree(
         },
         None => Arena::new(),
     };
+    stats.ms_cache = t_cache.elapsed().as_millis() as u64;
     if ctx.dead.load(Ordering::Relaxed) {
         if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
             a11y.drop_link(&ctx.link.bus_name).await;
@@ -301,6 +374,12 @@ pub async fn read_tree(
         if p.pending.is_empty() || ctx.stopped() {
             break;
         }
+        tracing::debug!(
+            pending = p.pending.len(),
+            rows = p.rows.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "live round"
+        );
         stats.live_objects += expand(
             &ctx,
             &mut arena,
@@ -319,16 +398,27 @@ pub async fn read_tree(
     }
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
-    if final_plan.rows.len() <= 1 && ctx.dead.load(Ordering::Relaxed) {
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&ctx.link.bus_name).await;
+    }
+    if only_the_window(&final_plan) {
         return Err(Failure::not_responding(format!(
-            "the application of pid {} stopped answering",
+            "the application of pid {} did not answer in time",
             window.pid
         )));
     }
 
+    // The rows' details get the rest of the budget.
+    ctx.phase_until(deadline);
     let details = read_details(&ctx, &arena, &final_plan, &frame, limits.details).await;
     stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
     let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
+    if only_the_window(&final_plan) {
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} did not answer in time",
+            window.pid
+        )));
+    }
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
     showing_from_visible(&mut nodes);
@@ -352,6 +442,16 @@ pub async fn read_tree(
         },
         stats,
     ))
+}
+
+/// True when a walk that the app or the time cut short has nothing but the window's own row to
+/// show: that is a failure (`app_not_responding`), never a one-row tree.
+fn only_the_window(p: &Plan) -> bool {
+    p.rows.len() <= 1
+        && matches!(
+            p.truncated,
+            Some(TruncReason::TimeBudget) | Some(TruncReason::AppNotResponding)
+        )
 }
 
 /// GTK 4.8 sets `showing` on no element below its window. When a tree has no showing row below
@@ -431,9 +531,11 @@ async fn realize(ctx: &Arc<Ctx>, paths: Vec<String>, max: usize) -> usize {
 /// answer yet. `None` when the application has no cache.
 async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message> {
     for attempt in 0..2 {
-        let t = ctx.timeout()?;
-        // The cache reply may be large: it gets the whole remaining budget.
-        let t = t.max(ctx.deadline.saturating_duration_since(Instant::now()));
+        // The cache reply may be large: it gets the phase's whole time left (once asked, the
+        // app is busy with it until it answers, whether the walk waits or not).
+        let t = ctx
+            .timeout()?
+            .max(ctx.phase_end().saturating_duration_since(Instant::now()));
         let r = call_msg(
             &ctx.link.conn,
             ctx.link.dest(),
@@ -449,6 +551,15 @@ async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message> {
                 // GTK 3 reached through the bus answers once a client registered for events.
                 a11y.register_events().await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // Too slow for the walk: read live (next time, and for a while).
+            Err(CallError::Timeout) => {
+                tracing::debug!(
+                    ms = t.as_millis() as u64,
+                    "the cache did not answer in time"
+                );
+                a11y.skip_cache(&ctx.link.bus_name);
+                return None;
             }
             Err(e) => {
                 ctx.note(e);
@@ -529,18 +640,37 @@ fn arena_from_reply(
     }
 }
 
-/// A children list as (bus name, path) pairs, and whether it was cut short by the limits.
-type ChildList = (Vec<(String, String)>, bool);
+/// A children list as (bus name, path) pairs, and how it was cut.
+type ChildList = (Vec<(String, String)>, Cut);
+
+/// How a children list was cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// The whole list.
+    Whole,
+    /// The rows left under the row limit ran out.
+    Rows,
+    /// At [`MAX_CHILDREN`].
+    Cap,
+}
+
+/// A child count as the rows it may give: at most [`MAX_CHILDREN`]; negative when unknown.
+fn capped(count: i64) -> i64 {
+    count.min(MAX_CHILDREN as i64)
+}
 
 /// How many rows may still follow each pending object (in document order): the rows left
 /// under `max` after its own row and after the children already allotted to earlier pending
-/// objects in this round. `counts` are the objects' child counts (negative: unknown).
+/// objects in this round, and never more than [`MAX_CHILDREN`]. `counts` are the objects'
+/// child counts (negative: unknown).
 fn allot(rows: &[u32], counts: &[i64], max: u32) -> Vec<u32> {
     let mut used: u64 = 0;
     rows.iter()
         .zip(counts)
         .map(|(row, count)| {
-            let room = u64::from(max).saturating_sub(u64::from(*row) + 1 + used);
+            let room = u64::from(max)
+                .saturating_sub(u64::from(*row) + 1 + used)
+                .min(MAX_CHILDREN as u64);
             let take = if *count < 0 {
                 room
             } else {
@@ -552,6 +682,20 @@ fn allot(rows: &[u32], counts: &[i64], max: u32) -> Vec<u32> {
         .collect()
 }
 
+/// How a list of `len` children read out of `total` is cut when `room` rows are left for it.
+fn cut_list(len: usize, total: usize, room: usize) -> (usize, Cut) {
+    let total = total.max(len);
+    let keep = len.min(room).min(MAX_CHILDREN);
+    let cut = if keep >= total {
+        Cut::Whole
+    } else if keep < total.min(MAX_CHILDREN) {
+        Cut::Rows
+    } else {
+        Cut::Cap
+    };
+    (keep, cut)
+}
+
 /// Reads the children of every pending object (and the properties of children not seen
 /// before), no more of them than the limits admit. Returns how many objects were read.
 async fn expand(
@@ -561,9 +705,28 @@ async fn expand(
     pending_rows: &[u32],
     max: u32,
 ) -> usize {
+    // Child counts the cache did not know are asked for first, so rows are allotted by them.
+    let unknown: Vec<(Key, String)> = pending
+        .iter()
+        .filter(|k| arena.get(**k).child_count < 0)
+        .map(|k| (*k, arena.get(*k).path.clone()))
+        .collect();
+    let counted = crate::pool::run(unknown.clone(), DETAIL_POOL, |(_, path)| {
+        let ctx = ctx.clone();
+        async move { child_count(&ctx, &path).await }
+    })
+    .await;
+    for ((k, _), c) in unknown.iter().zip(counted) {
+        match c {
+            Some(Ok(n)) => arena.get_mut(*k).child_count = n,
+            Some(Err(CallError::Unknown)) => arena.get_mut(*k).child_count = 0,
+            // Read as far as the limits admit, and cut to what they admit.
+            _ => {}
+        }
+    }
     let counts: Vec<i64> = pending
         .iter()
-        .map(|k| i64::from(arena.get(*k).child_count))
+        .map(|k| capped(i64::from(arena.get(*k).child_count)))
         .collect();
     let rooms = allot(pending_rows, &counts, max);
     let jobs: Vec<(Key, String, i32, u32)> = pending
@@ -583,21 +746,22 @@ async fn expand(
     let got: Vec<i64> = lists
         .iter()
         .map(|l| match l {
-            Some(Ok(v)) => v.len() as i64,
+            Some(Ok((v, _))) => capped(v.len() as i64),
             _ => 0,
         })
         .collect();
     let rooms = allot(pending_rows, &got, max);
     let lists: Vec<Option<Result<ChildList, CallError>>> = lists
         .into_iter()
-        .zip(jobs.iter().zip(&rooms))
-        .map(|(l, ((_, _, count, _), room))| {
+        .zip(&rooms)
+        .map(|(l, room)| {
             l.map(|r| {
-                r.map(|mut v| {
-                    // Long lists are read one index at a time, only as far as the room.
-                    let cut = v.len() > *room as usize
-                        || (*count > BIG_CHILD_COUNT as i32 && v.len() < *count as usize);
-                    v.truncate(*room as usize);
+                r.map(|(mut v, total)| {
+                    let (keep, cut) = cut_list(v.len(), total, *room as usize);
+                    if cut != Cut::Whole {
+                        tracing::debug!(len = v.len(), total, room, keep, ?cut, "children cut");
+                    }
+                    v.truncate(keep);
                     (v, cut)
                 })
             })
@@ -620,17 +784,7 @@ async fn expand(
     }
     let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
         let ctx = ctx.clone();
-        async move {
-            let Some(t) = ctx.timeout() else {
-                return Err(CallError::Timeout);
-            };
-            ctx.calls.fetch_add(4, Ordering::Relaxed);
-            let r = props(&ctx.link, &path, t).await;
-            if let Err(e) = r {
-                ctx.note(e);
-            }
-            r
-        }
+        async move { ctx.props(&path).await }
     })
     .await;
     let mut count = 0;
@@ -662,19 +816,18 @@ async fn expand(
     for ((k, _, _, _), l) in jobs.iter().zip(lists) {
         let kids = match l {
             Some(Ok((list, cut))) => {
-                if list.iter().any(|(_, p)| lost.contains(p)) {
-                    Kids::Lost(reason)
-                } else {
-                    let keys: Vec<Key> = list
-                        .iter()
-                        .filter(|(b, _)| b.is_empty() || *b == bus)
-                        .filter_map(|(_, p)| arena.key(&bus, p))
-                        .collect();
-                    if cut {
-                        Kids::Partial(keys)
-                    } else {
-                        Kids::Known(keys)
-                    }
+                // Children whose properties were not read in time end the list there.
+                let first_lost = list.iter().position(|(_, p)| lost.contains(p));
+                let keys: Vec<Key> = list[..first_lost.unwrap_or(list.len())]
+                    .iter()
+                    .filter(|(b, _)| b.is_empty() || *b == bus)
+                    .filter_map(|(_, p)| arena.key(&bus, p))
+                    .collect();
+                match (first_lost, cut) {
+                    (Some(_), _) => Kids::Cut(keys, reason),
+                    (None, Cut::Whole) => Kids::Known(keys),
+                    (None, Cut::Rows) => Kids::Partial(keys),
+                    (None, Cut::Cap) => Kids::Cut(keys, TruncReason::MaxElements),
                 }
             }
             Some(Err(CallError::Unknown)) => Kids::Known(Vec::new()),
@@ -685,41 +838,54 @@ async fn expand(
     count
 }
 
-/// The children of one object: `GetChildren`, or one index at a time (at most `room`) for
-/// very large containers.
+/// An object's child count, asked for live.
+async fn child_count(ctx: &Ctx, path: &str) -> Result<i32, CallError> {
+    let v: OwnedValue = ctx
+        .call(
+            path,
+            Read::GetProperty,
+            &("org.a11y.atspi.Accessible", "ChildCount"),
+        )
+        .await?;
+    Ok(i32::try_from(&v).map_err(|_| CallError::BadReply)?.max(0))
+}
+
+/// The first children of one object, at most `room` (which is never more than
+/// [`MAX_CHILDREN`]), and how many it has. The whole list comes in one `GetChildren` when it
+/// fits; a longer one is read one index at a time, only its first `room` children: asking a
+/// GTK 3 table of 50,000 rows for its children makes it build an accessible for each of them,
+/// and Chromium finds each child of a list by walking it from the start. A count still unknown
+/// (negative) is asked for first.
 async fn children(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
     path: &str,
     count: i32,
     room: u32,
-) -> Result<Vec<(String, String)>, CallError> {
-    // A negative count is unknown: the whole list is asked for.
-    if count <= BIG_CHILD_COUNT as i32 {
+) -> Result<(Vec<(String, String)>, usize), CallError> {
+    let count = if count < 0 {
+        child_count(ctx, path).await?
+    } else {
+        count
+    };
+    let total = count as usize;
+    if total == 0 {
+        return Ok((Vec::new(), 0));
+    }
+    if total <= room as usize {
         let v: Vec<ObjRefWire> = ctx.call(path, Read::GetChildren, &()).await?;
-        return Ok(v
+        let list: Vec<(String, String)> = v
             .into_iter()
             .map(|(b, p)| (b, p.as_str().to_string()))
-            .collect());
+            .collect();
+        return Ok((list, total));
     }
-    let n = (count as u32).min(room);
-    let idx: Vec<i32> = (0..n as i32).collect();
-    let path = path.to_string();
-    let got = crate::pool::run(idx, DETAIL_POOL, |i| {
-        let conn = ctx.link.conn.clone();
-        let dest = ctx.link.dest().map(str::to_string);
-        let path = path.clone();
-        let t = ctx.timeout();
+    let n = total.min(room as usize) as i32;
+    let got = crate::pool::run((0..n).collect(), DETAIL_POOL, |i: i32| {
+        let ctx = ctx.clone();
+        let path = path.to_string();
         async move {
-            let t = t.ok_or(CallError::Timeout)?;
-            call::<_, ObjRefWire>(
-                &conn,
-                dest.as_deref(),
-                &path,
-                Read::GetChildAtIndex,
-                &(i,),
-                t,
-            )
-            .await
+            ctx.call::<_, ObjRefWire>(&path, Read::GetChildAtIndex, &(i,))
+                .await
         }
     })
     .await;
@@ -727,14 +893,11 @@ async fn children(
     for r in got {
         match r {
             Some(Ok((b, p))) => out.push((b, p.as_str().to_string())),
-            Some(Err(e)) => {
-                ctx.note(e);
-                return Err(e);
-            }
+            Some(Err(e)) => return Err(e),
             None => return Err(CallError::Other),
         }
     }
-    Ok(out)
+    Ok((out, total))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -946,6 +1109,28 @@ mod tests {
         // Unknown counts take what is left.
         assert_eq!(allot(&[0], &[-1], 10), vec![9]);
         assert_eq!(allot(&[9], &[5], 10), vec![0]);
+        // No object gets more than MAX_CHILDREN, so a huge list leaves room for what follows.
+        let m = MAX_CHILDREN as u32;
+        assert_eq!(
+            allot(&[3, 4], &[50_000, 7], 5000),
+            vec![m, 7],
+            "the list after a huge one"
+        );
+        assert_eq!(allot(&[3], &[-1], 5000), vec![m]);
+    }
+
+    #[test]
+    fn lists_are_cut_by_rows_or_by_the_cap() {
+        let m = MAX_CHILDREN;
+        assert_eq!(cut_list(10, 10, 100), (10, Cut::Whole));
+        // The rows ran out first: the numbering ends there.
+        assert_eq!(cut_list(10, 10, 4), (4, Cut::Rows));
+        assert_eq!(cut_list(m, 50_000, 300), (300, Cut::Rows));
+        // The cap: the numbering goes on after the list.
+        assert_eq!(cut_list(m, 50_000, m), (m, Cut::Cap));
+        assert_eq!(cut_list(m + 5, m + 5, 5000), (m, Cut::Cap));
+        // A list longer than the count said is cut all the same.
+        assert_eq!(cut_list(12, 3, 100), (12, Cut::Whole));
     }
 
     #[test]
