@@ -48,6 +48,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(1000);
 pub const DETAIL_POOL: usize = 48;
 /// Objects whose properties are read at once during live walking (four calls each).
 pub const PROPS_POOL: usize = 16;
+/// Children lists read at once during live walking.
+pub const LIST_POOL: usize = 16;
+/// Children of a long list read at once (each by its index, then its properties).
+pub const CHILD_POOL: usize = 16;
 /// Most action names kept per element.
 pub const MAX_ACTIONS: usize = 32;
 /// The share of a walk's budget (in percent) for finding the window and reading its structure;
@@ -369,33 +373,7 @@ pub async fn read_tree(
             );
         }
     }
-    loop {
-        let p = plan(&arena, root, &limits, true, TruncReason::TimeBudget);
-        if p.pending.is_empty() || ctx.stopped() {
-            break;
-        }
-        tracing::debug!(
-            pending = p.pending.len(),
-            rows = p.rows.len(),
-            ms = start.elapsed().as_millis() as u64,
-            "live round"
-        );
-        stats.live_objects += expand(
-            &ctx,
-            &mut arena,
-            &p.pending,
-            &p.pending_rows,
-            limits.max_elements,
-        )
-        .await;
-        // Every pending object was settled (known or lost), so each round makes progress.
-        if p.pending
-            .iter()
-            .all(|k| arena.get(*k).kids == Kids::Pending)
-        {
-            break;
-        }
-    }
+    stats.live_objects = read_structure(&ctx, &mut arena, root, &limits).await;
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
     if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
@@ -442,6 +420,38 @@ pub async fn read_tree(
         },
         stats,
     ))
+}
+
+/// Reads live, level by level, the children the limits admit that `arena` does not hold yet,
+/// until none is left or the phase ends. Returns how many objects were read.
+async fn read_structure(
+    ctx: &Arc<Ctx>,
+    arena: &mut Arena,
+    root: Key,
+    limits: &WalkLimits,
+) -> usize {
+    let mut read = 0;
+    loop {
+        let p = plan(arena, root, limits, true, TruncReason::TimeBudget);
+        if p.pending.is_empty() || ctx.stopped() {
+            break;
+        }
+        tracing::debug!(
+            pending = p.pending.len(),
+            rows = p.rows.len(),
+            ms = ctx.start.elapsed().as_millis() as u64,
+            "live round"
+        );
+        read += expand(ctx, arena, &p.pending, &p.pending_rows, limits.max_elements).await;
+        // Every pending object was settled (known or lost), so each round makes progress.
+        if p.pending
+            .iter()
+            .all(|k| arena.get(*k).kids == Kids::Pending)
+        {
+            break;
+        }
+    }
+    read
 }
 
 /// True when a walk that the app or the time cut short has nothing but the window's own row to
@@ -640,9 +650,6 @@ fn arena_from_reply(
     }
 }
 
-/// A children list as (bus name, path) pairs, and how it was cut.
-type ChildList = (Vec<(String, String)>, Cut);
-
 /// How a children list was cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cut {
@@ -729,6 +736,14 @@ async fn expand(
         .map(|k| capped(i64::from(arena.get(*k).child_count)))
         .collect();
     let rooms = allot(pending_rows, &counts, max);
+    let bus = ctx.link.bus_name.clone();
+    let known: Arc<std::collections::HashSet<String>> = Arc::new(
+        (0..arena.len() as Key)
+            .map(|k| arena.get(k))
+            .filter(|o| *o.bus == *bus)
+            .map(|o| o.path.clone())
+            .collect(),
+    );
     let jobs: Vec<(Key, String, i32, u32)> = pending
         .iter()
         .zip(&rooms)
@@ -737,97 +752,55 @@ async fn expand(
             (*k, o.path.clone(), o.child_count, *room)
         })
         .collect();
-    let lists = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, path, count, room)| {
-        let ctx = ctx.clone();
-        async move { children(&ctx, &path, count, room).await }
+    let lists = crate::pool::run(jobs.clone(), LIST_POOL, |(_, path, count, room)| {
+        let (ctx, known) = (ctx.clone(), known.clone());
+        async move { children(&ctx, &path, count, room, &known).await }
     })
     .await;
-    // Lists of unknown length are cut to what the limits admit, in document order.
-    let got: Vec<i64> = lists
-        .iter()
-        .map(|l| match l {
-            Some(Ok((v, _))) => capped(v.len() as i64),
-            _ => 0,
-        })
-        .collect();
-    let rooms = allot(pending_rows, &got, max);
-    let lists: Vec<Option<Result<ChildList, CallError>>> = lists
-        .into_iter()
-        .zip(&rooms)
-        .map(|(l, room)| {
-            l.map(|r| {
-                r.map(|(mut v, total)| {
-                    let (keep, cut) = cut_list(v.len(), total, *room as usize);
-                    if cut != Cut::Whole {
-                        tracing::debug!(len = v.len(), total, room, keep, ?cut, "children cut");
-                    }
-                    v.truncate(keep);
-                    (v, cut)
-                })
-            })
-        })
-        .collect();
 
-    // Children not yet known get their properties read.
-    let bus = ctx.link.bus_name.clone();
-    let mut wanted: Vec<String> = Vec::new();
-    let mut seen_wanted: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (l, _) in lists.iter().flatten().flatten() {
-        for (b, p) in l {
-            if (b.is_empty() || *b == bus)
-                && arena.key(&bus, p).is_none()
-                && seen_wanted.insert(p.clone())
-            {
-                wanted.push(p.clone());
-            }
-        }
-    }
-    let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
-        let ctx = ctx.clone();
-        async move { ctx.props(&path).await }
-    })
-    .await;
-    let mut count = 0;
-    let mut lost: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (path, r) in wanted.iter().zip(read) {
-        match r {
-            Some(Ok(p)) => {
-                arena.insert(Obj::from_atspi(
-                    &bus,
-                    path,
-                    p.role,
-                    &p.name,
-                    &p.states,
-                    &p.ifaces,
-                    p.child_count,
-                ));
-                count += 1;
-            }
-            // Gone meanwhile: left out.
-            Some(Err(CallError::Unknown))
-            | Some(Err(CallError::BadReply))
-            | Some(Err(CallError::Other)) => {}
-            _ => {
-                lost.insert(path.clone());
-            }
-        }
-    }
     let reason = ctx.reason();
-    for ((k, _, _, _), l) in jobs.iter().zip(lists) {
+    let mut count = 0;
+    for ((k, _, _, room), l) in jobs.iter().zip(lists) {
         let kids = match l {
-            Some(Ok((list, cut))) => {
-                // Children whose properties were not read in time end the list there.
-                let first_lost = list.iter().position(|(_, p)| lost.contains(p));
-                let keys: Vec<Key> = list[..first_lost.unwrap_or(list.len())]
-                    .iter()
-                    .filter(|(b, _)| b.is_empty() || *b == bus)
-                    .filter_map(|(_, p)| arena.key(&bus, p))
-                    .collect();
-                match (first_lost, cut) {
-                    (Some(_), _) => Kids::Cut(keys, reason),
-                    (None, Cut::Whole) => Kids::Known(keys),
-                    (None, Cut::Rows) => Kids::Partial(keys),
-                    (None, Cut::Cap) => Kids::Cut(keys, TruncReason::MaxElements),
+            Some(Ok(list)) => {
+                let mut keys = Vec::with_capacity(list.kids.len());
+                for (b, path, props) in &list.kids {
+                    if !(b.is_empty() || *b == bus) {
+                        continue;
+                    }
+                    if let Some(p) = props {
+                        arena.insert(Obj::from_atspi(
+                            &bus,
+                            path,
+                            p.role,
+                            &p.name,
+                            &p.states,
+                            &p.ifaces,
+                            p.child_count,
+                        ));
+                        count += 1;
+                    }
+                    if let Some(key) = arena.key(&bus, path) {
+                        keys.push(key);
+                    }
+                }
+                let (keep, cut) = cut_list(keys.len(), list.total, *room as usize);
+                keys.truncate(keep);
+                if cut != Cut::Whole || list.stopped {
+                    tracing::debug!(
+                        read = keys.len(),
+                        total = list.total,
+                        room,
+                        ?cut,
+                        stopped = list.stopped,
+                        "children cut"
+                    );
+                }
+                match cut {
+                    _ if list.stopped => Kids::Cut(keys, reason),
+                    Cut::Whole => Kids::Known(keys),
+                    Cut::Rows => Kids::Partial(keys),
+                    Cut::Cap => Kids::Cut(keys, TruncReason::MaxElements),
                 }
             }
             Some(Err(CallError::Unknown)) => Kids::Known(Vec::new()),
@@ -850,54 +823,134 @@ async fn child_count(ctx: &Ctx, path: &str) -> Result<i32, CallError> {
     Ok(i32::try_from(&v).map_err(|_| CallError::BadReply)?.max(0))
 }
 
+/// The children read of one object.
+struct ListRead {
+    /// (bus name, path, properties when they were read now) in order. Children whose
+    /// properties the walk already had carry `None`; children gone meanwhile are left out.
+    kids: Vec<(String, String, Option<Props>)>,
+    /// How many children the object has.
+    total: usize,
+    /// Time ran out, or the app stopped answering, before the list was read as far as admitted:
+    /// `kids` is the part read.
+    stopped: bool,
+}
+
 /// The first children of one object, at most `room` (which is never more than
-/// [`MAX_CHILDREN`]), and how many it has. The whole list comes in one `GetChildren` when it
-/// fits; a longer one is read one index at a time, only its first `room` children: asking a
+/// [`MAX_CHILDREN`]), with the properties of those `known` does not hold. The whole list comes
+/// in one `GetChildren` when it fits; a longer one one index at a time ([`CHILD_POOL`] at
+/// once, each child's properties right after its reference), only as far as `room`: asking a
 /// GTK 3 table of 50,000 rows for its children makes it build an accessible for each of them,
-/// and Chromium finds each child of a list by walking it from the start. A count still unknown
+/// and Chromium finds each child of a list by walking it from the start. When time runs out
+/// (or the app stops answering) the children read before are kept. A count still unknown
 /// (negative) is asked for first.
 async fn children(
     ctx: &Arc<Ctx>,
     path: &str,
     count: i32,
     room: u32,
-) -> Result<(Vec<(String, String)>, usize), CallError> {
+    known: &Arc<std::collections::HashSet<String>>,
+) -> Result<ListRead, CallError> {
     let count = if count < 0 {
         child_count(ctx, path).await?
     } else {
         count
     };
     let total = count as usize;
+    let mut read = ListRead {
+        kids: Vec::new(),
+        total,
+        stopped: false,
+    };
     if total == 0 {
-        return Ok((Vec::new(), 0));
+        return Ok(read);
     }
     if total <= room as usize {
         let v: Vec<ObjRefWire> = ctx.call(path, Read::GetChildren, &()).await?;
-        let list: Vec<(String, String)> = v
+        let refs: Vec<(String, String)> = v
             .into_iter()
             .map(|(b, p)| (b, p.as_str().to_string()))
             .collect();
-        return Ok((list, total));
+        read.total = total.max(refs.len());
+        read.stopped = !with_props(ctx, refs, known, &mut read.kids).await;
+        return Ok(read);
     }
-    let n = total.min(room as usize) as i32;
-    let got = crate::pool::run((0..n).collect(), DETAIL_POOL, |i: i32| {
-        let ctx = ctx.clone();
-        let path = path.to_string();
+    // One child at a time per task: its reference, then its properties, so the children come
+    // in order and a slow app still gives its first ones.
+    let want = total.min(room as usize) as i32;
+    let got = crate::pool::run((0..want).collect(), CHILD_POOL, |i: i32| {
+        let (ctx, known, path) = (ctx.clone(), known.clone(), path.to_string());
         async move {
-            ctx.call::<_, ObjRefWire>(&path, Read::GetChildAtIndex, &(i,))
-                .await
+            let (b, p) = ctx
+                .call::<_, ObjRefWire>(&path, Read::GetChildAtIndex, &(i,))
+                .await?;
+            let p = p.as_str().to_string();
+            let own = b.is_empty() || b == ctx.link.bus_name;
+            let props = if own && !known.contains(&p) {
+                Some(ctx.props(&p).await)
+            } else {
+                None
+            };
+            Ok::<_, CallError>((b, p, props))
         }
     })
     .await;
-    let mut out = Vec::with_capacity(got.len());
-    for r in got {
+    for (i, r) in got.into_iter().enumerate() {
         match r {
-            Some(Ok((b, p))) => out.push((b, p.as_str().to_string())),
-            Some(Err(e)) => return Err(e),
-            None => return Err(CallError::Other),
+            Some(Ok((b, p, None))) => read.kids.push((b, p, None)),
+            Some(Ok((b, p, Some(Ok(props))))) => read.kids.push((b, p, Some(props))),
+            // Gone meanwhile: left out.
+            Some(Ok((_, _, Some(Err(CallError::Unknown)))))
+            | Some(Ok((_, _, Some(Err(CallError::BadReply)))))
+            | Some(Ok((_, _, Some(Err(CallError::Other))))) => {}
+            // The object itself is gone.
+            Some(Err(CallError::Unknown)) if i == 0 => return Err(CallError::Unknown),
+            _ => {
+                read.stopped = true;
+                break;
+            }
         }
     }
-    Ok((out, total))
+    Ok(read)
+}
+
+/// Reads the properties of the children in `refs` that `known` does not hold and appends them
+/// to `out`, in order, up to the first whose properties could not be read in time (false
+/// then). Children gone meanwhile are left out.
+async fn with_props(
+    ctx: &Arc<Ctx>,
+    refs: Vec<(String, String)>,
+    known: &Arc<std::collections::HashSet<String>>,
+    out: &mut Vec<(String, String, Option<Props>)>,
+) -> bool {
+    let own = |b: &str| b.is_empty() || b == ctx.link.bus_name;
+    let wanted: Vec<String> = refs
+        .iter()
+        .filter(|(b, p)| own(b) && !known.contains(p))
+        .map(|(_, p)| p.clone())
+        .collect();
+    let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
+        let ctx = ctx.clone();
+        async move { ctx.props(&path).await }
+    })
+    .await;
+    let mut props: HashMap<String, Option<Result<Props, CallError>>> =
+        wanted.into_iter().zip(read).collect();
+    for (b, p) in refs {
+        if !own(&b) || known.contains(&p) {
+            out.push((b, p, None));
+            continue;
+        }
+        match props.remove(&p) {
+            Some(Some(Ok(pr))) => out.push((b, p, Some(pr))),
+            // Gone meanwhile (or listed twice): left out.
+            Some(Some(Err(CallError::Unknown)))
+            | Some(Some(Err(CallError::BadReply)))
+            | Some(Some(Err(CallError::Other)))
+            | None => {}
+            Some(Some(Err(_))) | Some(None) => return false,
+        }
+    }
+    true
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1217,3 +1270,7 @@ mod showing_tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "walk_tests.rs"]
+mod fake_app_tests;

