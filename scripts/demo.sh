@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The nish-driver demo: a real session on a private headless desktop (Xvfb, a private D-Bus,
-# the AT-SPI bus, openbox, GTK 3, GTK 4 and Chromium), driven by the official MCP Python client
-# through nish-mcp and the nish-driver broker with its sandboxed agents. The person is played
-# with xdotool. Prints each step and saves screenshots to demo-out/ (or the folder given).
+# The nish-driver demo: a real session on a private headless desktop (Xvfb with Xephyr nested
+# in it, a private D-Bus, the AT-SPI bus, openbox, GTK 3, GTK 4 and Chromium), driven by the
+# official MCP Python client through nish-mcp and the nish-driver broker with its sandboxed
+# agents. The person is played with xdotool on the outer X server (a real device for the
+# desktop). Prints each step and saves screenshots (the consent dialog, a capture) to demo-out/
+# (or the folder given).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

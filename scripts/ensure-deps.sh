@@ -37,9 +37,11 @@ fail() { printf 'ensure-deps: error: %s\n' "$*" >&2; exit 1; }
 # Packages the mock-backend tests need: the reference MCP client runs in a venv; systemd-analyze
 # verifies the user unit (nothing is started); setpriv (util-linux) plays another user.
 minimal_packages=(python3-venv python3-pip systemd util-linux)
-# The private headless desktop of the end-to-end tests and the demo.
+# The private headless desktop of the end-to-end tests and the demo (Xephyr nests the desktop in
+# Xvfb so the person has a real input device; tesseract reads the consent dialog in a test).
 desktop_packages=(
-    xvfb xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core
+    xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core
+    tesseract-ocr tesseract-ocr-eng
     xdotool xinput
     dbus dbus-x11 at-spi2-core libatk-adaptor
     openbox

@@ -12,7 +12,13 @@
 //!
 //! Events carry identifiers, kinds, paths, counts and lengths. They never carry typed text,
 //! clipboard text, values or app text (the callers only pass such fields; the [`Audit::emit`]
-//! signature takes JSON so the event list in docs/audit.md is the whole vocabulary).
+//! signature takes JSON so the event list in docs/audit.md is the whole vocabulary). Journald
+//! field values are cut to [`MAX_FIELD_BYTES`].
+//!
+//! The audit knows whether it works: [`Audit::check`] fails when no sink could be opened or the
+//! last write failed, after trying to open a sink again (a successful reopen writes
+//! `audit.resumed` with the number of events lost). The engine refuses sessions and acts while
+//! it fails.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -34,6 +40,9 @@ pub const EVENTS: &[&str] = &[
     "session.mode",
     "consent.request",
     "consent.answer",
+    "consent.closed",
+    "consent.cooldown",
+    "consent.busy",
     "read",
     "act",
     "refusal",
@@ -49,7 +58,11 @@ pub const EVENTS: &[&str] = &[
     "agent.start",
     "agent.refused",
     "agent.exit",
+    "audit.resumed",
 ];
+
+/// Longest journald field value, in bytes; longer values are cut (at a character boundary).
+pub const MAX_FIELD_BYTES: usize = 512;
 
 enum Sink {
     Journald { sock: UnixDatagram, path: PathBuf },
@@ -57,18 +70,44 @@ enum Sink {
     Off,
 }
 
+/// The sink and whether its last use worked.
+struct State {
+    sink: Sink,
+    where_: String,
+    /// Why the audit does not work, when it does not.
+    failed: Option<String>,
+    /// Events that could not be written since the last success.
+    lost: u64,
+    /// When a reopen was last tried.
+    last_try: Option<Instant>,
+}
+
+/// Where a failed audit looks for a sink again.
+#[derive(Debug, Clone)]
+enum Reopen {
+    /// As at start: journald, else the file, from the environment.
+    Env,
+    /// One file (tests).
+    File(PathBuf),
+    /// One journal socket (tests).
+    Journal(PathBuf),
+}
+
 /// The audit writer.
 pub struct Audit {
-    sink: Mutex<Sink>,
+    state: Mutex<State>,
     start: Instant,
-    where_: String,
+    reopen: Reopen,
 }
 
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Audit({})", self.where_)
+        write!(f, "Audit({})", self.destination())
     }
 }
+
+/// How often a failed audit tries to open its sink again.
+const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The default JSON-lines path.
 pub fn default_file() -> PathBuf {
@@ -108,61 +147,171 @@ fn journal_field(k: &str) -> String {
             }
         })
         .collect();
+    s.truncate(MAX_FIELD_NAME);
     s.insert_str(0, "NISH_");
     s
 }
 
-impl Audit {
-    /// Opens the best sink available.
-    pub fn open() -> Audit {
-        let journal = std::env::var_os("NISH_JOURNAL_SOCKET")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/run/systemd/journal/socket"));
-        if journal.exists()
-            && let Ok(sock) = UnixDatagram::unbound()
-            && sock.connect(&journal).is_ok()
-        {
-            let where_ = format!("journald ({})", journal.display());
-            return Audit {
-                sink: Mutex::new(Sink::Journald {
-                    sock,
-                    path: journal,
-                }),
-                start: Instant::now(),
-                where_,
-            };
+/// Longest journald field name after the `NISH_` prefix (journald allows 64 bytes in all).
+const MAX_FIELD_NAME: usize = 59;
+
+fn journal_socket() -> PathBuf {
+    std::env::var_os("NISH_JOURNAL_SOCKET")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/systemd/journal/socket"))
+}
+
+/// Opens the best sink available: journald when its socket answers, else the file. On failure,
+/// why neither works.
+fn open_sink() -> Result<(Sink, String), String> {
+    let journal = journal_socket();
+    let journal_why = if journal.exists() {
+        match UnixDatagram::unbound().and_then(|s| s.connect(&journal).map(|()| s)) {
+            Ok(sock) => {
+                let where_ = format!("journald ({})", journal.display());
+                return Ok((
+                    Sink::Journald {
+                        sock,
+                        path: journal,
+                    },
+                    where_,
+                ));
+            }
+            Err(e) => format!("journald {}: {e}", journal.display()),
         }
-        let path = default_file();
-        match open_file(&path) {
-            Ok(f) => Audit {
-                sink: Mutex::new(Sink::File(f)),
-                start: Instant::now(),
-                where_: path.display().to_string(),
+    } else {
+        format!("journald: no socket at {}", journal.display())
+    };
+    let path = default_file();
+    match open_file(&path) {
+        Ok(f) => Ok((Sink::File(f), path.display().to_string())),
+        Err(e) => Err(format!("{journal_why}; file {}: {e}", path.display())),
+    }
+}
+
+/// Cuts a journald value to [`MAX_FIELD_BYTES`] at a character boundary, without newlines.
+fn journal_value(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut text: String = text.chars().filter(|c| *c != '\n').collect();
+    if text.len() > MAX_FIELD_BYTES {
+        let mut cut = MAX_FIELD_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+impl State {
+    /// Writes one record; `Err` with why when it could not be written.
+    fn write(
+        &mut self,
+        event: &str,
+        session: Option<&str>,
+        obj: &Map<String, Value>,
+    ) -> Result<(), String> {
+        match &mut self.sink {
+            Sink::Journald { sock, path } => {
+                let mut msg = String::new();
+                msg.push_str("SYSLOG_IDENTIFIER=nish-driver-audit\nPRIORITY=6\n");
+                let head = format!(
+                    "nish-driver {event}{}",
+                    session.map(|s| format!(" {s}")).unwrap_or_default()
+                );
+                msg.push_str(&format!(
+                    "MESSAGE={}\n",
+                    journal_value(&Value::String(head))
+                ));
+                for (k, v) in obj {
+                    msg.push_str(&format!("{}={}\n", journal_field(k), journal_value(v)));
+                }
+                sock.send(msg.as_bytes())
+                    .map(|_| ())
+                    .map_err(|e| format!("journald {}: {e}", path.display()))
+            }
+            Sink::File(f) => {
+                let line = Value::Object(obj.clone()).to_string();
+                writeln!(f, "{line}").map_err(|e| format!("audit file: {e}"))
+            }
+            Sink::Off => Err(self
+                .failed
+                .clone()
+                .unwrap_or_else(|| "no audit sink".into())),
+        }
+    }
+}
+
+impl Audit {
+    fn with(sink: Result<(Sink, String), String>, reopen: Reopen) -> Audit {
+        let state = match sink {
+            Ok((sink, where_)) => State {
+                sink,
+                where_,
+                failed: None,
+                lost: 0,
+                last_try: None,
             },
-            Err(e) => {
-                tracing::error!("cannot open the audit file {}: {e}", path.display());
-                Audit {
-                    sink: Mutex::new(Sink::Off),
-                    start: Instant::now(),
+            Err(why) => {
+                tracing::error!("no audit sink can be opened: {why}");
+                State {
+                    sink: Sink::Off,
                     where_: "nowhere (open failed)".into(),
+                    failed: Some(why),
+                    lost: 0,
+                    last_try: Some(Instant::now()),
                 }
             }
+        };
+        Audit {
+            state: Mutex::new(state),
+            start: Instant::now(),
+            reopen,
         }
+    }
+
+    /// Opens the best sink available (journald, else the file). When none opens, the audit is
+    /// off and [`Audit::check`] says why.
+    pub fn open() -> Audit {
+        Audit::with(open_sink(), Reopen::Env)
     }
 
     /// An audit that writes to one file (tests).
     pub fn to_file(path: &Path) -> std::io::Result<Audit> {
-        Ok(Audit {
-            sink: Mutex::new(Sink::File(open_file(path)?)),
-            start: Instant::now(),
-            where_: path.display().to_string(),
-        })
+        let f = open_file(path)?;
+        Ok(Audit::with(
+            Ok((Sink::File(f), path.display().to_string())),
+            Reopen::File(path.to_path_buf()),
+        ))
+    }
+
+    /// An audit that sends to one journal socket (tests).
+    pub fn to_journal(path: &Path) -> std::io::Result<Audit> {
+        let sock = UnixDatagram::unbound()?;
+        sock.connect(path)?;
+        Ok(Audit::with(
+            Ok((
+                Sink::Journald {
+                    sock,
+                    path: path.to_path_buf(),
+                },
+                format!("journald ({})", path.display()),
+            )),
+            Reopen::Journal(path.to_path_buf()),
+        ))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Where events go, for `status` and the docs.
-    pub fn destination(&self) -> &str {
-        &self.where_
+    pub fn destination(&self) -> String {
+        self.lock().where_.clone()
     }
 
     /// Milliseconds since the broker started (the driver's monotonic clock).
@@ -170,9 +319,85 @@ impl Audit {
         self.start.elapsed().as_millis() as u64
     }
 
-    /// Writes one event. `fields` is a JSON object of identifiers, kinds, counts and lengths.
-    pub fn emit(&self, event: &'static str, session: Option<&str>, fields: Value) {
-        debug_assert!(EVENTS.contains(&event), "unlisted audit event {event}");
+    /// `Ok` when the audit works. When it does not (no sink opened, or the last write failed),
+    /// tries to open a sink again (at most every 200 ms) and to write `audit.resumed` there;
+    /// `Err` with why while that fails.
+    pub fn check(&self) -> Result<(), String> {
+        let mut st = self.lock();
+        self.recover(&mut st)
+    }
+
+    fn recover(&self, st: &mut State) -> Result<(), String> {
+        let Some(why) = st.failed.clone() else {
+            return Ok(());
+        };
+        if st.last_try.is_some_and(|t| t.elapsed() < RETRY_EVERY) {
+            return Err(why);
+        }
+        st.last_try = Some(Instant::now());
+        let reopened = match &self.reopen {
+            Reopen::Env => open_sink(),
+            Reopen::File(p) => open_file(p)
+                .map(|f| (Sink::File(f), p.display().to_string()))
+                .map_err(|e| format!("file {}: {e}", p.display())),
+            Reopen::Journal(p) => UnixDatagram::unbound()
+                .and_then(|s| s.connect(p).map(|()| s))
+                .map(|sock| {
+                    (
+                        Sink::Journald {
+                            sock,
+                            path: p.clone(),
+                        },
+                        format!("journald ({})", p.display()),
+                    )
+                })
+                .map_err(|e| format!("journald {}: {e}", p.display())),
+        };
+        let result = reopened.and_then(|(sink, where_)| {
+            st.sink = sink;
+            st.where_ = where_;
+            let obj = self.record("audit.resumed", None, json!({"lost": st.lost}));
+            st.write("audit.resumed", None, &obj)
+        });
+        match result {
+            Ok(()) => {
+                tracing::info!(lost = st.lost, "the audit works again");
+                st.failed = None;
+                st.lost = 0;
+                Ok(())
+            }
+            Err(e) => {
+                st.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The doctor's audit line: where events go, or why no sink can be opened (the broker
+    /// refuses sessions meanwhile).
+    pub fn probe(&self) -> nish_proto::doctor::Probe {
+        match self.check() {
+            Ok(()) => nish_proto::doctor::Probe {
+                label: "audit".into(),
+                status: "ok".into(),
+                message: self.destination(),
+            },
+            Err(why) => nish_proto::doctor::Probe {
+                label: "audit".into(),
+                status: "fail".into(),
+                message: format!(
+                    "no audit sink can be opened ({why}); the broker refuses sessions until one can"
+                ),
+            },
+        }
+    }
+
+    fn record(
+        &self,
+        event: &'static str,
+        session: Option<&str>,
+        fields: Value,
+    ) -> Map<String, Value> {
         let mut obj = Map::new();
         obj.insert("event".into(), json!(event));
         if let Some(s) = session {
@@ -189,35 +414,24 @@ impl Audit {
                 obj.insert(k, v);
             }
         }
-        let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
-        match &mut *sink {
-            Sink::Journald { sock, path } => {
-                let mut msg = String::new();
-                msg.push_str("SYSLOG_IDENTIFIER=nish-driver-audit\nPRIORITY=6\n");
-                msg.push_str(&format!(
-                    "MESSAGE=nish-driver {event}{}\n",
-                    session.map(|s| format!(" {s}")).unwrap_or_default()
-                ));
-                for (k, v) in &obj {
-                    let text = match v {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    // Values are single-line identifiers; strip any newline defensively.
-                    let text: String = text.chars().filter(|c| *c != '\n').collect();
-                    msg.push_str(&format!("{}={}\n", journal_field(k), text));
-                }
-                if let Err(e) = sock.send(msg.as_bytes()) {
-                    tracing::error!("audit to journald ({}) failed: {e}", path.display());
-                }
-            }
-            Sink::File(f) => {
-                let line = Value::Object(obj).to_string();
-                if let Err(e) = writeln!(f, "{line}") {
-                    tracing::error!("audit write failed: {e}");
-                }
-            }
-            Sink::Off => {}
+        obj
+    }
+
+    /// Writes one event. `fields` is a JSON object of identifiers, kinds, counts and lengths.
+    /// A failed write marks the audit failed until [`Audit::check`] gets it working again.
+    pub fn emit(&self, event: &'static str, session: Option<&str>, fields: Value) {
+        debug_assert!(EVENTS.contains(&event), "unlisted audit event {event}");
+        let obj = self.record(event, session, fields);
+        let mut st = self.lock();
+        if self.recover(&mut st).is_err() {
+            st.lost += 1;
+            return;
+        }
+        if let Err(e) = st.write(event, session, &obj) {
+            tracing::error!("audit write failed: {e}");
+            st.failed = Some(e);
+            st.lost += 1;
+            st.last_try = Some(Instant::now());
         }
     }
 }
@@ -235,14 +449,16 @@ mod tests {
         let server = UnixDatagram::bind(&path).unwrap();
         let sock = UnixDatagram::unbound().unwrap();
         sock.connect(&path).unwrap();
-        let a = Audit {
-            sink: Mutex::new(Sink::Journald {
-                sock,
-                path: path.clone(),
-            }),
-            start: Instant::now(),
-            where_: String::new(),
-        };
+        let a = Audit::with(
+            Ok((
+                Sink::Journald {
+                    sock,
+                    path: path.clone(),
+                },
+                String::new(),
+            )),
+            Reopen::Journal(path.clone()),
+        );
         a.emit(
             "act",
             Some("mcp:h:1"),
@@ -256,6 +472,56 @@ mod tests {
         assert!(msg.contains("NISH_SESSION=mcp:h:1\n"));
         assert!(msg.contains("NISH_KIND=click\n"));
         assert!(msg.contains("NISH_TEXT_LEN=5\n"));
+        // Values are bounded: a long one arrives cut, every line within the bound.
+        a.emit("refusal", None, json!({"code": "é".repeat(2000)}));
+        let n = server.recv(&mut buf).unwrap();
+        let msg = String::from_utf8(buf[..n].to_vec()).unwrap();
+        let code = msg.lines().find(|l| l.starts_with("NISH_CODE=")).unwrap();
+        assert_eq!(code.len(), "NISH_CODE=".len() + MAX_FIELD_BYTES);
+        assert!(
+            msg.lines().all(|l| l.len() <= MAX_FIELD_BYTES + 32),
+            "{msg}"
+        );
+        a.check().unwrap();
+        // The journal goes away: the audit fails, and says so until it is back.
+        drop(server);
+        std::fs::remove_file(&path).unwrap();
+        a.emit("act", None, json!({}));
+        let why = a.check().unwrap_err();
+        assert!(why.contains("journald"), "{why}");
+        // Back: the next check after the pause reopens it and records the gap.
+        let server = UnixDatagram::bind(&path).unwrap();
+        std::thread::sleep(RETRY_EVERY);
+        a.check().unwrap();
+        let n = server.recv(&mut buf).unwrap();
+        let msg = String::from_utf8_lossy(&buf[..n]);
+        assert!(msg.contains("NISH_EVENT=audit.resumed\n"), "{msg}");
+        assert!(msg.contains("NISH_LOST=1\n"), "{msg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_opened_leaves_the_audit_failed_until_it_can() {
+        let dir = std::env::temp_dir().join(format!("nish-audit-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A path whose parent is a regular file cannot be opened, even by root.
+        let blocker = dir.join("blocker");
+        std::fs::write(&blocker, b"").unwrap();
+        let path = blocker.join("audit.jsonl");
+        let a = Audit::with(
+            Err("file: not a directory".into()),
+            Reopen::File(path.clone()),
+        );
+        assert!(a.check().is_err());
+        a.emit("act", None, json!({}));
+        // Fix the path: the next check (after the retry pause) reopens and records the gap.
+        std::fs::remove_file(&blocker).unwrap();
+        std::thread::sleep(RETRY_EVERY);
+        a.check().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"audit.resumed\""), "{text}");
+        assert!(text.contains("\"lost\":1"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

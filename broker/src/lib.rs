@@ -8,16 +8,20 @@
 //! - [`session`]: the pure session state machine (property-tested);
 //! - [`views`] and [`snapshots`]: full, skeleton and root views of one walk, tokens, diffs;
 //! - [`engine`]: every tool, judged, executed, verified and audited;
-//! - [`server`]: the Unix socket (0700 directory, same uid only, hello first);
+//! - [`server`]: the Unix socket (0700 directory, same uid only, hello first, bounded);
+//! - [`conn`]: every connection's state machine and the permission table;
 //! - [`audit`]: journald or a JSON-lines file;
-//! - [`credentials`]: credential-looking text (contract §5.3).
+//! - [`credentials`]: credential-looking text (contract §5.3);
+//! - [`peer`]: the host program behind a shim connection, from the kernel.
 
+pub mod assistive;
 pub mod audit;
 pub mod backend;
+pub mod conn;
 pub mod credentials;
 pub mod engine;
-pub mod framing;
 pub mod notify;
+pub mod peer;
 pub mod server;
 pub mod session;
 pub mod snapshots;

@@ -51,6 +51,10 @@ enum Cmd {
         json: bool,
         #[arg(long, value_enum, default_value = "linux")]
         backend: BackendArg,
+        /// Ask the service listening on this socket first (it knows what its agents hold);
+        /// without an answer, probe this desktop directly [default: the default socket].
+        #[arg(long)]
+        socket: Option<PathBuf>,
     },
     /// Print the driver's name, versions and tools as JSON.
     Manifest,
@@ -124,6 +128,7 @@ async fn serve<B: Backend>(backend: B, socket: PathBuf, cfg: EngineConfig) -> an
     let kind = backend.kind();
     let engine = Engine::new(Arc::new(backend), audit, cfg);
     engine.spawn_event_loop();
+    engine.backend.start();
     engine.audit.emit(
         "broker.start",
         None,
@@ -242,6 +247,9 @@ fn print_doctor(r: &nish_proto::doctor::DoctorReport) {
                 .unwrap_or_default()
         );
     }
+    for p in &r.probes {
+        println!("  probe {:<18} {} · {}", p.label, p.status, p.message);
+    }
     for s in &r.next_steps {
         println!(
             "  next: {}{}",
@@ -287,16 +295,40 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Doctor { json, backend } => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let report = rt.block_on(async {
-                match backend {
-                    BackendArg::Mock => MockBackend::new().doctor().await,
-                    BackendArg::Linux => LinuxBackend::new().doctor().await,
+        Cmd::Doctor {
+            json,
+            backend,
+            socket,
+        } => {
+            let socket = socket.unwrap_or_else(server::default_socket);
+            // The running service's own report, when it answers: its indicator holds the stop
+            // hotkey, which a second one could not grab.
+            let from_service = server::cli_request(&socket, &CliToBroker::Doctor)
+                .ok()
+                .and_then(|a| match a {
+                    BrokerToCli::Status { json } => {
+                        serde_json::from_str::<nish_proto::doctor::DoctorReport>(&json).ok()
+                    }
+                    _ => None,
+                });
+            let report = match from_service {
+                Some(r) => r,
+                None => {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    let mut report = rt.block_on(async {
+                        match backend {
+                            BackendArg::Mock => MockBackend::new().doctor().await,
+                            BackendArg::Linux => LinuxBackend::new().doctor().await,
+                        }
+                    });
+                    // The service's report has its own audit line; without a service, the
+                    // audit it would open.
+                    report.probes.push(Audit::open().probe());
+                    report
                 }
-            });
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use common::{Fixture, Res};
 use nish_proto::wire::cli::PersonOp;
@@ -101,12 +102,212 @@ async fn consent_lists_requested_apps_and_binds_scope() {
     f.call_on(&s3, "click", json!({"element_token": atlas_token}))
         .await
         .err("app_not_in_scope");
-    // Requested apps that have no window.
+}
 
-    let (s2, _rx) = f.other_session("other", 77);
-    f.call_on(&s2, "start_session", json!({"apps": ["Nothing here"]}))
+/// Waits until the mock shows a consent dialog; returns what it shows.
+async fn dialog_shown(f: &Fixture) -> nish_broker::backend::ConsentRequest {
+    for _ in 0..400 {
+        if let Some(d) = f.engine.backend.open_dialog() {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("no consent dialog came up");
+}
+
+#[tokio::test]
+async fn the_dialog_lists_every_app_and_ticks_only_exact_names() {
+    let f = Fixture::new(true);
+    // A fragment ticks nothing ("e" is in several names and titles); nothing about the windows
+    // is answered before the person saw the dialog.
+    let call = f.call(
+        "start_session",
+        json!({"apps": ["e", "NOTES", "Nothing here"], "lease_s": 1200}),
+    );
+    let look = async {
+        let d = dialog_shown(&f).await;
+        f.person(PersonOp::Deny).await;
+        d
+    };
+    let (r, d) = tokio::join!(call, look);
+    r.err("consent_denied");
+    let names: Vec<(&str, bool, u32)> = d
+        .apps
+        .iter()
+        .map(|a| (a.name.as_str(), a.ticked, a.windows))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("Atlas", false, 1),
+            ("Notes", true, 1),
+            ("Mail", false, 2),
+            ("Vault", false, 1)
+        ],
+        "every app with a visible window, only the exact name (case aside) ticked"
+    );
+    assert_eq!(
+        d.missing_requested, 2,
+        "\"e\" and \"Nothing here\" are not open"
+    );
+    assert_eq!(d.lease_minutes, 20);
+    assert_eq!(d.host_claimed, "test-host");
+
+    // A request that names no open app still opens the dialog, with nothing ticked.
+    let call = f.call("start_session", json!({"apps": ["Nothing here"]}));
+    let look = async {
+        let d = dialog_shown(&f).await;
+        f.person(PersonOp::Deny).await;
+        d
+    };
+    let (r, d) = tokio::join!(call, look);
+    r.err("consent_denied");
+    assert!(d.apps.iter().all(|a| !a.ticked), "{:?}", d.apps);
+    assert_eq!(d.missing_requested, 1);
+
+    // Allow with no app ticked grants nothing.
+    let r = f
+        .start(
+            json!({"apps": ["Nothing here"]}),
+            PersonOp::Approve {
+                apps: Some(vec![]),
+                takeover: false,
+                clipboard: false,
+            },
+        )
+        .await;
+    assert!(
+        r.err("consent_denied")["message"]
+            .as_str()
+            .unwrap()
+            .contains("no app")
+    );
+}
+
+/// A child process to play a shim: its host program is this test binary, or /bin/sh when
+/// started through the shell (the shell's child is then the shim, see [`child_of`]).
+fn fake_shim(via_shell: bool) -> std::process::Child {
+    if via_shell {
+        std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 30; exit 0"])
+            .spawn()
+            .unwrap()
+    } else {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// The pid of `sh -c`'s sleep child (its parent is the shell).
+fn child_of(pid: u32) -> u32 {
+    for _ in 0..200 {
+        let kids =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(k) = kids.split_whitespace().next() {
+            return k.parse().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("sh started no child");
+}
+
+#[tokio::test]
+async fn after_a_denial_the_same_program_waits_and_others_do_not() {
+    let f = Fixture::with_config(
+        true,
+        nish_broker::engine::EngineConfig {
+            settle_interval: Duration::ZERO,
+            consent_cooldown: Duration::from_millis(1500),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        nish_broker::engine::EngineConfig::default().consent_cooldown,
+        Duration::from_secs(30)
+    );
+    // Host program A is this test binary (its children are "shims"); program B is /bin/sh.
+    let mut a1 = fake_shim(false);
+    let mut a2 = fake_shim(false);
+    let mut b = fake_shim(true);
+    let b_shim = child_of(b.id());
+    let (sa1, _r1) = f.other_session("host-a", a1.id());
+    let (sa2, _r2) = f.other_session("host-a-again", a2.id());
+    let (sb, _r3) = f.other_session("host-b", b_shim);
+    assert_ne!(sa1.program.exe, sb.program.exe);
+
+    f.start_on(&sa1, json!({"apps": ["Notes"]}), PersonOp::Deny)
         .await
-        .err("window_target_not_found");
+        .err("consent_denied");
+    // The same program, even through a new shim, is refused at once without a dialog.
+    for s in [&sa1, &sa2] {
+        let t0 = std::time::Instant::now();
+        let r = f
+            .call_on(s, "start_session", json!({"apps": ["Notes"]}))
+            .await;
+        assert!(
+            r.err("consent_denied")["message"]
+                .as_str()
+                .unwrap()
+                .contains("no new dialog")
+        );
+        assert!(t0.elapsed() < Duration::from_millis(500));
+        assert!(f.engine.backend.open_dialog().is_none(), "no dialog opened");
+    }
+    // Another program may ask.
+    f.start_on(&sb, json!({"apps": ["Notes"]}), approve_all())
+        .await
+        .ok();
+    // After the cooldown, program A may ask again.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    f.start_on(&sa2, json!({"apps": ["Notes"]}), approve_all())
+        .await
+        .ok();
+    let audit = std::fs::read_to_string(&f.audit_path).unwrap();
+    assert_eq!(audit.matches("\"consent.cooldown\"").count(), 2, "{audit}");
+    for c in [&mut a1, &mut a2, &mut b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_second_host_asking_while_a_dialog_is_up_gets_lease_held() {
+    let f = Fixture::new(true);
+    let (s2, _rx) = f.other_session("second", 77);
+    let first = f.call("start_session", json!({"apps": ["Notes"]}));
+    let second = async {
+        dialog_shown(&f).await;
+        let r = f
+            .call_on(&s2, "start_session", json!({"apps": ["Mail"]}))
+            .await;
+        f.person(approve_all()).await;
+        r
+    };
+    let (r1, r2) = tokio::join!(first, second);
+    r1.ok();
+    let e = r2.err("lease_held");
+    assert_eq!(e["disposition"]["retry"], "safe");
+    // Not the person's answer: the second session is not denied, and may ask again at once.
+    assert_eq!(
+        f.call_on(&s2, "get_session_state", json!({})).await.ok()["state"],
+        "none"
+    );
+    f.start_on(&s2, json!({"apps": ["Mail"]}), approve_all())
+        .await
+        .ok();
+    let audit = std::fs::read_to_string(&f.audit_path).unwrap();
+    let for_second: Vec<&str> = audit.lines().filter(|l| l.contains(&s2.id)).collect();
+    assert!(for_second.iter().any(|l| l.contains("\"consent.busy\"")));
+    assert_eq!(
+        for_second
+            .iter()
+            .filter(|l| l.contains("\"consent.answer\""))
+            .count(),
+        1,
+        "only the later, real answer: {for_second:?}"
+    );
 }
 
 #[tokio::test]

@@ -181,7 +181,8 @@ fn other_users_cannot_reach_the_socket() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let serve = Serve::start(&dir, "mock", None);
     serve.wait_socket();
-    // Another uid: the 0700 directory stops it before SO_PEERCRED is even needed.
+    // Another uid: its own client refuses a socket whose directory is not its own, and the
+    // 0700 directory would stop it before SO_PEERCRED is even needed.
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -197,9 +198,11 @@ fn other_users_cannot_reach_the_socket() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("Permission denied") || err.contains("no broker listens"),
+        err.contains("not this user's") && err.contains("nothing was sent"),
         "{err}"
     );
+    let audit = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert!(!audit.contains("connection.refused"), "{audit}");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! are handled first, and before a button event is judged the socket is checked once more
 //! without waiting, so a `DriverPress` sent before the driver's click is seen before the click.
 
+use std::collections::HashSet;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -12,16 +13,27 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use x11rb::connection::Connection;
 use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
 use x11rb::protocol::Event;
-use x11rb::protocol::xproto::{ChangeWindowAttributesAux, ConnectionExt as _, EventMask, Mapping};
+use x11rb::protocol::xinput;
+use x11rb::protocol::xproto::{
+    ChangeWindowAttributesAux, ConnectionExt as _, EventMask, Mapping, Window,
+};
 
-use crate::consent::{self, Dialog, Outcome, Request};
+use crate::click::{ButtonEvent, fp1616};
+use crate::consent::{self, Dialog, Outcome, inside};
 use crate::hotkey::StopHotkey;
 use crate::link::{BrokerLink, Incoming};
 use crate::takeover::{Note, Takeover};
+use crate::visible::{self, Hidden, Watch};
 use crate::xui::Ui;
+use nish_xdev::Devices;
 
 /// Two Stop messages are at least this far apart (auto-repeat of a held hotkey).
 const STOP_REPEAT: Duration = Duration::from_millis(1000);
+/// While a control the person answers is shown, the server is asked this often whether it is
+/// fully visible (besides the check at every press and the re-arm on every nearby change).
+const VISIBILITY_PERIOD: Duration = Duration::from_millis(100);
+/// The dialog raises itself at most this often.
+const RAISE_MIN_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Why the loop ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,18 +90,27 @@ pub struct App {
     takeover: Option<Takeover>,
     last_driver_press: Option<Instant>,
     last_stop: Option<Instant>,
+    devices: Devices,
+    watch: Watch,
+    next_check: Instant,
+    last_dialog_raise: Option<Instant>,
 }
 
 impl App {
     /// Builds the app; grabs the stop hotkey.
     pub fn new(ui: Ui, link: BrokerLink, hotkey: crate::hotkey::Spec) -> anyhow::Result<Self> {
         let root = ui.root();
+        // The root's children are followed all the time: what covers the consent dialog or the
+        // Continue button, and what the takeover frame must stay above.
         ui.conn
             .change_window_attributes(
                 root,
-                &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
+                &ChangeWindowAttributesAux::new()
+                    .event_mask(EventMask::STRUCTURE_NOTIFY | EventMask::SUBSTRUCTURE_NOTIFY),
             )?
             .check()?;
+        let devices = Devices::load(&ui.conn, root, xinput::XIEventMask::from(0u32))?;
+        let watch = Watch::start(&ui.conn, root)?;
         let hotkey = match StopHotkey::grab(&ui.conn, root, hotkey) {
             Ok(h) => Some(h),
             Err(e) => {
@@ -97,6 +118,9 @@ impl App {
                 None
             }
         };
+        let hotkey_grabbed = hotkey.as_ref().is_some_and(StopHotkey::fully_grabbed);
+        let mut link = link;
+        link.send(&IndicatorToBroker::Ready { hotkey_grabbed })?;
         ui.conn.flush()?;
         Ok(App {
             ui,
@@ -106,7 +130,157 @@ impl App {
             takeover: None,
             last_driver_press: None,
             last_stop: None,
+            devices,
+            watch,
+            next_check: Instant::now(),
+            last_dialog_raise: None,
         })
+    }
+
+    /// Every window the indicator has on screen.
+    fn own_windows(&self) -> HashSet<Window> {
+        let mut own: HashSet<Window> = HashSet::new();
+        if let Some(d) = &self.dialog {
+            own.extend(d.windows());
+        }
+        if let Some(t) = &self.takeover {
+            own.extend(t.windows());
+        }
+        own
+    }
+
+    fn screen_size(&self) -> (u16, u16) {
+        (
+            self.ui.screen.width_in_pixels,
+            self.ui.screen.height_in_pixels,
+        )
+    }
+
+    /// Asks the server whether the dialog and the Continue button are fully visible; re-arms
+    /// (and raises the dialog) when not.
+    fn check_visibility(&mut self, now: Instant) -> Result<(), Fail> {
+        self.next_check = now + VISIBILITY_PERIOD;
+        let own = self.own_windows();
+        let root = self.ui.root();
+        let screen = self.screen_size();
+        if let Some(target) = self.dialog.as_ref().map(Dialog::target) {
+            let seen = visible::check(&self.ui.conn, root, screen, &target, &own)?;
+            if let Err(why) = seen {
+                tracing::debug!("consent dialog not fully visible ({why:?}): re-armed");
+                let raise_ok = self
+                    .last_dialog_raise
+                    .is_none_or(|t| now.duration_since(t) >= RAISE_MIN_INTERVAL);
+                if let Some(d) = &mut self.dialog {
+                    d.rearm(now);
+                    if why == Hidden::Covered && raise_ok {
+                        d.raise(&self.ui)?;
+                        self.last_dialog_raise = Some(now);
+                    }
+                }
+                if why == Hidden::Covered
+                    && let Some(t) = &mut self.takeover
+                {
+                    // The frame stays above everything, the dialog included.
+                    t.raise_now(&self.ui, now)?;
+                }
+            }
+        }
+        if let Some(target) = self.takeover.as_ref().and_then(Takeover::continue_target) {
+            let seen = visible::check(&self.ui.conn, root, screen, &target, &own)?;
+            if let Err(why) = seen {
+                tracing::debug!("Continue not fully visible ({why:?}): re-armed");
+                if let Some(t) = &mut self.takeover {
+                    t.rearm_continue(now);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An XInput 2 button press or release on one of the indicator's controls.
+    fn xi_button(
+        &mut self,
+        e: &xinput::ButtonPressEvent,
+        press: bool,
+        now: Instant,
+    ) -> Result<(), Fail> {
+        let win = e.event;
+        let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
+        let (x, y) = (fp1616(e.event_x), fp1616(e.event_y));
+        let own = self.own_windows();
+        let root = self.ui.root();
+        let screen = self.screen_size();
+        if let Some(d) = &self.dialog
+            && let Some((w, h)) = d.control_size(win)
+        {
+            let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok();
+            tracing::info!(
+                device = e.sourceid,
+                real,
+                visible,
+                press,
+                "button event on a consent control"
+            );
+            let ev = ButtonEvent {
+                window: win,
+                button: e.detail,
+                real,
+                visible,
+                inside: inside(x, y, w, h),
+                at: now,
+            };
+            let d = self.dialog.as_mut().expect("checked");
+            if !visible {
+                d.rearm(now);
+            }
+            if press {
+                d.press(ev);
+            } else if let Outcome::Answer(answer) = d.release(&mut self.ui, ev)? {
+                self.answer(answer)?;
+            }
+            return Ok(());
+        }
+        if let Some(t) = &self.takeover
+            && let Some((w, h)) = t.continue_size(win)
+            && let Some(target) = t.continue_target()
+        {
+            let visible = visible::check(&self.ui.conn, root, screen, &target, &own)?.is_ok();
+            tracing::info!(
+                device = e.sourceid,
+                real,
+                visible,
+                press,
+                "button event on Continue"
+            );
+            let ev = ButtonEvent {
+                window: win,
+                button: e.detail,
+                real,
+                visible,
+                inside: inside(x, y, w, h),
+                at: now,
+            };
+            let t = self.takeover.as_mut().expect("checked");
+            if !visible {
+                t.rearm_continue(now);
+            }
+            if press {
+                t.press(ev);
+            } else {
+                let notes = t.release(ev);
+                self.notes(notes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The person answered the open dialog: close it and tell the broker.
+    fn answer(&mut self, answer: nish_proto::wire::indicator::ConsentAnswer) -> Result<(), Fail> {
+        let d = self.dialog.take().expect("a dialog is open");
+        let id = d.id;
+        tracing::info!("consent {id} answered (allow: {})", answer.allow);
+        d.close(&self.ui)?;
+        self.send(IndicatorToBroker::Consent { id, answer })
     }
 
     /// Runs until the broker closes the link or the display is lost.
@@ -213,12 +387,19 @@ impl App {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let a = self.dialog.as_ref().map(|d| d.deadline);
-        let b = self.takeover.as_ref().map(Takeover::next_deadline);
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let checking = self.dialog.is_some()
+            || self
+                .takeover
+                .as_ref()
+                .is_some_and(|t| t.continue_target().is_some());
+        [
+            self.dialog.as_ref().map(|d| d.deadline),
+            self.takeover.as_ref().map(Takeover::next_deadline),
+            checking.then_some(self.next_check),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn timers(&mut self) -> Result<(), Fail> {
@@ -234,7 +415,13 @@ impl App {
             })?;
         }
         if let Some(t) = &mut self.takeover {
+            if now >= t.next_deadline() && !t.raise_pending() {
+                t.check_monitors(&mut self.ui, now)?;
+            }
             t.tick(&self.ui, now)?;
+        }
+        if now >= self.next_check {
+            self.check_visibility(now)?;
         }
         Ok(())
     }
@@ -242,6 +429,16 @@ impl App {
     fn broker_message(&mut self, msg: BrokerToIndicator) -> Result<(), Fail> {
         let now = Instant::now();
         match msg {
+            BrokerToIndicator::Config {
+                accept_xtest_clicks,
+            } => {
+                if accept_xtest_clicks {
+                    tracing::warn!(
+                        "assistive input opt-in: XTEST pointer clicks answer the dialog and Continue"
+                    );
+                }
+                self.devices.accept_xtest = accept_xtest_clicks;
+            }
             BrokerToIndicator::DriverPress => {
                 self.last_driver_press = Some(now);
                 if let Some(d) = &mut self.dialog {
@@ -251,20 +448,15 @@ impl App {
                     t.driver_press(now);
                 }
             }
-            BrokerToIndicator::ShowConsent {
-                id,
-                host,
-                apps,
-                takeover,
-                clipboard,
-                timeout_ms,
-            } => {
+            BrokerToIndicator::ShowConsent(req) => {
+                let id = req.id;
                 if let Some(d) = &self.dialog {
                     if d.id == id {
                         tracing::warn!("consent {id} is already open; duplicate ignored");
                     } else {
                         // One dialog at a time, and the one on screen never changes under the
-                        // person's pointer: a second request is denied at once.
+                        // person's pointer: a second request is denied at once. (The broker
+                        // sends one at a time; this holds even if it did not.)
                         tracing::info!("consent {id} denied: another consent dialog is open");
                         self.send(IndicatorToBroker::Consent {
                             id,
@@ -273,21 +465,18 @@ impl App {
                     }
                     return Ok(());
                 }
-                let req = Request {
-                    id,
-                    host,
-                    apps,
-                    takeover,
-                    clipboard,
-                    timeout: Duration::from_millis(timeout_ms.min(24 * 3600 * 1000)),
-                };
-                match Dialog::open(&mut self.ui, req, now) {
+                match Dialog::open(&mut self.ui, req, self.devices.accept_xtest, now) {
                     Ok(mut d) => {
                         if let Some(t) = self.last_driver_press {
                             d.driver_press(t);
                         }
                         tracing::info!("consent {id} shown");
                         self.dialog = Some(d);
+                        self.next_check = now;
+                        if let Some(t) = &mut self.takeover {
+                            // The frame stays above the dialog (it is click-through).
+                            t.raise_now(&self.ui, now)?;
+                        }
                     }
                     Err(e) => {
                         let f = Fail::from(e);
@@ -322,7 +511,7 @@ impl App {
                             self.last_driver_press,
                         )?;
                         self.takeover = Some(t);
-                        self.watch_root(true)?;
+                        self.next_check = now;
                         Vec::new()
                     }
                 };
@@ -341,25 +530,10 @@ impl App {
                 {
                     let t = self.takeover.take().expect("checked");
                     t.destroy(&self.ui)?;
-                    self.watch_root(false)?;
                 }
             }
         }
         self.ui.conn.flush()?;
-        Ok(())
-    }
-
-    /// While a takeover is shown, watch the root's children to stay on top.
-    fn watch_root(&self, on: bool) -> Result<(), Fail> {
-        let mask = if on {
-            EventMask::STRUCTURE_NOTIFY | EventMask::SUBSTRUCTURE_NOTIFY
-        } else {
-            EventMask::STRUCTURE_NOTIFY
-        };
-        self.ui.conn.change_window_attributes(
-            self.ui.root(),
-            &ChangeWindowAttributesAux::new().event_mask(mask),
-        )?;
         Ok(())
     }
 
@@ -384,7 +558,6 @@ impl App {
                             })?;
                         }
                         t.destroy(&self.ui)?;
-                        self.watch_root(false)?;
                     }
                     break;
                 }
@@ -418,22 +591,46 @@ impl App {
                 }
                 return Ok(());
             }
-            Event::ButtonPress(_) | Event::ButtonRelease(_) => {
+            Event::XinputHierarchy(_) => {
+                self.devices.refresh(&self.ui.conn)?;
+                return Ok(());
+            }
+            Event::XinputButtonPress(e) | Event::XinputButtonRelease(e) => {
                 // See a DriverPress that is already waiting before judging the click.
                 self.pump_link_now()?;
+                let press = matches!(ev, Event::XinputButtonPress(_));
+                return self.xi_button(e, press, now);
             }
             _ => {}
+        }
+        // A change of another top-level window near a control re-arms it, and the server is
+        // asked about it at once.
+        let own = self.own_windows();
+        if let Some(touch) = self.watch.on_event(&self.ui.conn, root, &ev, &own) {
+            let mut touched = false;
+            if let Some(d) = &mut self.dialog
+                && touch.meets(&d.rect())
+            {
+                d.rearm(now);
+                touched = true;
+            }
+            if let Some(t) = &mut self.takeover
+                && let Some(target) = t.continue_target()
+                && touch.meets(&target.rect)
+            {
+                t.rearm_continue(now);
+                touched = true;
+            }
+            if touched {
+                self.next_check = now;
+            }
         }
         let win = event_window(&ev);
         if let Some(d) = &mut self.dialog
             && win.is_some_and(|w| d.owns(w))
         {
             if let Outcome::Answer(answer) = d.handle(&mut self.ui, &ev, now)? {
-                let d = self.dialog.take().expect("present");
-                let id = d.id;
-                tracing::info!("consent {id} answered (allow: {})", answer.allow);
-                d.close(&self.ui)?;
-                self.send(IndicatorToBroker::Consent { id, answer })?;
+                self.answer(answer)?;
             }
             return Ok(());
         }
@@ -478,8 +675,6 @@ impl App {
 fn event_window(ev: &Event) -> Option<u32> {
     Some(match ev {
         Event::Expose(e) => e.window,
-        Event::ButtonPress(e) => e.event,
-        Event::ButtonRelease(e) => e.event,
         Event::EnterNotify(e) => e.event,
         Event::LeaveNotify(e) => e.event,
         Event::MapNotify(e) if e.event == e.window => e.window,
@@ -488,7 +683,6 @@ fn event_window(ev: &Event) -> Option<u32> {
         Event::ConfigureNotify(e) if e.event == e.window => e.window,
         Event::ReparentNotify(e) if e.event == e.window => e.window,
         Event::VisibilityNotify(e) => e.window,
-        Event::ClientMessage(e) => e.window,
         _ => return None,
     })
 }

@@ -2,19 +2,23 @@
 //!
 //! A control is activated only by a left-button press and release that:
 //! - both land on that control (the release inside its bounds),
-//! - are both real (`send_event` clear: not produced by `XSendEvent`),
-//! - come at least [`ARM_DELAY`] after the control's window was (re)shown, so a click meant
-//!   for whatever was under the pointer before cannot land on it (anti click-through),
-//! - and come at least [`DRIVER_QUIET`] after the broker's last `DriverPress` (the driver's own
-//!   synthetic clicks are XTEST events and look real to X).
+//! - both come from the person's own input device: an XInput 2 event whose source device is
+//!   not an XTEST device (see [`nish_xdev`]); SendEvent clicks never reach XInput 2
+//!   listeners at all,
+//! - happen while the control is fully visible (see [`crate::visible`]),
+//! - come at least [`ARM_DELAY`] after the control was last (re)shown, moved, uncovered or
+//!   touched by a change of a window over it, so a click meant for whatever was under the
+//!   pointer before cannot land on it (anti click-through and clickjacking),
+//! - and come at least [`DRIVER_QUIET`] after the broker's last `DriverPress` (defence in depth:
+//!   the driver's own clicks are XTEST clicks, refused by the device rule already).
 //!
-//! Keys never activate anything. The rule is a pure state machine over times the caller
-//! passes in, so it is tested without X.
+//! Keys never activate anything. The rule is a pure state machine over facts and times the
+//! caller passes in, so it is tested without X.
 
 use std::time::{Duration, Instant};
 
 /// Clicks this soon after a control's window was shown (mapped, uncovered or moved) are ignored.
-pub const ARM_DELAY: Duration = Duration::from_millis(400);
+pub const ARM_DELAY: Duration = Duration::from_millis(500);
 /// Clicks this soon after the broker's last `DriverPress` are ignored.
 pub const DRIVER_QUIET: Duration = Duration::from_millis(1500);
 
@@ -26,15 +30,22 @@ pub fn is_send_event(response_type: u8) -> bool {
     response_type & 0x80 != 0
 }
 
+/// An XInput 2 event coordinate (16.16 fixed point) in whole pixels.
+pub fn fp1616(v: i32) -> i32 {
+    v >> 16
+}
+
 /// A press or release as the rule sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ButtonEvent {
     /// The window the event was reported on.
     pub window: u32,
     /// X button number.
-    pub button: u8,
-    /// Came from `SendEvent`.
-    pub synthetic: bool,
+    pub button: u32,
+    /// Came from the person's own device (not XTEST, not SendEvent).
+    pub real: bool,
+    /// The control was fully visible on the server when the event was read.
+    pub visible: bool,
     /// The pointer is inside the window's bounds.
     pub inside: bool,
     /// When it was read.
@@ -79,8 +90,9 @@ impl RealClick {
 
     /// A press on one of the group's controls.
     pub fn press(&mut self, ev: ButtonEvent) {
-        let ok = ev.button == LEFT_BUTTON
-            && !ev.synthetic
+        let ok = ev.button == u32::from(LEFT_BUTTON)
+            && ev.real
+            && ev.visible
             && ev.inside
             && ev.at >= self.armed_at
             && self.quiet_at(ev.at);
@@ -89,12 +101,13 @@ impl RealClick {
 
     /// A release; returns the window to activate when the press and release make a real click.
     pub fn release(&mut self, ev: ButtonEvent) -> Option<u32> {
-        if ev.button != LEFT_BUTTON {
+        if ev.button != u32::from(LEFT_BUTTON) {
             // Another button released during the click: keep the left press pending.
             return None;
         }
         let (window, pressed_at) = self.pressed.take()?;
-        let ok = !ev.synthetic
+        let ok = ev.real
+            && ev.visible
             && ev.window == window
             && ev.inside
             && ev.at >= pressed_at
@@ -113,7 +126,8 @@ mod tests {
         ButtonEvent {
             window,
             button: 1,
-            synthetic: false,
+            real: true,
+            visible: true,
             inside: true,
             at,
         }
@@ -129,6 +143,8 @@ mod tests {
         let mut r = RealClick::new(t0);
         r.press(ev(7, t0 + ms(500)));
         assert_eq!(r.release(ev(7, t0 + ms(560))), Some(7));
+        // The arming delay is at least 500 ms.
+        assert!(ARM_DELAY >= Duration::from_millis(500));
         // Consumed: a second release alone does nothing.
         assert_eq!(r.release(ev(7, t0 + ms(600))), None);
     }
@@ -137,22 +153,37 @@ mod tests {
     fn clicks_before_arming_are_ignored() {
         let t0 = Instant::now();
         let mut r = RealClick::new(t0);
-        r.press(ev(7, t0 + ms(100)));
+        r.press(ev(7, t0 + ms(450)));
         assert_eq!(r.release(ev(7, t0 + ms(700))), None);
     }
 
     #[test]
-    fn synthetic_press_or_release_is_refused() {
+    fn a_press_or_release_from_another_device_is_refused() {
         let t0 = Instant::now();
         let mut r = RealClick::new(t0);
         let mut p = ev(7, t0 + ms(500));
-        p.synthetic = true;
+        p.real = false;
         r.press(p);
         assert_eq!(r.release(ev(7, t0 + ms(550))), None);
 
         r.press(ev(7, t0 + ms(600)));
         let mut rel = ev(7, t0 + ms(650));
-        rel.synthetic = true;
+        rel.real = false;
+        assert_eq!(r.release(rel), None);
+    }
+
+    #[test]
+    fn a_press_or_release_while_covered_is_refused() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        let mut p = ev(7, t0 + ms(600));
+        p.visible = false;
+        r.press(p);
+        assert_eq!(r.release(ev(7, t0 + ms(650))), None);
+
+        r.press(ev(7, t0 + ms(700)));
+        let mut rel = ev(7, t0 + ms(750));
+        rel.visible = false;
         assert_eq!(r.release(rel), None);
     }
 
@@ -206,10 +237,10 @@ mod tests {
         let t0 = Instant::now();
         let mut r = RealClick::new(t0);
         r.rearm(t0 + ms(1000));
-        r.press(ev(7, t0 + ms(1200)));
-        assert_eq!(r.release(ev(7, t0 + ms(1250))), None);
         r.press(ev(7, t0 + ms(1450)));
-        assert_eq!(r.release(ev(7, t0 + ms(1500))), Some(7));
+        assert_eq!(r.release(ev(7, t0 + ms(1480))), None);
+        r.press(ev(7, t0 + ms(1550)));
+        assert_eq!(r.release(ev(7, t0 + ms(1600))), Some(7));
     }
 
     #[test]

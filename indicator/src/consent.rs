@@ -1,37 +1,57 @@
-//! The consent dialog: a managed top-level window with one child window per control.
+//! The consent dialog: an override-redirect window with one child window per control.
 //!
 //! Every control (app lines, the takeover and clipboard lines, Allow, Deny) is its own
 //! InputOutput child window named `nish-driver consent: <what>`, so scripts can find it by
-//! name, and it changes only on a real click (see [`crate::click`]). Keys do nothing: the
-//! dialog never selects key events. The host's name and the app names are untrusted text: they
-//! are escaped and cut to [`NAME_CHARS`] characters before they are drawn.
+//! name, and it changes only on a real click of the person (see [`crate::click`]): XInput 2
+//! button events from a device that is not an XTEST device, while the dialog is fully visible
+//! and has been for the arming delay ([`crate::visible`]). Keys do nothing: the dialog never
+//! selects key events.
+//!
+//! The dialog is override-redirect so that the indicator alone decides where it is and what is
+//! stacked on it: it is centred, never moved (a move by another client is put back and
+//! re-arms it) and raised again whenever another window covers it.
+//!
+//! It tells the person what they give: the program that asks (its executable and pid, from the
+//! kernel), the name the host claims for itself (marked as claimed), the lease, each app with
+//! its window count, one plain line of what the agent may do, and the takeover and clipboard
+//! lines only when the broker offers them. The host's name, the program path and the app names
+//! are untrusted text: they are escaped and cut before they are drawn.
 
 use std::time::{Duration, Instant};
 
 use nish_proto::model::escape_clip;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp};
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog};
 use x11rb::connection::Connection;
 use x11rb::errors::ReplyOrIdError;
-use x11rb::properties::{WmHints, WmSizeHints, WmSizeHintsSpecification};
 use x11rb::protocol::Event;
+use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
-    AtomEnum, ConnectionExt as _, CreateWindowAux, EventMask, Gcontext, PropMode, Visibility,
-    Window, WindowClass,
+    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, Gcontext,
+    PropMode, StackMode, Window, WindowClass,
 };
 use x11rb::wrapper::ConnectionExt as _;
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
-use crate::click::{ButtonEvent, RealClick, is_send_event};
+use crate::click::{ButtonEvent, RealClick};
+use crate::visible::{self, Rect};
 use crate::xui::{self, Ui, to_latin1};
 
 /// Untrusted names (host, apps) are escaped and cut to this many characters.
 pub const NAME_CHARS: usize = 48;
+/// The program path is cut to this many characters (keeping its end).
+pub const PROGRAM_CHARS: usize = 60;
 /// The top-level window's name.
 pub const TITLE: &str = "nish-driver consent";
 /// The takeover line, exactly as the contract words it.
 pub const TAKEOVER_LINE: &str = "ALSO allow VISIBLE TAKEOVER";
 /// The clipboard line.
 pub const CLIPBOARD_LINE: &str = "Allow reading the clipboard";
+/// Shown when an administrator opted in to assistive tools that click through XTEST.
+pub const ASSISTIVE_LINE: &str =
+    "On this computer assistive tools may click for you, so any program could answer this.";
+/// What a headless session may do, in one plain line.
+pub const USE_LINE: &str =
+    "It may read the windows of the ticked apps and press, tick and fill in their controls.";
 
 /// What a control does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,27 +90,52 @@ pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
     }
 }
 
-/// A consent request as the broker sent it.
-#[derive(Clone, Debug)]
-pub struct Request {
-    /// Request id.
-    pub id: u64,
-    /// The host's name (untrusted).
-    pub host: String,
-    /// App lines.
-    pub apps: Vec<ConsentApp>,
-    /// Show the takeover line.
-    pub takeover: bool,
-    /// Show the clipboard line.
-    pub clipboard: bool,
-    /// Time to answer.
-    pub timeout: Duration,
+/// The program line: the executable (its end kept when long) and the pid.
+pub fn program_line(exe: &str, pid: u32) -> String {
+    let exe = if exe.is_empty() {
+        "an unknown program".to_string()
+    } else {
+        let chars: Vec<char> = exe.chars().collect();
+        let tail: String = if chars.len() > PROGRAM_CHARS {
+            let keep: String = chars[chars.len() - (PROGRAM_CHARS - 1)..].iter().collect();
+            format!("\u{2026}{keep}")
+        } else {
+            exe.to_string()
+        };
+        escape_clip(&tail, PROGRAM_CHARS + 8)
+    };
+    if pid == 0 {
+        format!("Program: {exe}")
+    } else {
+        format!("Program: {exe} (pid {pid})")
+    }
+}
+
+/// The lease line.
+pub fn lease_line(minutes: u32) -> String {
+    match minutes {
+        1 => "Lease: 1 minute, then it must ask again.".to_string(),
+        m => format!("Lease: {m} minutes, then it must ask again."),
+    }
+}
+
+/// An app line's label: its name and its window count.
+pub fn app_label(app: &ConsentApp) -> String {
+    let n = escape_clip(&app.name, NAME_CHARS);
+    let n = if n.is_empty() { "(no name)".into() } else { n };
+    match app.windows {
+        1 => format!("{n}  (1 window)"),
+        w => format!("{n}  ({w} windows)"),
+    }
 }
 
 #[derive(Debug)]
 struct Control {
     win: Window,
     kind: Kind,
+    /// Position inside the dialog.
+    x: i16,
+    y: i16,
     w: u16,
     h: u16,
     ticked: bool,
@@ -114,7 +159,7 @@ struct Line {
 pub enum Outcome {
     /// Nothing to tell the broker.
     Nothing,
-    /// The person answered (or closed the dialog: a denial); the caller closes it.
+    /// The person answered (or the dialog was destroyed: a denial); the caller closes it.
     Answer(ConsentAnswer),
 }
 
@@ -126,14 +171,13 @@ pub struct Dialog {
     /// When no answer means denial.
     pub deadline: Instant,
     top: Window,
+    rect: Rect,
     gc: Gcontext,
     lines: Vec<Line>,
     controls: Vec<Control>,
     apps: Vec<ConsentApp>,
     click: RealClick,
     hover: Option<Window>,
-    obscured: bool,
-    last_pos: Option<(i16, i16)>,
 }
 
 /// A denial.
@@ -150,8 +194,13 @@ const PAD: i16 = 18;
 const GAP: i16 = 12;
 
 impl Dialog {
-    /// Creates and maps the dialog.
-    pub fn open(ui: &mut Ui, req: Request, now: Instant) -> Result<Self, ReplyOrIdError> {
+    /// Creates and maps the dialog, centred on the screen.
+    pub fn open(
+        ui: &mut Ui,
+        req: ConsentDialog,
+        assistive: bool,
+        now: Instant,
+    ) -> Result<Self, ReplyOrIdError> {
         let s = ui.font.big;
         let lh = ui.font.height(s) as i16;
         let hint_h = ui.font.height(1) as i16;
@@ -161,19 +210,34 @@ impl Dialog {
             ui.screen.width_in_pixels as i16,
             ui.screen.height_in_pixels as i16,
         );
+        let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
 
-        let host = escape_clip(&req.host, NAME_CHARS);
-        let host = if host.is_empty() {
-            "(a host without a name)".to_string()
+        let claimed = escape_clip(&req.host_claimed, NAME_CHARS);
+        let claimed = if claimed.is_empty() {
+            "It gives no name for itself.".to_string()
         } else {
-            host
+            format!("It calls itself \"{claimed}\" (its own claim, not checked).")
         };
-        let heading = to_latin1(&host);
-        let asks = to_latin1("asks to read and use these apps:");
-        let secs = req.timeout.as_millis().div_ceil(1000);
+        let heading = to_latin1("A program asks to use your apps");
+        let program = to_latin1(&program_line(&req.program.exe, req.program.pid));
+        let claimed = to_latin1(&claimed);
+        let lease = to_latin1(&lease_line(req.lease_minutes));
+        let use_line = to_latin1(USE_LINE);
+        let apps_heading = to_latin1(if req.apps.is_empty() {
+            "No app has a window open: there is nothing to tick."
+        } else {
+            "Apps (only the ticked ones can be used):"
+        });
+        let missing = match req.missing_requested {
+            0 => None,
+            1 => Some(to_latin1("1 app it asked for is not open.")),
+            n => Some(to_latin1(&format!("{n} apps it asked for are not open."))),
+        };
+        let secs = timeout.as_millis().div_ceil(1000);
         let note = to_latin1(&format!(
             "Answer with a mouse click. No answer in {secs} s means Deny."
         ));
+        let assistive_note = assistive.then(|| to_latin1(ASSISTIVE_LINE));
         let takeover_hints = [
             to_latin1("Lets the AI move your pointer and type, with a red frame round"),
             to_latin1("the screen. Your own mouse or keys pause it until you click Continue."),
@@ -181,8 +245,11 @@ impl Dialog {
 
         // Rows that fit on the screen; the rest of the apps are not shown and stay off.
         let fixed_h = PAD * 2
-            + (lh + 4)
-            + (lh + GAP)
+            + (lh + 6)
+            + 4 * (hint_h + 4)
+            + GAP
+            + (hint_h + 6)
+            + if missing.is_some() { hint_h + 6 } else { 0 }
             + if req.takeover {
                 8 + row_h + 2 * (hint_h + 2)
             } else {
@@ -191,28 +258,26 @@ impl Dialog {
             + if req.clipboard { row_h } else { 0 }
             + GAP
             + hint_h
+            + if assistive { hint_h + 4 } else { 0 }
             + GAP
             + button_h
-            + hint_h
-            + 60;
+            + 40;
         let max_rows = ((sh - fixed_h) / row_h).max(1) as usize;
         let shown = req.apps.len().min(max_rows);
         let hidden = req.apps.len() - shown;
         let apps: Vec<ConsentApp> = req.apps.into_iter().take(shown).collect();
+        let app_labels: Vec<Vec<u8>> = apps.iter().map(|a| to_latin1(&app_label(a))).collect();
 
-        let app_labels: Vec<Vec<u8>> = apps
-            .iter()
-            .map(|a| {
-                let n = escape_clip(&a.name, NAME_CHARS);
-                to_latin1(if n.is_empty() { "(no name)" } else { &n })
-            })
-            .collect();
         let box_w = box_size(lh);
         let mut width = 460i16;
         let mut want = |w: u16| width = width.max(w as i16 + 2 * PAD);
         want(ui.text_width(&heading, s));
-        want(ui.text_width(&asks, s));
-        want(ui.text_width(&note, 1));
+        for t in [&program, &claimed, &lease, &use_line, &apps_heading, &note] {
+            want(ui.text_width(t, 1));
+        }
+        if let Some(a) = &assistive_note {
+            want(ui.text_width(a, 1));
+        }
         for h in &takeover_hints {
             want(ui.text_width(h, 1) + (box_w + 16) as u16);
         }
@@ -228,22 +293,29 @@ impl Dialog {
         let mut lines = Vec::new();
         let mut specs: Vec<ControlSpec> = Vec::new();
         let mut y = PAD;
-        lines.push(Line {
-            x: PAD,
-            y,
-            text: heading,
-            scale: s,
-            color: ui.pal.text,
-        });
-        y += lh + 4;
-        lines.push(Line {
-            x: PAD,
-            y,
-            text: asks,
-            scale: s,
-            color: ui.pal.text,
-        });
-        y += lh + GAP;
+        let line = |lines: &mut Vec<Line>, y: &mut i16, text: Vec<u8>, scale, color, step| {
+            lines.push(Line {
+                x: PAD,
+                y: *y,
+                text,
+                scale,
+                color,
+            });
+            *y += step;
+        };
+        line(&mut lines, &mut y, heading, s, ui.pal.text, lh + 6);
+        line(&mut lines, &mut y, program, 1, ui.pal.text, hint_h + 4);
+        line(&mut lines, &mut y, claimed, 1, ui.pal.hint, hint_h + 4);
+        line(&mut lines, &mut y, lease, 1, ui.pal.text, hint_h + 4);
+        line(
+            &mut lines,
+            &mut y,
+            use_line,
+            1,
+            ui.pal.text,
+            hint_h + 4 + GAP,
+        );
+        line(&mut lines, &mut y, apps_heading, 1, ui.pal.hint, hint_h + 6);
         let row_w = width - 2 * PAD;
         for (i, (a, label)) in apps.iter().zip(app_labels).enumerate() {
             specs.push((Kind::App(i), PAD, y, row_w, row_h, label, a.ticked));
@@ -258,6 +330,9 @@ impl Dialog {
                 color: ui.pal.hint,
             });
             y += hint_h + 6;
+        }
+        if let Some(m) = missing {
+            line(&mut lines, &mut y, m, 1, ui.pal.hint, hint_h + 6);
         }
         if req.takeover {
             y += 8;
@@ -295,14 +370,10 @@ impl Dialog {
             y += row_h;
         }
         y += GAP;
-        lines.push(Line {
-            x: PAD,
-            y,
-            text: note,
-            scale: 1,
-            color: ui.pal.hint,
-        });
-        y += hint_h + GAP;
+        if let Some(a) = assistive_note {
+            line(&mut lines, &mut y, a, 1, ui.pal.danger, hint_h + 4);
+        }
+        line(&mut lines, &mut y, note, 1, ui.pal.hint, hint_h + GAP);
         let allow_l = to_latin1("Allow");
         let deny_l = to_latin1("Deny");
         let bw = ui.text_width(&allow_l, s).max(ui.text_width(&deny_l, s)) as i16 + 56;
@@ -325,13 +396,13 @@ impl Dialog {
             false,
         ));
         y += button_h + PAD;
-        let height = y;
+        let height = y.min(sh);
 
-        // The top-level window, centred; the window manager places it.
+        // The top-level window, centred, override-redirect: nobody else places it.
         let conn = &ui.conn;
         let root = ui.screen.root;
         let top = conn.generate_id()?;
-        let (x, yy) = ((sw - width) / 2, (sh - height) / 2);
+        let (x, yy) = (((sw - width) / 2).max(0), ((sh - height) / 2).max(0));
         conn.create_window(
             COPY_DEPTH_FROM_PARENT,
             top,
@@ -344,40 +415,15 @@ impl Dialog {
             WindowClass::INPUT_OUTPUT,
             COPY_FROM_PARENT,
             &CreateWindowAux::new()
+                .override_redirect(1)
                 .background_pixel(ui.pal.bg)
-                .event_mask(
-                    EventMask::EXPOSURE
-                        | EventMask::STRUCTURE_NOTIFY
-                        | EventMask::VISIBILITY_CHANGE,
-                ),
+                .event_mask(EventMask::EXPOSURE | EventMask::STRUCTURE_NOTIFY),
         )?;
         xui::mark_and_name(conn, &ui.atoms, top, TITLE)?;
-        let a = ui.atoms;
         conn.change_property32(
             PropMode::REPLACE,
             top,
-            a.net_wm_window_type,
-            AtomEnum::ATOM,
-            &[a.net_wm_window_type_dialog],
-        )?;
-        conn.change_property32(
-            PropMode::REPLACE,
-            top,
-            a.net_wm_state,
-            AtomEnum::ATOM,
-            &[a.net_wm_state_above],
-        )?;
-        conn.change_property32(
-            PropMode::REPLACE,
-            top,
-            a.wm_protocols,
-            AtomEnum::ATOM,
-            &[a.wm_delete_window],
-        )?;
-        conn.change_property32(
-            PropMode::REPLACE,
-            top,
-            a.net_wm_pid,
+            ui.atoms.net_wm_pid,
             AtomEnum::CARDINAL,
             &[std::process::id()],
         )?;
@@ -388,27 +434,6 @@ impl Dialog {
             AtomEnum::STRING,
             b"nish-indicator\0nish-driver\0",
         )?;
-        let hints = WmSizeHints {
-            position: Some((
-                WmSizeHintsSpecification::ProgramSpecified,
-                x.into(),
-                yy.into(),
-            )),
-            size: Some((
-                WmSizeHintsSpecification::ProgramSpecified,
-                width.into(),
-                height.into(),
-            )),
-            min_size: Some((width.into(), height.into())),
-            max_size: Some((width.into(), height.into())),
-            ..Default::default()
-        };
-        hints.set_normal_hints(conn, top)?;
-        WmHints {
-            input: Some(true),
-            ..Default::default()
-        }
-        .set(conn, top)?;
 
         let mut controls = Vec::new();
         for (kind, cx, cy, cw, ch, label, ticked) in specs {
@@ -431,12 +456,13 @@ impl Dialog {
                 COPY_FROM_PARENT,
                 &CreateWindowAux::new().background_pixel(bg).event_mask(
                     EventMask::EXPOSURE
-                        | EventMask::BUTTON_PRESS
-                        | EventMask::BUTTON_RELEASE
+                        | EventMask::STRUCTURE_NOTIFY
                         | EventMask::ENTER_WINDOW
                         | EventMask::LEAVE_WINDOW,
                 ),
             )?;
+            // Button events through XInput 2 only: they carry the source device.
+            select_buttons(conn, win)?;
             let app_name = match kind {
                 Kind::App(i) => Some(apps[i].name.as_str()),
                 _ => None,
@@ -445,6 +471,8 @@ impl Dialog {
             controls.push(Control {
                 win,
                 kind,
+                x: cx,
+                y: cy,
                 w: cw as u16,
                 h: ch as u16,
                 ticked,
@@ -454,25 +482,55 @@ impl Dialog {
         let gc = xui::make_gc(conn, top, ui.font.id(), ui.pal.text)?;
         conn.map_subwindows(top)?;
         conn.map_window(top)?;
+        conn.configure_window(top, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE))?;
         conn.flush()?;
         Ok(Dialog {
             id: req.id,
-            deadline: now + req.timeout,
+            deadline: now + timeout,
             top,
+            rect: Rect {
+                x: i32::from(x),
+                y: i32::from(yy),
+                w: i32::from(width),
+                h: i32::from(height),
+            },
             gc,
             lines,
             controls,
             apps,
             click: RealClick::new(now),
             hover: None,
-            obscured: false,
-            last_pos: None,
         })
     }
 
     /// True when `win` is the dialog or one of its controls.
     pub fn owns(&self, win: Window) -> bool {
         win == self.top || self.controls.iter().any(|c| c.win == win)
+    }
+
+    /// Every window of the dialog.
+    pub fn windows(&self) -> impl Iterator<Item = Window> + '_ {
+        std::iter::once(self.top).chain(self.controls.iter().map(|c| c.win))
+    }
+
+    /// What [`visible::check`] must find.
+    pub fn target(&self) -> visible::Target {
+        visible::Target {
+            top: self.top,
+            rect: self.rect,
+            children: self.controls.iter().map(|c| c.win).collect(),
+        }
+    }
+
+    /// Where the dialog is, in root coordinates.
+    pub fn rect(&self) -> Rect {
+        self.rect
+    }
+
+    /// Starts the arming delay again (the dialog was covered, moved, or something over it
+    /// changed).
+    pub fn rearm(&mut self, now: Instant) {
+        self.click.rearm(now);
     }
 
     /// The broker announced a driver button press.
@@ -485,6 +543,15 @@ impl Dialog {
         ui.conn.destroy_window(self.top)?;
         ui.conn.free_gc(self.gc)?;
         ui.conn.flush()?;
+        Ok(())
+    }
+
+    /// Raises the dialog above every other window.
+    pub fn raise(&self, ui: &Ui) -> Result<(), ReplyOrIdError> {
+        ui.conn.configure_window(
+            self.top,
+            &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE),
+        )?;
         Ok(())
     }
 
@@ -508,7 +575,28 @@ impl Dialog {
         }
     }
 
-    /// Handles an X event for one of the dialog's windows.
+    /// The control window an XInput 2 button event landed on, with its size.
+    pub fn control_size(&self, win: Window) -> Option<(u16, u16)> {
+        self.controls
+            .iter()
+            .find(|c| c.win == win)
+            .map(|c| (c.w, c.h))
+    }
+
+    /// A button press on a control, judged by the caller's facts (device, visibility).
+    pub fn press(&mut self, ev: ButtonEvent) {
+        self.click.press(ev);
+    }
+
+    /// A button release on a control; activates it when press and release make a real click.
+    pub fn release(&mut self, ui: &mut Ui, ev: ButtonEvent) -> Result<Outcome, ReplyOrIdError> {
+        match self.click.release(ev) {
+            Some(win) => self.activate(ui, win),
+            None => Ok(Outcome::Nothing),
+        }
+    }
+
+    /// Handles a core X event for one of the dialog's windows.
     pub fn handle(
         &mut self,
         ui: &mut Ui,
@@ -518,27 +606,56 @@ impl Dialog {
         match ev {
             Event::Expose(e) if e.count == 0 => self.redraw(ui, e.window)?,
             Event::MapNotify(e) if e.window == self.top => self.click.rearm(now),
-            Event::VisibilityNotify(e) if e.window == self.top => {
-                if e.state == Visibility::UNOBSCURED && self.obscured {
-                    // Something that covered the dialog went away: a click aimed at it must
-                    // not land on a control.
-                    self.click.rearm(now);
+            Event::ConfigureNotify(e) if e.window == self.top && e.event == self.top => {
+                // Any change of the dialog's own stacking or place re-arms it; a move or a
+                // resize by another client is also put back.
+                self.click.rearm(now);
+                let r = self.rect;
+                let got = Rect {
+                    x: i32::from(e.x),
+                    y: i32::from(e.y),
+                    w: i32::from(e.width),
+                    h: i32::from(e.height),
+                };
+                if got != r || e.border_width != 0 {
+                    tracing::warn!("the consent dialog was moved by another client; put back");
+                    ui.conn.configure_window(
+                        self.top,
+                        &ConfigureWindowAux::new()
+                            .x(r.x)
+                            .y(r.y)
+                            .width(r.w as u32)
+                            .height(r.h as u32)
+                            .border_width(0),
+                    )?;
                 }
-                self.obscured = e.state != Visibility::UNOBSCURED;
             }
-            Event::ConfigureNotify(e) if e.window == self.top => {
-                let pos = (e.x, e.y);
-                if self.last_pos.is_some_and(|p| p != pos) {
+            Event::ConfigureNotify(e) if e.event == e.window => {
+                if let Some(c) = self.controls.iter().find(|c| c.win == e.window) {
                     self.click.rearm(now);
+                    if (e.x, e.y, e.width, e.height) != (c.x, c.y, c.w, c.h) {
+                        tracing::warn!("a consent control was moved by another client; put back");
+                        ui.conn.configure_window(
+                            c.win,
+                            &ConfigureWindowAux::new()
+                                .x(i32::from(c.x))
+                                .y(i32::from(c.y))
+                                .width(u32::from(c.w))
+                                .height(u32::from(c.h))
+                                .border_width(0),
+                        )?;
+                    }
                 }
-                self.last_pos = Some(pos);
             }
-            Event::ClientMessage(e)
-                if e.window == self.top
-                    && e.type_ == ui.atoms.wm_protocols
-                    && e.data.as_data32()[0] == ui.atoms.wm_delete_window =>
-            {
-                // Closing the dialog through the window manager is a denial.
+            Event::UnmapNotify(e) if e.event == e.window && self.owns(e.window) => {
+                // The indicator never unmaps its dialog: another client did. Show it again,
+                // armed afresh.
+                self.click.rearm(now);
+                ui.conn.map_window(e.window)?;
+            }
+            Event::ReparentNotify(e) if e.event == e.window && self.owns(e.window) => {
+                // Taken into another window: it can no longer be trusted to be what the
+                // person sees. A denial.
                 return Ok(Outcome::Answer(denied()));
             }
             Event::DestroyNotify(e) if e.window == self.top => {
@@ -546,32 +663,6 @@ impl Dialog {
             }
             Event::EnterNotify(e) => self.set_hover(ui, Some(e.event))?,
             Event::LeaveNotify(e) if self.hover == Some(e.event) => self.set_hover(ui, None)?,
-            Event::ButtonPress(e) => {
-                if let Some(c) = self.controls.iter().find(|c| c.win == e.event) {
-                    self.click.press(ButtonEvent {
-                        window: c.win,
-                        button: e.detail,
-                        synthetic: is_send_event(e.response_type),
-                        inside: inside(e.event_x, e.event_y, c.w, c.h),
-                        at: now,
-                    });
-                }
-            }
-            Event::ButtonRelease(e) => {
-                let Some(c) = self.controls.iter().find(|c| c.win == e.event) else {
-                    return Ok(Outcome::Nothing);
-                };
-                let hit = self.click.release(ButtonEvent {
-                    window: c.win,
-                    button: e.detail,
-                    synthetic: is_send_event(e.response_type),
-                    inside: inside(e.event_x, e.event_y, c.w, c.h),
-                    at: now,
-                });
-                if let Some(win) = hit {
-                    return self.activate(ui, win);
-                }
-            }
             _ => {}
         }
         Ok(Outcome::Nothing)
@@ -610,6 +701,9 @@ impl Dialog {
         let gc = self.gc;
         let s = ui.font.big;
         if win == self.top {
+            xui::set_fg(&ui.conn, gc, ui.pal.border)?;
+            let (w, h) = (self.rect.w as u16, self.rect.h as u16);
+            xui::outline(&ui.conn, self.top, gc, 0, 0, w, h, 2)?;
             for l in &self.lines {
                 xui::set_fg(&ui.conn, gc, l.color)?;
                 ui.draw_text(self.top, gc, l.x, l.y, &l.text, l.scale)?;
@@ -681,13 +775,26 @@ impl Dialog {
     }
 }
 
+/// Selects XInput 2 button presses and releases (from every master pointer) on `win`.
+pub fn select_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdError> {
+    conn.xinput_xi_select_events(
+        win,
+        &[xinput::EventMask {
+            deviceid: 1, // XIAllMasterDevices
+            mask: vec![xinput::XIEventMask::BUTTON_PRESS | xinput::XIEventMask::BUTTON_RELEASE],
+        }],
+    )?;
+    Ok(())
+}
+
 /// The checkbox's side for a line height.
 fn box_size(lh: i16) -> i16 {
     lh.clamp(14, 22)
 }
 
-fn inside(x: i16, y: i16, w: u16, h: u16) -> bool {
-    x >= 0 && y >= 0 && (x as i32) < i32::from(w) && (y as i32) < i32::from(h)
+/// True when (x, y) lies inside a w x h window.
+pub fn inside(x: i32, y: i32, w: u16, h: u16) -> bool {
+    x >= 0 && y >= 0 && x < i32::from(w) && y < i32::from(h)
 }
 
 #[cfg(test)]
@@ -722,6 +829,31 @@ mod tests {
         let long = "x".repeat(200);
         let n = control_name(Kind::App(0), Some(&long));
         assert!(n.chars().count() <= "nish-driver consent: app:".len() + NAME_CHARS + 1);
+    }
+
+    #[test]
+    fn what_the_person_reads() {
+        assert_eq!(
+            program_line("/usr/bin/python3.11", 4242),
+            "Program: /usr/bin/python3.11 (pid 4242)"
+        );
+        assert_eq!(program_line("", 0), "Program: an unknown program");
+        let long = format!("/opt/{}/host", "d".repeat(100));
+        let l = program_line(&long, 7);
+        assert!(
+            l.contains("\u{2026}") && l.ends_with("dd/host (pid 7)"),
+            "{l}"
+        );
+        assert!(program_line("/tmp/a\nb", 1).contains("a\\nb"));
+        assert_eq!(lease_line(15), "Lease: 15 minutes, then it must ask again.");
+        assert_eq!(lease_line(1), "Lease: 1 minute, then it must ask again.");
+        let app = |w| ConsentApp {
+            name: "Gedit".into(),
+            ticked: false,
+            windows: w,
+        };
+        assert_eq!(app_label(&app(1)), "Gedit  (1 window)");
+        assert_eq!(app_label(&app(3)), "Gedit  (3 windows)");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The stop hotkey: a passive key grab on the root window.
+//! The stop hotkey: a passive key grab on the root window, with every combination of Caps Lock,
+//! Num Lock and Scroll Lock (where the keymap makes it a modifier).
 //!
 //! Default: Ctrl+Alt+Shift+Escape. Ctrl+Alt+Escape is taken on some desktops (KDE binds it to
 //! "kill a window"), Ctrl+Shift+Escape opens system monitors, and Ctrl+Alt+Backspace/Delete are
@@ -129,6 +130,7 @@ pub fn keysym_from_name(name: &str) -> Option<u32> {
 }
 
 const XK_NUM_LOCK: u32 = 0xff7f;
+const XK_SCROLL_LOCK: u32 = 0xff14;
 const XK_ALT_L: u32 = 0xffe9;
 const XK_ALT_R: u32 = 0xffea;
 const XK_SUPER_L: u32 = 0xffeb;
@@ -146,6 +148,8 @@ pub struct StopHotkey {
     ignored: u16,
     /// How many grabs the server accepted.
     pub grabbed: usize,
+    /// How many it refused (another program holds the combination).
+    pub refused: usize,
 }
 
 impl StopHotkey {
@@ -159,6 +163,7 @@ impl StopHotkey {
             mods: 0,
             ignored: 0,
             grabbed: 0,
+            refused: 0,
         };
         hk.regrab(conn, root)?;
         Ok(hk)
@@ -190,6 +195,8 @@ impl StopHotkey {
         let alt = mask_holding(&[XK_ALT_L, XK_ALT_R]).unwrap_or(u16::from(ModMask::M1));
         let sup = mask_holding(&[XK_SUPER_L, XK_SUPER_R]).unwrap_or(u16::from(ModMask::M4));
         let numlock = mask_holding(&[XK_NUM_LOCK]).unwrap_or(u16::from(ModMask::M2));
+        // Scroll Lock is a modifier only where the keymap makes it one.
+        let scroll = mask_holding(&[XK_SCROLL_LOCK]).unwrap_or(0);
         let mut mods = 0u16;
         for m in &self.spec.modifiers {
             mods |= match m {
@@ -201,7 +208,7 @@ impl StopHotkey {
             };
         }
         let lock = u16::from(ModMask::LOCK);
-        self.ignored = (lock | numlock) & !mods;
+        self.ignored = (lock | numlock | scroll) & !mods;
         self.mods = mods;
         // Keycodes whose first two columns (unshifted/shifted, group 1) carry the keysym.
         self.keycodes = (min..=max)
@@ -215,7 +222,15 @@ impl StopHotkey {
         if self.keycodes.is_empty() {
             tracing::warn!("stop hotkey: no key on this keyboard produces the chosen key");
         }
-        let mut variants = vec![0u16, lock, numlock, lock | numlock];
+        // Every combination of the lock modifiers, so the hotkey works whatever locks are on.
+        let locks = [lock, numlock, scroll];
+        let mut variants: Vec<u16> = (0..8u16)
+            .map(|bits| {
+                (0..3)
+                    .filter(|i| bits & (1 << i) != 0)
+                    .fold(0, |m, i| m | locks[i])
+            })
+            .collect();
         variants.retain(|v| v & mods == 0);
         variants.sort_unstable();
         variants.dedup();
@@ -240,6 +255,7 @@ impl StopHotkey {
                 }
             }
         }
+        self.refused = refused;
         if refused > 0 {
             tracing::warn!(
                 "stop hotkey: {refused} of {} grabs refused (BadAccess: another program holds \
@@ -248,6 +264,11 @@ impl StopHotkey {
             );
         }
         Ok(())
+    }
+
+    /// True when every lock variant of the hotkey is grabbed.
+    pub fn fully_grabbed(&self) -> bool {
+        self.grabbed > 0 && self.refused == 0
     }
 
     /// True when a key press is the hotkey pressed by a person (not a SendEvent).

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 
-use nish_proto::wire::codec::{self, FrameError};
+use nish_proto::wire::codec::{self, FrameCutter};
 use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
 use nish_proto::wire::{Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, Role};
 
@@ -30,7 +30,7 @@ pub enum Incoming {
 #[derive(Debug)]
 pub struct BrokerLink {
     stream: UnixStream,
-    buf: Vec<u8>,
+    cutter: FrameCutter,
 }
 
 impl BrokerLink {
@@ -38,7 +38,7 @@ impl BrokerLink {
     pub fn start(stream: UnixStream, report: LockdownReport) -> anyhow::Result<Self> {
         let mut link = BrokerLink {
             stream,
-            buf: Vec::new(),
+            cutter: FrameCutter::new(MAX_IN_FRAME),
         };
         codec::write_frame(
             &mut link.stream,
@@ -80,34 +80,17 @@ impl BrokerLink {
         if n == 0 {
             return Ok(Incoming::Closed);
         }
-        self.buf.extend_from_slice(&chunk[..n]);
-        Ok(Incoming::Messages(cut_frames(&mut self.buf)?))
+        cut_frames(&mut self.cutter, &chunk[..n]).map(Incoming::Messages)
     }
 }
 
-/// Cuts every whole frame off the front of `buf`. The announced length is checked before the
-/// body is waited for, so an oversized frame is refused at once.
-fn cut_frames(buf: &mut Vec<u8>) -> anyhow::Result<Vec<BrokerToIndicator>> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    loop {
-        let rest = &buf[start..];
-        if rest.len() < 4 {
-            break;
-        }
-        let header = [rest[0], rest[1], rest[2], rest[3]];
-        let len = codec::frame_len(header, MAX_IN_FRAME)
-            .map_err(|e: FrameError| anyhow::anyhow!("bad frame from the broker: {e}"))?;
-        if rest.len() < 4 + len {
-            break;
-        }
-        let msg: BrokerToIndicator = codec::decode(&rest[4..4 + len])
-            .map_err(|e| anyhow::anyhow!("bad frame from the broker: {e}"))?;
-        out.push(msg);
-        start += 4 + len;
-    }
-    buf.drain(..start);
-    Ok(out)
+/// Adds bytes from the broker and cuts every whole frame; the announced length is checked
+/// before the body is waited for, so an oversized frame is refused at once.
+fn cut_frames(cutter: &mut FrameCutter, bytes: &[u8]) -> anyhow::Result<Vec<BrokerToIndicator>> {
+    cutter
+        .push(bytes)
+        .and_then(|()| cutter.drain())
+        .map_err(|e| anyhow::anyhow!("bad frame from the broker: {e}"))
 }
 
 #[cfg(test)]
@@ -127,25 +110,34 @@ mod tests {
         let mut bytes = frame(&a);
         let fb = frame(&b);
         bytes.extend_from_slice(&fb[..fb.len() - 2]);
-        let mut buf = bytes;
-        let got = cut_frames(&mut buf).unwrap();
+        let mut c = FrameCutter::new(MAX_IN_FRAME);
+        let got = cut_frames(&mut c, &bytes).unwrap();
         assert_eq!(got, vec![a]);
-        assert_eq!(buf.len(), fb.len() - 2);
-        buf.extend_from_slice(&fb[fb.len() - 2..]);
-        assert_eq!(cut_frames(&mut buf).unwrap(), vec![b]);
-        assert!(buf.is_empty());
+        assert_eq!(c.buffered(), fb.len() - 2);
+        assert_eq!(cut_frames(&mut c, &fb[fb.len() - 2..]).unwrap(), vec![b]);
+        assert_eq!(c.buffered(), 0);
     }
 
     #[test]
     fn oversized_header_is_refused_before_the_body_arrives() {
-        let mut buf = ((MAX_IN_FRAME + 1) as u32).to_be_bytes().to_vec();
-        assert!(cut_frames(&mut buf).is_err());
+        let mut c = FrameCutter::new(MAX_IN_FRAME);
+        assert!(cut_frames(&mut c, &((MAX_IN_FRAME + 1) as u32).to_be_bytes()).is_err());
     }
 
     #[test]
     fn garbage_body_is_an_error() {
-        let mut buf = 3u32.to_be_bytes().to_vec();
-        buf.extend_from_slice(&[0xff, 0xff, 0xff]);
-        assert!(cut_frames(&mut buf).is_err());
+        let mut bytes = 3u32.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&[0xff, 0xff, 0xff]);
+        assert!(cut_frames(&mut FrameCutter::new(MAX_IN_FRAME), &bytes).is_err());
+    }
+
+    #[test]
+    fn a_string_bomb_is_refused_without_allocating_it() {
+        // ShowTakeover (variant 2) whose session string claims 2^42 bytes.
+        let mut body = vec![2u8, 253];
+        body.extend_from_slice(&(1u64 << 42).to_le_bytes());
+        let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&body);
+        assert!(cut_frames(&mut FrameCutter::new(MAX_IN_FRAME), &bytes).is_err());
     }
 }

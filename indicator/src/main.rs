@@ -15,6 +15,7 @@ mod hotkey;
 mod link;
 mod sys;
 mod takeover;
+mod visible;
 mod xui;
 
 use anyhow::Context as _;
@@ -68,11 +69,23 @@ fn run(report: nish_proto::wire::LockdownReport) -> anyhow::Result<app::Exit> {
     Ok(app.run())
 }
 
-/// The SHAPE extension (with input shapes, 1.1) is what makes the frame click-through; without
-/// it the indicator cannot be shown safely.
+/// The SHAPE extension (with input shapes, 1.1) is what makes the frame click-through, and
+/// XInput 2 (2.2) is what tells the person's clicks from injected ones; without either the
+/// indicator cannot be shown safely.
 fn ui_checks(ui: &xui::Ui) -> anyhow::Result<()> {
     use x11rb::connection::RequestConnection as _;
     use x11rb::protocol::shape::ConnectionExt as _;
+    use x11rb::protocol::xinput::ConnectionExt as _;
+    let xi = ui
+        .conn
+        .extension_information(x11rb::protocol::xinput::X11_EXTENSION_NAME)?
+        .is_some();
+    anyhow::ensure!(xi, "the X server has no XInputExtension");
+    let v = ui.conn.xinput_xi_query_version(2, 2)?.reply()?;
+    anyhow::ensure!(
+        (v.major_version, v.minor_version) >= (2, 2),
+        "the X server's XInput is older than 2.2 (the person's clicks cannot be told apart)"
+    );
     let present = ui
         .conn
         .extension_information(x11rb::protocol::shape::X11_EXTENSION_NAME)?

@@ -30,7 +30,8 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
-use crate::click::{ButtonEvent, RealClick, is_send_event};
+use crate::click::{ButtonEvent, RealClick};
+use crate::visible;
 use crate::xui::{self, Ui, to_latin1};
 
 /// The frame window's name.
@@ -88,6 +89,8 @@ struct Button {
 /// The takeover indicator while at least one session holds a takeover.
 #[derive(Debug)]
 pub struct Takeover {
+    /// The monitors the frame rings (RandR), the primary first.
+    monitors: Vec<Geom>,
     sessions: BTreeMap<String, SessionState>,
     frame: Window,
     label: Window,
@@ -139,7 +142,8 @@ impl Takeover {
                 .event_mask(EventMask::STRUCTURE_NOTIFY | EventMask::VISIBILITY_CHANGE),
         )?;
         xui::mark_and_name(conn, &ui.atoms, frame, FRAME_NAME)?;
-        set_ring(conn, frame, sw, sh)?;
+        let mons = monitors(conn, root, (sw, sh));
+        set_ring(conn, frame, &mons)?;
         conn.shape_rectangles(
             shape::SO::SET,
             shape::SK::INPUT,
@@ -192,6 +196,7 @@ impl Takeover {
             },
         );
         let mut t = Takeover {
+            monitors: mons,
             sessions,
             frame,
             label,
@@ -298,12 +303,22 @@ impl Takeover {
         }
     }
 
+    /// True when a raise was asked for sooner than the rate limit allows.
+    pub fn raise_pending(&self) -> bool {
+        self.raise_pending
+    }
+
     /// Runs a pending or periodic raise.
     pub fn tick(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
         if now >= self.next_deadline() {
             self.raise(ui, now)?;
         }
         Ok(())
+    }
+
+    /// Raises the windows now (another of the indicator's windows was just raised).
+    pub fn raise_now(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        self.raise(ui, now)
     }
 
     fn request_raise(&mut self, ui: &Ui, now: Instant) -> Result<(), ReplyOrIdError> {
@@ -358,7 +373,10 @@ impl Takeover {
     ) -> Result<(), ReplyOrIdError> {
         let dim = self.all_paused();
         let s = ui.font.big;
-        let sw = ui.screen.width_in_pixels;
+        // Label and Continue sit at the top centre of the primary monitor.
+        let primary = self.monitors.first().copied().unwrap_or(self.frame_geom);
+        let centre =
+            |w: u16| (i32::from(primary.x) + (i32::from(primary.w) - i32::from(w)) / 2) as i16;
         if first || dim != self.dimmed {
             self.dimmed = dim;
             let bg = if dim { ui.pal.red_dim } else { ui.pal.red };
@@ -370,8 +388,8 @@ impl Takeover {
             let w = ui.text_width(&text, s) + 32;
             let h = ui.font.height(s) + 12;
             self.label_geom = Geom {
-                x: ((sw as i32 - w as i32) / 2) as i16,
-                y: FRAME_WIDTH as i16 + 4,
+                x: centre(w),
+                y: primary.y + FRAME_WIDTH as i16 + 4,
                 w,
                 h,
             };
@@ -385,7 +403,7 @@ impl Takeover {
                 let w = ui.text_width(&text, s) + 48;
                 let h = ui.font.height(s) + 14;
                 let geom = Geom {
-                    x: ((sw as i32 - w as i32) / 2) as i16,
+                    x: centre(w),
                     y: self.label_geom.y + self.label_geom.h as i16 + 6,
                     w,
                     h,
@@ -409,12 +427,12 @@ impl Takeover {
                             EventMask::STRUCTURE_NOTIFY
                                 | EventMask::VISIBILITY_CHANGE
                                 | EventMask::EXPOSURE
-                                | EventMask::BUTTON_PRESS
-                                | EventMask::BUTTON_RELEASE
                                 | EventMask::ENTER_WINDOW
                                 | EventMask::LEAVE_WINDOW,
                         ),
                 )?;
+                // Button events through XInput 2 only: they carry the source device.
+                crate::consent::select_buttons(&ui.conn, win)?;
                 xui::mark_and_name(&ui.conn, &ui.atoms, win, CONTINUE_NAME)?;
                 let mut click = RealClick::new(now);
                 if let Some(t) = self.last_driver_press {
@@ -479,11 +497,36 @@ impl Takeover {
         ui.screen.height_in_pixels = h;
         self.frame_geom = Geom { x: 0, y: 0, w, h };
         self.configure(ui, self.frame, self.frame_geom)?;
-        set_ring(&ui.conn, self.frame, w, h)?;
+        self.monitors = monitors(&ui.conn, ui.screen.root, (w, h));
+        self.reshape(ui, now)
+    }
+
+    /// The monitors changed: ring them again and put the label and Continue on the primary.
+    fn reshape(&mut self, ui: &mut Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        set_ring(&ui.conn, self.frame, &self.monitors)?;
         if let Some(b) = self.button.take() {
             ui.conn.destroy_window(b.win)?;
         }
         self.apply_state(ui, now, true)
+    }
+
+    /// Reads the monitors again (RandR has no event for every change, so this runs with the
+    /// periodic raise); reshapes when they changed.
+    pub fn check_monitors(&mut self, ui: &mut Ui, now: Instant) -> Result<(), ReplyOrIdError> {
+        let ms = monitors(
+            &ui.conn,
+            ui.screen.root,
+            (ui.screen.width_in_pixels, ui.screen.height_in_pixels),
+        );
+        if ms != self.monitors {
+            tracing::info!(
+                monitors = ms.len(),
+                "monitors changed; the frame rings each one"
+            );
+            self.monitors = ms;
+            self.reshape(ui, now)?;
+        }
+        Ok(())
     }
 
     /// Handles an X event that concerns the indicator (its windows, or the root's other
@@ -574,43 +617,72 @@ impl Takeover {
             Event::Expose(e) if e.count == 0 && self.owns(e.window) => self.redraw(ui, e.window)?,
             Event::EnterNotify(e) => self.set_hover(ui, e.event, true)?,
             Event::LeaveNotify(e) => self.set_hover(ui, e.event, false)?,
-            Event::ButtonPress(e) => {
-                if let Some(b) = &mut self.button
-                    && b.win == e.event
-                {
-                    b.click.press(ButtonEvent {
-                        window: b.win,
-                        button: e.detail,
-                        synthetic: is_send_event(e.response_type),
-                        inside: inside(e.event_x, e.event_y, b.geom.w, b.geom.h),
-                        at: now,
-                    });
-                }
-            }
-            Event::ButtonRelease(e) => {
-                if let Some(b) = &mut self.button
-                    && b.win == e.event
-                {
-                    let hit = b.click.release(ButtonEvent {
-                        window: b.win,
-                        button: e.detail,
-                        synthetic: is_send_event(e.response_type),
-                        inside: inside(e.event_x, e.event_y, b.geom.w, b.geom.h),
-                        at: now,
-                    });
-                    if hit.is_some() {
-                        return Ok(self
-                            .sessions
-                            .iter()
-                            .filter(|(_, s)| s.paused)
-                            .map(|(k, _)| Note::Continue(k.clone()))
-                            .collect());
-                    }
-                }
-            }
             _ => {}
         }
         Ok(Vec::new())
+    }
+
+    /// Every window of the indicator.
+    pub fn windows(&self) -> Vec<Window> {
+        let mut v = vec![self.frame, self.label];
+        if let Some(b) = &self.button {
+            v.push(b.win);
+        }
+        v
+    }
+
+    /// The Continue button's window and size, while paused.
+    pub fn continue_size(&self, win: Window) -> Option<(u16, u16)> {
+        self.button
+            .as_ref()
+            .filter(|b| b.win == win)
+            .map(|b| (b.geom.w, b.geom.h))
+    }
+
+    /// What [`visible::check`] must find for the Continue button, while it is shown.
+    pub fn continue_target(&self) -> Option<visible::Target> {
+        self.button.as_ref().map(|b| visible::Target {
+            top: b.win,
+            rect: visible::Rect {
+                x: i32::from(b.geom.x),
+                y: i32::from(b.geom.y),
+                w: i32::from(b.geom.w),
+                h: i32::from(b.geom.h),
+            },
+            children: Vec::new(),
+        })
+    }
+
+    /// Starts the Continue button's arming delay again.
+    pub fn rearm_continue(&mut self, now: Instant) {
+        if let Some(b) = &mut self.button {
+            b.click.rearm(now);
+        }
+    }
+
+    /// A press on the Continue button, judged by the caller's facts (device, visibility).
+    pub fn press(&mut self, ev: ButtonEvent) {
+        if let Some(b) = &mut self.button
+            && b.win == ev.window
+        {
+            b.click.press(ev);
+        }
+    }
+
+    /// A release on the Continue button: every paused session continues on a real click.
+    pub fn release(&mut self, ev: ButtonEvent) -> Vec<Note> {
+        let hit = match &mut self.button {
+            Some(b) if b.win == ev.window => b.click.release(ev).is_some(),
+            _ => false,
+        };
+        if !hit {
+            return Vec::new();
+        }
+        self.sessions
+            .iter()
+            .filter(|(_, s)| s.paused)
+            .map(|(k, _)| Note::Continue(k.clone()))
+            .collect()
     }
 
     fn set_hover(&mut self, ui: &mut Ui, win: Window, on: bool) -> Result<(), ReplyOrIdError> {
@@ -680,39 +752,76 @@ impl Takeover {
     }
 }
 
-/// The frame's visible ring: four bands of [`FRAME_WIDTH`] along the screen's edges.
-pub fn ring(w: u16, h: u16) -> [Rectangle; 4] {
+/// The visible ring of one monitor: four bands of [`FRAME_WIDTH`] along its edges.
+pub fn ring(x: i16, y: i16, w: u16, h: u16) -> [Rectangle; 4] {
     let t = FRAME_WIDTH.min(w / 2).min(h / 2);
     let ti = t as i16;
     [
         Rectangle {
-            x: 0,
-            y: 0,
+            x,
+            y,
             width: w,
             height: t,
         },
         Rectangle {
-            x: 0,
-            y: h as i16 - ti,
+            x,
+            y: y + h as i16 - ti,
             width: w,
             height: t,
         },
         Rectangle {
-            x: 0,
-            y: ti,
+            x,
+            y: y + ti,
             width: t,
             height: h.saturating_sub(2 * t),
         },
         Rectangle {
-            x: w as i16 - ti,
-            y: ti,
+            x: x + w as i16 - ti,
+            y: y + ti,
             width: t,
             height: h.saturating_sub(2 * t),
         },
     ]
 }
 
-fn set_ring(conn: &xui::Conn, frame: Window, w: u16, h: u16) -> Result<(), ReplyOrIdError> {
+/// The monitors (RandR), the primary first; the whole screen when RandR lists none.
+fn monitors(conn: &xui::Conn, root: Window, screen: (u16, u16)) -> Vec<Geom> {
+    use x11rb::protocol::randr::ConnectionExt as _;
+    let whole = Geom {
+        x: 0,
+        y: 0,
+        w: screen.0,
+        h: screen.1,
+    };
+    let Ok(Ok(r)) = conn.randr_get_monitors(root, true).map(|c| c.reply()) else {
+        return vec![whole];
+    };
+    let mut ms: Vec<(bool, Geom)> = r
+        .monitors
+        .iter()
+        .filter(|m| m.width > 0 && m.height > 0)
+        .map(|m| {
+            (
+                m.primary,
+                Geom {
+                    x: m.x,
+                    y: m.y,
+                    w: m.width,
+                    h: m.height,
+                },
+            )
+        })
+        .collect();
+    ms.sort_by_key(|(primary, _)| !*primary);
+    let ms: Vec<Geom> = ms.into_iter().map(|(_, g)| g).collect();
+    if ms.is_empty() { vec![whole] } else { ms }
+}
+
+fn set_ring(conn: &xui::Conn, frame: Window, monitors: &[Geom]) -> Result<(), ReplyOrIdError> {
+    let rects: Vec<Rectangle> = monitors
+        .iter()
+        .flat_map(|m| ring(m.x, m.y, m.w, m.h))
+        .collect();
     conn.shape_rectangles(
         shape::SO::SET,
         shape::SK::BOUNDING,
@@ -720,13 +829,9 @@ fn set_ring(conn: &xui::Conn, frame: Window, w: u16, h: u16) -> Result<(), Reply
         frame,
         0,
         0,
-        &ring(w, h),
+        &rects,
     )?;
     Ok(())
-}
-
-fn inside(x: i16, y: i16, w: u16, h: u16) -> bool {
-    x >= 0 && y >= 0 && (x as i32) < i32::from(w) && (y as i32) < i32::from(h)
 }
 
 #[cfg(test)]
@@ -735,7 +840,7 @@ mod tests {
 
     #[test]
     fn ring_covers_the_edges_and_not_the_middle() {
-        let r = ring(1280, 800);
+        let r = ring(0, 0, 1280, 800);
         let hit = |x: i16, y: i16| {
             r.iter().any(|q| {
                 x >= q.x && y >= q.y && x < q.x + q.width as i16 && y < q.y + q.height as i16

@@ -25,22 +25,10 @@ pub type Conn = RustConnection;
 pub struct Atoms {
     /// `_NISH_DRIVER_WINDOW` (see `nish_proto::wire::OWN_WINDOW_ATOM`).
     pub own: Atom,
-    /// `WM_PROTOCOLS`.
-    pub wm_protocols: Atom,
-    /// `WM_DELETE_WINDOW`.
-    pub wm_delete_window: Atom,
     /// `_NET_WM_NAME`.
     pub net_wm_name: Atom,
     /// `UTF8_STRING`.
     pub utf8_string: Atom,
-    /// `_NET_WM_WINDOW_TYPE`.
-    pub net_wm_window_type: Atom,
-    /// `_NET_WM_WINDOW_TYPE_DIALOG`.
-    pub net_wm_window_type_dialog: Atom,
-    /// `_NET_WM_STATE`.
-    pub net_wm_state: Atom,
-    /// `_NET_WM_STATE_ABOVE`.
-    pub net_wm_state_above: Atom,
     /// `_NET_WM_PID`.
     pub net_wm_pid: Atom,
 }
@@ -48,16 +36,10 @@ pub struct Atoms {
 impl Atoms {
     /// Interns every atom (one round trip for all).
     pub fn intern(conn: &Conn) -> Result<Self, ReplyOrIdError> {
-        let names: [&[u8]; 10] = [
+        let names: [&[u8]; 4] = [
             nish_proto::wire::OWN_WINDOW_ATOM.as_bytes(),
-            b"WM_PROTOCOLS",
-            b"WM_DELETE_WINDOW",
             b"_NET_WM_NAME",
             b"UTF8_STRING",
-            b"_NET_WM_WINDOW_TYPE",
-            b"_NET_WM_WINDOW_TYPE_DIALOG",
-            b"_NET_WM_STATE",
-            b"_NET_WM_STATE_ABOVE",
             b"_NET_WM_PID",
         ];
         let cookies = names
@@ -70,15 +52,9 @@ impl Atoms {
         }
         Ok(Atoms {
             own: atoms[0],
-            wm_protocols: atoms[1],
-            wm_delete_window: atoms[2],
-            net_wm_name: atoms[3],
-            utf8_string: atoms[4],
-            net_wm_window_type: atoms[5],
-            net_wm_window_type_dialog: atoms[6],
-            net_wm_state: atoms[7],
-            net_wm_state_above: atoms[8],
-            net_wm_pid: atoms[9],
+            net_wm_name: atoms[1],
+            utf8_string: atoms[2],
+            net_wm_pid: atoms[3],
         })
     }
 }

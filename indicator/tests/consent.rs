@@ -1,34 +1,26 @@
-//! The consent dialog on a real X server: only real left clicks answer it.
+//! The consent dialog on a real (nested) X server: only the person's clicks answer it, and
+//! only while it is fully visible and has been for the arming delay.
 
 mod common;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Desktop, Indicator, wait_for};
-use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentAnswer, ConsentApp, IndicatorToBroker,
+use common::{Desktop, Indicator, consent_request, show_consent, wait_for};
+use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use x11rb::connection::Connection;
+use x11rb::protocol::shape::{ConnectionExt as _, SK, SO};
+use x11rb::protocol::xproto::{
+    ClipOrdering, ConfigureWindowAux, ConnectionExt as _, StackMode, Window,
 };
+use x11rb::wrapper::ConnectionExt as _;
 
 const QUIET: Duration = Duration::from_millis(900);
 
 fn show(ind: &mut Indicator, id: u64, timeout_ms: u64) {
-    ind.send(BrokerToIndicator::ShowConsent {
-        id,
-        host: "Test Host".into(),
-        apps: vec![
-            ConsentApp {
-                name: "Gedit".into(),
-                ticked: true,
-            },
-            ConsentApp {
-                name: "Calculator".into(),
-                ticked: false,
-            },
-        ],
-        takeover: true,
-        clipboard: true,
-        timeout_ms,
-    });
+    let mut req = consent_request(id, &[("Gedit", true), ("Calculator", false)]);
+    req.timeout_ms = timeout_ms;
+    show_consent(ind, req);
 }
 
 struct Controls {
@@ -51,7 +43,7 @@ fn controls(desk: &Desktop) -> Controls {
         allow: desk.find_viewable("^nish-driver consent: allow$"),
         deny: desk.find_viewable("^nish-driver consent: deny$"),
     };
-    // Past the anti click-through delay (400 ms after the dialog was mapped).
+    // Past the arming delay (500 ms after the dialog was mapped).
     std::thread::sleep(Duration::from_millis(700));
     c
 }
@@ -67,8 +59,24 @@ fn gone(desk: &Desktop, w: u32) -> bool {
     wait_for(Duration::from_secs(3), || (!desk.exists(w)).then_some(())).is_some()
 }
 
+/// An override-redirect window of another client over `area` (x, y, w, h), click-through
+/// (empty input shape) when asked: what a clickjacker maps over the dialog.
+fn cover(desk: &Desktop, area: (i16, i16, u16, u16), click_through: bool) -> Window {
+    let w = desk.test_window(area.0, area.1, area.2, area.3);
+    if click_through {
+        desk.conn
+            .shape_rectangles(SO::SET, SK::INPUT, ClipOrdering::UNSORTED, w, 0, 0, &[])
+            .unwrap();
+    }
+    desk.conn
+        .configure_window(w, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE))
+        .unwrap();
+    desk.conn.sync().unwrap();
+    w
+}
+
 #[test]
-fn only_real_clicks_answer_and_the_answer_carries_the_ticks() {
+fn only_the_persons_clicks_answer_and_the_answer_carries_the_ticks() {
     let desk = Desktop::start();
     let mut ind = Indicator::spawn(&desk, &[]);
     eprintln!("lock-down report: {:?}", ind.lockdown);
@@ -82,7 +90,8 @@ fn only_real_clicks_answer_and_the_answer_carries_the_ticks() {
     show(&mut ind, 7, 60_000);
     let c = controls(&desk);
 
-    // Every window is marked as the driver's own; the top-level is an always-on-top dialog.
+    // Every window is marked as the driver's own; the top-level is override-redirect (only the
+    // indicator places and stacks it) and on top.
     for w in [
         c.top,
         c.gedit,
@@ -98,15 +107,16 @@ fn only_real_clicks_answer_and_the_answer_carries_the_ticks() {
             "window {w} not marked"
         );
     }
-    assert!(
-        desk.atoms(c.top, "_NET_WM_WINDOW_TYPE")
-            .contains(&desk.intern("_NET_WM_WINDOW_TYPE_DIALOG"))
-    );
-    assert!(
-        desk.atoms(c.top, "_NET_WM_STATE")
-            .contains(&desk.intern("_NET_WM_STATE_ABOVE"))
-    );
-    // Managed and on screen, roughly centred.
+    let attrs = desk
+        .conn
+        .get_window_attributes(c.top)
+        .unwrap()
+        .reply()
+        .unwrap();
+    assert!(attrs.override_redirect);
+    let order = desk.conn.query_tree(desk.root).unwrap().reply().unwrap();
+    assert_eq!(order.children.last(), Some(&c.top), "dialog on top");
+    // On screen, centred.
     let (x, y, w, h) = desk.geometry(c.top);
     assert!(x >= 0 && y >= 0 && x as i32 + w as i32 <= 1280 && y as i32 + h as i32 <= 800);
     let (cx, cy) = (x as i32 + w as i32 / 2, y as i32 + h as i32 / 2);
@@ -124,14 +134,22 @@ fn only_real_clicks_answer_and_the_answer_carries_the_ticks() {
     desk.send_event_click(c.allow);
     ind.expect_silence(QUIET, "SendEvent click on allow");
 
-    // Keys do nothing: real (XTEST) keys with the pointer on Allow, and SendEvent keys.
+    // XTEST clicks (any other program of the person's session) do nothing: not on the takeover
+    // line (it stays unticked, as the answer below shows), not on Allow.
+    desk.xtest_click(c.takeover);
+    std::thread::sleep(Duration::from_millis(150));
+    desk.xtest_click(c.allow);
+    ind.expect_silence(QUIET, "XTEST click on allow");
+
+    // Keys do nothing: the person's keys with the pointer on Allow, XTEST and SendEvent keys.
     let (ax, ay) = desk.center(c.allow);
     desk.move_pointer(ax, ay);
-    desk.xdotool(&["key", "Return", "space", "KP_Enter", "alt+a"]);
+    desk.person(&["key", "Return", "space", "KP_Enter", "alt+a"]);
+    desk.xdotool(&["key", "Return", "space"]);
     desk.xdotool(&["key", "--window", &c.allow.to_string(), "Return"]);
     ind.expect_silence(QUIET, "keys on allow");
 
-    // A real click on the takeover line, then on Allow.
+    // The person's click on the takeover line, then on Allow.
     desk.real_click(c.takeover);
     std::thread::sleep(Duration::from_millis(150));
     desk.real_click(c.allow);
@@ -256,39 +274,174 @@ fn untrusted_names_are_escaped_and_cut() {
     let desk = Desktop::start();
     let mut ind = Indicator::spawn(&desk, &[]);
     let long = "W".repeat(300);
-    ind.send(BrokerToIndicator::ShowConsent {
-        id: 30,
-        host: "evil\nhost\u{202e}".into(),
-        apps: vec![ConsentApp {
-            name: format!("a\tb{long}"),
-            ticked: true,
-        }],
-        takeover: false,
-        clipboard: false,
-        timeout_ms: 60_000,
-    });
+    let name = format!("a\tb{long}");
+    let mut req = consent_request(30, &[(name.as_str(), true)]);
+    req.host_claimed = "evil\nhost\u{202e}".into();
+    req.program.exe = format!("/tmp/{}\n", "x".repeat(200));
+    req.takeover = false;
+    req.clipboard = false;
+    show_consent(&mut ind, req);
     desk.find_viewable("^nish-driver consent$");
     let apps = desk.search("^nish-driver consent: app:");
     assert_eq!(apps.len(), 1);
-    let (_, name) = desk.xdotool(&["getwindowname", &apps[0].to_string()]);
-    let name = name.trim_end_matches('\n');
+    let (_, wname) = desk.xdotool(&["getwindowname", &apps[0].to_string()]);
+    let wname = wname.trim_end_matches('\n');
     assert!(
-        name.starts_with("nish-driver consent: app:a\\tbWWW"),
-        "{name}"
+        wname.starts_with("nish-driver consent: app:a\\tbWWW"),
+        "{wname}"
     );
     assert!(
-        name.chars().count() < 90,
+        wname.chars().count() < 90,
         "name not cut: {} chars",
-        name.chars().count()
+        wname.chars().count()
     );
-    // No takeover or clipboard line when not asked for.
+    // No takeover or clipboard line when not offered.
     assert!(desk.search("^nish-driver consent: takeover$").is_empty());
     assert!(desk.search("^nish-driver consent: clipboard$").is_empty());
     // Allow answers with the original (unescaped) name, which the broker matches.
     std::thread::sleep(Duration::from_millis(700));
     desk.real_click(desk.find_viewable("^nish-driver consent: allow$"));
     let a = consent(ind.recv(Duration::from_secs(5)), 30);
-    assert_eq!(a.apps, vec![format!("a\tb{long}")]);
+    assert_eq!(a.apps, vec![name]);
+}
+
+#[test]
+fn a_covering_click_through_window_disarms_the_dialog_until_it_is_gone() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, 50, 60_000);
+    let c = controls(&desk);
+    let area = desk.geometry(c.top);
+
+    // A click-through window over the whole dialog, kept on top by its client (it restacks
+    // itself every 20 ms, as a clickjacker would against the dialog's own raises). The person's
+    // click on what they see goes through to Allow: it must do nothing.
+    let cov = cover(&desk, area, true);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fighter = {
+        let stop = stop.clone();
+        let display = desk.display.clone();
+        std::thread::spawn(move || {
+            let (conn, _) = x11rb::connect(Some(&display)).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = conn
+                    .configure_window(cov, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE));
+                let _ = conn.flush();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    desk.real_click(c.allow);
+    std::thread::sleep(Duration::from_millis(300));
+    desk.real_click(c.allow);
+    ind.expect_silence(QUIET, "click on Allow under a click-through cover");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    fighter.join().unwrap();
+
+    // The cover goes away just before the person's press: the press is still refused (the
+    // dialog re-armed when the cover changed).
+    desk.conn.unmap_window(cov).unwrap();
+    desk.conn.sync().unwrap();
+    desk.real_click(c.allow);
+    ind.expect_silence(QUIET, "click right after the cover left");
+
+    // Once the cover is gone and the arming delay passed, the person's click consents.
+    std::thread::sleep(Duration::from_millis(600));
+    desk.real_click(c.allow);
+    let a = consent(ind.recv(Duration::from_secs(5)), 50);
+    assert!(a.allow, "{a:?}");
+}
+
+#[test]
+fn a_cover_that_stays_is_pushed_under_and_the_dialog_rearms() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, 51, 60_000);
+    let c = controls(&desk);
+    // A cover mapped once (not fighting): the dialog raises itself above it, and the person's
+    // click right after the cover appeared does nothing.
+    let cov = cover(&desk, desk.geometry(c.top), true);
+    desk.real_click(c.allow);
+    ind.expect_silence(QUIET, "click right after a cover appeared");
+    let above = wait_for(Duration::from_secs(3), || {
+        let order = desk.conn.query_tree(desk.root).ok()?.reply().ok()?.children;
+        let p = |w| order.iter().position(|&x| x == w);
+        (p(c.top)? > p(cov)?).then_some(())
+    });
+    assert!(
+        above.is_some(),
+        "the dialog did not raise itself over the cover"
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    desk.real_click(c.allow);
+    assert!(consent(ind.recv(Duration::from_secs(5)), 51).allow);
+}
+
+#[test]
+fn moving_allow_under_the_pointer_rearms_and_is_put_back() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, 52, 60_000);
+    let c = controls(&desk);
+    let (tx, ty, _, _) = desk.geometry(c.top);
+    let (ax, ay) = desk.center(c.allow);
+    // The person's pointer rests 150 px left of Allow, over the dialog's text.
+    let (px, py) = (ax - 150, ay - 60);
+    desk.move_pointer(px, py);
+    std::thread::sleep(Duration::from_millis(200));
+    // Another client slides the dialog so that Allow comes under the pointer, and the person
+    // presses at once.
+    desk.conn
+        .configure_window(
+            c.top,
+            &ConfigureWindowAux::new()
+                .x(i32::from(tx + (px - ax)))
+                .y(i32::from(ty + (py - ay))),
+        )
+        .unwrap();
+    desk.conn.sync().unwrap();
+    desk.person(&["click", "1"]);
+    ind.expect_silence(QUIET, "click on Allow moved under the pointer");
+    // The dialog is back where it was, and after the arming delay the person's click counts.
+    let back = wait_for(Duration::from_secs(3), || {
+        let (x, y, _, _) = desk.geometry(c.top);
+        ((x, y) == (tx, ty)).then_some(())
+    });
+    assert!(back.is_some(), "the dialog was not put back");
+    std::thread::sleep(Duration::from_millis(600));
+    desk.real_click(c.allow);
+    assert!(consent(ind.recv(Duration::from_secs(5)), 52).allow);
+}
+
+#[test]
+fn a_takeover_frame_on_screen_does_not_disarm_the_dialog() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    ind.send(BrokerToIndicator::ShowTakeover {
+        session: "mcp:test:1".into(),
+        paused: false,
+    });
+    assert!(matches!(
+        ind.recv(Duration::from_secs(5)),
+        Some(IndicatorToBroker::TakeoverShown { .. })
+    ));
+    show(&mut ind, 53, 60_000);
+    let c = controls(&desk);
+    // The frame stays above everything (it is click-through), the dialog above the rest.
+    let frame = desk.find_viewable("^nish-driver indicator: frame$");
+    let order = desk
+        .conn
+        .query_tree(desk.root)
+        .unwrap()
+        .reply()
+        .unwrap()
+        .children;
+    let p = |w| order.iter().position(|&x| x == w).unwrap();
+    assert!(p(frame) > p(c.top), "the frame is above the dialog");
+    std::thread::sleep(Duration::from_millis(500));
+    desk.real_click(c.allow);
+    assert!(consent(ind.recv(Duration::from_secs(5)), 53).allow);
 }
 
 #[test]
@@ -306,4 +459,115 @@ fn with_only_the_fixed_font_text_is_drawn_twice_as_large() {
     desk.real_click(c.allow);
     let a = consent(ind.recv(Duration::from_secs(5)), 40);
     assert!(a.allow);
+}
+
+/// The text tesseract reads in a window (its pixels on screen, scaled up twice).
+fn ocr(desk: &Desktop, w: Window, name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("nish-ocr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join(format!("{name}.png"));
+    desk.save_window_png(w, &png, 2);
+    let out = std::process::Command::new("tesseract")
+        .arg(&png)
+        .arg("stdout")
+        .output()
+        .expect("tesseract runs (package tesseract-ocr)");
+    assert!(out.status.success(), "tesseract failed: {out:?}");
+    if let Some(keep) = std::env::var_os("NISH_SCREENSHOT_DIR") {
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::copy(&png, Path::new(&keep).join(format!("{name}.png"))).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_dialog_tells_the_person_the_program_the_lease_and_the_apps() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+
+    let mut a = consent_request(60, &[("Gedit", true), ("Calculator", false)]);
+    a.host_claimed = "Helpful Assistant".into();
+    a.program.exe = "/usr/bin/alphahost".into();
+    a.program.pid = 4242;
+    a.apps[1].windows = 3;
+    a.lease_minutes = 15;
+    a.missing_requested = 2;
+    show_consent(&mut ind, a);
+    let top = desk.find_viewable("^nish-driver consent$");
+    std::thread::sleep(Duration::from_millis(300));
+    let text_a = ocr(&desk, top, "consent-ocr-a");
+    eprintln!("OCR of the first dialog:\n{text_a}");
+    for want in [
+        "/usr/bin/alphahost",
+        "4242",
+        "Helpful Assistant",
+        "claim",
+        "15 minutes",
+        "Gedit",
+        "Calculator",
+        "3 windows",
+        "press, tick and fill in",
+        "2 apps it asked for are not open",
+        "VISIBLE TAKEOVER",
+    ] {
+        assert!(
+            text_a.contains(want),
+            "OCR did not find {want:?} in:\n{text_a}"
+        );
+    }
+    ind.send(BrokerToIndicator::CancelConsent { id: 60 });
+    assert!(gone(&desk, top));
+
+    let mut b = consent_request(61, &[("Gedit", true)]);
+    b.host_claimed = "Helpful Assistant".into();
+    b.program.exe = "/opt/betatool/bin/betahost".into();
+    b.program.pid = 777;
+    b.lease_minutes = 45;
+    b.takeover = false;
+    b.clipboard = false;
+    show_consent(&mut ind, b);
+    let top = desk.find_viewable("^nish-driver consent$");
+    std::thread::sleep(Duration::from_millis(300));
+    let text_b = ocr(&desk, top, "consent-ocr-b");
+    eprintln!("OCR of the second dialog:\n{text_b}");
+    for want in ["/opt/betatool/bin/betahost", "777", "45 minutes", "Gedit"] {
+        assert!(
+            text_b.contains(want),
+            "OCR did not find {want:?} in:\n{text_b}"
+        );
+    }
+    for gone_text in ["alphahost", "15 minutes", "VISIBLE TAKEOVER", "clipboard"] {
+        assert!(
+            !text_b.contains(gone_text),
+            "{gone_text:?} still shown:\n{text_b}"
+        );
+    }
+    assert_ne!(text_a, text_b);
+}
+
+#[test]
+fn with_the_assistive_opt_in_xtest_clicks_answer() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    // Off by default: an XTEST click does nothing.
+    show(&mut ind, 70, 60_000);
+    let c = controls(&desk);
+    desk.xtest_click(c.allow);
+    ind.expect_silence(QUIET, "XTEST click without the opt-in");
+    ind.send(BrokerToIndicator::CancelConsent { id: 70 });
+    assert!(gone(&desk, c.top));
+    // The administrator's opt-in (passed by the broker): assistive tools click through XTEST.
+    ind.send(BrokerToIndicator::Config {
+        accept_xtest_clicks: true,
+    });
+    show(&mut ind, 71, 60_000);
+    let c = controls(&desk);
+    let text = ocr(&desk, c.top, "consent-assistive");
+    assert!(
+        text.contains("assistive tools may click for you"),
+        "the dialog says so:\n{text}"
+    );
+    desk.xtest_click(c.allow);
+    assert!(consent(ind.recv(Duration::from_secs(5)), 71).allow);
 }

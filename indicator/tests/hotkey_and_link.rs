@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Desktop, Indicator, wait_for};
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentApp, IndicatorToBroker};
+use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
 
 fn expect_stop(ind: &Indicator, what: &str) {
     match ind.recv(Duration::from_secs(5)) {
@@ -18,6 +18,10 @@ fn expect_stop(ind: &Indicator, what: &str) {
 fn default_hotkey_stops_and_synthetic_keys_do_not() {
     let desk = Desktop::start();
     let ind = Indicator::spawn(&desk, &[]);
+    assert!(
+        ind.hotkey_grabbed,
+        "the indicator says it grabbed the hotkey"
+    );
     // The grab is in place once the indicator answers; give it a moment after start.
     std::thread::sleep(Duration::from_millis(300));
     // SendEvent keys to the root window never trigger a passive grab.
@@ -33,6 +37,10 @@ fn default_hotkey_stops_and_synthetic_keys_do_not() {
     ind.expect_silence(Duration::from_millis(700), "ctrl+alt+Escape");
     desk.xdotool(&["key", "ctrl+alt+shift+Escape"]);
     expect_stop(&ind, "ctrl+alt+shift+Escape");
+    // The person's own keyboard.
+    std::thread::sleep(Duration::from_millis(1100));
+    desk.person(&["key", "ctrl+alt+shift+Escape"]);
+    expect_stop(&ind, "the person's ctrl+alt+shift+Escape");
     // With Caps Lock on it still works (every Lock/NumLock variant is grabbed).
     std::thread::sleep(Duration::from_millis(1100));
     desk.xdotool(&["key", "Caps_Lock"]);
@@ -64,17 +72,7 @@ fn closing_the_link_removes_every_window_and_exits_zero() {
         ind.recv(Duration::from_secs(5)),
         Some(IndicatorToBroker::TakeoverShown { .. })
     ));
-    ind.send(BrokerToIndicator::ShowConsent {
-        id: 1,
-        host: "h".into(),
-        apps: vec![ConsentApp {
-            name: "App".into(),
-            ticked: true,
-        }],
-        takeover: true,
-        clipboard: false,
-        timeout_ms: 60_000,
-    });
+    common::show_consent(&mut ind, common::consent_request(1, &[("App", true)]));
     let top = desk.find_viewable("^nish-driver consent$");
     let frame = desk.find_viewable("^nish-driver indicator: frame$");
     let cont = desk.find_viewable("^nish-driver indicator: continue$");

@@ -1,5 +1,5 @@
 //! The takeover frame on a real X server: click-through, always on top, the paused state's
-//! Continue button, loss detection and removal.
+//! Continue button (the person's clicks only), loss detection and removal.
 
 mod common;
 
@@ -147,10 +147,13 @@ fn frame_is_click_through_and_continue_takes_only_real_clicks() {
     std::thread::sleep(Duration::from_millis(700));
     desk.screenshot("takeover-paused.png");
 
-    // A SendEvent click does nothing; a real click gives Continue, and does not reach the
-    // window underneath.
+    // A SendEvent click and an XTEST click (another program's) do nothing; the person's click
+    // gives Continue, and does not reach the window underneath.
     desk.send_event_click(cont);
     ind.expect_silence(Duration::from_millis(900), "SendEvent click on Continue");
+    desk.xtest_click(cont);
+    ind.expect_silence(Duration::from_millis(900), "XTEST click on Continue");
+    std::thread::sleep(Duration::from_millis(600));
     desk.drain_events();
     desk.real_click(cont);
     match ind.recv(Duration::from_secs(5)) {
@@ -303,4 +306,68 @@ fn killing_the_indicator_connection_reports_display_lost() {
         .wait_exit(Duration::from_secs(5))
         .expect("exits after losing the display");
     assert_eq!(st.code(), Some(1));
+}
+
+#[test]
+fn the_frame_rings_every_monitor() {
+    // Xephyr has one monitor; the outer Xvfb lets RandR 1.5 define more.
+    let desk = Desktop::start();
+    let outer = desk.person_display.clone();
+    for (name, geom) in [
+        ("LEFT", "640/169x800/254+0+0"),
+        ("RIGHT", "640/169x800/254+640+0"),
+    ] {
+        let ok = std::process::Command::new("xrandr")
+            .args(["--setmonitor", name, geom, "none"])
+            .env("DISPLAY", &outer)
+            .status()
+            .expect("xrandr runs");
+        assert!(ok.success(), "xrandr --setmonitor {name}");
+    }
+    let mut ind = Indicator::spawn_on(&outer, &[]);
+    show(&mut ind, false);
+    let (conn, _) = x11rb::connect(Some(&outer)).unwrap();
+    let frame = wait_for(Duration::from_secs(5), || {
+        let out = std::process::Command::new("xdotool")
+            .args(["search", "--name", "^nish-driver indicator: frame$"])
+            .env("DISPLAY", &outer)
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    })
+    .expect("the frame is mapped on the outer display");
+    let rects = conn
+        .shape_get_rectangles(frame, SK::BOUNDING)
+        .unwrap()
+        .reply()
+        .unwrap()
+        .rectangles;
+    // The server returns the shape as a banded region: test points.
+    let on_ring = |x: i16, y: i16| {
+        rects
+            .iter()
+            .any(|r| x >= r.x && y >= r.y && x < r.x + r.width as i16 && y < r.y + r.height as i16)
+    };
+    // Each monitor's own edges are ringed, the seam between them too.
+    for (x, y) in [
+        (2, 400),
+        (636, 400),
+        (642, 400),
+        (1277, 400),
+        (320, 2),
+        (960, 797),
+    ] {
+        assert!(on_ring(x, y), "({x},{y}) should be on a ring");
+    }
+    for (x, y) in [(320, 400), (960, 400), (620, 400), (660, 400)] {
+        assert!(
+            !on_ring(x, y),
+            "({x},{y}) should be inside a monitor's ring"
+        );
+    }
 }

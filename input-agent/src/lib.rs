@@ -1,10 +1,10 @@
 //! `nish-input`, the half of nish-driver's Linux backend that changes the desktop.
 //!
-//! Today it does the headless acts: AT-SPI actions, `EditableText`, `Value` and `Selection`,
-//! each on exactly the element the broker names and only after a live re-check of that element
-//! ([`recheck`]). It never moves the pointer, never sends synthetic input and never takes focus
-//! or raises a window. Synthetic input (XTEST) and the watcher of the person's own input
-//! (XInput 2) belong in modules of their own next to these.
+//! It does the headless acts: AT-SPI actions, `EditableText`, `Value` and `Selection`, each on
+//! exactly the element the broker names and only after a live re-check of that element
+//! ([`recheck`]); these never move the pointer, never send synthetic input and never take focus
+//! or raise a window. In a takeover it also sends synthetic input (XTEST) and watches the
+//! person's own input (XInput 2), see [`synth`].
 //!
 //! Every D-Bus call it makes comes from two closed lists: the reader's read-only calls
 //! (`nish_reader::dbus::Read`), and this agent's own [`calls`] (the acts, and the one read the
@@ -19,3 +19,4 @@ pub mod live;
 pub mod recheck;
 pub mod semantic;
 pub mod server;
+pub mod synth;

@@ -1,64 +1,196 @@
 //! The input agent's side of the broker protocol.
 //!
 //! On its socket the agent first sends [`Hello`] (role `input`) and its
-//! [`InputToBroker::Lockdown`] report, then answers [`BrokerToInput`] requests one at a time,
-//! in the order they arrive (acts never overlap), each with [`InputToBroker::Done`] or
-//! [`InputToBroker::Failed`] carrying its id. Frames are the `nish_proto::wire::codec` frames,
+//! [`InputToBroker::Lockdown`] report, then answers [`BrokerToInput`] requests, each answer
+//! carrying its request's id. Headless acts are answered in order on the agent's own thread;
+//! synthetic acts, releases, watch changes and probes go in order to the X thread, so a
+//! `Cancel` (which needs no answer) reaches an act in progress at once. While watching, the
+//! first input of the person is sent unasked ([`InputToBroker::Person`]). Frames are the `nish_proto::wire::codec` frames,
 //! at most [`MAX_FRAME_BYTES`]. A frame that does not decode ends the agent (the broker
 //! restarts it). The agent exits when the broker closes the socket.
 //!
 //! Logs (standard error, piped by the broker) name the request id, the kind of act, the path,
 //! the code of a failure and, for text, its length: never text, values or app names.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use nish_proto::wire::codec::{decode, encode, frame_len};
-use nish_proto::wire::input::{BrokerToInput, InputToBroker};
+use nish_proto::errors::ErrorCode;
+use nish_proto::wire::codec::{FrameError, aio, encode};
+use nish_proto::wire::input::{
+    BrokerToInput, Expect, InputToBroker, SemanticOp, SynthEnd, SynthOp,
+};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
+use crate::failure::ActFailure;
 use crate::semantic::{Semantic, op_kind, text_len};
+use crate::synth::xtest::{self, Executor};
+use crate::synth::{Shared, watcher};
 
-/// Answers one request.
-pub async fn handle(semantic: &Semantic, req: BrokerToInput) -> InputToBroker {
-    match req {
-        BrokerToInput::Semantic { id, target, op } => {
-            let start = Instant::now();
-            let r = semantic.act(&target, &op).await;
-            let us = start.elapsed().as_micros() as u64;
-            match r {
-                Ok(path) => {
-                    tracing::info!(
-                        id,
-                        op = op_kind(&op),
-                        pid = target.pid,
-                        text_len = text_len(&op),
-                        us,
-                        path = path.as_str(),
-                        "act done"
-                    );
-                    InputToBroker::Done { id, path }
-                }
-                Err(f) => {
-                    tracing::info!(
-                        id,
-                        op = op_kind(&op),
-                        pid = target.pid,
-                        text_len = text_len(&op),
-                        us,
-                        code = f.code.as_str(),
-                        sent = f.sent,
-                        "act failed: {}",
-                        f.message
-                    );
-                    f.to_wire(id)
-                }
-            }
+/// Answers one headless request.
+pub async fn handle(semantic: &Semantic, id: u64, target: Expect, op: SemanticOp) -> InputToBroker {
+    let start = Instant::now();
+    let r = semantic.act(&target, &op).await;
+    let us = start.elapsed().as_micros() as u64;
+    match r {
+        Ok(path) => {
+            tracing::info!(
+                id,
+                op = op_kind(&op),
+                pid = target.pid,
+                text_len = text_len(&op),
+                us,
+                path = path.as_str(),
+                "act done"
+            );
+            InputToBroker::Done { id, path }
+        }
+        Err(f) => {
+            tracing::info!(
+                id,
+                op = op_kind(&op),
+                pid = target.pid,
+                text_len = text_len(&op),
+                us,
+                code = f.code.as_str(),
+                sent = f.sent,
+                "act failed: {}",
+                f.message
+            );
+            f.to_wire(id)
         }
     }
 }
 
-async fn send<W: AsyncWrite + Unpin>(w: &mut W, msg: &InputToBroker) -> anyhow::Result<()> {
+/// Work for the X thread, in order.
+enum XJob {
+    Synth { id: u64, window: u64, op: SynthOp },
+    Release { id: u64 },
+    Watch { id: u64, on: bool },
+    Probe { id: u64 },
+}
+
+/// The X thread: the executor of synthetic acts, and the watcher of the person's input on a
+/// thread of its own. Without a display every job answers `backend_unavailable`.
+fn spawn_x(
+    shared: Arc<Shared>,
+    jobs: std::sync::mpsc::Receiver<XJob>,
+    out: mpsc::UnboundedSender<InputToBroker>,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("x-executor".into())
+        .spawn(move || {
+            let (watch_tx, watch_rx) = std::sync::mpsc::channel::<watcher::WatchCmd>();
+            let mut exec = match Executor::connect(shared.clone()) {
+                Ok(x) => {
+                    let (sh, tx) = (shared.clone(), out.clone());
+                    let w = std::thread::Builder::new()
+                        .name("x-watcher".into())
+                        .spawn(move || {
+                            let r = watcher::run(sh, watch_rx, |input| {
+                                let _ = tx.send(InputToBroker::Person { input });
+                            });
+                            if let Err(e) = r {
+                                tracing::error!("the watcher stopped: {e:#}");
+                            }
+                        });
+                    if let Err(e) = w {
+                        tracing::error!("cannot start the watcher: {e}");
+                        None
+                    } else {
+                        Some(x)
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("no synthetic input: {e:#}");
+                    None
+                }
+            };
+            let unavailable = |id| {
+                ActFailure::refused(
+                    ErrorCode::BackendUnavailable,
+                    "synthetic input is not available (no X display, or no XTEST)",
+                )
+                .to_wire(id)
+            };
+            for job in jobs {
+                let answer = match (job, exec.as_mut()) {
+                    (XJob::Probe { id }, _) => InputToBroker::Probe {
+                        id,
+                        probe: xtest::probe(),
+                    },
+                    (XJob::Synth { id, .. }, None)
+                    | (XJob::Release { id }, None)
+                    | (XJob::Watch { id, .. }, None) => unavailable(id),
+                    (XJob::Synth { id, window, op }, Some(x)) => {
+                        let t0 = Instant::now();
+                        let r = x.run(id, window, &op);
+                        let us = t0.elapsed().as_micros() as u64;
+                        match r {
+                            Ok(end) => {
+                                tracing::info!(id, op = op.kind(), us, end = ?end_kind(&end), "synthetic act ended");
+                                InputToBroker::Synth { id, end }
+                            }
+                            Err(f) => {
+                                tracing::info!(id, op = op.kind(), us, code = f.code.as_str(), sent = f.sent, "synthetic act failed: {}", f.message);
+                                f.to_wire(id)
+                            }
+                        }
+                    }
+                    (XJob::Release { id }, Some(x)) => {
+                        x.release_all();
+                        InputToBroker::Ack { id }
+                    }
+                    (XJob::Watch { id, on }, Some(_)) => {
+                        let (done, answer) = std::sync::mpsc::channel();
+                        let r = watch_tx
+                            .send(watcher::WatchCmd { on, done })
+                            .map_err(|_| anyhow::anyhow!("the watcher stopped"))
+                            .and_then(|()| {
+                                answer
+                                    .recv_timeout(std::time::Duration::from_secs(2))
+                                    .map_err(|_| anyhow::anyhow!("the watcher did not answer"))?
+                            });
+                        match r {
+                            Ok(()) => {
+                                tracing::info!(id, on, "watching the person's input");
+                                InputToBroker::Ack { id }
+                            }
+                            Err(e) => ActFailure::refused(
+                                ErrorCode::BackendUnavailable,
+                                format!("the watcher of the person's input failed: {e}"),
+                            )
+                            .to_wire(id),
+                        }
+                    }
+                };
+                if out.send(answer).is_err() {
+                    break;
+                }
+            }
+            // The broker is gone: leave nothing held.
+            if let Some(x) = exec.as_mut() {
+                x.release_all();
+            }
+        })?;
+    Ok(())
+}
+
+fn end_kind(e: &SynthEnd) -> &'static str {
+    match e {
+        SynthEnd::Done => "done",
+        SynthEnd::Stopped { .. } => "stopped by the person",
+        SynthEnd::Cancelled { .. } => "cancelled",
+        SynthEnd::Broke { .. } => "refused part-way",
+    }
+}
+
+async fn write_msg<W: AsyncWrite + Unpin, T: serde::Serialize>(
+    w: &mut W,
+    msg: &T,
+) -> anyhow::Result<()> {
     w.write_all(&encode(msg, MAX_FRAME_BYTES)?).await?;
     w.flush().await?;
     Ok(())
@@ -67,26 +199,56 @@ async fn send<W: AsyncWrite + Unpin>(w: &mut W, msg: &InputToBroker) -> anyhow::
 /// Serves the broker on `stream` until it closes the connection.
 pub async fn serve<S>(stream: S, report: LockdownReport) -> anyhow::Result<()>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let semantic = Semantic::new();
     let (mut rd, mut wr) = tokio::io::split(stream);
-    wr.write_all(&encode(&Hello::new(Role::Input), MAX_FRAME_BYTES)?)
-        .await?;
-    send(&mut wr, &InputToBroker::Lockdown(report)).await?;
-    loop {
-        let mut header = [0u8; 4];
-        match rd.read_exact(&mut header).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e.into()),
+    write_msg(&mut wr, &Hello::new(Role::Input)).await?;
+    write_msg(&mut wr, &InputToBroker::Lockdown(report)).await?;
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<InputToBroker>();
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            if write_msg(&mut wr, &m).await.is_err() {
+                break;
+            }
         }
-        let len = frame_len(header, MAX_FRAME_BYTES)?;
-        let mut body = vec![0u8; len];
-        rd.read_exact(&mut body).await?;
-        let req: BrokerToInput = decode(&body)?;
-        let answer = handle(&semantic, req).await;
-        send(&mut wr, &answer).await?;
-    }
-    Ok(())
+    });
+    let shared = Arc::new(Shared::default());
+    let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
+    spawn_x(shared.clone(), job_rx, out_tx.clone())?;
+    let result = loop {
+        let req: BrokerToInput = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
+            Ok(r) => r,
+            Err(FrameError::Closed) => break Ok(()),
+            Err(e) => break Err(e.into()),
+        };
+        let job = match req {
+            BrokerToInput::Semantic { id, target, op } => {
+                let answer = handle(&semantic, id, target, op).await;
+                let _ = out_tx.send(answer);
+                continue;
+            }
+            BrokerToInput::Cancel { id } => {
+                shared
+                    .cancelled
+                    .store(id, std::sync::atomic::Ordering::SeqCst);
+                continue;
+            }
+            BrokerToInput::Synthetic { id, window_id, op } => XJob::Synth {
+                id,
+                window: window_id,
+                op,
+            },
+            BrokerToInput::ReleaseAll { id } => XJob::Release { id },
+            BrokerToInput::Watch { id, on } => XJob::Watch { id, on },
+            BrokerToInput::Probe { id } => XJob::Probe { id },
+        };
+        if jobs.send(job).is_err() {
+            break Err(anyhow::anyhow!("the X thread stopped"));
+        }
+    };
+    drop(jobs);
+    drop(out_tx);
+    let _ = writer.await;
+    result
 }

@@ -318,6 +318,76 @@ mod tests {
         assert_eq!(got, vec![Line::NotUtf8, Line::Text("ok".into())]);
     }
 
+    /// What the control reader must return: the input split on newlines (a last line without
+    /// one counts), a trailing `\r` dropped, lines over `max` reported by length.
+    fn reference(input: &[u8], max: usize) -> Vec<Line> {
+        let mut segs: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+        if segs.last().is_some_and(|s| s.is_empty()) {
+            segs.pop();
+        }
+        segs.into_iter()
+            .map(|seg| {
+                if seg.len() > max {
+                    return Line::TooLong(seg.len());
+                }
+                let seg = seg.strip_suffix(b"\r").unwrap_or(seg);
+                match String::from_utf8(seg.to_vec()) {
+                    Ok(s) => Line::Text(s),
+                    Err(_) => Line::NotUtf8,
+                }
+            })
+            .collect()
+    }
+
+    /// Control lines under fuzzing: arbitrary bytes (JSON verbs, newlines, carriage returns,
+    /// invalid UTF-8, long runs) read through buffers of every small size must split exactly
+    /// as the reference says, never keeping more than `max` bytes of a line.
+    #[test]
+    fn fuzz_control_lines() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let piece = prop_oneof![
+            Just(b"{\"method\":\"takeover.resume\"}".to_vec()),
+            Just(
+                b"{\"method\":\"approval.answer\",\"params\":{\"id\":\"a1\",\"approve\":true}}"
+                    .to_vec()
+            ),
+            Just(b"\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\r".to_vec()),
+            Just(vec![0xff, 0xfe]),
+            Just(vec![0xe2, 0x82]),
+            (1usize..64).prop_map(|n| vec![b'x'; n]),
+            proptest::collection::vec(any::<u8>(), 0..16),
+        ];
+        let input = proptest::collection::vec(piece, 0..12).prop_map(|v| v.concat());
+        let mut runner = TestRunner::new(Config {
+            cases: 512,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        runner
+            .run(&(input, 1usize..80, 1usize..17), |(input, max, cap)| {
+                let got = rt.block_on(async {
+                    let mut r = BufReader::with_capacity(cap, &input[..]);
+                    let mut out = Vec::new();
+                    while let Some(l) = next_line(&mut r, max).await.unwrap() {
+                        if let Line::Text(t) = &l {
+                            assert!(t.len() <= max);
+                        }
+                        out.push(l);
+                    }
+                    out
+                });
+                prop_assert_eq!(got, reference(&input, max));
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn parses_control_fd_forms() {
         assert_eq!("5".parse::<ControlFds>(), Ok(ControlFds::Both(5)));

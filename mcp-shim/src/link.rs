@@ -8,6 +8,11 @@
 //!
 //! When the connection drops, every waiting call gets `backend_unavailable`; the next call
 //! connects again. The broker opens a new session on a new connection, so the messages say so.
+//!
+//! Before connecting, the link checks that the socket's directory is this user's and not
+//! writable by others; after connecting and before writing, that the listening process is this
+//! user's (SO_PEERCRED). A socket that fails either gets nothing from the shim, and the call
+//! answers `backend_unavailable` saying the socket is not the user's.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,16 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nish_proto::wire::codec::{self, FrameError};
+use nish_proto::wire::codec::{self, FrameError, aio as frame};
 use nish_proto::wire::shim::{BrokerToShim, CallResult, ShimToBroker};
-use nish_proto::wire::{Hello, MAX_CLIENT_FRAME_BYTES, MAX_FRAME_BYTES, Role};
+use nish_proto::wire::{Hello, MAX_CLIENT_FRAME_BYTES, MAX_FRAME_BYTES, Role, trust};
 use nish_proto::{DriverError, ErrorCode};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
-
-use crate::frame;
 
 /// How long the broker may take to answer `Open` with `Opened`.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,6 +41,55 @@ pub const NOT_REACHABLE: &str = "the nish-driver broker is not reachable";
 pub type EventSink = mpsc::Sender<String>;
 
 type Pending = HashMap<u64, oneshot::Sender<CallResult>>;
+
+/// Why a connection could not be made.
+#[derive(Debug)]
+enum ConnectError {
+    /// No broker there (or the connection failed).
+    Unreachable(FrameError),
+    /// The socket is not this user's; nothing was sent.
+    Untrusted(String),
+    /// The broker refused the connection with this error.
+    Refused(DriverError),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Unreachable(e) => write!(f, "{e}"),
+            ConnectError::Untrusted(m) => f.write_str(m),
+            ConnectError::Refused(e) => write!(f, "refused: {}", e.code.as_str()),
+        }
+    }
+}
+
+impl From<FrameError> for ConnectError {
+    fn from(e: FrameError) -> Self {
+        ConnectError::Unreachable(e)
+    }
+}
+
+impl From<std::io::Error> for ConnectError {
+    fn from(e: std::io::Error) -> Self {
+        ConnectError::Unreachable(e.into())
+    }
+}
+
+/// The error a broker's refusal envelope carries (codes outside the table become
+/// `internal_error`).
+fn refusal(error_json: &str) -> DriverError {
+    let v: serde_json::Value = serde_json::from_str(error_json).unwrap_or_default();
+    let e = &v["error"];
+    let code = e["code"]
+        .as_str()
+        .and_then(ErrorCode::from_name)
+        .unwrap_or(ErrorCode::InternalError);
+    let message = e["message"]
+        .as_str()
+        .map(|m| nish_proto::model::escape_clip(m, 200))
+        .unwrap_or_else(|| "the broker refused the connection".into());
+    DriverError::new(code, message)
+}
 
 /// One live connection.
 struct Conn {
@@ -154,6 +206,17 @@ impl BrokerLink {
                 st.conn = Some(c.clone());
                 Ok(c)
             }
+            Err(ConnectError::Untrusted(m)) => {
+                tracing::error!(socket = %self.socket.display(), "{m}; nothing was sent");
+                Err(DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!("{m}; nothing was sent to it"),
+                ))
+            }
+            Err(ConnectError::Refused(e)) => {
+                tracing::warn!(code = e.code.as_str(), "the broker refused the connection");
+                Err(e)
+            }
             Err(e) => {
                 tracing::warn!(socket = %self.socket.display(), error = %e, "cannot reach the broker");
                 let msg = if st.lost {
@@ -168,8 +231,18 @@ impl BrokerLink {
         }
     }
 
-    async fn connect(&self, host: &str) -> Result<Arc<Conn>, FrameError> {
+    async fn connect(&self, host: &str) -> Result<Arc<Conn>, ConnectError> {
+        let me = nix::unistd::getuid().as_raw();
+        match trust::check_socket_dir(&self.socket, me) {
+            Ok(()) => {}
+            Err(trust::Untrusted::Missing(e)) => return Err(e.into()),
+            Err(e) => return Err(ConnectError::Untrusted(e.to_string())),
+        }
         let stream = UnixStream::connect(&self.socket).await?;
+        let peer = stream.peer_cred()?;
+        if let Err(e) = trust::check_peer_uid(peer.uid(), me) {
+            return Err(ConnectError::Untrusted(e.to_string()));
+        }
         let (mut rd, mut wr) = stream.into_split();
         frame::write_frame(&mut wr, &Hello::new(Role::Shim), MAX_CLIENT_FRAME_BYTES).await?;
         let open = ShimToBroker::Open {
@@ -180,10 +253,10 @@ impl BrokerLink {
         let session = tokio::time::timeout(OPEN_TIMEOUT, self.await_opened(&mut rd))
             .await
             .map_err(|_| {
-                FrameError::Io(std::io::Error::new(
+                ConnectError::Unreachable(FrameError::Io(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     "no Opened from the broker",
-                ))
+                )))
             })??;
 
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
@@ -200,15 +273,19 @@ impl BrokerLink {
     }
 
     /// Reads frames until `Opened`; events that come first are forwarded.
-    async fn await_opened(&self, rd: &mut OwnedReadHalf) -> Result<String, FrameError> {
+    async fn await_opened(&self, rd: &mut OwnedReadHalf) -> Result<String, ConnectError> {
         loop {
             match frame::read_frame::<_, BrokerToShim>(rd, MAX_FRAME_BYTES).await? {
                 BrokerToShim::Opened { session } => return Ok(session),
                 BrokerToShim::Event { line } => forward_event(&self.events, line),
+                BrokerToShim::Refused { error_json } => {
+                    return Err(ConnectError::Refused(refusal(&error_json)));
+                }
                 BrokerToShim::Result { id, .. } => {
                     return Err(FrameError::Malformed(format!(
                         "result for call {id} before Opened"
-                    )));
+                    ))
+                    .into());
                 }
             }
         }
@@ -340,6 +417,12 @@ async fn read_loop(mut rd: OwnedReadHalf, conn: Arc<Conn>, events: Option<EventS
             Ok(BrokerToShim::Event { line }) => forward_event(&events, line),
             Ok(BrokerToShim::Opened { .. }) => {
                 tracing::warn!("unexpected second Opened from the broker; ignored");
+            }
+            Ok(BrokerToShim::Refused { error_json }) => {
+                break format!(
+                    "refused by the broker: {}",
+                    refusal(&error_json).code.as_str()
+                );
             }
             Err(FrameError::Closed) => break "closed by the broker".to_string(),
             Err(e) => break e.to_string(),

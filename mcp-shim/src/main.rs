@@ -6,7 +6,6 @@
 //! logs go to stderr and never carry arguments or results.
 
 mod control;
-mod frame;
 mod link;
 mod render;
 mod server;

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Rect, WindowInfo};
-use nish_proto::wire::codec::{FrameError, decode, encode, frame_len};
+use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::{Semaphore, mpsc};
 
@@ -372,16 +372,11 @@ pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result
     });
 
     loop {
-        let mut header = [0u8; 4];
-        match rd.read_exact(&mut header).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+        let req: BrokerToReader = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
+            Ok(r) => r,
+            Err(FrameError::Closed) => break,
             Err(e) => return Err(e.into()),
-        }
-        let len = frame_len(header, MAX_FRAME_BYTES)?;
-        let mut body = vec![0u8; len];
-        rd.read_exact(&mut body).await?;
-        let req: BrokerToReader = decode(&body)?;
+        };
         tracing::debug!(id = request_id(&req), "request");
         let reader = reader.clone();
         let tx = tx.clone();

@@ -10,7 +10,7 @@ use nish_testdesk::{App, Desktop};
 
 fn main() -> Result<()> {
     let acts = std::env::var("NISH_BENCH_ACTS").unwrap_or_else(|_| "50".into());
-    let desk = Desktop::start()?;
+    let desk = Desktop::builder().nested(true).start()?;
     let gtk3 = desk.spawn(App::Gtk3WidgetFactory)?;
     desk.wait_atspi_app(gtk3.pid, Duration::from_secs(45))?;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/act_latency.py");

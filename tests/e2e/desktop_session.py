@@ -32,17 +32,64 @@ CHROMIUM = "chromium"
 
 
 def person_allows(person: h.Person, out: str, demo: bool) -> None:
-    """The person answers the consent dialog: a synthetic click first (ignored), then a real one."""
+    """The person answers the consent dialog: injected clicks first (ignored), then their own."""
     allow = person.wait_window("nish-driver consent: allow")
-    time.sleep(0.6)  # the dialog ignores clicks in its first 400 ms (anti click-through)
+    time.sleep(0.7)  # the dialog ignores clicks in its first 500 ms (anti click-through)
     person.screenshot(os.path.join(out, "consent-dialog.png"))
     say(f"    person: the consent dialog is up; screenshot saved to {out}/consent-dialog.png")
-    person.xdotool("click", "--window", str(allow), "1")
+    unticked = person.windows("nish-driver consent: app:gtk3-demo")
+    check(unticked != [], "the dialog lists every app with a window, gtk3-demo (not asked for) too")
+    text = person.read_window_text(person.wait_window("nish-driver consent"), os.path.join(out, "consent-ocr.png"))
+    host_exe = os.path.basename(os.path.realpath(sys.executable))
+    # OCR of a bitmap font sometimes splits or joins words: compare without spaces.
+    flat = text.replace(" ", "")
+    for want in ("Program:", "/python", f"pid{os.getpid()}", "desktop-e2e", "15minutes",
+                 "gtk3-widget-factory", "2windows", "gtk4-demo", "press,tickandfillin"):
+        check(want in flat, f"the dialog does not say {want!r}; OCR read:\n{text}")
+    say(f"    the dialog names the program ({host_exe}, pid {os.getpid()}) beside its claimed name, the "
+        "15-minute lease and each app with its window count (read back by OCR)")
+    person.attacker_xdotool("click", "--window", str(allow), "1")
     time.sleep(0.5)
     check(person.windows("nish-driver consent: allow") != [], "a SendEvent click must not answer the dialog")
-    say("    person: a synthetic (SendEvent) click on Allow is ignored, as it must be")
+    say("    another program: a SendEvent click on Allow is ignored")
+    person.attacker_click_window(allow)
+    time.sleep(0.5)
+    check(person.windows("nish-driver consent: allow") != [], "an XTEST click must not answer the dialog")
+    say("    another program: an XTEST click on Allow (any X client can send one) is ignored")
+
+    top = person.wait_window("nish-driver consent")
+    remove = person.cover(top)
+    time.sleep(0.8)
     person.click_window(allow)
-    say("    person (xdotool, a real click): Allow")
+    time.sleep(0.3)
+    person.click_window(allow)
+    time.sleep(0.3)
+    check(person.windows("nish-driver consent: allow") != [], "a click under a click-through cover answered")
+    remove()
+    person.click_window(allow)
+    time.sleep(0.3)
+    check(person.windows("nish-driver consent: allow") != [], "a click right after the cover left answered")
+    say("    another program covers the dialog with a click-through window that it keeps on top: the "
+        "person's clicks on what they see do nothing, nor one right after the cover goes")
+
+    person.move(*(lambda g: (g[0] - 120, g[1] - 40))(person.geometry(allow)[:2]))
+    time.sleep(0.7)
+    person.move_window_under_pointer(top, allow)
+    person.xdotool("click", "1")
+    time.sleep(0.3)
+    check(person.windows("nish-driver consent: allow") != [], "Allow slid under the pointer answered")
+    say("    another program slides the dialog so Allow is under the person's pointer as they click: "
+        "nothing (and the dialog moves back)")
+    time.sleep(0.7)
+    person.click_window(allow)
+    say("    person (their own mouse, a real device, the dialog uncovered for 500 ms): Allow")
+
+
+def person_denies(person: h.Person) -> None:
+    deny = person.wait_window("nish-driver consent: deny")
+    time.sleep(0.7)
+    person.click_window(deny)
+    say("    person: Deny")
 
 
 def first(read: dict, role: str) -> dict:
@@ -190,8 +237,20 @@ async def run(ns: argparse.Namespace) -> None:
             r = await ok(c, "end_session")
             check(r["ended"] is True, str(r))
             say("end_session: ended")
+
+            say("start_session {apps: [no-such-app]}: the dialog still opens (no answer about windows before it); the person denies")
+            t = threading.Thread(target=person_denies, args=(person,))
+            t.start()
+            await fails(c, "start_session", {"apps": ["no-such-app"]}, "consent_denied")
+            t.join()
+            say("start_session again at once: refused without a dialog (the person is not worn down)")
+            err = await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
+            check("no new dialog" in err["message"], str(err))
+            time.sleep(1.0)
+            check(person.windows("nish-driver consent: allow") == [], "no dialog opened during the cooldown")
         events = [e["event"] for e in broker.audit_events()]
-        for want in ("consent.request", "consent.answer", "session.start", "read", "refusal", "session.end"):
+        for want in ("consent.request", "consent.answer", "consent.cooldown", "session.start", "read",
+                     "refusal", "session.end"):
             check(want in events, f"audit lacks {want}")
         say(f"audit: {len(events)} events, {broker.audit}")
     except BaseException:

@@ -21,7 +21,7 @@ import nishhost as h
 from nishhost import check, fails, find, ok, say
 
 
-async def session(ns: argparse.Namespace, broker: h.Broker, version: str) -> None:
+async def session(ns: argparse.Namespace, broker: h.Broker, version: str, last: bool) -> None:
     ctl = h.Control()
     async with h.host(ns.shim, broker, f"e2e-{version}", version, ctl) as c:
         say(f"== MCP {version}: connected to nish-mcp")
@@ -34,13 +34,7 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str) -> Non
 
         await fails(c, "list_windows", {}, "no_session")
 
-        say("  start_session {apps: [Notes, Atlas]}: the consent dialog opens; the person denies")
-        deny = threading.Thread(target=lambda: broker.person("deny"))
-        deny.start()
-        await fails(c, "start_session", {"apps": ["Notes", "Atlas"]}, "consent_denied")
-        deny.join()
-
-        say("  start_session again; the person approves (mock-person approve)")
+        say("  start_session {apps: [Notes, Atlas]}; the person approves (mock-person approve)")
         approve = threading.Thread(target=lambda: say("    person: " + broker.person("approve")))
         approve.start()
         st = await ok(c, "start_session", {"apps": ["Notes", "Atlas"], "lease_s": 600})
@@ -137,15 +131,28 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str) -> Non
         say("  end_session: ended")
         await fails(c, "list_windows", {}, "no_session")
 
+        if last:
+            say("  start_session again: the consent dialog opens; the person denies")
+            deny = threading.Thread(target=lambda: broker.person("deny"))
+            deny.start()
+            await fails(c, "start_session", {"apps": ["Notes", "Atlas"]}, "consent_denied")
+            deny.join()
+            say("  and at once again: refused without a dialog (the person is not worn down)")
+            err = await fails(c, "start_session", {"apps": ["Notes"]}, "consent_denied")
+            check("no new dialog" in err["message"], str(err))
+            p = broker.cli("mock-person", "deny", expect_ok=False)
+            check(p.returncode != 0 and "no consent dialog is open" in p.stderr, p.stderr)
+
 
 async def main_async(ns: argparse.Namespace) -> None:
     broker = h.Broker(ns.driver, "mock")
     try:
-        for version in ns.versions.split(","):
-            await session(ns, broker, version)
+        versions = ns.versions.split(",")
+        for i, version in enumerate(versions):
+            await session(ns, broker, version, i == len(versions) - 1)
         events = [e["event"] for e in broker.audit_events()]
-        for want in ("consent.request", "consent.answer", "session.start", "read", "act", "refusal",
-                     "takeover.paused", "takeover.resumed", "session.end"):
+        for want in ("consent.request", "consent.answer", "consent.cooldown", "session.start", "read",
+                     "act", "refusal", "takeover.paused", "takeover.resumed", "session.end"):
             check(want in events, f"the audit lacks {want}: {sorted(set(events))}")
         with open(broker.audit, encoding="utf-8") as f:
             raw = f.read()

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -71,7 +72,7 @@ class Broker:
             return f.read().decode(errors="replace")[-4000:]
 
     def cli(self, *args: str, expect_ok: bool = True) -> subprocess.CompletedProcess[str]:
-        sock = [] if args[0] in ("manifest", "doctor") else ["--socket", self.socket]
+        sock = [] if args[0] == "manifest" else ["--socket", self.socket]
         p = subprocess.run([self.driver, *args, *sock], env=self.env,
                            capture_output=True, text=True, timeout=60)
         if expect_ok:
@@ -294,13 +295,36 @@ def read_png(data: bytes) -> tuple[int, int, int, bytes]:
 
 
 class Person:
-    """Plays the person on the test desktop with xdotool (XTEST: real clicks, send_event false)."""
+    """Plays the person on the test desktop with xdotool.
+
+    On a nested desktop (NISH_PERSON_DISPLAY set: an outer Xvfb with the desktop's Xephyr in
+    it) the person's pointer and keys go to the outer display, so the desktop gets them from its
+    real input devices. `attacker_xdotool` runs on the desktop itself: XTEST, what any other
+    program of the session can inject (and what the consent dialog must ignore).
+    """
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
+        outer = env.get("NISH_PERSON_DISPLAY") or os.environ.get("NISH_PERSON_DISPLAY")
+        self.person_env = {**env, "DISPLAY": outer} if outer else env
+
+    INPUT = {"mousemove", "mousemove_relative", "click", "mousedown", "mouseup", "key", "keydown",
+             "keyup", "type"}
 
     def xdotool(self, *args: str) -> str:
-        p = subprocess.run(["xdotool", *args], env=self.env, capture_output=True, text=True, timeout=20)
+        """xdotool as the person: pointer and keys from their real devices (the outer display of
+        a nested desktop); window commands (search, windowactivate, ...) and `--window`
+        (SendEvent) input on the desktop itself."""
+        real_input = args and args[0] in self.INPUT and "--window" not in args
+        return self._xdotool(self.person_env if real_input else self.env, args)
+
+    def attacker_xdotool(self, *args: str) -> str:
+        """xdotool on the desktop itself: XTEST input of another program."""
+        return self._xdotool(self.env, args)
+
+    @staticmethod
+    def _xdotool(env: dict[str, str], args: tuple[str, ...]) -> str:
+        p = subprocess.run(["xdotool", *args], env=env, capture_output=True, text=True, timeout=20)
         check(p.returncode == 0, f"xdotool {' '.join(args)}: {p.stderr.strip()}")
         return p.stdout
 
@@ -348,18 +372,103 @@ class Person:
         self.click_at(x + w // 2, y + h // 2)
 
     def move(self, x: int, y: int) -> None:
-        """Moves the pointer (XTEST) and waits until the server reports it there."""
+        """Moves the person's pointer and waits until the desktop reports it there."""
         self.xdotool("mousemove", str(x), str(y))
+        self._wait_pointer(x, y)
+
+    def _wait_pointer(self, x: int, y: int) -> None:
         deadline = time.monotonic() + 5
         while self.pointer() != (x, y):
             check(time.monotonic() < deadline, f"the pointer did not reach {x},{y}")
             time.sleep(0.01)
 
     def click_at(self, x: int, y: int) -> None:
-        """A real left click (XTEST: press and release, send_event false)."""
+        """The person's left click (from their real device on a nested desktop)."""
         self.move(x, y)
         self.xdotool("click", "1")
 
+    def attacker_click_window(self, wid: int) -> None:
+        """An XTEST left click on a window's centre, as another program would inject it."""
+        x, y, w, h = self.geometry(wid)
+        self.attacker_xdotool("mousemove", str(x + w // 2), str(y + h // 2))
+        self._wait_pointer(x + w // 2, y + h // 2)
+        self.attacker_xdotool("click", "1")
+
+
+    def cover(self, wid: int, click_through: bool = True):
+        """Another program maps an override-redirect window over window `wid` (click-through:
+        an empty input shape, so a click goes to what is under it) and keeps it on top; returns
+        a function that removes it."""
+        from Xlib import X
+        from Xlib.ext import shape
+
+        x, y, w, h = self.geometry(wid)
+        d = self._display()
+        root = d.screen().root
+        win = root.create_window(x, y, w, h, 0, X.CopyFromParent, X.InputOutput, X.CopyFromParent,
+                                 background_pixel=d.screen().black_pixel, override_redirect=1)
+        if click_through:
+            win.shape_rectangles(shape.SO.Set, shape.SK.Input, X.Unsorted, 0, 0, [])
+        win.map()
+        d.sync()
+        stop = threading.Event()
+
+        def fight() -> None:
+            while not stop.is_set():
+                win.configure(stack_mode=X.Above)
+                d.sync()
+                time.sleep(0.02)
+
+        t = threading.Thread(target=fight)
+        t.start()
+
+        def remove() -> None:
+            stop.set()
+            t.join()
+            win.unmap()
+            win.destroy()
+            d.sync()
+            d.close()
+
+        return remove
+
+    def move_window_under_pointer(self, top: int, control: int) -> None:
+        """Another program slides window `top` so that `control` is under the pointer."""
+        px, py = self.pointer()
+        cx, cy, cw, ch = self.geometry(control)
+        tx, ty, _, _ = self.geometry(top)
+        d = self._display()
+        try:
+            d.create_resource_object("window", top).configure(
+                x=tx + px - (cx + cw // 2), y=ty + py - (cy + ch // 2))
+            d.sync()
+        finally:
+            d.close()
+
+    def read_window_text(self, wid: int, path: str) -> str:
+        """What tesseract reads in a window as it is on screen (saved at twice its size, which
+        bitmap fonts need, to `path`)."""
+        from Xlib import X
+
+        x, y, w, h = self.geometry(wid)
+        d = self._display()
+        try:
+            img = d.screen().root.get_image(x, y, w, h, X.ZPixmap, 0xFFFFFFFF)
+        finally:
+            d.close()
+        data = img.data
+        rows = []
+        for yy in range(h):
+            line = bytearray()
+            for xx in range(w):
+                i = (yy * w + xx) * 4
+                px = bytes((data[i + 2], data[i + 1], data[i]))
+                line += px + px
+            rows.append(bytes(line))
+        write_png(path, w * 2, h * 2, b"".join(r + r for r in rows))
+        p = subprocess.run(["tesseract", path, "stdout"], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, f"tesseract: {p.stderr}")
+        return p.stdout
 
     def screenshot(self, path: str) -> None:
         from Xlib import X, display
@@ -378,13 +487,13 @@ class Person:
 
 
 async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:
-    """start_session, answered by the person: after the dialog's anti-click-through delay, real
-    clicks on the named controls (e.g. "takeover"), then on Allow."""
+    """start_session, answered by the person: after the dialog's arming delay, real clicks on
+    the named controls (e.g. "takeover"), then on Allow."""
     import threading
 
     def answer() -> None:
         allow = person.wait_window("nish-driver consent: allow")
-        time.sleep(0.6)  # the dialog ignores clicks in its first 400 ms
+        time.sleep(0.7)  # the dialog ignores clicks in its first 500 ms
         for name in tick:
             person.click_window(person.wait_window(f"nish-driver consent: {name}"))
         person.click_window(allow)

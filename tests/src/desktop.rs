@@ -17,6 +17,7 @@ use crate::x11::{self, Pointer, XWindow};
 
 /// Programs the desktop runs (Debian paths).
 const XVFB: &str = "/usr/bin/Xvfb";
+const XEPHYR: &str = "/usr/bin/Xephyr";
 const DBUS_DAEMON: &str = "/usr/bin/dbus-daemon";
 const AT_SPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
 const AT_SPI_REGISTRYD: &str = "/usr/libexec/at-spi2-registryd";
@@ -89,6 +90,7 @@ pub struct DesktopBuilder {
     atspi: bool,
     accessibility_enabled: bool,
     window_manager: bool,
+    nested: bool,
     start_deadline: Duration,
     app_deadline: Duration,
 }
@@ -102,6 +104,7 @@ impl Default for DesktopBuilder {
             atspi: true,
             accessibility_enabled: true,
             window_manager: true,
+            nested: false,
             start_deadline: Duration::from_secs(20),
             app_deadline: Duration::from_secs(45),
         }
@@ -142,6 +145,17 @@ impl DesktopBuilder {
         self
     }
 
+    /// Nest the desktop so the person has a real input device (default false): an outer Xvfb,
+    /// and inside it Xephyr, which is the desktop's display. The person is then played with
+    /// [`Desktop::person_xdotool`] on the outer display, and arrives on the desktop from the
+    /// "Xephyr virtual mouse/keyboard" devices, as a real mouse would; [`Desktop::xdotool`] on
+    /// the desktop itself is XTEST, what any other program can inject. Controls that only the
+    /// person may answer (the consent dialog, Continue) need this.
+    pub fn nested(mut self, on: bool) -> Self {
+        self.nested = on;
+        self
+    }
+
     /// Deadline of each start-up wait (default 20 s).
     pub fn start_deadline(mut self, d: Duration) -> Self {
         self.start_deadline = d;
@@ -167,6 +181,8 @@ pub struct Desktop {
     opts: DesktopBuilder,
     dir: PathBuf,
     display: u32,
+    /// The outer display of a nested desktop, where the person's input comes from.
+    person_display: Option<u32>,
     session_bus: String,
     a11y_bus: Option<String>,
     x: Option<RustConnection>,
@@ -231,6 +247,7 @@ impl Desktop {
             opts,
             dir,
             display: 0,
+            person_display: None,
             session_bus: String::new(),
             a11y_bus: None,
             x: None,
@@ -247,8 +264,13 @@ impl Desktop {
             mark = Instant::now();
         };
 
-        desk.start_xvfb()?;
-        lap(&mut desk, "xvfb");
+        if desk.opts.nested {
+            desk.start_nested()?;
+            lap(&mut desk, "xvfb and xephyr");
+        } else {
+            desk.start_xvfb()?;
+            lap(&mut desk, "xvfb");
+        }
         if desk.opts.window_manager {
             // openbox needs only the X server; it comes up while the buses do.
             desk.launch("openbox", Path::new(OPENBOX), &["--sm-disable".into()])?;
@@ -298,29 +320,84 @@ impl Desktop {
     }
 
     fn start_xvfb(&mut self) -> Result<()> {
+        let (w, h) = (self.opts.width, self.opts.height);
+        let (n, conn, root) = self.start_server("Xvfb", Path::new(XVFB), None, move |_| {
+            vec![
+                "-screen".into(),
+                "0".into(),
+                format!("{w}x{h}x24").into(),
+                "-nolisten".into(),
+                "tcp".into(),
+                "-noreset".into(),
+            ]
+        })?;
+        x11::check_extensions(&conn)?;
+        self.display = n;
+        self.x = Some(conn);
+        self.root = root;
+        Ok(())
+    }
+
+    /// An outer Xvfb (the person's side) and Xephyr inside it (the desktop).
+    fn start_nested(&mut self) -> Result<()> {
+        let (w, h) = (self.opts.width, self.opts.height);
+        let (outer, outer_conn, _) =
+            self.start_server("Xvfb-outer", Path::new(XVFB), None, move |_| {
+                vec![
+                    "-screen".into(),
+                    "0".into(),
+                    format!("{w}x{h}x24").into(),
+                    "-nolisten".into(),
+                    "tcp".into(),
+                    "-noreset".into(),
+                ]
+            })?;
+        drop(outer_conn);
+        self.person_display = Some(outer);
+        let (n, conn, root) =
+            self.start_server("Xephyr", Path::new(XEPHYR), Some(outer), move |_| {
+                vec![
+                    "-screen".into(),
+                    format!("{w}x{h}").into(),
+                    "-no-host-grab".into(),
+                    "-nolisten".into(),
+                    "tcp".into(),
+                    "-noreset".into(),
+                ]
+            })?;
+        x11::check_extensions(&conn)?;
+        self.display = n;
+        self.x = Some(conn);
+        self.root = root;
+        Ok(())
+    }
+
+    /// Starts an X server on a free display number (random in the builder's range), with
+    /// `DISPLAY` set to `host` (a nested server's outer display) when given; returns the number,
+    /// a connection and the root window.
+    fn start_server(
+        &mut self,
+        role: &str,
+        program: &Path,
+        host: Option<u32>,
+        args: impl Fn(u32) -> Vec<OsString>,
+    ) -> Result<(u32, RustConnection, u32)> {
         let range = self.opts.displays.clone();
         let span = u64::from(range.end.saturating_sub(range.start).max(1));
         let mut last_err = anyhow!("no display number tried");
         for attempt in 0..8 {
             let n = range.start + (entropy() % span) as u32;
-            if !display_free(n) {
+            if !display_free(n) || Some(n) == self.person_display {
                 continue;
             }
-            self.display = n;
-            let role = "Xvfb";
-            let args: Vec<OsString> = vec![
-                format!(":{n}").into(),
-                "-screen".into(),
-                "0".into(),
-                format!("{}x{}x24", self.opts.width, self.opts.height).into(),
-                "-nolisten".into(),
-                "tcp".into(),
-                "-noreset".into(),
-            ];
-            let id = self.launch(role, Path::new(XVFB), &args)?;
-            let display = self.display_name();
+            let mut argv: Vec<OsString> = vec![format!(":{n}").into()];
+            argv.extend(args(n));
+            // The child's DISPLAY is the host display for a nested server.
+            self.display = host.unwrap_or(n);
+            let id = self.launch(role, program, &argv)?;
+            let display = format!(":{n}");
             let up = poll(
-                &format!("Xvfb on {display}"),
+                &format!("{role} on {display}"),
                 self.opts.start_deadline,
                 || {
                     self.check_running(&id)?;
@@ -331,12 +408,7 @@ impl Desktop {
                 },
             );
             match up {
-                Ok((conn, root, _, _)) => {
-                    x11::check_extensions(&conn)?;
-                    self.x = Some(conn);
-                    self.root = root;
-                    return Ok(());
-                }
+                Ok((conn, root, _, _)) => return Ok((n, conn, root)),
                 Err(e) => {
                     // Most likely someone else took the number meanwhile: forget this server
                     // and try another number.
@@ -349,7 +421,7 @@ impl Desktop {
                 }
             }
         }
-        Err(last_err.context("Xvfb did not start on any free display"))
+        Err(last_err.context(format!("{role} did not start on any free display")))
     }
 
     fn start_session_bus(&mut self) -> Result<()> {
@@ -493,6 +565,11 @@ impl Desktop {
         self.display
     }
 
+    /// The outer display (`:P`) of a nested desktop: where the person's input comes from.
+    pub fn person_display(&self) -> Option<String> {
+        self.person_display.map(|n| format!(":{n}"))
+    }
+
     /// The private directory (mode 0700): `XDG_RUNTIME_DIR` and `HOME` of the apps.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -529,7 +606,8 @@ impl Desktop {
     }
 
     /// The environment for children: `PATH`, `LANG`, `DISPLAY`, `DBUS_SESSION_BUS_ADDRESS`,
-    /// `XDG_RUNTIME_DIR`, `HOME` (both the private directory) and `XDG_SESSION_TYPE=x11`.
+    /// `XDG_RUNTIME_DIR`, `HOME` (both the private directory), `XDG_SESSION_TYPE=x11`, and on a
+    /// nested desktop `NISH_PERSON_DISPLAY` (the outer display, for scripts that play the person).
     /// Nothing else: apply it to a cleared environment (see [`Desktop::command`]), so
     /// `NO_AT_BRIDGE`, `GTK_A11Y`, `WAYLAND_DISPLAY` and `AT_SPI_BUS_ADDRESS` are unset and apps
     /// find the accessibility bus through the session bus, as on a real desktop.
@@ -552,6 +630,10 @@ impl Desktop {
                 "DBUS_SESSION_BUS_ADDRESS".to_string(),
                 self.session_bus.clone(),
             ));
+        }
+        if let Some(outer) = self.person_display() {
+            // For test scripts that play the person (tests/e2e/nishhost.py); apps ignore it.
+            env.push(("NISH_PERSON_DISPLAY".to_string(), outer));
         }
         env
     }
@@ -726,6 +808,35 @@ impl Desktop {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Runs `xdotool` as the person: on the outer display of a nested desktop, so the desktop
+    /// gets it from its real input devices. Fails on a desktop that is not nested (there every
+    /// input is XTEST, and nothing can play the person's own device).
+    pub fn person_xdotool(&self, args: &[&str]) -> Result<String> {
+        let outer = self
+            .person_display()
+            .context("the desktop is not nested: the person has no real device here")?;
+        let out = std::process::Command::new("xdotool")
+            .env_clear()
+            .env("DISPLAY", outer)
+            .env(
+                "PATH",
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+            )
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .context("running xdotool")?;
+        if !out.status.success() {
+            bail!(
+                "xdotool {} (person) failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Where the pointer is (QueryPointer on the root).
     pub fn pointer(&self) -> Result<Pointer> {
         x11::pointer(self.conn()?, self.root)
@@ -791,10 +902,12 @@ impl Desktop {
             survivors.extend(procs::terminate(&mut p, Duration::from_secs(3)));
         }
         // Xvfb removes its socket and lock when it ends by SIGTERM; after a SIGKILL they stay.
-        let lock = PathBuf::from(format!("/tmp/.X{}-lock", self.display));
-        if self.display != 0 && display_lock_is_dead_or_ours(&lock) {
-            let _ = std::fs::remove_file(&lock);
-            let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{}", self.display));
+        for n in std::iter::once(self.display).chain(self.person_display) {
+            let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
+            if n != 0 && display_lock_is_dead_or_ours(&lock) {
+                let _ = std::fs::remove_file(&lock);
+                let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{n}"));
+            }
         }
         let removed = if std::env::var_os(KEEP_ENV).is_some_and(|v| v == "1") {
             eprintln!(

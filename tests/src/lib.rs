@@ -5,7 +5,10 @@
 //! `XDG_RUNTIME_DIR` and `HOME`:
 //!
 //! - `Xvfb` on a free display number (1280x800x24, no TCP), checked for XTEST, XInput 2,
-//!   Composite, SHAPE, XFIXES and RANDR;
+//!   Composite, SHAPE, XFIXES and RANDR; or, with [`DesktopBuilder::nested`], an outer Xvfb
+//!   with Xephyr inside it as the desktop, so that the person (played with
+//!   [`Desktop::person_xdotool`] on the outer display) arrives from a real input device and not
+//!   through XTEST;
 //! - a private session bus (`dbus-daemon --session --nofork`, so the daemon stays the desktop's
 //!   own child; `--print-pid` confirms its pid);
 //! - the AT-SPI bus launcher and registry (waiting until `org.a11y.Bus.GetAddress` answers and

@@ -57,9 +57,10 @@ pub struct SessionDesktop {
     pub unapproved_window: u32,
 }
 
-/// Starts the desktop and its apps, each on the accessibility registry before this returns.
+/// Starts the desktop (nested: the person has a real device to answer the consent dialog) and
+/// its apps, each on the accessibility registry before this returns.
 pub fn session_desktop() -> Result<SessionDesktop> {
-    let desk = Desktop::start()?;
+    let desk = Desktop::builder().nested(true).start()?;
     let mut apps = Vec::new();
     for app in [
         App::Gtk3WidgetFactory,
@@ -120,5 +121,44 @@ pub fn run_desktop_acts(sd: &SessionDesktop) -> Result<Output> {
         .arg(workspace_bin("nish-mcp")?)
         .arg("--focus-window")
         .arg(sd.unapproved_window.to_string());
+    Ok(cmd.output()?)
+}
+
+/// The desktop of desktop_takeover.py (nested, so the person has a real device):
+/// gtk3-widget-factory and Chromium on form.html, each on the accessibility registry.
+pub fn takeover_desktop() -> Result<SessionDesktop> {
+    let desk = Desktop::builder().nested(true).start()?;
+    let gtk3 = desk.spawn(App::Gtk3WidgetFactory)?;
+    desk.wait_atspi_app(gtk3.pid, Duration::from_secs(45))?;
+    let chromium = desk.spawn(App::Chromium {
+        page: page("form.html"),
+    })?;
+    desk.wait_atspi_app(chromium.pid, Duration::from_secs(60))?;
+    desk.wait_atspi_document(
+        chromium.pid,
+        "nish-driver form test page",
+        Duration::from_secs(60),
+    )?;
+    Ok(SessionDesktop {
+        desk,
+        apps: vec![gtk3, chromium],
+        unapproved_window: 0,
+    })
+}
+
+/// Runs desktop_takeover.py in the desktop's environment; screenshots go to `out`.
+pub fn run_desktop_takeover(sd: &SessionDesktop, out: &Path, demo: bool) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("desktop_takeover.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--out")
+        .arg(out);
+    if demo {
+        cmd.stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit());
+    }
     Ok(cmd.output()?)
 }

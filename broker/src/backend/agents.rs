@@ -4,7 +4,14 @@
 //! (`<agent> --fd 3`), with a whitelisted environment. Its first frame must be a hello of the
 //! expected role and protocol version, its second its lock-down report; an agent that did not
 //! lock down is killed and refused. Requests carry ids; a router task hands each answer to the
-//! request waiting for it and every other message to the agent's event channel.
+//! request waiting for it and every other message to the agent's bounded event channel.
+//!
+//! The connection follows the permission table of [`crate::conn`]: after the lock-down only
+//! answers (and, from the indicator, its events). A second lock-down report, an answer to a
+//! request never made, a frame that does not decode, or more unsolicited messages than
+//! [`EVENT_QUEUE`] waiting is a violation: the agent is cut off (its connection closed, its
+//! process killed) and the violation reported to the engine, which audits it. A late answer to
+//! a request that timed out is dropped.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,13 +20,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::wire::codec::{FrameError, aio};
 use nish_proto::wire::{AgentFailure, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::framing::{read_frame, write_frame};
+use crate::conn::{Conn, Msg, Peer, Violation};
+use crate::server::MAX_HELLO_BYTES;
 
 /// Environment variables an agent may inherit; everything else is cleared.
 const ENV_WHITELIST: &[&str] = &[
@@ -54,7 +63,29 @@ pub trait AgentMessage: DeserializeOwned + Send + 'static {
     fn lockdown(&self) -> Option<&LockdownReport>;
     /// The id of the request this answers, when it is an answer.
     fn answer_id(&self) -> Option<u64>;
+    /// Its kind in the permission table.
+    fn kind(&self) -> Msg;
 }
+
+/// Unsolicited messages (not answers) an agent may have waiting for the broker; one more and
+/// the agent is cut off.
+pub const EVENT_QUEUE: usize = 64;
+
+/// An agent that broke its protocol: its connection was closed and its process killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentViolation {
+    /// The agent's binary name.
+    pub agent: &'static str,
+    /// Its peer kind.
+    pub peer: Peer,
+    /// Its pid (0 when the broker did not start it).
+    pub pid: u32,
+    /// What it did.
+    pub violation: Violation,
+}
+
+/// Where the broker hears about agents it cut off.
+pub type OnViolation = Arc<dyn Fn(AgentViolation) + Send + Sync>;
 
 /// Cleans an agent's failure message: it comes from a process that handles untrusted app data,
 /// so only a bounded, plain-ASCII line reaches errors and logs.
@@ -87,7 +118,7 @@ pub struct Agent<In, Out> {
     pub pid: u32,
     tx: mpsc::Sender<In>,
     pending: Arc<Mutex<Pending<Out>>>,
-    child: Mutex<Child>,
+    child: Arc<Mutex<Option<Child>>>,
 }
 
 impl<In, Out> std::fmt::Debug for Agent<In, Out> {
@@ -100,18 +131,26 @@ fn unavailable(name: &str, why: impl std::fmt::Display) -> DriverError {
     DriverError::new(ErrorCode::BackendUnavailable, format!("{name}: {why}"))
 }
 
+fn kill(child: &Mutex<Option<Child>>) {
+    if let Some(mut c) = child.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 impl<In, Out> Agent<In, Out>
 where
     In: Serialize + Send + Sync + 'static,
     Out: AgentMessage,
 {
     /// Starts an agent and checks its hello and lock-down. Messages that are not answers go
-    /// to the returned event channel.
+    /// to the returned event channel; violations go to `on_violation`.
     pub async fn spawn(
         name: &'static str,
         role: Role,
         allow_no_landlock: bool,
-    ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<Out>), DriverError> {
+        on_violation: OnViolation,
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
         let path = agent_path(name);
         if !path.exists() {
             return Err(unavailable(
@@ -140,7 +179,6 @@ where
             .spawn()
             .map_err(|e| unavailable(name, format!("cannot start: {e}")))?;
         drop(cmd);
-        let pid = child.id();
         if let Some(err) = child.stderr.take() {
             std::thread::Builder::new()
                 .name(format!("{name}-log"))
@@ -155,15 +193,77 @@ where
         }
         ours.set_nonblocking(true)
             .map_err(|e| unavailable(name, e))?;
-        let mut stream = UnixStream::from_std(ours).map_err(|e| unavailable(name, e))?;
+        let stream = UnixStream::from_std(ours).map_err(|e| unavailable(name, e))?;
+        Self::attach(
+            name,
+            role,
+            allow_no_landlock,
+            stream,
+            Some(child),
+            on_violation,
+        )
+        .await
+    }
+
+    /// Takes an agent's connection (and its process, when the broker started it): checks the
+    /// hello and the lock-down, then routes its messages.
+    pub async fn attach(
+        name: &'static str,
+        role: Role,
+        allow_no_landlock: bool,
+        mut stream: UnixStream,
+        child: Option<Child>,
+        on_violation: OnViolation,
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
+        let pid = child.as_ref().map_or(0, |c| c.id());
+        let child = Arc::new(Mutex::new(child));
+        let peer = Peer::of(role);
+        let cut_off = {
+            let on_violation = on_violation.clone();
+            move |violation: Violation| {
+                tracing::warn!(
+                    agent = name,
+                    pid,
+                    reason = violation.reason(),
+                    "agent cut off"
+                );
+                on_violation(AgentViolation {
+                    agent: name,
+                    peer,
+                    pid,
+                    violation,
+                });
+            }
+        };
+        let mut conn = Conn::after_hello(peer);
         let handshake = async {
-            let hello: Hello = read_frame(&mut stream, MAX_FRAME_BYTES)
+            let hello: Hello = aio::read_frame(&mut stream, MAX_HELLO_BYTES)
                 .await
-                .map_err(|e| unavailable(name, e))?;
-            hello.check(&[role]).map_err(|m| unavailable(name, m))?;
-            let first: Out = read_frame(&mut stream, MAX_FRAME_BYTES)
+                .map_err(|e| {
+                    if let Some(v) = Violation::of_frame_error(&e, crate::conn::Phase::AwaitHello) {
+                        cut_off(v);
+                    }
+                    unavailable(name, e)
+                })?;
+            if let Err(m) = hello.check(&[role]) {
+                cut_off(Violation::BadHello);
+                return Err(unavailable(name, m));
+            }
+            let first: Out = aio::read_frame(&mut stream, MAX_FRAME_BYTES)
                 .await
-                .map_err(|e| unavailable(name, e))?;
+                .map_err(|e| {
+                    if let Some(v) = conn.frame_error(&e) {
+                        cut_off(v);
+                    }
+                    unavailable(name, e)
+                })?;
+            if let Err(v) = conn.accept(first.kind()) {
+                cut_off(v);
+                return Err(unavailable(
+                    name,
+                    "its first message was not a lock-down report",
+                ));
+            }
             first
                 .lockdown()
                 .cloned()
@@ -172,19 +272,16 @@ where
         let report = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill(&child);
                 return Err(e);
             }
             Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill(&child);
                 return Err(unavailable(name, "no hello within 10 s"));
             }
         };
         if !report.acceptable(allow_no_landlock) {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill(&child);
             return Err(DriverError::new(
                 ErrorCode::BackendUnavailable,
                 format!(
@@ -197,7 +294,10 @@ where
         let (tx, mut rx) = mpsc::channel::<In>(64);
         tokio::spawn(async move {
             while let Some(m) = rx.recv().await {
-                if write_frame(&mut wr, &m, MAX_FRAME_BYTES).await.is_err() {
+                if aio::write_frame(&mut wr, &m, MAX_FRAME_BYTES)
+                    .await
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -207,37 +307,27 @@ where
             next: 1,
             closed: false,
         }));
-        let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
         let p = pending.clone();
+        let router_child = child.clone();
         tokio::spawn(async move {
-            loop {
-                let msg: Out = match read_frame(&mut rd, MAX_FRAME_BYTES).await {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::info!("{name} connection ended: {e}");
-                        break;
-                    }
-                };
-                let waiter = msg.answer_id().and_then(|id| {
-                    p.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .waiting
-                        .remove(&id)
-                });
-                match waiter {
-                    Some(w) => {
-                        let _ = w.send(msg);
-                    }
-                    None => {
-                        if ev_tx.send(msg).is_err() {
-                            // Nobody listens to events; answers still route.
-                        }
-                    }
-                }
+            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx).await;
+            {
+                let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
+                g.closed = true;
+                g.waiting.clear();
             }
-            let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
-            g.closed = true;
-            g.waiting.clear();
+            if let Some(v) = violation {
+                // Cut off: both directions of the connection end now, and the process too.
+                use std::os::fd::AsRawFd as _;
+                let _ = nix::sys::socket::shutdown(
+                    rd.as_ref().as_raw_fd(),
+                    nix::sys::socket::Shutdown::Both,
+                );
+                drop(rd);
+                kill(&router_child);
+                cut_off(v);
+            }
         });
         let agent = Arc::new(Agent {
             binary: name,
@@ -245,7 +335,7 @@ where
             pid,
             tx,
             pending,
-            child: Mutex::new(child),
+            child,
         });
         Ok((agent, ev_rx))
     }
@@ -265,6 +355,14 @@ where
         let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         g.next += 1;
         g.next
+    }
+
+    /// Queues a message that expects no answer, without waiting (it goes before anything sent
+    /// later).
+    pub fn queue(&self, msg: In) -> Result<(), DriverError> {
+        self.tx
+            .try_send(msg)
+            .map_err(|_| unavailable(self.binary, "the agent is gone or its queue is full"))
     }
 
     /// Sends a message that expects no answer.
@@ -311,10 +409,56 @@ where
     }
 }
 
+/// Routes an agent's messages until its connection ends; a violation ends it too and is
+/// returned.
+async fn route<Out: AgentMessage>(
+    name: &'static str,
+    rd: &mut tokio::net::unix::OwnedReadHalf,
+    conn: &mut Conn,
+    pending: &Mutex<Pending<Out>>,
+    events: &mpsc::Sender<Out>,
+) -> Option<Violation> {
+    loop {
+        let msg: Out = match aio::read_frame(rd, MAX_FRAME_BYTES).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::info!("{name} connection ended: {e}");
+                return match e {
+                    FrameError::Closed | FrameError::Io(_) => None,
+                    _ => conn.frame_error(&e),
+                };
+            }
+        };
+        if let Err(v) = conn.accept(msg.kind()) {
+            return Some(v);
+        }
+        match msg.answer_id() {
+            Some(id) => {
+                let (waiter, issued) = {
+                    let mut g = pending.lock().unwrap_or_else(|e| e.into_inner());
+                    (g.waiting.remove(&id), id > 1 && id <= g.next)
+                };
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(msg);
+                    }
+                    // A request that timed out: its late answer is dropped.
+                    None if issued => tracing::debug!(agent = name, id, "late answer dropped"),
+                    None => return Some(Violation::UnknownRequest),
+                }
+            }
+            None => match events.try_send(msg) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => return Some(Violation::Flood),
+                // Nobody listens to this agent's events.
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
+            },
+        }
+    }
+}
+
 impl<In, Out> Drop for Agent<In, Out> {
     fn drop(&mut self) {
-        let mut c = self.child.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = c.kill();
-        let _ = c.wait();
+        kill(&self.child);
     }
 }

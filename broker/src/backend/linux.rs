@@ -16,16 +16,22 @@ use nish_proto::doctor::{
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
-use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker,
+};
+use nish_proto::wire::input::{
+    BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd,
+};
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
-use super::agents::{Agent, AgentMessage, failure_to_error};
+use super::agents::{Agent, AgentMessage, OnViolation, failure_to_error};
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
+use crate::conn::{Msg, indicator_kind, input_kind, reader_kind};
+use crate::session::PausedReason;
 
 /// Most restarts of one agent in a minute before the backend reports it unavailable.
 pub const MAX_RESTARTS: usize = 5;
@@ -47,6 +53,9 @@ impl AgentMessage for ReaderToBroker {
             | ReaderToBroker::Failed { id, .. } => Some(*id),
         }
     }
+    fn kind(&self) -> Msg {
+        reader_kind(self)
+    }
 }
 
 impl AgentMessage for IndicatorToBroker {
@@ -62,6 +71,9 @@ impl AgentMessage for IndicatorToBroker {
             _ => None,
         }
     }
+    fn kind(&self) -> Msg {
+        indicator_kind(self)
+    }
 }
 
 impl AgentMessage for InputToBroker {
@@ -73,9 +85,16 @@ impl AgentMessage for InputToBroker {
     }
     fn answer_id(&self) -> Option<u64> {
         match self {
-            InputToBroker::Lockdown(_) => None,
-            InputToBroker::Done { id, .. } | InputToBroker::Failed { id, .. } => Some(*id),
+            InputToBroker::Lockdown(_) | InputToBroker::Person { .. } => None,
+            InputToBroker::Done { id, .. }
+            | InputToBroker::Failed { id, .. }
+            | InputToBroker::Synth { id, .. }
+            | InputToBroker::Ack { id }
+            | InputToBroker::Probe { id, .. } => Some(*id),
         }
+    }
+    fn kind(&self) -> Msg {
+        input_kind(self)
     }
 }
 
@@ -101,10 +120,13 @@ where
         }
     }
 
-    /// The running agent, started if needed. `on_events` receives its non-answer messages.
+    /// The running agent, started if needed. `on_start` gets a newly started agent (to queue
+    /// its first messages) and its non-answer messages; `on_violation` hears about it being
+    /// cut off.
     async fn get(
         &self,
-        on_events: impl FnOnce(mpsc::UnboundedReceiver<Out>),
+        on_violation: OnViolation,
+        on_start: impl FnOnce(&Arc<Agent<In, Out>>, mpsc::Receiver<Out>),
     ) -> Result<Arc<Agent<In, Out>>, DriverError> {
         let mut g = self.agent.lock().await;
         if let Some(a) = g.as_ref().filter(|a| a.alive()) {
@@ -125,9 +147,9 @@ where
             }
             starts.push(Instant::now());
         }
-        let (agent, events) = Agent::spawn(self.binary, self.role, false).await?;
+        let (agent, events) = Agent::spawn(self.binary, self.role, false, on_violation).await?;
         tracing::info!(agent = self.binary, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
-        on_events(events);
+        on_start(&agent, events);
         *g = Some(agent.clone());
         Ok(agent)
     }
@@ -147,6 +169,10 @@ pub struct LinuxBackend {
     events_tx: mpsc::UnboundedSender<BackendEvent>,
     events_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<BackendEvent>>>,
     read_timeout: Duration,
+    /// What the input agent's X connection offers (read once).
+    input_probe: Mutex<Option<InputProbe>>,
+    /// The administrator's assistive-input opt-in (read at start).
+    assistive: crate::assistive::Setting,
 }
 
 #[derive(Default)]
@@ -154,7 +180,16 @@ struct IndicatorWaiters {
     shown: std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>,
     /// Sessions whose frame is on screen.
     on: std::collections::HashSet<String>,
+    /// The running indicator grabbed the stop hotkey (`None` until it said).
+    hotkey_grabbed: Option<bool>,
 }
+
+/// Longest wait for the takeover frame to be on screen.
+const SHOW_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest wait for the input agent to release everything or change watching.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a running synthetic act is checked for the engine's stop flag.
+const STOP_POLL: Duration = Duration::from_millis(5);
 
 impl std::fmt::Debug for LinuxBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -180,12 +215,120 @@ impl LinuxBackend {
             events_tx,
             events_rx: std::sync::Mutex::new(Some(rx)),
             read_timeout: Duration::from_secs(8),
+            input_probe: Mutex::new(None),
+            assistive: crate::assistive::Setting::read(),
         }
+    }
+
+    /// Reports agents cut off to the engine (which audits them).
+    fn on_violation(&self) -> OnViolation {
+        let events = self.events_tx.clone();
+        Arc::new(move |v| {
+            let _ = events.send(BackendEvent::AgentCutOff(v));
+        })
+    }
+
+    async fn input(&self) -> Result<Arc<Agent<BrokerToInput, InputToBroker>>, DriverError> {
+        let events = self.events_tx.clone();
+        self.input
+            .get(self.on_violation(), move |_, mut ev| {
+                tokio::spawn(async move {
+                    while let Some(m) = ev.recv().await {
+                        if let InputToBroker::Person { input } = m {
+                            let reason = match input {
+                                PersonInput::PointerMoved => PausedReason::PointerMoved,
+                                PersonInput::KeyPressed => PausedReason::KeyPressed,
+                                PersonInput::ButtonPressed => PausedReason::ButtonPressed,
+                            };
+                            let _ = events.send(BackendEvent::PersonInput { reason });
+                        }
+                    }
+                });
+            })
+            .await
+    }
+
+    /// A request to the input agent that answers `Ack`.
+    async fn input_ack(&self, make: impl FnOnce(u64) -> BrokerToInput) -> Result<(), DriverError> {
+        let agent = self.input().await?;
+        let id = agent.next_id();
+        match agent.request(id, make(id), RELEASE_TIMEOUT).await? {
+            InputToBroker::Ack { .. } => Ok(()),
+            InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+        }
+    }
+
+    /// What the input agent's X connection offers (asked once, then remembered).
+    async fn input_probe(&self) -> Result<InputProbe, DriverError> {
+        if let Some(p) = self.input_probe.lock().await.clone() {
+            return Ok(p);
+        }
+        let agent = self.input().await?;
+        let id = agent.next_id();
+        match agent
+            .request(id, BrokerToInput::Probe { id }, Duration::from_secs(5))
+            .await?
+        {
+            InputToBroker::Probe { probe, .. } => {
+                *self.input_probe.lock().await = Some(probe.clone());
+                Ok(probe)
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered a probe with something else",
+            )),
+        }
+    }
+
+    /// The reader's probe found X-Resource.
+    async fn xres_ok(&self) -> bool {
+        self.probe().await.is_ok_and(|(p, _)| {
+            p.display_ok && !p.missing_extensions.iter().any(|e| e == "X-Resource")
+        })
+    }
+
+    fn hotkey_grabbed(&self) -> Option<bool> {
+        self.indicator_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .hotkey_grabbed
+    }
+
+    /// Keeps the indicator running while the service runs on a display, so the stop hotkey is
+    /// always grabbed: started at once, started again when it exits.
+    fn keep_indicator(self: &Arc<Self>) {
+        if session_type().1.is_some() {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(b) = me.upgrade() else { return };
+                match b.indicator().await {
+                    Ok(a) => {
+                        drop(b);
+                        while a.alive() {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        tracing::warn!("the indicator exited; starting it again");
+                    }
+                    Err(e) => {
+                        drop(b);
+                        tracing::warn!("the indicator cannot start: {}", e.message);
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+            }
+        });
     }
 
     async fn reader(&self) -> Result<Arc<Agent<BrokerToReader, ReaderToBroker>>, DriverError> {
         self.reader
-            .get(|mut ev| {
+            .get(self.on_violation(), |_, mut ev| {
                 tokio::spawn(async move { while ev.recv().await.is_some() {} });
             })
             .await
@@ -196,8 +339,15 @@ impl LinuxBackend {
     ) -> Result<Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, DriverError> {
         let waiters = self.indicator_answers.clone();
         let events = self.events_tx.clone();
+        let accept_xtest_clicks = self.assistive.accept_xtest_clicks;
         self.indicator
-            .get(move |mut ev| {
+            .get(self.on_violation(), move |agent, mut ev| {
+                // Settings first, before any dialog.
+                if let Err(e) = agent.queue(BrokerToIndicator::Config {
+                    accept_xtest_clicks,
+                }) {
+                    tracing::warn!("indicator settings not sent: {}", e.message);
+                }
                 tokio::spawn(async move {
                     while let Some(m) = ev.recv().await {
                         match m {
@@ -224,16 +374,26 @@ impl LinuxBackend {
                             IndicatorToBroker::Stop => {
                                 let _ = events.send(BackendEvent::StopHotkey);
                             }
+                            IndicatorToBroker::Ready { hotkey_grabbed } => {
+                                if !hotkey_grabbed {
+                                    tracing::warn!(
+                                        "the stop hotkey could not be grabbed: takeover is not offered"
+                                    );
+                                }
+                                waiters
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .hotkey_grabbed = Some(hotkey_grabbed);
+                            }
                             IndicatorToBroker::Lockdown(_) | IndicatorToBroker::Consent { .. } => {}
                         }
                     }
-                    // The indicator exited: every frame it drew is gone.
-                    let sessions: Vec<String> = waiters
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .on
-                        .drain()
-                        .collect();
+                    // The indicator exited: every frame it drew is gone, and so is the hotkey.
+                    let sessions: Vec<String> = {
+                        let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
+                        w.hotkey_grabbed = None;
+                        w.on.drain().collect()
+                    };
                     for session in sessions {
                         let _ = events.send(BackendEvent::IndicatorLost {
                             session,
@@ -307,6 +467,10 @@ fn not_built(what: &str) -> DriverError {
 impl Backend for LinuxBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Linux
+    }
+
+    fn start(self: &Arc<Self>) {
+        self.keep_indicator();
     }
 
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>> {
@@ -408,14 +572,17 @@ impl Backend for LinuxBackend {
     async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
         let ind = self.indicator().await?;
         let id = ind.next_id();
-        let msg = BrokerToIndicator::ShowConsent {
+        let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
             id,
-            host: req.host.clone(),
+            host_claimed: req.host_claimed.clone(),
+            program: req.program.clone(),
             apps: req.apps.clone(),
+            missing_requested: req.missing_requested,
+            lease_minutes: req.lease_minutes,
             takeover: req.takeover,
             clipboard: req.clipboard,
             timeout_ms: req.timeout.as_millis() as u64,
-        };
+        });
         // Close the dialog if this call is dropped (session closed, kill switch, end_session).
         struct Cancel(Option<(Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, u64)>);
         impl Drop for Cancel {
@@ -465,12 +632,8 @@ impl Backend for LinuxBackend {
     }
 
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
-        let agent = self
-            .input
-            .get(|mut ev| {
-                tokio::spawn(async move { while ev.recv().await.is_some() {} });
-            })
-            .await?;
+        // The one way to the input agent: whoever starts it wires its person-input events.
+        let agent = self.input().await?;
         let id = agent.next_id();
         match agent
             .request(
@@ -505,7 +668,7 @@ impl Backend for LinuxBackend {
                 }
                 Err(e)
             }
-            Ok(InputToBroker::Lockdown(_)) => Err(DriverError::new(
+            Ok(_) => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the input agent answered with something else",
             )),
@@ -521,17 +684,83 @@ impl Backend for LinuxBackend {
         }
     }
 
-    fn takeover_available(&self) -> bool {
+    /// A takeover is offered only when everything it needs is there: XTEST and XInput 2.1 (the
+    /// watcher) on the input agent's connection, and the indicator up with the stop hotkey
+    /// grabbed.
+    async fn takeover_available(&self) -> bool {
+        let Ok(p) = self.input_probe().await else {
+            return false;
+        };
+        if !(p.display_ok && p.xtest.is_some() && p.xinput.is_some_and(|v| v >= (2, 1))) {
+            return false;
+        }
+        if self.indicator().await.is_err() {
+            return false;
+        }
+        // The indicator says whether it grabbed the hotkey right after it starts.
+        for _ in 0..50 {
+            if let Some(g) = self.hotkey_grabbed() {
+                return g;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         false
     }
 
-    async fn show_indicator(&self, _session: &str, _paused: bool) -> Result<(), DriverError> {
-        // The frame itself works (nish-indicator), but synthetic input and the hand-back
-        // watcher are not built yet: a takeover is never granted without them.
-        Err(DriverError::new(
-            ErrorCode::Unsupported,
-            "visible takeover is not built into this version of the Linux backend",
-        ))
+    fn clipboard_available(&self) -> bool {
+        false
+    }
+
+    async fn show_indicator(&self, session: &str, paused: bool) -> Result<(), DriverError> {
+        let ind = self.indicator().await?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let already = {
+            let mut w = self
+                .indicator_answers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let on = w.on.contains(session);
+            if !on {
+                w.shown.insert(session.to_string(), tx);
+            }
+            on
+        };
+        if already {
+            ind.send(BrokerToIndicator::ShowTakeover {
+                session: session.into(),
+                paused,
+            })
+            .await?;
+            return Ok(());
+        }
+        ind.send(BrokerToIndicator::ShowTakeover {
+            session: session.into(),
+            paused,
+        })
+        .await?;
+        match tokio::time::timeout(SHOW_TIMEOUT, rx).await {
+            Ok(Ok(())) => Ok(()),
+            _ => {
+                self.indicator_answers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .shown
+                    .remove(session);
+                // Whatever is on screen goes: a takeover is not granted without its frame.
+                let _ = ind
+                    .send(BrokerToIndicator::HideTakeover {
+                        session: session.into(),
+                    })
+                    .await;
+                Err(DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!(
+                        "the takeover frame was not on screen within {} ms",
+                        SHOW_TIMEOUT.as_millis()
+                    ),
+                ))
+            }
+        }
     }
 
     async fn set_indicator_paused(&self, session: &str, paused: bool) {
@@ -558,15 +787,113 @@ impl Backend for LinuxBackend {
                 })
                 .await;
         }
+        // One takeover at a time: with its frame gone, nobody's input is watched.
+        if self.input.current().await.is_some()
+            && let Err(e) = self
+                .input_ack(|id| BrokerToInput::Watch { id, on: false })
+                .await
+        {
+            tracing::warn!("the input agent did not stop watching: {}", e.message);
+        }
     }
 
-    async fn takeover_baseline(&self) {}
-
-    async fn synthetic(&self, _: SynthOp, _: StopFlag) -> Result<SynthOutcome, DriverError> {
-        Err(not_built("synthetic input"))
+    async fn takeover_baseline(&self) {
+        if let Err(e) = self
+            .input_ack(|id| BrokerToInput::Watch { id, on: true })
+            .await
+        {
+            tracing::warn!("the input agent did not start watching: {}", e.message);
+        }
     }
 
-    async fn release_all(&self) {}
+    async fn synthetic(
+        &self,
+        op: SynthOp,
+        window_id: u64,
+        stop: StopFlag,
+    ) -> Result<SynthOutcome, DriverError> {
+        let agent = self.input().await?;
+        if op.presses_a_button()
+            && let Some(ind) = self.indicator.current().await
+        {
+            // The indicator ignores clicks for 1.5 s after a driver press (its controls take
+            // only real devices anyway; this is the second rule).
+            let _ = ind.send(BrokerToIndicator::DriverPress).await;
+        }
+        let id = agent.next_id();
+        let kind = op.kind();
+        let request = agent.request(
+            id,
+            BrokerToInput::Synthetic { id, window_id, op },
+            Duration::from_secs(60),
+        );
+        tokio::pin!(request);
+        let mut cancelled = false;
+        let answer = loop {
+            tokio::select! {
+                a = &mut request => break a,
+                _ = tokio::time::sleep(STOP_POLL), if !cancelled => {
+                    if stop.is_raised() {
+                        cancelled = true;
+                        let _ = agent.send(BrokerToInput::Cancel { id }).await;
+                    }
+                }
+            }
+        };
+        match answer {
+            Ok(InputToBroker::Synth { end, .. }) => Ok(match end {
+                SynthEnd::Done => SynthOutcome::Done,
+                SynthEnd::Stopped { reason, typed } => SynthOutcome::Stopped {
+                    reason: match reason {
+                        PersonInput::PointerMoved => PausedReason::PointerMoved,
+                        PersonInput::KeyPressed => PausedReason::KeyPressed,
+                        PersonInput::ButtonPressed => PausedReason::ButtonPressed,
+                    },
+                    typed,
+                },
+                SynthEnd::Cancelled { typed } => SynthOutcome::Cancelled { typed },
+                SynthEnd::Broke { failure, typed } => {
+                    // Part of the act was sent, then a check refused the next step.
+                    let mut e = failure_to_error("nish-input", &failure);
+                    if e.code.retry() == nish_proto::errors::Retry::Safe
+                        || e.code.retry() == nish_proto::errors::Retry::Never
+                    {
+                        e = DriverError::new(ErrorCode::InternalError, e.message.clone());
+                    }
+                    e.effect = Some("stopped".into());
+                    e.typed_characters = Some(typed);
+                    return Err(e);
+                }
+            }),
+            Ok(InputToBroker::Failed { failure, .. }) => {
+                // Refused before anything was sent.
+                Err(failure_to_error("nish-input", &failure).with_effect("refused"))
+            }
+            Ok(_) => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+            Err(e) => {
+                tracing::warn!(op = kind, "synthetic act lost: {}", e.message);
+                Err(DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!(
+                        "the synthetic act may have been partly sent ({})",
+                        e.message
+                    ),
+                ))
+            }
+        }
+    }
+
+    async fn release_all(&self) {
+        if self.input.current().await.is_none() {
+            return;
+        }
+        if let Err(e) = self.input_ack(|id| BrokerToInput::ReleaseAll { id }).await {
+            tracing::warn!("release of held input not confirmed: {}", e.message);
+        }
+    }
 
     async fn clipboard_read(&self) -> Result<String, DriverError> {
         Err(not_built("the clipboard"))
@@ -737,12 +1064,89 @@ impl Backend for LinuxBackend {
             Some(r) => BackendEntry::not_available("sandbox", true, BackendStatus::Unavailable, r),
             None => BackendEntry::available("sandbox", true),
         });
-        backends.push(BackendEntry::not_available(
-            "xtest",
-            false,
-            BackendStatus::Planned,
-            "not_built",
-        ));
+        // Takeover: XTEST and XInput 2.1 on the input agent's connection, the indicator with
+        // the stop hotkey. X-Resource from the reader's probe (it matches windows to pids).
+        let (xtest_ok, xinput_ok, xres_ok, indicator_ok) = if why.is_none() {
+            let ip = self.input_probe().await.unwrap_or_default();
+            let xres = self.xres_ok().await;
+            let hotkey = if self.indicator().await.is_ok() {
+                let mut g = None;
+                for _ in 0..50 {
+                    g = self.hotkey_grabbed();
+                    if g.is_some() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                g
+            } else {
+                None
+            };
+            probes.push(Probe {
+                label: "takeover".into(),
+                status: if ip.xtest.is_some()
+                    && ip.xinput.is_some_and(|v| v >= (2, 1))
+                    && hotkey == Some(true)
+                {
+                    "ok"
+                } else {
+                    "fail"
+                }
+                .into(),
+                message: format!(
+                    "XTEST {}, XInput {}, indicator {}, stop hotkey {}{}",
+                    ip.xtest
+                        .map_or("missing".into(), |v| format!("{}.{}", v.0, v.1)),
+                    ip.xinput
+                        .map_or("missing".into(), |v| format!("{}.{}", v.0, v.1)),
+                    if hotkey.is_some() {
+                        "running"
+                    } else {
+                        "not running"
+                    },
+                    match hotkey {
+                        Some(true) => "grabbed",
+                        Some(false) => "not grabbed (another program holds it)",
+                        None => "unknown",
+                    },
+                    if self.assistive.accept_xtest_clicks {
+                        "; assistive input opt-in ON: XTEST clicks answer the consent dialog"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+            if let Some(why) = &self.assistive.ignored {
+                probes.push(Probe {
+                    label: "assistive input setting".into(),
+                    status: "fail".into(),
+                    message: format!("ignored: {why}"),
+                });
+            }
+            (
+                ip.xtest.is_some(),
+                ip.xinput.is_some_and(|v| v >= (2, 1)),
+                xres,
+                hotkey == Some(true),
+            )
+        } else {
+            (false, false, false, false)
+        };
+        let entry = |id: &str, ok: bool, reason: &str| {
+            if ok {
+                BackendEntry::available(id, false)
+            } else {
+                BackendEntry::not_available(
+                    id,
+                    false,
+                    BackendStatus::Unavailable,
+                    why.unwrap_or(reason),
+                )
+            }
+        };
+        backends.push(entry("xtest", xtest_ok, "xtest_missing"));
+        backends.push(entry("xinput2", xinput_ok, "xinput2_missing"));
+        backends.push(entry("xres", xres_ok, "xres_missing"));
         backends.push(BackendEntry::not_available(
             "wayland-portal",
             false,
@@ -753,13 +1157,7 @@ impl Backend for LinuxBackend {
         let act_reason = if !read_ok {
             Some(why.unwrap_or("atspi_bus_unreachable"))
         } else {
-            match self
-                .input
-                .get(|mut ev| {
-                    tokio::spawn(async move { while ev.recv().await.is_some() {} });
-                })
-                .await
-            {
+            match self.input().await {
                 Ok(_) => None,
                 Err(e) => {
                     probes.push(Probe {
@@ -788,6 +1186,27 @@ impl Backend for LinuxBackend {
                     ),
                     n if n.contains("notification") => {
                         (CapStatus::Unsupported, Some("no_platform_api"))
+                    }
+                    "takeover_handback" if xinput_ok => (CapStatus::Available, None),
+                    "takeover_handback" => (
+                        CapStatus::Unavailable,
+                        Some(why.unwrap_or("xinput2_missing")),
+                    ),
+                    "input_takeover" | "takeover_indicator" => {
+                        if !xtest_ok {
+                            (CapStatus::Unavailable, Some(why.unwrap_or("xtest_missing")))
+                        } else if !xinput_ok {
+                            (
+                                CapStatus::Unavailable,
+                                Some(why.unwrap_or("xinput2_missing")),
+                            )
+                        } else if !indicator_ok {
+                            // No reason code fits a hotkey another program holds: the probes
+                            // say it.
+                            (CapStatus::Unavailable, None)
+                        } else {
+                            (CapStatus::Available, None)
+                        }
                     }
                     _ => (CapStatus::Unavailable, Some("not_built")),
                 };

@@ -626,6 +626,16 @@ impl MockBackend {
         self.desk().held.clone()
     }
 
+    /// The consent dialog on screen now, as the person would read it.
+    pub fn open_dialog(&self) -> Option<ConsentRequest> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|p| !p.tx.is_closed())
+            .map(|p| p.req.clone())
+    }
+
     /// The indicator: session and paused, when shown.
     pub fn indicator(&self) -> Option<(String, bool)> {
         self.desk().indicator.clone()
@@ -910,7 +920,12 @@ impl Backend for MockBackend {
         d.person = None;
     }
 
-    async fn synthetic(&self, op: SynthOp, stop: StopFlag) -> Result<SynthOutcome, DriverError> {
+    async fn synthetic(
+        &self,
+        op: SynthOp,
+        _window_id: u64,
+        stop: StopFlag,
+    ) -> Result<SynthOutcome, DriverError> {
         fn stopped(r: Result<PausedReason, ()>, typed: u64) -> SynthOutcome {
             match r {
                 Ok(reason) => SynthOutcome::Stopped { reason, typed },
@@ -1155,13 +1170,21 @@ impl Backend for MockBackend {
                     ));
                 };
                 let listed: Vec<String> = p.req.apps.iter().map(|a| a.name.clone()).collect();
+                let preticked: Vec<String> = p
+                    .req
+                    .apps
+                    .iter()
+                    .filter(|a| a.ticked)
+                    .map(|a| a.name.clone())
+                    .collect();
                 let ticked: Vec<String> = match apps {
                     Some(want) => listed
                         .iter()
                         .filter(|n| want.iter().any(|w| w == *n))
                         .cloned()
                         .collect(),
-                    None => listed.clone(),
+                    None if preticked.is_empty() => listed.clone(),
+                    None => preticked,
                 };
                 let answer = ConsentAnswer {
                     allow: true,

@@ -17,7 +17,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{ProcIdentity, Rect, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp};
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
 use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::WalkLimits;
 use tokio::sync::mpsc;
@@ -54,10 +54,16 @@ impl BackendKind {
 /// A consent dialog to show.
 #[derive(Clone, Debug)]
 pub struct ConsentRequest {
-    /// The host's name (escaped by whoever draws it).
-    pub host: String,
-    /// App lines.
+    /// The name the host claims (escaped by whoever draws it; shown as a claim).
+    pub host_claimed: String,
+    /// The program that asks, from the kernel.
+    pub program: HostProgram,
+    /// App lines: every app with a visible window, with its window count.
     pub apps: Vec<ConsentApp>,
+    /// Requested apps with no visible window.
+    pub missing_requested: u32,
+    /// The lease asked for, in whole minutes.
+    pub lease_minutes: u32,
     /// Show "ALSO allow VISIBLE TAKEOVER".
     pub takeover: bool,
     /// Show "Allow reading the clipboard".
@@ -88,65 +94,11 @@ pub enum BackendEvent {
     },
     /// The person pressed the stop hotkey.
     StopHotkey,
+    /// An agent broke its protocol and was cut off (connection closed, process killed).
+    AgentCutOff(agents::AgentViolation),
 }
 
-/// A synthetic (takeover) act. Coordinates are screen pixels.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SynthOp {
-    /// Move to x, y and click `count` times with `button` (1 left, 3 right).
-    Click {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-        /// Button.
-        button: u8,
-        /// Clicks.
-        count: u8,
-    },
-    /// Type text into whatever has the keyboard focus.
-    Type {
-        /// The text (never logged).
-        text: String,
-    },
-    /// Press keys together and release them (one key for press_key).
-    Keys {
-        /// Key names.
-        keys: Vec<String>,
-    },
-    /// Wheel steps at x, y.
-    Scroll {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-        /// up, down, left, right.
-        direction: String,
-        /// Steps.
-        amount: u32,
-    },
-    /// Press at one point, glide, release at another.
-    Drag {
-        /// Start.
-        from: (i32, i32),
-        /// End.
-        to: (i32, i32),
-    },
-    /// Glide the pointer to x, y over `duration_ms` in 10 ms steps.
-    Move {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-        /// Glide time.
-        duration_ms: u64,
-    },
-    /// Raise and focus a window.
-    Raise {
-        /// The window.
-        window_id: u64,
-    },
-}
+pub use nish_proto::wire::input::SynthOp;
 
 /// How a synthetic batch ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,6 +154,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
 
+    /// Starts what must run for as long as the service does (the Linux backend's indicator,
+    /// which holds the stop hotkey). Called once, when the broker starts serving.
+    fn start(self: &Arc<Self>) {}
+
     /// The event stream (taken once by the engine).
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>>;
 
@@ -241,7 +197,13 @@ pub trait Backend: Send + Sync + 'static {
     /// True when this backend can do a visible takeover at all (synthetic input, the
     /// indicator and the person-input watcher). When false the consent dialog shows no takeover
     /// line and start_session answers `takeover: {on: false, reason: "takeover_unavailable"}`.
-    fn takeover_available(&self) -> bool {
+    fn takeover_available(&self) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+
+    /// True when this backend can read and write the clipboard. When false the consent dialog
+    /// shows no clipboard line.
+    fn clipboard_available(&self) -> bool {
         true
     }
 
@@ -261,10 +223,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Takes the pointer's position now as the person-input baseline (takeover start, resume).
     fn takeover_baseline(&self) -> impl Future<Output = ()> + Send;
 
-    /// Sends a synthetic batch, checking for the person's input before every step.
+    /// Sends a synthetic batch for window `window_id` (pointer acts must land in it, keys and
+    /// typing need it to hold the focus), checking for the person's input before every step.
     fn synthetic(
         &self,
         op: SynthOp,
+        window_id: u64,
         stop: StopFlag,
     ) -> impl Future<Output = Result<SynthOutcome, DriverError>> + Send;
 

@@ -53,6 +53,9 @@ const CHECKABLE_ROLES: &[&str] = &[
     "switch",
 ];
 
+/// How long a focusing click may take to give the target the keyboard focus.
+const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Modifier names hotkey accepts before its last key.
 const MODIFIERS: &[&str] = &["ctrl", "control", "alt", "shift", "super", "meta"];
 
@@ -678,12 +681,21 @@ impl<B: Backend> Engine<B> {
         (o, image)
     }
 
-    /// Runs one synthetic batch, after judging the session once more right before it.
-    async fn send_synthetic(&self, s: &Session, op: SynthOp) -> Result<(), DriverError> {
+    /// Runs one synthetic batch for `window`, after judging the session once more right before
+    /// it.
+    async fn send_synthetic(
+        &self,
+        s: &Session,
+        window: &WindowInfo,
+        op: SynthOp,
+    ) -> Result<(), DriverError> {
         self.check(s, ToolClass::Act, true)?;
         let stop = s.core().stop.clone();
         let outcome = self
-            .bounded("synthetic input", self.backend.synthetic(op, stop))
+            .bounded(
+                "synthetic input",
+                self.backend.synthetic(op, window.window_id, stop),
+            )
             .await?;
         match outcome {
             SynthOutcome::Done => Ok(()),
@@ -712,6 +724,45 @@ impl<B: Backend> Engine<B> {
                 e.typed_characters = Some(typed);
                 Err(e)
             }
+        }
+    }
+
+    /// After a focusing click: light reads until the target row has the focused state (at most
+    /// [`FOCUS_WAIT`]); keys typed before the app handled the click would land elsewhere.
+    async fn wait_focused(&self, t: &Target) -> Result<(), DriverError> {
+        let light = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
+        let start = Instant::now();
+        loop {
+            let tree = self
+                .bounded(
+                    "re-reading the window",
+                    self.backend.read_tree(&t.window, light),
+                )
+                .await?;
+            let tree = self.validate_tree(tree, &t.window)?;
+            let focused = tree
+                .nodes
+                .get(t.row as usize)
+                .is_some_and(|n| n.role == t.node.role && n.states.has(State::Focused));
+            if focused {
+                return Ok(());
+            }
+            if start.elapsed() >= FOCUS_WAIT {
+                let mut e = DriverError::new(
+                    ErrorCode::FocusChanged,
+                    format!(
+                        "element {} did not take the keyboard focus after the click",
+                        t.row
+                    ),
+                )
+                .with_effect("stopped");
+                e.typed_characters = Some(0);
+                return Err(e);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
 
@@ -825,9 +876,12 @@ impl<B: Backend> Engine<B> {
                         "xtest:scroll",
                     ),
                     _ => {
-                        // type_text: focus the field with a click, then type.
+                        // type_text: focus the field with a click, wait until the field itself
+                        // says it has the focus (the app handles the click before the keys),
+                        // then type.
                         self.send_synthetic(
                             s,
+                            &t.window,
                             SynthOp::Click {
                                 x,
                                 y,
@@ -836,6 +890,7 @@ impl<B: Backend> Engine<B> {
                             },
                         )
                         .await?;
+                        self.wait_focused(&t).await?;
                         let text = args["text"].as_str().unwrap_or_default().to_string();
                         let before = t.node.value.clone().unwrap_or_default();
                         (
@@ -849,7 +904,7 @@ impl<B: Backend> Engine<B> {
                     .get("text")
                     .and_then(Value::as_str)
                     .map(|t| t.chars().count());
-                self.send_synthetic(s, op).await?;
+                self.send_synthetic(s, &t.window, op).await?;
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(s, tool, args, &t, verify, path.into(), true, text_len, ms)
                     .await
@@ -871,7 +926,7 @@ impl<B: Backend> Engine<B> {
                 let b = to.center()?;
                 self.hit_test(&from.window, a.0, a.1).await?;
                 self.hit_test(&from.window, b.0, b.1).await?;
-                self.send_synthetic(s, SynthOp::Drag { from: a, to: b })
+                self.send_synthetic(s, &from.window, SynthOp::Drag { from: a, to: b })
                     .await?;
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(
@@ -931,7 +986,7 @@ impl<B: Backend> Engine<B> {
                 }
                 let w = self.focused_approved(s).await?;
                 let before = self.read_window(s, &w).await?;
-                self.send_synthetic(s, SynthOp::Keys { keys }).await?;
+                self.send_synthetic(s, &w, SynthOp::Keys { keys }).await?;
                 let t = Target {
                     node: before.tree.nodes[0].clone(),
                     before: before.tree.nodes.clone(),
@@ -956,6 +1011,7 @@ impl<B: Backend> Engine<B> {
                 let w = self.resolve_window(s, args).await?;
                 self.send_synthetic(
                     s,
+                    &w,
                     SynthOp::Raise {
                         window_id: w.window_id,
                     },
@@ -1026,7 +1082,7 @@ impl<B: Backend> Engine<B> {
                     ));
                 }
                 let duration_ms = args.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
-                self.send_synthetic(s, SynthOp::Move { x, y, duration_ms })
+                self.send_synthetic(s, &window, SynthOp::Move { x, y, duration_ms })
                     .await?;
                 self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
                                                              "window_id": window.window_id, "duration_ms": duration_ms}));

@@ -39,6 +39,12 @@ pub struct EngineConfig {
     pub default_lease_s: u64,
     /// Bound on any single backend call.
     pub backend_timeout: Duration,
+    /// After the person denied (or let the dialog time out), the same host program is refused
+    /// without a dialog for this long.
+    pub consent_cooldown: Duration,
+    /// Bound on listing the windows for the consent dialog: start_session opens its dialog (or
+    /// answers) within about this time, whatever the apps do.
+    pub consent_list_bound: Duration,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +56,8 @@ impl Default for EngineConfig {
             settle_max: Duration::from_millis(1000),
             default_lease_s: 900,
             backend_timeout: Duration::from_secs(10),
+            consent_cooldown: Duration::from_secs(30),
+            consent_list_bound: Duration::from_secs(3),
         }
     }
 }
@@ -82,6 +90,8 @@ pub struct Session {
     pub host: String,
     /// The shim's pid (from SO_PEERCRED).
     pub peer_pid: u32,
+    /// The program behind the shim (its parent), from the kernel.
+    pub program: nish_proto::wire::indicator::HostProgram,
     /// True when the host has a control pipe (approvals and events can reach it).
     pub has_control: bool,
     core: Mutex<Core>,
@@ -122,6 +132,10 @@ pub struct Engine<B: Backend> {
     next_snapshot: AtomicU64,
     next_approval: AtomicU64,
     takeover_holder: Mutex<Option<String>>,
+    /// The session whose consent dialog is up (one at a time).
+    consent_holder: Mutex<Option<String>>,
+    /// When the person last denied a request, by host program (its executable).
+    denials: Mutex<HashMap<String, u64>>,
     captures: Mutex<VecDeque<Instant>>,
     stops: AtomicU64,
     /// The driver's monotonic clock (tokio's, so tests can let time pass).
@@ -180,6 +194,8 @@ impl<B: Backend> Engine<B> {
             next_snapshot: AtomicU64::new(1),
             next_approval: AtomicU64::new(1),
             takeover_holder: Mutex::new(None),
+            consent_holder: Mutex::new(None),
+            denials: Mutex::new(HashMap::new()),
             captures: Mutex::new(VecDeque::new()),
             stops: AtomicU64::new(0),
             clock: tokio::time::Instant::now(),
@@ -218,6 +234,7 @@ impl<B: Backend> Engine<B> {
         events: mpsc::Sender<String>,
     ) -> Arc<Session> {
         let host = clean_host(host);
+        let program = crate::peer::host_program(peer_pid);
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let mut id = format!("mcp:{host}:{peer_pid}");
         let mut n = 1;
@@ -230,6 +247,7 @@ impl<B: Backend> Engine<B> {
             id: id.clone(),
             host,
             peer_pid,
+            program,
             has_control,
             core: Mutex::new(Core::default()),
             calls: tokio::sync::Mutex::new(()),
@@ -318,6 +336,21 @@ impl<B: Backend> Engine<B> {
             ));
         }
         nish_proto::validate::check_args(def.name, &args)?;
+        // No session starts and nothing acts while the audit cannot record it.
+        if def.name == "start_session" || def.class == ToolClass::Act {
+            self.audit.check().map_err(|why| {
+                let what = if def.class == ToolClass::Act {
+                    "acts are"
+                } else {
+                    "sessions are"
+                };
+                DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!("{what} refused until the audit works again; the audit is unavailable: {why}"),
+                )
+                .with_effect("refused")
+            })?;
+        }
         // Calls that change the session or the desktop run one at a time per session.
         let serial =
             def.class == ToolClass::Act || matches!(def.name, "start_session" | "end_session");
@@ -474,6 +507,11 @@ impl<B: Backend> Engine<B> {
             }
             BackendEvent::StopHotkey => {
                 self.stop_all("hotkey").await;
+            }
+            BackendEvent::AgentCutOff(v) => {
+                let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
+                fields["agent"] = v.agent.into();
+                self.audit.emit("agent.refused", None, fields);
             }
         }
     }

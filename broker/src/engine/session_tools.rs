@@ -16,6 +16,31 @@ use crate::session::{AppGrant, Grant, InputMode, Phase};
 /// Longest lease, in seconds.
 const MAX_LEASE_S: u64 = 3600;
 
+/// The one consent dialog slot, held by a session while its dialog is up; released on drop.
+struct ConsentSlot<'a> {
+    holder: &'a std::sync::Mutex<Option<String>>,
+}
+
+impl<'a> ConsentSlot<'a> {
+    /// Takes the slot for `session`; `None` when another session holds it.
+    fn take(holder: &'a std::sync::Mutex<Option<String>>, session: &str) -> Option<Self> {
+        let mut h = holder.lock().unwrap_or_else(|e| e.into_inner());
+        match h.as_deref() {
+            Some(other) if other != session => None,
+            _ => {
+                *h = Some(session.to_string());
+                Some(ConsentSlot { holder })
+            }
+        }
+    }
+}
+
+impl Drop for ConsentSlot<'_> {
+    fn drop(&mut self) {
+        *self.holder.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
 /// True when a requested app name matches a window: the app's name (case-insensitive) or a
 /// fragment of its title.
 pub(crate) fn app_matches(want: &str, w: &WindowInfo) -> bool {
@@ -128,49 +153,78 @@ impl<B: Backend> Engine<B> {
             }
         }
 
-        // The dialog lists apps with a visible window.
-        let windows = self
-            .bounded("listing windows", self.backend.list_windows())
-            .await?;
-        let mut names: Vec<String> = Vec::new();
-        for w in windows.iter().filter(|w| w.visible) {
-            if !names.iter().any(|n| n == &w.app) {
-                names.push(w.app.clone());
+        // The person is not worn down: after a denial, the same host program waits.
+        let cooldown_key = s.program.exe.clone();
+        {
+            let denials = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(&at) = denials.get(&cooldown_key)
+                && now.saturating_sub(at) < self.cfg.consent_cooldown.as_millis() as u64
+            {
+                let left = (self.cfg.consent_cooldown.as_millis() as u64)
+                    .saturating_sub(now - at)
+                    .div_ceil(1000);
+                self.audit.emit(
+                    "consent.cooldown",
+                    Some(&s.id),
+                    json!({"program_pid": s.program.pid, "seconds_left": left}),
+                );
+                return Err(DriverError::new(
+                    ErrorCode::ConsentDenied,
+                    format!(
+                        "the person denied this program's last request; no new dialog for {left} s"
+                    ),
+                ));
             }
         }
-        let apps: Vec<ConsentApp> = match &requested {
-            Some(req) => {
-                let listed: Vec<ConsentApp> = names
-                    .iter()
-                    .filter(|n| {
-                        req.iter().any(|want| {
-                            windows.iter().any(|w| &w.app == *n && app_matches(want, w))
-                        })
-                    })
-                    .map(|n| ConsentApp {
-                        name: n.clone(),
-                        ticked: true,
-                    })
-                    .collect();
-                if listed.is_empty() {
+        // One consent dialog at a time: a second host waits (not a denial).
+        let slot = ConsentSlot::take(&self.consent_holder, &s.id).ok_or_else(|| {
+            self.audit.emit("consent.busy", Some(&s.id), json!({}));
+            DriverError::new(
+                ErrorCode::LeaseHeld,
+                "another host's consent dialog is open",
+            )
+        })?;
+
+        // The dialog lists every app with a visible window (what the bounded listing could
+        // see), and ticks those whose name equals one the host asked for. Nothing about the
+        // windows is answered before the person has seen the dialog.
+        let windows =
+            match tokio::time::timeout(self.cfg.consent_list_bound, self.backend.list_windows())
+                .await
+            {
+                Ok(r) => r?,
+                Err(_) => {
                     return Err(DriverError::new(
-                        ErrorCode::WindowTargetNotFound,
+                        ErrorCode::Timeout,
                         format!(
-                            "none of the {} requested apps has a visible window",
-                            req.len()
+                            "listing windows for the consent dialog took longer than {} ms",
+                            self.cfg.consent_list_bound.as_millis()
                         ),
                     ));
                 }
-                listed
+            };
+        let wanted: Vec<String> = requested
+            .iter()
+            .flatten()
+            .map(|w| w.trim().to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let mut apps: Vec<ConsentApp> = Vec::new();
+        for w in windows.iter().filter(|w| w.visible) {
+            match apps.iter_mut().find(|a| a.name == w.app) {
+                Some(a) => a.windows += 1,
+                None => apps.push(ConsentApp {
+                    name: w.app.clone(),
+                    ticked: wanted.contains(&w.app.trim().to_lowercase()),
+                    windows: 1,
+                }),
             }
-            None => names
-                .iter()
-                .map(|n| ConsentApp {
-                    name: n.clone(),
-                    ticked: false,
-                })
-                .collect(),
-        };
+        }
+        let mut missing: Vec<&String> = wanted
+            .iter()
+            .filter(|w| !apps.iter().any(|a| &a.name.trim().to_lowercase() == *w))
+            .collect();
+        missing.dedup();
 
         let (cancel_tx, cancel_rx) = oneshot::channel();
         {
@@ -182,38 +236,58 @@ impl<B: Backend> Engine<B> {
             "consent.request",
             Some(&s.id),
             json!({"apps": apps.len(), "apps_ticked": apps.iter().filter(|a| a.ticked).count(),
-                   "takeover": input == InputMode::Takeover, "clipboard_read": want_clipboard}),
+                   "missing_requested": missing.len(), "program_pid": s.program.pid,
+                   "takeover": input == InputMode::Takeover, "clipboard_read": want_clipboard,
+                   "lease_s": lease_s}),
         );
-        let can_takeover = self.backend.takeover_available();
+        let can_takeover = input == InputMode::Takeover && self.backend.takeover_available().await;
         let req = ConsentRequest {
-            host: s.host.clone(),
+            host_claimed: s.host.clone(),
+            program: s.program.clone(),
             apps,
+            missing_requested: missing.len() as u32,
+            lease_minutes: lease_s.div_ceil(60).max(1) as u32,
             takeover: input == InputMode::Takeover && can_takeover,
-            clipboard: want_clipboard,
+            clipboard: want_clipboard && self.backend.clipboard_available(),
             timeout: self.cfg.consent_timeout,
         };
         let answer = tokio::select! {
             a = self.backend.consent(req) => a,
             _ = cancel_rx => Err(DriverError::new(ErrorCode::ConsentDenied, "the consent dialog was closed before an answer")),
         };
+        drop(slot);
         s.core().consent_cancel = None;
         let answer = match answer {
-            Ok(a) if a.allow => a,
-            Ok(_) => {
+            Ok(a) if a.allow && !a.apps.is_empty() => a,
+            Ok(a) => {
+                // Deny, no answer in time, or Allow with no app ticked: the person's answer.
                 s.core().sm.deny(self.now_ms());
-                self.audit
-                    .emit("consent.answer", Some(&s.id), json!({"allow": false}));
-                return Err(DriverError::new(
-                    ErrorCode::ConsentDenied,
-                    "the person did not allow the session",
-                ));
-            }
-            Err(e) => {
-                s.core().sm.deny(self.now_ms());
+                self.denials
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(cooldown_key, self.now_ms());
                 self.audit.emit(
                     "consent.answer",
                     Some(&s.id),
-                    json!({"allow": false, "error": e.code.as_str()}),
+                    json!({"allow": false, "no_apps_ticked": a.allow}),
+                );
+                return Err(DriverError::new(
+                    ErrorCode::ConsentDenied,
+                    if a.allow {
+                        "the person allowed no app"
+                    } else {
+                        "the person did not allow the session"
+                    },
+                ));
+            }
+            Err(e) => {
+                // Not the person's answer (the dialog was closed by the host, or could not be
+                // shown): no cooldown.
+                s.core().sm.deny(self.now_ms());
+                self.audit.emit(
+                    "consent.closed",
+                    Some(&s.id),
+                    json!({"error": e.code.as_str()}),
                 );
                 return Err(e);
             }

@@ -106,11 +106,14 @@ pub fn check_output(tool: &str, r: &Res) {
 }
 
 impl Fixture {
+    /// The fixture's sessions all come from one program (the test's own fake pids), so the
+    /// consent cooldown is off here; the consent tests set it themselves.
     pub fn new(has_control: bool) -> Fixture {
         Self::with_config(
             has_control,
             EngineConfig {
                 settle_interval: Duration::ZERO,
+                consent_cooldown: Duration::ZERO,
                 ..EngineConfig::default()
             },
         )
@@ -125,6 +128,17 @@ impl Fixture {
         std::fs::create_dir_all(&dir).unwrap();
         let audit_path = dir.join("audit.jsonl");
         let audit = Audit::to_file(&audit_path).unwrap();
+        Self::with_audit(has_control, cfg, audit, audit_path)
+    }
+
+    /// A fixture whose engine writes to `audit` (`audit_path` is where [`Fixture::audit`]
+    /// reads, when the audit writes a file).
+    pub fn with_audit(
+        has_control: bool,
+        cfg: EngineConfig,
+        audit: Audit,
+        audit_path: std::path::PathBuf,
+    ) -> Fixture {
         let engine = Engine::new(Arc::new(MockBackend::new()), audit, cfg);
         engine.spawn_event_loop();
         let (tx, events) = mpsc::channel(64);

@@ -1,6 +1,11 @@
-//! A private X desktop (Xvfb + openbox) and the real `nish-indicator` on a socketpair, for the
-//! indicator's end-to-end tests. The person is played with `xdotool` (XTEST clicks and keys are
-//! real to X; `--window` clicks are SendEvent clicks).
+//! A private X desktop and the real `nish-indicator` on a socketpair, for the indicator's
+//! end-to-end tests.
+//!
+//! The desktop is nested, so that the person has a real input device: an outer Xvfb, and inside
+//! it Xephyr (the desktop the indicator and openbox run on). The person is played with
+//! `xdotool` on the *outer* display: Xephyr turns that into input from its own "Xephyr virtual
+//! mouse/keyboard" devices, as a real mouse would arrive. `xdotool` on the inner display is
+//! XTEST, what another program (or the driver) can inject; `--window` clicks are SendEvent.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -13,7 +18,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use nish_proto::wire::codec;
-use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
+};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use x11rb::connection::Connection;
 use x11rb::protocol::Event;
@@ -27,15 +34,18 @@ use x11rb::wrapper::ConnectionExt as _;
 /// Serialises picking a display number among this process's tests.
 static DISPLAY_PICK: Mutex<()> = Mutex::new(());
 
-/// Xvfb and openbox on a free display, and a connection to it.
+/// Xvfb, Xephyr inside it, openbox on Xephyr, and a connection to Xephyr.
 pub struct Desktop {
-    /// `:N`.
+    /// `:N`, the desktop (Xephyr).
     pub display: String,
+    /// `:P`, the outer Xvfb where the person's input comes from.
+    pub person_display: String,
     /// The test's own connection.
     pub conn: RustConnection,
     /// The root window.
     pub root: Window,
     xvfb: Child,
+    xephyr: Child,
     openbox: Child,
 }
 
@@ -66,49 +76,73 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
     }
 }
 
+/// Starts an X server `program` on the first free display from a random start, with `args`
+/// after the display name and `env` set; returns the display, a connection and the process.
+fn start_server(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (String, RustConnection, usize, Child) {
+    let _g = DISPLAY_PICK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut n = pick_start();
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        assert!(tries < 40, "no free X display found for {program}");
+        while !free(n) {
+            n += 1;
+        }
+        let display = format!(":{n}");
+        let mut server = Command::new(program)
+            .arg(&display)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program} starts: {e}"));
+        let conn = wait_for(Duration::from_secs(10), || {
+            if let Ok(Some(_)) = server.try_wait() {
+                return Some(None);
+            }
+            x11rb::connect(Some(&display)).ok().map(Some)
+        })
+        .flatten();
+        match conn {
+            Some((conn, screen)) => return (display, conn, screen, server),
+            None => {
+                let _ = server.kill();
+                let _ = server.wait();
+                n += 1;
+            }
+        }
+    }
+}
+
 impl Desktop {
-    /// Starts Xvfb (1280x800) and openbox and waits until the window manager is up.
+    /// Starts the nested desktop (1280x800) with openbox and waits until the window manager is
+    /// up.
     pub fn start() -> Desktop {
-        let (display, conn, screen, mut xvfb) = {
-            let _g = DISPLAY_PICK.lock().unwrap_or_else(|e| e.into_inner());
-            let mut n = pick_start();
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                assert!(tries < 40, "no free X display found");
-                while !free(n) {
-                    n += 1;
-                }
-                let display = format!(":{n}");
-                let mut xvfb = Command::new("Xvfb")
-                    .args([
-                        display.as_str(),
-                        "-screen",
-                        "0",
-                        "1280x800x24",
-                        "-nolisten",
-                        "tcp",
-                    ])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("Xvfb starts (package xvfb)");
-                let conn = wait_for(Duration::from_secs(10), || {
-                    if let Ok(Some(_)) = xvfb.try_wait() {
-                        return Some(None);
-                    }
-                    x11rb::connect(Some(&display)).ok().map(Some)
-                })
-                .flatten();
-                match conn {
-                    Some((conn, screen)) => break (display, conn, screen, xvfb),
-                    None => {
-                        let _ = xvfb.kill();
-                        let _ = xvfb.wait();
-                        n += 1;
-                    }
-                }
+        let (person_display, _outer, _, mut xvfb) = start_server(
+            "Xvfb",
+            &["-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+            &[],
+        );
+        drop(_outer);
+        let nested = std::panic::catch_unwind(|| {
+            start_server(
+                "Xephyr",
+                &["-screen", "1280x800", "-no-host-grab", "-nolisten", "tcp"],
+                &[("DISPLAY", person_display.as_str())],
+            )
+        });
+        let (display, conn, screen, xephyr) = match nested {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = xvfb.kill();
+                let _ = xvfb.wait();
+                std::panic::resume_unwind(e);
             }
         };
         let root = conn.setup().roots[screen].root;
@@ -122,16 +156,21 @@ impl Desktop {
         let openbox = match openbox {
             Ok(c) => c,
             Err(e) => {
-                let _ = xvfb.kill();
-                let _ = xvfb.wait();
+                let mut xephyr = xephyr;
+                for c in [&mut xephyr, &mut xvfb] {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
                 panic!("openbox starts: {e}");
             }
         };
         let desk = Desktop {
             display,
+            person_display,
             conn,
             root,
             xvfb,
+            xephyr,
             openbox,
         };
         let check = desk.intern("_NET_SUPPORTING_WM_CHECK");
@@ -192,17 +231,16 @@ impl Desktop {
             .atom
     }
 
-    /// Runs xdotool on this display; returns its stdout and whether it succeeded.
+    /// Runs xdotool on the desktop (XTEST: another program's input); returns its stdout and
+    /// whether it succeeded.
     pub fn xdotool(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new("xdotool")
-            .args(args)
-            .env("DISPLAY", &self.display)
-            .output()
-            .expect("xdotool runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        xdotool_on(&self.display, args)
+    }
+
+    /// Runs xdotool as the person: on the outer display, so the desktop gets it from its real
+    /// input devices.
+    pub fn person(&self, args: &[&str]) -> (bool, String) {
+        xdotool_on(&self.person_display, args)
     }
 
     /// Window ids whose name matches the regex (xdotool search --name).
@@ -267,18 +305,36 @@ impl Desktop {
         (x + ww as i16 / 2, y + hh as i16 / 2)
     }
 
-    /// A real click (XTEST) at root coordinates.
+    /// The person's click (from the real device) at root coordinates.
     pub fn real_click_at(&self, x: i16, y: i16) {
         self.move_pointer(x, y);
-        let (ok, _) = self.xdotool(&["click", "1"]);
-        assert!(ok, "xdotool click");
+        let (ok, _) = self.person(&["click", "1"]);
+        assert!(ok, "xdotool click (person)");
     }
 
-    /// Moves the pointer (XTEST) and waits until the server reports it there. (`xdotool
+    /// An XTEST click at root coordinates: another program, not the person.
+    pub fn xtest_click_at(&self, x: i16, y: i16) {
+        self.xtest_move(x, y);
+        let (ok, _) = self.xdotool(&["click", "1"]);
+        assert!(ok, "xdotool click (XTEST)");
+    }
+
+    /// Moves the pointer as the person and waits until the desktop reports it there. (`xdotool
     /// mousemove --sync` waits forever when the pointer is already at the spot.)
     pub fn move_pointer(&self, x: i16, y: i16) {
+        let (ok, _) = self.person(&["mousemove", &x.to_string(), &y.to_string()]);
+        assert!(ok, "xdotool mousemove (person)");
+        self.wait_pointer(x, y);
+    }
+
+    /// Moves the pointer with XTEST and waits until the desktop reports it there.
+    pub fn xtest_move(&self, x: i16, y: i16) {
         let (ok, _) = self.xdotool(&["mousemove", &x.to_string(), &y.to_string()]);
-        assert!(ok, "xdotool mousemove");
+        assert!(ok, "xdotool mousemove (XTEST)");
+        self.wait_pointer(x, y);
+    }
+
+    fn wait_pointer(&self, x: i16, y: i16) {
         let there = wait_for(Duration::from_secs(3), || {
             let p = self.conn.query_pointer(self.root).ok()?.reply().ok()?;
             (p.root_x == x && p.root_y == y).then_some(())
@@ -286,10 +342,16 @@ impl Desktop {
         assert!(there.is_some(), "pointer did not reach ({x},{y})");
     }
 
-    /// A real click on the centre of a window.
+    /// The person's click on the centre of a window.
     pub fn real_click(&self, w: Window) {
         let (x, y) = self.center(w);
         self.real_click_at(x, y);
+    }
+
+    /// An XTEST click on the centre of a window.
+    pub fn xtest_click(&self, w: Window) {
+        let (x, y) = self.center(w);
+        self.xtest_click_at(x, y);
     }
 
     /// A SendEvent click on a window (`xdotool click --window`).
@@ -394,6 +456,36 @@ impl Desktop {
         n
     }
 
+    /// Saves a window's pixels (from the root, so what is on screen there) as a PNG scaled by
+    /// `scale` (OCR reads bitmap fonts better at twice their size).
+    pub fn save_window_png(&self, w: Window, path: &Path, scale: u32) {
+        let (x, y, ww, hh) = self.geometry(w);
+        let img = self
+            .conn
+            .get_image(ImageFormat::Z_PIXMAP, self.root, x, y, ww, hh, !0)
+            .unwrap()
+            .reply()
+            .unwrap();
+        let (ww, hh) = (u32::from(ww), u32::from(hh));
+        let mut rgb = Vec::with_capacity((ww * hh * 3 * scale * scale) as usize);
+        for row in 0..hh {
+            let line: Vec<u8> = (0..ww)
+                .flat_map(|col| {
+                    let px = &img.data[((row * ww + col) * 4) as usize..][..4];
+                    std::iter::repeat_n([px[2], px[1], px[0]], scale as usize).flatten()
+                })
+                .collect();
+            for _ in 0..scale {
+                rgb.extend_from_slice(&line);
+            }
+        }
+        let file = std::fs::File::create(path).unwrap();
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), ww * scale, hh * scale);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.write_header().unwrap().write_image_data(&rgb).unwrap();
+    }
+
     /// Saves the root window as a PNG in `$NISH_SCREENSHOT_DIR/<name>` when that variable is set.
     pub fn screenshot(&self, name: &str) {
         let Some(dir) = std::env::var_os("NISH_SCREENSHOT_DIR") else {
@@ -436,11 +528,23 @@ impl Desktop {
 
 impl Drop for Desktop {
     fn drop(&mut self) {
-        let _ = self.openbox.kill();
-        let _ = self.openbox.wait();
-        let _ = self.xvfb.kill();
-        let _ = self.xvfb.wait();
+        for c in [&mut self.openbox, &mut self.xephyr, &mut self.xvfb] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
+}
+
+fn xdotool_on(display: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("xdotool")
+        .args(args)
+        .env("DISPLAY", display)
+        .output()
+        .expect("xdotool runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 /// The real `nish-indicator`, with the test playing the broker.
@@ -450,15 +554,22 @@ pub struct Indicator {
     rx: Receiver<IndicatorToBroker>,
     /// The lock-down report it sent.
     pub lockdown: LockdownReport,
+    /// It said the stop hotkey is grabbed.
+    pub hotkey_grabbed: bool,
 }
 
 impl Indicator {
     /// Starts the binary on `desk` as `nish-indicator --fd 3` and reads its hello and report.
     pub fn spawn(desk: &Desktop, env: &[(&str, &str)]) -> Indicator {
+        Indicator::spawn_on(&desk.display, env)
+    }
+
+    /// Starts the binary on another display (the outer Xvfb, for what Xephyr lacks).
+    pub fn spawn_on(display: &str, env: &[(&str, &str)]) -> Indicator {
         let (mine, theirs) = UnixStream::pair().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
         cmd.args(["--fd", "3"])
-            .env("DISPLAY", &desk.display)
+            .env("DISPLAY", display)
             .env("NISH_LOG", "debug")
             .env_remove("NISH_STOP_HOTKEY")
             .stdin(Stdio::null())
@@ -488,6 +599,11 @@ impl Indicator {
         let IndicatorToBroker::Lockdown(lockdown) = first else {
             panic!("first message after hello must be Lockdown, got {first:?}");
         };
+        let ready: IndicatorToBroker =
+            codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("ready");
+        let IndicatorToBroker::Ready { hotkey_grabbed } = ready else {
+            panic!("the message after Lockdown must be Ready, got {ready:?}");
+        };
         reader.set_read_timeout(None).unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -504,6 +620,7 @@ impl Indicator {
             sock: Some(mine),
             rx,
             lockdown,
+            hotkey_grabbed,
         }
     }
 
@@ -549,4 +666,35 @@ impl Drop for Indicator {
         }
         let _ = self.child.wait();
     }
+}
+
+/// A consent request with these app lines (name, ticked), one window each, a 15-minute lease,
+/// both extra lines and a 60 s timeout; tests change the fields they need.
+pub fn consent_request(id: u64, apps: &[(&str, bool)]) -> ConsentDialog {
+    ConsentDialog {
+        id,
+        host_claimed: "Test Host".into(),
+        program: HostProgram {
+            exe: "/usr/bin/test-host".into(),
+            pid: 4242,
+        },
+        apps: apps
+            .iter()
+            .map(|(name, ticked)| ConsentApp {
+                name: (*name).into(),
+                ticked: *ticked,
+                windows: 1,
+            })
+            .collect(),
+        missing_requested: 0,
+        lease_minutes: 15,
+        takeover: true,
+        clipboard: true,
+        timeout_ms: 60_000,
+    }
+}
+
+/// Sends a consent request.
+pub fn show_consent(ind: &mut Indicator, req: ConsentDialog) {
+    ind.send(BrokerToIndicator::ShowConsent(req));
 }

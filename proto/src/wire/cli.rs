@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 /// What the simulated person does (mock backend only; the broker refuses these otherwise).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PersonOp {
-    /// Clicks Allow in the pending consent dialog, with these apps ticked (`None`: every app
-    /// the dialog lists) and these extra lines ticked.
+    /// Clicks Allow in the pending consent dialog, with these apps ticked (`None`: the apps the
+    /// dialog ticked itself, or every listed app when it ticked none) and these extra lines
+    /// ticked.
     Approve {
         /// Apps to tick.
         apps: Option<Vec<String>>,
@@ -42,6 +43,9 @@ pub enum CliToBroker {
     Stop,
     /// A simulated person's input (mock backend only).
     Person(PersonOp),
+    /// The running service's doctor report (it knows what its own agents hold, such as the
+    /// stop hotkey); answered with `Status` carrying the report.
+    Doctor,
 }
 
 /// From the broker to a terminal command.

@@ -9,8 +9,43 @@ use super::LockdownReport;
 pub struct ConsentApp {
     /// The app's name as shown (untrusted; the dialog escapes and cuts it).
     pub name: String,
-    /// Ticked when the dialog opens (apps the host asked for).
+    /// Ticked when the dialog opens (its name equals one the host asked for).
     pub ticked: bool,
+    /// How many visible windows the app has now.
+    pub windows: u32,
+}
+
+/// The program that asks, as the kernel tells it (not as the host claims).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostProgram {
+    /// The host's executable (the shim's parent process), empty when it could not be read.
+    pub exe: String,
+    /// The host's pid (the shim's parent), 0 when unknown.
+    pub pid: u32,
+}
+
+/// Everything the consent dialog shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsentDialog {
+    /// Request id, echoed in the answer.
+    pub id: u64,
+    /// The name the host gives itself (untrusted, shown as claimed).
+    pub host_claimed: String,
+    /// The program that asks, from the shim's peer credentials and its parent.
+    pub program: HostProgram,
+    /// App lines: every app with a visible window.
+    pub apps: Vec<ConsentApp>,
+    /// How many apps the host asked for that have no visible window (their names are not shown:
+    /// they are the model's text).
+    pub missing_requested: u32,
+    /// The lease the session asks for, in whole minutes (rounded up).
+    pub lease_minutes: u32,
+    /// Show the takeover line (only when a takeover is possible on this desktop).
+    pub takeover: bool,
+    /// Show the clipboard line (only when the clipboard works on this desktop).
+    pub clipboard: bool,
+    /// No answer in this time is a denial.
+    pub timeout_ms: u64,
 }
 
 /// The person's answer to a consent dialog.
@@ -30,20 +65,7 @@ pub struct ConsentAnswer {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BrokerToIndicator {
     /// Show a consent dialog.
-    ShowConsent {
-        /// Request id, echoed in the answer.
-        id: u64,
-        /// The host's name.
-        host: String,
-        /// App lines.
-        apps: Vec<ConsentApp>,
-        /// Show the takeover line.
-        takeover: bool,
-        /// Show the clipboard line.
-        clipboard: bool,
-        /// No answer in this time is a denial.
-        timeout_ms: u64,
-    },
+    ShowConsent(ConsentDialog),
     /// Close a dialog without an answer (the session went away).
     CancelConsent {
         /// Request id.
@@ -70,6 +92,12 @@ pub enum BrokerToIndicator {
     },
     /// The driver is about to press a button: clicks in the next 1.5 s are not the person's.
     DriverPress,
+    /// Settings from the broker, sent once after the lock-down report.
+    Config {
+        /// An administrator opted in to assistive tools that click through XTEST: XTEST
+        /// pointer clicks then answer the dialog and Continue (shown in the dialog).
+        accept_xtest_clicks: bool,
+    },
 }
 
 /// From the indicator to the broker.
@@ -103,4 +131,9 @@ pub enum IndicatorToBroker {
     },
     /// The person pressed the stop hotkey.
     Stop,
+    /// The display is set up: sent once after the lock-down report.
+    Ready {
+        /// The stop hotkey is grabbed (every lock combination the server accepted).
+        hotkey_grabbed: bool,
+    },
 }

@@ -58,6 +58,139 @@ pub enum SemanticOp {
     },
 }
 
+/// A synthetic (takeover) act. Coordinates are screen pixels.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SynthOp {
+    /// Move to x, y and click `count` times with `button` (1 left, 3 right; never 2).
+    Click {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+        /// Button.
+        button: u8,
+        /// Clicks.
+        count: u8,
+    },
+    /// Type text into the target window, which must hold the keyboard focus.
+    Type {
+        /// The text (never logged).
+        text: String,
+    },
+    /// Press keys together and release them (modifiers first, then one key).
+    Keys {
+        /// Key names.
+        keys: Vec<String>,
+    },
+    /// Wheel steps at x, y.
+    Scroll {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+        /// up, down, left, right.
+        direction: String,
+        /// Steps.
+        amount: u32,
+    },
+    /// Press at one point, glide, release at another (both in the target window).
+    Drag {
+        /// Start.
+        from: (i32, i32),
+        /// End.
+        to: (i32, i32),
+    },
+    /// Glide the pointer to x, y over `duration_ms` in 10 ms steps.
+    Move {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+        /// Glide time.
+        duration_ms: u64,
+    },
+    /// Raise and focus a window (an EWMH request, as a pager makes it).
+    Raise {
+        /// The window.
+        window_id: u64,
+    },
+}
+
+impl SynthOp {
+    /// The kind, for logs (never text or positions).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SynthOp::Click { .. } => "click",
+            SynthOp::Type { .. } => "type",
+            SynthOp::Keys { .. } => "keys",
+            SynthOp::Scroll { .. } => "scroll",
+            SynthOp::Drag { .. } => "drag",
+            SynthOp::Move { .. } => "move",
+            SynthOp::Raise { .. } => "raise",
+        }
+    }
+
+    /// True when it presses a mouse button (the indicator is told first).
+    pub fn presses_a_button(&self) -> bool {
+        matches!(
+            self,
+            SynthOp::Click { .. } | SynthOp::Drag { .. } | SynthOp::Scroll { .. }
+        )
+    }
+}
+
+/// What the person did (contract §4.3 paused_reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PersonInput {
+    /// The pointer moved (a real device moved it, or it is more than 8 px from where the
+    /// driver put it).
+    PointerMoved,
+    /// A key the driver did not send.
+    KeyPressed,
+    /// A button the driver did not send.
+    ButtonPressed,
+}
+
+/// How a synthetic act ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SynthEnd {
+    /// Everything was sent.
+    Done,
+    /// The person took over part-way: nothing more was sent, everything held was released.
+    Stopped {
+        /// What they did.
+        reason: PersonInput,
+        /// Characters typed before the stop.
+        typed: u64,
+    },
+    /// The broker cancelled it part-way (kill switch, revoke, lease end): everything held was
+    /// released.
+    Cancelled {
+        /// Characters typed before the stop.
+        typed: u64,
+    },
+    /// A check refused a later step after part of the act was sent (the focus moved away, a
+    /// window came over the point): everything held was released. A refusal before anything
+    /// was sent is a [`InputToBroker::Failed`] instead.
+    Broke {
+        /// Why, as an error code and a one-line message.
+        failure: AgentFailure,
+        /// Characters typed before the stop.
+        typed: u64,
+    },
+}
+
+/// What the input agent's X connection offers (for the doctor and the takeover offer).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputProbe {
+    /// The X display could be opened.
+    pub display_ok: bool,
+    /// XTEST version, when present.
+    pub xtest: Option<(u16, u16)>,
+    /// XInput version, when present.
+    pub xinput: Option<(u16, u16)>,
+}
+
 /// From the broker to the input agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum BrokerToInput {
@@ -69,6 +202,41 @@ pub enum BrokerToInput {
         target: Expect,
         /// The act.
         op: SemanticOp,
+    },
+    /// A synthetic act in a takeover. The agent checks, right before every step, that the
+    /// point's topmost window belongs to `window_id`'s client (pointer acts) or that it holds
+    /// the keyboard focus (keys, typing), and that the person did nothing.
+    Synthetic {
+        /// Request id.
+        id: u64,
+        /// The X window the act is for (an approved app's top-level client window).
+        window_id: u64,
+        /// The act.
+        op: SynthOp,
+    },
+    /// Stop synthetic act `id` at its next step (no answer of its own: the act answers
+    /// `Cancelled`). Ignored when that act is not running.
+    Cancel {
+        /// The act's request id.
+        id: u64,
+    },
+    /// Release every key and button the driver holds; answered with `Ack`.
+    ReleaseAll {
+        /// Request id.
+        id: u64,
+    },
+    /// Start (with the pointer's position now as the baseline, and no person input seen) or
+    /// stop watching the person's input; answered with `Ack`.
+    Watch {
+        /// Request id.
+        id: u64,
+        /// Watch.
+        on: bool,
+    },
+    /// What the X connection offers; answered with `Probe`.
+    Probe {
+        /// Request id.
+        id: u64,
     },
 }
 
@@ -83,6 +251,30 @@ pub enum InputToBroker {
         id: u64,
         /// The path taken (`atspi_action:click`, `atspi_selection`, `editable_text`, `value`).
         path: String,
+    },
+    /// A synthetic act ended.
+    Synth {
+        /// Request id.
+        id: u64,
+        /// How.
+        end: SynthEnd,
+    },
+    /// A `ReleaseAll` or `Watch` was done.
+    Ack {
+        /// Request id.
+        id: u64,
+    },
+    /// The answer to `Probe`.
+    Probe {
+        /// Request id.
+        id: u64,
+        /// What the X connection offers.
+        probe: InputProbe,
+    },
+    /// Unsolicited, while watching: the person's own input (the first one after `Watch`).
+    Person {
+        /// What they did.
+        input: PersonInput,
     },
     /// The act was refused or failed.
     Failed {

@@ -7,7 +7,9 @@
 //! has no variant for an action and cannot be asked for one.
 //!
 //! Frames are a 4-byte big-endian length and a bincode body. The length is checked against the
-//! receiver's maximum before anything is allocated (see [`codec`]).
+//! receiver's maximum, and every length inside the body against the body, before anything is
+//! allocated (see [`codec`]). Clients check the broker's socket before they send anything
+//! (see [`trust`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -18,9 +20,10 @@ pub mod indicator;
 pub mod input;
 pub mod reader;
 pub mod shim;
+pub mod trust;
 
 /// Version of these wire protocols; bumped on any incompatible change of a message enum.
-pub const PROTO_VERSION: u32 = 1;
+pub const PROTO_VERSION: u32 = 2;
 
 /// Largest frame any peer accepts (screen captures are the largest messages).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;

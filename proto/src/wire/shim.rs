@@ -72,4 +72,10 @@ pub enum BrokerToShim {
         /// The line, without its newline.
         line: String,
     },
+    /// The connection is refused (a bound of the broker's socket was hit); the broker closes
+    /// it after this frame.
+    Refused {
+        /// The contract's error envelope `{"ok": false, "error": {...}}`, as JSON.
+        error_json: String,
+    },
 }

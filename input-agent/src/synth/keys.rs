@@ -1,0 +1,212 @@
+//! Keys: the keysym of a typed character or a key name, and where a keysym sits on the
+//! keyboard now (keycode and level), with a spare keycode for characters the keymap lacks.
+//!
+//! Pure: the keymap is the server's `GetKeyboardMapping` reply, passed in.
+
+/// `NoSymbol`.
+pub const NO_SYMBOL: u32 = 0;
+/// Shift_L.
+pub const SHIFT_L: u32 = 0xffe1;
+
+/// The keysym that types `c`, `None` for characters that are not typed (controls but Tab and
+/// newline).
+pub fn keysym_for_char(c: char) -> Option<u32> {
+    let u = c as u32;
+    match c {
+        '\n' | '\r' => Some(0xff0d),
+        '\t' => Some(0xff09),
+        _ if u < 0x20 || (0x7f..0xa0).contains(&u) => None,
+        // Latin-1 keysyms equal their code point.
+        _ if u <= 0xff => Some(u),
+        // Every other Unicode character has the keysym 0x01000000 + code point.
+        _ => Some(0x0100_0000 + u),
+    }
+}
+
+/// The keysym of a key name press_key and hotkey accept (X keysym names, letters, digits,
+/// F1..F24, and the modifier names ctrl/control, alt, shift, super, meta).
+pub fn keysym_for_name(name: &str) -> Option<u32> {
+    let named = match name.to_ascii_lowercase().as_str() {
+        "ctrl" | "control" => Some(0xffe3),
+        "shift" => Some(SHIFT_L),
+        "alt" => Some(0xffe9),
+        "super" => Some(0xffeb),
+        "meta" => Some(0xffe7),
+        _ => None,
+    };
+    if named.is_some() {
+        return named;
+    }
+    let k = match name {
+        "Return" | "Enter" => 0xff0d,
+        "Tab" => 0xff09,
+        "Escape" => 0xff1b,
+        "BackSpace" => 0xff08,
+        "Delete" => 0xffff,
+        "Insert" => 0xff63,
+        "Home" => 0xff50,
+        "End" => 0xff57,
+        "Page_Up" => 0xff55,
+        "Page_Down" => 0xff56,
+        "Left" => 0xff51,
+        "Up" => 0xff52,
+        "Right" => 0xff53,
+        "Down" => 0xff54,
+        "space" => 0x20,
+        "Menu" => 0xff67,
+        "minus" => 0x2d,
+        "plus" => 0x2b,
+        "equal" => 0x3d,
+        "comma" => 0x2c,
+        "period" => 0x2e,
+        "slash" => 0x2f,
+        "backslash" => 0x5c,
+        "semicolon" => 0x3b,
+        "apostrophe" => 0x27,
+        "bracketleft" => 0x5b,
+        "bracketright" => 0x5d,
+        "grave" => 0x60,
+        _ => {
+            if let Some(n) = name.strip_prefix('F').and_then(|n| n.parse::<u32>().ok())
+                && (1..=24).contains(&n)
+            {
+                return Some(0xffbe + n - 1);
+            }
+            let mut chars = name.chars();
+            return match (chars.next(), chars.next()) {
+                // A letter key is named by its lower-case keysym (shift is a modifier).
+                (Some(c), None) if c.is_ascii_alphanumeric() => Some(c.to_ascii_lowercase() as u32),
+                _ => None,
+            };
+        }
+    };
+    Some(k)
+}
+
+/// The keyboard mapping: for each keycode from `min`, `per` keysyms (group 1: level 1, level 2,
+/// then the rest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keymap {
+    /// First keycode.
+    pub min: u8,
+    /// Keysyms per keycode.
+    pub per: usize,
+    /// `per` keysyms for each keycode, in order.
+    pub syms: Vec<u32>,
+}
+
+/// Where a keysym is: its keycode, and whether Shift must be held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyAt {
+    /// The keycode.
+    pub keycode: u8,
+    /// Shift is needed (the keysym is the keycode's second level).
+    pub shift: bool,
+}
+
+impl Keymap {
+    fn row(&self, i: usize) -> &[u32] {
+        &self.syms[i * self.per..(i + 1) * self.per]
+    }
+
+    fn rows(&self) -> usize {
+        self.syms.len().checked_div(self.per).unwrap_or(0)
+    }
+
+    /// The first keycode whose level 1 (else level 2) is `keysym`.
+    pub fn find(&self, keysym: u32) -> Option<KeyAt> {
+        for level in 0..2 {
+            for i in 0..self.rows() {
+                let row = self.row(i);
+                // A row with only its first column set means the same keysym on both levels
+                // (upper/lower case letters are listed in both).
+                if row.get(level).copied() == Some(keysym) {
+                    return Some(KeyAt {
+                        keycode: self.min.checked_add(i as u8)?,
+                        shift: level == 1,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// A keycode with no keysym at all, to borrow for a character the keymap lacks.
+    pub fn spare(&self) -> Option<u8> {
+        // From the top: low keycodes are the ones real keyboards use.
+        (0..self.rows())
+            .rev()
+            .find(|&i| self.row(i).iter().all(|&s| s == NO_SYMBOL))
+            .and_then(|i| self.min.checked_add(i as u8))
+    }
+
+    /// The row of `keycode` (for restoring it after a borrow).
+    pub fn row_of(&self, keycode: u8) -> Option<Vec<u32>> {
+        let i = keycode.checked_sub(self.min)? as usize;
+        (i < self.rows()).then(|| self.row(i).to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> Keymap {
+        // keycodes 8..=12, 2 per keycode: a/A, 1/!, Return, (empty), Shift_L.
+        Keymap {
+            min: 8,
+            per: 2,
+            syms: vec![0x61, 0x41, 0x31, 0x21, 0xff0d, 0, 0, 0, SHIFT_L, 0],
+        }
+    }
+
+    #[test]
+    fn characters_map_to_keysyms() {
+        assert_eq!(keysym_for_char('a'), Some(0x61));
+        assert_eq!(keysym_for_char('é'), Some(0xe9));
+        assert_eq!(keysym_for_char('€'), Some(0x0100_20ac));
+        assert_eq!(keysym_for_char('\n'), Some(0xff0d));
+        assert_eq!(keysym_for_char('\u{7}'), None);
+        assert_eq!(keysym_for_char('\u{85}'), None);
+    }
+
+    #[test]
+    fn key_names_map_to_keysyms() {
+        assert_eq!(keysym_for_name("Return"), Some(0xff0d));
+        assert_eq!(keysym_for_name("ctrl"), Some(0xffe3));
+        assert_eq!(keysym_for_name("A"), Some(0x61));
+        assert_eq!(keysym_for_name("F5"), Some(0xffc2));
+        assert_eq!(keysym_for_name("F25"), None);
+        assert_eq!(keysym_for_name("Hyper_Nonsense"), None);
+    }
+
+    #[test]
+    fn the_keymap_finds_levels_and_a_spare() {
+        let m = map();
+        assert_eq!(
+            m.find(0x61),
+            Some(KeyAt {
+                keycode: 8,
+                shift: false
+            })
+        );
+        assert_eq!(
+            m.find(0x41),
+            Some(KeyAt {
+                keycode: 8,
+                shift: true
+            })
+        );
+        assert_eq!(
+            m.find(0x21),
+            Some(KeyAt {
+                keycode: 9,
+                shift: true
+            })
+        );
+        assert_eq!(m.find(0xe9), None);
+        assert_eq!(m.spare(), Some(11));
+        assert_eq!(m.row_of(10), Some(vec![0xff0d, 0]));
+        assert_eq!(m.row_of(99), None);
+    }
+}

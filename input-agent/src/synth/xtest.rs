@@ -1,0 +1,633 @@
+//! The executor: sends one synthetic act with XTEST, checking before every step.
+//!
+//! Before every step (each click, each 10 ms glide step, each wheel step, each typed
+//! character): the broker did not cancel this act; the person did nothing (the watcher's
+//! record, and the pointer read here: more than 8 px from where the driver left it is the
+//! person's); for pointer acts the topmost window at the point belongs to the target window's X
+//! client (override-redirect popups and menus included; input shapes respected, so the
+//! indicator's click-through frame is not in the way, and its Continue button is); for keys and
+//! typing the keyboard focus is in the target window's client. Never the middle button.
+//!
+//! Every press and move is logged before it is sent. Whatever way an act ends, every key and
+//! button it holds is released, and so is anything an XTEST device still holds (read from the
+//! XTEST devices' own state, never the master's: the person's held keys are left alone). Characters missing from the keymap are typed through a spare keycode
+//! mapped for the purpose and restored afterwards.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use nish_proto::errors::ErrorCode;
+use nish_proto::wire::input::{InputProbe, PersonInput, SynthEnd, SynthOp};
+use x11rb::connection::{Connection, RequestConnection as _};
+use x11rb::protocol::xinput::{ConnectionExt as _, InputStateData};
+use x11rb::protocol::xproto::{Atom, ClientMessageEvent, ConnectionExt as _, EventMask, Window};
+use x11rb::protocol::xtest::ConnectionExt as _;
+use x11rb::rust_connection::RustConnection;
+
+use super::keys::{self, Keymap, NO_SYMBOL, SHIFT_L};
+use super::sendlog::Sent;
+use super::{Shared, drifted};
+use crate::failure::ActFailure;
+
+/// Pause between typed characters (apps keep up, and the person can cut in).
+pub const TYPE_DELAY: Duration = Duration::from_millis(6);
+/// A glide moves in steps this long (contract §4.3).
+pub const GLIDE_STEP: Duration = Duration::from_millis(10);
+/// Pause between wheel steps.
+const WHEEL_DELAY: Duration = Duration::from_millis(12);
+/// After borrowing a keycode for a character, apps need a moment to read the new mapping.
+const REMAP_SETTLE: Duration = Duration::from_millis(30);
+/// Longest glide or drag.
+const MAX_GLIDE: Duration = Duration::from_secs(10);
+
+const KEY_PRESS: u8 = 2;
+const KEY_RELEASE: u8 = 3;
+const BUTTON_PRESS: u8 = 4;
+const BUTTON_RELEASE: u8 = 5;
+const MOTION_NOTIFY: u8 = 6;
+
+/// Why an act stopped before its end.
+#[derive(Debug)]
+enum Halt {
+    /// The person's input.
+    Person(PersonInput),
+    /// The broker cancelled it.
+    Cancelled,
+    /// A check refused the next step.
+    Fail(ActFailure),
+}
+
+impl From<ActFailure> for Halt {
+    fn from(f: ActFailure) -> Self {
+        Halt::Fail(f)
+    }
+}
+
+impl From<x11rb::errors::ConnectionError> for Halt {
+    fn from(e: x11rb::errors::ConnectionError) -> Self {
+        Halt::Fail(ActFailure::maybe_sent(
+            ErrorCode::BackendUnavailable,
+            format!("the X connection failed: {e}"),
+        ))
+    }
+}
+
+impl From<x11rb::errors::ReplyError> for Halt {
+    fn from(e: x11rb::errors::ReplyError) -> Self {
+        Halt::Fail(ActFailure::maybe_sent(
+            ErrorCode::BackendUnavailable,
+            format!("an X request failed: {e}"),
+        ))
+    }
+}
+
+/// The executor's X connection and what it holds.
+pub struct Executor {
+    conn: RustConnection,
+    root: Window,
+    mask: u32,
+    shared: Arc<Shared>,
+    keymap: Keymap,
+    net_active_window: Atom,
+    held_keys: Vec<u8>,
+    held_buttons: Vec<u8>,
+    /// A spare keycode borrowed for a character, with its original row.
+    borrowed: Option<(u8, Vec<u32>)>,
+    /// Something was sent in the current act.
+    sent: bool,
+    /// The input devices (for the XTEST devices' own key and button state).
+    devices: nish_xdev::Devices,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+/// What the display offers, for the doctor (no executor needed).
+pub fn probe() -> InputProbe {
+    let Ok((conn, _)) = RustConnection::connect(None) else {
+        return InputProbe::default();
+    };
+    let present = |name| conn.extension_information(name).ok().flatten().is_some();
+    let xtest = present(x11rb::protocol::xtest::X11_EXTENSION_NAME)
+        .then(|| conn.xtest_get_version(2, 2).ok()?.reply().ok())
+        .flatten()
+        .map(|v| (u16::from(v.major_version), v.minor_version));
+    let xinput = present(x11rb::protocol::xinput::X11_EXTENSION_NAME)
+        .then(|| conn.xinput_xi_query_version(2, 2).ok()?.reply().ok())
+        .flatten()
+        .map(|v| (v.major_version, v.minor_version));
+    InputProbe {
+        display_ok: true,
+        xtest,
+        xinput,
+    }
+}
+
+impl Executor {
+    /// Connects to the display.
+    pub fn connect(shared: Arc<Shared>) -> anyhow::Result<Self> {
+        let (conn, screen) = RustConnection::connect(None)?;
+        let setup = conn.setup();
+        let root = setup.roots[screen].root;
+        let mask = setup.resource_id_mask;
+        anyhow::ensure!(
+            conn.extension_information(x11rb::protocol::xtest::X11_EXTENSION_NAME)?
+                .is_some(),
+            "the X server has no XTEST"
+        );
+        let net_active_window = conn
+            .intern_atom(false, b"_NET_ACTIVE_WINDOW")?
+            .reply()?
+            .atom;
+        let keymap = read_keymap(&conn)?;
+        let devices = nish_xdev::Devices::read(&conn)?;
+        Ok(Executor {
+            conn,
+            root,
+            mask,
+            shared,
+            keymap,
+            net_active_window,
+            held_keys: Vec::new(),
+            held_buttons: Vec::new(),
+            borrowed: None,
+            sent: false,
+            devices,
+        })
+    }
+
+    /// Runs one act; every path out releases what it holds.
+    pub fn run(&mut self, id: u64, window: u64, op: &SynthOp) -> Result<SynthEnd, ActFailure> {
+        if !self.shared.watching.load(Ordering::SeqCst) {
+            // Synthetic input only while the person's input is watched (a takeover is on).
+            return Err(ActFailure::refused(
+                ErrorCode::RequiresTakeover,
+                "the person's input is not being watched: no takeover is on",
+            ));
+        }
+        let Ok(window) = u32::try_from(window) else {
+            return Err(ActFailure::refused(
+                ErrorCode::WindowTargetNotFound,
+                "not an X window id",
+            ));
+        };
+        self.sent = false;
+        self.shared.busy.store(true, Ordering::SeqCst);
+        // The keymap may have changed since the last act.
+        if let Ok(k) = read_keymap(&self.conn) {
+            self.keymap = k;
+        }
+        let mut typed = 0u64;
+        let r = self.exec(id, window, op, &mut typed);
+        self.release_all();
+        self.shared.busy.store(false, Ordering::SeqCst);
+        match r {
+            Ok(()) => Ok(SynthEnd::Done),
+            Err(Halt::Person(reason)) => Ok(SynthEnd::Stopped { reason, typed }),
+            Err(Halt::Cancelled) => Ok(SynthEnd::Cancelled { typed }),
+            Err(Halt::Fail(f)) if self.sent || f.sent => Ok(SynthEnd::Broke {
+                failure: nish_proto::wire::AgentFailure {
+                    code: f.code.as_str().to_string(),
+                    message: f.message,
+                },
+                typed,
+            }),
+            Err(Halt::Fail(f)) => Err(f),
+        }
+    }
+
+    fn exec(&mut self, id: u64, window: Window, op: &SynthOp, typed: &mut u64) -> Result<(), Halt> {
+        match op {
+            SynthOp::Click {
+                x,
+                y,
+                button,
+                count,
+            } => {
+                if !matches!(button, 1 | 3) {
+                    // Never the middle button (primary-selection paste), never others.
+                    return Err(ActFailure::refused(
+                        ErrorCode::InvalidArguments,
+                        "only the left and right buttons are clicked",
+                    )
+                    .into());
+                }
+                self.check(id)?;
+                self.hit(*x, *y, window)?;
+                self.move_to(*x, *y)?;
+                for _ in 0..(*count).clamp(1, 3) {
+                    self.check(id)?;
+                    self.hit(*x, *y, window)?;
+                    self.button(*button, true)?;
+                    self.button(*button, false)?;
+                }
+                Ok(())
+            }
+            SynthOp::Type { text } => {
+                // Everything that can be known before typing is checked before the first key:
+                // no control characters, and a spare key for characters the keymap lacks.
+                let mut needs_spare = false;
+                for c in text.chars() {
+                    let sym = keys::keysym_for_char(c).ok_or_else(|| {
+                        ActFailure::refused(
+                            ErrorCode::InvalidArguments,
+                            "the text holds a control character that cannot be typed",
+                        )
+                    })?;
+                    needs_spare |= self.keymap.find(sym).is_none();
+                }
+                if needs_spare && self.keymap.spare().is_none() {
+                    return Err(ActFailure::refused(
+                        ErrorCode::NotActionable,
+                        "the keyboard has no spare key for characters it lacks",
+                    )
+                    .into());
+                }
+                if self.keymap.find(SHIFT_L).is_none() {
+                    return Err(ActFailure::refused(
+                        ErrorCode::NotActionable,
+                        "no Shift key on this keyboard",
+                    )
+                    .into());
+                }
+                self.check(id)?;
+                self.focus(window)?;
+                for c in text.chars() {
+                    self.check(id)?;
+                    self.focus(window)?;
+                    self.type_char(c)?;
+                    *typed += 1;
+                    std::thread::sleep(TYPE_DELAY);
+                }
+                Ok(())
+            }
+            SynthOp::Keys { keys } => {
+                let mut codes = Vec::with_capacity(keys.len());
+                for k in keys {
+                    let sym = keys::keysym_for_name(k).ok_or_else(|| {
+                        ActFailure::refused(ErrorCode::InvalidArguments, "unknown key name")
+                    })?;
+                    let at = self.keymap.find(sym).ok_or_else(|| {
+                        ActFailure::refused(
+                            ErrorCode::NotActionable,
+                            "that key is not on this keyboard",
+                        )
+                    })?;
+                    codes.push(at.keycode);
+                }
+                self.check(id)?;
+                self.focus(window)?;
+                for &kc in &codes {
+                    self.key(kc, true)?;
+                }
+                for &kc in codes.iter().rev() {
+                    self.key(kc, false)?;
+                }
+                Ok(())
+            }
+            SynthOp::Scroll {
+                x,
+                y,
+                direction,
+                amount,
+            } => {
+                let b = match direction.as_str() {
+                    "up" => 4,
+                    "down" => 5,
+                    "left" => 6,
+                    "right" => 7,
+                    _ => {
+                        return Err(ActFailure::refused(
+                            ErrorCode::InvalidArguments,
+                            "direction is up, down, left or right",
+                        )
+                        .into());
+                    }
+                };
+                self.check(id)?;
+                self.hit(*x, *y, window)?;
+                self.move_to(*x, *y)?;
+                for _ in 0..(*amount).clamp(1, 50) {
+                    self.check(id)?;
+                    self.hit(*x, *y, window)?;
+                    self.button(b, true)?;
+                    self.button(b, false)?;
+                    std::thread::sleep(WHEEL_DELAY);
+                }
+                Ok(())
+            }
+            SynthOp::Drag { from, to } => {
+                self.check(id)?;
+                // Both ends in the target window, each re-checked.
+                self.hit(from.0, from.1, window)?;
+                self.hit(to.0, to.1, window)?;
+                self.move_to(from.0, from.1)?;
+                self.check(id)?;
+                self.hit(from.0, from.1, window)?;
+                self.button(1, true)?;
+                self.glide(id, *from, *to, Duration::from_millis(300))?;
+                self.check(id)?;
+                self.hit(to.0, to.1, window)?;
+                self.button(1, false)?;
+                Ok(())
+            }
+            SynthOp::Move { x, y, duration_ms } => {
+                self.check(id)?;
+                let p = self.conn.query_pointer(self.root)?.reply()?;
+                let from = (i32::from(p.root_x), i32::from(p.root_y));
+                self.glide(id, from, (*x, *y), Duration::from_millis(*duration_ms))
+            }
+            SynthOp::Raise { window_id } => {
+                self.check(id)?;
+                let w = u32::try_from(*window_id).map_err(|_| {
+                    ActFailure::refused(ErrorCode::WindowTargetNotFound, "not an X window id")
+                })?;
+                // An EWMH activation request, source "pager" (2): the window manager raises
+                // and focuses it.
+                let ev = ClientMessageEvent::new(32, w, self.net_active_window, [2u32, 0, 0, 0, 0]);
+                self.sent = true;
+                self.conn.send_event(
+                    false,
+                    self.root,
+                    EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
+                    ev,
+                )?;
+                self.conn.flush()?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The checks before every step.
+    fn check(&mut self, id: u64) -> Result<(), Halt> {
+        if self.shared.cancelled.load(Ordering::SeqCst) == id {
+            return Err(Halt::Cancelled);
+        }
+        if let Some(p) = self.shared.person() {
+            return Err(Halt::Person(p));
+        }
+        if let Some(left) = self.shared.pointer() {
+            let p = self.conn.query_pointer(self.root)?.reply()?;
+            if drifted(left, (i32::from(p.root_x), i32::from(p.root_y))) {
+                self.shared.person_seen(PersonInput::PointerMoved);
+                return Err(Halt::Person(
+                    self.shared.person().unwrap_or(PersonInput::PointerMoved),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn client(&self, w: Window) -> u32 {
+        w & !self.mask
+    }
+
+    /// The topmost window at (x, y) must belong to `window`'s client.
+    fn hit(&mut self, x: i32, y: i32, window: Window) -> Result<(), Halt> {
+        let (Ok(px), Ok(py)) = (i16::try_from(x), i16::try_from(y)) else {
+            return Err(ActFailure::refused(ErrorCode::Occluded, "the point is off screen").into());
+        };
+        // Walk down from the root: each step gives the child containing the point, with input
+        // shapes respected (a click-through window is not in the way).
+        let mut deepest = self.root;
+        for _ in 0..64 {
+            let t = self
+                .conn
+                .translate_coordinates(self.root, deepest, px, py)?
+                .reply()?;
+            if t.child == x11rb::NONE {
+                break;
+            }
+            deepest = t.child;
+        }
+        if deepest == self.root || self.client(deepest) != self.client(window) {
+            return Err(ActFailure {
+                code: ErrorCode::Occluded,
+                message: format!("another window is at {x},{y} over window {window}"),
+                sent: self.sent,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The keyboard focus must be in `window`'s client.
+    fn focus(&mut self, window: Window) -> Result<(), Halt> {
+        let f = self.conn.get_input_focus()?.reply()?.focus;
+        if f <= 1 || self.client(f) != self.client(window) {
+            return Err(ActFailure {
+                code: ErrorCode::FocusChanged,
+                message: format!("the keyboard focus is not in window {window}"),
+                sent: self.sent,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn fake(&mut self, kind: u8, detail: u8, x: i16, y: i16) -> Result<(), Halt> {
+        self.sent = true;
+        self.conn
+            .xtest_fake_input(kind, detail, 0, self.root, x, y, 0)?;
+        self.conn.flush()?;
+        Ok(())
+    }
+
+    fn move_to(&mut self, x: i32, y: i32) -> Result<(), Halt> {
+        let (px, py) = (
+            x.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16,
+            y.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16,
+        );
+        self.shared.moved_to((i32::from(px), i32::from(py)));
+        self.shared.log().log(Sent::Motion, Instant::now());
+        self.fake(MOTION_NOTIFY, 0, px, py)?;
+        // A round trip: the move is done before the next check reads the pointer.
+        self.conn.query_pointer(self.root)?.reply()?;
+        Ok(())
+    }
+
+    fn glide(
+        &mut self,
+        id: u64,
+        from: (i32, i32),
+        to: (i32, i32),
+        over: Duration,
+    ) -> Result<(), Halt> {
+        let over = over.min(MAX_GLIDE);
+        let steps = (over.as_millis() / GLIDE_STEP.as_millis()).max(1) as i32;
+        for i in 1..=steps {
+            self.check(id)?;
+            let x = from.0 + (to.0 - from.0) * i / steps;
+            let y = from.1 + (to.1 - from.1) * i / steps;
+            self.move_to(x, y)?;
+            if i < steps {
+                std::thread::sleep(GLIDE_STEP);
+            }
+        }
+        Ok(())
+    }
+
+    fn button(&mut self, b: u8, down: bool) -> Result<(), Halt> {
+        if down {
+            self.shared.log().log(Sent::Button(b), Instant::now());
+            self.held_buttons.push(b);
+            self.fake(BUTTON_PRESS, b, 0, 0)
+        } else {
+            self.held_buttons.retain(|&h| h != b);
+            self.fake(BUTTON_RELEASE, b, 0, 0)
+        }
+    }
+
+    fn key(&mut self, kc: u8, down: bool) -> Result<(), Halt> {
+        if down {
+            self.shared.log().log(Sent::Key(kc), Instant::now());
+            self.held_keys.push(kc);
+            self.fake(KEY_PRESS, kc, 0, 0)
+        } else {
+            self.held_keys.retain(|&h| h != kc);
+            self.fake(KEY_RELEASE, kc, 0, 0)
+        }
+    }
+
+    fn type_char(&mut self, c: char) -> Result<(), Halt> {
+        let Some(sym) = keys::keysym_for_char(c) else {
+            // Control characters are not typed (and not counted as typed).
+            return Err(ActFailure::refused(
+                ErrorCode::InvalidArguments,
+                "the text holds a control character that cannot be typed",
+            )
+            .into());
+        };
+        let at = match self.keymap.find(sym) {
+            Some(at) => at,
+            None => keys::KeyAt {
+                keycode: self.borrow_for(sym)?,
+                shift: false,
+            },
+        };
+        let shift = if at.shift {
+            Some(
+                self.keymap
+                    .find(SHIFT_L)
+                    .map(|s| s.keycode)
+                    .ok_or_else(|| {
+                        ActFailure::refused(
+                            ErrorCode::NotActionable,
+                            "no Shift key on this keyboard",
+                        )
+                    })?,
+            )
+        } else {
+            None
+        };
+        if let Some(s) = shift {
+            self.key(s, true)?;
+        }
+        self.key(at.keycode, true)?;
+        self.key(at.keycode, false)?;
+        if let Some(s) = shift {
+            self.key(s, false)?;
+        }
+        Ok(())
+    }
+
+    /// Maps a spare keycode to `sym` (the row is restored when the act ends).
+    fn borrow_for(&mut self, sym: u32) -> Result<u8, Halt> {
+        let kc = match &self.borrowed {
+            Some((kc, _)) => *kc,
+            None => {
+                let kc = self.keymap.spare().ok_or_else(|| {
+                    ActFailure::refused(
+                        ErrorCode::NotActionable,
+                        "the keyboard has no spare key for a character it lacks",
+                    )
+                })?;
+                let row = self.keymap.row_of(kc).unwrap_or_default();
+                self.borrowed = Some((kc, row));
+                kc
+            }
+        };
+        let per = self.keymap.per;
+        let mut row = vec![NO_SYMBOL; per];
+        row[0] = sym;
+        if per > 1 {
+            row[1] = sym;
+        }
+        self.conn.change_keyboard_mapping(1, kc, per as u8, &row)?;
+        self.conn.get_input_focus()?.reply()?;
+        std::thread::sleep(REMAP_SETTLE);
+        Ok(kc)
+    }
+
+    /// Releases every key and button the driver holds, then anything an XTEST device still
+    /// holds, and gives back a borrowed keycode. Never fails: each step is tried.
+    pub fn release_all(&mut self) {
+        let keys: Vec<u8> = std::mem::take(&mut self.held_keys);
+        let buttons: Vec<u8> = std::mem::take(&mut self.held_buttons);
+        for kc in keys.into_iter().rev() {
+            let _ = self
+                .conn
+                .xtest_fake_input(KEY_RELEASE, kc, 0, self.root, 0, 0, 0);
+        }
+        for b in buttons {
+            let _ = self
+                .conn
+                .xtest_fake_input(BUTTON_RELEASE, b, 0, self.root, 0, 0, 0);
+        }
+        // The sweep: whatever an XTEST device still holds (a press whose release was lost, an
+        // agent that died mid-act before this one started) is released. Only the XTEST devices'
+        // own state is read: a release of a key the person holds on their keyboard would end
+        // their key press too (the server applies XTEST releases to the master's state).
+        let _ = self.devices.refresh(&self.conn);
+        for dev in self.devices.xtest_ids() {
+            let Ok(dev8) = u8::try_from(dev) else {
+                continue;
+            };
+            let Ok(Ok(state)) = self.conn.xinput_query_device_state(dev8).map(|c| c.reply()) else {
+                continue;
+            };
+            for class in state.classes {
+                let (bits, kind) = match &class.data {
+                    InputStateData::Key(k) => (k.keys, KEY_RELEASE),
+                    InputStateData::Button(b) => (b.buttons, BUTTON_RELEASE),
+                    _ => continue,
+                };
+                for (byte, set) in bits.iter().enumerate() {
+                    for bit in 0..8 {
+                        let code = byte * 8 + bit;
+                        if set & (1 << bit) != 0 && code > 0 && code < 256 {
+                            let _ = self
+                                .conn
+                                .xtest_fake_input(kind, code as u8, 0, self.root, 0, 0, 0);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((kc, row)) = self.borrowed.take() {
+            let per = self.keymap.per.max(1);
+            let mut row = row;
+            row.resize(per, NO_SYMBOL);
+            let _ = self.conn.change_keyboard_mapping(1, kc, per as u8, &row);
+        }
+        let _ = self.conn.flush();
+        let _ = self.conn.get_input_focus().map(|c| c.reply());
+    }
+}
+
+fn read_keymap(conn: &RustConnection) -> anyhow::Result<Keymap> {
+    let setup = conn.setup();
+    let (min, max) = (setup.min_keycode, setup.max_keycode);
+    let km = conn.get_keyboard_mapping(min, max - min + 1)?.reply()?;
+    Ok(Keymap {
+        min,
+        per: usize::from(km.keysyms_per_keycode.max(1)),
+        syms: km.keysyms,
+    })
+}
