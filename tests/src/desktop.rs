@@ -209,9 +209,12 @@ fn entropy() -> u64 {
     z ^ (z >> 31)
 }
 
+/// A display number no live server holds: no lock file, or one naming a process that is gone
+/// (a server killed by SIGKILL leaves its lock and socket behind; the X server takes such a
+/// stale lock over, and its socket with it). A socket without a lock is stale too.
 fn display_free(n: u32) -> bool {
-    !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-        && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
+    let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
+    !lock.exists() || display_lock_is_dead_or_ours(&lock)
 }
 
 fn private_dir() -> Result<PathBuf> {
