@@ -17,6 +17,7 @@
 
 pub mod assistive;
 pub mod audit;
+pub mod audit_event;
 pub mod backend;
 pub mod conn;
 pub mod credentials;

@@ -2,6 +2,7 @@
 //! with a fresh re-check of the target before anything is sent, a settled read after it, an
 //! honest `effect`/`verified`, a bounded diff and the optional observation.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -295,7 +296,7 @@ impl<B: Backend> Engine<B> {
             )
             .await?;
             self.audit.emit(
-                "act",
+                AuditEvent::Act,
                 Some(&s.id),
                 json!({"tool": Tool::ClipboardWrite.name(), "mode": "headless", "length": len}),
             );
@@ -623,7 +624,7 @@ impl<B: Backend> Engine<B> {
             images.extend(img);
         }
         self.audit.emit(
-            "act",
+            AuditEvent::Act,
             Some(&s.id),
             json!({"tool": call.tool().name(), "mode": if call.synthetic() { "takeover" } else { "headless" }, "path": out["path"],
                    "effect": out["effect"], "verified": verified, "readback": readback, "window_id": t.window.window_id,
@@ -990,7 +991,7 @@ impl<B: Backend> Engine<B> {
                 let top = all.iter().filter(|x| x.visible).max_by_key(|x| x.stacking);
                 let verified = now.is_some_and(|x| x.active)
                     && top.is_some_and(|x| x.window_id == w.window_id);
-                self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "ewmh:activate",
+                self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "ewmh:activate",
                                                              "verified": verified, "window_id": w.window_id}));
                 let mut out = done("ewmh:activate", w.window_id);
                 out["effect"] = json!(if verified { "confirmed" } else { "dispatched" });
@@ -1051,7 +1052,7 @@ impl<B: Backend> Engine<B> {
                 let duration_ms = *duration_ms;
                 self.send_synthetic(s, call, &window, SynthOp::Move { x, y, duration_ms })
                     .await?;
-                self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
+                self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
                                                              "window_id": window.window_id, "duration_ms": duration_ms}));
                 let mut out = done("xtest:motion", window.window_id);
                 if let Some(o) = out.as_object_mut() {

@@ -2,6 +2,7 @@
 //! JSON object a line. Only the host reaches this (through its own shim's inherited pipe);
 //! nothing here is reachable from MCP.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 
 use nish_proto::control::Verb;
@@ -27,7 +28,7 @@ impl<B: Backend> Engine<B> {
             Err(e) => {
                 if e.code == ErrorCode::UnknownMethod {
                     self.audit.emit(
-                        "control.refused",
+                        AuditEvent::ControlRefused,
                         Some(&s.id),
                         json!({"reason": "unknown_method"}),
                     );
@@ -39,7 +40,7 @@ impl<B: Backend> Engine<B> {
         let foreign = verb.session().is_some_and(|n| n != s.id);
         if foreign {
             self.audit.emit(
-                "control.refused",
+                AuditEvent::ControlRefused,
                 Some(&s.id),
                 json!({"method": method, "reason": "foreign_session"}),
             );

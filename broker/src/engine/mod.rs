@@ -2,6 +2,7 @@
 //! and the scope, asks the backend to do the work, re-validates what comes back, audits, and
 //! renders results in the contract's shapes.
 
+use crate::audit_event::AuditEvent;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -338,7 +339,7 @@ impl<B: Backend> Engine<B> {
             }
             Err(e) => {
                 self.audit.emit(
-                    "refusal",
+                    AuditEvent::Refusal,
                     Some(&s.id),
                     json!({"tool": name, "code": e.code.as_str(),
                            "retry": e.code.retry().as_str(), "effect": e.effect}),
@@ -483,7 +484,8 @@ impl<B: Backend> Engine<B> {
         let expired = s.core().sm.expire(now);
         if expired {
             self.after_takeover_lost(s, "lease_expired").await;
-            self.audit.emit("lease.expired", Some(&s.id), json!({}));
+            self.audit
+                .emit(AuditEvent::LeaseExpired, Some(&s.id), json!({}));
         }
     }
 
@@ -504,8 +506,11 @@ impl<B: Backend> Engine<B> {
         if held {
             self.backend.hide_indicator(&s.id).await;
             self.backend.release_all().await;
-            self.audit
-                .emit("takeover.ended", Some(&s.id), json!({"reason": reason}));
+            self.audit.emit(
+                AuditEvent::TakeoverEnded,
+                Some(&s.id),
+                json!({"reason": reason}),
+            );
         }
     }
 
@@ -538,7 +543,7 @@ impl<B: Backend> Engine<B> {
             BackendEvent::AgentCutOff(v) => {
                 let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
                 fields["agent"] = v.agent.into();
-                self.audit.emit("agent.refused", None, fields);
+                self.audit.emit(AuditEvent::AgentRefused, None, fields);
             }
         }
     }
@@ -560,7 +565,7 @@ impl<B: Backend> Engine<B> {
         self.backend.set_indicator_paused(&s.id, true).await;
         let at = self.now_ms();
         self.audit.emit(
-            "takeover.paused",
+            AuditEvent::TakeoverPaused,
             Some(&s.id),
             json!({"paused_reason": reason.as_str(), "at_ms": at}),
         );
@@ -586,7 +591,7 @@ impl<B: Backend> Engine<B> {
         }
         let at = self.now_ms();
         self.audit.emit(
-            "takeover.resumed",
+            AuditEvent::TakeoverResumed,
             Some(&s.id),
             json!({"by": by.as_str(), "at_ms": at}),
         );
@@ -606,8 +611,11 @@ impl<B: Backend> Engine<B> {
             }
         }
         self.backend.release_all().await;
-        self.audit
-            .emit("stop", None, json!({"origin": origin, "sessions": n}));
+        self.audit.emit(
+            AuditEvent::Stop,
+            None,
+            json!({"origin": origin, "sessions": n}),
+        );
         n
     }
 
@@ -656,8 +664,11 @@ impl<B: Backend> Engine<B> {
         }
         self.after_takeover_lost(s, why.takeover_reason()).await;
         if was != Phase::Idle && !was.is_terminal() {
-            self.audit
-                .emit("session.end", Some(&s.id), json!({"reason": why.as_str()}));
+            self.audit.emit(
+                AuditEvent::SessionEnd,
+                Some(&s.id),
+                json!({"reason": why.as_str()}),
+            );
         }
         if why == Teardown::ConnectionClosed {
             self.sessions

@@ -1,6 +1,7 @@
 //! Reads: list_windows, get_window_state (full, skeleton, root, screenshot), clipboard_read,
 //! window targets and the scope check.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 
 use nish_proto::call::{Call, ReadArgs, Tool, WindowTarget};
@@ -52,7 +53,7 @@ impl<B: Backend> Engine<B> {
     pub(crate) async fn list_windows(&self, s: &Arc<Session>) -> ToolResult {
         let (approved, _) = self.approved_windows(s).await?;
         self.audit.emit(
-            "read",
+            AuditEvent::Read,
             Some(&s.id),
             json!({"tool": Tool::ListWindows.name(), "windows": approved.len()}),
         );
@@ -377,7 +378,7 @@ impl<B: Backend> Engine<B> {
             images.push(img);
         }
         self.audit.emit(
-            "read",
+            AuditEvent::Read,
             Some(&s.id),
             json!({"tool": Tool::GetWindowState.name(), "view": kind.as_str(), "window_id": window.window_id, "pid": window.pid,
                    "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "truncated": view.truncated,
@@ -401,7 +402,7 @@ impl<B: Backend> Engine<B> {
         let (tx, rx) = oneshot::channel();
         s.core().approvals.insert(id.clone(), tx);
         self.audit.emit(
-            "approval.request",
+            AuditEvent::ApprovalRequest,
             Some(&s.id),
             json!({"id": id, "tool": Tool::ClipboardRead.name()}),
         );
@@ -416,7 +417,7 @@ impl<B: Backend> Engine<B> {
         };
         s.core().approvals.remove(&id);
         self.audit.emit(
-            "approval.answer",
+            AuditEvent::ApprovalAnswer,
             Some(&s.id),
             json!({"id": id, "approve": approved}),
         );
@@ -432,7 +433,7 @@ impl<B: Backend> Engine<B> {
             .bounded("reading the clipboard", self.backend.clipboard_read())
             .await?;
         if crate::credentials::looks_like_credential(&text) {
-            self.audit.emit("read", Some(&s.id), json!({"tool": Tool::ClipboardRead.name(), "length": text.chars().count(), "refused": "credential"}));
+            self.audit.emit(AuditEvent::Read, Some(&s.id), json!({"tool": Tool::ClipboardRead.name(), "length": text.chars().count(), "refused": "credential"}));
             return Err(DriverError::new(
                 ErrorCode::SecureField,
                 "the clipboard holds credential-looking text",
@@ -440,7 +441,7 @@ impl<B: Backend> Engine<B> {
         }
         let len = text.chars().count();
         self.audit.emit(
-            "read",
+            AuditEvent::Read,
             Some(&s.id),
             json!({"tool": Tool::ClipboardRead.name(), "length": len}),
         );

@@ -1,5 +1,6 @@
 //! start_session, get_session_state, end_session, health_report.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -125,8 +126,11 @@ impl<B: Backend> Engine<B> {
                 if was_takeover {
                     self.after_takeover_lost(s, "switched_to_headless").await;
                 }
-                self.audit
-                    .emit("session.mode", Some(&s.id), json!({"input": "headless"}));
+                self.audit.emit(
+                    AuditEvent::SessionMode,
+                    Some(&s.id),
+                    json!({"input": "headless"}),
+                );
                 return Ok(Output::json(self.session_json(s)));
             }
         }
@@ -142,7 +146,7 @@ impl<B: Backend> Engine<B> {
                     .saturating_sub(now - at)
                     .div_ceil(1000);
                 self.audit.emit(
-                    "consent.cooldown",
+                    AuditEvent::ConsentCooldown,
                     Some(&s.id),
                     json!({"program_pid": s.program.pid, "seconds_left": left}),
                 );
@@ -156,7 +160,8 @@ impl<B: Backend> Engine<B> {
         }
         // One consent dialog at a time: a second host waits (not a denial).
         let slot = ConsentSlot::take(&self.consent_holder, &s.id).ok_or_else(|| {
-            self.audit.emit("consent.busy", Some(&s.id), json!({}));
+            self.audit
+                .emit(AuditEvent::ConsentBusy, Some(&s.id), json!({}));
             DriverError::new(
                 ErrorCode::LeaseHeld,
                 "another host's consent dialog is open",
@@ -211,7 +216,7 @@ impl<B: Backend> Engine<B> {
             core.consent_cancel = Some(cancel_tx);
         }
         self.audit.emit(
-            "consent.request",
+            AuditEvent::ConsentRequest,
             Some(&s.id),
             json!({"apps": apps.len(), "apps_ticked": apps.iter().filter(|a| a.ticked).count(),
                    "missing_requested": missing.len(), "program_pid": s.program.pid,
@@ -245,7 +250,7 @@ impl<B: Backend> Engine<B> {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(cooldown_key, self.now_ms());
                 self.audit.emit(
-                    "consent.answer",
+                    AuditEvent::ConsentAnswer,
                     Some(&s.id),
                     json!({"allow": false, "no_apps_ticked": a.allow}),
                 );
@@ -263,7 +268,7 @@ impl<B: Backend> Engine<B> {
                 // shown): no cooldown.
                 s.core().sm.deny(self.now_ms());
                 self.audit.emit(
-                    "consent.closed",
+                    AuditEvent::ConsentClosed,
                     Some(&s.id),
                     json!({"error": e.code.as_str()}),
                 );
@@ -360,19 +365,19 @@ impl<B: Backend> Engine<B> {
         self.spawn_lease_timer(s, lease_s);
         let sm = s.state();
         self.audit.emit(
-            "consent.answer",
+            AuditEvent::ConsentAnswer,
             Some(&s.id),
             json!({"allow": true, "apps": sm.grant.as_ref().map_or(0, |g| g.apps.len()),
                    "takeover": takeover_on, "clipboard_read": answer.clipboard}),
         );
         self.audit.emit(
-            "session.start",
+            AuditEvent::SessionStart,
             Some(&s.id),
             json!({"host": s.host, "peer_pid": s.peer_pid, "input": sm.input.as_str(), "lease_s": lease_s}),
         );
         if takeover_on {
             self.audit.emit(
-                "takeover.granted",
+                AuditEvent::TakeoverGranted,
                 Some(&s.id),
                 json!({"paused": sm.paused.is_some()}),
             );
