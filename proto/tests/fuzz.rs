@@ -380,9 +380,18 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         proptest::option::of((any::<u16>(), any::<u16>())),
         any::<bool>(),
         proptest::option::of(s()),
+        proptest::collection::vec(any::<u32>(), 0..3),
     )
         .prop_map(
-            |(display_ok, display, missing_extensions, xinput_version, atspi_ok, atspi_reason)| {
+            |(
+                display_ok,
+                display,
+                missing_extensions,
+                xinput_version,
+                atspi_ok,
+                atspi_reason,
+                pids_without_tree,
+            )| {
                 DesktopProbe {
                     display_ok,
                     display,
@@ -390,6 +399,7 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
                     xinput_version,
                     atspi_ok,
                     atspi_reason,
+                    pids_without_tree,
                 }
             },
         );

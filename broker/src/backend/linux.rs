@@ -478,6 +478,48 @@ pub fn session_type_of(
     }
 }
 
+/// The program name of a Chromium-based process (Chromium, Chrome, an Electron app), from
+/// `/proc/<pid>/exe`: the files every Chromium build ships next to its binary.
+fn chromium_program(pid: u32) -> Option<String> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let dir = exe.parent()?;
+    let shipped = |f: &str| dir.join(f).exists();
+    if shipped("icudtl.dat") && (shipped("resources.pak") || shipped("chrome_100_percent.pak")) {
+        Some(exe.file_name()?.to_string_lossy().into_owned())
+    } else {
+        None
+    }
+}
+
+/// The doctor's line on Chromium and Electron apps that show windows but expose no
+/// accessibility tree: they read the session's accessibility switch only when they start.
+fn invisible_chromium_probe(pids_without_tree: &[u32]) -> Probe {
+    let found: Vec<String> = pids_without_tree
+        .iter()
+        .filter_map(|pid| {
+            chromium_program(*pid)
+                .map(|name| format!("{} (pid {pid})", super::agents::clean_message(&name)))
+        })
+        .collect();
+    if found.is_empty() {
+        return Probe {
+            label: "chromium and electron apps".into(),
+            status: "ok".into(),
+            message:
+                "every running Chromium or Electron app with a window exposes an accessibility tree"
+                    .into(),
+        };
+    }
+    Probe {
+        label: "chromium and electron apps".into(),
+        status: "fail".into(),
+        message: format!(
+            "without an accessibility tree, so the driver cannot see them: {}. A Chromium-based program reads the session's accessibility switch once, when it starts, and these started while it was off: quit each and start it again with the environment variable ACCESSIBILITY_ENABLED=1, or after turning on assistive technologies",
+            found.join(", ")
+        ),
+    }
+}
+
 /// The reader agent's program name.
 const READER: &str = "nish-reader";
 /// The input agent's program name.
@@ -1107,6 +1149,9 @@ impl Backend for LinuxBackend {
                             super::agents::clean_message(&lockdown.landlock)
                         ),
                     });
+                    if p.display_ok && p.atspi_ok {
+                        probes.push(invisible_chromium_probe(&p.pids_without_tree));
+                    }
                     read_ok = p.display_ok && p.atspi_ok;
                     capture_ok = p.display_ok && composite;
                 }
