@@ -26,6 +26,7 @@ use crate::session::PausedReason;
 
 pub mod agents;
 pub mod linux;
+#[cfg(feature = "mock")]
 pub mod mock;
 
 /// How far (either axis) the pointer may be from where the driver put it before it counts as
