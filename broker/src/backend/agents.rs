@@ -151,7 +151,24 @@ where
         allow_no_landlock: bool,
         on_violation: OnViolation,
     ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
-        let path = agent_path(name);
+        Self::spawn_at(
+            name,
+            &agent_path(name),
+            role,
+            allow_no_landlock,
+            on_violation,
+        )
+        .await
+    }
+
+    /// [`Agent::spawn`] of the binary at `path` (tests start stand-ins this way).
+    pub async fn spawn_at(
+        name: &'static str,
+        path: &std::path::Path,
+        role: Role,
+        allow_no_landlock: bool,
+        on_violation: OnViolation,
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
         if !path.exists() {
             return Err(unavailable(
                 name,
@@ -160,7 +177,7 @@ where
         }
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| unavailable(name, e))?;
-        let mut cmd = Command::new(&path);
+        let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
         for k in ENV_WHITELIST {
@@ -269,7 +286,7 @@ where
                 .cloned()
                 .ok_or_else(|| unavailable(name, "its first message was not a lock-down report"))
         };
-        let report = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+        let mut report = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 kill(&child);
@@ -280,6 +297,35 @@ where
                 return Err(unavailable(name, "no hello within 10 s"));
             }
         };
+        // The kernel's view of a process the broker started decides; the agent's report is
+        // only believed where the kernel shows nothing (Landlock). The child is not reaped
+        // yet, so its pid names it.
+        if pid != 0 {
+            match super::procstatus::read(pid) {
+                Ok(k) => {
+                    if !k.complete() {
+                        kill(&child);
+                        return Err(DriverError::new(
+                            ErrorCode::BackendUnavailable,
+                            format!(
+                                "{name} did not lock down: the kernel shows no {}",
+                                k.missing()
+                            ),
+                        ));
+                    }
+                    report.no_new_privs &= k.no_new_privs;
+                    report.seccomp &= k.seccomp_filter;
+                    report.caps_empty &= k.caps_empty;
+                }
+                Err(e) => {
+                    kill(&child);
+                    return Err(unavailable(
+                        name,
+                        format!("its lock-down cannot be read from /proc: {e}"),
+                    ));
+                }
+            }
+        }
         if !report.acceptable(allow_no_landlock) {
             kill(&child);
             return Err(DriverError::new(

@@ -26,7 +26,9 @@ use crate::session::PausedReason;
 
 pub mod agents;
 pub mod linux;
+#[cfg(feature = "mock")]
 pub mod mock;
+pub mod procstatus;
 
 /// How far (either axis) the pointer may be from where the driver put it before it counts as
 /// the person's (contract §4.3).
