@@ -152,6 +152,10 @@ async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str]
     check(got == WRITTEN, f"xclip read {len(got)} characters, not the {len(WRITTEN)} written")
     check(xclip_text(env, "STRING") == "", "a text beyond Latin-1 is not offered as STRING")
     say(f"  a text beyond Latin-1: {len(WRITTEN)} characters as UTF8_STRING, STRING refused")
+    r = await read(c, ctl, True)
+    check(r.is_error is False and r.structured_content["text"] == WRITTEN,
+          "clipboard_read returns what clipboard_write put in the selection")
+    say("  clipboard_read (approved) of the driver's own selection: the same text")
 
     holder = Holder(env, OTHER)
     try:

@@ -1392,10 +1392,8 @@ mod tests {
     #[test]
     fn wayland_is_wayland_even_with_xwayland() {
         let w = ("wayland", Some("wayland_session_unsupported"));
-        let table: &[(
-            (Option<&str>, Option<&str>, Option<&str>),
-            (&str, Option<&str>),
-        )] = &[
+        type Env<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+        let table: &[(Env, (&str, Option<&str>))] = &[
             ((Some("wayland"), None, Some(":0")), w),
             ((None, Some("wayland-0"), Some(":0")), w),
             ((Some("x11"), Some("wayland-1"), Some(":1")), w),
