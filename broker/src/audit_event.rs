@@ -202,8 +202,12 @@ impl AuditEvent {
                 r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `duration_ms`"#
             }
             AuditEvent::Refusal => r#"`tool`, `code`, `retry`, `effect`"#,
-            AuditEvent::ApprovalRequest => r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#,
-            AuditEvent::ApprovalAnswer => r#"`id`, `approve`, `outcome` (`approved`, `denied`, `expired`, `cancelled`)"#,
+            AuditEvent::ApprovalRequest => {
+                r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#
+            }
+            AuditEvent::ApprovalAnswer => {
+                r#"`id`, `approve`, `outcome` (`approved`, `denied`, `expired`, `cancelled`)"#
+            }
             AuditEvent::TakeoverGranted => r#"`paused`"#,
             AuditEvent::TakeoverEnded => r#"`reason`"#,
             AuditEvent::TakeoverPaused => r#"`paused_reason`, `at_ms`"#,

@@ -163,9 +163,9 @@ def _spawn_with(fds: tuple[int, ...]):
 
 @asynccontextmanager
 async def host(shim: str, broker: Broker, name: str, version: str = "2025-11-25",
-               control: Control | None = None) -> AsyncIterator[Any]:
-    """An MCP client session with nish-mcp, negotiating `version`."""
-    args = ["--socket", broker.socket]
+               control: Control | None = None, extra: tuple[str, ...] = ()) -> AsyncIterator[Any]:
+    """An MCP client session with nish-mcp, negotiating `version` (`extra`: more shim flags)."""
+    args = ["--socket", broker.socket, *extra]
     fds: tuple[int, ...] = ()
     if control is not None:
         args += ["--control-fd", str(control.shim.fileno())]
