@@ -14,6 +14,7 @@ The person grants the session with a real click on the nested desktop. Then:
 - typing into "Search" needs no approval; typing into "Message" does, with the text's length
   and never the text;
 - the audit has the requests and answers with their outcomes, and not the typed text.
+- a process of the same user without capabilities cannot ptrace the broker or its agents.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ async def call_and_answer(c, ctl: h.Control, tool: str, args: dict, answer):
 
 
 async def run(ns: argparse.Namespace) -> None:
-    broker = h.Broker(ns.driver, "linux")
+    # Without capabilities, as the person's own programs run: only the broker's and agents'
+    # own defences keep other processes of the uid out (checked below with ptrace).
+    broker = h.Broker(ns.driver, "linux", no_caps=True)
     person = h.Person(broker.env)
     try:
         ctl = h.Control()
@@ -65,6 +68,11 @@ async def run(ns: argparse.Namespace) -> None:
                           extra=("--approve-consequential",)) as c:
             await h.start_with_consent(c, person, {"apps": [APP]})
             check(await status(c) == "Ready", "the app starts Ready")
+            # The reader, the indicator and (after a first act) the input agent run now.
+            r = await ok(c, "get_window_state", {"app": APP})
+            await ok(c, "type_text", {"element_token": find(r, "text", "Search")["element_token"],
+                                      "text": "x"})
+            h.check_ptrace_refused(broker)
 
             # 1. A denial sends nothing.
             r = await ok(c, "get_window_state", {"app": APP})
