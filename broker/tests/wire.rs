@@ -582,7 +582,6 @@ async fn attach(peer: Peer, script: Vec<u8>) -> (bool, Seen, UnixStream) {
                 role,
                 false,
                 broker,
-                None,
                 on,
             )
             .await;
@@ -600,7 +599,6 @@ async fn attach(peer: Peer, script: Vec<u8>) -> (bool, Seen, UnixStream) {
                 role,
                 false,
                 broker,
-                None,
                 on,
             )
             .await;
@@ -618,7 +616,6 @@ async fn attach(peer: Peer, script: Vec<u8>) -> (bool, Seen, UnixStream) {
                 role,
                 false,
                 broker,
-                None,
                 on,
             )
             .await;
