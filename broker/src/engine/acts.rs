@@ -240,6 +240,23 @@ fn verified_of(v: &Verify, after: Option<&Node>) -> bool {
     }
 }
 
+/// A type_text failure after its focusing click was sent: the act has partly happened, so a
+/// failure that says nothing happened (the typing refused before its first key, a re-read
+/// that failed) answers with an `unsafe` code and `effect: "stopped"`.
+fn after_focusing_click(e: DriverError) -> DriverError {
+    use nish_proto::errors::Retry;
+    let code = match e.code {
+        // The focus left the field between the click and the first key.
+        ErrorCode::Occluded => ErrorCode::FocusChanged,
+        c if matches!(c.retry(), Retry::Safe | Retry::AfterRefresh) => ErrorCode::AppNotResponding,
+        _ => return e,
+    };
+    let mut out = DriverError::new(code, format!("{}; the focusing click was sent", e.message))
+        .with_effect("stopped");
+    out.typed_characters = Some(0);
+    out
+}
+
 /// The topmost visible window at a screen point.
 fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
     all.iter()
@@ -317,7 +334,7 @@ impl<B: Backend> Engine<B> {
             ..WalkLimits::default()
         };
         let light = self
-            .bounded(
+            .bounded_read(
                 "re-reading the window",
                 self.backend.read_tree(&window, limits),
             )
@@ -790,7 +807,7 @@ impl<B: Backend> Engine<B> {
     /// Refuses a pointer act whose point another window covers.
     async fn hit_test(&self, window: &WindowInfo, x: i32, y: i32) -> Result<(), DriverError> {
         let all = self
-            .bounded("listing windows", self.backend.list_windows())
+            .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         match topmost_at(&all, x, y) {
             Some(top) if top.window_id == window.window_id => Ok(()),
@@ -808,13 +825,16 @@ impl<B: Backend> Engine<B> {
     /// The approved window that has the keyboard focus.
     async fn focused_approved(&self, s: &Session) -> Result<WindowInfo, DriverError> {
         let all = self
-            .bounded("listing windows", self.backend.list_windows())
+            .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         let Some(w) = all.into_iter().find(|w| w.active) else {
+            // Nothing was sent: focus_changed (unsafe) would say something may have happened.
+            // The remedy is occluded's: read again, bring the window to the front.
             return Err(DriverError::new(
-                ErrorCode::FocusChanged,
-                "no window has the keyboard focus",
-            ));
+                ErrorCode::Occluded,
+                "no window has the keyboard focus; nothing was sent",
+            )
+            .with_effect("refused"));
         };
         if !self.in_scope(s, &w) {
             return Err(DriverError::new(
@@ -911,7 +931,7 @@ impl<B: Backend> Engine<B> {
                             },
                         )
                         .await?;
-                        self.wait_focused(&t).await?;
+                        self.wait_focused(&t).await.map_err(after_focusing_click)?;
                         let text = args["text"].as_str().unwrap_or_default().to_string();
                         let before = t.node.value.clone().unwrap_or_default();
                         (
@@ -925,7 +945,12 @@ impl<B: Backend> Engine<B> {
                     .get("text")
                     .and_then(Value::as_str)
                     .map(|t| t.chars().count());
-                self.send_synthetic(s, &t.window, op).await?;
+                let sent = self.send_synthetic(s, &t.window, op).await;
+                if tool == "type_text" {
+                    sent.map_err(after_focusing_click)?;
+                } else {
+                    sent?;
+                }
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(s, tool, args, &t, verify, path.into(), true, text_len, ms)
                     .await
@@ -1038,9 +1063,12 @@ impl<B: Backend> Engine<B> {
                     },
                 )
                 .await?;
+                // The raise was sent: a listing that fails now leaves it unverified (dispatched),
+                // never a refusal that would say nothing happened.
                 let all = self
                     .bounded("listing windows", self.backend.list_windows())
-                    .await?;
+                    .await
+                    .unwrap_or_default();
                 let now = all.iter().find(|x| x.window_id == w.window_id);
                 let top = all.iter().filter(|x| x.visible).max_by_key(|x| x.stacking);
                 let verified = now.is_some_and(|x| x.active)
@@ -1079,7 +1107,7 @@ impl<B: Backend> Engine<B> {
                         (w.frame.x + x, w.frame.y + y, w)
                     } else {
                         let all = self
-                            .bounded("listing windows", self.backend.list_windows())
+                            .bounded_read("listing windows", self.backend.list_windows())
                             .await?;
                         let w = topmost_at(&all, x, y).cloned().ok_or_else(|| {
                             DriverError::new(

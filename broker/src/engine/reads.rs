@@ -39,7 +39,7 @@ impl<B: Backend> Engine<B> {
         s: &Session,
     ) -> Result<(Vec<WindowInfo>, Vec<WindowInfo>), DriverError> {
         let all = self
-            .bounded("listing windows", self.backend.list_windows())
+            .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         let approved = all
             .iter()
@@ -161,7 +161,7 @@ impl<B: Backend> Engine<B> {
         w: &WindowInfo,
     ) -> Result<Arc<Snapshot>, DriverError> {
         let tree: Tree = self
-            .bounded(
+            .bounded_read(
                 "reading the window",
                 self.backend.read_tree(w, WalkLimits::default()),
             )
@@ -189,9 +189,10 @@ impl<B: Backend> Engine<B> {
             return Err(bad("another window"));
         }
         if tree.nodes.is_empty() {
+            // A read changes nothing: the same call may be sent again (retry safe).
             return Err(DriverError::new(
-                ErrorCode::AppNotResponding,
-                "the app gave no accessible tree for the window",
+                ErrorCode::RateLimited,
+                "the app gave no accessible tree for the window; nothing was changed; retry in 1000 ms",
             ));
         }
         if tree.nodes.len() > nish_proto::model::WALK_MAX_ELEMENTS {
@@ -263,7 +264,7 @@ impl<B: Backend> Engine<B> {
             .collect();
         let window = &snap.tree.window;
         let c = self
-            .bounded(
+            .bounded_read(
                 "capturing the window",
                 self.backend.capture(window, secure.clone()),
             )
@@ -274,7 +275,7 @@ impl<B: Backend> Engine<B> {
             ..WalkLimits::default()
         };
         let after = self
-            .bounded(
+            .bounded_read(
                 "re-reading the window",
                 self.backend.read_tree(window, light),
             )
