@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The benchmarks (release build): reads by nish-reader beside a Python pyatspi walker on
 # gtk3-widget-factory, gtk4-demo and dense Chromium pages, with the text sizes of full and
-# skeleton reads; acts; and the takeover (hand-back, indicator removal, a foreground click;
-# see docs/performance.md). Figures print as markdown tables.
+# skeleton reads; reads of big windows (a 50,000-row GTK 3 list, a Chromium page of 20,000
+# buttons) with the app's CPU; acts; and the takeover (hand-back, indicator removal, a
+# foreground click; see docs/performance.md). Figures print as markdown tables.
 #
 #   scripts/bench.sh            # NISH_BENCH_REPEATS=7 by default
 set -euo pipefail
@@ -12,5 +13,6 @@ scripts/ensure-deps.sh
 unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || true
 cargo build --release --workspace --bins
 cargo bench -p nish-tests --bench reads
+cargo bench -p nish-tests --bench big_reads
 cargo bench -p nish-tests --bench acts
 cargo bench -p nish-tests --bench takeover

@@ -12,7 +12,7 @@
 //!
 //! Events carry identifiers, kinds, paths, counts and lengths. They never carry typed text,
 //! clipboard text, values or app text (the callers only pass such fields; the [`Audit::emit`]
-//! signature takes JSON so the event list in docs/audit.md is the whole vocabulary). Journald
+//! event is an [`AuditEvent`], whose table docs/audit.md shows). Journald
 //! field values are cut to [`MAX_FIELD_BYTES`].
 //!
 //! The audit knows whether it works: [`Audit::check`] fails when no sink could be opened or the
@@ -30,36 +30,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-/// Every event name the broker emits (docs/audit.md lists their fields).
-pub const EVENTS: &[&str] = &[
-    "broker.start",
-    "broker.stop",
-    "connection.refused",
-    "session.start",
-    "session.end",
-    "session.mode",
-    "consent.request",
-    "consent.answer",
-    "consent.closed",
-    "consent.cooldown",
-    "consent.busy",
-    "read",
-    "act",
-    "refusal",
-    "approval.request",
-    "approval.answer",
-    "takeover.granted",
-    "takeover.ended",
-    "takeover.paused",
-    "takeover.resumed",
-    "control.refused",
-    "lease.expired",
-    "stop",
-    "agent.start",
-    "agent.refused",
-    "agent.exit",
-    "audit.resumed",
-];
+pub use crate::audit_event::AuditEvent;
 
 /// Longest journald field value, in bytes; longer values are cut (at a character boundary).
 pub const MAX_FIELD_BYTES: usize = 512;
@@ -356,8 +327,9 @@ impl Audit {
         let result = reopened.and_then(|(sink, where_)| {
             st.sink = sink;
             st.where_ = where_;
-            let obj = self.record("audit.resumed", None, json!({"lost": st.lost}));
-            st.write("audit.resumed", None, &obj)
+            let event = AuditEvent::AuditResumed.name();
+            let obj = self.record(event, None, json!({"lost": st.lost}));
+            st.write(event, None, &obj)
         });
         match result {
             Ok(()) => {
@@ -419,8 +391,8 @@ impl Audit {
 
     /// Writes one event. `fields` is a JSON object of identifiers, kinds, counts and lengths.
     /// A failed write marks the audit failed until [`Audit::check`] gets it working again.
-    pub fn emit(&self, event: &'static str, session: Option<&str>, fields: Value) {
-        debug_assert!(EVENTS.contains(&event), "unlisted audit event {event}");
+    pub fn emit(&self, event: AuditEvent, session: Option<&str>, fields: Value) {
+        let event = event.name();
         let obj = self.record(event, session, fields);
         let mut st = self.lock();
         if self.recover(&mut st).is_err() {
@@ -460,7 +432,7 @@ mod tests {
             Reopen::Journal(path.clone()),
         );
         a.emit(
-            "act",
+            AuditEvent::Act,
             Some("mcp:h:1"),
             json!({"kind": "click", "text_len": 5}),
         );
@@ -473,7 +445,7 @@ mod tests {
         assert!(msg.contains("NISH_KIND=click\n"));
         assert!(msg.contains("NISH_TEXT_LEN=5\n"));
         // Values are bounded: a long one arrives cut, every line within the bound.
-        a.emit("refusal", None, json!({"code": "é".repeat(2000)}));
+        a.emit(AuditEvent::Refusal, None, json!({"code": "é".repeat(2000)}));
         let n = server.recv(&mut buf).unwrap();
         let msg = String::from_utf8(buf[..n].to_vec()).unwrap();
         let code = msg.lines().find(|l| l.starts_with("NISH_CODE=")).unwrap();
@@ -486,7 +458,7 @@ mod tests {
         // The journal goes away: the audit fails, and says so until it is back.
         drop(server);
         std::fs::remove_file(&path).unwrap();
-        a.emit("act", None, json!({}));
+        a.emit(AuditEvent::Act, None, json!({}));
         let why = a.check().unwrap_err();
         assert!(why.contains("journald"), "{why}");
         // Back: the next check after the pause reopens it and records the gap.
@@ -514,7 +486,7 @@ mod tests {
             Reopen::File(path.clone()),
         );
         assert!(a.check().is_err());
-        a.emit("act", None, json!({}));
+        a.emit(AuditEvent::Act, None, json!({}));
         // Fix the path: the next check (after the retry pause) reopens and records the gap.
         std::fs::remove_file(&blocker).unwrap();
         std::thread::sleep(RETRY_EVERY);

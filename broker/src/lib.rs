@@ -6,6 +6,7 @@
 //! Linux one (sandboxed agents) or the in-process mock desktop for contract tests.
 //!
 //! - [`session`]: the pure session state machine (property-tested);
+//! - [`policy`]: the one judge of every call (table-tested, its table in docs/architecture.md);
 //! - [`views`] and [`snapshots`]: full, skeleton and root views of one walk, tokens, diffs;
 //! - [`engine`]: every tool, judged, executed, verified and audited;
 //! - [`server`]: the Unix socket (0700 directory, same uid only, hello first, bounded);
@@ -16,12 +17,14 @@
 
 pub mod assistive;
 pub mod audit;
+pub mod audit_event;
 pub mod backend;
 pub mod conn;
 pub mod credentials;
 pub mod engine;
 pub mod notify;
 pub mod peer;
+pub mod policy;
 pub mod server;
 pub mod session;
 pub mod snapshots;

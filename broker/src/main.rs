@@ -1,5 +1,6 @@
 //! `nish-driver`: the broker daemon (`serve`) and its terminal commands.
 
+use nish_broker::audit_event::AuditEvent;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -130,7 +131,7 @@ async fn serve<B: Backend>(backend: B, socket: PathBuf, cfg: EngineConfig) -> an
     engine.spawn_event_loop();
     engine.backend.start();
     engine.audit.emit(
-        "broker.start",
+        AuditEvent::BrokerStart,
         None,
         json!({"backend": kind.as_str(), "pid": std::process::id()}),
     );
@@ -148,7 +149,7 @@ async fn serve<B: Backend>(backend: B, socket: PathBuf, cfg: EngineConfig) -> an
     let _ = nish_broker::notify::notify("STOPPING=1");
     accept.abort();
     engine.stop_all("shutdown").await;
-    engine.audit.emit("broker.stop", None, json!({}));
+    engine.audit.emit(AuditEvent::BrokerStop, None, json!({}));
     let _ = std::fs::remove_file(&socket);
     Ok(())
 }

@@ -15,6 +15,7 @@
 //! - client frame bytes held at once, for the whole broker: a frame's body is read only when
 //!   the budget has room for it, and its bytes count until its call is done.
 
+use crate::audit_event::AuditEvent;
 use std::collections::HashMap;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -179,9 +180,11 @@ impl<B: Backend> Shared<B> {
     }
 
     fn violation(&self, v: Violation, peer: Option<Peer>, pid: u32) {
-        self.engine
-            .audit
-            .emit("connection.refused", None, v.audit_fields(peer, pid));
+        self.engine.audit.emit(
+            AuditEvent::ConnectionRefused,
+            None,
+            v.audit_fields(peer, pid),
+        );
     }
 
     /// Reserves budget for a body of `len` bytes (waits while the broker holds too much).
@@ -232,7 +235,7 @@ pub async fn accept_loop_with<B: Backend>(
         };
         if cred.uid() != uid() {
             shared.engine.audit.emit(
-                "connection.refused",
+                AuditEvent::ConnectionRefused,
                 None,
                 json!({"peer_uid": cred.uid(), "reason": "other_user"}),
             );
@@ -242,7 +245,7 @@ pub async fn accept_loop_with<B: Backend>(
         let slot = shared.slot(cred.uid());
         if slot.is_none() && shared.refusing.load(Ordering::Relaxed) >= MAX_REFUSING {
             shared.engine.audit.emit(
-                "connection.refused",
+                AuditEvent::ConnectionRefused,
                 None,
                 json!({"peer_pid": pid, "reason": "too_many_connections"}),
             );
@@ -328,7 +331,7 @@ async fn refuse_over_limit<B: Backend>(shared: &Shared<B>, mut stream: UnixStrea
         return;
     };
     shared.engine.audit.emit(
-        "connection.refused",
+        AuditEvent::ConnectionRefused,
         None,
         json!({"peer_pid": pid, "peer": hello.role.as_str(), "reason": "too_many_connections"}),
     );
@@ -696,7 +699,7 @@ async fn shim_loop<B: Backend>(
                     let e = DriverError::new(ErrorCode::RateLimited, why);
                     let known = nish_proto::tools::tool(&tool).map_or("unknown", |t| t.name);
                     engine.audit.emit(
-                        "refusal",
+                        AuditEvent::Refusal,
                         Some(&s.id),
                         json!({"tool": known, "code": e.code.as_str(),
                                "retry": e.code.retry().as_str(), "effect": e.effect}),

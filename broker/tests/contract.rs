@@ -930,7 +930,7 @@ async fn audit_has_one_event_per_step_and_no_text() {
     let raw = std::fs::read_to_string(&f.audit_path).unwrap();
     assert!(!raw.contains("sekrit"));
     for e in f.audit() {
-        assert!(nish_broker::audit::EVENTS.contains(&e["event"].as_str().unwrap()));
+        assert!(nish_broker::audit::AuditEvent::from_name(e["event"].as_str().unwrap()).is_some());
     }
 }
 

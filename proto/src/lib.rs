@@ -6,6 +6,8 @@
 //! - [`errors`]: the error table, each code with its retry disposition and fixed suggestion;
 //! - [`tools`]: every tool's name, description, input schema and MCP annotations, and
 //!   [`validate`], which checks arguments against those same schemas;
+//! - [`call`]: the [`call::Tool`] enum and [`call::Call`], a tool call decoded once into typed
+//!   arguments; [`control`]: the host's control verbs, typed;
 //! - [`schemas`]: the output schema of every tool and of the error envelope;
 //! - [`doctor`]: the backend registry, capabilities and the doctor report with its schema;
 //! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
@@ -20,6 +22,8 @@
 
 #![warn(missing_docs)]
 
+pub mod call;
+pub mod control;
 pub mod credentials;
 pub mod docs;
 pub mod doctor;

@@ -5,7 +5,8 @@
 //!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump] [--sandbox] [--multi-thread]
 //! ```
 //!
-//! Needs `DISPLAY` and `DBUS_SESSION_BUS_ADDRESS` (or `AT_SPI_BUS_ADDRESS`). `--dump` prints the
+//! Needs `DISPLAY` and `DBUS_SESSION_BUS_ADDRESS` (or `AT_SPI_BUS_ADDRESS`); `NISH_LOG=debug`
+//! prints the walk's log on standard error. `--dump` prints the
 //! last tree, one row a line (depth, role, name, states, frame, actions, value), for comparing
 //! with another walker. `--sandbox` locks the process down first, as the agent is;
 //! `--multi-thread` runs on two worker threads instead of one.
@@ -46,6 +47,13 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Vec<String>) -> anyhow::Result<()> {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("NISH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let n: usize = arg(&args, "-n")
         .map(|v| v.parse())
         .transpose()?
@@ -111,7 +119,7 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
     println!(
         "window={} pid={} nodes={} truncated={:?} runs={} min_ms={:.1} median_ms={:.1} first_ms={:.1} \
          cache={} cache_items={} realized={} live_objects={} detail_calls={} p2p={} toolkit={}/{} \
-         ms_frame={} ms_structure={} ms_total={}",
+         ms_cache={} ms_frame={} ms_structure={} ms_total={}",
         w.id,
         w.pid,
         tree.nodes.len(),
@@ -128,6 +136,7 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
         stats.p2p,
         stats.toolkit.0,
         stats.toolkit.1,
+        stats.ms_cache,
         stats.ms_frame,
         stats.ms_structure,
         stats.ms_total

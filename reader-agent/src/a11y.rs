@@ -7,10 +7,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nish_proto::model::{Ifaces, Rect, State, WindowInfo};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify, Semaphore};
 use zbus::Connection;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
@@ -28,6 +28,12 @@ pub const ROOT_PATH: &str = "/org/a11y/atspi/accessible/root";
 pub const SETUP_TIMEOUT: Duration = Duration::from_millis(1500);
 /// Timeout of one peer-to-peer connection attempt.
 pub const P2P_TIMEOUT: Duration = Duration::from_millis(500);
+/// After a failed connection to the accessibility bus, requests fail at once with the same
+/// problem for this long instead of each trying again in turn.
+pub const BUS_RETRY: Duration = Duration::from_secs(2);
+/// An application name that was not given in time is asked again after this long (an app
+/// that is starting, or busy, answers later).
+pub const NAME_RETRY: Duration = Duration::from_secs(3);
 
 /// Why the accessibility bus is not usable (the doctor's reason codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +119,36 @@ pub async fn connect_bus() -> Result<Connection, BusProblem> {
 struct AppEntry {
     pid: Option<u32>,
     name: Option<String>,
+    /// When its name was last asked for, while no name is known.
+    name_asked: Option<Instant>,
+    /// A name lookup is in flight.
+    name_pending: bool,
+    /// The last name lookup got no answer in time.
+    name_failed: bool,
     p2p: P2p,
+}
+
+impl AppEntry {
+    fn new(pid: Option<u32>) -> AppEntry {
+        AppEntry {
+            pid,
+            name: None,
+            name_asked: None,
+            name_pending: false,
+            name_failed: false,
+            p2p: P2p::Untried,
+        }
+    }
+}
+
+/// The registered applications by bus name.
+type Apps = Arc<Mutex<HashMap<String, AppEntry>>>;
+
+/// The accessibility bus connection, or the last failure to make one.
+#[derive(Debug, Default)]
+struct BusSlot {
+    conn: Option<Connection>,
+    failed: Option<(Instant, BusProblem)>,
 }
 
 #[derive(Clone, Debug)]
@@ -149,13 +184,27 @@ impl AppLink {
 /// applications seen so far, and their direct links.
 #[derive(Debug, Default)]
 pub struct A11y {
-    bus: Mutex<Option<Connection>>,
-    apps: Mutex<HashMap<String, AppEntry>>,
+    bus: Mutex<BusSlot>,
+    apps: Apps,
+    /// Woken whenever a name lookup ends.
+    names: Arc<Notify>,
     events_registered: Mutex<bool>,
     actions: Arc<ActionNames>,
     secure: Arc<crate::secure::SecureMemory>,
     frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
+    flights: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
+    caches: std::sync::Mutex<HashMap<String, Instant>>,
 }
+
+/// How long an application whose cache did not answer within half a walk's budget is walked
+/// live instead. `Cache.GetItems` lists every object of the whole application: Chromium takes
+/// most of a second for a page of 20,000 buttons, and an application many times larger would
+/// spend every walk's budget on it.
+pub const CACHE_SKIP_FOR: Duration = Duration::from_secs(60);
+/// Calls in flight to one application at once, over every walk of it: enough to keep a fast
+/// application busy, few enough that a slow one has little left to answer once a walk has
+/// given up on it (the calls still queued in it are answered into the void).
+pub const APP_IN_FLIGHT: usize = 32;
 
 /// A window's top-level accessible found before, checked again before each use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,15 +283,29 @@ impl A11y {
         Arc::new(A11y::default())
     }
 
-    /// The bus connection, connecting when there is none.
+    /// The bus connection, connecting when there is none (and when the last attempt did not
+    /// just fail: see [`BUS_RETRY`]).
     pub async fn bus(&self) -> Result<Connection, BusProblem> {
         let mut guard = self.bus.lock().await;
-        if let Some(c) = guard.as_ref() {
+        if let Some(c) = guard.conn.as_ref() {
             return Ok(c.clone());
         }
-        let c = connect_bus().await?;
-        *guard = Some(c.clone());
-        Ok(c)
+        if let Some((at, problem)) = guard.failed
+            && at.elapsed() < BUS_RETRY
+        {
+            return Err(problem);
+        }
+        match connect_bus().await {
+            Ok(c) => {
+                guard.conn = Some(c.clone());
+                guard.failed = None;
+                Ok(c)
+            }
+            Err(problem) => {
+                guard.failed = Some((Instant::now(), problem));
+                Err(problem)
+            }
+        }
     }
 
     /// The action-name memory.
@@ -255,14 +318,41 @@ impl A11y {
         self.secure.clone()
     }
 
+    /// False while the application's cache is known to be too slow to ask.
+    pub fn use_cache(&self, bus_name: &str) -> bool {
+        let map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(bus_name)
+            .is_none_or(|since| since.elapsed() >= CACHE_SKIP_FOR)
+    }
+
+    /// Remembers that the application's cache was too slow.
+    pub fn skip_cache(&self, bus_name: &str) {
+        let mut map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= FRAME_MEMORY {
+            map.clear();
+        }
+        map.insert(bus_name.to_string(), Instant::now());
+    }
+
+    /// The limit of calls in flight to one application (see [`APP_IN_FLIGHT`]).
+    pub fn flights(&self, bus_name: &str) -> Arc<Semaphore> {
+        let mut map = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(bus_name.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(APP_IN_FLIGHT)))
+            .clone()
+    }
+
     /// Forgets the bus connection (after it failed) so the next request reconnects.
     pub async fn reset_bus(&self) {
-        *self.bus.lock().await = None;
+        self.bus.lock().await.conn = None;
         self.apps.lock().await.clear();
     }
 
-    /// The registered applications with pid and name. New bus names are looked up together;
-    /// known ones come from memory (bus names are never reused).
+    /// The registered applications with their pids, and their names as far as known. Pids of
+    /// new bus names come from the bus itself, which always answers; names come from the
+    /// applications, so they are asked for in the background (see [`A11y::names_by_pid`]) and a
+    /// hung application delays nobody. Known bus names come from memory (bus names are never
+    /// reused).
     pub async fn apps(&self) -> Result<Vec<AppRef>, Failure> {
         let bus = self.bus().await.map_err(|p| p.failure())?;
         let children: Vec<(String, OwnedObjectPath)> = match call(
@@ -308,31 +398,13 @@ impl A11y {
                 )
                 .await
                 .ok();
-                let app_name = get_string_prop(
-                    &bus,
-                    Some(&name),
-                    ROOT_PATH,
-                    "org.a11y.atspi.Accessible",
-                    "Name",
-                    SETUP_TIMEOUT,
-                )
-                .await
-                .ok()
-                .map(|n| crate::states::clip_chars(n, NAME_MAX_CHARS));
-                (name, pid, app_name)
+                (name, pid)
             }
         })
         .await;
         let mut apps = self.apps.lock().await;
-        for (name, pid, app_name) in looked_up.into_iter().flatten() {
-            apps.insert(
-                name,
-                AppEntry {
-                    pid,
-                    name: app_name,
-                    p2p: P2p::Untried,
-                },
-            );
+        for (name, pid) in looked_up.into_iter().flatten() {
+            apps.entry(name).or_insert_with(|| AppEntry::new(pid));
         }
         // Forget applications that left.
         let gone: Vec<String> = apps
@@ -344,7 +416,14 @@ impl A11y {
             apps.remove(&g);
             self.actions.forget_app(&g);
             self.secure.forget_app(&g);
+            if let Ok(mut f) = self.flights.lock() {
+                f.remove(&g);
+            }
+            if let Ok(mut c) = self.caches.lock() {
+                c.remove(&g);
+            }
         }
+        self.ask_names(&bus, &mut apps);
         Ok(names
             .iter()
             .filter_map(|n| {
@@ -357,19 +436,78 @@ impl A11y {
             .collect())
     }
 
-    /// The application names by pid (the first registered application of each pid).
-    pub async fn names_by_pid(&self) -> HashMap<u32, String> {
-        let mut out = HashMap::new();
-        if let Ok(apps) = self.apps().await {
-            for a in apps {
-                if let (Some(pid), Some(name)) = (a.pid, a.name)
-                    && !name.is_empty()
-                {
-                    out.entry(pid).or_insert(name);
+    /// Starts a name lookup for every application whose name is not known, none is in flight
+    /// and none was asked for in the last [`NAME_RETRY`]. Each ends after [`SETUP_TIMEOUT`].
+    fn ask_names(&self, bus: &Connection, apps: &mut HashMap<String, AppEntry>) {
+        for (bus_name, e) in apps.iter_mut() {
+            let due = e.name.is_none()
+                && !e.name_pending
+                && e.name_asked.is_none_or(|t| t.elapsed() >= NAME_RETRY);
+            if !due {
+                continue;
+            }
+            e.name_pending = true;
+            e.name_asked = Some(Instant::now());
+            let (bus, bus_name) = (bus.clone(), bus_name.clone());
+            let (apps, names) = (self.apps.clone(), self.names.clone());
+            tokio::spawn(async move {
+                let got = get_string_prop(
+                    &bus,
+                    Some(&bus_name),
+                    ROOT_PATH,
+                    "org.a11y.atspi.Accessible",
+                    "Name",
+                    SETUP_TIMEOUT,
+                )
+                .await;
+                if let Some(e) = apps.lock().await.get_mut(&bus_name) {
+                    e.name_pending = false;
+                    e.name_failed = got.is_err();
+                    if let Ok(n) = got {
+                        e.name = Some(crate::states::clip_chars(n, NAME_MAX_CHARS));
+                    }
+                }
+                names.notify_waiters();
+            });
+        }
+    }
+
+    /// The application names of the processes `pids` (the first registered application of each
+    /// pid with a name), waiting at most `wait`: for the registry, and for the first answers of
+    /// applications asked for their names just now. Names known from before are there at once;
+    /// an application that did not answer before is not waited for again.
+    pub async fn names_by_pid(&self, pids: &[u32], wait: Duration) -> HashMap<u32, String> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let order: Vec<String> = match tokio::time::timeout_at(deadline, self.apps()).await {
+            Ok(Ok(apps)) => apps.into_iter().map(|a| a.bus_name).collect(),
+            // The registry did not answer in time: what is known stands.
+            _ => self.apps.lock().await.keys().cloned().collect(),
+        };
+        loop {
+            let woken = self.names.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let mut out = HashMap::new();
+            let mut waiting = false;
+            {
+                let apps = self.apps.lock().await;
+                for e in order.iter().filter_map(|n| apps.get(n)) {
+                    let Some(pid) = e.pid.filter(|p| pids.contains(p)) else {
+                        continue;
+                    };
+                    match &e.name {
+                        Some(name) if !name.is_empty() => {
+                            out.entry(pid).or_insert_with(|| name.clone());
+                        }
+                        Some(_) => {}
+                        None => waiting |= e.name_pending && !e.name_failed,
+                    }
                 }
             }
+            if !waiting || tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return out;
+            }
         }
-        out
     }
 
     /// A link to the application: peer-to-peer when the application offers it (tried once per
@@ -519,6 +657,16 @@ pub async fn props(link: &AppLink, path: &str, timeout: Duration) -> Result<Prop
         call::<_, Vec<u32>>(c, dest, path, Read::GetState, &(), timeout),
         call::<_, Vec<String>>(c, dest, path, Read::GetInterfaces, &(), timeout),
     );
+    props_from(role, all, states, ifaces)
+}
+
+/// [`Props`] from the answers of the four calls that read them.
+pub fn props_from(
+    role: Result<u32, CallError>,
+    all: Result<HashMap<String, OwnedValue>, CallError>,
+    states: Result<Vec<u32>, CallError>,
+    ifaces: Result<Vec<String>, CallError>,
+) -> Result<Props, CallError> {
     let mut all = all?;
     let name = all
         .remove("Name")

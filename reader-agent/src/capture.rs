@@ -22,6 +22,7 @@
 //! the cut), and checks after the capture that no secure field appeared that its walk did not
 //! name.
 
+use crate::server::blocking;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,14 +135,6 @@ fn split_handle(h: &str) -> Result<(&str, &str), Failure> {
     h.split_once('|')
         .filter(|(b, p)| !b.is_empty() && p.starts_with('/'))
         .ok_or_else(|| Failure::internal("a secure field's handle is malformed"))
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|_| Failure::internal("X11 task failed"))?
 }
 
 /// Reads one object's bounds (extents and states) on its link.

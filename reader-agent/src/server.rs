@@ -24,9 +24,17 @@ use crate::walk::{self, XGeometry};
 use crate::x11::X11;
 
 /// Tree reads served at the same time; more wait their turn.
-pub const CONCURRENT_WALKS: usize = 4;
+pub const CONCURRENT_WALKS: usize = 6;
+/// Tree reads of one application (one pid) served at the same time: an application that does
+/// not answer holds no more than this many of the reader's turns, so reads of the others go on.
+pub const WALKS_PER_APP: usize = 2;
 /// How long the window list waits for application names from the accessibility bus.
 pub const NAMES_WAIT: Duration = Duration::from_millis(400);
+/// How long any request waits for the X server (a server another client has grabbed answers
+/// nobody); the connection is made anew for the next request.
+pub const X11_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a probe waits for the accessibility bus.
+pub const PROBE_BUS_WAIT: Duration = Duration::from_secs(3);
 
 /// The reader's state shared by its requests.
 #[derive(Debug)]
@@ -35,6 +43,7 @@ pub struct Reader {
     x11: Mutex<Option<Arc<X11>>>,
     captures: Mutex<RateLimiter>,
     walks: Semaphore,
+    app_walks: Mutex<std::collections::HashMap<u32, Arc<Semaphore>>>,
 }
 
 impl Default for Reader {
@@ -44,16 +53,20 @@ impl Default for Reader {
             x11: Mutex::new(None),
             captures: Mutex::new(RateLimiter::captures()),
             walks: Semaphore::new(CONCURRENT_WALKS),
+            app_walks: Mutex::new(std::collections::HashMap::new()),
         }
     }
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs X11 work on a blocking thread, for at most [`X11_TIMEOUT`] (a thread the server never
+/// answers stays blocked; the request does not).
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|_| Failure::internal("X11 task failed"))?
+    match tokio::time::timeout(X11_TIMEOUT, tokio::task::spawn_blocking(f)).await {
+        Ok(r) => r.map_err(|_| Failure::internal("X11 task failed"))?,
+        Err(_) => Err(Failure::backend("the X server did not answer in time")),
+    }
 }
 
 impl Reader {
@@ -92,9 +105,8 @@ impl Reader {
         let wins = blocking(move || x.list_windows())
             .await
             .inspect_err(|f| self.x11_failed(f))?;
-        let names = tokio::time::timeout(NAMES_WAIT, self.a11y.names_by_pid())
-            .await
-            .unwrap_or_default();
+        let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
+        let names = self.a11y.names_by_pid(&pids, NAMES_WAIT).await;
         Ok(wins
             .into_iter()
             .enumerate()
@@ -117,11 +129,40 @@ impl Reader {
         window: &WindowInfo,
         limits: &WalkLimits,
     ) -> Result<(nish_proto::model::Tree, walk::WalkStats), Failure> {
-        let _permit = self
-            .walks
-            .acquire()
-            .await
-            .map_err(|_| Failure::internal("walk queue closed"))?;
+        // A read waits its turn (for its app, then among all reads) no longer than its budget.
+        let budget = Duration::from_millis(crate::tree::clamp_limits(limits).budget_ms);
+        let app_turns = {
+            let mut m = self
+                .app_walks
+                .lock()
+                .map_err(|_| Failure::internal("lock"))?;
+            if m.len() >= 1024 {
+                m.retain(|_, s| s.available_permits() < WALKS_PER_APP);
+            }
+            m.entry(window.pid)
+                .or_insert_with(|| Arc::new(Semaphore::new(WALKS_PER_APP)))
+                .clone()
+        };
+        let _app_turn = match tokio::time::timeout(budget, app_turns.acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(Failure::internal("walk queue closed")),
+            Err(_) => {
+                return Err(Failure::not_responding(format!(
+                    "the application of pid {} is still answering earlier reads",
+                    window.pid
+                )));
+            }
+        };
+        let _permit = match tokio::time::timeout(budget, self.walks.acquire()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(Failure::internal("walk queue closed")),
+            Err(_) => {
+                return Err(Failure::new(
+                    ErrorCode::Timeout,
+                    "the reader is busy with other reads",
+                ));
+            }
+        };
         let win = u32::try_from(window.window_id).map_err(|_| {
             Failure::not_found(format!("window {} does not exist", window.window_id))
         })?;
@@ -194,9 +235,12 @@ impl Reader {
                 Err(f) => self.x11_failed(&f),
             }
         }
-        match a11y::connect_bus().await {
-            Ok(_) => p.atspi_ok = true,
-            Err(problem) => p.atspi_reason = Some(problem.reason().to_string()),
+        match tokio::time::timeout(PROBE_BUS_WAIT, a11y::connect_bus()).await {
+            Ok(Ok(_)) => p.atspi_ok = true,
+            Ok(Err(problem)) => p.atspi_reason = Some(problem.reason().to_string()),
+            Err(_) => {
+                p.atspi_reason = Some(a11y::BusProblem::Unreachable.reason().to_string());
+            }
         }
         p
     }

@@ -3,8 +3,14 @@
 //!
 //! A walk alternates between [`plan`] (which of the objects the limits admit still have
 //! children nobody has read) and fetching those children, until nothing admitted is pending or
-//! time runs out; then a final [`plan`] numbers the rows. A final plan is always a prefix of the
-//! window's document order: it stops at the first object whose children could not be read.
+//! time runs out; then a final [`plan`] numbers the rows.
+//!
+//! No container gives more than [`MAX_CHILDREN`] rows: a huge list (a 50,000-row table, a page
+//! of 20,000 buttons) is cut to its first children and the numbering goes on after it, so the
+//! landmarks that follow it (a status bar, a tool bar) are still read. An object whose children
+//! could not be read (time ran out, or the app stopped answering) is numbered as a leaf and the
+//! numbering goes on with what was read after it. Either way the tree says why it is
+//! `truncated`. Only the row limit itself ends the numbering.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +28,11 @@ pub const NAME_MAX_CHARS: usize = 400;
 pub const VALUE_MAX_CHARS: usize = 200;
 /// Longest walk time budget honoured, in milliseconds.
 pub const BUDGET_MAX_MS: u64 = 60_000;
+/// Most children numbered under one container, whatever the row limit; the rest of a longer
+/// list is left out (`max_elements`) and the walk goes on after the container. Enough for a
+/// Chromium table of 700 rows or a sidebar of a few hundred entries; a list longer than this is
+/// cut to its first children, in the order the app gives them.
+pub const MAX_CHILDREN: usize = 1000;
 
 /// An object's index in an [`Arena`].
 pub type Key = u32;
@@ -34,8 +45,13 @@ const MORE: Key = Key::MAX;
 pub enum Kids {
     /// The children, in order.
     Known(Vec<Key>),
-    /// The first children, in order; more follow that the limits leave out.
+    /// The first children, in order; more follow that the row limit leaves out (the numbering
+    /// ends after them).
     Partial(Vec<Key>),
+    /// The first children, in order; the rest of the list is left out for this reason (at
+    /// [`MAX_CHILDREN`]: `max_elements`; or time ran out, or the app stopped answering, part-way
+    /// through reading them) and the numbering goes on after the container.
+    Cut(Vec<Key>, TruncReason),
     /// Not read yet.
     Pending,
     /// Could not be read, for this reason.
@@ -318,9 +334,10 @@ pub fn arena_from_cache(items: &[CacheRow<'_>]) -> Arena {
 
 /// Builds an arena holding only the subtree of (`bus`, `path`), at most `2 * cap + 1` objects of
 /// it in document order, so a walk keeps no more than its limits admit whatever the size of the
-/// application. Cached children of objects whose children are pending are kept too (in index
-/// order): a live read of the children list then finds them. Empty when the cache does not
-/// hold that object.
+/// application. No container keeps more than [`MAX_CHILDREN`] cached children: a whole list
+/// longer than that is [`Kids::Cut`] there, so what follows the list is kept too. Cached
+/// children of objects whose children are pending are kept (in index order, as many): a live
+/// read of the children then finds them. Empty when the cache does not hold that object.
 pub fn window_arena(items: &[CacheRow<'_>], bus: &str, path: &str, cap: usize) -> Arena {
     let mut arena = Arena::new();
     let Some(root) = items.iter().position(|it| it.bus == bus && it.path == path) else {
@@ -341,7 +358,8 @@ pub fn window_arena(items: &[CacheRow<'_>], bus: &str, path: &str, cap: usize) -
         }
         seen[i] = true;
         order.push(i);
-        stack.extend(kids[i].cached.iter().rev().copied().filter(|c| !seen[*c]));
+        let first = &kids[i].cached[..kids[i].cached.len().min(MAX_CHILDREN)];
+        stack.extend(first.iter().rev().copied().filter(|c| !seen[*c]));
     }
     let mut key_of: HashMap<usize, Key> = HashMap::with_capacity(order.len());
     for &i in &order {
@@ -353,17 +371,19 @@ pub fn window_arena(items: &[CacheRow<'_>], bus: &str, path: &str, cap: usize) -
             continue;
         }
         let k = &kids[i];
-        let kept: Vec<Key> = k
-            .cached
+        let first = &k.cached[..k.cached.len().min(MAX_CHILDREN)];
+        let kept: Vec<Key> = first
             .iter()
             .filter_map(|c| key_of.get(c).copied())
             .collect();
-        // A list cut short is read again live (for the few objects on the cut's path), so a
-        // numbering never mistakes a cut list for a whole one.
-        arena.get_mut(key).kids = if k.known && kept.len() == k.cached.len() {
-            Kids::Known(kept)
-        } else {
+        // A list cut short by `keep` is read again live (for the few objects on the cut's
+        // path), so a numbering never mistakes a cut list for a whole one.
+        arena.get_mut(key).kids = if !k.known || kept.len() < first.len() {
             Kids::Pending
+        } else if first.len() < k.cached.len() {
+            Kids::Cut(kept, TruncReason::MaxElements)
+        } else {
+            Kids::Known(kept)
         };
     }
     arena
@@ -407,12 +427,32 @@ pub struct Plan {
     pub pending_rows: Vec<u32>,
 }
 
+/// The reason a tree gives when several apply: the app's own trouble first, then time, then the
+/// limits.
+fn rank(r: TruncReason) -> u8 {
+    match r {
+        TruncReason::AppNotResponding => 4,
+        TruncReason::TimeBudget => 3,
+        TruncReason::MaxElements => 2,
+        TruncReason::MaxDepth => 1,
+    }
+}
+
+fn note(truncated: &mut Option<TruncReason>, r: TruncReason) {
+    if truncated.is_none_or(|t| rank(r) > rank(t)) {
+        *truncated = Some(r);
+    }
+}
+
 /// Numbers the subtree of `root` in pre-order under `limits`.
 ///
 /// With `collect`, objects with pending children are listed in [`Plan::pending`] and treated
 /// as leaves, so the caller learns everything the limits admit that still needs reading. Without
-/// it, the numbering stops at the first object whose children are pending (reason
-/// `pending_reason`) or lost (its own reason): the rows are always a prefix of document order.
+/// it, objects whose children are pending (reason `pending_reason`) or lost (their own reason)
+/// are numbered as leaves and the numbering goes on after them. A container numbers at most
+/// [`MAX_CHILDREN`] children (reason `max_elements`); the numbering ends only at the row limit
+/// or at the end of a [`Kids::Partial`] list. When several reasons apply, the tree gives the
+/// app's (`app_not_responding`), then `time_budget`, then `max_elements`, then `max_depth`.
 /// Objects met a second time (a cycle or a shared child) are skipped.
 pub fn plan(
     arena: &Arena,
@@ -433,14 +473,14 @@ pub fn plan(
     while let Some((k, parent, depth)) = stack.pop() {
         if k == MORE {
             // The children a partial list left out come next.
-            truncated = Some(TruncReason::MaxElements);
+            note(&mut truncated, TruncReason::MaxElements);
             break;
         }
         if seen[k as usize] {
             continue;
         }
         if rows.len() >= max_rows {
-            truncated = Some(TruncReason::MaxElements);
+            note(&mut truncated, TruncReason::MaxElements);
             break;
         }
         seen[k as usize] = true;
@@ -457,7 +497,9 @@ pub fn plan(
         let obj = arena.get(k);
         let has_children = match &obj.kids {
             Kids::Known(v) => !v.is_empty(),
-            Kids::Partial(_) | Kids::Pending | Kids::Lost(_) => obj.child_count != 0,
+            Kids::Partial(_) | Kids::Cut(..) | Kids::Pending | Kids::Lost(_) => {
+                obj.child_count != 0
+            }
         };
         if !has_children {
             continue;
@@ -466,39 +508,39 @@ pub fn plan(
             depth_cut = true;
             continue;
         }
+        let push_first = |stack: &mut Vec<(Key, Option<u32>, u16)>, v: &[Key]| {
+            for c in v[..v.len().min(MAX_CHILDREN)].iter().rev() {
+                if !seen[*c as usize] {
+                    stack.push((*c, Some(row), depth + 1));
+                }
+            }
+        };
         match &obj.kids {
             Kids::Known(v) => {
-                for c in v.iter().rev() {
-                    if !seen[*c as usize] {
-                        stack.push((*c, Some(row), depth + 1));
-                    }
+                if v.len() > MAX_CHILDREN {
+                    note(&mut truncated, TruncReason::MaxElements);
                 }
+                push_first(&mut stack, v);
+            }
+            Kids::Cut(v, r) => {
+                note(&mut truncated, *r);
+                push_first(&mut stack, v);
             }
             Kids::Partial(v) => {
                 stack.push((MORE, Some(row), depth + 1));
-                for c in v.iter().rev() {
-                    if !seen[*c as usize] {
-                        stack.push((*c, Some(row), depth + 1));
-                    }
-                }
+                push_first(&mut stack, v);
             }
             Kids::Pending if collect => {
                 pending.push(k);
                 pending_rows.push(row);
             }
-            Kids::Pending => {
-                truncated = Some(pending_reason);
-                break;
-            }
+            Kids::Pending => note(&mut truncated, pending_reason),
             Kids::Lost(_) if collect => {}
-            Kids::Lost(r) => {
-                truncated = Some(*r);
-                break;
-            }
+            Kids::Lost(r) => note(&mut truncated, *r),
         }
     }
-    if truncated.is_none() && depth_cut {
-        truncated = Some(TruncReason::MaxDepth);
+    if depth_cut {
+        note(&mut truncated, TruncReason::MaxDepth);
     }
     Plan {
         rows,
@@ -567,6 +609,10 @@ mod tests {
     const TABLE_CELL: u32 = 56;
     const TREE_TABLE: u32 = 66;
     const PASSWORD_TEXT: u32 = 40;
+    const TOOL_BAR: u32 = 63;
+    const LIST: u32 = 31;
+    const LIST_ITEM: u32 = 32;
+    const STATUS_BAR: u32 = 55;
 
     fn leak(s: String) -> &'static str {
         Box::leak(s.into_boxed_str())
@@ -851,7 +897,7 @@ mod tests {
     }
 
     #[test]
-    fn lost_children_end_the_walk_with_their_reason() {
+    fn lost_children_make_a_leaf_and_the_walk_goes_on() {
         let mut arena = arena_from_cache(&sample());
         let pk = arena.key(":1.5", "/p").unwrap();
         arena.get_mut(pk).kids = Kids::Lost(TruncReason::AppNotResponding);
@@ -863,9 +909,22 @@ mod tests {
             false,
             TruncReason::TimeBudget,
         );
-        assert_eq!(paths(&arena, &p), ["/f", "/p"]);
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b3"]);
+        assert_eq!(p.rows[1].child_rows, 0, "the lost list numbers no children");
         assert_eq!(p.truncated, Some(TruncReason::AppNotResponding));
-        // Collecting skips it without listing it as pending.
+        // Pending children (time ran out) likewise, with the reason given.
+        arena.get_mut(pk).kids = Kids::Pending;
+        let p = plan(
+            &arena,
+            root,
+            &limits(100, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &p), ["/f", "/p", "/b3"]);
+        assert_eq!(p.truncated, Some(TruncReason::TimeBudget));
+        // Collecting skips lost children without listing them as pending.
+        arena.get_mut(pk).kids = Kids::Lost(TruncReason::AppNotResponding);
         let p = plan(
             &arena,
             root,
@@ -875,6 +934,176 @@ mod tests {
         );
         assert!(p.pending.is_empty());
         assert_eq!(paths(&arena, &p), ["/f", "/p", "/b3"]);
+    }
+
+    /// A frame with a tool bar, a list of `n` cached items and a status bar after it.
+    fn big_list(n: i32) -> Vec<CacheRow<'static>> {
+        let mut items = vec![
+            item("/f", "/", 0, 3, FRAME),
+            item("/tools", "/f", 0, 1, TOOL_BAR),
+            item("/refresh", "/tools", 0, 0, PUSH_BUTTON),
+            item("/list", "/f", 1, n, LIST),
+            item("/status", "/f", 2, 0, STATUS_BAR),
+        ];
+        for i in 0..n {
+            items.push(item(&format!("/i{i}"), "/list", i, 0, LIST_ITEM));
+        }
+        items
+    }
+
+    #[test]
+    fn a_huge_cached_list_is_capped_and_what_follows_it_is_read() {
+        let n = (MAX_CHILDREN * 5) as i32;
+        let items = big_list(n);
+        // Even with room for every row, the list gives MAX_CHILDREN of them.
+        let arena = window_arena(&items, ":1.5", "/f", 5000);
+        let list = arena.key(":1.5", "/list").unwrap();
+        assert!(matches!(
+            &arena.get(list).kids,
+            Kids::Cut(v, TruncReason::MaxElements) if v.len() == MAX_CHILDREN
+        ));
+        assert!(
+            arena.len() < MAX_CHILDREN + 10,
+            "{} objects kept",
+            arena.len()
+        );
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        let got = paths(&arena, &p);
+        assert_eq!(got.len(), MAX_CHILDREN + 5);
+        assert_eq!(got[4], "/i0");
+        assert_eq!(got[3 + MAX_CHILDREN], format!("/i{}", MAX_CHILDREN - 1));
+        assert_eq!(
+            got.last().unwrap(),
+            "/status",
+            "the status bar after the list"
+        );
+        assert_eq!(p.rows[3].child_rows as usize, MAX_CHILDREN);
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+        // Fewer rows allowed: a prefix of the same numbering.
+        let small = plan(
+            &arena,
+            root,
+            &limits(50, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(paths(&arena, &small), got[..50]);
+        assert_eq!(small.truncated, Some(TruncReason::MaxElements));
+        // A list of exactly MAX_CHILDREN is whole.
+        let items = big_list(MAX_CHILDREN as i32);
+        let arena = window_arena(&items, ":1.5", "/f", 5000);
+        let list = arena.key(":1.5", "/list").unwrap();
+        assert!(matches!(&arena.get(list).kids, Kids::Known(v) if v.len() == MAX_CHILDREN));
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.truncated, None);
+    }
+
+    #[test]
+    fn live_lists_longer_than_the_cap_are_cut_there_too() {
+        // A known list longer than the cap (an app's count grew) numbers MAX_CHILDREN rows.
+        let items = big_list(3);
+        let mut arena = window_arena(&items, ":1.5", "/f", 5000);
+        let list = arena.key(":1.5", "/list").unwrap();
+        let mut keys = Vec::new();
+        for i in 0..(MAX_CHILDREN + 7) {
+            keys.push(arena.insert(Obj::from_atspi(
+                ":1.5",
+                &format!("/x{i}"),
+                LIST_ITEM,
+                "x",
+                &[0, 0],
+                &[],
+                0,
+            )));
+        }
+        arena.get_mut(list).kids = Kids::Known(keys);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.rows[3].child_rows as usize, MAX_CHILDREN);
+        assert_eq!(paths(&arena, &p).last().unwrap(), "/status");
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+    }
+
+    #[test]
+    fn a_list_cut_by_time_keeps_its_first_children_and_the_walk_goes_on() {
+        let mut arena = window_arena(&big_list(10), ":1.5", "/f", 5000);
+        let list = arena.key(":1.5", "/list").unwrap();
+        let first: Vec<Key> = (0..4)
+            .map(|i| arena.key(":1.5", &format!("/i{i}")).unwrap())
+            .collect();
+        arena.get_mut(list).kids = Kids::Cut(first, TruncReason::TimeBudget);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(
+            paths(&arena, &p),
+            [
+                "/f", "/tools", "/refresh", "/list", "/i0", "/i1", "/i2", "/i3", "/status"
+            ]
+        );
+        assert_eq!(p.truncated, Some(TruncReason::TimeBudget));
+    }
+
+    #[test]
+    fn the_apps_trouble_outranks_time_and_limits() {
+        // The list is cut at the cap (max_elements); the tool bar's children are pending.
+        let mut arena = window_arena(&big_list(MAX_CHILDREN as i32 + 1), ":1.5", "/f", 5000);
+        let root = arena.key(":1.5", "/f").unwrap();
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.truncated, Some(TruncReason::MaxElements));
+        let tools = arena.key(":1.5", "/tools").unwrap();
+        arena.get_mut(tools).kids = Kids::Pending;
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.truncated, Some(TruncReason::TimeBudget));
+        arena.get_mut(tools).kids = Kids::Lost(TruncReason::AppNotResponding);
+        let p = plan(
+            &arena,
+            root,
+            &limits(5000, 50),
+            false,
+            TruncReason::TimeBudget,
+        );
+        assert_eq!(p.truncated, Some(TruncReason::AppNotResponding));
+        // The row limit still ends the numbering.
+        let p = plan(&arena, root, &limits(3, 50), false, TruncReason::TimeBudget);
+        assert_eq!(paths(&arena, &p), ["/f", "/tools", "/list"]);
     }
 
     #[test]

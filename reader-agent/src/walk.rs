@@ -7,12 +7,20 @@
 //!    events or linked peer-to-peer; GTK 4 always). The window's subtree is assembled from it.
 //! 3. What the cache leaves out (children of objects that manage their descendants, or a
 //!    toolkit without the cache) is read live, level by level, with many calls in flight, and
-//!    only for objects the limits admit.
+//!    only for objects the limits admit. A short children list comes in one `GetChildren`; a
+//!    longer one one index at a time, only as far as the rows left and [`MAX_CHILDREN`] admit:
+//!    a 50,000-row GTK 3 table or a group of 20,000 Chromium buttons costs the app a thousand
+//!    small calls, not one call that makes it build (GTK 3) or walk (Chromium, quadratic) every
+//!    child. A child count the cache does not know is asked for before the children.
 //! 4. Extents, action names and values are read for the numbered rows that have them, many in
 //!    flight. Secure rows are never asked for a value.
 //!
-//! Every call has a timeout; a call that times out marks the application as not responding
-//! and the tree is cut there (`app_not_responding`), or the request fails when nothing was read.
+//! Every call has a timeout and waits its turn among the calls in flight to its application
+//! ([`crate::a11y::APP_IN_FLIGHT`] over every walk of it). A call that times out before the walk's deadline
+//! marks the application as not responding: the walk stops calling it, objects whose children
+//! were not read are numbered as leaves and the tree says `app_not_responding` (or
+//! `time_budget` when the deadline passed). A walk that has no more than the window's own row to
+//! show for it fails with `app_not_responding` instead of answering a one-row tree.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,15 +31,15 @@ use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::WalkLimits;
 use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue};
 
-use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, find_frame, props};
+use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, Props, find_frame, props_from};
 use crate::dbus::{CallError, Read, call, call_msg};
 use crate::failure::Failure;
 use crate::states::{
     ValueKind, atspi_bits, clip_chars, format_number, ifaces_from_names, value_kind,
 };
 use crate::tree::{
-    Arena, CacheRow, Details, Key, Kids, Obj, Plan, VALUE_MAX_CHARS, build_nodes, clamp_limits,
-    plan, window_arena,
+    Arena, CacheRow, Details, Key, Kids, MAX_CHILDREN, Obj, Plan, VALUE_MAX_CHARS, build_nodes,
+    clamp_limits, plan, window_arena,
 };
 
 /// Timeout of one call during a walk (also bounded by the walk's budget).
@@ -40,10 +48,16 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(1000);
 pub const DETAIL_POOL: usize = 48;
 /// Objects whose properties are read at once during live walking (four calls each).
 pub const PROPS_POOL: usize = 16;
-/// Above this child count, children are read one index at a time, as many as the limits admit.
-pub const BIG_CHILD_COUNT: u32 = 1000;
+/// Children lists read at once during live walking.
+pub const LIST_POOL: usize = 16;
+/// Children of a long list read at once (each by its index, then its properties).
+pub const CHILD_POOL: usize = 16;
 /// Most action names kept per element.
 pub const MAX_ACTIONS: usize = 32;
+/// The share of a walk's budget (in percent) for finding the window and reading its structure;
+/// the rest is kept for the rows' extents, actions and values, so a walk whose structure took
+/// long still has the time to give the rows it found.
+pub const STRUCTURE_SHARE: u32 = 60;
 
 const CACHE_PATH: &str = "/org/a11y/atspi/cache";
 const CACHE_SIG: &str = "a((so)(so)(so)iiassusau)";
@@ -92,6 +106,8 @@ pub struct WalkStats {
     pub p2p: bool,
     /// Toolkit name and version.
     pub toolkit: (String, String),
+    /// Milliseconds the first `Cache.GetItems` took (asked, answered and decoded).
+    pub ms_cache: u64,
     /// Milliseconds until the frame was found, the structure was complete, and the end.
     pub ms_frame: u64,
     /// See `ms_frame`.
@@ -107,7 +123,13 @@ struct Ctx {
     /// The toolkit keeps each object's action names for its life (GTK): names remembered from an
     /// earlier walk are used without asking again.
     stable_actions: bool,
+    start: Instant,
+    /// The end of the walk.
     deadline: Instant,
+    /// The end of the current phase, in microseconds after `start` (never after `deadline`).
+    phase_end_us: std::sync::atomic::AtomicU64,
+    /// The application's calls in flight (shared with its other walks).
+    flights: Arc<tokio::sync::Semaphore>,
     dead: AtomicBool,
     out_of_time: AtomicBool,
     /// The connection itself failed (a direct link is dropped after the walk).
@@ -116,12 +138,25 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The end of the current phase.
+    fn phase_end(&self) -> Instant {
+        self.start + Duration::from_micros(self.phase_end_us.load(Ordering::Relaxed))
+    }
+
+    /// Starts a phase that ends at `end` (at the latest at the deadline).
+    fn phase_until(&self, end: Instant) {
+        let end = end.min(self.deadline);
+        let us = end.saturating_duration_since(self.start).as_micros() as u64;
+        self.phase_end_us.store(us, Ordering::Relaxed);
+        self.out_of_time.store(false, Ordering::Relaxed);
+    }
+
     /// The timeout for the next call, or `None` when the walk must not call any more.
     fn timeout(&self) -> Option<Duration> {
         if self.dead.load(Ordering::Relaxed) {
             return None;
         }
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = self.phase_end().saturating_duration_since(Instant::now());
         if left.is_zero() {
             self.out_of_time.store(true, Ordering::Relaxed);
             return None;
@@ -129,14 +164,17 @@ impl Ctx {
         Some(left.min(CALL_TIMEOUT))
     }
 
-    /// Records a failed call: a timeout before the deadline means the application stopped
-    /// answering.
+    /// Records a failed call: a timeout before the end of the phase means the application
+    /// stopped answering.
     fn note(&self, e: CallError) {
         if e == CallError::Timeout {
-            if Instant::now() >= self.deadline {
+            if Instant::now() >= self.phase_end() {
                 self.out_of_time.store(true, Ordering::Relaxed);
-            } else {
-                self.dead.store(true, Ordering::Relaxed);
+            } else if !self.dead.swap(true, Ordering::Relaxed) {
+                tracing::debug!(
+                    calls = self.calls.load(Ordering::Relaxed),
+                    "a call timed out before the deadline: the app is not responding"
+                );
             }
         }
         if e == CallError::Connection {
@@ -157,11 +195,23 @@ impl Ctx {
         }
     }
 
+    /// One call, once the application has room for it among its calls in flight. Waiting for
+    /// that room ends at the deadline; only the call itself counts against the app.
     async fn call<B, R>(&self, path: &str, read: Read, body: &B) -> Result<R, CallError>
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
         R: serde::de::DeserializeOwned + zbus::zvariant::Type,
     {
+        self.timeout().ok_or(CallError::Timeout)?;
+        let _turn =
+            match tokio::time::timeout_at(self.phase_end().into(), self.flights.acquire()).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(_)) => return Err(CallError::Other),
+                Err(_) => {
+                    self.out_of_time.store(true, Ordering::Relaxed);
+                    return Err(CallError::Timeout);
+                }
+            };
         let t = self.timeout().ok_or(CallError::Timeout)?;
         self.calls.fetch_add(1, Ordering::Relaxed);
         let r = call(&self.link.conn, self.link.dest(), path, read, body, t).await;
@@ -169,6 +219,21 @@ impl Ctx {
             self.note(e);
         }
         r
+    }
+
+    /// Role, name, states, interfaces and child count of one object (four calls).
+    async fn props(&self, path: &str) -> Result<Props, CallError> {
+        let (role, all, states, ifaces) = tokio::join!(
+            self.call::<_, u32>(path, Read::GetRole, &()),
+            self.call::<_, HashMap<String, OwnedValue>>(
+                path,
+                Read::GetAllProperties,
+                &("org.a11y.atspi.Accessible",),
+            ),
+            self.call::<_, Vec<u32>>(path, Read::GetState, &()),
+            self.call::<_, Vec<String>>(path, Read::GetInterfaces, &()),
+        );
+        props_from(role, all, states, ifaces)
     }
 }
 
@@ -215,16 +280,27 @@ pub async fn read_tree(
         link: frame.link.clone(),
         actions: a11y.action_names(),
         stable_actions: frame.toolkit.0.eq_ignore_ascii_case("gtk"),
+        start,
         deadline,
+        phase_end_us: std::sync::atomic::AtomicU64::new(0),
+        flights: a11y.flights(&frame.link.bus_name),
         dead: AtomicBool::new(false),
         out_of_time: AtomicBool::new(false),
         broken: AtomicBool::new(false),
         calls: AtomicUsize::new(0),
     });
 
-    // The structure: from the cache when it answers, else live from the frame.
+    // The structure: from the cache when it answers, else live from the frame, within its share
+    // of the budget.
+    ctx.phase_until(start + Duration::from_millis(limits.budget_ms) * STRUCTURE_SHARE / 100);
     let cap = limits.max_elements as usize;
-    let mut arena = match cache_reply(a11y, &ctx).await {
+    let t_cache = Instant::now();
+    let reply = if a11y.use_cache(&frame.link.bus_name) {
+        cache_reply(a11y, &ctx).await
+    } else {
+        None
+    };
+    let mut arena = match reply {
         Some(msg) => match arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap) {
             Some((arena, items)) => {
                 stats.cache = true;
@@ -235,6 +311,7 @@ pub async fn read_tree(
         },
         None => Arena::new(),
     };
+    stats.ms_cache = t_cache.elapsed().as_millis() as u64;
     if ctx.dead.load(Ordering::Relaxed) {
         if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
             a11y.drop_link(&ctx.link.bus_name).await;
@@ -296,41 +373,32 @@ pub async fn read_tree(
             );
         }
     }
-    loop {
-        let p = plan(&arena, root, &limits, true, TruncReason::TimeBudget);
-        if p.pending.is_empty() || ctx.stopped() {
-            break;
-        }
-        stats.live_objects += expand(
-            &ctx,
-            &mut arena,
-            &p.pending,
-            &p.pending_rows,
-            limits.max_elements,
-        )
-        .await;
-        // Every pending object was settled (known or lost), so each round makes progress.
-        if p.pending
-            .iter()
-            .all(|k| arena.get(*k).kids == Kids::Pending)
-        {
-            break;
-        }
-    }
+    stats.live_objects = read_structure(&ctx, &mut arena, root, &limits).await;
     // Before any value is read: a field once seen secure stays secure.
     a11y.secure_memory().apply(&mut arena);
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
-    if final_plan.rows.len() <= 1 && ctx.dead.load(Ordering::Relaxed) {
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&ctx.link.bus_name).await;
+    }
+    if only_the_window(&final_plan) {
         return Err(Failure::not_responding(format!(
-            "the application of pid {} stopped answering",
+            "the application of pid {} did not answer in time",
             window.pid
         )));
     }
 
+    // The rows' details get the rest of the budget.
+    ctx.phase_until(deadline);
     let details = read_details(&ctx, &arena, &final_plan, &frame, limits.details).await;
     stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
     let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
+    if only_the_window(&final_plan) {
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} did not answer in time",
+            window.pid
+        )));
+    }
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
     showing_from_visible(&mut nodes);
@@ -354,6 +422,48 @@ pub async fn read_tree(
         },
         stats,
     ))
+}
+
+/// Reads live, level by level, the children the limits admit that `arena` does not hold yet,
+/// until none is left or the phase ends. Returns how many objects were read.
+async fn read_structure(
+    ctx: &Arc<Ctx>,
+    arena: &mut Arena,
+    root: Key,
+    limits: &WalkLimits,
+) -> usize {
+    let mut read = 0;
+    loop {
+        let p = plan(arena, root, limits, true, TruncReason::TimeBudget);
+        if p.pending.is_empty() || ctx.stopped() {
+            break;
+        }
+        tracing::debug!(
+            pending = p.pending.len(),
+            rows = p.rows.len(),
+            ms = ctx.start.elapsed().as_millis() as u64,
+            "live round"
+        );
+        read += expand(ctx, arena, &p.pending, &p.pending_rows, limits.max_elements).await;
+        // Every pending object was settled (known or lost), so each round makes progress.
+        if p.pending
+            .iter()
+            .all(|k| arena.get(*k).kids == Kids::Pending)
+        {
+            break;
+        }
+    }
+    read
+}
+
+/// True when a walk that the app or the time cut short has nothing but the window's own row to
+/// show: that is a failure (`app_not_responding`), never a one-row tree.
+fn only_the_window(p: &Plan) -> bool {
+    p.rows.len() <= 1
+        && matches!(
+            p.truncated,
+            Some(TruncReason::TimeBudget) | Some(TruncReason::AppNotResponding)
+        )
 }
 
 /// GTK 4.8 sets `showing` on no element below its window. When a tree has no showing row below
@@ -433,9 +543,11 @@ async fn realize(ctx: &Arc<Ctx>, paths: Vec<String>, max: usize) -> usize {
 /// answer yet. `None` when the application has no cache.
 async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message> {
     for attempt in 0..2 {
-        let t = ctx.timeout()?;
-        // The cache reply may be large: it gets the whole remaining budget.
-        let t = t.max(ctx.deadline.saturating_duration_since(Instant::now()));
+        // The cache reply may be large: it gets the phase's whole time left (once asked, the
+        // app is busy with it until it answers, whether the walk waits or not).
+        let t = ctx
+            .timeout()?
+            .max(ctx.phase_end().saturating_duration_since(Instant::now()));
         let r = call_msg(
             &ctx.link.conn,
             ctx.link.dest(),
@@ -451,6 +563,15 @@ async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message> {
                 // GTK 3 reached through the bus answers once a client registered for events.
                 a11y.register_events().await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // Too slow for the walk: read live (next time, and for a while).
+            Err(CallError::Timeout) => {
+                tracing::debug!(
+                    ms = t.as_millis() as u64,
+                    "the cache did not answer in time"
+                );
+                a11y.skip_cache(&ctx.link.bus_name);
+                return None;
             }
             Err(e) => {
                 ctx.note(e);
@@ -531,18 +652,34 @@ fn arena_from_reply(
     }
 }
 
-/// A children list as (bus name, path) pairs, and whether it was cut short by the limits.
-type ChildList = (Vec<(String, String)>, bool);
+/// How a children list was cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// The whole list.
+    Whole,
+    /// The rows left under the row limit ran out.
+    Rows,
+    /// At [`MAX_CHILDREN`].
+    Cap,
+}
+
+/// A child count as the rows it may give: at most [`MAX_CHILDREN`]; negative when unknown.
+fn capped(count: i64) -> i64 {
+    count.min(MAX_CHILDREN as i64)
+}
 
 /// How many rows may still follow each pending object (in document order): the rows left
 /// under `max` after its own row and after the children already allotted to earlier pending
-/// objects in this round. `counts` are the objects' child counts (negative: unknown).
+/// objects in this round, and never more than [`MAX_CHILDREN`]. `counts` are the objects'
+/// child counts (negative: unknown).
 fn allot(rows: &[u32], counts: &[i64], max: u32) -> Vec<u32> {
     let mut used: u64 = 0;
     rows.iter()
         .zip(counts)
         .map(|(row, count)| {
-            let room = u64::from(max).saturating_sub(u64::from(*row) + 1 + used);
+            let room = u64::from(max)
+                .saturating_sub(u64::from(*row) + 1 + used)
+                .min(MAX_CHILDREN as u64);
             let take = if *count < 0 {
                 room
             } else {
@@ -554,6 +691,20 @@ fn allot(rows: &[u32], counts: &[i64], max: u32) -> Vec<u32> {
         .collect()
 }
 
+/// How a list of `len` children read out of `total` is cut when `room` rows are left for it.
+fn cut_list(len: usize, total: usize, room: usize) -> (usize, Cut) {
+    let total = total.max(len);
+    let keep = len.min(room).min(MAX_CHILDREN);
+    let cut = if keep >= total {
+        Cut::Whole
+    } else if keep < total.min(MAX_CHILDREN) {
+        Cut::Rows
+    } else {
+        Cut::Cap
+    };
+    (keep, cut)
+}
+
 /// Reads the children of every pending object (and the properties of children not seen
 /// before), no more of them than the limits admit. Returns how many objects were read.
 async fn expand(
@@ -563,11 +714,38 @@ async fn expand(
     pending_rows: &[u32],
     max: u32,
 ) -> usize {
+    // Child counts the cache did not know are asked for first, so rows are allotted by them.
+    let unknown: Vec<(Key, String)> = pending
+        .iter()
+        .filter(|k| arena.get(**k).child_count < 0)
+        .map(|k| (*k, arena.get(*k).path.clone()))
+        .collect();
+    let counted = crate::pool::run(unknown.clone(), DETAIL_POOL, |(_, path)| {
+        let ctx = ctx.clone();
+        async move { child_count(&ctx, &path).await }
+    })
+    .await;
+    for ((k, _), c) in unknown.iter().zip(counted) {
+        match c {
+            Some(Ok(n)) => arena.get_mut(*k).child_count = n,
+            Some(Err(CallError::Unknown)) => arena.get_mut(*k).child_count = 0,
+            // Read as far as the limits admit, and cut to what they admit.
+            _ => {}
+        }
+    }
     let counts: Vec<i64> = pending
         .iter()
-        .map(|k| i64::from(arena.get(*k).child_count))
+        .map(|k| capped(i64::from(arena.get(*k).child_count)))
         .collect();
     let rooms = allot(pending_rows, &counts, max);
+    let bus = ctx.link.bus_name.clone();
+    let known: Arc<std::collections::HashSet<String>> = Arc::new(
+        (0..arena.len() as Key)
+            .map(|k| arena.get(k))
+            .filter(|o| *o.bus == *bus)
+            .map(|o| o.path.clone())
+            .collect(),
+    );
     let jobs: Vec<(Key, String, i32, u32)> = pending
         .iter()
         .zip(&rooms)
@@ -576,107 +754,55 @@ async fn expand(
             (*k, o.path.clone(), o.child_count, *room)
         })
         .collect();
-    let lists = crate::pool::run(jobs.clone(), DETAIL_POOL, |(_, path, count, room)| {
-        let ctx = ctx.clone();
-        async move { children(&ctx, &path, count, room).await }
+    let lists = crate::pool::run(jobs.clone(), LIST_POOL, |(_, path, count, room)| {
+        let (ctx, known) = (ctx.clone(), known.clone());
+        async move { children(&ctx, &path, count, room, &known).await }
     })
     .await;
-    // Lists of unknown length are cut to what the limits admit, in document order.
-    let got: Vec<i64> = lists
-        .iter()
-        .map(|l| match l {
-            Some(Ok(v)) => v.len() as i64,
-            _ => 0,
-        })
-        .collect();
-    let rooms = allot(pending_rows, &got, max);
-    let lists: Vec<Option<Result<ChildList, CallError>>> = lists
-        .into_iter()
-        .zip(jobs.iter().zip(&rooms))
-        .map(|(l, ((_, _, count, _), room))| {
-            l.map(|r| {
-                r.map(|mut v| {
-                    // Long lists are read one index at a time, only as far as the room.
-                    let cut = v.len() > *room as usize
-                        || (*count > BIG_CHILD_COUNT as i32 && v.len() < *count as usize);
-                    v.truncate(*room as usize);
-                    (v, cut)
-                })
-            })
-        })
-        .collect();
 
-    // Children not yet known get their properties read.
-    let bus = ctx.link.bus_name.clone();
-    let mut wanted: Vec<String> = Vec::new();
-    let mut seen_wanted: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (l, _) in lists.iter().flatten().flatten() {
-        for (b, p) in l {
-            if (b.is_empty() || *b == bus)
-                && arena.key(&bus, p).is_none()
-                && seen_wanted.insert(p.clone())
-            {
-                wanted.push(p.clone());
-            }
-        }
-    }
-    let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
-        let ctx = ctx.clone();
-        async move {
-            let Some(t) = ctx.timeout() else {
-                return Err(CallError::Timeout);
-            };
-            ctx.calls.fetch_add(4, Ordering::Relaxed);
-            let r = props(&ctx.link, &path, t).await;
-            if let Err(e) = r {
-                ctx.note(e);
-            }
-            r
-        }
-    })
-    .await;
-    let mut count = 0;
-    let mut lost: std::collections::HashSet<String> = std::collections::HashSet::new();
-    for (path, r) in wanted.iter().zip(read) {
-        match r {
-            Some(Ok(p)) => {
-                arena.insert(Obj::from_atspi(
-                    &bus,
-                    path,
-                    p.role,
-                    &p.name,
-                    &p.states,
-                    &p.ifaces,
-                    p.child_count,
-                ));
-                count += 1;
-            }
-            // Gone meanwhile: left out.
-            Some(Err(CallError::Unknown))
-            | Some(Err(CallError::BadReply))
-            | Some(Err(CallError::Other)) => {}
-            _ => {
-                lost.insert(path.clone());
-            }
-        }
-    }
     let reason = ctx.reason();
-    for ((k, _, _, _), l) in jobs.iter().zip(lists) {
+    let mut count = 0;
+    for ((k, _, _, room), l) in jobs.iter().zip(lists) {
         let kids = match l {
-            Some(Ok((list, cut))) => {
-                if list.iter().any(|(_, p)| lost.contains(p)) {
-                    Kids::Lost(reason)
-                } else {
-                    let keys: Vec<Key> = list
-                        .iter()
-                        .filter(|(b, _)| b.is_empty() || *b == bus)
-                        .filter_map(|(_, p)| arena.key(&bus, p))
-                        .collect();
-                    if cut {
-                        Kids::Partial(keys)
-                    } else {
-                        Kids::Known(keys)
+            Some(Ok(list)) => {
+                let mut keys = Vec::with_capacity(list.kids.len());
+                for (b, path, props) in &list.kids {
+                    if !(b.is_empty() || *b == bus) {
+                        continue;
                     }
+                    if let Some(p) = props {
+                        arena.insert(Obj::from_atspi(
+                            &bus,
+                            path,
+                            p.role,
+                            &p.name,
+                            &p.states,
+                            &p.ifaces,
+                            p.child_count,
+                        ));
+                        count += 1;
+                    }
+                    if let Some(key) = arena.key(&bus, path) {
+                        keys.push(key);
+                    }
+                }
+                let (keep, cut) = cut_list(keys.len(), list.total, *room as usize);
+                keys.truncate(keep);
+                if cut != Cut::Whole || list.stopped {
+                    tracing::debug!(
+                        read = keys.len(),
+                        total = list.total,
+                        room,
+                        ?cut,
+                        stopped = list.stopped,
+                        "children cut"
+                    );
+                }
+                match cut {
+                    _ if list.stopped => Kids::Cut(keys, reason),
+                    Cut::Whole => Kids::Known(keys),
+                    Cut::Rows => Kids::Partial(keys),
+                    Cut::Cap => Kids::Cut(keys, TruncReason::MaxElements),
                 }
             }
             Some(Err(CallError::Unknown)) => Kids::Known(Vec::new()),
@@ -687,56 +813,146 @@ async fn expand(
     count
 }
 
-/// The children of one object: `GetChildren`, or one index at a time (at most `room`) for
-/// very large containers.
+/// An object's child count, asked for live.
+async fn child_count(ctx: &Ctx, path: &str) -> Result<i32, CallError> {
+    let v: OwnedValue = ctx
+        .call(
+            path,
+            Read::GetProperty,
+            &("org.a11y.atspi.Accessible", "ChildCount"),
+        )
+        .await?;
+    Ok(i32::try_from(&v).map_err(|_| CallError::BadReply)?.max(0))
+}
+
+/// The children read of one object.
+struct ListRead {
+    /// (bus name, path, properties when they were read now) in order. Children whose
+    /// properties the walk already had carry `None`; children gone meanwhile are left out.
+    kids: Vec<(String, String, Option<Props>)>,
+    /// How many children the object has.
+    total: usize,
+    /// Time ran out, or the app stopped answering, before the list was read as far as admitted:
+    /// `kids` is the part read.
+    stopped: bool,
+}
+
+/// The first children of one object, at most `room` (which is never more than
+/// [`MAX_CHILDREN`]), with the properties of those `known` does not hold. The whole list comes
+/// in one `GetChildren` when it fits; a longer one one index at a time ([`CHILD_POOL`] at
+/// once, each child's properties right after its reference), only as far as `room`: asking a
+/// GTK 3 table of 50,000 rows for its children makes it build an accessible for each of them,
+/// and Chromium finds each child of a list by walking it from the start. When time runs out
+/// (or the app stops answering) the children read before are kept. A count still unknown
+/// (negative) is asked for first.
 async fn children(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
     path: &str,
     count: i32,
     room: u32,
-) -> Result<Vec<(String, String)>, CallError> {
-    // A negative count is unknown: the whole list is asked for.
-    if count <= BIG_CHILD_COUNT as i32 {
+    known: &Arc<std::collections::HashSet<String>>,
+) -> Result<ListRead, CallError> {
+    let count = if count < 0 {
+        child_count(ctx, path).await?
+    } else {
+        count
+    };
+    let total = count as usize;
+    let mut read = ListRead {
+        kids: Vec::new(),
+        total,
+        stopped: false,
+    };
+    if total == 0 {
+        return Ok(read);
+    }
+    if total <= room as usize {
         let v: Vec<ObjRefWire> = ctx.call(path, Read::GetChildren, &()).await?;
-        return Ok(v
+        let refs: Vec<(String, String)> = v
             .into_iter()
             .map(|(b, p)| (b, p.as_str().to_string()))
-            .collect());
+            .collect();
+        read.total = total.max(refs.len());
+        read.stopped = !with_props(ctx, refs, known, &mut read.kids).await;
+        return Ok(read);
     }
-    let n = (count as u32).min(room);
-    let idx: Vec<i32> = (0..n as i32).collect();
-    let path = path.to_string();
-    let got = crate::pool::run(idx, DETAIL_POOL, |i| {
-        let conn = ctx.link.conn.clone();
-        let dest = ctx.link.dest().map(str::to_string);
-        let path = path.clone();
-        let t = ctx.timeout();
+    // One child at a time per task: its reference, then its properties, so the children come
+    // in order and a slow app still gives its first ones.
+    let want = total.min(room as usize) as i32;
+    let got = crate::pool::run((0..want).collect(), CHILD_POOL, |i: i32| {
+        let (ctx, known, path) = (ctx.clone(), known.clone(), path.to_string());
         async move {
-            let t = t.ok_or(CallError::Timeout)?;
-            call::<_, ObjRefWire>(
-                &conn,
-                dest.as_deref(),
-                &path,
-                Read::GetChildAtIndex,
-                &(i,),
-                t,
-            )
-            .await
+            let (b, p) = ctx
+                .call::<_, ObjRefWire>(&path, Read::GetChildAtIndex, &(i,))
+                .await?;
+            let p = p.as_str().to_string();
+            let own = b.is_empty() || b == ctx.link.bus_name;
+            let props = if own && !known.contains(&p) {
+                Some(ctx.props(&p).await)
+            } else {
+                None
+            };
+            Ok::<_, CallError>((b, p, props))
         }
     })
     .await;
-    let mut out = Vec::with_capacity(got.len());
-    for r in got {
+    for (i, r) in got.into_iter().enumerate() {
         match r {
-            Some(Ok((b, p))) => out.push((b, p.as_str().to_string())),
-            Some(Err(e)) => {
-                ctx.note(e);
-                return Err(e);
+            Some(Ok((b, p, None))) => read.kids.push((b, p, None)),
+            Some(Ok((b, p, Some(Ok(props))))) => read.kids.push((b, p, Some(props))),
+            // Gone meanwhile: left out.
+            Some(Ok((_, _, Some(Err(CallError::Unknown)))))
+            | Some(Ok((_, _, Some(Err(CallError::BadReply)))))
+            | Some(Ok((_, _, Some(Err(CallError::Other))))) => {}
+            // The object itself is gone.
+            Some(Err(CallError::Unknown)) if i == 0 => return Err(CallError::Unknown),
+            _ => {
+                read.stopped = true;
+                break;
             }
-            None => return Err(CallError::Other),
         }
     }
-    Ok(out)
+    Ok(read)
+}
+
+/// Reads the properties of the children in `refs` that `known` does not hold and appends them
+/// to `out`, in order, up to the first whose properties could not be read in time (false
+/// then). Children gone meanwhile are left out.
+async fn with_props(
+    ctx: &Arc<Ctx>,
+    refs: Vec<(String, String)>,
+    known: &Arc<std::collections::HashSet<String>>,
+    out: &mut Vec<(String, String, Option<Props>)>,
+) -> bool {
+    let own = |b: &str| b.is_empty() || b == ctx.link.bus_name;
+    let wanted: Vec<String> = refs
+        .iter()
+        .filter(|(b, p)| own(b) && !known.contains(p))
+        .map(|(_, p)| p.clone())
+        .collect();
+    let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
+        let ctx = ctx.clone();
+        async move { ctx.props(&path).await }
+    })
+    .await;
+    let mut props: HashMap<String, Option<Result<Props, CallError>>> =
+        wanted.into_iter().zip(read).collect();
+    for (b, p) in refs {
+        if !own(&b) || known.contains(&p) {
+            out.push((b, p, None));
+            continue;
+        }
+        match props.remove(&p) {
+            Some(Some(Ok(pr))) => out.push((b, p, Some(pr))),
+            // Gone meanwhile (or listed twice): left out.
+            Some(Some(Err(CallError::Unknown)))
+            | Some(Some(Err(CallError::BadReply)))
+            | Some(Some(Err(CallError::Other)))
+            | None => {}
+            Some(Some(Err(_))) | Some(None) => return false,
+        }
+    }
+    true
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -948,6 +1164,28 @@ mod tests {
         // Unknown counts take what is left.
         assert_eq!(allot(&[0], &[-1], 10), vec![9]);
         assert_eq!(allot(&[9], &[5], 10), vec![0]);
+        // No object gets more than MAX_CHILDREN, so a huge list leaves room for what follows.
+        let m = MAX_CHILDREN as u32;
+        assert_eq!(
+            allot(&[3, 4], &[50_000, 7], 5000),
+            vec![m, 7],
+            "the list after a huge one"
+        );
+        assert_eq!(allot(&[3], &[-1], 5000), vec![m]);
+    }
+
+    #[test]
+    fn lists_are_cut_by_rows_or_by_the_cap() {
+        let m = MAX_CHILDREN;
+        assert_eq!(cut_list(10, 10, 100), (10, Cut::Whole));
+        // The rows ran out first: the numbering ends there.
+        assert_eq!(cut_list(10, 10, 4), (4, Cut::Rows));
+        assert_eq!(cut_list(m, 50_000, 300), (300, Cut::Rows));
+        // The cap: the numbering goes on after the list.
+        assert_eq!(cut_list(m, 50_000, m), (m, Cut::Cap));
+        assert_eq!(cut_list(m + 5, m + 5, 5000), (m, Cut::Cap));
+        // A list longer than the count said is cut all the same.
+        assert_eq!(cut_list(12, 3, 100), (12, Cut::Whole));
     }
 
     #[test]
@@ -1034,3 +1272,7 @@ mod showing_tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "walk_tests.rs"]
+mod fake_app_tests;

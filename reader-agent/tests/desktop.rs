@@ -8,10 +8,12 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nish_broker::views::{View, ViewKind, ViewParams, cut};
 use nish_proto::model::{Node, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, PROTO_VERSION, Role};
+use nish_reader::tree::MAX_CHILDREN;
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, AppHandle, Desktop, page};
 
@@ -228,6 +230,31 @@ fn check_structure(t: &Tree) {
     }
     for (i, n) in t.nodes.iter().enumerate() {
         assert_eq!(n.child_count, kids[i], "row {i} child_count");
+    }
+}
+
+/// Every row of `part` is a row of `whole`, in the same order and under the same parent: a read
+/// that time or the app cut short leaves rows out, but never moves or invents one.
+fn check_rows_of(part: &Tree, whole: &Tree) {
+    let at: std::collections::HashMap<&str, usize> = whole
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.handle.as_str(), i))
+        .collect();
+    let mut last = None;
+    for (i, n) in part.nodes.iter().enumerate() {
+        let j = *at
+            .get(n.handle.as_str())
+            .unwrap_or_else(|| panic!("row {i} ({}) is not in the whole tree", n.role));
+        assert!(last.is_none_or(|l| j > l), "row {i} out of order");
+        last = Some(j);
+        let parent = |t: &Tree, k: usize| {
+            t.nodes[k]
+                .parent
+                .map(|p| t.nodes[p as usize].handle.clone())
+        };
+        assert_eq!(parent(part, i), parent(whole, j), "row {i}'s parent");
     }
 }
 
@@ -696,12 +723,10 @@ fn chromium_dense_page_reads_within_limits() {
     );
     assert!(t.nodes.len() > 3000);
     assert_eq!(t.truncated, None);
-    // The default limits on this machine: whatever the budget allows, a prefix of the same.
+    // The default limits on this machine: whatever the budget allows, rows of the same tree.
     let (d, _) = r.tree(&w, WalkLimits::default()).expect("default limits");
     assert!(d.truncated.is_none() || d.truncated == Some(TruncReason::TimeBudget));
-    for (a, b) in d.nodes.iter().zip(&t.nodes) {
-        assert_eq!(a.handle, b.handle);
-    }
+    check_rows_of(&d, &t);
     // A small cap: exactly that many rows, a prefix of document order.
     let (cut, _) = r
         .tree(
@@ -819,5 +844,642 @@ fn the_drivers_own_windows_are_never_listed_or_captured() {
             assert_eq!((width, height), (320, 200))
         }
         other => panic!("capture of the plain window failed: {other:?}"),
+    }
+}
+
+// ---- big windows ---------------------------------------------------------------------------
+
+/// Limits with time to spare on a busy machine, for the reads whose whole cut is checked.
+fn spare() -> WalkLimits {
+    WalkLimits {
+        budget_ms: 60_000,
+        ..WalkLimits::default()
+    }
+}
+
+/// A test app from `tests/apps/`, run with python3.
+fn test_app(script: &str, args: &[&str]) -> App {
+    App::Command {
+        program: "/usr/bin/python3".into(),
+        args: std::iter::once(nish_testdesk::test_app(script).into_os_string())
+            .chain(args.iter().map(Into::into))
+            .collect(),
+    }
+}
+
+/// The first row with this role and name.
+fn row_of(t: &Tree, role: &str, name: &str) -> usize {
+    t.nodes
+        .iter()
+        .position(|n| n.role == role && n.name == name)
+        .unwrap_or_else(|| panic!("no {role} {name:?} in {} rows", t.nodes.len()))
+}
+
+/// The rows whose parent is row `p`, in order.
+fn children_of(t: &Tree, p: usize) -> Vec<usize> {
+    (0..t.nodes.len())
+        .filter(|&i| t.nodes[i].parent == Some(p as u32))
+        .collect()
+}
+
+/// The row right after row `p`'s subtree.
+fn after_subtree(t: &Tree, p: usize) -> usize {
+    let depth = t.nodes[p].depth;
+    (p + 1..t.nodes.len())
+        .find(|&i| t.nodes[i].depth <= depth)
+        .unwrap_or(t.nodes.len())
+}
+
+/// A view of a tree, cut as the broker cuts it.
+fn view(t: &Tree, kind: ViewKind, max_elements: Option<u64>) -> View {
+    cut(
+        "s1",
+        &t.nodes,
+        t.truncated,
+        ViewParams::new(kind, max_elements, None),
+    )
+}
+
+/// The (role, label) of every row of a view.
+fn view_rows(v: &View) -> Vec<(String, String)> {
+    v.elements
+        .iter()
+        .map(|e| {
+            (
+                e["role"].as_str().unwrap_or_default().to_string(),
+                e["label"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A big list's tree: the list gives its first MAX_CHILDREN rows, then come `after` (role,
+/// name) rows in this order (with `ends`, the last is the window's last row); the tree says
+/// `max_elements`.
+fn check_capped_list(
+    t: &Tree,
+    list: usize,
+    first_items: &[String],
+    after: &[(&str, &str)],
+    ends: bool,
+) {
+    check_structure(t);
+    assert_eq!(t.truncated, Some(TruncReason::MaxElements));
+    assert_eq!(t.nodes[list].child_count as usize, MAX_CHILDREN);
+    let kids = children_of(t, list);
+    let names: Vec<&str> = kids
+        .iter()
+        .take(first_items.len())
+        .map(|&i| t.nodes[i].name.as_str())
+        .collect();
+    assert_eq!(names, first_items, "the list's first rows, in order");
+    let mut from = after_subtree(t, list);
+    for (role, name) in after {
+        let at = (from..t.nodes.len())
+            .find(|&i| t.nodes[i].role == *role && t.nodes[i].name == *name)
+            .unwrap_or_else(|| panic!("{role} {name:?} after the list"));
+        from = at + 1;
+    }
+    if ends {
+        let (role, name) = after.last().expect("something after the list");
+        let last = t.nodes.last().expect("rows");
+        assert_eq!((last.role.as_str(), last.name.as_str()), (*role, *name));
+    }
+    let in_list = after_subtree(t, list) - list;
+    assert!(
+        t.nodes.len() - in_list < 600,
+        "{} rows, {in_list} of them the list's",
+        t.nodes.len()
+    );
+}
+
+/// Full, skeleton and drill-down views of a capped list's tree, as the broker cuts them from one
+/// read: hundreds of rows, cut, with the landmarks after the list.
+fn check_views(t: &Tree, list: usize, landmark_after: (&str, &str), last: (&str, &str)) {
+    let label = |s: &str| s.to_string();
+    let full = view(t, ViewKind::Full, None);
+    assert_eq!(full.rows.len(), 250, "a default full read");
+    assert!(full.truncated);
+    let all = view(t, ViewKind::Full, Some(5000));
+    assert!(all.truncated);
+    assert_eq!(all.truncated_reason, Some("max_elements"));
+    let all_rows = view_rows(&all);
+    assert_eq!(all_rows.len(), t.nodes.len());
+    assert_eq!(
+        all_rows.last(),
+        Some(&(label(last.0), label(last.1))),
+        "a full read of 5,000 rows ends with the window's last row"
+    );
+    let sk = view(t, ViewKind::Skeleton, None);
+    assert!(sk.truncated);
+    let sk_rows = view_rows(&sk);
+    assert!(
+        sk_rows.contains(&(label(landmark_after.0), label(landmark_after.1))),
+        "the skeleton shows {landmark_after:?} after the list: {sk_rows:?}"
+    );
+    let drill = view(t, ViewKind::Root(list as u32), None);
+    assert_eq!(drill.rows.len(), 250, "a drill-down into the list");
+    assert!(drill.truncated);
+    assert_eq!(drill.rows[0], list as u32);
+    assert!(drill.rows.iter().all(|&r| r as usize >= list));
+    let landmark = row_of(t, landmark_after.0, landmark_after.1);
+    let into = view(t, ViewKind::Root(landmark as u32), None);
+    assert!(
+        into.rows.len() >= 2 && into.rows[0] == landmark as u32,
+        "a drill-down into {landmark_after:?}"
+    );
+}
+
+#[test]
+fn a_gtk3_list_of_50000_rows_gives_its_first_rows_and_what_follows_it() {
+    let desk = Desktop::start().expect("start the desktop");
+    let app = desk
+        .spawn(test_app("big_list.py", &["--rows", "50000"]))
+        .expect("the 50,000-row list");
+    desk.wait_atspi_app(app.pid, Duration::from_secs(45))
+        .expect("the app on the AT-SPI registry");
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&app);
+
+    // The read the broker makes (5,000 rows, 2.5 s), right away: hundreds of rows, cut.
+    let (first, ms) = r.tree(&w, WalkLimits::default()).expect("the first read");
+    eprintln!(
+        "50,000-row GTK 3 list, first read: {} rows in {ms} ms ({:?})",
+        first.nodes.len(),
+        first.truncated
+    );
+    check_structure(&first);
+    assert!(first.nodes.len() >= 100, "{} rows", first.nodes.len());
+    assert!(first.truncated.is_some());
+
+    // With time to spare, the whole cut: the list's first 1,000 children (its column header
+    // and 999 rows), then the button, the tool bar and the status bar after it.
+    let (t, _) = r.tree(&w, spare()).expect("a read with time to spare");
+    let table = row_of(&t, "table", "Items");
+    let mut first_items = vec!["Item".to_string()];
+    first_items.extend((1..=5).map(|i| format!("Item {i}")));
+    check_capped_list(
+        &t,
+        table,
+        &first_items,
+        &[
+            ("push_button", "After the list"),
+            ("tool_bar", "Pager"),
+            ("push_button", "Next"),
+            ("status_bar", "Status"),
+        ],
+        true,
+    );
+    let kids = children_of(&t, table);
+    assert_eq!(
+        t.nodes[*kids.last().unwrap()].name,
+        format!("Item {}", MAX_CHILDREN - 1)
+    );
+    check_rows_of(&first, &t);
+    check_views(&t, table, ("tool_bar", "Pager"), ("status_bar", "Status"));
+
+    // The app answers the next reads right away, with the same rows.
+    for limits in [
+        WalkLimits::default(),
+        WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        },
+    ] {
+        let (again, ms) = r.tree(&w, limits).expect("the next read");
+        eprintln!("next read: {} rows in {ms} ms", again.nodes.len());
+        assert!(again.nodes.len() >= 100);
+        check_rows_of(&again, &t);
+    }
+}
+
+#[test]
+fn a_gtk3_list_box_of_3000_rows_gives_its_first_rows_and_what_follows_it() {
+    // A list box: its rows are not in GTK 3's cache and each holds a label.
+    let desk = Desktop::start().expect("start the desktop");
+    let app = desk
+        .spawn(test_app(
+            "big_list.py",
+            &["--rows", "3000", "--kind", "listbox"],
+        ))
+        .expect("the list box");
+    desk.wait_atspi_app(app.pid, Duration::from_secs(45))
+        .expect("the app on the AT-SPI registry");
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&app);
+    let (first, _) = r.tree(&w, WalkLimits::default()).expect("the first read");
+    check_structure(&first);
+    assert!(first.nodes.len() >= 100, "{} rows", first.nodes.len());
+    let (t, _) = r.tree(&w, spare()).expect("a read with time to spare");
+    let list = row_of(&t, "list_box", "Items");
+    let rows = children_of(&t, list);
+    assert_eq!(rows.len(), MAX_CHILDREN);
+    // Each list item holds its label.
+    let labels: Vec<&str> = rows
+        .iter()
+        .take(3)
+        .map(|&i| t.nodes[i + 1].name.as_str())
+        .collect();
+    assert_eq!(labels, ["Item 1", "Item 2", "Item 3"]);
+    check_capped_list(
+        &t,
+        list,
+        &[],
+        &[
+            ("push_button", "After the list"),
+            ("tool_bar", "Pager"),
+            ("status_bar", "Status"),
+        ],
+        true,
+    );
+    check_rows_of(&first, &t);
+    check_views(&t, list, ("tool_bar", "Pager"), ("status_bar", "Status"));
+}
+
+#[test]
+fn a_chromium_page_of_20000_buttons_gives_its_first_buttons_and_what_follows_them() {
+    let desk = Desktop::start().expect("start the desktop");
+    let app = desk
+        .spawn(App::Chromium {
+            page: format!("{}?buttons=20000&rows=1", page("dense.html").display()).into(),
+        })
+        .expect("Chromium");
+    desk.wait_atspi_document(app.pid, "nish-driver dense", Duration::from_secs(90))
+        .expect("the page's document");
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&app);
+    // Chromium builds the accessible objects of 20,000 buttons once, on the first requests
+    // (tens of seconds of its own CPU on a busy machine); until then reads fail or cut short,
+    // each within its budget.
+    let mut attempts = 0;
+    let first = poll(
+        "a read of the page with the status after the buttons",
+        Duration::from_secs(120),
+        || {
+            attempts += 1;
+            let t0 = Instant::now();
+            let got = r.tree(&w, WalkLimits::default());
+            let took = t0.elapsed();
+            assert!(
+                took < Duration::from_secs(6),
+                "a read took {took:?}, over its budget"
+            );
+            Ok(match got {
+                Ok((t, _)) if t.nodes.iter().any(|n| n.role == "status_bar") => Poll::Ready(t),
+                Ok((t, _)) => Poll::Pending(format!("{} rows ({:?})", t.nodes.len(), t.truncated)),
+                Err(e) => Poll::Pending(format!("{:?}", failure_code(&e))),
+            })
+        },
+    )
+    .expect("the page read");
+    eprintln!(
+        "20,000-button page: {} rows after {attempts} reads ({:?})",
+        first.nodes.len(),
+        first.truncated
+    );
+    check_structure(&first);
+    let (t, _) = r.tree(&w, spare()).expect("a read with time to spare");
+    let group = row_of(&t, "panel", "Buttons");
+    let first_buttons: Vec<String> = (1..=5).map(|i| format!("Button {i}")).collect();
+    check_capped_list(
+        &t,
+        group,
+        &first_buttons,
+        &[
+            ("table", "Items"),
+            ("landmark", "After the list"),
+            ("push_button", "After the list"),
+            ("status_bar", "Status"),
+        ],
+        false,
+    );
+    let kids = children_of(&t, group);
+    assert_eq!(
+        t.nodes[*kids.last().unwrap()].name,
+        format!("Button {MAX_CHILDREN}")
+    );
+    check_rows_of(&first, &t);
+    // The window's last rows are Chromium's own (its tab strip), after the page.
+    let last = t.nodes.last().unwrap();
+    check_views(
+        &t,
+        group,
+        ("landmark", "After the list"),
+        (last.role.as_str(), last.name.as_str()),
+    );
+
+    // The app answers the next reads right away.
+    for _ in 0..3 {
+        let (again, ms) = r.tree(&w, WalkLimits::default()).expect("the next read");
+        eprintln!("next read: {} rows in {ms} ms", again.nodes.len());
+        assert!(again.nodes.len() >= 100);
+        check_rows_of(&again, &t);
+    }
+}
+
+/// What the reader may take at most for a window list (its name wait is 400 ms) and for a read
+/// (its budget, once waiting its turn and once reading, plus slack): the broker gives up on a
+/// read after 8 s. A reader parked on a call that is never answered takes far longer.
+const LIST_BOUND: Duration = Duration::from_secs(3);
+const READ_BOUND: Duration = Duration::from_secs(8);
+
+#[test]
+fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
+    let desk = Desktop::start().expect("start the desktop");
+    let gtk = desk
+        .spawn(App::Gtk3WidgetFactory)
+        .expect("gtk3-widget-factory");
+    desk.wait_atspi_app(gtk.pid, Duration::from_secs(45))
+        .expect("gtk3-widget-factory on the registry");
+    // Embedded in the registry before its window is mapped, then deaf to every call.
+    let hung = desk
+        .spawn(test_app("never_answers.py", &[]))
+        .expect("the app that never answers");
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    // A moment before the rounds: its window is there, its accessible tree is not yet.
+    let chromium = desk
+        .spawn(App::Chromium {
+            page: page("form.html"),
+        })
+        .expect("Chromium");
+
+    let budget = Duration::from_millis(WalkLimits::default().budget_ms);
+    let windows = r.windows();
+    let find = |app: &AppHandle| {
+        windows
+            .iter()
+            .find(|w| w.window_id == u64::from(app.window_id))
+            .cloned()
+            .unwrap_or_else(|| panic!("{} is not listed", app.name))
+    };
+    let (w_gtk, w_hung, w_chromium) = (find(&gtk), find(&hung), find(&chromium));
+
+    for round in 0..20 {
+        // All at once; every fifth round also floods the reader with reads of the hung app.
+        let hung_reads = if round % 5 == 0 { 10 } else { 1 };
+        let t0 = Instant::now();
+        let mut asked: Vec<(u64, &str)> = Vec::new();
+        let list = r.id();
+        r.send(&BrokerToReader::ListWindows { id: list });
+        asked.push((list, "list"));
+        for _ in 0..hung_reads {
+            let id = r.id();
+            r.send(&BrokerToReader::ReadTree {
+                id,
+                window: w_hung.clone(),
+                limits: WalkLimits::default(),
+            });
+            asked.push((id, "hung"));
+        }
+        for (w, what) in [(&w_chromium, "chromium"), (&w_gtk, "gtk")] {
+            let id = r.id();
+            r.send(&BrokerToReader::ReadTree {
+                id,
+                window: w.clone(),
+                limits: WalkLimits::default(),
+            });
+            asked.push((id, what));
+        }
+        let mut codes: Vec<String> = Vec::new();
+        for _ in 0..asked.len() {
+            let a = r.recv();
+            let took = t0.elapsed();
+            let what = asked
+                .iter()
+                .find(|(id, _)| *id == answer_id(&a))
+                .map(|(_, w)| *w)
+                .expect("an answer to a request sent");
+            match what {
+                "list" => {
+                    assert!(took < LIST_BOUND, "round {round}: window list in {took:?}");
+                    let ReaderToBroker::Windows { windows, .. } = &a else {
+                        panic!("round {round}: window list failed: {a:?}");
+                    };
+                    let g = windows
+                        .iter()
+                        .find(|w| w.window_id == w_gtk.window_id)
+                        .expect("gtk3-widget-factory listed");
+                    assert_eq!(
+                        g.app, "gtk3-widget-factory",
+                        "round {round}: its AT-SPI name"
+                    );
+                    assert!(windows.iter().any(|w| w.window_id == w_hung.window_id));
+                }
+                "gtk" => {
+                    // Never queued behind the hung app's reads: within its own budget, and more.
+                    assert!(
+                        took < budget + Duration::from_millis(2500),
+                        "round {round}: gtk3-widget-factory read in {took:?}"
+                    );
+                    match &a {
+                        // The whole window, unless this busy machine ran out of budget.
+                        ReaderToBroker::Tree { tree, .. } => assert!(
+                            tree.nodes.len() > 200
+                                || tree.truncated == Some(TruncReason::TimeBudget),
+                            "round {round}: {} rows ({:?})",
+                            tree.nodes.len(),
+                            tree.truncated
+                        ),
+                        other => panic!("round {round}: gtk3-widget-factory read: {other:?}"),
+                    }
+                }
+                "hung" => {
+                    assert!(
+                        took < READ_BOUND,
+                        "round {round}: hung app read in {took:?}"
+                    );
+                    assert_eq!(
+                        failure_code(&a),
+                        Some("app_not_responding"),
+                        "round {round}: {a:?}"
+                    );
+                }
+                _ => {
+                    assert!(
+                        took < READ_BOUND,
+                        "round {round}: Chromium read in {took:?}"
+                    );
+                    codes.push(match &a {
+                        ReaderToBroker::Tree { tree, .. } => format!("{} rows", tree.nodes.len()),
+                        other => failure_code(other).unwrap_or("?").to_string(),
+                    });
+                }
+            }
+        }
+        eprintln!(
+            "round {round}: {} answers in {:?}; Chromium: {codes:?}",
+            asked.len(),
+            t0.elapsed()
+        );
+    }
+
+    // The probe answers too.
+    let t0 = Instant::now();
+    match r.call(|id| BrokerToReader::Probe { id }) {
+        ReaderToBroker::Probe { probe, .. } => assert!(probe.atspi_ok && probe.display_ok),
+        other => panic!("probe failed: {other:?}"),
+    }
+    assert!(t0.elapsed() < READ_BOUND);
+}
+
+/// Holds the X server grabbed (no other client is answered) until standard input closes.
+const GRAB_SERVER: &str = r#"
+import sys
+from Xlib import display
+d = display.Display()
+d.grab_server()
+d.sync()
+print("grabbed", flush=True)
+sys.stdin.read()
+d.ungrab_server()
+d.sync()
+"#;
+
+#[test]
+fn a_grabbed_x_server_does_not_hold_up_the_reader() {
+    use std::io::BufRead;
+    let (desk, apps) = start_with(&[App::Gtk3WidgetFactory]);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&apps[0]);
+
+    let mut grab = desk
+        .command("/usr/bin/python3")
+        .arg("-c")
+        .arg(GRAB_SERVER)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the grab");
+    let mut line = String::new();
+    std::io::BufReader::new(grab.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the grab's word");
+    assert_eq!(line.trim(), "grabbed");
+
+    // Every request that needs X answers within the X bound, all at once.
+    let t0 = Instant::now();
+    let ids: Vec<u64> = (0..3).map(|_| r.id()).collect();
+    r.send(&BrokerToReader::ListWindows { id: ids[0] });
+    r.send(&BrokerToReader::ReadTree {
+        id: ids[1],
+        window: w.clone(),
+        limits: WalkLimits::default(),
+    });
+    r.send(&BrokerToReader::Capture {
+        id: ids[2],
+        window: w.clone(),
+        secure: vec![],
+    });
+    for _ in 0..3 {
+        let a = r.recv();
+        assert_eq!(failure_code(&a), Some("backend_unavailable"), "{a:?}");
+        assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    }
+
+    // Once the server is released, the reader connects again and answers.
+    drop(grab.stdin.take());
+    let _ = grab.wait();
+    let listed = poll(
+        "the window list after the grab",
+        Duration::from_secs(20),
+        || {
+            Ok(match r.call(|id| BrokerToReader::ListWindows { id }) {
+                ReaderToBroker::Windows { windows, .. } => Poll::Ready(windows),
+                other => Poll::Pending(format!("{:?}", failure_code(&other))),
+            })
+        },
+    )
+    .expect("the window list");
+    assert!(listed.iter().any(|x| x.window_id == w.window_id));
+    let (t, _) = r.tree(&w, full()).expect("a read after the grab");
+    assert!(t.nodes.len() > 200);
+}
+
+/// Continues a stopped process when dropped (a failing test leaves nothing stopped).
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        use nix::sys::signal::{Signal, kill};
+        kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGSTOP).expect("SIGSTOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        let _ = kill(nix::unistd::Pid::from_raw(self.0 as i32), Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_stopped_accessibility_bus_does_not_hold_up_the_reader() {
+    let (desk, apps) = start_with(&[App::Gtk3WidgetFactory]);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    let w = r.window(&apps[0]);
+    assert_eq!(w.app, "gtk3-widget-factory");
+    tree_until(&mut r, &w, "a full tree", |t| t.nodes.len() > 200);
+    // The accessibility bus: the dbus-daemon the bus launcher started.
+    let bus = desk
+        .processes()
+        .into_iter()
+        .find(|p| {
+            p.role.starts_with("at-spi-bus-launcher")
+                && std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
+                    .is_ok_and(|c| c.trim() == "dbus-daemon")
+        })
+        .expect("the accessibility bus daemon");
+    let stopped = Stopped::stop(bus.pid);
+
+    for round in 0..5 {
+        let t0 = Instant::now();
+        let list = r.id();
+        r.send(&BrokerToReader::ListWindows { id: list });
+        let reads: Vec<u64> = (0..3).map(|_| r.id()).collect();
+        for id in &reads {
+            r.send(&BrokerToReader::ReadTree {
+                id: *id,
+                window: w.clone(),
+                limits: WalkLimits::default(),
+            });
+        }
+        let probe = r.id();
+        r.send(&BrokerToReader::Probe { id: probe });
+        for _ in 0..5 {
+            let a = r.recv();
+            let took = t0.elapsed();
+            let id = answer_id(&a);
+            if id == list {
+                assert!(took < LIST_BOUND, "round {round}: window list in {took:?}");
+                let ReaderToBroker::Windows { windows, .. } = &a else {
+                    panic!("round {round}: {a:?}");
+                };
+                // Names known before the bus stopped are kept.
+                let g = windows.iter().find(|x| x.window_id == w.window_id);
+                assert_eq!(g.map(|g| g.app.as_str()), Some("gtk3-widget-factory"));
+            } else if id == probe {
+                assert!(took < READ_BOUND, "round {round}: probe in {took:?}");
+                let ReaderToBroker::Probe { probe, .. } = &a else {
+                    panic!("round {round}: {a:?}");
+                };
+                assert!(!probe.atspi_ok, "a stopped bus is not ok");
+            } else {
+                // The app is reached over its own link, so reads may well succeed.
+                assert!(reads.contains(&id));
+                assert!(took < READ_BOUND, "round {round}: read in {took:?}");
+            }
+        }
+        eprintln!("round {round}: answered in {:?}", t0.elapsed());
+    }
+
+    drop(stopped);
+    let t = tree_until(&mut r, &w, "a full tree after the bus resumed", |t| {
+        t.nodes.len() > 200 && t.truncated.is_none()
+    });
+    check_structure(&t);
+    match r.call(|id| BrokerToReader::Probe { id }) {
+        ReaderToBroker::Probe { probe, .. } => assert!(probe.atspi_ok),
+        other => panic!("probe failed: {other:?}"),
     }
 }

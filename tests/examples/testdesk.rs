@@ -4,7 +4,11 @@
 //!
 //! ```text
 //! cargo run -p nish-tests --example testdesk -- gtk3 gtk3-demo gtk4 chromium:form.html
+//! cargo run -p nish-tests --example testdesk -- 'chromium:dense.html?buttons=20000' \
+//!     'app:big_list.py --rows 50000'
 //! ```
+//!
+//! `app:<script> [args]` runs a test app from `tests/apps/` with python3.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -29,11 +33,21 @@ fn main() -> anyhow::Result<()> {
             "gtk3" => App::Gtk3WidgetFactory,
             "gtk3-demo" => App::Gtk3Demo,
             "gtk4" => App::Gtk4Demo,
-            other => match other.strip_prefix("chromium:") {
-                Some(p) => App::Chromium { page: page(p) },
-                None => {
-                    anyhow::bail!("unknown app {other}: gtk3, gtk3-demo, gtk4, chromium:<page>")
+            other => match (other.strip_prefix("chromium:"), other.strip_prefix("app:")) {
+                (Some(p), _) => App::Chromium { page: page(p) },
+                (_, Some(cmd)) => {
+                    let mut words = cmd.split_whitespace();
+                    let script = nish_testdesk::test_app(words.next().unwrap_or_default());
+                    App::Command {
+                        program: "/usr/bin/python3".into(),
+                        args: std::iter::once(script.into_os_string())
+                            .chain(words.map(Into::into))
+                            .collect(),
+                    }
                 }
+                _ => anyhow::bail!(
+                    "unknown app {other}: gtk3, gtk3-demo, gtk4, chromium:<page>, app:<script> [args]"
+                ),
             },
         };
         let h = desk.spawn(app)?;

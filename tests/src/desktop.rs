@@ -209,9 +209,12 @@ fn entropy() -> u64 {
     z ^ (z >> 31)
 }
 
+/// A display number no live server holds: no lock file, or one naming a process that is gone
+/// (a server killed by SIGKILL leaves its lock and socket behind; the X server takes such a
+/// stale lock over, and its socket with it).
 fn display_free(n: u32) -> bool {
-    !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-        && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
+    let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
+    !lock.exists() || display_lock_is_dead_or_ours(&lock)
 }
 
 fn private_dir() -> Result<PathBuf> {
@@ -382,14 +385,26 @@ impl Desktop {
         host: Option<u32>,
         args: impl Fn(u32) -> Vec<OsString>,
     ) -> Result<(u32, RustConnection, u32)> {
-        let range = self.opts.displays.clone();
-        let span = u64::from(range.end.saturating_sub(range.start).max(1));
+        // Every free number in the range, in a random order: picking blindly failed when most
+        // numbers held stale locks.
+        let mut free: Vec<u32> = self
+            .opts
+            .displays
+            .clone()
+            .filter(|&n| display_free(n) && Some(n) != self.person_display)
+            .collect();
+        if free.is_empty() {
+            bail!(
+                "no free X display number in {:?} (every one has a live lock file in /tmp)",
+                self.opts.displays
+            );
+        }
         let mut last_err = anyhow!("no display number tried");
         for attempt in 0..8 {
-            let n = range.start + (entropy() % span) as u32;
-            if !display_free(n) || Some(n) == self.person_display {
-                continue;
+            if free.is_empty() {
+                break;
             }
+            let n = free.swap_remove((entropy() % free.len() as u64) as usize);
             let mut argv: Vec<OsString> = vec![format!(":{n}").into()];
             argv.extend(args(n));
             // The child's DISPLAY is the host display for a nested server.

@@ -59,6 +59,13 @@ pub use desktop::{App, AppHandle, Desktop, DesktopBuilder, KEEP_ENV};
 pub use procs::ProcessId;
 pub use x11::{Pointer, REQUIRED_EXTENSIONS, XWindow};
 
+/// A test app shipped in `tests/apps/` (a Python script; run it with [`App::Command`]).
+pub fn test_app(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("apps")
+        .join(name)
+}
+
 /// A test page shipped in `tests/pages/` (for [`App::Chromium`]).
 pub fn page(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -270,6 +270,7 @@ where
         if let Some(reason) = f.refused {
             let _ = self.events.send(BackendEvent::AgentRefused {
                 agent: self.binary,
+                peer: crate::conn::Peer::of(self.role).as_str(),
                 pid: f.pid,
                 reason,
             });

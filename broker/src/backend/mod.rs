@@ -122,6 +122,8 @@ pub enum BackendEvent {
     AgentRefused {
         /// Its binary name.
         agent: &'static str,
+        /// Its role (`reader`, `input`, `indicator`).
+        peer: &'static str,
         /// Its pid.
         pid: u32,
         /// `not_locked_down` or `no_hello`.

@@ -2,12 +2,14 @@
 //! with a fresh re-check of the target before anything is sent, a settled read after it, an
 //! honest `effect`/`verified`, a bounded diff and the optional observation.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 use std::time::Instant;
 
+use nish_proto::call::{Call, NewValue, Observe, PointerArgs, Scope, Tool};
 use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::model::Token;
 use nish_proto::model::{Node, State, WindowInfo};
-use nish_proto::tools::ToolClass;
 use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::WalkLimits;
 use serde_json::{Value, json};
@@ -98,6 +100,42 @@ fn valid_key(k: &str) -> bool {
     k.strip_prefix('F')
         .and_then(|n| n.parse::<u8>().ok())
         .is_some_and(|n| (1..=24).contains(&n))
+}
+
+/// Checks press_key and hotkey keys before anything is sent: known names, modifiers first, and
+/// none of the combinations reserved for the system and the person (the stop hotkey among
+/// them).
+fn check_keys(keys: &[String]) -> Result<(), DriverError> {
+    let (last, mods) = keys
+        .split_last()
+        .ok_or_else(|| DriverError::new(ErrorCode::InvalidArguments, "no key given"))?;
+    if !valid_key(last) {
+        return Err(DriverError::new(
+            ErrorCode::InvalidArguments,
+            "unknown key name; use X key names like Return, Tab, a, F5",
+        ));
+    }
+    if mods
+        .iter()
+        .any(|m| !MODIFIERS.contains(&m.to_ascii_lowercase().as_str()))
+    {
+        return Err(DriverError::new(
+            ErrorCode::InvalidArguments,
+            "hotkey keys are modifiers (ctrl, alt, shift, super) then one key",
+        ));
+    }
+    let lower: Vec<String> = mods.iter().map(|m| m.to_ascii_lowercase()).collect();
+    let ctrl_alt =
+        lower.iter().any(|m| m == "ctrl" || m == "control") && lower.iter().any(|m| m == "alt");
+    if ctrl_alt
+        && (matches!(last.as_str(), "Delete" | "BackSpace" | "Escape") || last.starts_with('F'))
+    {
+        return Err(DriverError::new(
+            ErrorCode::InvalidArguments,
+            "this key combination is reserved for the system and the person",
+        ));
+    }
+    Ok(())
 }
 
 /// What would show an act's effect on the element itself.
@@ -265,53 +303,34 @@ fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
 }
 
 impl<B: Backend> Engine<B> {
-    pub(crate) async fn act(
-        self: &Arc<Self>,
-        s: &Arc<Session>,
-        tool: &str,
-        args: &Value,
-    ) -> ToolResult {
-        let foreground = args.get("delivery_mode").and_then(Value::as_str) == Some("foreground");
-        let synthetic = match tool {
-            "click" | "double_click" | "right_click" | "type_text" => foreground,
-            "set_value" | "clipboard_write" => false,
-            _ => true,
-        };
-        if let Err(e) = self.check(s, ToolClass::Act, synthetic) {
-            if e.code == ErrorCode::RequiresTakeover {
-                return Err(e.with_escalation("takeover", "synthetic_input"));
-            }
-            return Err(e);
-        }
+    pub(crate) async fn act(self: &Arc<Self>, s: &Arc<Session>, call: &Call) -> ToolResult {
         self.rate_limit_act(s)?;
-        if tool == "clipboard_write" {
-            let text = args
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
+        if let Call::ClipboardWrite { text } = call {
             let len = text.chars().count();
-            self.bounded("writing the clipboard", self.backend.clipboard_write(text))
-                .await?;
+            self.bounded(
+                "writing the clipboard",
+                self.backend.clipboard_write(text.clone()),
+            )
+            .await?;
             self.audit.emit(
-                "act",
+                AuditEvent::Act,
                 Some(&s.id),
-                json!({"tool": "clipboard_write", "mode": "headless", "length": len}),
+                json!({"tool": Tool::ClipboardWrite.name(), "mode": "headless", "length": len}),
             );
             return Ok(Output::json(
                 json!({"ok": true, "effect": "confirmed", "length": len}),
             ));
         }
-        if synthetic {
-            self.synthetic_act(s, tool, args).await
+        if call.synthetic() {
+            self.synthetic_act(s, call).await
         } else {
-            self.semantic_act(s, tool, args).await
+            self.semantic_act(s, call).await
         }
     }
 
     /// Resolves a token and re-reads its window: the structure must be the one the token was
     /// issued from, and the app must still be an approved process.
-    async fn target(&self, s: &Session, token: &str) -> Result<Target, DriverError> {
+    async fn target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
         let (snap, row) = {
             let core = s.core();
             core.snaps.resolve(token, core.sm.epoch)?
@@ -388,11 +407,7 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    fn choose_semantic(
-        tool: &str,
-        t: &Target,
-        args: &Value,
-    ) -> Result<(SemanticOp, Verify), DriverError> {
+    fn choose_semantic(call: &Call, t: &Target) -> Result<(SemanticOp, Verify), DriverError> {
         let n = &t.node;
         let has_action = |list: &[&str]| {
             list.iter()
@@ -405,7 +420,7 @@ impl<B: Backend> Engine<B> {
                 format!("element {} is disabled", t.row),
             ));
         }
-        let pickable_option = tool == "click" && t.collapsed_option();
+        let pickable_option = matches!(call, Call::Click(_)) && t.collapsed_option();
         if !(n.states.has(State::Showing) || pickable_option) {
             return Err(DriverError::new(
                 ErrorCode::NotActionable,
@@ -419,8 +434,8 @@ impl<B: Backend> Engine<B> {
                 Verify::None
             }
         };
-        match tool {
-            "click" => {
+        match call {
+            Call::Click(_) => {
                 if let Some(a) = has_action(CLICK_ACTIONS) {
                     // An option's `select` shows on the option itself: it becomes selected.
                     let verify = if a == "select" {
@@ -447,7 +462,7 @@ impl<B: Backend> Engine<B> {
                     "the element has no accessibility action for a click",
                 ))
             }
-            "double_click" => has_action(OPEN_ACTIONS)
+            Call::DoubleClick(_) => has_action(OPEN_ACTIONS)
                 .map(|a| (SemanticOp::Action { name: a }, Verify::None))
                 .ok_or_else(|| {
                     escalate(
@@ -455,10 +470,10 @@ impl<B: Backend> Engine<B> {
                         "the element has no activate or open action",
                     )
                 }),
-            "right_click" => has_action(MENU_ACTIONS)
+            Call::RightClick(_) => has_action(MENU_ACTIONS)
                 .map(|a| (SemanticOp::Action { name: a }, Verify::None))
                 .ok_or_else(|| escalate("no_accessible_action", "the element has no menu action")),
-            "type_text" => {
+            Call::TypeText { text, .. } => {
                 if n.is_secure() {
                     return Err(DriverError::new(
                         ErrorCode::SecureField,
@@ -477,29 +492,25 @@ impl<B: Backend> Engine<B> {
                         format!("element {} is read-only", t.row),
                     ));
                 }
-                let text = args
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
                 let before = n.value.clone().unwrap_or_default();
                 Ok((
                     SemanticOp::InsertText { text: text.clone() },
-                    Verify::Insert { before, text },
+                    Verify::Insert {
+                        before,
+                        text: text.clone(),
+                    },
                 ))
             }
-            "set_value" => {
+            Call::SetValue { value: v, .. } => {
                 if n.is_secure() {
                     return Err(DriverError::new(
                         ErrorCode::SecureField,
                         format!("element {} is a secure field", t.row),
                     ));
                 }
-                let v = &args["value"];
                 let number = match v {
-                    Value::Number(x) => x.as_f64(),
-                    Value::String(s) => s.trim().parse::<f64>().ok(),
-                    _ => None,
+                    NewValue::Number(x) => Some(*x),
+                    NewValue::Text(s) => s.trim().parse::<f64>().ok(),
                 }
                 .filter(|x| x.is_finite());
                 // A number for a widget with Value (spin buttons, sliders) goes through Value:
@@ -511,8 +522,10 @@ impl<B: Backend> Engine<B> {
                 }
                 if n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT) {
                     let text = match v {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
+                        NewValue::Text(s) => s.clone(),
+                        NewValue::Number(x) => serde_json::Number::from_f64(*x)
+                            .map(|n| n.to_string())
+                            .unwrap_or_default(),
                     };
                     return Ok((
                         SemanticOp::SetText { text: text.clone() },
@@ -538,18 +551,19 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    async fn semantic_act(
-        self: &Arc<Self>,
-        s: &Arc<Session>,
-        tool: &str,
-        args: &Value,
-    ) -> ToolResult {
-        let token = args
-            .get("element_token")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    async fn semantic_act(self: &Arc<Self>, s: &Arc<Session>, call: &Call) -> ToolResult {
+        let token = match call {
+            Call::Click(p) | Call::DoubleClick(p) | Call::RightClick(p) => &p.token,
+            Call::TypeText { token, .. } | Call::SetValue { token, .. } => token,
+            _ => {
+                return Err(DriverError::new(
+                    ErrorCode::InternalError,
+                    "no headless path for this tool",
+                ));
+            }
+        };
         let t = self.target(s, token).await?;
-        let (op, verify) = Self::choose_semantic(tool, &t, args)?;
+        let (op, verify) = Self::choose_semantic(call, &t)?;
         let text_len = match &op {
             SemanticOp::InsertText { text } | SemanticOp::SetText { text } => {
                 Some(text.chars().count())
@@ -557,7 +571,7 @@ impl<B: Backend> Engine<B> {
             _ => None,
         };
         // A pause can land while the target was being re-read: judge again right before sending.
-        self.check(s, ToolClass::Act, false)?;
+        self.rejudge(s, call)?;
         let started = Instant::now();
         let path = match self
             .bounded("the act", self.backend.semantic(t.expect(), op))
@@ -572,7 +586,7 @@ impl<B: Backend> Engine<B> {
             }
         };
         let act_ms = started.elapsed().as_millis() as u64;
-        self.finish_act(s, tool, args, &t, verify, path, false, text_len, act_ms)
+        self.finish_act(s, call, &t, verify, path, false, text_len, act_ms)
             .await
     }
 
@@ -581,8 +595,7 @@ impl<B: Backend> Engine<B> {
     async fn finish_act(
         &self,
         s: &Arc<Session>,
-        tool: &str,
-        args: &Value,
+        call: &Call,
         t: &Target,
         verify: Verify,
         path: String,
@@ -620,7 +633,7 @@ impl<B: Backend> Engine<B> {
             out["readback"] = json!(r);
         }
         let mut images = vec![];
-        if let Some(obs) = args.get("observe").filter(|o| o.is_object()) {
+        if let Some(obs) = call.observe() {
             let (o, img) = self
                 .observe(obs, observed.as_deref(), after.as_ref().err())
                 .await;
@@ -628,9 +641,9 @@ impl<B: Backend> Engine<B> {
             images.extend(img);
         }
         self.audit.emit(
-            "act",
+            AuditEvent::Act,
             Some(&s.id),
-            json!({"tool": tool, "mode": if took_cursor { "takeover" } else { "headless" }, "path": out["path"],
+            json!({"tool": call.tool().name(), "mode": if call.synthetic() { "takeover" } else { "headless" }, "path": out["path"],
                    "effect": out["effect"], "verified": verified, "readback": readback, "window_id": t.window.window_id,
                    "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms}),
         );
@@ -679,15 +692,11 @@ impl<B: Backend> Engine<B> {
     /// The `observe` block: the settled read (default limits), and a capture when asked.
     async fn observe(
         &self,
-        obs: &Value,
+        obs: Observe,
         snap: Option<&Snapshot>,
         read_error: Option<&DriverError>,
     ) -> (Value, Option<nish_proto::wire::shim::Image>) {
-        let want_tree = obs.get("tree").and_then(Value::as_bool).unwrap_or(false);
-        let want_shot = obs
-            .get("screenshot")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let (want_tree, want_shot) = (obs.tree, obs.screenshot);
         let Some(snap) = snap else {
             let e = read_error.cloned().unwrap_or_else(|| {
                 DriverError::new(ErrorCode::InternalError, "no settled read to observe")
@@ -724,10 +733,11 @@ impl<B: Backend> Engine<B> {
     async fn send_synthetic(
         &self,
         s: &Session,
+        call: &Call,
         window: &WindowInfo,
         op: SynthOp,
     ) -> Result<(), DriverError> {
-        self.check(s, ToolClass::Act, true)?;
+        self.rejudge(s, call)?;
         let stop = s.core().stop.clone();
         let outcome = self
             .bounded(
@@ -752,12 +762,9 @@ impl<B: Backend> Engine<B> {
                 Err(e)
             }
             SynthOutcome::Cancelled { typed } => {
-                let mut e = self
-                    .check(s, ToolClass::Act, true)
-                    .err()
-                    .unwrap_or_else(|| {
-                        DriverError::new(ErrorCode::Timeout, "the synthetic input was cancelled")
-                    });
+                let mut e = self.rejudge(s, call).err().unwrap_or_else(|| {
+                    DriverError::new(ErrorCode::Timeout, "the synthetic input was cancelled")
+                });
                 e.effect = Some("stopped".into());
                 e.typed_characters = Some(typed);
                 Err(e)
@@ -848,18 +855,23 @@ impl<B: Backend> Engine<B> {
         Ok(w)
     }
 
-    async fn synthetic_act(
-        self: &Arc<Self>,
-        s: &Arc<Session>,
-        tool: &str,
-        args: &Value,
-    ) -> ToolResult {
-        let token = args.get("element_token").and_then(Value::as_str);
+    async fn synthetic_act(self: &Arc<Self>, s: &Arc<Session>, call: &Call) -> ToolResult {
         let started = Instant::now();
-        match tool {
-            "click" | "double_click" | "right_click" | "type_text" | "scroll" => {
-                let t = self.target(s, token.unwrap_or_default()).await?;
-                if tool == "type_text" && t.node.is_secure() {
+        let tool = call.tool().name();
+        let done = |path: &str, window_id: u64| {
+            json!({"ok": true, "effect": "dispatched", "verified": false, "path": path,
+                   "took_cursor": true, "escalation": null, "diff": null, "snapshot_id": null,
+                   "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true},
+                   "window_id": window_id})
+        };
+        match call {
+            Call::Click(PointerArgs { token, .. })
+            | Call::DoubleClick(PointerArgs { token, .. })
+            | Call::RightClick(PointerArgs { token, .. })
+            | Call::TypeText { token, .. }
+            | Call::Scroll { token, .. } => {
+                let t = self.target(s, token).await?;
+                if matches!(call, Call::TypeText { .. }) && t.node.is_secure() {
                     return Err(DriverError::new(
                         ErrorCode::SecureField,
                         format!("element {} is a secure field", t.row),
@@ -867,14 +879,15 @@ impl<B: Backend> Engine<B> {
                 }
                 let (x, y) = t.center()?;
                 self.hit_test(&t.window, x, y).await?;
-                let (op, verify, path) = match tool {
-                    "click" => (
-                        SynthOp::Click {
-                            x,
-                            y,
-                            button: 1,
-                            count: 1,
-                        },
+                let click = |button, count| SynthOp::Click {
+                    x,
+                    y,
+                    button,
+                    count,
+                };
+                let (op, verify, path) = match call {
+                    Call::Click(_) => (
+                        click(1, 1),
                         if is_checkable(&t.node) {
                             Verify::Toggle {
                                 was: checked(&t.node),
@@ -886,82 +899,50 @@ impl<B: Backend> Engine<B> {
                         },
                         "xtest:click",
                     ),
-                    "double_click" => (
-                        SynthOp::Click {
-                            x,
-                            y,
-                            button: 1,
-                            count: 2,
-                        },
-                        Verify::None,
-                        "xtest:double_click",
-                    ),
-                    "right_click" => (
-                        SynthOp::Click {
-                            x,
-                            y,
-                            button: 3,
-                            count: 1,
-                        },
-                        Verify::None,
-                        "xtest:right_click",
-                    ),
-                    "scroll" => (
+                    Call::DoubleClick(_) => (click(1, 2), Verify::None, "xtest:double_click"),
+                    Call::RightClick(_) => (click(3, 1), Verify::None, "xtest:right_click"),
+                    Call::Scroll {
+                        direction, amount, ..
+                    } => (
                         SynthOp::Scroll {
                             x,
                             y,
-                            direction: args["direction"].as_str().unwrap_or("down").into(),
-                            amount: args.get("amount").and_then(Value::as_u64).unwrap_or(3) as u32,
+                            direction: direction.as_str().into(),
+                            amount: *amount,
                         },
                         Verify::None,
                         "xtest:scroll",
                     ),
-                    _ => {
-                        // type_text: focus the field with a click, wait until the field itself
-                        // says it has the focus (the app handles the click before the keys),
-                        // then type.
-                        self.send_synthetic(
-                            s,
-                            &t.window,
-                            SynthOp::Click {
-                                x,
-                                y,
-                                button: 1,
-                                count: 1,
-                            },
-                        )
-                        .await?;
+                    Call::TypeText { text, .. } => {
+                        // Focus the field with a click, wait until the field itself says it has
+                        // the focus (the app handles the click before the keys), then type.
+                        self.send_synthetic(s, call, &t.window, click(1, 1)).await?;
                         self.wait_focused(&t).await.map_err(after_focusing_click)?;
-                        let text = args["text"].as_str().unwrap_or_default().to_string();
                         let before = t.node.value.clone().unwrap_or_default();
                         (
                             SynthOp::Type { text: text.clone() },
-                            Verify::Insert { before, text },
+                            Verify::Insert {
+                                before,
+                                text: text.clone(),
+                            },
                             "xtest:type",
                         )
                     }
+                    _ => unreachable!("matched above"),
                 };
-                let text_len = args
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .map(|t| t.chars().count());
-                let sent = self.send_synthetic(s, &t.window, op).await;
-                if tool == "type_text" {
+                let sent = self.send_synthetic(s, call, &t.window, op).await;
+                if matches!(call, Call::TypeText { .. }) {
                     sent.map_err(after_focusing_click)?;
                 } else {
                     sent?;
                 }
                 let ms = started.elapsed().as_millis() as u64;
-                self.finish_act(s, tool, args, &t, verify, path.into(), true, text_len, ms)
+                self.finish_act(s, call, &t, verify, path.into(), true, call.text_len(), ms)
                     .await
             }
-            "drag" => {
-                let from = self
-                    .target(s, args["from_token"].as_str().unwrap_or_default())
-                    .await?;
-                let to = self
-                    .target(s, args["to_token"].as_str().unwrap_or_default())
-                    .await?;
+            Call::Drag { from, to, .. } => {
+                let from = self.target(s, from).await?;
+                let to = self.target(s, to).await?;
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
                         ErrorCode::InvalidArguments,
@@ -972,13 +953,12 @@ impl<B: Backend> Engine<B> {
                 let b = to.center()?;
                 self.hit_test(&from.window, a.0, a.1).await?;
                 self.hit_test(&from.window, b.0, b.1).await?;
-                self.send_synthetic(s, &from.window, SynthOp::Drag { from: a, to: b })
+                self.send_synthetic(s, call, &from.window, SynthOp::Drag { from: a, to: b })
                     .await?;
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(
                     s,
-                    tool,
-                    args,
+                    call,
                     &from,
                     Verify::None,
                     "xtest:drag".into(),
@@ -988,51 +968,17 @@ impl<B: Backend> Engine<B> {
                 )
                 .await
             }
-            "press_key" | "hotkey" => {
-                let keys: Vec<String> = if tool == "press_key" {
-                    vec![args["key"].as_str().unwrap_or_default().to_string()]
-                } else {
-                    args["keys"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
+            Call::PressKey { .. } | Call::Hotkey { .. } => {
+                let keys: Vec<String> = match call {
+                    Call::PressKey { key, .. } => vec![key.clone()],
+                    Call::Hotkey { keys, .. } => keys.clone(),
+                    _ => unreachable!("matched above"),
                 };
-                let (last, mods) = keys
-                    .split_last()
-                    .ok_or_else(|| DriverError::new(ErrorCode::InvalidArguments, "no key given"))?;
-                if !valid_key(last) {
-                    return Err(DriverError::new(
-                        ErrorCode::InvalidArguments,
-                        "unknown key name; use X key names like Return, Tab, a, F5",
-                    ));
-                }
-                if mods
-                    .iter()
-                    .any(|m| !MODIFIERS.contains(&m.to_ascii_lowercase().as_str()))
-                {
-                    return Err(DriverError::new(
-                        ErrorCode::InvalidArguments,
-                        "hotkey keys are modifiers (ctrl, alt, shift, super) then one key",
-                    ));
-                }
-                let lower: Vec<String> = mods.iter().map(|m| m.to_ascii_lowercase()).collect();
-                let ctrl_alt = lower.iter().any(|m| m == "ctrl" || m == "control")
-                    && lower.iter().any(|m| m == "alt");
-                if ctrl_alt
-                    && (matches!(last.as_str(), "Delete" | "BackSpace" | "Escape")
-                        || last.starts_with('F'))
-                {
-                    return Err(DriverError::new(
-                        ErrorCode::InvalidArguments,
-                        "this key combination is reserved for the system and the person",
-                    ));
-                }
+                check_keys(&keys)?;
                 let w = self.focused_approved(s).await?;
                 let before = self.read_window(s, &w).await?;
-                self.send_synthetic(s, &w, SynthOp::Keys { keys }).await?;
+                self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
+                    .await?;
                 let t = Target {
                     node: before.tree.nodes[0].clone(),
                     before: before.tree.nodes.clone(),
@@ -1042,21 +988,21 @@ impl<B: Backend> Engine<B> {
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(
                     s,
-                    tool,
-                    args,
+                    call,
                     &t,
                     Verify::None,
                     "xtest:key".into(),
-                    false,
+                    true,
                     None,
                     ms,
                 )
                 .await
             }
-            "bring_to_front" => {
-                let w = self.resolve_window(s, args).await?;
+            Call::BringToFront(target) => {
+                let w = self.resolve_window(s, target).await?;
                 self.send_synthetic(
                     s,
+                    call,
                     &w,
                     SynthOp::Raise {
                         window_id: w.window_id,
@@ -1073,36 +1019,37 @@ impl<B: Backend> Engine<B> {
                 let top = all.iter().filter(|x| x.visible).max_by_key(|x| x.stacking);
                 let verified = now.is_some_and(|x| x.active)
                     && top.is_some_and(|x| x.window_id == w.window_id);
-                self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "ewmh:activate",
+                self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "ewmh:activate",
                                                              "verified": verified, "window_id": w.window_id}));
-                Ok(Output::json(
-                    json!({"ok": true, "effect": if verified { "confirmed" } else { "dispatched" },
-                    "verified": verified, "path": "ewmh:activate", "took_cursor": false, "escalation": null,
-                    "diff": null, "snapshot_id": null,
-                    "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true}}),
-                ))
+                let mut out = done("ewmh:activate", w.window_id);
+                out["effect"] = json!(if verified { "confirmed" } else { "dispatched" });
+                out["verified"] = json!(verified);
+                out["took_cursor"] = json!(false);
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("window_id");
+                }
+                Ok(Output::json(out))
             }
-            "move_cursor" => {
-                let scope = args
-                    .get("scope")
-                    .and_then(Value::as_str)
-                    .unwrap_or("window");
+            Call::MoveCursor {
+                token,
+                x,
+                y,
+                scope,
+                duration_ms,
+            } => {
                 let (x, y, window) = if let Some(tok) = token {
                     let t = self.target(s, tok).await?;
                     let (x, y) = t.center()?;
                     (x, y, t.window)
                 } else {
-                    let (Some(x), Some(y)) = (
-                        args.get("x").and_then(Value::as_i64),
-                        args.get("y").and_then(Value::as_i64),
-                    ) else {
+                    let (Some(x), Some(y)) = (x, y) else {
                         return Err(DriverError::new(
                             ErrorCode::InvalidArguments,
                             "give element_token, or x and y",
                         ));
                     };
-                    let (x, y) = (x as i32, y as i32);
-                    if scope == "window" {
+                    let (x, y) = (*x as i32, *y as i32);
+                    if *scope == Scope::Window {
                         let w = self.focused_approved(s).await?;
                         (w.frame.x + x, w.frame.y + y, w)
                     } else {
@@ -1130,16 +1077,16 @@ impl<B: Backend> Engine<B> {
                         "the point lies outside the window",
                     ));
                 }
-                let duration_ms = args.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
-                self.send_synthetic(s, &window, SynthOp::Move { x, y, duration_ms })
+                let duration_ms = *duration_ms;
+                self.send_synthetic(s, call, &window, SynthOp::Move { x, y, duration_ms })
                     .await?;
-                self.audit.emit("act", Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
+                self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
                                                              "window_id": window.window_id, "duration_ms": duration_ms}));
-                Ok(Output::json(
-                    json!({"ok": true, "effect": "dispatched", "verified": false, "path": "xtest:motion",
-                    "took_cursor": true, "escalation": null, "diff": null, "snapshot_id": null,
-                    "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true}}),
-                ))
+                let mut out = done("xtest:motion", window.window_id);
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("window_id");
+                }
+                Ok(Output::json(out))
             }
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,

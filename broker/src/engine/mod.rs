@@ -2,20 +2,23 @@
 //! and the scope, asks the backend to do the work, re-validates what comes back, audits, and
 //! renders results in the contract's shapes.
 
+use crate::audit_event::AuditEvent;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nish_proto::call::{Call, Tool};
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::render;
-use nish_proto::tools::{self, ToolClass};
+use nish_proto::tools::ToolClass;
 use nish_proto::wire::shim::{CallResult, Image};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::audit::Audit;
 use crate::backend::{Backend, BackendEvent, BackendKind, StopFlag};
+use crate::policy;
 use crate::session::{PausedReason, Phase, ResumeBy, SessionState};
 use crate::snapshots::SnapshotStore;
 
@@ -23,6 +26,41 @@ mod acts;
 mod control;
 mod reads;
 mod session_tools;
+
+/// What ends a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Teardown {
+    /// The host called end_session (it may start again).
+    EndSession,
+    /// The host's connection closed.
+    ConnectionClosed,
+    /// The kill switch (the stop hotkey, `nish-driver stop`, the broker shutting down).
+    Stopped,
+    /// The host revoked the session on its control pipe.
+    Revoked,
+}
+
+impl Teardown {
+    /// The audit's `session.end` reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Teardown::EndSession => "end_session",
+            Teardown::ConnectionClosed => "connection_closed",
+            Teardown::Stopped => "stopped",
+            Teardown::Revoked => "revoked",
+        }
+    }
+
+    /// Why the takeover ended, when one was on.
+    fn takeover_reason(self) -> &'static str {
+        match self {
+            Teardown::EndSession => "session_ended",
+            Teardown::ConnectionClosed => "connection_closed",
+            Teardown::Stopped => "stopped_by_person",
+            Teardown::Revoked => "session_revoked",
+        }
+    }
+}
 
 /// Tunables of the engine.
 #[derive(Clone, Debug)]
@@ -275,17 +313,23 @@ impl<B: Backend> Engine<B> {
             .collect()
     }
 
-    /// One tool call from a host, rendered for the shim.
+    /// One tool call from a host, rendered for the shim: decoded once into a typed [`Call`],
+    /// judged once, handled.
     pub async fn call(
         self: &Arc<Self>,
         s: &Arc<Session>,
         tool: &str,
         args_json: &str,
     ) -> CallResult {
-        let outcome = self.dispatch(s, tool, args_json).await;
+        let call = Call::decode(tool, args_json);
+        let name = call.as_ref().map_or("unknown", |c| c.tool().name());
+        let outcome = match call {
+            Ok(c) => self.dispatch(s, c).await,
+            Err(e) => Err(e),
+        };
         match outcome {
             Ok(out) => {
-                let text = render::success_text(tool, &out.value);
+                let text = render::success_text(name, &out.value);
                 CallResult {
                     is_error: false,
                     structured_json: out.value.to_string(),
@@ -295,9 +339,9 @@ impl<B: Backend> Engine<B> {
             }
             Err(e) => {
                 self.audit.emit(
-                    "refusal",
+                    AuditEvent::Refusal,
                     Some(&s.id),
-                    json!({"tool": tools::tool(tool).map_or("unknown", |t| t.name), "code": e.code.as_str(),
+                    json!({"tool": name, "code": e.code.as_str(),
                            "retry": e.code.retry().as_str(), "effect": e.effect}),
                 );
                 CallResult {
@@ -310,51 +354,13 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    async fn dispatch(
-        self: &Arc<Self>,
-        s: &Arc<Session>,
-        tool: &str,
-        args_json: &str,
-    ) -> ToolResult {
-        let Some(def) = tools::tool(tool) else {
-            return Err(DriverError::new(
-                ErrorCode::UnknownMethod,
-                format!("no tool named {}", nish_proto::model::escape_clip(tool, 40)),
-            ));
-        };
-        let args: Value = if args_json.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(args_json).map_err(|_| {
-                DriverError::new(ErrorCode::InvalidArguments, "arguments are not valid JSON")
-            })?
-        };
-        if !args.is_object() {
-            return Err(DriverError::new(
-                ErrorCode::InvalidArguments,
-                "arguments must be a JSON object",
-            ));
-        }
-        nish_proto::validate::check_args(def.name, &args)?;
-        // No session starts and nothing acts while the audit cannot record it.
-        if def.name == "start_session" || def.class == ToolClass::Act {
-            self.audit.check().map_err(|why| {
-                let what = if def.class == ToolClass::Act {
-                    "acts are"
-                } else {
-                    "sessions are"
-                };
-                DriverError::new(
-                    ErrorCode::BackendUnavailable,
-                    format!("{what} refused until the audit works again; the audit is unavailable: {why}"),
-                )
-                .with_effect("refused")
-            })?;
-        }
+    async fn dispatch(self: &Arc<Self>, s: &Arc<Session>, call: Call) -> ToolResult {
+        let tool = call.tool();
+        let class = tool.class();
         // Calls that change the session or the desktop run one at a time per session.
         let serial =
-            def.class == ToolClass::Act || matches!(def.name, "start_session" | "end_session");
-        if def.name == "end_session" {
+            class == ToolClass::Act || matches!(tool, Tool::StartSession | Tool::EndSession);
+        if tool == Tool::EndSession {
             // end_session cancels a consent dialog that is still up.
             if let Some(tx) = s.core().consent_cancel.take() {
                 let _ = tx.send(());
@@ -366,31 +372,53 @@ impl<B: Backend> Engine<B> {
             None
         };
         self.expire_if_due(s).await;
-        match def.name {
-            "start_session" => self.start_session(s, &args).await,
-            "get_session_state" => Ok(Output::json(self.session_json(s))),
-            "end_session" => self.end_session(s, "end_session").await,
-            "health_report" => self.health_report().await,
-            "list_windows" => self.list_windows(s).await,
-            "get_window_state" => self.get_window_state(s, &args).await,
-            "clipboard_read" => self.clipboard_read(s).await,
-            "list_notifications" | "dismiss_notification" | "invoke_notification_action" => {
-                self.check(s, def.class, false)?;
-                Err(DriverError::new(
-                    ErrorCode::Unsupported,
-                    "X11 desktops give no API for other apps' notifications",
-                ))
+        // The one judgment of this call.
+        policy::judge(&s.state(), &call, self.now_ms())?;
+        // No session starts and nothing acts while the audit cannot record it.
+        if tool == Tool::StartSession || class == ToolClass::Act {
+            self.audit.check().map_err(|why| {
+                let what = if class == ToolClass::Act {
+                    "acts are"
+                } else {
+                    "sessions are"
+                };
+                DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!("{what} refused until the audit works again; the audit is unavailable: {why}"),
+                )
+                .with_effect("refused")
+            })?;
+        }
+        match call {
+            Call::StartSession {
+                input,
+                apps,
+                clipboard_read,
+                lease_s,
+            } => {
+                self.start_session(s, input, apps, clipboard_read, lease_s)
+                    .await
             }
-            _ => self.act(s, def.name, &args).await,
+            Call::GetSessionState => Ok(Output::json(self.session_json(s))),
+            Call::EndSession => self.teardown(s, Teardown::EndSession).await,
+            Call::HealthReport => self.health_report().await,
+            Call::ListWindows => self.list_windows(s).await,
+            Call::GetWindowState(r) => self.get_window_state(s, &r).await,
+            Call::ClipboardRead => self.clipboard_read(s).await,
+            Call::ListNotifications
+            | Call::DismissNotification
+            | Call::InvokeNotificationAction => Err(DriverError::new(
+                ErrorCode::Unsupported,
+                "X11 desktops give no API for other apps' notifications",
+            )),
+            act => self.act(s, &act).await,
         }
     }
 
-    /// Judges a call against the session state.
-    fn check(&self, s: &Session, class: ToolClass, synthetic: bool) -> Result<(), DriverError> {
-        let now = self.now_ms();
-        s.core()
-            .sm
-            .check_call(crate::session::CallNeeds { class, synthetic }, now)
+    /// Judges `call` again (right before a synthetic batch, or after waiting for the host): the
+    /// session may have been paused, stopped or revoked meanwhile.
+    fn rejudge(&self, s: &Session, call: &Call) -> Result<(), DriverError> {
+        policy::judge(&s.core().sm, call, self.now_ms())
     }
 
     fn rate_limit_act(&self, s: &Session) -> Result<(), DriverError> {
@@ -476,7 +504,8 @@ impl<B: Backend> Engine<B> {
         let expired = s.core().sm.expire(now);
         if expired {
             self.after_takeover_lost(s, "lease_expired").await;
-            self.audit.emit("lease.expired", Some(&s.id), json!({}));
+            self.audit
+                .emit(AuditEvent::LeaseExpired, Some(&s.id), json!({}));
         }
     }
 
@@ -497,8 +526,11 @@ impl<B: Backend> Engine<B> {
         if held {
             self.backend.hide_indicator(&s.id).await;
             self.backend.release_all().await;
-            self.audit
-                .emit("takeover.ended", Some(&s.id), json!({"reason": reason}));
+            self.audit.emit(
+                AuditEvent::TakeoverEnded,
+                Some(&s.id),
+                json!({"reason": reason}),
+            );
         }
     }
 
@@ -531,7 +563,7 @@ impl<B: Backend> Engine<B> {
             BackendEvent::AgentCutOff(v) => {
                 let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
                 fields["agent"] = v.agent.into();
-                self.audit.emit("agent.refused", None, fields);
+                self.audit.emit(AuditEvent::AgentRefused, None, fields);
             }
             BackendEvent::AgentStarted {
                 agent,
@@ -539,7 +571,7 @@ impl<B: Backend> Engine<B> {
                 restart,
             } => {
                 self.audit.emit(
-                    "agent.start",
+                    AuditEvent::AgentStart,
                     None,
                     json!({"agent": agent, "pid": pid, "restart": restart}),
                 );
@@ -552,17 +584,22 @@ impl<B: Backend> Engine<B> {
                 restart_in_ms,
             } => {
                 self.audit.emit(
-                    "agent.exit",
+                    AuditEvent::AgentExit,
                     None,
                     json!({"agent": agent, "pid": pid, "status": status, "ran_ms": ran_ms,
                            "restart_in_ms": restart_in_ms}),
                 );
             }
-            BackendEvent::AgentRefused { agent, pid, reason } => {
+            BackendEvent::AgentRefused {
+                agent,
+                peer,
+                pid,
+                reason,
+            } => {
                 self.audit.emit(
-                    "agent.refused",
+                    AuditEvent::AgentRefused,
                     None,
-                    json!({"agent": agent, "peer_pid": pid, "reason": reason, "phase": "start"}),
+                    json!({"agent": agent, "peer": peer, "peer_pid": pid, "reason": reason}),
                 );
             }
         }
@@ -585,7 +622,7 @@ impl<B: Backend> Engine<B> {
         self.backend.set_indicator_paused(&s.id, true).await;
         let at = self.now_ms();
         self.audit.emit(
-            "takeover.paused",
+            AuditEvent::TakeoverPaused,
             Some(&s.id),
             json!({"paused_reason": reason.as_str(), "at_ms": at}),
         );
@@ -611,7 +648,7 @@ impl<B: Backend> Engine<B> {
         }
         let at = self.now_ms();
         self.audit.emit(
-            "takeover.resumed",
+            AuditEvent::TakeoverResumed,
             Some(&s.id),
             json!({"by": by.as_str(), "at_ms": at}),
         );
@@ -624,65 +661,79 @@ impl<B: Backend> Engine<B> {
     /// The kill switch: every session stops, indicators go, held input is released.
     pub async fn stop_all(&self, origin: &str) -> usize {
         self.stops.fetch_add(1, Ordering::Relaxed);
-        let sessions = self.all_sessions();
         let mut n = 0;
-        for s in &sessions {
-            let was = {
-                let mut core = s.core();
-                let was = core.sm.phase;
-                core.sm.stop();
-                core.stop.raise();
-                if let Some(tx) = core.consent_cancel.take() {
-                    let _ = tx.send(());
-                }
-                core.approvals.clear();
-                if let Some(t) = core.lease_task.take() {
-                    t.abort();
-                }
-                was
-            };
-            let _ = s.cancel.send(true);
-            if was != Phase::Stopped {
+        for s in &self.all_sessions() {
+            if self.teardown_session(s, Teardown::Stopped).await != Phase::Stopped {
                 n += 1;
             }
-            self.after_takeover_lost(s, "stopped_by_person").await;
         }
         self.backend.release_all().await;
-        self.audit
-            .emit("stop", None, json!({"origin": origin, "sessions": n}));
+        self.audit.emit(
+            AuditEvent::Stop,
+            None,
+            json!({"origin": origin, "sessions": n}),
+        );
         n
     }
 
     /// The host connection closed.
     pub async fn close(&self, s: &Arc<Session>) {
+        self.teardown_session(s, Teardown::ConnectionClosed).await;
+    }
+
+    /// end_session.
+    pub(crate) async fn teardown(&self, s: &Arc<Session>, why: Teardown) -> ToolResult {
+        let was = self.teardown_session(s, why).await;
+        Ok(Output::json(
+            json!({"ok": true, "session": s.id, "ended": !was.is_terminal()}),
+        ))
+    }
+
+    /// The one way a session ends, whatever ends it: the state machine's transition, the
+    /// in-flight batch stopped, the consent dialog closed, waiting approvals answered no, the
+    /// lease timer dropped, snapshots forgotten, the takeover's indicator removed and held input
+    /// released, the audit. Returns the phase the session was in.
+    pub(crate) async fn teardown_session(&self, s: &Arc<Session>, why: Teardown) -> Phase {
         let was = {
             let mut core = s.core();
             let was = core.sm.phase;
-            core.sm.end();
+            match why {
+                Teardown::EndSession | Teardown::ConnectionClosed => core.sm.end(),
+                Teardown::Stopped => core.sm.stop(),
+                Teardown::Revoked => core.sm.revoke(),
+            }
             core.stop.raise();
             if let Some(tx) = core.consent_cancel.take() {
                 let _ = tx.send(());
             }
-            core.approvals.clear();
+            for (_, tx) in core.approvals.drain() {
+                let _ = tx.send(false);
+            }
             if let Some(t) = core.lease_task.take() {
                 t.abort();
             }
             core.snaps.clear();
             was
         };
-        let _ = s.cancel.send(true);
-        self.after_takeover_lost(s, "connection_closed").await;
-        if matches!(was, Phase::Granted | Phase::Expired | Phase::Pending) {
+        if why != Teardown::EndSession {
+            // Nothing more happens on this connection: wake whatever waits for it.
+            let _ = s.cancel.send(true);
+        }
+        self.after_takeover_lost(s, why.takeover_reason()).await;
+        if was != Phase::Idle && !was.is_terminal() {
             self.audit.emit(
-                "session.end",
+                AuditEvent::SessionEnd,
                 Some(&s.id),
-                json!({"reason": "connection_closed"}),
+                json!({"reason": why.as_str()}),
             );
         }
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&s.id);
+        if why == Teardown::ConnectionClosed {
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&s.id);
+        }
+        was
     }
 
     /// The broker's state for `nish-driver status`.

@@ -1,11 +1,12 @@
 //! Reads: list_windows, get_window_state (full, skeleton, root, screenshot), clipboard_read,
 //! window targets and the scope check.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 
+use nish_proto::call::{Call, ReadArgs, Tool, WindowTarget};
 use nish_proto::errors::{CANDIDATE_APP_CHARS, Candidate, DriverError, ErrorCode};
 use nish_proto::model::{State, Tree, WindowInfo, escape_clip};
-use nish_proto::tools::ToolClass;
 use nish_proto::wire::reader::WalkLimits;
 use nish_proto::wire::shim::Image;
 use serde_json::{Value, json};
@@ -50,12 +51,11 @@ impl<B: Backend> Engine<B> {
     }
 
     pub(crate) async fn list_windows(&self, s: &Arc<Session>) -> ToolResult {
-        self.check(s, ToolClass::Read, false)?;
         let (approved, _) = self.approved_windows(s).await?;
         self.audit.emit(
-            "read",
+            AuditEvent::Read,
             Some(&s.id),
-            json!({"tool": "list_windows", "windows": approved.len()}),
+            json!({"tool": Tool::ListWindows.name(), "windows": approved.len()}),
         );
         Ok(Output::json(
             json!({"ok": true, "windows": approved.iter().rev().map(window_json).collect::<Vec<_>>()}),
@@ -66,14 +66,11 @@ impl<B: Backend> Engine<B> {
     pub(crate) async fn resolve_window(
         &self,
         s: &Session,
-        args: &Value,
+        target: &WindowTarget,
     ) -> Result<WindowInfo, DriverError> {
-        let pid = args.get("pid").and_then(Value::as_u64);
-        let wid = args.get("window_id").and_then(Value::as_u64);
-        let app = args
-            .get("app")
-            .and_then(Value::as_str)
-            .filter(|a| !a.trim().is_empty());
+        let pid = target.pid.map(u64::from);
+        let wid = target.window_id;
+        let app = target.app.as_deref().filter(|a| !a.trim().is_empty());
         let (approved, all) = self.approved_windows(s).await?;
         let candidates = |ws: &[&WindowInfo]| -> Vec<Candidate> {
             ws.iter()
@@ -308,15 +305,11 @@ impl<B: Backend> Engine<B> {
         ))
     }
 
-    pub(crate) async fn get_window_state(&self, s: &Arc<Session>, args: &Value) -> ToolResult {
-        self.check(s, ToolClass::Read, false)?;
-        let root = args.get("root").and_then(Value::as_str);
-        let skeleton = args
-            .get("skeleton")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let max_elements = args.get("max_elements").and_then(Value::as_u64);
-        let max_depth = args.get("max_depth").and_then(Value::as_u64);
+    pub(crate) async fn get_window_state(&self, s: &Arc<Session>, args: &ReadArgs) -> ToolResult {
+        let root = args.root.as_ref();
+        let skeleton = args.skeleton;
+        let max_elements = args.max_elements.map(u64::from);
+        let max_depth = args.max_depth.map(u64::from);
         let (window, kind, root_sig) = match root {
             Some(tok) => {
                 let (snap, row) = {
@@ -324,12 +317,18 @@ impl<B: Backend> Engine<B> {
                     core.snaps.resolve(tok, core.sm.epoch)?
                 };
                 let w = self
-                    .resolve_window(s, &json!({"window_id": snap.tree.window.window_id}))
+                    .resolve_window(
+                        s,
+                        &WindowTarget {
+                            window_id: Some(snap.tree.window.window_id),
+                            ..WindowTarget::default()
+                        },
+                    )
                     .await?;
                 (w, ViewKind::Root(row), Some(snap.signature))
             }
             None => {
-                let w = self.resolve_window(s, args).await?;
+                let w = self.resolve_window(s, &args.target).await?;
                 (
                     w,
                     if skeleton {
@@ -374,19 +373,15 @@ impl<B: Backend> Engine<B> {
             out["root"] = json!(format!("{}:{}", snap.id, r));
         }
         let mut images = vec![];
-        if args
-            .get("include_screenshot")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
+        if args.include_screenshot {
             let (meta, img) = self.capture_json(&snap).await?;
             out["screenshot"] = meta;
             images.push(img);
         }
         self.audit.emit(
-            "read",
+            AuditEvent::Read,
             Some(&s.id),
-            json!({"tool": "get_window_state", "view": kind.as_str(), "window_id": window.window_id, "pid": window.pid,
+            json!({"tool": Tool::GetWindowState.name(), "view": kind.as_str(), "window_id": window.window_id, "pid": window.pid,
                    "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "truncated": view.truncated,
                    "screenshot": !images.is_empty()}),
         );
@@ -394,14 +389,6 @@ impl<B: Backend> Engine<B> {
     }
 
     pub(crate) async fn clipboard_read(&self, s: &Arc<Session>) -> ToolResult {
-        self.check(s, ToolClass::Read, false)?;
-        let consented = s.core().sm.grant.as_ref().is_some_and(|g| g.clipboard_read);
-        if !consented {
-            return Err(DriverError::new(
-                ErrorCode::CapabilityNotConsented,
-                "clipboard reading was not allowed for this session",
-            ));
-        }
         if !s.has_control {
             return Err(DriverError::new(
                 ErrorCode::CapabilityNotConsented,
@@ -416,12 +403,12 @@ impl<B: Backend> Engine<B> {
         let (tx, rx) = oneshot::channel();
         s.core().approvals.insert(id.clone(), tx);
         self.audit.emit(
-            "approval.request",
+            AuditEvent::ApprovalRequest,
             Some(&s.id),
-            json!({"id": id, "tool": "clipboard_read"}),
+            json!({"id": id, "tool": Tool::ClipboardRead.name()}),
         );
         s.event(
-            json!({"event": "approval.request", "id": id, "session": s.id, "tool": "clipboard_read",
+            json!({"event": "approval.request", "id": id, "session": s.id, "tool": Tool::ClipboardRead.name(),
                         "description": "Read the clipboard's text"}),
         );
         let mut cancel = s.cancel.subscribe();
@@ -431,22 +418,23 @@ impl<B: Backend> Engine<B> {
         };
         s.core().approvals.remove(&id);
         self.audit.emit(
-            "approval.answer",
+            AuditEvent::ApprovalAnswer,
             Some(&s.id),
             json!({"id": id, "approve": approved}),
         );
         if !approved {
-            self.check(s, ToolClass::Read, false)?;
+            // The session may have been stopped or revoked while the host was asked.
+            self.rejudge(s, &Call::ClipboardRead)?;
             return Err(DriverError::new(
                 ErrorCode::ConsentDenied,
                 "the host did not approve this clipboard read",
             ));
         }
         let text = self
-            .bounded("reading the clipboard", self.backend.clipboard_read())
+            .bounded_read("reading the clipboard", self.backend.clipboard_read())
             .await?;
         if crate::credentials::looks_like_credential(&text) {
-            self.audit.emit("read", Some(&s.id), json!({"tool": "clipboard_read", "length": text.chars().count(), "refused": "credential"}));
+            self.audit.emit(AuditEvent::Read, Some(&s.id), json!({"tool": Tool::ClipboardRead.name(), "length": text.chars().count(), "refused": "credential"}));
             return Err(DriverError::new(
                 ErrorCode::SecureField,
                 "the clipboard holds credential-looking text",
@@ -454,9 +442,9 @@ impl<B: Backend> Engine<B> {
         }
         let len = text.chars().count();
         self.audit.emit(
-            "read",
+            AuditEvent::Read,
             Some(&s.id),
-            json!({"tool": "clipboard_read", "length": len}),
+            json!({"tool": Tool::ClipboardRead.name(), "length": len}),
         );
         Ok(Output::json(
             json!({"ok": true, "text": text, "length": len}),

@@ -1,8 +1,10 @@
 //! start_session, get_session_state, end_session, health_report.
 
+use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nish_proto::call::AskedInput;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{WindowInfo, escape_clip};
 use nish_proto::wire::indicator::ConsentApp;
@@ -87,41 +89,18 @@ impl<B: Backend> Engine<B> {
     pub(crate) async fn start_session(
         self: &Arc<Self>,
         s: &Arc<Session>,
-        args: &Value,
+        asked: AskedInput,
+        requested: Option<Vec<String>>,
+        want_clipboard: bool,
+        lease_s: Option<u64>,
     ) -> ToolResult {
-        let input = match args.get("input").and_then(Value::as_str) {
-            Some("takeover") => InputMode::Takeover,
-            _ => InputMode::Headless,
+        let input = match asked {
+            AskedInput::Takeover => InputMode::Takeover,
+            AskedInput::Headless => InputMode::Headless,
         };
-        let requested: Option<Vec<String>> = args.get("apps").and_then(Value::as_array).map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        });
-        let want_clipboard = args
-            .get("clipboard_read")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let lease_s = args
-            .get("lease_s")
-            .and_then(Value::as_u64)
-            .unwrap_or(self.cfg.default_lease_s)
-            .min(MAX_LEASE_S);
-
+        let lease_s = lease_s.unwrap_or(self.cfg.default_lease_s).min(MAX_LEASE_S);
         let now = self.now_ms();
         let sm = s.state();
-        if sm.phase.is_terminal() {
-            return Err(sm
-                .check_call(
-                    crate::session::CallNeeds {
-                        class: nish_proto::tools::ToolClass::Read,
-                        synthetic: false,
-                    },
-                    now,
-                )
-                .expect_err("terminal phases refuse reads"));
-        }
         // Narrowing a live grant needs no dialog: headless, no new apps, no new clipboard.
         if sm.lease_live(now) && input == InputMode::Headless {
             let g = sm.grant.as_ref().expect("a live lease has a grant");
@@ -147,8 +126,11 @@ impl<B: Backend> Engine<B> {
                 if was_takeover {
                     self.after_takeover_lost(s, "switched_to_headless").await;
                 }
-                self.audit
-                    .emit("session.mode", Some(&s.id), json!({"input": "headless"}));
+                self.audit.emit(
+                    AuditEvent::SessionMode,
+                    Some(&s.id),
+                    json!({"input": "headless"}),
+                );
                 return Ok(Output::json(self.session_json(s)));
             }
         }
@@ -164,7 +146,7 @@ impl<B: Backend> Engine<B> {
                     .saturating_sub(now - at)
                     .div_ceil(1000);
                 self.audit.emit(
-                    "consent.cooldown",
+                    AuditEvent::ConsentCooldown,
                     Some(&s.id),
                     json!({"program_pid": s.program.pid, "seconds_left": left}),
                 );
@@ -178,7 +160,8 @@ impl<B: Backend> Engine<B> {
         }
         // One consent dialog at a time: a second host waits (not a denial).
         let slot = ConsentSlot::take(&self.consent_holder, &s.id).ok_or_else(|| {
-            self.audit.emit("consent.busy", Some(&s.id), json!({}));
+            self.audit
+                .emit(AuditEvent::ConsentBusy, Some(&s.id), json!({}));
             DriverError::new(
                 ErrorCode::LeaseHeld,
                 "another host's consent dialog is open",
@@ -236,7 +219,7 @@ impl<B: Backend> Engine<B> {
             core.consent_cancel = Some(cancel_tx);
         }
         self.audit.emit(
-            "consent.request",
+            AuditEvent::ConsentRequest,
             Some(&s.id),
             json!({"apps": apps.len(), "apps_ticked": apps.iter().filter(|a| a.ticked).count(),
                    "missing_requested": missing.len(), "program_pid": s.program.pid,
@@ -270,7 +253,7 @@ impl<B: Backend> Engine<B> {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(cooldown_key, self.now_ms());
                 self.audit.emit(
-                    "consent.answer",
+                    AuditEvent::ConsentAnswer,
                     Some(&s.id),
                     json!({"allow": false, "no_apps_ticked": a.allow}),
                 );
@@ -288,7 +271,7 @@ impl<B: Backend> Engine<B> {
                 // shown): no cooldown.
                 s.core().sm.deny(self.now_ms());
                 self.audit.emit(
-                    "consent.closed",
+                    AuditEvent::ConsentClosed,
                     Some(&s.id),
                     json!({"error": e.code.as_str()}),
                 );
@@ -385,19 +368,19 @@ impl<B: Backend> Engine<B> {
         self.spawn_lease_timer(s, lease_s);
         let sm = s.state();
         self.audit.emit(
-            "consent.answer",
+            AuditEvent::ConsentAnswer,
             Some(&s.id),
             json!({"allow": true, "apps": sm.grant.as_ref().map_or(0, |g| g.apps.len()),
                    "takeover": takeover_on, "clipboard_read": answer.clipboard}),
         );
         self.audit.emit(
-            "session.start",
+            AuditEvent::SessionStart,
             Some(&s.id),
             json!({"host": s.host, "peer_pid": s.peer_pid, "input": sm.input.as_str(), "lease_s": lease_s}),
         );
         if takeover_on {
             self.audit.emit(
-                "takeover.granted",
+                AuditEvent::TakeoverGranted,
                 Some(&s.id),
                 json!({"paused": sm.paused.is_some()}),
             );
@@ -415,31 +398,6 @@ impl<B: Backend> Engine<B> {
             }
         });
         s.core().lease_task = Some(task.abort_handle());
-    }
-
-    pub(crate) async fn end_session(&self, s: &Arc<Session>, reason: &str) -> ToolResult {
-        let was = {
-            let mut core = s.core();
-            let was = core.sm.phase;
-            core.sm.end();
-            if let Some(t) = core.lease_task.take() {
-                t.abort();
-            }
-            core.snaps.clear();
-            for (_, tx) in core.approvals.drain() {
-                let _ = tx.send(false);
-            }
-            was
-        };
-        self.after_takeover_lost(s, "session_ended").await;
-        if matches!(was, Phase::Granted | Phase::Expired) {
-            self.audit
-                .emit("session.end", Some(&s.id), json!({"reason": reason}));
-        }
-        let ended = !was.is_terminal();
-        Ok(Output::json(
-            json!({"ok": true, "session": s.id, "ended": ended}),
-        ))
     }
 
     pub(crate) async fn health_report(&self) -> ToolResult {
