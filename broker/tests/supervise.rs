@@ -375,7 +375,7 @@ fn an_agent_that_does_not_lock_down_is_refused_and_audited() {
     );
     let refused = serve.audited(
         &json!({"event": "agent.refused", "agent": "nish-reader", "reason": "not_locked_down",
-                "phase": "start"}),
+                "peer": "reader"}),
         1,
         Duration::from_secs(5),
     );
