@@ -1095,3 +1095,41 @@ impl<B: Backend> Engine<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::errors::Retry;
+
+    #[test]
+    fn a_type_text_failure_after_its_focusing_click_never_says_nothing_happened() {
+        // The typing refused before its first key (the focus was elsewhere): the click was
+        // sent, so the answer is focus_changed (unsafe), stopped, nothing typed.
+        let e = after_focusing_click(
+            DriverError::new(ErrorCode::Occluded, "no key sent").with_effect("refused"),
+        );
+        assert_eq!(e.code, ErrorCode::FocusChanged);
+        assert_eq!(e.effect.as_deref(), Some("stopped"));
+        assert_eq!(e.typed_characters, Some(0));
+        assert!(e.message.ends_with("the focusing click was sent"));
+        // A safe or after-refresh failure (the agent down before the keys, a stale re-read)
+        // becomes unsafe: something happened.
+        for code in [
+            ErrorCode::RateLimited,
+            ErrorCode::StaleElementToken,
+            ErrorCode::ElementNotFound,
+        ] {
+            let e = after_focusing_click(DriverError::new(code, "x").with_effect("refused"));
+            assert_eq!(e.code.retry(), Retry::Unsafe, "{code:?}");
+            assert_eq!(e.effect.as_deref(), Some("stopped"));
+        }
+        // Unsafe and never codes are kept as they are.
+        for code in [
+            ErrorCode::AppNotResponding,
+            ErrorCode::UserTookOver,
+            ErrorCode::SecureField,
+        ] {
+            assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
+        }
+    }
+}
