@@ -25,6 +25,16 @@ cargo fmt --all -- --check
 step "lints"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "the daemon as README installs it has no mock backend"
+# Built alone, nish-broker has no `mock` feature (only the tests crate turns it on), so its
+# daemon refuses --backend mock. The workspace build below puts the test build back.
+cargo build -p nish-broker --bin nish-driver
+if out="$(target/debug/nish-driver serve --backend mock --socket /nonexistent/broker.sock 2>&1)" \
+    || ! grep -q "invalid value 'mock'" <<<"$out"; then
+    echo "nish-driver built without the mock feature still accepts --backend mock: $out" >&2
+    exit 1
+fi
+
 step "build"
 cargo build --workspace --bins --examples
 

@@ -202,8 +202,12 @@ impl AuditEvent {
                 r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `duration_ms`"#
             }
             AuditEvent::Refusal => r#"`tool`, `code`, `retry`, `effect`"#,
-            AuditEvent::ApprovalRequest => r#"`id`, `tool`"#,
-            AuditEvent::ApprovalAnswer => r#"`id`, `approve`"#,
+            AuditEvent::ApprovalRequest => {
+                r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#
+            }
+            AuditEvent::ApprovalAnswer => {
+                r#"`id`, `approve`, `outcome` (`approved`, `denied`, `expired`, `cancelled`)"#
+            }
             AuditEvent::TakeoverGranted => r#"`paused`"#,
             AuditEvent::TakeoverEnded => r#"`reason`"#,
             AuditEvent::TakeoverPaused => r#"`paused_reason`, `at_ms`"#,
@@ -215,7 +219,7 @@ impl AuditEvent {
                 r#"`agent`, `pid`, `restart` (an earlier instance ran and ended)"#
             }
             AuditEvent::AgentRefused => {
-                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`; at start `not_locked_down`, `no_hello`), `phase`, `message`"#
+                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`; at start `not_locked_down`, `lockdown_unreadable`, `no_hello`), `phase`, `message`"#
             }
             AuditEvent::AgentExit => {
                 r#"`agent`, `pid`, `status` (`exit N`, `signal N`), `ran_ms`, `restart_in_ms` (the backoff before it starts again)"#

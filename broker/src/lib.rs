@@ -15,6 +15,7 @@
 //! - [`credentials`]: credential-looking text (contract §5.3);
 //! - [`peer`]: the host program behind a shim connection, from the kernel.
 
+pub mod approvals;
 pub mod assistive;
 pub mod audit;
 pub mod audit_event;

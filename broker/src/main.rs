@@ -10,10 +10,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 use nish_broker::audit::Audit;
 use nish_broker::backend::Backend;
 use nish_broker::backend::linux::LinuxBackend;
+#[cfg(feature = "mock")]
 use nish_broker::backend::mock::MockBackend;
 use nish_broker::engine::{Engine, EngineConfig};
 use nish_broker::server;
-use nish_proto::wire::cli::{BrokerToCli, CliToBroker, PersonOp};
+#[cfg(feature = "mock")]
+use nish_proto::wire::cli::PersonOp;
+use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
 use serde_json::{Value, json};
 
 #[derive(Parser, Debug)]
@@ -31,7 +34,8 @@ struct Cli {
 enum BackendArg {
     /// The real X11 desktop through AT-SPI, with sandboxed agents.
     Linux,
-    /// An in-process fake desktop for tests and demos.
+    /// An in-process fake desktop for tests and demos (built with the `mock` feature only).
+    #[cfg(feature = "mock")]
     Mock,
 }
 
@@ -73,6 +77,7 @@ enum Cmd {
         socket: Option<PathBuf>,
     },
     /// Play the person on the mock desktop (refused unless the broker runs --backend mock).
+    #[cfg(feature = "mock")]
     MockPerson {
         #[command(subcommand)]
         op: PersonCmd,
@@ -81,6 +86,7 @@ enum Cmd {
     },
 }
 
+#[cfg(feature = "mock")]
 #[derive(Subcommand, Debug)]
 enum PersonCmd {
     /// Click Allow in the open consent dialog.
@@ -282,6 +288,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .build()?;
             rt.block_on(async move {
                 match backend {
+                    #[cfg(feature = "mock")]
                     BackendArg::Mock => {
                         let cfg = EngineConfig {
                             settle_interval: std::time::Duration::ZERO,
@@ -320,6 +327,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         .build()?;
                     let mut report = rt.block_on(async {
                         match backend {
+                            #[cfg(feature = "mock")]
                             BackendArg::Mock => MockBackend::new().doctor().await,
                             BackendArg::Linux => LinuxBackend::new().doctor().await,
                         }
@@ -355,6 +363,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let a = server::cli_request(&socket, &CliToBroker::Stop).context("stop")?;
             Ok(print_cli_answer(a, false))
         }
+        #[cfg(feature = "mock")]
         Cmd::MockPerson { op, socket } => {
             let socket = socket.unwrap_or_else(server::default_socket);
             let op = match op {

@@ -651,9 +651,17 @@ async fn shim_loop<B: Backend>(
             return End::Violation(v);
         }
         match msg {
-            ShimToBroker::Open { host, has_control } => {
+            ShimToBroker::Open {
+                host,
+                has_control,
+                approve,
+            } => {
                 let (ev_tx, mut ev_rx) = mpsc::channel::<String>(EVENT_QUEUE);
-                let s = engine.open_session(&host, pid, has_control, ev_tx);
+                let approve = crate::approvals::HostApprovals {
+                    consequential: approve.consequential,
+                    reads: approve.reads,
+                };
+                let s = engine.open_session_approving(&host, pid, has_control, approve, ev_tx);
                 let events = out.clone_handle();
                 let limit = limits.queued_bytes;
                 tokio::spawn(async move {

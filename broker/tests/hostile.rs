@@ -10,9 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nish_proto::wire::codec;
-use nish_proto::wire::reader::ReaderToBroker;
 use nish_proto::wire::shim::{BrokerToShim, ShimToBroker};
-use nish_proto::wire::{Hello, LockdownReport, Role};
+use nish_proto::wire::{Hello, Role};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nish-driver");
@@ -126,6 +125,7 @@ impl Serve {
             &ShimToBroker::Open {
                 host: "hostile".into(),
                 has_control: false,
+                approve: Default::default(),
             },
         );
         match codec::read_frame::<_, BrokerToShim>(&mut s, BIG).unwrap() {
@@ -548,25 +548,24 @@ fn an_agent_that_breaks_its_protocol_is_cut_off_and_audited() {
     let dir = tmpdir("agent");
     let agents = dir.join("agents");
     std::fs::create_dir(&agents).unwrap();
-    // A fake nish-reader: its hello, its lock-down, then a second lock-down.
-    let report = ReaderToBroker::Lockdown(LockdownReport {
-        no_new_privs: true,
-        caps_empty: true,
-        seccomp: true,
-        landlock: "full".into(),
-        detail: String::new(),
-    });
-    let mut frames = codec::encode(&Hello::new(Role::Reader), BIG).unwrap();
-    frames.extend(codec::encode(&report, BIG).unwrap());
-    frames.extend(codec::encode(&report, BIG).unwrap());
-    let frames_path = dir.join("frames.bin");
-    std::fs::write(&frames_path, &frames).unwrap();
+    // A fake nish-reader that really locks down (the broker reads the kernel's view of it),
+    // then sends its hello, its lock-down, and a second lock-down.
+    let example = Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("forged_lockdown");
+    assert!(
+        example.exists(),
+        "build the examples first (cargo build --workspace --examples): {}",
+        example.display()
+    );
     let fake = agents.join("nish-reader");
     std::fs::write(
         &fake,
         format!(
-            "#!/bin/sh\n/bin/cat '{}' >&3\nexec /bin/sleep 30\n",
-            frames_path.display()
+            "#!/bin/sh\nexec '{}' --locked --twice \"$@\"\n",
+            example.display()
         ),
     )
     .unwrap();

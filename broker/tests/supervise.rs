@@ -1,5 +1,6 @@
-//! The real `nish-driver serve --backend linux` supervising agents that die: fake agents (shell
-//! scripts that say their hello and lock-down, then sleep) are killed by pid, and the broker
+//! The real `nish-driver serve --backend linux` supervising agents that die: fake agents
+//! (stand-ins that lock down for real, say their hello and lock-down, then answer nothing) are
+//! killed by pid, and the broker
 //! must reap each at once, audit its exit with its status, start it again with backoff (the
 //! first restart at once, then growing to at most 5 s) and answer calls that find it down with
 //! a `safe` code and the time to retry. An agent that does not lock down is refused and
@@ -30,6 +31,7 @@ fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
+/// A lock-down report: complete, or without seccomp.
 fn report(locked: bool) -> LockdownReport {
     LockdownReport {
         no_new_privs: true,
@@ -44,29 +46,51 @@ fn report(locked: bool) -> LockdownReport {
     }
 }
 
-/// A fake agent at `dir/name`: writes its hello and lock-down report on fd 3, then sleeps (it
-/// reads nothing, so it answers nothing).
+/// A fake agent at `dir/name`. Locked down: the stand-in `forged_lockdown --locked --as ROLE`
+/// (reader-agent/examples), which locks down for real (the broker reads the kernel's view),
+/// says its hello and lock-down report on fd 3, then answers nothing. Not locked down: a shell
+/// script that writes a hello and a report saying it is not locked down, then sleeps.
 fn fake_agent(dir: &Path, name: &str, role: Role, locked: bool) {
-    let mut frames = codec::encode(&Hello::new(role), BIG).unwrap();
-    frames.extend(match role {
-        Role::Reader => codec::encode(&ReaderToBroker::Lockdown(report(locked)), BIG).unwrap(),
-        Role::Input => codec::encode(&InputToBroker::Lockdown(report(locked)), BIG).unwrap(),
-        Role::Indicator => {
-            codec::encode(&IndicatorToBroker::Lockdown(report(locked)), BIG).unwrap()
-        }
-        other => panic!("{other:?} is not an agent"),
-    });
-    let frames_path = dir.join(format!("{name}.frames"));
-    std::fs::write(&frames_path, &frames).unwrap();
     let path = dir.join(name);
-    std::fs::write(
-        &path,
+    let script = if locked {
+        let example = Path::new(BIN)
+            .parent()
+            .unwrap()
+            .join("examples")
+            .join("forged_lockdown");
+        assert!(
+            example.exists(),
+            "build the examples first (cargo build --workspace --examples): {}",
+            example.display()
+        );
+        let role = match role {
+            Role::Reader => "reader",
+            Role::Input => "input",
+            Role::Indicator => "indicator",
+            other => panic!("{other:?} is not an agent"),
+        };
+        format!(
+            "#!/bin/sh\nexec '{}' --locked --as {role}\n",
+            example.display()
+        )
+    } else {
+        let mut frames = codec::encode(&Hello::new(role), BIG).unwrap();
+        frames.extend(match role {
+            Role::Reader => codec::encode(&ReaderToBroker::Lockdown(report(false)), BIG).unwrap(),
+            Role::Input => codec::encode(&InputToBroker::Lockdown(report(false)), BIG).unwrap(),
+            Role::Indicator => {
+                codec::encode(&IndicatorToBroker::Lockdown(report(false)), BIG).unwrap()
+            }
+            other => panic!("{other:?} is not an agent"),
+        });
+        let frames_path = dir.join(format!("{name}.frames"));
+        std::fs::write(&frames_path, &frames).unwrap();
         format!(
             "#!/bin/sh\n/bin/cat '{}' >&3\nexec /bin/sleep 600\n",
             frames_path.display()
-        ),
-    )
-    .unwrap();
+        )
+    };
+    std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
@@ -151,6 +175,7 @@ impl Serve {
             &ShimToBroker::Open {
                 host: "supervise".into(),
                 has_control: false,
+                approve: Default::default(),
             },
         );
         match codec::read_frame::<_, BrokerToShim>(&mut s, BIG).unwrap() {

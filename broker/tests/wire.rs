@@ -91,6 +91,7 @@ impl Server {
                 &ShimToBroker::Open {
                     host: "wire".into(),
                     has_control: false,
+                    approve: Default::default(),
                 },
             )
             .await;
@@ -169,6 +170,7 @@ fn shim_msg(m: Msg) -> ShimToBroker {
         Msg::Open => ShimToBroker::Open {
             host: "again".into(),
             has_control: false,
+            approve: Default::default(),
         },
         Msg::Call => ShimToBroker::Call {
             id: 1,

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nish_proto::wire::codec::{self, FrameError, aio as frame};
-use nish_proto::wire::shim::{BrokerToShim, CallResult, ShimToBroker};
+use nish_proto::wire::shim::{ApproveOpts, BrokerToShim, CallResult, ShimToBroker};
 use nish_proto::wire::{Hello, MAX_CLIENT_FRAME_BYTES, MAX_FRAME_BYTES, Role, trust};
 use nish_proto::{DriverError, ErrorCode};
 use tokio::net::UnixStream;
@@ -143,6 +143,7 @@ struct State {
 pub struct BrokerLink {
     socket: PathBuf,
     has_control: bool,
+    approve: ApproveOpts,
     events: Option<EventSink>,
     state: tokio::sync::Mutex<State>,
     next_id: AtomicU64,
@@ -179,10 +180,17 @@ impl BrokerLink {
         BrokerLink {
             socket,
             has_control: events.is_some(),
+            approve: ApproveOpts::default(),
             events,
             state: tokio::sync::Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// What the host approves call by call (sent when the connection opens).
+    pub fn approving(mut self, approve: ApproveOpts) -> Self {
+        self.approve = approve;
+        self
     }
 
     /// The live connection, connecting (and opening a session as `host`) when there is none.
@@ -248,6 +256,7 @@ impl BrokerLink {
         let open = ShimToBroker::Open {
             host: host.to_string(),
             has_control: self.has_control,
+            approve: self.approve,
         };
         frame::write_frame(&mut wr, &open, MAX_CLIENT_FRAME_BYTES).await?;
         let session = tokio::time::timeout(OPEN_TIMEOUT, self.await_opened(&mut rd))

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::control::{ControlFds, TakenFds};
 use crate::link::BrokerLink;
 use crate::server::{HostName, Shim};
+use nish_proto::wire::shim::ApproveOpts;
 
 /// The MCP stdio server of nish-driver, one per host. MCP on stdin and stdout; logs on stderr
 /// (NISH_LOG sets the filter, default `info`).
@@ -41,6 +42,17 @@ struct Args {
     /// The host's name, used when the MCP client does not give its own clientInfo.name.
     #[arg(long, value_name = "NAME")]
     host: Option<String>,
+
+    /// Ask the host, on its control pipe, to approve each consequential act (a click whose label
+    /// reads as sending, paying, deleting...; typing outside search and address fields; Enter
+    /// after typing). Needs --control-fd.
+    #[arg(long, requires = "control_fd")]
+    approve_consequential: bool,
+
+    /// Ask the host, on its control pipe, to approve each act with `observe` (a read too).
+    /// Needs --control-fd.
+    #[arg(long, requires = "control_fd")]
+    approve_reads: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -66,7 +78,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let code = match rt.block_on(run(args.socket, args.host, taken)) {
+    let approve = ApproveOpts {
+        consequential: args.approve_consequential,
+        reads: args.approve_reads,
+    };
+    let code = match rt.block_on(run(args.socket, args.host, taken, approve)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -97,6 +113,7 @@ async fn run(
     socket: Option<PathBuf>,
     host: Option<String>,
     taken: Option<TakenFds>,
+    approve: ApproveOpts,
 ) -> anyhow::Result<()> {
     let socket = socket
         .unwrap_or_else(|| nish_proto::wire::default_socket_path(nix::unistd::getuid().as_raw()));
@@ -111,10 +128,13 @@ async fn run(
         }
         None => None,
     };
-    let link = Arc::new(BrokerLink::new(
-        socket.clone(),
-        control.as_ref().map(|(_, tx, _)| tx.clone()),
-    ));
+    let link = Arc::new(
+        BrokerLink::new(
+            socket.clone(),
+            control.as_ref().map(|(_, tx, _)| tx.clone()),
+        )
+        .approving(approve),
+    );
     tracing::info!(
         socket = %socket.display(),
         control = control.is_some(),

@@ -6,8 +6,8 @@ use nish_proto::tools::TOOLS;
 use nish_proto::{DRIVER_VERSION, SERVER_NAME};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -138,6 +138,23 @@ impl ServerHandler for Shim {
         };
         let tool = request.name.as_ref();
         let host = self.host.get();
+        // A call can wait long (a host approval takes up to 60 s): a client that asked for
+        // progress hears from the call every few seconds, which keeps its request alive.
+        let _progress = ctx.meta.get_progress_token().map(|token| {
+            let peer = ctx.peer.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                let mut n = 0u32;
+                loop {
+                    tokio::time::sleep(PROGRESS_EVERY).await;
+                    n += 1;
+                    let p = ProgressNotificationParam::new(token.clone(), f64::from(n))
+                        .with_message(PROGRESS_MESSAGE);
+                    if peer.notify_progress(p).await.is_err() {
+                        break;
+                    }
+                }
+            }))
+        });
         let result = tokio::select! {
             r = self.link.call(&host, tool, args_json) => r,
             () = ctx.ct.cancelled() => {
@@ -157,6 +174,21 @@ impl ServerHandler for Shim {
             }
         }
         .into())
+    }
+}
+
+/// How often a long call tells a client that asked for progress that it is still running.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// What a progress notification says.
+pub const PROGRESS_MESSAGE: &str =
+    "still running: waiting for the desktop, or for the host's approval on its control pipe";
+
+/// Ends a task when dropped (the call it reports on is over, or was cancelled).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

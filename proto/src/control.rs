@@ -25,6 +25,9 @@ pub enum Verb {
         id: String,
         /// Approved.
         approve: bool,
+        /// The request's `digest`, echoed: an act's approval needs it, so that it approves
+        /// exactly the action the host was shown.
+        digest: Option<String>,
     },
 }
 
@@ -79,7 +82,16 @@ impl Verb {
                     Some(Value::Bool(b)) => *b,
                     _ => return Err(invalid("approval.answer needs approve: true or false")),
                 };
-                Ok(Verb::ApprovalAnswer { id, approve })
+                let digest = match params.get("digest") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(d)) => Some(d.clone()),
+                    Some(_) => return Err(invalid("approval.answer's digest is a string")),
+                };
+                Ok(Verb::ApprovalAnswer {
+                    id,
+                    approve,
+                    digest,
+                })
             }
             _ => Err(DriverError::new(
                 ErrorCode::UnknownMethod,
@@ -110,7 +122,8 @@ mod tests {
                 .unwrap(),
             Verb::ApprovalAnswer {
                 id: "a1".into(),
-                approve: true
+                approve: true,
+                digest: None,
             }
         );
     }

@@ -32,7 +32,7 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd, SynthOp,
 };
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
-use nish_proto::wire::shim::{BrokerToShim, CallResult, Image, ShimToBroker};
+use nish_proto::wire::shim::{ApproveOpts, BrokerToShim, CallResult, Image, ShimToBroker};
 use nish_proto::wire::{
     AgentFailure, Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, MAX_FRAME_BYTES, Role,
 };
@@ -268,8 +268,16 @@ fn hello() -> impl Strategy<Value = Hello> {
 
 fn shim_to_broker() -> impl Strategy<Value = ShimToBroker> {
     prop_oneof![
-        (s(), any::<bool>())
-            .prop_map(|(host, has_control)| ShimToBroker::Open { host, has_control }),
+        (s(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(host, has_control, consequential, reads)| ShimToBroker::Open {
+                host,
+                has_control,
+                approve: ApproveOpts {
+                    consequential,
+                    reads
+                },
+            }
+        ),
         (any::<u64>(), s(), s()).prop_map(|(id, tool, args_json)| ShimToBroker::Call {
             id,
             tool,
@@ -807,6 +815,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             e(&ShimToBroker::Open {
                 host: "claude-code".into(),
                 has_control: true,
+                approve: ApproveOpts::default(),
             }),
         ),
         (

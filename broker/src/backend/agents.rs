@@ -234,7 +234,8 @@ pub struct StartFailure {
     pub error: DriverError,
     /// The process's pid, when one was started.
     pub pid: u32,
-    /// `not_locked_down` or `no_hello` (a refusal the audit records as `agent.refused`);
+    /// `not_locked_down`, `lockdown_unreadable` or `no_hello` (a refusal the audit records as
+    /// `agent.refused`);
     /// violations during the handshake are reported through `on_violation` instead.
     pub refused: Option<&'static str>,
 }
@@ -285,8 +286,25 @@ where
         allow_no_landlock: bool,
         on_violation: OnViolation,
     ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
+        Self::spawn_at(
+            name,
+            &agent_path(name),
+            role,
+            allow_no_landlock,
+            on_violation,
+        )
+        .await
+    }
+
+    /// [`Agent::spawn`] of the binary at `path` (tests start stand-ins this way).
+    pub async fn spawn_at(
+        name: &'static str,
+        path: &std::path::Path,
+        role: Role,
+        allow_no_landlock: bool,
+        on_violation: OnViolation,
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
         let plain = |e| StartFailure::plain(e);
-        let path = agent_path(name);
         if !path.exists() {
             return Err(plain(unavailable(
                 name,
@@ -295,7 +313,7 @@ where
         }
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| plain(unavailable(name, e)))?;
-        let mut cmd = Command::new(&path);
+        let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
         for k in ENV_WHITELIST {
@@ -453,7 +471,7 @@ where
                 refused,
             }
         };
-        let report = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        let mut report = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(fail(e, None)),
             Err(_) => {
@@ -466,6 +484,53 @@ where
                 ));
             }
         };
+        // The kernel's view of a process the broker started decides; the agent's report is
+        // only believed where the kernel shows nothing (Landlock). Its owner task publishes the
+        // end right after reaping it: a process seen running before and after the read is the
+        // one read (a pid reused in between is all that remains, and it would have to show a
+        // full lock-down too).
+        if pid != 0 {
+            let ended = || life.exit.borrow().is_some();
+            let k = if ended() {
+                Err(std::io::Error::other("the process ended"))
+            } else {
+                super::procstatus::read(pid)
+            };
+            match k {
+                Ok(_) if ended() => {
+                    return Err(fail(
+                        unavailable(name, "it ended during its lock-down check"),
+                        None,
+                    ));
+                }
+                Ok(k) => {
+                    if !k.complete() {
+                        return Err(fail(
+                            DriverError::new(
+                                ErrorCode::BackendUnavailable,
+                                format!(
+                                    "{name} did not lock down: the kernel shows no {}",
+                                    k.missing()
+                                ),
+                            ),
+                            Some("not_locked_down"),
+                        ));
+                    }
+                    report.no_new_privs &= k.no_new_privs;
+                    report.seccomp &= k.seccomp_filter;
+                    report.caps_empty &= k.caps_empty;
+                }
+                Err(e) => {
+                    return Err(fail(
+                        unavailable(
+                            name,
+                            format!("its lock-down cannot be read from /proc: {e}"),
+                        ),
+                        Some("lockdown_unreadable"),
+                    ));
+                }
+            }
+        }
         if !report.acceptable(allow_no_landlock) {
             return Err(fail(
                 DriverError::new(

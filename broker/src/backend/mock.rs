@@ -288,6 +288,8 @@ impl Desk {
         }
         let sb = d.add(Some(root), "status_bar", "");
         let status = d.add(Some(sb), "label", "Ready");
+        // Last, so the layout of everything before it stays as the tests know it.
+        d.button(sb, "Send", Behavior::Status("Sent"));
         d.windows.push(Win {
             window_id: 0x0040_0001,
             pid: 4101,

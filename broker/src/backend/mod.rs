@@ -26,7 +26,9 @@ use crate::session::PausedReason;
 
 pub mod agents;
 pub mod linux;
+#[cfg(feature = "mock")]
 pub mod mock;
+pub mod procstatus;
 
 /// How far (either axis) the pointer may be from where the driver put it before it counts as
 /// the person's (contract §4.3).
@@ -126,7 +128,7 @@ pub enum BackendEvent {
         peer: &'static str,
         /// Its pid.
         pid: u32,
-        /// `not_locked_down` or `no_hello`.
+        /// `not_locked_down`, `lockdown_unreadable` or `no_hello`.
         reason: &'static str,
     },
 }

@@ -14,6 +14,7 @@ use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::WalkLimits;
 use serde_json::{Value, json};
 
+use super::approve::ActSubject;
 use super::{Engine, Output, Session, ToolResult};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
 use crate::snapshots::Snapshot;
@@ -196,6 +197,16 @@ impl Target {
             .any(|a| a.role == "combo_box" && a.states.has(State::Showing))
     }
 
+    /// What a host approval is about: this element in its window.
+    fn subject(&self) -> ActSubject<'_> {
+        ActSubject {
+            window_id: self.window.window_id,
+            pid: self.window.pid,
+            role: Some(&self.node.role),
+            label: Some(&self.node.name),
+        }
+    }
+
     fn expect(&self) -> Expect {
         Expect {
             handle: self.node.handle.clone(),
@@ -293,6 +304,16 @@ fn after_focusing_click(e: DriverError) -> DriverError {
         .with_effect("stopped");
     out.typed_characters = Some(0);
     out
+}
+
+/// What a host approval of a key press is about: the focused window.
+fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
+    ActSubject {
+        window_id: w.window_id,
+        pid: w.pid,
+        role: None,
+        label: None,
+    }
 }
 
 /// The topmost visible window at a screen point.
@@ -564,6 +585,17 @@ impl<B: Backend> Engine<B> {
         };
         let t = self.target(s, token).await?;
         let (op, verify) = Self::choose_semantic(call, &t)?;
+        // A host that approves this act is asked now; after its approval the target is read
+        // again and must still be what the host approved.
+        let (t, op, verify) = match self.approve_act(s, call, &t.subject()).await? {
+            None => (t, op, verify),
+            Some(digest) => {
+                let t = self.target(s, token).await?;
+                self.check_approved(Some(&digest), call, &t.subject())?;
+                let (op, verify) = Self::choose_semantic(call, &t)?;
+                (t, op, verify)
+            }
+        };
         let text_len = match &op {
             SemanticOp::InsertText { text } | SemanticOp::SetText { text } => {
                 Some(text.chars().count())
@@ -603,6 +635,26 @@ impl<B: Backend> Engine<B> {
         text_len: Option<usize>,
         act_ms: u64,
     ) -> ToolResult {
+        // The act was sent: what an Enter after it needs from the host changes.
+        {
+            let mut core = s.core();
+            match call {
+                Call::TypeText { .. }
+                | Call::SetValue {
+                    value: NewValue::Text(_),
+                    ..
+                } => core.typed_since_enter = true,
+                Call::PressKey { key, .. }
+                    if crate::approvals::ends_in_enter(std::slice::from_ref(key)) =>
+                {
+                    core.typed_since_enter = false
+                }
+                Call::Hotkey { keys, .. } if crate::approvals::ends_in_enter(keys) => {
+                    core.typed_since_enter = false
+                }
+                _ => {}
+            }
+        }
         let (after, settle_ms, settled) = self.settle(s, &t.window).await;
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
@@ -870,13 +922,26 @@ impl<B: Backend> Engine<B> {
             | Call::RightClick(PointerArgs { token, .. })
             | Call::TypeText { token, .. }
             | Call::Scroll { token, .. } => {
+                let secure = |t: &Target| {
+                    if matches!(call, Call::TypeText { .. }) && t.node.is_secure() {
+                        return Err(DriverError::new(
+                            ErrorCode::SecureField,
+                            format!("element {} is a secure field", t.row),
+                        ));
+                    }
+                    Ok(())
+                };
                 let t = self.target(s, token).await?;
-                if matches!(call, Call::TypeText { .. }) && t.node.is_secure() {
-                    return Err(DriverError::new(
-                        ErrorCode::SecureField,
-                        format!("element {} is a secure field", t.row),
-                    ));
-                }
+                secure(&t)?;
+                let t = match self.approve_act(s, call, &t.subject()).await? {
+                    None => t,
+                    Some(digest) => {
+                        let t = self.target(s, token).await?;
+                        self.check_approved(Some(&digest), call, &t.subject())?;
+                        secure(&t)?;
+                        t
+                    }
+                };
                 let (x, y) = t.center()?;
                 self.hit_test(&t.window, x, y).await?;
                 let click = |button, count| SynthOp::Click {
@@ -941,8 +1006,14 @@ impl<B: Backend> Engine<B> {
                     .await
             }
             Call::Drag { from, to, .. } => {
-                let from = self.target(s, from).await?;
-                let to = self.target(s, to).await?;
+                let (from_token, to_token) = (from, to);
+                let mut from = self.target(s, from_token).await?;
+                let mut to = self.target(s, to_token).await?;
+                if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
+                    from = self.target(s, from_token).await?;
+                    to = self.target(s, to_token).await?;
+                    self.check_approved(Some(&digest), call, &from.subject())?;
+                }
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
                         ErrorCode::InvalidArguments,
@@ -975,7 +1046,11 @@ impl<B: Backend> Engine<B> {
                     _ => unreachable!("matched above"),
                 };
                 check_keys(&keys)?;
-                let w = self.focused_approved(s).await?;
+                let mut w = self.focused_approved(s).await?;
+                if let Some(digest) = self.approve_act(s, call, &window_subject(&w)).await? {
+                    w = self.focused_approved(s).await?;
+                    self.check_approved(Some(&digest), call, &window_subject(&w))?;
+                }
                 let before = self.read_window(s, &w).await?;
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;

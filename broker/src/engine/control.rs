@@ -59,14 +59,38 @@ impl<B: Backend> Engine<B> {
                 }
                 json!({"event": "ack", "method": method, "revoked": revoked, "at_ms": self.now_ms()})
             }
-            Verb::ApprovalAnswer { id, approve } => {
-                let tx = s.core().approvals.remove(&id);
-                match tx {
-                    Some(tx) => {
+            Verb::ApprovalAnswer {
+                id,
+                approve,
+                digest,
+            } => {
+                // An approval of an act must echo the digest of the action it approves; a
+                // denial needs none. A wrong digest leaves the request open.
+                let taken = {
+                    let mut core = s.core();
+                    match core.approvals.get(&id) {
+                        Some((Some(want), _))
+                            if approve && digest.as_deref() != Some(want.as_str()) =>
+                        {
+                            Err(())
+                        }
+                        Some(_) => Ok(core.approvals.remove(&id).map(|(_, tx)| tx)),
+                        None => Ok(None),
+                    }
+                };
+                match taken {
+                    Err(()) => {
+                        let e = DriverError::new(
+                            ErrorCode::InvalidArguments,
+                            "approval.answer approving an act must echo the request's digest",
+                        );
+                        error_line(Some(method), &e)
+                    }
+                    Ok(Some(tx)) => {
                         let _ = tx.send(approve);
                         json!({"event": "ack", "method": method, "id": id, "approve": approve})
                     }
-                    None => {
+                    Ok(None) => {
                         let e = DriverError::new(
                             ErrorCode::InvalidArguments,
                             "no approval request is open with that id",

@@ -16,6 +16,7 @@ use nish_proto::wire::shim::{CallResult, Image};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::approvals::HostApprovals;
 use crate::audit::Audit;
 use crate::backend::{Backend, BackendEvent, BackendKind, StopFlag};
 use crate::policy;
@@ -23,6 +24,7 @@ use crate::session::{PausedReason, Phase, ResumeBy, SessionState};
 use crate::snapshots::SnapshotStore;
 
 mod acts;
+mod approve;
 mod control;
 mod reads;
 mod session_tools;
@@ -112,7 +114,10 @@ pub const EVENT_QUEUE: usize = 64;
 struct Core {
     sm: SessionState,
     snaps: SnapshotStore,
-    approvals: HashMap<String, oneshot::Sender<bool>>,
+    /// Open approval requests: id -> (the digest an act's approval must echo, the waiter).
+    approvals: HashMap<String, (Option<String>, oneshot::Sender<bool>)>,
+    /// Text was typed in this session since the last Enter (an Enter then needs approval).
+    typed_since_enter: bool,
     lease_task: Option<tokio::task::AbortHandle>,
     stop: StopFlag,
     act_times: VecDeque<Instant>,
@@ -132,6 +137,8 @@ pub struct Session {
     pub program: nish_proto::wire::indicator::HostProgram,
     /// True when the host has a control pipe (approvals and events can reach it).
     pub has_control: bool,
+    /// What the host approves call by call (only with a control pipe).
+    pub approve: HostApprovals,
     core: Mutex<Core>,
     /// Serializes calls that change the session or the desktop.
     calls: tokio::sync::Mutex<()>,
@@ -169,6 +176,8 @@ pub struct Engine<B: Backend> {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     next_snapshot: AtomicU64,
     next_approval: AtomicU64,
+    /// The key of approval digests (random per broker, so a host cannot precompute one).
+    approval_key: std::hash::RandomState,
     takeover_holder: Mutex<Option<String>>,
     /// The session whose consent dialog is up (one at a time).
     consent_holder: Mutex<Option<String>>,
@@ -231,6 +240,7 @@ impl<B: Backend> Engine<B> {
             sessions: Mutex::new(HashMap::new()),
             next_snapshot: AtomicU64::new(1),
             next_approval: AtomicU64::new(1),
+            approval_key: std::hash::RandomState::new(),
             takeover_holder: Mutex::new(None),
             consent_holder: Mutex::new(None),
             denials: Mutex::new(HashMap::new()),
@@ -263,7 +273,8 @@ impl<B: Backend> Engine<B> {
         });
     }
 
-    /// Opens a session for a new host connection.
+    /// Opens a session for a new host connection that approves nothing call by call (but
+    /// clipboard reads, which always need an approval).
     pub fn open_session(
         &self,
         host: &str,
@@ -271,6 +282,30 @@ impl<B: Backend> Engine<B> {
         has_control: bool,
         events: mpsc::Sender<String>,
     ) -> Arc<Session> {
+        self.open_session_approving(
+            host,
+            peer_pid,
+            has_control,
+            HostApprovals::default(),
+            events,
+        )
+    }
+
+    /// Opens a session for a new host connection, with what the host approves call by call.
+    /// Approvals need a control pipe: without one, the host's choice is ignored.
+    pub fn open_session_approving(
+        &self,
+        host: &str,
+        peer_pid: u32,
+        has_control: bool,
+        approve: HostApprovals,
+        events: mpsc::Sender<String>,
+    ) -> Arc<Session> {
+        let approve = if has_control {
+            approve
+        } else {
+            HostApprovals::default()
+        };
         let host = clean_host(host);
         let program = crate::peer::host_program(peer_pid);
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
@@ -287,6 +322,7 @@ impl<B: Backend> Engine<B> {
             peer_pid,
             program,
             has_control,
+            approve,
             core: Mutex::new(Core::default()),
             calls: tokio::sync::Mutex::new(()),
             events,
@@ -706,7 +742,7 @@ impl<B: Backend> Engine<B> {
             if let Some(tx) = core.consent_cancel.take() {
                 let _ = tx.send(());
             }
-            for (_, tx) in core.approvals.drain() {
+            for (_, (_, tx)) in core.approvals.drain() {
                 let _ = tx.send(false);
             }
             if let Some(t) = core.lease_task.take() {

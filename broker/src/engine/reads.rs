@@ -10,7 +10,6 @@ use nish_proto::model::{State, Tree, WindowInfo, escape_clip};
 use nish_proto::wire::reader::WalkLimits;
 use nish_proto::wire::shim::Image;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use super::session_tools::app_matches;
 use super::{Engine, Output, Session, ToolResult};
@@ -389,47 +388,15 @@ impl<B: Backend> Engine<B> {
     }
 
     pub(crate) async fn clipboard_read(&self, s: &Arc<Session>) -> ToolResult {
-        if !s.has_control {
-            return Err(DriverError::new(
-                ErrorCode::CapabilityNotConsented,
-                "clipboard_read needs the host's approval on its control pipe, and this host has none",
-            ));
-        }
-        let id = format!(
-            "a{}",
-            self.next_approval
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        let (tx, rx) = oneshot::channel();
-        s.core().approvals.insert(id.clone(), tx);
-        self.audit.emit(
-            AuditEvent::ApprovalRequest,
-            Some(&s.id),
-            json!({"id": id, "tool": Tool::ClipboardRead.name()}),
-        );
-        s.event(
-            json!({"event": "approval.request", "id": id, "session": s.id, "tool": Tool::ClipboardRead.name(),
-                        "description": "Read the clipboard's text"}),
-        );
-        let mut cancel = s.cancel.subscribe();
-        let approved = tokio::select! {
-            r = tokio::time::timeout(self.cfg.approval_timeout, rx) => matches!(r, Ok(Ok(true))),
-            _ = cancel.wait_for(|c| *c) => false,
-        };
-        s.core().approvals.remove(&id);
-        self.audit.emit(
-            AuditEvent::ApprovalAnswer,
-            Some(&s.id),
-            json!({"id": id, "approve": approved}),
-        );
-        if !approved {
-            // The session may have been stopped or revoked while the host was asked.
-            self.rejudge(s, &Call::ClipboardRead)?;
-            return Err(DriverError::new(
-                ErrorCode::ConsentDenied,
-                "the host did not approve this clipboard read",
-            ));
-        }
+        // Always approved call by call, whatever the host opted into (contract §5.2).
+        self.ask_host(
+            s,
+            &Call::ClipboardRead,
+            &["clipboard_read"],
+            json!({"tool": Tool::ClipboardRead.name(), "description": "Read the clipboard's text"}),
+            None,
+        )
+        .await?;
         let text = self
             .bounded_read("reading the clipboard", self.backend.clipboard_read())
             .await?;

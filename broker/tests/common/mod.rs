@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use nish_broker::approvals::HostApprovals;
 use nish_broker::audit::Audit;
 use nish_broker::backend::mock::MockBackend;
 use nish_broker::engine::{Engine, EngineConfig, Session};
@@ -139,10 +140,33 @@ impl Fixture {
         audit: Audit,
         audit_path: std::path::PathBuf,
     ) -> Fixture {
+        Self::with_audit_approving(has_control, cfg, audit, audit_path, Default::default())
+    }
+
+    /// A fixture whose host approves what `approve` says, call by call (with a control pipe).
+    pub fn approving(cfg: EngineConfig, approve: HostApprovals) -> Fixture {
+        let dir = std::env::temp_dir().join(format!(
+            "nish-fixture-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let audit_path = dir.join("audit.jsonl");
+        let audit = Audit::to_file(&audit_path).unwrap();
+        Self::with_audit_approving(true, cfg, audit, audit_path, approve)
+    }
+
+    fn with_audit_approving(
+        has_control: bool,
+        cfg: EngineConfig,
+        audit: Audit,
+        audit_path: std::path::PathBuf,
+        approve: HostApprovals,
+    ) -> Fixture {
         let engine = Engine::new(Arc::new(MockBackend::new()), audit, cfg);
         engine.spawn_event_loop();
         let (tx, events) = mpsc::channel(64);
-        let session = engine.open_session("test-host", 4242, has_control, tx);
+        let session = engine.open_session_approving("test-host", 4242, has_control, approve, tx);
         Fixture {
             engine,
             session,
@@ -255,6 +279,12 @@ impl Fixture {
             .iter()
             .find(|e| e["role"] == role && e["label"] == label)
             .unwrap_or_else(|| panic!("no {role} \"{label}\" in the read"))
+    }
+
+    /// The next control line, unbounded (callers bound it).
+    #[allow(dead_code)]
+    pub async fn next_event_raw(&self) -> Option<String> {
+        self.events.lock().await.recv().await
     }
 
     /// Waits for the next control event (bounded).

@@ -166,7 +166,9 @@ fn serve(conn: usize, stream: UnixStream, shared: Arc<Shared>, path: &Path) {
         return bad(e);
     }
     let session = match read_frame::<_, ShimToBroker>(&mut rd, MAX_CLIENT_FRAME_BYTES) {
-        Ok(ShimToBroker::Open { host, has_control }) => {
+        Ok(ShimToBroker::Open {
+            host, has_control, ..
+        }) => {
             let n = {
                 let mut m = shared.per_host.lock().unwrap();
                 let n = m.entry(host.clone()).or_insert(0);

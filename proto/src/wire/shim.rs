@@ -12,6 +12,8 @@ pub enum ShimToBroker {
         host: String,
         /// True when the host gave the shim a control pipe.
         has_control: bool,
+        /// What the host asked to approve call by call on its control pipe.
+        approve: ApproveOpts,
     },
     /// A tool call; the arguments travel as an opaque JSON string.
     Call {
@@ -28,6 +30,17 @@ pub enum ShimToBroker {
         /// The line, without its newline.
         line: String,
     },
+}
+
+/// What a host asked to approve, one call at a time, on its control pipe (it chooses when it
+/// connects: `nish-mcp --approve-consequential --approve-reads`). Both need a control pipe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApproveOpts {
+    /// Consequential acts (a click whose label reads as sending, paying, deleting...; typing
+    /// outside search and address fields; Enter after typing).
+    pub consequential: bool,
+    /// Acts with `observe`, which are reads too (contract §7.1 `approve_reads`).
+    pub reads: bool,
 }
 
 /// An image attached to a result.
