@@ -281,6 +281,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
         Cmd::Serve { backend, socket } => {
             init_logs();
+            // Not dumpable: without Yama, any process of the same user could otherwise ptrace
+            // the broker and make its decisions for it.
+            if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+                anyhow::bail!("cannot make the broker non-dumpable: {e}");
+            }
             let socket = socket.unwrap_or_else(server::default_socket);
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

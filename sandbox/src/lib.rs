@@ -102,6 +102,12 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
     if let Err(e) = nix::sys::prctl::set_no_new_privs() {
         failures.push(format!("no_new_privs: {e}"));
     }
+    // Not dumpable: without Yama, any process of the same user could otherwise ptrace the agent
+    // (and, for the indicator, click the consent dialog from inside it). Its /proc files then
+    // belong to root, and no core file is written.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        failures.push(format!("dumpable: {e}"));
+    }
     failures.extend(set_rlimits());
     failures.extend(drop_capabilities());
 

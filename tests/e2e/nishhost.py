@@ -41,10 +41,17 @@ def check(cond: bool, msg: str) -> None:
         raise AssertionError(msg)
 
 
+NO_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
+
+
 class Broker:
     """`nish-driver serve` on a private socket; stopped by pid."""
 
-    def __init__(self, driver: str, backend: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, driver: str, backend: str, env: dict[str, str] | None = None,
+                 no_caps: bool = False) -> None:
+        """`no_caps`: the broker runs with no capabilities at all (as the person's programs do
+        when the tests run as root), so that only its own defences keep other processes of
+        the same uid out."""
         self.driver = driver
         self.dir = tempfile.mkdtemp(prefix="nish-e2e-")
         self.socket = os.path.join(self.dir, "run", "broker.sock")
@@ -57,7 +64,7 @@ class Broker:
         self.env = e
         self.log = open(os.path.join(self.dir, "broker.log"), "wb")
         self.proc = subprocess.Popen(
-            [driver, "serve", "--backend", backend, "--socket", self.socket],
+            (NO_CAPS if no_caps else []) + [driver, "serve", "--backend", backend, "--socket", self.socket],
             env=e, stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
@@ -65,6 +72,23 @@ class Broker:
             check(self.proc.poll() is None, f"the broker exited early: {self.log_text()}")
             check(time.monotonic() < deadline, "the broker did not listen within 30 s")
             time.sleep(0.02)
+
+    def children(self) -> dict[str, int]:
+        """The broker's running children (its agents), by program name."""
+        out: dict[str, int] = {}
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{tid}/children", encoding="ascii") as f:
+                    pids = [int(p) for p in f.read().split()]
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+                        out[f.read().strip()] = pid
+                except OSError:
+                    pass
+        return out
 
     def log_text(self) -> str:
         self.log.flush()
@@ -163,9 +187,9 @@ def _spawn_with(fds: tuple[int, ...]):
 
 @asynccontextmanager
 async def host(shim: str, broker: Broker, name: str, version: str = "2025-11-25",
-               control: Control | None = None) -> AsyncIterator[Any]:
-    """An MCP client session with nish-mcp, negotiating `version`."""
-    args = ["--socket", broker.socket]
+               control: Control | None = None, extra: tuple[str, ...] = ()) -> AsyncIterator[Any]:
+    """An MCP client session with nish-mcp, negotiating `version` (`extra`: more shim flags)."""
+    args = ["--socket", broker.socket, *extra]
     fds: tuple[int, ...] = ()
     if control is not None:
         args += ["--control-fd", str(control.shim.fileno())]
@@ -484,6 +508,45 @@ class Person:
             rgb[i * 3:i * 3 + 3] = bytes((r, gr, b))
         d.close()
         write_png(path, g.width, g.height, bytes(rgb))
+
+
+PTRACE_ATTACH = (
+    "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); "
+    "r = libc.ptrace(16, int(sys.argv[1]), 0, 0); print(r, ctypes.get_errno())"
+)
+
+
+def ptrace_attach_as_plain_user_process(pid: int) -> tuple[int, int]:
+    """PTRACE_ATTACH to `pid` from a process of the same uid with no capabilities (setpriv
+    empties the bounding and inheritable sets, so even root's child has none), as any other
+    program of the person would. Returns (result, errno)."""
+    out = subprocess.run(
+        NO_CAPS + [sys.executable, "-c", PTRACE_ATTACH, str(pid)],
+        capture_output=True, text=True, timeout=20,
+    )
+    check(out.returncode == 0, f"the ptrace attempt ran: {out.stderr}")
+    r, errno = out.stdout.split()
+    return int(r), int(errno)
+
+
+def check_ptrace_refused(broker: Broker) -> None:
+    """A same-user process without capabilities cannot ptrace the broker (started with
+    `no_caps`) or its agents (they are not dumpable), while it can ptrace an ordinary process
+    of the same user and capabilities (so the attempt itself works)."""
+    plain = subprocess.Popen(NO_CAPS + ["sleep", "30"])
+    try:
+        r, errno = ptrace_attach_as_plain_user_process(plain.pid)
+        check(r == 0, f"the control attach to an ordinary process worked: {r} errno {errno}")
+    finally:
+        plain.kill()
+        plain.wait()
+    targets = {"nish-driver": broker.proc.pid, **broker.children()}
+    for name in ("nish-reader", "nish-input", "nish-indicator"):
+        check(name in targets, f"{name} runs under the broker: {targets}")
+    for name, pid in targets.items():
+        r, errno = ptrace_attach_as_plain_user_process(pid)
+        check(r == -1 and errno == 1, f"ptrace of {name} ({pid}): {r} errno {errno}")
+    say(f"ptrace attach refused (EPERM) to {', '.join(sorted(targets))}; allowed to a plain process")
 
 
 async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -1,0 +1,42 @@
+//! Host approvals of consequential acts on a private headless desktop (nested, so the person
+//! grants the session with a real device): the official MCP Python client, nish-mcp with
+//! `--approve-consequential` and a control pipe, `nish-driver serve --backend linux` and its
+//! agents, and the GTK 3 app tests/apps/approvals_gtk3.py (tests/e2e/desktop_approvals.py).
+
+use std::path::Path;
+use std::time::Duration;
+
+use nish_testdesk::session::{python, script, workspace_bin};
+use nish_testdesk::{App, Desktop};
+
+#[test]
+fn consequential_acts_wait_for_the_hosts_approval_on_a_real_desktop() {
+    let desk = Desktop::builder()
+        .nested(true)
+        .start()
+        .expect("the test desktop");
+    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps/approvals_gtk3.py");
+    let gtk = desk
+        .spawn(App::Command {
+            program: "/usr/bin/python3".into(),
+            args: vec![app.into()],
+        })
+        .expect("the GTK 3 app");
+    desk.wait_atspi_app(gtk.pid, Duration::from_secs(45))
+        .expect("the GTK 3 app on the registry");
+    let mut cmd = desk.command(python().expect("python with the MCP SDK"));
+    cmd.arg(script("desktop_approvals.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver").expect("nish-driver"))
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp").expect("nish-mcp"));
+    let o = cmd.output().expect("python runs");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "the approvals session failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    println!("{stdout}");
+}
