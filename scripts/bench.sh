@@ -3,7 +3,8 @@
 # gtk3-widget-factory, gtk4-demo and dense Chromium pages, with the text sizes of full and
 # skeleton reads; reads of big windows (a 50,000-row GTK 3 list, a Chromium page of 20,000
 # buttons) with the app's CPU; acts; and the takeover (hand-back, indicator removal, a
-# foreground click; see docs/performance.md). Figures print as markdown tables.
+# foreground click); and load (20 hosts reading and acting for 60 s: latency percentiles per
+# tool, memory; see docs/performance.md). Figures print as markdown tables.
 #
 #   scripts/bench.sh            # NISH_BENCH_REPEATS=7 by default
 set -euo pipefail
@@ -16,3 +17,4 @@ cargo bench -p nish-tests --bench reads
 cargo bench -p nish-tests --bench big_reads
 cargo bench -p nish-tests --bench acts
 cargo bench -p nish-tests --bench takeover
+cargo bench -p nish-tests --bench load

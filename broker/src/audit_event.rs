@@ -51,11 +51,11 @@ pub enum AuditEvent {
     LeaseExpired,
     /// `stop`: the kill switch
     Stop,
-    /// `agent.start`: the broker started an agent
+    /// `agent.start`: the broker started an agent (and it locked down)
     AgentStart,
-    /// `agent.refused`: an agent broke its protocol and was cut off (connection shut down, process killed)
+    /// `agent.refused`: an agent broke its protocol and was cut off (connection shut down, process killed), or did not lock down or say its hello in time when it started
     AgentRefused,
-    /// `agent.exit`: an agent exited
+    /// `agent.exit`: an agent's process ended (reaped at once)
     AgentExit,
     /// `audit.resumed`: the audit works again after it could not be written
     AuditResumed,
@@ -166,11 +166,11 @@ impl AuditEvent {
             }
             AuditEvent::LeaseExpired => r#"the lease ran out"#,
             AuditEvent::Stop => r#"the kill switch"#,
-            AuditEvent::AgentStart => r#"the broker started an agent"#,
+            AuditEvent::AgentStart => r#"the broker started an agent (and it locked down)"#,
             AuditEvent::AgentRefused => {
-                r#"an agent broke its protocol and was cut off (connection shut down, process killed)"#
+                r#"an agent broke its protocol and was cut off (connection shut down, process killed), or did not lock down or say its hello in time when it started"#
             }
-            AuditEvent::AgentExit => r#"an agent exited"#,
+            AuditEvent::AgentExit => r#"an agent's process ended (reaped at once)"#,
             AuditEvent::AuditResumed => r#"the audit works again after it could not be written"#,
         }
     }
@@ -215,11 +215,15 @@ impl AuditEvent {
             AuditEvent::ControlRefused => r#"`method`, `reason`"#,
             AuditEvent::LeaseExpired => r#""#,
             AuditEvent::Stop => r#"`origin` (`terminal`, `hotkey`, `shutdown`), `sessions`"#,
-            AuditEvent::AgentStart => r#"`agent`, `pid`"#,
-            AuditEvent::AgentRefused => {
-                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`), `phase`, `message`"#
+            AuditEvent::AgentStart => {
+                r#"`agent`, `pid`, `restart` (an earlier instance ran and ended)"#
             }
-            AuditEvent::AgentExit => r#"`agent`, `status`"#,
+            AuditEvent::AgentRefused => {
+                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`; at start `not_locked_down`, `lockdown_unreadable`, `no_hello`), `phase`, `message`"#
+            }
+            AuditEvent::AgentExit => {
+                r#"`agent`, `pid`, `status` (`exit N`, `signal N`), `ran_ms`, `restart_in_ms` (the backoff before it starts again)"#
+            }
             AuditEvent::AuditResumed => r#"`lost` (events not recorded meanwhile)"#,
         }
     }

@@ -584,7 +584,6 @@ async fn attach(peer: Peer, script: Vec<u8>) -> (bool, Seen, UnixStream) {
                 role,
                 false,
                 broker,
-                None,
                 on,
             )
             .await;
@@ -602,7 +601,6 @@ async fn attach(peer: Peer, script: Vec<u8>) -> (bool, Seen, UnixStream) {
                 role,
                 false,
                 broker,
-                None,
                 on,
             )
             .await;
@@ -620,7 +618,6 @@ async fn attach(peer: Peer, script: Vec<u8>) -> (bool, Seen, UnixStream) {
                 role,
                 false,
                 broker,
-                None,
                 on,
             )
             .await;

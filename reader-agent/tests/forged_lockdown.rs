@@ -39,13 +39,17 @@ async fn a_forged_lockdown_report_is_refused_and_the_real_one_accepted() {
     let Err(err) = r else {
         panic!("a forged lock-down must be refused");
     };
-    assert_eq!(err.code.as_str(), "backend_unavailable", "{err:?}");
+    assert_eq!(err.error.code.as_str(), "backend_unavailable", "{err:?}");
     assert!(
-        err.message
+        err.error
+            .message
             .contains("the kernel shows no no_new_privs, seccomp"),
         "{}",
-        err.message
+        err.error.message
     );
+    // The supervisor audits it as refused at its start.
+    assert_eq!(err.refused, Some("not_locked_down"), "{err:?}");
+    assert!(err.pid > 0, "{err:?}");
 
     // The real reader: accepted, and its report is the kernel's.
     let (agent, _events) = Agent::<BrokerToReader, ReaderToBroker>::spawn_at(

@@ -1,10 +1,15 @@
-//! Starting and supervising the sandboxed agents.
+//! Starting the sandboxed agents and watching their processes.
 //!
 //! Each agent is started with fork/exec and its end of a Unix socketpair on fd 3
 //! (`<agent> --fd 3`), with a whitelisted environment. Its first frame must be a hello of the
 //! expected role and protocol version, its second its lock-down report; an agent that did not
 //! lock down is killed and refused. Requests carry ids; a router task hands each answer to the
 //! request waiting for it and every other message to the agent's bounded event channel.
+//!
+//! One task owns each agent's process: it waits for the process to end and reaps it at once
+//! (no zombie waits for the next request), and kills it when the broker asks (a violation, the
+//! connection closed, the agent dropped). How it ended ([`AgentExit`]) is published to whoever
+//! supervises the agent (the Linux backend's slots restart it).
 //!
 //! The connection follows the permission table of [`crate::conn`]: after the lock-down only
 //! answers (and, from the indicator, its events). A second lock-down report, an answer to a
@@ -15,9 +20,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::codec::{FrameError, aio};
@@ -25,7 +30,7 @@ use nish_proto::wire::{AgentFailure, Hello, LockdownReport, MAX_FRAME_BYTES, Rol
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::conn::{Conn, Msg, Peer, Violation};
 use crate::server::MAX_HELLO_BYTES;
@@ -87,6 +92,9 @@ pub struct AgentViolation {
 /// Where the broker hears about agents it cut off.
 pub type OnViolation = Arc<dyn Fn(AgentViolation) + Send + Sync>;
 
+/// Longest wait for an agent's hello and lock-down report.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Cleans an agent's failure message: it comes from a process that handles untrusted app data,
 /// so only a bounded, plain-ASCII line reaches errors and logs.
 pub fn clean_message(m: &str) -> String {
@@ -108,6 +116,140 @@ struct Pending<Out> {
     closed: bool,
 }
 
+/// How an agent's process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentExit {
+    /// Its pid (0 when the broker did not start it).
+    pub pid: u32,
+    /// `exit N`, `signal N`, or `connection closed` for an agent without a process of the
+    /// broker's (bounded identifiers only).
+    pub status: String,
+    /// How long it ran.
+    pub ran: Duration,
+}
+
+impl AgentExit {
+    fn of(pid: u32, status: std::io::Result<std::process::ExitStatus>, ran: Duration) -> Self {
+        use std::os::unix::process::ExitStatusExt as _;
+        let status = match status {
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => format!("exit {c}"),
+                (None, Some(sig)) => format!("signal {sig}"),
+                _ => "ended".into(),
+            },
+            Err(_) => "unknown".into(),
+        };
+        AgentExit { pid, status, ran }
+    }
+}
+
+/// An agent's process: the kill request and, once it ended, how.
+struct Life {
+    kill: Notify,
+    exit: watch::Sender<Option<AgentExit>>,
+}
+
+impl Life {
+    fn new() -> Arc<Life> {
+        Arc::new(Life {
+            kill: Notify::new(),
+            exit: watch::channel(None).0,
+        })
+    }
+
+    /// Asks the owner task to kill the process (idempotent; a process that already ended is
+    /// left alone: the owner holds it until it is reaped, so its pid is never another's).
+    fn kill(&self) {
+        self.kill.notify_one();
+    }
+}
+
+/// The task that owns an agent's process: waits for it to end (reaping it at once), or kills
+/// it when asked, and publishes how it ended.
+async fn own(mut child: tokio::process::Child, life: Arc<Life>, name: &'static str) {
+    let pid = child.id().unwrap_or(0);
+    let started = Instant::now();
+    let status = tokio::select! {
+        s = child.wait() => s,
+        () = life.kill.notified() => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    let exit = AgentExit::of(pid, status, started.elapsed());
+    tracing::info!(agent = name, pid, status = %exit.status, "agent process ended");
+    life.exit.send_replace(Some(exit));
+}
+
+/// Logs an agent's standard error as the broker's own, a bounded line at a time.
+async fn log_lines(mut err: tokio::process::ChildStderr, name: &'static str) {
+    use tokio::io::AsyncReadExt as _;
+    const MAX_LINE: usize = 4096;
+    let mut line: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match err.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                tracing::info!(
+                    agent = name,
+                    "{}",
+                    clean_message(&String::from_utf8_lossy(&line))
+                );
+                line.clear();
+            } else if line.len() < MAX_LINE {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        tracing::info!(
+            agent = name,
+            "{}",
+            clean_message(&String::from_utf8_lossy(&line))
+        );
+    }
+}
+
+/// Why a request to an agent got no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// The agent's connection was already closed: nothing was sent.
+    NotSent,
+    /// The agent went away after the request was handed to its connection: it may have been
+    /// carried out.
+    Lost,
+    /// No answer within the time bound (the agent still runs).
+    TimedOut(Duration),
+}
+
+/// A failed start: the error, and the refusal the audit records when the agent started but was
+/// refused (it did not lock down, or said nothing in time).
+#[derive(Debug)]
+pub struct StartFailure {
+    /// What the caller is told.
+    pub error: DriverError,
+    /// The process's pid, when one was started.
+    pub pid: u32,
+    /// `not_locked_down`, `lockdown_unreadable` or `no_hello` (a refusal the audit records as
+    /// `agent.refused`);
+    /// violations during the handshake are reported through `on_violation` instead.
+    pub refused: Option<&'static str>,
+}
+
+impl StartFailure {
+    fn plain(error: DriverError) -> Self {
+        StartFailure {
+            error,
+            pid: 0,
+            refused: None,
+        }
+    }
+}
+
 /// A running agent.
 pub struct Agent<In, Out> {
     /// The agent's name (`nish-reader`, ...).
@@ -118,7 +260,7 @@ pub struct Agent<In, Out> {
     pub pid: u32,
     tx: mpsc::Sender<In>,
     pending: Arc<Mutex<Pending<Out>>>,
-    child: Arc<Mutex<Option<Child>>>,
+    life: Arc<Life>,
 }
 
 impl<In, Out> std::fmt::Debug for Agent<In, Out> {
@@ -129,13 +271,6 @@ impl<In, Out> std::fmt::Debug for Agent<In, Out> {
 
 fn unavailable(name: &str, why: impl std::fmt::Display) -> DriverError {
     DriverError::new(ErrorCode::BackendUnavailable, format!("{name}: {why}"))
-}
-
-fn kill(child: &Mutex<Option<Child>>) {
-    if let Some(mut c) = child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }
 
 impl<In, Out> Agent<In, Out>
@@ -150,7 +285,7 @@ where
         role: Role,
         allow_no_landlock: bool,
         on_violation: OnViolation,
-    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
         Self::spawn_at(
             name,
             &agent_path(name),
@@ -168,15 +303,16 @@ where
         role: Role,
         allow_no_landlock: bool,
         on_violation: OnViolation,
-    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
+        let plain = |e| StartFailure::plain(e);
         if !path.exists() {
-            return Err(unavailable(
+            return Err(plain(unavailable(
                 name,
                 format!("not installed at {}", path.display()),
-            ));
+            )));
         }
         let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().map_err(|e| unavailable(name, e))?;
+            std::os::unix::net::UnixStream::pair().map_err(|e| plain(unavailable(name, e)))?;
         let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
@@ -192,48 +328,76 @@ where
             .stderr(Stdio::piped());
 
         crate::sys::pass_as_fd3(&mut cmd, theirs.into());
+        let mut cmd = tokio::process::Command::from(cmd);
+        // A process whose owner task is dropped (the runtime shuts down) is killed.
+        cmd.kill_on_drop(true);
         let mut child = cmd
             .spawn()
-            .map_err(|e| unavailable(name, format!("cannot start: {e}")))?;
+            .map_err(|e| plain(unavailable(name, format!("cannot start: {e}"))))?;
+        // The parent's copy of the agent's end is closed with the command.
         drop(cmd);
+        let pid = child.id().unwrap_or(0);
         if let Some(err) = child.stderr.take() {
-            std::thread::Builder::new()
-                .name(format!("{name}-log"))
-                .spawn(move || {
-                    use std::io::BufRead as _;
-                    for line in std::io::BufReader::new(err).lines() {
-                        let Ok(line) = line else { break };
-                        tracing::info!(agent = name, "{}", clean_message(&line));
-                    }
-                })
-                .map_err(|e| unavailable(name, e))?;
+            tokio::spawn(log_lines(err, name));
         }
-        ours.set_nonblocking(true)
-            .map_err(|e| unavailable(name, e))?;
-        let stream = UnixStream::from_std(ours).map_err(|e| unavailable(name, e))?;
-        Self::attach(
+        let life = Life::new();
+        tokio::spawn(own(child, life.clone(), name));
+        let stream = ours
+            .set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(ours));
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                life.kill();
+                return Err(StartFailure {
+                    error: unavailable(name, e),
+                    pid,
+                    refused: None,
+                });
+            }
+        };
+        Self::handshake(
             name,
             role,
             allow_no_landlock,
             stream,
-            Some(child),
+            pid,
+            life,
             on_violation,
         )
         .await
     }
 
-    /// Takes an agent's connection (and its process, when the broker started it): checks the
-    /// hello and the lock-down, then routes its messages.
+    /// Takes the connection of an agent the broker did not start (tests): checks the hello and
+    /// the lock-down, then routes its messages. It counts as exited when its connection ends.
     pub async fn attach(
         name: &'static str,
         role: Role,
         allow_no_landlock: bool,
-        mut stream: UnixStream,
-        child: Option<Child>,
+        stream: UnixStream,
         on_violation: OnViolation,
-    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), DriverError> {
-        let pid = child.as_ref().map_or(0, |c| c.id());
-        let child = Arc::new(Mutex::new(child));
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
+        Self::handshake(
+            name,
+            role,
+            allow_no_landlock,
+            stream,
+            0,
+            Life::new(),
+            on_violation,
+        )
+        .await
+    }
+
+    async fn handshake(
+        name: &'static str,
+        role: Role,
+        allow_no_landlock: bool,
+        mut stream: UnixStream,
+        pid: u32,
+        life: Arc<Life>,
+        on_violation: OnViolation,
+    ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
         let peer = Peer::of(role);
         let cut_off = {
             let on_violation = on_violation.clone();
@@ -286,31 +450,70 @@ where
                 .cloned()
                 .ok_or_else(|| unavailable(name, "its first message was not a lock-down report"))
         };
-        let mut report = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                kill(&child);
-                return Err(e);
+        let fail = |error, refused| {
+            life.kill();
+            life.exit.send_if_modified(|e| {
+                // An agent without a process of the broker's ends with its connection.
+                if pid == 0 && e.is_none() {
+                    *e = Some(AgentExit {
+                        pid,
+                        status: "connection closed".into(),
+                        ran: Duration::ZERO,
+                    });
+                    true
+                } else {
+                    false
+                }
+            });
+            StartFailure {
+                error,
+                pid,
+                refused,
             }
+        };
+        let mut report = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(fail(e, None)),
             Err(_) => {
-                kill(&child);
-                return Err(unavailable(name, "no hello within 10 s"));
+                return Err(fail(
+                    unavailable(
+                        name,
+                        format!("no hello within {} ms", HANDSHAKE_TIMEOUT.as_millis()),
+                    ),
+                    Some("no_hello"),
+                ));
             }
         };
         // The kernel's view of a process the broker started decides; the agent's report is
-        // only believed where the kernel shows nothing (Landlock). The child is not reaped
-        // yet, so its pid names it.
+        // only believed where the kernel shows nothing (Landlock). Its owner task publishes the
+        // end right after reaping it: a process seen running before and after the read is the
+        // one read (a pid reused in between is all that remains, and it would have to show a
+        // full lock-down too).
         if pid != 0 {
-            match super::procstatus::read(pid) {
+            let ended = || life.exit.borrow().is_some();
+            let k = if ended() {
+                Err(std::io::Error::other("the process ended"))
+            } else {
+                super::procstatus::read(pid)
+            };
+            match k {
+                Ok(_) if ended() => {
+                    return Err(fail(
+                        unavailable(name, "it ended during its lock-down check"),
+                        None,
+                    ));
+                }
                 Ok(k) => {
                     if !k.complete() {
-                        kill(&child);
-                        return Err(DriverError::new(
-                            ErrorCode::BackendUnavailable,
-                            format!(
-                                "{name} did not lock down: the kernel shows no {}",
-                                k.missing()
+                        return Err(fail(
+                            DriverError::new(
+                                ErrorCode::BackendUnavailable,
+                                format!(
+                                    "{name} did not lock down: the kernel shows no {}",
+                                    k.missing()
+                                ),
                             ),
+                            Some("not_locked_down"),
                         ));
                     }
                     report.no_new_privs &= k.no_new_privs;
@@ -318,22 +521,26 @@ where
                     report.caps_empty &= k.caps_empty;
                 }
                 Err(e) => {
-                    kill(&child);
-                    return Err(unavailable(
-                        name,
-                        format!("its lock-down cannot be read from /proc: {e}"),
+                    return Err(fail(
+                        unavailable(
+                            name,
+                            format!("its lock-down cannot be read from /proc: {e}"),
+                        ),
+                        Some("lockdown_unreadable"),
                     ));
                 }
             }
         }
         if !report.acceptable(allow_no_landlock) {
-            kill(&child);
-            return Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                format!(
-                    "{name} did not lock down: {}",
-                    clean_message(&report.detail)
+            return Err(fail(
+                DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!(
+                        "{name} did not lock down: {}",
+                        clean_message(&report.detail)
+                    ),
                 ),
+                Some("not_locked_down"),
             ));
         }
         let (mut rd, mut wr) = stream.into_split();
@@ -355,7 +562,8 @@ where
         }));
         let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
         let p = pending.clone();
-        let router_child = child.clone();
+        let router_life = life.clone();
+        let started = Instant::now();
         tokio::spawn(async move {
             let violation = route(name, &mut rd, &mut conn, &p, &ev_tx).await;
             {
@@ -363,15 +571,33 @@ where
                 g.closed = true;
                 g.waiting.clear();
             }
-            if let Some(v) = violation {
-                // Cut off: both directions of the connection end now, and the process too.
+            if violation.is_some() {
+                // Cut off: both directions of the connection end now.
                 use std::os::fd::AsRawFd as _;
                 let _ = nix::sys::socket::shutdown(
                     rd.as_ref().as_raw_fd(),
                     nix::sys::socket::Shutdown::Both,
                 );
-                drop(rd);
-                kill(&router_child);
+            }
+            drop(rd);
+            // An agent without its connection is of no use: its process goes too (it has
+            // usually exited already).
+            router_life.kill();
+            if pid == 0 {
+                router_life.exit.send_if_modified(|e| {
+                    if e.is_none() {
+                        *e = Some(AgentExit {
+                            pid,
+                            status: "connection closed".into(),
+                            ran: started.elapsed(),
+                        });
+                        true
+                    } else {
+                        false
+                    }
+                });
+            }
+            if let Some(v) = violation {
                 cut_off(v);
             }
         });
@@ -381,12 +607,12 @@ where
             pid,
             tx,
             pending,
-            child,
+            life,
         });
         Ok((agent, ev_rx))
     }
 
-    /// True while the agent's connection is open.
+    /// True while the agent's connection is open and its process runs.
     pub fn alive(&self) -> bool {
         !self
             .pending
@@ -394,6 +620,32 @@ where
             .unwrap_or_else(|e| e.into_inner())
             .closed
             && !self.tx.is_closed()
+            && self.life.exit.borrow().is_none()
+    }
+
+    /// How the agent ended, once it did.
+    pub fn exit(&self) -> Option<AgentExit> {
+        self.life.exit.borrow().clone()
+    }
+
+    /// Waits until the agent ended, at most `bound`; how it ended, if it did.
+    pub async fn wait_exit(&self, bound: Duration) -> Option<AgentExit> {
+        let mut rx = self.life.exit.subscribe();
+        let r = tokio::time::timeout(bound, rx.wait_for(Option::is_some)).await;
+        match r {
+            Ok(Ok(e)) => e.clone(),
+            _ => None,
+        }
+    }
+
+    /// A receiver that sees the agent's end.
+    pub fn exit_watch(&self) -> watch::Receiver<Option<AgentExit>> {
+        self.life.exit.subscribe()
+    }
+
+    /// Kills the agent (its owner task reaps it).
+    pub fn kill(&self) {
+        self.life.kill();
     }
 
     /// A fresh request id.
@@ -420,36 +672,33 @@ where
     }
 
     /// Sends a request built with `id` and waits for its answer.
-    pub async fn request(&self, id: u64, msg: In, timeout: Duration) -> Result<Out, DriverError> {
+    pub async fn request(&self, id: u64, msg: In, timeout: Duration) -> Result<Out, RequestError> {
         let (tx, rx) = oneshot::channel();
         {
             let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            if g.closed {
-                return Err(unavailable(self.binary, "the agent is gone"));
+            if g.closed || self.tx.is_closed() {
+                return Err(RequestError::NotSent);
             }
             g.waiting.insert(id, tx);
         }
-        self.send(msg).await?;
+        if self.tx.send(msg).await.is_err() {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .waiting
+                .remove(&id);
+            return Err(RequestError::NotSent);
+        }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(m)) => Ok(m),
-            Ok(Err(_)) => Err(unavailable(
-                self.binary,
-                "the agent exited during the request",
-            )),
+            Ok(Err(_)) => Err(RequestError::Lost),
             Err(_) => {
                 self.pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .waiting
                     .remove(&id);
-                Err(DriverError::new(
-                    ErrorCode::AppNotResponding,
-                    format!(
-                        "{} did not answer within {} ms",
-                        self.binary,
-                        timeout.as_millis()
-                    ),
-                ))
+                Err(RequestError::TimedOut(timeout))
             }
         }
     }
@@ -505,6 +754,6 @@ async fn route<Out: AgentMessage>(
 
 impl<In, Out> Drop for Agent<In, Out> {
     fn drop(&mut self) {
-        kill(&self.child);
+        self.life.kill();
     }
 }

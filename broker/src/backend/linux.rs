@@ -2,11 +2,18 @@
 //! supervises — `nish-reader` for reads and captures, `nish-indicator` for the consent dialog
 //! and the takeover frame, `nish-input` for acts.
 //!
-//! An agent that exits is started again on the next request (at most [`MAX_RESTARTS`] times a
-//! minute); a request that was in flight when it died answers `backend_unavailable`, whose
-//! disposition (`unsafe`) tells the model to look before acting again.
+//! Each agent runs in a supervised [`Slot`]: started on first use (the indicator when the
+//! service starts), reaped the moment it exits (the audit gets `agent.exit` with its status) and
+//! started again on its own with backoff ([`restart_delay`]: the first restart at once, then
+//! 250 ms doubling to at most 5 s; an agent that ran [`STABLE_RUN`] starts the count again). A
+//! call that finds its agent down answers at once with the time of the next start in its
+//! message. What the answer's code is depends on what happened (the contract's dispositions):
+//! a read, or an act refused before anything was sent, answers `rate_limited` (retry `safe`:
+//! nothing happened); an act that was in flight when its agent died answers with an `unsafe`
+//! code (something may have happened). An agent that cannot start at all (not installed, no
+//! lock-down) answers `backend_unavailable`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use nish_proto::doctor::{
@@ -26,15 +33,39 @@ use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, Wal
 use nish_proto::wire::{LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
-use super::agents::{Agent, AgentMessage, OnViolation, failure_to_error};
+use super::agents::{
+    Agent, AgentExit, AgentMessage, OnViolation, RequestError, StartFailure, failure_to_error,
+};
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
 use crate::conn::{Msg, indicator_kind, input_kind, reader_kind};
 use crate::session::PausedReason;
 
-/// Most restarts of one agent in a minute before the backend reports it unavailable.
-pub const MAX_RESTARTS: usize = 5;
+/// The longest wait before an agent that keeps exiting is started again.
+pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(5);
+/// An agent that ran this long before it exited is started again at once (its failures are
+/// forgotten).
+pub const STABLE_RUN: Duration = Duration::from_secs(30);
+
+/// The wait before the `failures`-th start in a row of an agent that keeps failing: the first
+/// at once, then 250 ms, doubling, at most [`MAX_RESTART_DELAY`].
+pub fn restart_delay(failures: u32) -> Duration {
+    if failures <= 1 {
+        return Duration::ZERO;
+    }
+    let ms = 250u64.saturating_mul(1u64 << (failures - 2).min(16));
+    Duration::from_millis(ms).min(MAX_RESTART_DELAY)
+}
+
+/// What a call was doing when its agent went away: decides the code it answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallKind {
+    /// A read (or a probe, or the consent dialog): nothing happened to any app.
+    Read,
+    /// An act: once its request was handed to the agent, it may have happened.
+    Act,
+}
 
 impl AgentMessage for ReaderToBroker {
     fn lockdown(&self) -> Option<&LockdownReport> {
@@ -99,12 +130,40 @@ impl AgentMessage for InputToBroker {
     }
 }
 
-/// One supervised agent slot: started on demand, restarted when it died.
+/// Runs when an agent (re)started: queues its first messages and takes its non-answer
+/// messages. The flag is true for a restart (an earlier instance ran and ended).
+type OnStart<In, Out> =
+    Box<dyn Fn(&Arc<Agent<In, Out>>, mpsc::Receiver<Out>, bool) + Send + Sync + 'static>;
+
+/// The supervision record of one slot.
+#[derive(Debug, Default)]
+struct Supervision {
+    /// Failed starts and short runs in a row.
+    failures: u32,
+    /// No start before this (the backoff).
+    next_start: Option<Instant>,
+    /// The last agent's end, once recorded (by pid).
+    last_exit: Option<AgentExit>,
+    /// Why the last start failed, when it did.
+    last_start_error: Option<String>,
+    /// An agent of this slot has run.
+    started_once: bool,
+}
+
+/// One supervised agent: started on first use, reaped the moment it exits, started again with
+/// backoff.
 struct Slot<In, Out> {
     binary: &'static str,
     role: Role,
     agent: Mutex<Option<Arc<Agent<In, Out>>>>,
-    starts: std::sync::Mutex<Vec<Instant>>,
+    sup: std::sync::Mutex<Supervision>,
+    on_start: OnStart<In, Out>,
+    on_violation: OnViolation,
+    events: mpsc::UnboundedSender<BackendEvent>,
+    /// Start it again after a failed start too, without waiting for a request (the indicator:
+    /// the stop hotkey must come back).
+    keep_trying: std::sync::atomic::AtomicBool,
+    me: Weak<Self>,
 }
 
 impl<In, Out> Slot<In, Out>
@@ -112,62 +171,285 @@ where
     In: serde::Serialize + Send + Sync + 'static,
     Out: AgentMessage,
 {
-    fn new(name: &'static str, role: Role) -> Self {
-        Slot {
+    fn new(
+        name: &'static str,
+        role: Role,
+        events: mpsc::UnboundedSender<BackendEvent>,
+        on_start: OnStart<In, Out>,
+    ) -> Arc<Self> {
+        let violations = events.clone();
+        let on_violation: OnViolation = Arc::new(move |v| {
+            let _ = violations.send(BackendEvent::AgentCutOff(v));
+        });
+        Arc::new_cyclic(|me| Slot {
             binary: name,
             role,
             agent: Mutex::new(None),
-            starts: std::sync::Mutex::new(vec![]),
-        }
+            sup: std::sync::Mutex::new(Supervision::default()),
+            on_start,
+            on_violation,
+            events,
+            keep_trying: std::sync::atomic::AtomicBool::new(false),
+            me: me.clone(),
+        })
     }
 
-    /// The running agent, started if needed. `on_start` gets a newly started agent (to queue
-    /// its first messages) and its non-answer messages; `on_violation` hears about it being
-    /// cut off.
-    async fn get(
-        &self,
-        on_violation: OnViolation,
-        on_start: impl FnOnce(&Arc<Agent<In, Out>>, mpsc::Receiver<Out>),
-    ) -> Result<Arc<Agent<In, Out>>, DriverError> {
+    fn sup(&self) -> std::sync::MutexGuard<'_, Supervision> {
+        self.sup.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The running agent, started if needed and allowed by the backoff; else at once an error
+    /// that says when the next start is.
+    async fn get(&self) -> Result<Arc<Agent<In, Out>>, DriverError> {
         let mut g = self.agent.lock().await;
         if let Some(a) = g.as_ref().filter(|a| a.alive()) {
             return Ok(a.clone());
         }
+        if let Some(a) = g.as_ref()
+            && let Some(exit) = a.exit()
         {
-            let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
-            starts.retain(|t| t.elapsed() < Duration::from_secs(60));
-            if starts.len() >= MAX_RESTARTS {
-                return Err(DriverError::new(
-                    ErrorCode::BackendUnavailable,
-                    format!(
-                        "{} exited {} times in a minute; not starting it again yet",
-                        self.binary,
-                        starts.len()
-                    ),
-                ));
-            }
-            starts.push(Instant::now());
+            // Ended, and its watcher has not recorded it yet.
+            self.record_exit(&exit);
         }
-        let (agent, events) = Agent::spawn(self.binary, self.role, false, on_violation).await?;
-        tracing::info!(agent = self.binary, pid = agent.pid, landlock = %agent.lockdown.landlock, "agent started");
-        on_start(&agent, events);
-        *g = Some(agent.clone());
-        Ok(agent)
+        let restart = {
+            let sup = self.sup();
+            if let Some(at) = sup.next_start {
+                let now = Instant::now();
+                if at > now {
+                    return Err(self.down_error(&sup, at - now));
+                }
+            }
+            sup.started_once
+        };
+        match Agent::spawn(self.binary, self.role, false, self.on_violation.clone()).await {
+            Ok((agent, events)) => {
+                tracing::info!(agent = self.binary, pid = agent.pid, landlock = %agent.lockdown.landlock, restart, "agent started");
+                {
+                    let mut sup = self.sup();
+                    sup.started_once = true;
+                    sup.next_start = None;
+                    sup.last_start_error = None;
+                }
+                let _ = self.events.send(BackendEvent::AgentStarted {
+                    agent: self.binary,
+                    pid: agent.pid,
+                    restart,
+                });
+                (self.on_start)(&agent, events, restart);
+                self.watch(&agent);
+                *g = Some(agent.clone());
+                Ok(agent)
+            }
+            Err(f) => {
+                drop(g);
+                Err(self.start_failed(f))
+            }
+        }
     }
 
+    /// The agent if it runs now (never starts one).
     async fn current(&self) -> Option<Arc<Agent<In, Out>>> {
         self.agent.lock().await.clone().filter(|a| a.alive())
+    }
+
+    /// Records a failed start, schedules the next try and says when it is.
+    fn start_failed(&self, f: StartFailure) -> DriverError {
+        let delay = {
+            let mut sup = self.sup();
+            sup.failures = sup.failures.saturating_add(1);
+            let delay = restart_delay(sup.failures + 1);
+            sup.next_start = Some(Instant::now() + delay);
+            sup.last_start_error = Some(f.error.message.clone());
+            delay
+        };
+        tracing::warn!(
+            agent = self.binary,
+            retry_ms = delay.as_millis() as u64,
+            "agent did not start: {}",
+            f.error.message
+        );
+        if let Some(reason) = f.refused {
+            let _ = self.events.send(BackendEvent::AgentRefused {
+                agent: self.binary,
+                peer: crate::conn::Peer::of(self.role).as_str(),
+                pid: f.pid,
+                reason,
+            });
+        }
+        if self.keep_trying.load(std::sync::atomic::Ordering::Relaxed) {
+            self.start_after(delay);
+        }
+        let mut e = f.error;
+        e.message = format!(
+            "{}; the next start is in {} ms",
+            e.message,
+            delay.as_millis()
+        );
+        e
+    }
+
+    /// Records an agent's end once (by pid): counts it, sets the backoff, tells the engine.
+    /// Returns the wait before the next start.
+    fn record_exit(&self, exit: &AgentExit) -> Duration {
+        let mut sup = self.sup();
+        if sup.last_exit.as_ref().is_some_and(|e| e.pid == exit.pid) {
+            return sup.next_start.map_or(Duration::ZERO, |t| {
+                t.saturating_duration_since(Instant::now())
+            });
+        }
+        if exit.ran >= STABLE_RUN {
+            sup.failures = 0;
+        }
+        sup.failures = sup.failures.saturating_add(1);
+        let delay = restart_delay(sup.failures);
+        sup.next_start = Some(Instant::now() + delay);
+        sup.last_exit = Some(exit.clone());
+        drop(sup);
+        tracing::warn!(agent = self.binary, pid = exit.pid, status = %exit.status, restart_ms = delay.as_millis() as u64, "agent exited");
+        let _ = self.events.send(BackendEvent::AgentExited {
+            agent: self.binary,
+            pid: exit.pid,
+            status: exit.status.clone(),
+            ran_ms: exit.ran.as_millis() as u64,
+            restart_in_ms: delay.as_millis() as u64,
+        });
+        delay
+    }
+
+    /// Watches a started agent: the moment its process ends it is recorded, and it is started
+    /// again after the backoff.
+    fn watch(&self, agent: &Arc<Agent<In, Out>>) {
+        let mut rx = agent.exit_watch();
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let exit = match rx.wait_for(Option::is_some).await {
+                Ok(e) => e.clone(),
+                Err(_) => return,
+            };
+            let Some(exit) = exit else { return };
+            let Some(slot) = me.upgrade() else { return };
+            let delay = slot.record_exit(&exit);
+            slot.start_after(delay);
+        });
+    }
+
+    /// Starts the agent after `delay` unless something started it meanwhile.
+    fn start_after(&self, delay: Duration) {
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let Some(slot) = me.upgrade() else { return };
+            // A failure is recorded (and, for the indicator, tried again) by get itself.
+            let _ = slot.get().await;
+        });
+    }
+
+    /// Sends a request and waits for its answer; a request the agent did not answer says why,
+    /// with the code `kind` calls for.
+    async fn ask(
+        &self,
+        agent: &Agent<In, Out>,
+        id: u64,
+        msg: In,
+        timeout: Duration,
+        kind: CallKind,
+    ) -> Result<Out, DriverError> {
+        match agent.request(id, msg, timeout).await {
+            Ok(m) => Ok(m),
+            Err(e) => Err(self.failed(agent, e, kind).await),
+        }
+    }
+
+    /// The error of a call that finds the agent down, with the wait before its next start.
+    fn down_error(&self, sup: &Supervision, wait: Duration) -> DriverError {
+        let ms = wait.as_millis();
+        match (&sup.last_start_error, &sup.last_exit) {
+            (Some(why), _) => DriverError::new(
+                ErrorCode::BackendUnavailable,
+                format!(
+                    "{} could not be started ({}); the next start is in {ms} ms",
+                    self.binary,
+                    super::agents::clean_message(why)
+                ),
+            ),
+            (None, Some(exit)) => DriverError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{} exited ({}) and starts again in {ms} ms; nothing was sent; retry in {} ms",
+                    self.binary,
+                    exit.status,
+                    ms.max(100)
+                ),
+            ),
+            (None, None) => DriverError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{} is not running and starts in {ms} ms; nothing was sent; retry in {} ms",
+                    self.binary,
+                    ms.max(100)
+                ),
+            ),
+        }
+    }
+
+    /// The error of a request that got no answer because of the agent (gone, or silent).
+    async fn failed(&self, agent: &Agent<In, Out>, e: RequestError, kind: CallKind) -> DriverError {
+        match e {
+            RequestError::TimedOut(t) => {
+                let what = format!("{} did not answer within {} ms", self.binary, t.as_millis());
+                match kind {
+                    // Nothing happened to any app: the same call may be sent again.
+                    CallKind::Read => DriverError::new(
+                        ErrorCode::RateLimited,
+                        format!("{what}; nothing was changed; retry in 1000 ms"),
+                    ),
+                    CallKind::Act => DriverError::new(ErrorCode::AppNotResponding, what),
+                }
+            }
+            RequestError::NotSent | RequestError::Lost => {
+                // The process ends right after its connection: wait for it briefly, so the
+                // answer can say how it ended and when it starts again.
+                let exit = agent.wait_exit(Duration::from_millis(300)).await;
+                let wait = exit
+                    .as_ref()
+                    .map_or(Duration::ZERO, |x| self.record_exit(x));
+                let status = exit.map_or_else(|| "its connection closed".into(), |x| x.status);
+                let ms = wait.as_millis();
+                let again = format!("starts again in {ms} ms");
+                match (e, kind) {
+                    (RequestError::NotSent, _) | (_, CallKind::Read) => DriverError::new(
+                        ErrorCode::RateLimited,
+                        format!(
+                            "{} exited ({status}) and {again}; nothing was {}; retry in {} ms",
+                            self.binary,
+                            if e == RequestError::NotSent {
+                                "sent"
+                            } else {
+                                "changed"
+                            },
+                            ms.max(100)
+                        ),
+                    ),
+                    _ => DriverError::new(
+                        ErrorCode::AppNotResponding,
+                        format!(
+                            "{} exited ({status}) during the act, which may or may not have reached the app; it {again}",
+                            self.binary
+                        ),
+                    ),
+                }
+            }
+        }
     }
 }
 
 /// The Linux backend.
 pub struct LinuxBackend {
-    reader: Slot<BrokerToReader, ReaderToBroker>,
-    input: Slot<BrokerToInput, InputToBroker>,
-    indicator: Slot<BrokerToIndicator, IndicatorToBroker>,
+    reader: Arc<Slot<BrokerToReader, ReaderToBroker>>,
+    input: Arc<Slot<BrokerToInput, InputToBroker>>,
+    indicator: Arc<Slot<BrokerToIndicator, IndicatorToBroker>>,
     /// Consent answers and takeover-shown notices from the indicator, routed by the event task.
     indicator_answers: Arc<std::sync::Mutex<IndicatorWaiters>>,
-    events_tx: mpsc::UnboundedSender<BackendEvent>,
     events_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<BackendEvent>>>,
     read_timeout: Duration,
     /// What the input agent's X connection offers (read once).
@@ -210,52 +492,57 @@ impl LinuxBackend {
     /// A backend for this session's display; agents start on first use.
     pub fn new() -> Self {
         let (events_tx, rx) = mpsc::unbounded_channel();
+        let indicator_answers = Arc::new(std::sync::Mutex::new(IndicatorWaiters::default()));
+        let assistive = crate::assistive::Setting::read();
+        let reader = Slot::new(
+            "nish-reader",
+            Role::Reader,
+            events_tx.clone(),
+            Box::new(|_, mut ev, _| {
+                tokio::spawn(async move { while ev.recv().await.is_some() {} });
+            }),
+        );
+        let input = Slot::new(
+            "nish-input",
+            Role::Input,
+            events_tx.clone(),
+            input_on_start(events_tx.clone(), indicator_answers.clone()),
+        );
+        let indicator = Slot::new(
+            "nish-indicator",
+            Role::Indicator,
+            events_tx.clone(),
+            indicator_on_start(
+                events_tx.clone(),
+                indicator_answers.clone(),
+                assistive.accept_xtest_clicks,
+            ),
+        );
         LinuxBackend {
-            reader: Slot::new("nish-reader", Role::Reader),
-            input: Slot::new("nish-input", Role::Input),
-            indicator: Slot::new("nish-indicator", Role::Indicator),
-            indicator_answers: Arc::new(std::sync::Mutex::new(IndicatorWaiters::default())),
-            events_tx,
+            reader,
+            input,
+            indicator,
+            indicator_answers,
             events_rx: std::sync::Mutex::new(Some(rx)),
             read_timeout: Duration::from_secs(8),
             input_probe: Mutex::new(None),
-            assistive: crate::assistive::Setting::read(),
+            assistive,
         }
     }
 
-    /// Reports agents cut off to the engine (which audits them).
-    fn on_violation(&self) -> OnViolation {
-        let events = self.events_tx.clone();
-        Arc::new(move |v| {
-            let _ = events.send(BackendEvent::AgentCutOff(v));
-        })
-    }
-
     async fn input(&self) -> Result<Arc<Agent<BrokerToInput, InputToBroker>>, DriverError> {
-        let events = self.events_tx.clone();
-        self.input
-            .get(self.on_violation(), move |_, mut ev| {
-                tokio::spawn(async move {
-                    while let Some(m) = ev.recv().await {
-                        if let InputToBroker::Person { input } = m {
-                            let reason = match input {
-                                PersonInput::PointerMoved => PausedReason::PointerMoved,
-                                PersonInput::KeyPressed => PausedReason::KeyPressed,
-                                PersonInput::ButtonPressed => PausedReason::ButtonPressed,
-                            };
-                            let _ = events.send(BackendEvent::PersonInput { reason });
-                        }
-                    }
-                });
-            })
-            .await
+        self.input.get().await
     }
 
     /// A request to the input agent that answers `Ack`.
     async fn input_ack(&self, make: impl FnOnce(u64) -> BrokerToInput) -> Result<(), DriverError> {
         let agent = self.input().await?;
         let id = agent.next_id();
-        match agent.request(id, make(id), RELEASE_TIMEOUT).await? {
+        match self
+            .input
+            .ask(&agent, id, make(id), RELEASE_TIMEOUT, CallKind::Read)
+            .await?
+        {
             InputToBroker::Ack { .. } => Ok(()),
             InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
             _ => Err(DriverError::new(
@@ -272,8 +559,15 @@ impl LinuxBackend {
         }
         let agent = self.input().await?;
         let id = agent.next_id();
-        match agent
-            .request(id, BrokerToInput::Probe { id }, Duration::from_secs(5))
+        match self
+            .input
+            .ask(
+                &agent,
+                id,
+                BrokerToInput::Probe { id },
+                Duration::from_secs(5),
+                CallKind::Read,
+            )
             .await?
         {
             InputToBroker::Probe { probe, .. } => {
@@ -302,129 +596,201 @@ impl LinuxBackend {
     }
 
     /// Keeps the indicator running while the service runs on a display, so the stop hotkey is
-    /// always grabbed: started at once, started again when it exits.
+    /// always grabbed: started at once; its slot starts it again the moment it exits (and
+    /// keeps trying when a start fails).
     fn keep_indicator(self: &Arc<Self>) {
         if session_type().1.is_some() {
             return;
         }
-        let me = Arc::downgrade(self);
+        self.indicator
+            .keep_trying
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let slot = Arc::downgrade(&self.indicator);
         tokio::spawn(async move {
-            loop {
-                let Some(b) = me.upgrade() else { return };
-                match b.indicator().await {
-                    Ok(a) => {
-                        drop(b);
-                        while a.alive() {
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                        tracing::warn!("the indicator exited; starting it again");
-                    }
-                    Err(e) => {
-                        drop(b);
-                        tracing::warn!("the indicator cannot start: {}", e.message);
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                    }
-                }
+            if let Some(slot) = slot.upgrade()
+                && let Err(e) = slot.get().await
+            {
+                tracing::warn!("the indicator cannot start: {}", e.message);
             }
         });
     }
 
     async fn reader(&self) -> Result<Arc<Agent<BrokerToReader, ReaderToBroker>>, DriverError> {
-        self.reader
-            .get(self.on_violation(), |_, mut ev| {
-                tokio::spawn(async move { while ev.recv().await.is_some() {} });
-            })
-            .await
+        self.reader.get().await
     }
 
     async fn indicator(
         &self,
     ) -> Result<Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, DriverError> {
-        let waiters = self.indicator_answers.clone();
-        let events = self.events_tx.clone();
-        let accept_xtest_clicks = self.assistive.accept_xtest_clicks;
-        self.indicator
-            .get(self.on_violation(), move |agent, mut ev| {
-                // Settings first, before any dialog.
-                if let Err(e) = agent.queue(BrokerToIndicator::Config {
-                    accept_xtest_clicks,
-                }) {
-                    tracing::warn!("indicator settings not sent: {}", e.message);
-                }
-                tokio::spawn(async move {
-                    while let Some(m) = ev.recv().await {
-                        match m {
-                            IndicatorToBroker::TakeoverShown { session } => {
-                                let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
-                                w.on.insert(session.clone());
-                                if let Some(tx) = w.shown.remove(&session) {
-                                    let _ = tx.send(());
-                                }
-                            }
-                            IndicatorToBroker::Continue { session } => {
-                                let _ = events.send(BackendEvent::Continue { session });
-                            }
-                            IndicatorToBroker::TakeoverLost { session, reason } => {
-                                waiters
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .on
-                                    .remove(&session);
-                                let reason = super::agents::clean_message(&reason);
-                                let _ =
-                                    events.send(BackendEvent::IndicatorLost { session, reason });
-                            }
-                            IndicatorToBroker::Stop => {
-                                let _ = events.send(BackendEvent::StopHotkey);
-                            }
-                            IndicatorToBroker::Ready { hotkey_grabbed } => {
-                                if !hotkey_grabbed {
-                                    tracing::warn!(
-                                        "the stop hotkey could not be grabbed: takeover is not offered"
-                                    );
-                                }
-                                waiters
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .hotkey_grabbed = Some(hotkey_grabbed);
-                            }
-                            IndicatorToBroker::Lockdown(_) | IndicatorToBroker::Consent { .. } => {}
-                        }
-                    }
-                    // The indicator exited: every frame it drew is gone, and so is the hotkey.
-                    let sessions: Vec<String> = {
-                        let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
-                        w.hotkey_grabbed = None;
-                        w.on.drain().collect()
-                    };
-                    for session in sessions {
-                        let _ = events.send(BackendEvent::IndicatorLost {
-                            session,
-                            reason: "indicator_exited".into(),
-                        });
-                    }
-                });
-            })
-            .await
+        self.indicator.get().await
     }
 
     async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
         let r = self.reader().await?;
         let id = r.next_id();
-        match r
-            .request(id, BrokerToReader::Probe { id }, Duration::from_secs(10))
+        match self
+            .reader
+            .ask(
+                &r,
+                id,
+                BrokerToReader::Probe { id },
+                Duration::from_secs(10),
+                CallKind::Read,
+            )
             .await?
         {
             ReaderToBroker::Probe { probe, .. } => Ok((probe, r.lockdown.clone())),
-            ReaderToBroker::Failed { failure, .. } => {
-                Err(failure_to_error("nish-reader", &failure))
-            }
+            ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the reader answered a probe with something else",
             )),
         }
     }
+}
+
+/// What the input agent does when it (re)starts: its person-input events go to the engine; a
+/// restarted agent first releases whatever its predecessor held (its sweep reads the XTEST
+/// devices' own state) and watches the person's input again when a takeover is on.
+fn input_on_start(
+    events: mpsc::UnboundedSender<BackendEvent>,
+    waiters: Arc<std::sync::Mutex<IndicatorWaiters>>,
+) -> OnStart<BrokerToInput, InputToBroker> {
+    Box::new(move |agent, mut ev, restart| {
+        if restart {
+            let id = agent.next_id();
+            if let Err(e) = agent.queue(BrokerToInput::ReleaseAll { id }) {
+                tracing::warn!("release after a restart not sent: {}", e.message);
+            }
+            let takeover = !waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .on
+                .is_empty();
+            if takeover {
+                let id = agent.next_id();
+                if let Err(e) = agent.queue(BrokerToInput::Watch { id, on: true }) {
+                    tracing::warn!("watching after a restart not sent: {}", e.message);
+                }
+            }
+        }
+        let events = events.clone();
+        tokio::spawn(async move {
+            while let Some(m) = ev.recv().await {
+                if let InputToBroker::Person { input } = m {
+                    let reason = match input {
+                        PersonInput::PointerMoved => PausedReason::PointerMoved,
+                        PersonInput::KeyPressed => PausedReason::KeyPressed,
+                        PersonInput::ButtonPressed => PausedReason::ButtonPressed,
+                    };
+                    let _ = events.send(BackendEvent::PersonInput { reason });
+                }
+            }
+        });
+    })
+}
+
+/// What the indicator does when it (re)starts: its settings first, then its events (frames
+/// shown and lost, Continue, the stop hotkey) go to the engine; when it exits every frame it
+/// drew is lost.
+fn indicator_on_start(
+    events: mpsc::UnboundedSender<BackendEvent>,
+    waiters: Arc<std::sync::Mutex<IndicatorWaiters>>,
+    accept_xtest_clicks: bool,
+) -> OnStart<BrokerToIndicator, IndicatorToBroker> {
+    Box::new(move |agent, mut ev, _| {
+        // Settings first, before any dialog.
+        if let Err(e) = agent.queue(BrokerToIndicator::Config {
+            accept_xtest_clicks,
+        }) {
+            tracing::warn!("indicator settings not sent: {}", e.message);
+        }
+        let events = events.clone();
+        let waiters = waiters.clone();
+        tokio::spawn(async move {
+            while let Some(m) = ev.recv().await {
+                match m {
+                    IndicatorToBroker::TakeoverShown { session } => {
+                        let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
+                        w.on.insert(session.clone());
+                        if let Some(tx) = w.shown.remove(&session) {
+                            let _ = tx.send(());
+                        }
+                    }
+                    IndicatorToBroker::Continue { session } => {
+                        let _ = events.send(BackendEvent::Continue { session });
+                    }
+                    IndicatorToBroker::TakeoverLost { session, reason } => {
+                        waiters
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .on
+                            .remove(&session);
+                        let reason = super::agents::clean_message(&reason);
+                        let _ = events.send(BackendEvent::IndicatorLost { session, reason });
+                    }
+                    IndicatorToBroker::Stop => {
+                        let _ = events.send(BackendEvent::StopHotkey);
+                    }
+                    IndicatorToBroker::Ready { hotkey_grabbed } => {
+                        if !hotkey_grabbed {
+                            tracing::warn!(
+                                "the stop hotkey could not be grabbed: takeover is not offered"
+                            );
+                        }
+                        waiters
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .hotkey_grabbed = Some(hotkey_grabbed);
+                    }
+                    IndicatorToBroker::Lockdown(_) | IndicatorToBroker::Consent { .. } => {}
+                }
+            }
+            // The indicator exited: every frame it drew is gone, and so is the hotkey.
+            let sessions: Vec<String> = {
+                let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
+                w.hotkey_grabbed = None;
+                w.on.drain().collect()
+            };
+            for session in sessions {
+                let _ = events.send(BackendEvent::IndicatorLost {
+                    session,
+                    reason: "indicator_exited".into(),
+                });
+            }
+        });
+    })
+}
+
+/// A failure of a call that sent nothing to any app (a read, or an act refused before it was
+/// sent): nothing happened, so a transient one (the app, or the reader, did not answer in time)
+/// answers `rate_limited` (retry `safe`) with its cause in the message. Other codes are kept:
+/// they either already say nothing happened (`after_refresh`, `never`) or no code of the table
+/// fits with a `safe` disposition (`backend_unavailable`: a display, bus or agent that is not
+/// there; `internal_error`; `focus_changed`).
+fn nothing_happened(e: DriverError, what: &str) -> DriverError {
+    match e.code {
+        ErrorCode::AppNotResponding | ErrorCode::Timeout => {
+            let mut out = DriverError::new(
+                ErrorCode::RateLimited,
+                format!("{}; nothing was {what}; retry in 1000 ms", e.message),
+            );
+            out.effect = e.effect;
+            out
+        }
+        _ => e,
+    }
+}
+
+/// An act's failure before anything was sent: `effect: "refused"`, and a transient cause
+/// answers `rate_limited` ([`nothing_happened`]).
+fn refused_before_sending(e: DriverError) -> DriverError {
+    nothing_happened(e, "sent").with_effect("refused")
+}
+
+/// A reader's failure of a read: nothing happened to any app ([`nothing_happened`]).
+fn read_failed(f: &nish_proto::wire::AgentFailure) -> DriverError {
+    nothing_happened(failure_to_error("nish-reader", f), "changed")
 }
 
 /// Reads a process's identity from /proc.
@@ -568,14 +934,19 @@ impl Backend for LinuxBackend {
     async fn list_windows(&self) -> Result<Vec<WindowInfo>, DriverError> {
         let r = self.reader().await?;
         let id = r.next_id();
-        match r
-            .request(id, BrokerToReader::ListWindows { id }, self.read_timeout)
+        match self
+            .reader
+            .ask(
+                &r,
+                id,
+                BrokerToReader::ListWindows { id },
+                self.read_timeout,
+                CallKind::Read,
+            )
             .await?
         {
             ReaderToBroker::Windows { windows, .. } => Ok(windows),
-            ReaderToBroker::Failed { failure, .. } => {
-                Err(failure_to_error("nish-reader", &failure))
-            }
+            ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the reader answered with something else",
@@ -595,11 +966,13 @@ impl Backend for LinuxBackend {
             window: window.clone(),
             limits,
         };
-        match r.request(id, msg, self.read_timeout).await? {
+        match self
+            .reader
+            .ask(&r, id, msg, self.read_timeout, CallKind::Read)
+            .await?
+        {
             ReaderToBroker::Tree { tree, .. } => Ok(tree),
-            ReaderToBroker::Failed { failure, .. } => {
-                Err(failure_to_error("nish-reader", &failure))
-            }
+            ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the reader answered with something else",
@@ -619,7 +992,11 @@ impl Backend for LinuxBackend {
             window: window.clone(),
             secure,
         };
-        match r.request(id, msg, self.read_timeout).await? {
+        match self
+            .reader
+            .ask(&r, id, msg, self.read_timeout, CallKind::Read)
+            .await?
+        {
             ReaderToBroker::Png {
                 width,
                 height,
@@ -640,9 +1017,7 @@ impl Backend for LinuxBackend {
                     png: data,
                 })
             }
-            ReaderToBroker::Failed { failure, .. } => {
-                Err(failure_to_error("nish-reader", &failure))
-            }
+            ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the reader answered with something else",
@@ -694,13 +1069,19 @@ impl Backend for LinuxBackend {
                     "the indicator answered with something else",
                 ));
             }
-            Err(e) if e.code == ErrorCode::AppNotResponding => ConsentAnswer {
+            // No answer in time is a denial.
+            Err(RequestError::TimedOut(_)) => ConsentAnswer {
                 allow: false,
                 apps: vec![],
                 takeover: false,
                 clipboard: false,
             },
-            Err(e) => return Err(e),
+            // The indicator exited with the dialog up: nothing was granted, and a new
+            // start_session shows a new dialog.
+            Err(e) => {
+                guard.0 = None;
+                return Err(self.indicator.failed(&ind, e, CallKind::Read).await);
+            }
         };
         // Re-validate: only apps the dialog listed, only lines it showed.
         let listed: Vec<&str> = req.apps.iter().map(|a| a.name.as_str()).collect();
@@ -718,7 +1099,7 @@ impl Backend for LinuxBackend {
 
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         // The one way to the input agent: whoever starts it wires its person-input events.
-        let agent = self.input().await?;
+        let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
         let id = agent.next_id();
         match agent
             .request(
@@ -746,26 +1127,31 @@ impl Backend for LinuxBackend {
                 }
             }
             Ok(InputToBroker::Failed { failure, sent, .. }) => {
-                let mut e = failure_to_error("nish-input", &failure);
-                if sent && e.code.retry() != nish_proto::errors::Retry::Unsafe {
-                    // Something may have reached the app: never let the model retry blindly.
-                    e = DriverError::new(ErrorCode::AppNotResponding, e.message.clone());
+                let e = failure_to_error("nish-input", &failure);
+                if sent {
+                    if e.code.retry() != nish_proto::errors::Retry::Unsafe {
+                        // Something may have reached the app: never let the model retry
+                        // blindly.
+                        return Err(DriverError::new(ErrorCode::AppNotResponding, e.message));
+                    }
+                    return Err(e);
                 }
-                Err(e)
+                Err(refused_before_sending(e))
             }
             Ok(_) => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the input agent answered with something else",
             )),
-            // The agent died or timed out during the act: something may have happened.
-            Err(e) if e.code == ErrorCode::BackendUnavailable => Err(DriverError::new(
-                ErrorCode::AppNotResponding,
-                format!(
-                    "the act may or may not have reached the app ({})",
-                    e.message
-                ),
-            )),
-            Err(e) => Err(e),
+            // Not sent (the agent was gone): refused. Lost or no answer: the act may have
+            // happened (app_not_responding).
+            Err(e) => {
+                let err = self.input.failed(&agent, e, CallKind::Act).await;
+                Err(if e == RequestError::NotSent {
+                    err.with_effect("refused")
+                } else {
+                    err
+                })
+            }
         }
     }
 
@@ -898,7 +1284,7 @@ impl Backend for LinuxBackend {
         window_id: u64,
         stop: StopFlag,
     ) -> Result<SynthOutcome, DriverError> {
-        let agent = self.input().await?;
+        let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
         if op.presses_a_button()
             && let Some(ind) = self.indicator.current().await
         {
@@ -953,21 +1339,32 @@ impl Backend for LinuxBackend {
             }),
             Ok(InputToBroker::Failed { failure, .. }) => {
                 // Refused before anything was sent.
-                Err(failure_to_error("nish-input", &failure).with_effect("refused"))
+                let e = failure_to_error("nish-input", &failure);
+                Err(if e.code == ErrorCode::FocusChanged {
+                    // Nothing was typed: the focus was elsewhere before the first key. The
+                    // table's focus_changed says something may have happened (unsafe); the
+                    // remedy is occluded's (read again, bring the window to the front).
+                    DriverError::new(
+                        ErrorCode::Occluded,
+                        format!("{}; nothing was sent", e.message),
+                    )
+                    .with_effect("refused")
+                } else {
+                    refused_before_sending(e)
+                })
             }
             Ok(_) => Err(DriverError::new(
                 ErrorCode::InternalError,
                 "the input agent answered with something else",
             )),
             Err(e) => {
-                tracing::warn!(op = kind, "synthetic act lost: {}", e.message);
-                Err(DriverError::new(
-                    ErrorCode::BackendUnavailable,
-                    format!(
-                        "the synthetic act may have been partly sent ({})",
-                        e.message
-                    ),
-                ))
+                let err = self.input.failed(&agent, e, CallKind::Act).await;
+                tracing::warn!(op = kind, "synthetic act lost: {}", err.message);
+                Err(if e == RequestError::NotSent {
+                    err.with_effect("refused")
+                } else {
+                    err
+                })
             }
         }
     }
@@ -984,8 +1381,15 @@ impl Backend for LinuxBackend {
     async fn clipboard_read(&self) -> Result<String, DriverError> {
         let agent = self.input().await?;
         let id = agent.next_id();
-        match agent
-            .request(id, BrokerToInput::ClipboardRead { id }, CLIPBOARD_TIMEOUT)
+        match self
+            .input
+            .ask(
+                &agent,
+                id,
+                BrokerToInput::ClipboardRead { id },
+                CLIPBOARD_TIMEOUT,
+                CallKind::Read,
+            )
             .await?
         {
             InputToBroker::Clipboard { text, .. } => Ok(text),
@@ -1005,7 +1409,11 @@ impl Backend for LinuxBackend {
             owner: session.to_string(),
             text,
         };
-        match agent.request(id, msg, CLIPBOARD_TIMEOUT).await? {
+        match self
+            .input
+            .ask(&agent, id, msg, CLIPBOARD_TIMEOUT, CallKind::Act)
+            .await?
+        {
             InputToBroker::Ack { .. } => Ok(()),
             InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
             _ => Err(DriverError::new(
@@ -1387,7 +1795,7 @@ impl Backend for LinuxBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::session_type_of;
+    use super::*;
 
     #[test]
     fn wayland_is_wayland_even_with_xwayland() {
@@ -1420,6 +1828,45 @@ mod tests {
                 session_type_of(*xdg, *wd, *d),
                 *want,
                 "{xdg:?} {wd:?} {d:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn restarts_wait_longer_each_time_up_to_5_s() {
+        let ms: Vec<u128> = (1..=9).map(|n| restart_delay(n).as_millis()).collect();
+        assert_eq!(ms, [0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000]);
+        assert_eq!(restart_delay(0), Duration::ZERO);
+        assert_eq!(restart_delay(u32::MAX), MAX_RESTART_DELAY);
+    }
+
+    #[test]
+    fn failures_that_sent_nothing_never_answer_unsafe_when_a_safe_code_fits() {
+        use nish_proto::errors::Retry;
+        for code in [ErrorCode::AppNotResponding, ErrorCode::Timeout] {
+            let e = nothing_happened(DriverError::new(code, "pid 7 did not answer"), "changed");
+            assert_eq!(e.code, ErrorCode::RateLimited);
+            assert_eq!(e.code.retry(), Retry::Safe);
+            assert!(
+                e.message
+                    .starts_with("pid 7 did not answer; nothing was changed")
+            );
+            let e = refused_before_sending(DriverError::new(code, "x"));
+            assert_eq!(
+                (e.code, e.effect.as_deref()),
+                (ErrorCode::RateLimited, Some("refused"))
+            );
+        }
+        // Codes that already say nothing happened, and those no safe code replaces, are kept.
+        for code in [
+            ErrorCode::StaleElementToken,
+            ErrorCode::SecureField,
+            ErrorCode::BackendUnavailable,
+            ErrorCode::InternalError,
+        ] {
+            assert_eq!(
+                nothing_happened(DriverError::new(code, "x"), "sent").code,
+                code
             );
         }
     }

@@ -98,6 +98,39 @@ pub enum BackendEvent {
     StopHotkey,
     /// An agent broke its protocol and was cut off (connection closed, process killed).
     AgentCutOff(agents::AgentViolation),
+    /// An agent started and locked down.
+    AgentStarted {
+        /// Its binary name.
+        agent: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// True when an earlier instance ran and ended.
+        restart: bool,
+    },
+    /// An agent's process ended (and was reaped).
+    AgentExited {
+        /// Its binary name.
+        agent: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// `exit N` or `signal N`.
+        status: String,
+        /// How long it ran.
+        ran_ms: u64,
+        /// When it starts again.
+        restart_in_ms: u64,
+    },
+    /// An agent started but was refused before it served (no lock-down, no hello in time).
+    AgentRefused {
+        /// Its binary name.
+        agent: &'static str,
+        /// Its role (`reader`, `input`, `indicator`).
+        peer: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// `not_locked_down`, `lockdown_unreadable` or `no_hello`.
+        reason: &'static str,
+    },
 }
 
 pub use nish_proto::wire::input::SynthOp;

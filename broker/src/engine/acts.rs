@@ -289,6 +289,23 @@ fn verified_of(v: &Verify, after: Option<&Node>) -> bool {
     }
 }
 
+/// A type_text failure after its focusing click was sent: the act has partly happened, so a
+/// failure that says nothing happened (the typing refused before its first key, a re-read
+/// that failed) answers with an `unsafe` code and `effect: "stopped"`.
+fn after_focusing_click(e: DriverError) -> DriverError {
+    use nish_proto::errors::Retry;
+    let code = match e.code {
+        // The focus left the field between the click and the first key.
+        ErrorCode::Occluded => ErrorCode::FocusChanged,
+        c if matches!(c.retry(), Retry::Safe | Retry::AfterRefresh) => ErrorCode::AppNotResponding,
+        _ => return e,
+    };
+    let mut out = DriverError::new(code, format!("{}; the focusing click was sent", e.message))
+        .with_effect("stopped");
+    out.typed_characters = Some(0);
+    out
+}
+
 /// What a host approval of a key press is about: the focused window.
 fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
     ActSubject {
@@ -357,7 +374,7 @@ impl<B: Backend> Engine<B> {
             ..WalkLimits::default()
         };
         let light = self
-            .bounded(
+            .bounded_read(
                 "re-reading the window",
                 self.backend.read_tree(&window, limits),
             )
@@ -849,7 +866,7 @@ impl<B: Backend> Engine<B> {
     /// Refuses a pointer act whose point another window covers.
     async fn hit_test(&self, window: &WindowInfo, x: i32, y: i32) -> Result<(), DriverError> {
         let all = self
-            .bounded("listing windows", self.backend.list_windows())
+            .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         match topmost_at(&all, x, y) {
             Some(top) if top.window_id == window.window_id => Ok(()),
@@ -867,13 +884,16 @@ impl<B: Backend> Engine<B> {
     /// The approved window that has the keyboard focus.
     async fn focused_approved(&self, s: &Session) -> Result<WindowInfo, DriverError> {
         let all = self
-            .bounded("listing windows", self.backend.list_windows())
+            .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         let Some(w) = all.into_iter().find(|w| w.active) else {
+            // Nothing was sent: focus_changed (unsafe) would say something may have happened.
+            // The remedy is occluded's: read again, bring the window to the front.
             return Err(DriverError::new(
-                ErrorCode::FocusChanged,
-                "no window has the keyboard focus",
-            ));
+                ErrorCode::Occluded,
+                "no window has the keyboard focus; nothing was sent",
+            )
+            .with_effect("refused"));
         };
         if !self.in_scope(s, &w) {
             return Err(DriverError::new(
@@ -962,7 +982,7 @@ impl<B: Backend> Engine<B> {
                         // Focus the field with a click, wait until the field itself says it has
                         // the focus (the app handles the click before the keys), then type.
                         self.send_synthetic(s, call, &t.window, click(1, 1)).await?;
-                        self.wait_focused(&t).await?;
+                        self.wait_focused(&t).await.map_err(after_focusing_click)?;
                         let before = t.node.value.clone().unwrap_or_default();
                         (
                             SynthOp::Type { text: text.clone() },
@@ -975,7 +995,12 @@ impl<B: Backend> Engine<B> {
                     }
                     _ => unreachable!("matched above"),
                 };
-                self.send_synthetic(s, call, &t.window, op).await?;
+                let sent = self.send_synthetic(s, call, &t.window, op).await;
+                if matches!(call, Call::TypeText { .. }) {
+                    sent.map_err(after_focusing_click)?;
+                } else {
+                    sent?;
+                }
                 let ms = started.elapsed().as_millis() as u64;
                 self.finish_act(s, call, &t, verify, path.into(), true, call.text_len(), ms)
                     .await
@@ -1059,9 +1084,12 @@ impl<B: Backend> Engine<B> {
                     },
                 )
                 .await?;
+                // The raise was sent: a listing that fails now leaves it unverified (dispatched),
+                // never a refusal that would say nothing happened.
                 let all = self
                     .bounded("listing windows", self.backend.list_windows())
-                    .await?;
+                    .await
+                    .unwrap_or_default();
                 let now = all.iter().find(|x| x.window_id == w.window_id);
                 let top = all.iter().filter(|x| x.visible).max_by_key(|x| x.stacking);
                 let verified = now.is_some_and(|x| x.active)
@@ -1101,7 +1129,7 @@ impl<B: Backend> Engine<B> {
                         (w.frame.x + x, w.frame.y + y, w)
                     } else {
                         let all = self
-                            .bounded("listing windows", self.backend.list_windows())
+                            .bounded_read("listing windows", self.backend.list_windows())
                             .await?;
                         let w = topmost_at(&all, x, y).cloned().ok_or_else(|| {
                             DriverError::new(
@@ -1139,6 +1167,44 @@ impl<B: Backend> Engine<B> {
                 ErrorCode::InternalError,
                 "no synthetic path for this tool",
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::errors::Retry;
+
+    #[test]
+    fn a_type_text_failure_after_its_focusing_click_never_says_nothing_happened() {
+        // The typing refused before its first key (the focus was elsewhere): the click was
+        // sent, so the answer is focus_changed (unsafe), stopped, nothing typed.
+        let e = after_focusing_click(
+            DriverError::new(ErrorCode::Occluded, "no key sent").with_effect("refused"),
+        );
+        assert_eq!(e.code, ErrorCode::FocusChanged);
+        assert_eq!(e.effect.as_deref(), Some("stopped"));
+        assert_eq!(e.typed_characters, Some(0));
+        assert!(e.message.ends_with("the focusing click was sent"));
+        // A safe or after-refresh failure (the agent down before the keys, a stale re-read)
+        // becomes unsafe: something happened.
+        for code in [
+            ErrorCode::RateLimited,
+            ErrorCode::StaleElementToken,
+            ErrorCode::ElementNotFound,
+        ] {
+            let e = after_focusing_click(DriverError::new(code, "x").with_effect("refused"));
+            assert_eq!(e.code.retry(), Retry::Unsafe, "{code:?}");
+            assert_eq!(e.effect.as_deref(), Some("stopped"));
+        }
+        // Unsafe and never codes are kept as they are.
+        for code in [
+            ErrorCode::AppNotResponding,
+            ErrorCode::UserTookOver,
+            ErrorCode::SecureField,
+        ] {
+            assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
         }
     }
 }

@@ -514,6 +514,26 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// Runs a backend read with the engine's time bound. A read that runs out of time changed
+    /// nothing, so it answers `rate_limited` (retry `safe`), not `timeout` (`unsafe`: only
+    /// for calls that may have done something).
+    pub(crate) async fn bounded_read<T>(
+        &self,
+        what: &str,
+        f: impl std::future::Future<Output = Result<T, DriverError>>,
+    ) -> Result<T, DriverError> {
+        match tokio::time::timeout(self.cfg.backend_timeout, f).await {
+            Ok(r) => r,
+            Err(_) => Err(DriverError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{what} took longer than {} ms; nothing was changed; retry in 1000 ms",
+                    self.cfg.backend_timeout.as_millis()
+                ),
+            )),
+        }
+    }
+
     /// Ends a session's lease if it is due (the lease timer does the same on time).
     async fn expire_if_due(&self, s: &Arc<Session>) {
         let now = self.now_ms();
@@ -581,6 +601,43 @@ impl<B: Backend> Engine<B> {
                 let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
                 fields["agent"] = v.agent.into();
                 self.audit.emit(AuditEvent::AgentRefused, None, fields);
+            }
+            BackendEvent::AgentStarted {
+                agent,
+                pid,
+                restart,
+            } => {
+                self.audit.emit(
+                    AuditEvent::AgentStart,
+                    None,
+                    json!({"agent": agent, "pid": pid, "restart": restart}),
+                );
+            }
+            BackendEvent::AgentExited {
+                agent,
+                pid,
+                status,
+                ran_ms,
+                restart_in_ms,
+            } => {
+                self.audit.emit(
+                    AuditEvent::AgentExit,
+                    None,
+                    json!({"agent": agent, "pid": pid, "status": status, "ran_ms": ran_ms,
+                           "restart_in_ms": restart_in_ms}),
+                );
+            }
+            BackendEvent::AgentRefused {
+                agent,
+                peer,
+                pid,
+                reason,
+            } => {
+                self.audit.emit(
+                    AuditEvent::AgentRefused,
+                    None,
+                    json!({"agent": agent, "peer": peer, "peer_pid": pid, "reason": reason}),
+                );
             }
         }
     }

@@ -39,7 +39,7 @@ impl<B: Backend> Engine<B> {
         s: &Session,
     ) -> Result<(Vec<WindowInfo>, Vec<WindowInfo>), DriverError> {
         let all = self
-            .bounded("listing windows", self.backend.list_windows())
+            .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         let approved = all
             .iter()
@@ -157,7 +157,7 @@ impl<B: Backend> Engine<B> {
         w: &WindowInfo,
     ) -> Result<Arc<Snapshot>, DriverError> {
         let tree: Tree = self
-            .bounded(
+            .bounded_read(
                 "reading the window",
                 self.backend.read_tree(w, WalkLimits::default()),
             )
@@ -185,9 +185,10 @@ impl<B: Backend> Engine<B> {
             return Err(bad("another window"));
         }
         if tree.nodes.is_empty() {
+            // A read changes nothing: the same call may be sent again (retry safe).
             return Err(DriverError::new(
-                ErrorCode::AppNotResponding,
-                "the app gave no accessible tree for the window",
+                ErrorCode::RateLimited,
+                "the app gave no accessible tree for the window; nothing was changed; retry in 1000 ms",
             ));
         }
         if tree.nodes.len() > nish_proto::model::WALK_MAX_ELEMENTS {
@@ -259,7 +260,7 @@ impl<B: Backend> Engine<B> {
             .collect();
         let window = &snap.tree.window;
         let c = self
-            .bounded(
+            .bounded_read(
                 "capturing the window",
                 self.backend.capture(window, secure.clone()),
             )
@@ -270,7 +271,7 @@ impl<B: Backend> Engine<B> {
             ..WalkLimits::default()
         };
         let after = self
-            .bounded(
+            .bounded_read(
                 "re-reading the window",
                 self.backend.read_tree(window, light),
             )
@@ -404,7 +405,7 @@ impl<B: Backend> Engine<B> {
         )
         .await?;
         let text = self
-            .bounded("reading the clipboard", self.backend.clipboard_read())
+            .bounded_read("reading the clipboard", self.backend.clipboard_read())
             .await?;
         if crate::credentials::looks_like_credential(&text) {
             self.audit.emit(AuditEvent::Read, Some(&s.id), json!({"tool": Tool::ClipboardRead.name(), "length": text.chars().count(), "refused": "credential"}));

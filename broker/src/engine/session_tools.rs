@@ -171,21 +171,24 @@ impl<B: Backend> Engine<B> {
         // The dialog lists every app with a visible window (what the bounded listing could
         // see), and ticks those whose name equals one the host asked for. Nothing about the
         // windows is answered before the person has seen the dialog.
-        let windows =
-            match tokio::time::timeout(self.cfg.consent_list_bound, self.backend.list_windows())
-                .await
-            {
-                Ok(r) => r?,
-                Err(_) => {
-                    return Err(DriverError::new(
-                        ErrorCode::Timeout,
-                        format!(
-                            "listing windows for the consent dialog took longer than {} ms",
-                            self.cfg.consent_list_bound.as_millis()
-                        ),
-                    ));
-                }
-            };
+        let windows = match tokio::time::timeout(
+            self.cfg.consent_list_bound,
+            self.backend.list_windows(),
+        )
+        .await
+        {
+            Ok(r) => r?,
+            Err(_) => {
+                // Nothing was shown or granted (retry safe).
+                return Err(DriverError::new(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "listing windows for the consent dialog took longer than {} ms; no dialog was shown; retry in 1000 ms",
+                        self.cfg.consent_list_bound.as_millis()
+                    ),
+                ));
+            }
+        };
         let wanted: Vec<String> = requested
             .iter()
             .flatten()

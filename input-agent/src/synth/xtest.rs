@@ -64,9 +64,11 @@ impl From<ActFailure> for Halt {
     }
 }
 
+// An X failure says nothing by itself about what was sent: `run` reports it as part-way when
+// an event went out before it (`self.sent`), else as refused before anything was sent.
 impl From<x11rb::errors::ConnectionError> for Halt {
     fn from(e: x11rb::errors::ConnectionError) -> Self {
-        Halt::Fail(ActFailure::maybe_sent(
+        Halt::Fail(ActFailure::refused(
             ErrorCode::BackendUnavailable,
             format!("the X connection failed: {e}"),
         ))
@@ -75,7 +77,7 @@ impl From<x11rb::errors::ConnectionError> for Halt {
 
 impl From<x11rb::errors::ReplyError> for Halt {
     fn from(e: x11rb::errors::ReplyError) -> Self {
-        Halt::Fail(ActFailure::maybe_sent(
+        Halt::Fail(ActFailure::refused(
             ErrorCode::BackendUnavailable,
             format!("an X request failed: {e}"),
         ))
