@@ -42,7 +42,7 @@ minimal_packages=(python3-venv python3-pip systemd util-linux)
 desktop_packages=(
     xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core
     tesseract-ocr tesseract-ocr-eng
-    xdotool xinput
+    xdotool xinput xclip
     dbus dbus-x11 at-spi2-core libatk-adaptor
     openbox
     gtk-3-examples gtk-4-examples

@@ -390,6 +390,7 @@ pub fn input_kind(m: &InputToBroker) -> Msg {
         | InputToBroker::Synth { .. }
         | InputToBroker::Ack { .. }
         | InputToBroker::Probe { .. }
+        | InputToBroker::Clipboard { .. }
         | InputToBroker::Failed { .. } => Msg::Answer,
         InputToBroker::Person { .. } => Msg::Event,
     }

@@ -816,9 +816,24 @@ async fn clipboard_read_needs_consent_and_host_approval() {
         .await
         .ok();
     f.read_clipboard_answered(true).await.err("secure_field");
+    // The clipboard this session owns stops with it: the next session reads nothing from it.
+    f.call("clipboard_write", json!({"text": "lunch at one"}))
+        .await
+        .ok();
+    f.call("end_session", json!({})).await.ok();
+    let clip = PersonOp::Approve {
+        apps: None,
+        takeover: false,
+        clipboard: true,
+    };
+    f.start(json!({"apps": ["Notes"], "clipboard_read": true}), clip)
+        .await
+        .ok();
+    let r = f.read_clipboard_answered(true).await;
+    assert_eq!(r.ok()["text"], "", "the ended session's text is gone");
     let audit = std::fs::read_to_string(&f.audit_path).unwrap();
     assert!(
-        !audit.contains("noon") && !audit.contains("hunter2"),
+        !audit.contains("noon") && !audit.contains("hunter2") && !audit.contains("lunch"),
         "the audit holds lengths only"
     );
 }

@@ -24,6 +24,7 @@ use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use crate::clipboard;
 use crate::failure::ActFailure;
 use crate::semantic::{Semantic, op_kind, text_len};
 use crate::synth::xtest::{self, Executor};
@@ -178,6 +179,29 @@ fn spawn_x(
     Ok(())
 }
 
+/// Reads the clipboard (bounded by [`clipboard::READ_TIMEOUT`]); logs the length only.
+fn clipboard_read(id: u64) -> InputToBroker {
+    let t0 = Instant::now();
+    let r = clipboard::read(None, clipboard::READ_TIMEOUT);
+    let us = t0.elapsed().as_micros() as u64;
+    match r {
+        Ok(text) => {
+            tracing::info!(id, len = text.chars().count(), us, "clipboard read");
+            InputToBroker::Clipboard { id, text }
+        }
+        Err(f) => {
+            tracing::info!(
+                id,
+                us,
+                code = f.code.as_str(),
+                "clipboard not read: {}",
+                f.message
+            );
+            f.to_wire(id)
+        }
+    }
+}
+
 fn end_kind(e: &SynthEnd) -> &'static str {
     match e {
         SynthEnd::Done => "done",
@@ -214,6 +238,7 @@ where
         }
     });
     let shared = Arc::new(Shared::default());
+    let owner = clipboard::Owner::start(None)?;
     let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
     spawn_x(shared.clone(), job_rx, out_tx.clone())?;
     let result = loop {
@@ -242,6 +267,53 @@ where
             BrokerToInput::ReleaseAll { id } => XJob::Release { id },
             BrokerToInput::Watch { id, on } => XJob::Watch { id, on },
             BrokerToInput::Probe { id } => XJob::Probe { id },
+            BrokerToInput::ClipboardRead { id } => {
+                let out = out_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = out.send(clipboard_read(id));
+                });
+                continue;
+            }
+            BrokerToInput::ClipboardWrite {
+                id,
+                owner: who,
+                text,
+            } => {
+                let len = text.chars().count();
+                // Sent now, so the owner thread does the broker's commands in their order.
+                let answer = owner.set(who, text);
+                let out = out_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let msg = match clipboard::Owner::wait_set(answer) {
+                        Ok(()) => {
+                            tracing::info!(id, len, "clipboard written");
+                            InputToBroker::Ack { id }
+                        }
+                        Err(f) => {
+                            tracing::info!(
+                                id,
+                                len,
+                                code = f.code.as_str(),
+                                "clipboard not written: {}",
+                                f.message
+                            );
+                            f.to_wire(id)
+                        }
+                    };
+                    let _ = out.send(msg);
+                });
+                continue;
+            }
+            BrokerToInput::ClipboardRelease { id, owner: who } => {
+                let answer = owner.release(who);
+                let out = out_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let released = clipboard::Owner::wait_release(answer);
+                    tracing::info!(id, released, "clipboard release");
+                    let _ = out.send(InputToBroker::Ack { id });
+                });
+                continue;
+            }
         };
         if jobs.send(job).is_err() {
             break Err(anyhow::anyhow!("the X thread stopped"));

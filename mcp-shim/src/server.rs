@@ -3,11 +3,11 @@
 use std::sync::{Arc, Mutex};
 
 use nish_proto::tools::TOOLS;
-use nish_proto::{DRIVER_VERSION, SERVER_NAME};
+use nish_proto::{CONTRACT_VERSION, DRIVER_VERSION, SERVER_NAME};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -95,9 +95,20 @@ impl Shim {
 }
 
 impl ServerHandler for Shim {
+    /// The server info: name and driver version, and the contract version (contract §1) in the
+    /// result's `_meta.contract_version` (MCP's Implementation has no field of its own for it)
+    /// and in the description.
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(SERVER_NAME, DRIVER_VERSION))
+        let mut server = Implementation::new(SERVER_NAME, DRIVER_VERSION);
+        server.description = Some(format!(
+            "Reads and operates desktop apps with the person's consent (contract {CONTRACT_VERSION})"
+        ));
+        let mut meta = serde_json::Map::new();
+        meta.insert("contract_version".into(), CONTRACT_VERSION.into());
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(server);
+        info.meta = Some(MetaObject(meta));
+        info
     }
 
     async fn initialize(

@@ -60,6 +60,8 @@ fn drive(socket: &Path, scenarios: &[&str]) -> String {
         .arg(&tools_file)
         .arg("--server-version")
         .arg(nish_proto::DRIVER_VERSION)
+        .arg("--contract-version")
+        .arg(nish_proto::CONTRACT_VERSION)
         .args(scenarios)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).unwrap())

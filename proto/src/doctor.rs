@@ -11,7 +11,10 @@ pub const DOCTOR_SCHEMA: &str = "nish-driver/doctor";
 /// The doctor report's schema version.
 pub const DOCTOR_SCHEMA_VERSION: u32 = 2;
 
-/// Every reason code a registry entry, capability or permission may carry (contract §6.3).
+/// Every reason code a registry entry, capability or permission may carry: exactly contract
+/// §6.3's list (0.8), the reserved Wayland codes included. Where none fits (an agent that does not
+/// start, a stop hotkey another program holds, no audit sink) the entry carries no reason code
+/// and the doctor's probes say why.
 pub const REASON_CODES: &[&str] = &[
     "display_unreachable",
     "display_not_local",
@@ -31,8 +34,6 @@ pub const REASON_CODES: &[&str] = &[
     "portal_remote_desktop_denied",
     "portal_global_shortcuts_denied",
     "compositor_unsupported",
-    "sandbox_unavailable",
-    "agent_failed",
 ];
 
 /// The fixed action sentence a person can follow for a reason code.
@@ -82,12 +83,6 @@ pub fn action_for(reason: &str) -> &'static str {
             "Allow the stop shortcut for nish-driver in your desktop's settings."
         }
         "compositor_unsupported" => "Use a compositor that implements the needed portals.",
-        "sandbox_unavailable" => {
-            "Use a Linux kernel with seccomp and Landlock (5.13 or newer) so the agents can be sandboxed."
-        }
-        "agent_failed" => {
-            "Reinstall nish-driver so its agent programs sit next to nish-driver, then run the doctor again."
-        }
         _ => "Run nish-driver doctor and follow its next steps.",
     }
 }
@@ -107,7 +102,7 @@ pub enum BackendStatus {
 /// One backend of the registry (contract §6.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackendEntry {
-    /// `x11`, `atspi`, `xtest`, `xinput2`, `composite`, `sandbox`, `wayland-portal`, `mock`.
+    /// `x11`, `atspi`, `composite`, `xtest`, `xinput2`, `xres`, `wayland-portal`, `mock`.
     pub id: String,
     /// Its status.
     pub status: BackendStatus,

@@ -388,9 +388,18 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         proptest::option::of((any::<u16>(), any::<u16>())),
         any::<bool>(),
         proptest::option::of(s()),
+        proptest::collection::vec(any::<u32>(), 0..3),
     )
         .prop_map(
-            |(display_ok, display, missing_extensions, xinput_version, atspi_ok, atspi_reason)| {
+            |(
+                display_ok,
+                display,
+                missing_extensions,
+                xinput_version,
+                atspi_ok,
+                atspi_reason,
+                pids_without_tree,
+            )| {
                 DesktopProbe {
                     display_ok,
                     display,
@@ -398,6 +407,7 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
                     xinput_version,
                     atspi_ok,
                     atspi_reason,
+                    pids_without_tree,
                 }
             },
         );
@@ -501,6 +511,14 @@ fn broker_to_input() -> impl Strategy<Value = BrokerToInput> {
         any::<u64>().prop_map(|id| BrokerToInput::ReleaseAll { id }),
         (any::<u64>(), any::<bool>()).prop_map(|(id, on)| BrokerToInput::Watch { id, on }),
         any::<u64>().prop_map(|id| BrokerToInput::Probe { id }),
+        any::<u64>().prop_map(|id| BrokerToInput::ClipboardRead { id }),
+        (any::<u64>(), s(), s()).prop_map(|(id, owner, text)| BrokerToInput::ClipboardWrite {
+            id,
+            owner,
+            text
+        }),
+        (any::<u64>(), proptest::option::of(s()))
+            .prop_map(|(id, owner)| BrokerToInput::ClipboardRelease { id, owner }),
     ]
 }
 
@@ -537,6 +555,7 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
         any::<u64>().prop_map(|id| InputToBroker::Ack { id }),
         (any::<u64>(), probe).prop_map(|(id, probe)| InputToBroker::Probe { id, probe }),
         person_input().prop_map(|input| InputToBroker::Person { input }),
+        (any::<u64>(), s()).prop_map(|(id, text)| InputToBroker::Clipboard { id, text }),
         (any::<u64>(), failure(), any::<bool>())
             .prop_map(|(id, failure, sent)| InputToBroker::Failed { id, failure, sent }),
     ]

@@ -242,7 +242,33 @@ impl Reader {
                 p.atspi_reason = Some(a11y::BusProblem::Unreachable.reason().to_string());
             }
         }
+        if p.display_ok && p.atspi_ok {
+            p.pids_without_tree = self.pids_without_tree().await;
+        }
         p
+    }
+
+    /// Pids that own a top-level window but no application on the accessibility bus; empty
+    /// when either cannot be listed in time.
+    async fn pids_without_tree(&self) -> Vec<u32> {
+        let Ok(x) = self.x11().await else {
+            return vec![];
+        };
+        let Ok(wins) = blocking(move || x.list_windows()).await else {
+            return vec![];
+        };
+        let Ok(Ok(apps)) = tokio::time::timeout(PROBE_BUS_WAIT, self.a11y.apps()).await else {
+            return vec![];
+        };
+        let on_bus: std::collections::HashSet<u32> = apps.iter().filter_map(|a| a.pid).collect();
+        let mut out: Vec<u32> = wins
+            .iter()
+            .map(|w| w.pid)
+            .filter(|p| *p != 0 && !on_bus.contains(p))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Answers one request.

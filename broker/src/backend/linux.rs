@@ -121,6 +121,7 @@ impl AgentMessage for InputToBroker {
             | InputToBroker::Failed { id, .. }
             | InputToBroker::Synth { id, .. }
             | InputToBroker::Ack { id }
+            | InputToBroker::Clipboard { id, .. }
             | InputToBroker::Probe { id, .. } => Some(*id),
         }
     }
@@ -470,6 +471,8 @@ struct IndicatorWaiters {
 const SHOW_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest wait for the input agent to release everything or change watching.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for a clipboard read or write (the agent bounds its own at 2.5 s and 4 s).
+const CLIPBOARD_TIMEOUT: Duration = Duration::from_secs(6);
 /// How often a running synthetic act is checked for the engine's stop flag.
 const STOP_POLL: Duration = Duration::from_millis(5);
 
@@ -808,26 +811,108 @@ pub fn proc_identity(pid: u32) -> Option<ProcIdentity> {
 
 /// What the environment says about the display, before any connection.
 pub fn session_type() -> (&'static str, Option<&'static str>) {
-    let wayland = std::env::var("XDG_SESSION_TYPE").is_ok_and(|t| t == "wayland");
-    match std::env::var("DISPLAY") {
-        Ok(d) if !d.is_empty() => {
-            let local = d.starts_with(':') || d.starts_with("unix:");
-            if local {
+    let var = |k: &str| std::env::var(k).ok();
+    session_type_of(
+        var("XDG_SESSION_TYPE").as_deref(),
+        var("WAYLAND_DISPLAY").as_deref(),
+        var("DISPLAY").as_deref(),
+    )
+}
+
+/// [`session_type`] from the values of `XDG_SESSION_TYPE`, `WAYLAND_DISPLAY` and `DISPLAY`.
+/// A Wayland session is Wayland even when XWayland's `DISPLAY` is set: the person's other apps,
+/// input and screen are Wayland's, and this backend speaks only X11.
+pub fn session_type_of(
+    xdg_session_type: Option<&str>,
+    wayland_display: Option<&str>,
+    display: Option<&str>,
+) -> (&'static str, Option<&'static str>) {
+    let wayland = xdg_session_type.is_some_and(|t| t.eq_ignore_ascii_case("wayland"))
+        || wayland_display.is_some_and(|d| !d.is_empty());
+    if wayland {
+        return ("wayland", Some("wayland_session_unsupported"));
+    }
+    match display {
+        Some(d) if !d.is_empty() => {
+            if d.starts_with(':') || d.starts_with("unix:") {
                 ("x11", None)
             } else {
                 ("x11", Some("display_not_local"))
             }
         }
-        _ if wayland => ("wayland", Some("wayland_session_unsupported")),
         _ => ("none", Some("display_unreachable")),
     }
 }
 
-fn not_built(what: &str) -> DriverError {
-    DriverError::new(
-        ErrorCode::BackendUnavailable,
-        format!("{what} is not built into this version of the Linux backend"),
-    )
+/// The program name of a Chromium-based process (Chromium, Chrome, an Electron app), from
+/// `/proc/<pid>/exe`: the files every Chromium build ships next to its binary.
+fn chromium_program(pid: u32) -> Option<String> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let dir = exe.parent()?;
+    let shipped = |f: &str| dir.join(f).exists();
+    if shipped("icudtl.dat") && (shipped("resources.pak") || shipped("chrome_100_percent.pak")) {
+        Some(exe.file_name()?.to_string_lossy().into_owned())
+    } else {
+        None
+    }
+}
+
+/// The doctor's line on Chromium and Electron apps that show windows but expose no
+/// accessibility tree: they read the session's accessibility switch only when they start.
+fn invisible_chromium_probe(pids_without_tree: &[u32]) -> Probe {
+    let found: Vec<String> = pids_without_tree
+        .iter()
+        .filter_map(|pid| {
+            chromium_program(*pid)
+                .map(|name| format!("{} (pid {pid})", super::agents::clean_message(&name)))
+        })
+        .collect();
+    if found.is_empty() {
+        return Probe {
+            label: "chromium and electron apps".into(),
+            status: "ok".into(),
+            message:
+                "every running Chromium or Electron app with a window exposes an accessibility tree"
+                    .into(),
+        };
+    }
+    Probe {
+        label: "chromium and electron apps".into(),
+        status: "fail".into(),
+        message: format!(
+            "without an accessibility tree, so the driver cannot see them: {}. A Chromium-based program reads the session's accessibility switch once, when it starts, and these started while it was off: quit each and start it again with the environment variable ACCESSIBILITY_ENABLED=1, or after turning on assistive technologies",
+            found.join(", ")
+        ),
+    }
+}
+
+/// The reader agent's program name.
+const READER: &str = "nish-reader";
+/// The input agent's program name.
+const INPUT: &str = "nish-input";
+
+/// What the doctor says when an agent does not start: the contract has no reason code for it,
+/// so a registry entry built by the returned function is unavailable with no reason code (and
+/// so no next step) and an action; the action is also what the probe adds to the failure.
+fn agent_start_failure(
+    agent: &str,
+    e: &DriverError,
+) -> (impl Fn(&str, bool) -> BackendEntry + use<>, &'static str) {
+    let step: &'static str = if !super::agents::agent_path(agent).exists() {
+        "Reinstall nish-driver so its agent programs sit next to nish-driver, then run the doctor again."
+    } else if e.message.contains("lock down") {
+        "Use a Linux kernel with seccomp and Landlock (5.13 or newer) so the agents can be sandboxed."
+    } else {
+        "Run the doctor again; if this stays, the service's log says why the agent stopped."
+    };
+    let entry = move |id: &str, required: bool| BackendEntry {
+        id: id.into(),
+        status: BackendStatus::Unavailable,
+        required,
+        reason_code: None,
+        action: Some(step.into()),
+    };
+    (entry, step)
 }
 
 impl Backend for LinuxBackend {
@@ -1093,8 +1178,9 @@ impl Backend for LinuxBackend {
         false
     }
 
-    fn clipboard_available(&self) -> bool {
-        false
+    /// The clipboard works when the input agent runs and its X connection opens.
+    async fn clipboard_available(&self) -> bool {
+        self.input_probe().await.is_ok_and(|p| p.display_ok)
     }
 
     async fn show_indicator(&self, session: &str, paused: bool) -> Result<(), DriverError> {
@@ -1293,11 +1379,59 @@ impl Backend for LinuxBackend {
     }
 
     async fn clipboard_read(&self) -> Result<String, DriverError> {
-        Err(not_built("the clipboard"))
+        let agent = self.input().await?;
+        let id = agent.next_id();
+        let answer = agent
+            .request(id, BrokerToInput::ClipboardRead { id }, CLIPBOARD_TIMEOUT)
+            .await;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => return Err(self.input.failed(&agent, e, CallKind::Read).await),
+        };
+        match answer {
+            InputToBroker::Clipboard { text, .. } => Ok(text),
+            InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+        }
     }
 
-    async fn clipboard_write(&self, _: String) -> Result<(), DriverError> {
-        Err(not_built("the clipboard"))
+    async fn clipboard_write(&self, session: &str, text: String) -> Result<(), DriverError> {
+        let agent = self.input().await?;
+        let id = agent.next_id();
+        let msg = BrokerToInput::ClipboardWrite {
+            id,
+            owner: session.to_string(),
+            text,
+        };
+        let answer = match agent.request(id, msg, CLIPBOARD_TIMEOUT).await {
+            Ok(a) => a,
+            Err(e) => return Err(self.input.failed(&agent, e, CallKind::Act).await),
+        };
+        match answer {
+            InputToBroker::Ack { .. } => Ok(()),
+            InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent answered with something else",
+            )),
+        }
+    }
+
+    async fn clipboard_release(&self, session: &str) {
+        // No agent running: no X connection holds the selection.
+        if self.input.current().await.is_none() {
+            return;
+        }
+        let owner = Some(session.to_string());
+        if let Err(e) = self
+            .input_ack(|id| BrokerToInput::ClipboardRelease { id, owner })
+            .await
+        {
+            tracing::warn!("the clipboard release was not confirmed: {}", e.message);
+        }
     }
 
     async fn doctor(&self) -> DoctorReport {
@@ -1306,7 +1440,6 @@ impl Backend for LinuxBackend {
         let mut probes = vec![];
         let mut perms = vec![];
         let (mut read_ok, mut capture_ok) = (false, false);
-        let mut sandbox_reason = None;
         match why {
             Some(r) => {
                 backends.push(BackendEntry::not_available(
@@ -1403,15 +1536,14 @@ impl Backend for LinuxBackend {
                             message: r,
                         });
                     }
-                    if lockdown.landlock == "unsupported" {
-                        sandbox_reason = Some("sandbox_unavailable");
-                    }
+                    // The agent started, so its lock-down was accepted; no contract reason code
+                    // names the sandbox, so the probe says what is in force.
                     probes.push(Probe {
                         label: "agent sandbox".into(),
-                        status: if sandbox_reason.is_none() {
-                            "ok"
-                        } else {
+                        status: if lockdown.landlock == "unsupported" {
                             "fail"
+                        } else {
+                            "ok"
                         }
                         .into(),
                         message: format!(
@@ -1422,49 +1554,51 @@ impl Backend for LinuxBackend {
                             super::agents::clean_message(&lockdown.landlock)
                         ),
                     });
+                    if p.display_ok && p.atspi_ok {
+                        probes.push(invisible_chromium_probe(&p.pids_without_tree));
+                    }
                     read_ok = p.display_ok && p.atspi_ok;
                     capture_ok = p.display_ok && composite;
                 }
                 Err(e) => {
-                    let reason = if e.message.contains("lock down") {
-                        "sandbox_unavailable"
-                    } else {
-                        "agent_failed"
-                    };
-                    backends.push(BackendEntry::not_available(
-                        "x11",
-                        true,
-                        BackendStatus::Unavailable,
-                        reason,
-                    ));
-                    backends.push(BackendEntry::not_available(
-                        "atspi",
-                        true,
-                        BackendStatus::Unavailable,
-                        reason,
-                    ));
+                    // The reader agent did not start. The contract has no reason code for
+                    // that: the entries carry no reason (so no next step), an action, and the
+                    // probe says why.
+                    let (entry, step) = agent_start_failure(READER, &e);
+                    backends.push(entry("x11", true));
+                    backends.push(entry("atspi", true));
                     perms.push(Permission {
                         name: "accessibility".into(),
                         status: "missing".into(),
-                        reason_code: Some(reason.into()),
-                        action: Some(action_for(reason).into()),
+                        reason_code: None,
+                        action: Some(step.into()),
                     });
                     probes.push(Probe {
                         label: "reader agent".into(),
                         status: "fail".into(),
-                        message: e.message.clone(),
+                        message: format!("{}; {step}", super::agents::clean_message(&e.message)),
                     });
                 }
             },
         }
-        backends.push(match sandbox_reason {
-            Some(r) => BackendEntry::not_available("sandbox", true, BackendStatus::Unavailable, r),
-            None => BackendEntry::available("sandbox", true),
-        });
         // Takeover: XTEST and XInput 2.1 on the input agent's connection, the indicator with
         // the stop hotkey. X-Resource from the reader's probe (it matches windows to pids).
-        let (xtest_ok, xinput_ok, xres_ok, indicator_ok) = if why.is_none() {
-            let ip = self.input_probe().await.unwrap_or_default();
+        // The clipboard: the input agent's own X connection.
+        let mut input_failed = None;
+        let (xtest_ok, xinput_ok, xres_ok, indicator_ok, clipboard_ok) = if why.is_none() {
+            let ip = match self.input_probe().await {
+                Ok(p) => p,
+                Err(e) => {
+                    let (_, step) = agent_start_failure(INPUT, &e);
+                    probes.push(Probe {
+                        label: "input agent".into(),
+                        status: "fail".into(),
+                        message: format!("{}; {step}", super::agents::clean_message(&e.message)),
+                    });
+                    input_failed = Some(e);
+                    InputProbe::default()
+                }
+            };
             let xres = self.xres_ok().await;
             let hotkey = if self.indicator().await.is_ok() {
                 let mut g = None;
@@ -1525,13 +1659,20 @@ impl Backend for LinuxBackend {
                 ip.xinput.is_some_and(|v| v >= (2, 1)),
                 xres,
                 hotkey == Some(true),
+                ip.display_ok,
             )
         } else {
-            (false, false, false, false)
+            (false, false, false, false, false)
         };
+        let input_entry = input_failed
+            .as_ref()
+            .map(|e| agent_start_failure(INPUT, e).0);
         let entry = |id: &str, ok: bool, reason: &str| {
             if ok {
                 BackendEntry::available(id, false)
+            } else if let (Some(f), "xtest" | "xinput2") = (&input_entry, id) {
+                // Read on the input agent's connection, which did not open.
+                f(id, false)
             } else {
                 BackendEntry::not_available(
                     id,
@@ -1550,21 +1691,21 @@ impl Backend for LinuxBackend {
             BackendStatus::Planned,
             "wayland_portal_not_built",
         ));
-        // Acting needs the input agent to start and lock down.
+        // Acting needs the input agent to start and lock down; when it did not, no contract
+        // reason code fits and the "input agent" probe says why.
         let act_reason = if !read_ok {
-            Some(why.unwrap_or("atspi_bus_unreachable"))
+            Some(Some(why.unwrap_or("atspi_bus_unreachable")))
+        } else if input_failed.is_some() {
+            Some(None)
         } else {
-            match self.input().await {
-                Ok(_) => None,
-                Err(e) => {
-                    probes.push(Probe {
-                        label: "input agent".into(),
-                        status: "fail".into(),
-                        message: e.message.clone(),
-                    });
-                    Some("agent_failed")
-                }
-            }
+            None
+        };
+        let clipboard_reason = if clipboard_ok {
+            None
+        } else if input_failed.is_some() {
+            Some(None)
+        } else {
+            Some(Some(why.unwrap_or("display_unreachable")))
         };
         let caps = CAPABILITIES
             .iter()
@@ -1572,7 +1713,11 @@ impl Backend for LinuxBackend {
                 let (status, reason) = match *name {
                     "act_semantic" => match act_reason {
                         None => (CapStatus::Available, None),
-                        Some(r) => (CapStatus::Unavailable, Some(r)),
+                        Some(r) => (CapStatus::Unavailable, r),
+                    },
+                    "clipboard_read" | "clipboard_write" => match clipboard_reason {
+                        None => (CapStatus::Available, None),
+                        Some(r) => (CapStatus::Unavailable, r),
                     },
                     "read_tree" if read_ok => (CapStatus::Available, None),
 
@@ -1607,11 +1752,23 @@ impl Backend for LinuxBackend {
                     }
                     _ => (CapStatus::Unavailable, Some("not_built")),
                 };
+                let action = match reason {
+                    Some(r) => Some(action_for(r).to_string()),
+                    None if status == CapStatus::Unavailable
+                        && *name != "input_takeover"
+                        && *name != "takeover_indicator" =>
+                    {
+                        input_failed
+                            .as_ref()
+                            .map(|e| agent_start_failure(INPUT, e).1.to_string())
+                    }
+                    None => None,
+                };
                 Capability {
                     name: (*name).into(),
                     status,
                     reason_code: reason.map(str::to_string),
-                    action: reason.map(|r| action_for(r).to_string()),
+                    action,
                     consent: *consent,
                 }
             })
@@ -1672,6 +1829,41 @@ mod tests {
             assert_eq!(
                 nothing_happened(DriverError::new(code, "x"), "sent").code,
                 code
+            );
+        }
+    }
+
+    #[test]
+    fn wayland_is_wayland_even_with_xwayland() {
+        let w = ("wayland", Some("wayland_session_unsupported"));
+        type Env<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+        let table: &[(Env, (&str, Option<&str>))] = &[
+            ((Some("wayland"), None, Some(":0")), w),
+            ((None, Some("wayland-0"), Some(":0")), w),
+            ((Some("x11"), Some("wayland-1"), Some(":1")), w),
+            ((Some("wayland"), None, None), w),
+            ((Some("Wayland"), None, Some(":0")), w),
+            ((Some("x11"), Some(""), Some(":0")), ("x11", None)),
+            ((Some("x11"), None, Some("unix:3")), ("x11", None)),
+            ((None, None, Some(":0")), ("x11", None)),
+            (
+                (None, None, Some("host.example:0")),
+                ("x11", Some("display_not_local")),
+            ),
+            (
+                (Some("tty"), None, None),
+                ("none", Some("display_unreachable")),
+            ),
+            (
+                (None, None, Some("")),
+                ("none", Some("display_unreachable")),
+            ),
+        ];
+        for ((xdg, wd, d), want) in table {
+            assert_eq!(
+                session_type_of(*xdg, *wd, *d),
+                *want,
+                "{xdg:?} {wd:?} {d:?}"
             );
         }
     }

@@ -94,6 +94,8 @@ struct Desk {
     focused: Option<usize>,
     indicator: Option<(String, bool)>,
     clipboard: String,
+    /// The session whose text the clipboard holds (`None`: set by the desktop itself).
+    clipboard_owner: Option<String>,
     held: Vec<String>,
     rows_added: u32,
     typing_delay: Duration,
@@ -192,6 +194,7 @@ impl Desk {
             focused: None,
             indicator: None,
             clipboard: String::new(),
+            clipboard_owner: None,
             held: vec![],
             rows_added: 0,
             typing_delay: Duration::from_millis(3),
@@ -1107,9 +1110,19 @@ impl Backend for MockBackend {
         Ok(self.desk().clipboard.clone())
     }
 
-    async fn clipboard_write(&self, text: String) -> Result<(), DriverError> {
-        self.desk().clipboard = text;
+    async fn clipboard_write(&self, session: &str, text: String) -> Result<(), DriverError> {
+        let mut d = self.desk();
+        d.clipboard = text;
+        d.clipboard_owner = Some(session.to_string());
         Ok(())
+    }
+
+    async fn clipboard_release(&self, session: &str) {
+        let mut d = self.desk();
+        if d.clipboard_owner.as_deref() == Some(session) {
+            d.clipboard_owner = None;
+            d.clipboard.clear();
+        }
     }
 
     async fn doctor(&self) -> DoctorReport {

@@ -239,10 +239,10 @@ pub trait Backend: Send + Sync + 'static {
         async { true }
     }
 
-    /// True when this backend can read and write the clipboard. When false the consent dialog
-    /// shows no clipboard line.
-    fn clipboard_available(&self) -> bool {
-        true
+    /// True when this backend can read and write the clipboard now. When false the consent
+    /// dialog shows no clipboard line and clipboard_read asks the host nothing.
+    fn clipboard_available(&self) -> impl Future<Output = bool> + Send {
+        async { true }
     }
 
     /// Shows the takeover indicator (paused: with Continue). Fails when it cannot be shown.
@@ -276,9 +276,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Reads the clipboard text.
     fn clipboard_read(&self) -> impl Future<Output = Result<String, DriverError>> + Send;
 
-    /// Owns the clipboard with this text.
-    fn clipboard_write(&self, text: String)
-    -> impl Future<Output = Result<(), DriverError>> + Send;
+    /// Owns the clipboard with this text for session `session`, until
+    /// [`Backend::clipboard_release`] for that session (or another program takes it).
+    fn clipboard_write(
+        &self,
+        session: &str,
+        text: String,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// Gives the clipboard up if session `session` owns it (the session ended).
+    fn clipboard_release(&self, session: &str) -> impl Future<Output = ()> + Send;
 
     /// The registry, capabilities and probes.
     fn doctor(&self) -> impl Future<Output = DoctorReport> + Send;

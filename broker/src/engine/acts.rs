@@ -330,7 +330,7 @@ impl<B: Backend> Engine<B> {
             let len = text.chars().count();
             self.bounded(
                 "writing the clipboard",
-                self.backend.clipboard_write(text.clone()),
+                self.backend.clipboard_write(&s.id, text.clone()),
             )
             .await?;
             self.audit.emit(

@@ -540,6 +540,7 @@ impl<B: Backend> Engine<B> {
         let expired = s.core().sm.expire(now);
         if expired {
             self.after_takeover_lost(s, "lease_expired").await;
+            self.backend.clipboard_release(&s.id).await;
             self.audit
                 .emit(AuditEvent::LeaseExpired, Some(&s.id), json!({}));
         }
@@ -756,6 +757,8 @@ impl<B: Backend> Engine<B> {
             let _ = s.cancel.send(true);
         }
         self.after_takeover_lost(s, why.takeover_reason()).await;
+        // The clipboard this session owns stops with it.
+        self.backend.clipboard_release(&s.id).await;
         if was != Phase::Idle && !was.is_terminal() {
             self.audit.emit(
                 AuditEvent::SessionEnd,

@@ -234,7 +234,7 @@ impl<B: Backend> Engine<B> {
             missing_requested: missing.len() as u32,
             lease_minutes: lease_s.div_ceil(60).max(1) as u32,
             takeover: input == InputMode::Takeover && can_takeover,
-            clipboard: want_clipboard && self.backend.clipboard_available(),
+            clipboard: want_clipboard && self.backend.clipboard_available().await,
             timeout: self.cfg.consent_timeout,
         };
         let answer = tokio::select! {

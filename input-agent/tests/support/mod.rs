@@ -267,6 +267,27 @@ impl Input {
         }
     }
 
+    /// Sends one request made from its id and waits for the answer to it.
+    pub fn call(&mut self, make: impl FnOnce(u64) -> BrokerToInput) -> Answer {
+        let id = self.proc.id();
+        let start = Instant::now();
+        write_frame(&mut self.proc.sock, &make(id), MAX_FRAME_BYTES)
+            .expect("send to the input agent");
+        let msg: InputToBroker =
+            read_frame(&mut self.proc.sock, MAX_FRAME_BYTES).expect("input agent answer");
+        let took = start.elapsed();
+        let got = match &msg {
+            InputToBroker::Done { id, .. }
+            | InputToBroker::Failed { id, .. }
+            | InputToBroker::Ack { id }
+            | InputToBroker::Clipboard { id, .. }
+            | InputToBroker::Probe { id, .. } => *id,
+            _ => 0,
+        };
+        assert_eq!(got, id, "answer to another request: {msg:?}");
+        Answer { msg, took }
+    }
+
     /// Sends one act and waits for its answer.
     pub fn act(&mut self, target: Expect, op: SemanticOp) -> Answer {
         let id = self.proc.id();

@@ -50,6 +50,7 @@ class Ctx:
         self.shim: str = ns.shim
         self.socket: str = ns.socket
         self.server_version: str = ns.server_version
+        self.contract_version: str = ns.contract_version
         with open(ns.tools_file, encoding="utf-8") as f:
             self.expected_tools: list[dict[str, Any]] = json.load(f)
 
@@ -116,6 +117,10 @@ async def sdk_scenario(ctx: Ctx, version: str) -> None:
         check(c.server_info is not None, "no server info")
         check(c.server_info.name == "nish-driver", f"server name {c.server_info.name}")
         check(c.server_info.version == ctx.server_version, f"server version {c.server_info.version}")
+        res = c.session.initialize_result or c.session.discover_result
+        meta = (res.meta if res is not None else None) or {}
+        check(meta.get("contract_version") == ctx.contract_version, f"contract version in _meta: {meta}")
+        check(ctx.contract_version in (c.server_info.description or ""), str(c.server_info))
 
         tools = (await c.list_tools()).tools
         check_tools(ctx, tools, tag)
@@ -247,6 +252,7 @@ def raw_scenario(ctx: Ctx, version: str) -> None:
         check(version in res["supportedVersions"], f"discover versions {res['supportedVersions']}")
         check("tools" in res["capabilities"], str(res))
         server_info = res["_meta"]["io.modelcontextprotocol/serverInfo"]
+        check(res["_meta"].get("contract_version") == ctx.contract_version, f"discover _meta: {res['_meta']}")
     else:
         r = raw.request(
             "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": client_info}
@@ -255,6 +261,7 @@ def raw_scenario(ctx: Ctx, version: str) -> None:
         check(res is not None, f"initialize: {r}")
         check(res["protocolVersion"] == version, f"negotiated {res['protocolVersion']}")
         server_info = res["serverInfo"]
+        check(res["_meta"]["contract_version"] == ctx.contract_version, f"initialize _meta: {res}")
         raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     check(server_info["name"] == "nish-driver", str(server_info))
     check(server_info["version"] == ctx.server_version, str(server_info))
@@ -482,6 +489,7 @@ def main() -> int:
     ap.add_argument("--socket", required=True)
     ap.add_argument("--tools-file", required=True)
     ap.add_argument("--server-version", required=True)
+    ap.add_argument("--contract-version", required=True)
     ap.add_argument("scenarios", nargs="+")
     ns = ap.parse_args()
     anyio.run(main_async, Ctx(ns), ns.scenarios)

@@ -238,6 +238,31 @@ pub enum BrokerToInput {
         /// Request id.
         id: u64,
     },
+    /// Read the CLIPBOARD selection's text (UTF8_STRING, then STRING; an incremental transfer
+    /// is refused); answered with `Clipboard` or `Failed`.
+    ClipboardRead {
+        /// Request id.
+        id: u64,
+    },
+    /// Own the CLIPBOARD selection with this text, for `owner` (a session id), until that
+    /// owner is released, another program takes the selection or the agent exits; answered
+    /// with `Ack` or `Failed`.
+    ClipboardWrite {
+        /// Request id.
+        id: u64,
+        /// Who the text belongs to (the session id).
+        owner: String,
+        /// The text (never logged).
+        text: String,
+    },
+    /// Give up the selection if `owner` holds it (`None`: whoever holds it); answered with
+    /// `Ack`.
+    ClipboardRelease {
+        /// Request id.
+        id: u64,
+        /// The owner to release.
+        owner: Option<String>,
+    },
 }
 
 /// From the input agent to the broker.
@@ -270,6 +295,13 @@ pub enum InputToBroker {
         id: u64,
         /// What the X connection offers.
         probe: InputProbe,
+    },
+    /// The answer to `ClipboardRead`: the selection's text (empty when nobody owns it).
+    Clipboard {
+        /// Request id.
+        id: u64,
+        /// The text (never logged).
+        text: String,
     },
     /// Unsolicited, while watching: the person's own input (the first one after `Watch`).
     Person {

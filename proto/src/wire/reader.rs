@@ -46,6 +46,10 @@ pub struct DesktopProbe {
     pub atspi_ok: bool,
     /// Why not, as a reason code.
     pub atspi_reason: Option<String>,
+    /// Processes that show a top-level window but have no application on the accessibility
+    /// bus (a Chromium or Electron app started while accessibility was off), by pid. Empty when
+    /// the bus or the display did not answer.
+    pub pids_without_tree: Vec<u32>,
 }
 
 /// From the broker to the reader.
