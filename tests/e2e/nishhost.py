@@ -556,7 +556,9 @@ async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick:
 
     def answer() -> None:
         allow = person.wait_window("nish-driver consent: allow")
-        time.sleep(0.7)  # the dialog ignores clicks in its first 500 ms
+        # The dialog ignores clicks in its first 500 ms, and for 1.5 s after the driver's own
+        # last synthetic press (a takeover session may have just acted).
+        time.sleep(1.6)
         for name in tick:
             person.click_window(person.wait_window(f"nish-driver consent: {name}"))
         person.click_window(allow)

@@ -1381,14 +1381,17 @@ impl Backend for LinuxBackend {
     async fn clipboard_read(&self) -> Result<String, DriverError> {
         let agent = self.input().await?;
         let id = agent.next_id();
-        let answer = agent
-            .request(id, BrokerToInput::ClipboardRead { id }, CLIPBOARD_TIMEOUT)
-            .await;
-        let answer = match answer {
-            Ok(a) => a,
-            Err(e) => return Err(self.input.failed(&agent, e, CallKind::Read).await),
-        };
-        match answer {
+        match self
+            .input
+            .ask(
+                &agent,
+                id,
+                BrokerToInput::ClipboardRead { id },
+                CLIPBOARD_TIMEOUT,
+                CallKind::Read,
+            )
+            .await?
+        {
             InputToBroker::Clipboard { text, .. } => Ok(text),
             InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
             _ => Err(DriverError::new(
@@ -1406,11 +1409,11 @@ impl Backend for LinuxBackend {
             owner: session.to_string(),
             text,
         };
-        let answer = match agent.request(id, msg, CLIPBOARD_TIMEOUT).await {
-            Ok(a) => a,
-            Err(e) => return Err(self.input.failed(&agent, e, CallKind::Act).await),
-        };
-        match answer {
+        match self
+            .input
+            .ask(&agent, id, msg, CLIPBOARD_TIMEOUT, CallKind::Act)
+            .await?
+        {
             InputToBroker::Ack { .. } => Ok(()),
             InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
             _ => Err(DriverError::new(
@@ -1795,6 +1798,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wayland_is_wayland_even_with_xwayland() {
+        let w = ("wayland", Some("wayland_session_unsupported"));
+        type Env<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+        let table: &[(Env, (&str, Option<&str>))] = &[
+            ((Some("wayland"), None, Some(":0")), w),
+            ((None, Some("wayland-0"), Some(":0")), w),
+            ((Some("x11"), Some("wayland-1"), Some(":1")), w),
+            ((Some("wayland"), None, None), w),
+            ((Some("Wayland"), None, Some(":0")), w),
+            ((Some("x11"), Some(""), Some(":0")), ("x11", None)),
+            ((Some("x11"), None, Some("unix:3")), ("x11", None)),
+            ((None, None, Some(":0")), ("x11", None)),
+            (
+                (None, None, Some("host.example:0")),
+                ("x11", Some("display_not_local")),
+            ),
+            (
+                (Some("tty"), None, None),
+                ("none", Some("display_unreachable")),
+            ),
+            (
+                (None, None, Some("")),
+                ("none", Some("display_unreachable")),
+            ),
+        ];
+        for ((xdg, wd, d), want) in table {
+            assert_eq!(
+                session_type_of(*xdg, *wd, *d),
+                *want,
+                "{xdg:?} {wd:?} {d:?}"
+            );
+        }
+    }
+
+    #[test]
     fn restarts_wait_longer_each_time_up_to_5_s() {
         let ms: Vec<u128> = (1..=9).map(|n| restart_delay(n).as_millis()).collect();
         assert_eq!(ms, [0, 250, 500, 1000, 2000, 4000, 5000, 5000, 5000]);
@@ -1829,41 +1867,6 @@ mod tests {
             assert_eq!(
                 nothing_happened(DriverError::new(code, "x"), "sent").code,
                 code
-            );
-        }
-    }
-
-    #[test]
-    fn wayland_is_wayland_even_with_xwayland() {
-        let w = ("wayland", Some("wayland_session_unsupported"));
-        type Env<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
-        let table: &[(Env, (&str, Option<&str>))] = &[
-            ((Some("wayland"), None, Some(":0")), w),
-            ((None, Some("wayland-0"), Some(":0")), w),
-            ((Some("x11"), Some("wayland-1"), Some(":1")), w),
-            ((Some("wayland"), None, None), w),
-            ((Some("Wayland"), None, Some(":0")), w),
-            ((Some("x11"), Some(""), Some(":0")), ("x11", None)),
-            ((Some("x11"), None, Some("unix:3")), ("x11", None)),
-            ((None, None, Some(":0")), ("x11", None)),
-            (
-                (None, None, Some("host.example:0")),
-                ("x11", Some("display_not_local")),
-            ),
-            (
-                (Some("tty"), None, None),
-                ("none", Some("display_unreachable")),
-            ),
-            (
-                (None, None, Some("")),
-                ("none", Some("display_unreachable")),
-            ),
-        ];
-        for ((xdg, wd, d), want) in table {
-            assert_eq!(
-                session_type_of(*xdg, *wd, *d),
-                *want,
-                "{xdg:?} {wd:?} {d:?}"
             );
         }
     }
