@@ -277,4 +277,33 @@ mod tests {
              `cargo run -p nish-broker --example audit_table`"
         );
     }
+
+    /// Every documented event is emitted somewhere in the broker: its variant appears in the
+    /// broker's sources outside this table.
+    #[test]
+    fn every_documented_event_is_emitted() {
+        fn sources(dir: &std::path::Path, out: &mut String) {
+            for entry in std::fs::read_dir(dir).expect("the broker's sources") {
+                let p = entry.expect("an entry").path();
+                if p.is_dir() {
+                    sources(&p, out);
+                } else if p.extension().is_some_and(|e| e == "rs") && !p.ends_with("audit_event.rs")
+                {
+                    out.push_str(&std::fs::read_to_string(&p).expect("a source file"));
+                }
+            }
+        }
+        let mut text = String::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut text,
+        );
+        for e in AuditEvent::ALL {
+            let used = format!("AuditEvent::{e:?}");
+            let found = text
+                .match_indices(&used)
+                .any(|(i, _)| !text[i + used.len()..].starts_with(|c: char| c.is_alphanumeric()));
+            assert!(found, "{} is documented but never emitted", e.name());
+        }
+    }
 }

@@ -1,0 +1,83 @@
+//! Key names press_key and hotkey accept, and the combinations they never send.
+
+use super::*;
+
+/// Modifier names hotkey accepts before its last key.
+const MODIFIERS: &[&str] = &["ctrl", "control", "alt", "shift", "super", "meta"];
+
+/// Key names press_key and hotkey accept (X keysym names; letters and digits too).
+fn valid_key(k: &str) -> bool {
+    const NAMED: &[&str] = &[
+        "Return",
+        "Enter",
+        "Tab",
+        "Escape",
+        "BackSpace",
+        "Delete",
+        "Insert",
+        "Home",
+        "End",
+        "Page_Up",
+        "Page_Down",
+        "Up",
+        "Down",
+        "Left",
+        "Right",
+        "space",
+        "Menu",
+        "minus",
+        "plus",
+        "equal",
+        "comma",
+        "period",
+        "slash",
+        "backslash",
+        "semicolon",
+        "apostrophe",
+        "bracketleft",
+        "bracketright",
+        "grave",
+    ];
+    if NAMED.contains(&k) || (k.len() == 1 && k.chars().all(|c| c.is_ascii_alphanumeric())) {
+        return true;
+    }
+    k.strip_prefix('F')
+        .and_then(|n| n.parse::<u8>().ok())
+        .is_some_and(|n| (1..=24).contains(&n))
+}
+
+/// Checks press_key and hotkey keys before anything is sent: known names, modifiers first, and
+/// none of the combinations reserved for the system and the person (the stop hotkey among
+/// them).
+pub(super) fn check_keys(keys: &[String]) -> Result<(), DriverError> {
+    let (last, mods) = keys
+        .split_last()
+        .ok_or_else(|| DriverError::new(ErrorCode::InvalidArguments, "no key given"))?;
+    if !valid_key(last) {
+        return Err(DriverError::new(
+            ErrorCode::InvalidArguments,
+            "unknown key name; use X key names like Return, Tab, a, F5",
+        ));
+    }
+    if mods
+        .iter()
+        .any(|m| !MODIFIERS.contains(&m.to_ascii_lowercase().as_str()))
+    {
+        return Err(DriverError::new(
+            ErrorCode::InvalidArguments,
+            "hotkey keys are modifiers (ctrl, alt, shift, super) then one key",
+        ));
+    }
+    let lower: Vec<String> = mods.iter().map(|m| m.to_ascii_lowercase()).collect();
+    let ctrl_alt =
+        lower.iter().any(|m| m == "ctrl" || m == "control") && lower.iter().any(|m| m == "alt");
+    if ctrl_alt
+        && (matches!(last.as_str(), "Delete" | "BackSpace" | "Escape") || last.starts_with('F'))
+    {
+        return Err(DriverError::new(
+            ErrorCode::InvalidArguments,
+            "this key combination is reserved for the system and the person",
+        ));
+    }
+    Ok(())
+}

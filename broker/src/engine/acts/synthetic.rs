@@ -1,0 +1,476 @@
+//! Synthetic acts (takeover only): XTEST through the input agent, each point hit-tested
+//! against the windows above it, focus checked after a focusing click.
+
+use super::keys::check_keys;
+use super::*;
+
+/// How long a focusing click may take to give the target the keyboard focus.
+const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A type_text failure after its focusing click was sent: the act has partly happened, so a
+/// failure that says nothing happened (the typing refused before its first key, a re-read
+/// that failed) answers with an `unsafe` code and `effect: "stopped"`.
+fn after_focusing_click(e: DriverError) -> DriverError {
+    use nish_proto::errors::Retry;
+    let code = match e.code {
+        // The focus left the field between the click and the first key.
+        ErrorCode::Occluded => ErrorCode::FocusChanged,
+        c if matches!(c.retry(), Retry::Safe | Retry::AfterRefresh) => ErrorCode::AppNotResponding,
+        _ => return e,
+    };
+    let mut out = DriverError::new(code, format!("{}; the focusing click was sent", e.message))
+        .with_effect("stopped");
+    out.typed_characters = Some(0);
+    out
+}
+
+/// What a host approval of a key press is about: the focused window.
+fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
+    ActSubject {
+        window_id: w.window_id,
+        pid: w.pid,
+        role: None,
+        label: None,
+    }
+}
+
+/// The topmost visible window at a screen point.
+fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
+    all.iter()
+        .filter(|w| w.visible && w.frame.contains_point(x, y))
+        .max_by_key(|w| w.stacking)
+}
+
+impl<B: Backend> Engine<B> {
+    /// Runs one synthetic batch for `window`, after judging the session once more right before
+    /// it.
+    async fn send_synthetic(
+        &self,
+        s: &Session,
+        call: &Call,
+        window: &WindowInfo,
+        op: SynthOp,
+    ) -> Result<(), DriverError> {
+        self.rejudge(s, call)?;
+        let stop = s.core().stop.clone();
+        let outcome = self
+            .bounded(
+                "synthetic input",
+                self.backend.synthetic(op, window.window_id, stop),
+            )
+            .await?;
+        match outcome {
+            SynthOutcome::Done => Ok(()),
+            SynthOutcome::Stopped { reason, typed } => {
+                self.pause(s, reason).await;
+                let mut e = DriverError::new(
+                    ErrorCode::UserTookOver,
+                    format!(
+                        "the person took control ({}); nothing more was sent",
+                        reason.as_str()
+                    ),
+                )
+                .with_effect("stopped");
+                e.paused_reason = Some(reason.as_str().into());
+                e.typed_characters = Some(typed);
+                Err(e)
+            }
+            SynthOutcome::Cancelled { typed } => {
+                let mut e = self.rejudge(s, call).err().unwrap_or_else(|| {
+                    DriverError::new(ErrorCode::Timeout, "the synthetic input was cancelled")
+                });
+                e.effect = Some("stopped".into());
+                e.typed_characters = Some(typed);
+                Err(e)
+            }
+        }
+    }
+
+    /// After a focusing click: light reads until the target row has the focused state (at most
+    /// [`FOCUS_WAIT`]); keys typed before the app handled the click would land elsewhere.
+    async fn wait_focused(&self, t: &Target) -> Result<(), DriverError> {
+        let light = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
+        let start = Instant::now();
+        loop {
+            let tree = self
+                .bounded(
+                    "re-reading the window",
+                    self.backend.read_tree(&t.window, light),
+                )
+                .await?;
+            let tree = self.validate_tree(tree, &t.window)?;
+            let focused = tree
+                .nodes
+                .get(t.row as usize)
+                .is_some_and(|n| n.role == t.node.role && n.states.has(State::Focused));
+            if focused {
+                return Ok(());
+            }
+            if start.elapsed() >= FOCUS_WAIT {
+                let mut e = DriverError::new(
+                    ErrorCode::FocusChanged,
+                    format!(
+                        "element {} did not take the keyboard focus after the click",
+                        t.row
+                    ),
+                )
+                .with_effect("stopped");
+                e.typed_characters = Some(0);
+                return Err(e);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Refuses a pointer act whose point another window covers.
+    async fn hit_test(&self, window: &WindowInfo, x: i32, y: i32) -> Result<(), DriverError> {
+        let all = self
+            .bounded_read("listing windows", self.backend.list_windows())
+            .await?;
+        match topmost_at(&all, x, y) {
+            Some(top) if top.window_id == window.window_id => Ok(()),
+            Some(top) => Err(DriverError::new(
+                ErrorCode::Occluded,
+                format!("window {} covers the target at {x},{y}", top.window_id),
+            )),
+            None => Err(DriverError::new(
+                ErrorCode::Occluded,
+                format!("no window at {x},{y}"),
+            )),
+        }
+    }
+
+    /// The approved window that has the keyboard focus.
+    async fn focused_approved(&self, s: &Session) -> Result<WindowInfo, DriverError> {
+        let all = self
+            .bounded_read("listing windows", self.backend.list_windows())
+            .await?;
+        let Some(w) = all.into_iter().find(|w| w.active) else {
+            // Nothing was sent: focus_changed (unsafe) would say something may have happened.
+            // The remedy is occluded's: read again, bring the window to the front.
+            return Err(DriverError::new(
+                ErrorCode::Occluded,
+                "no window has the keyboard focus; nothing was sent",
+            )
+            .with_effect("refused"));
+        };
+        if !self.in_scope(s, &w) {
+            return Err(DriverError::new(
+                ErrorCode::AppNotInScope,
+                format!(
+                    "the focused window {} belongs to an app that was not approved",
+                    w.window_id
+                ),
+            ));
+        }
+        Ok(w)
+    }
+
+    pub(super) async fn synthetic_act(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        call: &Call,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let tool = call.tool().name();
+        let done = |path: &str, window_id: u64| {
+            json!({"ok": true, "effect": "dispatched", "verified": false, "path": path,
+                   "took_cursor": true, "escalation": null, "diff": null, "snapshot_id": null,
+                   "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true},
+                   "window_id": window_id})
+        };
+        match call {
+            Call::Click(PointerArgs { token, .. })
+            | Call::DoubleClick(PointerArgs { token, .. })
+            | Call::RightClick(PointerArgs { token, .. })
+            | Call::TypeText { token, .. }
+            | Call::Scroll { token, .. } => {
+                let secure = |t: &Target| {
+                    if matches!(call, Call::TypeText { .. }) && t.node.is_secure() {
+                        return Err(DriverError::new(
+                            ErrorCode::SecureField,
+                            format!("element {} is a secure field", t.row),
+                        ));
+                    }
+                    Ok(())
+                };
+                let t = self.target(s, token).await?;
+                secure(&t)?;
+                let t = match self.approve_act(s, call, &t.subject()).await? {
+                    None => t,
+                    Some(digest) => {
+                        let t = self.target(s, token).await?;
+                        self.check_approved(Some(&digest), call, &t.subject())?;
+                        secure(&t)?;
+                        t
+                    }
+                };
+                let (x, y) = t.center()?;
+                self.hit_test(&t.window, x, y).await?;
+                let click = |button, count| SynthOp::Click {
+                    x,
+                    y,
+                    button,
+                    count,
+                };
+                let (op, verify, path) = match call {
+                    Call::Click(_) => (
+                        click(1, 1),
+                        if is_checkable(&t.node) {
+                            Verify::Toggle {
+                                was: checked(&t.node),
+                            }
+                        } else if SELECTABLE_ROLES.contains(&t.node.role.as_str()) {
+                            Verify::Selected
+                        } else {
+                            Verify::None
+                        },
+                        "xtest:click",
+                    ),
+                    Call::DoubleClick(_) => (click(1, 2), Verify::None, "xtest:double_click"),
+                    Call::RightClick(_) => (click(3, 1), Verify::None, "xtest:right_click"),
+                    Call::Scroll {
+                        direction, amount, ..
+                    } => (
+                        SynthOp::Scroll {
+                            x,
+                            y,
+                            direction: direction.as_str().into(),
+                            amount: *amount,
+                        },
+                        Verify::None,
+                        "xtest:scroll",
+                    ),
+                    Call::TypeText { text, .. } => {
+                        // Focus the field with a click, wait until the field itself says it has
+                        // the focus (the app handles the click before the keys), then type.
+                        self.send_synthetic(s, call, &t.window, click(1, 1)).await?;
+                        self.wait_focused(&t).await.map_err(after_focusing_click)?;
+                        let before = t.node.value.clone().unwrap_or_default();
+                        (
+                            SynthOp::Type { text: text.clone() },
+                            Verify::Insert {
+                                before,
+                                text: text.clone(),
+                            },
+                            "xtest:type",
+                        )
+                    }
+                    _ => unreachable!("matched above"),
+                };
+                let sent = self.send_synthetic(s, call, &t.window, op).await;
+                if matches!(call, Call::TypeText { .. }) {
+                    sent.map_err(after_focusing_click)?;
+                } else {
+                    sent?;
+                }
+                let ms = started.elapsed().as_millis() as u64;
+                self.finish_act(s, call, &t, verify, path.into(), true, call.text_len(), ms)
+                    .await
+            }
+            Call::Drag { from, to, .. } => {
+                let (from_token, to_token) = (from, to);
+                let mut from = self.target(s, from_token).await?;
+                let mut to = self.target(s, to_token).await?;
+                if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
+                    from = self.target(s, from_token).await?;
+                    to = self.target(s, to_token).await?;
+                    self.check_approved(Some(&digest), call, &from.subject())?;
+                }
+                if from.window.window_id != to.window.window_id {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "drag works within one window",
+                    ));
+                }
+                let a = from.center()?;
+                let b = to.center()?;
+                self.hit_test(&from.window, a.0, a.1).await?;
+                self.hit_test(&from.window, b.0, b.1).await?;
+                self.send_synthetic(s, call, &from.window, SynthOp::Drag { from: a, to: b })
+                    .await?;
+                let ms = started.elapsed().as_millis() as u64;
+                self.finish_act(
+                    s,
+                    call,
+                    &from,
+                    Verify::None,
+                    "xtest:drag".into(),
+                    true,
+                    None,
+                    ms,
+                )
+                .await
+            }
+            Call::PressKey { .. } | Call::Hotkey { .. } => {
+                let keys: Vec<String> = match call {
+                    Call::PressKey { key, .. } => vec![key.clone()],
+                    Call::Hotkey { keys, .. } => keys.clone(),
+                    _ => unreachable!("matched above"),
+                };
+                check_keys(&keys)?;
+                let mut w = self.focused_approved(s).await?;
+                if let Some(digest) = self.approve_act(s, call, &window_subject(&w)).await? {
+                    w = self.focused_approved(s).await?;
+                    self.check_approved(Some(&digest), call, &window_subject(&w))?;
+                }
+                let before = self.read_window(s, &w).await?;
+                self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
+                    .await?;
+                let t = Target {
+                    node: before.tree.nodes[0].clone(),
+                    before: before.tree.nodes.clone(),
+                    row: 0,
+                    window: w,
+                };
+                let ms = started.elapsed().as_millis() as u64;
+                self.finish_act(
+                    s,
+                    call,
+                    &t,
+                    Verify::None,
+                    "xtest:key".into(),
+                    true,
+                    None,
+                    ms,
+                )
+                .await
+            }
+            Call::BringToFront(target) => {
+                let w = self.resolve_window(s, target).await?;
+                self.send_synthetic(
+                    s,
+                    call,
+                    &w,
+                    SynthOp::Raise {
+                        window_id: w.window_id,
+                    },
+                )
+                .await?;
+                // The raise was sent: a listing that fails now leaves it unverified (dispatched),
+                // never a refusal that would say nothing happened.
+                let all = self
+                    .bounded("listing windows", self.backend.list_windows())
+                    .await
+                    .unwrap_or_default();
+                let now = all.iter().find(|x| x.window_id == w.window_id);
+                let top = all.iter().filter(|x| x.visible).max_by_key(|x| x.stacking);
+                let verified = now.is_some_and(|x| x.active)
+                    && top.is_some_and(|x| x.window_id == w.window_id);
+                self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "ewmh:activate",
+                                                             "verified": verified, "window_id": w.window_id}));
+                let mut out = done("ewmh:activate", w.window_id);
+                out["effect"] = json!(if verified { "confirmed" } else { "dispatched" });
+                out["verified"] = json!(verified);
+                out["took_cursor"] = json!(false);
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("window_id");
+                }
+                Ok(Output::json(out))
+            }
+            Call::MoveCursor {
+                token,
+                x,
+                y,
+                scope,
+                duration_ms,
+            } => {
+                let (x, y, window) = if let Some(tok) = token {
+                    let t = self.target(s, tok).await?;
+                    let (x, y) = t.center()?;
+                    (x, y, t.window)
+                } else {
+                    let (Some(x), Some(y)) = (x, y) else {
+                        return Err(DriverError::new(
+                            ErrorCode::InvalidArguments,
+                            "give element_token, or x and y",
+                        ));
+                    };
+                    let (x, y) = (*x as i32, *y as i32);
+                    if *scope == Scope::Window {
+                        let w = self.focused_approved(s).await?;
+                        (w.frame.x + x, w.frame.y + y, w)
+                    } else {
+                        let all = self
+                            .bounded_read("listing windows", self.backend.list_windows())
+                            .await?;
+                        let w = topmost_at(&all, x, y).cloned().ok_or_else(|| {
+                            DriverError::new(
+                                ErrorCode::AppNotInScope,
+                                "no approved window at that point",
+                            )
+                        })?;
+                        if !self.in_scope(s, &w) {
+                            return Err(DriverError::new(
+                                ErrorCode::AppNotInScope,
+                                "the point lies over an app that was not approved",
+                            ));
+                        }
+                        (x, y, w)
+                    }
+                };
+                if !window.frame.contains_point(x, y) {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "the point lies outside the window",
+                    ));
+                }
+                let duration_ms = *duration_ms;
+                self.send_synthetic(s, call, &window, SynthOp::Move { x, y, duration_ms })
+                    .await?;
+                self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
+                                                             "window_id": window.window_id, "duration_ms": duration_ms}));
+                let mut out = done("xtest:motion", window.window_id);
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("window_id");
+                }
+                Ok(Output::json(out))
+            }
+            _ => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "no synthetic path for this tool",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::errors::Retry;
+
+    #[test]
+    fn a_type_text_failure_after_its_focusing_click_never_says_nothing_happened() {
+        // The typing refused before its first key (the focus was elsewhere): the click was
+        // sent, so the answer is focus_changed (unsafe), stopped, nothing typed.
+        let e = after_focusing_click(
+            DriverError::new(ErrorCode::Occluded, "no key sent").with_effect("refused"),
+        );
+        assert_eq!(e.code, ErrorCode::FocusChanged);
+        assert_eq!(e.effect.as_deref(), Some("stopped"));
+        assert_eq!(e.typed_characters, Some(0));
+        assert!(e.message.ends_with("the focusing click was sent"));
+        // A safe or after-refresh failure (the agent down before the keys, a stale re-read)
+        // becomes unsafe: something happened.
+        for code in [
+            ErrorCode::RateLimited,
+            ErrorCode::StaleElementToken,
+            ErrorCode::ElementNotFound,
+        ] {
+            let e = after_focusing_click(DriverError::new(code, "x").with_effect("refused"));
+            assert_eq!(e.code.retry(), Retry::Unsafe, "{code:?}");
+            assert_eq!(e.effect.as_deref(), Some("stopped"));
+        }
+        // Unsafe and never codes are kept as they are.
+        for code in [
+            ErrorCode::AppNotResponding,
+            ErrorCode::UserTookOver,
+            ErrorCode::SecureField,
+        ] {
+            assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
+        }
+    }
+}
