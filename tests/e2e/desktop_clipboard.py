@@ -122,7 +122,16 @@ async def start_with_clipboard(c, person: h.Person) -> dict:
         time.sleep(1.5)
         person.click_window(clip)
         time.sleep(0.8)
-        person.click_window(allow)
+        for _ in range(4):
+            person.click_window(allow)
+            # A click the dialog ignored (it re-arms when a window near it changes): the person
+            # clicks again, as a person would.
+            deadline = time.monotonic() + 2.5
+            while person.windows("nish-driver consent: allow") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not person.windows("nish-driver consent: allow"):
+                break
+            say("    the dialog did not take the click on Allow; the person clicks again")
         say("    person (xdotool, real clicks): ticks the clipboard line, then Allow")
 
     t = threading.Thread(target=answer)
@@ -135,6 +144,14 @@ async def start_with_clipboard(c, person: h.Person) -> dict:
 
 async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str], errors: list[str]) -> None:
     st = await start_with_clipboard(c, person)
+    for _ in range(2):
+        if st["clipboard_read"] is True:
+            break
+        # The dialog sometimes ignores the person's click on the clipboard line (cause not found
+        # yet; Allow 0.8 s later counts): the person asks again, and a grant widened by the
+        # clipboard line shows a new dialog.
+        say("    the clipboard line was not ticked by the first click; the person asks again")
+        st = await start_with_clipboard(c, person)
     check(st["clipboard_read"] is True, f"the person ticked the clipboard line: {st}")
     say("granted with the clipboard line ticked by the person (a real click)")
 
