@@ -171,7 +171,7 @@ impl App {
                     .last_dialog_raise
                     .is_none_or(|t| now.duration_since(t) >= RAISE_MIN_INTERVAL);
                 if let Some(d) = &mut self.dialog {
-                    d.rearm(now);
+                    d.rearm(now, hidden_cause(why));
                     if why == Hidden::Covered && raise_ok {
                         d.raise(&self.ui)?;
                         self.last_dialog_raise = Some(now);
@@ -190,7 +190,7 @@ impl App {
             if let Err(why) = seen {
                 tracing::debug!("Continue not fully visible ({why:?}): re-armed");
                 if let Some(t) = &mut self.takeover {
-                    t.rearm_continue(now);
+                    t.rearm_continue(now, hidden_cause(why));
                 }
             }
         }
@@ -231,11 +231,18 @@ impl App {
             };
             let d = self.dialog.as_mut().expect("checked");
             if !visible {
-                d.rearm(now);
+                d.rearm(now, "not fully visible at a button event");
             }
-            if press {
+            let outcome = if press {
                 d.press(ev);
-            } else if let Outcome::Answer(answer) = d.release(&mut self.ui, ev)? {
+                Outcome::Nothing
+            } else {
+                d.release(&mut self.ui, ev)?
+            };
+            if let Some(why) = self.dialog.as_ref().and_then(Dialog::refusal) {
+                tracing::info!(press, "a button event on a consent control did not count: {why:?}");
+            }
+            if let Outcome::Answer(answer) = outcome {
                 self.answer(answer)?;
             }
             return Ok(());
@@ -262,14 +269,18 @@ impl App {
             };
             let t = self.takeover.as_mut().expect("checked");
             if !visible {
-                t.rearm_continue(now);
+                t.rearm_continue(now, "not fully visible at a button event");
             }
-            if press {
+            let notes = if press {
                 t.press(ev);
+                Vec::new()
             } else {
-                let notes = t.release(ev);
-                self.notes(notes)?;
+                t.release(ev)
+            };
+            if let Some(why) = t.continue_refusal() {
+                tracing::info!(press, "a button event on Continue did not count: {why:?}");
             }
+            self.notes(notes)?;
         }
         Ok(())
     }
@@ -611,14 +622,14 @@ impl App {
             if let Some(d) = &mut self.dialog
                 && touch.meets(&d.rect())
             {
-                d.rearm(now);
+                d.rearm(now, "another window changed near it");
                 touched = true;
             }
             if let Some(t) = &mut self.takeover
                 && let Some(target) = t.continue_target()
                 && touch.meets(&target.rect)
             {
-                t.rearm_continue(now);
+                t.rearm_continue(now, "another window changed near it");
                 touched = true;
             }
             if touched {
@@ -685,4 +696,15 @@ fn event_window(ev: &Event) -> Option<u32> {
         Event::VisibilityNotify(e) => e.window,
         _ => return None,
     })
+}
+
+/// What a failed visibility check re-arms a control for, as the log says it.
+fn hidden_cause(why: Hidden) -> &'static str {
+    match why {
+        Hidden::NotShown => "not shown",
+        Hidden::Misplaced => "misplaced",
+        Hidden::Reshaped => "reshaped",
+        Hidden::Foreign => "a foreign window inside it",
+        Hidden::Covered => "covered",
+    }
 }

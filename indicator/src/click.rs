@@ -52,12 +52,42 @@ pub struct ButtonEvent {
     pub at: Instant,
 }
 
+/// Why a press or release did not count. Logged for the person or a developer reading the
+/// indicator's log; it names no app text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not the left button.
+    NotLeft,
+    /// Not from the person's own device (XTEST or SendEvent).
+    Synthetic,
+    /// The control was not fully visible on the server.
+    Covered,
+    /// The pointer was outside the control.
+    Outside,
+    /// Inside the arming delay; `cause` says what (re)started it, `early` by how much the
+    /// press came too soon.
+    Arming {
+        /// What last started the arming delay.
+        cause: &'static str,
+        /// How long before the end of the delay the event came.
+        early: Duration,
+    },
+    /// Within [`DRIVER_QUIET`] of the driver's own press.
+    DriverQuiet,
+    /// A release with no counted press before it (or the press was forgotten by a re-arm).
+    NoPress,
+    /// Released on another control than the one pressed.
+    OtherControl,
+}
+
 /// The state of the rule for one group of controls.
 #[derive(Debug)]
 pub struct RealClick {
     armed_at: Instant,
+    armed_by: &'static str,
     last_driver_press: Option<Instant>,
     pressed: Option<(u32, Instant)>,
+    refused: Option<Refusal>,
 }
 
 impl RealClick {
@@ -65,15 +95,20 @@ impl RealClick {
     pub fn new(now: Instant) -> Self {
         RealClick {
             armed_at: now + ARM_DELAY,
+            armed_by: "shown",
             last_driver_press: None,
             pressed: None,
+            refused: None,
         }
     }
 
-    /// The controls were (re)shown, uncovered or moved at `now`: start the arming delay again
-    /// and forget a press in progress.
-    pub fn rearm(&mut self, now: Instant) {
-        self.armed_at = self.armed_at.max(now + ARM_DELAY);
+    /// The controls were (re)shown, uncovered or moved at `now` (`cause` says which, for the
+    /// log): start the arming delay again and forget a press in progress.
+    pub fn rearm(&mut self, now: Instant, cause: &'static str) {
+        if now + ARM_DELAY > self.armed_at {
+            self.armed_at = now + ARM_DELAY;
+            self.armed_by = cause;
+        }
         self.pressed = None;
     }
 
@@ -83,38 +118,76 @@ impl RealClick {
         self.pressed = None;
     }
 
+    /// Why the last press or release did not count, if it did not.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refused
+    }
+
     fn quiet_at(&self, at: Instant) -> bool {
         self.last_driver_press
             .is_none_or(|d| at >= d && at.duration_since(d) >= DRIVER_QUIET)
     }
 
+    fn arming(&self, at: Instant) -> Option<Refusal> {
+        (at < self.armed_at).then(|| Refusal::Arming {
+            cause: self.armed_by,
+            early: self.armed_at.duration_since(at),
+        })
+    }
+
+    fn judge_press(&self, ev: &ButtonEvent) -> Option<Refusal> {
+        if ev.button != u32::from(LEFT_BUTTON) {
+            Some(Refusal::NotLeft)
+        } else if !ev.real {
+            Some(Refusal::Synthetic)
+        } else if !ev.visible {
+            Some(Refusal::Covered)
+        } else if !ev.inside {
+            Some(Refusal::Outside)
+        } else if let Some(r) = self.arming(ev.at) {
+            Some(r)
+        } else if !self.quiet_at(ev.at) {
+            Some(Refusal::DriverQuiet)
+        } else {
+            None
+        }
+    }
+
     /// A press on one of the group's controls.
     pub fn press(&mut self, ev: ButtonEvent) {
-        let ok = ev.button == u32::from(LEFT_BUTTON)
-            && ev.real
-            && ev.visible
-            && ev.inside
-            && ev.at >= self.armed_at
-            && self.quiet_at(ev.at);
-        self.pressed = ok.then_some((ev.window, ev.at));
+        self.refused = self.judge_press(&ev);
+        self.pressed = self.refused.is_none().then_some((ev.window, ev.at));
     }
 
     /// A release; returns the window to activate when the press and release make a real click.
     pub fn release(&mut self, ev: ButtonEvent) -> Option<u32> {
         if ev.button != u32::from(LEFT_BUTTON) {
             // Another button released during the click: keep the left press pending.
+            self.refused = Some(Refusal::NotLeft);
             return None;
         }
-        let (window, pressed_at) = self.pressed.take()?;
-        let ok = ev.real
-            && ev.visible
-            && ev.window == window
-            && ev.inside
-            && ev.at >= pressed_at
-            && pressed_at >= self.armed_at
-            && self.quiet_at(pressed_at)
-            && self.quiet_at(ev.at);
-        ok.then_some(window)
+        let Some((window, pressed_at)) = self.pressed.take() else {
+            self.refused = Some(Refusal::NoPress);
+            return None;
+        };
+        self.refused = if !ev.real {
+            Some(Refusal::Synthetic)
+        } else if !ev.visible {
+            Some(Refusal::Covered)
+        } else if ev.window != window {
+            Some(Refusal::OtherControl)
+        } else if !ev.inside {
+            Some(Refusal::Outside)
+        } else if ev.at < pressed_at {
+            Some(Refusal::NoPress)
+        } else if let Some(r) = self.arming(pressed_at) {
+            Some(r)
+        } else if !self.quiet_at(pressed_at) || !self.quiet_at(ev.at) {
+            Some(Refusal::DriverQuiet)
+        } else {
+            None
+        };
+        self.refused.is_none().then_some(window)
     }
 }
 
@@ -236,11 +309,71 @@ mod tests {
     fn rearm_restarts_the_delay() {
         let t0 = Instant::now();
         let mut r = RealClick::new(t0);
-        r.rearm(t0 + ms(1000));
+        r.rearm(t0 + ms(1000), "test");
         r.press(ev(7, t0 + ms(1450)));
         assert_eq!(r.release(ev(7, t0 + ms(1480))), None);
         r.press(ev(7, t0 + ms(1550)));
         assert_eq!(r.release(ev(7, t0 + ms(1600))), Some(7));
+    }
+
+    #[test]
+    fn a_refused_event_says_why() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.press(ev(7, t0 + ms(100)));
+        assert_eq!(
+            r.refusal(),
+            Some(Refusal::Arming {
+                cause: "shown",
+                early: ms(400)
+            })
+        );
+        r.rearm(t0 + ms(900), "covered");
+        r.press(ev(7, t0 + ms(1000)));
+        assert_eq!(
+            r.refusal(),
+            Some(Refusal::Arming {
+                cause: "covered",
+                early: ms(400)
+            })
+        );
+        // A re-arm that ends sooner than the current delay keeps the older cause.
+        r.rearm(t0 + ms(800), "earlier");
+        r.press(ev(7, t0 + ms(1000)));
+        assert!(matches!(
+            r.refusal(),
+            Some(Refusal::Arming {
+                cause: "covered",
+                ..
+            })
+        ));
+        assert_eq!(r.release(ev(7, t0 + ms(1050))), None);
+        assert_eq!(r.refusal(), Some(Refusal::NoPress));
+
+        let mut p = ev(7, t0 + ms(2000));
+        p.real = false;
+        r.press(p);
+        assert_eq!(r.refusal(), Some(Refusal::Synthetic));
+        p.real = true;
+        p.visible = false;
+        r.press(p);
+        assert_eq!(r.refusal(), Some(Refusal::Covered));
+        p.visible = true;
+        p.inside = false;
+        r.press(p);
+        assert_eq!(r.refusal(), Some(Refusal::Outside));
+
+        r.press(ev(7, t0 + ms(2100)));
+        assert_eq!(r.refusal(), None);
+        assert_eq!(r.release(ev(8, t0 + ms(2150))), None);
+        assert_eq!(r.refusal(), Some(Refusal::OtherControl));
+
+        r.driver_press(t0 + ms(2200));
+        r.press(ev(7, t0 + ms(2300)));
+        assert_eq!(r.refusal(), Some(Refusal::DriverQuiet));
+        r.press(ev(7, t0 + ms(3800)));
+        assert_eq!(r.release(ev(7, t0 + ms(3850))), Some(7));
+        assert_eq!(r.refusal(), None);
     }
 
     #[test]

@@ -529,8 +529,13 @@ impl Dialog {
 
     /// Starts the arming delay again (the dialog was covered, moved, or something over it
     /// changed).
-    pub fn rearm(&mut self, now: Instant) {
-        self.click.rearm(now);
+    pub fn rearm(&mut self, now: Instant, cause: &'static str) {
+        self.click.rearm(now, cause);
+    }
+
+    /// Why the last press or release on a control did not count, if it did not.
+    pub fn refusal(&self) -> Option<crate::click::Refusal> {
+        self.click.refusal()
     }
 
     /// The broker announced a driver button press.
@@ -605,11 +610,11 @@ impl Dialog {
     ) -> Result<Outcome, ReplyOrIdError> {
         match ev {
             Event::Expose(e) if e.count == 0 => self.redraw(ui, e.window)?,
-            Event::MapNotify(e) if e.window == self.top => self.click.rearm(now),
+            Event::MapNotify(e) if e.window == self.top => self.click.rearm(now, "dialog mapped"),
             Event::ConfigureNotify(e) if e.window == self.top && e.event == self.top => {
                 // Any change of the dialog's own stacking or place re-arms it; a move or a
                 // resize by another client is also put back.
-                self.click.rearm(now);
+                self.click.rearm(now, "dialog configured");
                 let r = self.rect;
                 let got = Rect {
                     x: i32::from(e.x),
@@ -632,7 +637,7 @@ impl Dialog {
             }
             Event::ConfigureNotify(e) if e.event == e.window => {
                 if let Some(c) = self.controls.iter().find(|c| c.win == e.window) {
-                    self.click.rearm(now);
+                    self.click.rearm(now, "control configured");
                     if (e.x, e.y, e.width, e.height) != (c.x, c.y, c.w, c.h) {
                         tracing::warn!("a consent control was moved by another client; put back");
                         ui.conn.configure_window(
@@ -650,7 +655,7 @@ impl Dialog {
             Event::UnmapNotify(e) if e.event == e.window && self.owns(e.window) => {
                 // The indicator never unmaps its dialog: another client did. Show it again,
                 // armed afresh.
-                self.click.rearm(now);
+                self.click.rearm(now, "dialog unmapped by another client");
                 ui.conn.map_window(e.window)?;
             }
             Event::ReparentNotify(e) if e.event == e.window && self.owns(e.window) => {

@@ -571,7 +571,7 @@ impl Takeover {
                         if self.button.as_ref().is_some_and(|b| b.win == e.window)
                             && let Some(b) = &mut self.button
                         {
-                            b.click.rearm(now);
+                            b.click.rearm(now, "Continue moved by another client");
                         }
                     }
                 }
@@ -583,7 +583,7 @@ impl Takeover {
                     && b.win == e.window
                 {
                     // Uncovered: a click aimed at what covered it must not land on it.
-                    b.click.rearm(now);
+                    b.click.rearm(now, "Continue uncovered");
                 }
             }
             Event::MapNotify(e) if e.event == e.window && self.owns(e.window) => {
@@ -592,7 +592,7 @@ impl Takeover {
                 } else if e.window == self.label {
                     self.label_mapped = true;
                 } else if let Some(b) = &mut self.button {
-                    b.click.rearm(now);
+                    b.click.rearm(now, "Continue mapped");
                 }
                 return Ok(self.shown_notes());
             }
@@ -654,10 +654,15 @@ impl Takeover {
     }
 
     /// Starts the Continue button's arming delay again.
-    pub fn rearm_continue(&mut self, now: Instant) {
+    pub fn rearm_continue(&mut self, now: Instant, cause: &'static str) {
         if let Some(b) = &mut self.button {
-            b.click.rearm(now);
+            b.click.rearm(now, cause);
         }
+    }
+
+    /// Why the last press or release on Continue did not count, if it did not.
+    pub fn continue_refusal(&self) -> Option<crate::click::Refusal> {
+        self.button.as_ref().and_then(|b| b.click.refusal())
     }
 
     /// A press on the Continue button, judged by the caller's facts (device, visibility).

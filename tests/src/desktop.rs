@@ -650,6 +650,10 @@ impl Desktop {
             // For test scripts that play the person (tests/e2e/nishhost.py); apps ignore it.
             env.push(("NISH_PERSON_DISPLAY".to_string(), outer));
         }
+        if let Ok(keep) = std::env::var("NISH_KEEP_E2E_DIR") {
+            // The e2e scripts keep the broker's log and audit for a developer who asks.
+            env.push(("NISH_KEEP_E2E_DIR".to_string(), keep));
+        }
         env
     }
 
