@@ -40,7 +40,7 @@ fn wayland_desktop_runs_gtk3_gtk4_and_chromium_without_an_x_server() {
         );
         let want = format!("WAYLAND_DISPLAY={}", desk.wayland_display());
         assert!(
-            vars.iter().any(|v| *v == want.as_bytes()),
+            vars.contains(&want.as_bytes()),
             "{} is not on this desktop's compositor",
             app.name
         );
