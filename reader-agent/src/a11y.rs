@@ -886,7 +886,7 @@ async fn discover_frame(
     )))
 }
 
-async fn toolkit(link: &AppLink) -> (String, String) {
+pub(crate) async fn toolkit(link: &AppLink) -> (String, String) {
     let (n, v) = tokio::join!(
         get_string_prop(
             &link.conn,

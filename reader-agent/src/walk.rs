@@ -258,12 +258,14 @@ pub async fn read_tree(
     let deadline = start + Duration::from_millis(limits.budget_ms);
     let mut stats = WalkStats::default();
 
-    let frame = match tokio::time::timeout_at(
-        deadline.into(),
-        find_frame(a11y, window, geometry.client, geometry.wm_frame),
-    )
-    .await
-    {
+    let found = async {
+        if crate::wayland::is_wayland() {
+            crate::wayland::find_frame(a11y, window).await
+        } else {
+            find_frame(a11y, window, geometry.client, geometry.wm_frame).await
+        }
+    };
+    let frame = match tokio::time::timeout_at(deadline.into(), found).await {
         Ok(r) => r?,
         Err(_) => {
             return Err(Failure::not_responding(format!(
