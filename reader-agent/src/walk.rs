@@ -404,7 +404,16 @@ pub async fn read_tree(
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
     showing_from_visible(&mut nodes);
-    if let Some((dx, dy)) = window_relative_offset(&frame, geometry.client) {
+    // On Wayland frames are in the window's own coordinates: a toplevel that reports a
+    // position (an XWayland app's X coordinates) has its elements moved to its corner.
+    let wayland_offset = crate::wayland::is_wayland()
+        .then_some(frame.extents)
+        .flatten()
+        .filter(|e| (e.x, e.y) != (0, 0))
+        .map(|e| (-e.x, -e.y));
+    if let Some((dx, dy)) =
+        wayland_offset.or_else(|| window_relative_offset(&frame, geometry.client))
+    {
         for n in nodes.iter_mut() {
             if let Some(f) = n.frame.as_mut() {
                 f.x += dx;

@@ -21,6 +21,10 @@
 //!   the toolkit's extents of the top-level object, whose position a Wayland client does not
 //!   know.
 //! - **active**: the top-level object's `active` state; **visible**: its `showing` state.
+//! - **popups**: an application's top-level objects whose extents do not start at 0,0 are
+//!   popups placed relative to one of its windows, and are not windows, when the application
+//!   has an object at 0,0; when it has none (an XWayland app reports X coordinates), all are
+//!   windows, and their elements' frames are moved so the window's corner is 0,0.
 //! - **stacking**: unknown on Wayland; the windows are listed in registry order with the active
 //!   one last (on top).
 
@@ -138,6 +142,23 @@ async fn top_levels(a11y: &A11y, link: &AppLink) -> Option<Vec<TopLevel>> {
     Some(got.into_iter().flatten().flatten().collect())
 }
 
+/// True when the extents start at the window's own corner, as a Wayland toplevel's do.
+fn at_origin(t: &TopLevel) -> bool {
+    t.extents.is_some_and(|e| (e.x, e.y) == (0, 0))
+}
+
+/// The application's windows among its top-level objects: a Wayland toplevel does not know its
+/// position, so its extents start at 0,0; objects placed elsewhere are popups positioned
+/// relative to a window (Chromium's bubble hosts, menus) and are left out, unless no object of
+/// the application is at 0,0 (an XWayland app reports X coordinates for all of them).
+fn windows(tops: Vec<TopLevel>) -> Vec<TopLevel> {
+    if tops.iter().any(at_origin) {
+        tops.into_iter().filter(at_origin).collect()
+    } else {
+        tops
+    }
+}
+
 /// Top-level objects whose path hash no other of the same application shares.
 fn unambiguous(tops: Vec<TopLevel>) -> Vec<(u32, TopLevel)> {
     let mut count: HashMap<u32, usize> = HashMap::new();
@@ -173,7 +194,7 @@ pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
         let Some(tops) = top_levels(a11y, &link).await else {
             continue;
         };
-        for (_, t) in unambiguous(tops) {
+        for (_, t) in unambiguous(windows(tops)) {
             let Some(id) = window_id(&app.bus_name, &t.path) else {
                 continue;
             };
@@ -188,6 +209,17 @@ pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
                 visible: states.has(State::Showing),
                 stacking: 0,
             });
+        }
+    }
+    // Names are asked of the applications in the background; wait for them as on X11.
+    let mut pids: Vec<u32> = wins.iter().map(|w| w.pid).collect();
+    pids.dedup();
+    let names = a11y.names_by_pid(&pids, crate::server::NAMES_WAIT).await;
+    for w in wins.iter_mut() {
+        if w.app.is_empty()
+            && let Some(n) = names.get(&w.pid)
+        {
+            w.app = n.clone();
         }
     }
     // The active window on top; the rest keep registry order.
@@ -218,7 +250,7 @@ pub async fn find_frame(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Fa
             window.pid
         ))
     })?;
-    let (_, t) = unambiguous(tops)
+    let (_, t) = unambiguous(windows(tops))
         .into_iter()
         .find(|(h, _)| *h == hash)
         .ok_or_else(gone)?;
@@ -284,6 +316,41 @@ mod tests {
         let kept = unambiguous(vec![t("/a"), t("/a"), t("/b")]);
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].1.path, "/b");
+    }
+
+    #[test]
+    fn popups_placed_off_a_window_are_not_windows() {
+        let t = |p: &str, x: i32, y: i32| TopLevel {
+            path: p.into(),
+            props: crate::a11y::Props {
+                role: 23,
+                name: String::new(),
+                states: vec![],
+                ifaces: vec![],
+                child_count: 1,
+            },
+            extents: Some(Rect::new(x, y, 300, 200)),
+        };
+        let paths = |v: Vec<TopLevel>| v.into_iter().map(|t| t.path).collect::<Vec<_>>();
+        // Chromium on Wayland: its window at 0,0 and two bubble hosts placed off it.
+        assert_eq!(
+            paths(windows(vec![
+                t("/1", 0, 0),
+                t("/3", 115, 35),
+                t("/4", 125, 45)
+            ])),
+            ["/1"]
+        );
+        // Two toplevels (a window and a dialog) both at their own 0,0.
+        assert_eq!(
+            paths(windows(vec![t("/1", 0, 0), t("/2", 0, 0)])),
+            ["/1", "/2"]
+        );
+        // An XWayland app: X coordinates for every window, all kept.
+        assert_eq!(
+            paths(windows(vec![t("/1", 40, 60), t("/2", 300, 200)])),
+            ["/1", "/2"]
+        );
     }
 
     #[test]

@@ -351,6 +351,30 @@ impl WaylandDesktop {
         atspi::list_apps(self.a11y_bus.clone())
     }
 
+    /// The window ids the driver gives `app`'s top-level accessibles on Wayland, computed here
+    /// from the documented formula (`N << 32 | fnv1a32(path)`, `N` from the app's unique bus
+    /// name `:1.N`) as an independent reference.
+    pub fn window_ids(&self, app: &WaylandApp) -> Result<Vec<u64>> {
+        let serial: u64 = app
+            .atspi
+            .bus_name
+            .strip_prefix(":1.")
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("unique bus name {}", app.atspi.bus_name))?;
+        let paths = atspi::top_level_paths(self.a11y_bus.clone(), app.atspi.bus_name.clone())?;
+        Ok(paths
+            .iter()
+            .map(|p| {
+                let mut h: u32 = 0x811c_9dc5;
+                for b in p.bytes() {
+                    h ^= u32::from(b);
+                    h = h.wrapping_mul(0x0100_0193);
+                }
+                (serial << 32) | u64::from(h)
+            })
+            .collect())
+    }
+
     /// Ends one app the desktop started (and its descendants).
     pub fn kill_app(&self, app: &WaylandApp) -> Result<()> {
         let mut procs = self.procs.lock().map_err(|_| anyhow!("lock"))?;
