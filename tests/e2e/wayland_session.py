@@ -289,7 +289,6 @@ def main() -> int:
     p.add_argument("--unapproved-window", type=int, required=True)
     p.add_argument("--demo", action="store_true")
     ns = p.parse_args()
-    h.VERBOSE = True
     anyio.run(run, ns)
     return 0
 

@@ -36,8 +36,18 @@ impl AgentProc {
         role: Role,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
+        Self::start_cmd(desk.command(bin), bin, role, lockdown_of)
+    }
+
+    /// [`AgentProc::start`] with a command already set up for `bin` (another desktop's
+    /// environment, e.g. [`crate::WaylandDesktop::command`]).
+    pub fn start_cmd<Out: DeserializeOwned>(
+        mut cmd: std::process::Command,
+        bin: &Path,
+        role: Role,
+        lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
+    ) -> Result<AgentProc> {
         let (ours, theirs) = UnixStream::pair()?;
-        let mut cmd = desk.command(bin);
         cmd.arg("--fd")
             .arg("3")
             .stdin(Stdio::null())
@@ -89,6 +99,19 @@ impl Reader {
     pub fn start(desk: &Desktop, bin: &Path) -> Result<Reader> {
         Ok(Reader(AgentProc::start(
             desk,
+            bin,
+            Role::Reader,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )?))
+    }
+
+    /// Starts the reader on the Wayland test desktop.
+    pub fn start_wayland(desk: &crate::WaylandDesktop, bin: &Path) -> Result<Reader> {
+        Ok(Reader(AgentProc::start_cmd(
+            desk.command(bin),
             bin,
             Role::Reader,
             |m: &ReaderToBroker| match m {

@@ -283,9 +283,15 @@ impl WaylandDesktop {
             App::Gtk3Demo => ("gtk3-demo".into(), vec![]),
             App::Gtk4Demo => ("gtk4-demo".into(), vec![]),
             App::Chromium { page } => {
-                let page = page
+                // A page may carry a query (`dense.html?rows=700`).
+                let text = page.display().to_string();
+                let (file, query) = match text.split_once('?') {
+                    Some((f, q)) => (PathBuf::from(f), format!("?{q}")),
+                    None => (page.clone(), String::new()),
+                };
+                let page = file
                     .canonicalize()
-                    .with_context(|| format!("page {}", page.display()))?;
+                    .with_context(|| format!("page {}", file.display()))?;
                 let profile = self.dir.join(format!("chromium-{n}"));
                 let args = [
                     "--ozone-platform=wayland".to_string(),
@@ -302,7 +308,7 @@ impl WaylandDesktop {
                     "--password-store=basic".into(),
                     "--disable-features=Translate,MediaRouter".into(),
                     "--window-size=1200,760".into(),
-                    format!("file://{}", page.display()),
+                    format!("file://{}{query}", page.display()),
                 ];
                 (
                     CHROMIUM.into(),
