@@ -231,8 +231,49 @@ pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
 }
 
 /// The top-level accessible that `window` names, checked live: its application still has the
-/// pid, and it is still a top-level object.
+/// pid, and it is still a top-level object. A window read before is re-checked with two calls
+/// (its object still answers, is still a top-level role at 0,0 with the same path hash);
+/// otherwise the application's top-level objects are listed again.
 pub async fn find_frame(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Failure> {
+    let key = (window.window_id, window.pid);
+    if let Some(f) = recheck(a11y, window).await {
+        return Ok(f);
+    }
+    a11y.remember_frame(key, None);
+    let f = discover(a11y, window).await?;
+    a11y.remember_frame(key, Some(&f));
+    Ok(f)
+}
+
+/// The remembered frame of `window`, when it still answers as the same top-level object.
+async fn recheck(a11y: &A11y, window: &WindowInfo) -> Option<FrameRef> {
+    let (path, toolkit) = a11y.known_frame((window.window_id, window.pid))?;
+    let (bus_name, hash) = decode(window.window_id)?;
+    if fnv1a32(&path) != hash {
+        return None;
+    }
+    let link = a11y.link(&bus_name).await.ok()?;
+    let (p, e) = tokio::join!(
+        props(&link, &path, SETUP_TIMEOUT),
+        crate::a11y::extents(&link, &path, SETUP_TIMEOUT)
+    );
+    let (p, e) = (p.ok()?, e.ok());
+    if !TOP_LEVEL_ROLES.contains(&role_name(p.role).as_str()) {
+        return None;
+    }
+    // A window at 0,0 stays there; an XWayland app's window may have moved (its frames are
+    // placed from the extents read now).
+    Some(FrameRef {
+        link,
+        path,
+        props: p,
+        extents: e,
+        toolkit,
+    })
+}
+
+/// Finds `window`'s top-level object among its application's.
+async fn discover(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Failure> {
     let gone = || Failure::not_found(format!("window {} does not exist", window.window_id));
     let (bus_name, hash) = decode(window.window_id).ok_or_else(gone)?;
     let apps = a11y.apps().await?;

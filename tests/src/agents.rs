@@ -121,6 +121,15 @@ impl Reader {
         )?))
     }
 
+    /// The desktop probe.
+    pub fn probe(&mut self) -> Result<nish_proto::wire::reader::DesktopProbe> {
+        let id = self.0.id();
+        match self.0.ask(&BrokerToReader::Probe { id })? {
+            ReaderToBroker::Probe { probe, .. } => Ok(probe),
+            other => bail!("probe: {other:?}"),
+        }
+    }
+
     /// The window list.
     pub fn windows(&mut self) -> Result<Vec<WindowInfo>> {
         let id = self.0.id();
