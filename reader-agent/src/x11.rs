@@ -213,6 +213,9 @@ fn latin1(b: &[u8]) -> String {
 impl X11 {
     /// Connects to `$DISPLAY`.
     pub fn connect() -> Result<X11, Failure> {
+        if crate::wayland::is_wayland() {
+            return Err(Failure::backend("no X connection on a Wayland session"));
+        }
         let (conn, screen) = RustConnection::connect(None)
             .map_err(|e| Failure::backend(format!("cannot open the X display: {e}")))?;
         let root = conn.setup().roots[screen].root;

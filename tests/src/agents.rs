@@ -36,8 +36,18 @@ impl AgentProc {
         role: Role,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
+        Self::start_cmd(desk.command(bin), bin, role, lockdown_of)
+    }
+
+    /// [`AgentProc::start`] with a command already set up for `bin` (another desktop's
+    /// environment, e.g. [`crate::WaylandDesktop::command`]).
+    pub fn start_cmd<Out: DeserializeOwned>(
+        mut cmd: std::process::Command,
+        bin: &Path,
+        role: Role,
+        lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
+    ) -> Result<AgentProc> {
         let (ours, theirs) = UnixStream::pair()?;
-        let mut cmd = desk.command(bin);
         cmd.arg("--fd")
             .arg("3")
             .stdin(Stdio::null())
@@ -96,6 +106,28 @@ impl Reader {
                 _ => None,
             },
         )?))
+    }
+
+    /// Starts the reader on the Wayland test desktop.
+    pub fn start_wayland(desk: &crate::WaylandDesktop, bin: &Path) -> Result<Reader> {
+        Ok(Reader(AgentProc::start_cmd(
+            desk.command(bin),
+            bin,
+            Role::Reader,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )?))
+    }
+
+    /// The desktop probe.
+    pub fn probe(&mut self) -> Result<nish_proto::wire::reader::DesktopProbe> {
+        let id = self.0.id();
+        match self.0.ask(&BrokerToReader::Probe { id })? {
+            ReaderToBroker::Probe { probe, .. } => Ok(probe),
+            other => bail!("probe: {other:?}"),
+        }
     }
 
     /// The window list.

@@ -195,7 +195,7 @@ pub struct Desktop {
 }
 
 /// Something random enough to pick display numbers and directory names (no RNG dependency).
-fn entropy() -> u64 {
+pub(crate) fn entropy() -> u64 {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -217,7 +217,7 @@ fn display_free(n: u32) -> bool {
     !lock.exists() || display_lock_is_dead_or_ours(&lock)
 }
 
-fn private_dir() -> Result<PathBuf> {
+pub(crate) fn private_dir() -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     for _ in 0..16 {
         let dir = std::env::temp_dir().join(format!("nish-testdesk-{:012x}", entropy() >> 16));
@@ -956,7 +956,7 @@ fn display_lock_is_dead_or_ours(lock: &Path) -> bool {
 }
 
 /// Finds `program` on `PATH` when it is a bare name, so a missing program is a clear error.
-fn resolve(program: &Path) -> Result<PathBuf> {
+pub(crate) fn resolve(program: &Path) -> Result<PathBuf> {
     if program.components().count() > 1 {
         if program.exists() {
             return Ok(program.to_path_buf());

@@ -49,7 +49,31 @@ const ENV_WHITELIST: &[&str] = &[
     "RUST_BACKTRACE",
     "NISH_STOP_HOTKEY",
     "NISH_INDICATOR_FONT",
+    "XDG_SESSION_TYPE",
+    "WAYLAND_DISPLAY",
 ];
+
+/// Variables an agent never gets on a Wayland session: there the driver makes no X connection
+/// at all (XWayland apps are read through AT-SPI like the rest).
+const X_ONLY_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
+
+/// The environment an agent starts with, from the broker's own (`get`): the whitelist, less
+/// the X variables on a Wayland session.
+pub fn agent_env(
+    get: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<(&'static str, std::ffi::OsString)> {
+    let s = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
+    let (session, _) = super::linux::session_type_of(
+        s("XDG_SESSION_TYPE").as_deref(),
+        s("WAYLAND_DISPLAY").as_deref(),
+        s("DISPLAY").as_deref(),
+    );
+    ENV_WHITELIST
+        .iter()
+        .filter(|k| session != "wayland" || !X_ONLY_ENV.contains(k))
+        .filter_map(|k| get(k).map(|v| (*k, v)))
+        .collect()
+}
 
 /// Where the agent binaries are: `$NISH_AGENT_DIR`, else next to this executable.
 pub fn agent_path(name: &str) -> PathBuf {
@@ -316,11 +340,7 @@ where
         let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
-        for k in ENV_WHITELIST {
-            if let Some(v) = std::env::var_os(k) {
-                cmd.env(k, v);
-            }
-        }
+        cmd.envs(agent_env(|k| std::env::var_os(k)));
         // Agents cannot write files (RLIMIT_FSIZE 0), so their log goes through a pipe that the
         // broker reads and logs as its own, tagged with the agent's name.
         cmd.stdin(Stdio::null())

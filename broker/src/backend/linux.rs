@@ -553,7 +553,7 @@ impl LinuxBackend {
     }
 
     /// What the input agent's X connection offers (asked once, then remembered).
-    async fn input_probe(&self) -> Result<InputProbe, DriverError> {
+    pub(super) async fn input_probe(&self) -> Result<InputProbe, DriverError> {
         if let Some(p) = self.input_probe.lock().await.clone() {
             return Ok(p);
         }
@@ -599,7 +599,9 @@ impl LinuxBackend {
     /// always grabbed: started at once; its slot starts it again the moment it exits (and
     /// keeps trying when a start fails).
     fn keep_indicator(self: &Arc<Self>) {
-        if session_type().1.is_some() {
+        // The indicator is an X client: on Wayland the driver makes no X connection.
+        let (st, why) = session_type();
+        if why.is_some() || st == "wayland" {
             return;
         }
         self.indicator
@@ -625,7 +627,7 @@ impl LinuxBackend {
         self.indicator.get().await
     }
 
-    async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
+    pub(super) async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
         let r = self.reader().await?;
         let id = r.next_id();
         match self
@@ -819,9 +821,10 @@ pub fn session_type() -> (&'static str, Option<&'static str>) {
     )
 }
 
-/// [`session_type`] from the values of `XDG_SESSION_TYPE`, `WAYLAND_DISPLAY` and `DISPLAY`.
-/// A Wayland session is Wayland even when XWayland's `DISPLAY` is set: the person's other apps,
-/// input and screen are Wayland's, and this backend speaks only X11.
+/// [`session_type`] from the values of `XDG_SESSION_TYPE`, `WAYLAND_DISPLAY` and `DISPLAY`,
+/// looked at in that order. A Wayland session is Wayland even when XWayland's `DISPLAY` is set:
+/// the person's other apps, input and screen are Wayland's. There the backend works headless
+/// through AT-SPI alone and makes no X connection (its agents get no `DISPLAY`).
 pub fn session_type_of(
     xdg_session_type: Option<&str>,
     wayland_display: Option<&str>,
@@ -830,7 +833,7 @@ pub fn session_type_of(
     let wayland = xdg_session_type.is_some_and(|t| t.eq_ignore_ascii_case("wayland"))
         || wayland_display.is_some_and(|d| !d.is_empty());
     if wayland {
-        return ("wayland", Some("wayland_session_unsupported"));
+        return ("wayland", None);
     }
     match display {
         Some(d) if !d.is_empty() => {
@@ -886,15 +889,49 @@ fn invisible_chromium_probe(pids_without_tree: &[u32]) -> Probe {
     }
 }
 
+/// A capture on Wayland: a client cannot read another window's pixels there; the ScreenCast
+/// portal (with the person's grant) is the way, and it is not built yet.
+pub fn wayland_capture_unsupported() -> DriverError {
+    DriverError::new(
+        ErrorCode::Unsupported,
+        "window capture on Wayland needs the ScreenCast portal, which is not built yet (wayland_portal_not_built)",
+    )
+}
+
+/// Consent on Wayland. The consent dialog is an X client, and on Wayland the driver makes no X
+/// connection; until the dialog is a native Wayland client there is no way to ask the person,
+/// so no session starts. Test builds (feature `test-consent`) answer through the test's files.
+async fn wayland_consent(req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
+    #[cfg(feature = "test-consent")]
+    {
+        let listed: Vec<String> = req.apps.iter().map(|a| a.name.clone()).collect();
+        let a = super::testconsent::consent(&req).await?;
+        Ok(ConsentAnswer {
+            allow: a.allow,
+            apps: a.apps.into_iter().filter(|n| listed.contains(n)).collect(),
+            takeover: false,
+            clipboard: false,
+        })
+    }
+    #[cfg(not(feature = "test-consent"))]
+    {
+        let _ = req;
+        Err(DriverError::new(
+            ErrorCode::Unsupported,
+            "the consent dialog is not available on Wayland yet (wayland_portal_not_built); no session can start",
+        ))
+    }
+}
+
 /// The reader agent's program name.
-const READER: &str = "nish-reader";
+pub(super) const READER: &str = "nish-reader";
 /// The input agent's program name.
-const INPUT: &str = "nish-input";
+pub(super) const INPUT: &str = "nish-input";
 
 /// What the doctor says when an agent does not start: the contract has no reason code for it,
 /// so a registry entry built by the returned function is unavailable with no reason code (and
 /// so no next step) and an action; the action is also what the probe adds to the failure.
-fn agent_start_failure(
+pub(super) fn agent_start_failure(
     agent: &str,
     e: &DriverError,
 ) -> (impl Fn(&str, bool) -> BackendEntry + use<>, &'static str) {
@@ -922,6 +959,14 @@ impl Backend for LinuxBackend {
 
     fn start(self: &Arc<Self>) {
         self.keep_indicator();
+    }
+
+    fn frame_origin(&self) -> super::FrameOrigin {
+        if session_type().0 == "wayland" {
+            super::FrameOrigin::Window
+        } else {
+            super::FrameOrigin::Screen
+        }
     }
 
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>> {
@@ -985,6 +1030,9 @@ impl Backend for LinuxBackend {
         window: &WindowInfo,
         secure: Vec<String>,
     ) -> Result<Capture, DriverError> {
+        if session_type().0 == "wayland" {
+            return Err(wayland_capture_unsupported());
+        }
         let r = self.reader().await?;
         let id = r.next_id();
         let msg = BrokerToReader::Capture {
@@ -1030,6 +1078,9 @@ impl Backend for LinuxBackend {
     }
 
     async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
+        if session_type().0 == "wayland" {
+            return wayland_consent(req).await;
+        }
         let ind = self.indicator().await?;
         let id = ind.next_id();
         let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
@@ -1439,6 +1490,9 @@ impl Backend for LinuxBackend {
 
     async fn doctor(&self) -> DoctorReport {
         let (st, why) = session_type();
+        if st == "wayland" {
+            return super::wayland::doctor(self).await;
+        }
         let mut backends = vec![];
         let mut probes = vec![];
         let mut perms = vec![];
@@ -1799,7 +1853,7 @@ mod tests {
 
     #[test]
     fn wayland_is_wayland_even_with_xwayland() {
-        let w = ("wayland", Some("wayland_session_unsupported"));
+        let w = ("wayland", None);
         type Env<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
         let table: &[(Env, (&str, Option<&str>))] = &[
             ((Some("wayland"), None, Some(":0")), w),
@@ -1830,6 +1884,40 @@ mod tests {
                 "{xdg:?} {wd:?} {d:?}"
             );
         }
+    }
+
+    #[test]
+    fn agents_get_no_x_display_on_wayland() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            let got = super::super::agents::agent_env(|k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            });
+            got.into_iter().map(|(k, _)| k).collect::<Vec<_>>()
+        };
+        let wayland = env(&[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "wayland-0"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/run/user/1000/.mutter-Xwaylandauth"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("SECRET_TOKEN", "x"),
+        ]);
+        assert_eq!(
+            wayland,
+            [
+                "DBUS_SESSION_BUS_ADDRESS",
+                "XDG_SESSION_TYPE",
+                "WAYLAND_DISPLAY"
+            ]
+        );
+        let x11 = env(&[
+            ("XDG_SESSION_TYPE", "x11"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/home/p/.Xauthority"),
+        ]);
+        assert_eq!(x11, ["DISPLAY", "XAUTHORITY", "XDG_SESSION_TYPE"]);
     }
 
     #[test]
