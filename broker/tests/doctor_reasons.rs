@@ -128,6 +128,7 @@ fn every_reason_the_doctor_can_emit_is_listed() {
         fn_body(&linux, "session_type_of"),
         fn_body(&linux, "agent_start_failure"),
         fn_body(&linux, "xres_ok"),
+        fn_body(&linux, "atspi_and_sandbox"),
         fn_body(&mock, "doctor"),
         fn_body(&wayland, "doctor"),
         &wayland,
@@ -159,7 +160,9 @@ fn every_reason_the_doctor_can_emit_is_listed() {
         assert!(found.contains(must), "the scan did not see {must}");
     }
     // The reader's AT-SPI reason crosses the wire: the doctor keeps it only when listed.
-    assert!(fn_body(&linux, "doctor").contains("REASON_CODES.contains"));
+    assert!(fn_body(&linux, "atspi_and_sandbox").contains("REASON_CODES.contains"));
+    assert!(fn_body(&linux, "doctor").contains("atspi_and_sandbox("));
+    assert!(fn_body(&wayland, "doctor").contains("atspi_and_sandbox("));
     // The old codes outside the contract are gone from every source.
     for dir in [
         "broker/src",

@@ -860,6 +860,72 @@ fn chromium_program(pid: u32) -> Option<String> {
     }
 }
 
+/// The doctor's accessibility entries (backend, permission, probe) and the agent-sandbox probe
+/// from a reader's desktop probe; the same on X11 and Wayland.
+pub(super) fn atspi_and_sandbox(
+    p: &DesktopProbe,
+    lockdown: &LockdownReport,
+    backends: &mut Vec<BackendEntry>,
+    perms: &mut Vec<Permission>,
+    probes: &mut Vec<Probe>,
+) {
+    if p.atspi_ok {
+        backends.push(BackendEntry::available("atspi", true));
+        perms.push(Permission {
+            name: "accessibility".into(),
+            status: "granted".into(),
+            reason_code: None,
+            action: None,
+        });
+        probes.push(Probe {
+            label: "accessibility bus".into(),
+            status: "ok".into(),
+            message: "AT-SPI answers".into(),
+        });
+    } else {
+        let r = p
+            .atspi_reason
+            .clone()
+            .filter(|r| nish_proto::doctor::REASON_CODES.contains(&r.as_str()))
+            .unwrap_or_else(|| "atspi_bus_unreachable".into());
+        backends.push(BackendEntry::not_available(
+            "atspi",
+            true,
+            BackendStatus::Unavailable,
+            &r,
+        ));
+        perms.push(Permission {
+            name: "accessibility".into(),
+            status: "missing".into(),
+            reason_code: Some(r.clone()),
+            action: Some(action_for(&r).into()),
+        });
+        probes.push(Probe {
+            label: "accessibility bus".into(),
+            status: "fail".into(),
+            message: r,
+        });
+    }
+    // The agent started, so its lock-down was accepted; no contract reason code names the
+    // sandbox, so the probe says what is in force.
+    probes.push(Probe {
+        label: "agent sandbox".into(),
+        status: if lockdown.landlock == "unsupported" {
+            "fail"
+        } else {
+            "ok"
+        }
+        .into(),
+        message: format!(
+            "no_new_privs {} caps_empty {} seccomp {} landlock {}",
+            lockdown.no_new_privs,
+            lockdown.caps_empty,
+            lockdown.seccomp,
+            super::agents::clean_message(&lockdown.landlock)
+        ),
+    });
+}
+
 /// The doctor's line on Chromium and Electron apps that show windows but expose no
 /// accessibility tree: they read the session's accessibility switch only when they start.
 fn invisible_chromium_probe(pids_without_tree: &[u32]) -> Probe {
@@ -1556,61 +1622,7 @@ impl Backend for LinuxBackend {
                             "composite_missing",
                         ));
                     }
-                    if p.atspi_ok {
-                        backends.push(BackendEntry::available("atspi", true));
-                        perms.push(Permission {
-                            name: "accessibility".into(),
-                            status: "granted".into(),
-                            reason_code: None,
-                            action: None,
-                        });
-                        probes.push(Probe {
-                            label: "accessibility bus".into(),
-                            status: "ok".into(),
-                            message: "AT-SPI answers".into(),
-                        });
-                    } else {
-                        let r = p
-                            .atspi_reason
-                            .clone()
-                            .filter(|r| nish_proto::doctor::REASON_CODES.contains(&r.as_str()))
-                            .unwrap_or_else(|| "atspi_bus_unreachable".into());
-                        backends.push(BackendEntry::not_available(
-                            "atspi",
-                            true,
-                            BackendStatus::Unavailable,
-                            &r,
-                        ));
-                        perms.push(Permission {
-                            name: "accessibility".into(),
-                            status: "missing".into(),
-                            reason_code: Some(r.clone()),
-                            action: Some(action_for(&r).into()),
-                        });
-                        probes.push(Probe {
-                            label: "accessibility bus".into(),
-                            status: "fail".into(),
-                            message: r,
-                        });
-                    }
-                    // The agent started, so its lock-down was accepted; no contract reason code
-                    // names the sandbox, so the probe says what is in force.
-                    probes.push(Probe {
-                        label: "agent sandbox".into(),
-                        status: if lockdown.landlock == "unsupported" {
-                            "fail"
-                        } else {
-                            "ok"
-                        }
-                        .into(),
-                        message: format!(
-                            "no_new_privs {} caps_empty {} seccomp {} landlock {}",
-                            lockdown.no_new_privs,
-                            lockdown.caps_empty,
-                            lockdown.seccomp,
-                            super::agents::clean_message(&lockdown.landlock)
-                        ),
-                    });
+                    atspi_and_sandbox(&p, &lockdown, &mut backends, &mut perms, &mut probes);
                     if p.display_ok && p.atspi_ok {
                         probes.push(invisible_chromium_probe(&p.pids_without_tree));
                     }

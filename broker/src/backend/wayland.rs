@@ -13,7 +13,7 @@ use nish_proto::doctor::{
     Probe, action_for,
 };
 
-use super::linux::{INPUT, LinuxBackend, READER, agent_start_failure};
+use super::linux::{INPUT, LinuxBackend, READER, agent_start_failure, atspi_and_sandbox};
 
 /// The reason of every capability the portals would bring.
 const PORTAL: &str = "wayland_portal_not_built";
@@ -43,60 +43,8 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
     let mut read_ok = false;
     match b.probe().await {
         Ok((p, lockdown)) => {
-            if p.atspi_ok {
-                read_ok = true;
-                backends.push(BackendEntry::available("atspi", true));
-                perms.push(Permission {
-                    name: "accessibility".into(),
-                    status: "granted".into(),
-                    reason_code: None,
-                    action: None,
-                });
-                probes.push(Probe {
-                    label: "accessibility bus".into(),
-                    status: "ok".into(),
-                    message: "AT-SPI answers".into(),
-                });
-            } else {
-                let r = p
-                    .atspi_reason
-                    .clone()
-                    .filter(|r| nish_proto::doctor::REASON_CODES.contains(&r.as_str()))
-                    .unwrap_or_else(|| "atspi_bus_unreachable".into());
-                backends.push(BackendEntry::not_available(
-                    "atspi",
-                    true,
-                    BackendStatus::Unavailable,
-                    &r,
-                ));
-                perms.push(Permission {
-                    name: "accessibility".into(),
-                    status: "missing".into(),
-                    reason_code: Some(r.clone()),
-                    action: Some(action_for(&r).into()),
-                });
-                probes.push(Probe {
-                    label: "accessibility bus".into(),
-                    status: "fail".into(),
-                    message: r,
-                });
-            }
-            probes.push(Probe {
-                label: "agent sandbox".into(),
-                status: if lockdown.landlock == "unsupported" {
-                    "fail"
-                } else {
-                    "ok"
-                }
-                .into(),
-                message: format!(
-                    "no_new_privs {} caps_empty {} seccomp {} landlock {}",
-                    lockdown.no_new_privs,
-                    lockdown.caps_empty,
-                    lockdown.seccomp,
-                    super::agents::clean_message(&lockdown.landlock)
-                ),
-            });
+            read_ok = p.atspi_ok;
+            atspi_and_sandbox(&p, &lockdown, &mut backends, &mut perms, &mut probes);
         }
         Err(e) => {
             let (entry, step) = agent_start_failure(READER, &e);
