@@ -6,22 +6,20 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::atspi::{self, AtspiApp, AtspiDocument};
-use crate::desktop::{App, KEEP_ENV, entropy, private_dir, resolve};
-use crate::procs::{self, ProcessId, Started};
+use crate::desktop::{
+    AT_SPI_BUS_LAUNCHER, AT_SPI_REGISTRYD, App, DBUS_DAEMON, KEEP_ENV, entropy, private_dir,
+    resolve,
+};
+use crate::procs::{self, ProcessId};
 use crate::wait::{Poll, poll};
 
 const MUTTER: &str = "/usr/bin/mutter";
-const DBUS_DAEMON: &str = "/usr/bin/dbus-daemon";
-const AT_SPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
-const AT_SPI_REGISTRYD: &str = "/usr/libexec/at-spi2-registryd";
-const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Executables of X servers: none of them may run on (or for) a Wayland desktop.
 pub const X_SERVERS: &[&str] = &["Xwayland", "Xvfb", "Xephyr", "Xorg", "X"];
@@ -51,7 +49,7 @@ pub struct WaylandDesktop {
     wayland_display: String,
     session_bus: String,
     a11y_bus: String,
-    procs: Mutex<Vec<Started>>,
+    procs: procs::Group,
     app_counter: AtomicU32,
     start_deadline: Duration,
     app_deadline: Duration,
@@ -65,13 +63,14 @@ impl WaylandDesktop {
     pub fn start() -> Result<WaylandDesktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
+        let procs = procs::Group::new(&dir);
         std::fs::create_dir(dir.join("logs"))?;
         let mut desk = WaylandDesktop {
             dir,
             wayland_display: format!("wayland-nish-{:08x}", entropy() >> 32),
             session_bus: String::new(),
             a11y_bus: String::new(),
-            procs: Mutex::new(Vec::new()),
+            procs,
             app_counter: AtomicU32::new(0),
             start_deadline: Duration::from_secs(20),
             app_deadline: Duration::from_secs(45),
@@ -85,10 +84,6 @@ impl WaylandDesktop {
         Ok(desk)
     }
 
-    fn log_path(&self, role: &str) -> PathBuf {
-        self.dir.join("logs").join(format!("{role}.log"))
-    }
-
     fn launch_with(
         &self,
         role: &str,
@@ -96,21 +91,7 @@ impl WaylandDesktop {
         args: &[OsString],
         stdout: Option<Stdio>,
     ) -> Result<(ProcessId, Option<std::process::ChildStdout>)> {
-        let mut started = procs::start(
-            role,
-            program,
-            args,
-            &self.env(),
-            &self.log_path(role),
-            stdout,
-        )?;
-        let out = started.child.stdout.take();
-        let id = started.id.clone();
-        self.procs
-            .lock()
-            .map_err(|_| anyhow!("lock"))?
-            .push(started);
-        Ok((id, out))
+        self.procs.launch(role, program, args, &self.env(), stdout)
     }
 
     fn launch(&self, role: &str, program: &Path, args: &[OsString]) -> Result<ProcessId> {
@@ -118,17 +99,7 @@ impl WaylandDesktop {
     }
 
     fn check_running(&self, id: &ProcessId) -> Result<()> {
-        let mut procs = self.procs.lock().map_err(|_| anyhow!("lock"))?;
-        if let Some(p) = procs.iter_mut().find(|p| p.id == *id)
-            && let Some(status) = procs::exited(p)
-        {
-            bail!(
-                "{} exited ({status}); log: {}",
-                id.role,
-                procs::log_tail(&self.log_path(&id.role), 6)
-            );
-        }
-        Ok(())
+        self.procs.check_running(id)
     }
 
     fn start_session_bus(&mut self) -> Result<()> {
@@ -278,45 +249,7 @@ impl WaylandDesktop {
         let n = self.app_counter.fetch_add(1, Ordering::Relaxed);
         let name = app.name();
         let role = format!("{name}-{n}");
-        let (program, args): (PathBuf, Vec<OsString>) = match &app {
-            App::Gtk3WidgetFactory => ("gtk3-widget-factory".into(), vec![]),
-            App::Gtk3Demo => ("gtk3-demo".into(), vec![]),
-            App::Gtk4Demo => ("gtk4-demo".into(), vec![]),
-            App::Chromium { page } => {
-                // A page may carry a query (`dense.html?rows=700`).
-                let text = page.display().to_string();
-                let (file, query) = match text.split_once('?') {
-                    Some((f, q)) => (PathBuf::from(f), format!("?{q}")),
-                    None => (page.clone(), String::new()),
-                };
-                let page = file
-                    .canonicalize()
-                    .with_context(|| format!("page {}", file.display()))?;
-                let profile = self.dir.join(format!("chromium-{n}"));
-                let args = [
-                    "--ozone-platform=wayland".to_string(),
-                    "--force-renderer-accessibility".into(),
-                    "--no-sandbox".into(),
-                    format!("--user-data-dir={}", profile.display()),
-                    "--no-first-run".into(),
-                    "--no-default-browser-check".into(),
-                    "--disable-background-networking".into(),
-                    "--disable-component-update".into(),
-                    "--disable-sync".into(),
-                    "--disable-quic".into(),
-                    "--disable-gpu".into(),
-                    "--password-store=basic".into(),
-                    "--disable-features=Translate,MediaRouter".into(),
-                    "--window-size=1200,760".into(),
-                    format!("file://{}{query}", page.display()),
-                ];
-                (
-                    CHROMIUM.into(),
-                    args.into_iter().map(OsString::from).collect(),
-                )
-            }
-            App::Command { program, args } => (program.clone(), args.clone()),
-        };
+        let (program, args) = app.command_line(&self.dir, n, &["--ozone-platform=wayland"])?;
         let program = resolve(&program)?;
         let t0 = Instant::now();
         let id = self.launch(&role, &program, &args)?;
@@ -383,17 +316,13 @@ impl WaylandDesktop {
 
     /// Ends one app the desktop started (and its descendants).
     pub fn kill_app(&self, app: &WaylandApp) -> Result<()> {
-        let mut procs = self.procs.lock().map_err(|_| anyhow!("lock"))?;
-        let Some(pos) = procs.iter().position(|p| p.id == app.process) else {
+        let Some(left) = self.procs.end(&app.process, Duration::from_secs(3)) else {
             bail!(
                 "{} (pid {}) was not started by this desktop",
                 app.name,
                 app.pid
             );
         };
-        let mut p = procs.remove(pos);
-        drop(procs);
-        let left = procs::terminate(&mut p, Duration::from_secs(3));
         if left.is_empty() {
             Ok(())
         } else {
@@ -403,15 +332,7 @@ impl WaylandDesktop {
 
     /// Every process the desktop started and every descendant of them now, in start order.
     pub fn processes(&self) -> Vec<ProcessId> {
-        let Ok(procs) = self.procs.lock() else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for p in procs.iter() {
-            out.push(p.id.clone());
-            out.extend(procs::descendants(&p.id));
-        }
-        out
+        self.procs.processes()
     }
 
     /// The desktop's processes (and descendants) whose executable is an X server
@@ -466,11 +387,7 @@ impl WaylandDesktop {
             return Ok(());
         }
         self.stopped = true;
-        let mut procs = std::mem::take(&mut *self.procs.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut survivors = Vec::new();
-        while let Some(mut p) = procs.pop() {
-            survivors.extend(procs::terminate(&mut p, Duration::from_secs(3)));
-        }
+        let survivors = self.procs.end_all(Duration::from_secs(3));
         let removed = if std::env::var_os(KEEP_ENV).is_some_and(|v| v == "1") {
             eprintln!(
                 "nish-testdesk: {KEEP_ENV}=1: keeping {} (logs in logs/)",
