@@ -75,6 +75,49 @@ fn cover(desk: &Desktop, area: (i16, i16, u16, u16), click_through: bool) -> Win
     w
 }
 
+/// Another client of the desktop doing `step` every 20 ms on its own connection until dropped
+/// (a clickjacker restacking its cover, an app changing its shape).
+struct Every20ms {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Every20ms {
+    fn start(
+        desk: &Desktop,
+        mut step: impl FnMut(&x11rb::rust_connection::RustConnection, u16) + Send + 'static,
+    ) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let display = desk.display.clone();
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (conn, _) = x11rb::connect(Some(&display)).unwrap();
+                let mut n: u16 = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n = n.wrapping_add(1);
+                    step(&conn, n);
+                    let _ = conn.flush();
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        Every20ms {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Every20ms {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
 #[test]
 fn only_the_persons_clicks_answer_and_the_answer_carries_the_ticks() {
     let desk = Desktop::start();
@@ -317,27 +360,15 @@ fn a_covering_click_through_window_disarms_the_dialog_until_it_is_gone() {
     // itself every 20 ms, as a clickjacker would against the dialog's own raises). The person's
     // click on what they see goes through to Allow: it must do nothing.
     let cov = cover(&desk, area, true);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let fighter = {
-        let stop = stop.clone();
-        let display = desk.display.clone();
-        std::thread::spawn(move || {
-            let (conn, _) = x11rb::connect(Some(&display)).unwrap();
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let _ = conn
-                    .configure_window(cov, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE));
-                let _ = conn.flush();
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let fighter = Every20ms::start(&desk, move |conn, _| {
+        let _ = conn.configure_window(cov, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE));
+    });
     std::thread::sleep(Duration::from_millis(800));
     desk.real_click(c.allow);
     std::thread::sleep(Duration::from_millis(300));
     desk.real_click(c.allow);
     ind.expect_silence(QUIET, "click on Allow under a click-through cover");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    fighter.join().unwrap();
+    drop(fighter);
 
     // The cover goes away just before the person's press: the press is still refused (the
     // dialog re-armed when the cover changed).
@@ -427,43 +458,22 @@ fn shape_changes_below_the_dialog_do_not_disarm_it_but_above_they_do() {
     // The app changes its input and bounding shapes every 20 ms (GTK 3 windows change their
     // input shape on focus and hover changes, and openbox re-applies its client's shape to its
     // frame each time): nothing the person sees of the dialog changes, so their click counts.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let churn = {
-        let stop = stop.clone();
-        let display = desk.display.clone();
-        std::thread::spawn(move || {
-            let (conn, _) = x11rb::connect(Some(&display)).unwrap();
-            let mut n: u16 = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                n = n.wrapping_add(1);
-                let r = Rectangle {
-                    x: 0,
-                    y: 0,
-                    width: w + 80 - (n % 8),
-                    height: h + 80,
-                };
-                for kind in [SK::INPUT, SK::BOUNDING] {
-                    let _ = conn.shape_rectangles(
-                        SO::SET,
-                        kind,
-                        ClipOrdering::UNSORTED,
-                        app,
-                        0,
-                        0,
-                        &[r],
-                    );
-                }
-                let _ = conn.flush();
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let churn = Every20ms::start(&desk, move |conn, n| {
+        let r = Rectangle {
+            x: 0,
+            y: 0,
+            width: w + 80 - (n % 8),
+            height: h + 80,
+        };
+        for kind in [SK::INPUT, SK::BOUNDING] {
+            let _ = conn.shape_rectangles(SO::SET, kind, ClipOrdering::UNSORTED, app, 0, 0, &[r]);
+        }
+    });
     std::thread::sleep(Duration::from_millis(700));
     desk.real_click(c.allow);
     let a = consent(ind.recv(Duration::from_secs(5)), 53);
     assert!(a.allow, "{a:?}");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    churn.join().unwrap();
+    drop(churn);
 
     // A window above the dialog, shaped as a ring around it (it covers none of the dialog, so
     // the dialog stays armed and does not push it under). When the ring changes, a click right
