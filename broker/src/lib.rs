@@ -23,6 +23,7 @@ pub mod backend;
 pub mod conn;
 pub mod credentials;
 pub mod engine;
+pub mod handover;
 pub mod notify;
 pub mod peer;
 pub mod policy;

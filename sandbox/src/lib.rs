@@ -22,7 +22,9 @@
 //!    since agents talk to D-Bus and X11 over them.
 //! 5. seccomp ([`seccomp_filters`]), on every thread of the process: `socket`/`socketpair` with
 //!    a domain other than `AF_UNIX` fail with `EACCES`; `execve`, `execveat`, `ptrace`,
-//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; every other
+//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; for the
+//!    reader and the input agent ([`Profile::connections_handed_in`]) `socket` and `connect`
+//!    fail with `EPERM` too (the broker hands their connections in on their link); every other
 //!    system call is allowed.
 //!
 //! All of it is irreversible for the process.
@@ -43,12 +45,20 @@ pub use status::ProcStatus;
 /// limit is already lower.
 pub const MAX_OPEN_FILES: u64 = 1024;
 
-/// Which agent is locking itself down. All agents get the same lock-down today; the name appears
-/// in the report's `detail`.
+/// Which agent is locking itself down; the name appears in the report's `detail`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Profile {
     /// The agent's name (`reader`, `input`, `indicator`), for messages.
     pub name: &'static str,
+}
+
+impl Profile {
+    /// True for the agents whose connections the broker opens and hands in (the reader and
+    /// the input agent): their seccomp filter also refuses `socket` (every domain) and
+    /// `connect`. The indicator opens its own X connection.
+    pub fn connections_handed_in(&self) -> bool {
+        matches!(self.name, "reader" | "input")
+    }
 }
 
 /// Landlock state of this process, remembered by [`lock_down`] for [`self_check`].
@@ -125,7 +135,7 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
         ));
     }
 
-    if let Err(e) = seccomp_filters::apply() {
+    if let Err(e) = seccomp_filters::apply(profile.connections_handed_in()) {
         failures.push(format!("seccomp: {e}"));
     }
 

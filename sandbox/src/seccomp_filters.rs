@@ -48,6 +48,16 @@ fn denied_calls() -> Vec<i64> {
     calls
 }
 
+/// System calls that open new connections, refused with `EPERM` for agents whose connections
+/// are handed in by the broker (`socketpair` stays: it reaches nothing outside the process).
+fn connect_calls() -> Vec<i64> {
+    #[allow(unused_mut)]
+    let mut calls = vec![libc::SYS_socket, libc::SYS_connect];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([X32 | libc::SYS_socket, X32 | libc::SYS_connect]);
+    calls
+}
+
 fn target_arch() -> Result<TargetArch, String> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
@@ -98,12 +108,34 @@ pub(crate) fn denied_filter() -> Result<BpfProgram, String> {
         .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
-/// Installs both filters on every thread of the process (`SECCOMP_FILTER_FLAG_TSYNC`).
-pub(crate) fn apply() -> Result<(), String> {
+/// The filter refusing every new socket and every `connect` (see [`connect_calls`]).
+pub(crate) fn connect_filter() -> Result<BpfProgram, String> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> =
+        connect_calls().into_iter().map(|nr| (nr, vec![])).collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        target_arch()?,
+    )
+    .map_err(|e| e.to_string())?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// Installs the filters on every thread of the process (`SECCOMP_FILTER_FLAG_TSYNC`); with
+/// `no_connect`, also the one refusing `socket` and `connect`.
+pub(crate) fn apply(no_connect: bool) -> Result<(), String> {
     let socket = socket_filter()?;
     let denied = denied_filter()?;
     seccompiler::apply_filter_all_threads(&socket).map_err(|e| format!("socket filter: {e}"))?;
     seccompiler::apply_filter_all_threads(&denied).map_err(|e| format!("exec filter: {e}"))?;
+    if no_connect {
+        let connect = connect_filter()?;
+        seccompiler::apply_filter_all_threads(&connect)
+            .map_err(|e| format!("connect filter: {e}"))?;
+    }
     Ok(())
 }
 
@@ -115,6 +147,7 @@ mod tests {
     fn filters_compile_for_this_architecture() {
         let socket = socket_filter().expect("socket filter");
         let denied = denied_filter().expect("denied filter");
+        assert!(!connect_filter().expect("connect filter").is_empty());
         assert!(!socket.is_empty());
         assert!(!denied.is_empty());
     }

@@ -47,6 +47,7 @@ impl AgentProc {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
+        let ours = stand_in(ours, &desk.env(), role)?;
         ours.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut sock = ours;
         let hello: Hello = read_frame(&mut sock, MAX_FRAME_BYTES)?;
@@ -170,4 +171,86 @@ impl Input {
         let id = self.0.id();
         self.0.ask(&BrokerToInput::Semantic { id, target, op })
     }
+}
+
+/// Plays the broker's connection service for an agent a test talks to directly: a relay
+/// between the agent's socket and the returned one that serves the agent's connection requests
+/// itself (the broker's own opener, with the test desktop's endpoints and every application
+/// reachable) and passes every other frame through unchanged, both ways. The relay ends when
+/// either side closes.
+pub fn stand_in(
+    agent: UnixStream,
+    env: &[(String, String)],
+    role: Role,
+) -> std::io::Result<UnixStream> {
+    use nish_broker::handover::{Endpoints, Opener, answer, send_with_fd};
+    use nish_proto::wire::codec::{encode, read_body};
+    use std::io::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    let ep = Endpoints::from_vars(env.iter().map(|(k, v)| (k.into(), v.into())));
+    let (test_end, ours) = UnixStream::pair()?;
+    let to_agent = Arc::new(Mutex::new(agent.try_clone()?));
+    let mut from_agent = agent;
+    let mut from_test = ours.try_clone()?;
+    let mut to_test = ours;
+    let w = to_agent.clone();
+    // Test -> agent: frames as they are.
+    std::thread::spawn(move || {
+        while let Ok(body) = read_body(&mut from_test, MAX_FRAME_BYTES) {
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            let g = w.lock().unwrap_or_else(|e| e.into_inner());
+            if (&*g).write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let g = w.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = g.shutdown(std::net::Shutdown::Both);
+    });
+    // Agent -> test, connection requests served here.
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        let opener = Opener::new(ep);
+        while let Ok(body) = read_body(&mut from_agent, MAX_FRAME_BYTES) {
+            let request = match role {
+                Role::Reader => match nish_proto::wire::codec::decode(&body) {
+                    Ok(ReaderToBroker::Connect { id, target }) => Some((id, target)),
+                    _ => None,
+                },
+                Role::Input => match nish_proto::wire::codec::decode(&body) {
+                    Ok(InputToBroker::Connect { id, target }) => Some((id, target)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some((id, target)) = request {
+                let (result, fd) = answer(rt.block_on(opener.open(&target, &|_| true)));
+                let frame = match role {
+                    Role::Reader => {
+                        encode(&BrokerToReader::Connected { id, result }, MAX_FRAME_BYTES)
+                    }
+                    _ => encode(&BrokerToInput::Connected { id, result }, MAX_FRAME_BYTES),
+                };
+                let Ok(frame) = frame else { break };
+                let g = to_agent.lock().unwrap_or_else(|e| e.into_inner());
+                if send_with_fd(&g, &frame, fd.as_ref()).is_err() {
+                    break;
+                }
+                continue;
+            }
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            if to_test.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let _ = to_test.shutdown(std::net::Shutdown::Both);
+    });
+    Ok(test_end)
 }

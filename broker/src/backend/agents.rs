@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::codec::{FrameError, aio};
-use nish_proto::wire::{AgentFailure, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use nish_proto::wire::{
+    AgentFailure, ConnectTarget, Connected, Hello, LockdownReport, MAX_FRAME_BYTES, Role,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
@@ -35,12 +37,11 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use crate::conn::{Conn, Msg, Peer, Violation};
 use crate::server::MAX_HELLO_BYTES;
 
-/// Environment variables an agent may inherit; everything else is cleared.
-const ENV_WHITELIST: &[&str] = &[
-    "DISPLAY",
-    "XAUTHORITY",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "AT_SPI_BUS_ADDRESS",
+/// Environment variables an agent may inherit; everything else is cleared. No bus address,
+/// display or X authority: the reader and the input agent get their connections from the
+/// broker ([`crate::handover`]). The indicator (which connects to X itself) also gets
+/// [`INDICATOR_ENV`].
+pub const ENV_WHITELIST: &[&str] = &[
     "XDG_RUNTIME_DIR",
     "HOME",
     "LANG",
@@ -50,6 +51,38 @@ const ENV_WHITELIST: &[&str] = &[
     "NISH_STOP_HOTKEY",
     "NISH_INDICATOR_FONT",
 ];
+
+/// The indicator's extra variables: it opens its own X connection.
+pub const INDICATOR_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
+
+/// The variables an agent of `role` starts with (from this process's environment).
+pub fn agent_env(role: Role) -> Vec<(&'static str, std::ffi::OsString)> {
+    let extra: &[&'static str] = if role == Role::Indicator {
+        INDICATOR_ENV
+    } else {
+        &[]
+    };
+    ENV_WHITELIST
+        .iter()
+        .chain(extra)
+        .filter_map(|k| std::env::var_os(k).map(|v| (*k, v)))
+        .collect()
+}
+
+/// The broker's connection opener for its agents (endpoints from its environment).
+pub fn opener() -> Arc<crate::handover::Opener> {
+    static OPENER: std::sync::OnceLock<Arc<crate::handover::Opener>> = std::sync::OnceLock::new();
+    OPENER
+        .get_or_init(|| {
+            Arc::new(crate::handover::Opener::new(
+                crate::handover::Endpoints::from_env(),
+            ))
+        })
+        .clone()
+}
+
+/// Connection requests of one agent being served at once; one more is a flood.
+pub const CONNECTS_IN_FLIGHT: usize = 16;
 
 /// Where the agent binaries are: `$NISH_AGENT_DIR`, else next to this executable.
 pub fn agent_path(name: &str) -> PathBuf {
@@ -70,6 +103,16 @@ pub trait AgentMessage: DeserializeOwned + Send + 'static {
     fn answer_id(&self) -> Option<u64>;
     /// Its kind in the permission table.
     fn kind(&self) -> Msg;
+    /// The agent's request for a connection, when this is one (its id and target).
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        None
+    }
+}
+
+/// Messages the broker sends an agent: the answer to a connection request.
+pub trait AgentRequest: Serialize + Send + Sync + Sized + 'static {
+    /// The answer to the agent's connection request `id` (`None`: this agent has none).
+    fn connected(id: u64, result: Connected) -> Option<Self>;
 }
 
 /// Unsolicited messages (not answers) an agent may have waiting for the broker; one more and
@@ -258,7 +301,7 @@ pub struct Agent<In, Out> {
     pub lockdown: LockdownReport,
     /// Its pid.
     pub pid: u32,
-    tx: mpsc::Sender<In>,
+    tx: mpsc::Sender<(In, Option<std::os::fd::OwnedFd>)>,
     pending: Arc<Mutex<Pending<Out>>>,
     life: Arc<Life>,
 }
@@ -275,7 +318,7 @@ fn unavailable(name: &str, why: impl std::fmt::Display) -> DriverError {
 
 impl<In, Out> Agent<In, Out>
 where
-    In: Serialize + Send + Sync + 'static,
+    In: AgentRequest,
     Out: AgentMessage,
 {
     /// Starts an agent and checks its hello and lock-down. Messages that are not answers go
@@ -316,11 +359,7 @@ where
         let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
-        for k in ENV_WHITELIST {
-            if let Some(v) = std::env::var_os(k) {
-                cmd.env(k, v);
-            }
-        }
+        cmd.envs(agent_env(role));
         // Agents cannot write files (RLIMIT_FSIZE 0), so their log goes through a pipe that the
         // broker reads and logs as its own, tagged with the agent's name.
         cmd.stdin(Stdio::null())
@@ -544,13 +583,20 @@ where
             ));
         }
         let (mut rd, mut wr) = stream.into_split();
-        let (tx, mut rx) = mpsc::channel::<In>(64);
+        let (tx, mut rx) = mpsc::channel::<(In, Option<std::os::fd::OwnedFd>)>(64);
         tokio::spawn(async move {
-            while let Some(m) = rx.recv().await {
-                if aio::write_frame(&mut wr, &m, MAX_FRAME_BYTES)
-                    .await
-                    .is_err()
-                {
+            while let Some((m, fd)) = rx.recv().await {
+                let sent = match fd {
+                    None => aio::write_frame(&mut wr, &m, MAX_FRAME_BYTES).await.is_ok(),
+                    // A handed connection: the descriptor rides on the frame's first byte.
+                    Some(fd) => match nish_proto::wire::codec::encode(&m, MAX_FRAME_BYTES) {
+                        Ok(frame) => crate::handover::send_with_fd_async(wr.as_ref(), &frame, &fd)
+                            .await
+                            .is_ok(),
+                        Err(_) => false,
+                    },
+                };
+                if !sent {
                     break;
                 }
             }
@@ -564,8 +610,9 @@ where
         let p = pending.clone();
         let router_life = life.clone();
         let started = Instant::now();
+        let handing = tx.clone();
         tokio::spawn(async move {
-            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx).await;
+            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx, &handing).await;
             {
                 let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
                 g.closed = true;
@@ -659,14 +706,14 @@ where
     /// later).
     pub fn queue(&self, msg: In) -> Result<(), DriverError> {
         self.tx
-            .try_send(msg)
+            .try_send((msg, None))
             .map_err(|_| unavailable(self.binary, "the agent is gone or its queue is full"))
     }
 
     /// Sends a message that expects no answer.
     pub async fn send(&self, msg: In) -> Result<(), DriverError> {
         self.tx
-            .send(msg)
+            .send((msg, None))
             .await
             .map_err(|_| unavailable(self.binary, "the agent is gone"))
     }
@@ -681,7 +728,7 @@ where
             }
             g.waiting.insert(id, tx);
         }
-        if self.tx.send(msg).await.is_err() {
+        if self.tx.send((msg, None)).await.is_err() {
             self.pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -705,14 +752,17 @@ where
 }
 
 /// Routes an agent's messages until its connection ends; a violation ends it too and is
-/// returned.
-async fn route<Out: AgentMessage>(
+/// returned. Connection requests are served on tasks of their own (at most
+/// [`CONNECTS_IN_FLIGHT`] at once), their answers sent with the descriptor on `handing`.
+async fn route<In: AgentRequest, Out: AgentMessage>(
     name: &'static str,
     rd: &mut tokio::net::unix::OwnedReadHalf,
     conn: &mut Conn,
     pending: &Mutex<Pending<Out>>,
     events: &mpsc::Sender<Out>,
+    handing: &mpsc::Sender<(In, Option<std::os::fd::OwnedFd>)>,
 ) -> Option<Violation> {
+    let connects = Arc::new(tokio::sync::Semaphore::new(CONNECTS_IN_FLIGHT));
     loop {
         let msg: Out = match aio::read_frame(rd, MAX_FRAME_BYTES).await {
             Ok(m) => m,
@@ -726,6 +776,25 @@ async fn route<Out: AgentMessage>(
         };
         if let Err(v) = conn.accept(msg.kind()) {
             return Some(v);
+        }
+        if let Some((id, target)) = msg.connect_request() {
+            let Ok(permit) = connects.clone().try_acquire_owned() else {
+                return Some(Violation::Flood);
+            };
+            let target = target.clone();
+            let handing = handing.clone();
+            tokio::spawn(async move {
+                let opened = opener().open_for_agent(&target).await;
+                if let Err(f) = &opened {
+                    tracing::info!(agent = name, code = %f.code, "connection not handed: {}", clean_message(&f.message));
+                }
+                let (result, fd) = crate::handover::answer(opened);
+                if let Some(m) = In::connected(id, result) {
+                    let _ = handing.send((m, fd)).await;
+                }
+                drop(permit);
+            });
+            continue;
         }
         match msg.answer_id() {
             Some(id) => {

@@ -30,11 +30,12 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd,
 };
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
-use nish_proto::wire::{LockdownReport, Role};
+use nish_proto::wire::{ConnectTarget, Connected, LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
 use super::agents::{
-    Agent, AgentExit, AgentMessage, OnViolation, RequestError, StartFailure, failure_to_error,
+    Agent, AgentExit, AgentMessage, AgentRequest, OnViolation, RequestError, StartFailure,
+    failure_to_error,
 };
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
@@ -76,7 +77,7 @@ impl AgentMessage for ReaderToBroker {
     }
     fn answer_id(&self) -> Option<u64> {
         match self {
-            ReaderToBroker::Lockdown(_) => None,
+            ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => None,
             ReaderToBroker::Windows { id, .. }
             | ReaderToBroker::Tree { id, .. }
             | ReaderToBroker::Png { id, .. }
@@ -86,6 +87,30 @@ impl AgentMessage for ReaderToBroker {
     }
     fn kind(&self) -> Msg {
         reader_kind(self)
+    }
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        match self {
+            ReaderToBroker::Connect { id, target } => Some((*id, target)),
+            _ => None,
+        }
+    }
+}
+
+impl AgentRequest for BrokerToReader {
+    fn connected(id: u64, result: Connected) -> Option<Self> {
+        Some(BrokerToReader::Connected { id, result })
+    }
+}
+
+impl AgentRequest for BrokerToInput {
+    fn connected(id: u64, result: Connected) -> Option<Self> {
+        Some(BrokerToInput::Connected { id, result })
+    }
+}
+
+impl AgentRequest for BrokerToIndicator {
+    fn connected(_: u64, _: Connected) -> Option<Self> {
+        None
     }
 }
 
@@ -116,7 +141,9 @@ impl AgentMessage for InputToBroker {
     }
     fn answer_id(&self) -> Option<u64> {
         match self {
-            InputToBroker::Lockdown(_) | InputToBroker::Person { .. } => None,
+            InputToBroker::Lockdown(_)
+            | InputToBroker::Person { .. }
+            | InputToBroker::Connect { .. } => None,
             InputToBroker::Done { id, .. }
             | InputToBroker::Failed { id, .. }
             | InputToBroker::Synth { id, .. }
@@ -127,6 +154,12 @@ impl AgentMessage for InputToBroker {
     }
     fn kind(&self) -> Msg {
         input_kind(self)
+    }
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        match self {
+            InputToBroker::Connect { id, target } => Some((*id, target)),
+            _ => None,
+        }
     }
 }
 
@@ -168,7 +201,7 @@ struct Slot<In, Out> {
 
 impl<In, Out> Slot<In, Out>
 where
-    In: serde::Serialize + Send + Sync + 'static,
+    In: AgentRequest,
     Out: AgentMessage,
 {
     fn new(
@@ -960,6 +993,9 @@ impl Backend for LinuxBackend {
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
         let r = self.reader().await?;
+        // The window's app was matched to an approved one by the engine: the reader may link
+        // to it.
+        super::agents::opener().allow_pid(window.pid);
         let id = r.next_id();
         let msg = BrokerToReader::ReadTree {
             id,
@@ -986,6 +1022,7 @@ impl Backend for LinuxBackend {
         secure: Vec<String>,
     ) -> Result<Capture, DriverError> {
         let r = self.reader().await?;
+        super::agents::opener().allow_pid(window.pid);
         let id = r.next_id();
         let msg = BrokerToReader::Capture {
             id,
@@ -1100,6 +1137,7 @@ impl Backend for LinuxBackend {
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         // The one way to the input agent: whoever starts it wires its person-input events.
         let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
+        super::agents::opener().allow_pid(target.pid);
         let id = agent.next_id();
         match agent
             .request(
@@ -1476,7 +1514,17 @@ impl Backend for LinuxBackend {
                         probes.push(Probe {
                             label: "display server".into(),
                             status: "ok".into(),
-                            message: format!("X11 {}", super::agents::clean_message(&p.display)),
+                            // The reader has no DISPLAY: the display is the broker's.
+                            message: format!(
+                                "X11 {}",
+                                super::agents::clean_message(
+                                    super::agents::opener()
+                                        .endpoints()
+                                        .display
+                                        .as_deref()
+                                        .unwrap_or(&p.display)
+                                )
+                            ),
                         });
                     } else {
                         backends.push(BackendEntry::not_available(

@@ -112,7 +112,7 @@ impl std::fmt::Debug for Executor {
 
 /// What the display offers, for the doctor (no executor needed).
 pub fn probe() -> InputProbe {
-    let Ok((conn, _)) = RustConnection::connect(None) else {
+    let Ok((conn, _)) = nish_reader::handed::x11_connect() else {
         return InputProbe::default();
     };
     let present = |name| conn.extension_information(name).ok().flatten().is_some();
@@ -134,7 +134,8 @@ pub fn probe() -> InputProbe {
 impl Executor {
     /// Connects to the display.
     pub fn connect(shared: Arc<Shared>) -> anyhow::Result<Self> {
-        let (conn, screen) = RustConnection::connect(None)?;
+        let (conn, screen) =
+            nish_reader::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
         let setup = conn.setup();
         let root = setup.roots[screen].root;
         let mask = setup.resource_id_mask;
