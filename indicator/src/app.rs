@@ -240,7 +240,10 @@ impl App {
                 d.release(&mut self.ui, ev)?
             };
             if let Some(why) = self.dialog.as_ref().and_then(Dialog::refusal) {
-                tracing::info!(press, "a button event on a consent control did not count: {why:?}");
+                tracing::info!(
+                    press,
+                    "a button event on a consent control did not count: {why:?}"
+                );
             }
             if let Outcome::Answer(answer) = outcome {
                 self.answer(answer)?;
