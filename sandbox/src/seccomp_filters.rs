@@ -58,6 +58,125 @@ fn connect_calls() -> Vec<i64> {
     calls
 }
 
+/// System calls no agent needs that open the kernel's larger surfaces or other processes,
+/// refused with `EPERM`: performance counters, new namespaces, keyrings, BPF, userfaultfd,
+/// signals by pidfd, mounts, modules, kexec, swap, reboot, process accounting, other
+/// processes' file descriptors.
+fn surface_calls() -> Vec<i64> {
+    vec![
+        libc::SYS_perf_event_open,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_bpf,
+        libc::SYS_userfaultfd,
+        libc::SYS_pidfd_open,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_pidfd_send_signal,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_kexec_load,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_reboot,
+        libc::SYS_acct,
+        libc::SYS_kcmp,
+        libc::SYS_fanotify_init,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+    ]
+}
+
+/// The namespace flags `clone` may not carry.
+const NEW_NAMESPACES: [u64; 7] = [
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
+    SeccompRule::new(conds).map_err(|e| e.to_string())
+}
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+}
+
+/// Conditional refusals (`EPERM`): `clone` with a new namespace, and signals to any process
+/// other than this one (`kill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`; `pid` is this
+/// process's). Landlock's signal scoping does the latter on ABI 6 and later; this holds on
+/// every kernel.
+fn conditional_rules(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
+    let pid = u64::from(pid);
+    let mut rules = BTreeMap::new();
+    let mut clone = Vec::new();
+    for flag in NEW_NAMESPACES {
+        clone.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
+    }
+    rules.insert(libc::SYS_clone, clone);
+    // kill(0, ...) signals the process group; kill(pid, ...) itself. Anything else is refused.
+    rules.insert(
+        libc::SYS_kill,
+        vec![rule(vec![
+            cond(0, SeccompCmpOp::Ne, pid)?,
+            cond(0, SeccompCmpOp::Ne, 0)?,
+        ])?],
+    );
+    for nr in [
+        libc::SYS_tgkill,
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_rt_tgsigqueueinfo,
+    ] {
+        rules.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Ne, pid)?])?]);
+    }
+    Ok(rules)
+}
+
+/// The filter refusing [`surface_calls`] and the [`conditional_rules`] with `EPERM`.
+pub(crate) fn surface_filter(pid: u32) -> Result<BpfProgram, String> {
+    let mut rules = conditional_rules(pid)?;
+    for nr in surface_calls() {
+        rules.insert(nr, vec![]);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        target_arch()?,
+    )
+    .map_err(|e| e.to_string())?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// `clone3` passes its flags in memory, where a filter cannot look: it fails with `ENOSYS`, so
+/// the C library falls back to `clone`, whose flags [`conditional_rules`] checks.
+pub(crate) fn clone3_filter() -> Result<BpfProgram, String> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = [(libc::SYS_clone3, vec![])].into();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        target_arch()?,
+    )
+    .map_err(|e| e.to_string())?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
 fn target_arch() -> Result<TargetArch, String> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
@@ -131,6 +250,10 @@ pub(crate) fn apply(no_connect: bool) -> Result<(), String> {
     let denied = denied_filter()?;
     seccompiler::apply_filter_all_threads(&socket).map_err(|e| format!("socket filter: {e}"))?;
     seccompiler::apply_filter_all_threads(&denied).map_err(|e| format!("exec filter: {e}"))?;
+    let surface = surface_filter(std::process::id())?;
+    seccompiler::apply_filter_all_threads(&surface).map_err(|e| format!("surface filter: {e}"))?;
+    let clone3 = clone3_filter()?;
+    seccompiler::apply_filter_all_threads(&clone3).map_err(|e| format!("clone3 filter: {e}"))?;
     if no_connect {
         let connect = connect_filter()?;
         seccompiler::apply_filter_all_threads(&connect)
@@ -148,6 +271,8 @@ mod tests {
         let socket = socket_filter().expect("socket filter");
         let denied = denied_filter().expect("denied filter");
         assert!(!connect_filter().expect("connect filter").is_empty());
+        assert!(!surface_filter(42).expect("surface filter").is_empty());
+        assert!(!clone3_filter().expect("clone3 filter").is_empty());
         assert!(!socket.is_empty());
         assert!(!denied.is_empty());
     }

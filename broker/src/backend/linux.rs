@@ -1597,12 +1597,18 @@ impl Backend for LinuxBackend {
                             "ok"
                         }
                         .into(),
+                        // What an older kernel's Landlock ABI leaves open is in the detail.
                         message: format!(
-                            "no_new_privs {} caps_empty {} seccomp {} landlock {}",
+                            "no_new_privs {} caps_empty {} seccomp {} landlock {}{}",
                             lockdown.no_new_privs,
                             lockdown.caps_empty,
                             lockdown.seccomp,
-                            super::agents::clean_message(&lockdown.landlock)
+                            super::agents::clean_message(&lockdown.landlock),
+                            if lockdown.detail.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; {}", super::agents::clean_message(&lockdown.detail))
+                            }
                         ),
                     });
                     if p.display_ok && p.atspi_ok {
