@@ -416,10 +416,35 @@ impl Opener {
         }
     }
 
+    /// [`Opener::open`], and with `filter` the accessibility-bus and peer-to-peer streams go
+    /// through the reader's filter ([`crate::busfilter`]): the agent gets one end of a
+    /// socketpair that the broker relays. Call it on a tokio runtime.
+    pub async fn open_maybe_filtered(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+        filter: bool,
+    ) -> Result<Opened, AgentFailure> {
+        let (handed, fd) = self.open(target, allowed).await?;
+        let fd = match fd {
+            Some(fd) if filter && matches!(handed, Handed::A11yBus | Handed::App) => Some(
+                crate::busfilter::filtered(fd)
+                    .map_err(|e| unavailable(format!("the reader's filter: {e}")))?,
+            ),
+            other => other,
+        };
+        Ok((handed, fd))
+    }
+
     /// [`Opener::open`] with the broker's own rule: a process that a request named recently
-    /// (see [`Opener::allow_pid`]).
-    pub async fn open_for_agent(&self, target: &ConnectTarget) -> Result<Opened, AgentFailure> {
-        self.open(target, &|pid| self.pid_allowed(pid)).await
+    /// (see [`Opener::allow_pid`]); the reader's bus links through its filter.
+    pub async fn open_for_agent(
+        &self,
+        target: &ConnectTarget,
+        reader: bool,
+    ) -> Result<Opened, AgentFailure> {
+        self.open_maybe_filtered(target, &|pid| self.pid_allowed(pid), reader)
+            .await
     }
 }
 

@@ -20,6 +20,7 @@ pub mod assistive;
 pub mod audit;
 pub mod audit_event;
 pub mod backend;
+pub mod busfilter;
 pub mod conn;
 pub mod credentials;
 pub mod engine;

@@ -36,6 +36,17 @@ impl AgentProc {
         role: Role,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
+        Self::start_filtered(desk, bin, role, role == Role::Reader, lockdown_of)
+    }
+
+    /// [`AgentProc::start`] with the reader's D-Bus filter on or off.
+    pub fn start_filtered<Out: DeserializeOwned>(
+        desk: &Desktop,
+        bin: &Path,
+        role: Role,
+        filter: bool,
+        lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
+    ) -> Result<AgentProc> {
         let (ours, theirs) = UnixStream::pair()?;
         let mut cmd = desk.command(bin);
         cmd.arg("--fd")
@@ -47,7 +58,7 @@ impl AgentProc {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let ours = stand_in(ours, &desk.env(), role)?;
+        let ours = stand_in_filtered(ours, &desk.env(), role, filter)?;
         ours.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut sock = ours;
         let hello: Hello = read_frame(&mut sock, MAX_FRAME_BYTES)?;
@@ -86,12 +97,18 @@ impl Drop for AgentProc {
 pub struct Reader(pub AgentProc);
 
 impl Reader {
-    /// Starts the reader.
+    /// Starts the reader (its D-Bus links through the filter, as the broker hands them).
     pub fn start(desk: &Desktop, bin: &Path) -> Result<Reader> {
-        Ok(Reader(AgentProc::start(
+        Self::start_filtered(desk, bin, true)
+    }
+
+    /// Starts the reader with its D-Bus filter on or off.
+    pub fn start_filtered(desk: &Desktop, bin: &Path, filter: bool) -> Result<Reader> {
+        Ok(Reader(AgentProc::start_filtered(
             desk,
             bin,
             Role::Reader,
+            filter,
             |m: &ReaderToBroker| match m {
                 ReaderToBroker::Lockdown(r) => Some(r.clone()),
                 _ => None,
@@ -183,6 +200,17 @@ pub fn stand_in(
     env: &[(String, String)],
     role: Role,
 ) -> std::io::Result<UnixStream> {
+    stand_in_filtered(agent, env, role, role == Role::Reader)
+}
+
+/// [`stand_in`], with the reader's D-Bus filter on or off (the broker always has it on; the
+/// read benchmark measures both).
+pub fn stand_in_filtered(
+    agent: UnixStream,
+    env: &[(String, String)],
+    role: Role,
+    filter: bool,
+) -> std::io::Result<UnixStream> {
     use nish_broker::handover::{Endpoints, Opener, answer, send_with_fd};
     use nish_proto::wire::codec::{encode, read_body};
     use std::io::Write as _;
@@ -210,7 +238,9 @@ pub fn stand_in(
     });
     // Agent -> test, connection requests served here.
     std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        // Worker threads of its own: the filter's relays run there between requests.
+        let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
         else {
@@ -230,7 +260,8 @@ pub fn stand_in(
                 _ => None,
             };
             if let Some((id, target)) = request {
-                let (result, fd) = answer(rt.block_on(opener.open(&target, &|_| true)));
+                let (result, fd) =
+                    answer(rt.block_on(opener.open_maybe_filtered(&target, &|_| true, filter)));
                 let frame = match role {
                     Role::Reader => {
                         encode(&BrokerToReader::Connected { id, result }, MAX_FRAME_BYTES)

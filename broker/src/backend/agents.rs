@@ -783,8 +783,9 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
             };
             let target = target.clone();
             let handing = handing.clone();
+            let reader = conn.peer() == Peer::Reader;
             tokio::spawn(async move {
-                let opened = opener().open_for_agent(&target).await;
+                let opened = opener().open_for_agent(&target, reader).await;
                 if let Err(f) = &opened {
                     tracing::info!(agent = name, code = %f.code, "connection not handed: {}", clean_message(&f.message));
                 }
