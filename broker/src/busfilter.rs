@@ -259,7 +259,8 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
     let (to_agent, mut to_agent_rx) = mpsc::channel::<Vec<u8>>(64);
     let writer = tokio::spawn(async move {
         while let Some(b) = to_agent_rx.recv().await {
-            if agent_wr.write_all(&b).await.is_err() {
+            // An empty item: the bus closed, so the reader's end closes too.
+            if b.is_empty() || agent_wr.write_all(&b).await.is_err() {
                 break;
             }
         }
@@ -294,10 +295,14 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
                             }
                         }
                         Ok(_) => break,
-                        Err(_) => return,
+                        Err(_) => {
+                            let _ = to_agent.send(Vec::new()).await;
+                            return;
+                        }
                     }
                 }
             }
+            let _ = to_agent.send(Vec::new()).await;
         })
     };
     // Reader -> bus: the filter.
