@@ -19,7 +19,7 @@ use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToB
 use nish_proto::wire::input::{BrokerToInput, InputToBroker};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker};
 use nish_proto::wire::shim::{BrokerToShim, ShimToBroker};
-use nish_proto::wire::{AgentFailure, Hello, LockdownReport, Role};
+use nish_proto::wire::{AgentFailure, ConnectTarget, Hello, LockdownReport, Role};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -537,6 +537,18 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
         (Peer::Input, Msg::Event) => fr(&InputToBroker::Person {
             input: nish_proto::wire::input::PersonInput::PointerMoved,
         }),
+        (Peer::Reader, Msg::Connect) => fr(&ReaderToBroker::Connect {
+            id,
+            target: ConnectTarget::App {
+                bus_name: "not.unique".into(),
+            },
+        }),
+        (Peer::Input, Msg::Connect) => fr(&InputToBroker::Connect {
+            id,
+            target: ConnectTarget::App {
+                bus_name: "not.unique".into(),
+            },
+        }),
         (Peer::Indicator, Msg::Lockdown) => fr(&IndicatorToBroker::Lockdown(report())),
         (Peer::Indicator, Msg::Answer) => fr(&IndicatorToBroker::Consent {
             id,
@@ -694,6 +706,36 @@ async fn every_unexpected_agent_message_cuts_the_agent_off() {
         }
     }
     assert!(checked >= 20, "{checked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_request_is_answered_and_a_bad_one_refused_without_a_descriptor() {
+    let script = [
+        agent_frame(Peer::Reader, Msg::Hello, 0),
+        agent_frame(Peer::Reader, Msg::Lockdown, 0),
+        agent_frame(Peer::Reader, Msg::Connect, 7),
+    ]
+    .concat();
+    let (ok, seen, mut agent) = attach(Peer::Reader, script).await;
+    assert!(ok);
+    let answer: BrokerToReader = tokio::time::timeout(
+        Duration::from_secs(5),
+        aio::read_frame(&mut agent, nish_proto::wire::MAX_FRAME_BYTES),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("a frame");
+    match answer {
+        BrokerToReader::Connected { id, result } => {
+            assert_eq!(id, 7);
+            assert_eq!(result.unwrap_err().code, "app_not_in_scope");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a permitted request is no violation"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
