@@ -29,6 +29,10 @@ use nish_proto::wire::{AgentFailure, ConnectTarget, Connected, Handed, MAX_BUS_N
 
 /// Longest wait for one connection and its handshake.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest wait for an application's peer-to-peer address and for connecting to it (the
+/// reader waited as long when it asked itself): a hung application holds a link request no
+/// longer than this.
+pub const P2P_TIMEOUT: Duration = Duration::from_millis(500);
 /// Longest X setup reply accepted.
 pub const MAX_X_SETUP: usize = 1 << 20;
 /// How long a process stays reachable by peer-to-peer link after the last request naming it.
@@ -355,7 +359,7 @@ impl Opener {
                 format!("pid {pid} is not the target of a request"),
             ));
         }
-        let addr = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let addr = tokio::time::timeout(P2P_TIMEOUT, async {
             let reply = bus
                 .call_method(
                     Some(bus_name),
@@ -376,7 +380,7 @@ impl Opener {
             return Ok((Handed::NoLink, None));
         };
         let s = tokio::time::timeout(
-            CONNECT_TIMEOUT,
+            P2P_TIMEOUT,
             tokio::task::spawn_blocking(move || connect_dbus_address(&addr)),
         )
         .await

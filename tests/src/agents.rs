@@ -246,7 +246,7 @@ pub fn stand_in_filtered(
         else {
             return;
         };
-        let opener = Opener::new(ep);
+        let opener = Arc::new(Opener::new(ep));
         while let Ok(body) = read_body(&mut from_agent, MAX_FRAME_BYTES) {
             let request = match role {
                 Role::Reader => match nish_proto::wire::codec::decode(&body) {
@@ -260,19 +260,23 @@ pub fn stand_in_filtered(
                 _ => None,
             };
             if let Some((id, target)) = request {
-                let (result, fd) =
-                    answer(rt.block_on(opener.open_maybe_filtered(&target, &|_| true, filter)));
-                let frame = match role {
-                    Role::Reader => {
-                        encode(&BrokerToReader::Connected { id, result }, MAX_FRAME_BYTES)
+                // Served on the runtime, as the broker does: a slow application holds only
+                // its own request, never the frames behind it.
+                let (opener, to_agent) = (opener.clone(), to_agent.clone());
+                rt.spawn(async move {
+                    let (result, fd) =
+                        answer(opener.open_maybe_filtered(&target, &|_| true, filter).await);
+                    let frame = match role {
+                        Role::Reader => {
+                            encode(&BrokerToReader::Connected { id, result }, MAX_FRAME_BYTES)
+                        }
+                        _ => encode(&BrokerToInput::Connected { id, result }, MAX_FRAME_BYTES),
+                    };
+                    if let Ok(frame) = frame {
+                        let g = to_agent.lock().unwrap_or_else(|e| e.into_inner());
+                        let _ = send_with_fd(&g, &frame, fd.as_ref());
                     }
-                    _ => encode(&BrokerToInput::Connected { id, result }, MAX_FRAME_BYTES),
-                };
-                let Ok(frame) = frame else { break };
-                let g = to_agent.lock().unwrap_or_else(|e| e.into_inner());
-                if send_with_fd(&g, &frame, fd.as_ref()).is_err() {
-                    break;
-                }
+                });
                 continue;
             }
             let mut frame = (body.len() as u32).to_be_bytes().to_vec();
