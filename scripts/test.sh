@@ -34,6 +34,12 @@ if out="$(target/debug/nish-driver serve --backend mock --socket /nonexistent/br
     echo "nish-driver built without the mock feature still accepts --backend mock: $out" >&2
     exit 1
 fi
+# Nor the Wayland e2e test's consent path (feature test-consent, also only the tests crate's):
+# its directory variable appears in no binary built without it.
+if grep -q -a NISH_TEST_CONSENT_DIR target/debug/nish-driver; then
+    echo "nish-driver built without the test-consent feature contains its consent path" >&2
+    exit 1
+fi
 
 step "build"
 cargo build --workspace --bins --examples

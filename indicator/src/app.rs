@@ -636,6 +636,11 @@ impl App {
                 touched = true;
             }
             if touched {
+                tracing::info!(
+                    event = event_kind(&ev),
+                    window = ?touch_window(&ev),
+                    "another window changed near a control: re-armed"
+                );
                 self.next_check = now;
             }
         }
@@ -710,4 +715,34 @@ fn hidden_cause(why: Hidden) -> &'static str {
         Hidden::Foreign => "a foreign window inside it",
         Hidden::Covered => "covered",
     }
+}
+
+/// The kind of a root-child event that can re-arm a control, for the log.
+fn event_kind(ev: &Event) -> &'static str {
+    match ev {
+        Event::ConfigureNotify(_) => "configure",
+        Event::MapNotify(_) => "map",
+        Event::UnmapNotify(_) => "unmap",
+        Event::CirculateNotify(_) => "circulate",
+        Event::GravityNotify(_) => "gravity",
+        Event::ReparentNotify(_) => "reparent",
+        Event::DestroyNotify(_) => "destroy",
+        Event::ShapeNotify(_) => "shape",
+        _ => "other",
+    }
+}
+
+/// The window a root-child event is about, for the log.
+fn touch_window(ev: &Event) -> Option<u32> {
+    Some(match ev {
+        Event::ConfigureNotify(e) => e.window,
+        Event::MapNotify(e) => e.window,
+        Event::UnmapNotify(e) => e.window,
+        Event::CirculateNotify(e) => e.window,
+        Event::GravityNotify(e) => e.window,
+        Event::ReparentNotify(e) => e.window,
+        Event::DestroyNotify(e) => e.window,
+        Event::ShapeNotify(e) => e.affected_window,
+        _ => return None,
+    })
 }

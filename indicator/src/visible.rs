@@ -11,7 +11,7 @@
 //!   click-through takeover frame must not disarm the dialog for ever). Visibility events alone
 //!   are not used: compositing managers do not send them reliably.
 //! - [`Watch`] follows the root's other children between checks (map, unmap, configure,
-//!   circulate, reparent, destroy, shape changes). Any change of a window whose rectangle (before
+//!   circulate, reparent, destroy, bounding-shape changes). Any change of a window whose rectangle (before
 //!   or after the change) meets the control's re-arms it, whatever the server says a moment later: a decoy mapped over the
 //!   dialog and removed just before the person's press must still re-arm it, even when both
 //!   events are already queued when the first is read.
@@ -309,12 +309,40 @@ impl Watch {
                     .then(|| Touch::at([was]))
                     .flatten()
             }
-            Event::ShapeNotify(e) if !own.contains(&e.affected_window) => {
+            // Only the bounding shape decides what a window draws over a control. Its input
+            // shape (where clicks go, always inside the bounding shape) and clip shape cannot
+            // hide a control, and toolkits change them often (seen with GTK 3 windows beside the
+            // dialog, several times a second), which would keep the control disarmed.
+            //
+            // A window stacked below every indicator window cannot cover a control whatever
+            // its shape (a window manager's frame below the dialog re-applies its client's
+            // shape each time the client changes its own): asked of the server when the event
+            // is read. Had the window been above the dialog when its shape changed, it went
+            // below by a restack since, and that restack's event re-arms the control.
+            Event::ShapeNotify(e)
+                if e.shape_kind == shape::SK::BOUNDING
+                    && !own.contains(&e.affected_window)
+                    && !below_all(conn, root, e.affected_window, own) =>
+            {
                 Touch::at([known(e.affected_window)])
             }
             _ => None,
         }
     }
+}
+
+/// True when `w` is a child of the root stacked below every indicator window that is one; false
+/// when it is not, or when the server cannot say.
+fn below_all<C: Connection>(conn: &C, root: Window, w: Window, own: &HashSet<Window>) -> bool {
+    let Some(tree) = conn.query_tree(root).ok().and_then(|c| c.reply().ok()) else {
+        return false;
+    };
+    let order = &tree.children;
+    let Some(at) = order.iter().position(|&c| c == w) else {
+        return false;
+    };
+    let lowest_own = order.iter().position(|c| own.contains(c));
+    lowest_own.is_some_and(|o| at < o)
 }
 
 fn outer_rect(x: i16, y: i16, w: u16, h: u16, border: u16) -> Rect {

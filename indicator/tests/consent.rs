@@ -11,7 +11,7 @@ use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToB
 use x11rb::connection::Connection;
 use x11rb::protocol::shape::{ConnectionExt as _, SK, SO};
 use x11rb::protocol::xproto::{
-    ClipOrdering, ConfigureWindowAux, ConnectionExt as _, StackMode, Window,
+    ClipOrdering, ConfigureWindowAux, ConnectionExt as _, Rectangle, StackMode, Window,
 };
 use x11rb::wrapper::ConnectionExt as _;
 
@@ -73,6 +73,49 @@ fn cover(desk: &Desktop, area: (i16, i16, u16, u16), click_through: bool) -> Win
         .unwrap();
     desk.conn.sync().unwrap();
     w
+}
+
+/// Another client of the desktop doing `step` every 20 ms on its own connection until dropped
+/// (a clickjacker restacking its cover, an app changing its shape).
+struct Every20ms {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Every20ms {
+    fn start(
+        desk: &Desktop,
+        mut step: impl FnMut(&x11rb::rust_connection::RustConnection, u16) + Send + 'static,
+    ) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let display = desk.display.clone();
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (conn, _) = x11rb::connect(Some(&display)).unwrap();
+                let mut n: u16 = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    n = n.wrapping_add(1);
+                    step(&conn, n);
+                    let _ = conn.flush();
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        Every20ms {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Every20ms {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
 }
 
 #[test]
@@ -317,27 +360,15 @@ fn a_covering_click_through_window_disarms_the_dialog_until_it_is_gone() {
     // itself every 20 ms, as a clickjacker would against the dialog's own raises). The person's
     // click on what they see goes through to Allow: it must do nothing.
     let cov = cover(&desk, area, true);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let fighter = {
-        let stop = stop.clone();
-        let display = desk.display.clone();
-        std::thread::spawn(move || {
-            let (conn, _) = x11rb::connect(Some(&display)).unwrap();
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let _ = conn
-                    .configure_window(cov, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE));
-                let _ = conn.flush();
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let fighter = Every20ms::start(&desk, move |conn, _| {
+        let _ = conn.configure_window(cov, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE));
+    });
     std::thread::sleep(Duration::from_millis(800));
     desk.real_click(c.allow);
     std::thread::sleep(Duration::from_millis(300));
     desk.real_click(c.allow);
     ind.expect_silence(QUIET, "click on Allow under a click-through cover");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    fighter.join().unwrap();
+    drop(fighter);
 
     // The cover goes away just before the person's press: the press is still refused (the
     // dialog re-armed when the cover changed).
@@ -376,6 +407,118 @@ fn a_cover_that_stays_is_pushed_under_and_the_dialog_rearms() {
     std::thread::sleep(Duration::from_millis(600));
     desk.real_click(c.allow);
     assert!(consent(ind.recv(Duration::from_secs(5)), 51).allow);
+}
+
+/// Rectangles forming a ring of width `t` around `(x, y, w, h)`, relative to a window at
+/// `(ox, oy)`.
+fn ring(ox: i16, oy: i16, (x, y, w, h): (i16, i16, u16, u16), t: u16) -> Vec<Rectangle> {
+    let (x, y) = (x - ox - t as i16, y - oy - t as i16);
+    vec![
+        Rectangle {
+            x,
+            y,
+            width: w + 2 * t,
+            height: t,
+        },
+        Rectangle {
+            x,
+            y: y + (h + t) as i16,
+            width: w + 2 * t,
+            height: t,
+        },
+        Rectangle {
+            x,
+            y: y + t as i16,
+            width: t,
+            height: h,
+        },
+        Rectangle {
+            x: x + (w + t) as i16,
+            y: y + t as i16,
+            width: t,
+            height: h,
+        },
+    ]
+}
+
+#[test]
+fn shape_changes_below_the_dialog_do_not_disarm_it_but_above_they_do() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, 53, 60_000);
+    let c = controls(&desk);
+    let (x, y, w, h) = desk.geometry(c.top);
+    // Another client's window under the dialog, larger than it (an app the dialog sits on, or
+    // its window manager's frame).
+    let app = desk.test_window(x - 40, y - 40, w + 80, h + 80);
+    desk.conn
+        .configure_window(app, &ConfigureWindowAux::new().stack_mode(StackMode::BELOW))
+        .unwrap();
+    desk.conn.sync().unwrap();
+    // The app changes its input and bounding shapes every 20 ms (GTK 3 windows change their
+    // input shape on focus and hover changes, and openbox re-applies its client's shape to its
+    // frame each time): nothing the person sees of the dialog changes, so their click counts.
+    let churn = Every20ms::start(&desk, move |conn, n| {
+        let r = Rectangle {
+            x: 0,
+            y: 0,
+            width: w + 80 - (n % 8),
+            height: h + 80,
+        };
+        for kind in [SK::INPUT, SK::BOUNDING] {
+            let _ = conn.shape_rectangles(SO::SET, kind, ClipOrdering::UNSORTED, app, 0, 0, &[r]);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    desk.real_click(c.allow);
+    let a = consent(ind.recv(Duration::from_secs(5)), 53);
+    assert!(a.allow, "{a:?}");
+    drop(churn);
+
+    // A window above the dialog, shaped as a ring around it (it covers none of the dialog, so
+    // the dialog stays armed and does not push it under). When the ring changes, a click right
+    // after does nothing (a decoy drawn over the dialog and taken away just before the press
+    // looks like this); after the arming delay the click counts.
+    show(&mut ind, 54, 60_000);
+    let c = controls(&desk);
+    let (rx, ry) = (x - 30, y - 30);
+    let above = desk.test_window(rx, ry, w + 60, h + 60);
+    desk.conn
+        .shape_rectangles(
+            SO::SET,
+            SK::BOUNDING,
+            ClipOrdering::UNSORTED,
+            above,
+            0,
+            0,
+            &ring(rx, ry, (x, y, w, h), 10),
+        )
+        .unwrap();
+    desk.conn
+        .configure_window(
+            above,
+            &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE),
+        )
+        .unwrap();
+    desk.conn.sync().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    desk.conn
+        .shape_rectangles(
+            SO::SET,
+            SK::BOUNDING,
+            ClipOrdering::UNSORTED,
+            above,
+            0,
+            0,
+            &ring(rx, ry, (x, y, w, h), 20),
+        )
+        .unwrap();
+    desk.conn.sync().unwrap();
+    desk.real_click(c.allow);
+    ind.expect_silence(QUIET, "click right after a shape change above the dialog");
+    std::thread::sleep(Duration::from_millis(600));
+    desk.real_click(c.allow);
+    assert!(consent(ind.recv(Duration::from_secs(5)), 54).allow);
 }
 
 #[test]

@@ -418,3 +418,77 @@ fn write_then_kill_leaves_no_owner_behind() {
     let _ = agent.proc.child.wait();
     wait_xclip(&desk, None);
 }
+
+#[test]
+fn every_request_made_while_the_agent_owned_the_selection_is_answered_after_a_release() {
+    let desk = desktop();
+    let mut agent = Input::spawn(&desk);
+    let (conn, screen) = x11rb::connect(Some(&desk.display_name())).expect("a raw X client");
+    let root = conn.setup().roots[screen].root;
+    let win = conn.generate_id().unwrap();
+    conn.create_window(
+        x11rb::COPY_DEPTH_FROM_PARENT,
+        win,
+        root,
+        0,
+        0,
+        1,
+        1,
+        0,
+        WindowClass::INPUT_OUTPUT,
+        x11rb::COPY_FROM_PARENT,
+        &CreateWindowAux::new(),
+    )
+    .unwrap();
+    let atom = |n: &str| {
+        conn.intern_atom(false, n.as_bytes())
+            .unwrap()
+            .reply()
+            .unwrap()
+            .atom
+    };
+    let (clipboard, targets, prop) = (atom("CLIPBOARD"), atom("TARGETS"), atom("NISH_T"));
+
+    // Another client converts the selection all the time while the agent owns it and gives it
+    // up, round after round: some requests reach the owner after it last served and before it
+    // gives the selection up. Each one must get its SelectionNotify (served, refused, or the
+    // server's own "no owner"), or a requestor without a timeout (xclip) waits for ever.
+    let conn = Arc::new(conn);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (conn, stop) = (conn.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut sent = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                for _ in 0..5 {
+                    conn.convert_selection(win, clipboard, targets, prop, x11rb::CURRENT_TIME)
+                        .unwrap();
+                    sent += 1;
+                }
+                conn.flush().unwrap();
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            sent
+        })
+    };
+    for round in 0..20 {
+        assert!(
+            matches!(write(&mut agent, "a", "text"), InputToBroker::Ack { .. }),
+            "round {round}: the write"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+        release(&mut agent, Some("a"));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let sent = sender.join().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut answered = 0;
+    while answered < sent && Instant::now() < deadline {
+        match conn.poll_for_event().unwrap() {
+            Some(Event::SelectionNotify(e)) if e.requestor == win => answered += 1,
+            Some(_) => {}
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    assert_eq!(answered, sent, "requests left unanswered");
+}

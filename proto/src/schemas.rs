@@ -25,7 +25,8 @@ fn window() -> Value {
     json!({"type": "object", "required": ["window_id", "pid", "app", "title", "frame", "active"],
            "properties": {"window_id": {"type": "integer"}, "pid": {"type": "integer"},
                           "app": {"type": "string"}, "title": {"type": "string"},
-                          "frame": rect(), "active": {"type": "boolean"}}})
+                          "frame": rect(), "active": {"type": "boolean"},
+                          "origin": {"enum": ["screen", "window"]}}})
 }
 
 fn element() -> Value {

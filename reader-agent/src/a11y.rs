@@ -238,6 +238,39 @@ struct KnownFrame {
     toolkit: (String, String),
 }
 
+impl A11y {
+    /// The remembered top-level accessible of window `key` (window id, pid): its object path
+    /// and its application's toolkit.
+    pub(crate) fn known_frame(&self, key: (u64, u32)) -> Option<(String, (String, String))> {
+        let m = self.frames.lock().ok()?;
+        m.get(&key).map(|k| (k.path.clone(), k.toolkit.clone()))
+    }
+
+    /// Remembers the top-level accessible of window `key`; `None` forgets it.
+    pub(crate) fn remember_frame(&self, key: (u64, u32), frame: Option<&FrameRef>) {
+        if let Ok(mut m) = self.frames.lock() {
+            match frame {
+                Some(f) => {
+                    if m.len() >= FRAME_MEMORY {
+                        m.clear();
+                    }
+                    m.insert(
+                        key,
+                        KnownFrame {
+                            bus_name: f.link.bus_name.clone(),
+                            path: f.path.clone(),
+                            toolkit: f.toolkit.clone(),
+                        },
+                    );
+                }
+                None => {
+                    m.remove(&key);
+                }
+            }
+        }
+    }
+}
+
 /// Most windows whose top-level accessible is remembered.
 const FRAME_MEMORY: usize = 1024;
 
@@ -951,7 +984,7 @@ async fn discover_frame(
     )))
 }
 
-async fn toolkit(link: &AppLink) -> (String, String) {
+pub(crate) async fn toolkit(link: &AppLink) -> (String, String) {
     let (n, v) = tokio::join!(
         get_string_prop(
             &link.conn,

@@ -20,4 +20,5 @@ pub mod states;
 pub mod sys;
 pub mod tree;
 pub mod walk;
+pub mod wayland;
 pub mod x11;

@@ -75,8 +75,12 @@ impl Reader {
         Arc::new(Reader::default())
     }
 
-    /// The X connection, made when there is none.
+    /// The X connection, made when there is none. Never on a Wayland session: there the
+    /// reader makes no X connection at all.
     async fn x11(&self) -> Result<Arc<X11>, Failure> {
+        if crate::wayland::is_wayland() {
+            return Err(Failure::backend("no X connection on a Wayland session"));
+        }
         if let Some(x) = self
             .x11
             .lock()
@@ -101,6 +105,9 @@ impl Reader {
 
     /// The window list, bottom to top.
     pub async fn list_windows(&self) -> Result<Vec<WindowInfo>, Failure> {
+        if crate::wayland::is_wayland() {
+            return crate::wayland::list_windows(&self.a11y).await;
+        }
         let x = self.x11().await?;
         let wins = blocking(move || x.list_windows())
             .await
@@ -163,6 +170,14 @@ impl Reader {
                 ));
             }
         };
+        if crate::wayland::is_wayland() {
+            // The window's own coordinates: the frame from the window list.
+            let geometry = XGeometry {
+                client: window.frame,
+                wm_frame: None,
+            };
+            return walk::read_tree(&self.a11y, window, geometry, limits).await;
+        }
         let win = u32::try_from(window.window_id).map_err(|_| {
             Failure::not_found(format!("window {} does not exist", window.window_id))
         })?;
@@ -211,6 +226,12 @@ impl Reader {
                     "more than {} captures per second",
                     crate::ratelimit::CAPTURES_PER_SECOND
                 ),
+            ));
+        }
+        if crate::wayland::is_wayland() {
+            return Err(Failure::new(
+                ErrorCode::Unsupported,
+                "window capture on Wayland needs the ScreenCast portal, which is not built yet",
             ));
         }
         let x = self.x11().await?;

@@ -258,12 +258,14 @@ pub async fn read_tree(
     let deadline = start + Duration::from_millis(limits.budget_ms);
     let mut stats = WalkStats::default();
 
-    let frame = match tokio::time::timeout_at(
-        deadline.into(),
-        find_frame(a11y, window, geometry.client, geometry.wm_frame),
-    )
-    .await
-    {
+    let found = async {
+        if crate::wayland::is_wayland() {
+            crate::wayland::find_frame(a11y, window).await
+        } else {
+            find_frame(a11y, window, geometry.client, geometry.wm_frame).await
+        }
+    };
+    let frame = match tokio::time::timeout_at(deadline.into(), found).await {
         Ok(r) => r?,
         Err(_) => {
             return Err(Failure::not_responding(format!(
@@ -402,7 +404,16 @@ pub async fn read_tree(
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
     showing_from_visible(&mut nodes);
-    if let Some((dx, dy)) = window_relative_offset(&frame, geometry.client) {
+    // On Wayland frames are in the window's own coordinates: a toplevel that reports a
+    // position (an XWayland app's X coordinates) has its elements moved to its corner.
+    let wayland_offset = crate::wayland::is_wayland()
+        .then_some(frame.extents)
+        .flatten()
+        .filter(|e| (e.x, e.y) != (0, 0))
+        .map(|e| (-e.x, -e.y));
+    if let Some((dx, dy)) =
+        wayland_offset.or_else(|| window_relative_offset(&frame, geometry.client))
+    {
         for n in nodes.iter_mut() {
             if let Some(f) = n.frame.as_mut() {
                 f.x += dx;

@@ -47,8 +47,28 @@ impl AgentProc {
         filter: bool,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
+        Self::start_cmd(
+            desk.command(bin),
+            &desk.env(),
+            bin,
+            role,
+            filter,
+            lockdown_of,
+        )
+    }
+
+    /// Starts `bin --fd 3` from a command already set up for it (another desktop's
+    /// environment, e.g. [`crate::WaylandDesktop::command`]); `env` is where the stand-in
+    /// broker finds the desktop's services.
+    pub fn start_cmd<Out: DeserializeOwned>(
+        mut cmd: std::process::Command,
+        env: &[(String, String)],
+        bin: &Path,
+        role: Role,
+        filter: bool,
+        lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
+    ) -> Result<AgentProc> {
         let (ours, theirs) = UnixStream::pair()?;
-        let mut cmd = desk.command(bin);
         cmd.arg("--fd")
             .arg("3")
             .stdin(Stdio::null())
@@ -58,7 +78,7 @@ impl AgentProc {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let ours = stand_in_filtered(ours, &desk.env(), role, filter)?;
+        let ours = stand_in_filtered(ours, env, role, filter)?;
         ours.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut sock = ours;
         let hello: Hello = read_frame(&mut sock, MAX_FRAME_BYTES)?;
@@ -114,6 +134,30 @@ impl Reader {
                 _ => None,
             },
         )?))
+    }
+
+    /// Starts the reader on the Wayland test desktop.
+    pub fn start_wayland(desk: &crate::WaylandDesktop, bin: &Path) -> Result<Reader> {
+        Ok(Reader(AgentProc::start_cmd(
+            desk.command(bin),
+            &desk.env(),
+            bin,
+            Role::Reader,
+            true,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )?))
+    }
+
+    /// The desktop probe.
+    pub fn probe(&mut self) -> Result<nish_proto::wire::reader::DesktopProbe> {
+        let id = self.0.id();
+        match self.0.ask(&BrokerToReader::Probe { id })? {
+            ReaderToBroker::Probe { probe, .. } => Ok(probe),
+            other => bail!("probe: {other:?}"),
+        }
     }
 
     /// The window list.

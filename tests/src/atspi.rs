@@ -442,3 +442,17 @@ pub(crate) fn wait_document(
 fn bail_pending<T>(note: String) -> Result<Option<T>> {
     Err(anyhow!(note))
 }
+
+/// The object paths of the top-level accessibles (the root's children) of the application at
+/// `bus_name`.
+pub(crate) fn top_level_paths(a11y: String, bus_name: String) -> Result<Vec<String>> {
+    run_async(move || async move {
+        let conn = connect(&a11y).await?;
+        let kids: Vec<(String, OwnedObjectPath)> =
+            call(&conn, &bus_name, ROOT_PATH, ACCESSIBLE, "GetChildren", &()).await?;
+        Ok(kids
+            .into_iter()
+            .map(|(_, p)| p.as_str().to_string())
+            .collect())
+    })
+}

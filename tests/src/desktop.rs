@@ -3,7 +3,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -11,16 +10,16 @@ use anyhow::{Context, Result, anyhow, bail};
 use x11rb::rust_connection::RustConnection;
 
 use crate::atspi::{self, AtspiApp, AtspiDocument};
-use crate::procs::{self, ProcessId, Started};
+use crate::procs::{self, ProcessId};
 use crate::wait::{Poll, poll};
 use crate::x11::{self, Pointer, XWindow};
 
 /// Programs the desktop runs (Debian paths).
 const XVFB: &str = "/usr/bin/Xvfb";
 const XEPHYR: &str = "/usr/bin/Xephyr";
-const DBUS_DAEMON: &str = "/usr/bin/dbus-daemon";
-const AT_SPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
-const AT_SPI_REGISTRYD: &str = "/usr/libexec/at-spi2-registryd";
+pub(crate) const DBUS_DAEMON: &str = "/usr/bin/dbus-daemon";
+pub(crate) const AT_SPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
+pub(crate) const AT_SPI_REGISTRYD: &str = "/usr/libexec/at-spi2-registryd";
 const OPENBOX: &str = "/usr/bin/openbox";
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -63,6 +62,55 @@ impl App {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "command".into()),
         }
+    }
+
+    /// The program and arguments that start the app; `dir` holds per-run state (Chromium's
+    /// profile `chromium-<n>`), `platform` goes first among Chromium's arguments (for example
+    /// `--ozone-platform=wayland`). A page may carry a query (`dense.html?rows=700`).
+    pub fn command_line(
+        &self,
+        dir: &Path,
+        n: u32,
+        platform: &[&str],
+    ) -> Result<(PathBuf, Vec<OsString>)> {
+        Ok(match self {
+            App::Gtk3WidgetFactory => ("gtk3-widget-factory".into(), vec![]),
+            App::Gtk3Demo => ("gtk3-demo".into(), vec![]),
+            App::Gtk4Demo => ("gtk4-demo".into(), vec![]),
+            App::Chromium { page } => {
+                let text = page.display().to_string();
+                let (file, query) = match text.split_once('?') {
+                    Some((f, q)) => (PathBuf::from(f), format!("?{q}")),
+                    None => (page.clone(), String::new()),
+                };
+                let page = file
+                    .canonicalize()
+                    .with_context(|| format!("page {}", file.display()))?;
+                let profile = dir.join(format!("chromium-{n}"));
+                let mut args: Vec<String> = platform.iter().map(|a| a.to_string()).collect();
+                args.extend([
+                    "--force-renderer-accessibility".to_string(),
+                    "--no-sandbox".into(),
+                    format!("--user-data-dir={}", profile.display()),
+                    "--no-first-run".into(),
+                    "--no-default-browser-check".into(),
+                    "--disable-background-networking".into(),
+                    "--disable-component-update".into(),
+                    "--disable-sync".into(),
+                    "--disable-quic".into(),
+                    "--disable-gpu".into(),
+                    "--password-store=basic".into(),
+                    "--disable-features=Translate,MediaRouter".into(),
+                    "--window-size=1200,760".into(),
+                    format!("file://{}{query}", page.display()),
+                ]);
+                (
+                    CHROMIUM.into(),
+                    args.into_iter().map(OsString::from).collect(),
+                )
+            }
+            App::Command { program, args } => (program.clone(), args.clone()),
+        })
     }
 }
 
@@ -187,7 +235,7 @@ pub struct Desktop {
     a11y_bus: Option<String>,
     x: Option<RustConnection>,
     root: u32,
-    procs: Mutex<Vec<Started>>,
+    procs: procs::Group,
     app_counter: AtomicU32,
     timings: Vec<(&'static str, Duration)>,
     startup: Duration,
@@ -195,7 +243,7 @@ pub struct Desktop {
 }
 
 /// Something random enough to pick display numbers and directory names (no RNG dependency).
-fn entropy() -> u64 {
+pub(crate) fn entropy() -> u64 {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -217,7 +265,7 @@ fn display_free(n: u32) -> bool {
     !lock.exists() || display_lock_is_dead_or_ours(&lock)
 }
 
-fn private_dir() -> Result<PathBuf> {
+pub(crate) fn private_dir() -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     for _ in 0..16 {
         let dir = std::env::temp_dir().join(format!("nish-testdesk-{:012x}", entropy() >> 16));
@@ -244,6 +292,7 @@ impl Desktop {
     fn start_with(opts: DesktopBuilder) -> Result<Desktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
+        let procs = procs::Group::new(&dir);
         std::fs::create_dir(dir.join("logs"))?;
         // From here on, an error drops `desk`, which ends whatever was started.
         let mut desk = Desktop {
@@ -255,7 +304,7 @@ impl Desktop {
             a11y_bus: None,
             x: None,
             root: 0,
-            procs: Mutex::new(Vec::new()),
+            procs,
             app_counter: AtomicU32::new(0),
             timings: Vec::new(),
             startup: Duration::ZERO,
@@ -292,34 +341,14 @@ impl Desktop {
         Ok(desk)
     }
 
-    fn log_path(&self, role: &str) -> PathBuf {
-        self.dir.join("logs").join(format!("{role}.log"))
-    }
-
     /// Starts a process with the desktop environment and records it.
     fn launch(&self, role: &str, program: &Path, args: &[OsString]) -> Result<ProcessId> {
-        let started = procs::start(role, program, args, &self.env(), &self.log_path(role), None)?;
-        let id = started.id.clone();
-        self.procs
-            .lock()
-            .map_err(|_| anyhow!("lock"))?
-            .push(started);
-        Ok(id)
+        Ok(self.procs.launch(role, program, args, &self.env(), None)?.0)
     }
 
     /// Fails with the log's tail when the recorded process `role` has exited.
     fn check_running(&self, id: &ProcessId) -> Result<()> {
-        let mut procs = self.procs.lock().map_err(|_| anyhow!("lock"))?;
-        if let Some(p) = procs.iter_mut().find(|p| p.id == *id)
-            && let Some(status) = procs::exited(p)
-        {
-            bail!(
-                "{} exited ({status}) while starting; log: {}",
-                id.role,
-                procs::log_tail(&self.log_path(&id.role), 6)
-            );
-        }
-        Ok(())
+        self.procs.check_running(id)
     }
 
     fn start_xvfb(&mut self) -> Result<()> {
@@ -428,11 +457,7 @@ impl Desktop {
                     // Most likely someone else took the number meanwhile: forget this server
                     // and try another number.
                     last_err = e.context(format!("attempt {} on display :{n}", attempt + 1));
-                    let mut procs = self.procs.lock().map_err(|_| anyhow!("lock"))?;
-                    if let Some(pos) = procs.iter().position(|p| p.id == id) {
-                        let mut p = procs.remove(pos);
-                        procs::terminate(&mut p, Duration::from_secs(2));
-                    }
+                    self.procs.end(&id, Duration::from_secs(2));
                 }
             }
         }
@@ -451,20 +476,13 @@ impl Desktop {
             "--print-address=1".into(),
             format!("--address=unix:path={}", socket.display()).into(),
         ];
-        let mut started = procs::start(
+        let (id, stdout) = self.procs.launch(
             role,
             Path::new(DBUS_DAEMON),
             &args,
             &self.env(),
-            &self.log_path(role),
             Some(Stdio::piped()),
         )?;
-        let stdout = started.child.stdout.take();
-        let id = started.id.clone();
-        self.procs
-            .lock()
-            .map_err(|_| anyhow!("lock"))?
-            .push(started);
 
         // Read "<address>\n<pid>\n" on a thread; the wait below is bounded.
         let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -546,11 +564,7 @@ impl Desktop {
     fn wait_window_manager(&self) -> Result<()> {
         let id = self
             .procs
-            .lock()
-            .map_err(|_| anyhow!("lock"))?
-            .iter()
-            .find(|p| p.id.role == "openbox")
-            .map(|p| p.id.clone())
+            .find("openbox")
             .context("openbox was not started")?;
         poll(
             "openbox (_NET_SUPPORTING_WM_CHECK on the root window)",
@@ -679,45 +693,7 @@ impl Desktop {
         let n = self.app_counter.fetch_add(1, Ordering::Relaxed);
         let name = app.name();
         let role = format!("{name}-{n}");
-        let (program, args): (PathBuf, Vec<OsString>) = match &app {
-            App::Gtk3WidgetFactory => ("gtk3-widget-factory".into(), vec![]),
-            App::Gtk3Demo => ("gtk3-demo".into(), vec![]),
-            App::Gtk4Demo => ("gtk4-demo".into(), vec![]),
-            App::Chromium { page } => {
-                // A page may carry a query (`dense.html?rows=700`).
-                let text = page.display().to_string();
-                let (file, query) = match text.split_once('?') {
-                    Some((f, q)) => (PathBuf::from(f), format!("?{q}")),
-                    None => (page.clone(), String::new()),
-                };
-                let page = file
-                    .canonicalize()
-                    .with_context(|| format!("page {}", file.display()))?;
-                let profile = self.dir.join(format!("chromium-{n}"));
-                let args = [
-                    "--force-renderer-accessibility".to_string(),
-                    "--no-sandbox".into(),
-                    format!("--user-data-dir={}", profile.display()),
-                    "--no-first-run".into(),
-                    "--no-default-browser-check".into(),
-                    "--disable-background-networking".into(),
-                    "--disable-component-update".into(),
-                    "--disable-sync".into(),
-                    "--disable-quic".into(),
-                    "--disable-gpu".into(),
-                    "--password-store=basic".into(),
-                    "--disable-features=Translate,MediaRouter".into(),
-                    "--window-size=1200,760".into(),
-                    format!("file://{}{query}", page.display()),
-                ];
-
-                (
-                    CHROMIUM.into(),
-                    args.into_iter().map(OsString::from).collect(),
-                )
-            }
-            App::Command { program, args } => (program.clone(), args.clone()),
-        };
+        let (program, args) = app.command_line(&self.dir, n, &[])?;
         let program = resolve(&program)?;
         let t0 = Instant::now();
         let id = self.launch(&role, &program, &args)?;
@@ -773,17 +749,13 @@ impl Desktop {
 
     /// Ends one app the desktop started (and its descendants).
     pub fn kill_app(&self, app: &AppHandle) -> Result<()> {
-        let mut procs = self.procs.lock().map_err(|_| anyhow!("lock"))?;
-        let Some(pos) = procs.iter().position(|p| p.id == app.process) else {
+        let Some(left) = self.procs.end(&app.process, Duration::from_secs(3)) else {
             bail!(
                 "{} (pid {}) was not started by this desktop",
                 app.name,
                 app.pid
             );
         };
-        let mut p = procs.remove(pos);
-        drop(procs);
-        let left = procs::terminate(&mut p, Duration::from_secs(3));
         if left.is_empty() {
             Ok(())
         } else {
@@ -793,16 +765,7 @@ impl Desktop {
 
     /// Every process the desktop started and every descendant of them now, in start order.
     pub fn processes(&self) -> Vec<ProcessId> {
-        let procs = match self.procs.lock() {
-            Ok(p) => p,
-            Err(_) => return Vec::new(),
-        };
-        let mut out = Vec::new();
-        for p in procs.iter() {
-            out.push(p.id.clone());
-            out.extend(procs::descendants(&p.id));
-        }
-        out
+        self.procs.processes()
     }
 
     // ---- the person ------------------------------------------------------------------------
@@ -915,11 +878,7 @@ impl Desktop {
         self.stopped = true;
         // Close our X connection first so Xvfb has no client of ours left.
         self.x = None;
-        let mut procs = std::mem::take(&mut *self.procs.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut survivors = Vec::new();
-        while let Some(mut p) = procs.pop() {
-            survivors.extend(procs::terminate(&mut p, Duration::from_secs(3)));
-        }
+        let survivors = self.procs.end_all(Duration::from_secs(3));
         // Xvfb removes its socket and lock when it ends by SIGTERM; after a SIGKILL they stay.
         for n in std::iter::once(self.display).chain(self.person_display) {
             let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
@@ -956,7 +915,7 @@ fn display_lock_is_dead_or_ours(lock: &Path) -> bool {
 }
 
 /// Finds `program` on `PATH` when it is a bare name, so a missing program is a clear error.
-fn resolve(program: &Path) -> Result<PathBuf> {
+pub(crate) fn resolve(program: &Path) -> Result<PathBuf> {
     if program.components().count() > 1 {
         if program.exists() {
             return Ok(program.to_path_buf());

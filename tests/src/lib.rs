@@ -17,6 +17,10 @@
 //!   only when it is on);
 //! - openbox (waiting for `_NET_SUPPORTING_WM_CHECK`).
 //!
+//! [`WaylandDesktop::start`] brings up the same in a GNOME Wayland session instead: a private
+//! session bus, `mutter --headless --wayland --no-x11` with one 1280x800 virtual monitor, and
+//! AT-SPI; apps run as native Wayland clients and no X server runs.
+//!
 //! Every wait polls with a deadline and names what did not come up. [`Desktop::spawn`] starts
 //! GTK 3, GTK 4 or Chromium apps and returns once their window is managed;
 //! [`Desktop::wait_atspi_app`] waits until an app is on the AT-SPI registry, and
@@ -52,11 +56,13 @@ pub mod session;
 
 mod sys;
 pub mod wait;
+mod wayland;
 mod x11;
 
 pub use atspi::{AtspiApp, AtspiDocument};
 pub use desktop::{App, AppHandle, Desktop, DesktopBuilder, KEEP_ENV};
 pub use procs::ProcessId;
+pub use wayland::{WaylandApp, WaylandDesktop, X_SERVERS};
 pub use x11::{Pointer, REQUIRED_EXTENSIONS, XWindow};
 
 /// A test app shipped in `tests/apps/` (a Python script; run it with [`App::Command`]).

@@ -252,6 +252,103 @@ pub(crate) fn survivors_error(survivors: &[ProcessId]) -> anyhow::Error {
     anyhow!("still alive after SIGKILL: {}", list.join(", "))
 }
 
+/// The processes a test desktop started, in start order, each logging to
+/// `<dir>/logs/<role>.log`. Shared by the X and the Wayland desktops.
+#[derive(Debug)]
+pub(crate) struct Group {
+    dir: std::path::PathBuf,
+    list: std::sync::Mutex<Vec<Started>>,
+}
+
+impl Group {
+    /// An empty group whose logs go under `dir/logs/`.
+    pub(crate) fn new(dir: &Path) -> Self {
+        Group {
+            dir: dir.to_path_buf(),
+            list: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Started>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where `role` logs.
+    pub(crate) fn log_path(&self, role: &str) -> std::path::PathBuf {
+        self.dir.join("logs").join(format!("{role}.log"))
+    }
+
+    /// [`start`]s `program` as `role` and records it; returns its id and, when `stdout` was
+    /// given, its standard output.
+    pub(crate) fn launch(
+        &self,
+        role: &str,
+        program: &Path,
+        args: &[std::ffi::OsString],
+        env: &[(String, String)],
+        stdout: Option<Stdio>,
+    ) -> Result<(ProcessId, Option<std::process::ChildStdout>)> {
+        let mut started = start(role, program, args, env, &self.log_path(role), stdout)?;
+        let out = started.child.stdout.take();
+        let id = started.id.clone();
+        self.lock().push(started);
+        Ok((id, out))
+    }
+
+    /// Fails with the log's tail when the recorded process `id` has exited.
+    pub(crate) fn check_running(&self, id: &ProcessId) -> Result<()> {
+        let mut list = self.lock();
+        if let Some(p) = list.iter_mut().find(|p| p.id == *id)
+            && let Some(status) = exited(p)
+        {
+            return Err(anyhow!(
+                "{} exited ({status}) while starting; log: {}",
+                id.role,
+                log_tail(&self.log_path(&id.role), 6)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Ends the recorded process `id` (and its descendants) within `grace`, and forgets it.
+    /// `None` when the group never started it; else the processes still alive after it.
+    pub(crate) fn end(&self, id: &ProcessId, grace: Duration) -> Option<Vec<ProcessId>> {
+        let mut list = self.lock();
+        let pos = list.iter().position(|p| p.id == *id)?;
+        let mut p = list.remove(pos);
+        drop(list);
+        Some(terminate(&mut p, grace))
+    }
+
+    /// The recorded process named `role`, the first one started.
+    pub(crate) fn find(&self, role: &str) -> Option<ProcessId> {
+        self.lock()
+            .iter()
+            .find(|p| p.id.role == role)
+            .map(|p| p.id.clone())
+    }
+
+    /// Every recorded process and every descendant of them now, in start order.
+    pub(crate) fn processes(&self) -> Vec<ProcessId> {
+        let mut out = Vec::new();
+        for p in self.lock().iter() {
+            out.push(p.id.clone());
+            out.extend(descendants(&p.id));
+        }
+        out
+    }
+
+    /// Ends every recorded process, newest first; returns the ones still alive.
+    pub(crate) fn end_all(&self, grace: Duration) -> Vec<ProcessId> {
+        let mut list = std::mem::take(&mut *self.lock());
+        let mut survivors = Vec::new();
+        while let Some(mut p) = list.pop() {
+            survivors.extend(terminate(&mut p, grace));
+        }
+        survivors
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -162,3 +162,69 @@ pub fn run_desktop_takeover(sd: &SessionDesktop, out: &Path, demo: bool) -> Resu
     }
     Ok(cmd.output()?)
 }
+
+/// The desktop of wayland_session.py: the Wayland test desktop (mutter headless, no X server)
+/// with two gtk3-widget-factory windows (an ambiguous target), gtk4-demo, gtk3-demo (never
+/// approved) and Chromium on form.html, all native Wayland clients on the accessibility
+/// registry.
+#[allow(missing_debug_implementations)]
+pub struct WaylandSessionDesktop {
+    /// The desktop.
+    pub desk: crate::WaylandDesktop,
+    /// The apps, in start order.
+    pub apps: Vec<crate::WaylandApp>,
+    /// gtk3-demo's window id as the driver gives it on Wayland (computed independently).
+    pub unapproved_window: u64,
+}
+
+/// Starts the Wayland desktop of wayland_session.py and its apps.
+pub fn wayland_session_desktop() -> Result<WaylandSessionDesktop> {
+    let desk = crate::WaylandDesktop::start()?;
+    let mut apps = Vec::new();
+    for app in [
+        App::Gtk3WidgetFactory,
+        App::Gtk3WidgetFactory,
+        App::Gtk4Demo,
+        App::Gtk3Demo,
+    ] {
+        apps.push(desk.spawn(app)?);
+    }
+    let chromium = desk.spawn(App::Chromium {
+        page: page("form.html"),
+    })?;
+    desk.wait_atspi_document(
+        chromium.pid,
+        "nish-driver form test page",
+        Duration::from_secs(60),
+    )?;
+    let unapproved_window = desk
+        .window_ids(&apps[3])?
+        .first()
+        .copied()
+        .context("gtk3-demo has no top-level accessible")?;
+    apps.push(chromium);
+    Ok(WaylandSessionDesktop {
+        desk,
+        apps,
+        unapproved_window,
+    })
+}
+
+/// Runs wayland_session.py in the Wayland desktop's environment (`demo`: its output goes to
+/// this process's).
+pub fn run_wayland_session(sd: &WaylandSessionDesktop, demo: bool) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("wayland_session.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--unapproved-window")
+        .arg(sd.unapproved_window.to_string());
+    if demo {
+        cmd.arg("--demo");
+        cmd.stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit());
+    }
+    Ok(cmd.output()?)
+}

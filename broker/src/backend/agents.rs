@@ -50,13 +50,30 @@ pub const ENV_WHITELIST: &[&str] = &[
     "RUST_BACKTRACE",
     "NISH_STOP_HOTKEY",
     "NISH_INDICATOR_FONT",
+    "XDG_SESSION_TYPE",
+    "WAYLAND_DISPLAY",
 ];
 
-/// The indicator's extra variables: it opens its own X connection.
+/// The indicator's extra variables: it opens its own X connection (on X11 only).
 pub const INDICATOR_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
 
-/// The variables an agent of `role` starts with (from this process's environment).
-pub fn agent_env(role: Role) -> Vec<(&'static str, std::ffi::OsString)> {
+/// Variables an agent never gets on a Wayland session: there the driver makes no X connection
+/// at all (XWayland apps are read through AT-SPI like the rest).
+const X_ONLY_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
+
+/// The environment an agent of `role` starts with, from the broker's own (`get`): the
+/// whitelist, the indicator's X variables for the indicator, none of the X variables on a
+/// Wayland session.
+pub fn agent_env(
+    role: Role,
+    get: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<(&'static str, std::ffi::OsString)> {
+    let s = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
+    let (session, _) = super::linux::session_type_of(
+        s("XDG_SESSION_TYPE").as_deref(),
+        s("WAYLAND_DISPLAY").as_deref(),
+        s("DISPLAY").as_deref(),
+    );
     let extra: &[&'static str] = if role == Role::Indicator {
         INDICATOR_ENV
     } else {
@@ -65,7 +82,8 @@ pub fn agent_env(role: Role) -> Vec<(&'static str, std::ffi::OsString)> {
     ENV_WHITELIST
         .iter()
         .chain(extra)
-        .filter_map(|k| std::env::var_os(k).map(|v| (*k, v)))
+        .filter(|k| session != "wayland" || !X_ONLY_ENV.contains(k))
+        .filter_map(|k| get(k).map(|v| (*k, v)))
         .collect()
 }
 
@@ -359,7 +377,7 @@ where
         let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
-        cmd.envs(agent_env(role));
+        cmd.envs(agent_env(role, |k| std::env::var_os(k)));
         // Agents cannot write files (RLIMIT_FSIZE 0), so their log goes through a pipe that the
         // broker reads and logs as its own, tagged with the agent's name.
         cmd.stdin(Stdio::null())

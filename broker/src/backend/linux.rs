@@ -586,7 +586,7 @@ impl LinuxBackend {
     }
 
     /// What the input agent's X connection offers (asked once, then remembered).
-    async fn input_probe(&self) -> Result<InputProbe, DriverError> {
+    pub(super) async fn input_probe(&self) -> Result<InputProbe, DriverError> {
         if let Some(p) = self.input_probe.lock().await.clone() {
             return Ok(p);
         }
@@ -632,7 +632,9 @@ impl LinuxBackend {
     /// always grabbed: started at once; its slot starts it again the moment it exits (and
     /// keeps trying when a start fails).
     fn keep_indicator(self: &Arc<Self>) {
-        if session_type().1.is_some() {
+        // The indicator is an X client: on Wayland the driver makes no X connection.
+        let (st, why) = session_type();
+        if why.is_some() || st == "wayland" {
             return;
         }
         self.indicator
@@ -658,7 +660,7 @@ impl LinuxBackend {
         self.indicator.get().await
     }
 
-    async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
+    pub(super) async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
         let r = self.reader().await?;
         let id = r.next_id();
         match self
@@ -852,9 +854,10 @@ pub fn session_type() -> (&'static str, Option<&'static str>) {
     )
 }
 
-/// [`session_type`] from the values of `XDG_SESSION_TYPE`, `WAYLAND_DISPLAY` and `DISPLAY`.
-/// A Wayland session is Wayland even when XWayland's `DISPLAY` is set: the person's other apps,
-/// input and screen are Wayland's, and this backend speaks only X11.
+/// [`session_type`] from the values of `XDG_SESSION_TYPE`, `WAYLAND_DISPLAY` and `DISPLAY`,
+/// looked at in that order. A Wayland session is Wayland even when XWayland's `DISPLAY` is set:
+/// the person's other apps, input and screen are Wayland's. There the backend works headless
+/// through AT-SPI alone and makes no X connection (its agents get no `DISPLAY`).
 pub fn session_type_of(
     xdg_session_type: Option<&str>,
     wayland_display: Option<&str>,
@@ -863,7 +866,7 @@ pub fn session_type_of(
     let wayland = xdg_session_type.is_some_and(|t| t.eq_ignore_ascii_case("wayland"))
         || wayland_display.is_some_and(|d| !d.is_empty());
     if wayland {
-        return ("wayland", Some("wayland_session_unsupported"));
+        return ("wayland", None);
     }
     match display {
         Some(d) if !d.is_empty() => {
@@ -888,6 +891,78 @@ fn chromium_program(pid: u32) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The doctor's accessibility entries (backend, permission, probe) and the agent-sandbox probe
+/// from a reader's desktop probe; the same on X11 and Wayland.
+pub(super) fn atspi_and_sandbox(
+    p: &DesktopProbe,
+    lockdown: &LockdownReport,
+    backends: &mut Vec<BackendEntry>,
+    perms: &mut Vec<Permission>,
+    probes: &mut Vec<Probe>,
+) {
+    if p.atspi_ok {
+        backends.push(BackendEntry::available("atspi", true));
+        perms.push(Permission {
+            name: "accessibility".into(),
+            status: "granted".into(),
+            reason_code: None,
+            action: None,
+        });
+        probes.push(Probe {
+            label: "accessibility bus".into(),
+            status: "ok".into(),
+            message: "AT-SPI answers".into(),
+        });
+    } else {
+        let r = p
+            .atspi_reason
+            .clone()
+            .filter(|r| nish_proto::doctor::REASON_CODES.contains(&r.as_str()))
+            .unwrap_or_else(|| "atspi_bus_unreachable".into());
+        backends.push(BackendEntry::not_available(
+            "atspi",
+            true,
+            BackendStatus::Unavailable,
+            &r,
+        ));
+        perms.push(Permission {
+            name: "accessibility".into(),
+            status: "missing".into(),
+            reason_code: Some(r.clone()),
+            action: Some(action_for(&r).into()),
+        });
+        probes.push(Probe {
+            label: "accessibility bus".into(),
+            status: "fail".into(),
+            message: r,
+        });
+    }
+    // The agent started, so its lock-down was accepted; no contract reason code names the
+    // sandbox, so the probe says what is in force.
+    probes.push(Probe {
+        label: "agent sandbox".into(),
+        status: if lockdown.landlock == "unsupported" {
+            "fail"
+        } else {
+            "ok"
+        }
+        .into(),
+        // What an older kernel's Landlock ABI leaves open is in the detail.
+        message: format!(
+            "no_new_privs {} caps_empty {} seccomp {} landlock {}{}",
+            lockdown.no_new_privs,
+            lockdown.caps_empty,
+            lockdown.seccomp,
+            super::agents::clean_message(&lockdown.landlock),
+            if lockdown.detail.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", super::agents::clean_message(&lockdown.detail))
+            }
+        ),
+    });
 }
 
 /// The doctor's line on Chromium and Electron apps that show windows but expose no
@@ -919,15 +994,49 @@ fn invisible_chromium_probe(pids_without_tree: &[u32]) -> Probe {
     }
 }
 
+/// A capture on Wayland: a client cannot read another window's pixels there; the ScreenCast
+/// portal (with the person's grant) is the way, and it is not built yet.
+pub fn wayland_capture_unsupported() -> DriverError {
+    DriverError::new(
+        ErrorCode::Unsupported,
+        "window capture on Wayland needs the ScreenCast portal, which is not built yet (wayland_portal_not_built)",
+    )
+}
+
+/// Consent on Wayland. The consent dialog is an X client, and on Wayland the driver makes no X
+/// connection; until the dialog is a native Wayland client there is no way to ask the person,
+/// so no session starts. Test builds (feature `test-consent`) answer through the test's files.
+async fn wayland_consent(req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
+    #[cfg(feature = "test-consent")]
+    {
+        let listed: Vec<String> = req.apps.iter().map(|a| a.name.clone()).collect();
+        let a = super::testconsent::consent(&req).await?;
+        Ok(ConsentAnswer {
+            allow: a.allow,
+            apps: a.apps.into_iter().filter(|n| listed.contains(n)).collect(),
+            takeover: false,
+            clipboard: false,
+        })
+    }
+    #[cfg(not(feature = "test-consent"))]
+    {
+        let _ = req;
+        Err(DriverError::new(
+            ErrorCode::Unsupported,
+            "the consent dialog is not available on Wayland yet (wayland_portal_not_built); no session can start",
+        ))
+    }
+}
+
 /// The reader agent's program name.
-const READER: &str = "nish-reader";
+pub(super) const READER: &str = "nish-reader";
 /// The input agent's program name.
-const INPUT: &str = "nish-input";
+pub(super) const INPUT: &str = "nish-input";
 
 /// What the doctor says when an agent does not start: the contract has no reason code for it,
 /// so a registry entry built by the returned function is unavailable with no reason code (and
 /// so no next step) and an action; the action is also what the probe adds to the failure.
-fn agent_start_failure(
+pub(super) fn agent_start_failure(
     agent: &str,
     e: &DriverError,
 ) -> (impl Fn(&str, bool) -> BackendEntry + use<>, &'static str) {
@@ -955,6 +1064,14 @@ impl Backend for LinuxBackend {
 
     fn start(self: &Arc<Self>) {
         self.keep_indicator();
+    }
+
+    fn frame_origin(&self) -> super::FrameOrigin {
+        if session_type().0 == "wayland" {
+            super::FrameOrigin::Window
+        } else {
+            super::FrameOrigin::Screen
+        }
     }
 
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>> {
@@ -1021,6 +1138,9 @@ impl Backend for LinuxBackend {
         window: &WindowInfo,
         secure: Vec<String>,
     ) -> Result<Capture, DriverError> {
+        if session_type().0 == "wayland" {
+            return Err(wayland_capture_unsupported());
+        }
         let r = self.reader().await?;
         super::agents::opener().allow_pid(window.pid);
         let id = r.next_id();
@@ -1067,6 +1187,9 @@ impl Backend for LinuxBackend {
     }
 
     async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
+        if session_type().0 == "wayland" {
+            return wayland_consent(req).await;
+        }
         let ind = self.indicator().await?;
         let id = ind.next_id();
         let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
@@ -1477,6 +1600,9 @@ impl Backend for LinuxBackend {
 
     async fn doctor(&self) -> DoctorReport {
         let (st, why) = session_type();
+        if st == "wayland" {
+            return super::wayland::doctor(self).await;
+        }
         let mut backends = vec![];
         let mut probes = vec![];
         let mut perms = vec![];
@@ -1550,67 +1676,7 @@ impl Backend for LinuxBackend {
                             "composite_missing",
                         ));
                     }
-                    if p.atspi_ok {
-                        backends.push(BackendEntry::available("atspi", true));
-                        perms.push(Permission {
-                            name: "accessibility".into(),
-                            status: "granted".into(),
-                            reason_code: None,
-                            action: None,
-                        });
-                        probes.push(Probe {
-                            label: "accessibility bus".into(),
-                            status: "ok".into(),
-                            message: "AT-SPI answers".into(),
-                        });
-                    } else {
-                        let r = p
-                            .atspi_reason
-                            .clone()
-                            .filter(|r| nish_proto::doctor::REASON_CODES.contains(&r.as_str()))
-                            .unwrap_or_else(|| "atspi_bus_unreachable".into());
-                        backends.push(BackendEntry::not_available(
-                            "atspi",
-                            true,
-                            BackendStatus::Unavailable,
-                            &r,
-                        ));
-                        perms.push(Permission {
-                            name: "accessibility".into(),
-                            status: "missing".into(),
-                            reason_code: Some(r.clone()),
-                            action: Some(action_for(&r).into()),
-                        });
-                        probes.push(Probe {
-                            label: "accessibility bus".into(),
-                            status: "fail".into(),
-                            message: r,
-                        });
-                    }
-                    // The agent started, so its lock-down was accepted; no contract reason code
-                    // names the sandbox, so the probe says what is in force.
-                    probes.push(Probe {
-                        label: "agent sandbox".into(),
-                        status: if lockdown.landlock == "unsupported" {
-                            "fail"
-                        } else {
-                            "ok"
-                        }
-                        .into(),
-                        // What an older kernel's Landlock ABI leaves open is in the detail.
-                        message: format!(
-                            "no_new_privs {} caps_empty {} seccomp {} landlock {}{}",
-                            lockdown.no_new_privs,
-                            lockdown.caps_empty,
-                            lockdown.seccomp,
-                            super::agents::clean_message(&lockdown.landlock),
-                            if lockdown.detail.is_empty() {
-                                String::new()
-                            } else {
-                                format!("; {}", super::agents::clean_message(&lockdown.detail))
-                            }
-                        ),
-                    });
+                    atspi_and_sandbox(&p, &lockdown, &mut backends, &mut perms, &mut probes);
                     if p.display_ok && p.atspi_ok {
                         probes.push(invisible_chromium_probe(&p.pids_without_tree));
                     }
@@ -1853,7 +1919,7 @@ mod tests {
 
     #[test]
     fn wayland_is_wayland_even_with_xwayland() {
-        let w = ("wayland", Some("wayland_session_unsupported"));
+        let w = ("wayland", None);
         type Env<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
         let table: &[(Env, (&str, Option<&str>))] = &[
             ((Some("wayland"), None, Some(":0")), w),
@@ -1884,6 +1950,49 @@ mod tests {
                 "{xdg:?} {wd:?} {d:?}"
             );
         }
+    }
+
+    #[test]
+    fn agents_get_no_bus_address_and_no_x_display_on_wayland() {
+        use nish_proto::wire::Role;
+        let env = |role: Role, vars: &'static [(&'static str, &'static str)]| {
+            let got = super::super::agents::agent_env(role, |k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            });
+            got.into_iter().map(|(k, _)| k).collect::<Vec<_>>()
+        };
+        const WAYLAND: &[(&str, &str)] = &[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "wayland-0"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/run/user/1000/.mutter-Xwaylandauth"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("SECRET_TOKEN", "x"),
+        ];
+        const X11: &[(&str, &str)] = &[
+            ("XDG_SESSION_TYPE", "x11"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/home/p/.Xauthority"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+        ];
+        for role in [Role::Reader, Role::Input, Role::Indicator] {
+            assert_eq!(
+                env(role, WAYLAND),
+                ["XDG_SESSION_TYPE", "WAYLAND_DISPLAY"],
+                "{role:?}"
+            );
+        }
+        // On X11 only the indicator connects to X itself; the others get their connection
+        // from the broker.
+        for role in [Role::Reader, Role::Input] {
+            assert_eq!(env(role, X11), ["XDG_SESSION_TYPE"], "{role:?}");
+        }
+        assert_eq!(
+            env(Role::Indicator, X11),
+            ["XDG_SESSION_TYPE", "DISPLAY", "XAUTHORITY"]
+        );
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub mod linux;
 #[cfg(feature = "mock")]
 pub mod mock;
 pub mod procstatus;
+#[cfg(feature = "test-consent")]
+pub mod testconsent;
+pub mod wayland;
 
 /// How far (either axis) the pointer may be from where the driver put it before it counts as
 /// the person's (contract §4.3).
@@ -184,6 +187,25 @@ pub struct Capture {
     pub png: Vec<u8>,
 }
 
+/// What window and element frames are relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameOrigin {
+    /// The screen's top-left corner (X11).
+    Screen,
+    /// The window's own top-left corner: the desktop gives no window position (Wayland).
+    Window,
+}
+
+impl FrameOrigin {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameOrigin::Screen => "screen",
+            FrameOrigin::Window => "window",
+        }
+    }
+}
+
 /// What the broker needs from a desktop.
 pub trait Backend: Send + Sync + 'static {
     /// Which backend this is.
@@ -192,6 +214,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Starts what must run for as long as the service does (the Linux backend's indicator,
     /// which holds the stop hotkey). Called once, when the broker starts serving.
     fn start(self: &Arc<Self>) {}
+
+    /// What window and element frames are relative to.
+    fn frame_origin(&self) -> FrameOrigin {
+        FrameOrigin::Screen
+    }
 
     /// The event stream (taken once by the engine).
     fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>>;

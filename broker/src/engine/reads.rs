@@ -13,14 +13,18 @@ use serde_json::{Value, json};
 
 use super::session_tools::app_matches;
 use super::{Engine, Output, Session, ToolResult};
-use crate::backend::Backend;
+use crate::backend::{Backend, FrameOrigin};
 use crate::snapshots::Snapshot;
 use crate::views::{self, ViewKind, ViewParams};
 
-pub(crate) fn window_json(w: &WindowInfo) -> Value {
+/// A window as the tools show it. `origin` says what the window's and its elements' frames
+/// are relative to: `screen`, or `window` where the desktop gives no window position (Wayland:
+/// the window's own top-left corner is 0,0).
+pub(crate) fn window_json(w: &WindowInfo, origin: FrameOrigin) -> Value {
     json!({"window_id": w.window_id, "pid": w.pid, "app": escape_clip(&w.app, CANDIDATE_APP_CHARS),
            "title": escape_clip(&w.title, 120),
-           "frame": {"x": w.frame.x, "y": w.frame.y, "w": w.frame.w, "h": w.frame.h}, "active": w.active})
+           "frame": {"x": w.frame.x, "y": w.frame.y, "w": w.frame.w, "h": w.frame.h}, "active": w.active,
+           "origin": origin.as_str()})
 }
 
 impl<B: Backend> Engine<B> {
@@ -51,13 +55,14 @@ impl<B: Backend> Engine<B> {
 
     pub(crate) async fn list_windows(&self, s: &Arc<Session>) -> ToolResult {
         let (approved, _) = self.approved_windows(s).await?;
+        let origin = self.backend.frame_origin();
         self.audit.emit(
             AuditEvent::Read,
             Some(&s.id),
             json!({"tool": Tool::ListWindows.name(), "windows": approved.len()}),
         );
         Ok(Output::json(
-            json!({"ok": true, "windows": approved.iter().rev().map(window_json).collect::<Vec<_>>()}),
+            json!({"ok": true, "windows": approved.iter().rev().map(|w| window_json(w, origin)).collect::<Vec<_>>()}),
         ))
     }
 
@@ -360,7 +365,7 @@ impl<B: Backend> Engine<B> {
         let mut out = json!({
             "ok": true,
             "snapshot_id": snap.id,
-            "window": window_json(&snap.tree.window),
+            "window": window_json(&snap.tree.window, self.backend.frame_origin()),
             "view": kind.as_str(),
             "truncated": view.truncated,
             "truncated_reason": view.truncated_reason,

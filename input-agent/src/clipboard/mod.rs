@@ -484,16 +484,44 @@ fn retake(h: &mut Held) -> Result<(), ActFailure> {
 /// Gives the selection up and closes the connection.
 fn give_up(h: Held, why: &str) {
     let deadline = Instant::now() + CALL_TIMEOUT;
-    let _ =
+    let disowned =
         h.x.within(deadline, |c| -> Result<(), x11rb::errors::ReplyError> {
             if c.get_selection_owner(h.atoms.clipboard)?.reply()?.owner == h.win {
                 c.set_selection_owner(NONE, h.atoms.clipboard, h.since)?;
             }
+            // A round trip: every request the server passed to this owner is queued now.
+            c.get_input_focus()?.reply()?;
+            Ok(())
+        });
+    if disowned.is_ok() {
+        refuse_pending(&h);
+    }
+    let _ =
+        h.x.within(deadline, |c| -> Result<(), x11rb::errors::ReplyError> {
             c.destroy_window(h.win)?;
             c.get_input_focus()?.reply()?;
             Ok(())
         });
     tracing::info!("clipboard: selection given up ({why})");
+}
+
+/// Refuses every selection request already queued: a requestor that asked while the driver
+/// owned the selection gets an answer (no text) instead of waiting for ever once the owner's
+/// window is gone (xclip, for one, has no timeout).
+fn refuse_pending(h: &Held) {
+    let mut refused = 0usize;
+    while let Ok(Some(ev)) = h.x.conn.poll_for_event() {
+        if let Event::SelectionRequest(ev) = ev {
+            refuse(h, &ev);
+            refused += 1;
+        }
+    }
+    if refused > 0 {
+        tracing::debug!(
+            refused,
+            "clipboard: requests pending at the release refused"
+        );
+    }
 }
 
 /// Serves the events waiting now, then waits up to one tick for more. False when the
@@ -507,6 +535,7 @@ fn serve_events(h: &mut Held) -> bool {
                 if ev.owner == h.win && ev.selection == h.atoms.clipboard =>
             {
                 tracing::info!("clipboard: another program took the selection");
+                refuse_pending(h);
                 let _ = h.x.within(Instant::now() + CALL_TIMEOUT, |c| {
                     c.destroy_window(h.win).and_then(|_| c.flush())
                 });

@@ -107,6 +107,9 @@ impl std::fmt::Debug for XConn {
 impl XConn {
     /// Connects to `display` (`None`: `$DISPLAY`); the whole handshake ends by `deadline`.
     pub fn connect(display: Option<&str>, deadline: Instant) -> Result<XConn, String> {
+        if nish_reader::wayland::is_wayland() {
+            return Err("no X connection on a Wayland session".into());
+        }
         if display.is_none()
             && let nish_reader::handed::Mode::Broker(h) = nish_reader::handed::mode()
         {

@@ -112,6 +112,9 @@ impl std::fmt::Debug for Executor {
 
 /// What the display offers, for the doctor (no executor needed).
 pub fn probe() -> InputProbe {
+    if nish_reader::wayland::is_wayland() {
+        return InputProbe::default();
+    }
     let Ok((conn, _)) = nish_reader::handed::x11_connect() else {
         return InputProbe::default();
     };
@@ -134,6 +137,10 @@ pub fn probe() -> InputProbe {
 impl Executor {
     /// Connects to the display.
     pub fn connect(shared: Arc<Shared>) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            !nish_reader::wayland::is_wayland(),
+            "no X connection on a Wayland session"
+        );
         let (conn, screen) =
             nish_reader::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
         let setup = conn.setup();

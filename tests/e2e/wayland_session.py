@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""A nish-driver session on the headless GNOME Wayland test desktop (mutter --headless
+--wayland --no-x11, no X server), driven by the official MCP Python client through the real
+`nish-mcp` and `nish-driver serve --backend linux` with its reader and input agents.
+
+Headless only: windows and reads come from AT-SPI, acts are AT-SPI actions and values. The
+consent dialog is not a Wayland client yet: this broker is a test build (the tests crate's
+`test-consent` feature) and the person answers through files in a private directory
+($NISH_TEST_CONSENT_DIR), reading the request the dialog would show.
+
+Run inside the Wayland desktop's environment; the caller has started gtk3-widget-factory
+(twice, for an ambiguous target), gtk4-demo, gtk3-demo (not requested: out of scope) and
+Chromium on tests/pages/form.html, all native Wayland clients.
+
+    wayland_session.py --driver .../nish-driver --shim .../nish-mcp --unapproved-window ID
+        [--demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import anyio
+
+import nishhost as h
+from nishhost import check, fails, ok, say
+
+GTK3 = "gtk3-widget-factory"
+GTK4 = "gtk4-demo"
+CHROMIUM = "chromium"
+
+
+class FilePerson:
+    """The person, answering consent requests the test build writes as files."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="nish-consent-")
+        os.chmod(self.dir, 0o700)
+        self.requests: list[dict] = []
+
+    def answer(self, allow: bool, apps: list[str], timeout: float = 30.0) -> dict:
+        """Waits for the next request and answers it: Allow with `apps` ticked, or Deny."""
+        deadline = time.monotonic() + timeout
+        while True:
+            names = sorted(n for n in os.listdir(self.dir) if n.startswith("request-"))
+            fresh = [n for n in names if n not in {r["file"] for r in self.requests}]
+            if fresh:
+                break
+            check(time.monotonic() < deadline, "no consent request came")
+            time.sleep(0.05)
+        name = fresh[0]
+        with open(os.path.join(self.dir, name), encoding="utf-8") as f:
+            req = json.load(f)
+        req["file"] = name
+        self.requests.append(req)
+        n = req["id"]
+        # The person ticks the lines they see whose names are the apps they mean.
+        want = {a.lower() for a in apps}
+        ticked = [a["name"] for a in req["apps"] if a["name"].lower() in want]
+        say(f"    person: the request shows {req['apps']}; ticks {ticked}, {'Allow' if allow else 'Deny'}")
+        tmp = os.path.join(self.dir, f".answer-{n}.json")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"allow": allow, "apps": ticked}, f)
+        os.rename(tmp, os.path.join(self.dir, f"answer-{n}.json"))
+        return req
+
+
+def answer_in_thread(person: FilePerson, allow: bool, apps: list[str]) -> tuple[threading.Thread, list]:
+    got: list = []
+
+    def run() -> None:
+        try:
+            got.append(person.answer(allow, apps))
+        except BaseException as e:  # reported by the caller
+            got.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, got
+
+
+def environ_of(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return None
+
+
+def same_row(a: dict, b: dict) -> bool:
+    """The same element in two views of one snapshot: same role, and the same label, or one
+    label extends the other (Chromium appends a memory-usage note to its tab's name now and
+    then, between two reads)."""
+    la, lb = a["label"], b["label"]
+    return a["role"] == b["role"] and (la == lb or la.startswith(lb) or lb.startswith(la))
+
+
+async def views_share_tokens(c, app: str, target: dict) -> dict:
+    full = await ok(c, "get_window_state", {**target, "max_elements": 5000})
+    sk = await ok(c, "get_window_state", {**target, "skeleton": True})
+    check(sk["snapshot_id"] == full["snapshot_id"], f"{app}: skeleton and full share a snapshot")
+    rows = {e["element_index"]: e for e in full["elements"]}
+    for r in sk["elements"]:
+        f = rows[r["element_index"]]
+        check(same_row(f, r), f"{app}: row {r['element_index']} differs between views: {f} vs {r}")
+    region = next((r for r in sk["elements"] if r["element_index"] != 0 and r["descendant_count"] > 0), sk["elements"][0])
+    root = await ok(c, "get_window_state", {"root": region["element_token"]})
+    check(root["snapshot_id"] == full["snapshot_id"], f"{app}: a drill-down shares the snapshot")
+    check(root["elements"][0]["element_token"] == region["element_token"], f"{app}: the root row comes first")
+    for r in root["elements"]:
+        f = rows[r["element_index"]]
+        check(same_row(f, r), f"{app}: drill-down row differs: {f} vs {r}")
+    win = full["window"]
+    check(win["origin"] == "window" and (win["frame"]["x"], win["frame"]["y"]) == (0, 0),
+          f"{app}: the window's frame is in its own coordinates: {win}")
+    wf = win["frame"]
+    framed = [e for e in full["elements"] if e.get("frame") and "offscreen" not in e["states"] and e["frame"]["w"] > 0]
+    check(len(framed) > 3, f"{app}: showing elements have frames")
+    inside = [e for e in framed
+              if -2 <= e["frame"]["x"] and e["frame"]["x"] + e["frame"]["w"] <= wf["w"] + 2
+              and -2 <= e["frame"]["y"] and e["frame"]["y"] + e["frame"]["h"] <= wf["h"] + 2]
+    check(len(inside) >= len(framed) * 9 // 10,
+          f"{app}: element frames lie in the window's own 0,0-based frame ({len(inside)} of {len(framed)})")
+    say(f"  {app}: full {len(full['elements'])} rows (of {full['element_count']}), skeleton {len(sk['elements'])}, "
+        f"root {region['element_token']} {len(root['elements'])} rows, one snapshot {full['snapshot_id']}; "
+        f"window frame {wf} origin {win['origin']}; {len(inside)}/{len(framed)} on-screen frames inside it")
+    return full
+
+
+async def act(c, tool: str, args: dict, what: str) -> dict:
+    r = await ok(c, tool, args)
+    say(f"  {what}: effect {r['effect']}, verified {r['verified']}, path {r['path']}"
+        + (f", readback {r['readback']}" if "readback" in r else "")
+        + f", diff +{len(r['diff']['added'])} -{len(r['diff']['removed'])} ~{len(r['diff']['changed'])}")
+    check(r["took_cursor"] is False, "a headless act never takes the cursor")
+    return r
+
+
+async def run(ns: argparse.Namespace) -> None:
+    check("DISPLAY" not in os.environ, "the Wayland desktop has no DISPLAY")
+    check(os.environ.get("XDG_SESSION_TYPE") == "wayland" and os.environ.get("WAYLAND_DISPLAY"),
+          "run in the Wayland desktop's environment")
+    person = FilePerson()
+    broker = h.Broker(ns.driver, "linux", env={"NISH_TEST_CONSENT_DIR": person.dir})
+    try:
+        report = json.loads(broker.cli("doctor", "--json").stdout)
+        check(report["ready"] is True and report["session_type"] == "wayland", f"doctor: {report}")
+        caps = {c["name"]: c for c in report["capabilities"]}
+        for n in ("read_tree", "act_semantic"):
+            check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
+        for n in ("input_takeover", "capture_window", "takeover_indicator"):
+            check(caps[n]["status"] == "planned" and caps[n]["reason_code"] == "wayland_portal_not_built", f"doctor: {caps[n]}")
+        say(f"doctor: ready on Wayland {os.environ['WAYLAND_DISPLAY']}; read_tree and act_semantic available; "
+            "takeover, indicator and capture planned (wayland_portal_not_built)")
+        async with h.host(ns.shim, broker, "wayland-e2e", "2025-11-25") as c:
+            say("MCP: connected to nish-mcp")
+            await fails(c, "list_windows", {}, "no_session")
+
+            say(f"start_session {{apps: [{GTK3}, {GTK4}, {CHROMIUM}]}}: the person answers the request (test consent)")
+            t, got = answer_in_thread(person, True, [GTK3, GTK4, CHROMIUM])
+            st = await ok(c, "start_session", {"apps": [GTK3, GTK4, CHROMIUM]})
+            t.join()
+            req = got[0]
+            check(not isinstance(req, BaseException), f"the person: {req}")
+            lines = {a["name"].lower(): a for a in req["apps"]}
+            check(lines.get(GTK3, {}).get("windows") == 2, f"the request shows both widget factories: {req['apps']}")
+            check("gtk3-demo" in lines and lines["gtk3-demo"]["ticked"] is False,
+                  f"the request lists every app with a window, gtk3-demo unticked: {req['apps']}")
+            check(req["takeover"] is False and req["clipboard"] is False, "no takeover or clipboard line on Wayland")
+            check(req["program"]["pid"] == os.getpid(), f"the request names the asking program: {req['program']}")
+            say(f"  the request listed {[(a['name'], a['windows'], a['ticked']) for a in req['apps']]}; "
+                f"program {req['program']['exe']} pid {req['program']['pid']}")
+            apps = sorted(a["app"].lower() for a in st["apps"])
+            check(apps == sorted([GTK3, GTK4, CHROMIUM]), f"granted apps {apps}")
+            check(st["input"] == "headless", f"input {st['input']}")
+            say(f"  granted: {[(a['app'], a['pids']) for a in st['apps']]}, input {st['input']}, takeover {st.get('takeover')}")
+
+            wins = await ok(c, "list_windows")
+            names = [w["app"].lower() for w in wins["windows"]]
+            say(f"list_windows: {[(w['app'], w['pid'], w['window_id'], w['title']) for w in wins['windows']]}")
+            check("gtk3-demo" not in names, "unapproved apps are not listed")
+            check(sorted(set(names)) == sorted([GTK3, GTK4, CHROMIUM]), f"windows {names}")
+            for w in wins["windows"]:
+                check(w["origin"] == "window" and w["frame"]["x"] == 0 and w["frame"]["y"] == 0 and w["frame"]["w"] > 0,
+                      f"a window's frame is in its own coordinates: {w}")
+                check((1 << 32) < w["window_id"] < (1 << 53), f"window ids are exact JSON numbers: {w}")
+            again = await ok(c, "list_windows")
+            check([w["window_id"] for w in again["windows"]] == [w["window_id"] for w in wins["windows"]],
+                  "window ids are stable from list to list")
+            check(len({w["window_id"] for w in wins["windows"]}) == len(wins["windows"]), "window ids are distinct")
+
+            say("targets:")
+            err = await fails(c, "get_window_state", {"app": GTK3}, "ambiguous_target")
+            check(len(err["candidates"]) == 2 and all(x["app"] == GTK3 for x in err["candidates"]), str(err))
+            err = await fails(c, "get_window_state", {}, "ambiguous_window_target")
+            check(len(err["candidates"]) == len(wins["windows"]), str(err))
+            await fails(c, "get_window_state", {"app": "no-such-app"}, "window_target_not_found")
+            await fails(c, "get_window_state", {"window_id": 424242}, "window_target_not_found")
+            pid = next(w["pid"] for w in wins["windows"] if w["app"].lower() == GTK3)
+
+            say("reads (full, skeleton, root) share one snapshot per window:")
+            g3 = await views_share_tokens(c, GTK3, {"pid": pid})
+            for app in (GTK4, CHROMIUM):
+                await views_share_tokens(c, app, {"app": app})
+
+            say("no capture on Wayland yet:")
+            err = await fails(c, "get_window_state", {"pid": pid, "include_screenshot": True}, "unsupported")
+            check("wayland_portal_not_built" in err["message"], str(err))
+
+            say(f"headless acts on {GTK3}:")
+            cb = next(e for e in g3["elements"] if e["role"] == "check_box" and e["label"] == "checkbutton"
+                      and not set(e["states"]) & {"disabled", "checked", "indeterminate"})
+            a = await act(c, "click", {"element_token": cb["element_token"]}, f"click check button {cb['element_token']}")
+            check(a["effect"] == "confirmed" and a["verified"] is True, str(a))
+            check(cb["element_index"] in {x["element_index"] for x in a["diff"]["changed"]}, "the check button's row changed")
+            now = await ok(c, "get_window_state", {"pid": pid, "max_elements": 5000})
+            check("checked" in now["elements"][cb["element_index"]]["states"], "the check button reads back checked")
+            entry = next(e for e in now["elements"] if e["role"] == "text" and e["value"] == "entry" and "disabled" not in e["states"])
+            a = await act(c, "set_value", {"element_token": entry["element_token"], "value": "set on Wayland"}, "set_value on the entry")
+            check(a["readback"] == "match" and a["effect"] == "confirmed", str(a))
+            now = await ok(c, "get_window_state", {"pid": pid, "max_elements": 5000})
+            check(now["elements"][entry["element_index"]]["value"] == "set on Wayland", "the entry reads back")
+
+            say("Chromium: a structural change makes older tokens stale:")
+            ch = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+            pw = next(e for e in ch["elements"] if e["role"] == "password_text")
+            check(pw["value"] is None and "secure" in pw["states"], f"the password field is redacted: {pw}")
+            check("hunter2" not in json.dumps(ch), "the secret value never leaves the driver")
+            add = next(e for e in ch["elements"] if e["role"] == "push_button" and e["label"] == "Add item")
+            heading = next(e for e in ch["elements"] if e["role"] == "heading")
+            old = ch["snapshot_id"]
+            a = await act(c, "click", {"element_token": add["element_token"]}, "press 'Add item' (headless)")
+            check(a["path"].startswith("atspi_action:"), str(a))
+            deadline = time.monotonic() + 10
+            while True:
+                now = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+                if now["snapshot_id"] != old and any(e["label"] == "Item 2" for e in now["elements"]):
+                    break
+                check(time.monotonic() < deadline, "the page's new item never showed")
+                await anyio.sleep(0.1)
+            await fails(c, "get_window_state", {"root": heading["element_token"]}, "stale_element_token")
+            await fails(c, "click", {"element_token": add["element_token"]}, "stale_element_token")
+            say(f"  new snapshot {now['snapshot_id']} (was {old}) with 'Item 2'; the old tokens are stale")
+
+            say("scope: an app the person did not approve")
+            await fails(c, "get_window_state", {"window_id": ns.unapproved_window}, "app_not_in_scope")
+
+            r = await ok(c, "end_session")
+            check(r["ended"] is True, str(r))
+            say("end_session: ended")
+
+            say("start_session again; the person denies")
+            t, got = answer_in_thread(person, False, [])
+            await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+
+        kids = broker.children()
+        say(f"agents: {kids}")
+        check("nish-reader" in kids or "nish-input" in kids, f"the agents ran: {kids}")
+        for name, pid in kids.items():
+            env = environ_of(pid)
+            check(env is not None, f"{name}'s environment is readable by the test (root)")
+            check(not any(v.startswith(b"DISPLAY=") or v.startswith(b"XAUTHORITY=") for v in env),
+                  f"{name} was given an X display")
+        say("the agents have no DISPLAY or XAUTHORITY")
+        events = [e["event"] for e in broker.audit_events()]
+        for want in ("consent.request", "consent.answer", "session.start", "read", "act", "session.end"):
+            check(want in events, f"audit lacks {want}: {sorted(set(events))}")
+        say(f"audit: {len(events)} events")
+    except BaseException:
+        say("broker log:\n" + broker.log_text())
+        raise
+    finally:
+        broker.stop()
+    say("ALL CHECKS PASSED")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True)
+    p.add_argument("--shim", required=True)
+    p.add_argument("--unapproved-window", type=int, required=True)
+    p.add_argument("--demo", action="store_true")
+    ns = p.parse_args()
+    anyio.run(run, ns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+//! The private headless Wayland desktop: a session bus, mutter as a headless GNOME compositor
+//! (`--headless --wayland --no-x11`, one 1280x800 virtual monitor), the AT-SPI bus and registry.
+//! No X server runs: mutter starts no XWayland, and the environment given to apps has no
+//! `DISPLAY`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::atspi::{self, AtspiApp, AtspiDocument};
+use crate::desktop::{
+    AT_SPI_BUS_LAUNCHER, AT_SPI_REGISTRYD, App, DBUS_DAEMON, KEEP_ENV, entropy, private_dir,
+    resolve,
+};
+use crate::procs::{self, ProcessId};
+use crate::wait::{Poll, poll};
+
+const MUTTER: &str = "/usr/bin/mutter";
+
+/// Executables of X servers: none of them may run on (or for) a Wayland desktop.
+pub const X_SERVERS: &[&str] = &["Xwayland", "Xvfb", "Xephyr", "Xorg", "X"];
+
+/// An application the Wayland desktop started, once it is on the AT-SPI registry with a frame
+/// that has children (Wayland gives no client a list of other clients' windows, so the
+/// accessibility registry is where a window shows up).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaylandApp {
+    /// The process the desktop started (for Chromium, the browser process).
+    pub pid: u32,
+    /// The app's short name.
+    pub name: String,
+    /// Identity of the process (pid and start time).
+    pub process: ProcessId,
+    /// The app as the registry lists it.
+    pub atspi: AtspiApp,
+    /// From spawn to being on the registry.
+    pub ready_after: Duration,
+}
+
+/// A private headless GNOME Wayland desktop. Dropping it (or [`WaylandDesktop::stop`]) ends
+/// every process it started, and their descendants, and removes its directory.
+#[derive(Debug)]
+pub struct WaylandDesktop {
+    dir: PathBuf,
+    wayland_display: String,
+    session_bus: String,
+    a11y_bus: String,
+    procs: procs::Group,
+    app_counter: AtomicU32,
+    start_deadline: Duration,
+    app_deadline: Duration,
+    startup: Duration,
+    stopped: bool,
+}
+
+impl WaylandDesktop {
+    /// Starts the desktop: session bus, mutter, the AT-SPI bus launcher and registry, with
+    /// `org.a11y.Status.IsEnabled` set as a screen reader would (Chromium reads it at start).
+    pub fn start() -> Result<WaylandDesktop> {
+        let t0 = Instant::now();
+        let dir = private_dir()?;
+        let procs = procs::Group::new(&dir);
+        std::fs::create_dir(dir.join("logs"))?;
+        let mut desk = WaylandDesktop {
+            dir,
+            wayland_display: format!("wayland-nish-{:08x}", entropy() >> 32),
+            session_bus: String::new(),
+            a11y_bus: String::new(),
+            procs,
+            app_counter: AtomicU32::new(0),
+            start_deadline: Duration::from_secs(20),
+            app_deadline: Duration::from_secs(45),
+            startup: Duration::ZERO,
+            stopped: false,
+        };
+        desk.start_session_bus()?;
+        desk.start_mutter()?;
+        desk.start_atspi()?;
+        desk.startup = t0.elapsed();
+        Ok(desk)
+    }
+
+    fn launch_with(
+        &self,
+        role: &str,
+        program: &Path,
+        args: &[OsString],
+        stdout: Option<Stdio>,
+    ) -> Result<(ProcessId, Option<std::process::ChildStdout>)> {
+        self.procs.launch(role, program, args, &self.env(), stdout)
+    }
+
+    fn launch(&self, role: &str, program: &Path, args: &[OsString]) -> Result<ProcessId> {
+        Ok(self.launch_with(role, program, args, None)?.0)
+    }
+
+    fn check_running(&self, id: &ProcessId) -> Result<()> {
+        self.procs.check_running(id)
+    }
+
+    fn start_session_bus(&mut self) -> Result<()> {
+        let socket = self.dir.join("bus");
+        let args: Vec<OsString> = vec![
+            "--session".into(),
+            "--nofork".into(),
+            "--print-pid=1".into(),
+            "--print-address=1".into(),
+            format!("--address=unix:path={}", socket.display()).into(),
+        ];
+        let (id, stdout) = self.launch_with(
+            "dbus-daemon",
+            Path::new(DBUS_DAEMON),
+            &args,
+            Some(Stdio::piped()),
+        )?;
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        if let Some(out) = stdout {
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(out)
+                    .lines()
+                    .map_while(Result::ok)
+                    .take(2)
+                {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let (mut address, mut pid) = (None, None);
+        let (address, pid) = poll("the session bus", self.start_deadline, || {
+            while let Ok(line) = rx.try_recv() {
+                let line = line.trim().to_string();
+                if let Ok(p) = line.parse::<u32>() {
+                    pid = Some(p);
+                } else if line.contains(':') {
+                    address = Some(line);
+                }
+            }
+            if let (Some(a), Some(p)) = (&address, pid) {
+                return Ok(Poll::Ready((a.clone(), p)));
+            }
+            self.check_running(&id)?;
+            Ok(Poll::Pending(format!("address {address:?}, pid {pid:?}")))
+        })?;
+        if pid != id.pid {
+            bail!(
+                "dbus-daemon reported pid {pid}, but the process started is {}",
+                id.pid
+            );
+        }
+        self.session_bus = address;
+        Ok(())
+    }
+
+    fn start_mutter(&mut self) -> Result<()> {
+        let args: Vec<OsString> = vec![
+            "--headless".into(),
+            "--wayland".into(),
+            "--no-x11".into(),
+            "--virtual-monitor".into(),
+            "1280x800".into(),
+            format!("--wayland-display={}", self.wayland_display).into(),
+        ];
+        let id = self.launch("mutter", Path::new(MUTTER), &args)?;
+        let socket = self.wayland_socket();
+        poll("mutter's Wayland socket", self.start_deadline, || {
+            self.check_running(&id)?;
+            Ok(match std::os::unix::net::UnixStream::connect(&socket) {
+                Ok(_) => Poll::Ready(()),
+                Err(e) => Poll::Pending(format!("{}: {e}", socket.display())),
+            })
+        })?;
+        Ok(())
+    }
+
+    fn start_atspi(&mut self) -> Result<()> {
+        let launcher = self.launch(
+            "at-spi-bus-launcher",
+            Path::new(AT_SPI_BUS_LAUNCHER),
+            &["--launch-immediately".into()],
+        )?;
+        let a11y = atspi::wait_a11y_bus(self.session_bus.clone(), self.start_deadline, launcher)?;
+        self.a11y_bus = a11y.clone();
+        self.launch("at-spi2-registryd", Path::new(AT_SPI_REGISTRYD), &[])?;
+        atspi::set_accessibility_enabled(self.session_bus.clone(), true)?;
+        let db = self.dir.join(".config/dconf/user");
+        poll(
+            "the accessibility setting in dconf (~/.config/dconf/user)",
+            self.start_deadline,
+            || {
+                Ok(match std::fs::metadata(&db) {
+                    Ok(m) if m.len() > 0 => Poll::Ready(()),
+                    _ => Poll::Pending("not written yet".into()),
+                })
+            },
+        )?;
+        atspi::wait_registry(a11y, self.start_deadline)
+    }
+
+    /// The environment for children: `PATH`, `LANG`, `XDG_RUNTIME_DIR` and `HOME` (both the
+    /// private directory), `XDG_SESSION_TYPE=wayland`, `WAYLAND_DISPLAY`, `GDK_BACKEND=wayland`
+    /// and `DBUS_SESSION_BUS_ADDRESS`. No `DISPLAY`. Apply it to a cleared environment.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let path = std::env::var("PATH")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let dir = self.dir.to_string_lossy().into_owned();
+        let mut env = vec![
+            ("PATH".to_string(), path),
+            ("LANG".to_string(), "C.UTF-8".to_string()),
+            ("XDG_RUNTIME_DIR".to_string(), dir.clone()),
+            ("HOME".to_string(), dir),
+            ("XDG_SESSION_TYPE".to_string(), "wayland".to_string()),
+            ("WAYLAND_DISPLAY".to_string(), self.wayland_display.clone()),
+            ("GDK_BACKEND".to_string(), "wayland".to_string()),
+        ];
+        if !self.session_bus.is_empty() {
+            env.push((
+                "DBUS_SESSION_BUS_ADDRESS".to_string(),
+                self.session_bus.clone(),
+            ));
+        }
+        if let Ok(keep) = std::env::var("NISH_KEEP_E2E_DIR") {
+            env.push(("NISH_KEEP_E2E_DIR".to_string(), keep));
+        }
+        env
+    }
+
+    /// A command for `program` with a cleared environment set to [`WaylandDesktop::env`]. The
+    /// caller owns what it spawns.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+        let mut cmd = std::process::Command::new(program);
+        cmd.env_clear().envs(self.env());
+        cmd
+    }
+
+    /// Starts `app` as a native Wayland client and returns once it is on the AT-SPI registry
+    /// with a frame that has children. GTK apps run with `GDK_BACKEND=wayland`, Chromium with
+    /// `--ozone-platform=wayland`. [`App::Gtk4Demo`] is the GTK 4 app (gtk4-widget-factory
+    /// never registers with AT-SPI).
+    pub fn spawn(&self, app: App) -> Result<WaylandApp> {
+        let n = self.app_counter.fetch_add(1, Ordering::Relaxed);
+        let name = app.name();
+        let role = format!("{name}-{n}");
+        let (program, args) = app.command_line(&self.dir, n, &["--ozone-platform=wayland"])?;
+        let program = resolve(&program)?;
+        let t0 = Instant::now();
+        let id = self.launch(&role, &program, &args)?;
+        let deadline = Instant::now() + self.app_deadline;
+        // The registry wait runs in slices so an app that exits is reported with its log.
+        let atspi = loop {
+            self.check_running(&id)?;
+            match atspi::wait_app(self.a11y_bus.clone(), id.pid, Duration::from_secs(2)) {
+                Ok(a) => break a,
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(e.context(format!("{name} (pid {}) on AT-SPI", id.pid)));
+                }
+                Err(_) => {}
+            }
+        };
+        Ok(WaylandApp {
+            pid: id.pid,
+            name,
+            process: id,
+            atspi,
+            ready_after: t0.elapsed(),
+        })
+    }
+
+    /// Waits until app `pid` exposes a web document whose name starts with `title` and which
+    /// has children.
+    pub fn wait_atspi_document(
+        &self,
+        pid: u32,
+        title: &str,
+        within: Duration,
+    ) -> Result<AtspiDocument> {
+        atspi::wait_document(self.a11y_bus.clone(), pid, title.to_string(), within)
+    }
+
+    /// The applications registered on the AT-SPI registry now.
+    pub fn atspi_apps(&self) -> Result<Vec<AtspiApp>> {
+        atspi::list_apps(self.a11y_bus.clone())
+    }
+
+    /// The window ids the driver gives `app`'s top-level accessibles on Wayland, computed here
+    /// from the documented formula (`N << 32 | fnv1a32(path)`, `N` from the app's unique bus
+    /// name `:1.N`) as an independent reference.
+    pub fn window_ids(&self, app: &WaylandApp) -> Result<Vec<u64>> {
+        let serial: u64 = app
+            .atspi
+            .bus_name
+            .strip_prefix(":1.")
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("unique bus name {}", app.atspi.bus_name))?;
+        let paths = atspi::top_level_paths(self.a11y_bus.clone(), app.atspi.bus_name.clone())?;
+        Ok(paths
+            .iter()
+            .map(|p| {
+                let mut h: u32 = 0x811c_9dc5;
+                for b in p.bytes() {
+                    h ^= u32::from(b);
+                    h = h.wrapping_mul(0x0100_0193);
+                }
+                (serial << 32) | u64::from(h)
+            })
+            .collect())
+    }
+
+    /// Ends one app the desktop started (and its descendants).
+    pub fn kill_app(&self, app: &WaylandApp) -> Result<()> {
+        let Some(left) = self.procs.end(&app.process, Duration::from_secs(3)) else {
+            bail!(
+                "{} (pid {}) was not started by this desktop",
+                app.name,
+                app.pid
+            );
+        };
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(procs::survivors_error(&left))
+        }
+    }
+
+    /// Every process the desktop started and every descendant of them now, in start order.
+    pub fn processes(&self) -> Vec<ProcessId> {
+        self.procs.processes()
+    }
+
+    /// The desktop's processes (and descendants) whose executable is an X server
+    /// ([`X_SERVERS`]), as `name (pid N)`; empty on a healthy Wayland desktop.
+    pub fn x_servers(&self) -> Vec<String> {
+        self.processes()
+            .iter()
+            .filter_map(|p| {
+                let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid)).ok()?;
+                let name = exe.file_name()?.to_string_lossy().into_owned();
+                X_SERVERS
+                    .contains(&name.as_str())
+                    .then(|| format!("{name} (pid {})", p.pid))
+            })
+            .collect()
+    }
+
+    /// The Wayland display name (`WAYLAND_DISPLAY`).
+    pub fn wayland_display(&self) -> &str {
+        &self.wayland_display
+    }
+
+    /// The compositor's socket.
+    pub fn wayland_socket(&self) -> PathBuf {
+        self.dir.join(&self.wayland_display)
+    }
+
+    /// The private directory (mode 0700): `XDG_RUNTIME_DIR` and `HOME` of the apps.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The session bus address.
+    pub fn session_bus_address(&self) -> &str {
+        &self.session_bus
+    }
+
+    /// The accessibility bus address.
+    pub fn a11y_bus_address(&self) -> &str {
+        &self.a11y_bus
+    }
+
+    /// Time from [`WaylandDesktop::start`] to everything up.
+    pub fn startup_time(&self) -> Duration {
+        self.startup
+    }
+
+    /// Ends every process the desktop started, newest first, each with its descendants
+    /// (`SIGTERM`, a bounded wait, `SIGKILL`), and removes the directory. Idempotent.
+    pub fn stop(&mut self) -> Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let survivors = self.procs.end_all(Duration::from_secs(3));
+        let removed = if std::env::var_os(KEEP_ENV).is_some_and(|v| v == "1") {
+            eprintln!(
+                "nish-testdesk: {KEEP_ENV}=1: keeping {} (logs in logs/)",
+                self.dir.display()
+            );
+            Ok(())
+        } else {
+            std::fs::remove_dir_all(&self.dir)
+        };
+        if !survivors.is_empty() {
+            return Err(procs::survivors_error(&survivors));
+        }
+        removed.with_context(|| format!("removing {}", self.dir.display()))
+    }
+}
+
+impl Drop for WaylandDesktop {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            eprintln!(
+                "nish-testdesk: teardown of Wayland display {}: {e:#}",
+                self.wayland_display
+            );
+        }
+    }
+}

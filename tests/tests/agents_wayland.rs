@@ -1,0 +1,89 @@
+//! On a Wayland session the reader makes no X connection, even when it is given a `DISPLAY`
+//! naming a live X server (as XWayland's would be): its probe finds no display, its windows
+//! come from AT-SPI (ids made from the bus name, above 2^32, never an X window id) with frames
+//! at their own 0,0, and the X server sees no new client while it lists and reads.
+
+use std::time::Duration;
+
+use nish_proto::wire::Role;
+use nish_proto::wire::reader::ReaderToBroker;
+use nish_proto::wire::reader::WalkLimits;
+use nish_testdesk::agents::{AgentProc, Reader};
+use nish_testdesk::session::workspace_bin;
+use nish_testdesk::{App, Desktop};
+
+/// The X server's clients now (X-Resource QueryClients).
+fn x_clients(desk: &Desktop) -> usize {
+    use x11rb::protocol::res::ConnectionExt as _;
+    let conn = desk.x11().expect("the desktop's X connection");
+    conn.res_query_clients()
+        .expect("X-Resource")
+        .reply()
+        .expect("QueryClients")
+        .clients
+        .len()
+}
+
+#[test]
+fn the_reader_on_wayland_opens_no_x_display_even_when_given_one() {
+    let desk = Desktop::start().expect("an X desktop, standing in for XWayland");
+    let app = desk.spawn(App::Gtk3WidgetFactory).expect("GTK 3");
+    desk.wait_atspi_app(app.pid, Duration::from_secs(45))
+        .expect("on AT-SPI");
+    let bin = workspace_bin("nish-reader").expect("nish-reader is built");
+    let mut cmd = desk.command(&bin);
+    cmd.env("XDG_SESSION_TYPE", "wayland");
+    // The stand-in broker is told the same: it opens no X connection on a Wayland session
+    // either, even for an agent that asks.
+    let env: Vec<(String, String)> = desk
+        .env()
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "XDG_SESSION_TYPE" {
+                (k, "wayland".to_string())
+            } else {
+                (k, v)
+            }
+        })
+        .collect();
+    let before = x_clients(&desk);
+    let mut reader = Reader(
+        AgentProc::start_cmd(
+            cmd,
+            &env,
+            &bin,
+            Role::Reader,
+            true,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )
+        .expect("the reader starts"),
+    );
+    let probe = reader.probe().expect("probe");
+    assert!(
+        !probe.display_ok,
+        "the reader opened the X display: {probe:?}"
+    );
+    assert!(probe.atspi_ok, "{probe:?}");
+    let w = reader
+        .window_of(app.pid)
+        .expect("the app's window, from AT-SPI");
+    assert!(
+        w.window_id > u64::from(u32::MAX),
+        "not an X window id: {w:?}"
+    );
+    assert_eq!((w.frame.x, w.frame.y), (0, 0), "{w:?}");
+    let (tree, _) = reader.read(&w, WalkLimits::default()).expect("a read");
+    assert!(tree.nodes.len() > 100, "{} rows", tree.nodes.len());
+    assert_eq!(
+        x_clients(&desk),
+        before,
+        "the X server got a new client while the reader listed and read"
+    );
+    // The control: the same reader without the Wayland marker does connect.
+    let mut x_reader = Reader::start(&desk, &bin).expect("the X reader");
+    assert!(x_reader.probe().expect("probe").display_ok);
+    assert!(x_clients(&desk) > before, "the control reader connected");
+}

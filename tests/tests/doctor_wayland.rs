@@ -1,0 +1,87 @@
+//! The doctor on the Wayland test desktop (mutter headless, no X server): session type
+//! `wayland`, ready for headless work, the X11 backend not required, reads and headless acts
+//! available, takeover, its indicator and capture planned with `wayland_portal_not_built`; the
+//! agents it starts get no `DISPLAY`.
+
+use nish_testdesk::WaylandDesktop;
+use nish_testdesk::session::workspace_bin;
+use serde_json::Value;
+
+fn cap<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["capabilities"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no capability {name} in {report}"))
+}
+
+#[test]
+fn the_doctor_on_wayland_is_ready_for_headless_work() {
+    let desk = WaylandDesktop::start().expect("the Wayland desktop");
+    let driver = workspace_bin("nish-driver").expect("nish-driver is built");
+    let out = desk
+        .command(&driver)
+        .args(["doctor", "--json"])
+        .env("NISH_LOG", "warn")
+        .output()
+        .expect("doctor runs");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor JSON: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    );
+    let validator = jsonschema::validator_for(&nish_proto::doctor::doctor_schema()).unwrap();
+    let errs: Vec<String> = validator
+        .iter_errors(&report)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(report["session_type"], "wayland");
+    assert_eq!(report["ready"], true, "{report}");
+    assert!(out.status.success(), "ready exits 0");
+
+    let backend = |id: &str| {
+        report["backends"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["id"] == id))
+            .unwrap_or_else(|| panic!("no backend {id}"))
+            .clone()
+    };
+    assert_eq!(backend("x11")["required"], false);
+    assert_eq!(backend("atspi")["status"], "available");
+    assert_eq!(backend("atspi")["required"], true);
+    assert_eq!(backend("wayland-portal")["status"], "planned");
+    assert_eq!(
+        backend("wayland-portal")["reason_code"],
+        "wayland_portal_not_built"
+    );
+    for name in ["read_tree", "act_semantic"] {
+        assert_eq!(cap(&report, name)["status"], "available", "{name}");
+    }
+    for name in ["input_takeover", "capture_window", "takeover_indicator"] {
+        let c = cap(&report, name);
+        assert_eq!(c["status"], "planned", "{name}");
+        assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
+    }
+    assert_eq!(
+        report["next_steps"],
+        Value::Array(vec![]),
+        "nothing for the person to do: {report}"
+    );
+    let display = report["probes"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["label"] == "display server"))
+        .expect("a display probe");
+    assert!(
+        display["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(desk.wayland_display())),
+        "{display}"
+    );
+    assert!(desk.x_servers().is_empty(), "no X server ran");
+}
