@@ -47,6 +47,9 @@ pub struct Endpoints {
     pub session_bus: Option<String>,
     /// `AT_SPI_BUS_ADDRESS`, when set.
     pub at_spi_bus: Option<String>,
+    /// A Wayland session (`XDG_SESSION_TYPE` / `WAYLAND_DISPLAY`, as the doctor decides): no
+    /// X connection is opened for an agent there, even when XWayland sets `DISPLAY`.
+    pub wayland: bool,
 }
 
 impl Endpoints {
@@ -58,6 +61,7 @@ impl Endpoints {
     /// From a list of variables (a test desktop's environment).
     pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Endpoints {
         let mut e = Endpoints::default();
+        let (mut session_type, mut wayland_display) = (None, None);
         for (k, v) in vars {
             let Some(v) = v.to_str().filter(|v| !v.is_empty()).map(str::to_string) else {
                 continue;
@@ -66,9 +70,17 @@ impl Endpoints {
                 Some("DISPLAY") => e.display = Some(v),
                 Some("DBUS_SESSION_BUS_ADDRESS") => e.session_bus = Some(v),
                 Some("AT_SPI_BUS_ADDRESS") => e.at_spi_bus = Some(v),
+                Some("XDG_SESSION_TYPE") => session_type = Some(v),
+                Some("WAYLAND_DISPLAY") => wayland_display = Some(v),
                 _ => {}
             }
         }
+        let (kind, _) = crate::backend::linux::session_type_of(
+            session_type.as_deref(),
+            wayland_display.as_deref(),
+            e.display.as_deref(),
+        );
+        e.wayland = kind == "wayland";
         e
     }
 }
@@ -97,6 +109,9 @@ pub fn open_x11(ep: &Endpoints) -> Result<Opened, AgentFailure> {
     use x11rb::reexports::x11rb_protocol::xauth::get_auth;
     use x11rb::rust_connection::DefaultStream;
 
+    if ep.wayland {
+        return Err(unavailable("no X connection on a Wayland session"));
+    }
     let display = ep
         .display
         .as_deref()
@@ -447,9 +462,25 @@ impl Opener {
         target: &ConnectTarget,
         reader: bool,
     ) -> Result<Opened, AgentFailure> {
-        self.open_maybe_filtered(target, &|pid| self.pid_allowed(pid), reader)
-            .await
+        self.open_maybe_filtered(
+            target,
+            &|pid| self.pid_allowed(pid),
+            reader && reader_filter_on(),
+        )
+        .await
     }
+}
+
+/// The reader's filter is always on, except in a broker built with the `bench-unfiltered`
+/// feature (the workspace's test build, never the daemon built alone) and started with
+/// `NISH_BENCH_READER_FILTER=off`: the act benchmark's side-by-side run.
+fn reader_filter_on() -> bool {
+    #[cfg(feature = "bench-unfiltered")]
+    if std::env::var_os("NISH_BENCH_READER_FILTER").is_some_and(|v| v == "off") {
+        tracing::warn!("the reader's D-Bus filter is off (NISH_BENCH_READER_FILTER, a benchmark)");
+        return false;
+    }
+    true
 }
 
 /// Splits an open result into the agent's answer and the descriptor to attach.
