@@ -129,9 +129,17 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
         return Err("fields past the message");
     }
     let mut pos = 16;
+    let mut seen = 0u64;
     while pos < end {
         pos = align(pos, 8);
         let code = *b.get(pos).ok_or("short")?;
+        // A field given twice could be read one way here and another way by the receiver
+        // (a peer-to-peer link has no bus daemon to reject it): refused.
+        let bit = 1u64 << (code % 64);
+        if seen & bit != 0 {
+            return Err("a header field given twice");
+        }
+        seen |= bit;
         let sig_len = *b.get(pos + 1).ok_or("short")? as usize;
         let sig = b.get(pos + 2..pos + 2 + sig_len).ok_or("short")?;
         pos += 2 + sig_len + 1;
@@ -247,6 +255,45 @@ pub fn refusal_message(to: &Header, serial: u32) -> Vec<u8> {
     m
 }
 
+/// Where a byte stream of D-Bus messages stands: reads only each message's fixed 16-byte
+/// header (its length), so bytes can be passed on as they come and a refusal put between two
+/// messages, never inside one.
+#[derive(Debug, Default)]
+struct Boundary {
+    head: [u8; 16],
+    have: usize,
+    remaining: usize,
+}
+
+impl Boundary {
+    /// Accounts for `b`; an error when a length is malformed.
+    fn feed(&mut self, mut b: &[u8]) -> Result<(), &'static str> {
+        while !b.is_empty() {
+            if self.remaining > 0 {
+                let take = self.remaining.min(b.len());
+                self.remaining -= take;
+                b = &b[take..];
+                continue;
+            }
+            let take = (16 - self.have).min(b.len());
+            self.head[self.have..self.have + take].copy_from_slice(&b[..take]);
+            self.have += take;
+            b = &b[take..];
+            if self.have == 16 {
+                let len = message_len(&self.head)?.ok_or("short")?;
+                self.remaining = len - 16;
+                self.have = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Between two messages.
+    fn at_end(&self) -> bool {
+        self.have == 0 && self.remaining == 0
+    }
+}
+
 /// Relays `agent` (the reader's end) and `bus` (the real connection) through the filter until
 /// either side closes.
 pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
@@ -254,55 +301,47 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
     let (mut bus_rd, mut bus_wr) = bus.into_split();
     let begun = Arc::new(AtomicBool::new(false));
     let serials = Arc::new(AtomicU32::new(1));
-    // Everything for the reader goes through one writer, a whole message (or a chunk of the
-    // authentication phase) at a time.
-    let (to_agent, mut to_agent_rx) = mpsc::channel::<Vec<u8>>(64);
-    let writer = tokio::spawn(async move {
-        while let Some(b) = to_agent_rx.recv().await {
-            // An empty item: the bus closed, so the reader's end closes too.
-            if b.is_empty() || agent_wr.write_all(&b).await.is_err() {
-                break;
-            }
-        }
-        let _ = agent_wr.shutdown().await;
-    });
-    // Bus -> reader: bytes as they come, cut at message ends once in the binary phase.
+    // What the filter itself answers the reader (refusals, the authentication `ERROR`): the
+    // bus-side task writes it when the bus's stream is between two messages.
+    let (to_agent, mut own_rx) = mpsc::channel::<Vec<u8>>(64);
+    // Bus -> reader: bytes as they come, in one write per read; no copy per message.
     let from_bus = {
-        let to_agent = to_agent.clone();
         let begun = begun.clone();
         tokio::spawn(async move {
-            let mut buf: Vec<u8> = Vec::new();
             let mut chunk = vec![0u8; 64 * 1024];
+            let mut at = Boundary::default();
+            let mut pending: std::collections::VecDeque<Vec<u8>> = Default::default();
+            let mut own_open = true;
             loop {
-                let n = match bus_rd.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                if !begun.load(Ordering::SeqCst) {
-                    if to_agent.send(chunk[..n].to_vec()).await.is_err() {
-                        break;
+                tokio::select! {
+                    biased;
+                    r = bus_rd.read(&mut chunk) => {
+                        let n = match r {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if begun.load(Ordering::SeqCst) && at.feed(&chunk[..n]).is_err() {
+                            break;
+                        }
+                        if agent_wr.write_all(&chunk[..n]).await.is_err() {
+                            break;
+                        }
                     }
-                    continue;
+                    own = own_rx.recv(), if own_open => match own {
+                        Some(b) => pending.push_back(b),
+                        None => own_open = false,
+                    },
                 }
-                buf.extend_from_slice(&chunk[..n]);
-                loop {
-                    match message_len(&buf) {
-                        Ok(Some(len)) if buf.len() >= len => {
-                            let rest = buf.split_off(len);
-                            let m = std::mem::replace(&mut buf, rest);
-                            if to_agent.send(m).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => break,
-                        Err(_) => {
-                            let _ = to_agent.send(Vec::new()).await;
-                            return;
-                        }
+                while at.at_end()
+                    && let Some(b) = pending.pop_front()
+                {
+                    if agent_wr.write_all(&b).await.is_err() {
+                        return;
                     }
                 }
             }
-            let _ = to_agent.send(Vec::new()).await;
+            // The bus closed: the reader's end closes too.
+            let _ = agent_wr.shutdown().await;
         })
     };
     // Reader -> bus: the filter.
@@ -343,23 +382,27 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
                 break 'outer;
             }
         }
+        // Whole messages in `buf[..done]`; consecutive passing ones go out in one write.
+        let mut pos = 0;
+        let mut pass_from = 0;
         loop {
-            let len = match message_len(&buf) {
-                Ok(Some(len)) if buf.len() >= len => len,
+            let len = match message_len(&buf[pos..]) {
+                Ok(Some(len)) if buf.len() - pos >= len => len,
                 Ok(_) => break,
                 Err(_) => break 'outer,
             };
-            let rest = buf.split_off(len);
-            let m = std::mem::replace(&mut buf, rest);
-            let Ok(h) = parse_header(&m) else {
+            let Ok(h) = parse_header(&buf[pos..pos + len]) else {
                 break 'outer;
             };
-            match judge(&h) {
-                Verdict::Pass => {
-                    if bus_wr.write_all(&m).await.is_err() {
-                        break 'outer;
-                    }
+            let verdict = judge(&h);
+            if verdict != Verdict::Pass {
+                if pass_from < pos && bus_wr.write_all(&buf[pass_from..pos]).await.is_err() {
+                    break 'outer;
                 }
+                pass_from = pos + len;
+            }
+            match verdict {
+                Verdict::Pass => {}
                 Verdict::Refuse => {
                     tracing::warn!(
                         agent = name,
@@ -374,12 +417,16 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
                 }
                 Verdict::Drop => {}
             }
+            pos += len;
         }
+        if pass_from < pos && bus_wr.write_all(&buf[pass_from..pos]).await.is_err() {
+            break 'outer;
+        }
+        buf.drain(..pos);
     }
     let _ = bus_wr.shutdown().await;
-    from_bus.abort();
     drop(to_agent);
-    let _ = writer.await;
+    from_bus.abort();
 }
 
 /// Puts a filter between a handed connection and the reader: returns the reader's end of a
@@ -466,6 +513,36 @@ mod tests {
         let back = parse_header(&e).unwrap();
         assert_eq!(back.msg_type, ERROR);
         assert_eq!(back.serial, 77);
+    }
+
+    #[test]
+    fn a_header_field_given_twice_is_refused() {
+        let mut m = call(1, "/x", "org.a11y.atspi.Accessible", "GetRole", 0);
+        // Turn the DESTINATION field (code 6) into a second MEMBER field (code 3).
+        let at = m
+            .windows(4)
+            .position(|w| w == [6, 1, b's', 0])
+            .expect("the destination field");
+        m[at] = 3;
+        assert!(parse_header(&m).is_err());
+    }
+
+    #[test]
+    fn the_boundary_tracker_finds_message_ends_in_any_cut() {
+        let a = call(1, "/x", "org.a11y.atspi.Accessible", "GetRole", 0);
+        let b = call(2, "/org/a11y/atspi/accessible/root", "a.b", "Cee", 0);
+        let stream: Vec<u8> = [a.clone(), b.clone(), a.clone()].concat();
+        let ends = [a.len(), a.len() + b.len(), stream.len()];
+        for cut in 1..stream.len() {
+            let mut t = Boundary::default();
+            for (i, piece) in stream.chunks(cut).enumerate() {
+                t.feed(piece).unwrap();
+                let fed = ((i + 1) * cut).min(stream.len());
+                assert_eq!(t.at_end(), ends.contains(&fed), "cut {cut} at {fed}");
+            }
+        }
+        let mut t = Boundary::default();
+        assert!(t.feed(b"x234567890123456").is_err());
     }
 
     #[test]
