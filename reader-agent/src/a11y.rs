@@ -613,6 +613,18 @@ impl A11y {
         })
     }
 
+    /// A link to the application through the bus, never peer-to-peer: for the window listing,
+    /// which reads a few objects of every application (the broker opens peer-to-peer links
+    /// only to the target of a request it made).
+    pub async fn bus_link(&self, bus_name: &str) -> Result<AppLink, Failure> {
+        let bus = self.bus().await.map_err(|p| p.failure())?;
+        Ok(AppLink {
+            bus_name: bus_name.to_string(),
+            conn: bus,
+            p2p: false,
+        })
+    }
+
     /// Drops a direct link that stopped working; the next call opens a new one the same way
     /// (through the broker in an agent).
     pub async fn drop_link(&self, bus_name: &str) {
