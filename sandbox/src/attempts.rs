@@ -12,6 +12,10 @@
 //! - `--handed-x FD`, `--handed-dbus FD`: a connection the test opened and handed in (an X
 //!   server, a D-Bus bus); must still work: the X setup request is answered, the D-Bus
 //!   authentication line is answered.
+//! - `--filtered-dbus FD`: a D-Bus connection handed in through the reader's filter, as the
+//!   broker hands the reader its links: after the authentication and `Hello`, a read
+//!   (`org.freedesktop.DBus.Peer.Ping`) must be answered, and an action (`DoAction`) and a
+//!   setter (`SetTextContents`) must be refused by the filter (`AccessDenied`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -49,6 +53,8 @@ pub struct Probes {
     pub handed_x: Option<i32>,
     /// A handed-in D-Bus connection (descriptor).
     pub handed_dbus: Option<i32>,
+    /// A handed-in D-Bus connection through the reader's filter (descriptor).
+    pub filtered_dbus: Option<i32>,
 }
 
 impl Probes {
@@ -64,6 +70,7 @@ impl Probes {
                 "--probe-read" => p.read.extend(next()),
                 "--handed-x" => p.handed_x = next().and_then(|v| v.parse().ok()),
                 "--handed-dbus" => p.handed_dbus = next().and_then(|v| v.parse().ok()),
+                "--filtered-dbus" => p.filtered_dbus = next().and_then(|v| v.parse().ok()),
                 _ => {}
             }
         }
@@ -178,7 +185,168 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
     for path in &probes.read {
         v.push(at(format!("read {path}"), io_errno(std::fs::read(path))));
     }
+    if let Some(fd) = probes.filtered_dbus {
+        let got = filtered_dialogue(fd);
+        for (i, (_, _, member)) in FILTER_CALLS.iter().enumerate().skip(1) {
+            v.push(at(
+                format!("{member} through the filtered D-Bus connection"),
+                got.get(i).copied().unwrap_or(Some(Errno::ETIMEDOUT as i32)),
+            ));
+        }
+        // The read's outcome goes to `allowed`.
+        let _ = PING_OUTCOME.set(got.first().copied().flatten());
+    }
     v
+}
+
+/// The calls of the filtered-link probe: (interface, path, member); the first is a read, the
+/// others must be refused. All go to the bus daemon itself, which would answer them with an
+/// error of its own (never `AccessDenied`) if they reached it.
+const FILTER_CALLS: &[(&str, &str, &str)] = &[
+    ("org.freedesktop.DBus.Peer", "/", "Ping"),
+    (
+        "org.a11y.atspi.Action",
+        "/org/a11y/atspi/accessible/root",
+        "DoAction",
+    ),
+    (
+        "org.a11y.atspi.EditableText",
+        "/org/a11y/atspi/accessible/root",
+        "SetTextContents",
+    ),
+];
+
+/// The read's outcome in the filtered-link probe (`None`: answered), for [`allowed`].
+static PING_OUTCOME: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+
+/// A D-Bus method call, little-endian, with no body.
+fn dbus_call(serial: u32, dest: &str, path: &str, iface: &str, member: &str) -> Vec<u8> {
+    fn pad(v: &mut Vec<u8>, a: usize) {
+        while !v.len().is_multiple_of(a) {
+            v.push(0);
+        }
+    }
+    let mut f = Vec::new();
+    for (code, sig, val) in [
+        (1u8, b'o', path),
+        (2, b's', iface),
+        (3, b's', member),
+        (6, b's', dest),
+    ] {
+        pad(&mut f, 8);
+        f.extend_from_slice(&[code, 1, sig, 0]);
+        f.extend_from_slice(&(val.len() as u32).to_le_bytes());
+        f.extend_from_slice(val.as_bytes());
+        f.push(0);
+    }
+    let mut m = vec![b'l', 1, 0, 1];
+    m.extend_from_slice(&0u32.to_le_bytes());
+    m.extend_from_slice(&serial.to_le_bytes());
+    m.extend_from_slice(&(f.len() as u32).to_le_bytes());
+    m.extend_from_slice(&f);
+    pad(&mut m, 8);
+    m
+}
+
+/// One message read whole: its type, REPLY_SERIAL and ERROR_NAME.
+fn dbus_read(s: &mut UnixStream) -> std::io::Result<(u8, Option<u32>, Option<String>)> {
+    let bad = || std::io::Error::from(std::io::ErrorKind::InvalidData);
+    let mut head = [0u8; 16];
+    s.read_exact(&mut head)?;
+    if head[0] != b'l' {
+        return Err(bad());
+    }
+    let le = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    let (body, fields) = (le(&head[4..8]), le(&head[12..16]));
+    if body > 1 << 20 || fields > 1 << 16 {
+        return Err(bad());
+    }
+    let rest = (16 + fields).div_ceil(8) * 8 - 16 + body;
+    let mut m = vec![0u8; rest];
+    s.read_exact(&mut m)?;
+    let f = &m[..fields];
+    let (mut pos, mut reply, mut error) = (0usize, None, None);
+    loop {
+        pos = pos.div_ceil(8) * 8;
+        if pos >= f.len() {
+            break;
+        }
+        let Some(&[code, 1, sig, 0]) = f.get(pos..pos + 4) else {
+            return Err(bad());
+        };
+        pos += 4;
+        match sig {
+            b's' | b'o' => {
+                let n = le(f.get(pos..pos + 4).ok_or_else(bad)?);
+                let v = f.get(pos + 4..pos + 4 + n).ok_or_else(bad)?;
+                if code == 4 {
+                    error = Some(String::from_utf8_lossy(v).into_owned());
+                }
+                pos += 4 + n + 1;
+            }
+            b'g' => pos += 1 + *f.get(pos).ok_or_else(bad)? as usize + 1,
+            b'u' => {
+                if code == 5 {
+                    reply = Some(le(f.get(pos..pos + 4).ok_or_else(bad)?) as u32);
+                }
+                pos += 4;
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok((head[1], reply, error))
+}
+
+/// The filtered-link probe: authenticates, says `Hello`, sends [`FILTER_CALLS`] and reads the
+/// answers. Per call: `None` when answered with a return, `EACCES` when refused with
+/// `AccessDenied`, another errno for any other outcome.
+fn filtered_dialogue(fd: i32) -> Vec<Option<i32>> {
+    let other = Some(Errno::EPROTO as i32);
+    let run = || -> std::io::Result<Vec<Option<i32>>> {
+        let mut s = handed(fd)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        let uid: String = nix::unistd::getuid()
+            .as_raw()
+            .to_string()
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        s.write_all(format!("\0AUTH EXTERNAL {uid}\r\n").as_bytes())?;
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while !line.ends_with(b"\r\n") && line.len() < 256 {
+            s.read_exact(&mut b)?;
+            line.push(b[0]);
+        }
+        if !line.starts_with(b"OK ") {
+            return Err(std::io::Error::other("the bus refused the authentication"));
+        }
+        s.write_all(b"BEGIN\r\n")?;
+        let bus = "org.freedesktop.DBus";
+        s.write_all(&dbus_call(1, bus, "/org/freedesktop/DBus", bus, "Hello"))?;
+        for (i, (iface, path, member)) in FILTER_CALLS.iter().enumerate() {
+            s.write_all(&dbus_call(i as u32 + 2, bus, path, iface, member))?;
+        }
+        let mut out = vec![Some(Errno::ETIMEDOUT as i32); FILTER_CALLS.len()];
+        let mut left = FILTER_CALLS.len();
+        while left > 0 {
+            let (kind, reply, error) = dbus_read(&mut s)?;
+            let Some(i) = reply
+                .and_then(|r| (r as usize).checked_sub(2))
+                .filter(|i| *i < FILTER_CALLS.len())
+            else {
+                continue;
+            };
+            out[i] = match (kind, error.as_deref()) {
+                (2, _) => None,
+                (3, Some("org.freedesktop.DBus.Error.AccessDenied")) => Some(Errno::EACCES as i32),
+                _ => other,
+            };
+            left -= 1;
+        }
+        Ok(out)
+    };
+    run().unwrap_or_else(|e| vec![e.raw_os_error().or(other); FILTER_CALLS.len()])
 }
 
 /// Takes a descriptor the test handed in.
@@ -262,6 +430,13 @@ pub fn allowed(probes: &Probes) -> Vec<Attempt> {
         v.push(at(
             "the handed-in D-Bus connection answers",
             io_errno(dbus_answers(fd)),
+        ));
+    }
+    if probes.filtered_dbus.is_some() {
+        // Run by `forbidden` (one dialogue on the one connection); `ETIMEDOUT` if it was not.
+        v.push(at(
+            "a read (Peer.Ping) through the filtered D-Bus connection is answered",
+            *PING_OUTCOME.get().unwrap_or(&Some(Errno::ETIMEDOUT as i32)),
         ));
     }
     v

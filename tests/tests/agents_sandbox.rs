@@ -8,7 +8,9 @@
 //! connect anywhere by themselves (the session bus socket, X by path and by abstract name, a
 //! socket standing for the broker's) and to read a file in `$HOME/.ssh/`, while connections
 //! handed to them (X, the session bus) still answer. The paths are handed to the test, not to
-//! the agent: the agent runs with none of them in its environment.
+//! the agent: the agent runs with none of them in its environment. The reader also gets a bus
+//! link through the broker's filter, as in service: a read through it is answered, an action
+//! and a setter are refused by the filter.
 
 use std::os::fd::AsRawFd as _;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -139,10 +141,17 @@ fn reader_and_input_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() 
     UnixStream::connect(&x).expect("X accepts this test");
     std::fs::read(&secret).expect("the test reads the file");
 
+    // The reader's links go through the broker's filter: one such link for the reader's probe.
+    let rt = tokio::runtime::Runtime::new().expect("a runtime for the filter");
     for agent in ["nish-reader", "nish-input"] {
         let handed_x = UnixStream::connect(&x).unwrap();
         let handed_bus = UnixStream::connect(&bus).unwrap();
-        let args: Vec<String> = [
+        let filtered_bus: Option<UnixStream> = (agent == "nish-reader").then(|| {
+            let _in_rt = rt.enter();
+            let real = UnixStream::connect(&bus).unwrap();
+            UnixStream::from(nish_broker::busfilter::filtered(real.into()).expect("the filter"))
+        });
+        let mut args: Vec<String> = [
             "--probe-connect",
             &bus,
             "--probe-connect",
@@ -164,8 +173,34 @@ fn reader_and_input_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() 
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if let Some(f) = &filtered_bus {
+            args.extend(["--filtered-dbus".to_string(), inheritable(f)]);
+        }
         let v = self_test(agent, &args, Some(&dir.join("home")));
         let what = refused(agent, &v);
+        if filtered_bus.is_some() {
+            // Refused by the filter's answer (AccessDenied, errno 13 in the report), not by
+            // the bus daemon, which would answer with an error of its own.
+            for must in [
+                "DoAction through the filtered D-Bus connection",
+                "SetTextContents through the filtered D-Bus connection",
+            ] {
+                let a = v["forbidden"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["what"] == must)
+                    .unwrap_or_else(|| panic!("{agent}: {must} was not tried"));
+                assert_eq!(a["errno"], 13, "{agent}: {must}: {a}");
+            }
+            assert!(
+                all_work(agent, &v)
+                    .iter()
+                    .any(|w| w
+                        == "a read (Peer.Ping) through the filtered D-Bus connection is answered"),
+                "{agent}: the read through the filter was not tried"
+            );
+        }
         for must in [
             format!("connect to {bus}"),
             format!("connect to {x}"),
