@@ -5,10 +5,10 @@
 //! The test names what it wants tried on the command line, since an agent has no bus address
 //! or display of its own ([`Probes::from_args`]):
 //! - `--probe-connect PATH`: connect to the Unix socket at PATH (the session bus, X, the
-//!   broker); must be refused for the reader and the input agent;
+//!   broker); must be refused for every agent;
 //! - `--probe-abstract NAME`: connect to the abstract Unix socket NAME; likewise;
 //! - `--probe-read PATH`: read the file at PATH (one placed in `$HOME/.ssh/`); must be refused
-//!   for the reader and the input agent;
+//!   for every agent;
 //! - `--handed-x FD`, `--handed-dbus FD`: a connection the test opened and handed in (an X
 //!   server, a D-Bus bus); must still work: the X setup request is answered, the D-Bus
 //!   authentication line is answered.

@@ -4,10 +4,10 @@
 //! down exactly as in service and tries each of these for real; every one must be refused,
 //! while Unix socket pairs and reads of its own /proc entry still work.
 //!
-//! The reader and the input agent, whose connections the broker hands in, must also fail to
-//! connect anywhere by themselves (the session bus socket, X by path and by abstract name, a
-//! socket standing for the broker's) and to read a file in `$HOME/.ssh/`, while connections
-//! handed to them (X, the session bus) still answer. The paths are handed to the test, not to
+//! Every agent (the reader, the input agent and the indicator), whose connections the broker
+//! hands in, must also fail to connect anywhere by itself (the session bus socket, X by path and
+//! by abstract name, a socket standing for the broker's) and to read a file in `$HOME/.ssh/`,
+//! while connections handed to it (X, the session bus) still answer. The paths are handed to the test, not to
 //! the agent: the agent runs with none of them in its environment.
 
 use std::os::fd::AsRawFd as _;
@@ -106,7 +106,7 @@ fn inheritable(s: &UnixStream) -> String {
 }
 
 #[test]
-fn reader_and_input_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
+fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
     let desk = Desktop::builder()
         .atspi(false)
         .window_manager(false)
@@ -139,7 +139,7 @@ fn reader_and_input_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() 
     UnixStream::connect(&x).expect("X accepts this test");
     std::fs::read(&secret).expect("the test reads the file");
 
-    for agent in ["nish-reader", "nish-input"] {
+    for agent in ["nish-reader", "nish-input", "nish-indicator"] {
         let handed_x = UnixStream::connect(&x).unwrap();
         let handed_bus = UnixStream::connect(&bus).unwrap();
         let args: Vec<String> = [
