@@ -30,8 +30,10 @@
 //!    (the broker hands their connections in on their link). For every
 //!    agent `perf_event_open`, `unshare`, `setns`, `keyctl`, `add_key`, `request_key`, `bpf`,
 //!    `userfaultfd`, the pidfd calls, mounts, modules, kexec, swap, reboot and the like fail
-//!    with `EPERM`, as do `clone` with a namespace flag and `kill`/`tgkill`/`rt_sigqueueinfo`
-//!    aimed at another process; `clone3` fails with `ENOSYS` (its flags cannot be checked; the
+//!    with `EPERM`, as do `clone` with a namespace flag, `kill`/`tgkill`/`rt_sigqueueinfo`/
+//!    `rt_tgsigqueueinfo` aimed at anything but the agent itself (its process group included),
+//!    `tkill`, and aiming a descriptor's `SIGIO` at another process (`F_SETOWN`, `F_SETOWN_EX`,
+//!    `FIOSETOWN`, `SIOCSPGRP`); `clone3` fails with `ENOSYS` (its flags cannot be checked; the
 //!    C library falls back to `clone`). Every other system call is allowed: the filters are
 //!    deny-lists, not allow-lists.
 //!

@@ -582,6 +582,19 @@ def check_agent_environ(broker: Broker) -> None:
         "indicator's environments")
 
 
+def check_agent_groups(broker: Broker) -> None:
+    """Each agent runs in a process group of its own: a signal an agent sends its group
+    (kill(0, ...)) cannot reach the broker or the other agents."""
+    broker_group = os.getpgid(broker.proc.pid)
+    kids = broker.children()
+    for name in ("nish-reader", "nish-input", "nish-indicator"):
+        check(name in kids, f"{name} runs under the broker: {kids}")
+        group = os.getpgid(kids[name])
+        check(group == kids[name] and group != broker_group,
+              f"{name} ({kids[name]}) is in group {group}, the broker's is {broker_group}")
+    say("every agent leads a process group of its own, apart from the broker's")
+
+
 async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:
     """start_session, answered by the person: after the dialog's arming delay, real clicks on
     the named controls (e.g. "takeover"), then on Allow."""

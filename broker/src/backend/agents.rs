@@ -361,6 +361,10 @@ where
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
 
+        // A process group of its own: a signal an agent sends its group (kill(0, ..)) reaches
+        // only itself, never the broker or the other agents (its seccomp filter refuses that
+        // too; this holds even for an agent built without it).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         crate::sys::pass_as_fd3(&mut cmd, theirs.into());
         let mut cmd = tokio::process::Command::from(cmd);
         // A process whose owner task is dropped (the runtime shuts down) is killed.
