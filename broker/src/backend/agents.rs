@@ -272,8 +272,8 @@ pub struct StartFailure {
     pub error: DriverError,
     /// The process's pid, when one was started.
     pub pid: u32,
-    /// `not_locked_down`, `lockdown_unreadable` or `no_hello` (a refusal the audit records as
-    /// `agent.refused`);
+    /// `not_locked_down`, `traced`, `lockdown_unreadable` or `no_hello` (a refusal the audit
+    /// records as `agent.refused`);
     /// violations during the handshake are reported through `on_violation` instead.
     pub refused: Option<&'static str>,
 }
@@ -542,6 +542,15 @@ where
                     ));
                 }
                 Ok(k) => {
+                    if !k.untraced {
+                        return Err(fail(
+                            DriverError::new(
+                                ErrorCode::BackendUnavailable,
+                                format!("{name} is traced by another process"),
+                            ),
+                            Some("traced"),
+                        ));
+                    }
                     if !k.complete() {
                         return Err(fail(
                             DriverError::new(
