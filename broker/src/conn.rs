@@ -69,7 +69,13 @@ impl Peer {
                 Msg::Event,
                 Msg::Connect,
             ],
-            Peer::Indicator => &[Msg::Hello, Msg::Lockdown, Msg::Answer, Msg::Event],
+            Peer::Indicator => &[
+                Msg::Hello,
+                Msg::Lockdown,
+                Msg::Answer,
+                Msg::Event,
+                Msg::Connect,
+            ],
         }
     }
 
@@ -158,8 +164,8 @@ pub enum Msg {
     /// An agent's own news, not an answer: the indicator's frame shown or lost, Continue, the
     /// stop hotkey, its readiness; the input agent's report of the person's input.
     Event,
-    /// The reader's or the input agent's request for a connection the broker opens and hands
-    /// over (`ConnectTarget`).
+    /// An agent's request for a connection the broker opens and hands over (`ConnectTarget`;
+    /// the indicator's X connection only).
     Connect,
 }
 
@@ -208,7 +214,11 @@ pub const PERMITTED: &[(Peer, Phase, &[Msg])] = &[
     ),
     (Peer::Indicator, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Indicator, Phase::AwaitLockdown, &[Msg::Lockdown]),
-    (Peer::Indicator, Phase::Serving, &[Msg::Answer, Msg::Event]),
+    (
+        Peer::Indicator,
+        Phase::Serving,
+        &[Msg::Answer, Msg::Event, Msg::Connect],
+    ),
 ];
 
 /// True when the table lets `peer` send `msg` in `phase`.
@@ -423,6 +433,7 @@ pub fn indicator_kind(m: &IndicatorToBroker) -> Msg {
         | IndicatorToBroker::TakeoverLost { .. }
         | IndicatorToBroker::Stop
         | IndicatorToBroker::Ready { .. } => Msg::Event,
+        IndicatorToBroker::Connect { .. } => Msg::Connect,
     }
 }
 

@@ -560,6 +560,12 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
             },
         }),
         (Peer::Indicator, Msg::Event) => fr(&IndicatorToBroker::Stop),
+        (Peer::Indicator, Msg::Connect) => fr(&IndicatorToBroker::Connect {
+            id,
+            target: ConnectTarget::App {
+                bus_name: ":1.1".into(),
+            },
+        }),
         (Peer::Reader | Peer::Input | Peer::Indicator, Msg::Hello) => {
             fr(&Hello::new(Role::from(peer)))
         }
@@ -736,6 +742,77 @@ async fn a_connection_request_is_answered_and_a_bad_one_refused_without_a_descri
         seen.lock().unwrap().is_empty(),
         "a permitted request is no violation"
     );
+}
+
+/// The indicator is handed an X connection and nothing else: a compromised indicator asking for
+/// the accessibility bus or an application's link gets a refusal and no descriptor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_indicator_is_refused_every_connection_but_x() {
+    let ask = |id: u64, target: ConnectTarget| {
+        nish_proto::wire::codec::encode(
+            &IndicatorToBroker::Connect { id, target },
+            nish_proto::wire::MAX_FRAME_BYTES,
+        )
+        .unwrap()
+    };
+    let script = [
+        agent_frame(Peer::Indicator, Msg::Hello, 0),
+        agent_frame(Peer::Indicator, Msg::Lockdown, 0),
+        ask(3, ConnectTarget::A11yBus),
+        ask(
+            4,
+            ConnectTarget::App {
+                bus_name: ":1.1".into(),
+            },
+        ),
+    ]
+    .concat();
+    let (ok, seen, agent) = attach(Peer::Indicator, script).await;
+    assert!(ok);
+    let agent = agent.into_std().unwrap();
+    agent.set_nonblocking(false).unwrap();
+    agent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut cutter = nish_proto::wire::codec::FrameCutter::new(1 << 20);
+    for _ in 0..2 {
+        // Read with recvmsg, so a descriptor sent along would be seen.
+        let mut buf = [0u8; 4096];
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+        let msg = nix::sys::socket::recvmsg::<()>(
+            std::os::fd::AsRawFd::as_raw_fd(&agent),
+            &mut iov,
+            Some(&mut space),
+            nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .expect("an answer in time");
+        assert_eq!(
+            msg.cmsgs().unwrap().count(),
+            0,
+            "no descriptor comes with a refusal"
+        );
+        let n = msg.bytes;
+        cutter.push(&buf[..n]).unwrap();
+        got.extend(cutter.drain::<BrokerToIndicator>().unwrap());
+        if got.len() >= 2 {
+            break;
+        }
+    }
+    let mut ids = Vec::new();
+    for m in got {
+        match m {
+            BrokerToIndicator::Connected { id, result } => {
+                assert_eq!(result.unwrap_err().code, "unsupported", "{id}");
+                ids.push(id);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    ids.sort();
+    assert_eq!(ids, [3, 4]);
+    assert!(seen.lock().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

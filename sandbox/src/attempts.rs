@@ -5,10 +5,10 @@
 //! The test names what it wants tried on the command line, since an agent has no bus address
 //! or display of its own ([`Probes::from_args`]):
 //! - `--probe-connect PATH`: connect to the Unix socket at PATH (the session bus, X, the
-//!   broker); must be refused for the reader and the input agent;
+//!   broker); must be refused for every agent;
 //! - `--probe-abstract NAME`: connect to the abstract Unix socket NAME; likewise;
 //! - `--probe-read PATH`: read the file at PATH (one placed in `$HOME/.ssh/`); must be refused
-//!   for the reader and the input agent;
+//!   for every agent;
 //! - `--handed-x FD`, `--handed-dbus FD`: a connection the test opened and handed in (an X
 //!   server, a D-Bus bus); must still work: the X setup request is answered, the D-Bus
 //!   authentication line is answered.
@@ -99,6 +99,12 @@ fn connect_abstract(name: &str) -> std::io::Result<UnixStream> {
 pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
     let tmp = std::env::temp_dir().join(format!("nish-self-test-{}", std::process::id()));
     let parent = nix::unistd::getppid();
+    let parent_raw = libc::c_long::from(parent.as_raw());
+    // The parent's group (the broker's, or the test's); 1 (init) if it cannot be read, which
+    // is refused just the same.
+    let parent_group = nix::unistd::getpgid(Some(parent))
+        .map(|g| libc::c_long::from(g.as_raw()))
+        .unwrap_or(1);
     let mut v = vec![
         at(
             "socket(AF_INET, SOCK_STREAM)",
@@ -144,6 +150,26 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
         at(
             "kill(parent, 0): signal another process",
             nix::sys::signal::kill(parent, None).err().map(|e| e as i32),
+        ),
+        at(
+            "kill(0, 0): signal the process group",
+            crate::sys::errno_of(libc::SYS_kill, [0, 0, 0, 0]),
+        ),
+        at(
+            "kill(-(the parent's process group), 0)",
+            crate::sys::errno_of(libc::SYS_kill, [-parent_group, 0, 0, 0]),
+        ),
+        at(
+            "tkill(parent, 0)",
+            crate::sys::errno_of(libc::SYS_tkill, [parent_raw, 0, 0, 0]),
+        ),
+        at(
+            "tgkill(parent, parent, 0)",
+            crate::sys::errno_of(libc::SYS_tgkill, [parent_raw, parent_raw, 0, 0]),
+        ),
+        at(
+            "fcntl(F_SETOWN, parent): aim a socket's SIGIO at another process",
+            sigio_owner(parent_raw),
         ),
         at(
             "perf_event_open",
@@ -349,6 +375,24 @@ fn filtered_dialogue(fd: i32) -> Vec<Option<i32>> {
     run().unwrap_or_else(|e| vec![e.raw_os_error().or(other); FILTER_CALLS.len()])
 }
 
+/// `fcntl(F_SETOWN, target)` on a fresh socket of this process: its `SIGIO` would go to
+/// `target`.
+fn sigio_owner(target: libc::c_long) -> Option<i32> {
+    use std::os::fd::AsRawFd as _;
+    match UnixStream::pair() {
+        Ok((a, _b)) => crate::sys::errno_of(
+            libc::SYS_fcntl,
+            [
+                libc::c_long::from(a.as_raw_fd()),
+                libc::c_long::from(libc::F_SETOWN),
+                target,
+                0,
+            ],
+        ),
+        Err(e) => e.raw_os_error(),
+    }
+}
+
 /// Takes a descriptor the test handed in.
 fn handed(fd: i32) -> std::io::Result<UnixStream> {
     if fd < 3 {
@@ -404,8 +448,10 @@ fn dbus_answers(fd: i32) -> std::io::Result<()> {
 }
 
 /// What an agent still needs: Unix socket pairs, reading its own /proc entry and the system's
-/// libraries, and the connections handed in (when the test handed some).
+/// libraries, signalling itself and its own threads, and the connections handed in (when the
+/// test handed some).
 pub fn allowed(probes: &Probes) -> Vec<Attempt> {
+    let me = libc::c_long::from(nix::unistd::getpid().as_raw());
     let mut v = vec![
         at(
             "socketpair(AF_UNIX)",
@@ -419,6 +465,19 @@ pub fn allowed(probes: &Probes) -> Vec<Attempt> {
             "list /usr/lib",
             io_errno(std::fs::read_dir("/usr/lib").map(|_| ())),
         ),
+        at(
+            "kill(self, 0)",
+            crate::sys::errno_of(libc::SYS_kill, [me, 0, 0, 0]),
+        ),
+        at(
+            // What raise(), abort() and pthread_kill() do.
+            "tgkill(self, this thread, 0)",
+            crate::sys::errno_of(
+                libc::SYS_tgkill,
+                [me, libc::c_long::from(nix::unistd::gettid().as_raw()), 0, 0],
+            ),
+        ),
+        at("fcntl(F_SETOWN, self)", sigio_owner(me)),
     ];
     if let Some(fd) = probes.handed_x {
         v.push(at(

@@ -72,10 +72,9 @@ pub(crate) fn open_by_abi(abi: i32) -> Vec<&'static str> {
 /// Applies the ruleset to the calling thread and says what is enforced and the kernel's
 /// Landlock ABI (0 when Landlock is not there).
 ///
-/// With `handed` (the reader and the input agent, whose connections the broker hands in):
-/// reads only beneath [`READABLE`], and abstract Unix sockets scoped too. Otherwise (the
-/// indicator, which connects to X itself and reads the font it is given) reads stay free and
-/// abstract sockets unscoped (X listens on one).
+/// With `handed` (every agent: the broker hands their connections in): reads only beneath
+/// [`READABLE`], and abstract Unix sockets scoped too. Otherwise (a profile that connects by
+/// itself) reads stay free and abstract sockets unscoped (X listens on one).
 pub(crate) fn restrict_self(handed: bool) -> Result<(LandlockState, i32), RulesetError> {
     let mut fs = handled_fs();
     if handed {

@@ -18,21 +18,22 @@
 //! 4. Landlock ([`landlock_rules`]): every write-type file right and `execute` handled with no
 //!    rule granting any of them, so no path anywhere can be created, written, truncated, removed
 //!    or executed; TCP bind and connect handled with no port allowed; signals scoped to the
-//!    agent itself. For the reader and the input agent ([`Profile::connections_handed_in`])
-//!    reading files and listing directories is handled too, granted only beneath the system's
-//!    directories and the agent's own /proc entry (nothing of the person's: no home, no
-//!    runtime directory, no /tmp), and abstract Unix sockets are scoped. The indicator keeps
-//!    free reads and unscoped abstract sockets (it connects to X itself). On an older kernel
+//!    agent itself. For every agent ([`Profile::connections_handed_in`]) reading files and
+//!    listing directories is handled too, granted only beneath the system's directories and
+//!    the agent's own /proc entry (nothing of the person's: no home, no runtime directory, no
+//!    /tmp), and abstract Unix sockets are scoped. On an older kernel
 //!    what its ABI supports is enforced; the report's `detail` names what the ABI leaves open.
 //! 5. seccomp ([`seccomp_filters`]), on every thread of the process: `socket`/`socketpair` with
 //!    a domain other than `AF_UNIX` fail with `EACCES`; `execve`, `execveat`, `ptrace`,
-//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; for the
-//!    reader and the input agent ([`Profile::connections_handed_in`]) `socket` and `connect`
-//!    fail with `EPERM` too (the broker hands their connections in on their link). For every
+//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; for every
+//!    agent ([`Profile::connections_handed_in`]) `socket` and `connect` fail with `EPERM` too
+//!    (the broker hands their connections in on their link). For every
 //!    agent `perf_event_open`, `unshare`, `setns`, `keyctl`, `add_key`, `request_key`, `bpf`,
 //!    `userfaultfd`, the pidfd calls, mounts, modules, kexec, swap, reboot and the like fail
-//!    with `EPERM`, as do `clone` with a namespace flag and `kill`/`tgkill`/`rt_sigqueueinfo`
-//!    aimed at another process; `clone3` fails with `ENOSYS` (its flags cannot be checked; the
+//!    with `EPERM`, as do `clone` with a namespace flag, `kill`/`tgkill`/`rt_sigqueueinfo`/
+//!    `rt_tgsigqueueinfo` aimed at anything but the agent itself (its process group included),
+//!    `tkill`, and aiming a descriptor's `SIGIO` at another process (`F_SETOWN`, `F_SETOWN_EX`,
+//!    `FIOSETOWN`, `SIOCSPGRP`); `clone3` fails with `ENOSYS` (its flags cannot be checked; the
 //!    C library falls back to `clone`). Every other system call is allowed: the filters are
 //!    deny-lists, not allow-lists.
 //!
@@ -63,11 +64,11 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// True for the agents whose connections the broker opens and hands in (the reader and
-    /// the input agent): their seccomp filter also refuses `socket` (every domain) and
-    /// `connect`. The indicator opens its own X connection.
+    /// True for the agents whose connections the broker opens and hands in (the reader, the
+    /// input agent and the indicator): their seccomp filter also refuses `socket` (every
+    /// domain) and `connect`, and Landlock limits their reads and scopes abstract sockets.
     pub fn connections_handed_in(&self) -> bool {
-        matches!(self.name, "reader" | "input")
+        matches!(self.name, "reader" | "input" | "indicator")
     }
 }
 

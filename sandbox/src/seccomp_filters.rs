@@ -94,6 +94,13 @@ fn surface_calls() -> Vec<i64> {
     ]
 }
 
+/// `F_SETOWN_EX` (`<linux/fcntl.h>`, the same on every architecture; not in the libc crate for
+/// every target).
+const F_SETOWN_EX: u64 = 15;
+/// `FIOSETOWN` and `SIOCSPGRP` (`<linux/sockios.h>`): set a socket's `SIGIO` owner.
+const FIOSETOWN: u64 = 0x8901;
+const SIOCSPGRP: u64 = 0x8902;
+
 /// The namespace flags `clone` may not carry.
 const NEW_NAMESPACES: [u64; 7] = [
     libc::CLONE_NEWUSER as u64,
@@ -113,10 +120,20 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Strin
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
 }
 
-/// Conditional refusals (`EPERM`): `clone` with a new namespace, and signals to any process
-/// other than this one (`kill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`; `pid` is this
-/// process's). Landlock's signal scoping does the latter on ABI 6 and later; this holds on
-/// every kernel.
+/// Conditional refusals (`EPERM`): `clone` with a new namespace, and every way to signal a
+/// process other than this one (`pid` is this process's, known because the filter is built in
+/// the process it confines):
+/// - `kill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo` unless the target (argument 0)
+///   is this process: `kill(0, ..)` (the process group) and `kill(-pgid, ..)` are refused;
+///   what the C library and Rust's runtime send their own threads (`raise`, `abort`,
+///   `pthread_kill`: `tgkill(getpid(), tid, ..)`) still passes;
+/// - `tkill` always (it names a thread of any process; the C library uses `tgkill`);
+/// - `fcntl(F_SETOWN)` naming another process or a group, `fcntl(F_SETOWN_EX)` (its target is
+///   in memory), `ioctl(FIOSETOWN)` and `ioctl(SIOCSPGRP)`: they aim the `SIGIO` of a
+///   descriptor at a process.
+///
+/// `pidfd_send_signal` is refused in [`surface_calls`]. Landlock's signal scoping does the
+/// same on ABI 6 and later; this holds on every kernel.
 fn conditional_rules(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
     let pid = u64::from(pid);
     let mut rules = BTreeMap::new();
@@ -125,21 +142,32 @@ fn conditional_rules(pid: u32) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String
         clone.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
     }
     rules.insert(libc::SYS_clone, clone);
-    // kill(0, ...) signals the process group; kill(pid, ...) itself. Anything else is refused.
-    rules.insert(
-        libc::SYS_kill,
-        vec![rule(vec![
-            cond(0, SeccompCmpOp::Ne, pid)?,
-            cond(0, SeccompCmpOp::Ne, 0)?,
-        ])?],
-    );
     for nr in [
+        libc::SYS_kill,
         libc::SYS_tgkill,
         libc::SYS_rt_sigqueueinfo,
         libc::SYS_rt_tgsigqueueinfo,
     ] {
         rules.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Ne, pid)?])?]);
     }
+    rules.insert(libc::SYS_tkill, vec![]);
+    rules.insert(
+        libc::SYS_fcntl,
+        vec![
+            rule(vec![
+                cond(1, SeccompCmpOp::Eq, libc::F_SETOWN as u64)?,
+                cond(2, SeccompCmpOp::Ne, pid)?,
+            ])?,
+            rule(vec![cond(1, SeccompCmpOp::Eq, F_SETOWN_EX)?])?,
+        ],
+    );
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, SeccompCmpOp::Eq, FIOSETOWN)?])?,
+            rule(vec![cond(1, SeccompCmpOp::Eq, SIOCSPGRP)?])?,
+        ],
+    );
     Ok(rules)
 }
 

@@ -9,8 +9,10 @@ use nix::libc;
 pub fn errno_of(nr: libc::c_long, args: [libc::c_long; 4]) -> Option<i32> {
     // SAFETY: every call made through here passes only integers and null pointers
     // (perf_event_open with a null attribute, keyctl on the session keyring id, bpf with a null
-    // attribute, userfaultfd with flags); the kernel validates each argument and touches no
-    // memory of this process for them. A returned descriptor is closed below.
+    // attribute, userfaultfd with flags, kill/tkill/tgkill with signal 0, which only checks
+    // that the target could be signalled, fcntl(F_SETOWN) on a socket the caller owns); the
+    // kernel validates each argument and touches no memory of this process for them. A
+    // returned descriptor is closed below.
     let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3]) };
     if r < 0 {
         return Some(nix::errno::Errno::last_raw());

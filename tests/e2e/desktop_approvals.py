@@ -76,6 +76,7 @@ async def run(ns: argparse.Namespace) -> None:
                                       "text": "x"})
             h.check_ptrace_refused(broker)
             h.check_agent_environ(broker)
+            h.check_agent_groups(broker)
 
             # 1. A denial sends nothing.
             r = await ok(c, "get_window_state", {"app": APP})

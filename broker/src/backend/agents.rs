@@ -38,9 +38,8 @@ use crate::conn::{Conn, Msg, Peer, Violation};
 use crate::server::MAX_HELLO_BYTES;
 
 /// Environment variables an agent may inherit; everything else is cleared. No bus address,
-/// display or X authority: the reader and the input agent get their connections from the
-/// broker ([`crate::handover`]). The indicator (which connects to X itself) also gets
-/// [`INDICATOR_ENV`].
+/// display or X authority: every agent gets its connections from the broker
+/// ([`crate::handover`]), and its seccomp filter refuses `socket` and `connect`.
 pub const ENV_WHITELIST: &[&str] = &[
     "XDG_RUNTIME_DIR",
     "HOME",
@@ -54,35 +53,13 @@ pub const ENV_WHITELIST: &[&str] = &[
     "WAYLAND_DISPLAY",
 ];
 
-/// The indicator's extra variables: it opens its own X connection (on X11 only).
-pub const INDICATOR_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
-
-/// Variables an agent never gets on a Wayland session: there the driver makes no X connection
-/// at all (XWayland apps are read through AT-SPI like the rest).
-const X_ONLY_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
-
-/// The environment an agent of `role` starts with, from the broker's own (`get`): the
-/// whitelist, the indicator's X variables for the indicator, none of the X variables on a
-/// Wayland session.
+/// The environment an agent starts with, from the broker's own (`get`): the whitelist, the
+/// same for every agent.
 pub fn agent_env(
-    role: Role,
     get: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Vec<(&'static str, std::ffi::OsString)> {
-    let s = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
-    let (session, _) = super::linux::session_type_of(
-        s("XDG_SESSION_TYPE").as_deref(),
-        s("WAYLAND_DISPLAY").as_deref(),
-        s("DISPLAY").as_deref(),
-    );
-    let extra: &[&'static str] = if role == Role::Indicator {
-        INDICATOR_ENV
-    } else {
-        &[]
-    };
     ENV_WHITELIST
         .iter()
-        .chain(extra)
-        .filter(|k| session != "wayland" || !X_ONLY_ENV.contains(k))
         .filter_map(|k| get(k).map(|v| (*k, v)))
         .collect()
 }
@@ -295,8 +272,8 @@ pub struct StartFailure {
     pub error: DriverError,
     /// The process's pid, when one was started.
     pub pid: u32,
-    /// `not_locked_down`, `lockdown_unreadable` or `no_hello` (a refusal the audit records as
-    /// `agent.refused`);
+    /// `not_locked_down`, `traced`, `lockdown_unreadable` or `no_hello` (a refusal the audit
+    /// records as `agent.refused`);
     /// violations during the handshake are reported through `on_violation` instead.
     pub refused: Option<&'static str>,
 }
@@ -377,13 +354,17 @@ where
         let mut cmd = Command::new(path);
         cmd.arg("--fd").arg(nish_proto::wire::AGENT_FD.to_string());
         cmd.env_clear();
-        cmd.envs(agent_env(role, |k| std::env::var_os(k)));
+        cmd.envs(agent_env(|k| std::env::var_os(k)));
         // Agents cannot write files (RLIMIT_FSIZE 0), so their log goes through a pipe that the
         // broker reads and logs as its own, tagged with the agent's name.
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
 
+        // A process group of its own: a signal an agent sends its group (kill(0, ..)) reaches
+        // only itself, never the broker or the other agents (its seccomp filter refuses that
+        // too; this holds even for an agent built without it).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         crate::sys::pass_as_fd3(&mut cmd, theirs.into());
         let mut cmd = tokio::process::Command::from(cmd);
         // A process whose owner task is dropped (the runtime shuts down) is killed.
@@ -561,6 +542,15 @@ where
                     ));
                 }
                 Ok(k) => {
+                    if !k.untraced {
+                        return Err(fail(
+                            DriverError::new(
+                                ErrorCode::BackendUnavailable,
+                                format!("{name} is traced by another process"),
+                            ),
+                            Some("traced"),
+                        ));
+                    }
                     if !k.complete() {
                         return Err(fail(
                             DriverError::new(
@@ -801,9 +791,18 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
             };
             let target = target.clone();
             let handing = handing.clone();
-            let reader = conn.peer() == Peer::Reader;
+            let peer = conn.peer();
+            let reader = peer == Peer::Reader;
             tokio::spawn(async move {
-                let opened = opener().open_for_agent(&target, reader).await;
+                let opened = if peer == Peer::Indicator && target != ConnectTarget::X11 {
+                    // The indicator draws on X and needs nothing else.
+                    Err(AgentFailure {
+                        code: ErrorCode::Unsupported.as_str().to_string(),
+                        message: "the indicator is handed an X connection only".into(),
+                    })
+                } else {
+                    opener().open_for_agent(&target, reader).await
+                };
                 if let Err(f) = &opened {
                     tracing::info!(agent = name, code = %f.code, "connection not handed: {}", clean_message(&f.message));
                 }

@@ -109,8 +109,8 @@ impl AgentRequest for BrokerToInput {
 }
 
 impl AgentRequest for BrokerToIndicator {
-    fn connected(_: u64, _: Connected) -> Option<Self> {
-        None
+    fn connected(id: u64, result: Connected) -> Option<Self> {
+        Some(BrokerToIndicator::Connected { id, result })
     }
 }
 
@@ -129,6 +129,12 @@ impl AgentMessage for IndicatorToBroker {
     }
     fn kind(&self) -> Msg {
         indicator_kind(self)
+    }
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        match self {
+            IndicatorToBroker::Connect { id, target } => Some((*id, target)),
+            _ => None,
+        }
     }
 }
 
@@ -778,7 +784,10 @@ fn indicator_on_start(
                             .unwrap_or_else(|e| e.into_inner())
                             .hotkey_grabbed = Some(hotkey_grabbed);
                     }
-                    IndicatorToBroker::Lockdown(_) | IndicatorToBroker::Consent { .. } => {}
+                    // Connection requests are served by the agent's router, never queued here.
+                    IndicatorToBroker::Lockdown(_)
+                    | IndicatorToBroker::Consent { .. }
+                    | IndicatorToBroker::Connect { .. } => {}
                 }
             }
             // The indicator exited: every frame it drew is gone, and so is the hotkey.
@@ -1954,9 +1963,8 @@ mod tests {
 
     #[test]
     fn agents_get_no_bus_address_and_no_x_display_on_wayland() {
-        use nish_proto::wire::Role;
-        let env = |role: Role, vars: &'static [(&'static str, &'static str)]| {
-            let got = super::super::agents::agent_env(role, |k| {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            let got = super::super::agents::agent_env(|k| {
                 vars.iter()
                     .find(|(n, _)| *n == k)
                     .map(|(_, v)| std::ffi::OsString::from(v))
@@ -1976,23 +1984,12 @@ mod tests {
             ("DISPLAY", ":0"),
             ("XAUTHORITY", "/home/p/.Xauthority"),
             ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("AT_SPI_BUS_ADDRESS", "unix:path=/run/user/1000/at-spi/bus"),
         ];
-        for role in [Role::Reader, Role::Input, Role::Indicator] {
-            assert_eq!(
-                env(role, WAYLAND),
-                ["XDG_SESSION_TYPE", "WAYLAND_DISPLAY"],
-                "{role:?}"
-            );
-        }
-        // On X11 only the indicator connects to X itself; the others get their connection
-        // from the broker.
-        for role in [Role::Reader, Role::Input] {
-            assert_eq!(env(role, X11), ["XDG_SESSION_TYPE"], "{role:?}");
-        }
-        assert_eq!(
-            env(Role::Indicator, X11),
-            ["XDG_SESSION_TYPE", "DISPLAY", "XAUTHORITY"]
-        );
+        assert_eq!(env(WAYLAND), ["XDG_SESSION_TYPE", "WAYLAND_DISPLAY"]);
+        // On X11 too: every agent, the indicator included, gets its X connection from the
+        // broker, so none has a display, an X authority or a bus address.
+        assert_eq!(env(X11), ["XDG_SESSION_TYPE"]);
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod shim;
 pub mod trust;
 
 /// Version of these wire protocols; bumped on any incompatible change of a message enum.
-pub const PROTO_VERSION: u32 = 4;
+pub const PROTO_VERSION: u32 = 5;
 
 /// Largest frame any peer accepts (screen captures are the largest messages).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -156,9 +156,10 @@ pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
     }
 }
 
-/// A connection an agent asks the broker for. The reader and the input agent open no socket of
-/// their own: the broker connects, checks the peer, and hands the descriptor over on the
-/// agent's link (`SCM_RIGHTS`, attached to the first byte of the answer's frame).
+/// A connection an agent asks the broker for. No agent opens a socket of its own: the broker
+/// connects, checks the peer, and hands the descriptor over on the agent's link (`SCM_RIGHTS`,
+/// attached to the first byte of the answer's frame). The indicator may ask only for
+/// [`ConnectTarget::X11`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnectTarget {
     /// The X display, the setup handshake already done by the broker.
