@@ -25,7 +25,7 @@ cargo fmt --all -- --check
 step "lints"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "the daemon as README installs it has no mock backend"
+step "the daemon as README installs it has no mock backend and no test switches"
 # Built alone, nish-broker has no `mock` feature (only the tests crate turns it on), so its
 # daemon refuses --backend mock. The workspace build below puts the test build back.
 cargo build -p nish-broker --bin nish-driver
@@ -38,6 +38,11 @@ fi
 # its directory variable appears in no binary built without it.
 if grep -q -a NISH_TEST_CONSENT_DIR target/debug/nish-driver; then
     echo "nish-driver built without the test-consent feature contains its consent path" >&2
+    exit 1
+fi
+# Nor the act benchmark's switch that turns the reader's filter off (feature bench-unfiltered).
+if grep -q -a NISH_BENCH_READER_FILTER target/debug/nish-driver; then
+    echo "nish-driver built without the bench-unfiltered feature can turn the reader's filter off" >&2
     exit 1
 fi
 

@@ -53,7 +53,7 @@ pub enum AuditEvent {
     Stop,
     /// `agent.start`: the broker started an agent (and it locked down)
     AgentStart,
-    /// `agent.refused`: an agent broke its protocol and was cut off (connection shut down, process killed), or did not lock down or say its hello in time when it started
+    /// `agent.refused`: an agent broke its protocol and was cut off (connection shut down, process killed), or when it started was traced by another process, did not lock down or did not say its hello in time
     AgentRefused,
     /// `agent.exit`: an agent's process ended (reaped at once)
     AgentExit,
@@ -168,7 +168,7 @@ impl AuditEvent {
             AuditEvent::Stop => r#"the kill switch"#,
             AuditEvent::AgentStart => r#"the broker started an agent (and it locked down)"#,
             AuditEvent::AgentRefused => {
-                r#"an agent broke its protocol and was cut off (connection shut down, process killed), or did not lock down or say its hello in time when it started"#
+                r#"an agent broke its protocol and was cut off (connection shut down, process killed), or when it started was traced by another process, did not lock down or did not say its hello in time"#
             }
             AuditEvent::AgentExit => r#"an agent's process ended (reaped at once)"#,
             AuditEvent::AuditResumed => r#"the audit works again after it could not be written"#,
@@ -219,7 +219,7 @@ impl AuditEvent {
                 r#"`agent`, `pid`, `restart` (an earlier instance ran and ended)"#
             }
             AuditEvent::AgentRefused => {
-                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`; at start `not_locked_down`, `lockdown_unreadable`, `no_hello`), `phase`, `message`"#
+                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`; at start `not_locked_down`, `traced`, `lockdown_unreadable`, `no_hello`), `phase`, `message`"#
             }
             AuditEvent::AgentExit => {
                 r#"`agent`, `pid`, `status` (`exit N`, `signal N`), `ran_ms`, `restart_in_ms` (the backoff before it starts again)"#

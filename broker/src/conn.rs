@@ -61,8 +61,21 @@ impl Peer {
         match self {
             Peer::Shim => &[Msg::Hello, Msg::Open, Msg::Call, Msg::Control],
             Peer::Cli => &[Msg::Hello, Msg::Status, Msg::Stop, Msg::Person, Msg::Doctor],
-            Peer::Reader => &[Msg::Hello, Msg::Lockdown, Msg::Answer],
-            Peer::Input | Peer::Indicator => &[Msg::Hello, Msg::Lockdown, Msg::Answer, Msg::Event],
+            Peer::Reader => &[Msg::Hello, Msg::Lockdown, Msg::Answer, Msg::Connect],
+            Peer::Input => &[
+                Msg::Hello,
+                Msg::Lockdown,
+                Msg::Answer,
+                Msg::Event,
+                Msg::Connect,
+            ],
+            Peer::Indicator => &[
+                Msg::Hello,
+                Msg::Lockdown,
+                Msg::Answer,
+                Msg::Event,
+                Msg::Connect,
+            ],
         }
     }
 
@@ -151,6 +164,9 @@ pub enum Msg {
     /// An agent's own news, not an answer: the indicator's frame shown or lost, Continue, the
     /// stop hotkey, its readiness; the input agent's report of the person's input.
     Event,
+    /// An agent's request for a connection the broker opens and hands over (`ConnectTarget`;
+    /// the indicator's X connection only).
+    Connect,
 }
 
 impl Msg {
@@ -168,6 +184,7 @@ impl Msg {
             Msg::Lockdown => "lockdown",
             Msg::Answer => "answer",
             Msg::Event => "event",
+            Msg::Connect => "connect",
         }
     }
 }
@@ -187,13 +204,21 @@ pub const PERMITTED: &[(Peer, Phase, &[Msg])] = &[
     (Peer::Cli, Phase::Answered, &[]),
     (Peer::Reader, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Reader, Phase::AwaitLockdown, &[Msg::Lockdown]),
-    (Peer::Reader, Phase::Serving, &[Msg::Answer]),
+    (Peer::Reader, Phase::Serving, &[Msg::Answer, Msg::Connect]),
     (Peer::Input, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Input, Phase::AwaitLockdown, &[Msg::Lockdown]),
-    (Peer::Input, Phase::Serving, &[Msg::Answer, Msg::Event]),
+    (
+        Peer::Input,
+        Phase::Serving,
+        &[Msg::Answer, Msg::Event, Msg::Connect],
+    ),
     (Peer::Indicator, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Indicator, Phase::AwaitLockdown, &[Msg::Lockdown]),
-    (Peer::Indicator, Phase::Serving, &[Msg::Answer, Msg::Event]),
+    (
+        Peer::Indicator,
+        Phase::Serving,
+        &[Msg::Answer, Msg::Event, Msg::Connect],
+    ),
 ];
 
 /// True when the table lets `peer` send `msg` in `phase`.
@@ -379,6 +404,7 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
         | ReaderToBroker::Png { .. }
         | ReaderToBroker::Probe { .. }
         | ReaderToBroker::Failed { .. } => Msg::Answer,
+        ReaderToBroker::Connect { .. } => Msg::Connect,
     }
 }
 
@@ -393,6 +419,7 @@ pub fn input_kind(m: &InputToBroker) -> Msg {
         | InputToBroker::Clipboard { .. }
         | InputToBroker::Failed { .. } => Msg::Answer,
         InputToBroker::Person { .. } => Msg::Event,
+        InputToBroker::Connect { .. } => Msg::Connect,
     }
 }
 
@@ -406,6 +433,7 @@ pub fn indicator_kind(m: &IndicatorToBroker) -> Msg {
         | IndicatorToBroker::TakeoverLost { .. }
         | IndicatorToBroker::Stop
         | IndicatorToBroker::Ready { .. } => Msg::Event,
+        IndicatorToBroker::Connect { .. } => Msg::Connect,
     }
 }
 

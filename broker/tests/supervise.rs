@@ -418,3 +418,113 @@ fn an_agent_that_does_not_lock_down_is_refused_and_audited() {
         "a refused agent was audited as started"
     );
 }
+
+/// A fake agent at `dir/name` that a same-user process attaches to with ptrace between its
+/// exec and its lock-down: a Python launcher forks a tracer that attaches to it
+/// (`PTRACE_ATTACH`, permitted: the launcher is still dumpable and there is no Yama), lets it
+/// run on, and then the launcher execs the real lock-down stand-in (`forged_lockdown --locked`),
+/// which says its hello and a true, complete lock-down report. The tracer stays attached
+/// (not being dumpable only stops new attaches).
+fn traced_agent(dir: &Path, name: &str, role: &str) {
+    let example = Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("forged_lockdown");
+    assert!(
+        example.exists(),
+        "build the examples first (cargo build --workspace --examples): {}",
+        example.display()
+    );
+    let script = format!(
+        r#"#!/usr/bin/python3
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_CONT, PTRACE_ATTACH, WALL = 7, 16, 0x40000000
+agent = os.getpid()
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(3)
+    os.close(r)
+    if libc.ptrace(PTRACE_ATTACH, agent, None, None) != 0:
+        os._exit(1)
+    os.waitpid(agent, WALL)
+    libc.ptrace(PTRACE_CONT, agent, None, None)
+    os.write(w, b"x")
+    os.close(w)
+    while True:
+        try:
+            _, st = os.waitpid(agent, WALL)
+        except ChildProcessError:
+            os._exit(0)
+        if os.WIFEXITED(st) or os.WIFSIGNALED(st):
+            os._exit(0)
+        sig = os.WSTOPSIG(st)
+        libc.ptrace(PTRACE_CONT, agent, None, None if sig == signal.SIGTRAP else sig)
+os.close(w)
+os.read(r, 1)
+os.execv('{example}', ['{example}', '--locked', '--as', '{role}'])
+"#,
+        example = example.display()
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn an_agent_traced_since_its_start_is_refused_audited_and_started_again() {
+    let dir = tmpdir("traced");
+    let agents = dir.join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    fake_agent(&agents, "nish-indicator", Role::Indicator, true);
+    traced_agent(&agents, "nish-reader", "reader");
+    let serve = Serve::start(&dir, &agents);
+    let mut s = serve.shim();
+    Serve::send(&mut s, "start_session", json!({"apps": ["Notes"]}));
+    let (is_error, v) = Serve::answer(&mut s);
+    assert!(is_error, "{v}");
+    let e = &v["error"];
+    assert_eq!(e["code"], "backend_unavailable", "{e}");
+    let m = e["message"].as_str().unwrap();
+    assert!(
+        m.contains("traced by another process") && m.contains("the next start is in"),
+        "{m}"
+    );
+    // Refused, and refused again when the broker starts it anew after its backoff (the tracer
+    // attaches each time): the lock-down itself was complete, only the tracer is refused.
+    let want = json!({"event": "agent.refused", "agent": "nish-reader", "reason": "traced",
+                      "peer": "reader"});
+    serve.audited(&want, 1, Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let refused = loop {
+        let got = serve.audited(&want, 1, Duration::from_secs(1));
+        if got.len() >= 2 {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reader was not started again"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        Serve::send(&mut s, "start_session", json!({"apps": ["Notes"]}));
+        let (is_error, v) = Serve::answer(&mut s);
+        assert!(is_error, "{v}");
+    };
+    for r in &refused {
+        let pid = u(r, "peer_pid");
+        assert!(
+            reaped_within(pid, Duration::from_secs(2)),
+            "the traced agent {pid} still runs"
+        );
+    }
+    assert_ne!(u(&refused[0], "peer_pid"), u(&refused[1], "peer_pid"));
+    assert!(
+        serve
+            .audit()
+            .iter()
+            .all(|e| !(e["event"] == "agent.start" && e["agent"] == "nish-reader")),
+        "a traced agent was audited as started"
+    );
+}

@@ -19,7 +19,7 @@ use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToB
 use nish_proto::wire::input::{BrokerToInput, InputToBroker};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker};
 use nish_proto::wire::shim::{BrokerToShim, ShimToBroker};
-use nish_proto::wire::{AgentFailure, Hello, LockdownReport, Role};
+use nish_proto::wire::{AgentFailure, ConnectTarget, Hello, LockdownReport, Role};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -537,6 +537,18 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
         (Peer::Input, Msg::Event) => fr(&InputToBroker::Person {
             input: nish_proto::wire::input::PersonInput::PointerMoved,
         }),
+        (Peer::Reader, Msg::Connect) => fr(&ReaderToBroker::Connect {
+            id,
+            target: ConnectTarget::App {
+                bus_name: "not.unique".into(),
+            },
+        }),
+        (Peer::Input, Msg::Connect) => fr(&InputToBroker::Connect {
+            id,
+            target: ConnectTarget::App {
+                bus_name: "not.unique".into(),
+            },
+        }),
         (Peer::Indicator, Msg::Lockdown) => fr(&IndicatorToBroker::Lockdown(report())),
         (Peer::Indicator, Msg::Answer) => fr(&IndicatorToBroker::Consent {
             id,
@@ -548,6 +560,12 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
             },
         }),
         (Peer::Indicator, Msg::Event) => fr(&IndicatorToBroker::Stop),
+        (Peer::Indicator, Msg::Connect) => fr(&IndicatorToBroker::Connect {
+            id,
+            target: ConnectTarget::App {
+                bus_name: ":1.1".into(),
+            },
+        }),
         (Peer::Reader | Peer::Input | Peer::Indicator, Msg::Hello) => {
             fr(&Hello::new(Role::from(peer)))
         }
@@ -694,6 +712,107 @@ async fn every_unexpected_agent_message_cuts_the_agent_off() {
         }
     }
     assert!(checked >= 20, "{checked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_request_is_answered_and_a_bad_one_refused_without_a_descriptor() {
+    let script = [
+        agent_frame(Peer::Reader, Msg::Hello, 0),
+        agent_frame(Peer::Reader, Msg::Lockdown, 0),
+        agent_frame(Peer::Reader, Msg::Connect, 7),
+    ]
+    .concat();
+    let (ok, seen, mut agent) = attach(Peer::Reader, script).await;
+    assert!(ok);
+    let answer: BrokerToReader = tokio::time::timeout(
+        Duration::from_secs(5),
+        aio::read_frame(&mut agent, nish_proto::wire::MAX_FRAME_BYTES),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("a frame");
+    match answer {
+        BrokerToReader::Connected { id, result } => {
+            assert_eq!(id, 7);
+            assert_eq!(result.unwrap_err().code, "app_not_in_scope");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a permitted request is no violation"
+    );
+}
+
+/// The indicator is handed an X connection and nothing else: a compromised indicator asking for
+/// the accessibility bus or an application's link gets a refusal and no descriptor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_indicator_is_refused_every_connection_but_x() {
+    let ask = |id: u64, target: ConnectTarget| {
+        nish_proto::wire::codec::encode(
+            &IndicatorToBroker::Connect { id, target },
+            nish_proto::wire::MAX_FRAME_BYTES,
+        )
+        .unwrap()
+    };
+    let script = [
+        agent_frame(Peer::Indicator, Msg::Hello, 0),
+        agent_frame(Peer::Indicator, Msg::Lockdown, 0),
+        ask(3, ConnectTarget::A11yBus),
+        ask(
+            4,
+            ConnectTarget::App {
+                bus_name: ":1.1".into(),
+            },
+        ),
+    ]
+    .concat();
+    let (ok, seen, agent) = attach(Peer::Indicator, script).await;
+    assert!(ok);
+    let agent = agent.into_std().unwrap();
+    agent.set_nonblocking(false).unwrap();
+    agent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut cutter = nish_proto::wire::codec::FrameCutter::new(1 << 20);
+    for _ in 0..2 {
+        // Read with recvmsg, so a descriptor sent along would be seen.
+        let mut buf = [0u8; 4096];
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+        let msg = nix::sys::socket::recvmsg::<()>(
+            std::os::fd::AsRawFd::as_raw_fd(&agent),
+            &mut iov,
+            Some(&mut space),
+            nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .expect("an answer in time");
+        assert_eq!(
+            msg.cmsgs().unwrap().count(),
+            0,
+            "no descriptor comes with a refusal"
+        );
+        let n = msg.bytes;
+        cutter.push(&buf[..n]).unwrap();
+        got.extend(cutter.drain::<BrokerToIndicator>().unwrap());
+        if got.len() >= 2 {
+            break;
+        }
+    }
+    let mut ids = Vec::new();
+    for m in got {
+        match m {
+            BrokerToIndicator::Connected { id, result } => {
+                assert_eq!(result.unwrap_err().code, "unsupported", "{id}");
+                ids.push(id);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    ids.sort();
+    assert_eq!(ids, [3, 4]);
+    assert!(seen.lock().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -299,8 +299,17 @@ impl App {
 
     /// Runs until the broker closes the link or the display is lost.
     pub fn run(mut self) -> Exit {
+        // First what the broker sent while the X connection was being handed over.
+        let mut backlog = Some(self.link.take_backlog());
         loop {
-            match self.step() {
+            let turn = match backlog.take() {
+                Some(msgs) => msgs
+                    .into_iter()
+                    .try_for_each(|m| self.broker_message(m))
+                    .map(|()| None),
+                None => self.step(),
+            };
+            match turn {
                 Ok(None) => {}
                 Ok(Some(exit)) => return exit,
                 Err(Fail::Request(e)) => tracing::debug!("X request failed: {e}"),
@@ -545,6 +554,11 @@ impl App {
                     let t = self.takeover.take().expect("checked");
                     t.destroy(&self.ui)?;
                 }
+            }
+            // Only the one X connection is asked for, at start; a later answer is ignored (a
+            // descriptor that came with it was closed by the link).
+            BrokerToIndicator::Connected { id, .. } => {
+                tracing::debug!("an answer to connection request {id} nobody waits for");
             }
         }
         self.ui.conn.flush()?;

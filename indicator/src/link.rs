@@ -3,14 +3,22 @@
 //! The main loop polls the socket together with the X connection, so reads never block: after
 //! `poll` reports the socket readable, one `read` takes what is there, and whole frames are cut
 //! from the buffer. Writes are small and blocking (the broker reads all the time).
+//!
+//! The X connection comes over this link too ([`BrokerLink::connect_x11`]): the indicator asks
+//! once, right after its lock-down report, and the broker answers with the connected stream
+//! attached (`SCM_RIGHTS`). Descriptors that come with any other message are closed.
 
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::collections::VecDeque;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use nish_proto::wire::codec::{self, FrameCutter};
 use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
-use nish_proto::wire::{Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, Role};
+use nish_proto::wire::{
+    ConnectTarget, Handed, Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, Role,
+};
 
 /// Largest frame accepted from the broker. A consent request with many apps is well below it.
 pub const MAX_IN_FRAME: usize = MAX_CLIENT_FRAME_BYTES;
@@ -26,11 +34,29 @@ pub enum Incoming {
     Closed,
 }
 
+/// Longest wait for the broker's answer to the X connection request (the broker's own
+/// connect and handshake take at most 3 s).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An X connection handed in by the broker: the stream (handshake done), the server's setup
+/// reply as received, and the screen of the display name.
+#[derive(Debug)]
+pub struct HandedX {
+    /// The stream.
+    pub stream: UnixStream,
+    /// The raw setup reply.
+    pub setup: Vec<u8>,
+    /// The default screen.
+    pub screen: u32,
+}
+
 /// The broker connection.
 #[derive(Debug)]
 pub struct BrokerLink {
     stream: UnixStream,
     cutter: FrameCutter,
+    /// Messages read while waiting for the X connection, handled first by the main loop.
+    backlog: VecDeque<BrokerToIndicator>,
 }
 
 impl BrokerLink {
@@ -39,6 +65,7 @@ impl BrokerLink {
         let mut link = BrokerLink {
             stream,
             cutter: FrameCutter::new(MAX_IN_FRAME),
+            backlog: VecDeque::new(),
         };
         codec::write_frame(
             &mut link.stream,
@@ -63,24 +90,90 @@ impl BrokerLink {
         Ok(())
     }
 
+    /// Asks the broker for the X connection and waits for it (at most [`CONNECT_TIMEOUT`]);
+    /// other messages that arrive meanwhile are kept for [`BrokerLink::take_backlog`].
+    pub fn connect_x11(&mut self) -> anyhow::Result<HandedX> {
+        const ID: u64 = 1;
+        self.send(&IndicatorToBroker::Connect {
+            id: ID,
+            target: ConnectTarget::X11,
+        })?;
+        let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+        // The descriptor rides on the first byte of the answer's frame, which may come in an
+        // earlier read than the frame's end.
+        let mut handed_fd = None;
+        let result = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            anyhow::ensure!(
+                !left.is_zero(),
+                "the broker did not hand the X connection in time"
+            );
+            self.stream.set_read_timeout(Some(left))?;
+            let (incoming, fd) = self.read_with_fd()?;
+            if fd.is_some() {
+                handed_fd = fd;
+            }
+            let msgs = match incoming {
+                Incoming::Closed => anyhow::bail!("the broker closed the link"),
+                Incoming::Messages(m) => m,
+            };
+            let mut answer = None;
+            for m in msgs {
+                match m {
+                    BrokerToIndicator::Connected { id, result } if id == ID && answer.is_none() => {
+                        answer = Some(result);
+                    }
+                    BrokerToIndicator::Connected { .. } => {}
+                    other => self.backlog.push_back(other),
+                }
+            }
+            if let Some(result) = answer {
+                break (result, handed_fd.take());
+            }
+        };
+        self.stream.set_read_timeout(None)?;
+        match result {
+            (Ok(Handed::X11 { setup, screen }), Some(fd)) => Ok(HandedX {
+                stream: UnixStream::from(fd),
+                setup,
+                screen,
+            }),
+            (Ok(_), _) => anyhow::bail!("the broker handed no X connection"),
+            (Err(f), _) => {
+                anyhow::bail!("the broker could not connect to the X display ({})", f.code)
+            }
+        }
+    }
+
+    /// Messages read while waiting for the X connection, oldest first (once).
+    pub fn take_backlog(&mut self) -> Vec<BrokerToIndicator> {
+        self.backlog.drain(..).collect()
+    }
+
     /// Reads what is available (call only when `poll` says the socket is readable) and returns
-    /// the whole frames in it.
+    /// the whole frames in it. A descriptor sent with them is closed.
     pub fn read_available(&mut self) -> anyhow::Result<Incoming> {
+        self.read_with_fd().map(|(incoming, _)| incoming)
+    }
+
+    /// One read: the whole frames in it, and the first descriptor that came with the bytes
+    /// (the rest are closed).
+    fn read_with_fd(&mut self) -> anyhow::Result<(Incoming, Option<OwnedFd>)> {
         let mut chunk = [0u8; 16 * 1024];
-        let n = loop {
-            match self.stream.read(&mut chunk) {
-                Ok(n) => break n,
+        let (n, fd) = loop {
+            match crate::sys::recv_with_fds(self.stream.as_fd(), &mut chunk) {
+                Ok((n, fds)) => break (n, fds.into_iter().next()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                    return Ok(Incoming::Closed);
+                    return Ok((Incoming::Closed, None));
                 }
                 Err(e) => return Err(anyhow::anyhow!("error reading from the broker: {e}")),
             }
         };
         if n == 0 {
-            return Ok(Incoming::Closed);
+            return Ok((Incoming::Closed, None));
         }
-        cut_frames(&mut self.cutter, &chunk[..n]).map(Incoming::Messages)
+        cut_frames(&mut self.cutter, &chunk[..n]).map(|m| (Incoming::Messages(m), fd))
     }
 }
 

@@ -2,8 +2,9 @@
 //! stop hotkey, drawn with plain X11 so no accessibility client can operate them.
 //!
 //! Started by the broker as `nish-indicator --fd 3`, with fd 3 its end of a Unix socketpair
-//! and `DISPLAY` in the environment. It locks itself down first, then sends its hello and the
-//! lock-down report, and then serves the broker's requests (see `nish_proto::wire::indicator`).
+//! and no display, X authority or bus address in the environment. It locks itself down first,
+//! then sends its hello and the lock-down report, asks the broker for its X connection (handed
+//! over on fd 3), and then serves the broker's requests (see `nish_proto::wire::indicator`).
 //!
 //! Exit status: 0 when the broker closed the link (every window removed), 1 when the X display
 //! was lost (the broker was told), 2 on a start-up error.
@@ -60,13 +61,34 @@ fn run(report: nish_proto::wire::LockdownReport) -> anyhow::Result<app::Exit> {
     if !report.detail.is_empty() {
         tracing::warn!("lock-down: {}", report.detail);
     }
-    let link = link::BrokerLink::start(stream, report)?;
-    let (conn, screen) = x11rb::connect(None).context("error connecting to the X display")?;
+    let mut link = link::BrokerLink::start(stream, report)?;
+    let (conn, screen) = x11_from_broker(&mut link)?;
     let ui = xui::Ui::new(conn, screen).context("error setting up drawing on the X display")?;
     ui_checks(&ui)?;
     let hotkey = hotkey::from_env();
     let app = app::App::new(ui, link, hotkey)?;
     Ok(app.run())
+}
+
+/// The X connection, from the broker: the indicator opens no socket of its own (its seccomp
+/// filter refuses `socket` and `connect`), and has no display or X authority in its
+/// environment. It is the only X connection the indicator uses: the dialog, the frame, the
+/// hotkey grab and the watch on the root's children all go through it, on this one thread.
+fn x11_from_broker(
+    link: &mut link::BrokerLink,
+) -> anyhow::Result<(x11rb::rust_connection::RustConnection, usize)> {
+    use x11rb::rust_connection::{DefaultStream, RustConnection};
+    use x11rb::x11_utils::TryParse as _;
+    let handed = link.connect_x11()?;
+    let (setup, _) = x11rb::protocol::xproto::Setup::try_parse(&handed.setup)
+        .map_err(|e| anyhow::anyhow!("the X setup does not parse: {e}"))?;
+    let screen = handed.screen as usize;
+    anyhow::ensure!(screen < setup.roots.len(), "the X screen does not exist");
+    let (stream, _) = DefaultStream::from_unix_stream(handed.stream)
+        .context("error using the handed X connection")?;
+    let conn = RustConnection::for_connected_stream(stream, setup)
+        .context("error using the handed X connection")?;
+    Ok((conn, screen))
 }
 
 /// The SHAPE extension (with input shapes, 1.1) is what makes the frame click-through, and

@@ -21,7 +21,7 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputToBroker, SemanticOp, SynthEnd, SynthOp,
 };
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::clipboard;
@@ -220,21 +220,35 @@ async fn write_msg<W: AsyncWrite + Unpin, T: serde::Serialize>(
     Ok(())
 }
 
-/// Serves the broker on `stream` until it closes the connection.
-pub async fn serve<S>(stream: S, report: LockdownReport) -> anyhow::Result<()>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+/// Serves the broker on `stream` until it closes the connection. Connections to the desktop
+/// are asked from the broker on this link (`nish_reader::handed`).
+pub async fn serve(stream: tokio::net::UnixStream, report: LockdownReport) -> anyhow::Result<()> {
     let semantic = Semantic::new();
-    let (mut rd, mut wr) = tokio::io::split(stream);
+    let (rd, mut wr) = stream.into_split();
+    let (mut rd, fds) = nish_reader::handed::FdReader::new(rd);
     write_msg(&mut wr, &Hello::new(Role::Input)).await?;
     write_msg(&mut wr, &InputToBroker::Lockdown(report)).await?;
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<InputToBroker>();
+    let ask = out_tx.clone();
+    nish_reader::handed::install(
+        move |id, target| ask.send(InputToBroker::Connect { id, target }).is_ok(),
+        fds,
+    );
     let writer = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             if write_msg(&mut wr, &m).await.is_err() {
                 break;
             }
+        }
+    });
+    // Headless acts, one at a time in their order, on a task of their own: the read loop goes
+    // on meanwhile (an act may wait for a link the broker hands in on this connection).
+    let (acts, mut act_rx) = mpsc::unbounded_channel::<(u64, Expect, SemanticOp)>();
+    let act_out = out_tx.clone();
+    let actor = tokio::spawn(async move {
+        while let Some((id, target, op)) = act_rx.recv().await {
+            let answer = handle(&semantic, id, target, op).await;
+            let _ = act_out.send(answer);
         }
     });
     let shared = Arc::new(Shared::default());
@@ -248,9 +262,15 @@ where
             Err(e) => break Err(e.into()),
         };
         let job = match req {
+            BrokerToInput::Connected { id, result } => {
+                // In order, here: the descriptor that came with it is next in the queue.
+                if let nish_reader::handed::Mode::Broker(h) = nish_reader::handed::mode() {
+                    h.answered(id, result);
+                }
+                continue;
+            }
             BrokerToInput::Semantic { id, target, op } => {
-                let answer = handle(&semantic, id, target, op).await;
-                let _ = out_tx.send(answer);
+                let _ = acts.send((id, target, op));
                 continue;
             }
             BrokerToInput::Cancel { id } => {
@@ -320,6 +340,8 @@ where
         }
     };
     drop(jobs);
+    drop(acts);
+    let _ = actor.await;
     drop(out_tx);
     let _ = writer.await;
     result

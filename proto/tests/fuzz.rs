@@ -34,7 +34,8 @@ use nish_proto::wire::input::{
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
 use nish_proto::wire::shim::{ApproveOpts, BrokerToShim, CallResult, Image, ShimToBroker};
 use nish_proto::wire::{
-    AgentFailure, Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, MAX_FRAME_BYTES, Role,
+    AgentFailure, ConnectTarget, Handed, Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES,
+    MAX_FRAME_BYTES, Role,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -605,6 +606,19 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
             .prop_map(|(session, paused)| BrokerToIndicator::SetPaused { session, paused }),
         s().prop_map(|session| BrokerToIndicator::HideTakeover { session }),
         Just(BrokerToIndicator::DriverPress),
+        (
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..64),
+            any::<u32>()
+        )
+            .prop_map(|(id, setup, screen)| BrokerToIndicator::Connected {
+                id,
+                result: Ok(Handed::X11 { setup, screen }),
+            }),
+        (any::<u64>(), s(), s()).prop_map(|(id, code, message)| BrokerToIndicator::Connected {
+            id,
+            result: Err(AgentFailure { code, message }),
+        }),
     ]
 }
 
@@ -630,6 +644,14 @@ fn indicator_to_broker() -> impl Strategy<Value = IndicatorToBroker> {
             .prop_map(|(session, reason)| IndicatorToBroker::TakeoverLost { session, reason }),
         Just(IndicatorToBroker::Stop),
         any::<bool>().prop_map(|hotkey_grabbed| IndicatorToBroker::Ready { hotkey_grabbed }),
+        any::<u64>().prop_map(|id| IndicatorToBroker::Connect {
+            id,
+            target: ConnectTarget::X11
+        }),
+        (any::<u64>(), s()).prop_map(|(id, bus_name)| IndicatorToBroker::Connect {
+            id,
+            target: ConnectTarget::App { bus_name }
+        }),
     ]
 }
 
@@ -976,6 +998,25 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 clipboard: false,
                 timeout_ms: 60_000,
             })),
+        ),
+        (
+            "broker-to-indicator",
+            "seed-connected",
+            e(&BrokerToIndicator::Connected {
+                id: 1,
+                result: Ok(Handed::X11 {
+                    setup: vec![1, 0, 11, 0, 0, 0, 0, 0],
+                    screen: 0,
+                }),
+            }),
+        ),
+        (
+            "indicator-to-broker",
+            "seed-connect",
+            e(&IndicatorToBroker::Connect {
+                id: 1,
+                target: ConnectTarget::X11,
+            }),
         ),
         (
             "indicator-to-broker",

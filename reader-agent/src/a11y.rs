@@ -60,7 +60,8 @@ impl BusProblem {
 }
 
 /// The accessibility bus address: `AT_SPI_BUS_ADDRESS`, else `org.a11y.Bus.GetAddress` on the
-/// session bus. Only local Unix socket addresses are accepted.
+/// session bus. Only local Unix socket addresses are accepted. Used only without a broker
+/// ([`crate::handed::Mode::Direct`]): an agent has no bus address in its environment.
 pub async fn bus_address() -> Result<String, BusProblem> {
     if let Ok(a) = std::env::var("AT_SPI_BUS_ADDRESS")
         && !a.is_empty()
@@ -90,17 +91,38 @@ pub async fn bus_address() -> Result<String, BusProblem> {
     local_unix_address(&addr).ok_or(BusProblem::NotAdvertised)
 }
 
-/// Connects to the accessibility bus and checks that the registry answers.
+/// Connects to the accessibility bus (a stream handed in by the broker in an agent, the
+/// advertised address otherwise) and checks that the registry answers.
 pub async fn connect_bus() -> Result<Connection, BusProblem> {
-    let addr = bus_address().await?;
     let conn = tokio::time::timeout(SETUP_TIMEOUT, async {
-        zbus::connection::Builder::address(addr.as_str())?
-            .build()
-            .await
+        match crate::handed::mode() {
+            crate::handed::Mode::Broker(h) => {
+                let fd = h
+                    .connect(nish_proto::wire::ConnectTarget::A11yBus)
+                    .await
+                    .and_then(crate::handed::need_fd)
+                    .map_err(|_| BusProblem::Unreachable)?;
+                let stream =
+                    crate::handed::tokio_stream(fd).map_err(|_| BusProblem::Unreachable)?;
+                zbus::connection::Builder::unix_stream(stream)
+                    .build()
+                    .await
+                    .map_err(|_| BusProblem::Unreachable)
+            }
+            crate::handed::Mode::Direct => {
+                let addr = bus_address().await?;
+                async {
+                    zbus::connection::Builder::address(addr.as_str())?
+                        .build()
+                        .await
+                }
+                .await
+                .map_err(|_| BusProblem::Unreachable)
+            }
+        }
     })
     .await
-    .map_err(|_| BusProblem::Unreachable)?
-    .map_err(|_| BusProblem::Unreachable)?;
+    .map_err(|_| BusProblem::Unreachable)??;
     let _: Vec<(String, OwnedObjectPath)> = call(
         &conn,
         Some(REGISTRY),
@@ -153,8 +175,10 @@ struct BusSlot {
 
 #[derive(Clone, Debug)]
 enum P2p {
+    /// Not asked yet, or the last link broke: the next use asks again.
     Untried,
-    Failed,
+    /// The application offers no peer-to-peer address: calls go through the bus.
+    NotOffered,
     Linked(Connection),
 }
 
@@ -543,8 +567,9 @@ impl A11y {
         }
     }
 
-    /// A link to the application: peer-to-peer when the application offers it (tried once per
-    /// application), else through the bus.
+    /// A link to the application: peer-to-peer when the application offers it (asked once per
+    /// application), else through the bus. A link that the application offers but that cannot
+    /// be made is an error (never a silent switch to the bus); the next call asks again.
     pub async fn link(&self, bus_name: &str) -> Result<AppLink, Failure> {
         let bus = self.bus().await.map_err(|p| p.failure())?;
         let state = self
@@ -567,15 +592,15 @@ impl A11y {
                     p2p: true,
                 });
             }
-            P2p::Failed => return Ok(via_bus),
+            P2p::NotOffered => return Ok(via_bus),
             P2p::Untried => {}
         }
-        let linked = open_p2p(&bus, bus_name).await;
+        let linked = open_p2p(&bus, bus_name).await?;
         let mut apps = self.apps.lock().await;
         if let Some(e) = apps.get_mut(bus_name) {
             e.p2p = match &linked {
                 Some(c) => P2p::Linked(c.clone()),
-                None => P2p::Failed,
+                None => P2p::NotOffered,
             };
         }
         Ok(match linked {
@@ -588,10 +613,23 @@ impl A11y {
         })
     }
 
-    /// Drops a direct link that stopped working; calls go through the bus from now on.
+    /// A link to the application through the bus, never peer-to-peer: for the window listing,
+    /// which reads a few objects of every application (the broker opens peer-to-peer links
+    /// only to the target of a request it made).
+    pub async fn bus_link(&self, bus_name: &str) -> Result<AppLink, Failure> {
+        let bus = self.bus().await.map_err(|p| p.failure())?;
+        Ok(AppLink {
+            bus_name: bus_name.to_string(),
+            conn: bus,
+            p2p: false,
+        })
+    }
+
+    /// Drops a direct link that stopped working; the next call opens a new one the same way
+    /// (through the broker in an agent).
     pub async fn drop_link(&self, bus_name: &str) {
         if let Some(e) = self.apps.lock().await.get_mut(bus_name) {
-            e.p2p = P2p::Failed;
+            e.p2p = P2p::Untried;
         }
     }
 
@@ -618,31 +656,70 @@ impl A11y {
     }
 }
 
-async fn open_p2p(bus: &Connection, bus_name: &str) -> Option<Connection> {
-    let addr: String = call(
-        bus,
-        Some(bus_name),
-        ROOT_PATH,
-        Read::AppBusAddress,
-        &(),
-        P2P_TIMEOUT,
-    )
-    .await
-    .ok()?;
-    let addr = local_unix_address(&addr)?;
-    let conn = tokio::time::timeout(P2P_TIMEOUT, async {
-        zbus::connection::Builder::address(addr.as_str())?
-            .p2p()
-            .build()
+/// A peer-to-peer link to the application: `Ok(None)` when it offers none. In an agent the
+/// broker connects (after checking the application is in scope) and hands the stream in.
+async fn open_p2p(bus: &Connection, bus_name: &str) -> Result<Option<Connection>, Failure> {
+    let failed = || {
+        Failure::not_responding(format!(
+            "the peer-to-peer link to {} could not be made",
+            crate::states::clip_chars(bus_name.to_string(), 64)
+        ))
+    };
+    let conn = match crate::handed::mode() {
+        crate::handed::Mode::Broker(h) => {
+            let target = nish_proto::wire::ConnectTarget::App {
+                bus_name: bus_name.to_string(),
+            };
+            let fd = match h.connect(target).await? {
+                (nish_proto::wire::Handed::NoLink, _) => return Ok(None),
+                (nish_proto::wire::Handed::App, Some(fd)) => fd,
+                _ => {
+                    return Err(Failure::internal(
+                        "the broker handed something else than a link",
+                    ));
+                }
+            };
+            let stream = crate::handed::tokio_stream(fd).map_err(|_| failed())?;
+            tokio::time::timeout(
+                P2P_TIMEOUT,
+                zbus::connection::Builder::unix_stream(stream).p2p().build(),
+            )
             .await
-    })
-    .await
-    .ok()?
-    .ok()?;
+            .map_err(|_| failed())?
+            .map_err(|_| failed())?
+        }
+        crate::handed::Mode::Direct => {
+            let Ok(addr) = call::<_, String>(
+                bus,
+                Some(bus_name),
+                ROOT_PATH,
+                Read::AppBusAddress,
+                &(),
+                P2P_TIMEOUT,
+            )
+            .await
+            else {
+                return Ok(None);
+            };
+            let Some(addr) = local_unix_address(&addr) else {
+                return Ok(None);
+            };
+            tokio::time::timeout(P2P_TIMEOUT, async {
+                zbus::connection::Builder::address(addr.as_str())?
+                    .p2p()
+                    .build()
+                    .await
+            })
+            .await
+            .map_err(|_| failed())?
+            .map_err(|_| failed())?
+        }
+    };
     // The link must answer before it is used.
-    let ok: Result<u32, CallError> =
-        call(&conn, None, ROOT_PATH, Read::GetRole, &(), P2P_TIMEOUT).await;
-    ok.ok().map(|_| conn)
+    call::<_, u32>(&conn, None, ROOT_PATH, Read::GetRole, &(), P2P_TIMEOUT)
+        .await
+        .map_err(|_| failed())?;
+    Ok(Some(conn))
 }
 
 /// Reads a string property.

@@ -266,6 +266,17 @@ mod tests {
     }
 
     #[test]
+    fn every_read_passes_the_brokers_filter() {
+        for r in Read::ALL {
+            let (iface, method) = r.spec();
+            assert!(
+                nish_broker::busfilter::READ_ONLY.contains(&(iface, method)),
+                "{iface}.{method} is not on the filter's list"
+            );
+        }
+    }
+
+    #[test]
     fn only_local_unix_addresses_are_used() {
         assert_eq!(
             local_unix_address("unix:path=/tmp/at-spi2/socket").as_deref(),

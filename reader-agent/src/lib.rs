@@ -10,6 +10,7 @@ pub mod capture;
 pub mod dbus;
 pub mod failure;
 pub mod framematch;
+pub mod handed;
 pub mod image;
 pub mod pool;
 pub mod ratelimit;

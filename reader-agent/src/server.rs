@@ -292,9 +292,10 @@ impl Reader {
         out
     }
 
-    /// Answers one request.
-    pub async fn handle(&self, req: BrokerToReader) -> ReaderToBroker {
-        match req {
+    /// Answers one request (`None` for the broker's answer to a connection request, which
+    /// goes to the [`crate::handed::Handover`]).
+    pub async fn handle(&self, req: BrokerToReader) -> Option<ReaderToBroker> {
+        Some(match req {
             BrokerToReader::ListWindows { id } => match self.list_windows().await {
                 Ok(windows) => ReaderToBroker::Windows { id, windows },
                 Err(f) => failed(id, &f),
@@ -340,7 +341,13 @@ impl Reader {
                 id,
                 probe: self.probe().await,
             },
-        }
+            BrokerToReader::Connected { id, result } => {
+                if let crate::handed::Mode::Broker(h) = crate::handed::mode() {
+                    h.answered(id, result);
+                }
+                return None;
+            }
+        })
     }
 }
 
@@ -357,7 +364,8 @@ fn request_id(r: &BrokerToReader) -> u64 {
         BrokerToReader::ListWindows { id }
         | BrokerToReader::ReadTree { id, .. }
         | BrokerToReader::Capture { id, .. }
-        | BrokerToReader::Probe { id } => *id,
+        | BrokerToReader::Probe { id }
+        | BrokerToReader::Connected { id, .. } => *id,
     }
 }
 
@@ -368,7 +376,8 @@ fn response_id(r: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Tree { id, .. }
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
-        | ReaderToBroker::Failed { id, .. } => *id,
+        | ReaderToBroker::Failed { id, .. }
+        | ReaderToBroker::Connect { id, .. } => *id,
     }
 }
 
@@ -389,10 +398,12 @@ fn encode_answer(msg: &ReaderToBroker) -> Result<Vec<u8>, FrameError> {
     }
 }
 
-/// Serves the broker on `stream` until it closes the connection.
+/// Serves the broker on `stream` until it closes the connection. Connections to the desktop
+/// are asked from the broker on this link ([`crate::handed`]).
 pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result<()> {
     let reader = Reader::new();
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    let (mut rd, fds) = crate::handed::FdReader::new(rd);
     wr.write_all(&encode(&Hello::new(Role::Reader), MAX_FRAME_BYTES)?)
         .await?;
     wr.write_all(&encode(&ReaderToBroker::Lockdown(report), MAX_FRAME_BYTES)?)
@@ -400,6 +411,11 @@ pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result
     wr.flush().await?;
 
     let (tx, mut rx) = mpsc::channel::<ReaderToBroker>(64);
+    let ask = tx.clone();
+    crate::handed::install(
+        move |id, target| ask.try_send(ReaderToBroker::Connect { id, target }).is_ok(),
+        fds,
+    );
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let buf = match encode_answer(&msg) {
@@ -422,11 +438,19 @@ pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result
             Err(e) => return Err(e.into()),
         };
         tracing::debug!(id = request_id(&req), "request");
+        if let BrokerToReader::Connected { id, result } = req {
+            // In order, here: the descriptor that came with it is next in the queue.
+            if let crate::handed::Mode::Broker(h) = crate::handed::mode() {
+                h.answered(id, result);
+            }
+            continue;
+        }
         let reader = reader.clone();
         let tx = tx.clone();
         tokio::spawn(async move {
-            let answer = reader.handle(req).await;
-            let _ = tx.send(answer).await;
+            if let Some(answer) = reader.handle(req).await {
+                let _ = tx.send(answer).await;
+            }
         });
     }
     drop(tx);

@@ -36,3 +36,41 @@ fn fd_borrow(fd: RawFd) -> std::io::Result<std::os::fd::BorrowedFd<'static>> {
     // descriptor is still open and before ownership is taken.
     Ok(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
 }
+
+/// Most descriptors taken from one `recvmsg`; the broker attaches one per answer.
+pub const MAX_FDS_PER_READ: usize = 8;
+
+/// Reads from the broker's socket like `read`, and takes ownership of the descriptors that came
+/// with the bytes (`SCM_RIGHTS`), close-on-exec. Returns the byte count and the descriptors.
+pub fn recv_with_fds(
+    fd: RawFd,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_READ]);
+    let msg = recvmsg::<()>(
+        fd,
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+    )
+    .map_err(std::io::Error::from)?;
+    let n = msg.bytes;
+    let mut fds = Vec::new();
+    // A truncated control message is refused by `cmsgs`: the descriptors that fit are lost
+    // (the broker never sends that many).
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmRights(raw) = c {
+                for r in raw {
+                    // SAFETY: the kernel installed `r` in this process's table just now for
+                    // this message (SCM_RIGHTS); nothing else knows of it, so the new
+                    // `OwnedFd` is its only owner.
+                    fds.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(r) });
+                }
+            }
+        }
+    }
+    Ok((n, fds))
+}

@@ -188,7 +188,9 @@ pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
         if serial(&app.bus_name).is_none() {
             continue;
         }
-        let Ok(link) = a11y.link(&app.bus_name).await else {
+        // Through the bus: a listing names no target, so the broker opens no peer-to-peer link
+        // for it.
+        let Ok(link) = a11y.bus_link(&app.bus_name).await else {
             continue;
         };
         let Some(tops) = top_levels(a11y, &link).await else {

@@ -211,13 +211,13 @@ fn latin1(b: &[u8]) -> String {
 }
 
 impl X11 {
-    /// Connects to `$DISPLAY`.
+    /// Connects to the X display: a connection handed in by the broker in an agent, `$DISPLAY`
+    /// otherwise.
     pub fn connect() -> Result<X11, Failure> {
         if crate::wayland::is_wayland() {
             return Err(Failure::backend("no X connection on a Wayland session"));
         }
-        let (conn, screen) = RustConnection::connect(None)
-            .map_err(|e| Failure::backend(format!("cannot open the X display: {e}")))?;
+        let (conn, screen) = crate::handed::x11_connect()?;
         let root = conn.setup().roots[screen].root;
         let atoms = Atoms::intern(&conn).map_err(reply_failure)?;
         let composite =

@@ -76,7 +76,10 @@ impl ReaderProc {
             });
         }
         drop(theirs);
-        let sock = UnixStream::from(ours);
+        // The broker's connection service, played by the test.
+        let sock =
+            nish_testdesk::agents::stand_in(UnixStream::from(ours), &desk.env(), Role::Reader)
+                .expect("relay");
         sock.set_read_timeout(Some(Duration::from_secs(60)))
             .expect("read timeout");
         let mut r = ReaderProc {
@@ -172,7 +175,7 @@ impl Drop for ReaderProc {
 
 fn answer_id(a: &ReaderToBroker) -> u64 {
     match a {
-        ReaderToBroker::Lockdown(_) => 0,
+        ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => 0,
         ReaderToBroker::Windows { id, .. }
         | ReaderToBroker::Tree { id, .. }
         | ReaderToBroker::Png { id, .. }

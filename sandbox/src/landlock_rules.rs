@@ -1,8 +1,8 @@
 //! The Landlock ruleset: no writable path and no exec anywhere, no TCP, signals scoped.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, RulesetError, RulesetStatus,
-    Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 
 use crate::LandlockState;
@@ -23,22 +23,94 @@ pub(crate) fn handled_net() -> BitFlags<AccessNet> {
     AccessNet::from_all(ABI::V4)
 }
 
-/// Applies the ruleset to the calling thread and says what is enforced.
+/// The read rights handled for agents whose connections are handed in: reading files and
+/// listing directories, granted only beneath [`READABLE`].
+pub(crate) fn handled_read() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+/// What the reader and the input agent may read once locked down: the system's libraries,
+/// data (locale, fonts, icon themes, X and AT-SPI data under /usr/share) and configuration,
+/// their own /proc entry, the cgroup and CPU files the runtime reads, and /dev/null and the
+/// random devices. Nothing of the person's: no home, no runtime directory, no /tmp.
+pub(crate) const READABLE: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/etc",
+    "/proc/self",
+    "/sys/fs/cgroup",
+    "/sys/devices/system/cpu",
+    "/dev/null",
+    "/dev/urandom",
+    "/dev/random",
+];
+
+/// What this process's Landlock leaves open because of the kernel's ABI (empty on ABI 6 and
+/// later), for the report.
+pub(crate) fn open_by_abi(abi: i32) -> Vec<&'static str> {
+    let mut open = Vec::new();
+    if abi < 2 {
+        open.push("renaming or linking files across directories (ABI 2)");
+    }
+    if abi < 3 {
+        open.push("truncating files (ABI 3)");
+    }
+    if abi < 4 {
+        open.push("TCP bind and connect (ABI 4; seccomp still refuses network sockets)");
+    }
+    if abi < 5 {
+        open.push("ioctl on devices (ABI 5)");
+    }
+    if abi < 6 {
+        open.push("signalling other processes and connecting to abstract sockets (ABI 6)");
+    }
+    open
+}
+
+/// Applies the ruleset to the calling thread and says what is enforced and the kernel's
+/// Landlock ABI (0 when Landlock is not there).
 ///
-/// Abstract Unix sockets are deliberately not scoped: D-Bus peer-to-peer addresses (AT-SPI
-/// applications) may be abstract.
-pub(crate) fn restrict_self() -> Result<LandlockState, RulesetError> {
-    let status = Ruleset::default()
-        .handle_access(handled_fs())?
+/// With `handed` (every agent: the broker hands their connections in): reads only beneath
+/// [`READABLE`], and abstract Unix sockets scoped too. Otherwise (a profile that connects by
+/// itself) reads stay free and abstract sockets unscoped (X listens on one).
+pub(crate) fn restrict_self(handed: bool) -> Result<(LandlockState, i32), RulesetError> {
+    let mut fs = handled_fs();
+    if handed {
+        fs |= handled_read();
+    }
+    let scopes = if handed {
+        Scope::Signal | Scope::AbstractUnixSocket
+    } else {
+        Scope::Signal.into()
+    };
+    let mut created = Ruleset::default()
+        .handle_access(fs)?
         .handle_access(handled_net())?
-        .scope(Scope::Signal)?
-        .create()?
-        .restrict_self()?;
-    Ok(match status.ruleset {
-        RulesetStatus::FullyEnforced => LandlockState::Full,
-        RulesetStatus::PartiallyEnforced => LandlockState::Partial,
-        RulesetStatus::NotEnforced => LandlockState::Unsupported,
-    })
+        .scope(scopes)?
+        .create()?;
+    if handed {
+        let present: Vec<&str> = READABLE
+            .iter()
+            .copied()
+            .filter(|p| std::path::Path::new(p).exists())
+            .collect();
+        created = created.add_rules(landlock::path_beneath_rules(present, handled_read()))?;
+    }
+    let status = created.restrict_self()?;
+    let abi = match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => effective_abi as i32,
+        _ => 0,
+    };
+    Ok((
+        match status.ruleset {
+            RulesetStatus::FullyEnforced => LandlockState::Full,
+            RulesetStatus::PartiallyEnforced => LandlockState::Partial,
+            RulesetStatus::NotEnforced => LandlockState::Unsupported,
+        },
+        abi,
+    ))
 }
 
 #[cfg(test)]
@@ -68,5 +140,20 @@ mod tests {
         }
         assert!(handled_net().contains(AccessNet::ConnectTcp));
         assert!(handled_net().contains(AccessNet::BindTcp));
+    }
+
+    #[test]
+    fn older_abis_name_what_they_leave_open() {
+        assert!(open_by_abi(6).is_empty());
+        assert!(open_by_abi(7).is_empty());
+        assert_eq!(open_by_abi(5).len(), 1);
+        assert_eq!(open_by_abi(1).len(), 5);
+    }
+
+    #[test]
+    fn nothing_of_the_person_is_readable() {
+        for p in READABLE {
+            assert!(!p.starts_with("/home") && !p.starts_with("/tmp") && !p.starts_with("/run"));
+        }
     }
 }

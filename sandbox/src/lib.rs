@@ -18,12 +18,24 @@
 //! 4. Landlock ([`landlock_rules`]): every write-type file right and `execute` handled with no
 //!    rule granting any of them, so no path anywhere can be created, written, truncated, removed
 //!    or executed; TCP bind and connect handled with no port allowed; signals scoped to the
-//!    agent itself. Reads stay allowed, and Unix sockets (pathname and abstract) stay usable,
-//!    since agents talk to D-Bus and X11 over them.
+//!    agent itself. For every agent ([`Profile::connections_handed_in`]) reading files and
+//!    listing directories is handled too, granted only beneath the system's directories and
+//!    the agent's own /proc entry (nothing of the person's: no home, no runtime directory, no
+//!    /tmp), and abstract Unix sockets are scoped. On an older kernel
+//!    what its ABI supports is enforced; the report's `detail` names what the ABI leaves open.
 //! 5. seccomp ([`seccomp_filters`]), on every thread of the process: `socket`/`socketpair` with
 //!    a domain other than `AF_UNIX` fail with `EACCES`; `execve`, `execveat`, `ptrace`,
-//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; every other
-//!    system call is allowed.
+//!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; for every
+//!    agent ([`Profile::connections_handed_in`]) `socket` and `connect` fail with `EPERM` too
+//!    (the broker hands their connections in on their link). For every
+//!    agent `perf_event_open`, `unshare`, `setns`, `keyctl`, `add_key`, `request_key`, `bpf`,
+//!    `userfaultfd`, the pidfd calls, mounts, modules, kexec, swap, reboot and the like fail
+//!    with `EPERM`, as do `clone` with a namespace flag, `kill`/`tgkill`/`rt_sigqueueinfo`/
+//!    `rt_tgsigqueueinfo` aimed at anything but the agent itself (its process group included),
+//!    `tkill`, and aiming a descriptor's `SIGIO` at another process (`F_SETOWN`, `F_SETOWN_EX`,
+//!    `FIOSETOWN`, `SIOCSPGRP`); `clone3` fails with `ENOSYS` (its flags cannot be checked; the
+//!    C library falls back to `clone`). Every other system call is allowed: the filters are
+//!    deny-lists, not allow-lists.
 //!
 //! All of it is irreversible for the process.
 
@@ -36,6 +48,7 @@ mod landlock_rules;
 mod seccomp_filters;
 pub mod start;
 mod status;
+mod sys;
 
 pub use status::ProcStatus;
 
@@ -43,12 +56,29 @@ pub use status::ProcStatus;
 /// limit is already lower.
 pub const MAX_OPEN_FILES: u64 = 1024;
 
-/// Which agent is locking itself down. All agents get the same lock-down today; the name appears
-/// in the report's `detail`.
+/// Which agent is locking itself down; the name appears in the report's `detail`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Profile {
     /// The agent's name (`reader`, `input`, `indicator`), for messages.
     pub name: &'static str,
+}
+
+impl Profile {
+    /// True for the agents whose connections the broker opens and hands in (the reader, the
+    /// input agent and the indicator): their seccomp filter also refuses `socket` (every
+    /// domain) and `connect`, and Landlock limits their reads and scopes abstract sockets.
+    pub fn connections_handed_in(&self) -> bool {
+        matches!(self.name, "reader" | "input" | "indicator")
+    }
+}
+
+/// The kernel's Landlock ABI as [`lock_down`] found it (0: none or not applied).
+static LANDLOCK_ABI: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The kernel's Landlock ABI this process was locked down with (0: no Landlock, or
+/// [`lock_down`] has not run).
+pub fn landlock_abi() -> i32 {
+    LANDLOCK_ABI.load(Ordering::SeqCst)
 }
 
 /// Landlock state of this process, remembered by [`lock_down`] for [`self_check`].
@@ -112,8 +142,11 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
     failures.extend(drop_capabilities());
 
     let threads = status::read_self().ok().and_then(|s| s.threads);
-    match landlock_rules::restrict_self() {
-        Ok(state) => state.store(),
+    match landlock_rules::restrict_self(profile.connections_handed_in()) {
+        Ok((state, abi)) => {
+            state.store();
+            LANDLOCK_ABI.store(abi, Ordering::SeqCst);
+        }
         Err(e) => {
             LandlockState::Unsupported.store();
             failures.push(format!("landlock: {e}"));
@@ -125,7 +158,7 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
         ));
     }
 
-    if let Err(e) = seccomp_filters::apply() {
+    if let Err(e) = seccomp_filters::apply(profile.connections_handed_in()) {
         failures.push(format!("seccomp: {e}"));
     }
 
@@ -159,7 +192,16 @@ pub fn self_check() -> LockdownReport {
                 LandlockState::NotApplied => missing.push("landlock not applied".into()),
                 LandlockState::Unsupported => missing.push("landlock unsupported".into()),
                 LandlockState::Partial => {
-                    missing.push("landlock partial (older kernel ABI)".into())
+                    let abi = landlock_abi();
+                    let open = landlock_rules::open_by_abi(abi);
+                    missing.push(if open.is_empty() {
+                        format!("landlock partial (kernel ABI {abi})")
+                    } else {
+                        format!(
+                            "landlock partial (kernel ABI {abi} leaves open: {})",
+                            open.join(", ")
+                        )
+                    })
                 }
                 LandlockState::Full => {}
             }

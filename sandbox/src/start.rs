@@ -12,7 +12,13 @@ pub fn self_test_if_asked(report: &LockdownReport) -> bool {
     if !std::env::args().any(|a| a == "--self-test") {
         return false;
     }
-    let line = attempts::report_json(report, &attempts::forbidden(), &attempts::allowed());
+    let args: Vec<String> = std::env::args().collect();
+    let probes = attempts::Probes::from_args(&args);
+    let line = attempts::report_json(
+        report,
+        &attempts::forbidden(&probes),
+        &attempts::allowed(&probes),
+    );
     let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{line}\n").as_bytes());
     true
 }

@@ -11,6 +11,7 @@ with gtk3-widget-factory started; prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -87,9 +88,14 @@ def pyatspi_times(env: dict, pid: int, n: int, kind: str) -> list[float]:
     return json.loads(p.stdout)
 
 
-async def run(ns: argparse.Namespace) -> None:
-    h.VERBOSE = False
-    broker = h.Broker(ns.driver, "linux", {"NISH_LOG": "warn"})
+async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int) -> dict:
+    """One broker (the reader's D-Bus filter on or off), `acts` of each kind after 3 warm-ups."""
+    env = {"NISH_LOG": "warn"}
+    if not filter_on:
+        # Honoured only by a broker built with the bench-unfiltered feature (the workspace
+        # build); the daemon built alone always filters.
+        env["NISH_BENCH_READER_FILTER"] = "off"
+    broker = h.Broker(ns.driver, "linux", env)
     person = h.Person(broker.env)
     try:
         async with h.host(ns.shim, broker, "act-bench") as c:
@@ -105,7 +111,7 @@ async def run(ns: argparse.Namespace) -> None:
                 ("set_value (entry)", "set_value", lambda i: {"element_token": entry["element_token"], "value": f"v{i}"}),
             ):
                 total, settle = [], []
-                for i in range(ns.acts + 3):
+                for i in range(acts + 3):
                     t0 = time.perf_counter()
                     res = await ok(c, tool, args(i))
                     dt = (time.perf_counter() - t0) * 1000
@@ -114,18 +120,43 @@ async def run(ns: argparse.Namespace) -> None:
                         total.append(dt)
                         settle.append(float(res["settle"]["ms"]))
                 results[name] = (total, settle)
+            # The entry's text back as it was, for the next broker's run to find it.
+            await ok(c, "set_value", {"element_token": entry["element_token"], "value": "entry"})
             await ok(c, "end_session")
     finally:
         broker.stop()
-    py_click = pyatspi_times(broker.env, ns.pid, ns.acts, "click")
-    py_set = pyatspi_times(broker.env, ns.pid, ns.acts, "set")
-    print(f"{ns.acts} acts each; milliseconds\n")
+    return results
+
+
+async def run(ns: argparse.Namespace) -> None:
+    h.VERBOSE = False
+    # The reader's filter on and off, alternating in halves so the machine's drift hits both.
+    on: dict = {}
+    off: dict = {}
+    half = max(1, ns.acts // 2)
+    for _ in range(2):
+        for filter_on, into in ((True, on), (False, off)):
+            got = await driver_times(ns, filter_on, half)
+            for name, (total, settle) in got.items():
+                t, s = into.setdefault(name, ([], []))
+                t.extend(total)
+                s.extend(settle)
+    env = dict(os.environ)  # the test desktop's, as the script was started
+    py_click = pyatspi_times(env, ns.pid, ns.acts, "click")
+    py_set = pyatspi_times(env, ns.pid, ns.acts, "set")
+    print(f"{2 * half} acts each, the reader's filter on and off alternating; milliseconds\n")
     print("| act | median | p95 | median excl. settle | p95 excl. settle | settle median |")
     print("|---|---|---|---|---|---|")
-    for name, (total, settle) in results.items():
-        print(row(f"nish-driver, MCP call to verified result: {name}", total, settle))
+    for name in on:
+        for label, res in (("filter on", on), ("filter off", off)):
+            total, settle = res[name]
+            print(row(f"nish-driver ({label}), MCP call to verified result: {name}", total, settle))
     print(row("pyatspi script: click (check button), do_action then read until checked", py_click, None))
     print(row("pyatspi script: set_value (entry), setTextContents then read back", py_set, None))
+    print()
+    for name in on:
+        ratio = statistics.median(on[name][0]) / statistics.median(off[name][0])
+        print(f"{name}: filter on / off, median: {ratio:.2f}")
 
 
 def main() -> int:

@@ -2,7 +2,8 @@
 //! reads it) and by a Python pyatspi walker reading the same fields (role, name, states,
 //! extents, action names), in one run, on gtk3-widget-factory, gtk4-demo and Chromium pages of
 //! 3,000+ and 5,000+ nodes. Prints min and median of each, their ratio, and the bytes of the full
-//! and skeleton text of each window.
+//! and skeleton text of each window. The reader is measured twice in the same run: with its
+//! D-Bus links through the broker's filter (as the broker runs it) and without, with the ratio.
 //!
 //! Run with `scripts/bench.sh` (release build); `NISH_BENCH_REPEATS` sets the repeats (7).
 
@@ -26,6 +27,7 @@ struct Row {
     nodes: usize,
     py_nodes: usize,
     ours: (f64, f64),
+    unfiltered: (f64, f64),
     py: (f64, f64),
     full_bytes: usize,
     skeleton_bytes: usize,
@@ -64,6 +66,7 @@ fn python_walk(
 fn bench_window(
     desk: &Desktop,
     reader: &mut Reader,
+    unfiltered: &mut Reader,
     name: &str,
     pid: u32,
     repeats: usize,
@@ -71,14 +74,18 @@ fn bench_window(
     let w = reader.window_of(pid)?;
     let limits = WalkLimits::default();
     let (tree, _) = reader.read(&w, limits)?; // warm-up: the first read activates the app's cache
-    let mut ours = Vec::new();
+    unfiltered.read(&w, limits)?;
+    // Alternated, so both see the same desktop.
+    let (mut ours, mut bare) = (Vec::new(), Vec::new());
     for _ in 0..repeats {
-        let (t, d) = reader.read(&w, limits)?;
-        anyhow::ensure!(
-            t.nodes.len() == tree.nodes.len(),
-            "{name}: the tree changed size during the benchmark"
-        );
-        ours.push(d.as_secs_f64() * 1000.0);
+        for (r, out) in [(&mut *reader, &mut ours), (&mut *unfiltered, &mut bare)] {
+            let (t, d) = r.read(&w, limits)?;
+            anyhow::ensure!(
+                t.nodes.len() == tree.nodes.len(),
+                "{name}: the tree changed size during the benchmark"
+            );
+            out.push(d.as_secs_f64() * 1000.0);
+        }
     }
     let (py_nodes, py) = python_walk(desk, pid, &w, repeats)?;
     let full = cut(
@@ -98,6 +105,7 @@ fn bench_window(
         nodes: tree.nodes.len(),
         py_nodes,
         ours: stats(&ours),
+        unfiltered: stats(&bare),
         py: stats(&py),
         full_bytes: full.tree_text.len(),
         skeleton_bytes: sk.tree_text.len(),
@@ -125,7 +133,8 @@ fn main() -> Result<()> {
         ),
     ];
     let bin = workspace_bin("nish-reader")?;
-    let mut reader = Reader::start(&desk, &bin)?;
+    let mut reader = Reader::start_filtered(&desk, &bin, true)?;
+    let mut unfiltered = Reader::start_filtered(&desk, &bin, false)?;
     println!(
         "nish-reader: {} (lock-down: landlock {})",
         bin.display(),
@@ -133,9 +142,9 @@ fn main() -> Result<()> {
     );
     println!("repeats: {repeats}; milliseconds, min / median; one app on the desktop at a time\n");
     println!(
-        "| window | nodes (reader / pyatspi) | nish-reader | pyatspi walker | ratio (median) | full text | skeleton text | skeleton / full |"
+        "| window | nodes (reader / pyatspi) | nish-reader (filter on) | nish-reader (filter off) | on / off (median) | pyatspi walker | ratio (median, filter on) | full text | skeleton text | skeleton / full |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (name, app) in apps {
         let chromium = matches!(app, App::Chromium { .. });
         let h = desk.spawn(app)?;
@@ -144,16 +153,19 @@ fn main() -> Result<()> {
         } else {
             desk.wait_atspi_app(h.pid, Duration::from_secs(45))?;
         }
-        let r = bench_window(&desk, &mut reader, name, h.pid, repeats);
+        let r = bench_window(&desk, &mut reader, &mut unfiltered, name, h.pid, repeats);
         desk.kill_app(&h)?;
         let r = r?;
         println!(
-            "| {} | {} / {} | {:.1} / {:.1} | {:.0} / {:.0} | {:.1}x | {} B | {} B | {:.1}% |",
+            "| {} | {} / {} | {:.1} / {:.1} | {:.1} / {:.1} | {:.2} | {:.0} / {:.0} | {:.1}x | {} B | {} B | {:.1}% |",
             r.name,
             r.nodes,
             r.py_nodes,
             r.ours.0,
             r.ours.1,
+            r.unfiltered.0,
+            r.unfiltered.1,
+            r.ours.1 / r.unfiltered.1,
             r.py.0,
             r.py.1,
             r.py.1 / r.ours.1,

@@ -14,7 +14,9 @@ The person grants the session with a real click on the nested desktop. Then:
 - typing into "Search" needs no approval; typing into "Message" does, with the text's length
   and never the text;
 - the audit has the requests and answers with their outcomes, and not the typed text.
-- a process of the same user without capabilities cannot ptrace the broker or its agents.
+- a process of the same user without capabilities cannot ptrace the broker or its agents;
+- the reader and the input agent have no bus address, DISPLAY or XAUTHORITY in their
+  environment (/proc/<pid>/environ), the indicator no bus address.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ async def run(ns: argparse.Namespace) -> None:
             await ok(c, "type_text", {"element_token": find(r, "text", "Search")["element_token"],
                                       "text": "x"})
             h.check_ptrace_refused(broker)
+            h.check_agent_environ(broker)
+            h.check_agent_groups(broker)
 
             # 1. A denial sends nothing.
             r = await ok(c, "get_window_state", {"app": APP})

@@ -549,6 +549,52 @@ def check_ptrace_refused(broker: Broker) -> None:
     say(f"ptrace attach refused (EPERM) to {', '.join(sorted(targets))}; allowed to a plain process")
 
 
+CONNECTION_VARS = ("DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS", "DISPLAY", "XAUTHORITY",
+                   "WAYLAND_DISPLAY")
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment a process started with (/proc/<pid>/environ)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        raw = f.read()
+    out: dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        if b"=" in entry:
+            k, v = entry.split(b"=", 1)
+            out[k.decode(errors="replace")] = v.decode(errors="replace")
+    return out
+
+
+def check_agent_environ(broker: Broker) -> None:
+    """The reader, the input agent and the indicator run with no bus address, display or X
+    authority in their environment (the broker hands their connections in). The broker's own
+    environment has the bus and the display (so the reading works and the check can fail)."""
+    mine = environ_of(broker.proc.pid)
+    check("DISPLAY" in mine and "DBUS_SESSION_BUS_ADDRESS" in mine,
+          f"the broker's environment has the display and the bus: {sorted(mine)}")
+    kids = broker.children()
+    for name in ("nish-reader", "nish-input", "nish-indicator"):
+        check(name in kids, f"{name} runs under the broker: {kids}")
+        env = environ_of(kids[name])
+        found = [k for k in CONNECTION_VARS if k in env]
+        check(not found, f"{name} ({kids[name]}) has {found} in its environment")
+    say("no bus address, DISPLAY or XAUTHORITY in the reader's, the input agent's and the "
+        "indicator's environments")
+
+
+def check_agent_groups(broker: Broker) -> None:
+    """Each agent runs in a process group of its own: a signal an agent sends its group
+    (kill(0, ...)) cannot reach the broker or the other agents."""
+    broker_group = os.getpgid(broker.proc.pid)
+    kids = broker.children()
+    for name in ("nish-reader", "nish-input", "nish-indicator"):
+        check(name in kids, f"{name} runs under the broker: {kids}")
+        group = os.getpgid(kids[name])
+        check(group == kids[name] and group != broker_group,
+              f"{name} ({kids[name]}) is in group {group}, the broker's is {broker_group}")
+    say("every agent leads a process group of its own, apart from the broker's")
+
+
 async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:
     """start_session, answered by the person: after the dialog's arming delay, real clicks on
     the named controls (e.g. "takeover"), then on Allow."""

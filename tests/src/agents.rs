@@ -36,15 +36,36 @@ impl AgentProc {
         role: Role,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
-        Self::start_cmd(desk.command(bin), bin, role, lockdown_of)
+        Self::start_filtered(desk, bin, role, role == Role::Reader, lockdown_of)
     }
 
-    /// [`AgentProc::start`] with a command already set up for `bin` (another desktop's
-    /// environment, e.g. [`crate::WaylandDesktop::command`]).
-    pub fn start_cmd<Out: DeserializeOwned>(
-        mut cmd: std::process::Command,
+    /// [`AgentProc::start`] with the reader's D-Bus filter on or off.
+    pub fn start_filtered<Out: DeserializeOwned>(
+        desk: &Desktop,
         bin: &Path,
         role: Role,
+        filter: bool,
+        lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
+    ) -> Result<AgentProc> {
+        Self::start_cmd(
+            desk.command(bin),
+            &desk.env(),
+            bin,
+            role,
+            filter,
+            lockdown_of,
+        )
+    }
+
+    /// Starts `bin --fd 3` from a command already set up for it (another desktop's
+    /// environment, e.g. [`crate::WaylandDesktop::command`]); `env` is where the stand-in
+    /// broker finds the desktop's services.
+    pub fn start_cmd<Out: DeserializeOwned>(
+        mut cmd: std::process::Command,
+        env: &[(String, String)],
+        bin: &Path,
+        role: Role,
+        filter: bool,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
         let (ours, theirs) = UnixStream::pair()?;
@@ -57,6 +78,7 @@ impl AgentProc {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
+        let ours = stand_in_filtered(ours, env, role, filter)?;
         ours.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut sock = ours;
         let hello: Hello = read_frame(&mut sock, MAX_FRAME_BYTES)?;
@@ -95,12 +117,18 @@ impl Drop for AgentProc {
 pub struct Reader(pub AgentProc);
 
 impl Reader {
-    /// Starts the reader.
+    /// Starts the reader (its D-Bus links through the filter, as the broker hands them).
     pub fn start(desk: &Desktop, bin: &Path) -> Result<Reader> {
-        Ok(Reader(AgentProc::start(
+        Self::start_filtered(desk, bin, true)
+    }
+
+    /// Starts the reader with its D-Bus filter on or off.
+    pub fn start_filtered(desk: &Desktop, bin: &Path, filter: bool) -> Result<Reader> {
+        Ok(Reader(AgentProc::start_filtered(
             desk,
             bin,
             Role::Reader,
+            filter,
             |m: &ReaderToBroker| match m {
                 ReaderToBroker::Lockdown(r) => Some(r.clone()),
                 _ => None,
@@ -112,8 +140,10 @@ impl Reader {
     pub fn start_wayland(desk: &crate::WaylandDesktop, bin: &Path) -> Result<Reader> {
         Ok(Reader(AgentProc::start_cmd(
             desk.command(bin),
+            &desk.env(),
             bin,
             Role::Reader,
+            true,
             |m: &ReaderToBroker| match m {
                 ReaderToBroker::Lockdown(r) => Some(r.clone()),
                 _ => None,
@@ -202,4 +232,104 @@ impl Input {
         let id = self.0.id();
         self.0.ask(&BrokerToInput::Semantic { id, target, op })
     }
+}
+
+/// Plays the broker's connection service for an agent a test talks to directly: a relay
+/// between the agent's socket and the returned one that serves the agent's connection requests
+/// itself (the broker's own opener, with the test desktop's endpoints and every application
+/// reachable) and passes every other frame through unchanged, both ways. The relay ends when
+/// either side closes.
+pub fn stand_in(
+    agent: UnixStream,
+    env: &[(String, String)],
+    role: Role,
+) -> std::io::Result<UnixStream> {
+    stand_in_filtered(agent, env, role, role == Role::Reader)
+}
+
+/// [`stand_in`], with the reader's D-Bus filter on or off (the broker always has it on; the
+/// read benchmark measures both).
+pub fn stand_in_filtered(
+    agent: UnixStream,
+    env: &[(String, String)],
+    role: Role,
+    filter: bool,
+) -> std::io::Result<UnixStream> {
+    use nish_broker::handover::{Endpoints, Opener, answer, send_with_fd};
+    use nish_proto::wire::codec::{encode, read_body};
+    use std::io::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    let ep = Endpoints::from_vars(env.iter().map(|(k, v)| (k.into(), v.into())));
+    let (test_end, ours) = UnixStream::pair()?;
+    let to_agent = Arc::new(Mutex::new(agent.try_clone()?));
+    let mut from_agent = agent;
+    let mut from_test = ours.try_clone()?;
+    let mut to_test = ours;
+    let w = to_agent.clone();
+    // Test -> agent: frames as they are.
+    std::thread::spawn(move || {
+        while let Ok(body) = read_body(&mut from_test, MAX_FRAME_BYTES) {
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            let g = w.lock().unwrap_or_else(|e| e.into_inner());
+            if (&*g).write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let g = w.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = g.shutdown(std::net::Shutdown::Both);
+    });
+    // Agent -> test, connection requests served here.
+    std::thread::spawn(move || {
+        // Worker threads of its own: the filter's relays run there between requests.
+        let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        let opener = Arc::new(Opener::new(ep));
+        while let Ok(body) = read_body(&mut from_agent, MAX_FRAME_BYTES) {
+            let request = match role {
+                Role::Reader => match nish_proto::wire::codec::decode(&body) {
+                    Ok(ReaderToBroker::Connect { id, target }) => Some((id, target)),
+                    _ => None,
+                },
+                Role::Input => match nish_proto::wire::codec::decode(&body) {
+                    Ok(InputToBroker::Connect { id, target }) => Some((id, target)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some((id, target)) = request {
+                // Served on the runtime, as the broker does: a slow application holds only
+                // its own request, never the frames behind it.
+                let (opener, to_agent) = (opener.clone(), to_agent.clone());
+                rt.spawn(async move {
+                    let (result, fd) =
+                        answer(opener.open_maybe_filtered(&target, &|_| true, filter).await);
+                    let frame = match role {
+                        Role::Reader => {
+                            encode(&BrokerToReader::Connected { id, result }, MAX_FRAME_BYTES)
+                        }
+                        _ => encode(&BrokerToInput::Connected { id, result }, MAX_FRAME_BYTES),
+                    };
+                    if let Ok(frame) = frame {
+                        let g = to_agent.lock().unwrap_or_else(|e| e.into_inner());
+                        let _ = send_with_fd(&g, &frame, fd.as_ref());
+                    }
+                });
+                continue;
+            }
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            if to_test.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        let _ = to_test.shutdown(std::net::Shutdown::Both);
+    });
+    Ok(test_end)
 }

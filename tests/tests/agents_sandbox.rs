@@ -1,56 +1,243 @@
 //! Each agent binary, as the broker starts it, cannot open a network socket, create or write a
-//! file, or exec: `<agent> --self-test` locks down exactly as in service and tries each of these
-//! for real; every one must be refused, while Unix sockets and reads still work.
+//! file, exec, trace or signal another process, or reach the kernel's larger surfaces
+//! (perf_event_open, user namespaces, keyrings, BPF, userfaultfd): `<agent> --self-test` locks
+//! down exactly as in service and tries each of these for real; every one must be refused,
+//! while Unix socket pairs and reads of its own /proc entry still work.
+//!
+//! Every agent (the reader, the input agent and the indicator), whose connections the broker
+//! hands in, must also fail to connect anywhere by itself (the session bus socket, X by path and
+//! by abstract name, a socket standing for the broker's) and to read a file in `$HOME/.ssh/`,
+//! while connections handed to it (X, the session bus) still answer. The paths are handed to the
+//! test, not to the agent: the agent runs with none of them in its environment. The reader also
+//! gets a bus link through the broker's filter, as in service: a read through it is answered,
+//! an action and a setter are refused by the filter.
 
+use std::os::fd::AsRawFd as _;
+use std::os::unix::net::{UnixListener, UnixStream};
+
+use nish_testdesk::Desktop;
 use nish_testdesk::session::workspace_bin;
 use serde_json::Value;
 
-#[test]
-fn agents_refuse_network_files_and_exec() {
-    for agent in ["nish-reader", "nish-input", "nish-indicator"] {
-        let bin = workspace_bin(agent).expect("the agent is built");
-        let out = std::process::Command::new(&bin)
-            .arg("--self-test")
-            .output()
-            .expect("runs");
+fn self_test(agent: &str, args: &[String], home: Option<&std::path::Path>) -> Value {
+    let bin = workspace_bin(agent).expect("the agent is built");
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.arg("--self-test").args(args).env_clear();
+    if let Some(h) = home {
+        cmd.env("HOME", h);
+    }
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{agent} --self-test failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON line")
+}
+
+fn refused(agent: &str, v: &Value) -> Vec<String> {
+    let forbidden = v["forbidden"].as_array().unwrap();
+    for a in forbidden {
+        let errno = a["errno"].as_i64();
         assert!(
-            out.status.success(),
-            "{agent} --self-test failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            errno == Some(13) || errno == Some(1),
+            "{agent}: {} was not refused (errno {errno:?})",
+            a["what"]
         );
-        let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    }
+    forbidden
+        .iter()
+        .map(|a| a["what"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn all_work(agent: &str, v: &Value) -> Vec<String> {
+    let allowed = v["allowed"].as_array().unwrap();
+    for a in allowed {
+        assert!(
+            a["errno"].is_null(),
+            "{agent}: {} should still work (errno {})",
+            a["what"],
+            a["errno"]
+        );
+    }
+    allowed
+        .iter()
+        .map(|a| a["what"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn agents_refuse_network_files_exec_and_the_kernels_surfaces() {
+    // The self-test runs in this test's process group (the broker starts agents in a group of
+    // their own): signalling the group reaches this process unless the filter refuses it.
+    let reference = nix::sys::signal::killpg(nix::unistd::getpgrp(), None);
+    assert!(reference.is_ok(), "this test can signal its own group");
+    for agent in ["nish-reader", "nish-input", "nish-indicator"] {
+        let v = self_test(agent, &[], None);
         let l = &v["lockdown"];
         assert_eq!(l["no_new_privs"], true, "{agent}");
         assert_eq!(l["caps_empty"], true, "{agent}");
         assert_eq!(l["seccomp"], true, "{agent}");
         assert_eq!(l["landlock"], "full", "{agent} (this kernel has Landlock)");
-        let forbidden = v["forbidden"].as_array().unwrap();
-        assert!(forbidden.len() >= 8);
-        for a in forbidden {
-            let errno = a["errno"].as_i64();
-            assert!(
-                errno == Some(13) || errno == Some(1),
-                "{agent}: {} was not refused (errno {errno:?})",
-                a["what"]
-            );
-        }
-        let what: Vec<&str> = forbidden
-            .iter()
-            .map(|a| a["what"].as_str().unwrap())
-            .collect();
+        let what = refused(agent, &v);
+        assert!(what.len() >= 20);
         for must in [
             "socket(AF_INET, SOCK_STREAM)",
             "socket(AF_INET6, SOCK_STREAM)",
             "create a file in the temporary directory",
             "exec /bin/true",
+            "ptrace(PTRACE_ATTACH) the parent process",
+            "kill(parent, 0): signal another process",
+            "kill(0, 0): signal the process group",
+            "kill(-(the parent's process group), 0)",
+            "tkill(parent, 0)",
+            "tgkill(parent, parent, 0)",
+            "fcntl(F_SETOWN, parent): aim a socket's SIGIO at another process",
+            "perf_event_open",
+            "unshare(CLONE_NEWUSER)",
+            "keyctl(KEYCTL_GET_KEYRING_ID)",
+            "bpf(BPF_PROG_LOAD)",
+            "userfaultfd",
+        ] {
+            assert!(
+                what.iter().any(|w| w == must),
+                "{agent}: {must} was not tried"
+            );
+        }
+        let works = all_work(agent, &v);
+        for must in [
+            "kill(self, 0)",
+            "tgkill(self, this thread, 0)",
+            "fcntl(F_SETOWN, self)",
+        ] {
+            assert!(
+                works.iter().any(|w| w == must),
+                "{agent}: {must} was not tried"
+            );
+        }
+    }
+}
+
+/// Clears close-on-exec so the self-test inherits the descriptor under the same number.
+fn inheritable(s: &UnixStream) -> String {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    fcntl(s, FcntlArg::F_SETFD(FdFlag::empty())).expect("clear cloexec");
+    s.as_raw_fd().to_string()
+}
+
+#[test]
+fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
+    let desk = Desktop::builder()
+        .atspi(false)
+        .window_manager(false)
+        .start()
+        .expect("a desktop");
+    let bus = desk
+        .session_bus_address()
+        .strip_prefix("unix:path=")
+        .and_then(|a| a.split(',').next())
+        .expect("a session bus socket path")
+        .to_string();
+    let x = format!("/tmp/.X11-unix/X{}", desk.display_number());
+    let dir = desk.dir().join("self-test");
+    let ssh = dir.join("home/.ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let secret = ssh.join("id_test");
+    std::fs::write(&secret, "not a real key").unwrap();
+    // A listening socket standing for the broker's, by path and by abstract name.
+    let broker = dir.join("broker.sock");
+    let _listen = UnixListener::bind(&broker).unwrap();
+    let abstract_name = format!("nish-self-test-broker-{}", std::process::id());
+    let _listen_abstract = {
+        use std::os::linux::net::SocketAddrExt as _;
+        let a =
+            std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        UnixListener::bind_addr(&a).unwrap()
+    };
+    // The reference: without the lock-down each of these works from here.
+    UnixStream::connect(&bus).expect("the session bus accepts this test");
+    UnixStream::connect(&x).expect("X accepts this test");
+    std::fs::read(&secret).expect("the test reads the file");
+
+    // The reader's links go through the broker's filter: one such link for the reader's probe.
+    let rt = tokio::runtime::Runtime::new().expect("a runtime for the filter");
+    for agent in ["nish-reader", "nish-input", "nish-indicator"] {
+        let handed_x = UnixStream::connect(&x).unwrap();
+        let handed_bus = UnixStream::connect(&bus).unwrap();
+        let filtered_bus: Option<UnixStream> = (agent == "nish-reader").then(|| {
+            let _in_rt = rt.enter();
+            let real = UnixStream::connect(&bus).unwrap();
+            UnixStream::from(nish_broker::busfilter::filtered(real.into()).expect("the filter"))
+        });
+        let mut args: Vec<String> = [
+            "--probe-connect",
+            &bus,
+            "--probe-connect",
+            &x,
+            "--probe-connect",
+            broker.to_str().unwrap(),
+            // Xvfb listens on the abstract name too.
+            "--probe-abstract",
+            x.as_str(),
+            "--probe-abstract",
+            &abstract_name,
+            "--probe-read",
+            secret.to_str().unwrap(),
+            "--handed-x",
+            &inheritable(&handed_x),
+            "--handed-dbus",
+            &inheritable(&handed_bus),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(f) = &filtered_bus {
+            args.extend(["--filtered-dbus".to_string(), inheritable(f)]);
+        }
+        let v = self_test(agent, &args, Some(&dir.join("home")));
+        let what = refused(agent, &v);
+        if filtered_bus.is_some() {
+            // Refused by the filter's answer (AccessDenied, errno 13 in the report), not by
+            // the bus daemon, which would answer with an error of its own.
+            for must in [
+                "DoAction through the filtered D-Bus connection",
+                "SetTextContents through the filtered D-Bus connection",
+            ] {
+                let a = v["forbidden"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["what"] == must)
+                    .unwrap_or_else(|| panic!("{agent}: {must} was not tried"));
+                assert_eq!(a["errno"], 13, "{agent}: {must}: {a}");
+            }
+            assert!(
+                all_work(agent, &v)
+                    .iter()
+                    .any(|w| w
+                        == "a read (Peer.Ping) through the filtered D-Bus connection is answered"),
+                "{agent}: the read through the filter was not tried"
+            );
+        }
+        for must in [
+            format!("connect to {bus}"),
+            format!("connect to {x}"),
+            format!("connect to {}", broker.display()),
+            format!("connect to abstract {x}"),
+            format!("connect to abstract {abstract_name}"),
+            format!("read {}", secret.display()),
         ] {
             assert!(what.contains(&must), "{agent}: {must} was not tried");
         }
-        for a in v["allowed"].as_array().unwrap() {
+        let works = all_work(agent, &v);
+        for must in [
+            "the handed-in X connection answers",
+            "the handed-in D-Bus connection answers",
+        ] {
             assert!(
-                a["errno"].is_null(),
-                "{agent}: {} should still work",
-                a["what"]
+                works.iter().any(|w| w == must),
+                "{agent}: {must} was not tried"
             );
         }
     }

@@ -33,12 +33,32 @@ fn the_reader_on_wayland_opens_no_x_display_even_when_given_one() {
     let bin = workspace_bin("nish-reader").expect("nish-reader is built");
     let mut cmd = desk.command(&bin);
     cmd.env("XDG_SESSION_TYPE", "wayland");
+    // The stand-in broker is told the same: it opens no X connection on a Wayland session
+    // either, even for an agent that asks.
+    let env: Vec<(String, String)> = desk
+        .env()
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "XDG_SESSION_TYPE" {
+                (k, "wayland".to_string())
+            } else {
+                (k, v)
+            }
+        })
+        .collect();
     let before = x_clients(&desk);
     let mut reader = Reader(
-        AgentProc::start_cmd(cmd, &bin, Role::Reader, |m: &ReaderToBroker| match m {
-            ReaderToBroker::Lockdown(r) => Some(r.clone()),
-            _ => None,
-        })
+        AgentProc::start_cmd(
+            cmd,
+            &env,
+            &bin,
+            Role::Reader,
+            true,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )
         .expect("the reader starts"),
     );
     let probe = reader.probe().expect("probe");

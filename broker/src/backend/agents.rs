@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::codec::{FrameError, aio};
-use nish_proto::wire::{AgentFailure, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use nish_proto::wire::{
+    AgentFailure, ConnectTarget, Connected, Hello, LockdownReport, MAX_FRAME_BYTES, Role,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
@@ -35,12 +37,10 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use crate::conn::{Conn, Msg, Peer, Violation};
 use crate::server::MAX_HELLO_BYTES;
 
-/// Environment variables an agent may inherit; everything else is cleared.
-const ENV_WHITELIST: &[&str] = &[
-    "DISPLAY",
-    "XAUTHORITY",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "AT_SPI_BUS_ADDRESS",
+/// Environment variables an agent may inherit; everything else is cleared. No bus address,
+/// display or X authority: every agent gets its connections from the broker
+/// ([`crate::handover`]), and its seccomp filter refuses `socket` and `connect`.
+pub const ENV_WHITELIST: &[&str] = &[
     "XDG_RUNTIME_DIR",
     "HOME",
     "LANG",
@@ -53,27 +53,31 @@ const ENV_WHITELIST: &[&str] = &[
     "WAYLAND_DISPLAY",
 ];
 
-/// Variables an agent never gets on a Wayland session: there the driver makes no X connection
-/// at all (XWayland apps are read through AT-SPI like the rest).
-const X_ONLY_ENV: &[&str] = &["DISPLAY", "XAUTHORITY"];
-
-/// The environment an agent starts with, from the broker's own (`get`): the whitelist, less
-/// the X variables on a Wayland session.
+/// The environment an agent starts with, from the broker's own (`get`): the whitelist, the
+/// same for every agent.
 pub fn agent_env(
     get: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Vec<(&'static str, std::ffi::OsString)> {
-    let s = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
-    let (session, _) = super::linux::session_type_of(
-        s("XDG_SESSION_TYPE").as_deref(),
-        s("WAYLAND_DISPLAY").as_deref(),
-        s("DISPLAY").as_deref(),
-    );
     ENV_WHITELIST
         .iter()
-        .filter(|k| session != "wayland" || !X_ONLY_ENV.contains(k))
         .filter_map(|k| get(k).map(|v| (*k, v)))
         .collect()
 }
+
+/// The broker's connection opener for its agents (endpoints from its environment).
+pub fn opener() -> Arc<crate::handover::Opener> {
+    static OPENER: std::sync::OnceLock<Arc<crate::handover::Opener>> = std::sync::OnceLock::new();
+    OPENER
+        .get_or_init(|| {
+            Arc::new(crate::handover::Opener::new(
+                crate::handover::Endpoints::from_env(),
+            ))
+        })
+        .clone()
+}
+
+/// Connection requests of one agent being served at once; one more is a flood.
+pub const CONNECTS_IN_FLIGHT: usize = 16;
 
 /// Where the agent binaries are: `$NISH_AGENT_DIR`, else next to this executable.
 pub fn agent_path(name: &str) -> PathBuf {
@@ -94,6 +98,16 @@ pub trait AgentMessage: DeserializeOwned + Send + 'static {
     fn answer_id(&self) -> Option<u64>;
     /// Its kind in the permission table.
     fn kind(&self) -> Msg;
+    /// The agent's request for a connection, when this is one (its id and target).
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        None
+    }
+}
+
+/// Messages the broker sends an agent: the answer to a connection request.
+pub trait AgentRequest: Serialize + Send + Sync + Sized + 'static {
+    /// The answer to the agent's connection request `id` (`None`: this agent has none).
+    fn connected(id: u64, result: Connected) -> Option<Self>;
 }
 
 /// Unsolicited messages (not answers) an agent may have waiting for the broker; one more and
@@ -258,8 +272,8 @@ pub struct StartFailure {
     pub error: DriverError,
     /// The process's pid, when one was started.
     pub pid: u32,
-    /// `not_locked_down`, `lockdown_unreadable` or `no_hello` (a refusal the audit records as
-    /// `agent.refused`);
+    /// `not_locked_down`, `traced`, `lockdown_unreadable` or `no_hello` (a refusal the audit
+    /// records as `agent.refused`);
     /// violations during the handshake are reported through `on_violation` instead.
     pub refused: Option<&'static str>,
 }
@@ -282,7 +296,7 @@ pub struct Agent<In, Out> {
     pub lockdown: LockdownReport,
     /// Its pid.
     pub pid: u32,
-    tx: mpsc::Sender<In>,
+    tx: mpsc::Sender<(In, Option<std::os::fd::OwnedFd>)>,
     pending: Arc<Mutex<Pending<Out>>>,
     life: Arc<Life>,
 }
@@ -299,7 +313,7 @@ fn unavailable(name: &str, why: impl std::fmt::Display) -> DriverError {
 
 impl<In, Out> Agent<In, Out>
 where
-    In: Serialize + Send + Sync + 'static,
+    In: AgentRequest,
     Out: AgentMessage,
 {
     /// Starts an agent and checks its hello and lock-down. Messages that are not answers go
@@ -347,6 +361,10 @@ where
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
 
+        // A process group of its own: a signal an agent sends its group (kill(0, ..)) reaches
+        // only itself, never the broker or the other agents (its seccomp filter refuses that
+        // too; this holds even for an agent built without it).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         crate::sys::pass_as_fd3(&mut cmd, theirs.into());
         let mut cmd = tokio::process::Command::from(cmd);
         // A process whose owner task is dropped (the runtime shuts down) is killed.
@@ -524,6 +542,15 @@ where
                     ));
                 }
                 Ok(k) => {
+                    if !k.untraced {
+                        return Err(fail(
+                            DriverError::new(
+                                ErrorCode::BackendUnavailable,
+                                format!("{name} is traced by another process"),
+                            ),
+                            Some("traced"),
+                        ));
+                    }
                     if !k.complete() {
                         return Err(fail(
                             DriverError::new(
@@ -564,13 +591,20 @@ where
             ));
         }
         let (mut rd, mut wr) = stream.into_split();
-        let (tx, mut rx) = mpsc::channel::<In>(64);
+        let (tx, mut rx) = mpsc::channel::<(In, Option<std::os::fd::OwnedFd>)>(64);
         tokio::spawn(async move {
-            while let Some(m) = rx.recv().await {
-                if aio::write_frame(&mut wr, &m, MAX_FRAME_BYTES)
-                    .await
-                    .is_err()
-                {
+            while let Some((m, fd)) = rx.recv().await {
+                let sent = match fd {
+                    None => aio::write_frame(&mut wr, &m, MAX_FRAME_BYTES).await.is_ok(),
+                    // A handed connection: the descriptor rides on the frame's first byte.
+                    Some(fd) => match nish_proto::wire::codec::encode(&m, MAX_FRAME_BYTES) {
+                        Ok(frame) => crate::handover::send_with_fd_async(wr.as_ref(), &frame, &fd)
+                            .await
+                            .is_ok(),
+                        Err(_) => false,
+                    },
+                };
+                if !sent {
                     break;
                 }
             }
@@ -584,8 +618,9 @@ where
         let p = pending.clone();
         let router_life = life.clone();
         let started = Instant::now();
+        let handing = tx.clone();
         tokio::spawn(async move {
-            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx).await;
+            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx, &handing).await;
             {
                 let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
                 g.closed = true;
@@ -679,14 +714,14 @@ where
     /// later).
     pub fn queue(&self, msg: In) -> Result<(), DriverError> {
         self.tx
-            .try_send(msg)
+            .try_send((msg, None))
             .map_err(|_| unavailable(self.binary, "the agent is gone or its queue is full"))
     }
 
     /// Sends a message that expects no answer.
     pub async fn send(&self, msg: In) -> Result<(), DriverError> {
         self.tx
-            .send(msg)
+            .send((msg, None))
             .await
             .map_err(|_| unavailable(self.binary, "the agent is gone"))
     }
@@ -701,7 +736,7 @@ where
             }
             g.waiting.insert(id, tx);
         }
-        if self.tx.send(msg).await.is_err() {
+        if self.tx.send((msg, None)).await.is_err() {
             self.pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -725,14 +760,17 @@ where
 }
 
 /// Routes an agent's messages until its connection ends; a violation ends it too and is
-/// returned.
-async fn route<Out: AgentMessage>(
+/// returned. Connection requests are served on tasks of their own (at most
+/// [`CONNECTS_IN_FLIGHT`] at once), their answers sent with the descriptor on `handing`.
+async fn route<In: AgentRequest, Out: AgentMessage>(
     name: &'static str,
     rd: &mut tokio::net::unix::OwnedReadHalf,
     conn: &mut Conn,
     pending: &Mutex<Pending<Out>>,
     events: &mpsc::Sender<Out>,
+    handing: &mpsc::Sender<(In, Option<std::os::fd::OwnedFd>)>,
 ) -> Option<Violation> {
+    let connects = Arc::new(tokio::sync::Semaphore::new(CONNECTS_IN_FLIGHT));
     loop {
         let msg: Out = match aio::read_frame(rd, MAX_FRAME_BYTES).await {
             Ok(m) => m,
@@ -746,6 +784,35 @@ async fn route<Out: AgentMessage>(
         };
         if let Err(v) = conn.accept(msg.kind()) {
             return Some(v);
+        }
+        if let Some((id, target)) = msg.connect_request() {
+            let Ok(permit) = connects.clone().try_acquire_owned() else {
+                return Some(Violation::Flood);
+            };
+            let target = target.clone();
+            let handing = handing.clone();
+            let peer = conn.peer();
+            let reader = peer == Peer::Reader;
+            tokio::spawn(async move {
+                let opened = if peer == Peer::Indicator && target != ConnectTarget::X11 {
+                    // The indicator draws on X and needs nothing else.
+                    Err(AgentFailure {
+                        code: ErrorCode::Unsupported.as_str().to_string(),
+                        message: "the indicator is handed an X connection only".into(),
+                    })
+                } else {
+                    opener().open_for_agent(&target, reader).await
+                };
+                if let Err(f) = &opened {
+                    tracing::info!(agent = name, code = %f.code, "connection not handed: {}", clean_message(&f.message));
+                }
+                let (result, fd) = crate::handover::answer(opened);
+                if let Some(m) = In::connected(id, result) {
+                    let _ = handing.send((m, fd)).await;
+                }
+                drop(permit);
+            });
+            continue;
         }
         match msg.answer_id() {
             Some(id) => {

@@ -30,11 +30,12 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd,
 };
 use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
-use nish_proto::wire::{LockdownReport, Role};
+use nish_proto::wire::{ConnectTarget, Connected, LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
 use super::agents::{
-    Agent, AgentExit, AgentMessage, OnViolation, RequestError, StartFailure, failure_to_error,
+    Agent, AgentExit, AgentMessage, AgentRequest, OnViolation, RequestError, StartFailure,
+    failure_to_error,
 };
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
@@ -76,7 +77,7 @@ impl AgentMessage for ReaderToBroker {
     }
     fn answer_id(&self) -> Option<u64> {
         match self {
-            ReaderToBroker::Lockdown(_) => None,
+            ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => None,
             ReaderToBroker::Windows { id, .. }
             | ReaderToBroker::Tree { id, .. }
             | ReaderToBroker::Png { id, .. }
@@ -86,6 +87,30 @@ impl AgentMessage for ReaderToBroker {
     }
     fn kind(&self) -> Msg {
         reader_kind(self)
+    }
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        match self {
+            ReaderToBroker::Connect { id, target } => Some((*id, target)),
+            _ => None,
+        }
+    }
+}
+
+impl AgentRequest for BrokerToReader {
+    fn connected(id: u64, result: Connected) -> Option<Self> {
+        Some(BrokerToReader::Connected { id, result })
+    }
+}
+
+impl AgentRequest for BrokerToInput {
+    fn connected(id: u64, result: Connected) -> Option<Self> {
+        Some(BrokerToInput::Connected { id, result })
+    }
+}
+
+impl AgentRequest for BrokerToIndicator {
+    fn connected(id: u64, result: Connected) -> Option<Self> {
+        Some(BrokerToIndicator::Connected { id, result })
     }
 }
 
@@ -105,6 +130,12 @@ impl AgentMessage for IndicatorToBroker {
     fn kind(&self) -> Msg {
         indicator_kind(self)
     }
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        match self {
+            IndicatorToBroker::Connect { id, target } => Some((*id, target)),
+            _ => None,
+        }
+    }
 }
 
 impl AgentMessage for InputToBroker {
@@ -116,7 +147,9 @@ impl AgentMessage for InputToBroker {
     }
     fn answer_id(&self) -> Option<u64> {
         match self {
-            InputToBroker::Lockdown(_) | InputToBroker::Person { .. } => None,
+            InputToBroker::Lockdown(_)
+            | InputToBroker::Person { .. }
+            | InputToBroker::Connect { .. } => None,
             InputToBroker::Done { id, .. }
             | InputToBroker::Failed { id, .. }
             | InputToBroker::Synth { id, .. }
@@ -127,6 +160,12 @@ impl AgentMessage for InputToBroker {
     }
     fn kind(&self) -> Msg {
         input_kind(self)
+    }
+    fn connect_request(&self) -> Option<(u64, &ConnectTarget)> {
+        match self {
+            InputToBroker::Connect { id, target } => Some((*id, target)),
+            _ => None,
+        }
     }
 }
 
@@ -168,7 +207,7 @@ struct Slot<In, Out> {
 
 impl<In, Out> Slot<In, Out>
 where
-    In: serde::Serialize + Send + Sync + 'static,
+    In: AgentRequest,
     Out: AgentMessage,
 {
     fn new(
@@ -745,7 +784,10 @@ fn indicator_on_start(
                             .unwrap_or_else(|e| e.into_inner())
                             .hotkey_grabbed = Some(hotkey_grabbed);
                     }
-                    IndicatorToBroker::Lockdown(_) | IndicatorToBroker::Consent { .. } => {}
+                    // Connection requests are served by the agent's router, never queued here.
+                    IndicatorToBroker::Lockdown(_)
+                    | IndicatorToBroker::Consent { .. }
+                    | IndicatorToBroker::Connect { .. } => {}
                 }
             }
             // The indicator exited: every frame it drew is gone, and so is the hotkey.
@@ -916,12 +958,18 @@ pub(super) fn atspi_and_sandbox(
             "ok"
         }
         .into(),
+        // What an older kernel's Landlock ABI leaves open is in the detail.
         message: format!(
-            "no_new_privs {} caps_empty {} seccomp {} landlock {}",
+            "no_new_privs {} caps_empty {} seccomp {} landlock {}{}",
             lockdown.no_new_privs,
             lockdown.caps_empty,
             lockdown.seccomp,
-            super::agents::clean_message(&lockdown.landlock)
+            super::agents::clean_message(&lockdown.landlock),
+            if lockdown.detail.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", super::agents::clean_message(&lockdown.detail))
+            }
         ),
     });
 }
@@ -1071,6 +1119,9 @@ impl Backend for LinuxBackend {
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
         let r = self.reader().await?;
+        // The window's app was matched to an approved one by the engine: the reader may link
+        // to it.
+        super::agents::opener().allow_pid(window.pid);
         let id = r.next_id();
         let msg = BrokerToReader::ReadTree {
             id,
@@ -1100,6 +1151,7 @@ impl Backend for LinuxBackend {
             return Err(wayland_capture_unsupported());
         }
         let r = self.reader().await?;
+        super::agents::opener().allow_pid(window.pid);
         let id = r.next_id();
         let msg = BrokerToReader::Capture {
             id,
@@ -1217,6 +1269,7 @@ impl Backend for LinuxBackend {
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         // The one way to the input agent: whoever starts it wires its person-input events.
         let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
+        super::agents::opener().allow_pid(target.pid);
         let id = agent.next_id();
         match agent
             .request(
@@ -1596,7 +1649,17 @@ impl Backend for LinuxBackend {
                         probes.push(Probe {
                             label: "display server".into(),
                             status: "ok".into(),
-                            message: format!("X11 {}", super::agents::clean_message(&p.display)),
+                            // The reader has no DISPLAY: the display is the broker's.
+                            message: format!(
+                                "X11 {}",
+                                super::agents::clean_message(
+                                    super::agents::opener()
+                                        .endpoints()
+                                        .display
+                                        .as_deref()
+                                        .unwrap_or(&p.display)
+                                )
+                            ),
                         });
                     } else {
                         backends.push(BackendEntry::not_available(
@@ -1899,7 +1962,7 @@ mod tests {
     }
 
     #[test]
-    fn agents_get_no_x_display_on_wayland() {
+    fn agents_get_no_bus_address_and_no_x_display_on_wayland() {
         let env = |vars: &'static [(&'static str, &'static str)]| {
             let got = super::super::agents::agent_env(|k| {
                 vars.iter()
@@ -1908,28 +1971,25 @@ mod tests {
             });
             got.into_iter().map(|(k, _)| k).collect::<Vec<_>>()
         };
-        let wayland = env(&[
+        const WAYLAND: &[(&str, &str)] = &[
             ("XDG_SESSION_TYPE", "wayland"),
             ("WAYLAND_DISPLAY", "wayland-0"),
             ("DISPLAY", ":0"),
             ("XAUTHORITY", "/run/user/1000/.mutter-Xwaylandauth"),
             ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
             ("SECRET_TOKEN", "x"),
-        ]);
-        assert_eq!(
-            wayland,
-            [
-                "DBUS_SESSION_BUS_ADDRESS",
-                "XDG_SESSION_TYPE",
-                "WAYLAND_DISPLAY"
-            ]
-        );
-        let x11 = env(&[
+        ];
+        const X11: &[(&str, &str)] = &[
             ("XDG_SESSION_TYPE", "x11"),
             ("DISPLAY", ":0"),
             ("XAUTHORITY", "/home/p/.Xauthority"),
-        ]);
-        assert_eq!(x11, ["DISPLAY", "XAUTHORITY", "XDG_SESSION_TYPE"]);
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("AT_SPI_BUS_ADDRESS", "unix:path=/run/user/1000/at-spi/bus"),
+        ];
+        assert_eq!(env(WAYLAND), ["XDG_SESSION_TYPE", "WAYLAND_DISPLAY"]);
+        // On X11 too: every agent, the indicator included, gets its X connection from the
+        // broker, so none has a display, an X authority or a bus address.
+        assert_eq!(env(X11), ["XDG_SESSION_TYPE"]);
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub enum BackendEvent {
         peer: &'static str,
         /// Its pid.
         pid: u32,
-        /// `not_locked_down`, `lockdown_unreadable` or `no_hello`.
+        /// `not_locked_down`, `traced`, `lockdown_unreadable` or `no_hello`.
         reason: &'static str,
     },
 }

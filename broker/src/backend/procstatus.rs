@@ -1,5 +1,5 @@
 //! An agent's lock-down as the kernel shows it: `/proc/<pid>/status` (`NoNewPrivs`, `Seccomp`,
-//! the capability sets). The agent's own report is only a second signal: a compromised or
+//! the capability sets, `TracerPid`). The agent's own report is only a second signal: a compromised or
 //! replaced agent binary can report anything, but not change what the kernel shows of it.
 //! Landlock has no line there, so its level stays the agent's word (see docs/security.md).
 
@@ -14,6 +14,10 @@ pub struct KernelLockdown {
     pub seccomp_filter: bool,
     /// `CapEff`, `CapPrm`, `CapInh` and `CapAmb` are all zero.
     pub caps_empty: bool,
+    /// `TracerPid: 0`: no process traces it. An agent is not dumpable once locked down, so
+    /// nothing can attach later; a tracer attached between exec and the lock-down stays, and
+    /// could read and drive the agent: such an agent is refused.
+    pub untraced: bool,
 }
 
 impl KernelLockdown {
@@ -44,6 +48,7 @@ pub fn parse(status: &str) -> KernelLockdown {
         no_new_privs: false,
         seccomp_filter: false,
         caps_empty: true,
+        untraced: false,
     };
     let mut caps_seen = 0;
     for line in status.lines() {
@@ -53,6 +58,7 @@ pub fn parse(status: &str) -> KernelLockdown {
         let value = value.trim();
         match key {
             "NoNewPrivs" => k.no_new_privs = value == "1",
+            "TracerPid" => k.untraced = value == "0",
             "Seccomp" => k.seccomp_filter = value == "2",
             "CapEff" | "CapPrm" | "CapInh" | "CapAmb" => {
                 caps_seen += 1;
@@ -111,6 +117,16 @@ mod tests {
         // A status without the lines proves nothing.
         let k = parse("Name:\tx\n");
         assert_eq!(k.missing(), "no_new_privs, seccomp, capabilities");
+        assert!(!k.untraced, "a status without TracerPid proves nothing");
+    }
+
+    #[test]
+    fn a_tracer_is_seen() {
+        assert!(parse(&format!("{LOCKED}TracerPid:\t0\n")).untraced);
+        let k = parse(&format!("{LOCKED}TracerPid:\t4242\n"));
+        assert!(!k.untraced);
+        // Traced or not, the lock-down itself is in force: the refusal has its own reason.
+        assert!(k.complete());
     }
 
     #[test]

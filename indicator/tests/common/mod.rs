@@ -21,7 +21,7 @@ use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
 };
-use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
+use nish_proto::wire::{ConnectTarget, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use x11rb::connection::Connection;
 use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{
@@ -30,6 +30,23 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
+
+/// Plays the broker's connection service: opens X on `display` as the broker does (handshake
+/// included) and sends it as the answer to request `id`, the descriptor attached.
+pub fn hand_x(sock: &UnixStream, display: &str, id: u64) {
+    use nish_broker::handover::{Endpoints, answer, open_x11, send_with_fd};
+    let ep = Endpoints {
+        display: Some(display.to_string()),
+        ..Endpoints::default()
+    };
+    let (result, fd) = answer(open_x11(&ep));
+    let frame = codec::encode(
+        &BrokerToIndicator::Connected { id, result },
+        MAX_FRAME_BYTES,
+    )
+    .expect("encodes");
+    send_with_fd(sock, &frame, fd.as_ref()).expect("the X connection is handed");
+}
 
 /// Serialises picking a display number among this process's tests.
 static DISPLAY_PICK: Mutex<()> = Mutex::new(());
@@ -564,14 +581,15 @@ impl Indicator {
         Indicator::spawn_on(&desk.display, env)
     }
 
-    /// Starts the binary on another display (the outer Xvfb, for what Xephyr lacks).
+    /// Starts the binary on another display (the outer Xvfb, for what Xephyr lacks). As the
+    /// broker does, the test starts it with no display in its environment and hands it the X
+    /// connection it asks for after its lock-down report.
     pub fn spawn_on(display: &str, env: &[(&str, &str)]) -> Indicator {
         let (mine, theirs) = UnixStream::pair().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
         cmd.args(["--fd", "3"])
-            .env("DISPLAY", display)
+            .env_clear()
             .env("NISH_LOG", "debug")
-            .env_remove("NISH_STOP_HOTKEY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -599,10 +617,17 @@ impl Indicator {
         let IndicatorToBroker::Lockdown(lockdown) = first else {
             panic!("first message after hello must be Lockdown, got {first:?}");
         };
+        let ask: IndicatorToBroker =
+            codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("connect");
+        let IndicatorToBroker::Connect { id, target } = ask else {
+            panic!("the message after Lockdown must be Connect, got {ask:?}");
+        };
+        assert_eq!(target, ConnectTarget::X11, "the indicator asks for X only");
+        hand_x(&mine, display, id);
         let ready: IndicatorToBroker =
             codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("ready");
         let IndicatorToBroker::Ready { hotkey_grabbed } = ready else {
-            panic!("the message after Lockdown must be Ready, got {ready:?}");
+            panic!("the message after Connect must be Ready, got {ready:?}");
         };
         reader.set_read_timeout(None).unwrap();
         let (tx, rx) = channel();

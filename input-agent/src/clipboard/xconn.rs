@@ -110,6 +110,22 @@ impl XConn {
         if nish_reader::wayland::is_wayland() {
             return Err("no X connection on a Wayland session".into());
         }
+        if display.is_none()
+            && let nish_reader::handed::Mode::Broker(h) = nish_reader::handed::mode()
+        {
+            // In the agent: the broker connects and runs the handshake.
+            let (s, setup, screen) = nish_reader::handed::x11_stream(&h).map_err(|f| f.message)?;
+            let (inner, _) = DefaultStream::from_unix_stream(s)
+                .map_err(|e| format!("cannot use the X connection: {e}"))?;
+            let stream = DeadlineStream {
+                inner,
+                deadline: Mutex::new(None),
+            };
+            let conn = RustConnection::for_connected_stream(stream, setup)
+                .map_err(|e| format!("cannot use the X connection: {e}"))?;
+            let _ = deadline;
+            return Ok(XConn { conn, screen });
+        }
         let parsed = parse_display(display).map_err(|e| format!("no X display: {e}"))?;
         let screen = usize::from(parsed.screen);
         let mut last = String::from("no address to connect to");

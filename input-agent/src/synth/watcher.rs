@@ -53,7 +53,8 @@ pub fn run(
     cmds: std::sync::mpsc::Receiver<WatchCmd>,
     report: impl Fn(PersonInput),
 ) -> anyhow::Result<()> {
-    let (conn, screen) = RustConnection::connect(None)?;
+    let (conn, screen) =
+        nish_reader::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
     let root = conn.setup().roots[screen].root;
     let mut devices = Devices::load(
         &conn,

@@ -115,7 +115,7 @@ pub fn probe() -> InputProbe {
     if nish_reader::wayland::is_wayland() {
         return InputProbe::default();
     }
-    let Ok((conn, _)) = RustConnection::connect(None) else {
+    let Ok((conn, _)) = nish_reader::handed::x11_connect() else {
         return InputProbe::default();
     };
     let present = |name| conn.extension_information(name).ok().flatten().is_some();
@@ -141,7 +141,8 @@ impl Executor {
             !nish_reader::wayland::is_wayland(),
             "no X connection on a Wayland session"
         );
-        let (conn, screen) = RustConnection::connect(None)?;
+        let (conn, screen) =
+            nish_reader::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
         let setup = conn.setup();
         let root = setup.roots[screen].root;
         let mask = setup.resource_id_mask;

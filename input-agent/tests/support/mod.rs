@@ -12,7 +12,7 @@ use nish_proto::model::{Node, Tree, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
-use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES};
+use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{AppHandle, Desktop};
 
@@ -54,7 +54,7 @@ pub struct AgentProc {
 
 impl AgentProc {
     /// Starts `<program> --fd 3` with the desktop's environment and reads its hello.
-    pub fn spawn(desk: &Desktop, program: &std::path::Path) -> (AgentProc, Hello) {
+    pub fn spawn(desk: &Desktop, program: &std::path::Path, role: Role) -> (AgentProc, Hello) {
         use nix::fcntl::{FcntlArg, FdFlag, fcntl};
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
@@ -80,7 +80,9 @@ impl AgentProc {
             .spawn()
             .expect("start the agent");
         drop(theirs);
-        let sock = UnixStream::from(ours);
+        // The broker's connection service, played by the test.
+        let sock = nish_testdesk::agents::stand_in(UnixStream::from(ours), &desk.env(), role)
+            .expect("relay");
         sock.set_read_timeout(Some(Duration::from_secs(60)))
             .expect("read timeout");
         let mut a = AgentProc {
@@ -118,7 +120,7 @@ pub struct Reader(pub AgentProc);
 
 impl Reader {
     pub fn spawn(desk: &Desktop) -> Reader {
-        let (mut p, _hello) = AgentProc::spawn(desk, &reader_binary());
+        let (mut p, _hello) = AgentProc::spawn(desk, &reader_binary(), Role::Reader);
         match read_frame::<_, ReaderToBroker>(&mut p.sock, MAX_FRAME_BYTES) {
             Ok(ReaderToBroker::Lockdown(_)) => {}
             other => panic!("expected the reader's lock-down report, got {other:?}"),
@@ -255,7 +257,7 @@ impl Answer {
 
 impl Input {
     pub fn spawn(desk: &Desktop) -> Input {
-        let (mut proc, hello) = AgentProc::spawn(desk, &input_binary());
+        let (mut proc, hello) = AgentProc::spawn(desk, &input_binary(), Role::Input);
         let lockdown = match read_frame::<_, InputToBroker>(&mut proc.sock, MAX_FRAME_BYTES) {
             Ok(InputToBroker::Lockdown(l)) => l,
             other => panic!("expected the lock-down report, got {other:?}"),

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::LockdownReport;
+use super::{ConnectTarget, Connected, LockdownReport};
 
 /// One app line of the consent dialog.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +98,14 @@ pub enum BrokerToIndicator {
         /// pointer clicks then answer the dialog and Continue (shown in the dialog).
         accept_xtest_clicks: bool,
     },
+    /// The answer to the indicator's [`IndicatorToBroker::Connect`]; on success the
+    /// descriptor is attached to this frame (`SCM_RIGHTS`).
+    Connected {
+        /// The request's id.
+        id: u64,
+        /// What was handed, or why not.
+        result: Connected,
+    },
 }
 
 /// From the indicator to the broker.
@@ -135,5 +143,14 @@ pub enum IndicatorToBroker {
     Ready {
         /// The stop hotkey is grabbed (every lock combination the server accepted).
         hotkey_grabbed: bool,
+    },
+    /// A connection the broker opens and hands over: the indicator opens no socket of its own
+    /// (its seccomp filter refuses `socket` and `connect`). Only [`ConnectTarget::X11`] is
+    /// served for the indicator; it asks once, right after its lock-down report.
+    Connect {
+        /// The request's id, echoed in [`BrokerToIndicator::Connected`].
+        id: u64,
+        /// What to connect to.
+        target: ConnectTarget,
     },
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{AgentFailure, LockdownReport};
+use super::{AgentFailure, ConnectTarget, Connected, LockdownReport};
 use crate::model::{Rect, StateSet};
 
 /// What the broker's snapshot recorded about the target, for the agent's live re-check.
@@ -263,6 +263,14 @@ pub enum BrokerToInput {
         /// The owner to release.
         owner: Option<String>,
     },
+    /// The answer to the agent's [`InputToBroker::Connect`]; on success the descriptor is
+    /// attached to this frame.
+    Connected {
+        /// The agent's request id.
+        id: u64,
+        /// What came with it, or why not.
+        result: Connected,
+    },
 }
 
 /// From the input agent to the broker.
@@ -316,5 +324,13 @@ pub enum InputToBroker {
         failure: AgentFailure,
         /// True when something may have been sent before the failure.
         sent: bool,
+    },
+    /// The agent asks for a connection (its own request id, answered by
+    /// [`BrokerToInput::Connected`]).
+    Connect {
+        /// The agent's request id.
+        id: u64,
+        /// What to connect to.
+        target: ConnectTarget,
     },
 }

@@ -23,7 +23,7 @@ pub mod shim;
 pub mod trust;
 
 /// Version of these wire protocols; bumped on any incompatible change of a message enum.
-pub const PROTO_VERSION: u32 = 3;
+pub const PROTO_VERSION: u32 = 5;
 
 /// Largest frame any peer accepts (screen captures are the largest messages).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -154,4 +154,76 @@ pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
             .join("broker.sock"),
         None => std::path::PathBuf::from(format!("/tmp/nish-driver-{uid}")).join("broker.sock"),
     }
+}
+
+/// A connection an agent asks the broker for. No agent opens a socket of its own: the broker
+/// connects, checks the peer, and hands the descriptor over on the agent's link (`SCM_RIGHTS`,
+/// attached to the first byte of the answer's frame). The indicator may ask only for
+/// [`ConnectTarget::X11`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConnectTarget {
+    /// The X display, the setup handshake already done by the broker.
+    X11,
+    /// The accessibility bus, not yet authenticated (the agent runs the D-Bus authentication
+    /// over the handed stream).
+    A11yBus,
+    /// A peer-to-peer link to one application, by its unique name on the accessibility bus.
+    /// The broker refuses an application whose process is not the target of a request it made
+    /// (in scope of a live session), and checks that the listener is that process.
+    App {
+        /// The application's unique bus name (`:1.42`).
+        bus_name: String,
+    },
+}
+
+/// Most bytes of a unique bus name in a [`ConnectTarget::App`].
+pub const MAX_BUS_NAME: usize = 255;
+
+/// What comes with a handed descriptor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Handed {
+    /// An X connection: the server's setup reply as received (bytes), and the screen of the
+    /// display name.
+    X11 {
+        /// The raw setup reply (success), to be parsed by the agent.
+        setup: Vec<u8>,
+        /// The default screen.
+        screen: u32,
+    },
+    /// An unauthenticated stream to the accessibility bus.
+    A11yBus,
+    /// An unauthenticated stream to an application's peer-to-peer server.
+    App,
+    /// The application offers no peer-to-peer address: no descriptor comes with this answer,
+    /// and calls go through the bus.
+    NoLink,
+}
+
+impl Handed {
+    /// True when a descriptor comes with this answer.
+    pub fn has_fd(&self) -> bool {
+        !matches!(self, Handed::NoLink)
+    }
+}
+
+/// The broker's answer to a [`ConnectTarget`] request: on success (other than
+/// [`Handed::NoLink`]) exactly one descriptor is attached to the frame.
+pub type Connected = Result<Handed, AgentFailure>;
+
+/// Checks a D-Bus address that the session bus or an application handed out: only local Unix
+/// socket transports (`unix:path=` or `unix:abstract=`), first entry of a list. Anything else
+/// (TCP, `unixexec`, `autolaunch`, `launchd`) is refused.
+pub fn local_unix_address(addr: &str) -> Option<String> {
+    let first = addr.split(';').next()?.trim();
+    let rest = first.strip_prefix("unix:")?;
+    let mut has_target = false;
+    for kv in rest.split(',') {
+        let (k, v) = kv.split_once('=')?;
+        match k {
+            "path" | "abstract" if !v.is_empty() => has_target = true,
+            "guid" => {}
+            _ => return None,
+        }
+    }
+    has_target.then(|| first.to_string())
 }

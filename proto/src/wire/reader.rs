@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{AgentFailure, LockdownReport};
+use super::{AgentFailure, ConnectTarget, Connected, LockdownReport};
 use crate::model::{Tree, WindowInfo};
 
 /// Limits of one walk.
@@ -86,6 +86,14 @@ pub enum BrokerToReader {
         /// Request id.
         id: u64,
     },
+    /// The answer to the reader's [`ReaderToBroker::Connect`]; on success the descriptor is
+    /// attached to this frame.
+    Connected {
+        /// The reader's request id.
+        id: u64,
+        /// What came with it, or why not.
+        result: Connected,
+    },
 }
 
 /// From the reader to the broker.
@@ -135,5 +143,13 @@ pub enum ReaderToBroker {
         id: u64,
         /// Why.
         failure: AgentFailure,
+    },
+    /// The reader asks for a connection (its own request id, answered by
+    /// [`BrokerToReader::Connected`]).
+    Connect {
+        /// The reader's request id.
+        id: u64,
+        /// What to connect to.
+        target: ConnectTarget,
     },
 }

@@ -1,0 +1,588 @@
+//! The connections the broker opens for its agents and hands over (`SCM_RIGHTS`), as OpenSSH's
+//! monitor does: the reader and the input agent open no socket of their own (their seccomp
+//! filter refuses `socket` and `connect`), and have no bus address, display or X authority in
+//! their environment.
+//!
+//! - X: the broker connects to the display, runs the setup handshake (with the X authority
+//!   cookie), and hands the stream with the server's setup reply.
+//! - The accessibility bus: the broker asks the session bus for its address (or takes
+//!   `AT_SPI_BUS_ADDRESS`), connects the Unix socket and hands it unauthenticated; the agent
+//!   runs the D-Bus authentication over it.
+//! - A peer-to-peer link to an application: only to an application whose process the caller
+//!   allows (the broker: the target of a request it made to that agent, in scope of a live
+//!   session). The broker asks the bus for the name's pid and the application for its address,
+//!   connects, and checks that the listening process is that pid before handing the stream.
+//!
+//! The only app data the broker reads here is the application's peer-to-peer address, checked
+//! to be a local Unix socket and used only to connect.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nish_proto::errors::ErrorCode;
+use nish_proto::wire::{AgentFailure, ConnectTarget, Connected, Handed, MAX_BUS_NAME};
+
+/// Longest wait for one connection and its handshake.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest wait for an application's peer-to-peer address and for connecting to it (the
+/// reader waited as long when it asked itself): a hung application holds a link request no
+/// longer than this.
+pub const P2P_TIMEOUT: Duration = Duration::from_millis(500);
+/// Longest X setup reply accepted.
+pub const MAX_X_SETUP: usize = 1 << 20;
+/// How long a process stays reachable by peer-to-peer link after the last request naming it.
+pub const REACHABLE_FOR: Duration = Duration::from_secs(120);
+
+/// Where the desktop's services are: taken from the broker's environment (or a test desktop's).
+#[derive(Clone, Debug, Default)]
+pub struct Endpoints {
+    /// `DISPLAY`.
+    pub display: Option<String>,
+    /// `DBUS_SESSION_BUS_ADDRESS`.
+    pub session_bus: Option<String>,
+    /// `AT_SPI_BUS_ADDRESS`, when set.
+    pub at_spi_bus: Option<String>,
+    /// A Wayland session (`XDG_SESSION_TYPE` / `WAYLAND_DISPLAY`, as the doctor decides): no
+    /// X connection is opened for an agent there, even when XWayland sets `DISPLAY`.
+    pub wayland: bool,
+}
+
+impl Endpoints {
+    /// From the broker's own environment.
+    pub fn from_env() -> Endpoints {
+        Endpoints::from_vars(std::env::vars_os())
+    }
+
+    /// From a list of variables (a test desktop's environment).
+    pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Endpoints {
+        let mut e = Endpoints::default();
+        let (mut session_type, mut wayland_display) = (None, None);
+        for (k, v) in vars {
+            let Some(v) = v.to_str().filter(|v| !v.is_empty()).map(str::to_string) else {
+                continue;
+            };
+            match k.to_str() {
+                Some("DISPLAY") => e.display = Some(v),
+                Some("DBUS_SESSION_BUS_ADDRESS") => e.session_bus = Some(v),
+                Some("AT_SPI_BUS_ADDRESS") => e.at_spi_bus = Some(v),
+                Some("XDG_SESSION_TYPE") => session_type = Some(v),
+                Some("WAYLAND_DISPLAY") => wayland_display = Some(v),
+                _ => {}
+            }
+        }
+        let (kind, _) = crate::backend::linux::session_type_of(
+            session_type.as_deref(),
+            wayland_display.as_deref(),
+            e.display.as_deref(),
+        );
+        e.wayland = kind == "wayland";
+        e
+    }
+}
+
+/// A handed connection: what the agent is told, and the descriptor (none for
+/// [`Handed::NoLink`]).
+pub type Opened = (Handed, Option<OwnedFd>);
+
+fn failure(code: ErrorCode, message: impl Into<String>) -> AgentFailure {
+    AgentFailure {
+        code: code.as_str().to_string(),
+        message: message.into(),
+    }
+}
+
+fn unavailable(message: impl Into<String>) -> AgentFailure {
+    failure(ErrorCode::BackendUnavailable, message)
+}
+
+/// Connects to the X display and runs the setup handshake. Blocking (bounded by
+/// [`CONNECT_TIMEOUT`]). The X authority file is the one `XAUTHORITY` (or `~/.Xauthority`) of
+/// this process names.
+pub fn open_x11(ep: &Endpoints) -> Result<Opened, AgentFailure> {
+    use x11rb::reexports::x11rb_protocol::connect::Connect;
+    use x11rb::reexports::x11rb_protocol::parse_display::parse_display;
+    use x11rb::reexports::x11rb_protocol::xauth::get_auth;
+    use x11rb::rust_connection::DefaultStream;
+
+    if ep.wayland {
+        return Err(unavailable("no X connection on a Wayland session"));
+    }
+    let display = ep
+        .display
+        .as_deref()
+        .ok_or_else(|| unavailable("no X display (DISPLAY is not set)"))?;
+    let parsed = parse_display(Some(display))
+        .map_err(|_| unavailable("the X display name does not parse"))?;
+    let mut last = unavailable("the X display has no address");
+    for addr in parsed.connect_instruction() {
+        let (stream, (family, address)) = match DefaultStream::connect(&addr) {
+            Ok(s) => s,
+            Err(e) => {
+                last = unavailable(format!("cannot connect to the X display: {e}"));
+                continue;
+            }
+        };
+        let (name, data) = get_auth(family, &address, parsed.display)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let fd = OwnedFd::from(stream);
+        let mut s = UnixStream::from(fd);
+        let setup = (|| -> std::io::Result<Vec<u8>> {
+            s.set_nonblocking(false)?;
+            s.set_read_timeout(Some(CONNECT_TIMEOUT))?;
+            s.set_write_timeout(Some(CONNECT_TIMEOUT))?;
+            let (_, request) = Connect::with_authorization(name, data);
+            s.write_all(&request)?;
+            let mut head = [0u8; 8];
+            s.read_exact(&mut head)?;
+            let extra = usize::from(u16::from_ne_bytes([head[6], head[7]])) * 4;
+            if 8 + extra > MAX_X_SETUP {
+                return Err(std::io::Error::other("setup reply too long"));
+            }
+            let mut reply = head.to_vec();
+            reply.resize(8 + extra, 0);
+            s.read_exact(&mut reply[8..])?;
+            s.set_read_timeout(None)?;
+            s.set_write_timeout(None)?;
+            Ok(reply)
+        })()
+        .map_err(|e| unavailable(format!("the X handshake failed: {e}")))?;
+        // Status 1 is success; 0 (failed) and 2 (authenticate) carry the server's reason, which
+        // is not passed on.
+        if setup.first() != Some(&1) {
+            return Err(unavailable("the X server refused the connection"));
+        }
+        {
+            use x11rb::x11_utils::TryParse as _;
+            let (parsed_setup, _) = x11rb::protocol::xproto::Setup::try_parse(&setup)
+                .map_err(|_| unavailable("the X setup reply does not parse"))?;
+            if usize::from(parsed.screen) >= parsed_setup.roots.len() {
+                return Err(unavailable("the X screen does not exist"));
+            }
+        }
+        return Ok((
+            Handed::X11 {
+                setup,
+                screen: u32::from(parsed.screen),
+            },
+            Some(OwnedFd::from(s)),
+        ));
+    }
+    Err(last)
+}
+
+/// The value of `key` in a D-Bus address entry `unix:k=v,...`, percent-decoded.
+fn address_value(entry: &str, key: &str) -> Option<Vec<u8>> {
+    let rest = entry.strip_prefix("unix:")?;
+    let v = rest
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)?
+        .1;
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Connects a Unix stream to a checked local D-Bus address (`unix:path=` or `unix:abstract=`).
+fn connect_dbus_address(addr: &str) -> std::io::Result<UnixStream> {
+    let entry = nish_proto::wire::local_unix_address(addr)
+        .ok_or_else(|| std::io::Error::other("not a local Unix address"))?;
+    let stream = if let Some(path) = address_value(&entry, "path") {
+        use std::os::unix::ffi::OsStrExt as _;
+        UnixStream::connect(std::ffi::OsStr::from_bytes(&path))?
+    } else if let Some(name) = address_value(&entry, "abstract") {
+        use std::os::linux::net::SocketAddrExt as _;
+        let a = std::os::unix::net::SocketAddr::from_abstract_name(&name)?;
+        UnixStream::connect_addr(&a)?
+    } else {
+        return Err(std::io::Error::other("no path in the address"));
+    };
+    Ok(stream)
+}
+
+/// The pid of the process at the other end of a Unix stream.
+fn peer_pid(s: &UnixStream) -> Option<u32> {
+    let c = nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials).ok()?;
+    u32::try_from(c.pid()).ok()
+}
+
+/// Opens connections for agents; keeps its own accessibility-bus connection for the checks of
+/// peer-to-peer links.
+#[derive(Debug)]
+pub struct Opener {
+    ep: Endpoints,
+    bus: tokio::sync::Mutex<Option<zbus::Connection>>,
+    reachable: Mutex<HashMap<u32, Instant>>,
+}
+
+impl Opener {
+    /// An opener for these endpoints.
+    pub fn new(ep: Endpoints) -> Opener {
+        Opener {
+            ep,
+            bus: tokio::sync::Mutex::new(None),
+            reachable: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The endpoints.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.ep
+    }
+
+    /// Lets agents reach process `pid` by peer-to-peer link for [`REACHABLE_FOR`] from now
+    /// (the broker calls it for every window it asks an agent to read or act on).
+    pub fn allow_pid(&self, pid: u32) {
+        if pid == 0 {
+            return;
+        }
+        let mut m = self.reachable.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, t| t.elapsed() < REACHABLE_FOR);
+        m.insert(pid, Instant::now());
+    }
+
+    /// True when `pid` may be reached now.
+    pub fn pid_allowed(&self, pid: u32) -> bool {
+        let m = self.reachable.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&pid).is_some_and(|t| t.elapsed() < REACHABLE_FOR)
+    }
+
+    /// The accessibility bus address: `AT_SPI_BUS_ADDRESS`, else `org.a11y.Bus.GetAddress` on
+    /// the session bus; a local Unix address only.
+    pub async fn a11y_address(&self) -> Result<String, AgentFailure> {
+        if let Some(a) = &self.ep.at_spi_bus {
+            return nish_proto::wire::local_unix_address(a)
+                .ok_or_else(|| unavailable("accessibility bus: atspi_bus_not_advertised"));
+        }
+        let not_advertised = || unavailable("accessibility bus: atspi_bus_not_advertised");
+        let session = self
+            .ep
+            .session_bus
+            .as_deref()
+            .and_then(nish_proto::wire::local_unix_address)
+            .ok_or_else(not_advertised)?;
+        let addr: String = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let conn = zbus::connection::Builder::address(session.as_str())?
+                .build()
+                .await?;
+            let reply = conn
+                .call_method(
+                    Some("org.a11y.Bus"),
+                    "/org/a11y/bus",
+                    Some("org.a11y.Bus"),
+                    "GetAddress",
+                    &(),
+                )
+                .await?;
+            reply.body().deserialize::<String>()
+        })
+        .await
+        .map_err(|_| not_advertised())?
+        .map_err(|_| not_advertised())?;
+        nish_proto::wire::local_unix_address(&addr).ok_or_else(not_advertised)
+    }
+
+    /// A stream to the accessibility bus, not authenticated.
+    pub async fn open_a11y_bus(&self) -> Result<Opened, AgentFailure> {
+        let addr = self.a11y_address().await?;
+        let s = tokio::task::spawn_blocking(move || connect_dbus_address(&addr))
+            .await
+            .map_err(|_| unavailable("accessibility bus: the connect task failed"))?
+            .map_err(|_| unavailable("accessibility bus: atspi_bus_unreachable"))?;
+        Ok((Handed::A11yBus, Some(OwnedFd::from(s))))
+    }
+
+    /// The broker's own accessibility-bus connection (made when there is none).
+    async fn bus(&self) -> Result<zbus::Connection, AgentFailure> {
+        let mut g = self.bus.lock().await;
+        if let Some(c) = g.as_ref() {
+            return Ok(c.clone());
+        }
+        let addr = self.a11y_address().await?;
+        let c = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            zbus::connection::Builder::address(addr.as_str())?
+                .build()
+                .await
+        })
+        .await
+        .map_err(|_| unavailable("accessibility bus: atspi_bus_unreachable"))?
+        .map_err(|_| unavailable("accessibility bus: atspi_bus_unreachable"))?;
+        *g = Some(c.clone());
+        Ok(c)
+    }
+
+    /// A peer-to-peer link to the application `bus_name`, when `allowed` lets its process be
+    /// reached; [`Handed::NoLink`] when it offers none.
+    pub async fn open_app(
+        &self,
+        bus_name: &str,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Result<Opened, AgentFailure> {
+        if bus_name.len() > MAX_BUS_NAME
+            || !bus_name.starts_with(':')
+            || !bus_name[1..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.')
+        {
+            return Err(failure(
+                ErrorCode::AppNotInScope,
+                "a peer-to-peer link names one unique bus name",
+            ));
+        }
+        let bus = self.bus().await?;
+        let pid: u32 = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let reply = bus
+                .call_method(
+                    Some("org.freedesktop.DBus"),
+                    "/org/freedesktop/DBus",
+                    Some("org.freedesktop.DBus"),
+                    "GetConnectionUnixProcessID",
+                    &(bus_name,),
+                )
+                .await?;
+            reply.body().deserialize::<u32>()
+        })
+        .await
+        .map_err(|_| unavailable("the accessibility bus did not answer"))?
+        .map_err(|_| {
+            failure(
+                ErrorCode::ElementNotFound,
+                "the application is not on the accessibility bus",
+            )
+        })?;
+        if !allowed(pid) {
+            return Err(failure(
+                ErrorCode::AppNotInScope,
+                format!("pid {pid} is not the target of a request"),
+            ));
+        }
+        let addr = tokio::time::timeout(P2P_TIMEOUT, async {
+            let reply = bus
+                .call_method(
+                    Some(bus_name),
+                    "/org/a11y/atspi/accessible/root",
+                    Some("org.a11y.atspi.Application"),
+                    "GetApplicationBusAddress",
+                    &(),
+                )
+                .await?;
+            reply.body().deserialize::<String>()
+        })
+        .await;
+        let Some(addr) = addr
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|a| nish_proto::wire::local_unix_address(&a))
+        else {
+            return Ok((Handed::NoLink, None));
+        };
+        let s = tokio::time::timeout(
+            P2P_TIMEOUT,
+            tokio::task::spawn_blocking(move || connect_dbus_address(&addr)),
+        )
+        .await
+        .map_err(|_| unavailable("the application's link did not connect in time"))?
+        .map_err(|_| unavailable("the connect task failed"))?
+        .map_err(|_| {
+            failure(
+                ErrorCode::AppNotResponding,
+                format!("the peer-to-peer link of pid {pid} could not be connected"),
+            )
+        })?;
+        if peer_pid(&s) != Some(pid) {
+            return Err(failure(
+                ErrorCode::AppNotInScope,
+                format!("the peer-to-peer address of pid {pid} is served by another process"),
+            ));
+        }
+        Ok((Handed::App, Some(OwnedFd::from(s))))
+    }
+
+    /// Opens what an agent asked for. `allowed` decides which application processes may be
+    /// reached by peer-to-peer link.
+    pub async fn open(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Result<Opened, AgentFailure> {
+        match target {
+            ConnectTarget::X11 => {
+                let ep = self.ep.clone();
+                tokio::task::spawn_blocking(move || open_x11(&ep))
+                    .await
+                    .map_err(|_| unavailable("the X connect task failed"))?
+            }
+            ConnectTarget::A11yBus => self.open_a11y_bus().await,
+            ConnectTarget::App { bus_name } => self.open_app(bus_name, allowed).await,
+        }
+    }
+
+    /// [`Opener::open`], and with `filter` the accessibility-bus and peer-to-peer streams go
+    /// through the reader's filter ([`crate::busfilter`]): the agent gets one end of a
+    /// socketpair that the broker relays. Call it on a tokio runtime.
+    pub async fn open_maybe_filtered(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+        filter: bool,
+    ) -> Result<Opened, AgentFailure> {
+        let (handed, fd) = self.open(target, allowed).await?;
+        let fd = match fd {
+            Some(fd) if filter && matches!(handed, Handed::A11yBus | Handed::App) => Some(
+                crate::busfilter::filtered(fd)
+                    .map_err(|e| unavailable(format!("the reader's filter: {e}")))?,
+            ),
+            other => other,
+        };
+        Ok((handed, fd))
+    }
+
+    /// [`Opener::open`] with the broker's own rule: a process that a request named recently
+    /// (see [`Opener::allow_pid`]); the reader's bus links through its filter.
+    pub async fn open_for_agent(
+        &self,
+        target: &ConnectTarget,
+        reader: bool,
+    ) -> Result<Opened, AgentFailure> {
+        self.open_maybe_filtered(
+            target,
+            &|pid| self.pid_allowed(pid),
+            reader && reader_filter_on(),
+        )
+        .await
+    }
+}
+
+/// The reader's filter is always on, except in a broker built with the `bench-unfiltered`
+/// feature (the workspace's test build, never the daemon built alone) and started with
+/// `NISH_BENCH_READER_FILTER=off`: the act benchmark's side-by-side run.
+fn reader_filter_on() -> bool {
+    #[cfg(feature = "bench-unfiltered")]
+    if std::env::var_os("NISH_BENCH_READER_FILTER").is_some_and(|v| v == "off") {
+        tracing::warn!("the reader's D-Bus filter is off (NISH_BENCH_READER_FILTER, a benchmark)");
+        return false;
+    }
+    true
+}
+
+/// Splits an open result into the agent's answer and the descriptor to attach.
+pub fn answer(r: Result<Opened, AgentFailure>) -> (Connected, Option<OwnedFd>) {
+    match r {
+        Ok((h, fd)) => (Ok(h), fd),
+        Err(f) => (Err(f), None),
+    }
+}
+
+/// Sends `frame` on a blocking socket with `fd` attached to its first byte.
+pub fn send_with_fd(sock: &UnixStream, frame: &[u8], fd: Option<&OwnedFd>) -> std::io::Result<()> {
+    let mut sent = 0;
+    if let Some(fd) = fd {
+        let raws = [fd.as_raw_fd()];
+        let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&raws)];
+        sent = nix::sys::socket::sendmsg::<()>(
+            sock.as_raw_fd(),
+            &[std::io::IoSlice::new(frame)],
+            &cmsg,
+            nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+        .map_err(std::io::Error::from)?;
+    }
+    let mut w = sock;
+    w.write_all(&frame[sent..])
+}
+
+/// Sends `frame` on the broker's async link with `fd` attached to its first byte.
+pub async fn send_with_fd_async(
+    sock: &tokio::net::UnixStream,
+    frame: &[u8],
+    fd: &OwnedFd,
+) -> std::io::Result<()> {
+    use tokio::io::Interest;
+    let raws = [fd.as_raw_fd()];
+    let sent = loop {
+        sock.writable().await?;
+        let r = sock.try_io(Interest::WRITABLE, || {
+            let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&raws)];
+            nix::sys::socket::sendmsg::<()>(
+                sock.as_raw_fd(),
+                &[std::io::IoSlice::new(frame)],
+                &cmsg,
+                nix::sys::socket::MsgFlags::MSG_NOSIGNAL | nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+                None,
+            )
+            .map_err(std::io::Error::from)
+        });
+        match r {
+            Ok(n) => break n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let mut rest = &frame[sent..];
+    while !rest.is_empty() {
+        sock.writable().await?;
+        match sock.try_write(rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dbus_addresses_decode() {
+        assert_eq!(
+            address_value("unix:path=/run/user/1/at-spi/bus_0,guid=ab", "path").as_deref(),
+            Some(&b"/run/user/1/at-spi/bus_0"[..])
+        );
+        assert_eq!(
+            address_value("unix:abstract=/tmp/dbus-%41b", "abstract").as_deref(),
+            Some(&b"/tmp/dbus-Ab"[..])
+        );
+        assert_eq!(address_value("unix:path=/x%4", "path"), None);
+    }
+
+    #[tokio::test]
+    async fn links_name_one_unique_bus_name() {
+        let o = Opener::new(Endpoints::default());
+        for bad in ["org.gtk.Thing", ":1.2/x", "", ":1.2;rm"] {
+            let e = o.open_app(bad, &|_| true).await.unwrap_err();
+            assert_eq!(e.code, "app_not_in_scope", "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn processes_are_reachable_only_after_a_request_named_them() {
+        let o = Opener::new(Endpoints::default());
+        assert!(!o.pid_allowed(42));
+        o.allow_pid(42);
+        assert!(o.pid_allowed(42));
+        assert!(!o.pid_allowed(43));
+        o.allow_pid(0);
+        assert!(!o.pid_allowed(0));
+    }
+}

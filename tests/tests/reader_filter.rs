@@ -1,0 +1,210 @@
+//! The reader's D-Bus filter, attacked as a compromised reader would: with the very descriptors
+//! the broker hands the reader (the accessibility bus and a peer-to-peer link to an app, each
+//! relayed through the filter), arbitrary code calls DoAction and SetTextContents. The filter
+//! answers each with a D-Bus error of its own (AccessDenied) and the app sees nothing, while
+//! reads go through. Without the filter the same calls reach the app (its answer is not the
+//! filter's), so the refusal is the filter's doing.
+
+use std::time::Duration;
+
+use nish_broker::handover::{Endpoints, Opener};
+use nish_proto::wire::{ConnectTarget, Handed};
+use nish_testdesk::{App, Desktop};
+use zbus::zvariant::OwnedObjectPath;
+
+const ROOT: &str = "/org/a11y/atspi/accessible/root";
+const REFUSED: &str = "org.freedesktop.DBus.Error.AccessDenied";
+
+fn stream(fd: std::os::fd::OwnedFd) -> tokio::net::UnixStream {
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(true).unwrap();
+    tokio::net::UnixStream::from_std(s).unwrap()
+}
+
+/// The error name a call answered with, or `None` when it succeeded.
+async fn error_of(
+    c: &zbus::Connection,
+    dest: Option<&str>,
+    path: &str,
+    iface: &str,
+    member: &str,
+    body: &(impl serde::Serialize + zbus::zvariant::DynamicType),
+) -> Option<String> {
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        c.call_method(dest, path, Some(iface), member, body),
+    )
+    .await
+    .expect("an answer in time");
+    match r {
+        Ok(_) => None,
+        Err(zbus::Error::MethodError(name, _, _)) => Some(name.to_string()),
+        Err(zbus::Error::FDO(e)) => Some(format!("fdo: {e}")),
+        Err(e) => Some(format!("other: {e}")),
+    }
+}
+
+async fn attack(opener: &Opener, pid: u32, filter: bool) -> Vec<Option<String>> {
+    let allow = |_: u32| true;
+    let (_, fd) = opener
+        .open_maybe_filtered(&ConnectTarget::A11yBus, &allow, filter)
+        .await
+        .expect("the bus is handed");
+    let bus = zbus::connection::Builder::unix_stream(stream(fd.unwrap()))
+        .build()
+        .await
+        .expect("D-Bus authentication over the handed stream");
+    let kids: Vec<(String, OwnedObjectPath)> = bus
+        .call_method(
+            Some("org.a11y.atspi.Registry"),
+            ROOT,
+            Some("org.a11y.atspi.Accessible"),
+            "GetChildren",
+            &(),
+        )
+        .await
+        .expect("a read goes through the filter")
+        .body()
+        .deserialize()
+        .unwrap();
+    let mut app = None;
+    for (name, _) in kids {
+        let p: u32 = bus
+            .call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "GetConnectionUnixProcessID",
+                &(name.as_str(),),
+            )
+            .await
+            .unwrap()
+            .body()
+            .deserialize()
+            .unwrap();
+        if p == pid {
+            app = Some(name);
+        }
+    }
+    let app = app.expect("the app is on the registry");
+    let mut out = Vec::new();
+    // Through the bus.
+    assert_eq!(
+        error_of(
+            &bus,
+            Some(&app),
+            ROOT,
+            "org.a11y.atspi.Accessible",
+            "GetRole",
+            &()
+        )
+        .await,
+        None,
+        "a read through the bus"
+    );
+    out.push(
+        error_of(
+            &bus,
+            Some(&app),
+            ROOT,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            &(0i32,),
+        )
+        .await,
+    );
+    out.push(
+        error_of(
+            &bus,
+            Some(&app),
+            ROOT,
+            "org.a11y.atspi.EditableText",
+            "SetTextContents",
+            &("x",),
+        )
+        .await,
+    );
+    // Through a peer-to-peer link.
+    let (handed, fd) = opener
+        .open_maybe_filtered(
+            &ConnectTarget::App {
+                bus_name: app.clone(),
+            },
+            &allow,
+            filter,
+        )
+        .await
+        .expect("a link is handed");
+    assert_eq!(handed, Handed::App, "gtk3-widget-factory offers a link");
+    let link = zbus::connection::Builder::unix_stream(stream(fd.unwrap()))
+        .p2p()
+        .build()
+        .await
+        .expect("a peer-to-peer link over the handed stream");
+    assert_eq!(
+        error_of(
+            &link,
+            None,
+            ROOT,
+            "org.a11y.atspi.Accessible",
+            "GetRole",
+            &()
+        )
+        .await,
+        None,
+        "a read through the link"
+    );
+    out.push(
+        error_of(
+            &link,
+            None,
+            ROOT,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            &(0i32,),
+        )
+        .await,
+    );
+    out.push(
+        error_of(
+            &link,
+            None,
+            ROOT,
+            "org.a11y.atspi.EditableText",
+            "SetTextContents",
+            &("x",),
+        )
+        .await,
+    );
+    out
+}
+
+#[test]
+fn a_compromised_reader_cannot_act_through_its_links() {
+    let desk = Desktop::start().expect("a desktop");
+    let app = desk.spawn(App::Gtk3WidgetFactory).expect("the app");
+    desk.wait_atspi_app(app.pid, Duration::from_secs(45))
+        .expect("the app on the registry");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let opener = Opener::new(Endpoints::from_vars(
+        desk.env().into_iter().map(|(k, v)| (k.into(), v.into())),
+    ));
+    rt.block_on(async {
+        let on = attack(&opener, app.pid, true).await;
+        for (i, e) in on.iter().enumerate() {
+            assert_eq!(e.as_deref(), Some(REFUSED), "call {i} with the filter");
+        }
+        let off = attack(&opener, app.pid, false).await;
+        for (i, e) in off.iter().enumerate() {
+            assert_ne!(
+                e.as_deref(),
+                Some(REFUSED),
+                "call {i} without the filter reaches the app"
+            );
+        }
+    });
+}
