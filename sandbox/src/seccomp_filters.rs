@@ -177,32 +177,27 @@ pub(crate) fn surface_filter(pid: u32) -> Result<BpfProgram, String> {
     for nr in surface_calls() {
         rules.insert(nr, vec![]);
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        target_arch()?,
-    )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    compile(rules, libc::EPERM)
 }
 
 /// `clone3` passes its flags in memory, where a filter cannot look: it fails with `ENOSYS`, so
 /// the C library falls back to `clone`, whose flags [`conditional_rules`] checks.
 pub(crate) fn clone3_filter() -> Result<BpfProgram, String> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> = [(libc::SYS_clone3, vec![])].into();
-    let filter = SeccompFilter::new(
+    compile(rules, libc::ENOSYS)
+}
+
+/// A filter that lets every call through except those `rules` match, which fail with `errno`.
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, String> {
+    SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
+        SeccompAction::Errno(errno as u32),
         target_arch()?,
     )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    .map_err(|e| e.to_string())?
+    .try_into()
+    .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
 fn target_arch() -> Result<TargetArch, String> {
@@ -227,48 +222,21 @@ pub(crate) fn socket_filter() -> Result<BpfProgram, String> {
     for nr in socket_calls() {
         rules.insert(nr, not_unix()?);
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        target_arch()?,
-    )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    compile(rules, libc::EACCES)
 }
 
 /// The filter refusing exec, ptrace, cross-process memory access and io_uring.
 pub(crate) fn denied_filter() -> Result<BpfProgram, String> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> =
         denied_calls().into_iter().map(|nr| (nr, vec![])).collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        target_arch()?,
-    )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    compile(rules, libc::EPERM)
 }
 
 /// The filter refusing every new socket and every `connect` (see [`connect_calls`]).
 pub(crate) fn connect_filter() -> Result<BpfProgram, String> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> =
         connect_calls().into_iter().map(|nr| (nr, vec![])).collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        target_arch()?,
-    )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    compile(rules, libc::EPERM)
 }
 
 /// Installs the filters on every thread of the process (`SECCOMP_FILTER_FLAG_TSYNC`); with
