@@ -1,7 +1,7 @@
 //! The one place this program turns a raw file descriptor number into an owned socket.
 #![allow(unsafe_code)]
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
 use nix::sys::socket::{SockType, UnixAddr, getsockname, getsockopt, sockopt};
@@ -31,40 +31,4 @@ pub fn adopt_broker_socket(fd: RawFd) -> anyhow::Result<UnixStream> {
     // taking ownership here (once, at start) creates no second owner.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     Ok(UnixStream::from(owned))
-}
-
-/// Most descriptors taken from one read of the broker link (the broker sends one, with the
-/// answer to the X connection request).
-const MAX_FDS_PER_READ: usize = 4;
-
-/// Reads from the broker's socket like `read`, and takes ownership of the descriptors that came
-/// with the bytes (`SCM_RIGHTS`), close-on-exec. Returns the byte count and the descriptors.
-pub fn recv_with_fds(fd: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<(usize, Vec<OwnedFd>)> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    let mut iov = [std::io::IoSliceMut::new(buf)];
-    let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_READ]);
-    let msg = recvmsg::<()>(
-        fd.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(std::io::Error::from)?;
-    let n = msg.bytes;
-    let mut fds = Vec::new();
-    // A truncated control message is refused by `cmsgs`: the descriptors that fit are lost
-    // (the broker never sends that many).
-    if let Ok(cmsgs) = msg.cmsgs() {
-        for c in cmsgs {
-            if let ControlMessageOwned::ScmRights(raw) = c {
-                for r in raw {
-                    // SAFETY: the kernel installed `r` in this process's table just now for
-                    // this message (SCM_RIGHTS); nothing else knows of it, so the new `OwnedFd`
-                    // is its only owner.
-                    fds.push(unsafe { OwnedFd::from_raw_fd(r) });
-                }
-            }
-        }
-    }
-    Ok((n, fds))
 }

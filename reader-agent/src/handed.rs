@@ -9,7 +9,7 @@
 //! environment, as a normal client would ([`Mode::Direct`]); a binary never runs that way.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -201,10 +201,9 @@ impl AsyncRead for FdReader {
                 Poll::Ready(Ok(())) => {}
             }
             let stream = this.half.as_ref();
-            let raw = stream.as_raw_fd();
             let unfilled = buf.initialize_unfilled();
             match stream.try_io(Interest::READABLE, || {
-                crate::sys::recv_with_fds(raw, unfilled)
+                nish_sandbox::fdpass::recv_with_fds(stream.as_fd(), unfilled, true)
             }) {
                 Ok((n, fds)) => {
                     if !fds.is_empty() {
