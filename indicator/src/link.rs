@@ -161,7 +161,7 @@ impl BrokerLink {
     fn read_with_fd(&mut self) -> anyhow::Result<(Incoming, Option<OwnedFd>)> {
         let mut chunk = [0u8; 16 * 1024];
         let (n, fd) = loop {
-            match nish_sandbox::fdpass::recv_with_fds(self.stream.as_fd(), &mut chunk, false) {
+            match nish_sandbox::sys::recv_with_fds(self.stream.as_fd(), &mut chunk, false) {
                 Ok((n, fds)) => break (n, fds.into_iter().next()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {

@@ -203,7 +203,7 @@ impl AsyncRead for FdReader {
             let stream = this.half.as_ref();
             let unfilled = buf.initialize_unfilled();
             match stream.try_io(Interest::READABLE, || {
-                nish_sandbox::fdpass::recv_with_fds(stream.as_fd(), unfilled, true)
+                nish_sandbox::sys::recv_with_fds(stream.as_fd(), unfilled, true)
             }) {
                 Ok((n, fds)) => {
                     if !fds.is_empty() {

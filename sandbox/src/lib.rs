@@ -44,12 +44,11 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub use nish_proto::wire::LockdownReport;
 
 pub mod attempts;
-pub mod fdpass;
 mod landlock_rules;
 mod seccomp_filters;
 pub mod start;
 mod status;
-mod sys;
+pub mod sys;
 
 pub use status::ProcStatus;
 
