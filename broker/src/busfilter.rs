@@ -294,6 +294,11 @@ impl Boundary {
     }
 }
 
+/// A name from a message header as the log shows it: at most 64 characters.
+fn log_name(n: Option<&str>) -> String {
+    n.unwrap_or("").chars().take(64).collect()
+}
+
 /// Relays `agent` (the reader's end) and `bus` (the real connection) through the filter until
 /// either side closes.
 pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
@@ -404,10 +409,12 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
             match verdict {
                 Verdict::Pass => {}
                 Verdict::Refuse => {
+                    // The names come from a possibly compromised reader: logged cut and escaped
+                    // (Debug), so they cannot forge log lines or flood the log.
                     tracing::warn!(
                         agent = name,
-                        interface = h.interface.as_deref().unwrap_or(""),
-                        member = h.member.as_deref().unwrap_or(""),
+                        interface = ?log_name(h.interface.as_deref()),
+                        member = ?log_name(h.member.as_deref()),
                         "the reader's filter refused a call"
                     );
                     let serial = 0x8000_0000 | serials.fetch_add(1, Ordering::Relaxed);
@@ -513,6 +520,16 @@ mod tests {
         let back = parse_header(&e).unwrap();
         assert_eq!(back.msg_type, ERROR);
         assert_eq!(back.serial, 77);
+    }
+
+    #[test]
+    fn names_logged_from_a_refused_call_are_cut_and_escaped() {
+        let hostile = "x\nFORGED log line ".repeat(20);
+        let logged = format!("{:?}", log_name(Some(&hostile)));
+        assert!(!logged.contains('\n'), "{logged}");
+        assert!(logged.contains("\\n"), "{logged}");
+        assert_eq!(log_name(Some(&hostile)).chars().count(), 64);
+        assert_eq!(log_name(None), "");
     }
 
     #[test]
