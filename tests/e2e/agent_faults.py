@@ -55,7 +55,8 @@ def proc_state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             s = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # Gone, or going while it was read (ESRCH from an entry opened just before).
         return None
     return s[s.rfind(")") + 2]
 
