@@ -380,20 +380,9 @@ fn a_read_whose_agent_dies_or_is_down_answers_safe_with_a_time_to_retry() {
 
 #[test]
 fn an_agent_that_does_not_lock_down_is_refused_and_audited() {
-    let dir = tmpdir("lockdown");
-    let agents = dir.join("agents");
-    std::fs::create_dir(&agents).unwrap();
-    fake_agent(&agents, "nish-indicator", Role::Indicator, true);
-    fake_agent(&agents, "nish-reader", Role::Reader, false);
-    let serve = Serve::start(&dir, &agents);
-    let mut s = serve.shim();
-    Serve::send(&mut s, "start_session", json!({"apps": ["Notes"]}));
-    let (is_error, v) = Serve::answer(&mut s);
-    assert!(is_error, "{v}");
-    let e = &v["error"];
-    // Not a passing hiccup: the agent is refused (the doctor says what to do).
-    assert_eq!(e["code"], "backend_unavailable", "{e}");
-    let m = e["message"].as_str().unwrap();
+    let (serve, _s, m) = reader_refused_at_first_start("lockdown", |agents| {
+        fake_agent(agents, "nish-reader", Role::Reader, false)
+    });
     assert!(
         m.contains("did not lock down") && m.contains("the next start is in"),
         "{m}"
@@ -409,13 +398,41 @@ fn an_agent_that_does_not_lock_down_is_refused_and_audited() {
         reaped_within(pid, Duration::from_secs(2)),
         "the refused agent {pid} still runs"
     );
-    // Never audited as started.
+    assert_reader_never_started(&serve);
+}
+
+/// A broker with a well-behaved fake indicator and the reader `install` puts in `agents`, whose
+/// first `start_session` must fail with `backend_unavailable` (the agent is refused, not a
+/// passing hiccup: the doctor says what to do). Returns the broker, the shim's connection and
+/// the error message.
+fn reader_refused_at_first_start(
+    tag: &str,
+    install: impl FnOnce(&Path),
+) -> (Serve, UnixStream, String) {
+    let dir = tmpdir(tag);
+    let agents = dir.join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    fake_agent(&agents, "nish-indicator", Role::Indicator, true);
+    install(&agents);
+    let serve = Serve::start(&dir, &agents);
+    let mut s = serve.shim();
+    Serve::send(&mut s, "start_session", json!({"apps": ["Notes"]}));
+    let (is_error, v) = Serve::answer(&mut s);
+    assert!(is_error, "{v}");
+    let e = &v["error"];
+    assert_eq!(e["code"], "backend_unavailable", "{e}");
+    let m = e["message"].as_str().unwrap().to_string();
+    (serve, s, m)
+}
+
+/// A refused reader is never audited as started.
+fn assert_reader_never_started(serve: &Serve) {
     assert!(
         serve
             .audit()
             .iter()
             .all(|e| !(e["event"] == "agent.start" && e["agent"] == "nish-reader")),
-        "a refused agent was audited as started"
+        "a refused reader was audited as started"
     );
 }
 
@@ -475,19 +492,9 @@ os.execv('{example}', ['{example}', '--locked', '--as', '{role}'])
 
 #[test]
 fn an_agent_traced_since_its_start_is_refused_audited_and_started_again() {
-    let dir = tmpdir("traced");
-    let agents = dir.join("agents");
-    std::fs::create_dir(&agents).unwrap();
-    fake_agent(&agents, "nish-indicator", Role::Indicator, true);
-    traced_agent(&agents, "nish-reader", "reader");
-    let serve = Serve::start(&dir, &agents);
-    let mut s = serve.shim();
-    Serve::send(&mut s, "start_session", json!({"apps": ["Notes"]}));
-    let (is_error, v) = Serve::answer(&mut s);
-    assert!(is_error, "{v}");
-    let e = &v["error"];
-    assert_eq!(e["code"], "backend_unavailable", "{e}");
-    let m = e["message"].as_str().unwrap();
+    let (serve, mut s, m) = reader_refused_at_first_start("traced", |agents| {
+        traced_agent(agents, "nish-reader", "reader")
+    });
     assert!(
         m.contains("traced by another process") && m.contains("the next start is in"),
         "{m}"
@@ -520,11 +527,5 @@ fn an_agent_traced_since_its_start_is_refused_audited_and_started_again() {
         );
     }
     assert_ne!(u(&refused[0], "peer_pid"), u(&refused[1], "peer_pid"));
-    assert!(
-        serve
-            .audit()
-            .iter()
-            .all(|e| !(e["event"] == "agent.start" && e["agent"] == "nish-reader")),
-        "a traced agent was audited as started"
-    );
+    assert_reader_never_started(&serve);
 }

@@ -197,23 +197,7 @@ where
     m.body().deserialize::<R>().map_err(|_| CallError::BadReply)
 }
 
-/// Checks an address an application or the session bus handed out: only local Unix socket
-/// transports (`unix:path=` or `unix:abstract=`), first entry of a list. Anything else (TCP,
-/// `unixexec`, `autolaunch`, `launchd`) is refused.
-pub fn local_unix_address(addr: &str) -> Option<String> {
-    let first = addr.split(';').next()?.trim();
-    let rest = first.strip_prefix("unix:")?;
-    let mut has_target = false;
-    for kv in rest.split(',') {
-        let (k, v) = kv.split_once('=')?;
-        match k {
-            "path" | "abstract" if !v.is_empty() => has_target = true,
-            "guid" => {}
-            _ => return None,
-        }
-    }
-    has_target.then(|| first.to_string())
-}
+pub use nish_proto::wire::local_unix_address;
 
 #[cfg(test)]
 mod tests {
@@ -273,30 +257,6 @@ mod tests {
                 nish_broker::busfilter::READ_ONLY.contains(&(iface, method)),
                 "{iface}.{method} is not on the filter's list"
             );
-        }
-    }
-
-    #[test]
-    fn only_local_unix_addresses_are_used() {
-        assert_eq!(
-            local_unix_address("unix:path=/tmp/at-spi2/socket").as_deref(),
-            Some("unix:path=/tmp/at-spi2/socket")
-        );
-        assert_eq!(
-            local_unix_address("unix:abstract=/tmp/dbus-x,guid=abc;tcp:host=x,port=1").as_deref(),
-            Some("unix:abstract=/tmp/dbus-x,guid=abc")
-        );
-        for bad in [
-            "",
-            "tcp:host=10.0.0.1,port=5",
-            "unixexec:path=/bin/sh",
-            "autolaunch:",
-            "unix:tmpdir=/tmp",
-            "unix:path=",
-            "unix:path=/x,runtime=yes",
-            "launchd:env=X",
-        ] {
-            assert_eq!(local_unix_address(bad), None, "{bad}");
         }
     }
 }

@@ -89,41 +89,7 @@ async fn attack(opener: &Opener, pid: u32, filter: bool) -> Vec<Option<String>> 
     let app = app.expect("the app is on the registry");
     let mut out = Vec::new();
     // Through the bus.
-    assert_eq!(
-        error_of(
-            &bus,
-            Some(&app),
-            ROOT,
-            "org.a11y.atspi.Accessible",
-            "GetRole",
-            &()
-        )
-        .await,
-        None,
-        "a read through the bus"
-    );
-    out.push(
-        error_of(
-            &bus,
-            Some(&app),
-            ROOT,
-            "org.a11y.atspi.Action",
-            "DoAction",
-            &(0i32,),
-        )
-        .await,
-    );
-    out.push(
-        error_of(
-            &bus,
-            Some(&app),
-            ROOT,
-            "org.a11y.atspi.EditableText",
-            "SetTextContents",
-            &("x",),
-        )
-        .await,
-    );
+    out.extend(read_then_act(&bus, Some(app.as_str()), "the bus").await);
     // Through a peer-to-peer link.
     let (handed, fd) = opener
         .open_maybe_filtered(
@@ -141,10 +107,21 @@ async fn attack(opener: &Opener, pid: u32, filter: bool) -> Vec<Option<String>> 
         .build()
         .await
         .expect("a peer-to-peer link over the handed stream");
+    out.extend(read_then_act(&link, None, "the link").await);
+    out
+}
+
+/// Through `conn` (to `dest`, none on a peer-to-peer link): a read must be answered; returns
+/// the errors of an action (DoAction) and a setter (SetTextContents).
+async fn read_then_act(
+    conn: &zbus::Connection,
+    dest: Option<&str>,
+    what: &str,
+) -> [Option<String>; 2] {
     assert_eq!(
         error_of(
-            &link,
-            None,
+            conn,
+            dest,
             ROOT,
             "org.a11y.atspi.Accessible",
             "GetRole",
@@ -152,31 +129,28 @@ async fn attack(opener: &Opener, pid: u32, filter: bool) -> Vec<Option<String>> 
         )
         .await,
         None,
-        "a read through the link"
+        "a read through {what}"
     );
-    out.push(
+    [
         error_of(
-            &link,
-            None,
+            conn,
+            dest,
             ROOT,
             "org.a11y.atspi.Action",
             "DoAction",
             &(0i32,),
         )
         .await,
-    );
-    out.push(
         error_of(
-            &link,
-            None,
+            conn,
+            dest,
             ROOT,
             "org.a11y.atspi.EditableText",
             "SetTextContents",
             &("x",),
         )
         .await,
-    );
-    out
+    ]
 }
 
 #[test]

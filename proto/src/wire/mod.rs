@@ -227,3 +227,32 @@ pub fn local_unix_address(addr: &str) -> Option<String> {
     }
     has_target.then(|| first.to_string())
 }
+
+#[cfg(test)]
+mod address_tests {
+    use super::*;
+
+    #[test]
+    fn only_local_unix_addresses_are_used() {
+        assert_eq!(
+            local_unix_address("unix:path=/tmp/at-spi2/socket").as_deref(),
+            Some("unix:path=/tmp/at-spi2/socket")
+        );
+        assert_eq!(
+            local_unix_address("unix:abstract=/tmp/dbus-x,guid=abc;tcp:host=x,port=1").as_deref(),
+            Some("unix:abstract=/tmp/dbus-x,guid=abc")
+        );
+        for bad in [
+            "",
+            "tcp:host=10.0.0.1,port=5",
+            "unixexec:path=/bin/sh",
+            "autolaunch:",
+            "unix:tmpdir=/tmp",
+            "unix:path=",
+            "unix:path=/x,runtime=yes",
+            "launchd:env=X",
+        ] {
+            assert_eq!(local_unix_address(bad), None, "{bad}");
+        }
+    }
+}
