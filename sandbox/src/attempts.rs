@@ -16,6 +16,11 @@
 //!   broker hands the reader its links: after the authentication and `Hello`, a read
 //!   (`org.freedesktop.DBus.Peer.Ping`) must be answered, and an action (`DoAction`) and a
 //!   setter (`SetTextContents`) must be refused by the filter (`AccessDenied`).
+//! - `--link-later FD`: a socket on which the test sends one descriptor, a peer-to-peer link to
+//!   an application, which the agent takes only after its lock-down, as it takes the links the
+//!   broker opens for it in service: after the authentication, a read (`Peer.Ping`) must be
+//!   answered; the same `DoAction` and `SetTextContents` are tried and reported (the reader's
+//!   links go through its filter, which must refuse them).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -55,6 +60,8 @@ pub struct Probes {
     pub handed_dbus: Option<i32>,
     /// A handed-in D-Bus connection through the reader's filter (descriptor).
     pub filtered_dbus: Option<i32>,
+    /// A socket that brings a peer-to-peer link after the lock-down (descriptor).
+    pub link_later: Option<i32>,
 }
 
 impl Probes {
@@ -71,6 +78,7 @@ impl Probes {
                 "--handed-x" => p.handed_x = next().and_then(|v| v.parse().ok()),
                 "--handed-dbus" => p.handed_dbus = next().and_then(|v| v.parse().ok()),
                 "--filtered-dbus" => p.filtered_dbus = next().and_then(|v| v.parse().ok()),
+                "--link-later" => p.link_later = next().and_then(|v| v.parse().ok()),
                 _ => {}
             }
         }
@@ -212,7 +220,7 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
         v.push(at(format!("read {path}"), io_errno(std::fs::read(path))));
     }
     if let Some(fd) = probes.filtered_dbus {
-        let got = filtered_dialogue(fd);
+        let got = filtered_dialogue(fd, Some("org.freedesktop.DBus"));
         for (i, (_, _, member)) in FILTER_CALLS.iter().enumerate().skip(1) {
             v.push(at(
                 format!("{member} through the filtered D-Bus connection"),
@@ -222,12 +230,41 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
         // The read's outcome goes to `allowed`.
         let _ = PING_OUTCOME.set(got.first().copied().flatten());
     }
+    if let Some(fd) = probes.link_later {
+        let got = match link_after_lockdown(fd) {
+            Ok(link) => filtered_dialogue(link, None),
+            Err(e) => vec![e.raw_os_error().or(Some(Errno::EPROTO as i32)); FILTER_CALLS.len()],
+        };
+        for (i, (_, _, member)) in FILTER_CALLS.iter().enumerate().skip(1) {
+            v.push(at(
+                format!("{member} on the peer-to-peer link handed in after the lock-down"),
+                got.get(i).copied().unwrap_or(Some(Errno::ETIMEDOUT as i32)),
+            ));
+        }
+        let _ = LATER_PING_OUTCOME.set(got.first().copied().flatten());
+    }
     v
 }
 
+/// Takes the one descriptor the test sends on `fd` (waiting at most 5 s): it arrives after the
+/// lock-down, as the broker's links do.
+fn link_after_lockdown(fd: i32) -> std::io::Result<i32> {
+    use std::os::fd::{AsFd as _, IntoRawFd as _};
+    let s = handed(fd)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    let mut byte = [0u8; 1];
+    let (_, fds) = crate::sys::recv_with_fds(s.as_fd(), &mut byte, false)?;
+    let link = fds
+        .into_iter()
+        .next()
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+    Ok(link.into_raw_fd())
+}
+
 /// The calls of the filtered-link probe: (interface, path, member); the first is a read, the
-/// others must be refused. All go to the bus daemon itself, which would answer them with an
-/// error of its own (never `AccessDenied`) if they reached it.
+/// others must be refused. On a bus link they go to the bus daemon itself, on a peer-to-peer
+/// link to the application's root object; either would answer them with an error of its own
+/// (never `AccessDenied`) if they reached it.
 const FILTER_CALLS: &[(&str, &str, &str)] = &[
     ("org.freedesktop.DBus.Peer", "/", "Ping"),
     (
@@ -244,21 +281,27 @@ const FILTER_CALLS: &[(&str, &str, &str)] = &[
 
 /// The read's outcome in the filtered-link probe (`None`: answered), for [`allowed`].
 static PING_OUTCOME: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+/// The read's outcome on the link handed in after the lock-down, for [`allowed`].
+static LATER_PING_OUTCOME: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
 
 /// A D-Bus method call, little-endian, with no body.
-fn dbus_call(serial: u32, dest: &str, path: &str, iface: &str, member: &str) -> Vec<u8> {
+fn dbus_call(serial: u32, dest: Option<&str>, path: &str, iface: &str, member: &str) -> Vec<u8> {
     fn pad(v: &mut Vec<u8>, a: usize) {
         while !v.len().is_multiple_of(a) {
             v.push(0);
         }
     }
     let mut f = Vec::new();
-    for (code, sig, val) in [
-        (1u8, b'o', path),
-        (2, b's', iface),
-        (3, b's', member),
+    let fields = [
+        (1u8, b'o', Some(path)),
+        (2, b's', Some(iface)),
+        (3, b's', Some(member)),
         (6, b's', dest),
-    ] {
+    ];
+    for (code, sig, val) in fields
+        .into_iter()
+        .filter_map(|(c, s, v)| v.map(|v| (c, s, v)))
+    {
         pad(&mut f, 8);
         f.extend_from_slice(&[code, 1, sig, 0]);
         f.extend_from_slice(&(val.len() as u32).to_le_bytes());
@@ -323,10 +366,11 @@ fn dbus_read(s: &mut UnixStream) -> std::io::Result<(u8, Option<u32>, Option<Str
     Ok((head[1], reply, error))
 }
 
-/// The filtered-link probe: authenticates, says `Hello`, sends [`FILTER_CALLS`] and reads the
-/// answers. Per call: `None` when answered with a return, `EACCES` when refused with
+/// The filtered-link probe: authenticates, says `Hello` to a bus (`bus`: its name; `None` on a
+/// peer-to-peer link, which has no bus and no destinations), sends [`FILTER_CALLS`] and reads
+/// the answers. Per call: `None` when answered with a return, `EACCES` when refused with
 /// `AccessDenied`, another errno for any other outcome.
-fn filtered_dialogue(fd: i32) -> Vec<Option<i32>> {
+fn filtered_dialogue(fd: i32, bus: Option<&str>) -> Vec<Option<i32>> {
     let other = Some(Errno::EPROTO as i32);
     let run = || -> std::io::Result<Vec<Option<i32>>> {
         let mut s = handed(fd)?;
@@ -348,8 +392,15 @@ fn filtered_dialogue(fd: i32) -> Vec<Option<i32>> {
             return Err(std::io::Error::other("the bus refused the authentication"));
         }
         s.write_all(b"BEGIN\r\n")?;
-        let bus = "org.freedesktop.DBus";
-        s.write_all(&dbus_call(1, bus, "/org/freedesktop/DBus", bus, "Hello"))?;
+        if let Some(bus) = bus {
+            s.write_all(&dbus_call(
+                1,
+                Some(bus),
+                "/org/freedesktop/DBus",
+                bus,
+                "Hello",
+            ))?;
+        }
         for (i, (iface, path, member)) in FILTER_CALLS.iter().enumerate() {
             s.write_all(&dbus_call(i as u32 + 2, bus, path, iface, member))?;
         }
@@ -496,6 +547,14 @@ pub fn allowed(probes: &Probes) -> Vec<Attempt> {
         v.push(at(
             "a read (Peer.Ping) through the filtered D-Bus connection is answered",
             *PING_OUTCOME.get().unwrap_or(&Some(Errno::ETIMEDOUT as i32)),
+        ));
+    }
+    if probes.link_later.is_some() {
+        v.push(at(
+            "a read (Peer.Ping) on the peer-to-peer link handed in after the lock-down is answered",
+            *LATER_PING_OUTCOME
+                .get()
+                .unwrap_or(&Some(Errno::ETIMEDOUT as i32)),
         ));
     }
     v

@@ -10,7 +10,9 @@
 //! while connections handed to it (X, the session bus) still answer. The paths are handed to the
 //! test, not to the agent: the agent runs with none of them in its environment. The reader also
 //! gets a bus link through the broker's filter, as in service: a read through it is answered,
-//! an action and a setter are refused by the filter.
+//! an action and a setter are refused by the filter. A peer-to-peer link to a real app, sent
+//! to the reader and the input agent only once they run locked down (as the broker's links
+//! arrive in service), still serves reads; the reader's, through its filter, refuses acts.
 
 use std::os::fd::AsRawFd as _;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -239,6 +241,112 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
                 works.iter().any(|w| w == must),
                 "{agent}: {must} was not tried"
             );
+        }
+    }
+}
+
+/// The links the broker opens for an agent in service arrive after its lock-down, over its
+/// broker socket: here a real peer-to-peer link to gtk3-widget-factory, opened by the broker's
+/// own opener, is sent to `<agent> --self-test --link-later FD` once the agent runs. The agent
+/// takes it after locking down and a read over it is answered. The reader's link goes through
+/// its filter, as in service: an action and a setter on it get the filter's refusal.
+#[test]
+fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
+    use nish_broker::handover::{Endpoints, Opener};
+    use nish_proto::wire::{ConnectTarget, Handed};
+    use nish_testdesk::App;
+
+    let desk = Desktop::start().expect("a desktop");
+    let app = desk.spawn(App::Gtk3WidgetFactory).expect("the app");
+    desk.wait_atspi_app(app.pid, std::time::Duration::from_secs(45))
+        .expect("the app on the registry");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let opener = Opener::new(Endpoints::from_vars(
+        desk.env().into_iter().map(|(k, v)| (k.into(), v.into())),
+    ));
+    let bus_name = rt.block_on(async {
+        let (_, fd) = opener
+            .open_maybe_filtered(&ConnectTarget::A11yBus, &|_| true, false)
+            .await
+            .expect("the bus");
+        let s = std::os::unix::net::UnixStream::from(fd.unwrap());
+        s.set_nonblocking(true).unwrap();
+        let bus =
+            zbus::connection::Builder::unix_stream(tokio::net::UnixStream::from_std(s).unwrap())
+                .build()
+                .await
+                .unwrap();
+        let names: Vec<String> = bus
+            .call_method(
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                Some("org.freedesktop.DBus"),
+                "ListNames",
+                &(),
+            )
+            .await
+            .unwrap()
+            .body()
+            .deserialize()
+            .unwrap();
+        for n in names.into_iter().filter(|n| n.starts_with(':')) {
+            let pid: Option<u32> = bus
+                .call_method(
+                    Some("org.freedesktop.DBus"),
+                    "/org/freedesktop/DBus",
+                    Some("org.freedesktop.DBus"),
+                    "GetConnectionUnixProcessID",
+                    &(n.as_str(),),
+                )
+                .await
+                .ok()
+                .and_then(|m| m.body().deserialize().ok());
+            if pid == Some(app.pid) {
+                return n;
+            }
+        }
+        panic!("the app has no name on the accessibility bus");
+    });
+    for agent in ["nish-reader", "nish-input"] {
+        let reader = agent == "nish-reader";
+        let (handed, link) = rt
+            .block_on(opener.open_maybe_filtered(
+                &ConnectTarget::App {
+                    bus_name: bus_name.clone(),
+                },
+                &|pid| pid == app.pid,
+                reader,
+            ))
+            .expect("a link to the app");
+        assert_eq!(handed, Handed::App, "gtk3-widget-factory offers a link");
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        // Queued now, taken by the agent only once it runs locked down.
+        nish_broker::handover::send_with_fd(&ours, &[0], link.as_ref()).expect("sent");
+        drop(link);
+        let args = vec!["--link-later".to_string(), inheritable(&theirs)];
+        let v = self_test(agent, &args, None);
+        let works = all_work(agent, &v);
+        assert!(
+            works.iter().any(|w| w
+                == "a read (Peer.Ping) on the peer-to-peer link handed in after the lock-down is answered"),
+            "{agent}: the read on the later link was not tried"
+        );
+        if reader {
+            for member in ["DoAction", "SetTextContents"] {
+                let want =
+                    format!("{member} on the peer-to-peer link handed in after the lock-down");
+                let a = v["forbidden"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["what"] == want.as_str())
+                    .unwrap_or_else(|| panic!("{agent}: {want} was not tried"));
+                assert_eq!(a["errno"], 13, "{agent}: {want}: {a}");
+            }
         }
     }
 }
