@@ -156,6 +156,14 @@ async def run(ns: argparse.Namespace) -> None:
             check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
         for n in ("input_takeover", "capture_window", "takeover_indicator"):
             check(caps[n]["status"] == "planned" and caps[n]["reason_code"] == "wayland_portal_not_built", f"doctor: {caps[n]}")
+        # The kill switch: `nish-driver stop`; the stop hotkey needs the GlobalShortcuts portal,
+        # and the probe says what this desktop's portal answered (the test desktop runs none).
+        kill = [p for p in report["probes"] if p["label"] == "kill switch"]
+        check(len(kill) == 1 and kill[0]["message"].startswith("nish-driver stop works; no stop hotkey on Wayland: ")
+              and any(w in kill[0]["message"] for w in (
+                  "offers GlobalShortcuts (version", "has no GlobalShortcuts interface",
+                  "no desktop portal answered")), f"doctor's kill switch probe: {kill}")
+        say(f"doctor: kill switch: {kill[0]['message']}")
         say(f"doctor: ready on Wayland {os.environ['WAYLAND_DISPLAY']}; read_tree and act_semantic available; "
             "takeover, indicator and capture planned (wayland_portal_not_built)")
         async with h.host(ns.shim, broker, "wayland-e2e", "2025-11-25") as c:
