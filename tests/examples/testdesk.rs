@@ -8,14 +8,57 @@
 //!     'app:big_list.py --rows 50000'
 //! ```
 //!
-//! `app:<script> [args]` runs a test app from `tests/apps/` with python3.
+//! `app:<script> [args]` runs a test app from `tests/apps/` with python3. With `--wayland` first,
+//! the desktop is the private GNOME Wayland one (mutter headless, no X server) and the apps run
+//! as native Wayland clients (gtk3, gtk3-demo, gtk4, chromium:<page>).
 
 use std::io::BufRead;
 use std::time::Duration;
 
 use nish_testdesk::{App, Desktop, page};
 
+/// The GNOME Wayland desktop of `--wayland`.
+fn wayland(apps: &[String]) -> anyhow::Result<()> {
+    let desk = nish_testdesk::WaylandDesktop::start()?;
+    for (k, v) in desk.env() {
+        println!("export {k}='{v}'");
+    }
+    println!("# accessibility bus: {}", desk.a11y_bus_address());
+    println!("# up in {} ms", desk.startup_time().as_millis());
+    for arg in apps {
+        let app = match arg.as_str() {
+            "gtk3" => App::Gtk3WidgetFactory,
+            "gtk3-demo" => App::Gtk3Demo,
+            "gtk4" => App::Gtk4Demo,
+            other => match other.strip_prefix("chromium:") {
+                Some(p) => App::Chromium { page: page(p) },
+                None => anyhow::bail!(
+                    "unknown app {other} on Wayland: gtk3, gtk3-demo, gtk4, chromium:<page>"
+                ),
+            },
+        };
+        let h = desk.spawn(app)?;
+        println!(
+            "# {} pid {} on AT-SPI after {} ms",
+            h.name,
+            h.pid,
+            h.ready_after.as_millis()
+        );
+    }
+    println!("# ready; close stdin or type quit to stop");
+    for line in std::io::stdin().lock().lines() {
+        if line?.trim() == "quit" {
+            break;
+        }
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--wayland") {
+        return wayland(&args[1..]);
+    }
     let desk = Desktop::start()?;
     for (k, v) in desk.env() {
         println!("export {k}='{v}'");
