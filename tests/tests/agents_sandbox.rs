@@ -160,15 +160,27 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
     UnixStream::connect(&x).expect("X accepts this test");
     std::fs::read(&secret).expect("the test reads the file");
 
-    // The reader's links go through the broker's filter: one such link for the reader's probe.
+    // The reader's and the input agent's links go through the broker's filter: one such link
+    // for each one's probe.
     let rt = tokio::runtime::Runtime::new().expect("a runtime for the filter");
     for agent in ["nish-reader", "nish-input", "nish-indicator"] {
         let handed_x = UnixStream::connect(&x).unwrap();
         let handed_bus = UnixStream::connect(&bus).unwrap();
-        let filtered_bus: Option<UnixStream> = (agent == "nish-reader").then(|| {
+        // The input agent's, with no act granted: its actions and setters are refused too.
+        let policy = match agent {
+            "nish-reader" => Some(nish_broker::busfilter::Policy::Reader),
+            "nish-input" => Some(nish_broker::busfilter::Policy::Input {
+                link: nish_broker::busfilter::Link::Bus,
+                grants: nish_broker::busfilter::Grants::new(),
+            }),
+            _ => None,
+        };
+        let filtered_bus: Option<UnixStream> = policy.map(|policy| {
             let _in_rt = rt.enter();
             let real = UnixStream::connect(&bus).unwrap();
-            UnixStream::from(nish_broker::busfilter::filtered(real.into()).expect("the filter"))
+            UnixStream::from(
+                nish_broker::busfilter::filtered_with(real.into(), policy).expect("the filter"),
+            )
         });
         let mut args: Vec<String> = [
             "--probe-connect",
