@@ -252,8 +252,9 @@ impl Opener {
         &self.ep
     }
 
-    /// Lets agents reach process `pid` by peer-to-peer link for [`REACHABLE_FOR`] from now
-    /// (the broker calls it for every window it asks an agent to read or act on).
+    /// Lets the reader reach process `pid` by peer-to-peer link for [`REACHABLE_FOR`] from now
+    /// (the broker calls it for every window it asks an agent to read or act on; the input
+    /// agent's links follow its grant instead, [`Opener::input_may_reach`]).
     pub fn allow_pid(&self, pid: u32) {
         if pid == 0 {
             return;
@@ -514,9 +515,16 @@ impl Opener {
         &self.grants
     }
 
-    /// [`Opener::open`] with the broker's own rule: a process that a request named recently
-    /// (see [`Opener::allow_pid`]); the reader's and the input agent's bus links through their
-    /// filters.
+    /// True when the input agent may link to `pid` now: it is the process of the act the
+    /// broker asked for (the grant).
+    pub fn input_may_reach(&self, pid: u32) -> bool {
+        self.grants.current().is_some_and(|g| g.pid == pid)
+    }
+
+    /// [`Opener::open`] with the broker's own rules for peer-to-peer links: for the reader, a
+    /// process that a request named recently (see [`Opener::allow_pid`]); for the input agent,
+    /// only the process of the act it is asked for now ([`Opener::input_may_reach`]). The
+    /// reader's and the input agent's bus links go through their filters.
     pub async fn open_for_agent(
         &self,
         target: &ConnectTarget,
@@ -528,6 +536,11 @@ impl Opener {
             crate::conn::Peer::Input => Filter::Input(self.grants.clone()),
             _ => Filter::Off,
         };
+        if peer == crate::conn::Peer::Input {
+            return self
+                .open_filtered(target, &|pid| self.input_may_reach(pid), &filter)
+                .await;
+        }
         self.open_filtered(target, &|pid| self.pid_allowed(pid), &filter)
             .await
     }
@@ -647,6 +660,24 @@ mod tests {
             let e = o.open_app(bad, &|_| true).await.unwrap_err();
             assert_eq!(e.code, "app_not_in_scope", "{bad}");
         }
+    }
+
+    #[test]
+    fn the_input_agent_reaches_only_the_process_of_its_act() {
+        let o = Opener::new(Endpoints::default());
+        o.allow_pid(42);
+        assert!(!o.input_may_reach(42), "no act asked for");
+        let g = o.grants().grant(crate::busfilter::Grant {
+            bus_name: ":1.7".into(),
+            pid: 42,
+            path: "/org/a11y/atspi/accessible/1".into(),
+            method: crate::busfilter::ActMethod::DoAction,
+        });
+        assert!(o.input_may_reach(42));
+        o.allow_pid(43);
+        assert!(!o.input_may_reach(43), "named for the reader, not the act");
+        drop(g);
+        assert!(!o.input_may_reach(42), "the act ended");
     }
 
     #[tokio::test]

@@ -4,13 +4,16 @@
 //! and Properties.Set on objects and at times the broker did not ask for. The app is served
 //! from this test process with counters of what was done to it: a refused call gets the
 //! filter's AccessDenied and changes nothing, the act the broker granted goes through, and the
-//! same calls without the filter change the app (so the refusals are the filter's doing).
+//! same calls without the filter change the app (so the refusals are the filter's doing). The
+//! input agent gets a peer-to-peer link only to the app of the act the broker asked for, while
+//! it is asked for.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use nish_broker::busfilter::{ActMethod, Grant, Grants};
+use nish_broker::conn::Peer;
 use nish_broker::handover::{Endpoints, Filter, Opener};
 use nish_proto::wire::{ConnectTarget, Handed};
 use nish_testdesk::Desktop;
@@ -267,31 +270,56 @@ fn a_compromised_input_agent_acts_only_as_granted() {
             method,
         };
 
+        let app_target = ConnectTarget::App {
+            bus_name: app_name.clone(),
+        };
         for filtered in [true, false] {
-            let grants = Grants::new();
-            let filter = if filtered {
-                Filter::Input(grants.clone())
+            // Filtered: what the broker hands the input agent (`open_for_agent`); unfiltered:
+            // the same streams handed as they are.
+            let grants = if filtered {
+                opener.grants().clone()
             } else {
-                Filter::Off
+                Grants::new()
             };
-            let (_, fd) = opener
-                .open_filtered(&ConnectTarget::A11yBus, &|_| true, &filter)
+            let open = |target: ConnectTarget| {
+                let opener = &opener;
+                async move {
+                    if filtered {
+                        opener.open_for_agent(&target, Peer::Input).await
+                    } else {
+                        opener
+                            .open_filtered(&target, &|p| p == pid, &Filter::Off)
+                            .await
+                    }
+                }
+            };
+            let (_, fd) = open(ConnectTarget::A11yBus)
                 .await
                 .expect("the bus is handed");
             let bus = zbus::connection::Builder::unix_stream(stream(fd.unwrap()))
                 .build()
                 .await
                 .expect("D-Bus authentication over the handed stream");
-            let (handed, fd) = opener
-                .open_filtered(
-                    &ConnectTarget::App {
-                        bus_name: app_name.clone(),
-                    },
-                    &|p| p == pid,
-                    &filter,
-                )
-                .await
-                .expect("a link is handed");
+            if filtered {
+                // A link only to the app of the act asked for, while it is asked for: not
+                // before, not for a process a read named.
+                opener.allow_pid(pid);
+                let e = open(app_target.clone())
+                    .await
+                    .expect_err("no act asked for");
+                assert_eq!(e.code, "app_not_in_scope");
+                let mut other = grant(ActMethod::DoAction, GRANTED);
+                other.pid = pid + 1;
+                let g = grants.grant(other);
+                let e = open(app_target.clone())
+                    .await
+                    .expect_err("another app's act");
+                assert_eq!(e.code, "app_not_in_scope");
+                drop(g);
+            }
+            let asked = filtered.then(|| grants.grant(grant(ActMethod::DoAction, GRANTED)));
+            let (handed, fd) = open(app_target.clone()).await.expect("a link is handed");
+            drop(asked);
             assert_eq!(handed, Handed::App, "the app offers a link");
             let link = zbus::connection::Builder::unix_stream(stream(fd.unwrap()))
                 .p2p()
