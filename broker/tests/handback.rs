@@ -418,6 +418,40 @@ async fn a_pause_the_kill_switch_and_a_revoke_end_the_act_under_way() {
     assert!(ended() > before, "a revoke ends the act");
 }
 
+/// A call the input agent's filter refused is audited: which act method (or `other`) and
+/// whether a grant was in force, no name the agent chose.
+#[tokio::test]
+async fn a_refused_call_of_the_input_agent_is_audited() {
+    use nish_broker::busfilter::{ActMethod, Refused};
+    let f = Fixture::new(true);
+    f.engine.backend.call_refused(Refused {
+        method: Some(ActMethod::SetCurrentValue),
+        granted: true,
+    });
+    f.engine.backend.call_refused(Refused {
+        method: None,
+        granted: false,
+    });
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = f
+            .audit()
+            .into_iter()
+            .filter(|e| e["event"] == "agent.call_refused")
+            .collect();
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["method"], "Set");
+    assert_eq!(seen[0]["grant"], true);
+    assert_eq!(seen[0]["agent"], "nish-input");
+    assert_eq!(seen[1]["method"], "other");
+    assert_eq!(seen[1]["grant"], false);
+}
+
 #[tokio::test]
 async fn kill_switch_while_paused_is_final() {
     let f = Fixture::new(true);

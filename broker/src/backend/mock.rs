@@ -614,6 +614,12 @@ impl MockBackend {
         }
     }
 
+    /// Reports a call of the input agent's that the broker's D-Bus filter refused, as the
+    /// Linux backend does (tests of the audit).
+    pub fn call_refused(&self, r: crate::busfilter::Refused) {
+        let _ = self.events_tx.send(BackendEvent::CallRefused(r));
+    }
+
     /// How often the engine ended the act under way (the kill switch, a revoke, a pause).
     pub fn acts_ended(&self) -> usize {
         self.acts_ended.load(std::sync::atomic::Ordering::SeqCst)
