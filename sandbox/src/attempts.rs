@@ -54,7 +54,7 @@ pub struct Probes {
     pub handed_x: Option<i32>,
     /// A handed-in D-Bus connection (descriptor).
     pub handed_dbus: Option<i32>,
-    /// A handed-in D-Bus connection through the reader's filter (descriptor).
+    /// A handed-in D-Bus connection through the broker's filter (descriptor).
     pub filtered_dbus: Option<i32>,
 }
 
