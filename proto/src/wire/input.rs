@@ -31,7 +31,6 @@ pub struct Expect {
     pub collapsed_option: bool,
     /// The handle of the element's parent in the snapshot: the container whose `Selection` a
     /// select uses (the broker lets the input agent's `SelectChild` reach that object only).
-    #[serde(default)]
     pub parent_handle: Option<String>,
 }
 
