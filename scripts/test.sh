@@ -40,9 +40,9 @@ if grep -q -a NISH_TEST_CONSENT_DIR target/debug/nish-driver; then
     echo "nish-driver built without the test-consent feature contains its consent path" >&2
     exit 1
 fi
-# Nor the act benchmark's switch that turns the reader's filter off (feature bench-unfiltered).
+# Nor the act benchmark's switch that turns the agents' filters off (feature bench-unfiltered).
 if grep -q -a NISH_BENCH_READER_FILTER target/debug/nish-driver; then
-    echo "nish-driver built without the bench-unfiltered feature can turn the reader's filter off" >&2
+    echo "nish-driver built without the bench-unfiltered feature can turn the agents' filters off" >&2
     exit 1
 fi
 

@@ -57,6 +57,8 @@ pub enum AuditEvent {
     AgentRefused,
     /// `agent.exit`: an agent's process ended (reaped at once)
     AgentExit,
+    /// `agent.call_refused`: the broker's D-Bus filter refused a call of the input agent's that is not a read: outside the act the broker asked for, or with no act asked for
+    AgentCallRefused,
     /// `audit.resumed`: the audit works again after it could not be written
     AuditResumed,
 }
@@ -90,6 +92,7 @@ impl AuditEvent {
         AuditEvent::AgentStart,
         AuditEvent::AgentRefused,
         AuditEvent::AgentExit,
+        AuditEvent::AgentCallRefused,
         AuditEvent::AuditResumed,
     ];
 
@@ -122,6 +125,7 @@ impl AuditEvent {
             AuditEvent::AgentStart => "agent.start",
             AuditEvent::AgentRefused => "agent.refused",
             AuditEvent::AgentExit => "agent.exit",
+            AuditEvent::AgentCallRefused => "agent.call_refused",
             AuditEvent::AuditResumed => "audit.resumed",
         }
     }
@@ -171,6 +175,9 @@ impl AuditEvent {
                 r#"an agent broke its protocol and was cut off (connection shut down, process killed), or when it started was traced by another process, did not lock down or did not say its hello in time"#
             }
             AuditEvent::AgentExit => r#"an agent's process ended (reaped at once)"#,
+            AuditEvent::AgentCallRefused => {
+                r#"the broker's D-Bus filter refused a call of the input agent's that is not a read: outside the act the broker asked for, or with no act asked for"#
+            }
             AuditEvent::AuditResumed => r#"the audit works again after it could not be written"#,
         }
     }
@@ -223,6 +230,9 @@ impl AuditEvent {
             }
             AuditEvent::AgentExit => {
                 r#"`agent`, `pid`, `status` (`exit N`, `signal N`), `ran_ms`, `restart_in_ms` (the backoff before it starts again)"#
+            }
+            AuditEvent::AgentCallRefused => {
+                r#"`agent`, `method` (`DoAction`, `InsertText`, `SetTextContents`, `Set`, `SelectChild`, or `other`), `grant` (an act was asked for: the call was outside it); at most 10 a second"#
             }
             AuditEvent::AuditResumed => r#"`lost` (events not recorded meanwhile)"#,
         }

@@ -1,19 +1,30 @@
-//! The reader's D-Bus filter: the broker relays the reader's accessibility-bus and
-//! peer-to-peer links, so what the reader may send is decided by a process it does not control.
+//! The agents' D-Bus filter: the broker relays the reader's and the input agent's
+//! accessibility-bus and peer-to-peer links, so what an agent may send is decided by a process it
+//! does not control.
 //!
-//! The reader gets one end of a socketpair; the broker holds the real connection. From the
-//! reader to the bus, the D-Bus authentication lines are relayed as they are, except
+//! The agent gets one end of a socketpair; the broker holds the real connection. What passes is
+//! decided by a [`Policy`]:
+//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`];
+//! - the input agent's ([`Policy::Input`]): the same reads and the input agent's own
+//!   ([`INPUT_READS`]), and a call that changes an application ([`ActMethod`]) only when it is the
+//!   act the broker asked the input agent for right now ([`Grant`], held in [`Grants`]): the same
+//!   application (on the bus, the DESTINATION is its unique name; on a peer-to-peer link, the
+//!   link was opened to that name and its pid), the same object path, the one method that act
+//!   uses (`Properties.Set` only of `org.a11y.atspi.Value` / `CurrentValue`, read from the first
+//!   two arguments of the input agent's own message). No grant: every such call is refused.
+//!
+//! From the agent to the bus, the D-Bus authentication lines are relayed as they are, except
 //! `NEGOTIATE_UNIX_FD`, which the filter answers `ERROR` itself (no descriptor passing); after
 //! `BEGIN`, each message's header (type, path, interface, member, fields) is read and the
-//! message passed on only when it is a method call on the read-only list [`READ_ONLY`], or a
-//! reply (method return or error). Anything else is not sent: a method call that wants a reply
+//! message passed on only when the policy lets the method call pass, or it is a reply (method
+//! return or error). Anything else is not sent: a method call that wants a reply
 //! gets a D-Bus error from the filter (`org.freedesktop.DBus.Error.AccessDenied`), a signal or a
-//! call that wants none is dropped. From the bus to the reader, bytes pass as they come; only
+//! call that wants none is dropped. From the bus to the agent, bytes pass as they come; only
 //! each message's length is read from its fixed header (to put a refusal between two messages,
 //! never inside one): no body and no header field of what the apps send is parsed.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -42,6 +53,311 @@ pub const READ_ONLY: &[(&str, &str)] = &[
     ("org.a11y.atspi.Text", "GetText"),
     ("org.a11y.atspi.Registry", "RegisterEvent"),
 ];
+
+/// The input agent's reads beyond [`READ_ONLY`] (`input-agent/src/calls.rs`, `Look::spec`; a
+/// test there checks each is on this list).
+pub const INPUT_READS: &[(&str, &str)] = &[("org.a11y.atspi.Accessible", "GetIndexInParent")];
+
+/// The property `Properties.Set` may set, and only as an act: `(interface, property)`.
+pub const SETTABLE: (&str, &str) = ("org.a11y.atspi.Value", "CurrentValue");
+
+/// The calls that change an application, one per act kind (`input-agent/src/calls.rs`, `Act`;
+/// a test there checks they are the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActMethod {
+    /// `Action.DoAction`: a click, double click or right click.
+    DoAction,
+    /// `EditableText.InsertText`: typed text.
+    InsertText,
+    /// `EditableText.SetTextContents`: a text value.
+    SetTextContents,
+    /// `Properties.Set` of [`SETTABLE`]: a number.
+    SetCurrentValue,
+    /// `Selection.SelectChild`, on the element's parent: a click on a selectable item.
+    SelectChild,
+}
+
+impl ActMethod {
+    /// Every act method.
+    pub const ALL: &[ActMethod] = &[
+        ActMethod::DoAction,
+        ActMethod::InsertText,
+        ActMethod::SetTextContents,
+        ActMethod::SetCurrentValue,
+        ActMethod::SelectChild,
+    ];
+
+    /// The interface and method.
+    pub const fn spec(self) -> (&'static str, &'static str) {
+        match self {
+            ActMethod::DoAction => ("org.a11y.atspi.Action", "DoAction"),
+            ActMethod::InsertText => ("org.a11y.atspi.EditableText", "InsertText"),
+            ActMethod::SetTextContents => ("org.a11y.atspi.EditableText", "SetTextContents"),
+            ActMethod::SetCurrentValue => ("org.freedesktop.DBus.Properties", "Set"),
+            ActMethod::SelectChild => ("org.a11y.atspi.Selection", "SelectChild"),
+        }
+    }
+}
+
+/// The one act the input agent may carry out now: which application, which object, which
+/// method.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The application's unique name on the accessibility bus.
+    pub bus_name: String,
+    /// Its process.
+    pub pid: u32,
+    /// The object the act's call goes to (the element; its parent for `SelectChild`).
+    pub path: String,
+    /// The method.
+    pub method: ActMethod,
+}
+
+/// A call of the input agent's that the filter refused: what the audit records (no name the
+/// agent chose, no app text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The act method it named, `None` for any other method.
+    pub method: Option<ActMethod>,
+    /// A grant was in force (the call was outside it).
+    pub granted: bool,
+}
+
+/// Where refusals of the input agent's calls are reported (the broker's audit).
+pub type OnRefusal = Arc<dyn Fn(Refused) + Send + Sync>;
+
+/// Most refusals reported per second; more are only logged (a flood of refused calls does not
+/// flood the audit).
+pub const REPORTS_PER_SECOND: u64 = 10;
+
+/// Where the input agent's links stand: the current grant, if any (one at a time).
+#[derive(Default)]
+pub struct Grants {
+    slot: Mutex<Option<(u64, Grant)>>,
+    next: AtomicU64,
+    on_refusal: Mutex<Option<OnRefusal>>,
+    /// The second of the last report (since the first) and the reports in it.
+    reports: Mutex<(u64, u64)>,
+    born: std::sync::OnceLock<std::time::Instant>,
+}
+
+impl std::fmt::Debug for Grants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grants")
+            .field("grant", &self.current())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Holds a grant; dropping it ends the grant (unless another replaced or cleared it meanwhile).
+#[derive(Debug)]
+#[must_use = "the grant ends when this is dropped"]
+pub struct GrantGuard {
+    grants: Arc<Grants>,
+    id: u64,
+}
+
+impl Drop for GrantGuard {
+    fn drop(&mut self) {
+        let mut g = self.grants.lock();
+        if g.as_ref().is_some_and(|(id, _)| *id == self.id) {
+            *g = None;
+        }
+    }
+}
+
+impl Grants {
+    /// No grant.
+    pub fn new() -> Arc<Grants> {
+        Arc::new(Grants::default())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(u64, Grant)>> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets the input agent carry out `grant` until the guard is dropped or [`Grants::clear`]
+    /// is called; it replaces any grant before it.
+    pub fn grant(self: &Arc<Self>, grant: Grant) -> GrantGuard {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        *self.lock() = Some((id, grant));
+        GrantGuard {
+            grants: self.clone(),
+            id,
+        }
+    }
+
+    /// Ends the grant, whoever holds it (the kill switch, a revoke, a pause).
+    pub fn clear(&self) {
+        *self.lock() = None;
+    }
+
+    /// The grant now.
+    pub fn current(&self) -> Option<Grant> {
+        self.lock().as_ref().map(|(_, g)| g.clone())
+    }
+
+    /// Where refusals go from now on.
+    pub fn on_refusal(&self, f: OnRefusal) {
+        *self.on_refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    /// Reports a refused call (at most [`REPORTS_PER_SECOND`]).
+    fn report(&self, h: &Header) {
+        let second = self
+            .born
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs();
+        {
+            let mut r = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+            if r.0 != second {
+                *r = (second, 0);
+            }
+            if r.1 >= REPORTS_PER_SECOND {
+                return;
+            }
+            r.1 += 1;
+        }
+        let method = ActMethod::ALL.iter().copied().find(|m| {
+            let (i, n) = m.spec();
+            h.interface.as_deref() == Some(i) && h.member.as_deref() == Some(n)
+        });
+        let refused = Refused {
+            method,
+            granted: self.lock().is_some(),
+        };
+        let f = self
+            .on_refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(f) = f {
+            f(refused);
+        }
+    }
+}
+
+/// What a link of the input agent's reaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// The accessibility bus: every call names its destination.
+    Bus,
+    /// A peer-to-peer link to one application, opened (and checked) by the broker.
+    App {
+        /// The unique name it was opened to.
+        bus_name: String,
+        /// The pid that listens on it.
+        pid: u32,
+    },
+}
+
+/// Which agent a filtered link serves, and so what passes.
+#[derive(Clone, Debug)]
+pub enum Policy {
+    /// The reader: reads only.
+    Reader,
+    /// The input agent: reads, and the act of the current grant on this link.
+    Input {
+        /// What the link reaches.
+        link: Link,
+        /// The grants the broker sets.
+        grants: Arc<Grants>,
+    },
+}
+
+impl Policy {
+    /// The agent's name, for logs.
+    pub fn agent(&self) -> &'static str {
+        match self {
+            Policy::Reader => "nish-reader",
+            Policy::Input { .. } => "nish-input",
+        }
+    }
+
+    /// Reports a refused call (the input agent's go to the audit).
+    pub fn refused(&self, h: &Header) {
+        if let Policy::Input { grants, .. } = self {
+            grants.report(h);
+        }
+    }
+
+    /// The verdict on message `msg` (whole), whose header is `h`.
+    pub fn judge(&self, h: &Header, msg: &[u8]) -> Verdict {
+        match self {
+            Policy::Reader => judge(h),
+            Policy::Input { link, grants } => judge_input(h, msg, link, grants.current().as_ref()),
+        }
+    }
+}
+
+fn on_list(list: &[(&str, &str)], h: &Header) -> bool {
+    matches!((&h.interface, &h.member), (Some(i), Some(m))
+        if list.iter().any(|(ri, rm)| ri == i && rm == m))
+}
+
+/// The first two arguments of a `Properties.Set` the agent sends: `(interface, property)`.
+pub fn set_target(h: &Header, msg: &[u8]) -> Option<(String, String)> {
+    if !h.signature.as_deref().is_some_and(|s| s.starts_with("ss")) {
+        return None;
+    }
+    let big = h.big_endian;
+    let mut pos = h.body_at;
+    let mut one = || {
+        pos = align(pos, 4);
+        let n = u32_at(msg, pos, big)? as usize;
+        let s = msg.get(pos + 4..(pos + 4).checked_add(n)?)?;
+        let s = std::str::from_utf8(s).ok()?.to_string();
+        pos += 4 + n + 1;
+        Some(s)
+    };
+    let a = one()?;
+    let b = one()?;
+    Some((a, b))
+}
+
+/// The verdict on a message the input agent sends on `link`, with `grant` the act the broker
+/// asked for now.
+pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grant: Option<&Grant>) -> Verdict {
+    if h.unix_fds {
+        return refusal(h);
+    }
+    match h.msg_type {
+        METHOD_RETURN | ERROR => Verdict::Pass,
+        METHOD_CALL => {
+            // A read: `Properties.Set` is on no read list.
+            if on_list(READ_ONLY, h) || on_list(INPUT_READS, h) {
+                return Verdict::Pass;
+            }
+            if grant.is_some_and(|g| grant_covers(g, h, msg, link)) {
+                Verdict::Pass
+            } else {
+                refusal(h)
+            }
+        }
+        _ => Verdict::Drop,
+    }
+}
+
+fn grant_covers(g: &Grant, h: &Header, msg: &[u8], link: &Link) -> bool {
+    let same_app = match link {
+        Link::Bus => h.destination.as_deref() == Some(g.bus_name.as_str()),
+        Link::App { bus_name, pid } => {
+            *bus_name == g.bus_name
+                && *pid == g.pid
+                && h.destination
+                    .as_deref()
+                    .is_none_or(|d| d == g.bus_name.as_str())
+        }
+    };
+    let (iface, member) = g.method.spec();
+    same_app
+        && h.path.as_deref() == Some(g.path.as_str())
+        && h.interface.as_deref() == Some(iface)
+        && h.member.as_deref() == Some(member)
+        && (g.method != ActMethod::SetCurrentValue
+            || set_target(h, msg).is_some_and(|(i, p)| (i.as_str(), p.as_str()) == SETTABLE))
+}
 
 /// Longest message relayed (the D-Bus limit is 128 MiB; the reader's are small).
 pub const MAX_MESSAGE: usize = 64 << 20;
@@ -76,6 +392,10 @@ pub struct Header {
     pub destination: Option<String>,
     /// The message carries descriptors (UNIX_FDS).
     pub unix_fds: bool,
+    /// SIGNATURE.
+    pub signature: Option<String>,
+    /// Where the body starts in the message.
+    pub body_at: usize,
 }
 
 fn align(n: usize, a: usize) -> usize {
@@ -128,6 +448,7 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
     if end > b.len() {
         return Err("fields past the message");
     }
+    h.body_at = align(end, 8);
     let mut pos = 16;
     let mut seen = 0u64;
     while pos < end {
@@ -160,6 +481,11 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
             }
             b"g" => {
                 let n = *b.get(pos).ok_or("short")? as usize;
+                let s = b.get(pos + 1..pos + 1 + n).ok_or("short")?;
+                if code == 8 {
+                    h.signature =
+                        Some(std::str::from_utf8(s).map_err(|_| "not UTF-8")?.to_string());
+                }
                 pos += 1 + n + 1;
             }
             b"u" => {
@@ -229,7 +555,7 @@ pub fn refusal_message(to: &Header, serial: u32) -> Vec<u8> {
         v.extend_from_slice(s.as_bytes());
         v.push(0);
     }
-    let text = "refused by the reader's filter";
+    let text = "refused by the broker's filter";
     let mut body = Vec::new();
     body.extend_from_slice(&(text.len() as u32).to_le_bytes());
     body.extend_from_slice(text.as_bytes());
@@ -299,9 +625,10 @@ fn log_name(n: Option<&str>) -> String {
     n.unwrap_or("").chars().take(64).collect()
 }
 
-/// Relays `agent` (the reader's end) and `bus` (the real connection) through the filter until
-/// either side closes.
-pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
+/// Relays `agent` (the agent's end) and `bus` (the real connection) through the filter, with
+/// `policy`, until either side closes.
+pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
+    let name = policy.agent();
     let (mut agent_rd, mut agent_wr) = agent.into_split();
     let (mut bus_rd, mut bus_wr) = bus.into_split();
     let begun = Arc::new(AtomicBool::new(false));
@@ -399,7 +726,7 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
             let Ok(h) = parse_header(&buf[pos..pos + len]) else {
                 break 'outer;
             };
-            let verdict = judge(&h);
+            let verdict = policy.judge(&h, &buf[pos..pos + len]);
             if verdict != Verdict::Pass {
                 if pass_from < pos && bus_wr.write_all(&buf[pass_from..pos]).await.is_err() {
                     break 'outer;
@@ -409,18 +736,30 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
             match verdict {
                 Verdict::Pass => {}
                 Verdict::Refuse => {
-                    // The names come from a possibly compromised reader: logged cut and escaped
+                    // The names come from a possibly compromised agent: logged cut and escaped
                     // (Debug), so they cannot forge log lines or flood the log.
                     tracing::warn!(
                         agent = name,
                         interface = ?log_name(h.interface.as_deref()),
                         member = ?log_name(h.member.as_deref()),
-                        "the reader's filter refused a call"
+                        path = ?log_name(h.path.as_deref()),
+                        destination = ?log_name(h.destination.as_deref()),
+                        "the broker's D-Bus filter refused a call"
                     );
+                    policy.refused(&h);
                     let serial = 0x8000_0000 | serials.fetch_add(1, Ordering::Relaxed);
                     if to_agent.send(refusal_message(&h, serial)).await.is_err() {
                         break 'outer;
                     }
+                }
+                Verdict::Drop if h.msg_type == METHOD_CALL => {
+                    tracing::warn!(
+                        agent = name,
+                        interface = ?log_name(h.interface.as_deref()),
+                        member = ?log_name(h.member.as_deref()),
+                        "the broker's D-Bus filter dropped a call that wanted no reply"
+                    );
+                    policy.refused(&h);
                 }
                 Verdict::Drop => {}
             }
@@ -436,16 +775,25 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, name: &'static str) {
     from_bus.abort();
 }
 
-/// Puts a filter between a handed connection and the reader: returns the reader's end of a
-/// socketpair, the relay running on the current runtime.
+/// Puts the reader's filter between a handed connection and the reader: returns the reader's
+/// end of a socketpair, the relay running on the current runtime.
 pub fn filtered(real: std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    filtered_with(real, Policy::Reader)
+}
+
+/// Puts a filter with `policy` between a handed connection and its agent: returns the agent's
+/// end of a socketpair, the relay running on the current runtime.
+pub fn filtered_with(
+    real: std::os::fd::OwnedFd,
+    policy: Policy,
+) -> std::io::Result<std::os::fd::OwnedFd> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     let real = std::os::unix::net::UnixStream::from(real);
     real.set_nonblocking(true)?;
     ours.set_nonblocking(true)?;
     let real = UnixStream::from_std(real)?;
     let ours = UnixStream::from_std(ours)?;
-    tokio::spawn(relay(ours, real, "nish-reader"));
+    tokio::spawn(relay(ours, real, policy));
     Ok(theirs.into())
 }
 
@@ -481,6 +829,462 @@ mod tests {
             m.push(0);
         }
         m
+    }
+
+    /// A method call with a destination (or none) and a body of signature `sig`.
+    fn call_with(
+        dest: Option<&str>,
+        path: &str,
+        iface: &str,
+        member: &str,
+        sig: &str,
+        body: &[u8],
+    ) -> Vec<u8> {
+        let mut f = Vec::new();
+        let mut field = |code: u8, sig: u8, s: &str| {
+            while !f.len().is_multiple_of(8) {
+                f.push(0);
+            }
+            f.extend_from_slice(&[code, 1, sig, 0]);
+            if sig == b'g' {
+                f.push(s.len() as u8);
+            } else {
+                while !f.len().is_multiple_of(4) {
+                    f.push(0);
+                }
+                f.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            }
+            f.extend_from_slice(s.as_bytes());
+            f.push(0);
+        };
+        field(1, b'o', path);
+        field(2, b's', iface);
+        field(3, b's', member);
+        if let Some(d) = dest {
+            field(6, b's', d);
+        }
+        if !sig.is_empty() {
+            field(8, b'g', sig);
+        }
+        let mut m = vec![b'l', METHOD_CALL, 0, 1];
+        m.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        m.extend_from_slice(&3u32.to_le_bytes());
+        m.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        m.extend_from_slice(&f);
+        while !m.len().is_multiple_of(8) {
+            m.push(0);
+        }
+        m.extend_from_slice(body);
+        m
+    }
+
+    /// The body of `Properties.Set(iface, prop, <double 1.5>)`.
+    fn set_body(iface: &str, prop: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        for s in [iface, prop] {
+            while !b.len().is_multiple_of(4) {
+                b.push(0);
+            }
+            b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+            b.push(0);
+        }
+        b.extend_from_slice(&[1, b'd', 0]);
+        while !b.len().is_multiple_of(8) {
+            b.push(0);
+        }
+        b.extend_from_slice(&1.5f64.to_le_bytes());
+        b
+    }
+
+    const APP: &str = ":1.7";
+    const EL: &str = "/org/a11y/atspi/accessible/12";
+
+    fn verdict(link: &Link, grants: &Arc<Grants>, m: &[u8]) -> Verdict {
+        let p = Policy::Input {
+            link: link.clone(),
+            grants: grants.clone(),
+        };
+        p.judge(&parse_header(m).unwrap(), m)
+    }
+
+    fn grant(method: ActMethod, path: &str) -> Grant {
+        Grant {
+            bus_name: APP.into(),
+            pid: 42,
+            path: path.into(),
+            method,
+        }
+    }
+
+    #[test]
+    fn without_a_grant_the_input_agent_only_reads() {
+        let g = Grants::new();
+        let do_action = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            "i",
+            &[0; 4],
+        );
+        assert_eq!(verdict(&Link::Bus, &g, &do_action), Verdict::Refuse);
+        for (iface, member) in READ_ONLY.iter().chain(INPUT_READS) {
+            let m = call_with(Some(APP), EL, iface, member, "", &[]);
+            assert_eq!(
+                verdict(&Link::Bus, &g, &m),
+                Verdict::Pass,
+                "{iface}.{member}"
+            );
+        }
+        for m in ActMethod::ALL {
+            let (iface, member) = m.spec();
+            let c = call_with(Some(APP), EL, iface, member, "", &[]);
+            assert_eq!(
+                verdict(&Link::Bus, &g, &c),
+                Verdict::Refuse,
+                "{iface}.{member}"
+            );
+        }
+        let focus = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Component",
+            "GrabFocus",
+            "",
+            &[],
+        );
+        assert_eq!(verdict(&Link::Bus, &g, &focus), Verdict::Refuse);
+    }
+
+    #[test]
+    fn a_grant_lets_exactly_its_one_call_through() {
+        let g = Grants::new();
+        let guard = g.grant(grant(ActMethod::DoAction, EL));
+        let act = |dest: Option<&str>, path: &str, iface: &str, member: &str| {
+            call_with(dest, path, iface, member, "i", &[0; 4])
+        };
+        let ok = act(Some(APP), EL, "org.a11y.atspi.Action", "DoAction");
+        assert_eq!(verdict(&Link::Bus, &g, &ok), Verdict::Pass);
+        for (what, m) in [
+            (
+                "another path",
+                act(
+                    Some(APP),
+                    "/org/a11y/atspi/accessible/13",
+                    "org.a11y.atspi.Action",
+                    "DoAction",
+                ),
+            ),
+            (
+                "another app",
+                act(Some(":1.8"), EL, "org.a11y.atspi.Action", "DoAction"),
+            ),
+            (
+                "no destination on the bus",
+                act(None, EL, "org.a11y.atspi.Action", "DoAction"),
+            ),
+            (
+                "another method",
+                act(
+                    Some(APP),
+                    EL,
+                    "org.a11y.atspi.EditableText",
+                    "SetTextContents",
+                ),
+            ),
+            (
+                "another interface",
+                act(Some(APP), EL, "org.a11y.atspi.Selection", "DoAction"),
+            ),
+            (
+                "a method off every list",
+                act(Some(APP), EL, "org.a11y.atspi.Component", "GrabFocus"),
+            ),
+        ] {
+            assert_eq!(verdict(&Link::Bus, &g, &m), Verdict::Refuse, "{what}");
+        }
+        // The reader's filter lets no act through, grant or not.
+        assert_eq!(
+            Policy::Reader.judge(&parse_header(&ok).unwrap(), &ok),
+            Verdict::Refuse
+        );
+        drop(guard);
+        assert_eq!(g.current(), None);
+        assert_eq!(
+            verdict(&Link::Bus, &g, &ok),
+            Verdict::Refuse,
+            "the grant ended"
+        );
+    }
+
+    #[test]
+    fn properties_set_passes_only_for_the_value() {
+        let g = Grants::new();
+        let _guard = g.grant(grant(ActMethod::SetCurrentValue, EL));
+        let set = |iface: &str, prop: &str| {
+            call_with(
+                Some(APP),
+                EL,
+                "org.freedesktop.DBus.Properties",
+                "Set",
+                "ssv",
+                &set_body(iface, prop),
+            )
+        };
+        assert_eq!(
+            verdict(&Link::Bus, &g, &set("org.a11y.atspi.Value", "CurrentValue")),
+            Verdict::Pass
+        );
+        for (iface, prop) in [
+            ("org.a11y.atspi.Value", "MinimumValue"),
+            ("org.a11y.atspi.Text", "CurrentValue"),
+            ("org.a11y.atspi.Component", "Extents"),
+            ("org.a11y.atspi.Value", "CurrentValu"),
+        ] {
+            assert_eq!(
+                verdict(&Link::Bus, &g, &set(iface, prop)),
+                Verdict::Refuse,
+                "{iface}.{prop}"
+            );
+        }
+        // No body, or a body that is not two strings first.
+        let bare = call_with(
+            Some(APP),
+            EL,
+            "org.freedesktop.DBus.Properties",
+            "Set",
+            "",
+            &[],
+        );
+        assert_eq!(verdict(&Link::Bus, &g, &bare), Verdict::Refuse);
+        let odd = call_with(
+            Some(APP),
+            EL,
+            "org.freedesktop.DBus.Properties",
+            "Set",
+            "iiv",
+            &set_body("org.a11y.atspi.Value", "CurrentValue"),
+        );
+        assert_eq!(verdict(&Link::Bus, &g, &odd), Verdict::Refuse);
+        let cut = set("org.a11y.atspi.Value", "CurrentValue");
+        let h = parse_header(&cut).unwrap();
+        assert_eq!(set_target(&h, &cut[..h.body_at + 10]), None);
+    }
+
+    #[test]
+    fn on_a_peer_to_peer_link_the_link_names_the_app() {
+        let g = Grants::new();
+        let _guard = g.grant(grant(
+            ActMethod::SelectChild,
+            "/org/a11y/atspi/accessible/3",
+        ));
+        let m = call_with(
+            None,
+            "/org/a11y/atspi/accessible/3",
+            "org.a11y.atspi.Selection",
+            "SelectChild",
+            "i",
+            &[0; 4],
+        );
+        let link = |bus: &str, pid| Link::App {
+            bus_name: bus.into(),
+            pid,
+        };
+        assert_eq!(verdict(&link(APP, 42), &g, &m), Verdict::Pass);
+        assert_eq!(
+            verdict(&link(APP, 43), &g, &m),
+            Verdict::Refuse,
+            "another pid"
+        );
+        assert_eq!(
+            verdict(&link(":1.8", 42), &g, &m),
+            Verdict::Refuse,
+            "another name"
+        );
+        let elsewhere = call_with(
+            Some(":1.8"),
+            "/org/a11y/atspi/accessible/3",
+            "org.a11y.atspi.Selection",
+            "SelectChild",
+            "i",
+            &[0; 4],
+        );
+        assert_eq!(
+            verdict(&link(APP, 42), &g, &elsewhere),
+            Verdict::Refuse,
+            "a destination naming another app"
+        );
+        let on_element = call_with(
+            None,
+            EL,
+            "org.a11y.atspi.Selection",
+            "SelectChild",
+            "i",
+            &[0; 4],
+        );
+        assert_eq!(
+            verdict(&link(APP, 42), &g, &on_element),
+            Verdict::Refuse,
+            "another object"
+        );
+    }
+
+    #[test]
+    fn one_grant_at_a_time_and_clearing_ends_it() {
+        let g = Grants::new();
+        let first = g.grant(grant(ActMethod::DoAction, EL));
+        let second = g.grant(grant(ActMethod::InsertText, EL));
+        let click = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            "i",
+            &[0; 4],
+        );
+        assert_eq!(verdict(&Link::Bus, &g, &click), Verdict::Refuse, "replaced");
+        // The replaced grant's end does not end its successor.
+        drop(first);
+        assert_eq!(g.current().map(|g| g.method), Some(ActMethod::InsertText));
+        g.clear();
+        assert_eq!(g.current(), None);
+        let typed = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.EditableText",
+            "InsertText",
+            "isi",
+            &[0; 16],
+        );
+        assert_eq!(verdict(&Link::Bus, &g, &typed), Verdict::Refuse, "cleared");
+        drop(second);
+        assert_eq!(g.current(), None);
+    }
+
+    #[test]
+    fn refusals_are_reported_without_names_and_bounded() {
+        let g = Grants::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        g.on_refusal(Arc::new(move |r| s.lock().unwrap().push(r)));
+        let p = Policy::Input {
+            link: Link::Bus,
+            grants: g.clone(),
+        };
+        let click = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            "i",
+            &[0; 4],
+        );
+        let odd = call_with(Some(APP), EL, "x.y", "Z", "", &[]);
+        p.refused(&parse_header(&click).unwrap());
+        let _guard = g.grant(grant(ActMethod::DoAction, "/elsewhere"));
+        p.refused(&parse_header(&odd).unwrap());
+        for _ in 0..100 {
+            p.refused(&parse_header(&odd).unwrap());
+        }
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            seen[0],
+            Refused {
+                method: Some(ActMethod::DoAction),
+                granted: false
+            }
+        );
+        assert_eq!(
+            seen[1],
+            Refused {
+                method: None,
+                granted: true
+            }
+        );
+        assert!(
+            seen.len() <= 2 * REPORTS_PER_SECOND as usize,
+            "{}",
+            seen.len()
+        );
+        // The reader's refusals are not reported here.
+        Policy::Reader.refused(&parse_header(&click).unwrap());
+    }
+
+    /// The relay itself, with a fake bus on the other end: the refused call never reaches it,
+    /// the agent gets the filter's error, and what passes arrives whole and in order.
+    #[tokio::test]
+    async fn the_relay_keeps_a_refused_act_from_the_app() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (agent_ours, mut agent) = UnixStream::pair().unwrap();
+        let (bus_ours, mut bus) = UnixStream::pair().unwrap();
+        let g = Grants::new();
+        tokio::spawn(relay(
+            agent_ours,
+            bus_ours,
+            Policy::Input {
+                link: Link::Bus,
+                grants: g.clone(),
+            },
+        ));
+        let _guard = g.grant(grant(ActMethod::DoAction, EL));
+        let auth = b"\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n".to_vec();
+        let outside = call_with(
+            Some(APP),
+            "/org/a11y/atspi/accessible/99",
+            "org.a11y.atspi.Action",
+            "DoAction",
+            "i",
+            &[0; 4],
+        );
+        let read = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Accessible",
+            "GetRole",
+            "",
+            &[],
+        );
+        let inside = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            "i",
+            &[0; 4],
+        );
+        agent
+            .write_all(&[auth.clone(), outside.clone(), read.clone(), inside.clone()].concat())
+            .await
+            .unwrap();
+        let want = [auth, read, inside].concat();
+        let mut got = vec![0u8; want.len()];
+        tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            got, want,
+            "the bus got the read and the granted act, and nothing else"
+        );
+        let mut head = [0u8; 16];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            agent.read_exact(&mut head),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let len = message_len(&head).unwrap().unwrap();
+        let mut e = head.to_vec();
+        e.resize(len, 0);
+        agent.read_exact(&mut e[16..]).await.unwrap();
+        let h = parse_header(&e).unwrap();
+        assert_eq!(h.msg_type, ERROR);
+        let mut extra = [0u8; 1];
+        let more =
+            tokio::time::timeout(std::time::Duration::from_millis(200), bus.read(&mut extra)).await;
+        assert!(more.is_err(), "nothing more reached the bus");
     }
 
     #[test]

@@ -21,8 +21,10 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::busfilter::{Grants, Link, Policy};
 
 use nish_proto::errors::ErrorCode;
 use nish_proto::wire::{AgentFailure, ConnectTarget, Connected, Handed, MAX_BUS_NAME};
@@ -231,6 +233,7 @@ pub struct Opener {
     ep: Endpoints,
     bus: tokio::sync::Mutex<Option<zbus::Connection>>,
     reachable: Mutex<HashMap<u32, Instant>>,
+    grants: Arc<Grants>,
 }
 
 impl Opener {
@@ -240,6 +243,7 @@ impl Opener {
             ep,
             bus: tokio::sync::Mutex::new(None),
             reachable: Mutex::new(HashMap::new()),
+            grants: Grants::new(),
         }
     }
 
@@ -248,8 +252,9 @@ impl Opener {
         &self.ep
     }
 
-    /// Lets agents reach process `pid` by peer-to-peer link for [`REACHABLE_FOR`] from now
-    /// (the broker calls it for every window it asks an agent to read or act on).
+    /// Lets the reader reach process `pid` by peer-to-peer link for [`REACHABLE_FOR`] from now
+    /// (the broker calls it for every window it asks an agent to read or act on; the input
+    /// agent's links follow its grant instead, [`Opener::input_may_reach`]).
     pub fn allow_pid(&self, pid: u32) {
         if pid == 0 {
             return;
@@ -336,6 +341,15 @@ impl Opener {
         bus_name: &str,
         allowed: &(dyn Fn(u32) -> bool + Sync),
     ) -> Result<Opened, AgentFailure> {
+        self.open_app_of(bus_name, allowed).await.map(|(o, _)| o)
+    }
+
+    /// [`Opener::open_app`], and the pid of the application.
+    async fn open_app_of(
+        &self,
+        bus_name: &str,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Result<(Opened, u32), AgentFailure> {
         if bus_name.len() > MAX_BUS_NAME
             || !bus_name.starts_with(':')
             || !bus_name[1..]
@@ -392,7 +406,7 @@ impl Opener {
             .and_then(Result::ok)
             .and_then(|a| nish_proto::wire::local_unix_address(&a))
         else {
-            return Ok((Handed::NoLink, None));
+            return Ok(((Handed::NoLink, None), pid));
         };
         let s = tokio::time::timeout(
             P2P_TIMEOUT,
@@ -413,7 +427,7 @@ impl Opener {
                 format!("the peer-to-peer address of pid {pid} is served by another process"),
             ));
         }
-        Ok((Handed::App, Some(OwnedFd::from(s))))
+        Ok(((Handed::App, Some(OwnedFd::from(s))), pid))
     }
 
     /// Opens what an agent asked for. `allowed` decides which application processes may be
@@ -423,15 +437,25 @@ impl Opener {
         target: &ConnectTarget,
         allowed: &(dyn Fn(u32) -> bool + Sync),
     ) -> Result<Opened, AgentFailure> {
+        self.open_of(target, allowed).await.map(|(o, _)| o)
+    }
+
+    /// [`Opener::open`], and the application's pid for a peer-to-peer link.
+    async fn open_of(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Result<(Opened, u32), AgentFailure> {
         match target {
             ConnectTarget::X11 => {
                 let ep = self.ep.clone();
                 tokio::task::spawn_blocking(move || open_x11(&ep))
                     .await
                     .map_err(|_| unavailable("the X connect task failed"))?
+                    .map(|o| (o, 0))
             }
-            ConnectTarget::A11yBus => self.open_a11y_bus().await,
-            ConnectTarget::App { bus_name } => self.open_app(bus_name, allowed).await,
+            ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
+            ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
         }
     }
 
@@ -444,40 +468,103 @@ impl Opener {
         allowed: &(dyn Fn(u32) -> bool + Sync),
         filter: bool,
     ) -> Result<Opened, AgentFailure> {
-        let (handed, fd) = self.open(target, allowed).await?;
-        let fd = match fd {
-            Some(fd) if filter && matches!(handed, Handed::A11yBus | Handed::App) => Some(
-                crate::busfilter::filtered(fd)
-                    .map_err(|e| unavailable(format!("the reader's filter: {e}")))?,
+        let filter = if filter { Filter::Reader } else { Filter::Off };
+        self.open_filtered(target, allowed, &filter).await
+    }
+
+    /// [`Opener::open`], the accessibility-bus and peer-to-peer streams through the filter
+    /// `filter` names ([`crate::busfilter`]): the agent gets one end of a socketpair that the
+    /// broker relays. Call it on a tokio runtime.
+    pub async fn open_filtered(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+        filter: &Filter,
+    ) -> Result<Opened, AgentFailure> {
+        let ((handed, fd), pid) = self.open_of(target, allowed).await?;
+        let policy = match (filter, &handed, target) {
+            (Filter::Off, _, _) => None,
+            (Filter::Reader, Handed::A11yBus | Handed::App, _) => Some(Policy::Reader),
+            (Filter::Input(grants), Handed::A11yBus, _) => Some(Policy::Input {
+                link: Link::Bus,
+                grants: grants.clone(),
+            }),
+            (Filter::Input(grants), Handed::App, ConnectTarget::App { bus_name }) => {
+                Some(Policy::Input {
+                    link: Link::App {
+                        bus_name: bus_name.clone(),
+                        pid,
+                    },
+                    grants: grants.clone(),
+                })
+            }
+            _ => None,
+        };
+        let fd = match (fd, policy) {
+            (Some(fd), Some(policy)) => Some(
+                crate::busfilter::filtered_with(fd, policy)
+                    .map_err(|e| unavailable(format!("the D-Bus filter: {e}")))?,
             ),
-            other => other,
+            (fd, _) => fd,
         };
         Ok((handed, fd))
     }
 
-    /// [`Opener::open`] with the broker's own rule: a process that a request named recently
-    /// (see [`Opener::allow_pid`]); the reader's bus links through its filter.
+    /// The input agent's grants (set by the broker around each act it asks for).
+    pub fn grants(&self) -> &Arc<Grants> {
+        &self.grants
+    }
+
+    /// True when the input agent may link to `pid` now: it is the process of the act the
+    /// broker asked for (the grant).
+    pub fn input_may_reach(&self, pid: u32) -> bool {
+        self.grants.current().is_some_and(|g| g.pid == pid)
+    }
+
+    /// [`Opener::open`] with the broker's own rules for peer-to-peer links: for the reader, a
+    /// process that a request named recently (see [`Opener::allow_pid`]); for the input agent,
+    /// only the process of the act it is asked for now ([`Opener::input_may_reach`]). The
+    /// reader's and the input agent's bus links go through their filters.
     pub async fn open_for_agent(
         &self,
         target: &ConnectTarget,
-        reader: bool,
+        peer: crate::conn::Peer,
     ) -> Result<Opened, AgentFailure> {
-        self.open_maybe_filtered(
-            target,
-            &|pid| self.pid_allowed(pid),
-            reader && reader_filter_on(),
-        )
-        .await
+        let filter = match peer {
+            _ if !filters_on() => Filter::Off,
+            crate::conn::Peer::Reader => Filter::Reader,
+            crate::conn::Peer::Input => Filter::Input(self.grants.clone()),
+            _ => Filter::Off,
+        };
+        if peer == crate::conn::Peer::Input {
+            return self
+                .open_filtered(target, &|pid| self.input_may_reach(pid), &filter)
+                .await;
+        }
+        self.open_filtered(target, &|pid| self.pid_allowed(pid), &filter)
+            .await
     }
 }
 
-/// The reader's filter is always on, except in a broker built with the `bench-unfiltered`
+/// Which filter a handed bus link goes through.
+#[derive(Clone, Debug)]
+pub enum Filter {
+    /// None (the indicator's X connection; the benchmark's filter-off side).
+    Off,
+    /// The reader's: reads only.
+    Reader,
+    /// The input agent's: reads, and the act of the current grant.
+    Input(Arc<Grants>),
+}
+
+/// The agents' filters are always on, except in a broker built with the `bench-unfiltered`
 /// feature (the workspace's test build, never the daemon built alone) and started with
-/// `NISH_BENCH_READER_FILTER=off`: the act benchmark's side-by-side run.
-fn reader_filter_on() -> bool {
+/// `NISH_BENCH_READER_FILTER=off`: the act benchmark's side-by-side run, which turns off the
+/// reader's and the input agent's filters both.
+fn filters_on() -> bool {
     #[cfg(feature = "bench-unfiltered")]
     if std::env::var_os("NISH_BENCH_READER_FILTER").is_some_and(|v| v == "off") {
-        tracing::warn!("the reader's D-Bus filter is off (NISH_BENCH_READER_FILTER, a benchmark)");
+        tracing::warn!("the agents' D-Bus filters are off (NISH_BENCH_READER_FILTER, a benchmark)");
         return false;
     }
     true
@@ -573,6 +660,24 @@ mod tests {
             let e = o.open_app(bad, &|_| true).await.unwrap_err();
             assert_eq!(e.code, "app_not_in_scope", "{bad}");
         }
+    }
+
+    #[test]
+    fn the_input_agent_reaches_only_the_process_of_its_act() {
+        let o = Opener::new(Endpoints::default());
+        o.allow_pid(42);
+        assert!(!o.input_may_reach(42), "no act asked for");
+        let g = o.grants().grant(crate::busfilter::Grant {
+            bus_name: ":1.7".into(),
+            pid: 42,
+            path: "/org/a11y/atspi/accessible/1".into(),
+            method: crate::busfilter::ActMethod::DoAction,
+        });
+        assert!(o.input_may_reach(42));
+        o.allow_pid(43);
+        assert!(!o.input_may_reach(43), "named for the reader, not the act");
+        drop(g);
+        assert!(!o.input_may_reach(42), "the act ended");
     }
 
     #[tokio::test]

@@ -385,6 +385,73 @@ async fn a_glide_stops_when_the_person_moves() {
     );
 }
 
+/// The input agent's act under way ends (its grant on the broker's D-Bus filter) when the
+/// person takes over, when the kill switch is pressed and when the host revokes.
+#[tokio::test]
+async fn a_pause_the_kill_switch_and_a_revoke_end_the_act_under_way() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let ended = || f.engine.backend.acts_ended();
+    let before = ended();
+    f.person(PersonOp::Move { x: 10, y: 10 }).await;
+    assert_eq!(f.next_event().await["event"], "takeover.paused");
+    assert!(ended() > before, "a pause ends the act");
+    let before = ended();
+    f.engine.stop_all("test").await;
+    assert!(ended() > before, "the kill switch ends the act");
+    let (s2, _rx) = f.other_session("h2", 99);
+    f.start_on(
+        &s2,
+        json!({"apps": ["Notes"]}),
+        PersonOp::Approve {
+            apps: None,
+            takeover: false,
+            clipboard: false,
+        },
+    )
+    .await
+    .ok();
+    let before = ended();
+    f.engine
+        .control(&s2, r#"{"method":"session.revoke","params":{}}"#)
+        .await;
+    assert!(ended() > before, "a revoke ends the act");
+}
+
+/// A call the input agent's filter refused is audited: which act method (or `other`) and
+/// whether a grant was in force, no name the agent chose.
+#[tokio::test]
+async fn a_refused_call_of_the_input_agent_is_audited() {
+    use nish_broker::busfilter::{ActMethod, Refused};
+    let f = Fixture::new(true);
+    f.engine.backend.call_refused(Refused {
+        method: Some(ActMethod::SetCurrentValue),
+        granted: true,
+    });
+    f.engine.backend.call_refused(Refused {
+        method: None,
+        granted: false,
+    });
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = f
+            .audit()
+            .into_iter()
+            .filter(|e| e["event"] == "agent.call_refused")
+            .collect();
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["method"], "Set");
+    assert_eq!(seen[0]["grant"], true);
+    assert_eq!(seen[0]["agent"], "nish-input");
+    assert_eq!(seen[1]["method"], "other");
+    assert_eq!(seen[1]["grant"], false);
+}
+
 #[tokio::test]
 async fn kill_switch_while_paused_is_final() {
     let f = Fixture::new(true);

@@ -1,7 +1,8 @@
 //! The input agent's own D-Bus calls: a closed list of the calls that change an application
 //! ([`Act`]), each with its timeout, and the one read-only call the reader's list
 //! (`nish_reader::dbus::Read`) does not have ([`Look`]). Every other call goes through the
-//! reader's list.
+//! reader's list. The broker's filter on the input agent's links lets reads through and an act
+//! only when it is the one the broker asked for (`nish_broker::busfilter`).
 //!
 //! There is no way to name another method here: no focus (`GrabFocus`), no scrolling, no
 //! window geometry, no synthetic events (`DeviceEventController`), no clipboard (`CutText`,
@@ -242,6 +243,34 @@ mod tests {
             }
         }
         assert!(seen >= 8, "scanned {seen} files");
+    }
+
+    #[test]
+    fn every_call_passes_the_brokers_filter_only_as_it_should() {
+        use nish_broker::busfilter::{ActMethod, INPUT_READS, READ_ONLY};
+        // Reads pass the input agent's filter at any time: the reader's list (its own test
+        // checks every `Read`) and the looks.
+        for l in Look::ALL {
+            assert!(
+                INPUT_READS.contains(&l.spec()),
+                "{:?} is not on the filter's list",
+                l.spec()
+            );
+        }
+        for r in nish_reader::dbus::Read::ALL {
+            assert!(READ_ONLY.contains(&r.spec()), "{:?}", r.spec());
+        }
+        // Acts pass only under a grant: each is one of the filter's act methods, none a read.
+        let methods: Vec<_> = ActMethod::ALL.iter().map(|m| m.spec()).collect();
+        assert_eq!(methods.len(), Act::ALL.len());
+        for a in Act::ALL {
+            assert!(
+                methods.contains(&a.spec()),
+                "{:?} is not an act the filter knows",
+                a.spec()
+            );
+            assert!(!READ_ONLY.contains(&a.spec()) && !INPUT_READS.contains(&a.spec()));
+        }
     }
 
     #[test]

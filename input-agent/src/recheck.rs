@@ -160,6 +160,7 @@ mod tests {
             frame: Some(Rect::new(15, 397, 108, 22)),
             window_frame: Rect::new(0, 0, 1366, 741),
             collapsed_option: false,
+            parent_handle: None,
         }
     }
 

@@ -10,7 +10,8 @@
 //! 3. The re-check rules ([`crate::recheck::judge`]); for text and numbers also the secure-field
 //!    rule ([`crate::recheck::secure`]).
 //! 4. What the act needs is read (the action's index by its non-localized name; the caret; the
-//!    parent's `Selection` and the element's index in it; the value's range) and checked.
+//!    parent's `Selection` and the element's index in it, the parent being the one the
+//!    snapshot showed; the value's range) and checked.
 //! 5. One act call from [`crate::calls`], with its timeout.
 //!
 //! Nothing changes the application before step 5. A failure before it is answered with
@@ -212,7 +213,7 @@ impl Semantic {
 
         match op {
             SemanticOp::Action { name } => self.action(&el, name, deadline).await,
-            SemanticOp::Select => self.select(&el, deadline).await,
+            SemanticOp::Select => self.select(&el, target, deadline).await,
             SemanticOp::InsertText { text } => {
                 secure(target, &el.live)?;
                 editable(&el)?;
@@ -288,7 +289,12 @@ impl Semantic {
         }
     }
 
-    async fn select(&self, el: &Element, deadline: Instant) -> Result<String, ActFailure> {
+    async fn select(
+        &self,
+        el: &Element,
+        target: &Expect,
+        deadline: Instant,
+    ) -> Result<String, ActFailure> {
         if !el.live.states.has(State::Selectable) {
             return Err(ActFailure::not_actionable("the element is not selectable"));
         }
@@ -303,6 +309,14 @@ impl Semantic {
             .map_err(read_failure)?;
         if !(pbus.is_empty() || pbus == el.handle.bus) || ppath == NULL_PATH {
             return Err(no_selection());
+        }
+        // The broker lets `SelectChild` reach only the parent its snapshot showed.
+        if let Some(p) = &target.parent_handle
+            && !Handle::parse(p).is_some_and(|p| p.is(&el.handle.bus, ppath.as_str()))
+        {
+            return Err(ActFailure::stale(
+                "the element's parent is not the one the snapshot showed",
+            ));
         }
         let t = left(deadline)?;
         let (ifaces, index) = tokio::join!(

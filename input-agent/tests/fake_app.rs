@@ -201,6 +201,7 @@ fn target(conn: &zbus::Connection, i: usize) -> Expect {
         frame: Some(Rect::new(10, y, 80, 20)),
         window_frame: Rect::new(0, 0, 400, 300),
         collapsed_option: false,
+        parent_handle: None,
     }
 }
 

@@ -458,6 +458,7 @@ fn broker_to_input() -> impl Strategy<Value = BrokerToInput> {
                     frame,
                     window_frame,
                     collapsed_option,
+                    parent_handle: None,
                 }
             },
         );
@@ -961,6 +962,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     frame: Some(Rect::new(1, 2, 3, 4)),
                     window_frame: Rect::new(0, 0, 640, 480),
                     collapsed_option: false,
+                    parent_handle: None,
                 },
                 op: SemanticOp::InsertText { text: "Ada".into() },
             }),

@@ -12,8 +12,9 @@
 //! - `--handed-x FD`, `--handed-dbus FD`: a connection the test opened and handed in (an X
 //!   server, a D-Bus bus); must still work: the X setup request is answered, the D-Bus
 //!   authentication line is answered.
-//! - `--filtered-dbus FD`: a D-Bus connection handed in through the reader's filter, as the
-//!   broker hands the reader its links: after the authentication and `Hello`, a read
+//! - `--filtered-dbus FD`: a D-Bus connection handed in through the broker's filter, as the
+//!   broker hands the reader and the input agent their links (the input agent's with no act
+//!   granted): after the authentication and `Hello`, a read
 //!   (`org.freedesktop.DBus.Peer.Ping`) must be answered, and an action (`DoAction`) and a
 //!   setter (`SetTextContents`) must be refused by the filter (`AccessDenied`).
 //! - `--link-later FD`: a socket on which the test sends one descriptor, a peer-to-peer link to
@@ -58,7 +59,7 @@ pub struct Probes {
     pub handed_x: Option<i32>,
     /// A handed-in D-Bus connection (descriptor).
     pub handed_dbus: Option<i32>,
-    /// A handed-in D-Bus connection through the reader's filter (descriptor).
+    /// A handed-in D-Bus connection through the broker's filter (descriptor).
     pub filtered_dbus: Option<i32>,
     /// A socket that brings a peer-to-peer link after the lock-down (descriptor).
     pub link_later: Option<i32>,

@@ -89,7 +89,7 @@ def pyatspi_times(env: dict, pid: int, n: int, kind: str) -> list[float]:
 
 
 async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int) -> dict:
-    """One broker (the reader's D-Bus filter on or off), `acts` of each kind after 3 warm-ups."""
+    """One broker (the agents' D-Bus filters on or off), `acts` of each kind after 3 warm-ups."""
     env = {"NISH_LOG": "warn"}
     if not filter_on:
         # Honoured only by a broker built with the bench-unfiltered feature (the workspace
@@ -130,7 +130,7 @@ async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int) -> di
 
 async def run(ns: argparse.Namespace) -> None:
     h.VERBOSE = False
-    # The reader's filter on and off, alternating in halves so the machine's drift hits both.
+    # The agents' filters on and off, alternating in halves so the machine's drift hits both.
     on: dict = {}
     off: dict = {}
     half = max(1, ns.acts // 2)
@@ -144,7 +144,7 @@ async def run(ns: argparse.Namespace) -> None:
     env = dict(os.environ)  # the test desktop's, as the script was started
     py_click = pyatspi_times(env, ns.pid, ns.acts, "click")
     py_set = pyatspi_times(env, ns.pid, ns.acts, "set")
-    print(f"{2 * half} acts each, the reader's filter on and off alternating; milliseconds\n")
+    print(f"{2 * half} acts each, the agents' filters on and off alternating; milliseconds\n")
     print("| act | median | p95 | median excl. settle | p95 excl. settle | settle median |")
     print("|---|---|---|---|---|---|")
     for name in on:

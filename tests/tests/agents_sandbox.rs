@@ -12,7 +12,7 @@
 //! gets a bus link through the broker's filter, as in service: a read through it is answered,
 //! an action and a setter are refused by the filter. A peer-to-peer link to a real app, sent
 //! to the reader and the input agent only once they run locked down (as the broker's links
-//! arrive in service), still serves reads; the reader's, through its filter, refuses acts.
+//! arrive in service), still serves reads, and through their filters refuses acts.
 
 use std::os::fd::AsRawFd as _;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -162,15 +162,27 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
     UnixStream::connect(&x).expect("X accepts this test");
     std::fs::read(&secret).expect("the test reads the file");
 
-    // The reader's links go through the broker's filter: one such link for the reader's probe.
+    // The reader's and the input agent's links go through the broker's filter: one such link
+    // for each one's probe.
     let rt = tokio::runtime::Runtime::new().expect("a runtime for the filter");
     for agent in ["nish-reader", "nish-input", "nish-indicator"] {
         let handed_x = UnixStream::connect(&x).unwrap();
         let handed_bus = UnixStream::connect(&bus).unwrap();
-        let filtered_bus: Option<UnixStream> = (agent == "nish-reader").then(|| {
+        // The input agent's, with no act granted: its actions and setters are refused too.
+        let policy = match agent {
+            "nish-reader" => Some(nish_broker::busfilter::Policy::Reader),
+            "nish-input" => Some(nish_broker::busfilter::Policy::Input {
+                link: nish_broker::busfilter::Link::Bus,
+                grants: nish_broker::busfilter::Grants::new(),
+            }),
+            _ => None,
+        };
+        let filtered_bus: Option<UnixStream> = policy.map(|policy| {
             let _in_rt = rt.enter();
             let real = UnixStream::connect(&bus).unwrap();
-            UnixStream::from(nish_broker::busfilter::filtered(real.into()).expect("the filter"))
+            UnixStream::from(
+                nish_broker::busfilter::filtered_with(real.into(), policy).expect("the filter"),
+            )
         });
         let mut args: Vec<String> = [
             "--probe-connect",
@@ -248,11 +260,12 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
 /// The links the broker opens for an agent in service arrive after its lock-down, over its
 /// broker socket: here a real peer-to-peer link to gtk3-widget-factory, opened by the broker's
 /// own opener, is sent to `<agent> --self-test --link-later FD` once the agent runs. The agent
-/// takes it after locking down and a read over it is answered. The reader's link goes through
-/// its filter, as in service: an action and a setter on it get the filter's refusal.
+/// takes it after locking down and a read over it is answered. Each link goes through its
+/// agent's filter, as in service (the input agent's with no act granted): an action and a
+/// setter on it get the filter's refusal.
 #[test]
 fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
-    use nish_broker::handover::{Endpoints, Opener};
+    use nish_broker::handover::{Endpoints, Filter, Opener};
     use nish_proto::wire::{ConnectTarget, Handed};
     use nish_testdesk::App;
 
@@ -312,14 +325,19 @@ fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
         panic!("the app has no name on the accessibility bus");
     });
     for agent in ["nish-reader", "nish-input"] {
-        let reader = agent == "nish-reader";
+        // Each agent's own filter, as the broker relays its links (the input agent's with no
+        // act granted).
+        let filter = match agent {
+            "nish-reader" => Filter::Reader,
+            _ => Filter::Input(nish_broker::busfilter::Grants::new()),
+        };
         let (handed, link) = rt
-            .block_on(opener.open_maybe_filtered(
+            .block_on(opener.open_filtered(
                 &ConnectTarget::App {
                     bus_name: bus_name.clone(),
                 },
                 &|pid| pid == app.pid,
-                reader,
+                &filter,
             ))
             .expect("a link to the app");
         assert_eq!(handed, Handed::App, "gtk3-widget-factory offers a link");
@@ -335,18 +353,15 @@ fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
                 == "a read (Peer.Ping) on the peer-to-peer link handed in after the lock-down is answered"),
             "{agent}: the read on the later link was not tried"
         );
-        if reader {
-            for member in ["DoAction", "SetTextContents"] {
-                let want =
-                    format!("{member} on the peer-to-peer link handed in after the lock-down");
-                let a = v["forbidden"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|a| a["what"] == want.as_str())
-                    .unwrap_or_else(|| panic!("{agent}: {want} was not tried"));
-                assert_eq!(a["errno"], 13, "{agent}: {want}: {a}");
-            }
+        for member in ["DoAction", "SetTextContents"] {
+            let want = format!("{member} on the peer-to-peer link handed in after the lock-down");
+            let a = v["forbidden"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["what"] == want.as_str())
+                .unwrap_or_else(|| panic!("{agent}: {want} was not tried"));
+            assert_eq!(a["errno"], 13, "{agent}: {want}: {a}");
         }
     }
 }

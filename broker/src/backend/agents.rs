@@ -792,7 +792,6 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
             let target = target.clone();
             let handing = handing.clone();
             let peer = conn.peer();
-            let reader = peer == Peer::Reader;
             tokio::spawn(async move {
                 let opened = if peer == Peer::Indicator && target != ConnectTarget::X11 {
                     // The indicator draws on X and needs nothing else.
@@ -801,7 +800,7 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
                         message: "the indicator is handed an X connection only".into(),
                     })
                 } else {
-                    opener().open_for_agent(&target, reader).await
+                    opener().open_for_agent(&target, peer).await
                 };
                 if let Err(f) = &opened {
                     tracing::info!(agent = name, code = %f.code, "connection not handed: {}", clean_message(&f.message));

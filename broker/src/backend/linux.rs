@@ -40,6 +40,7 @@ use super::agents::{
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
+use crate::busfilter::{ActMethod, Grant};
 use crate::conn::{Msg, indicator_kind, input_kind, reader_kind};
 use crate::session::PausedReason;
 
@@ -482,6 +483,36 @@ where
     }
 }
 
+/// The one call an act may make, as the broker asked for it: the element's application and
+/// object (for a select, the parent the snapshot showed) and the act's method. `None` when the
+/// handles do not name an object of one application.
+pub fn act_grant(target: &Expect, op: &SemanticOp) -> Option<Grant> {
+    let split = |h: &str| -> Option<(String, String)> {
+        let (bus, path) = h.split_once('|')?;
+        (bus.starts_with(':') && path.starts_with('/')).then(|| (bus.to_string(), path.to_string()))
+    };
+    let (bus_name, element) = split(&target.handle)?;
+    let (method, path) = match op {
+        SemanticOp::Action { .. } => (ActMethod::DoAction, element),
+        SemanticOp::InsertText { .. } => (ActMethod::InsertText, element),
+        SemanticOp::SetText { .. } => (ActMethod::SetTextContents, element),
+        SemanticOp::SetNumber { .. } => (ActMethod::SetCurrentValue, element),
+        SemanticOp::Select => {
+            let (pbus, ppath) = split(target.parent_handle.as_deref()?)?;
+            if pbus != bus_name {
+                return None;
+            }
+            (ActMethod::SelectChild, ppath)
+        }
+    };
+    Some(Grant {
+        bus_name,
+        pid: target.pid,
+        path,
+        method,
+    })
+}
+
 /// The Linux backend.
 pub struct LinuxBackend {
     reader: Arc<Slot<BrokerToReader, ReaderToBroker>>,
@@ -495,6 +526,8 @@ pub struct LinuxBackend {
     input_probe: Mutex<Option<InputProbe>>,
     /// The administrator's assistive-input opt-in (read at start).
     assistive: crate::assistive::Setting,
+    /// Held while an act is asked of the input agent: one grant at a time.
+    act_lock: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -533,6 +566,14 @@ impl LinuxBackend {
         let (events_tx, rx) = mpsc::unbounded_channel();
         let indicator_answers = Arc::new(std::sync::Mutex::new(IndicatorWaiters::default()));
         let assistive = crate::assistive::Setting::read();
+        {
+            let refusals = events_tx.clone();
+            super::agents::opener()
+                .grants()
+                .on_refusal(Arc::new(move |r| {
+                    let _ = refusals.send(BackendEvent::CallRefused(r));
+                }));
+        }
         let reader = Slot::new(
             "nish-reader",
             Role::Reader,
@@ -566,6 +607,7 @@ impl LinuxBackend {
             read_timeout: Duration::from_secs(8),
             input_probe: Mutex::new(None),
             assistive,
+            act_lock: Mutex::new(()),
         }
     }
 
@@ -1269,8 +1311,20 @@ impl Backend for LinuxBackend {
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         // The one way to the input agent: whoever starts it wires its person-input events.
         let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
+        let grant = act_grant(&target, &op).ok_or_else(|| {
+            DriverError::new(
+                ErrorCode::ElementNotFound,
+                "the element's handle names no object the input agent could act on",
+            )
+            .with_effect("refused")
+        })?;
+        // One act at a time: its grant is the only one (see `crate::busfilter::Grants`).
+        let _one = self.act_lock.lock().await;
         super::agents::opener().allow_pid(target.pid);
         let id = agent.next_id();
+        // The input agent's links let this act's one call through from now until the answer,
+        // the time bound, or the end of the session (`end_acts`), whichever comes first.
+        let _grant = super::agents::opener().grants().grant(grant);
         match agent
             .request(
                 id,
@@ -1323,6 +1377,10 @@ impl Backend for LinuxBackend {
                 })
             }
         }
+    }
+
+    fn end_acts(&self) {
+        super::agents::opener().grants().clear();
     }
 
     /// A takeover is offered only when everything it needs is there: XTEST and XInput 2.1 (the
@@ -1925,6 +1983,74 @@ impl Backend for LinuxBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_acts_grant_names_its_element_and_its_one_method() {
+        let mut t = Expect {
+            handle: ":1.7|/org/a11y/atspi/accessible/12".into(),
+            window_id: 1,
+            pid: 42,
+            role: "push_button".into(),
+            name: String::new(),
+            states: Default::default(),
+            frame: None,
+            window_frame: nish_proto::model::Rect::new(0, 0, 10, 10),
+            collapsed_option: false,
+            parent_handle: Some(":1.7|/org/a11y/atspi/accessible/3".into()),
+        };
+        let g = act_grant(
+            &t,
+            &SemanticOp::Action {
+                name: "click".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            g,
+            Grant {
+                bus_name: ":1.7".into(),
+                pid: 42,
+                path: "/org/a11y/atspi/accessible/12".into(),
+                method: ActMethod::DoAction,
+            }
+        );
+        let m = |op| act_grant(&t, &op).map(|g| (g.method, g.path));
+        let el = "/org/a11y/atspi/accessible/12".to_string();
+        assert_eq!(
+            m(SemanticOp::SetNumber { value: 1.0 }),
+            Some((ActMethod::SetCurrentValue, el.clone()))
+        );
+        assert_eq!(
+            m(SemanticOp::SetText { text: "x".into() }),
+            Some((ActMethod::SetTextContents, el.clone()))
+        );
+        assert_eq!(
+            m(SemanticOp::InsertText { text: "x".into() }),
+            Some((ActMethod::InsertText, el))
+        );
+        // A select reaches the parent the snapshot showed, of the same application only.
+        assert_eq!(
+            m(SemanticOp::Select),
+            Some((
+                ActMethod::SelectChild,
+                "/org/a11y/atspi/accessible/3".to_string()
+            ))
+        );
+        t.parent_handle = Some(":1.8|/org/a11y/atspi/accessible/3".into());
+        assert_eq!(act_grant(&t, &SemanticOp::Select), None);
+        t.parent_handle = None;
+        assert_eq!(act_grant(&t, &SemanticOp::Select), None);
+        t.handle = "org.gtk.App|/x".into();
+        assert_eq!(
+            act_grant(
+                &t,
+                &SemanticOp::Action {
+                    name: "click".into()
+                }
+            ),
+            None
+        );
+    }
 
     #[test]
     fn wayland_is_wayland_even_with_xwayland() {

@@ -585,6 +585,8 @@ pub struct MockBackend {
     pending: Mutex<Option<Pending>>,
     events_tx: mpsc::UnboundedSender<BackendEvent>,
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<BackendEvent>>>,
+    /// How often the engine ended the act under way ([`Backend::end_acts`]).
+    acts_ended: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for MockBackend {
@@ -608,7 +610,19 @@ impl MockBackend {
             pending: Mutex::new(None),
             events_tx,
             events_rx: Mutex::new(Some(rx)),
+            acts_ended: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Reports a call of the input agent's that the broker's D-Bus filter refused, as the
+    /// Linux backend does (tests of the audit).
+    pub fn call_refused(&self, r: crate::busfilter::Refused) {
+        let _ = self.events_tx.send(BackendEvent::CallRefused(r));
+    }
+
+    /// How often the engine ended the act under way (the kill switch, a revoke, a pause).
+    pub fn acts_ended(&self) -> usize {
+        self.acts_ended.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn desk(&self) -> std::sync::MutexGuard<'_, Desk> {
@@ -822,6 +836,11 @@ impl Backend for MockBackend {
                 clipboard: false,
             },
         })
+    }
+
+    fn end_acts(&self) {
+        self.acts_ended
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {

@@ -123,6 +123,8 @@ pub enum BackendEvent {
         /// When it starts again.
         restart_in_ms: u64,
     },
+    /// The broker's D-Bus filter refused a call of the input agent's.
+    CallRefused(crate::busfilter::Refused),
     /// An agent started but was refused before it served (no lock-down, no hello in time).
     AgentRefused {
         /// Its binary name.
@@ -251,6 +253,10 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         req: ConsentRequest,
     ) -> impl Future<Output = Result<ConsentAnswer, DriverError>> + Send;
+
+    /// Ends the act the input agent was asked for, if one is under way: its call no longer
+    /// reaches the app (the kill switch, a revoke, a pause, the session's end).
+    fn end_acts(&self) {}
 
     /// A headless act on one element, after a live re-check of it. Returns the path taken.
     fn semantic(

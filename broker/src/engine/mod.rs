@@ -597,6 +597,14 @@ impl<B: Backend> Engine<B> {
             BackendEvent::StopHotkey => {
                 self.stop_all("hotkey").await;
             }
+            BackendEvent::CallRefused(r) => {
+                let method = r.method.map_or("other", |m| m.spec().1);
+                self.audit.emit(
+                    AuditEvent::AgentCallRefused,
+                    None,
+                    json!({"agent": "nish-input", "method": method, "grant": r.granted}),
+                );
+            }
             BackendEvent::AgentCutOff(v) => {
                 let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
                 fields["agent"] = v.agent.into();
@@ -655,6 +663,7 @@ impl<B: Backend> Engine<B> {
         if !paused {
             return;
         }
+        self.backend.end_acts();
         self.backend.release_all().await;
         self.backend.set_indicator_paused(&s.id, true).await;
         let at = self.now_ms();
@@ -753,8 +762,10 @@ impl<B: Backend> Engine<B> {
             was
         };
         if why != Teardown::EndSession {
-            // Nothing more happens on this connection: wake whatever waits for it.
+            // Nothing more happens on this connection: wake whatever waits for it, and an act
+            // under way no longer reaches the app.
             let _ = s.cancel.send(true);
+            self.backend.end_acts();
         }
         self.after_takeover_lost(s, why.takeover_reason()).await;
         // The clipboard this session owns stops with it.

@@ -325,6 +325,10 @@ pub fn expect(tree: &Tree, row: usize) -> Expect {
         frame: n.frame,
         window_frame: tree.window.frame,
         collapsed_option: false,
+        parent_handle: n
+            .parent
+            .and_then(|p| tree.nodes.get(p as usize))
+            .map(|p| p.handle.clone()),
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Expect {
     /// but its combo box is. The agent then checks that live and picks the option through its
     /// own action, without opening the popup.
     pub collapsed_option: bool,
+    /// The handle of the element's parent in the snapshot: the container whose `Selection` a
+    /// select uses (the broker lets the input agent's `SelectChild` reach that object only).
+    pub parent_handle: Option<String>,
 }
 
 /// A headless (accessibility) act.

@@ -138,6 +138,11 @@ impl Target {
             frame: self.node.frame,
             window_frame: self.window.frame,
             collapsed_option: self.collapsed_option(),
+            parent_handle: self
+                .node
+                .parent
+                .and_then(|p| self.before.get(p as usize))
+                .map(|p| p.handle.clone()),
         }
     }
 
