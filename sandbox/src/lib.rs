@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 pub use nish_proto::wire::LockdownReport;
 
+mod allow_lists;
 pub mod attempts;
 mod landlock_rules;
 mod seccomp_filters;
@@ -158,7 +159,8 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
         ));
     }
 
-    if let Err(e) = seccomp_filters::apply(profile.connections_handed_in()) {
+    let allow = allow_lists::calls_for(profile.name);
+    if let Err(e) = seccomp_filters::apply(profile.connections_handed_in(), allow.as_deref()) {
         failures.push(format!("seccomp: {e}"));
     }
 
