@@ -6,6 +6,12 @@
 //! broker logs it, tagged with the agent's name) and makes the call fail with `EPERM`; on other
 //! architectures it fails with `EPERM` without a line.
 //!
+//! The kernel runs every filter and takes the strictest answer (a trap before an errno): a call
+//! both this filter and an earlier one refuse (`ptrace`, a network `socket`, `perf_event_open`,
+//! ...) traps, is logged and fails with `EPERM`. The calls that must keep the errno of an
+//! earlier filter are listed here so that filter decides: `clone3` (`ENOSYS`, so the C library
+//! falls back to `clone`) and `execve`/`execveat` (see [`base`]).
+//!
 //! The lists were found by running the test suite with the filter in place and adding what the
 //! refused lines named, plus the sibling calls another C library version picks instead
 //! (`poll`/`ppoll`, `epoll_wait`/`epoll_pwait`/`epoll_pwait2`, `fstat`/`newfstatat`/`statx`,
@@ -16,7 +22,10 @@
 use std::collections::BTreeMap;
 
 use nix::libc;
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
 
 /// What every agent needs: the Rust runtime, the C library's start-up, memory allocator and
 /// threads, tokio, logging to standard error, the X and D-Bus connections the broker hands in,
@@ -118,7 +127,6 @@ fn base() -> Vec<i64> {
         libc::SYS_getpgid,
         libc::SYS_uname,
         libc::SYS_prctl,
-        libc::SYS_prlimit64,
         libc::SYS_getrandom,
         // Refused with EPERM by the exec filter; listed so that a child made by `posix_spawn`
         // (which runs with no signal handler) sees that EPERM instead of being killed by an
@@ -183,10 +191,18 @@ pub(crate) fn calls_for(name: &str) -> Option<Vec<i64>> {
     Some(calls)
 }
 
-/// The filter allowing `calls` and refusing every other call: a trap to the SIGSYS handler
-/// when `trap` (it is installed), else `EPERM`.
-pub(crate) fn filter(calls: &[i64], trap: bool) -> Result<BpfProgram, String> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = calls.iter().map(|nr| (*nr, vec![])).collect();
+/// The filter allowing `calls`, and `prlimit64` on this process only (`pid` 0 or this
+/// process's `pid`: the C library reads its own limits with it; aimed at another process it
+/// would change that process's limits), and refusing every other call: a trap to the SIGSYS
+/// handler when `trap` (it is installed), else `EPERM`.
+pub(crate) fn filter(calls: &[i64], pid: u32, trap: bool) -> Result<BpfProgram, String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = calls.iter().map(|nr| (*nr, vec![])).collect();
+    let own = |value: u64| -> Result<SeccompRule, String> {
+        let c = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+            .map_err(|e| e.to_string())?;
+        SeccompRule::new(vec![c]).map_err(|e| e.to_string())
+    };
+    rules.insert(libc::SYS_prlimit64, vec![own(0)?, own(u64::from(pid))?]);
     let refuse = if trap {
         SeccompAction::Trap
     } else {
@@ -213,7 +229,7 @@ mod tests {
             let calls = calls_for(name).expect(name);
             assert!(calls.contains(&libc::SYS_read), "{name}");
             assert!(!calls.contains(&libc::SYS_ptrace), "{name}");
-            assert!(!filter(&calls, true).expect("compiles").is_empty());
+            assert!(!filter(&calls, 42, true).expect("compiles").is_empty());
         }
         assert_eq!(calls_for("probe"), None);
     }

@@ -259,7 +259,7 @@ pub(crate) fn apply(no_connect: bool, allow: Option<&[i64]>) -> Result<(), Strin
     }
     if let Some(calls) = allow {
         let trap = crate::sys::install_sigsys_handler()?;
-        let list = crate::allow_lists::filter(calls, trap)?;
+        let list = crate::allow_lists::filter(calls, std::process::id(), trap)?;
         seccompiler::apply_filter_all_threads(&list)
             .map_err(|e| format!("allow-list filter: {e}"))?;
     }

@@ -11,7 +11,8 @@ pub(crate) fn errno_of(nr: libc::c_long, args: [libc::c_long; 4]) -> Option<i32>
     // SAFETY: every call made through here passes only integers and null pointers
     // (perf_event_open with a null attribute, keyctl on the session keyring id, bpf with a null
     // attribute, userfaultfd with flags, kill/tkill/tgkill with signal 0, which only checks
-    // that the target could be signalled, fcntl(F_SETOWN) on a socket the caller owns); the
+    // that the target could be signalled, fcntl(F_SETOWN) on a socket the caller owns,
+    // prlimit64 with null limits, personality's query value 0xffffffff); the
     // kernel validates each argument and touches no memory of this process for them. A
     // returned descriptor is closed below.
     let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3]) };
