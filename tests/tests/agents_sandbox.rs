@@ -146,6 +146,20 @@ fn agents_refuse_network_files_exec_and_the_kernels_surfaces() {
             nix::libc::SYS_ptrace
         );
         assert!(log.lines().any(|l| l == ptrace), "{agent}: {log}");
+        // An x32 system call (x86_64 only) is in no allow-list: refused and logged, also for
+        // `kill`, whose x86_64 number the surface filter checks by its arguments.
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert!(
+                what.iter().any(|w| w == "x32 kill(parent, 0)"),
+                "{agent}: the x32 call was not tried"
+            );
+            let x32 = format!(
+                "nish-sandbox: refused system call {}",
+                0x4000_0000 | nix::libc::SYS_kill
+            );
+            assert!(log.lines().any(|l| l == x32), "{agent}: {log}");
+        }
         let works = all_work(agent, &v);
         for must in [
             "kill(self, 0)",
