@@ -3,7 +3,8 @@
 //! Two filters, because a seccompiler filter has one action on match: one returns `EACCES`
 //! (sockets), the other `EPERM` (exec and the rest). Both allow every other system call. The
 //! filters check the architecture first; a system call made through another ABI (i386
-//! `int 0x80` on x86_64) kills the process.
+//! `int 0x80` on x86_64) kills the process. The agents' allow-lists, installed after these,
+//! are in `allow_lists`.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,8 @@
 //! The one place the sandbox crate needs `unsafe`: raw system calls that no safe wrapper offers,
 //! made by the self-test to show they are refused, and taking the descriptors the broker hands
-//! an agent (`SCM_RIGHTS`), the same way in every agent ([`recv_with_fds`]).
+//! an agent (`SCM_RIGHTS`), the same way in every agent ([`recv_with_fds`]), and the `SIGSYS`
+//! handler of the agents' seccomp allow-lists (it logs a refused call and makes it fail with
+//! `EPERM`).
 #![allow(unsafe_code)]
 
 use nix::libc;
