@@ -38,14 +38,17 @@ const REFUSED: [&str; 2] = [
     "nish-sandbox: further refused system calls not logged",
 ];
 
-/// Copies `err` to standard error line by line; returns the refused-system-call lines.
-fn watch_log(err: std::process::ChildStderr) -> std::thread::JoinHandle<Vec<String>> {
+/// Copies `err` to `copy` (standard error) line by line; returns the refused-system-call lines.
+fn watch_log(
+    err: std::process::ChildStderr,
+    mut copy: impl std::io::Write + Send + 'static,
+) -> std::thread::JoinHandle<Vec<String>> {
     std::thread::spawn(move || {
-        use std::io::{BufRead as _, Write as _};
+        use std::io::BufRead as _;
         let mut refused = Vec::new();
         for line in std::io::BufReader::new(err).split(b'\n') {
             let Ok(line) = line else { break };
-            let _ = std::io::stderr().write_all(&[&line[..], b"\n"].concat());
+            let _ = copy.write_all(&[&line[..], b"\n"].concat());
             let text = String::from_utf8_lossy(&line);
             if REFUSED.iter().any(|r| text.contains(r)) {
                 refused.push(text.into_owned());
@@ -105,7 +108,7 @@ impl AgentProc {
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        let log = child.stderr.take().map(watch_log);
+        let log = child.stderr.take().map(|e| watch_log(e, std::io::stderr()));
         let ours = stand_in_filtered(ours, env, role, filter)?;
         ours.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut sock = ours;
@@ -393,7 +396,7 @@ mod tests {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("sh runs");
-        let log = super::watch_log(child.stderr.take().unwrap());
+        let log = super::watch_log(child.stderr.take().unwrap(), std::io::sink());
         let _ = child.wait();
         assert_eq!(
             log.join().unwrap(),
