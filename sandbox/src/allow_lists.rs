@@ -1,6 +1,7 @@
 //! The last seccomp filter of each agent: an allow-list. The system calls the agent makes in
 //! service pass on to the other filters (which still check the arguments of `clone`, `kill`,
-//! `tgkill`, `fcntl`, `ioctl`, `socketpair`); every other call is refused. On x86_64 and
+//! `tgkill`, `fcntl`, `ioctl`, `socketpair`; this one lets `prlimit64` through only for the
+//! agent itself); every other call is refused. On x86_64 and
 //! aarch64 a refused call traps (`SECCOMP_RET_TRAP`) to the `SIGSYS` handler in
 //! [`crate::sys`], which logs `nish-sandbox: refused system call N` on standard error (the
 //! broker logs it, tagged with the agent's name) and makes the call fail with `EPERM`; on other
@@ -12,12 +13,14 @@
 //! earlier filter are listed here so that filter decides: `clone3` (`ENOSYS`, so the C library
 //! falls back to `clone`) and `execve`/`execveat` (see [`base`]).
 //!
-//! The lists were found by running the test suite with the filter in place and adding what the
-//! refused lines named, plus the sibling calls another C library version picks instead
+//! The lists are the calls `strace` showed each agent making after its lock-down in the
+//! agents' integration tests, plus the sibling calls another C library version picks instead
 //! (`poll`/`ppoll`, `epoll_wait`/`epoll_pwait`/`epoll_pwait2`, `fstat`/`newfstatat`/`statx`,
-//! ...). Calls of the x32 ABI (on x86_64, the number with bit `0x4000_0000`) are in no list:
-//! they are all refused, including x32 entry points of calls the argument-checking filters
-//! let through.
+//! `open`/`openat`, `nanosleep`/`clock_nanosleep`, ...) and what `--self-test` needs; the whole
+//! test suite then runs with the filter in place and logs no refused call (the end-to-end
+//! harness fails a run that does). Calls of the x32 ABI (on x86_64, the number with bit
+//! `0x4000_0000`) are in no list: they are all refused, including x32 entry points of calls
+//! the argument-checking filters let through.
 
 use std::collections::BTreeMap;
 
@@ -28,9 +31,10 @@ use seccompiler::{
 };
 
 /// What every agent needs: the Rust runtime, the C library's start-up, memory allocator and
-/// threads, tokio, logging to standard error, the X and D-Bus connections the broker hands in,
-/// and the lock-down's own self-check after the filters are in place.
+/// threads, logging to standard error, the X and D-Bus connections the broker hands in, the
+/// lock-down's own self-check after the filters are in place, and `--self-test`.
 fn base() -> Vec<i64> {
+    #[allow(unused_mut)]
     let mut calls = vec![
         // Memory: the allocator and the thread stacks.
         libc::SYS_brk,
@@ -55,7 +59,8 @@ fn base() -> Vec<i64> {
         libc::SYS_exit,
         libc::SYS_exit_group,
         // Signals: handlers and masks, the return from a handler, this process's own threads
-        // (`kill`/`tgkill` aimed elsewhere are refused by the surface filter).
+        // (`kill`/`tgkill` aimed elsewhere are refused by the surface filter; `raise` and
+        // `abort` use them).
         libc::SYS_rt_sigaction,
         libc::SYS_rt_sigprocmask,
         libc::SYS_rt_sigreturn,
@@ -65,7 +70,6 @@ fn base() -> Vec<i64> {
         libc::SYS_tgkill,
         // Time and sleeping (the vDSO answers most clock reads without a system call).
         libc::SYS_clock_gettime,
-        libc::SYS_clock_getres,
         libc::SYS_gettimeofday,
         libc::SYS_nanosleep,
         libc::SYS_clock_nanosleep,
@@ -77,34 +81,17 @@ fn base() -> Vec<i64> {
         libc::SYS_write,
         libc::SYS_readv,
         libc::SYS_writev,
-        libc::SYS_pread64,
         libc::SYS_close,
-        libc::SYS_close_range,
         libc::SYS_openat,
         libc::SYS_fstat,
         libc::SYS_newfstatat,
         libc::SYS_statx,
-        libc::SYS_lseek,
         libc::SYS_fcntl,
         libc::SYS_ioctl,
-        libc::SYS_dup,
-        libc::SYS_dup3,
-        libc::SYS_pipe2,
-        libc::SYS_getdents64,
-        libc::SYS_readlinkat,
-        libc::SYS_faccessat,
-        libc::SYS_faccessat2,
-        libc::SYS_getcwd,
-        // Waiting for descriptors: poll and select, epoll (tokio), eventfd (tokio's waker).
+        // Waiting for descriptors (X and the broker's link).
         libc::SYS_ppoll,
-        libc::SYS_pselect6,
-        libc::SYS_epoll_create1,
-        libc::SYS_epoll_ctl,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-        libc::SYS_eventfd2,
         // Unix sockets: pairs (their domain checked by the socket filter), messages with the
-        // descriptors the broker hands in, peer credentials (D-Bus), options.
+        // descriptors the broker hands in, options and names (X, D-Bus).
         libc::SYS_socketpair,
         libc::SYS_sendmsg,
         libc::SYS_recvmsg,
@@ -115,19 +102,19 @@ fn base() -> Vec<i64> {
         libc::SYS_setsockopt,
         libc::SYS_getsockname,
         libc::SYS_getpeername,
-        // The process's own identity and limits; thread names (`prctl(PR_SET_NAME)`).
+        // The process's own identity; thread names (`prctl(PR_SET_NAME)`); `prlimit64` is
+        // allowed on this process only, in [`filter`].
         libc::SYS_getpid,
-        libc::SYS_getppid,
         libc::SYS_getuid,
         libc::SYS_geteuid,
-        libc::SYS_getgid,
-        libc::SYS_getegid,
-        libc::SYS_getresuid,
-        libc::SYS_getresgid,
-        libc::SYS_getpgid,
         libc::SYS_uname,
         libc::SYS_prctl,
         libc::SYS_getrandom,
+        // `--self-test`: its parent and the parent's group (to aim refused attempts at them),
+        // listing a directory.
+        libc::SYS_getppid,
+        libc::SYS_getpgid,
+        libc::SYS_getdents64,
         // Refused with EPERM by the exec filter; listed so that a child made by `posix_spawn`
         // (which runs with no signal handler) sees that EPERM instead of being killed by an
         // unhandled SIGSYS.
@@ -136,7 +123,6 @@ fn base() -> Vec<i64> {
         // `posix_spawn` reaps its child after a failed exec while every signal is blocked
         // (a trap then would kill the process): only this process's own children.
         libc::SYS_wait4,
-        libc::SYS_waitid,
     ];
     // The older entry points of the same calls, which x86_64's C libraries still use.
     #[cfg(target_arch = "x86_64")]
@@ -144,33 +130,42 @@ fn base() -> Vec<i64> {
         libc::SYS_open,
         libc::SYS_stat,
         libc::SYS_lstat,
-        libc::SYS_access,
-        libc::SYS_readlink,
-        libc::SYS_dup2,
-        libc::SYS_pipe,
         libc::SYS_poll,
-        libc::SYS_select,
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_create,
-        libc::SYS_eventfd,
-        libc::SYS_getrlimit,
-        libc::SYS_getpgrp,
-        libc::SYS_time,
     ]);
     calls
 }
 
-/// What the reader adds to [`base`].
+/// What tokio adds (the reader and the input agent): epoll and an eventfd waker.
+fn tokio() -> Vec<i64> {
+    #[allow(unused_mut)]
+    let mut calls = vec![
+        libc::SYS_epoll_create1,
+        libc::SYS_epoll_ctl,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+        libc::SYS_eventfd2,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_create,
+        libc::SYS_eventfd,
+    ]);
+    calls
+}
+
+/// What the reader adds to [`base`]: tokio (its server, zbus).
 fn reader() -> Vec<i64> {
-    vec![]
+    tokio()
 }
 
-/// What the input agent adds to [`base`].
+/// What the input agent adds to [`base`]: tokio (its server, zbus).
 fn input() -> Vec<i64> {
-    vec![]
+    tokio()
 }
 
-/// What the indicator adds to [`base`].
+/// What the indicator adds to [`base`]: nothing (no async runtime; it polls its X connection
+/// and its link).
 fn indicator() -> Vec<i64> {
     vec![]
 }
@@ -229,6 +224,11 @@ mod tests {
             let calls = calls_for(name).expect(name);
             assert!(calls.contains(&libc::SYS_read), "{name}");
             assert!(!calls.contains(&libc::SYS_ptrace), "{name}");
+            assert_eq!(
+                calls.contains(&libc::SYS_epoll_ctl),
+                name != "indicator",
+                "{name}: tokio's epoll"
+            );
             assert!(!filter(&calls, 42, true).expect("compiles").is_empty());
         }
         assert_eq!(calls_for("probe"), None);
