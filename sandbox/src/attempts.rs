@@ -1,6 +1,8 @@
 //! What a locked-down agent must not be able to do, tried for real: agents answer
 //! `--self-test` by locking down and running [`forbidden`] and [`allowed`], so a test (and a
-//! person) can see the refusals of the very binary the broker starts.
+//! person) can see the refusals of the very binary the broker starts. The attempts at calls
+//! outside the agent's seccomp allow-list (a network socket, exec, ptrace, `personality`, ...)
+//! also write their `nish-sandbox: refused system call N` lines on standard error.
 //!
 //! The test names what it wants tried on the command line, since an agent has no bus address
 //! or display of its own ([`Probes::from_args`]):
@@ -45,6 +47,10 @@ fn at(what: impl Into<String>, errno: Option<i32>) -> Attempt {
         errno,
     }
 }
+
+/// The attempt at a system call that only the agents' allow-lists refuse (every agent's
+/// `--self-test` makes it; its refusal is also logged on standard error).
+pub const OUTSIDE_ALLOW_LIST: &str = "personality(query): a call outside the allow-list";
 
 /// What the test asked to try, from the command line.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -204,7 +210,29 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
             "userfaultfd",
             crate::sys::errno_of(libc::SYS_userfaultfd, [0, 0, 0, 0]),
         ),
+        at(
+            // No new limit and no old one asked for: only the permission check is made.
+            "prlimit64(parent): another process's resource limits",
+            crate::sys::errno_of(
+                libc::SYS_prlimit64,
+                [parent_raw, libc::c_long::from(libc::RLIMIT_NOFILE), 0, 0],
+            ),
+        ),
+        at(
+            // 0xffffffff only queries the execution domain: harmless, refused by no other
+            // filter, needed by no agent.
+            OUTSIDE_ALLOW_LIST,
+            crate::sys::errno_of(libc::SYS_personality, [0xffff_ffff, 0, 0, 0]),
+        ),
     ];
+    // The x32 entry point of `kill` (x86_64, bit 0x4000_0000), aimed at the parent: the
+    // argument checks of the surface filter name the x86_64 number only; the allow-list holds
+    // no x32 number. Without a filter the kernel answers ENOSYS (no x32 support) or sends it.
+    #[cfg(target_arch = "x86_64")]
+    v.push(at(
+        "x32 kill(parent, 0)",
+        crate::sys::errno_of(0x4000_0000 | libc::SYS_kill, [parent_raw, 0, 0, 0]),
+    ));
     for path in &probes.connect {
         v.push(at(
             format!("connect to {path}"),
@@ -530,6 +558,13 @@ pub fn allowed(probes: &Probes) -> Vec<Attempt> {
             ),
         ),
         at("fcntl(F_SETOWN, self)", sigio_owner(me)),
+        at(
+            "prlimit64(self)",
+            crate::sys::errno_of(
+                libc::SYS_prlimit64,
+                [0, libc::c_long::from(libc::RLIMIT_NOFILE), 0, 0],
+            ),
+        ),
     ];
     if let Some(fd) = probes.handed_x {
         v.push(at(
@@ -637,6 +672,15 @@ mod tests {
         assert_eq!(p.read, ["/h/.ssh/id"]);
         assert_eq!(p.handed_x, Some(5));
         assert_eq!(p.handed_dbus, None);
+    }
+
+    #[test]
+    fn the_call_outside_the_allow_list_works_unconfined() {
+        // The reference for the agents' self-test, where only the allow-list refuses it.
+        assert_eq!(
+            crate::sys::errno_of(libc::SYS_personality, [0xffff_ffff, 0, 0, 0]),
+            None
+        );
     }
 
     #[test]

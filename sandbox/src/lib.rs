@@ -34,8 +34,17 @@
 //!    `rt_tgsigqueueinfo` aimed at anything but the agent itself (its process group included),
 //!    `tkill`, and aiming a descriptor's `SIGIO` at another process (`F_SETOWN`, `F_SETOWN_EX`,
 //!    `FIOSETOWN`, `SIOCSPGRP`); `clone3` fails with `ENOSYS` (its flags cannot be checked; the
-//!    C library falls back to `clone`). Every other system call is allowed: the filters are
-//!    deny-lists, not allow-lists.
+//!    C library falls back to `clone`). Last, each agent (`reader`, `input`, `indicator`) gets
+//!    an allow-list of its own (`allow_lists`): the system calls it makes in service pass on to
+//!    the filters above (whose argument checks still apply), `prlimit64` only on the agent
+//!    itself, and every other call is refused. On x86_64 and aarch64 a refused call traps to a
+//!    `SIGSYS` handler ([`sys`], installed just before the filter) that writes
+//!    `nish-sandbox: refused system call N` on standard error (at most 32 such lines per
+//!    process, then one saying the rest are not logged) and makes the call fail with `EPERM`;
+//!    elsewhere it fails with `EPERM` and no line. No list holds an x32 system call (x86_64,
+//!    bit `0x4000_0000`): they are all refused, also the x32 entry points of calls the
+//!    argument-checking filters let through. Other profiles (the sandbox's own tests) get no
+//!    allow-list.
 //!
 //! All of it is irreversible for the process.
 
@@ -43,6 +52,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 pub use nish_proto::wire::LockdownReport;
 
+mod allow_lists;
 pub mod attempts;
 mod landlock_rules;
 mod seccomp_filters;
@@ -158,7 +168,8 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
         ));
     }
 
-    if let Err(e) = seccomp_filters::apply(profile.connections_handed_in()) {
+    let allow = allow_lists::calls_for(profile.name);
+    if let Err(e) = seccomp_filters::apply(profile.connections_handed_in(), allow.as_deref()) {
         failures.push(format!("seccomp: {e}"));
     }
 

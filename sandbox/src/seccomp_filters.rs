@@ -3,7 +3,8 @@
 //! Two filters, because a seccompiler filter has one action on match: one returns `EACCES`
 //! (sockets), the other `EPERM` (exec and the rest). Both allow every other system call. The
 //! filters check the architecture first; a system call made through another ABI (i386
-//! `int 0x80` on x86_64) kills the process.
+//! `int 0x80` on x86_64) kills the process. The agents' allow-lists, installed after these,
+//! are in `allow_lists`.
 
 use std::collections::BTreeMap;
 
@@ -200,7 +201,7 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
     .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
-fn target_arch() -> Result<TargetArch, String> {
+pub(crate) fn target_arch() -> Result<TargetArch, String> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
 
@@ -240,8 +241,10 @@ pub(crate) fn connect_filter() -> Result<BpfProgram, String> {
 }
 
 /// Installs the filters on every thread of the process (`SECCOMP_FILTER_FLAG_TSYNC`); with
-/// `no_connect`, also the one refusing `socket` and `connect`.
-pub(crate) fn apply(no_connect: bool) -> Result<(), String> {
+/// `no_connect`, also the one refusing `socket` and `connect`; with `allow`, last, the agent's
+/// allow-list ([`crate::allow_lists`]), trapping to the SIGSYS handler installed just before it
+/// (where the architecture has one).
+pub(crate) fn apply(no_connect: bool, allow: Option<&[i64]>) -> Result<(), String> {
     let socket = socket_filter()?;
     let denied = denied_filter()?;
     seccompiler::apply_filter_all_threads(&socket).map_err(|e| format!("socket filter: {e}"))?;
@@ -254,6 +257,12 @@ pub(crate) fn apply(no_connect: bool) -> Result<(), String> {
         let connect = connect_filter()?;
         seccompiler::apply_filter_all_threads(&connect)
             .map_err(|e| format!("connect filter: {e}"))?;
+    }
+    if let Some(calls) = allow {
+        let trap = crate::sys::install_sigsys_handler()?;
+        let list = crate::allow_lists::filter(calls, std::process::id(), trap)?;
+        seccompiler::apply_filter_all_threads(&list)
+            .map_err(|e| format!("allow-list filter: {e}"))?;
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! The one place the sandbox crate needs `unsafe`: raw system calls that no safe wrapper offers,
 //! made by the self-test to show they are refused, and taking the descriptors the broker hands
-//! an agent (`SCM_RIGHTS`), the same way in every agent ([`recv_with_fds`]).
+//! an agent (`SCM_RIGHTS`), the same way in every agent ([`recv_with_fds`]), and the `SIGSYS`
+//! handler of the agents' seccomp allow-lists (it logs a refused call and makes it fail with
+//! `EPERM`).
 #![allow(unsafe_code)]
 
 use nix::libc;
@@ -11,7 +13,8 @@ pub(crate) fn errno_of(nr: libc::c_long, args: [libc::c_long; 4]) -> Option<i32>
     // SAFETY: every call made through here passes only integers and null pointers
     // (perf_event_open with a null attribute, keyctl on the session keyring id, bpf with a null
     // attribute, userfaultfd with flags, kill/tkill/tgkill with signal 0, which only checks
-    // that the target could be signalled, fcntl(F_SETOWN) on a socket the caller owns); the
+    // that the target could be signalled, fcntl(F_SETOWN) on a socket the caller owns,
+    // prlimit64 with null limits, personality's query value 0xffffffff); the
     // kernel validates each argument and touches no memory of this process for them. A
     // returned descriptor is closed below.
     let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3]) };
@@ -87,4 +90,158 @@ pub fn recv_with_fds(
         }
     }
     Ok((n, fds))
+}
+
+/// The line the SIGSYS handler writes for a system call outside an agent's allow-list, before
+/// the call's number: `nish-sandbox: refused system call 999`.
+pub const REFUSED_LINE: &str = "nish-sandbox: refused system call ";
+
+/// The line written once, after [`MAX_REFUSAL_LINES`] refusals, instead of any further ones.
+pub const REFUSALS_SILENCED: &str = "nish-sandbox: further refused system calls not logged";
+
+/// How many refusals the SIGSYS handler logs in one process; later ones are refused just the
+/// same, silently (a library retrying a refused call in a loop must not flood the log).
+pub const MAX_REFUSAL_LINES: u32 = 32;
+
+/// Refusals logged so far (atomics are async-signal-safe).
+static REFUSALS_LOGGED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The start of the kernel's `siginfo_t` for `SIGSYS` on a 64-bit architecture
+/// (`<asm-generic/siginfo.h>`: three ints, padding to the union, then `_sigsys`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[repr(C)]
+struct SigsysInfo {
+    signo: libc::c_int,
+    errno: libc::c_int,
+    code: libc::c_int,
+    _pad: libc::c_int,
+    call_addr: *mut libc::c_void,
+    syscall: libc::c_int,
+    arch: libc::c_uint,
+}
+
+/// Writes `nr` in decimal after `prefix` into `buf` and returns the length, with no allocation.
+fn refusal_line(buf: &mut [u8; 96], prefix: &[u8], nr: u32) -> usize {
+    let mut n = prefix.len().min(buf.len() - 12);
+    buf[..n].copy_from_slice(&prefix[..n]);
+    let mut digits = [0u8; 10];
+    let mut len = 0;
+    let mut v = nr;
+    loop {
+        digits[len] = b'0' + (v % 10) as u8;
+        len += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for d in digits[..len].iter().rev() {
+        buf[n] = *d;
+        n += 1;
+    }
+    buf[n] = b'\n';
+    n + 1
+}
+
+/// The `SIGSYS` handler for a system call the allow-list traps (`SECCOMP_RET_TRAP`): logs one
+/// line on descriptor 2 (at most [`MAX_REFUSAL_LINES`] in all) and makes the call return
+/// `-EPERM`. Only async-signal-safe calls: `write`, atomics, and errno saved and restored.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+extern "C" fn on_sigsys(_sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    use std::sync::atomic::Ordering;
+    // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life; the
+    // handler saves it and restores it below so the interrupted code sees its own value.
+    let saved_errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the kernel delivers SIGSYS from a seccomp trap with a `siginfo_t` whose union is
+    // `_sigsys` (`SYS_SECCOMP`), laid out as `SigsysInfo` on 64-bit architectures; the pointer
+    // is valid for the handler's duration. A SIGSYS sent by another means (kill is limited to
+    // this process by the filters) carries other fields: the number logged is then meaningless
+    // but harmless, and the code is checked before the context is changed.
+    let (code, nr) = unsafe {
+        let i = &*(info as *const SigsysInfo);
+        (i.code, i.syscall)
+    };
+    const SYS_SECCOMP: libc::c_int = 1;
+    if code != SYS_SECCOMP {
+        return;
+    }
+    let count = REFUSALS_LOGGED.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0u8; 96];
+    let line: &[u8] = if count < MAX_REFUSAL_LINES {
+        let n = refusal_line(&mut buf, REFUSED_LINE.as_bytes(), nr as u32);
+        &buf[..n]
+    } else if count == MAX_REFUSAL_LINES {
+        buf[..REFUSALS_SILENCED.len()].copy_from_slice(REFUSALS_SILENCED.as_bytes());
+        buf[REFUSALS_SILENCED.len()] = b'\n';
+        &buf[..REFUSALS_SILENCED.len() + 1]
+    } else {
+        &[]
+    };
+    if !line.is_empty() {
+        // SAFETY: `write` is async-signal-safe; `line` is a live buffer of `line.len()` bytes on
+        // this handler's stack. A short or failed write loses (part of) the line, nothing else.
+        let _ = unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    }
+    // SAFETY: for a handler installed with SA_SIGINFO the third argument is the interrupted
+    // thread's `ucontext_t`, which the kernel restores on `rt_sigreturn`; the register that
+    // carries the system call's return value (the call was not made: the filter trapped it)
+    // is set to -EPERM, so the caller sees the call fail with EPERM.
+    unsafe {
+        let uc = &mut *(context as *mut libc::ucontext_t);
+        #[cfg(target_arch = "x86_64")]
+        {
+            uc.uc_mcontext.gregs[libc::REG_RAX as usize] = -(libc::EPERM as libc::greg_t);
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            uc.uc_mcontext.regs[0] = (-(libc::EPERM as i64)) as u64;
+        }
+        *libc::__errno_location() = saved_errno;
+    }
+}
+
+/// Installs [`on_sigsys`] for `SIGSYS` (process-wide; threads share it) and unblocks `SIGSYS`
+/// in the calling thread. True when the handler is in place: the allow-list then traps to it;
+/// false on architectures without it (the allow-list then fails calls with `EPERM` directly).
+pub(crate) fn install_sigsys_handler() -> Result<bool, String> {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+        let action = SigAction::new(
+            SigHandler::SigAction(on_sigsys),
+            SaFlags::SA_SIGINFO,
+            SigSet::empty(),
+        );
+        // SAFETY: `on_sigsys` uses only async-signal-safe operations (an atomic counter, a
+        // stack buffer, `write` on descriptor 2, errno saved and restored) and touches only the
+        // siginfo and ucontext the kernel hands it; replacing the SIGSYS disposition affects
+        // no other handler. No other code of the agents handles SIGSYS.
+        unsafe { sigaction(Signal::SIGSYS, &action) }
+            .map_err(|e| format!("SIGSYS handler: {e}"))?;
+        let mut sys = SigSet::empty();
+        sys.add(Signal::SIGSYS);
+        nix::sys::signal::pthread_sigmask(
+            nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+            Some(&sys),
+            None,
+        )
+        .map_err(|e| format!("unblock SIGSYS: {e}"))?;
+        Ok(true)
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn refusal_line_is_the_prefix_and_the_number() {
+        let mut buf = [0u8; 96];
+        let n = super::refusal_line(&mut buf, super::REFUSED_LINE.as_bytes(), 1073741824 + 59);
+        assert_eq!(&buf[..n], b"nish-sandbox: refused system call 1073741883\n");
+        let n = super::refusal_line(&mut buf, super::REFUSED_LINE.as_bytes(), 0);
+        assert_eq!(&buf[..n], b"nish-sandbox: refused system call 0\n");
+    }
 }

@@ -12,6 +12,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +41,11 @@ def check(cond: bool, msg: str) -> None:
     if not cond:
         raise AssertionError(msg)
 
+
+# What an agent's SIGSYS handler writes (nish-sandbox's sys module) for a call outside its
+# allow-list, and once it stops logging them.
+SECCOMP_REFUSED = "nish-sandbox: refused system call "
+SECCOMP_SILENCED = "nish-sandbox: further refused system calls not logged"
 
 NO_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all"]
 
@@ -119,6 +125,9 @@ class Broker:
             return [json.loads(line) for line in f if line.strip()]
 
     def stop(self) -> None:
+        """Stops the broker, then fails if an agent met its seccomp allow-list during the run
+        (a refused-system-call line in the broker's log, or an agent killed by SIGSYS): a
+        change that makes an agent need a new system call is caught here."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -127,8 +136,27 @@ class Broker:
                 self.proc.kill()
                 self.proc.wait(5)
         self.log.close()
+        refused = self.seccomp_refusals()
         if not os.environ.get("NISH_KEEP_E2E_DIR"):
             shutil.rmtree(self.dir, ignore_errors=True)
+        check(not refused, "an agent met its seccomp allow-list:\n" + "\n".join(refused))
+
+    def seccomp_refusals(self) -> list[str]:
+        """The broker log's lines of a system call refused by an agent's allow-list, and the
+        audit's agent exits by SIGSYS (a trap with SIGSYS blocked kills the agent)."""
+        out: list[str] = []
+        with open(os.path.join(self.dir, "broker.log"), "rb") as f:
+            for raw in f:
+                line = raw.decode(errors="replace").rstrip("\n")
+                if SECCOMP_REFUSED in line or SECCOMP_SILENCED in line:
+                    out.append(line)
+        try:
+            events = self.audit_events()
+        except (OSError, ValueError):
+            events = []
+        out.extend(json.dumps(e) for e in events
+                   if e.get("event") == "agent.exit" and e.get("status") == f"signal {int(signal.SIGSYS)}")
+        return out
 
 
 class Control:

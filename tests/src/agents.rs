@@ -26,6 +26,36 @@ pub struct AgentProc {
     /// What it reported about its lock-down.
     pub lockdown: LockdownReport,
     next: u64,
+    /// Copies the agent's standard error to this process's and returns the lines of system
+    /// calls its seccomp allow-list refused.
+    log: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+/// What an agent's SIGSYS handler writes for a call outside its allow-list
+/// (`nish_sandbox::sys::REFUSED_LINE`, `REFUSALS_SILENCED`).
+const REFUSED: [&str; 2] = [
+    "nish-sandbox: refused system call ",
+    "nish-sandbox: further refused system calls not logged",
+];
+
+/// Copies `err` to `copy` (standard error) line by line; returns the refused-system-call lines.
+fn watch_log(
+    err: std::process::ChildStderr,
+    mut copy: impl std::io::Write + Send + 'static,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let mut refused = Vec::new();
+        for line in std::io::BufReader::new(err).split(b'\n') {
+            let Ok(line) = line else { break };
+            let _ = copy.write_all(&[&line[..], b"\n"].concat());
+            let text = String::from_utf8_lossy(&line);
+            if REFUSED.iter().any(|r| text.contains(r)) {
+                refused.push(text.into_owned());
+            }
+        }
+        refused
+    })
 }
 
 impl AgentProc {
@@ -73,11 +103,12 @@ impl AgentProc {
             .arg("3")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::piped());
         nish_broker::sys::pass_as_fd3(&mut cmd, theirs.into());
-        let child = cmd
+        let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
+        let log = child.stderr.take().map(|e| watch_log(e, std::io::stderr()));
         let ours = stand_in_filtered(ours, env, role, filter)?;
         ours.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut sock = ours;
@@ -91,6 +122,7 @@ impl AgentProc {
             sock,
             lockdown,
             next: 0,
+            log,
         })
     }
 
@@ -106,9 +138,27 @@ impl AgentProc {
 }
 
 impl Drop for AgentProc {
+    /// Stops the agent; fails the test (unless it already fails) when the agent met its
+    /// seccomp allow-list: a refused-system-call line on its standard error, or an exit by
+    /// SIGSYS (a trap with SIGSYS blocked). A change that needs a new system call is caught here.
     fn drop(&mut self) {
+        use std::os::unix::process::ExitStatusExt as _;
         let _ = self.child.kill();
-        let _ = self.child.wait();
+        let status = self.child.wait().ok();
+        let mut refused = self
+            .log
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        if status.and_then(|s| s.signal()) == Some(nix::libc::SIGSYS) {
+            refused.push("the agent was killed by SIGSYS".into());
+        }
+        if !refused.is_empty() && !std::thread::panicking() {
+            panic!(
+                "the agent met its seccomp allow-list:\n{}",
+                refused.join("\n")
+            );
+        }
     }
 }
 
@@ -332,4 +382,25 @@ pub fn stand_in_filtered(
         let _ = to_test.shutdown(std::net::Shutdown::Both);
     });
     Ok(test_end)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_log_watcher_finds_refused_system_calls_and_only_those() {
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "echo 'INFO read id=1' >&2; echo 'nish-sandbox: refused system call 135' >&2",
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let log = super::watch_log(child.stderr.take().unwrap(), std::io::sink());
+        let _ = child.wait();
+        assert_eq!(
+            log.join().unwrap(),
+            ["nish-sandbox: refused system call 135"]
+        );
+    }
 }
