@@ -91,6 +91,19 @@ impl Reader {
         }
         let x = Arc::new(blocking(X11::connect).await?);
         *self.x11.lock().map_err(|_| Failure::internal("lock"))? = Some(x.clone());
+        // Frames redirected for capture are released once idle; the task ends with the
+        // connection.
+        let weak = Arc::downgrade(&x);
+        tokio::spawn(async move {
+            let idle = crate::x11::capture_idle();
+            let mut tick = tokio::time::interval((idle / 2).max(Duration::from_millis(25)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(x) = weak.upgrade() else { break };
+                let _ = blocking(move || Ok(x.release_idle(idle))).await;
+            }
+        });
         Ok(x)
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Every call here blocks on the X connection; the server runs them on tokio's blocking pool.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -171,15 +171,30 @@ pub struct X11 {
     composite: bool,
     damage: bool,
     xres: bool,
-    redirected: Mutex<HashSet<Window>>,
+    /// Frames redirected for capture, with the time of their last capture.
+    redirected: Mutex<HashMap<Window, Instant>>,
 }
 
 /// Longest wait for a window to repaint after its first redirection.
 pub const REPAINT_WAIT: Duration = Duration::from_millis(500);
 /// A repaint is done when no drawing happened for this long.
 pub const REPAINT_QUIET: Duration = Duration::from_millis(40);
-/// Most frames remembered as redirected.
+/// Most frames redirected at once; when full, all are released first.
 const MAX_REDIRECTED: usize = 4096;
+/// How long a frame stays redirected after its last capture: captures close together skip the
+/// repaint wait of a new redirection, and the X server is left as it was found once they stop.
+pub const CAPTURE_IDLE: Duration = Duration::from_secs(30);
+
+/// [`CAPTURE_IDLE`], or `NISH_READER_CAPTURE_IDLE_MS` (a test's shorter wait; the broker
+/// passes no such variable).
+pub fn capture_idle() -> Duration {
+    std::env::var("NISH_READER_CAPTURE_IDLE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(CAPTURE_IDLE, |ms| {
+            Duration::from_millis(ms.clamp(50, 3_600_000))
+        })
+}
 
 impl std::fmt::Debug for X11 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -255,7 +270,7 @@ impl X11 {
             composite,
             damage,
             xres,
-            redirected: Mutex::new(HashSet::new()),
+            redirected: Mutex::new(HashMap::new()),
         })
     }
 
@@ -590,6 +605,43 @@ impl X11 {
         self.grab(win)?.redacted_png(redact)
     }
 
+    /// Unredirects the frames not captured for `idle` (redirected by this connection for a
+    /// capture), so the X server is as it was before them; returns how many. Called
+    /// periodically by the reader's server.
+    pub fn release_idle(&self, idle: Duration) -> usize {
+        let Ok(mut set) = self.redirected.lock() else {
+            return 0;
+        };
+        self.unredirect_all_of(&mut set, idle)
+    }
+
+    /// Frames redirected for capture now.
+    pub fn redirected_frames(&self) -> usize {
+        self.redirected.lock().map_or(0, |s| s.len())
+    }
+
+    /// Unredirects and forgets the frames of `set` idle for `idle` or longer. The requests go
+    /// out while the caller holds the set's lock, so a capture that redirects the same frame
+    /// again (after taking the lock) is ordered after them on this connection. A frame that
+    /// is gone meanwhile gives an error nobody waits for.
+    fn unredirect_all_of(&self, set: &mut HashMap<Window, Instant>, idle: Duration) -> usize {
+        let idle_frames: Vec<Window> = set
+            .iter()
+            .filter(|(_, t)| t.elapsed() >= idle)
+            .map(|(w, _)| *w)
+            .collect();
+        for w in &idle_frames {
+            set.remove(w);
+            let _ = self
+                .conn
+                .composite_unredirect_window(*w, Redirect::AUTOMATIC);
+        }
+        if !idle_frames.is_empty() {
+            let _ = self.conn.flush();
+        }
+        idle_frames.len()
+    }
+
     /// The window's own contents as RGB pixels, read through Composite from its window-manager
     /// frame, so windows above it do not show.
     pub fn grab(&self, win: Window) -> Result<Grab, Failure> {
@@ -623,14 +675,15 @@ impl X11 {
                 .redirected
                 .lock()
                 .map_err(|_| Failure::internal("capture state poisoned"))?;
-            if set.len() >= MAX_REDIRECTED {
-                set.clear();
+            if set.len() >= MAX_REDIRECTED && !set.contains_key(&top) {
+                self.unredirect_all_of(&mut set, Duration::ZERO);
             }
-            set.insert(top)
+            set.insert(top, Instant::now()).is_none()
         };
         if first {
             // Automatic redirection keeps the screen as it was; several clients may hold it.
-            // The window stays redirected, so its pixmap follows its drawing from now on.
+            // The window stays redirected until [`X11::release_idle`] finds it idle, so its
+            // pixmap follows its drawing meanwhile.
             if let Err(e) = self
                 .conn
                 .composite_redirect_window(top, Redirect::AUTOMATIC)

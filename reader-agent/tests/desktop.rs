@@ -28,6 +28,11 @@ impl ReaderProc {
     /// Starts `nish-reader --fd 3` with the desktop's environment; returns it with its hello
     /// and lock-down report.
     fn spawn(desk: &Desktop) -> (ReaderProc, Hello, LockdownReport) {
+        Self::spawn_with(desk, &[])
+    }
+
+    /// [`ReaderProc::spawn`] with `extra` variables in the reader's environment.
+    fn spawn_with(desk: &Desktop, extra: &[(&str, &str)]) -> (ReaderProc, Hello, LockdownReport) {
         use nix::fcntl::{FcntlArg, FdFlag, fcntl};
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
@@ -56,6 +61,7 @@ impl ReaderProc {
                 "NISH_LOG",
                 std::env::var("NISH_LOG").unwrap_or("info".into()),
             )
+            .envs(extra.iter().copied())
             .stdin(Stdio::null())
             // The lock-down forbids growing files: the log goes through a pipe, as the broker
             // gives it.
@@ -1485,4 +1491,74 @@ fn a_stopped_accessibility_bus_does_not_hold_up_the_reader() {
         ReaderToBroker::Probe { probe, .. } => assert!(probe.atspi_ok),
         other => panic!("probe failed: {other:?}"),
     }
+}
+
+/// A frame the reader redirected for a capture is unredirected once no capture used it for the
+/// idle time (1 s here; 30 s in service), so the reader leaves the X server as it found it.
+/// Another client can name a frame's pixmap (NameWindowPixmap) only while someone redirects it.
+#[test]
+fn a_captured_window_is_unredirected_once_idle() {
+    use x11rb::connection::Connection as _;
+    use x11rb::protocol::composite::ConnectionExt as _;
+    use x11rb::protocol::xproto::ConnectionExt as _;
+    let (desk, apps) = start_with(&[App::Gtk3WidgetFactory]);
+    let (mut r, _, _) = ReaderProc::spawn_with(&desk, &[("NISH_READER_CAPTURE_IDLE_MS", "1000")]);
+    let w = r.window(&apps[0]);
+    let display = desk
+        .env()
+        .into_iter()
+        .find(|(k, _)| k == "DISPLAY")
+        .map(|(_, v)| v)
+        .expect("DISPLAY");
+    let (conn, screen) = x11rb::connect(Some(&display)).expect("an X connection of the test's");
+    let root = conn.setup().roots[screen].root;
+    conn.composite_query_version(0, 4)
+        .unwrap()
+        .reply()
+        .expect("Composite");
+    // The frame: the root's child that holds the client window.
+    let mut frame = apps[0].window_id;
+    loop {
+        let t = conn.query_tree(frame).unwrap().reply().unwrap();
+        if t.parent == root {
+            break;
+        }
+        frame = t.parent;
+    }
+    let redirected = || {
+        let p = conn.generate_id().unwrap();
+        let named = conn
+            .composite_name_window_pixmap(frame, p)
+            .unwrap()
+            .check()
+            .is_ok();
+        if named {
+            conn.free_pixmap(p).unwrap().check().unwrap();
+        }
+        named
+    };
+    let capture = |r: &mut ReaderProc| match r.capture(&w, vec![]) {
+        ReaderToBroker::Png { .. } => {}
+        other => panic!("capture failed: {other:?}"),
+    };
+    assert!(
+        !redirected(),
+        "nothing redirects the frame before a capture"
+    );
+    capture(&mut r);
+    assert!(redirected(), "the capture redirected the frame");
+    let start = Instant::now();
+    while redirected() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the frame is still redirected 10 s after the capture"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A capture after that redirects it again, and works.
+    capture(&mut r);
+    assert!(
+        redirected(),
+        "the second capture redirected the frame again"
+    );
 }
