@@ -446,7 +446,13 @@ impl Desktop {
                 || {
                     self.check_running(&id)?;
                     match x11::connect(&display) {
-                        Ok(c) => Ok(Poll::Ready(c)),
+                        // Another test's server may answer on this number while ours fails
+                        // for want of it: ours is up only once the display's lock names it.
+                        Ok(c) if display_lock_holder(n) == Some(id.pid) => Ok(Poll::Ready(c)),
+                        Ok(_) => Ok(Poll::Pending(format!(
+                            "{display} answers but its lock file does not name {role} {}",
+                            id.pid
+                        ))),
                         Err(e) => Ok(Poll::Pending(format!("{e:#}"))),
                     }
                 },
@@ -901,6 +907,15 @@ impl Desktop {
         }
         removed.with_context(|| format!("removing {}", self.dir.display()))
     }
+}
+
+/// The pid the X server lock file of display `n` names, if it can be read.
+fn display_lock_holder(n: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/tmp/.X{n}-lock"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// True when the lock file names no live process (its Xvfb was ours and is gone).
