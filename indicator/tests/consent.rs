@@ -482,7 +482,10 @@ fn shape_changes_below_the_dialog_do_not_disarm_it_but_above_they_do() {
     show(&mut ind, 54, 60_000);
     let c = controls(&desk);
     let (rx, ry) = (x - 30, y - 30);
-    let above = desk.test_window(rx, ry, w + 60, h + 60);
+    // Shaped before it is mapped: mapped as a full rectangle it would cover the dialog for a
+    // moment, and the dialog would put itself back on top of it (then below the dialog, its
+    // shape changes rightly count for nothing, and the click below would be answered).
+    let above = desk.unmapped_test_window(rx, ry, w + 60, h + 60);
     desk.conn
         .shape_rectangles(
             SO::SET,
@@ -494,6 +497,7 @@ fn shape_changes_below_the_dialog_do_not_disarm_it_but_above_they_do() {
             &ring(rx, ry, (x, y, w, h), 10),
         )
         .unwrap();
+    desk.conn.map_window(above).unwrap();
     desk.conn
         .configure_window(
             above,
@@ -502,6 +506,18 @@ fn shape_changes_below_the_dialog_do_not_disarm_it_but_above_they_do() {
         .unwrap();
     desk.conn.sync().unwrap();
     std::thread::sleep(Duration::from_millis(700));
+    let order = desk
+        .conn
+        .query_tree(desk.root)
+        .unwrap()
+        .reply()
+        .unwrap()
+        .children;
+    let at = |w| order.iter().position(|&c| c == w).unwrap();
+    assert!(
+        at(above) > at(c.top),
+        "the ring is above the dialog when its shape changes"
+    );
     desk.conn
         .shape_rectangles(
             SO::SET,

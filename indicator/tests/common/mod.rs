@@ -402,6 +402,15 @@ impl Desktop {
 
     /// A plain override-redirect window the test owns, listening for button presses.
     pub fn test_window(&self, x: i16, y: i16, w: u16, h: u16) -> Window {
+        let win = self.unmapped_test_window(x, y, w, h);
+        self.conn.map_window(win).unwrap();
+        self.conn.flush().unwrap();
+        self.conn.sync().unwrap();
+        win
+    }
+
+    /// [`Desktop::test_window`] before it is mapped (to shape it first).
+    pub fn unmapped_test_window(&self, x: i16, y: i16, w: u16, h: u16) -> Window {
         let win = self.conn.generate_id().unwrap();
         self.conn
             .create_window(
@@ -421,9 +430,6 @@ impl Desktop {
                     .event_mask(EventMask::BUTTON_PRESS | EventMask::STRUCTURE_NOTIFY),
             )
             .unwrap();
-        self.conn.map_window(win).unwrap();
-        self.conn.flush().unwrap();
-        self.conn.sync().unwrap();
         win
     }
 
