@@ -801,33 +801,11 @@ pub fn filtered_with(
 mod tests {
     use super::*;
 
-    /// A method call as zbus would write it (little endian).
+    /// A method call as zbus would write it (little endian), to `:1.7`, with no body.
     fn call(serial: u32, path: &str, iface: &str, member: &str, flags: u8) -> Vec<u8> {
-        let mut f = Vec::new();
-        let mut field = |code: u8, sig: u8, s: &str| {
-            while !f.len().is_multiple_of(8) {
-                f.push(0);
-            }
-            f.extend_from_slice(&[code, 1, sig, 0]);
-            while !f.len().is_multiple_of(4) {
-                f.push(0);
-            }
-            f.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            f.extend_from_slice(s.as_bytes());
-            f.push(0);
-        };
-        field(1, b'o', path);
-        field(2, b's', iface);
-        field(3, b's', member);
-        field(6, b's', ":1.7");
-        let mut m = vec![b'l', METHOD_CALL, flags, 1];
-        m.extend_from_slice(&0u32.to_le_bytes());
-        m.extend_from_slice(&serial.to_le_bytes());
-        m.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        m.extend_from_slice(&f);
-        while !m.len().is_multiple_of(8) {
-            m.push(0);
-        }
+        let mut m = call_with(Some(":1.7"), path, iface, member, "", &[]);
+        m[2] = flags;
+        m[8..12].copy_from_slice(&serial.to_le_bytes());
         m
     }
 

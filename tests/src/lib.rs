@@ -49,6 +49,7 @@
 
 pub mod agents;
 mod atspi;
+pub mod dbus;
 
 mod desktop;
 mod procs;

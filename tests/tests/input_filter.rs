@@ -8,9 +8,9 @@
 //! input agent gets a peer-to-peer link only to the app of the act the broker asked for, while
 //! it is asked for.
 
+use nish_testdesk::dbus::{error_of, stream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use nish_broker::busfilter::{ActMethod, Grant, Grants};
 use nish_broker::conn::Peer;
@@ -132,35 +132,6 @@ fn objects<'a>(
             .unwrap();
     }
     b
-}
-
-fn stream(fd: std::os::fd::OwnedFd) -> tokio::net::UnixStream {
-    let s = std::os::unix::net::UnixStream::from(fd);
-    s.set_nonblocking(true).unwrap();
-    tokio::net::UnixStream::from_std(s).unwrap()
-}
-
-/// The error name a call answered with, or `None` when it succeeded.
-async fn error_of(
-    c: &zbus::Connection,
-    dest: Option<&str>,
-    path: &str,
-    iface: &str,
-    member: &str,
-    body: &(impl serde::Serialize + zbus::zvariant::DynamicType),
-) -> Option<String> {
-    let r = tokio::time::timeout(
-        Duration::from_secs(5),
-        c.call_method(dest, path, Some(iface), member, body),
-    )
-    .await
-    .expect("an answer in time");
-    match r {
-        Ok(_) => None,
-        Err(zbus::Error::MethodError(name, _, _)) => Some(name.to_string()),
-        Err(zbus::Error::FDO(e)) => Some(format!("fdo: {e}")),
-        Err(e) => Some(format!("other: {e}")),
-    }
 }
 
 /// The calls a compromised input agent makes on `c` (to `dest`), each with what it hits.

@@ -5,6 +5,7 @@
 //! reads go through. Without the filter the same calls reach the app (its answer is not the
 //! filter's), so the refusal is the filter's doing.
 
+use nish_testdesk::dbus::{error_of, stream};
 use std::time::Duration;
 
 use nish_broker::handover::{Endpoints, Opener};
@@ -14,35 +15,6 @@ use zbus::zvariant::OwnedObjectPath;
 
 const ROOT: &str = "/org/a11y/atspi/accessible/root";
 const REFUSED: &str = "org.freedesktop.DBus.Error.AccessDenied";
-
-fn stream(fd: std::os::fd::OwnedFd) -> tokio::net::UnixStream {
-    let s = std::os::unix::net::UnixStream::from(fd);
-    s.set_nonblocking(true).unwrap();
-    tokio::net::UnixStream::from_std(s).unwrap()
-}
-
-/// The error name a call answered with, or `None` when it succeeded.
-async fn error_of(
-    c: &zbus::Connection,
-    dest: Option<&str>,
-    path: &str,
-    iface: &str,
-    member: &str,
-    body: &(impl serde::Serialize + zbus::zvariant::DynamicType),
-) -> Option<String> {
-    let r = tokio::time::timeout(
-        Duration::from_secs(5),
-        c.call_method(dest, path, Some(iface), member, body),
-    )
-    .await
-    .expect("an answer in time");
-    match r {
-        Ok(_) => None,
-        Err(zbus::Error::MethodError(name, _, _)) => Some(name.to_string()),
-        Err(zbus::Error::FDO(e)) => Some(format!("fdo: {e}")),
-        Err(e) => Some(format!("other: {e}")),
-    }
-}
 
 async fn attack(opener: &Opener, pid: u32, filter: bool) -> Vec<Option<String>> {
     let allow = |_: u32| true;
