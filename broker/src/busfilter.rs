@@ -23,7 +23,7 @@
 //! each message's length is read from its fixed header (to put a refusal between two messages,
 //! never inside one): no body and no header field of what the apps send is parsed.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -625,58 +625,116 @@ fn log_name(n: Option<&str>) -> String {
     n.unwrap_or("").chars().take(64).collect()
 }
 
-/// Relays `agent` (the agent's end) and `bus` (the real connection) through the filter, with
-/// `policy`, until either side closes.
-pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
-    let name = policy.agent();
-    let (mut agent_rd, mut agent_wr) = agent.into_split();
-    let (mut bus_rd, mut bus_wr) = bus.into_split();
-    let begun = Arc::new(AtomicBool::new(false));
-    let serials = Arc::new(AtomicU32::new(1));
-    // What the filter itself answers the reader (refusals, the authentication `ERROR`): the
-    // bus-side task writes it when the bus's stream is between two messages.
-    let (to_agent, mut own_rx) = mpsc::channel::<Vec<u8>>(64);
-    // Bus -> reader: bytes as they come, in one write per read; no copy per message.
-    let from_bus = {
-        let begun = begun.clone();
-        tokio::spawn(async move {
-            let mut chunk = vec![0u8; 64 * 1024];
-            let mut at = Boundary::default();
-            let mut pending: std::collections::VecDeque<Vec<u8>> = Default::default();
-            let mut own_open = true;
-            loop {
-                tokio::select! {
-                    biased;
-                    r = bus_rd.read(&mut chunk) => {
-                        let n = match r {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        if begun.load(Ordering::SeqCst) && at.feed(&chunk[..n]).is_err() {
-                            break;
-                        }
-                        if agent_wr.write_all(&chunk[..n]).await.is_err() {
-                            break;
-                        }
+/// What the agent's side tells the bus's side, in the order the agent sent its bytes.
+enum Step {
+    /// An authentication line went to the bus: its one reply line goes to the agent next.
+    BusLine,
+    /// The filter's own answer (the `ERROR` to `NEGOTIATE_UNIX_FD`, a refusal): written to the
+    /// agent in its turn during authentication, afterwards between two of the bus's messages.
+    Own(Vec<u8>),
+    /// The agent sent `BEGIN`: once the replies before it are through, the bus sends messages.
+    Begin,
+}
+
+/// The bus's side of a relay: the bus's bytes to the agent, with the filter's own answers put
+/// in their place. In the authentication phase the bus answers each line the agent sent with
+/// one line, and the agent may send all its lines and its first messages at once (zbus does):
+/// the bus's replies are matched to the agent's lines one by one, so that neither an `ERROR`
+/// of the filter overtakes the bus's `OK` nor a reply line is read as a message.
+async fn bus_to_agent(
+    mut bus_rd: tokio::net::unix::OwnedReadHalf,
+    mut agent_wr: tokio::net::unix::OwnedWriteHalf,
+    mut steps_rx: mpsc::Receiver<Step>,
+) {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut at = Boundary::default();
+    let mut steps: std::collections::VecDeque<Step> = Default::default();
+    let mut steps_open = true;
+    // Authentication: the bus's bytes not yet matched to a line of the agent.
+    let mut auth = true;
+    let mut lines: Vec<u8> = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            r = bus_rd.read(&mut chunk) => {
+                let n = match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if auth {
+                    lines.extend_from_slice(&chunk[..n]);
+                } else {
+                    if at.feed(&chunk[..n]).is_err() {
+                        break;
                     }
-                    own = own_rx.recv(), if own_open => match own {
-                        Some(b) => pending.push_back(b),
-                        None => own_open = false,
-                    },
+                    if agent_wr.write_all(&chunk[..n]).await.is_err() {
+                        break;
+                    }
                 }
-                while at.at_end()
-                    && let Some(b) = pending.pop_front()
-                {
+            }
+            step = steps_rx.recv(), if steps_open => match step {
+                Some(s) => steps.push_back(s),
+                None => steps_open = false,
+            },
+        }
+        while auth {
+            match steps.front() {
+                Some(Step::Own(b)) => {
+                    if agent_wr.write_all(b).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Step::BusLine) => {
+                    let Some(end) = lines.windows(2).position(|w| w == b"\r\n") else {
+                        break;
+                    };
+                    let line: Vec<u8> = lines.drain(..end + 2).collect();
+                    if agent_wr.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Step::Begin) => {
+                    auth = false;
+                    let rest = std::mem::take(&mut lines);
+                    if at.feed(&rest).is_err() || agent_wr.write_all(&rest).await.is_err() {
+                        return;
+                    }
+                }
+                None => break,
+            }
+            steps.pop_front();
+        }
+        if auth && lines.len() > 2 * MAX_LINE {
+            // A bus that answers with more than it was asked: not a D-Bus server.
+            break;
+        }
+        while !auth && at.at_end() {
+            match steps.pop_front() {
+                Some(Step::Own(b)) => {
                     if agent_wr.write_all(&b).await.is_err() {
                         return;
                     }
                 }
+                Some(_) => {}
+                None => break,
             }
-            // The bus closed: the reader's end closes too.
-            let _ = agent_wr.shutdown().await;
-        })
-    };
-    // Reader -> bus: the filter.
+        }
+    }
+    // The bus closed: the agent's end closes too.
+    let _ = agent_wr.shutdown().await;
+}
+
+/// Relays `agent` (the agent's end) and `bus` (the real connection) through the filter, with
+/// `policy`, until either side closes.
+pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
+    let name = policy.agent();
+    let (mut agent_rd, agent_wr) = agent.into_split();
+    let (bus_rd, mut bus_wr) = bus.into_split();
+    let mut begun = false;
+    let serials = Arc::new(AtomicU32::new(1));
+    let (to_agent, steps_rx) = mpsc::channel::<Step>(64);
+    let from_bus = tokio::spawn(bus_to_agent(bus_rd, agent_wr, steps_rx));
+    // Agent -> bus: the filter.
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     'outer: loop {
@@ -685,7 +743,7 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
             Ok(n) => n,
         };
         buf.extend_from_slice(&chunk[..n]);
-        while !begun.load(Ordering::SeqCst) {
+        while !begun {
             // The authentication phase: a leading NUL byte, then lines.
             if buf.first() == Some(&0) {
                 if bus_wr.write_all(&[0]).await.is_err() {
@@ -701,16 +759,23 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
                 continue 'outer;
             };
             let line: Vec<u8> = buf.drain(..end + 2).collect();
-            if line.starts_with(b"NEGOTIATE_UNIX_FD") {
-                if to_agent.send(b"ERROR\r\n".to_vec()).await.is_err() {
+            let step = if line.starts_with(b"NEGOTIATE_UNIX_FD") {
+                // Descriptors never pass the filter: answered here, the bus never sees it.
+                if to_agent
+                    .send(Step::Own(b"ERROR\r\n".to_vec()))
+                    .await
+                    .is_err()
+                {
                     break 'outer;
                 }
                 continue;
-            }
-            if line.starts_with(b"BEGIN") {
-                begun.store(true, Ordering::SeqCst);
-            }
-            if bus_wr.write_all(&line).await.is_err() {
+            } else if line.starts_with(b"BEGIN") {
+                begun = true;
+                Step::Begin
+            } else {
+                Step::BusLine
+            };
+            if bus_wr.write_all(&line).await.is_err() || to_agent.send(step).await.is_err() {
                 break 'outer;
             }
         }
@@ -748,7 +813,11 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
                     );
                     policy.refused(&h);
                     let serial = 0x8000_0000 | serials.fetch_add(1, Ordering::Relaxed);
-                    if to_agent.send(refusal_message(&h, serial)).await.is_err() {
+                    if to_agent
+                        .send(Step::Own(refusal_message(&h, serial)))
+                        .await
+                        .is_err()
+                    {
                         break 'outer;
                     }
                 }
@@ -1245,6 +1314,11 @@ mod tests {
             got, want,
             "the bus got the read and the granted act, and nothing else"
         );
+        let ok = b"OK 0123456789abcdef0123456789abcdef\r\n";
+        bus.write_all(ok).await.unwrap();
+        let mut line = vec![0u8; ok.len()];
+        agent.read_exact(&mut line).await.unwrap();
+        assert_eq!(&line, ok, "the bus's OK comes first");
         let mut head = [0u8; 16];
         tokio::time::timeout(
             std::time::Duration::from_secs(5),
@@ -1263,6 +1337,70 @@ mod tests {
         let more =
             tokio::time::timeout(std::time::Duration::from_millis(200), bus.read(&mut extra)).await;
         assert!(more.is_err(), "nothing more reached the bus");
+    }
+
+    /// zbus sends its whole handshake and its first message in one write, before the bus has
+    /// answered: the filter's `ERROR` to `NEGOTIATE_UNIX_FD` still comes after the bus's `OK`,
+    /// and the `OK` line is not read as a message (a run once failed the handshake so).
+    #[tokio::test]
+    async fn a_pipelined_handshake_gets_its_answers_in_order() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        for policy in [
+            Policy::Reader,
+            Policy::Input {
+                link: Link::Bus,
+                grants: Grants::new(),
+            },
+        ] {
+            let (agent_ours, mut agent) = UnixStream::pair().unwrap();
+            let (bus_ours, mut bus) = UnixStream::pair().unwrap();
+            tokio::spawn(relay(agent_ours, bus_ours, policy));
+            let read = call_with(
+                Some(APP),
+                EL,
+                "org.a11y.atspi.Accessible",
+                "GetRole",
+                "",
+                &[],
+            );
+            let lines = b"\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n";
+            agent
+                .write_all(&[lines.to_vec(), read.clone()].concat())
+                .await
+                .unwrap();
+            let want = [
+                b"\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n".to_vec(),
+                read.clone(),
+            ]
+            .concat();
+            let mut got = vec![0u8; want.len()];
+            tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(got, want, "the bus never sees NEGOTIATE_UNIX_FD");
+            // The bus answers late, its OK and its reply to the read in one write.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let ok = b"OK 0123456789abcdef0123456789abcdef\r\n".to_vec();
+            let reply = call_with(None, EL, "x.y", "Z", "", &[]);
+            bus.write_all(&[ok.clone(), reply.clone()].concat())
+                .await
+                .unwrap();
+            let want = [ok, b"ERROR\r\n".to_vec(), reply].concat();
+            let mut got = vec![0u8; want.len()];
+            tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                agent.read_exact(&mut got),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "OK, then the filter's ERROR, then the bus's message"
+            );
+        }
     }
 
     #[test]
