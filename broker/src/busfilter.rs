@@ -4,7 +4,9 @@
 //!
 //! The agent gets one end of a socketpair; the broker holds the real connection. What passes is
 //! decided by a [`Policy`]:
-//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`];
+//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`], and
+//!   the bus's `AddMatch` / `RemoveMatch` with a rule for one application's broadcast AT-SPI
+//!   events ([`match_rule_ok`], read from the reader's own message: no `eavesdrop`);
 //! - the input agent's ([`Policy::Input`]): the same reads and the input agent's own
 //!   ([`INPUT_READS`]), and a call that changes an application ([`ActMethod`]) only when it is the
 //!   act the broker asked the input agent for right now ([`Grant`], held in [`Grants`]): the same
@@ -285,10 +287,104 @@ impl Policy {
     /// The verdict on message `msg` (whole), whose header is `h`.
     pub fn judge(&self, h: &Header, msg: &[u8]) -> Verdict {
         match self {
-            Policy::Reader => judge(h),
+            Policy::Reader => {
+                if is_match_call(h) {
+                    judge_match(h, msg)
+                } else {
+                    judge(h)
+                }
+            }
             Policy::Input { link, grants } => judge_input(h, msg, link, grants.current().as_ref()),
         }
     }
+}
+
+/// The bus's `AddMatch` / `RemoveMatch`, which the reader uses to receive an application's
+/// AT-SPI events around an act (the event-driven settle).
+fn is_match_call(h: &Header) -> bool {
+    h.msg_type == METHOD_CALL
+        && h.interface.as_deref() == Some("org.freedesktop.DBus")
+        && matches!(h.member.as_deref(), Some("AddMatch" | "RemoveMatch"))
+}
+
+/// The verdict on the reader's `AddMatch` / `RemoveMatch`: passes only to the bus itself, with a
+/// rule [`match_rule_ok`] accepts (read from the reader's own message, never from an app's).
+fn judge_match(h: &Header, msg: &[u8]) -> Verdict {
+    let ok = !h.unix_fds
+        && h.destination.as_deref() == Some("org.freedesktop.DBus")
+        && h.path.as_deref() == Some("/org/freedesktop/DBus")
+        && h.signature.as_deref() == Some("s")
+        && first_string(h, msg).is_some_and(|r| match_rule_ok(&r));
+    if ok { Verdict::Pass } else { refusal(h) }
+}
+
+/// Longest match rule the reader may add.
+pub const MAX_MATCH_RULE: usize = 512;
+
+/// A match rule the reader may add: the broadcast AT-SPI events of one application, nothing
+/// else. `type='signal'`, `sender` a unique name and `interface` an `org.a11y.atspi.Event.*`
+/// interface are required; `member`, `path` and `path_namespace` may narrow it. Every other key
+/// is refused: `eavesdrop` (it would show the reader the input agent's calls, with typed text,
+/// and the apps' replies to others), `destination`, and the `arg` keys; so is any quote,
+/// backslash or repeated key.
+pub fn match_rule_ok(rule: &str) -> bool {
+    fn name_ok(v: &str, extra: &[char]) -> bool {
+        !v.is_empty()
+            && v.len() <= 255
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.') || extra.contains(&c))
+    }
+    if rule.len() > MAX_MATCH_RULE || rule.contains('\\') {
+        return false;
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let (mut signal, mut sender, mut events) = (false, false, false);
+    for part in rule.split(',') {
+        let Some((key, rest)) = part.split_once('=') else {
+            return false;
+        };
+        let Some(value) = rest.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) else {
+            return false;
+        };
+        if value.contains('\'') || seen.contains(&key) {
+            return false;
+        }
+        seen.push(key);
+        let ok = match key {
+            "type" => {
+                signal = value == "signal";
+                signal
+            }
+            "sender" => {
+                sender = value.starts_with(':') && name_ok(&value[1..], &['-']);
+                sender
+            }
+            "interface" => {
+                events = value
+                    .strip_prefix("org.a11y.atspi.Event.")
+                    .is_some_and(|r| name_ok(r, &[]));
+                events
+            }
+            "member" => name_ok(value, &[]),
+            "path" | "path_namespace" => value.starts_with('/') && name_ok(value, &['/']),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    signal && sender && events
+}
+
+/// The first argument of a message whose signature starts with `s`.
+fn first_string(h: &Header, msg: &[u8]) -> Option<String> {
+    if !h.signature.as_deref().is_some_and(|s| s.starts_with('s')) {
+        return None;
+    }
+    let pos = align(h.body_at, 4);
+    let n = u32_at(msg, pos, h.big_endian)? as usize;
+    let s = msg.get(pos + 4..(pos + 4).checked_add(n)?)?;
+    Some(std::str::from_utf8(s).ok()?.to_string())
 }
 
 fn on_list(list: &[(&str, &str)], h: &Header) -> bool {
@@ -1337,6 +1433,82 @@ mod tests {
         let more =
             tokio::time::timeout(std::time::Duration::from_millis(200), bus.read(&mut extra)).await;
         assert!(more.is_err(), "nothing more reached the bus");
+    }
+
+    /// The reader may subscribe to one application's broadcast AT-SPI events and nothing
+    /// else: no eavesdropping (which would show it the input agent's calls, with typed text),
+    /// no other interface, no rule sent anywhere but the bus.
+    #[test]
+    fn the_reader_adds_only_event_matches() {
+        let add = |dest: Option<&str>, member: &str, rule: &str| {
+            let mut body = (rule.len() as u32).to_le_bytes().to_vec();
+            body.extend_from_slice(rule.as_bytes());
+            body.push(0);
+            call_with(
+                dest,
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                member,
+                "s",
+                &body,
+            )
+        };
+        let verdict = |m: &[u8]| Policy::Reader.judge(&parse_header(m).unwrap(), m);
+        let good = "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object'";
+        for member in ["AddMatch", "RemoveMatch"] {
+            assert_eq!(
+                verdict(&add(Some("org.freedesktop.DBus"), member, good)),
+                Verdict::Pass,
+                "{member}"
+            );
+        }
+        assert_eq!(
+            verdict(&add(
+                Some("org.freedesktop.DBus"),
+                "AddMatch",
+                "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',member='StateChanged',path='/org/a11y/atspi/accessible/7'"
+            )),
+            Verdict::Pass
+        );
+        for bad in [
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',eavesdrop='true'",
+            "eavesdrop='true'",
+            "type='method_call',sender=':1.42',interface='org.a11y.atspi.Event.Object'",
+            "type='signal',interface='org.a11y.atspi.Event.Object'",
+            "type='signal',sender=':1.42'",
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Action'",
+            "type='signal',sender=':1.42',interface='org.freedesktop.DBus'",
+            "type='signal',sender='org.a11y.atspi.Registry',interface='org.a11y.atspi.Event.Object'",
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',destination=':1.7'",
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',arg0='x'",
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',type='signal'",
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',member='a\\'b'",
+            "type='signal',sender=':1.42',interface='org.a11y.atspi.Event.Object',",
+            "",
+        ] {
+            assert_eq!(
+                verdict(&add(Some("org.freedesktop.DBus"), "AddMatch", bad)),
+                Verdict::Refuse,
+                "{bad}"
+            );
+        }
+        // Only to the bus itself, only those two members.
+        assert_eq!(
+            verdict(&add(Some(":1.42"), "AddMatch", good)),
+            Verdict::Refuse
+        );
+        assert_eq!(verdict(&add(None, "AddMatch", good)), Verdict::Refuse);
+        assert_eq!(
+            verdict(&add(Some("org.freedesktop.DBus"), "BecomeMonitor", good)),
+            Verdict::Refuse
+        );
+        // The input agent subscribes to nothing.
+        let input = Policy::Input {
+            link: Link::Bus,
+            grants: Grants::new(),
+        };
+        let m = add(Some("org.freedesktop.DBus"), "AddMatch", good);
+        assert_eq!(input.judge(&parse_header(&m).unwrap(), &m), Verdict::Refuse);
     }
 
     /// zbus sends its whole handshake and its first message in one write, before the bus has

@@ -403,6 +403,8 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
         | ReaderToBroker::Tree { .. }
         | ReaderToBroker::Png { .. }
         | ReaderToBroker::Probe { .. }
+        | ReaderToBroker::Watching { .. }
+        | ReaderToBroker::Settled { .. }
         | ReaderToBroker::Failed { .. } => Msg::Answer,
         ReaderToBroker::Connect { .. } => Msg::Connect,
     }

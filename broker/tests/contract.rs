@@ -448,6 +448,95 @@ async fn full_skeleton_and_root_views_share_tokens() {
     )));
 }
 
+/// The event-driven settle: with the element's own event the settle reads once; when the event
+/// is lost (the app changed without one) it falls back to reading until the window is still and
+/// the result is as strict; an app that keeps changing gives a bounded, honest `settled: false`;
+/// an act that changes nothing on its element begins no watch.
+#[tokio::test]
+async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
+    use nish_broker::backend::mock::MockEvents;
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let backend = &f.engine.backend;
+    let settle_by = |f: &Fixture| -> Vec<String> {
+        f.audit()
+            .iter()
+            .filter(|e| e["event"] == "act")
+            .map(|e| e["settle_by"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let click_bold = |want: bool| {
+        let f = &f;
+        async move {
+            let r = f.read("Notes").await;
+            let c = f
+                .call(
+                    "click",
+                    json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+                )
+                .await;
+            let c = c.ok().clone();
+            assert_eq!(c["effect"], "confirmed", "{c}");
+            assert_eq!(c["verified"], true);
+            let row = c["diff"]["changed"][0].clone();
+            assert_eq!(row["fields"], json!(["states"]), "{c}");
+            let now = f.read("Notes").await;
+            let bold = now["elements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["label"] == "Bold")
+                .unwrap()
+                .clone();
+            assert_eq!(
+                bold["states"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s == "checked"),
+                want,
+                "the result agrees with the app"
+            );
+            c
+        }
+    };
+    backend.set_events(MockEvents::Own);
+    let c = click_bold(true).await;
+    assert_eq!(c["settle"]["settled"], true);
+    assert_eq!(backend.watches_and_settles(), (1, 1));
+    assert_eq!(settle_by(&f), ["events"]);
+
+    backend.set_events(MockEvents::Lost);
+    let c = click_bold(false).await;
+    assert_eq!(
+        c["settle"]["settled"], true,
+        "the reads found the window still"
+    );
+    assert_eq!(backend.watches_and_settles(), (2, 2));
+    assert_eq!(settle_by(&f), ["events", "reads"]);
+
+    backend.set_events(MockEvents::Busy);
+    let c = click_bold(true).await;
+    assert_eq!(
+        c["settle"]["settled"], false,
+        "honest about an app still changing"
+    );
+    assert_eq!(settle_by(&f), ["events", "reads", "events"]);
+
+    // A plain button: nothing on it shows the act, so no own event is waited for.
+    backend.set_events(MockEvents::Own);
+    let r = f.read("Notes").await;
+    let b = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "push_button", "Save")}),
+        )
+        .await;
+    assert_eq!(b.ok()["effect"], "dispatched");
+    assert_eq!(backend.watches_and_settles(), (3, 3), "no watch for it");
+    assert_eq!(settle_by(&f).last().unwrap(), "reads");
+}
+
 #[tokio::test]
 async fn acts_verify_honestly_and_diffs_are_real() {
     let f = Fixture::new(true);

@@ -31,7 +31,9 @@ use nish_proto::wire::indicator::{
 use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd, SynthOp,
 };
-use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{
+    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, WalkLimits,
+};
 use nish_proto::wire::shim::{ApproveOpts, BrokerToShim, CallResult, Image, ShimToBroker};
 use nish_proto::wire::{
     AgentFailure, ConnectTarget, Handed, Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES,
@@ -364,6 +366,21 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
         (any::<u64>(), window(), proptest::collection::vec(s(), 0..4))
             .prop_map(|(id, window, secure)| BrokerToReader::Capture { id, window, secure }),
         any::<u64>().prop_map(|id| BrokerToReader::Probe { id }),
+        (any::<u64>(), window(), s()).prop_map(|(id, window, element)| BrokerToReader::Watch {
+            id,
+            window,
+            element
+        }),
+        (any::<[u64; 5]>(), any::<bool>()).prop_map(|(n, expect_own)| BrokerToReader::Settle {
+            id: n[0],
+            watch: n[1],
+            expect_own,
+            bounds: SettleBounds {
+                own_max_ms: n[2],
+                quiet_ms: n[3],
+                max_ms: n[4],
+            },
+        }),
     ]
 }
 
@@ -430,6 +447,25 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         }),
         (any::<u64>(), probe).prop_map(|(id, probe)| ReaderToBroker::Probe { id, probe }),
         (any::<u64>(), failure()).prop_map(|(id, failure)| ReaderToBroker::Failed { id, failure }),
+        any::<[u64; 2]>().prop_map(|n| ReaderToBroker::Watching {
+            id: n[0],
+            watch: n[1]
+        }),
+        (any::<[u64; 2]>(), any::<[u32; 2]>(), any::<[bool; 6]>()).prop_map(|(n, c, b)| {
+            ReaderToBroker::Settled {
+                id: n[0],
+                report: SettleReport {
+                    events: c[0],
+                    ignored: c[1],
+                    own_seen: b[0],
+                    quiet: b[1],
+                    structural: b[2],
+                    window_known: b[3],
+                    ms: n[1],
+                    overflow: b[4],
+                },
+            }
+        }),
     ]
 }
 

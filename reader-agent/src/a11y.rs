@@ -633,8 +633,10 @@ impl A11y {
         }
     }
 
-    /// Asks the registry, once per reader, to forward children-changed events: GTK 3 answers
-    /// `Cache.GetItems` only once some client has registered for events.
+    /// Asks the registry, once per reader, to forward the object events the reader uses:
+    /// children-changed (GTK 3 answers `Cache.GetItems` only once some client has registered
+    /// for events), and the state, property, text and value changes an act's settle waits for
+    /// ([`crate::events`]). Toolkits send only events some client registered for.
     pub async fn register_events(&self) {
         let mut done = self.events_registered.lock().await;
         if *done {
@@ -642,19 +644,30 @@ impl A11y {
         }
         *done = true;
         if let Ok(bus) = self.bus().await {
-            let r: Result<(), CallError> = call(
-                &bus,
-                Some(REGISTRY),
-                "/org/a11y/atspi/registry",
-                Read::RegisterEvent,
-                &("object:children-changed",),
-                SETUP_TIMEOUT,
-            )
-            .await;
-            tracing::debug!(ok = r.is_ok(), "registered for children-changed events");
+            for kind in EVENT_KINDS {
+                let r: Result<(), CallError> = call(
+                    &bus,
+                    Some(REGISTRY),
+                    "/org/a11y/atspi/registry",
+                    Read::RegisterEvent,
+                    &(*kind,),
+                    SETUP_TIMEOUT,
+                )
+                .await;
+                tracing::debug!(ok = r.is_ok(), kind, "registered for events");
+            }
         }
     }
 }
+
+/// The event kinds the reader registers for ([`A11y::register_events`]).
+pub const EVENT_KINDS: &[&str] = &[
+    "object:children-changed",
+    "object:state-changed",
+    "object:property-change",
+    "object:text-changed",
+    "object:value-changed",
+];
 
 /// A peer-to-peer link to the application: `Ok(None)` when it offers none. In an agent the
 /// broker connects (after checking the application is in scope) and hands the stream in.

@@ -8,6 +8,7 @@
 pub mod a11y;
 pub mod capture;
 pub mod dbus;
+pub mod events;
 pub mod failure;
 pub mod framematch;
 pub mod handed;

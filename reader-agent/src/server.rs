@@ -44,6 +44,7 @@ pub struct Reader {
     captures: Mutex<RateLimiter>,
     walks: Semaphore,
     app_walks: Mutex<std::collections::HashMap<u32, Arc<Semaphore>>>,
+    watches: crate::events::Watches,
 }
 
 impl Default for Reader {
@@ -54,6 +55,7 @@ impl Default for Reader {
             captures: Mutex::new(RateLimiter::captures()),
             walks: Semaphore::new(CONCURRENT_WALKS),
             app_walks: Mutex::new(std::collections::HashMap::new()),
+            watches: crate::events::Watches::default(),
         }
     }
 }
@@ -253,6 +255,25 @@ impl Reader {
             .inspect_err(|f| self.x11_failed(f))
     }
 
+    /// Starts an event watch on the application of `element` in `window`
+    /// ([`crate::events`]).
+    pub async fn watch(&self, window: &WindowInfo, element: &str) -> Result<u64, Failure> {
+        let bus = self.a11y.bus().await.map_err(|p| p.failure())?;
+        // Registered once per reader: apps send only the events some client registered for.
+        self.a11y.register_events().await;
+        self.watches.watch(&bus, window.window_id, element).await
+    }
+
+    /// Ends an event watch after its act ([`crate::events::Watches::settle`]).
+    pub async fn settle(
+        &self,
+        watch: u64,
+        expect_own: bool,
+        bounds: nish_proto::wire::reader::SettleBounds,
+    ) -> Result<nish_proto::wire::reader::SettleReport, Failure> {
+        self.watches.settle(watch, expect_own, bounds).await
+    }
+
     /// The desktop probe.
     pub async fn probe(&self) -> DesktopProbe {
         let mut p = DesktopProbe {
@@ -317,6 +338,10 @@ impl Reader {
                 let start = Instant::now();
                 match self.read_tree(&window, &limits).await {
                     Ok((tree, stats)) => {
+                        self.watches.objects.remember(
+                            window.window_id,
+                            tree.nodes.iter().map(|n| n.handle.as_str()),
+                        );
                         tracing::info!(
                             id,
                             window = window.window_id,
@@ -354,6 +379,34 @@ impl Reader {
                 id,
                 probe: self.probe().await,
             },
+            BrokerToReader::Watch {
+                id,
+                window,
+                element,
+            } => match self.watch(&window, &element).await {
+                Ok(watch) => ReaderToBroker::Watching { id, watch },
+                Err(f) => failed(id, &f),
+            },
+            BrokerToReader::Settle {
+                id,
+                watch,
+                expect_own,
+                bounds,
+            } => match self.watches.settle(watch, expect_own, bounds).await {
+                Ok(report) => {
+                    tracing::info!(
+                        id,
+                        events = report.events,
+                        ignored = report.ignored,
+                        own = report.own_seen,
+                        quiet = report.quiet,
+                        ms = report.ms,
+                        "settle"
+                    );
+                    ReaderToBroker::Settled { id, report }
+                }
+                Err(f) => failed(id, &f),
+            },
             BrokerToReader::Connected { id, result } => {
                 if let crate::handed::Mode::Broker(h) = crate::handed::mode() {
                     h.answered(id, result);
@@ -378,6 +431,8 @@ fn request_id(r: &BrokerToReader) -> u64 {
         | BrokerToReader::ReadTree { id, .. }
         | BrokerToReader::Capture { id, .. }
         | BrokerToReader::Probe { id }
+        | BrokerToReader::Watch { id, .. }
+        | BrokerToReader::Settle { id, .. }
         | BrokerToReader::Connected { id, .. } => *id,
     }
 }
@@ -389,6 +444,8 @@ fn response_id(r: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Tree { id, .. }
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
+        | ReaderToBroker::Watching { id, .. }
+        | ReaderToBroker::Settled { id, .. }
         | ReaderToBroker::Failed { id, .. }
         | ReaderToBroker::Connect { id, .. } => *id,
     }

@@ -186,6 +186,8 @@ fn answer_id(a: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Tree { id, .. }
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
+        | ReaderToBroker::Watching { id, .. }
+        | ReaderToBroker::Settled { id, .. }
         | ReaderToBroker::Failed { id, .. } => *id,
     }
 }

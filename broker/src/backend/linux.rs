@@ -29,7 +29,9 @@ use nish_proto::wire::indicator::{
 use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd,
 };
-use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{
+    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, WalkLimits,
+};
 use nish_proto::wire::{ConnectTarget, Connected, LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
@@ -83,6 +85,8 @@ impl AgentMessage for ReaderToBroker {
             | ReaderToBroker::Tree { id, .. }
             | ReaderToBroker::Png { id, .. }
             | ReaderToBroker::Probe { id, .. }
+            | ReaderToBroker::Watching { id, .. }
+            | ReaderToBroker::Settled { id, .. }
             | ReaderToBroker::Failed { id, .. } => Some(*id),
         }
     }
@@ -541,6 +545,8 @@ struct IndicatorWaiters {
 
 /// Longest wait for the takeover frame to be on screen.
 const SHOW_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the reader may take to begin an event watch (one match added on the bus).
+const WATCH_TIMEOUT: Duration = Duration::from_millis(500);
 /// Longest wait for the input agent to release everything or change watching.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest wait for a clipboard read or write (the agent bounds its own at 2.5 s and 4 s).
@@ -1181,6 +1187,49 @@ impl Backend for LinuxBackend {
                 ErrorCode::InternalError,
                 "the reader answered with something else",
             )),
+        }
+    }
+
+    async fn watch_events(&self, window: &WindowInfo, element: &str) -> Option<u64> {
+        let r = self.reader().await.ok()?;
+        let id = r.next_id();
+        let msg = BrokerToReader::Watch {
+            id,
+            window: window.clone(),
+            element: element.to_string(),
+        };
+        match self
+            .reader
+            .ask(&r, id, msg, WATCH_TIMEOUT, CallKind::Read)
+            .await
+        {
+            Ok(ReaderToBroker::Watching { watch, .. }) => Some(watch),
+            Ok(ReaderToBroker::Failed { failure, .. }) => {
+                tracing::debug!(code = failure.code.as_str(), "no event watch for the act");
+                None
+            }
+            _ => None,
+        }
+    }
+
+    async fn settle_events(
+        &self,
+        watch: u64,
+        expect_own: bool,
+        bounds: SettleBounds,
+    ) -> Option<SettleReport> {
+        let r = self.reader().await.ok()?;
+        let id = r.next_id();
+        let msg = BrokerToReader::Settle {
+            id,
+            watch,
+            expect_own,
+            bounds,
+        };
+        let wait = Duration::from_millis(bounds.max_ms) + WATCH_TIMEOUT;
+        match self.reader.ask(&r, id, msg, wait, CallKind::Read).await {
+            Ok(ReaderToBroker::Settled { report, .. }) => Some(report),
+            _ => None,
         }
     }
 

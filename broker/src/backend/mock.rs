@@ -27,7 +27,7 @@ use nish_proto::model::{
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::WalkLimits;
+use nish_proto::wire::reader::{SettleBounds, SettleReport, WalkLimits};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
@@ -587,6 +587,25 @@ pub struct MockBackend {
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<BackendEvent>>>,
     /// How often the engine ended the act under way ([`Backend::end_acts`]).
     acts_ended: std::sync::atomic::AtomicUsize,
+    /// How the fake apps send AT-SPI events around an act.
+    events: Mutex<MockEvents>,
+    /// Event watches begun, and settles asked.
+    watches: std::sync::atomic::AtomicUsize,
+    settles: std::sync::atomic::AtomicUsize,
+}
+
+/// How the fake desktop's apps send AT-SPI events around an act (the event-driven settle).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MockEvents {
+    /// No events at all: the backend begins no watch (the settle reads).
+    #[default]
+    None,
+    /// The element's own event, then quiet.
+    Own,
+    /// The app changes without sending the element's own event (a lost event).
+    Lost,
+    /// The element's own event, and then the app keeps changing past the settle's bound.
+    Busy,
 }
 
 impl std::fmt::Debug for MockBackend {
@@ -611,7 +630,21 @@ impl MockBackend {
             events_tx,
             events_rx: Mutex::new(Some(rx)),
             acts_ended: std::sync::atomic::AtomicUsize::new(0),
+            events: Mutex::new(MockEvents::None),
+            watches: std::sync::atomic::AtomicUsize::new(0),
+            settles: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Sets how the fake apps send events around an act.
+    pub fn set_events(&self, e: MockEvents) {
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = e;
+    }
+
+    /// Event watches begun and settles asked so far.
+    pub fn watches_and_settles(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.watches.load(SeqCst), self.settles.load(SeqCst))
     }
 
     /// Reports a call of the input agent's that the broker's D-Bus filter refused, as the
@@ -721,6 +754,43 @@ impl Backend for MockBackend {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
+    }
+
+    async fn watch_events(&self, _window: &WindowInfo, _element: &str) -> Option<u64> {
+        let e = *self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if e == MockEvents::None {
+            return None;
+        }
+        Some(
+            self.watches
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst) as u64
+                + 1,
+        )
+    }
+
+    async fn settle_events(
+        &self,
+        _watch: u64,
+        expect_own: bool,
+        bounds: SettleBounds,
+    ) -> Option<SettleReport> {
+        self.settles
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let e = *self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let (own_seen, quiet, ms) = match e {
+            MockEvents::None => return None,
+            MockEvents::Own => (true, true, bounds.quiet_ms),
+            MockEvents::Lost => (false, false, bounds.own_max_ms),
+            MockEvents::Busy => (true, false, bounds.max_ms),
+        };
+        Some(SettleReport {
+            events: if own_seen { 1 } else { 0 },
+            own_seen: own_seen && expect_own,
+            quiet,
+            window_known: true,
+            ms,
+            ..Default::default()
+        })
     }
 
     async fn list_windows(&self) -> Result<Vec<WindowInfo>, DriverError> {

@@ -19,7 +19,7 @@ use nish_proto::model::{ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::WalkLimits;
+use nish_proto::wire::reader::{SettleBounds, SettleReport, WalkLimits};
 use tokio::sync::mpsc;
 
 use crate::session::PausedReason;
@@ -234,6 +234,29 @@ pub trait Backend: Send + Sync + 'static {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> impl Future<Output = Result<Tree, DriverError>> + Send;
+
+    /// Starts watching the AT-SPI events of the application of `element` (a handle from the
+    /// window's last walk) before an act on it, for the event-driven settle; `None` when the
+    /// backend has no events or the watch could not begin (the settle then reads until the
+    /// window stops changing).
+    fn watch_events(
+        &self,
+        _window: &WindowInfo,
+        _element: &str,
+    ) -> impl Future<Output = Option<u64>> + Send {
+        async { None }
+    }
+
+    /// Waits within `bounds` for the watched application to answer the act (its element's
+    /// own event when `expect_own`, then quiet) and ends the watch; `None` when it could not.
+    fn settle_events(
+        &self,
+        _watch: u64,
+        _expect_own: bool,
+        _bounds: SettleBounds,
+    ) -> impl Future<Output = Option<SettleReport>> + Send {
+        async { None }
+    }
 
     /// Captures one window's own contents with the secure fields named by `secure` (element
     /// handles from the window's last walk) blacked out where they are when the image is taken;

@@ -75,6 +75,14 @@ pub struct EngineConfig {
     pub settle_interval: Duration,
     /// Longest settle wait after an act.
     pub settle_max: Duration,
+    /// Settle from the app's AT-SPI events where the backend has them (the element's own
+    /// event, then quiet, then one read); otherwise, and when no own event comes, read until
+    /// the window stops changing.
+    pub settle_events: bool,
+    /// Longest wait for the element's own event after an act.
+    pub settle_own_max: Duration,
+    /// Time without an event of the window that counts as settled.
+    pub settle_quiet: Duration,
     /// Lease when start_session names none, in seconds.
     pub default_lease_s: u64,
     /// Bound on any single backend call.
@@ -94,6 +102,9 @@ impl Default for EngineConfig {
             approval_timeout: Duration::from_secs(60),
             settle_interval: Duration::from_millis(8),
             settle_max: Duration::from_millis(1000),
+            settle_events: true,
+            settle_own_max: Duration::from_millis(250),
+            settle_quiet: Duration::from_millis(15),
             default_lease_s: 900,
             backend_timeout: Duration::from_secs(10),
             consent_cooldown: Duration::from_secs(30),

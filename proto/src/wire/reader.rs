@@ -86,6 +86,32 @@ pub enum BrokerToReader {
         /// Request id.
         id: u64,
     },
+    /// Starts collecting the AT-SPI events of one window's application before an act, so that
+    /// the act's [`BrokerToReader::Settle`] can tell when the app has answered it. The reader
+    /// matches only the application's `org.a11y.atspi.Event.Object` signals on the
+    /// accessibility bus and keeps no event body (app text), only the member, the object path
+    /// and the time. A watch nobody settles ends by itself after [`WATCH_LIFE_MS`].
+    Watch {
+        /// Request id.
+        id: u64,
+        /// The window (already matched to an approved app by the broker).
+        window: WindowInfo,
+        /// The handle of the element the act is on (from the window's last walk).
+        element: String,
+    },
+    /// Waits, bounded, until the watched application has answered the act: its element's own
+    /// event seen (when one is expected), then [`SettleBounds::quiet_ms`] without an event of
+    /// the window; then ends the watch.
+    Settle {
+        /// Request id.
+        id: u64,
+        /// The watch from [`ReaderToBroker::Watching`].
+        watch: u64,
+        /// The act changes the element itself (a state, a value, text): wait for its event.
+        expect_own: bool,
+        /// Bounds.
+        bounds: SettleBounds,
+    },
     /// The answer to the reader's [`ReaderToBroker::Connect`]; on success the descriptor is
     /// attached to this frame.
     Connected {
@@ -94,6 +120,43 @@ pub enum BrokerToReader {
         /// What came with it, or why not.
         result: Connected,
     },
+}
+
+/// How long a watch lives without a [`BrokerToReader::Settle`].
+pub const WATCH_LIFE_MS: u64 = 5_000;
+
+/// Bounds of an event-driven settle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleBounds {
+    /// Longest wait for the element's own event, from the settle's start.
+    pub own_max_ms: u64,
+    /// Time without an event of the window that counts as settled.
+    pub quiet_ms: u64,
+    /// Longest settle in all.
+    pub max_ms: u64,
+}
+
+/// What a settle saw. Event counts and times only: no event body, no app text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettleReport {
+    /// Events of the window seen since the watch began.
+    pub events: u32,
+    /// Events of the application's other walked windows (ignored).
+    pub ignored: u32,
+    /// The element's own event was seen.
+    pub own_seen: bool,
+    /// The quiet period was reached within the bounds.
+    pub quiet: bool,
+    /// A children-changed event was seen (the window's structure changed).
+    pub structural: bool,
+    /// The window's objects were known from its last walk (else every event of the
+    /// application counted as the window's).
+    pub window_known: bool,
+    /// Milliseconds the settle waited.
+    pub ms: u64,
+    /// Events were dropped because too many came at once (the settle then counts as not
+    /// quiet).
+    pub overflow: bool,
 }
 
 /// From the reader to the broker.
@@ -129,6 +192,20 @@ pub enum ReaderToBroker {
         redacted: u32,
         /// PNG bytes.
         data: Vec<u8>,
+    },
+    /// A watch began ([`BrokerToReader::Watch`]): the match is in force on the bus.
+    Watching {
+        /// Request id.
+        id: u64,
+        /// The watch.
+        watch: u64,
+    },
+    /// A settle ended ([`BrokerToReader::Settle`]).
+    Settled {
+        /// Request id.
+        id: u64,
+        /// What it saw.
+        report: SettleReport,
     },
     /// The probe's answer.
     Probe {

@@ -14,7 +14,7 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::Token;
 use nish_proto::model::{Node, State, WindowInfo};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::WalkLimits;
+use nish_proto::wire::reader::{SettleBounds, WalkLimits};
 use serde_json::{Value, json};
 
 use super::approve::ActSubject;
@@ -495,6 +495,13 @@ impl<B: Backend> Engine<B> {
         };
         // A pause can land while the target was being re-read: judge again right before sending.
         self.rejudge(s, call)?;
+        // The app's events are watched from before the act (GTK 4 sends them before it
+        // answers the act), when the act changes the element itself.
+        let watch = if self.cfg.settle_events && !matches!(verify, Verify::None) {
+            self.backend.watch_events(&t.window, &t.node.handle).await
+        } else {
+            None
+        };
         let started = Instant::now();
         let path = match self
             .bounded("the act", self.backend.semantic(t.expect(), op))
@@ -502,6 +509,14 @@ impl<B: Backend> Engine<B> {
         {
             Ok(p) => p,
             Err(mut e) => {
+                if let Some(w) = watch {
+                    let none = SettleBounds {
+                        own_max_ms: 0,
+                        quiet_ms: 0,
+                        max_ms: 0,
+                    };
+                    let _ = self.backend.settle_events(w, false, none).await;
+                }
                 if e.effect.is_none() && e.code.retry() != nish_proto::errors::Retry::Unsafe {
                     e = e.with_effect("refused");
                 }
@@ -509,7 +524,7 @@ impl<B: Backend> Engine<B> {
             }
         };
         let act_ms = started.elapsed().as_millis() as u64;
-        self.finish_act(s, call, &t, verify, path, false, text_len, act_ms)
+        self.finish_act(s, call, &t, verify, path, false, text_len, act_ms, watch)
             .await
     }
 
@@ -525,6 +540,7 @@ impl<B: Backend> Engine<B> {
         took_cursor: bool,
         text_len: Option<usize>,
         act_ms: u64,
+        watch: Option<u64>,
     ) -> ToolResult {
         // The act was sent: what an Enter after it needs from the host changes.
         {
@@ -546,7 +562,9 @@ impl<B: Backend> Engine<B> {
                 _ => {}
             }
         }
-        let (after, settle_ms, settled) = self.settle(s, &t.window).await;
+        let expect_own = !matches!(verify, Verify::None);
+        let (after, settle_ms, settled, settle_by) =
+            self.settle(s, &t.window, watch, expect_own).await;
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
@@ -588,20 +606,60 @@ impl<B: Backend> Engine<B> {
             Some(&s.id),
             json!({"tool": call.tool().name(), "mode": if call.synthetic() { "takeover" } else { "headless" }, "path": out["path"],
                    "effect": out["effect"], "verified": verified, "readback": readback, "window_id": t.window.window_id,
-                   "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms}),
+                   "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms, "settle_by": settle_by}),
         );
         Ok(Output { value: out, images })
     }
 
-    /// Reads the window until it stops changing (bounded): a full read, then a light one; when
-    /// the light read shows what the full one did, the full one is the settled read.
+    /// Waits for the act's effect, then reads the window once more: the settled read. With an
+    /// event watch ([`Backend::watch_events`]) and an act that changes its element, the app's
+    /// events decide: the element's own event (within `settle_own_max`), then `settle_quiet`
+    /// without an event of the window, then one full read. With no watch, when the element's
+    /// own event does not come (a toolkit that sends none, a lost event), or when the events
+    /// show a structural change, the window is read until it stops changing ([`Self::settle_by_reads`]). The verification reads the element's
+    /// state from the settled read either way, never from an event. Returns the read, the
+    /// milliseconds, whether it settled, and how (`events` or `reads`).
     async fn settle(
         &self,
         s: &Session,
         w: &WindowInfo,
-    ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool) {
+        watch: Option<u64>,
+        expect_own: bool,
+    ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool, &'static str) {
         let start = Instant::now();
         let ms = |start: Instant| start.elapsed().as_millis() as u64;
+        if let Some(watch) = watch {
+            let bounds = SettleBounds {
+                own_max_ms: self.cfg.settle_own_max.as_millis() as u64,
+                quiet_ms: self.cfg.settle_quiet.as_millis() as u64,
+                max_ms: self.cfg.settle_max.as_millis() as u64,
+            };
+            let report = self.backend.settle_events(watch, expect_own, bounds).await;
+            tracing::debug!(?report, "event settle");
+            // A structural change (children added or removed) may still be under way in the
+            // toolkit's own caches when its events stop: the window is then read until it stops
+            // changing, as without events.
+            if let Some(r) = report
+                && (r.own_seen || !expect_own)
+                && !r.structural
+            {
+                let read = self.read_window(s, w).await;
+                return (read, ms(start), r.quiet, "events");
+            }
+        }
+        let (read, settled) = self.settle_by_reads(s, w, start).await;
+        (read, ms(start), settled, "reads")
+    }
+
+    /// Reads the window until it stops changing (bounded by `settle_max` from `start`): a full
+    /// read, then a light one; when the light read shows what the full one did, the full one is
+    /// the settled read.
+    async fn settle_by_reads(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+        start: Instant,
+    ) -> (Result<Arc<Snapshot>, DriverError>, bool) {
         let light = WalkLimits {
             details: false,
             ..WalkLimits::default()
@@ -609,7 +667,7 @@ impl<B: Backend> Engine<B> {
         loop {
             let full = match self.read_window(s, w).await {
                 Ok(r) => r,
-                Err(e) => return (Err(e), ms(start), false),
+                Err(e) => return (Err(e), false),
             };
             if self.cfg.settle_interval.is_zero() {
                 tokio::task::yield_now().await;
@@ -621,13 +679,13 @@ impl<B: Backend> Engine<B> {
                 .await
             {
                 Ok(t) => t,
-                Err(_) => return (Ok(full), ms(start), false),
+                Err(_) => return (Ok(full), false),
             };
             if light_hash(&again.nodes) == light_hash(&full.tree.nodes) {
-                return (Ok(full), ms(start), true);
+                return (Ok(full), true);
             }
             if start.elapsed() >= self.cfg.settle_max {
-                return (Ok(full), ms(start), false);
+                return (Ok(full), false);
             }
         }
     }

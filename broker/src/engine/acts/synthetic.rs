@@ -268,8 +268,18 @@ impl<B: Backend> Engine<B> {
                     sent?;
                 }
                 let ms = started.elapsed().as_millis() as u64;
-                self.finish_act(s, call, &t, verify, path.into(), true, call.text_len(), ms)
-                    .await
+                self.finish_act(
+                    s,
+                    call,
+                    &t,
+                    verify,
+                    path.into(),
+                    true,
+                    call.text_len(),
+                    ms,
+                    None,
+                )
+                .await
             }
             Call::Drag { from, to, .. } => {
                 let (from_token, to_token) = (from, to);
@@ -302,6 +312,7 @@ impl<B: Backend> Engine<B> {
                     true,
                     None,
                     ms,
+                    None,
                 )
                 .await
             }
@@ -336,6 +347,7 @@ impl<B: Backend> Engine<B> {
                     true,
                     None,
                     ms,
+                    None,
                 )
                 .await
             }

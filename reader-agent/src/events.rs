@@ -1,0 +1,283 @@
+//! The event-driven settle: a window's AT-SPI events around one act.
+//!
+//! Before an act the broker asks for a [`Watches::watch`]: the reader adds one match on the
+//! accessibility bus, `type='signal',sender='<app>',interface='org.a11y.atspi.Event.Object'`,
+//! and a task notes each event's member, object path and arrival time (never its body: event
+//! bodies carry app text). The match is in force on the bus before the answer goes back, so an
+//! event the app sends before it answers the act itself (GTK 4 does) is not lost.
+//!
+//! After the act, [`Watches::settle`] waits until the element's own event has been seen (when
+//! the act changes the element), then until the window has been quiet for a while, within
+//! bounds, and ends the watch (the match is removed). Events of the application's other windows
+//! are ignored: an event whose object was in another window's last walk, and not in this
+//! window's, does not count; every other event of the application does (a new object of this
+//! window is in no walk yet). The report says what was seen; the broker decides what it means (it still reads the
+//! window afterwards, and the verification reads the element's state from that read).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt as _;
+use nish_proto::wire::reader::{SettleBounds, SettleReport, WATCH_LIFE_MS};
+use tokio::sync::Notify;
+use zbus::Connection;
+
+use crate::failure::Failure;
+
+/// The AT-SPI interface of object events.
+pub const OBJECT_EVENTS: &str = "org.a11y.atspi.Event.Object";
+/// Watches in force at once; more are refused (a broker asks for one per act).
+pub const MAX_WATCHES: usize = 16;
+/// Events a watch queues before it counts an overflow.
+pub const MAX_QUEUED: usize = 1024;
+/// Events of the window a watch counts before it gives up on quiet (an app that floods).
+pub const MAX_EVENTS: u32 = 4096;
+/// Windows whose object paths the reader remembers from their last walk.
+pub const REMEMBERED_WINDOWS: usize = 32;
+/// Most objects remembered of one window.
+pub const REMEMBERED_OBJECTS: usize = 20_000;
+
+/// What a watch has seen so far.
+#[derive(Debug, Default)]
+struct Seen {
+    events: u32,
+    ignored: u32,
+    own: bool,
+    structural: bool,
+    last: Option<Instant>,
+    overflow: bool,
+}
+
+#[derive(Debug)]
+struct Watch {
+    seen: Arc<Mutex<Seen>>,
+    notify: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+    window_known: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        // Dropping the task's stream removes the match from the bus.
+        self.task.abort();
+    }
+}
+
+/// One walked window's application (its bus name) and object paths.
+type Objects = Arc<(String, HashSet<String>)>;
+
+/// The object paths of recently walked windows, by window id.
+#[derive(Debug, Default)]
+pub struct WindowObjects {
+    map: Mutex<HashMap<u64, Objects>>,
+    order: Mutex<std::collections::VecDeque<u64>>,
+}
+
+impl WindowObjects {
+    /// Remembers the objects of a walk (`handles` are `<bus>|<path>`; all of one application).
+    pub fn remember<'a>(&self, window_id: u64, handles: impl Iterator<Item = &'a str>) {
+        let mut bus = String::new();
+        let mut paths = HashSet::new();
+        for h in handles.take(REMEMBERED_OBJECTS) {
+            let Some((b, p)) = h.split_once('|') else {
+                continue;
+            };
+            if bus.is_empty() {
+                bus = b.to_string();
+            }
+            if b == bus {
+                paths.insert(p.to_string());
+            }
+        }
+        let (Ok(mut map), Ok(mut order)) = (self.map.lock(), self.order.lock()) else {
+            return;
+        };
+        if map.insert(window_id, Arc::new((bus, paths))).is_none() {
+            order.push_back(window_id);
+        }
+        while order.len() > REMEMBERED_WINDOWS {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+    }
+
+    /// This window's objects, and the application's other walked windows' objects.
+    fn split(&self, window_id: u64, bus: &str) -> (Option<Objects>, Vec<Objects>) {
+        let Ok(map) = self.map.lock() else {
+            return (None, vec![]);
+        };
+        let mine = map.get(&window_id).filter(|e| e.0 == bus).cloned();
+        let others = map
+            .iter()
+            .filter(|(id, e)| **id != window_id && e.0 == bus)
+            .map(|(_, e)| e.clone())
+            .collect();
+        (mine, others)
+    }
+}
+
+/// The watches in force.
+#[derive(Debug, Default)]
+pub struct Watches {
+    next: AtomicU64,
+    live: Mutex<HashMap<u64, Watch>>,
+    /// The windows' objects from their last walks.
+    pub objects: WindowObjects,
+}
+
+impl Watches {
+    /// Starts watching the application of `element` (a handle, `<bus>|<path>`) in window
+    /// `window_id`; returns once the match is in force on `bus`.
+    pub async fn watch(
+        &self,
+        bus: &Connection,
+        window_id: u64,
+        element: &str,
+    ) -> Result<u64, Failure> {
+        let (app, own_path) = element
+            .split_once('|')
+            .filter(|(b, p)| b.starts_with(':') && p.starts_with('/'))
+            .ok_or_else(|| {
+                Failure::new(
+                    nish_proto::errors::ErrorCode::InvalidArguments,
+                    "the element's handle is not an AT-SPI object",
+                )
+            })?;
+        {
+            let mut live = self.live.lock().map_err(|_| Failure::internal("lock"))?;
+            live.retain(|_, w| !w.task.is_finished());
+            if live.len() >= MAX_WATCHES {
+                return Err(Failure::new(
+                    nish_proto::errors::ErrorCode::RateLimited,
+                    "too many event watches at once",
+                ));
+            }
+        }
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .sender(app)
+            .and_then(|b| b.interface(OBJECT_EVENTS))
+            .map_err(|_| {
+                Failure::new(
+                    nish_proto::errors::ErrorCode::InvalidArguments,
+                    "the element's application name is not a bus name",
+                )
+            })?
+            .build();
+        let mut stream = zbus::MessageStream::for_match_rule(rule, bus, Some(MAX_QUEUED))
+            .await
+            .map_err(|_| Failure::backend("the accessibility bus refused the event match"))?;
+        // An event is another window's when its object was in another window's last walk and
+        // not in this one's; any other event of the application counts (a new object of this
+        // window is in no walk yet, and counting it can only make the settle wait longer).
+        let (mine, others) = self.objects.split(window_id, app);
+        let window_known = mine.is_some();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let notify = Arc::new(Notify::new());
+        let own_path = own_path.to_string();
+        let task = {
+            let (seen, notify) = (seen.clone(), notify.clone());
+            tokio::spawn(async move {
+                let end = tokio::time::Instant::now() + Duration::from_millis(WATCH_LIFE_MS);
+                while let Ok(Some(m)) = tokio::time::timeout_at(end, stream.next()).await {
+                    let Ok(m) = m else { continue };
+                    let h = m.header();
+                    let path = h.path().map(|p| p.as_str()).unwrap_or("");
+                    let own = path == own_path;
+                    let ours = own
+                        || mine.as_ref().is_some_and(|m| m.1.contains(path))
+                        || !others.iter().any(|o| o.1.contains(path));
+                    let children = h.member().is_some_and(|n| n.as_str() == "ChildrenChanged");
+                    let Ok(mut s) = seen.lock() else { break };
+                    if !ours {
+                        s.ignored = s.ignored.saturating_add(1);
+                        continue;
+                    }
+                    s.events = s.events.saturating_add(1);
+                    s.own |= own;
+                    s.structural |= children;
+                    s.last = Some(Instant::now());
+                    s.overflow |= s.events > MAX_EVENTS;
+                    drop(s);
+                    notify.notify_one();
+                }
+            })
+        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.live
+            .lock()
+            .map_err(|_| Failure::internal("lock"))?
+            .insert(
+                id,
+                Watch {
+                    seen,
+                    notify,
+                    task,
+                    window_known,
+                },
+            );
+        Ok(id)
+    }
+
+    /// Waits for the act's answer within `bounds` (see the module), then ends the watch.
+    pub async fn settle(
+        &self,
+        watch: u64,
+        expect_own: bool,
+        bounds: SettleBounds,
+    ) -> Result<SettleReport, Failure> {
+        let w = self
+            .live
+            .lock()
+            .map_err(|_| Failure::internal("lock"))?
+            .remove(&watch)
+            .ok_or_else(|| Failure::not_found("no such event watch (it ended)"))?;
+        let start = Instant::now();
+        let own_max = Duration::from_millis(bounds.own_max_ms);
+        let quiet = Duration::from_millis(bounds.quiet_ms);
+        let end = start + Duration::from_millis(bounds.max_ms);
+        let quiet_reached = loop {
+            let (own, last, overflow) = {
+                let s = w.seen.lock().map_err(|_| Failure::internal("lock"))?;
+                (s.own, s.last, s.overflow)
+            };
+            let now = Instant::now();
+            if overflow || now >= end {
+                break false;
+            }
+            let wake = if expect_own && !own {
+                if now >= start + own_max {
+                    break false;
+                }
+                (start + own_max).min(end)
+            } else {
+                // No event of the window for `quiet`: since the last one, or since the
+                // settle began when none came.
+                let due = last.unwrap_or(start) + quiet;
+                if now >= due {
+                    break true;
+                }
+                due.min(end)
+            };
+            let _ = tokio::time::timeout_at(wake.into(), w.notify.notified()).await;
+            if expect_own && w.task.is_finished() && !w.seen.lock().is_ok_and(|s| s.own) {
+                // The stream ended (the bus closed, or the watch outlived its life).
+                break false;
+            }
+        };
+        let s = w.seen.lock().map_err(|_| Failure::internal("lock"))?;
+        Ok(SettleReport {
+            events: s.events,
+            ignored: s.ignored,
+            own_seen: s.own,
+            quiet: quiet_reached,
+            structural: s.structural,
+            window_known: w.window_known,
+            ms: start.elapsed().as_millis() as u64,
+            overflow: s.overflow,
+        })
+    }
+}

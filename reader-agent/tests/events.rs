@@ -1,0 +1,183 @@
+//! The event-driven settle's watch ([`nish_reader::events`]) on a real accessibility bus, with
+//! stand-in applications that send AT-SPI object events the way toolkits do.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use nish_proto::wire::reader::{SettleBounds, SettleReport};
+use nish_reader::events::{MAX_WATCHES, Watches};
+use nish_testdesk::Desktop;
+use zbus::zvariant::Value;
+
+const EVENTS: &str = "org.a11y.atspi.Event.Object";
+
+async fn connect(addr: &str) -> zbus::Connection {
+    zbus::connection::Builder::address(addr)
+        .unwrap()
+        .build()
+        .await
+        .unwrap()
+}
+
+/// One AT-SPI object event from `app`, body as toolkits send it (`siiva{sv}`).
+async fn emit(app: &zbus::Connection, path: &str, member: &str) {
+    let props: HashMap<&str, Value> = HashMap::new();
+    app.emit_signal(
+        None::<zbus::names::BusName<'_>>,
+        path,
+        EVENTS,
+        member,
+        &("checked", 1i32, 0i32, Value::from(0i32), props),
+    )
+    .await
+    .unwrap();
+}
+
+fn bounds(own_max_ms: u64, quiet_ms: u64, max_ms: u64) -> SettleBounds {
+    SettleBounds {
+        own_max_ms,
+        quiet_ms,
+        max_ms,
+    }
+}
+
+struct Case {
+    watches: Watches,
+    reader: zbus::Connection,
+    app: zbus::Connection,
+    other_app: zbus::Connection,
+}
+
+impl Case {
+    fn name(&self) -> String {
+        self.app.unique_name().unwrap().to_string()
+    }
+
+    /// Watches window 1 for an act on `/w1/own`.
+    async fn watch(&self) -> u64 {
+        self.watches
+            .watch(&self.reader, 1, &format!("{}|/w1/own", self.name()))
+            .await
+            .expect("a watch")
+    }
+
+    async fn settle(&self, w: u64, expect_own: bool, b: SettleBounds) -> SettleReport {
+        self.watches
+            .settle(w, expect_own, b)
+            .await
+            .expect("a report")
+    }
+}
+
+#[test]
+fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
+    let desk = Desktop::start().expect("a desktop");
+    let addr = desk
+        .a11y_bus_address()
+        .expect("an accessibility bus")
+        .to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = Case {
+            watches: Watches::default(),
+            reader: connect(&addr).await,
+            app: connect(&addr).await,
+            other_app: connect(&addr).await,
+        };
+        let app = c.name();
+        // The last walks: window 1 and window 2 of the same application.
+        c.watches.objects.remember(
+            1,
+            [format!("{app}|/w1/root"), format!("{app}|/w1/own")]
+                .iter()
+                .map(|s| s.as_str()),
+        );
+        c.watches
+            .objects
+            .remember(2, [format!("{app}|/w2/root")].iter().map(|s| s.as_str()));
+
+        // The own event, sent before the settle is asked (GTK 4 sends it before it answers
+        // the act): seen, then quiet.
+        let w = c.watch().await;
+        emit(&c.app, "/w1/own", "StateChanged").await;
+        let r = c.settle(w, true, bounds(1000, 60, 3000)).await;
+        assert!(r.own_seen && r.quiet && !r.structural, "{r:?}");
+        assert_eq!((r.events, r.ignored), (1, 0), "{r:?}");
+        assert!(r.window_known);
+        assert!(r.ms < 1000, "quiet came well before the bound: {r:?}");
+
+        // Another app's event on the same path is not even matched; another window's is
+        // ignored; a new object of the application (in no walk yet) counts.
+        let w = c.watch().await;
+        emit(&c.other_app, "/w1/own", "StateChanged").await;
+        emit(&c.app, "/w2/root", "StateChanged").await;
+        emit(&c.app, "/w1/new_child", "PropertyChange").await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        emit(&c.app, "/w1/own", "StateChanged").await;
+        let r = c.settle(w, true, bounds(1000, 60, 3000)).await;
+        assert!(r.own_seen && r.quiet, "{r:?}");
+        assert_eq!((r.events, r.ignored), (2, 1), "{r:?}");
+
+        // Another window's events alone never make the act's own event.
+        let w = c.watch().await;
+        emit(&c.app, "/w2/root", "StateChanged").await;
+        emit(&c.other_app, "/w1/own", "StateChanged").await;
+        let r = c.settle(w, true, bounds(300, 60, 3000)).await;
+        assert!(!r.own_seen && !r.quiet, "{r:?}");
+        assert!(r.ms >= 300, "waited the own-event bound: {r:?}");
+
+        // A lost event: nothing comes; the settle ends at its own-event bound, not quiet.
+        let w = c.watch().await;
+        let r = c.settle(w, true, bounds(200, 60, 3000)).await;
+        assert!(!r.own_seen && !r.quiet && r.events == 0, "{r:?}");
+        assert!((200..2000).contains(&r.ms), "{r:?}");
+
+        // An app that keeps changing: bounded by max, not quiet, honest.
+        let w = c.watch().await;
+        let busy = {
+            let app = c.app.clone();
+            tokio::spawn(async move {
+                emit(&app, "/w1/own", "StateChanged").await;
+                for _ in 0..200 {
+                    emit(&app, "/w1/root", "ChildrenChanged").await;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        let r = c.settle(w, true, bounds(1000, 60, 400)).await;
+        busy.abort();
+        assert!(r.own_seen && !r.quiet && r.structural, "{r:?}");
+        assert!((400..1500).contains(&r.ms), "bounded by max: {r:?}");
+        assert!(r.events > 5, "{r:?}");
+
+        // An act that changes nothing on its element: quiet alone settles it.
+        let w = c.watch().await;
+        let r = c.settle(w, false, bounds(1000, 60, 3000)).await;
+        assert!(r.quiet && !r.own_seen && r.events == 0, "{r:?}");
+        assert!(r.ms >= 60, "{r:?}");
+
+        // A settle ends its watch; an unknown watch is an error, not a hang.
+        assert!(c.watches.settle(w, true, bounds(1, 1, 1)).await.is_err());
+
+        // Watches are bounded.
+        let mut held = Vec::new();
+        for _ in 0..MAX_WATCHES {
+            held.push(c.watch().await);
+        }
+        let more = c
+            .watches
+            .watch(&c.reader, 1, &format!("{app}|/w1/own"))
+            .await;
+        assert!(more.is_err(), "more than {MAX_WATCHES} watches at once");
+        // A handle that is not an AT-SPI object is refused.
+        for w in held {
+            c.settle(w, false, bounds(0, 0, 0)).await;
+        }
+        assert!(c.watches.watch(&c.reader, 1, "not a handle").await.is_err());
+        assert!(c.watches.watch(&c.reader, 1, "app|/path").await.is_err());
+    });
+}
