@@ -287,8 +287,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("cannot make the broker non-dumpable: {e}");
             }
             let socket = socket.unwrap_or_else(server::default_socket);
+            // Workers get 8 MiB of stack rather than 2: a tool call is one deep future (an act,
+            // its settle, its reads), and a debug build once overflowed the default.
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
+                .thread_stack_size(8 << 20)
                 .enable_all()
                 .build()?;
             rt.block_on(async move {

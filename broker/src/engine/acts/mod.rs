@@ -563,8 +563,10 @@ impl<B: Backend> Engine<B> {
             }
         }
         let expect_own = !matches!(verify, Verify::None);
+        // Boxed: the settle's reads are deep futures, and an act's own future is already large
+        // (a debug build's worker stack overflowed on a takeover click).
         let (after, settle_ms, settled, settle_by) =
-            self.settle(s, &t.window, watch, expect_own).await;
+            Box::pin(self.settle(s, &t.window, watch, expect_own)).await;
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);

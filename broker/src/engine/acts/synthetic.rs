@@ -268,7 +268,7 @@ impl<B: Backend> Engine<B> {
                     sent?;
                 }
                 let ms = started.elapsed().as_millis() as u64;
-                self.finish_act(
+                Box::pin(self.finish_act(
                     s,
                     call,
                     &t,
@@ -278,7 +278,7 @@ impl<B: Backend> Engine<B> {
                     call.text_len(),
                     ms,
                     None,
-                )
+                ))
                 .await
             }
             Call::Drag { from, to, .. } => {
@@ -303,7 +303,7 @@ impl<B: Backend> Engine<B> {
                 self.send_synthetic(s, call, &from.window, SynthOp::Drag { from: a, to: b })
                     .await?;
                 let ms = started.elapsed().as_millis() as u64;
-                self.finish_act(
+                Box::pin(self.finish_act(
                     s,
                     call,
                     &from,
@@ -313,7 +313,7 @@ impl<B: Backend> Engine<B> {
                     None,
                     ms,
                     None,
-                )
+                ))
                 .await
             }
             Call::PressKey { .. } | Call::Hotkey { .. } => {
@@ -338,7 +338,7 @@ impl<B: Backend> Engine<B> {
                     window: w,
                 };
                 let ms = started.elapsed().as_millis() as u64;
-                self.finish_act(
+                Box::pin(self.finish_act(
                     s,
                     call,
                     &t,
@@ -348,7 +348,7 @@ impl<B: Backend> Engine<B> {
                     None,
                     ms,
                     None,
-                )
+                ))
                 .await
             }
             Call::BringToFront(target) => {
