@@ -40,9 +40,10 @@ if grep -q -a NISH_TEST_CONSENT_DIR target/debug/nish-driver; then
     echo "nish-driver built without the test-consent feature contains its consent path" >&2
     exit 1
 fi
-# Nor the act benchmark's switch that turns the agents' filters off (feature bench-unfiltered).
-if grep -q -a NISH_BENCH_READER_FILTER target/debug/nish-driver; then
-    echo "nish-driver built without the bench-unfiltered feature can turn the agents' filters off" >&2
+# Nor the act benchmark's switches that turn the agents' filters or the event-driven settle off
+# (feature bench-unfiltered).
+if grep -q -a -e NISH_BENCH_READER_FILTER -e NISH_BENCH_SETTLE target/debug/nish-driver; then
+    echo "nish-driver built without the bench-unfiltered feature has a benchmark switch" >&2
     exit 1
 fi
 

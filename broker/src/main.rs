@@ -305,7 +305,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         serve(MockBackend::new(), socket, cfg).await
                     }
                     BackendArg::Linux => {
-                        serve(LinuxBackend::new(), socket, EngineConfig::default()).await
+                        #[allow(unused_mut)]
+                        let mut cfg = EngineConfig::default();
+                        // The act benchmark's side-by-side run of the settle by reads alone;
+                        // only a broker built with the `bench-unfiltered` feature reads it.
+                        #[cfg(feature = "bench-unfiltered")]
+                        if std::env::var_os("NISH_BENCH_SETTLE").is_some_and(|v| v == "reads") {
+                            tracing::warn!("the settle ignores the apps' events (NISH_BENCH_SETTLE, a benchmark)");
+                            cfg.settle_events = false;
+                        }
+                        serve(LinuxBackend::new(), socket, cfg).await
                     }
                 }
             })?;

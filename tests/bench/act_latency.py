@@ -88,13 +88,16 @@ def pyatspi_times(env: dict, pid: int, n: int, kind: str) -> list[float]:
     return json.loads(p.stdout)
 
 
-async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int) -> dict:
-    """One broker (the agents' D-Bus filters on or off), `acts` of each kind after 3 warm-ups."""
+async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int, settle: str = "events") -> dict:
+    """One broker (the agents' D-Bus filters on or off; the settle by events where the app sends
+    them, or by reads alone), `acts` of each kind after 3 warm-ups."""
     env = {"NISH_LOG": "warn"}
+    # Both honoured only by a broker built with the bench-unfiltered feature (the workspace
+    # build); the daemon built alone always filters and always follows the events.
     if not filter_on:
-        # Honoured only by a broker built with the bench-unfiltered feature (the workspace
-        # build); the daemon built alone always filters.
         env["NISH_BENCH_READER_FILTER"] = "off"
+    if settle == "reads":
+        env["NISH_BENCH_SETTLE"] = "reads"
     broker = h.Broker(ns.driver, "linux", env)
     person = h.Person(broker.env)
     try:
@@ -130,13 +133,15 @@ async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int) -> di
 
 async def run(ns: argparse.Namespace) -> None:
     h.VERBOSE = False
-    # The agents' filters on and off, alternating in halves so the machine's drift hits both.
+    # The agents' filters on and off, and the settle by reads alone, alternating in halves so
+    # the machine's drift hits all three.
     on: dict = {}
     off: dict = {}
+    reads: dict = {}
     half = max(1, ns.acts // 2)
     for _ in range(2):
-        for filter_on, into in ((True, on), (False, off)):
-            got = await driver_times(ns, filter_on, half)
+        for filter_on, settle_by, into in ((True, "events", on), (False, "events", off), (True, "reads", reads)):
+            got = await driver_times(ns, filter_on, half, settle_by)
             for name, (total, settle) in got.items():
                 t, s = into.setdefault(name, ([], []))
                 t.extend(total)
@@ -144,11 +149,11 @@ async def run(ns: argparse.Namespace) -> None:
     env = dict(os.environ)  # the test desktop's, as the script was started
     py_click = pyatspi_times(env, ns.pid, ns.acts, "click")
     py_set = pyatspi_times(env, ns.pid, ns.acts, "set")
-    print(f"{2 * half} acts each, the agents' filters on and off alternating; milliseconds\n")
+    print(f"{2 * half} acts each, three brokers alternating (filters on; filters off; filters on and the settle by reads alone); milliseconds\n")
     print("| act | median | p95 | median excl. settle | p95 excl. settle | settle median |")
     print("|---|---|---|---|---|---|")
     for name in on:
-        for label, res in (("filter on", on), ("filter off", off)):
+        for label, res in (("filter on", on), ("filter off", off), ("filter on, settle by reads", reads)):
             total, settle = res[name]
             print(row(f"nish-driver ({label}), MCP call to verified result: {name}", total, settle))
     print(row("pyatspi script: click (check button), do_action then read until checked", py_click, None))
@@ -157,6 +162,9 @@ async def run(ns: argparse.Namespace) -> None:
     for name in on:
         ratio = statistics.median(on[name][0]) / statistics.median(off[name][0])
         print(f"{name}: filter on / off, median: {ratio:.2f}")
+    for name in on:
+        ratio = statistics.median(reads[name][0]) / statistics.median(on[name][0])
+        print(f"{name}: settle by reads / by events (filters on), median: {ratio:.2f}")
 
 
 def main() -> int:
