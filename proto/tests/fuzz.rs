@@ -32,7 +32,8 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd, SynthOp,
 };
 use nish_proto::wire::reader::{
-    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, WalkLimits,
+    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, SettleWait,
+    WalkLimits,
 };
 use nish_proto::wire::shim::{ApproveOpts, BrokerToShim, CallResult, Image, ShimToBroker};
 use nish_proto::wire::{
@@ -371,10 +372,10 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
             window,
             element
         }),
-        (any::<[u64; 5]>(), any::<bool>()).prop_map(|(n, expect_own)| BrokerToReader::Settle {
+        (any::<[u64; 5]>(), 0..3u8).prop_map(|(n, w)| BrokerToReader::Settle {
             id: n[0],
             watch: n[1],
-            expect_own,
+            wait: [SettleWait::Own, SettleWait::AnyEvent, SettleWait::Quiet][w as usize],
             bounds: SettleBounds {
                 own_max_ms: n[2],
                 quiet_ms: n[3],

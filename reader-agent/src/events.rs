@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt as _;
-use nish_proto::wire::reader::{SettleBounds, SettleReport, WATCH_LIFE_MS};
+use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WATCH_LIFE_MS};
 use tokio::sync::Notify;
 use zbus::Connection;
 
@@ -38,6 +38,15 @@ pub const MAX_EVENTS: u32 = 4096;
 pub const REMEMBERED_WINDOWS: usize = 32;
 /// Most objects remembered of one window.
 pub const REMEMBERED_OBJECTS: usize = 20_000;
+
+/// The event a settle waits for before it waits for quiet.
+fn awaited(wait: SettleWait, s: &Seen) -> bool {
+    match wait {
+        SettleWait::Own => s.own,
+        SettleWait::AnyEvent => s.events > 0,
+        SettleWait::Quiet => true,
+    }
+}
 
 /// What a watch has seen so far.
 #[derive(Debug, Default)]
@@ -222,11 +231,12 @@ impl Watches {
         Ok(id)
     }
 
-    /// Waits for the act's answer within `bounds` (see the module), then ends the watch.
+    /// Waits within `bounds` for what `wait` names (the element's own event, any event of the
+    /// window, or nothing), then for quiet (see the module), and ends the watch.
     pub async fn settle(
         &self,
         watch: u64,
-        expect_own: bool,
+        wait: SettleWait,
         bounds: SettleBounds,
     ) -> Result<SettleReport, Failure> {
         let w = self
@@ -240,15 +250,15 @@ impl Watches {
         let quiet = Duration::from_millis(bounds.quiet_ms);
         let end = start + Duration::from_millis(bounds.max_ms);
         let quiet_reached = loop {
-            let (own, last, overflow) = {
+            let (came, last, overflow) = {
                 let s = w.seen.lock().map_err(|_| Failure::internal("lock"))?;
-                (s.own, s.last, s.overflow)
+                (awaited(wait, &s), s.last, s.overflow)
             };
             let now = Instant::now();
             if overflow || now >= end {
                 break false;
             }
-            let wake = if expect_own && !own {
+            let wake = if !came {
                 if now >= start + own_max {
                     break false;
                 }
@@ -263,7 +273,7 @@ impl Watches {
                 due.min(end)
             };
             let _ = tokio::time::timeout_at(wake.into(), w.notify.notified()).await;
-            if expect_own && w.task.is_finished() && !w.seen.lock().is_ok_and(|s| s.own) {
+            if w.task.is_finished() && !w.seen.lock().is_ok_and(|s| awaited(wait, &s)) {
                 // The stream ended (the bus closed, or the watch outlived its life).
                 break false;
             }
@@ -272,7 +282,7 @@ impl Watches {
         Ok(SettleReport {
             events: s.events,
             ignored: s.ignored,
-            own_seen: s.own,
+            own_seen: awaited(wait, &s),
             quiet: quiet_reached,
             structural: s.structural,
             window_known: w.window_known,

@@ -268,10 +268,10 @@ impl Reader {
     pub async fn settle(
         &self,
         watch: u64,
-        expect_own: bool,
+        wait: nish_proto::wire::reader::SettleWait,
         bounds: nish_proto::wire::reader::SettleBounds,
     ) -> Result<nish_proto::wire::reader::SettleReport, Failure> {
-        self.watches.settle(watch, expect_own, bounds).await
+        self.watches.settle(watch, wait, bounds).await
     }
 
     /// The desktop probe.
@@ -390,9 +390,9 @@ impl Reader {
             BrokerToReader::Settle {
                 id,
                 watch,
-                expect_own,
+                wait,
                 bounds,
-            } => match self.watches.settle(watch, expect_own, bounds).await {
+            } => match self.watches.settle(watch, wait, bounds).await {
                 Ok(report) => {
                     tracing::info!(
                         id,

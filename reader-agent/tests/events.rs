@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use nish_proto::wire::reader::{SettleBounds, SettleReport};
+use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait};
 use nish_reader::events::{MAX_WATCHES, Watches};
 use nish_testdesk::Desktop;
 use zbus::zvariant::Value;
@@ -61,11 +61,8 @@ impl Case {
             .expect("a watch")
     }
 
-    async fn settle(&self, w: u64, expect_own: bool, b: SettleBounds) -> SettleReport {
-        self.watches
-            .settle(w, expect_own, b)
-            .await
-            .expect("a report")
+    async fn settle(&self, w: u64, wait: SettleWait, b: SettleBounds) -> SettleReport {
+        self.watches.settle(w, wait, b).await.expect("a report")
     }
 }
 
@@ -104,7 +101,7 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         // the act): seen, then quiet.
         let w = c.watch().await;
         emit(&c.app, "/w1/own", "StateChanged").await;
-        let r = c.settle(w, true, bounds(1000, 60, 3000)).await;
+        let r = c.settle(w, SettleWait::Own, bounds(1000, 60, 3000)).await;
         assert!(r.own_seen && r.quiet && !r.structural, "{r:?}");
         assert_eq!((r.events, r.ignored), (1, 0), "{r:?}");
         assert!(r.window_known);
@@ -118,7 +115,7 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         emit(&c.app, "/w1/new_child", "PropertyChange").await;
         tokio::time::sleep(Duration::from_millis(30)).await;
         emit(&c.app, "/w1/own", "StateChanged").await;
-        let r = c.settle(w, true, bounds(1000, 60, 3000)).await;
+        let r = c.settle(w, SettleWait::Own, bounds(1000, 60, 3000)).await;
         assert!(r.own_seen && r.quiet, "{r:?}");
         assert_eq!((r.events, r.ignored), (2, 1), "{r:?}");
 
@@ -126,13 +123,13 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         let w = c.watch().await;
         emit(&c.app, "/w2/root", "StateChanged").await;
         emit(&c.other_app, "/w1/own", "StateChanged").await;
-        let r = c.settle(w, true, bounds(300, 60, 3000)).await;
+        let r = c.settle(w, SettleWait::Own, bounds(300, 60, 3000)).await;
         assert!(!r.own_seen && !r.quiet, "{r:?}");
         assert!(r.ms >= 300, "waited the own-event bound: {r:?}");
 
         // A lost event: nothing comes; the settle ends at its own-event bound, not quiet.
         let w = c.watch().await;
-        let r = c.settle(w, true, bounds(200, 60, 3000)).await;
+        let r = c.settle(w, SettleWait::Own, bounds(200, 60, 3000)).await;
         assert!(!r.own_seen && !r.quiet && r.events == 0, "{r:?}");
         assert!((200..2000).contains(&r.ms), "{r:?}");
 
@@ -148,7 +145,7 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
                 }
             })
         };
-        let r = c.settle(w, true, bounds(1000, 60, 400)).await;
+        let r = c.settle(w, SettleWait::Own, bounds(1000, 60, 400)).await;
         busy.abort();
         assert!(r.own_seen && !r.quiet && r.structural, "{r:?}");
         assert!((400..1500).contains(&r.ms), "bounded by max: {r:?}");
@@ -156,12 +153,42 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
 
         // An act that changes nothing on its element: quiet alone settles it.
         let w = c.watch().await;
-        let r = c.settle(w, false, bounds(1000, 60, 3000)).await;
-        assert!(r.quiet && !r.own_seen && r.events == 0, "{r:?}");
+        let r = c.settle(w, SettleWait::Quiet, bounds(1000, 60, 3000)).await;
+        assert!(r.quiet && r.own_seen && r.events == 0, "{r:?}");
         assert!(r.ms >= 60, "{r:?}");
 
+        // Any event of the window: waits for one, then quiet; another window's does not count.
+        let w = c.watch().await;
+        let later = {
+            let app = c.app.clone();
+            tokio::spawn(async move {
+                emit(&app, "/w2/root", "StateChanged").await;
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                emit(&app, "/w1/root", "PropertyChange").await;
+            })
+        };
+        let r = c
+            .settle(w, SettleWait::AnyEvent, bounds(2000, 60, 3000))
+            .await;
+        later.await.unwrap();
+        assert!(
+            r.own_seen && r.quiet && r.events == 1 && r.ignored == 1,
+            "{r:?}"
+        );
+        assert!(r.ms >= 150, "waited for the window's event: {r:?}");
+        let w = c.watch().await;
+        let r = c
+            .settle(w, SettleWait::AnyEvent, bounds(200, 60, 3000))
+            .await;
+        assert!(!r.own_seen && !r.quiet, "no event within the bound: {r:?}");
+
         // A settle ends its watch; an unknown watch is an error, not a hang.
-        assert!(c.watches.settle(w, true, bounds(1, 1, 1)).await.is_err());
+        assert!(
+            c.watches
+                .settle(w, SettleWait::Own, bounds(1, 1, 1))
+                .await
+                .is_err()
+        );
 
         // Watches are bounded.
         let mut held = Vec::new();
@@ -175,7 +202,7 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         assert!(more.is_err(), "more than {MAX_WATCHES} watches at once");
         // A handle that is not an AT-SPI object is refused.
         for w in held {
-            c.settle(w, false, bounds(0, 0, 0)).await;
+            c.settle(w, SettleWait::Quiet, bounds(0, 0, 0)).await;
         }
         assert!(c.watches.watch(&c.reader, 1, "not a handle").await.is_err());
         assert!(c.watches.watch(&c.reader, 1, "app|/path").await.is_err());

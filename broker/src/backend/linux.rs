@@ -30,7 +30,8 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd,
 };
 use nish_proto::wire::reader::{
-    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, WalkLimits,
+    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, SettleWait,
+    WalkLimits,
 };
 use nish_proto::wire::{ConnectTarget, Connected, LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
@@ -1215,7 +1216,7 @@ impl Backend for LinuxBackend {
     async fn settle_events(
         &self,
         watch: u64,
-        expect_own: bool,
+        wait: SettleWait,
         bounds: SettleBounds,
     ) -> Option<SettleReport> {
         let r = self.reader().await.ok()?;
@@ -1223,7 +1224,7 @@ impl Backend for LinuxBackend {
         let msg = BrokerToReader::Settle {
             id,
             watch,
-            expect_own,
+            wait,
             bounds,
         };
         let wait = Duration::from_millis(bounds.max_ms) + WATCH_TIMEOUT;

@@ -27,7 +27,7 @@ use nish_proto::model::{
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, WalkLimits};
+use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
@@ -771,7 +771,7 @@ impl Backend for MockBackend {
     async fn settle_events(
         &self,
         _watch: u64,
-        expect_own: bool,
+        wait: SettleWait,
         bounds: SettleBounds,
     ) -> Option<SettleReport> {
         self.settles
@@ -785,7 +785,7 @@ impl Backend for MockBackend {
         };
         Some(SettleReport {
             events: if own_seen { 1 } else { 0 },
-            own_seen: own_seen && expect_own,
+            own_seen: own_seen || wait == SettleWait::Quiet,
             quiet,
             window_known: true,
             ms,

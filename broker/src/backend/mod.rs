@@ -19,7 +19,7 @@ use nish_proto::model::{ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, WalkLimits};
+use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
 
 use crate::session::PausedReason;
@@ -247,12 +247,13 @@ pub trait Backend: Send + Sync + 'static {
         async { None }
     }
 
-    /// Waits within `bounds` for the watched application to answer the act (its element's
-    /// own event when `expect_own`, then quiet) and ends the watch; `None` when it could not.
+    /// Waits within `bounds` for what `wait` names of the watched application (its element's
+    /// own event, any event of the window, or nothing), then for quiet, and ends the watch;
+    /// `None` when it could not.
     fn settle_events(
         &self,
         _watch: u64,
-        _expect_own: bool,
+        _wait: SettleWait,
         _bounds: SettleBounds,
     ) -> impl Future<Output = Option<SettleReport>> + Send {
         async { None }

@@ -100,15 +100,15 @@ pub enum BrokerToReader {
         element: String,
     },
     /// Waits, bounded, until the watched application has answered the act: its element's own
-    /// event seen (when one is expected), then [`SettleBounds::quiet_ms`] without an event of
+    /// event seen (or whatever [`SettleWait`] names), then [`SettleBounds::quiet_ms`] without an event of
     /// the window; then ends the watch.
     Settle {
         /// Request id.
         id: u64,
         /// The watch from [`ReaderToBroker::Watching`].
         watch: u64,
-        /// The act changes the element itself (a state, a value, text): wait for its event.
-        expect_own: bool,
+        /// What to wait for before the quiet period.
+        wait: SettleWait,
         /// Bounds.
         bounds: SettleBounds,
     },
@@ -124,6 +124,17 @@ pub enum BrokerToReader {
 
 /// How long a watch lives without a [`BrokerToReader::Settle`].
 pub const WATCH_LIFE_MS: u64 = 5_000;
+
+/// What a settle waits for before it waits for quiet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SettleWait {
+    /// The element's own event (an act that changes its element: a state, a value, text).
+    Own,
+    /// Any event of the window (a wait for the window to change).
+    AnyEvent,
+    /// Nothing: quiet alone.
+    Quiet,
+}
 
 /// Bounds of an event-driven settle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,7 +154,8 @@ pub struct SettleReport {
     pub events: u32,
     /// Events of the application's other walked windows (ignored).
     pub ignored: u32,
-    /// The element's own event was seen.
+    /// What the settle waited for was seen (the element's own event; any event of the window;
+    /// always true for quiet alone).
     pub own_seen: bool,
     /// The quiet period was reached within the bounds.
     pub quiet: bool,

@@ -14,7 +14,7 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::Token;
 use nish_proto::model::{Node, State, WindowInfo};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, WalkLimits};
+use nish_proto::wire::reader::{SettleBounds, SettleWait, WalkLimits};
 use serde_json::{Value, json};
 
 use super::approve::ActSubject;
@@ -515,7 +515,7 @@ impl<B: Backend> Engine<B> {
                         quiet_ms: 0,
                         max_ms: 0,
                     };
-                    let _ = self.backend.settle_events(w, false, none).await;
+                    let _ = self.backend.settle_events(w, SettleWait::Quiet, none).await;
                 }
                 if e.effect.is_none() && e.code.retry() != nish_proto::errors::Retry::Unsafe {
                     e = e.with_effect("refused");
@@ -636,7 +636,12 @@ impl<B: Backend> Engine<B> {
                 quiet_ms: self.cfg.settle_quiet.as_millis() as u64,
                 max_ms: self.cfg.settle_max.as_millis() as u64,
             };
-            let report = self.backend.settle_events(watch, expect_own, bounds).await;
+            let wait = if expect_own {
+                SettleWait::Own
+            } else {
+                SettleWait::Quiet
+            };
+            let report = self.backend.settle_events(watch, wait, bounds).await;
             tracing::debug!(?report, "event settle");
             // A structural change (children added or removed) may still be under way in the
             // toolkit's own caches when its events stop: the window is then read until it stops
