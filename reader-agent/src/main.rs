@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         tracing::warn!("lock-down: {}", report.detail);
     }
 
-    let std_stream = match nish_reader::sys::adopt_socket(fd) {
+    let std_stream = match nish_atspi::agent::sys::adopt_socket(fd) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot use descriptor {fd}: {e}");

@@ -20,7 +20,8 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 
-use crate::failure::Failure;
+use nish_atspi::failure::Failure;
+
 use crate::image::{self, PixelLayout};
 
 /// Longest title kept, in characters.
@@ -232,7 +233,7 @@ impl X11 {
         if crate::wayland::is_wayland() {
             return Err(Failure::backend("no X connection on a Wayland session"));
         }
-        let (conn, screen) = crate::handed::x11_connect()?;
+        let (conn, screen) = nish_atspi::agent::handed::x11_connect()?;
         let root = conn.setup().roots[screen].root;
         let atoms = Atoms::intern(&conn).map_err(reply_failure)?;
         let composite =
@@ -463,7 +464,7 @@ impl X11 {
                 })
                 .unwrap_or_default()
         });
-        crate::states::clip_chars(t, TITLE_MAX_CHARS)
+        nish_atspi::states::clip_chars(t, TITLE_MAX_CHARS)
     }
 
     fn class(&self, win: Window) -> String {
@@ -475,7 +476,7 @@ impl X11 {
                 let mut parts = r.value.split(|b| *b == 0);
                 let instance = parts.next().unwrap_or_default();
                 let class = parts.next().filter(|c| !c.is_empty()).unwrap_or(instance);
-                crate::states::clip_chars(latin1(class), 128)
+                nish_atspi::states::clip_chars(latin1(class), 128)
             })
             .unwrap_or_default()
     }
