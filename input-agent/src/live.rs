@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nish_atspi::a11y::{A11y, AppLink, ROOT_PATH, extents, get_string_prop, props};
+use nish_atspi::agent::x11::XDisplay;
 use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{ATSPI_DEFUNCT, atspi_bits, has_atspi_state};
@@ -19,7 +20,6 @@ use nish_atspi::tree::Obj;
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Ifaces, Rect};
 use nish_proto::wire::input::Expect;
-use nish_reader::x11::X11;
 use tokio::sync::Mutex;
 use zbus::zvariant::{OwnedValue, Structure, Value};
 
@@ -142,7 +142,7 @@ pub struct Desk {
     a11y: Arc<A11y>,
     registered: Mutex<HashSet<String>>,
     toolkits: Mutex<HashMap<String, Toolkit>>,
-    x11: Mutex<Option<Arc<X11>>>,
+    x11: Mutex<Option<Arc<XDisplay>>>,
 }
 
 impl Desk {
@@ -445,7 +445,7 @@ impl Desk {
                 Some(x) => x.clone(),
                 None => {
                     let x = Arc::new(
-                        tokio::task::spawn_blocking(X11::connect)
+                        tokio::task::spawn_blocking(XDisplay::connect)
                             .await
                             .map_err(|_| Failure::internal("X11 task failed"))??,
                     );

@@ -1,10 +1,11 @@
 //! What an agent process (the reader, the input agent) needs around its accessibility reads,
 //! none of it AT-SPI: the connections the broker hands in ([`handed`]), adopting the broker's
-//! socket ([`sys::adopt_socket`], the crate's only `unsafe`), and which kind of session this is
-//! ([`is_wayland`]).
+//! socket ([`sys::adopt_socket`], the crate's only `unsafe`), which kind of session this is
+//! ([`is_wayland`]), and the X display with a window's geometry ([`x11::XDisplay`]).
 
 pub mod handed;
 pub mod sys;
+pub mod x11;
 
 /// True when the session is Wayland: `XDG_SESSION_TYPE=wayland` or `WAYLAND_DISPLAY` set
 /// (whatever `DISPLAY` says: XWayland sets it on a Wayland session).
