@@ -8,9 +8,13 @@
 //!   object model ([`tree::Obj`], the arena the reader's walk fills), the secure-field rules
 //!   ([`secure`]), bounded parallel calls ([`pool`]) and the failure of one request
 //!   ([`failure::Failure`]).
-//! - [`agent`]: what an agent process needs that is not AT-SPI: the connections the broker
-//!   hands in (`agent::handed`), adopting the broker's socket (`agent::sys`, the crate's only
-//!   `unsafe`) and the Wayland session test.
+//! - [`agent`]: what an agent process needs that is not AT-SPI, in one place: the start-up
+//!   both agent binaries run ([`agent::run`]: lock-down first, `--self-test`, `--version`,
+//!   `--fd N`, the log, the broker's socket, the runtime), the connections the broker hands in
+//!   ([`agent::handed`]), adopting the broker's socket ([`agent::sys`], the crate's only
+//!   `unsafe`), the Wayland session test ([`agent::is_wayland`]) and the X display with a
+//!   window's geometry ([`agent::x11::XDisplay`], under the reader's window list and captures
+//!   and the input agent's live geometry).
 //!
 //! What only the reader does (the walk, captures, images, the Wayland window list, its
 //! server) stays in `nish-reader`; the acts stay in `nish-input`.

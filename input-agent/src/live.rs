@@ -1,7 +1,8 @@
-//! Reading the target element live, with the reader's own code: the accessibility bus and the
-//! application links (`nish_atspi::a11y`), roles, names, states and the secure rule
-//! (`nish_atspi::tree::Obj::from_atspi`), and extents as the reader's walk reports them
-//! (screen coordinates; GTK 4's window-relative extents moved by the window's position).
+//! Reading the target element live, with the code the reader's walk uses (`nish-atspi`): the
+//! accessibility bus and the application links (`nish_atspi::a11y`), roles, names, states and
+//! the secure rule (`nish_atspi::tree::Obj::from_atspi`), and extents as the reader's walk
+//! reports them (screen coordinates; GTK 4's window-relative extents moved by the window's
+//! position).
 //!
 //! Written here because the reader does not export it: the GTK 4 window offset (the reader's
 //! `walk::window_relative_offset` is private), the parent reference decoding, and the toolkit
