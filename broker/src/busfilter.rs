@@ -33,7 +33,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 /// The method calls the reader may make: `org.freedesktop.DBus.Hello` (every bus connection
-/// starts with it) and the reader's reads (`reader-agent/src/dbus.rs`, `Read::spec`; a test
+/// starts with it) and the reader's reads (`atspi/src/dbus.rs`, `Read::spec`; a test
 /// there checks each is on this list).
 pub const READ_ONLY: &[(&str, &str)] = &[
     ("org.freedesktop.DBus", "Hello"),

@@ -167,6 +167,7 @@ fn every_reason_the_doctor_can_emit_is_listed() {
     for dir in [
         "broker/src",
         "proto/src",
+        "atspi/src",
         "reader-agent/src",
         "input-agent/src",
     ] {

@@ -1,6 +1,6 @@
 //! The input agent's own D-Bus calls: a closed list of the calls that change an application
 //! ([`Act`]), each with its timeout, and the one read-only call the reader's list
-//! (`nish_reader::dbus::Read`) does not have ([`Look`]). Every other call goes through the
+//! (`nish_atspi::dbus::Read`) does not have ([`Look`]). Every other call goes through the
 //! reader's list. The broker's filter on the input agent's links lets reads through and an act
 //! only when it is the one the broker asked for (`nish_broker::busfilter`).
 //!
@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use nish_reader::a11y::AppLink;
-use nish_reader::dbus::CallError;
+use nish_atspi::a11y::AppLink;
+use nish_atspi::dbus::CallError;
 use serde::de::DeserializeOwned;
 use zbus::zvariant::{DynamicType, Value};
 
@@ -257,7 +257,7 @@ mod tests {
                 l.spec()
             );
         }
-        for r in nish_reader::dbus::Read::ALL {
+        for r in nish_atspi::dbus::Read::ALL {
             assert!(READ_ONLY.contains(&r.spec()), "{:?}", r.spec());
         }
         // Acts pass only under a grant: each is one of the filter's act methods, none a read.

@@ -1,5 +1,5 @@
 //! Element handles as the reader writes them: `<bus name>|<object path>`
-//! (`nish_reader::tree::Obj::handle`).
+//! (`nish_atspi::tree::Obj::handle`).
 
 use zbus::names::UniqueName;
 use zbus::zvariant::ObjectPath;

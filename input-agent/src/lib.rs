@@ -8,7 +8,7 @@
 //! with the text the broker writes, see [`clipboard`].
 //!
 //! Every D-Bus call it makes comes from two closed lists: the reader's read-only calls
-//! (`nish_reader::dbus::Read`), and this agent's own [`calls`] (the acts, and the one read the
+//! (`nish_atspi::dbus::Read`), and this agent's own [`calls`] (the acts, and the one read the
 //! reader's list lacks), each with a timeout.
 //!
 //! The broker starts it as `nish-input --fd 3`; see [`server`] for the protocol.

@@ -1,7 +1,8 @@
-//! Reading the target element live, with the reader's own code: the accessibility bus and the
-//! application links (`nish_reader::a11y`), roles, names, states and the secure rule
-//! (`nish_reader::tree::Obj::from_atspi`), and extents as the reader's walk reports them
-//! (screen coordinates; GTK 4's window-relative extents moved by the window's position).
+//! Reading the target element live, with the code the reader's walk uses (`nish-atspi`): the
+//! accessibility bus and the application links (`nish_atspi::a11y`), roles, names, states and
+//! the secure rule (`nish_atspi::tree::Obj::from_atspi`), and extents as the reader's walk
+//! reports them (screen coordinates; GTK 4's window-relative extents moved by the window's
+//! position).
 //!
 //! Written here because the reader does not export it: the GTK 4 window offset (the reader's
 //! `walk::window_relative_offset` is private), the parent reference decoding, and the toolkit
@@ -11,15 +12,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nish_atspi::a11y::{A11y, AppLink, ROOT_PATH, extents, get_string_prop, props};
+use nish_atspi::agent::x11::XDisplay;
+use nish_atspi::dbus::{CallError, Read, call};
+use nish_atspi::failure::Failure;
+use nish_atspi::states::{ATSPI_DEFUNCT, atspi_bits, has_atspi_state};
+use nish_atspi::tree::Obj;
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Ifaces, Rect};
 use nish_proto::wire::input::Expect;
-use nish_reader::a11y::{A11y, AppLink, ROOT_PATH, extents, get_string_prop, props};
-use nish_reader::dbus::{CallError, Read, call};
-use nish_reader::failure::Failure;
-use nish_reader::states::{ATSPI_DEFUNCT, atspi_bits, has_atspi_state};
-use nish_reader::tree::Obj;
-use nish_reader::x11::X11;
 use tokio::sync::Mutex;
 use zbus::zvariant::{OwnedValue, Structure, Value};
 
@@ -142,7 +143,7 @@ pub struct Desk {
     a11y: Arc<A11y>,
     registered: Mutex<HashSet<String>>,
     toolkits: Mutex<HashMap<String, Toolkit>>,
-    x11: Mutex<Option<Arc<X11>>>,
+    x11: Mutex<Option<Arc<XDisplay>>>,
 }
 
 impl Desk {
@@ -200,8 +201,8 @@ impl Desk {
             ),
         );
         let tk = Toolkit {
-            name: nish_reader::states::clip_chars(n.map_err(read_failure)?, 32),
-            version: nish_reader::states::clip_chars(v.unwrap_or_default(), 32),
+            name: nish_atspi::states::clip_chars(n.map_err(read_failure)?, 32),
+            version: nish_atspi::states::clip_chars(v.unwrap_or_default(), 32),
         };
         self.toolkits
             .lock()
@@ -396,7 +397,7 @@ impl Desk {
     ) -> Result<(i32, i32), ActFailure> {
         // On Wayland every frame is in the window's own coordinates already (the snapshot's
         // too), and there is no X connection to ask.
-        if nish_reader::wayland::is_wayland() {
+        if nish_atspi::agent::is_wayland() {
             return Ok((0, 0));
         }
         let mut top = path.to_string();
@@ -445,7 +446,7 @@ impl Desk {
                 Some(x) => x.clone(),
                 None => {
                     let x = Arc::new(
-                        tokio::task::spawn_blocking(X11::connect)
+                        tokio::task::spawn_blocking(XDisplay::connect)
                             .await
                             .map_err(|_| Failure::internal("X11 task failed"))??,
                     );

@@ -120,7 +120,7 @@ pub fn judge(expect: &Expect, live: &Live, rules: Rules) -> Result<(), ActFailur
 pub fn is_secure(expect: &Expect, live: &Live) -> bool {
     live.states.has(State::Secure)
         || live.role == "password_text"
-        || nish_reader::states::is_secure(&live.role, &live.name)
+        || nish_atspi::states::is_secure(&live.role, &live.name)
         || expect.states.has(State::Secure)
         || expect.role == "password_text"
 }

@@ -31,12 +31,12 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use nish_atspi::a11y::AppLink;
+use nish_atspi::dbus::{CallError, Read, call};
+use nish_atspi::states::format_number;
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Ifaces, State};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_reader::a11y::AppLink;
-use nish_reader::dbus::{CallError, Read, call};
-use nish_reader::states::format_number;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 use crate::calls::{self, ACT_TIMEOUT, Act};
@@ -250,7 +250,7 @@ impl Semantic {
             as_i32(&get_prop(link, path, "org.a11y.atspi.Action", "NActions", deadline).await?)?;
         let t = left(deadline)?;
         // Non-localized names, one call each, all in flight together.
-        let names = nish_reader::pool::run((0..n.clamp(0, MAX_ACTIONS)).collect(), 8, |i| {
+        let names = nish_atspi::pool::run((0..n.clamp(0, MAX_ACTIONS)).collect(), 8, |i| {
             let conn = link.conn.clone();
             let dest = link.dest().map(str::to_string);
             let path = path.clone();

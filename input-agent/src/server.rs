@@ -221,16 +221,16 @@ async fn write_msg<W: AsyncWrite + Unpin, T: serde::Serialize>(
 }
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
-/// are asked from the broker on this link (`nish_reader::handed`).
+/// are asked from the broker on this link (`nish_atspi::agent::handed`).
 pub async fn serve(stream: tokio::net::UnixStream, report: LockdownReport) -> anyhow::Result<()> {
     let semantic = Semantic::new();
     let (rd, mut wr) = stream.into_split();
-    let (mut rd, fds) = nish_reader::handed::FdReader::new(rd);
+    let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
     write_msg(&mut wr, &Hello::new(Role::Input)).await?;
     write_msg(&mut wr, &InputToBroker::Lockdown(report)).await?;
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<InputToBroker>();
     let ask = out_tx.clone();
-    nish_reader::handed::install(
+    nish_atspi::agent::handed::install(
         move |id, target| ask.send(InputToBroker::Connect { id, target }).is_ok(),
         fds,
     );
@@ -264,7 +264,9 @@ pub async fn serve(stream: tokio::net::UnixStream, report: LockdownReport) -> an
         let job = match req {
             BrokerToInput::Connected { id, result } => {
                 // In order, here: the descriptor that came with it is next in the queue.
-                if let nish_reader::handed::Mode::Broker(h) = nish_reader::handed::mode() {
+                if let nish_atspi::agent::handed::Mode::Broker(h) =
+                    nish_atspi::agent::handed::mode()
+                {
                     h.answered(id, result);
                 }
                 continue;

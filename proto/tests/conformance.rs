@@ -20,6 +20,7 @@ fn rust_sources() -> Vec<(PathBuf, String)> {
         "proto",
         "sandbox",
         "broker",
+        "atspi",
         "reader-agent",
         "input-agent",
         "indicator",

@@ -14,9 +14,9 @@
 use std::io::Write;
 use std::time::Instant;
 
+use nish_atspi::a11y::A11y;
 use nish_proto::model::WindowInfo;
 use nish_proto::wire::reader::WalkLimits;
-use nish_reader::a11y::A11y;
 use nish_reader::walk::{XGeometry, read_tree};
 use nish_reader::x11::X11;
 

@@ -30,10 +30,11 @@ use std::time::Duration;
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Rect, State, WindowInfo};
 
-use crate::a11y::{A11y, AppLink, extents, find_frame};
-use crate::dbus::{CallError, Read, call};
-use crate::failure::Failure;
-use crate::states::{atspi_bits, map_states};
+use nish_atspi::a11y::{A11y, AppLink, extents, find_frame};
+use nish_atspi::dbus::{CallError, Read, call};
+use nish_atspi::failure::Failure;
+use nish_atspi::states::{atspi_bits, map_states};
+
 use crate::x11::{Capture, X11};
 
 /// Timeout of one extents or state call.
@@ -163,7 +164,7 @@ async fn measure(
     let xc = x.clone();
     let geometry = blocking(move || xc.geometry(win));
     let own = bounds(frame.0.clone(), frame.1.clone());
-    let reads = crate::pool::run(fields.to_vec(), FIELD_POOL, |(link, path)| {
+    let reads = nish_atspi::pool::run(fields.to_vec(), FIELD_POOL, |(link, path)| {
         bounds(link, path)
     });
     let (geometry, own, reads) = tokio::join!(geometry, own, reads);

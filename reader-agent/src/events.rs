@@ -24,7 +24,7 @@ use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WATCH_LIF
 use tokio::sync::Notify;
 use zbus::Connection;
 
-use crate::failure::Failure;
+use nish_atspi::failure::Failure;
 
 /// The AT-SPI interface of object events.
 pub const OBJECT_EVENTS: &str = "org.a11y.atspi.Event.Object";

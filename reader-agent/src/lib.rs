@@ -2,24 +2,16 @@
 //! window captures through Composite, and fast AT-SPI tree walks.
 //!
 //! It has no message for any action, and its D-Bus calls come from a closed list of read-only
-//! methods ([`dbus::Read`]). The broker starts it as `nish-reader --fd 3`; see [`server`] for
-//! the protocol.
+//! methods (`nish_atspi::dbus::Read`). The broker starts it as `nish-reader --fd 3`; see
+//! [`server`] for the protocol. The accessibility reads it shares with the input agent (the
+//! bus and application links, states, the object model, the secure-field rules) are in
+//! `nish-atspi`.
 
-pub mod a11y;
 pub mod capture;
-pub mod dbus;
 pub mod events;
-pub mod failure;
-pub mod framematch;
-pub mod handed;
 pub mod image;
-pub mod pool;
 pub mod ratelimit;
-pub mod secure;
 pub mod server;
-pub mod states;
-pub mod sys;
-pub mod tree;
 pub mod walk;
 pub mod wayland;
 pub mod x11;

@@ -17,8 +17,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::a11y::{self, A11y};
-use crate::failure::Failure;
+use nish_atspi::a11y::{self, A11y};
+use nish_atspi::failure::Failure;
+
 use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
 use crate::x11::X11;
@@ -152,7 +153,7 @@ impl Reader {
         limits: &WalkLimits,
     ) -> Result<(nish_proto::model::Tree, walk::WalkStats), Failure> {
         // A read waits its turn (for its app, then among all reads) no longer than its budget.
-        let budget = Duration::from_millis(crate::tree::clamp_limits(limits).budget_ms);
+        let budget = Duration::from_millis(nish_atspi::tree::clamp_limits(limits).budget_ms);
         let app_turns = {
             let mut m = self
                 .app_walks
@@ -327,7 +328,7 @@ impl Reader {
     }
 
     /// Answers one request (`None` for the broker's answer to a connection request, which
-    /// goes to the [`crate::handed::Handover`]).
+    /// goes to the [`nish_atspi::agent::handed::Handover`]).
     pub async fn handle(&self, req: BrokerToReader) -> Option<ReaderToBroker> {
         Some(match req {
             BrokerToReader::ListWindows { id } => match self.list_windows().await {
@@ -408,7 +409,9 @@ impl Reader {
                 Err(f) => failed(id, &f),
             },
             BrokerToReader::Connected { id, result } => {
-                if let crate::handed::Mode::Broker(h) = crate::handed::mode() {
+                if let nish_atspi::agent::handed::Mode::Broker(h) =
+                    nish_atspi::agent::handed::mode()
+                {
                     h.answered(id, result);
                 }
                 return None;
@@ -469,11 +472,11 @@ fn encode_answer(msg: &ReaderToBroker) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
-/// are asked from the broker on this link ([`crate::handed`]).
+/// are asked from the broker on this link ([`nish_atspi::agent::handed`]).
 pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result<()> {
     let reader = Reader::new();
     let (rd, mut wr) = stream.into_split();
-    let (mut rd, fds) = crate::handed::FdReader::new(rd);
+    let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
     wr.write_all(&encode(&Hello::new(Role::Reader), MAX_FRAME_BYTES)?)
         .await?;
     wr.write_all(&encode(&ReaderToBroker::Lockdown(report), MAX_FRAME_BYTES)?)
@@ -482,7 +485,7 @@ pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result
 
     let (tx, mut rx) = mpsc::channel::<ReaderToBroker>(64);
     let ask = tx.clone();
-    crate::handed::install(
+    nish_atspi::agent::handed::install(
         move |id, target| ask.try_send(ReaderToBroker::Connect { id, target }).is_ok(),
         fds,
     );
@@ -510,7 +513,7 @@ pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result
         tracing::debug!(id = request_id(&req), "request");
         if let BrokerToReader::Connected { id, result } = req {
             // In order, here: the descriptor that came with it is next in the queue.
-            if let crate::handed::Mode::Broker(h) = crate::handed::mode() {
+            if let nish_atspi::agent::handed::Mode::Broker(h) = nish_atspi::agent::handed::mode() {
                 h.answered(id, result);
             }
             continue;

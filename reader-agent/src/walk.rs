@@ -1,7 +1,7 @@
 //! Walking one window's accessibility tree, fast.
 //!
 //! 1. The window's application and top-level accessible are found by pid and geometry
-//!    ([`crate::a11y::find_frame`]), over a peer-to-peer link when the application offers one.
+//!    ([`nish_atspi::a11y::find_frame`]), over a peer-to-peer link when the application offers one.
 //! 2. `Cache.GetItems` gives role, name, states, interfaces, child count and parent of every
 //!    object of the application in one reply (GTK 3 answers it once a client registered for
 //!    events or linked peer-to-peer; GTK 4 always). The window's subtree is assembled from it.
@@ -16,7 +16,7 @@
 //!    flight. Secure rows are never asked for a value.
 //!
 //! Every call has a timeout and waits its turn among the calls in flight to its application
-//! ([`crate::a11y::APP_IN_FLIGHT`] over every walk of it). A call that times out before the walk's deadline
+//! ([`nish_atspi::a11y::APP_IN_FLIGHT`] over every walk of it). A call that times out before the walk's deadline
 //! marks the application as not responding: the walk stops calling it, objects whose children
 //! were not read are numbered as leaves and the tree says `app_not_responding` (or
 //! `time_budget` when the deadline passed). A walk that has no more than the window's own row to
@@ -31,13 +31,13 @@ use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::WalkLimits;
 use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue};
 
-use crate::a11y::{A11y, ActionNames, AppLink, FrameRef, Props, find_frame, props_from};
-use crate::dbus::{CallError, Read, call, call_msg};
-use crate::failure::Failure;
-use crate::states::{
+use nish_atspi::a11y::{A11y, ActionNames, AppLink, FrameRef, Props, find_frame, props_from};
+use nish_atspi::dbus::{CallError, Read, call, call_msg};
+use nish_atspi::failure::Failure;
+use nish_atspi::states::{
     ValueKind, atspi_bits, clip_chars, format_number, ifaces_from_names, value_kind,
 };
-use crate::tree::{
+use nish_atspi::tree::{
     Arena, CacheRow, Details, Key, Kids, MAX_CHILDREN, Obj, Plan, VALUE_MAX_CHARS, build_nodes,
     clamp_limits, plan, window_arena,
 };
@@ -528,7 +528,7 @@ async fn realize(ctx: &Arc<Ctx>, paths: Vec<String>, max: usize) -> usize {
     let mut listed = 0;
     while !frontier.is_empty() && !ctx.stopped() && seen.len() <= max {
         listed += frontier.len();
-        let lists = crate::pool::run(frontier, DETAIL_POOL, |path| {
+        let lists = nish_atspi::pool::run(frontier, DETAIL_POOL, |path| {
             let ctx = ctx.clone();
             async move {
                 ctx.call::<_, Vec<ObjRefWire>>(&path, Read::GetChildren, &())
@@ -731,7 +731,7 @@ async fn expand(
         .filter(|k| arena.get(**k).child_count < 0)
         .map(|k| (*k, arena.get(*k).path.clone()))
         .collect();
-    let counted = crate::pool::run(unknown.clone(), DETAIL_POOL, |(_, path)| {
+    let counted = nish_atspi::pool::run(unknown.clone(), DETAIL_POOL, |(_, path)| {
         let ctx = ctx.clone();
         async move { child_count(&ctx, &path).await }
     })
@@ -765,7 +765,7 @@ async fn expand(
             (*k, o.path.clone(), o.child_count, *room)
         })
         .collect();
-    let lists = crate::pool::run(jobs.clone(), LIST_POOL, |(_, path, count, room)| {
+    let lists = nish_atspi::pool::run(jobs.clone(), LIST_POOL, |(_, path, count, room)| {
         let (ctx, known) = (ctx.clone(), known.clone());
         async move { children(&ctx, &path, count, room, &known).await }
     })
@@ -890,7 +890,7 @@ async fn children(
     // One child at a time per task: its reference, then its properties, so the children come
     // in order and a slow app still gives its first ones.
     let want = total.min(room as usize) as i32;
-    let got = crate::pool::run((0..want).collect(), CHILD_POOL, |i: i32| {
+    let got = nish_atspi::pool::run((0..want).collect(), CHILD_POOL, |i: i32| {
         let (ctx, known, path) = (ctx.clone(), known.clone(), path.to_string());
         async move {
             let (b, p) = ctx
@@ -941,7 +941,7 @@ async fn with_props(
         .filter(|(b, p)| own(b) && !known.contains(p))
         .map(|(_, p)| p.clone())
         .collect();
-    let read = crate::pool::run(wanted.clone(), PROPS_POOL, |path| {
+    let read = nish_atspi::pool::run(wanted.clone(), PROPS_POOL, |path| {
         let ctx = ctx.clone();
         async move { ctx.props(&path).await }
     })
@@ -1015,7 +1015,7 @@ async fn read_details(
         }
     }
     let rows_of: Vec<usize> = jobs.iter().map(|(row, _, _)| *row).collect();
-    let results = crate::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
+    let results = nish_atspi::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
         let ctx = ctx.clone();
         async move { detail(&ctx, want, &path).await }
     })
@@ -1157,7 +1157,7 @@ fn cut_at_first_incomplete(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::Row;
+    use nish_atspi::tree::Row;
 
     fn row(parent: Option<u32>) -> Row {
         Row {

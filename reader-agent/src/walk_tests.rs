@@ -18,8 +18,8 @@ use zbus::export::futures_core::Stream;
 use zbus::zvariant::{OwnedObjectPath, Value};
 
 use super::{Ctx, cache_reply, read_structure};
-use crate::a11y::{A11y, APP_IN_FLIGHT, AppLink};
-use crate::tree::{Arena, Kids, MAX_CHILDREN, Obj, plan};
+use nish_atspi::a11y::{A11y, APP_IN_FLIGHT, AppLink};
+use nish_atspi::tree::{Arena, Kids, MAX_CHILDREN, Obj, plan};
 
 const FRAME: u32 = 23;
 const TOOL_BAR: u32 = 63;
@@ -241,7 +241,7 @@ fn limits() -> WalkLimits {
     }
 }
 
-fn paths(arena: &Arena, p: &crate::tree::Plan) -> Vec<String> {
+fn paths(arena: &Arena, p: &nish_atspi::tree::Plan) -> Vec<String> {
     p.rows
         .iter()
         .map(|r| arena.get(r.key).path.clone())

@@ -4,7 +4,7 @@
 //! way to read another window's pixels; the reader makes no X connection there (XWayland apps
 //! are read through AT-SPI like the rest). A window is a top-level accessible of a registered
 //! application: its frames, windows and dialogs (the roles of
-//! [`crate::framematch::TOP_LEVEL_ROLES`]).
+//! [`nish_atspi::framematch::TOP_LEVEL_ROLES`]).
 //!
 //! - **pid**: the unix process id of the application's connection to the accessibility bus,
 //!   from the bus daemon (`GetConnectionUnixProcessID`), never from the application.
@@ -33,30 +33,18 @@ use std::collections::HashMap;
 use nish_proto::model::{Rect, State, WindowInfo};
 use zbus::zvariant::OwnedObjectPath;
 
-use crate::a11y::{A11y, AppLink, FrameRef, ROOT_PATH, SETUP_TIMEOUT, props};
-use crate::dbus::{CallError, Read, call};
-use crate::failure::Failure;
-use crate::framematch::TOP_LEVEL_ROLES;
-use crate::states::{atspi_bits, ifaces_from_names, map_states, role_name};
+use nish_atspi::a11y::{A11y, AppLink, FrameRef, ROOT_PATH, SETUP_TIMEOUT, props};
+use nish_atspi::dbus::{CallError, Read, call};
+use nish_atspi::failure::Failure;
+use nish_atspi::framematch::TOP_LEVEL_ROLES;
+use nish_atspi::states::{atspi_bits, ifaces_from_names, map_states, role_name};
 
 /// The largest bus-name serial a window id can carry (ids stay below 2^53).
 pub const MAX_SERIAL: u64 = (1 << 21) - 1;
 
-/// True when the session is Wayland: `XDG_SESSION_TYPE=wayland` or `WAYLAND_DISPLAY` set
-/// (whatever `DISPLAY` says: XWayland sets it on a Wayland session).
-pub fn is_wayland() -> bool {
-    let var = |k: &str| std::env::var(k).ok();
-    is_wayland_of(
-        var("XDG_SESSION_TYPE").as_deref(),
-        var("WAYLAND_DISPLAY").as_deref(),
-    )
-}
-
-/// [`is_wayland`] from the values of `XDG_SESSION_TYPE` and `WAYLAND_DISPLAY`.
-pub fn is_wayland_of(xdg_session_type: Option<&str>, wayland_display: Option<&str>) -> bool {
-    xdg_session_type.is_some_and(|t| t.eq_ignore_ascii_case("wayland"))
-        || wayland_display.is_some_and(|d| !d.is_empty())
-}
+/// The session test, shared with the input agent: `XDG_SESSION_TYPE=wayland` or
+/// `WAYLAND_DISPLAY` set.
+pub use nish_atspi::agent::{is_wayland, is_wayland_of};
 
 /// 32-bit FNV-1a.
 fn fnv1a32(s: &str) -> u32 {
@@ -89,7 +77,7 @@ pub fn decode(window_id: u64) -> Option<(String, u32)> {
 #[derive(Clone, Debug)]
 struct TopLevel {
     path: String,
-    props: crate::a11y::Props,
+    props: nish_atspi::a11y::Props,
     extents: Option<Rect>,
 }
 
@@ -119,7 +107,7 @@ async fn top_levels(a11y: &A11y, link: &AppLink) -> Option<Vec<TopLevel>> {
         .filter(|(b, _)| b == &link.bus_name || b.is_empty())
         .map(|(_, p)| p.as_str().to_string())
         .collect();
-    let got = crate::pool::run(paths, 16, |path| {
+    let got = nish_atspi::pool::run(paths, 16, |path| {
         let link = link.clone();
         async move {
             let p = props(&link, &path, SETUP_TIMEOUT).await.ok()?;
@@ -127,7 +115,9 @@ async fn top_levels(a11y: &A11y, link: &AppLink) -> Option<Vec<TopLevel>> {
                 return None;
             }
             let e = if ifaces_from_names(&p.ifaces).has(nish_proto::model::Ifaces::COMPONENT) {
-                crate::a11y::extents(&link, &path, SETUP_TIMEOUT).await.ok()
+                nish_atspi::a11y::extents(&link, &path, SETUP_TIMEOUT)
+                    .await
+                    .ok()
             } else {
                 None
             };
@@ -205,7 +195,10 @@ pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
                 window_id: id,
                 pid,
                 app: app.name.clone().unwrap_or_default(),
-                title: crate::states::clip_chars(t.props.name.clone(), crate::tree::NAME_MAX_CHARS),
+                title: nish_atspi::states::clip_chars(
+                    t.props.name.clone(),
+                    nish_atspi::tree::NAME_MAX_CHARS,
+                ),
                 frame: window_frame(t.extents),
                 active: states.has(State::Active),
                 visible: states.has(State::Showing),
@@ -257,7 +250,7 @@ async fn recheck(a11y: &A11y, window: &WindowInfo) -> Option<FrameRef> {
     let link = a11y.link(&bus_name).await.ok()?;
     let (p, e) = tokio::join!(
         props(&link, &path, SETUP_TIMEOUT),
-        crate::a11y::extents(&link, &path, SETUP_TIMEOUT)
+        nish_atspi::a11y::extents(&link, &path, SETUP_TIMEOUT)
     );
     let (p, e) = (p.ok()?, e.ok());
     if !TOP_LEVEL_ROLES.contains(&role_name(p.role).as_str()) {
@@ -297,7 +290,7 @@ async fn discover(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Failure>
         .into_iter()
         .find(|(h, _)| *h == hash)
         .ok_or_else(gone)?;
-    let toolkit = crate::a11y::toolkit(&link).await;
+    let toolkit = nish_atspi::a11y::toolkit(&link).await;
     Ok(FrameRef {
         link,
         path: t.path,
@@ -310,17 +303,6 @@ async fn discover(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Failure>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_session_is_wayland_by_either_variable_whatever_display_says() {
-        assert!(is_wayland_of(Some("wayland"), None));
-        assert!(is_wayland_of(Some("Wayland"), Some("")));
-        assert!(is_wayland_of(Some("x11"), Some("wayland-0")));
-        assert!(is_wayland_of(None, Some("wayland-0")));
-        assert!(!is_wayland_of(Some("x11"), None));
-        assert!(!is_wayland_of(None, Some("")));
-        assert!(!is_wayland_of(None, None));
-    }
 
     #[test]
     fn window_ids_round_trip_and_stay_exact_in_json() {
@@ -347,7 +329,7 @@ mod tests {
     fn two_objects_with_one_hash_are_both_left_out() {
         let t = |p: &str| TopLevel {
             path: p.into(),
-            props: crate::a11y::Props {
+            props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
                 states: vec![],
@@ -365,7 +347,7 @@ mod tests {
     fn popups_placed_off_a_window_are_not_windows() {
         let t = |p: &str, x: i32, y: i32| TopLevel {
             path: p.into(),
-            props: crate::a11y::Props {
+            props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
                 states: vec![],

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use nish_proto::model::Rect;
 use x11rb::connection::{Connection, RequestConnection};
-use x11rb::errors::{ConnectionError, ReplyError};
+use x11rb::errors::ReplyError;
 use x11rb::protocol::Event;
 use x11rb::protocol::composite::{ConnectionExt as _, Redirect};
 use x11rb::protocol::damage::{ConnectionExt as _, ReportLevel};
@@ -20,7 +20,9 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 
-use crate::failure::Failure;
+use nish_atspi::agent::x11::{XDisplay, conn_failure, reply_failure};
+use nish_atspi::failure::Failure;
+
 use crate::image::{self, PixelLayout};
 
 /// Longest title kept, in characters.
@@ -164,9 +166,8 @@ pub struct DisplayProbe {
 
 /// A connection to the X display.
 pub struct X11 {
-    conn: RustConnection,
-    root: Window,
-    screen: usize,
+    /// The connection, shared with the input agent's code.
+    x: XDisplay,
     atoms: Atoms,
     composite: bool,
     damage: bool,
@@ -199,24 +200,10 @@ pub fn capture_idle() -> Duration {
 impl std::fmt::Debug for X11 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("X11")
-            .field("root", &self.root)
+            .field("root", &self.x.root)
             .field("composite", &self.composite)
             .field("xres", &self.xres)
             .finish()
-    }
-}
-
-fn conn_failure(e: ConnectionError) -> Failure {
-    Failure::backend(format!("X11 connection failed: {e}"))
-}
-
-fn reply_failure(e: ReplyError) -> Failure {
-    match e {
-        ReplyError::ConnectionError(e) => conn_failure(e),
-        ReplyError::X11Error(e) => Failure::not_found(format!(
-            "X11 error {:?} on resource {}",
-            e.error_kind, e.bad_value
-        )),
     }
 }
 
@@ -229,12 +216,9 @@ impl X11 {
     /// Connects to the X display: a connection handed in by the broker in an agent, `$DISPLAY`
     /// otherwise.
     pub fn connect() -> Result<X11, Failure> {
-        if crate::wayland::is_wayland() {
-            return Err(Failure::backend("no X connection on a Wayland session"));
-        }
-        let (conn, screen) = crate::handed::x11_connect()?;
-        let root = conn.setup().roots[screen].root;
-        let atoms = Atoms::intern(&conn).map_err(reply_failure)?;
+        let x = XDisplay::connect()?;
+        let conn = &x.conn;
+        let atoms = Atoms::intern(conn).map_err(reply_failure)?;
         let composite =
             match conn.extension_information(x11rb::protocol::composite::X11_EXTENSION_NAME) {
                 Ok(Some(_)) => conn
@@ -263,9 +247,7 @@ impl X11 {
             .and_then(|c| c.reply().ok())
             .is_some();
         Ok(X11 {
-            conn,
-            root,
-            screen,
+            x,
             atoms,
             composite,
             damage,
@@ -279,6 +261,7 @@ impl X11 {
         let mut p = DisplayProbe::default();
         for name in NEEDED_EXTENSIONS {
             let present = self
+                .x
                 .conn
                 .query_extension(name.as_bytes())
                 .map_err(conn_failure)?
@@ -291,6 +274,7 @@ impl X11 {
             }
             if *name == "XInputExtension" {
                 let v = self
+                    .x
                     .conn
                     .xinput_xi_query_version(2, 4)
                     .map_err(conn_failure)?
@@ -307,6 +291,7 @@ impl X11 {
 
     fn prop32(&self, win: Window, atom: Atom, max: u32) -> Result<Option<Vec<u32>>, ReplyError> {
         let r = self
+            .x
             .conn
             .get_property(false, win, atom, AtomEnum::ANY, 0, max)?
             .reply()?;
@@ -317,19 +302,20 @@ impl X11 {
     /// root's children that carry `WM_STATE`.
     fn client_windows(&self) -> Result<Vec<Window>, Failure> {
         let stacking = self
-            .prop32(self.root, self.atoms.client_list_stacking, 4096)
+            .prop32(self.x.root, self.atoms.client_list_stacking, 4096)
             .map_err(reply_failure)?;
         if let Some(list) = stacking.filter(|l| !l.is_empty()) {
             return Ok(list);
         }
         let tree = self
+            .x
             .conn
-            .query_tree(self.root)
+            .query_tree(self.x.root)
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
         let client_list = self
-            .prop32(self.root, self.atoms.client_list, 4096)
+            .prop32(self.x.root, self.atoms.client_list, 4096)
             .map_err(reply_failure)?
             .unwrap_or_default();
         if !client_list.is_empty() {
@@ -349,7 +335,7 @@ impl X11 {
                 out.push(top);
                 continue;
             }
-            if let Ok(c) = self.conn.query_tree(top).map_err(conn_failure)?.reply()
+            if let Ok(c) = self.x.conn.query_tree(top).map_err(conn_failure)?.reply()
                 && let Some(w) = c
                     .children
                     .iter()
@@ -363,7 +349,8 @@ impl X11 {
     }
 
     fn has_prop(&self, win: Window, atom: Atom) -> bool {
-        self.conn
+        self.x
+            .conn
             .get_property(false, win, atom, AtomEnum::ANY, 0, 1)
             .ok()
             .and_then(|c| c.reply().ok())
@@ -378,64 +365,17 @@ impl X11 {
     /// The window's ancestor just below the root (the window manager's frame), or the window
     /// itself when it is a child of the root.
     pub fn top_level(&self, win: Window) -> Result<Window, Failure> {
-        let mut w = win;
-        for _ in 0..64 {
-            let t = self
-                .conn
-                .query_tree(w)
-                .map_err(conn_failure)?
-                .reply()
-                .map_err(reply_failure)?;
-            if t.parent == self.root || t.parent == x11rb::NONE {
-                return Ok(w);
-            }
-            w = t.parent;
-        }
-        Err(Failure::internal("window ancestry too deep"))
+        self.x.top_level(win)
     }
 
     /// Geometry of a client window in screen coordinates, and of its window-manager frame.
     pub fn geometry(&self, win: Window) -> Result<(Rect, Option<Rect>), Failure> {
-        let g = self
-            .conn
-            .get_geometry(win)
-            .map_err(conn_failure)?
-            .reply()
-            .map_err(reply_failure)?;
-        let t = self
-            .conn
-            .translate_coordinates(win, self.root, 0, 0)
-            .map_err(conn_failure)?
-            .reply()
-            .map_err(reply_failure)?;
-        let client = Rect::new(
-            i32::from(t.dst_x),
-            i32::from(t.dst_y),
-            i32::from(g.width),
-            i32::from(g.height),
-        );
-        let top = self.top_level(win)?;
-        let wm = if top != win {
-            let fg = self
-                .conn
-                .get_geometry(top)
-                .map_err(conn_failure)?
-                .reply()
-                .map_err(reply_failure)?;
-            Some(Rect::new(
-                i32::from(fg.x),
-                i32::from(fg.y),
-                i32::from(fg.width) + 2 * i32::from(fg.border_width),
-                i32::from(fg.height) + 2 * i32::from(fg.border_width),
-            ))
-        } else {
-            None
-        };
-        Ok((client, wm))
+        self.x.geometry(win)
     }
 
     fn title(&self, win: Window) -> String {
         let utf8 = self
+            .x
             .conn
             .get_property(
                 false,
@@ -450,7 +390,8 @@ impl X11 {
             .filter(|r| r.type_ == self.atoms.utf8_string && !r.value.is_empty())
             .map(|r| String::from_utf8_lossy(&r.value).into_owned());
         let t = utf8.unwrap_or_else(|| {
-            self.conn
+            self.x
+                .conn
                 .get_property(false, win, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)
                 .ok()
                 .and_then(|c| c.reply().ok())
@@ -463,11 +404,12 @@ impl X11 {
                 })
                 .unwrap_or_default()
         });
-        crate::states::clip_chars(t, TITLE_MAX_CHARS)
+        nish_atspi::states::clip_chars(t, TITLE_MAX_CHARS)
     }
 
     fn class(&self, win: Window) -> String {
-        self.conn
+        self.x
+            .conn
             .get_property(false, win, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)
             .ok()
             .and_then(|c| c.reply().ok())
@@ -475,7 +417,7 @@ impl X11 {
                 let mut parts = r.value.split(|b| *b == 0);
                 let instance = parts.next().unwrap_or_default();
                 let class = parts.next().filter(|c| !c.is_empty()).unwrap_or(instance);
-                crate::states::clip_chars(latin1(class), 128)
+                nish_atspi::states::clip_chars(latin1(class), 128)
             })
             .unwrap_or_default()
     }
@@ -489,7 +431,8 @@ impl X11 {
             .flatten()
             .and_then(|v| v.first().copied());
         let xres = if self.xres {
-            self.conn
+            self.x
+                .conn
                 .res_query_client_ids(&[ClientIdSpec {
                     client: win,
                     mask: ClientIdMask::LOCAL_CLIENT_PID,
@@ -522,7 +465,7 @@ impl X11 {
     }
 
     fn active_window(&self) -> Option<Window> {
-        self.prop32(self.root, self.atoms.active_window, 1)
+        self.prop32(self.x.root, self.atoms.active_window, 1)
             .ok()
             .flatten()
             .and_then(|v| v.first().copied())
@@ -531,6 +474,7 @@ impl X11 {
 
     fn visible(&self, win: Window) -> bool {
         let viewable = self
+            .x
             .conn
             .get_window_attributes(win)
             .ok()
@@ -577,7 +521,7 @@ impl X11 {
     }
 
     fn layout_for(&self, depth: u8, visual: u32) -> Result<PixelLayout, Failure> {
-        let setup = self.conn.setup();
+        let setup = self.x.conn.setup();
         let fmt = setup
             .pixmap_formats
             .iter()
@@ -633,11 +577,12 @@ impl X11 {
         for w in &idle_frames {
             set.remove(w);
             let _ = self
+                .x
                 .conn
                 .composite_unredirect_window(*w, Redirect::AUTOMATIC);
         }
         if !idle_frames.is_empty() {
-            let _ = self.conn.flush();
+            let _ = self.x.conn.flush();
         }
         idle_frames.len()
     }
@@ -656,6 +601,7 @@ impl X11 {
             )));
         }
         let attrs = self
+            .x
             .conn
             .get_window_attributes(win)
             .map_err(conn_failure)?
@@ -685,6 +631,7 @@ impl X11 {
             // The window stays redirected until [`X11::release_idle`] finds it idle, so its
             // pixmap follows its drawing meanwhile.
             if let Err(e) = self
+                .x
                 .conn
                 .composite_redirect_window(top, Redirect::AUTOMATIC)
                 .map_err(conn_failure)?
@@ -696,6 +643,7 @@ impl X11 {
         }
         let (client, _) = self.geometry(win)?;
         let top_geo = self
+            .x
             .conn
             .get_geometry(top)
             .map_err(conn_failure)?
@@ -705,6 +653,7 @@ impl X11 {
             (0i32, 0i32)
         } else {
             let t = self
+                .x
                 .conn
                 .translate_coordinates(win, top, 0, 0)
                 .map_err(conn_failure)?
@@ -720,21 +669,25 @@ impl X11 {
             .intersect(&Rect::new(0, 0, pix_w, pix_h))
             .ok_or_else(|| Failure::not_found(format!("window {win} has no visible area")))?;
         let top_attrs = self
+            .x
             .conn
             .get_window_attributes(top)
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
         let pixmap = self
+            .x
             .conn
             .generate_id()
             .map_err(|e| Failure::internal(format!("{e}")))?;
-        self.conn
+        self.x
+            .conn
             .composite_name_window_pixmap(top, pixmap)
             .map_err(conn_failure)?
             .check()
             .map_err(reply_failure)?;
         let img = self
+            .x
             .conn
             .get_image(
                 ImageFormat::Z_PIXMAP,
@@ -747,8 +700,8 @@ impl X11 {
             )
             .map_err(conn_failure)
             .and_then(|c| c.reply().map_err(reply_failure));
-        let _ = self.conn.free_pixmap(pixmap);
-        let _ = self.conn.flush();
+        let _ = self.x.conn.free_pixmap(pixmap);
+        let _ = self.x.conn.flush();
         let img = img?;
         let layout = self.layout_for(img.depth, top_attrs.visual)?;
         let (w, h) = (area.w as u32, area.h as u32);
@@ -774,10 +727,12 @@ impl X11 {
     fn repaint(&self, win: Window) -> Result<(), Failure> {
         let damage = if self.damage {
             let id = self
+                .x
                 .conn
                 .generate_id()
                 .map_err(|e| Failure::internal(format!("{e}")))?;
-            self.conn
+            self.x
+                .conn
                 .damage_create(id, win, ReportLevel::NON_EMPTY)
                 .map_err(conn_failure)?
                 .check()
@@ -786,7 +741,8 @@ impl X11 {
         } else {
             None
         };
-        self.conn
+        self.x
+            .conn
             .clear_area(true, win, 0, 0, 0, 0)
             .map_err(conn_failure)?
             .check()
@@ -794,13 +750,13 @@ impl X11 {
         let start = Instant::now();
         let mut last: Option<Instant> = None;
         loop {
-            while let Some(ev) = self.conn.poll_for_event().map_err(conn_failure)? {
+            while let Some(ev) = self.x.conn.poll_for_event().map_err(conn_failure)? {
                 if let (Event::DamageNotify(e), Some(d)) = (ev, damage)
                     && e.damage == d
                 {
                     last = Some(Instant::now());
-                    let _ = self.conn.damage_subtract(d, x11rb::NONE, x11rb::NONE);
-                    let _ = self.conn.flush();
+                    let _ = self.x.conn.damage_subtract(d, x11rb::NONE, x11rb::NONE);
+                    let _ = self.x.conn.flush();
                 }
             }
             let now = Instant::now();
@@ -814,14 +770,14 @@ impl X11 {
             std::thread::sleep(Duration::from_millis(5));
         }
         if let Some(d) = damage {
-            let _ = self.conn.damage_destroy(d);
-            let _ = self.conn.flush();
+            let _ = self.x.conn.damage_destroy(d);
+            let _ = self.x.conn.flush();
         }
         Ok(())
     }
 
     /// The screen number in use.
     pub fn screen(&self) -> usize {
-        self.screen
+        self.x.screen
     }
 }

@@ -8,12 +8,12 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nish_atspi::tree::MAX_CHILDREN;
 use nish_broker::views::{View, ViewKind, ViewParams, cut};
 use nish_proto::model::{Node, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, PROTO_VERSION, Role};
-use nish_reader::tree::MAX_CHILDREN;
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, AppHandle, Desktop, page};
 

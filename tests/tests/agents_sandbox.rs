@@ -421,3 +421,96 @@ fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
         }
     }
 }
+
+/// The reader and the input agent start alike (`nish_atspi::agent::run`): `--version` answers
+/// on standard output; without `--fd N`, or with a descriptor that is a standard stream or not
+/// a socket, they stop with status 2 and serve nothing; with a socket they send their hello on
+/// it, and stop with status 0 once the other end closes it.
+#[test]
+fn the_agents_start_up_checks_their_descriptor_and_serves_the_socket_it_names() {
+    use nish_proto::wire::{Hello, MAX_FRAME_BYTES, Role, codec};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    for (agent, role) in [("nish-reader", Role::Reader), ("nish-input", Role::Input)] {
+        let bin = workspace_bin(agent).expect("the agent is built");
+        let run = |args: &[&str]| {
+            Command::new(&bin)
+                .args(args)
+                .env_clear()
+                .stdin(Stdio::null())
+                .output()
+                .expect("runs")
+        };
+
+        let out = run(&["--version"]);
+        assert!(out.status.success(), "{agent} --version");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{agent} {}\n", nish_proto::DRIVER_VERSION)
+        );
+
+        let out = run(&[]);
+        assert_eq!(out.status.code(), Some(2), "{agent} without --fd");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("usage: {agent} --fd <N>")),
+            "{agent}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // Standard input, and a pipe: neither is adopted as the broker's socket.
+        let out = run(&["--fd", "0"]);
+        assert_eq!(out.status.code(), Some(2), "{agent} --fd 0");
+        assert!(out.stdout.is_empty(), "{agent} --fd 0 wrote on stdout");
+        let (pipe_r, _pipe_w) = nix::unistd::pipe().expect("a pipe");
+        nix::fcntl::fcntl(
+            &pipe_r,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .expect("clear cloexec");
+        let n = pipe_r.as_raw_fd().to_string();
+        let out = run(&["--fd", &n]);
+        assert_eq!(out.status.code(), Some(2), "{agent} --fd <a pipe>");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not a socket"),
+            "{agent}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // A socket: the hello comes on it, and closing it ends the agent cleanly.
+        let (mut ours, theirs) = UnixStream::pair().expect("a socketpair");
+        let fd = inheritable(&theirs);
+        let mut child = Command::new(&bin)
+            .args(["--fd", &fd])
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts");
+        drop(theirs);
+        ours.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        let hello: Hello = codec::read_frame(&mut ours, MAX_FRAME_BYTES).expect("a hello");
+        assert_eq!(hello.role, role, "{agent}");
+        // The lock-down report follows; the agent then waits for requests.
+        codec::read_body(&mut ours, MAX_FRAME_BYTES).expect("the lock-down report");
+        drop(ours);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("waits") {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{agent} did not stop once its socket was closed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut log = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut log);
+        }
+        assert_eq!(status.code(), Some(0), "{agent}: {status}: {log}");
+    }
+}

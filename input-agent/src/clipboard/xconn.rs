@@ -107,14 +107,15 @@ impl std::fmt::Debug for XConn {
 impl XConn {
     /// Connects to `display` (`None`: `$DISPLAY`); the whole handshake ends by `deadline`.
     pub fn connect(display: Option<&str>, deadline: Instant) -> Result<XConn, String> {
-        if nish_reader::wayland::is_wayland() {
+        if nish_atspi::agent::is_wayland() {
             return Err("no X connection on a Wayland session".into());
         }
         if display.is_none()
-            && let nish_reader::handed::Mode::Broker(h) = nish_reader::handed::mode()
+            && let nish_atspi::agent::handed::Mode::Broker(h) = nish_atspi::agent::handed::mode()
         {
             // In the agent: the broker connects and runs the handshake.
-            let (s, setup, screen) = nish_reader::handed::x11_stream(&h).map_err(|f| f.message)?;
+            let (s, setup, screen) =
+                nish_atspi::agent::handed::x11_stream(&h).map_err(|f| f.message)?;
             let (inner, _) = DefaultStream::from_unix_stream(s)
                 .map_err(|e| format!("cannot use the X connection: {e}"))?;
             let stream = DeadlineStream {

@@ -54,7 +54,7 @@ pub fn run(
     report: impl Fn(PersonInput),
 ) -> anyhow::Result<()> {
     let (conn, screen) =
-        nish_reader::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
+        nish_atspi::agent::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
     let root = conn.setup().roots[screen].root;
     let mut devices = Devices::load(
         &conn,

@@ -112,10 +112,10 @@ impl std::fmt::Debug for Executor {
 
 /// What the display offers, for the doctor (no executor needed).
 pub fn probe() -> InputProbe {
-    if nish_reader::wayland::is_wayland() {
+    if nish_atspi::agent::is_wayland() {
         return InputProbe::default();
     }
-    let Ok((conn, _)) = nish_reader::handed::x11_connect() else {
+    let Ok((conn, _)) = nish_atspi::agent::handed::x11_connect() else {
         return InputProbe::default();
     };
     let present = |name| conn.extension_information(name).ok().flatten().is_some();
@@ -138,11 +138,11 @@ impl Executor {
     /// Connects to the display.
     pub fn connect(shared: Arc<Shared>) -> anyhow::Result<Self> {
         anyhow::ensure!(
-            !nish_reader::wayland::is_wayland(),
+            !nish_atspi::agent::is_wayland(),
             "no X connection on a Wayland session"
         );
         let (conn, screen) =
-            nish_reader::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
+            nish_atspi::agent::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
         let setup = conn.setup();
         let root = setup.roots[screen].root;
         let mask = setup.resource_id_mask;

@@ -1,5 +1,6 @@
-//! The only D-Bus calls the reader makes: a closed list of read-only methods, each with a
-//! timeout. There is no way to name an AT-SPI action or setter here.
+//! The only D-Bus calls the reader makes (and the input agent's reads): a closed list of
+//! read-only methods, each with a timeout. There is no way to name an AT-SPI action or setter
+//! here.
 
 use std::time::Duration;
 

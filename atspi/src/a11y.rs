@@ -61,7 +61,7 @@ impl BusProblem {
 
 /// The accessibility bus address: `AT_SPI_BUS_ADDRESS`, else `org.a11y.Bus.GetAddress` on the
 /// session bus. Only local Unix socket addresses are accepted. Used only without a broker
-/// ([`crate::handed::Mode::Direct`]): an agent has no bus address in its environment.
+/// ([`crate::agent::handed::Mode::Direct`]): an agent has no bus address in its environment.
 pub async fn bus_address() -> Result<String, BusProblem> {
     if let Ok(a) = std::env::var("AT_SPI_BUS_ADDRESS")
         && !a.is_empty()
@@ -95,21 +95,21 @@ pub async fn bus_address() -> Result<String, BusProblem> {
 /// advertised address otherwise) and checks that the registry answers.
 pub async fn connect_bus() -> Result<Connection, BusProblem> {
     let conn = tokio::time::timeout(SETUP_TIMEOUT, async {
-        match crate::handed::mode() {
-            crate::handed::Mode::Broker(h) => {
+        match crate::agent::handed::mode() {
+            crate::agent::handed::Mode::Broker(h) => {
                 let fd = h
                     .connect(nish_proto::wire::ConnectTarget::A11yBus)
                     .await
-                    .and_then(crate::handed::need_fd)
+                    .and_then(crate::agent::handed::need_fd)
                     .map_err(|_| BusProblem::Unreachable)?;
                 let stream =
-                    crate::handed::tokio_stream(fd).map_err(|_| BusProblem::Unreachable)?;
+                    crate::agent::handed::tokio_stream(fd).map_err(|_| BusProblem::Unreachable)?;
                 zbus::connection::Builder::unix_stream(stream)
                     .build()
                     .await
                     .map_err(|_| BusProblem::Unreachable)
             }
-            crate::handed::Mode::Direct => {
+            crate::agent::handed::Mode::Direct => {
                 let addr = bus_address().await?;
                 async {
                     zbus::connection::Builder::address(addr.as_str())?
@@ -241,13 +241,13 @@ struct KnownFrame {
 impl A11y {
     /// The remembered top-level accessible of window `key` (window id, pid): its object path
     /// and its application's toolkit.
-    pub(crate) fn known_frame(&self, key: (u64, u32)) -> Option<(String, (String, String))> {
+    pub fn known_frame(&self, key: (u64, u32)) -> Option<(String, (String, String))> {
         let m = self.frames.lock().ok()?;
         m.get(&key).map(|k| (k.path.clone(), k.toolkit.clone()))
     }
 
     /// Remembers the top-level accessible of window `key`; `None` forgets it.
-    pub(crate) fn remember_frame(&self, key: (u64, u32), frame: Option<&FrameRef>) {
+    pub fn remember_frame(&self, key: (u64, u32), frame: Option<&FrameRef>) {
         if let Ok(mut m) = self.frames.lock() {
             match frame {
                 Some(f) => {
@@ -678,8 +678,8 @@ async fn open_p2p(bus: &Connection, bus_name: &str) -> Result<Option<Connection>
             crate::states::clip_chars(bus_name.to_string(), 64)
         ))
     };
-    let conn = match crate::handed::mode() {
-        crate::handed::Mode::Broker(h) => {
+    let conn = match crate::agent::handed::mode() {
+        crate::agent::handed::Mode::Broker(h) => {
             let target = nish_proto::wire::ConnectTarget::App {
                 bus_name: bus_name.to_string(),
             };
@@ -692,7 +692,7 @@ async fn open_p2p(bus: &Connection, bus_name: &str) -> Result<Option<Connection>
                     ));
                 }
             };
-            let stream = crate::handed::tokio_stream(fd).map_err(|_| failed())?;
+            let stream = crate::agent::handed::tokio_stream(fd).map_err(|_| failed())?;
             tokio::time::timeout(
                 P2P_TIMEOUT,
                 zbus::connection::Builder::unix_stream(stream).p2p().build(),
@@ -701,7 +701,7 @@ async fn open_p2p(bus: &Connection, bus_name: &str) -> Result<Option<Connection>
             .map_err(|_| failed())?
             .map_err(|_| failed())?
         }
-        crate::handed::Mode::Direct => {
+        crate::agent::handed::Mode::Direct => {
             let Ok(addr) = call::<_, String>(
                 bus,
                 Some(bus_name),
@@ -1009,7 +1009,9 @@ async fn discover_frame(
     )))
 }
 
-pub(crate) async fn toolkit(link: &AppLink) -> (String, String) {
+/// The application's toolkit name and version (`Application.ToolkitName`/`Version`), clipped;
+/// empty when it does not answer.
+pub async fn toolkit(link: &AppLink) -> (String, String) {
     let (n, v) = tokio::join!(
         get_string_prop(
             &link.conn,
