@@ -50,7 +50,7 @@ pub const MAX_LIVE_LINKS: usize = 64;
 
 /// Most X connections handed to one agent process in its life. They are handed raw (the
 /// broker does not see them close), so they are counted as handed, never given back. An agent
-/// refused one is started again before its next request ([`Holdings::spent`]); a process that
+/// handed its last is started again before its next request ([`Holdings::spent`]); a process that
 /// ends closes them all (the broker kills its agents' process groups, so nothing it forked
 /// keeps them). In the end-to-end acts test the reader and the indicator were handed 1 each,
 /// the input agent 3 (its synthetic input, its watcher of the person's input, and one for
@@ -68,7 +68,6 @@ pub struct Holdings {
     links: Arc<AtomicUsize>,
     x: AtomicUsize,
     most_links: AtomicUsize,
-    x_refused: std::sync::atomic::AtomicBool,
 }
 
 /// One live link of an agent's: dropped when the link's relay ends.
@@ -114,26 +113,21 @@ impl Holdings {
         Some(LinkSlot(self.links.clone()))
     }
 
-    /// An X connection was refused: the process has used up its X connections, and the
-    /// broker starts the agent again before it serves another request (its supervisor does,
-    /// `backend::linux`), so an agent that opens and closes X connections (the input agent
-    /// opens one for each clipboard call) goes on working.
+    /// The process was handed all its X connections: the broker starts the agent again before
+    /// it serves another request (its supervisor does, `backend::linux`), so an agent that opens
+    /// and closes X connections (the input agent opens one for each clipboard call) goes on
+    /// working, and is refused one only when it asks for more within one request.
     pub fn spent(&self) -> bool {
-        self.x_refused.load(Ordering::SeqCst)
+        self.x_handed() >= MAX_X_CONNECTIONS
     }
 
     /// One more X connection, unless [`MAX_X_CONNECTIONS`] were handed.
     fn take_x(&self) -> bool {
-        let ok = self
-            .x
+        self.x
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < MAX_X_CONNECTIONS).then_some(n + 1)
             })
-            .is_ok();
-        if !ok {
-            self.x_refused.store(true, Ordering::SeqCst);
-        }
-        ok
+            .is_ok()
     }
 
     /// An X connection taken but not opened.
@@ -955,9 +949,10 @@ mod tests {
             .map(|_| held.take_link().expect("within the bound"))
             .collect();
         for _ in 0..MAX_X_CONNECTIONS {
+            assert!(!held.spent(), "not before its last X connection");
             assert!(held.take_x());
         }
-        assert!(!held.spent(), "not before a refusal");
+        assert!(held.spent(), "its last X connection handed: started again");
         let peer = crate::conn::Peer::Reader;
         let app = ConnectTarget::App {
             bus_name: ":1.7".into(),
@@ -990,7 +985,6 @@ mod tests {
         );
         assert_eq!(seen[1].target, "a11y_bus");
         assert_eq!(seen[1].held, MAX_LIVE_LINKS);
-        assert!(held.spent(), "refused an X connection: started again");
         // A link that ends makes room; X connections are never given back.
         drop(slots);
         assert_eq!(held.live_links(), 0);

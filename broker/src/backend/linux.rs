@@ -249,9 +249,9 @@ where
             if !a.holdings().spent() {
                 return Ok(a.clone());
             }
-            // It was refused an X connection (it has used up its process's share): it ends
-            // (its process group killed, so every connection it held closes) and starts again
-            // as after any exit, within the backoff.
+            // It was handed its process's last X connection: it ends (its process group
+            // killed, so every connection it held closes) and starts again as after any exit,
+            // within the backoff.
             tracing::warn!(
                 agent = self.binary,
                 pid = a.pid,
