@@ -216,29 +216,51 @@ async fn own(mut child: tokio::process::Child, life: Arc<Life>, name: &'static s
     let started = Instant::now();
     // Its end, seen without reaping it.
     let ended = tokio::task::spawn_blocking(move || wait_unreaped(pid));
-    tokio::select! {
-        _ = ended => {}
-        () = life.kill.notified() => {}
-    }
-    kill_group(pid);
-    let _ = child.start_kill();
-    let status = child.wait().await;
+    let status = tokio::select! {
+        seen = ended => {
+            if matches!(seen, Ok(true)) {
+                kill_group(pid);
+                child.wait().await
+            } else {
+                // Not seen (a pid the kernel does not know as a child: never so for a process
+                // the broker started): waited for as before, the group left alone.
+                tokio::select! {
+                    s = child.wait() => s,
+                    () = life.kill.notified() => {
+                        let _ = child.start_kill();
+                        child.wait().await
+                    }
+                }
+            }
+        }
+        () = life.kill.notified() => {
+            kill_group(pid);
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
     let exit = AgentExit::of(pid, status, started.elapsed());
     tracing::info!(agent = name, pid, status = %exit.status, "agent process ended");
     life.exit.send_replace(Some(exit));
 }
 
-/// Waits until the child `pid` ended, leaving it unreaped (`waitid` with `WNOWAIT`).
-fn wait_unreaped(pid: u32) {
+/// Waits until the child `pid` ended, leaving it unreaped (`waitid` with `WNOWAIT`); false when
+/// it cannot be waited for so.
+fn wait_unreaped(pid: u32) -> bool {
     use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    let Ok(raw) = i32::try_from(pid) else { return };
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
     if raw <= 0 {
-        return;
+        return false;
     }
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-    while let Err(nix::errno::Errno::EINTR) =
-        waitid(Id::Pid(nix::unistd::Pid::from_raw(raw)), flags)
-    {}
+    loop {
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(raw)), flags) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => return r.is_ok(),
+        }
+    }
 }
 
 /// Kills the process group `pid` leads (SIGKILL); call it only while that child is unreaped.
