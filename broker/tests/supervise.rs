@@ -322,6 +322,21 @@ fn what_an_agent_forked_ends_with_it() {
         1,
     );
     std::fs::write(&path, script).unwrap();
+    /// Ends what the test's agents forked, whatever the outcome (the broker is killed at the
+    /// end, so an agent started again after it forks a child that nothing else ends).
+    struct Forked(PathBuf);
+    impl Drop for Forked {
+        fn drop(&mut self) {
+            let pids = std::fs::read_to_string(&self.0).unwrap_or_default();
+            for pid in pids.lines().filter_map(|l| l.parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let _forked = Forked(pids.clone());
     let serve = Serve::start(&dir, &agents);
     let first = serve.audited(
         &json!({"event": "agent.start", "agent": "nish-indicator", "restart": false}),
