@@ -59,6 +59,8 @@ pub enum AuditEvent {
     AgentExit,
     /// `agent.call_refused`: the broker's D-Bus filter refused a call of the input agent's that is not a read: outside the act the broker asked for, or with no act asked for
     AgentCallRefused,
+    /// `agent.connect_refused`: the broker refused an agent a connection because it holds the most it may: live bus and peer-to-peer links, or X connections handed to its process
+    AgentConnectRefused,
     /// `audit.resumed`: the audit works again after it could not be written
     AuditResumed,
 }
@@ -93,6 +95,7 @@ impl AuditEvent {
         AuditEvent::AgentRefused,
         AuditEvent::AgentExit,
         AuditEvent::AgentCallRefused,
+        AuditEvent::AgentConnectRefused,
         AuditEvent::AuditResumed,
     ];
 
@@ -126,6 +129,7 @@ impl AuditEvent {
             AuditEvent::AgentRefused => "agent.refused",
             AuditEvent::AgentExit => "agent.exit",
             AuditEvent::AgentCallRefused => "agent.call_refused",
+            AuditEvent::AgentConnectRefused => "agent.connect_refused",
             AuditEvent::AuditResumed => "audit.resumed",
         }
     }
@@ -177,6 +181,9 @@ impl AuditEvent {
             AuditEvent::AgentExit => r#"an agent's process ended (reaped at once)"#,
             AuditEvent::AgentCallRefused => {
                 r#"the broker's D-Bus filter refused a call of the input agent's that is not a read: outside the act the broker asked for, or with no act asked for"#
+            }
+            AuditEvent::AgentConnectRefused => {
+                r#"the broker refused an agent a connection because it holds the most it may: live bus and peer-to-peer links, or X connections handed to its process"#
             }
             AuditEvent::AuditResumed => r#"the audit works again after it could not be written"#,
         }
@@ -233,6 +240,9 @@ impl AuditEvent {
             }
             AuditEvent::AgentCallRefused => {
                 r#"`agent`, `method` (`DoAction`, `InsertText`, `SetTextContents`, `Set`, `SelectChild`, or `other`), `grant` (an act was asked for: the call was outside it); at most 10 a second"#
+            }
+            AuditEvent::AgentConnectRefused => {
+                r#"`peer` (`reader`, `input`, `indicator`), `target` (`x11`, `a11y_bus`, `app`), `held`, `limit`; at most 10 a second"#
             }
             AuditEvent::AuditResumed => r#"`lost` (events not recorded meanwhile)"#,
         }

@@ -952,13 +952,25 @@ pub fn filtered_with(
     real: std::os::fd::OwnedFd,
     policy: Policy,
 ) -> std::io::Result<std::os::fd::OwnedFd> {
+    filtered_holding(real, policy, ())
+}
+
+/// [`filtered_with`], `held` kept until the relay ends (a count of the agent's live links).
+pub fn filtered_holding<T: Send + 'static>(
+    real: std::os::fd::OwnedFd,
+    policy: Policy,
+    held: T,
+) -> std::io::Result<std::os::fd::OwnedFd> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     let real = std::os::unix::net::UnixStream::from(real);
     real.set_nonblocking(true)?;
     ours.set_nonblocking(true)?;
     let real = UnixStream::from_std(real)?;
     let ours = UnixStream::from_std(ours)?;
-    tokio::spawn(relay(ours, real, policy));
+    tokio::spawn(async move {
+        relay(ours, real, policy).await;
+        drop(held);
+    });
     Ok(theirs.into())
 }
 

@@ -21,6 +21,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,128 @@ pub const P2P_TIMEOUT: Duration = Duration::from_millis(500);
 pub const MAX_X_SETUP: usize = 1 << 20;
 /// How long a process stays reachable by peer-to-peer link after the last request naming it.
 pub const REACHABLE_FOR: Duration = Duration::from_secs(120);
+
+/// Most accessibility-bus and peer-to-peer links one agent holds at once. Each goes through the
+/// broker's D-Bus filter, whose relay ends when either side closes, so the live ones are
+/// counted; one more is refused until the agent closes one. In the end-to-end acts test the
+/// reader and the input agent each held at most 3 at once (the bus and a link to each app it
+/// read or acted on, the apps of its requests).
+pub const MAX_LIVE_LINKS: usize = 64;
+
+/// Most X connections handed to one agent process in its life. They are handed raw (the
+/// broker does not see them close), so they are counted as handed, never given back. An agent
+/// handed its last is started again before its next request ([`Holdings::spent`]); a process that
+/// ends closes them all (the broker kills its agents' process groups, so nothing it forked
+/// keeps them). In the end-to-end acts test the reader and the indicator were handed 1 each,
+/// the input agent 3 (its synthetic input, its watcher of the person's input, and one for
+/// each clipboard call or doctor probe, closed after it).
+pub const MAX_X_CONNECTIONS: usize = 16;
+
+/// Most refusals of [`Holdings`] reported per second; more are only logged.
+pub const HELD_REPORTS_PER_SECOND: u64 = 10;
+
+/// The connections one agent (one process, or one connection for a stand-in) holds: its live
+/// filtered links and the X connections handed to it. Its counts bound what the broker opens
+/// for it: a compromised agent cannot exhaust the X server's clients or pile up bus links.
+#[derive(Debug, Default)]
+pub struct Holdings {
+    links: Arc<AtomicUsize>,
+    x: AtomicUsize,
+    most_links: AtomicUsize,
+}
+
+/// One live link of an agent's: dropped when the link's relay ends.
+#[derive(Debug)]
+pub struct LinkSlot(Arc<AtomicUsize>);
+
+impl Drop for LinkSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Holdings {
+    /// Nothing held.
+    pub fn new() -> Arc<Holdings> {
+        Arc::new(Holdings::default())
+    }
+
+    /// The agent's live links now.
+    pub fn live_links(&self) -> usize {
+        self.links.load(Ordering::SeqCst)
+    }
+
+    /// The most links it held at once.
+    pub fn most_links(&self) -> usize {
+        self.most_links.load(Ordering::SeqCst)
+    }
+
+    /// The X connections handed to it.
+    pub fn x_handed(&self) -> usize {
+        self.x.load(Ordering::SeqCst)
+    }
+
+    /// One more live link, unless it holds [`MAX_LIVE_LINKS`].
+    fn take_link(&self) -> Option<LinkSlot> {
+        let n = self
+            .links
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_LIVE_LINKS).then_some(n + 1)
+            })
+            .ok()?;
+        self.most_links.fetch_max(n + 1, Ordering::SeqCst);
+        Some(LinkSlot(self.links.clone()))
+    }
+
+    /// The process was handed all its X connections: the broker starts the agent again before
+    /// it serves another request (its supervisor does, `backend::linux`), so an agent that opens
+    /// and closes X connections (the input agent opens one for each clipboard call) goes on
+    /// working, and is refused one only when it asks for more within one request.
+    pub fn spent(&self) -> bool {
+        self.x_handed() >= MAX_X_CONNECTIONS
+    }
+
+    /// One more X connection, unless [`MAX_X_CONNECTIONS`] were handed.
+    fn take_x(&self) -> bool {
+        self.x
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_X_CONNECTIONS).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// An X connection taken but not opened.
+    fn give_back_x(&self) {
+        let _ = self
+            .x
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+}
+
+/// A connection refused because the agent holds the most it may (bounded identifiers only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldRefusal {
+    /// The agent's role (`reader`, `input`, `indicator`).
+    pub peer: &'static str,
+    /// What it asked for: `x11`, `a11y_bus` or `app`.
+    pub target: &'static str,
+    /// What it holds: live links, or X connections handed to this process.
+    pub held: usize,
+    /// The bound.
+    pub limit: usize,
+}
+
+/// Where refusals of [`Holdings`] go.
+pub type OnHeldRefusal = Arc<dyn Fn(HeldRefusal) + Send + Sync>;
+
+/// The kind of a connection request, for logs and the audit.
+pub fn target_kind(t: &ConnectTarget) -> &'static str {
+    match t {
+        ConnectTarget::X11 => "x11",
+        ConnectTarget::A11yBus => "a11y_bus",
+        ConnectTarget::App { .. } => "app",
+    }
+}
 
 /// Where the desktop's services are: taken from the broker's environment (or a test desktop's).
 #[derive(Clone, Debug, Default)]
@@ -228,12 +351,24 @@ fn peer_pid(s: &UnixStream) -> Option<u32> {
 
 /// Opens connections for agents; keeps its own accessibility-bus connection for the checks of
 /// peer-to-peer links.
-#[derive(Debug)]
 pub struct Opener {
     ep: Endpoints,
     bus: tokio::sync::Mutex<Option<zbus::Connection>>,
     reachable: Mutex<HashMap<u32, Instant>>,
     grants: Arc<Grants>,
+    on_held_refusal: Mutex<Option<OnHeldRefusal>>,
+    /// The second of the last held refusal reported (since `born`) and the reports in it.
+    held_reports: Mutex<(u64, u64)>,
+    born: Instant,
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opener")
+            .field("ep", &self.ep)
+            .field("grants", &self.grants)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Opener {
@@ -244,7 +379,58 @@ impl Opener {
             bus: tokio::sync::Mutex::new(None),
             reachable: Mutex::new(HashMap::new()),
             grants: Grants::new(),
+            on_held_refusal: Mutex::new(None),
+            held_reports: Mutex::new((0, 0)),
+            born: Instant::now(),
         }
+    }
+
+    /// Where refusals of [`Holdings`] go from now on (at most [`HELD_REPORTS_PER_SECOND`]).
+    pub fn on_held_refusal(&self, f: OnHeldRefusal) {
+        *self
+            .on_held_refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    /// Logs a refusal of [`Holdings`] and reports it (rate-limited); the agent's failure.
+    fn held_refusal(&self, r: HeldRefusal) -> AgentFailure {
+        tracing::warn!(
+            agent = r.peer,
+            target = r.target,
+            held = r.held,
+            limit = r.limit,
+            "connection refused: the agent holds the most it may"
+        );
+        let second = self.born.elapsed().as_secs();
+        let report = {
+            let mut g = self.held_reports.lock().unwrap_or_else(|e| e.into_inner());
+            if g.0 != second {
+                *g = (second, 0);
+            }
+            g.1 += 1;
+            g.1 <= HELD_REPORTS_PER_SECOND
+        };
+        let f = self
+            .on_held_refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let (true, Some(f)) = (report, f) {
+            f(r);
+        }
+        let what = if r.target == "x11" {
+            "X connections were handed to this agent"
+        } else {
+            "bus links are open for this agent"
+        };
+        failure(
+            ErrorCode::BackendUnavailable,
+            format!(
+                "{} {what}, the most it may have: connection refused",
+                r.held
+            ),
+        )
     }
 
     /// The endpoints.
@@ -481,6 +667,70 @@ impl Opener {
         allowed: &(dyn Fn(u32) -> bool + Sync),
         filter: &Filter,
     ) -> Result<Opened, AgentFailure> {
+        self.open_filtered_holding(target, allowed, filter, None)
+            .await
+    }
+
+    /// [`Opener::open_filtered`] within what the agent of `held` may hold: at most
+    /// [`MAX_LIVE_LINKS`] live filtered links and [`MAX_X_CONNECTIONS`] X connections; more is
+    /// refused (`backend_unavailable`), logged and reported ([`Opener::on_held_refusal`]).
+    /// A link handed unfiltered ([`Filter::Off`], a benchmark's) is not counted: its end is
+    /// not seen.
+    pub async fn open_held(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+        filter: &Filter,
+        held: &Holdings,
+        peer: crate::conn::Peer,
+    ) -> Result<Opened, AgentFailure> {
+        let refusal = |held: usize, limit: usize| HeldRefusal {
+            peer: peer.as_str(),
+            target: target_kind(target),
+            held,
+            limit,
+        };
+        if *target == ConnectTarget::X11 {
+            if !held.take_x() {
+                return Err(self.held_refusal(refusal(held.x_handed(), MAX_X_CONNECTIONS)));
+            }
+            let r = self
+                .open_filtered_holding(target, allowed, filter, None)
+                .await;
+            if r.is_err() {
+                held.give_back_x();
+            }
+            tracing::debug!(
+                agent = peer.as_str(),
+                x_handed = held.x_handed(),
+                handed = r.is_ok(),
+                "X connection asked for"
+            );
+            return r;
+        }
+        let Some(slot) = held.take_link() else {
+            return Err(self.held_refusal(refusal(held.live_links(), MAX_LIVE_LINKS)));
+        };
+        let r = self
+            .open_filtered_holding(target, allowed, filter, Some(slot))
+            .await;
+        tracing::debug!(
+            agent = peer.as_str(),
+            target = target_kind(target),
+            live_links = held.live_links(),
+            "link asked for"
+        );
+        r
+    }
+
+    /// [`Opener::open_filtered`]; `slot` is kept by the filter's relay until it ends.
+    async fn open_filtered_holding(
+        &self,
+        target: &ConnectTarget,
+        allowed: &(dyn Fn(u32) -> bool + Sync),
+        filter: &Filter,
+        slot: Option<LinkSlot>,
+    ) -> Result<Opened, AgentFailure> {
         let ((handed, fd), pid) = self.open_of(target, allowed).await?;
         let policy = match (filter, &handed, target) {
             (Filter::Off, _, _) => None,
@@ -502,7 +752,7 @@ impl Opener {
         };
         let fd = match (fd, policy) {
             (Some(fd), Some(policy)) => Some(
-                crate::busfilter::filtered_with(fd, policy)
+                crate::busfilter::filtered_holding(fd, policy, slot)
                     .map_err(|e| unavailable(format!("the D-Bus filter: {e}")))?,
             ),
             (fd, _) => fd,
@@ -525,10 +775,12 @@ impl Opener {
     /// process that a request named recently (see [`Opener::allow_pid`]); for the input agent,
     /// only the process of the act it is asked for now ([`Opener::input_may_reach`]). The
     /// reader's and the input agent's bus links go through their filters.
+    /// Everything is opened within what the agent of `held` may hold ([`Opener::open_held`]).
     pub async fn open_for_agent(
         &self,
         target: &ConnectTarget,
         peer: crate::conn::Peer,
+        held: &Holdings,
     ) -> Result<Opened, AgentFailure> {
         let filter = match peer {
             _ if !filters_on() => Filter::Off,
@@ -538,10 +790,16 @@ impl Opener {
         };
         if peer == crate::conn::Peer::Input {
             return self
-                .open_filtered(target, &|pid| self.input_may_reach(pid), &filter)
+                .open_held(
+                    target,
+                    &|pid| self.input_may_reach(pid),
+                    &filter,
+                    held,
+                    peer,
+                )
                 .await;
         }
-        self.open_filtered(target, &|pid| self.pid_allowed(pid), &filter)
+        self.open_held(target, &|pid| self.pid_allowed(pid), &filter, held, peer)
             .await
     }
 }
@@ -678,6 +936,61 @@ mod tests {
         assert!(!o.input_may_reach(43), "named for the reader, not the act");
         drop(g);
         assert!(!o.input_may_reach(42), "the act ended");
+    }
+
+    #[tokio::test]
+    async fn an_agent_holding_its_bound_is_refused_and_the_refusals_reported_rate_limited() {
+        let o = Opener::new(Endpoints::default());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        o.on_held_refusal(Arc::new(move |r| s.lock().unwrap().push(r)));
+        let held = Holdings::new();
+        let slots: Vec<LinkSlot> = (0..MAX_LIVE_LINKS)
+            .map(|_| held.take_link().expect("within the bound"))
+            .collect();
+        for _ in 0..MAX_X_CONNECTIONS {
+            assert!(!held.spent(), "not before its last X connection");
+            assert!(held.take_x());
+        }
+        assert!(held.spent(), "its last X connection handed: started again");
+        let peer = crate::conn::Peer::Reader;
+        let app = ConnectTarget::App {
+            bus_name: ":1.7".into(),
+        };
+        for _ in 0..50 {
+            for t in [&ConnectTarget::X11, &ConnectTarget::A11yBus, &app] {
+                let e = o
+                    .open_held(t, &|_| true, &Filter::Reader, &held, peer)
+                    .await
+                    .expect_err("refused");
+                assert_eq!(e.code, "backend_unavailable", "{t:?}");
+                assert!(!e.message.contains(":1.7"), "no name the agent chose");
+            }
+        }
+        let seen = seen.lock().unwrap().clone();
+        assert!(!seen.is_empty());
+        assert!(
+            seen.len() <= 2 * HELD_REPORTS_PER_SECOND as usize,
+            "{}",
+            seen.len()
+        );
+        assert_eq!(
+            seen[0],
+            HeldRefusal {
+                peer: "reader",
+                target: "x11",
+                held: MAX_X_CONNECTIONS,
+                limit: MAX_X_CONNECTIONS
+            }
+        );
+        assert_eq!(seen[1].target, "a11y_bus");
+        assert_eq!(seen[1].held, MAX_LIVE_LINKS);
+        // A link that ends makes room; X connections are never given back.
+        drop(slots);
+        assert_eq!(held.live_links(), 0);
+        assert_eq!(held.most_links(), MAX_LIVE_LINKS);
+        assert!(held.take_link().is_some());
+        assert!(!held.take_x());
     }
 
     #[tokio::test]

@@ -452,6 +452,37 @@ async fn a_refused_call_of_the_input_agent_is_audited() {
     assert_eq!(seen[1]["grant"], false);
 }
 
+/// A connection refused to an agent that holds the most it may is audited with bounded
+/// identifiers only (what it asked for, how many it holds, the bound).
+#[tokio::test]
+async fn a_connection_refused_to_an_agent_is_audited() {
+    use nish_broker::handover::HeldRefusal;
+    let f = Fixture::new(true);
+    f.engine.backend.connect_refused(HeldRefusal {
+        peer: "reader",
+        target: "app",
+        held: 64,
+        limit: 64,
+    });
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = f
+            .audit()
+            .into_iter()
+            .filter(|e| e["event"] == "agent.connect_refused")
+            .collect();
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["peer"], "reader");
+    assert_eq!(seen[0]["target"], "app");
+    assert_eq!(seen[0]["held"], 64);
+    assert_eq!(seen[0]["limit"], 64);
+}
+
 #[tokio::test]
 async fn kill_switch_while_paused_is_final() {
     let f = Fixture::new(true);

@@ -301,6 +301,76 @@ fn a_killed_agent_is_reaped_at_once_and_started_again_with_backoff_capped_at_5_s
     }
 }
 
+/// An agent that forked and then died: what it forked dies with it (the broker kills the
+/// agent's process group before reaping it), so nothing outlives it holding the connections
+/// handed to it, and a restart cannot be used to pile them up.
+#[test]
+fn what_an_agent_forked_ends_with_it() {
+    let dir = tmpdir("fork");
+    let agents = dir.join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    fake_agent(&agents, "nish-indicator", Role::Indicator, true);
+    // The same agent, forking a child of its own first.
+    let path = agents.join("nish-indicator");
+    let pids = dir.join("forked.pids");
+    let script = std::fs::read_to_string(&path).unwrap().replacen(
+        "#!/bin/sh\n",
+        &format!(
+            "#!/bin/sh\n/bin/sleep 600 &\necho $! >> '{}'\n",
+            pids.display()
+        ),
+        1,
+    );
+    std::fs::write(&path, script).unwrap();
+    /// Ends what the test's agents forked, whatever the outcome (the broker is killed at the
+    /// end, so an agent started again after it forks a child that nothing else ends).
+    struct Forked(PathBuf);
+    impl Drop for Forked {
+        fn drop(&mut self) {
+            let pids = std::fs::read_to_string(&self.0).unwrap_or_default();
+            for pid in pids.lines().filter_map(|l| l.parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let _forked = Forked(pids.clone());
+    let serve = Serve::start(&dir, &agents);
+    let first = serve.audited(
+        &json!({"event": "agent.start", "agent": "nish-indicator", "restart": false}),
+        1,
+        Duration::from_secs(10),
+    );
+    let forked: u64 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        proc_state(forked).map(|c| c != 'Z'),
+        Some(true),
+        "the forked child runs"
+    );
+    kill9(u(&first[0], "pid"));
+    serve.audited(
+        &json!({"event": "agent.start", "agent": "nish-indicator", "restart": true}),
+        1,
+        Duration::from_secs(5),
+    );
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while proc_state(forked).is_some_and(|c| c != 'Z') {
+        assert!(
+            Instant::now() < deadline,
+            "pid {forked}, forked by the agent, outlived it"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn a_read_whose_agent_dies_or_is_down_answers_safe_with_a_time_to_retry() {
     let dir = tmpdir("reads");

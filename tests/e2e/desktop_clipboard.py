@@ -11,6 +11,9 @@ Python client, the real `nish-mcp` with a control pipe, `nish-driver serve --bac
   refused (secure_field); an incremental (INCR) transfer is refused (unsupported).
 - The owner stops with the session: after end_session, and after the host's connection closes,
   xclip reads nothing from the driver.
+- The input agent opens an X connection for each clipboard read; the broker hands one agent
+  process at most 16 and starts it again once it had its last: 20 approved reads in a row all
+  return xclip's text, across such a restart (agent.start with `restart` in the audit).
 - Clipboard texts appear in no audit record, broker or agent log line, or error (lengths only).
 
     desktop_clipboard.py --driver .../nish-driver --shim .../nish-mcp --app NAME
@@ -83,6 +86,16 @@ class Holder:
                 self.proc.wait(5)
 
 
+# Clipboard reads in a row: more than the X connections one input agent process is handed.
+RUN = 20
+
+
+def input_starts(broker: h.Broker) -> list[dict]:
+    """The audit's agent.start events of the input agent."""
+    return [e for e in broker.audit_events()
+            if e.get("event") == "agent.start" and e.get("agent") == "nish-input"]
+
+
 async def read(c, ctl: h.Control, approve: bool):
     """clipboard_read, with the host answering its approval request on the control pipe."""
     seen: list[dict] = []
@@ -135,7 +148,8 @@ async def start_with_clipboard(c, person: h.Person) -> dict:
         t.join()
 
 
-async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str], errors: list[str]) -> None:
+async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str], errors: list[str],
+                        broker: h.Broker) -> None:
     st = await start_with_clipboard(c, person)
     check(st["clipboard_read"] is True, f"the person ticked the clipboard line: {st}")
     say("granted with the clipboard line ticked by the person (a real click)")
@@ -165,6 +179,16 @@ async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str]
         check(r.is_error is False, f"approved read: {h.text_of(r)}")
         check(r.structured_content["text"] == OTHER, "the approved read returns xclip's text")
         say(f"clipboard_read of xclip's text: the host was asked, approved, {len(OTHER)} characters")
+        starts = input_starts(broker)
+        for i in range(RUN):
+            r = await read(c, ctl, True)
+            check(r.is_error is False and r.structured_content["text"] == OTHER,
+                  f"approved read {i} of {RUN} in a row: {h.text_of(r)}")
+        later = input_starts(broker)
+        check(len(later) > len(starts) and later[-1].get("restart") is True,
+              f"the input agent was started again after its 16th X connection: {later}")
+        say(f"  {RUN} approved reads in a row (an X connection each): all returned xclip's text, "
+            f"the input agent started again {len(later) - len(starts)} time(s) on the way")
         r = await read(c, ctl, False)
         e = error_of(r)
         check(e["code"] == "consent_denied", str(e))
@@ -213,7 +237,7 @@ async def run(ns: argparse.Namespace) -> None:
     try:
         ctl = h.Control()
         async with h.host(ns.shim, broker, "clipboard-e2e", "2025-11-25", ctl) as c:
-            await first_session(c, ctl, person, env, errors)
+            await first_session(c, ctl, person, env, errors, broker)
 
         say("a second host: the owner stops when its connection closes")
         ctl2 = h.Control()

@@ -305,7 +305,8 @@ pub fn stand_in_filtered(
     role: Role,
     filter: bool,
 ) -> std::io::Result<UnixStream> {
-    use nish_broker::handover::{Endpoints, Opener, answer, send_with_fd};
+    use nish_broker::conn::Peer;
+    use nish_broker::handover::{Endpoints, Filter, Holdings, Opener, answer, send_with_fd};
     use nish_proto::wire::codec::{encode, read_body};
     use std::io::Write as _;
     use std::sync::{Arc, Mutex};
@@ -341,6 +342,9 @@ pub fn stand_in_filtered(
             return;
         };
         let opener = Arc::new(Opener::new(ep));
+        // Within the bounds the broker keeps on what one agent holds.
+        let held = Holdings::new();
+        let filter = Arc::new(if filter { Filter::Reader } else { Filter::Off });
         while let Ok(body) = read_body(&mut from_agent, MAX_FRAME_BYTES) {
             let request = match role {
                 Role::Reader => match nish_proto::wire::codec::decode(&body) {
@@ -357,9 +361,14 @@ pub fn stand_in_filtered(
                 // Served on the runtime, as the broker does: a slow application holds only
                 // its own request, never the frames behind it.
                 let (opener, to_agent) = (opener.clone(), to_agent.clone());
+                let (held, filter) = (held.clone(), filter.clone());
                 rt.spawn(async move {
-                    let (result, fd) =
-                        answer(opener.open_maybe_filtered(&target, &|_| true, filter).await);
+                    let peer = Peer::of(role);
+                    let (result, fd) = answer(
+                        opener
+                            .open_held(&target, &|_| true, &filter, &held, peer)
+                            .await,
+                    );
                     let frame = match role {
                         Role::Reader => {
                             encode(&BrokerToReader::Connected { id, result }, MAX_FRAME_BYTES)
@@ -380,6 +389,12 @@ pub fn stand_in_filtered(
             }
         }
         let _ = to_test.shutdown(std::net::Shutdown::Both);
+        eprintln!(
+            "stand-in: the {} agent held at most {} links at once and was handed {} X connections",
+            role.as_str(),
+            held.most_links(),
+            held.x_handed()
+        );
     });
     Ok(test_end)
 }

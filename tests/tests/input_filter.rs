@@ -244,6 +244,7 @@ fn a_compromised_input_agent_acts_only_as_granted() {
         let app_target = ConnectTarget::App {
             bus_name: app_name.clone(),
         };
+        let held = nish_broker::handover::Holdings::new();
         for filtered in [true, false] {
             // Filtered: what the broker hands the input agent (`open_for_agent`); unfiltered:
             // the same streams handed as they are.
@@ -253,10 +254,10 @@ fn a_compromised_input_agent_acts_only_as_granted() {
                 Grants::new()
             };
             let open = |target: ConnectTarget| {
-                let opener = &opener;
+                let (opener, held) = (&opener, &held);
                 async move {
                     if filtered {
-                        opener.open_for_agent(&target, Peer::Input).await
+                        opener.open_for_agent(&target, Peer::Input, held).await
                     } else {
                         opener
                             .open_filtered(&target, &|p| p == pid, &Filter::Off)

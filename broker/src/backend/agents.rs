@@ -76,7 +76,8 @@ pub fn opener() -> Arc<crate::handover::Opener> {
         .clone()
 }
 
-/// Connection requests of one agent being served at once; one more is a flood.
+/// Connection requests of one agent being served at once; one more is a flood. What an agent
+/// holds is bounded too ([`crate::handover::Holdings`]).
 pub const CONNECTS_IN_FLIGHT: usize = 16;
 
 /// Where the agent binaries are: `$NISH_AGENT_DIR`, else next to this executable.
@@ -204,12 +205,36 @@ impl Life {
 
 /// The task that owns an agent's process: waits for it to end (reaping it at once), or kills
 /// it when asked, and publishes how it ended.
+///
+/// The agent's process group (its own, see [`Agent::spawn_at`]; its seccomp filter refuses
+/// `setpgid` and `setsid`) is killed before the agent is reaped, so whatever it forked goes with
+/// it: no process outlives it holding connections handed to it (they are bounded per process,
+/// [`crate::handover::Holdings`]), and a restart cannot be used to pile them up. Until it is
+/// reaped its pid still names the group, so no other process is hit.
 async fn own(mut child: tokio::process::Child, life: Arc<Life>, name: &'static str) {
     let pid = child.id().unwrap_or(0);
     let started = Instant::now();
+    // Its end, seen without reaping it.
+    let ended = tokio::task::spawn_blocking(move || wait_unreaped(pid));
     let status = tokio::select! {
-        s = child.wait() => s,
+        seen = ended => {
+            if matches!(seen, Ok(true)) {
+                kill_group(pid);
+                child.wait().await
+            } else {
+                // Not seen (a pid the kernel does not know as a child: never so for a process
+                // the broker started): waited for as before, the group left alone.
+                tokio::select! {
+                    s = child.wait() => s,
+                    () = life.kill.notified() => {
+                        let _ = child.start_kill();
+                        child.wait().await
+                    }
+                }
+            }
+        }
         () = life.kill.notified() => {
+            kill_group(pid);
             let _ = child.start_kill();
             child.wait().await
         }
@@ -217,6 +242,36 @@ async fn own(mut child: tokio::process::Child, life: Arc<Life>, name: &'static s
     let exit = AgentExit::of(pid, status, started.elapsed());
     tracing::info!(agent = name, pid, status = %exit.status, "agent process ended");
     life.exit.send_replace(Some(exit));
+}
+
+/// Waits until the child `pid` ended, leaving it unreaped (`waitid` with `WNOWAIT`); false when
+/// it cannot be waited for so.
+fn wait_unreaped(pid: u32) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(raw)), flags) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => return r.is_ok(),
+        }
+    }
+}
+
+/// Kills the process group `pid` leads (SIGKILL); call it only while that child is unreaped.
+fn kill_group(pid: u32) {
+    let Ok(raw) = i32::try_from(pid) else { return };
+    if raw > 0 {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(raw),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 /// Logs an agent's standard error as the broker's own, a bounded line at a time.
@@ -299,6 +354,7 @@ pub struct Agent<In, Out> {
     tx: mpsc::Sender<(In, Option<std::os::fd::OwnedFd>)>,
     pending: Arc<Mutex<Pending<Out>>>,
     life: Arc<Life>,
+    held: Arc<crate::handover::Holdings>,
 }
 
 impl<In, Out> std::fmt::Debug for Agent<In, Out> {
@@ -619,8 +675,19 @@ where
         let router_life = life.clone();
         let started = Instant::now();
         let handing = tx.clone();
+        // What this agent holds of the connections opened for it, bounded in number
+        // ([`crate::handover::Holdings`]); one connection is one process of the broker's.
+        let held = crate::handover::Holdings::new();
+        let router_held = held.clone();
         tokio::spawn(async move {
-            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx, &handing).await;
+            let held = router_held;
+            let violation = route(name, &mut rd, &mut conn, &p, &ev_tx, &handing, &held).await;
+            tracing::info!(
+                agent = name,
+                most_links = held.most_links(),
+                x_handed = held.x_handed(),
+                "connections the agent held"
+            );
             {
                 let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
                 g.closed = true;
@@ -663,6 +730,7 @@ where
             tx,
             pending,
             life,
+            held,
         });
         Ok((agent, ev_rx))
     }
@@ -676,6 +744,11 @@ where
             .closed
             && !self.tx.is_closed()
             && self.life.exit.borrow().is_none()
+    }
+
+    /// What it holds of the connections the broker opened for it.
+    pub fn holdings(&self) -> &crate::handover::Holdings {
+        &self.held
     }
 
     /// How the agent ended, once it did.
@@ -769,6 +842,7 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
     pending: &Mutex<Pending<Out>>,
     events: &mpsc::Sender<Out>,
     handing: &mpsc::Sender<(In, Option<std::os::fd::OwnedFd>)>,
+    held: &Arc<crate::handover::Holdings>,
 ) -> Option<Violation> {
     let connects = Arc::new(tokio::sync::Semaphore::new(CONNECTS_IN_FLIGHT));
     loop {
@@ -792,6 +866,7 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
             let target = target.clone();
             let handing = handing.clone();
             let peer = conn.peer();
+            let held = held.clone();
             tokio::spawn(async move {
                 let opened = if peer == Peer::Indicator && target != ConnectTarget::X11 {
                     // The indicator draws on X and needs nothing else.
@@ -800,7 +875,7 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
                         message: "the indicator is handed an X connection only".into(),
                     })
                 } else {
-                    opener().open_for_agent(&target, peer).await
+                    opener().open_for_agent(&target, peer, &held).await
                 };
                 if let Err(f) = &opened {
                     tracing::info!(agent = name, code = %f.code, "connection not handed: {}", clean_message(&f.message));

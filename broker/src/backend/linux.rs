@@ -49,6 +49,9 @@ use crate::session::PausedReason;
 
 /// The longest wait before an agent that keeps exiting is started again.
 pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(5);
+/// Longest wait for an agent the broker killed to end before another is started.
+pub const AGENT_END_WAIT: Duration = Duration::from_secs(2);
+
 /// An agent that ran this long before it exited is started again at once (its failures are
 /// forgotten).
 pub const STABLE_RUN: Duration = Duration::from_secs(30);
@@ -248,7 +251,19 @@ where
     async fn get(&self) -> Result<Arc<Agent<In, Out>>, DriverError> {
         let mut g = self.agent.lock().await;
         if let Some(a) = g.as_ref().filter(|a| a.alive()) {
-            return Ok(a.clone());
+            if !a.holdings().spent() {
+                return Ok(a.clone());
+            }
+            // It was handed its process's last X connection: it ends (its process group
+            // killed, so every connection it held closes) and starts again as after any exit,
+            // within the backoff.
+            tracing::warn!(
+                agent = self.binary,
+                pid = a.pid,
+                "the agent used up its X connections: it is started again"
+            );
+            a.kill();
+            let _ = a.wait_exit(AGENT_END_WAIT).await;
         }
         if let Some(a) = g.as_ref()
             && let Some(exit) = a.exit()
@@ -580,6 +595,10 @@ impl LinuxBackend {
                 .on_refusal(Arc::new(move |r| {
                     let _ = refusals.send(BackendEvent::CallRefused(r));
                 }));
+            let refusals = events_tx.clone();
+            super::agents::opener().on_held_refusal(Arc::new(move |r| {
+                let _ = refusals.send(BackendEvent::ConnectRefused(r));
+            }));
         }
         let reader = Slot::new(
             "nish-reader",

@@ -653,6 +653,12 @@ impl MockBackend {
         let _ = self.events_tx.send(BackendEvent::CallRefused(r));
     }
 
+    /// Reports a connection refused to an agent that holds the most it may, as the Linux
+    /// backend does (tests of the audit).
+    pub fn connect_refused(&self, r: crate::handover::HeldRefusal) {
+        let _ = self.events_tx.send(BackendEvent::ConnectRefused(r));
+    }
+
     /// How often the engine ended the act under way (the kill switch, a revoke, a pause).
     pub fn acts_ended(&self) -> usize {
         self.acts_ended.load(std::sync::atomic::Ordering::SeqCst)

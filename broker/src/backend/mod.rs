@@ -125,6 +125,8 @@ pub enum BackendEvent {
     },
     /// The broker's D-Bus filter refused a call of the input agent's.
     CallRefused(crate::busfilter::Refused),
+    /// An agent was refused a connection: it holds the most it may.
+    ConnectRefused(crate::handover::HeldRefusal),
     /// An agent started but was refused before it served (no lock-down, no hello in time).
     AgentRefused {
         /// Its binary name.

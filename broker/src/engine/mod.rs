@@ -616,6 +616,13 @@ impl<B: Backend> Engine<B> {
                     json!({"agent": "nish-input", "method": method, "grant": r.granted}),
                 );
             }
+            BackendEvent::ConnectRefused(r) => {
+                self.audit.emit(
+                    AuditEvent::AgentConnectRefused,
+                    None,
+                    json!({"peer": r.peer, "target": r.target, "held": r.held, "limit": r.limit}),
+                );
+            }
             BackendEvent::AgentCutOff(v) => {
                 let mut fields = v.violation.audit_fields(Some(v.peer), v.pid);
                 fields["agent"] = v.agent.into();
