@@ -52,6 +52,9 @@ pub struct Endpoints {
     /// A Wayland session (`XDG_SESSION_TYPE` / `WAYLAND_DISPLAY`, as the doctor decides): no
     /// X connection is opened for an agent there, even when XWayland sets `DISPLAY`.
     pub wayland: bool,
+    /// The compositor's socket: `WAYLAND_DISPLAY` when it is a path, else that name in
+    /// `XDG_RUNTIME_DIR`.
+    pub wayland_socket: Option<std::path::PathBuf>,
 }
 
 impl Endpoints {
@@ -63,7 +66,7 @@ impl Endpoints {
     /// From a list of variables (a test desktop's environment).
     pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Endpoints {
         let mut e = Endpoints::default();
-        let (mut session_type, mut wayland_display) = (None, None);
+        let (mut session_type, mut wayland_display, mut runtime_dir) = (None, None, None);
         for (k, v) in vars {
             let Some(v) = v.to_str().filter(|v| !v.is_empty()).map(str::to_string) else {
                 continue;
@@ -74,9 +77,20 @@ impl Endpoints {
                 Some("AT_SPI_BUS_ADDRESS") => e.at_spi_bus = Some(v),
                 Some("XDG_SESSION_TYPE") => session_type = Some(v),
                 Some("WAYLAND_DISPLAY") => wayland_display = Some(v),
+                Some("XDG_RUNTIME_DIR") => runtime_dir = Some(v),
                 _ => {}
             }
         }
+        e.wayland_socket = wayland_display.as_deref().and_then(|d| {
+            let d = std::path::Path::new(d);
+            if d.is_absolute() {
+                Some(d.to_path_buf())
+            } else {
+                runtime_dir
+                    .as_deref()
+                    .map(|r| std::path::Path::new(r).join(d))
+            }
+        });
         let (kind, _) = crate::backend::linux::session_type_of(
             session_type.as_deref(),
             wayland_display.as_deref(),
@@ -177,6 +191,29 @@ pub fn open_x11(ep: &Endpoints) -> Result<Opened, AgentFailure> {
         ));
     }
     Err(last)
+}
+
+/// Connects to the Wayland compositor's socket ([`Endpoints::wayland_socket`]) on a Wayland
+/// session, and checks that the listener runs as this process's user. The stream is handed as
+/// it is: the Wayland protocol has no handshake.
+pub fn open_wayland(ep: &Endpoints) -> Result<Opened, AgentFailure> {
+    if !ep.wayland {
+        return Err(unavailable("not a Wayland session"));
+    }
+    let path = ep
+        .wayland_socket
+        .as_deref()
+        .ok_or_else(|| unavailable("no Wayland socket (WAYLAND_DISPLAY is not set)"))?;
+    let s = UnixStream::connect(path)
+        .map_err(|e| unavailable(format!("cannot connect to the Wayland compositor: {e}")))?;
+    let c = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|_| unavailable("the Wayland compositor's credentials cannot be read"))?;
+    if c.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(unavailable(
+            "the Wayland socket is served by another user's process",
+        ));
+    }
+    Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
 
 /// The value of `key` in a D-Bus address entry `unix:k=v,...`, percent-decoded.
@@ -456,6 +493,7 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
+            ConnectTarget::Wayland => open_wayland(&self.ep).map(|o| (o, 0)),
         }
     }
 
