@@ -691,6 +691,65 @@ mod tests {
         assert_eq!(address_value("unix:path=/x%4", "path"), None);
     }
 
+    #[test]
+    fn the_wayland_socket_is_found_and_only_on_a_wayland_session() {
+        let vars = |v: &[(&str, &str)]| {
+            Endpoints::from_vars(
+                v.iter()
+                    .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+            )
+        };
+        let e = vars(&[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "wayland-1"),
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+        ]);
+        assert!(e.wayland);
+        assert_eq!(
+            e.wayland_socket.as_deref(),
+            Some(std::path::Path::new("/run/user/7/wayland-1"))
+        );
+        let e = vars(&[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "/tmp/w"),
+        ]);
+        assert_eq!(
+            e.wayland_socket.as_deref(),
+            Some(std::path::Path::new("/tmp/w"))
+        );
+        // A name without a runtime directory names no socket.
+        let e = vars(&[("XDG_SESSION_TYPE", "wayland"), ("WAYLAND_DISPLAY", "w")]);
+        assert_eq!(e.wayland_socket, None);
+        assert!(open_wayland(&e).is_err());
+        // An X session: no Wayland connection is opened, even with a socket named.
+        let mut x = vars(&[("DISPLAY", ":1")]);
+        x.wayland_socket = Some("/tmp/w".into());
+        assert!(!x.wayland);
+        let err = open_wayland(&x).unwrap_err();
+        assert_eq!(err.code, "backend_unavailable");
+    }
+
+    #[test]
+    fn the_wayland_socket_of_another_listener_is_connected_and_checked() {
+        let dir = std::env::temp_dir().join(format!("nish-wl-test-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join("wayland-test");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let ep = Endpoints {
+            wayland: true,
+            wayland_socket: Some(path.clone()),
+            ..Endpoints::default()
+        };
+        let (handed, fd) = open_wayland(&ep).expect("this user's socket is connected");
+        assert_eq!(handed, Handed::Wayland);
+        assert!(fd.is_some());
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+        assert!(open_wayland(&ep).is_err(), "no listener: no connection");
+        let _ = std::fs::remove_dir(&dir);
+    }
+
     #[tokio::test]
     async fn links_name_one_unique_bus_name() {
         let o = Opener::new(Endpoints::default());
