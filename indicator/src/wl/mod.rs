@@ -832,3 +832,50 @@ enum Fail {
     /// The broker link.
     Broker(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::wire::indicator::{ConsentApp, ConsentDialog, HostProgram};
+
+    #[test]
+    fn the_box_sits_in_the_middle_and_every_control_has_its_label_drawn() {
+        let req = ConsentDialog {
+            id: 1,
+            host_claimed: "Test Host".into(),
+            program: HostProgram {
+                exe: "/usr/bin/test-host".into(),
+                pid: 4242,
+            },
+            apps: vec![ConsentApp {
+                name: "gedit".into(),
+                ticked: true,
+                windows: 1,
+            }],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: true,
+            clipboard: true,
+            timeout_ms: 60_000,
+        };
+        let (w, h) = (1280, 800);
+        let l = layout::layout(&req, w, h);
+        let origin = ((w - l.w) / 2, (h - l.h) / 2);
+        let mut px = vec![0u8; (w * h * 4) as usize];
+        paint(&mut Canvas::new(&mut px, w, h), &l, origin, true, w, h);
+        let at = |x: i32, y: i32| {
+            let i = ((y * w + x) * 4) as usize;
+            u32::from_le_bytes([px[i], px[i + 1], px[i + 2], 0])
+        };
+        assert_eq!(at(5, 5), color::BACKDROP);
+        assert_eq!(at(origin.0 + 5, origin.1 + 5), color::BG);
+        for c in &l.controls {
+            let (x0, y0) = (origin.0 + c.rect.x, origin.1 + c.rect.y);
+            let ink = (y0 + 3..y0 + c.rect.h - 3)
+                .flat_map(|y| (x0 + 30..x0 + c.rect.w - 3).map(move |x| (x, y)))
+                .filter(|&(x, y)| (at(x, y) & 0xff) < 0x60)
+                .count();
+            assert!(ink > 40, "{:?}: {ink} dark pixels", c.kind);
+        }
+    }
+}
