@@ -165,7 +165,7 @@ pub enum Msg {
     /// stop hotkey, its readiness; the input agent's report of the person's input.
     Event,
     /// An agent's request for a connection the broker opens and hands over (`ConnectTarget`;
-    /// the indicator's X connection only).
+    /// the indicator's X or Wayland connection only).
     Connect,
 }
 

@@ -175,6 +175,9 @@ pub struct Endpoints {
     /// A Wayland session (`XDG_SESSION_TYPE` / `WAYLAND_DISPLAY`, as the doctor decides): no
     /// X connection is opened for an agent there, even when XWayland sets `DISPLAY`.
     pub wayland: bool,
+    /// The compositor's socket: `WAYLAND_DISPLAY` when it is a path, else that name in
+    /// `XDG_RUNTIME_DIR`.
+    pub wayland_socket: Option<std::path::PathBuf>,
 }
 
 impl Endpoints {
@@ -186,7 +189,7 @@ impl Endpoints {
     /// From a list of variables (a test desktop's environment).
     pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Endpoints {
         let mut e = Endpoints::default();
-        let (mut session_type, mut wayland_display) = (None, None);
+        let (mut session_type, mut wayland_display, mut runtime_dir) = (None, None, None);
         for (k, v) in vars {
             let Some(v) = v.to_str().filter(|v| !v.is_empty()).map(str::to_string) else {
                 continue;
@@ -197,9 +200,20 @@ impl Endpoints {
                 Some("AT_SPI_BUS_ADDRESS") => e.at_spi_bus = Some(v),
                 Some("XDG_SESSION_TYPE") => session_type = Some(v),
                 Some("WAYLAND_DISPLAY") => wayland_display = Some(v),
+                Some("XDG_RUNTIME_DIR") => runtime_dir = Some(v),
                 _ => {}
             }
         }
+        e.wayland_socket = wayland_display.as_deref().and_then(|d| {
+            let d = std::path::Path::new(d);
+            if d.is_absolute() {
+                Some(d.to_path_buf())
+            } else {
+                runtime_dir
+                    .as_deref()
+                    .map(|r| std::path::Path::new(r).join(d))
+            }
+        });
         let (kind, _) = crate::backend::linux::session_type_of(
             session_type.as_deref(),
             wayland_display.as_deref(),
@@ -300,6 +314,29 @@ pub fn open_x11(ep: &Endpoints) -> Result<Opened, AgentFailure> {
         ));
     }
     Err(last)
+}
+
+/// Connects to the Wayland compositor's socket ([`Endpoints::wayland_socket`]) on a Wayland
+/// session, and checks that the listener runs as this process's user. The stream is handed as
+/// it is: the Wayland protocol has no handshake.
+pub fn open_wayland(ep: &Endpoints) -> Result<Opened, AgentFailure> {
+    if !ep.wayland {
+        return Err(unavailable("not a Wayland session"));
+    }
+    let path = ep
+        .wayland_socket
+        .as_deref()
+        .ok_or_else(|| unavailable("no Wayland socket (WAYLAND_DISPLAY is not set)"))?;
+    let s = UnixStream::connect(path)
+        .map_err(|e| unavailable(format!("cannot connect to the Wayland compositor: {e}")))?;
+    let c = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|_| unavailable("the Wayland compositor's credentials cannot be read"))?;
+    if c.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(unavailable(
+            "the Wayland socket is served by another user's process",
+        ));
+    }
+    Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
 
 /// The value of `key` in a D-Bus address entry `unix:k=v,...`, percent-decoded.
@@ -642,6 +679,7 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
+            ConnectTarget::Wayland => open_wayland(&self.ep).map(|o| (o, 0)),
         }
     }
 
@@ -909,6 +947,65 @@ mod tests {
             Some(&b"/tmp/dbus-Ab"[..])
         );
         assert_eq!(address_value("unix:path=/x%4", "path"), None);
+    }
+
+    #[test]
+    fn the_wayland_socket_is_found_and_only_on_a_wayland_session() {
+        let vars = |v: &[(&str, &str)]| {
+            Endpoints::from_vars(
+                v.iter()
+                    .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+            )
+        };
+        let e = vars(&[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "wayland-1"),
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+        ]);
+        assert!(e.wayland);
+        assert_eq!(
+            e.wayland_socket.as_deref(),
+            Some(std::path::Path::new("/run/user/7/wayland-1"))
+        );
+        let e = vars(&[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "/tmp/w"),
+        ]);
+        assert_eq!(
+            e.wayland_socket.as_deref(),
+            Some(std::path::Path::new("/tmp/w"))
+        );
+        // A name without a runtime directory names no socket.
+        let e = vars(&[("XDG_SESSION_TYPE", "wayland"), ("WAYLAND_DISPLAY", "w")]);
+        assert_eq!(e.wayland_socket, None);
+        assert!(open_wayland(&e).is_err());
+        // An X session: no Wayland connection is opened, even with a socket named.
+        let mut x = vars(&[("DISPLAY", ":1")]);
+        x.wayland_socket = Some("/tmp/w".into());
+        assert!(!x.wayland);
+        let err = open_wayland(&x).unwrap_err();
+        assert_eq!(err.code, "backend_unavailable");
+    }
+
+    #[test]
+    fn the_wayland_socket_of_another_listener_is_connected_and_checked() {
+        let dir = std::env::temp_dir().join(format!("nish-wl-test-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join("wayland-test");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let ep = Endpoints {
+            wayland: true,
+            wayland_socket: Some(path.clone()),
+            ..Endpoints::default()
+        };
+        let (handed, fd) = open_wayland(&ep).expect("this user's socket is connected");
+        assert_eq!(handed, Handed::Wayland);
+        assert!(fd.is_some());
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+        assert!(open_wayland(&ep).is_err(), "no listener: no connection");
+        let _ = std::fs::remove_dir(&dir);
     }
 
     #[tokio::test]

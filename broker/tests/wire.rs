@@ -815,6 +815,69 @@ async fn the_indicator_is_refused_every_connection_but_x() {
     assert!(seen.lock().unwrap().is_empty());
 }
 
+/// Only the indicator draws: the reader and the input agent asking for the Wayland compositor
+/// get a refusal, whatever the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_agent_but_the_indicator_is_handed_the_wayland_compositor() {
+    for peer in [Peer::Reader, Peer::Input] {
+        let connect = match peer {
+            Peer::Reader => nish_proto::wire::codec::encode(
+                &ReaderToBroker::Connect {
+                    id: 5,
+                    target: ConnectTarget::Wayland,
+                },
+                nish_proto::wire::MAX_FRAME_BYTES,
+            ),
+            _ => nish_proto::wire::codec::encode(
+                &InputToBroker::Connect {
+                    id: 5,
+                    target: ConnectTarget::Wayland,
+                },
+                nish_proto::wire::MAX_FRAME_BYTES,
+            ),
+        }
+        .unwrap();
+        let script = [
+            agent_frame(peer, Msg::Hello, 0),
+            agent_frame(peer, Msg::Lockdown, 0),
+            connect,
+        ]
+        .concat();
+        let (ok, seen, mut agent) = attach(peer, script).await;
+        assert!(ok);
+        let result = match peer {
+            Peer::Reader => {
+                let m: BrokerToReader = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    aio::read_frame(&mut agent, nish_proto::wire::MAX_FRAME_BYTES),
+                )
+                .await
+                .expect("an answer in time")
+                .expect("a frame");
+                match m {
+                    BrokerToReader::Connected { id: 5, result } => result,
+                    other => panic!("{other:?}"),
+                }
+            }
+            _ => {
+                let m: BrokerToInput = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    aio::read_frame(&mut agent, nish_proto::wire::MAX_FRAME_BYTES),
+                )
+                .await
+                .expect("an answer in time")
+                .expect("a frame");
+                match m {
+                    BrokerToInput::Connected { id: 5, result } => result,
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        assert_eq!(result.unwrap_err().code, "unsupported", "{peer:?}");
+        assert!(seen.lock().unwrap().is_empty(), "{peer:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_to_requests_never_made_and_event_floods_cut_the_agent_off() {
     // An answer to id 999 (the broker issued none).

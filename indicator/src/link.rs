@@ -4,9 +4,10 @@
 //! `poll` reports the socket readable, one `read` takes what is there, and whole frames are cut
 //! from the buffer. Writes are small and blocking (the broker reads all the time).
 //!
-//! The X connection comes over this link too ([`BrokerLink::connect_x11`]): the indicator asks
-//! once, right after its lock-down report, and the broker answers with the connected stream
-//! attached (`SCM_RIGHTS`). Descriptors that come with any other message are closed.
+//! The display connection comes over this link too ([`BrokerLink::connect_display`]): the
+//! indicator asks for X right after its lock-down report (and for the Wayland compositor when
+//! the broker refuses X), and the broker answers with the connected stream attached
+//! (`SCM_RIGHTS`). Descriptors that come with any other message are closed.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -50,6 +51,15 @@ pub struct HandedX {
     pub screen: u32,
 }
 
+/// The display connection the broker handed.
+#[derive(Debug)]
+pub enum HandedDisplay {
+    /// An X session.
+    X11(HandedX),
+    /// A Wayland session: the compositor's socket.
+    Wayland(UnixStream),
+}
+
 /// The broker connection.
 #[derive(Debug)]
 pub struct BrokerLink {
@@ -90,14 +100,39 @@ impl BrokerLink {
         Ok(())
     }
 
-    /// Asks the broker for the X connection and waits for it (at most [`CONNECT_TIMEOUT`]);
-    /// other messages that arrive meanwhile are kept for [`BrokerLink::take_backlog`].
-    pub fn connect_x11(&mut self) -> anyhow::Result<HandedX> {
-        const ID: u64 = 1;
-        self.send(&IndicatorToBroker::Connect {
-            id: ID,
-            target: ConnectTarget::X11,
-        })?;
+    /// Asks the broker for the display connection and waits for it (at most
+    /// [`CONNECT_TIMEOUT`] each): X first, and the Wayland compositor when the broker refuses X
+    /// (a Wayland session). Other messages that arrive meanwhile are kept for
+    /// [`BrokerLink::take_backlog`].
+    pub fn connect_display(&mut self) -> anyhow::Result<HandedDisplay> {
+        let x = match self.connect(1, ConnectTarget::X11)? {
+            (Ok(Handed::X11 { setup, screen }), Some(fd)) => {
+                return Ok(HandedDisplay::X11(HandedX {
+                    stream: UnixStream::from(fd),
+                    setup,
+                    screen,
+                }));
+            }
+            (Ok(_), _) => anyhow::bail!("the broker handed no X connection"),
+            (Err(f), _) => f.code,
+        };
+        match self.connect(2, ConnectTarget::Wayland)? {
+            (Ok(Handed::Wayland), Some(fd)) => Ok(HandedDisplay::Wayland(UnixStream::from(fd))),
+            (Ok(_), _) => anyhow::bail!("the broker handed no Wayland connection"),
+            (Err(f), _) => anyhow::bail!(
+                "the broker could not connect to the X display ({x}) nor to the Wayland compositor ({})",
+                f.code
+            ),
+        }
+    }
+
+    /// Sends one connection request and waits for its answer and descriptor.
+    fn connect(
+        &mut self,
+        id: u64,
+        target: ConnectTarget,
+    ) -> anyhow::Result<(nish_proto::wire::Connected, Option<OwnedFd>)> {
+        self.send(&IndicatorToBroker::Connect { id, target })?;
         let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
         // The descriptor rides on the first byte of the answer's frame, which may come in an
         // earlier read than the frame's end.
@@ -106,7 +141,7 @@ impl BrokerLink {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             anyhow::ensure!(
                 !left.is_zero(),
-                "the broker did not hand the X connection in time"
+                "the broker did not hand the display connection in time"
             );
             self.stream.set_read_timeout(Some(left))?;
             let (incoming, fd) = self.read_with_fd()?;
@@ -120,7 +155,9 @@ impl BrokerLink {
             let mut answer = None;
             for m in msgs {
                 match m {
-                    BrokerToIndicator::Connected { id, result } if id == ID && answer.is_none() => {
+                    BrokerToIndicator::Connected { id: got, result }
+                        if got == id && answer.is_none() =>
+                    {
                         answer = Some(result);
                     }
                     BrokerToIndicator::Connected { .. } => {}
@@ -132,17 +169,7 @@ impl BrokerLink {
             }
         };
         self.stream.set_read_timeout(None)?;
-        match result {
-            (Ok(Handed::X11 { setup, screen }), Some(fd)) => Ok(HandedX {
-                stream: UnixStream::from(fd),
-                setup,
-                screen,
-            }),
-            (Ok(_), _) => anyhow::bail!("the broker handed no X connection"),
-            (Err(f), _) => {
-                anyhow::bail!("the broker could not connect to the X display ({})", f.code)
-            }
-        }
+        Ok(result)
     }
 
     /// Messages read while waiting for the X connection, oldest first (once).

@@ -4,7 +4,8 @@
 //! Started by the broker as `nish-indicator --fd 3`, with fd 3 its end of a Unix socketpair
 //! and no display, X authority or bus address in the environment. It locks itself down first,
 //! then sends its hello and the lock-down report, asks the broker for its X connection (handed
-//! over on fd 3), and then serves the broker's requests (see `nish_proto::wire::indicator`).
+//! over on fd 3; on a Wayland session the compositor's socket instead, see [`wl`]), and then
+//! serves the broker's requests (see `nish_proto::wire::indicator`).
 //!
 //! Exit status: 0 when the broker closed the link (every window removed), 1 when the X display
 //! was lost (the broker was told), 2 on a start-up error.
@@ -17,6 +18,7 @@ mod link;
 mod sys;
 mod takeover;
 mod visible;
+mod wl;
 mod xui;
 
 use anyhow::Context as _;
@@ -29,6 +31,9 @@ fn parse_fd(args: &[String]) -> anyhow::Result<i32> {
 }
 
 fn main() {
+    // The Wayland dialog's pixel memory: a memfd must be sized before the lock-down (which sets
+    // RLIMIT_FSIZE to 0). Sparse, so unused on X.
+    let pixels = sys::ShmMem::new(wl::POOL_BYTES);
     // Lock down before anything else runs (and before any thread exists).
     let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "indicator" });
     if nish_sandbox::start::self_test_if_asked(&report) {
@@ -44,7 +49,7 @@ fn main() {
         .with_target(false)
         .init();
 
-    match run(report) {
+    match run(report, pixels) {
         Ok(app::Exit::BrokerClosed) => std::process::exit(0),
         Ok(app::Exit::DisplayLost) => std::process::exit(1),
         Err(e) => {
@@ -54,7 +59,10 @@ fn main() {
     }
 }
 
-fn run(report: nish_proto::wire::LockdownReport) -> anyhow::Result<app::Exit> {
+fn run(
+    report: nish_proto::wire::LockdownReport,
+    pixels: anyhow::Result<sys::ShmMem>,
+) -> anyhow::Result<app::Exit> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let fd = parse_fd(&args)?;
     let stream = sys::adopt_broker_socket(fd)?;
@@ -62,7 +70,16 @@ fn run(report: nish_proto::wire::LockdownReport) -> anyhow::Result<app::Exit> {
         tracing::warn!("lock-down: {}", report.detail);
     }
     let mut link = link::BrokerLink::start(stream, report)?;
-    let (conn, screen) = x11_from_broker(&mut link)?;
+    let handed = match link.connect_display()? {
+        link::HandedDisplay::X11(h) => h,
+        link::HandedDisplay::Wayland(stream) => {
+            let pixels = pixels.context("error making the dialog's shared memory")?;
+            let app = wl::WlApp::new(stream, pixels, link)?;
+            return Ok(app.run());
+        }
+    };
+    drop(pixels);
+    let (conn, screen) = x11_from_broker(handed)?;
     let ui = xui::Ui::new(conn, screen).context("error setting up drawing on the X display")?;
     ui_checks(&ui)?;
     let hotkey = hotkey::from_env();
@@ -75,11 +92,10 @@ fn run(report: nish_proto::wire::LockdownReport) -> anyhow::Result<app::Exit> {
 /// environment. It is the only X connection the indicator uses: the dialog, the frame, the
 /// hotkey grab and the watch on the root's children all go through it, on this one thread.
 fn x11_from_broker(
-    link: &mut link::BrokerLink,
+    handed: link::HandedX,
 ) -> anyhow::Result<(x11rb::rust_connection::RustConnection, usize)> {
     use x11rb::rust_connection::{DefaultStream, RustConnection};
     use x11rb::x11_utils::TryParse as _;
-    let handed = link.connect_x11()?;
     let (setup, _) = x11rb::protocol::xproto::Setup::try_parse(&handed.setup)
         .map_err(|e| anyhow::anyhow!("the X setup does not parse: {e}"))?;
     let screen = handed.screen as usize;

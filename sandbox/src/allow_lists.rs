@@ -188,7 +188,9 @@ fn input() -> Vec<i64> {
 }
 
 /// What the indicator adds to [`base`]: nothing (no async runtime; it polls its X connection
-/// and its link).
+/// and its link). On Wayland too: the compositor's socket is handed in and spoken over with
+/// `sendmsg`/`recvmsg` and `ppoll`, and the pixel memory (memfd, its seals and mapping) is made
+/// before the lock-down; `indicator/tests/wayland_consent.rs` fails on any refused call.
 fn indicator() -> Vec<i64> {
     vec![]
 }

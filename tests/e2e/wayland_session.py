@@ -4,9 +4,11 @@
 `nish-mcp` and `nish-driver serve --backend linux` with its reader and input agents.
 
 Headless only: windows and reads come from AT-SPI, acts are AT-SPI actions and values. The
-consent dialog is not a Wayland client yet: this broker is a test build (the tests crate's
-`test-consent` feature) and the person answers through files in a private directory
-($NISH_TEST_CONSENT_DIR), reading the request the dialog would show.
+first request is answered through files in a private directory ($NISH_TEST_CONSENT_DIR; this
+broker is a test build, the tests crate's `test-consent` feature), where the test reads what
+the dialog shows; once that directory is gone the broker asks through the real consent dialog,
+a native Wayland client, and the person clicks Allow, then Deny, with mutter's RemoteDesktop
+API playing their pointer (indicator/tests/wayland/person.py).
 
 Run inside the Wayland desktop's environment; the caller has started gtk3-widget-factory
 (twice, for an ambiguous target), gtk4-demo, gtk3-demo (not requested: out of scope) and
@@ -21,6 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -71,12 +76,76 @@ class FilePerson:
         return req
 
 
+    def close(self) -> None:
+        """Removes the directory: the broker asks through the dialog from now on."""
+        shutil.rmtree(self.dir)
+
+
+PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "indicator", "tests",
+                      "wayland", "person.py")
+CONTROL = re.compile(r"consent control (\w+) at (\d+),(\d+) (\d+)x(\d+)")
+
+
+class DialogPerson:
+    """The person at the real consent dialog: mutter's RemoteDesktop API plays their pointer;
+    where Allow and Deny are comes from the indicator's log lines in the broker's log (the
+    dialog is full screen, so its coordinates are the screen's)."""
+
+    def __init__(self, broker: h.Broker) -> None:
+        self.log = os.path.join(broker.dir, "broker.log")
+        self.proc = subprocess.Popen(["/usr/bin/python3", PERSON], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        check(self.proc.stdout.readline().strip() == "ready", "the RemoteDesktop session starts")
+        self.say("corner")
+        self.at = (0.0, 0.0)
+        # A keyboard on the seat: without one no window is ever focused (activated).
+        self.say("key 0xffe1 1")
+        self.say("key 0xffe1 0")
+        self.seen = os.path.getsize(self.log)
+
+    def say(self, cmd: str) -> None:
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline().strip()
+        check(line == "ok", f"person: {cmd}: {line}")
+
+    def answer(self, allow: bool, timeout: float = 30.0) -> dict:
+        """Waits for the next dialog and clicks Allow or Deny once it is focused and armed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log, "rb") as f:
+                f.seek(self.seen)
+                text = f.read().decode(errors="replace")
+            at = {m[1]: (int(m[2]) + int(m[4]) / 2, int(m[3]) + int(m[5]) / 2) for m in CONTROL.finditer(text)}
+            if "Allow" in at and "Deny" in at and "consent dialog focus changed activated=true" in text:
+                break
+            check(time.monotonic() < deadline, "no consent dialog came")
+            time.sleep(0.05)
+        self.seen += len(text.encode())
+        time.sleep(1.0)  # past the arming delay
+        x, y = at["Allow" if allow else "Deny"]
+        self.say(f"move {x - self.at[0]} {y - self.at[1]}")
+        self.at = (x, y)
+        self.say("button 1")
+        self.say("button 0")
+        say(f"    person: clicked {'Allow' if allow else 'Deny'} at ({x}, {y}) on the dialog")
+        return {"clicked": "Allow" if allow else "Deny"}
+
+    def stop(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
 def answer_in_thread(person: FilePerson, allow: bool, apps: list[str]) -> tuple[threading.Thread, list]:
+    return in_thread(lambda: person.answer(allow, apps))
+
+
+def in_thread(answer) -> tuple[threading.Thread, list]:
     got: list = []
 
     def run() -> None:
         try:
-            got.append(person.answer(allow, apps))
+            got.append(answer())
         except BaseException as e:  # reported by the caller
             got.append(e)
 
@@ -263,15 +332,32 @@ async def run(ns: argparse.Namespace) -> None:
             check(r["ended"] is True, str(r))
             say("end_session: ended")
 
-            say("start_session again; the person denies")
-            t, got = answer_in_thread(person, False, [])
+            say("start_session again; the person clicks Allow on the consent dialog (a native Wayland client)")
+            person.close()
+            dialog = DialogPerson(broker)
+            t, got = in_thread(lambda: dialog.answer(True))
+            st = await ok(c, "start_session", {"apps": [GTK3]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            apps = sorted(a["app"].lower() for a in st["apps"])
+            check(apps == [GTK3], f"granted through the dialog: {apps}")
+            wins = await ok(c, "list_windows", {})
+            check(len(wins["windows"]) >= 1, f"windows after the dialog's grant: {wins}")
+            r = await ok(c, "end_session")
+            check(r["ended"] is True, str(r))
+            say(f"  granted through the dialog: {apps}; {len(wins['windows'])} windows; ended")
+
+            say("start_session again; the person clicks Deny on the dialog")
+            t, got = in_thread(lambda: dialog.answer(False))
             await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
             t.join()
             check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            dialog.stop()
 
         kids = broker.children()
         say(f"agents: {kids}")
         check("nish-reader" in kids or "nish-input" in kids, f"the agents ran: {kids}")
+        check("nish-indicator" in kids, f"the indicator (the dialog) runs: {kids}")
         for name, pid in kids.items():
             env = environ_of(pid)
             check(env is not None, f"{name}'s environment is readable by the test (root)")

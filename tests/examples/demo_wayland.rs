@@ -1,7 +1,8 @@
 //! `scripts/demo.sh --wayland`: a headless nish-driver session on a private GNOME Wayland
 //! desktop (mutter --headless --wayland --no-x11, D-Bus, AT-SPI, GTK 3, GTK 4 and Chromium as
-//! native Wayland clients, no X server), driven by the official MCP Python client. Consent is
-//! answered through the test build's files (the consent dialog is not a Wayland client yet).
+//! native Wayland clients, no X server), driven by the official MCP Python client. The first
+//! consent is answered through the test build's files, the later ones on the real consent
+//! dialog (a native Wayland client) through mutter's RemoteDesktop API.
 
 use nish_testdesk::session::{run_wayland_session, wayland_session_desktop};
 
@@ -23,8 +24,8 @@ fn main() -> anyhow::Result<()> {
         sd.desk.x_servers().len()
     );
     println!(
-        "consent: the test build writes each request to a private directory and the script \
-         answers it as the person (no consent dialog on Wayland yet)\n"
+        "consent: the test build writes the first request to a private directory and the \
+         script answers it; the later ones are clicked on the real dialog\n"
     );
     let o = run_wayland_session(&sd, true)?;
     if !o.status.success() {

@@ -868,11 +868,18 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
             let peer = conn.peer();
             let held = held.clone();
             tokio::spawn(async move {
-                let opened = if peer == Peer::Indicator && target != ConnectTarget::X11 {
-                    // The indicator draws on X and needs nothing else.
+                let display = matches!(target, ConnectTarget::X11 | ConnectTarget::Wayland);
+                let opened = if peer == Peer::Indicator && !display {
+                    // The indicator draws on X or Wayland and needs nothing else.
                     Err(AgentFailure {
                         code: ErrorCode::Unsupported.as_str().to_string(),
-                        message: "the indicator is handed an X connection only".into(),
+                        message: "the indicator is handed a display connection only".into(),
+                    })
+                } else if peer != Peer::Indicator && target == ConnectTarget::Wayland {
+                    // Only the indicator draws; the agents read and act through AT-SPI.
+                    Err(AgentFailure {
+                        code: ErrorCode::Unsupported.as_str().to_string(),
+                        message: "only the indicator is handed a Wayland connection".into(),
                     })
                 } else {
                     opener().open_for_agent(&target, peer, &held).await

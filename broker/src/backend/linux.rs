@@ -706,7 +706,8 @@ impl LinuxBackend {
     /// always grabbed: started at once; its slot starts it again the moment it exits (and
     /// keeps trying when a start fails).
     fn keep_indicator(self: &Arc<Self>) {
-        // The indicator is an X client: on Wayland the driver makes no X connection.
+        // On Wayland there is no stop hotkey to keep grabbed: the indicator starts on the
+        // first consent request.
         let (st, why) = session_type();
         if why.is_some() || st == "wayland" {
             return;
@@ -1080,29 +1081,26 @@ pub fn wayland_capture_unsupported() -> DriverError {
     )
 }
 
-/// Consent on Wayland. The consent dialog is an X client, and on Wayland the driver makes no X
-/// connection; until the dialog is a native Wayland client there is no way to ask the person,
-/// so no session starts. Test builds (feature `test-consent`) answer through the test's files.
-async fn wayland_consent(req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
-    #[cfg(feature = "test-consent")]
-    {
-        let listed: Vec<String> = req.apps.iter().map(|a| a.name.clone()).collect();
-        let a = super::testconsent::consent(&req).await?;
-        Ok(ConsentAnswer {
-            allow: a.allow,
-            apps: a.apps.into_iter().filter(|n| listed.contains(n)).collect(),
-            takeover: false,
-            clipboard: false,
-        })
+/// Consent on Wayland through the test's files instead of the dialog: only in test builds
+/// (feature `test-consent`), and only while the directory `NISH_TEST_CONSENT_DIR` names exists
+/// (a test reads the request's content there, then removes it to answer the dialog).
+#[cfg(feature = "test-consent")]
+async fn wayland_file_consent(req: &ConsentRequest) -> Option<Result<ConsentAnswer, DriverError>> {
+    let dir = std::env::var_os(super::testconsent::DIR_ENV)?;
+    if !std::path::Path::new(&dir).is_dir() {
+        return None;
     }
-    #[cfg(not(feature = "test-consent"))]
-    {
-        let _ = req;
-        Err(DriverError::new(
-            ErrorCode::Unsupported,
-            "the consent dialog is not available on Wayland yet (wayland_portal_not_built); no session can start",
-        ))
-    }
+    let listed: Vec<String> = req.apps.iter().map(|a| a.name.clone()).collect();
+    Some(
+        super::testconsent::consent(req)
+            .await
+            .map(|a| ConsentAnswer {
+                allow: a.allow,
+                apps: a.apps.into_iter().filter(|n| listed.contains(n)).collect(),
+                takeover: false,
+                clipboard: false,
+            }),
+    )
 }
 
 /// The reader agent's program name.
@@ -1307,8 +1305,13 @@ impl Backend for LinuxBackend {
     }
 
     async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
-        if session_type().0 == "wayland" {
-            return wayland_consent(req).await;
+        // On Wayland the indicator draws the dialog as a native Wayland client (the broker
+        // hands it the compositor's socket); the request and the re-validation are the same.
+        #[cfg(feature = "test-consent")]
+        if session_type().0 == "wayland"
+            && let Some(a) = wayland_file_consent(&req).await
+        {
+            return a;
         }
         let ind = self.indicator().await?;
         let id = ind.next_id();

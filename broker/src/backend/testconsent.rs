@@ -1,9 +1,10 @@
 //! A consent path for the Wayland end-to-end test only (cargo feature `test-consent`, which
 //! only the tests crate turns on; the daemon built alone has none of this).
 //!
-//! The consent dialog is an X client today, and on Wayland the driver makes no X connection;
-//! until the dialog is a native Wayland client, the Wayland e2e test plays the person through
-//! files. For each request the broker writes `request-<n>.json` (the dialog's content: the
+//! The Wayland e2e test reads what a request shows (the app lines, the program) through
+//! files, which the dialog does not tell anyone but the person; while the directory exists the
+//! broker asks through it instead of the dialog (the test removes it to answer the real
+//! dialog). For each request the broker writes `request-<n>.json` (the dialog's content: the
 //! claimed host name, the program, the app lines, the lease, the takeover and clipboard lines)
 //! to `$NISH_TEST_CONSENT_DIR`, which must be a directory of the broker's own user with mode
 //! 0700, and waits for `answer-<n>.json` (`{"allow": bool, "apps": [names]}`) until the
@@ -36,9 +37,7 @@ pub fn dir() -> Result<PathBuf, DriverError> {
     let d = std::env::var_os(DIR_ENV)
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .ok_or_else(|| {
-            unavailable("no consent dialog on Wayland yet, and no test consent directory")
-        })?;
+        .ok_or_else(|| unavailable("no test consent directory"))?;
     check_dir(&d)?;
     Ok(d)
 }

@@ -145,8 +145,9 @@ pub enum IndicatorToBroker {
         hotkey_grabbed: bool,
     },
     /// A connection the broker opens and hands over: the indicator opens no socket of its own
-    /// (its seccomp filter refuses `socket` and `connect`). Only [`ConnectTarget::X11`] is
-    /// served for the indicator; it asks once, right after its lock-down report.
+    /// (its seccomp filter refuses `socket` and `connect`). Only [`ConnectTarget::X11`] and
+    /// [`ConnectTarget::Wayland`] are served for the indicator; it asks for X right after its
+    /// lock-down report, and for Wayland when the broker refuses X (a Wayland session).
     Connect {
         /// The request's id, echoed in [`BrokerToIndicator::Connected`].
         id: u64,

@@ -159,7 +159,7 @@ pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
 /// A connection an agent asks the broker for. No agent opens a socket of its own: the broker
 /// connects, checks the peer, and hands the descriptor over on the agent's link (`SCM_RIGHTS`,
 /// attached to the first byte of the answer's frame). The indicator may ask only for
-/// [`ConnectTarget::X11`].
+/// [`ConnectTarget::X11`] and [`ConnectTarget::Wayland`]; no other agent for the latter.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnectTarget {
     /// The X display, the setup handshake already done by the broker.
@@ -174,6 +174,9 @@ pub enum ConnectTarget {
         /// The application's unique bus name (`:1.42`).
         bus_name: String,
     },
+    /// The Wayland compositor's socket (`WAYLAND_DISPLAY`), for the indicator on a Wayland
+    /// session: connected by the broker, which checks that the listener runs as its own user.
+    Wayland,
 }
 
 /// Most bytes of a unique bus name in a [`ConnectTarget::App`].
@@ -197,6 +200,9 @@ pub enum Handed {
     /// The application offers no peer-to-peer address: no descriptor comes with this answer,
     /// and calls go through the bus.
     NoLink,
+    /// A connected stream to the Wayland compositor (no handshake: the Wayland protocol has
+    /// none).
+    Wayland,
 }
 
 impl Handed {

@@ -1,0 +1,380 @@
+//! The Wayland dialog's content and layout: the same lines, in the same order, as the X11
+//! dialog (`crate::consent`), laid out for the bitmap font of [`super::draw`].
+
+use std::time::Duration;
+
+use nish_proto::model::escape_clip;
+use nish_proto::wire::indicator::{ConsentApp, ConsentDialog};
+
+use super::draw::{Size, color};
+use crate::consent::{
+    CLIPBOARD_LINE, Kind, NAME_CHARS, TAKEOVER_LINE, USE_LINE, app_label, lease_line, program_line,
+};
+
+/// Padding inside the box.
+const PAD: i32 = 18;
+/// Space between groups.
+const GAP: i32 = 12;
+
+/// A rectangle in the box's coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rect {
+    /// Left.
+    pub x: i32,
+    /// Top.
+    pub y: i32,
+    /// Width.
+    pub w: i32,
+    /// Height.
+    pub h: i32,
+}
+
+impl Rect {
+    /// True when (x, y) lies inside.
+    pub fn contains(&self, x: f64, y: f64) -> bool {
+        x >= f64::from(self.x)
+            && y >= f64::from(self.y)
+            && x < f64::from(self.x + self.w)
+            && y < f64::from(self.y + self.h)
+    }
+}
+
+/// One line of text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    /// Left.
+    pub x: i32,
+    /// Top.
+    pub y: i32,
+    /// The text.
+    pub text: String,
+    /// Its size.
+    pub size: Size,
+    /// Its colour.
+    pub color: u32,
+}
+
+/// A control: a checkbox line or a button.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Control {
+    /// What it does.
+    pub kind: Kind,
+    /// Where it is.
+    pub rect: Rect,
+    /// Its label.
+    pub label: String,
+    /// Ticked (checkbox lines).
+    pub ticked: bool,
+}
+
+/// The laid-out dialog box.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Box width.
+    pub w: i32,
+    /// Box height.
+    pub h: i32,
+    /// Text lines.
+    pub lines: Vec<Line>,
+    /// Controls, in drawing order.
+    pub controls: Vec<Control>,
+    /// The app lines shown (their names go into the answer).
+    pub apps: Vec<ConsentApp>,
+}
+
+/// The checkbox's side.
+pub const BOX: i32 = 18;
+
+/// Lays out `req` for a surface at most `max_w` x `max_h` pixels.
+pub fn layout(req: &ConsentDialog, max_w: i32, max_h: i32) -> Layout {
+    let big = Size::Big.height();
+    let small = Size::Small.height();
+    let row_h = big + 14;
+    let button_h = big + 16;
+    let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
+
+    let claimed = escape_clip(&req.host_claimed, NAME_CHARS);
+    let claimed = if claimed.is_empty() {
+        "It gives no name for itself.".to_string()
+    } else {
+        format!("It calls itself \"{claimed}\" (its own claim, not checked).")
+    };
+    let heading = "A program asks to use your apps".to_string();
+    let program = program_line(&req.program.exe, req.program.pid);
+    let lease = lease_line(req.lease_minutes);
+    let apps_heading = if req.apps.is_empty() {
+        "No app has a window open: there is nothing to tick."
+    } else {
+        "Apps (only the ticked ones can be used):"
+    };
+    let missing = match req.missing_requested {
+        0 => None,
+        1 => Some("1 app it asked for is not open.".to_string()),
+        n => Some(format!("{n} apps it asked for are not open.")),
+    };
+    let secs = timeout.as_millis().div_ceil(1000);
+    let note = format!("Answer with a mouse click. No answer in {secs} s means Deny.");
+    let takeover_hints = [
+        "Lets the AI move your pointer and type, with a red frame round",
+        "the screen. Your own mouse or keys pause it until you click Continue.",
+    ];
+
+    let fixed_h = PAD * 2
+        + (big + 6)
+        + 4 * (small + 4)
+        + GAP
+        + (small + 6)
+        + if missing.is_some() { small + 6 } else { 0 }
+        + if req.takeover {
+            8 + row_h + 2 * (small + 2)
+        } else {
+            0
+        }
+        + if req.clipboard { row_h } else { 0 }
+        + GAP
+        + small
+        + GAP
+        + button_h;
+    let max_rows = ((max_h - fixed_h - small - 6) / row_h).max(1) as usize;
+    let shown = req.apps.len().min(max_rows);
+    let hidden = req.apps.len() - shown;
+    let apps: Vec<ConsentApp> = req.apps.iter().take(shown).cloned().collect();
+    let app_labels: Vec<String> = apps.iter().map(app_label).collect();
+
+    let mut width = 460;
+    let mut want = |w: i32| width = width.max(w + 2 * PAD);
+    want(Size::Big.width(&heading));
+    for t in [&program, &claimed, &lease, USE_LINE, apps_heading, &note] {
+        want(Size::Small.width(t));
+    }
+    for h in takeover_hints {
+        want(Size::Small.width(h) + BOX + 16);
+    }
+    for l in app_labels
+        .iter()
+        .map(String::as_str)
+        .chain([TAKEOVER_LINE, CLIPBOARD_LINE])
+    {
+        want(Size::Big.width(l) + BOX + 24);
+    }
+    let width = width.min(max_w - 20).max(200);
+
+    let mut lines = Vec::new();
+    let mut controls = Vec::new();
+    let mut y = PAD;
+    let line = |lines: &mut Vec<Line>, y: &mut i32, text: String, size, color, step| {
+        lines.push(Line {
+            x: PAD,
+            y: *y,
+            text,
+            size,
+            color,
+        });
+        *y += step;
+    };
+    line(&mut lines, &mut y, heading, Size::Big, color::TEXT, big + 6);
+    line(
+        &mut lines,
+        &mut y,
+        program,
+        Size::Small,
+        color::TEXT,
+        small + 4,
+    );
+    line(
+        &mut lines,
+        &mut y,
+        claimed,
+        Size::Small,
+        color::HINT,
+        small + 4,
+    );
+    line(
+        &mut lines,
+        &mut y,
+        lease,
+        Size::Small,
+        color::TEXT,
+        small + 4,
+    );
+    let step = small + 4 + GAP;
+    line(
+        &mut lines,
+        &mut y,
+        USE_LINE.into(),
+        Size::Small,
+        color::TEXT,
+        step,
+    );
+    let step = small + 6;
+    line(
+        &mut lines,
+        &mut y,
+        apps_heading.into(),
+        Size::Small,
+        color::HINT,
+        step,
+    );
+    let row_w = width - 2 * PAD;
+    let row = |x, y, h| Rect { x, y, w: row_w, h };
+    for (i, (a, label)) in apps.iter().zip(app_labels).enumerate() {
+        controls.push(Control {
+            kind: Kind::App(i),
+            rect: row(PAD, y, row_h),
+            label,
+            ticked: a.ticked,
+        });
+        y += row_h;
+    }
+    if hidden > 0 {
+        let text = format!("and {hidden} more apps, not shown: they stay off");
+        lines.push(Line {
+            x: PAD + BOX + 16,
+            y: y + 2,
+            text,
+            size: Size::Small,
+            color: color::HINT,
+        });
+        y += small + 6;
+    }
+    if let Some(m) = missing {
+        line(&mut lines, &mut y, m, Size::Small, color::HINT, small + 6);
+    }
+    if req.takeover {
+        y += 8;
+        controls.push(Control {
+            kind: Kind::Takeover,
+            rect: row(PAD, y, row_h),
+            label: TAKEOVER_LINE.into(),
+            ticked: false,
+        });
+        y += row_h;
+        for h in takeover_hints {
+            lines.push(Line {
+                x: PAD + BOX + 16,
+                y,
+                text: h.into(),
+                size: Size::Small,
+                color: color::HINT,
+            });
+            y += small + 2;
+        }
+    }
+    if req.clipboard {
+        controls.push(Control {
+            kind: Kind::Clipboard,
+            rect: row(PAD, y, row_h),
+            label: CLIPBOARD_LINE.into(),
+            ticked: false,
+        });
+        y += row_h;
+    }
+    y += GAP;
+    line(
+        &mut lines,
+        &mut y,
+        note,
+        Size::Small,
+        color::HINT,
+        small + GAP,
+    );
+    let bw = Size::Big.width("Allow").max(Size::Big.width("Deny")) + 56;
+    let button = |x| Rect {
+        x,
+        y,
+        w: bw,
+        h: button_h,
+    };
+    controls.push(Control {
+        kind: Kind::Deny,
+        rect: button(width - PAD - 2 * bw - GAP),
+        label: "Deny".into(),
+        ticked: false,
+    });
+    controls.push(Control {
+        kind: Kind::Allow,
+        rect: button(width - PAD - bw),
+        label: "Allow".into(),
+        ticked: false,
+    });
+    y += button_h + PAD;
+    Layout {
+        w: width,
+        h: y,
+        lines,
+        controls,
+        apps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::wire::indicator::HostProgram;
+
+    fn req(apps: usize) -> ConsentDialog {
+        ConsentDialog {
+            id: 1,
+            host_claimed: "Host\nX".into(),
+            program: HostProgram {
+                exe: "/usr/bin/host".into(),
+                pid: 7,
+            },
+            apps: (0..apps)
+                .map(|i| ConsentApp {
+                    name: format!("app{i}"),
+                    ticked: i == 0,
+                    windows: 1,
+                })
+                .collect(),
+            missing_requested: 2,
+            lease_minutes: 15,
+            takeover: true,
+            clipboard: true,
+            timeout_ms: 60_000,
+        }
+    }
+
+    #[test]
+    fn the_lines_are_the_x11_dialogs() {
+        let l = layout(&req(2), 1280, 800);
+        let texts: Vec<&str> = l.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts[0], "A program asks to use your apps");
+        assert_eq!(texts[1], "Program: /usr/bin/host (pid 7)");
+        assert!(texts[2].contains("Host\\nX"), "{texts:?}");
+        assert_eq!(texts[3], "Lease: 15 minutes, then it must ask again.");
+        assert_eq!(texts[4], USE_LINE);
+        assert!(texts.contains(&"2 apps it asked for are not open."));
+        assert!(texts.contains(&"Answer with a mouse click. No answer in 60 s means Deny."));
+        let kinds: Vec<Kind> = l.controls.iter().map(|c| c.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::App(0),
+                Kind::App(1),
+                Kind::Takeover,
+                Kind::Clipboard,
+                Kind::Deny,
+                Kind::Allow
+            ]
+        );
+        assert!(l.controls[0].ticked && !l.controls[1].ticked);
+        assert!(l.w <= 1260 && l.h <= 800);
+        for c in &l.controls {
+            assert!(c.rect.x >= 0 && c.rect.x + c.rect.w <= l.w, "{c:?}");
+            assert!(c.rect.y + c.rect.h <= l.h, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn apps_that_do_not_fit_are_not_shown() {
+        let l = layout(&req(200), 1280, 800);
+        assert!(l.apps.len() < 200);
+        assert!(l.h <= 800, "{}", l.h);
+        assert!(
+            l.lines
+                .iter()
+                .any(|x| x.text.contains("more apps, not shown"))
+        );
+    }
+}

@@ -1,0 +1,881 @@
+//! The consent dialog as a native Wayland client, for a Wayland session (no XWayland: an X
+//! client there can be clicked by any other X client).
+//!
+//! The broker connects to the compositor and hands the stream over; the protocol runs in pure
+//! Rust (`wayland-client`), the pixels are drawn in software into shared memory made before the
+//! lock-down ([`crate::sys::ShmMem`]). One `xdg_toplevel`, asked to be full screen, dims the
+//! screen and shows the dialog box in its middle, with the same lines and controls as the X11
+//! dialog ([`layout`]).
+//!
+//! What counts as the person's answer (the rule of [`crate::click::RealClick`], with the facts
+//! a Wayland client has):
+//! - only a left-button press and release on the same control, from the compositor's
+//!   `wl_pointer` (a Wayland client gets input from nobody else);
+//! - only while the dialog is the focused toplevel (`xdg_toplevel` state `activated`): a press
+//!   while another window has focus, or the press that gives the dialog focus, never counts;
+//! - only [`crate::click::ARM_DELAY`] after the dialog was shown, resized or got focus back;
+//! - only at a pointer point the compositor told at least the arming delay after the surface
+//!   was shown or resized (during mutter's map animation the points are on the animated
+//!   surface, and none is told again when it ends under a resting pointer);
+//! - never a key: the dialog asks the seat for no keyboard at all, so no key event reaches it;
+//!   a close request (a key shortcut of the compositor) is ignored.
+//!
+//! What a Wayland client cannot know: whether another window covers it (no stacking is
+//! visible to a client), and whether a pointer event came from a device or from a
+//! RemoteDesktop session (the compositor gives both the same way). See docs/security.md.
+
+pub mod draw;
+pub mod layout;
+
+use std::time::{Duration, Instant};
+
+use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use wayland_client::protocol::{
+    wl_buffer, wl_compositor, wl_pointer, wl_registry, wl_seat, wl_shm, wl_shm_pool, wl_surface,
+};
+use wayland_client::{Connection, Dispatch, EventQueue, QueueHandle, WEnum, delegate_noop};
+use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_base};
+
+use crate::app::Exit;
+use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON, RealClick};
+use crate::consent::{Kind, TITLE, denied};
+use crate::link::{BrokerLink, Incoming};
+use crate::sys::ShmMem;
+use draw::{Canvas, Size, color};
+use layout::{Layout, Rect};
+
+/// The shared memory: two buffers of up to 3840 x 2160 pixels (a sparse memfd: only drawn
+/// pages take memory).
+pub const POOL_BYTES: usize = 2 * SLOT_BYTES;
+const SLOT_BYTES: usize = 3840 * 2160 * 4;
+/// Linux's `BTN_LEFT`, the left button in `wl_pointer.button`.
+const BTN_LEFT: u32 = 0x110;
+/// The `xdg_toplevel` state `activated`.
+const ACTIVATED: u32 = 4;
+
+/// An open dialog.
+#[derive(Debug)]
+struct WlDialog {
+    id: u64,
+    deadline: Instant,
+    req: nish_proto::wire::indicator::ConsentDialog,
+    surface: wl_surface::WlSurface,
+    xdg: xdg_surface::XdgSurface,
+    toplevel: xdg_toplevel::XdgToplevel,
+    /// Laid out at the first configure (the surface's size decides how many apps fit).
+    layout: Option<Layout>,
+    /// The surface's size and where the box is in it.
+    size: (i32, i32),
+    origin: (i32, i32),
+    /// The size and activation of the last toplevel configure, applied at the surface's.
+    pending: ((i32, i32), bool),
+    activated: bool,
+    configured: bool,
+    dirty: bool,
+    click: RealClick,
+    /// When the surface was last shown or resized.
+    placed_at: Instant,
+}
+
+impl WlDialog {
+    /// The control under the surface point (x, y), by index.
+    fn control_at(&self, x: f64, y: f64) -> Option<usize> {
+        let l = self.layout.as_ref()?;
+        let (ox, oy) = (f64::from(self.origin.0), f64::from(self.origin.1));
+        l.controls
+            .iter()
+            .position(|c| c.rect.contains(x - ox, y - oy))
+    }
+
+    fn answer(&self, allow: bool) -> ConsentAnswer {
+        let Some(l) = self.layout.as_ref().filter(|_| allow) else {
+            return denied();
+        };
+        let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
+        ConsentAnswer {
+            allow: true,
+            apps: l
+                .controls
+                .iter()
+                .filter_map(|c| match c.kind {
+                    Kind::App(i) if c.ticked => Some(l.apps[i].name.clone()),
+                    _ => None,
+                })
+                .collect(),
+            takeover: ticked(Kind::Takeover),
+            clipboard: ticked(Kind::Clipboard),
+        }
+    }
+
+    fn destroy(self) {
+        self.toplevel.destroy();
+        self.xdg.destroy();
+        self.surface.destroy();
+    }
+}
+
+/// Everything the Wayland event handlers see.
+#[derive(Debug)]
+struct State {
+    qh: QueueHandle<State>,
+    compositor: Option<wl_compositor::WlCompositor>,
+    shm: Option<wl_shm::WlShm>,
+    wm: Option<xdg_wm_base::XdgWmBase>,
+    seat: Option<wl_seat::WlSeat>,
+    pointer: Option<wl_pointer::WlPointer>,
+    pool: Option<wl_shm_pool::WlShmPool>,
+    mem: ShmMem,
+    busy: [bool; 2],
+    dialog: Option<WlDialog>,
+    /// The pointer is on the dialog's surface, at this surface point.
+    pointer_at: Option<(f64, f64)>,
+    /// When the compositor last told where the pointer is (enter or motion).
+    pointer_told_at: Option<Instant>,
+    last_driver_press: Option<Instant>,
+    /// Answers to send to the broker.
+    answers: Vec<(u64, ConsentAnswer)>,
+}
+
+impl State {
+    /// Draws the dialog into a free buffer and commits it (when a buffer is free; else at the
+    /// next release).
+    fn draw(&mut self) {
+        let Some(d) = &mut self.dialog else { return };
+        if !d.configured || !d.dirty {
+            return;
+        }
+        let (Some(pool), Some(l)) = (&self.pool, &d.layout) else {
+            return;
+        };
+        let Some(slot) = self.busy.iter().position(|b| !b) else {
+            return;
+        };
+        let (w, h) = d.size;
+        let px = self.mem.bytes_mut(slot * SLOT_BYTES, (w * h * 4) as usize);
+        let mut c = Canvas::new(px, w, h);
+        paint(&mut c, l, d.origin, d.activated, w, h);
+        let buffer = pool.create_buffer(
+            (slot * SLOT_BYTES) as i32,
+            w,
+            h,
+            w * 4,
+            wl_shm::Format::Xrgb8888,
+            &self.qh,
+            slot,
+        );
+        self.busy[slot] = true;
+        d.surface.attach(Some(&buffer), 0, 0);
+        d.surface.damage_buffer(0, 0, w, h);
+        d.surface.commit();
+        d.dirty = false;
+    }
+
+    fn button(&mut self, button: u32, pressed: bool, now: Instant) {
+        let Some(d) = &mut self.dialog else { return };
+        let Some((x, y)) = self.pointer_at else {
+            return;
+        };
+        // The point must have been told after the surface settled: during mutter's map
+        // animation (250 ms, the surface scaled up from its middle) the compositor gives
+        // points on the animated surface, and it tells nothing new when the animation ends
+        // under a resting pointer.
+        let settled = self
+            .pointer_told_at
+            .is_some_and(|t| t >= d.placed_at + ARM_DELAY);
+        let hit = d.control_at(x, y).filter(|_| settled);
+        if !settled {
+            tracing::info!(
+                "a button event at a point told before the dialog settled: not on a control"
+            );
+        }
+        let ev = ButtonEvent {
+            window: hit.map_or(u32::MAX, |i| i as u32),
+            button: if button == BTN_LEFT {
+                u32::from(LEFT_BUTTON)
+            } else {
+                0
+            },
+            // A Wayland client cannot tell a device's pointer from a RemoteDesktop session's.
+            real: true,
+            visible: d.configured && d.activated,
+            inside: hit.is_some(),
+            at: now,
+        };
+        tracing::info!(
+            press = pressed,
+            activated = d.activated,
+            control = ?hit.and_then(|i| d.layout.as_ref().map(|l| l.controls[i].kind)),
+            "button event on the consent dialog"
+        );
+        let activate = if pressed {
+            d.click.press(ev);
+            None
+        } else {
+            d.click.release(ev)
+        };
+        if let Some(why) = d.click.refusal() {
+            tracing::info!(
+                press = pressed,
+                "a button event on a consent control did not count: {why:?}"
+            );
+        }
+        let Some(i) = activate else { return };
+        let Some(l) = &mut d.layout else { return };
+        match l.controls[i as usize].kind {
+            Kind::Allow => {
+                let a = d.answer(true);
+                self.answers.push((d.id, a));
+            }
+            Kind::Deny => self.answers.push((d.id, denied())),
+            _ => {
+                let c = &mut l.controls[i as usize];
+                c.ticked = !c.ticked;
+                d.dirty = true;
+                self.draw();
+            }
+        }
+    }
+}
+
+/// Paints the dimmed screen and the box at `origin`.
+fn paint(c: &mut Canvas<'_>, l: &Layout, origin: (i32, i32), activated: bool, w: i32, h: i32) {
+    let (ox, oy) = origin;
+    c.fill(0, 0, w, h, color::BACKDROP);
+    c.fill(ox, oy, l.w, l.h, color::BG);
+    c.outline(ox, oy, l.w, l.h, 2, color::BORDER);
+    for line in &l.lines {
+        c.text(ox + line.x, oy + line.y, &line.text, line.size, line.color);
+    }
+    let lh = Size::Big.height();
+    for ctl in &l.controls {
+        let Rect { x, y, w, h } = ctl.rect;
+        let (x, y) = (ox + x, oy + y);
+        let danger = ctl.kind == Kind::Takeover;
+        let ink = if danger { color::DANGER } else { color::TEXT };
+        if matches!(ctl.kind, Kind::Allow | Kind::Deny) {
+            c.fill(x, y, w, h, color::BUTTON);
+            c.outline(x, y, w, h, 2, color::BORDER);
+            let tw = Size::Big.width(&ctl.label);
+            c.text(
+                x + (w - tw) / 2,
+                y + (h - lh) / 2,
+                &ctl.label,
+                Size::Big,
+                ink,
+            );
+        } else {
+            let b = layout::BOX;
+            let by = y + (h - b) / 2;
+            c.fill(x + 6, by, b, b, color::WHITE);
+            c.outline(x + 6, by, b, b, 2, color::BORDER);
+            if ctl.ticked {
+                c.fill(x + 10, by + 4, b - 8, b - 8, ink);
+            }
+            c.text(x + 6 + b + 12, y + (h - lh) / 2, &ctl.label, Size::Big, ink);
+        }
+    }
+    if !activated {
+        let t = "Click this window once to answer it.";
+        c.text(ox + 18, oy + l.h + 8, t, Size::Small, color::WHITE);
+    }
+}
+
+impl Dispatch<wl_registry::WlRegistry, ()> for State {
+    fn event(
+        state: &mut Self,
+        registry: &wl_registry::WlRegistry,
+        event: wl_registry::Event,
+        _: &(),
+        _: &Connection,
+        qh: &QueueHandle<Self>,
+    ) {
+        let wl_registry::Event::Global {
+            name,
+            interface,
+            version,
+        } = event
+        else {
+            return;
+        };
+        match interface.as_str() {
+            "wl_compositor" if state.compositor.is_none() => {
+                state.compositor = Some(registry.bind(name, version.min(4), qh, ()));
+            }
+            "wl_shm" if state.shm.is_none() => {
+                state.shm = Some(registry.bind(name, 1, qh, ()));
+            }
+            "xdg_wm_base" if state.wm.is_none() => {
+                state.wm = Some(registry.bind(name, version.min(2), qh, ()));
+            }
+            "wl_seat" if state.seat.is_none() => {
+                state.seat = Some(registry.bind(name, version.min(5), qh, ()));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<wl_seat::WlSeat, ()> for State {
+    fn event(
+        state: &mut Self,
+        seat: &wl_seat::WlSeat,
+        event: wl_seat::Event,
+        _: &(),
+        _: &Connection,
+        qh: &QueueHandle<Self>,
+    ) {
+        // The pointer only: the dialog never asks for a keyboard, so no key reaches it.
+        if let wl_seat::Event::Capabilities {
+            capabilities: WEnum::Value(caps),
+        } = event
+            && caps.contains(wl_seat::Capability::Pointer)
+            && state.pointer.is_none()
+        {
+            state.pointer = Some(seat.get_pointer(qh, ()));
+        }
+    }
+}
+
+impl Dispatch<wl_pointer::WlPointer, ()> for State {
+    fn event(
+        state: &mut Self,
+        _: &wl_pointer::WlPointer,
+        event: wl_pointer::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        let ours = |s: &wl_surface::WlSurface, st: &State| {
+            st.dialog.as_ref().is_some_and(|d| &d.surface == s)
+        };
+        match event {
+            wl_pointer::Event::Enter {
+                surface,
+                surface_x,
+                surface_y,
+                ..
+            } if ours(&surface, state) => {
+                tracing::debug!("pointer entered the consent dialog at ({surface_x}, {surface_y})");
+                state.pointer_at = Some((surface_x, surface_y));
+                state.pointer_told_at = Some(Instant::now());
+            }
+            wl_pointer::Event::Leave { .. } => state.pointer_at = None,
+            wl_pointer::Event::Motion {
+                surface_x,
+                surface_y,
+                ..
+            } if state.pointer_at.is_some() => {
+                state.pointer_at = Some((surface_x, surface_y));
+                state.pointer_told_at = Some(Instant::now());
+            }
+            wl_pointer::Event::Button {
+                button,
+                state: WEnum::Value(s),
+                ..
+            } => state.button(
+                button,
+                s == wl_pointer::ButtonState::Pressed,
+                Instant::now(),
+            ),
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<xdg_wm_base::XdgWmBase, ()> for State {
+    fn event(
+        _: &mut Self,
+        wm: &xdg_wm_base::XdgWmBase,
+        event: xdg_wm_base::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let xdg_wm_base::Event::Ping { serial } = event {
+            wm.pong(serial);
+        }
+    }
+}
+
+impl Dispatch<xdg_toplevel::XdgToplevel, ()> for State {
+    fn event(
+        state: &mut Self,
+        _: &xdg_toplevel::XdgToplevel,
+        event: xdg_toplevel::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        let Some(d) = &mut state.dialog else { return };
+        match event {
+            xdg_toplevel::Event::Configure {
+                width,
+                height,
+                states,
+            } => {
+                let activated = states
+                    .chunks_exact(4)
+                    .any(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]) == ACTIVATED);
+                d.pending = ((width, height), activated);
+            }
+            // A close request comes from the compositor's own shortcut or button: the dialog
+            // stays (only a click on Deny or the timeout denies).
+            xdg_toplevel::Event::Close => tracing::info!("close request ignored"),
+            _ => {}
+        }
+    }
+}
+
+impl Dispatch<xdg_surface::XdgSurface, ()> for State {
+    fn event(
+        state: &mut Self,
+        xdg: &xdg_surface::XdgSurface,
+        event: xdg_surface::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        let xdg_surface::Event::Configure { serial } = event else {
+            return;
+        };
+        xdg.ack_configure(serial);
+        let now = Instant::now();
+        let Some(d) = &mut state.dialog else { return };
+        let ((pw, ph), activated) = d.pending;
+        let (mut w, mut h) = (pw, ph);
+        let layout = d
+            .layout
+            .get_or_insert_with(|| {
+                let (mw, mh) = if w > 0 && h > 0 { (w, h) } else { (1280, 800) };
+                layout::layout(&d.req, mw, mh)
+            })
+            .clone();
+        // No size asked, or more than a buffer holds: the box alone.
+        if w <= 0 || h <= 0 || (w as usize) * (h as usize) * 4 > SLOT_BYTES {
+            (w, h) = (layout.w, layout.h);
+        }
+        let (w, h) = (w.max(layout.w), h.max(layout.h));
+        if !d.configured {
+            d.click.rearm(now, "shown");
+            tracing::info!("consent {} shown", d.id);
+        }
+        if (w, h) != d.size {
+            d.click.rearm(now, "resized");
+            d.placed_at = now;
+        }
+        if activated && !d.activated {
+            d.click.rearm(now, "focused");
+        }
+        if !activated && d.activated {
+            d.click.rearm(now, "lost focus");
+        }
+        if (w, h) != d.size || !d.configured {
+            d.origin = ((w - layout.w) / 2, (h - layout.h) / 2);
+            for c in &layout.controls {
+                let r = c.rect;
+                tracing::info!(
+                    "consent control {:?} at {},{} {}x{}",
+                    c.kind,
+                    d.origin.0 + r.x,
+                    d.origin.1 + r.y,
+                    r.w,
+                    r.h
+                );
+            }
+        }
+        d.size = (w, h);
+        if activated != d.activated {
+            tracing::info!(activated, "consent dialog focus changed");
+        }
+        d.activated = activated;
+        d.configured = true;
+        d.dirty = true;
+        state.draw();
+    }
+}
+
+impl Dispatch<wl_buffer::WlBuffer, usize> for State {
+    fn event(
+        state: &mut Self,
+        buffer: &wl_buffer::WlBuffer,
+        event: wl_buffer::Event,
+        slot: &usize,
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let wl_buffer::Event::Release = event {
+            buffer.destroy();
+            if let Some(b) = state.busy.get_mut(*slot) {
+                *b = false;
+            }
+            state.draw();
+        }
+    }
+}
+
+delegate_noop!(State: wl_compositor::WlCompositor);
+delegate_noop!(State: wl_shm_pool::WlShmPool);
+delegate_noop!(State: ignore wl_shm::WlShm);
+delegate_noop!(State: ignore wl_surface::WlSurface);
+
+/// The indicator on a Wayland session: the consent dialog only (no takeover frame and no stop
+/// hotkey: the broker offers neither there).
+#[derive(Debug)]
+pub struct WlApp {
+    link: BrokerLink,
+    conn: Connection,
+    queue: EventQueue<State>,
+    state: State,
+}
+
+impl WlApp {
+    /// Sets up the globals on the handed connection and tells the broker it is ready.
+    pub fn new(
+        stream: std::os::unix::net::UnixStream,
+        mem: ShmMem,
+        link: BrokerLink,
+    ) -> anyhow::Result<WlApp> {
+        let conn = Connection::from_socket(stream)
+            .map_err(|e| anyhow::anyhow!("error using the handed Wayland connection: {e}"))?;
+        let mut queue = conn.new_event_queue();
+        let qh = queue.handle();
+        conn.display().get_registry(&qh, ());
+        let mut state = State {
+            qh: qh.clone(),
+            compositor: None,
+            shm: None,
+            wm: None,
+            seat: None,
+            pointer: None,
+            pool: None,
+            mem,
+            busy: [false; 2],
+            dialog: None,
+            pointer_at: None,
+            pointer_told_at: None,
+            last_driver_press: None,
+            answers: Vec::new(),
+        };
+        queue.roundtrip(&mut state)?;
+        anyhow::ensure!(
+            state.compositor.is_some(),
+            "the compositor has no wl_compositor"
+        );
+        anyhow::ensure!(state.wm.is_some(), "the compositor has no xdg_wm_base");
+        let shm = state
+            .shm
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the compositor has no wl_shm"))?;
+        let len = i32::try_from(state.mem.len())?;
+        state.pool = Some(shm.create_pool(state.mem.fd(), len, &qh, ()));
+        // The seat's capabilities (the pointer).
+        queue.roundtrip(&mut state)?;
+        if state.pointer.is_none() {
+            tracing::warn!(
+                "the seat has no pointer yet: the dialog cannot be answered until it has"
+            );
+        }
+        let mut link = link;
+        link.send(&IndicatorToBroker::Ready {
+            hotkey_grabbed: false,
+        })?;
+        Ok(WlApp {
+            link,
+            conn,
+            queue,
+            state,
+        })
+    }
+
+    /// Runs until the broker closes the link or the compositor connection is lost.
+    pub fn run(mut self) -> Exit {
+        let backlog = self.link.take_backlog();
+        for m in backlog {
+            if let Err(e) = self.broker_message(m) {
+                tracing::info!("broker link ended: {e:?}");
+                return Exit::BrokerClosed;
+            }
+        }
+        loop {
+            match self.step() {
+                Ok(None) => {}
+                Ok(Some(exit)) => return exit,
+                Err(e) => {
+                    tracing::error!("Wayland connection lost: {e}");
+                    if let Some(d) = self.state.dialog.take() {
+                        let _ = self.link.send(&IndicatorToBroker::Consent {
+                            id: d.id,
+                            answer: denied(),
+                        });
+                    }
+                    return Exit::DisplayLost;
+                }
+            }
+        }
+    }
+
+    /// Sends the answers the handlers made; closes the answered dialog.
+    fn flush_answers(&mut self) -> Result<(), Fail> {
+        for (id, answer) in std::mem::take(&mut self.state.answers) {
+            if let Some(d) = self.state.dialog.take_if(|d| d.id == id) {
+                d.destroy();
+            }
+            tracing::info!("consent {id} answered (allow: {})", answer.allow);
+            self.link
+                .send(&IndicatorToBroker::Consent { id, answer })
+                .map_err(|e| Fail::Broker(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> anyhow::Result<Option<Exit>> {
+        match self.turn() {
+            Ok(v) => Ok(v),
+            Err(Fail::Broker(e)) => {
+                tracing::info!("broker link ended: {e}");
+                self.remove();
+                Ok(Some(Exit::BrokerClosed))
+            }
+            Err(Fail::Display(e)) => Err(anyhow::anyhow!(e)),
+        }
+    }
+
+    fn turn(&mut self) -> Result<Option<Exit>, Fail> {
+        let wl = |e: &dyn std::fmt::Display| Fail::Display(e.to_string());
+        self.queue
+            .dispatch_pending(&mut self.state)
+            .map_err(|e| wl(&e))?;
+        self.flush_answers()?;
+        self.timers()?;
+        self.conn.flush().map_err(|e| wl(&e))?;
+        let Some(guard) = self.queue.prepare_read() else {
+            return Ok(None);
+        };
+        let timeout = self
+            .state
+            .dialog
+            .as_ref()
+            .map(|d| d.deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(5));
+        let ms = timeout.as_millis().clamp(1, 5000) as u16;
+        let (link_ready, wl_ready) = {
+            let mut fds = [
+                PollFd::new(self.link.fd(), PollFlags::POLLIN),
+                PollFd::new(guard.connection_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => return Ok(None),
+                Err(e) => return Err(Fail::Broker(format!("poll: {e}"))),
+            }
+            let r = |i: usize| fds[i].revents().unwrap_or(PollFlags::empty());
+            let any = PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR;
+            (r(0).intersects(any), r(1).intersects(any))
+        };
+        if wl_ready {
+            guard.read().map_err(|e| wl(&e))?;
+            self.queue
+                .dispatch_pending(&mut self.state)
+                .map_err(|e| wl(&e))?;
+            self.flush_answers()?;
+        } else {
+            drop(guard);
+        }
+        if link_ready {
+            match self
+                .link
+                .read_available()
+                .map_err(|e| Fail::Broker(e.to_string()))?
+            {
+                Incoming::Closed => {
+                    tracing::info!("broker closed the link; removing the dialog");
+                    self.remove();
+                    return Ok(Some(Exit::BrokerClosed));
+                }
+                Incoming::Messages(msgs) => {
+                    for m in msgs {
+                        self.broker_message(m)?;
+                    }
+                }
+            }
+        }
+        self.conn.flush().map_err(|e| wl(&e))?;
+        Ok(None)
+    }
+
+    fn timers(&mut self) -> Result<(), Fail> {
+        let now = Instant::now();
+        if let Some(d) = self.state.dialog.take_if(|d| now >= d.deadline) {
+            tracing::info!("consent {} timed out: denied", d.id);
+            let id = d.id;
+            d.destroy();
+            self.send(IndicatorToBroker::Consent {
+                id,
+                answer: denied(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, msg: IndicatorToBroker) -> Result<(), Fail> {
+        self.link
+            .send(&msg)
+            .map_err(|e| Fail::Broker(e.to_string()))
+    }
+
+    fn remove(&mut self) {
+        if let Some(d) = self.state.dialog.take() {
+            d.destroy();
+        }
+        let _ = self.conn.flush();
+        let _ = self.queue.roundtrip(&mut self.state);
+    }
+
+    fn broker_message(&mut self, msg: BrokerToIndicator) -> Result<(), Fail> {
+        let now = Instant::now();
+        match msg {
+            BrokerToIndicator::Config {
+                accept_xtest_clicks,
+            } => {
+                if accept_xtest_clicks {
+                    tracing::info!("the XTEST opt-in has no meaning on Wayland: ignored");
+                }
+            }
+            BrokerToIndicator::DriverPress => {
+                self.state.last_driver_press = Some(now);
+                if let Some(d) = &mut self.state.dialog {
+                    d.click.driver_press(now);
+                }
+            }
+            BrokerToIndicator::ShowConsent(req) => {
+                let id = req.id;
+                if let Some(d) = &self.state.dialog {
+                    if d.id == id {
+                        tracing::warn!("consent {id} is already open; duplicate ignored");
+                    } else {
+                        tracing::info!("consent {id} denied: another consent dialog is open");
+                        self.send(IndicatorToBroker::Consent {
+                            id,
+                            answer: denied(),
+                        })?;
+                    }
+                    return Ok(());
+                }
+                self.open(req, now);
+            }
+            BrokerToIndicator::CancelConsent { id } => {
+                if let Some(d) = self.state.dialog.take_if(|d| d.id == id) {
+                    tracing::info!("consent {id} cancelled");
+                    d.destroy();
+                }
+            }
+            BrokerToIndicator::ShowTakeover { session, .. } => {
+                // Never offered on Wayland (no takeover there); said so rather than ignored.
+                tracing::warn!("no takeover frame on Wayland");
+                self.send(IndicatorToBroker::TakeoverLost {
+                    session,
+                    reason: "display_lost".into(),
+                })?;
+            }
+            BrokerToIndicator::SetPaused { .. } | BrokerToIndicator::HideTakeover { .. } => {}
+            BrokerToIndicator::Connected { id, .. } => {
+                tracing::debug!("an answer to connection request {id} nobody waits for");
+            }
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, req: nish_proto::wire::indicator::ConsentDialog, now: Instant) {
+        let st = &mut self.state;
+        let (Some(compositor), Some(wm)) = (&st.compositor, &st.wm) else {
+            return;
+        };
+        let qh = &st.qh;
+        let surface = compositor.create_surface(qh, ());
+        let xdg = wm.get_xdg_surface(&surface, qh, ());
+        let toplevel = xdg.get_toplevel(qh, ());
+        toplevel.set_title(TITLE.into());
+        toplevel.set_app_id("nish-driver".into());
+        toplevel.set_fullscreen(None);
+        surface.commit();
+        let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
+        let mut click = RealClick::new(now);
+        if let Some(t) = st.last_driver_press {
+            click.driver_press(t);
+        }
+        st.dialog = Some(WlDialog {
+            id: req.id,
+            deadline: now + timeout,
+            req,
+            surface,
+            xdg,
+            toplevel,
+            layout: None,
+            size: (0, 0),
+            origin: (0, 0),
+            pending: ((0, 0), false),
+            activated: false,
+            configured: false,
+            dirty: true,
+            click,
+            placed_at: now,
+        });
+    }
+}
+
+/// A failure of one turn.
+#[derive(Debug)]
+enum Fail {
+    /// The compositor connection.
+    Display(String),
+    /// The broker link.
+    Broker(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::wire::indicator::{ConsentApp, ConsentDialog, HostProgram};
+
+    #[test]
+    fn the_box_sits_in_the_middle_and_every_control_has_its_label_drawn() {
+        let req = ConsentDialog {
+            id: 1,
+            host_claimed: "Test Host".into(),
+            program: HostProgram {
+                exe: "/usr/bin/test-host".into(),
+                pid: 4242,
+            },
+            apps: vec![ConsentApp {
+                name: "gedit".into(),
+                ticked: true,
+                windows: 1,
+            }],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: true,
+            clipboard: true,
+            timeout_ms: 60_000,
+        };
+        let (w, h) = (1280, 800);
+        let l = layout::layout(&req, w, h);
+        let origin = ((w - l.w) / 2, (h - l.h) / 2);
+        let mut px = vec![0u8; (w * h * 4) as usize];
+        paint(&mut Canvas::new(&mut px, w, h), &l, origin, true, w, h);
+        let at = |x: i32, y: i32| {
+            let i = ((y * w + x) * 4) as usize;
+            u32::from_le_bytes([px[i], px[i + 1], px[i + 2], 0])
+        };
+        assert_eq!(at(5, 5), color::BACKDROP);
+        assert_eq!(at(origin.0 + 5, origin.1 + 5), color::BG);
+        for c in &l.controls {
+            let (x0, y0) = (origin.0 + c.rect.x, origin.1 + c.rect.y);
+            let ink = (y0 + 3..y0 + c.rect.h - 3)
+                .flat_map(|y| (x0 + 30..x0 + c.rect.w - 3).map(move |x| (x, y)))
+                .filter(|&(x, y)| (at(x, y) & 0xff) < 0x60)
+                .count();
+            assert!(ink > 40, "{:?}: {ink} dark pixels", c.kind);
+        }
+    }
+}

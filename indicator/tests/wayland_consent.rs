@@ -1,0 +1,423 @@
+//! The consent dialog as a native Wayland client: the real `nish-indicator` on the Wayland test
+//! desktop (mutter headless, no X server), the test playing the broker on its socketpair and
+//! the person through mutter's RemoteDesktop API (`tests/wayland/person.py`): its pointer
+//! events reach the dialog as a device's do.
+//!
+//! What it shows: a click on Allow answers allow with the ticked apps, a click on Deny answers
+//! deny; Return and space on the focused dialog answer nothing; a click at the point the
+//! compositor gave while the dialog was appearing answers nothing; a click right after the
+//! dialog appeared answers nothing; when another window takes focus, the click that gives it
+//! back answers nothing, and one after the arming delay does.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use nish_broker::handover::{Endpoints, answer, open_wayland, send_with_fd};
+use nish_proto::wire::codec;
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
+};
+use nish_proto::wire::{AgentFailure, ConnectTarget, Hello, MAX_FRAME_BYTES, Role};
+use nish_testdesk::WaylandDesktop;
+
+/// X keysyms.
+const XK_SHIFT_L: u32 = 0xffe1;
+const XK_RETURN: u32 = 0xff0d;
+const XK_SPACE: u32 = 0x20;
+
+/// The person: mutter's RemoteDesktop session, driven through person.py.
+struct Person {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+    /// Where the pointer is, in screen pixels (after [`Person::corner`]).
+    at: (f64, f64),
+}
+
+impl Person {
+    fn start(desk: &WaylandDesktop) -> Person {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wayland/person.py");
+        let mut child = desk
+            .command("/usr/bin/python3")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the RemoteDesktop session starts");
+        let mut p = Person {
+            child,
+            stdin,
+            out,
+            at: (0.0, 0.0),
+        };
+        p.corner();
+        p
+    }
+
+    fn say(&mut self, cmd: &str) {
+        let t = Instant::now();
+        writeln!(self.stdin, "{cmd}").unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        let took = t.elapsed();
+        // mutter answers a release after a click that moved the focus ~3 s late (measured).
+        assert!(took < Duration::from_secs(10), "{cmd} took {took:?}");
+        assert_eq!(line.trim(), "ok", "{cmd}");
+    }
+
+    fn corner(&mut self) {
+        self.say("corner");
+        self.at = (0.0, 0.0);
+    }
+
+    fn move_to(&mut self, x: f64, y: f64) {
+        let (dx, dy) = (x - self.at.0, y - self.at.1);
+        self.say(&format!("move {dx} {dy}"));
+        self.at = (x, y);
+    }
+
+    fn click(&mut self) {
+        self.say("button 1");
+        self.say("button 0");
+    }
+
+    fn key(&mut self, keysym: u32) {
+        self.say(&format!("key {keysym} 1"));
+        self.say(&format!("key {keysym} 0"));
+    }
+}
+
+impl Drop for Person {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The real indicator with the test as its broker: X is refused (a Wayland session), the
+/// compositor's socket is handed as the broker hands it.
+struct Indicator {
+    child: Child,
+    sock: UnixStream,
+    rx: Receiver<IndicatorToBroker>,
+    log: Receiver<String>,
+}
+
+impl Indicator {
+    fn spawn(desk: &WaylandDesktop) -> Indicator {
+        let (mine, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
+        cmd.args(["--fd", "3"])
+            .env_clear()
+            .env("NISH_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        nish_broker::sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
+        let mut child = cmd.spawn().expect("nish-indicator starts");
+        drop(cmd);
+        let err = child.stderr.take().unwrap();
+        let (log_tx, log) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("[indicator] {line}");
+                let _ = log_tx.send(line);
+            }
+        });
+        let mut reader = mine.try_clone().unwrap();
+        reader
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let hello: Hello = codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("hello");
+        hello.check(&[Role::Indicator]).expect("indicator hello");
+        let first: IndicatorToBroker =
+            codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("report");
+        assert!(matches!(first, IndicatorToBroker::Lockdown(_)), "{first:?}");
+        let ep = Endpoints {
+            wayland: true,
+            wayland_socket: Some(desk.wayland_socket()),
+            ..Endpoints::default()
+        };
+        let ask: IndicatorToBroker = codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("x");
+        let IndicatorToBroker::Connect { id, target } = ask else {
+            panic!("expected Connect, got {ask:?}");
+        };
+        assert_eq!(target, ConnectTarget::X11, "X is asked for first");
+        let refused = Err(AgentFailure {
+            code: "backend_unavailable".into(),
+            message: "no X connection on a Wayland session".into(),
+        });
+        hand(&mine, id, (refused, None));
+        let ask: IndicatorToBroker = codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("wl");
+        let IndicatorToBroker::Connect { id, target } = ask else {
+            panic!("expected Connect, got {ask:?}");
+        };
+        assert_eq!(target, ConnectTarget::Wayland, "then the compositor");
+        hand(&mine, id, answer(open_wayland(&ep)));
+        let ready: IndicatorToBroker =
+            codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("ready");
+        assert_eq!(
+            ready,
+            IndicatorToBroker::Ready {
+                hotkey_grabbed: false
+            }
+        );
+        reader.set_read_timeout(None).unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            while let Ok(m) =
+                codec::read_frame::<_, IndicatorToBroker>(&mut reader, MAX_FRAME_BYTES)
+            {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
+        Indicator {
+            child,
+            sock: mine,
+            rx,
+            log,
+        }
+    }
+
+    fn send(&mut self, msg: BrokerToIndicator) {
+        codec::write_frame(&mut self.sock, &msg, MAX_FRAME_BYTES).unwrap();
+    }
+
+    fn recv(&self, timeout: Duration) -> Option<IndicatorToBroker> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    fn expect_silence(&self, d: Duration, what: &str) {
+        if let Some(m) = self.recv(d) {
+            panic!("{what}: expected no answer, got {m:?}");
+        }
+    }
+
+    /// Forgets the log lines read so far (after checking that none is a refused system call).
+    fn drain_log(&self) {
+        while let Ok(l) = self.log.try_recv() {
+            assert!(
+                !l.contains("refused system call"),
+                "the sandbox refused a call: {l}"
+            );
+        }
+    }
+
+    /// Waits for a log line containing `needle`; returns it.
+    fn wait_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(l) => assert!(
+                    !l.contains("refused system call"),
+                    "the sandbox refused a call: {l}"
+                ),
+                Err(_) => panic!("no log line with {needle:?} in {timeout:?}"),
+            }
+        }
+    }
+
+    /// Shows `req` and waits until it is on screen; returns the controls' centres by name
+    /// (`Allow`, `Deny`, `App(0)`, ...), in screen pixels (the dialog is full screen).
+    fn show(&mut self, req: ConsentDialog) -> HashMap<String, (f64, f64)> {
+        let n = 2 + req.apps.len() + usize::from(req.takeover) + usize::from(req.clipboard);
+        self.drain_log();
+        self.send(BrokerToIndicator::ShowConsent(req));
+        let mut at = HashMap::new();
+        while at.len() < n {
+            let l = self.wait_log("consent control ", Duration::from_secs(10));
+            let rest = l.split("consent control ").nth(1).unwrap();
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            let (x, y) = w[2].split_once(',').unwrap();
+            let (cw, ch) = w[3].split_once('x').unwrap();
+            let p = |s: &str| s.parse::<f64>().unwrap();
+            at.insert(w[0].to_string(), (p(x) + p(cw) / 2.0, p(y) + p(ch) / 2.0));
+        }
+        at
+    }
+}
+
+impl Drop for Indicator {
+    fn drop(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hand(sock: &UnixStream, id: u64, (result, fd): (nish_proto::wire::Connected, Option<OwnedFd>)) {
+    let frame = codec::encode(
+        &BrokerToIndicator::Connected { id, result },
+        MAX_FRAME_BYTES,
+    )
+    .expect("encodes");
+    send_with_fd(sock, &frame, fd.as_ref()).expect("handed");
+}
+
+fn request(id: u64) -> ConsentDialog {
+    ConsentDialog {
+        id,
+        host_claimed: "Test Host".into(),
+        program: HostProgram {
+            exe: "/usr/bin/test-host".into(),
+            pid: 4242,
+        },
+        apps: vec![
+            ConsentApp {
+                name: "gedit".into(),
+                ticked: true,
+                windows: 1,
+            },
+            ConsentApp {
+                name: "calc".into(),
+                ticked: false,
+                windows: 2,
+            },
+        ],
+        missing_requested: 0,
+        lease_minutes: 15,
+        takeover: false,
+        clipboard: true,
+        timeout_ms: 60_000,
+    }
+}
+
+fn consent(m: Option<IndicatorToBroker>, id: u64) -> nish_proto::wire::indicator::ConsentAnswer {
+    match m {
+        Some(IndicatorToBroker::Consent { id: got, answer }) if got == id => answer,
+        other => panic!("expected the answer to consent {id}, got {other:?}"),
+    }
+}
+
+const ARMED: Duration = Duration::from_millis(900);
+const ANSWER: Duration = Duration::from_secs(5);
+
+#[test]
+fn the_person_answers_the_wayland_dialog_by_clicking_and_by_nothing_else() {
+    let desk = WaylandDesktop::start().expect("the Wayland test desktop starts");
+    let mut person = Person::start(&desk);
+    // A keyboard on the seat: without one no toplevel is ever focused (activated).
+    person.key(XK_SHIFT_L);
+    let mut ind = Indicator::spawn(&desk);
+
+    // Allow, with the app line "calc" ticked by a click first.
+    let at = ind.show(request(1));
+    ind.wait_log("consent dialog focus changed activated=true", ANSWER);
+    std::thread::sleep(ARMED);
+    person.move_to(at["App(1)"].0, at["App(1)"].1);
+    person.click();
+    ind.expect_silence(Duration::from_millis(300), "a tick");
+    person.move_to(at["Allow"].0, at["Allow"].1);
+    person.click();
+    let a = consent(ind.recv(ANSWER), 1);
+    assert!(a.allow, "{a:?}");
+    assert_eq!(a.apps, vec!["gedit".to_string(), "calc".to_string()]);
+    assert!(!a.clipboard && !a.takeover);
+
+    // Deny.
+    let at = ind.show(request(2));
+    ind.wait_log("consent dialog focus changed activated=true", ANSWER);
+    std::thread::sleep(ARMED);
+    person.move_to(at["Deny"].0, at["Deny"].1);
+    person.click();
+    let a = consent(ind.recv(ANSWER), 2);
+    assert!(!a.allow, "{a:?}");
+
+    // Keys on the focused dialog answer nothing; the pointer rests on Allow meanwhile.
+    let at = ind.show(request(3));
+    ind.wait_log("consent dialog focus changed activated=true", ANSWER);
+    std::thread::sleep(ARMED);
+    person.move_to(at["Allow"].0, at["Allow"].1);
+    for k in [XK_RETURN, XK_SPACE, XK_RETURN] {
+        person.key(k);
+    }
+    ind.expect_silence(Duration::from_millis(1500), "Return and space");
+    // The same dialog still answers a click: the silence was the keys'.
+    person.click();
+    assert!(consent(ind.recv(ANSWER), 3).allow);
+
+    // A click right after the dialog appeared under the pointer (resting on Allow): nothing.
+    // (Inside the arming delay, and at a point mutter gave during its map animation.)
+    ind.drain_log();
+    ind.send(BrokerToIndicator::ShowConsent(request(4)));
+    ind.wait_log("pointer entered the consent dialog", ANSWER);
+    person.click();
+    let why = ind.wait_log("did not count", ANSWER);
+    assert!(why.contains("press=true"), "{why}");
+    ind.expect_silence(
+        Duration::from_millis(1000),
+        "a click right after the dialog appeared",
+    );
+    std::thread::sleep(ARMED);
+    // Resting, the pointer's point is still the one given during the animation: a click
+    // without a move answers nothing either.
+    person.click();
+    ind.wait_log("told before the dialog settled", ANSWER);
+    ind.expect_silence(Duration::from_millis(300), "a click at an untrusted point");
+    let (x, y) = at["Allow"];
+    person.move_to(x + 1.0, y);
+    person.move_to(x, y);
+
+    // Another client maps a window: it takes focus, and a click on Allow then only gives the
+    // dialog focus back; one after the arming delay answers.
+    let mut other = desk
+        .command("/usr/bin/python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/wayland/cover.py"
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut focused = String::new();
+    BufReader::new(other.stdout.take().unwrap())
+        .read_line(&mut focused)
+        .unwrap();
+    assert_eq!(focused.trim(), "focused", "the other window takes focus");
+    ind.wait_log("consent dialog focus changed activated=false", ANSWER);
+    std::thread::sleep(ARMED);
+    person.click();
+    let why = ind.wait_log("did not count", ANSWER);
+    // Not focused yet at the press (`Covered`), or focused just before it (`Arming`, cause
+    // "focused"): mutter sends the focus first.
+    assert!(
+        why.contains("press=true")
+            && (why.contains("Covered") || why.contains("Arming { cause: \"focused\"")),
+        "the focusing click: {why}"
+    );
+    ind.expect_silence(
+        Duration::from_millis(500),
+        "the click that gives the focus back",
+    );
+    std::thread::sleep(ARMED);
+    person.click();
+    assert!(consent(ind.recv(ANSWER), 4).allow);
+    let _ = other.kill();
+    let _ = other.wait();
+
+    ind.drain_log();
+    drop(ind);
+    drop(person);
+    assert_eq!(desk.x_servers(), Vec::<String>::new(), "no X server ran");
+}
