@@ -143,7 +143,7 @@ impl Holdings {
 pub struct HeldRefusal {
     /// The agent's role (`reader`, `input`, `indicator`).
     pub peer: &'static str,
-    /// What it asked for: `x11`, `a11y_bus` or `app`.
+    /// What it asked for: `x11`, `wayland`, `a11y_bus` or `app`.
     pub target: &'static str,
     /// What it holds: live links, or X connections handed to this process.
     pub held: usize,
@@ -160,6 +160,7 @@ pub fn target_kind(t: &ConnectTarget) -> &'static str {
         ConnectTarget::X11 => "x11",
         ConnectTarget::A11yBus => "a11y_bus",
         ConnectTarget::App { .. } => "app",
+        ConnectTarget::Wayland => "wayland",
     }
 }
 
@@ -728,7 +729,9 @@ impl Opener {
             held,
             limit,
         };
-        if *target == ConnectTarget::X11 {
+        // Display connections (X, the Wayland compositor's socket) are handed raw: counted
+        // for the process's life.
+        if matches!(target, ConnectTarget::X11 | ConnectTarget::Wayland) {
             if !held.take_x() {
                 return Err(self.held_refusal(refusal(held.x_handed(), MAX_X_CONNECTIONS)));
             }
