@@ -15,7 +15,7 @@
 
 pub mod xconn;
 
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use nish_proto::errors::ErrorCode;
@@ -161,11 +161,42 @@ enum Converted {
     Text(String),
 }
 
+/// The connection and requestor window reads use, kept from one read to the next: a run of
+/// reads costs one display connection, not one each (the broker bounds the display connections
+/// an agent is handed in its life, `docs/security.md`). Made anew after any read that did not
+/// end cleanly, so that a late answer of an owner that timed out never reaches another read.
+static READER: Mutex<Option<(XConn, Window)>> = Mutex::new(None);
+
 /// Reads the CLIPBOARD selection's text on `display` (`None`: `$DISPLAY`), within `limit`.
 /// Nobody owning the selection reads as empty text.
 pub fn read(display: Option<&str>, limit: Duration) -> Result<String, ActFailure> {
     let deadline = Instant::now() + limit;
-    let x = XConn::connect(display, deadline).map_err(|e| unavailable("the clipboard", e))?;
+    let mut kept = READER.lock().unwrap_or_else(|e| e.into_inner());
+    let (x, win) = match kept.take() {
+        Some(k) if display.is_none() => k,
+        _ => {
+            let x =
+                XConn::connect(display, deadline).map_err(|e| unavailable("the clipboard", e))?;
+            let win = x
+                .within(deadline, |_| own_window(&x, EventMask::NO_EVENT))
+                .map_err(|e| unavailable("the clipboard", e))?;
+            (x, win)
+        }
+    };
+    let r = read_on(&x, win, deadline, limit);
+    if r.is_ok() && display.is_none() {
+        *kept = Some((x, win));
+    }
+    r
+}
+
+/// [`read`] on a connection and requestor window.
+fn read_on(
+    x: &XConn,
+    win: Window,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<String, ActFailure> {
     x.within(deadline, |c| -> Result<String, ActFailure> {
         let atoms = Atoms::intern(c).map_err(|e| reply_failure("interning atoms", e, limit))?;
         let owner = c
@@ -177,10 +208,8 @@ pub fn read(display: Option<&str>, limit: Duration) -> Result<String, ActFailure
         if owner == NONE {
             return Ok(String::new());
         }
-        let win =
-            own_window(&x, EventMask::NO_EVENT).map_err(|e| unavailable("the clipboard", e))?;
         for target in [atoms.utf8, Atom::from(AtomEnum::STRING)] {
-            match convert(&x, c, &atoms, win, target, deadline, limit)? {
+            match convert(x, c, &atoms, win, target, deadline, limit)? {
                 Converted::Text(t) => return Ok(t),
                 Converted::Refused => continue,
             }
@@ -339,6 +368,10 @@ impl Owner {
 
 fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
     let mut held: Option<Held> = None;
+    // The connection of the last ownership, kept for the next one when it ended cleanly (given
+    // up, or another program took the selection): one display connection for a run of
+    // ownerships (the broker bounds the display connections an agent is handed in its life).
+    let mut spare: Option<XConn> = None;
     loop {
         let cmd = match &held {
             // Not owning: nothing to serve, wait for the broker.
@@ -351,7 +384,7 @@ fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     if let Some(h) = held.take() {
-                        give_up(h, "the agent is stopping");
+                        let _ = give_up(h, "the agent is stopping");
                     }
                     return;
                 }
@@ -365,7 +398,7 @@ fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
                         h.text = text;
                         retake(&mut h).map(|()| h)
                     }
-                    None => take(display.as_deref(), owner, text),
+                    None => take(display.as_deref(), spare.take(), owner, text),
                 };
                 let _ = done.send(match r {
                     Ok(h) => {
@@ -391,24 +424,35 @@ fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
                     .as_ref()
                     .is_some_and(|h| owner.as_ref().is_none_or(|o| *o == h.owner));
                 if mine && let Some(h) = held.take() {
-                    give_up(h, "released by the broker");
+                    spare = give_up(h, "released by the broker");
                 }
                 let _ = done.send(mine);
             }
             None => {}
         }
-        if let Some(h) = held.as_mut()
-            && !serve_events(h)
-        {
-            held = None;
+        if let Some(h) = held.as_mut() {
+            match serve_events(h) {
+                Served::Holding => {}
+                Served::Lost => spare = held.take().map(|h| h.x),
+                Served::Failed => held = None,
+            }
         }
     }
 }
 
-/// Connects, makes a window and owns the selection.
-fn take(display: Option<&str>, owner: String, text: String) -> Result<Held, ActFailure> {
+/// Connects (or uses `spare`, the last ownership's connection), makes a window and owns the
+/// selection.
+fn take(
+    display: Option<&str>,
+    spare: Option<XConn>,
+    owner: String,
+    text: String,
+) -> Result<Held, ActFailure> {
     let deadline = Instant::now() + CALL_TIMEOUT;
-    let x = XConn::connect(display, deadline).map_err(|e| unavailable("the clipboard", e))?;
+    let x = match spare {
+        Some(x) => x,
+        None => XConn::connect(display, deadline).map_err(|e| unavailable("the clipboard", e))?,
+    };
     let (atoms, win, max_bytes) = x.within(deadline, |c| -> Result<_, ActFailure> {
         let atoms =
             Atoms::intern(c).map_err(|e| reply_failure("interning atoms", e, CALL_TIMEOUT))?;
@@ -482,7 +526,7 @@ fn retake(h: &mut Held) -> Result<(), ActFailure> {
 }
 
 /// Gives the selection up and closes the connection.
-fn give_up(h: Held, why: &str) {
+fn give_up(h: Held, why: &str) -> Option<XConn> {
     let deadline = Instant::now() + CALL_TIMEOUT;
     let disowned =
         h.x.within(deadline, |c| -> Result<(), x11rb::errors::ReplyError> {
@@ -496,13 +540,15 @@ fn give_up(h: Held, why: &str) {
     if disowned.is_ok() {
         refuse_pending(&h);
     }
-    let _ =
+    let destroyed =
         h.x.within(deadline, |c| -> Result<(), x11rb::errors::ReplyError> {
             c.destroy_window(h.win)?;
             c.get_input_focus()?.reply()?;
             Ok(())
         });
     tracing::info!("clipboard: selection given up ({why})");
+    // The connection is kept for the next ownership only when it answered throughout.
+    (disowned.is_ok() && destroyed.is_ok()).then_some(h.x)
 }
 
 /// Refuses every selection request already queued: a requestor that asked while the driver
@@ -524,9 +570,18 @@ fn refuse_pending(h: &Held) {
     }
 }
 
-/// Serves the events waiting now, then waits up to one tick for more. False when the
-/// selection was lost (the connection is then closed).
-fn serve_events(h: &mut Held) -> bool {
+/// How serving the owner's events ended.
+enum Served {
+    /// Still the owner.
+    Holding,
+    /// Another program took the selection; the window is gone, the connection still good.
+    Lost,
+    /// The connection failed.
+    Failed,
+}
+
+/// Serves the events waiting now, then waits up to one tick for more.
+fn serve_events(h: &mut Held) -> Served {
     let until = Instant::now() + TICK;
     loop {
         match next_event(&h.x, until) {
@@ -536,16 +591,20 @@ fn serve_events(h: &mut Held) -> bool {
             {
                 tracing::info!("clipboard: another program took the selection");
                 refuse_pending(h);
-                let _ = h.x.within(Instant::now() + CALL_TIMEOUT, |c| {
+                let destroyed = h.x.within(Instant::now() + CALL_TIMEOUT, |c| {
                     c.destroy_window(h.win).and_then(|_| c.flush())
                 });
-                return false;
+                return if destroyed.is_ok() {
+                    Served::Lost
+                } else {
+                    Served::Failed
+                };
             }
             Ok(Some(_)) => continue,
-            Ok(None) => return true,
+            Ok(None) => return Served::Holding,
             Err(e) => {
                 tracing::warn!("clipboard: the X connection failed: {e}");
-                return false;
+                return Served::Failed;
             }
         }
     }
