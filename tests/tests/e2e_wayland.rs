@@ -1,7 +1,9 @@
 //! A real headless session on the Wayland test desktop (mutter headless, no X server): the
 //! official MCP Python client, nish-mcp, nish-driver serve --backend linux and its agents, GTK 3,
-//! GTK 4 and Chromium as native Wayland clients (tests/e2e/wayland_session.py). Consent goes
-//! through the test build's file path (feature `test-consent`, turned on only by this crate).
+//! GTK 4 and Chromium as native Wayland clients (tests/e2e/wayland_session.py). The main
+//! session is granted by the person's click on the real consent dialog (mutter's RemoteDesktop
+//! API plays their pointer); one earlier request goes through the test build's file path
+//! (feature `test-consent`, turned on only by this crate) only to check what a request shows.
 
 use nish_testdesk::session::{run_wayland_session, wayland_session_desktop};
 
