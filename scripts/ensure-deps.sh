@@ -39,14 +39,15 @@ fail() { printf 'ensure-deps: error: %s\n' "$*" >&2; exit 1; }
 minimal_packages=(python3-venv python3-pip systemd util-linux)
 # The private headless desktop of the end-to-end tests and the demo (Xephyr nests the desktop in
 # Xvfb so the person has a real input device; tesseract reads the consent dialog in a test;
-# mutter runs headless as the Wayland test desktop's compositor).
+# mutter runs headless as the Wayland test desktop's compositor; xwayland lets one test give it
+# an X server, whose XTEST clients must not reach the Wayland consent dialog).
 desktop_packages=(
     xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core
     tesseract-ocr tesseract-ocr-eng
     xdotool xinput xclip
     dbus dbus-x11 at-spi2-core libatk-adaptor
     openbox
-    mutter
+    mutter xwayland
     gtk-3-examples gtk-4-examples
     python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 python3-xlib python3-pyatspi
     chromium

@@ -8,6 +8,11 @@
 //! compositor gave while the dialog was appearing answers nothing; a click right after the
 //! dialog appeared answers nothing; when another window takes focus, the click that gives it
 //! back answers nothing, and one after the arming delay does.
+//!
+//! On the variant of the desktop whose mutter runs XWayland, an X client's XTEST input (a
+//! pointer motion to Allow and a click there, Return and space; `xdotool` plays the attacker)
+//! answers nothing, whether or not the person's pointer rests on Allow; the person's click
+//! through RemoteDesktop afterwards does.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -211,6 +216,21 @@ impl Indicator {
             assert!(
                 !l.contains("refused system call"),
                 "the sandbox refused a call: {l}"
+            );
+        }
+    }
+
+    /// Forgets the log lines read so far, checking that none is a refused system call and none
+    /// tells of a pointer button event on the dialog.
+    fn drain_log_no_button(&self, what: &str) {
+        while let Ok(l) = self.log.try_recv() {
+            assert!(
+                !l.contains("refused system call"),
+                "the sandbox refused a call: {l}"
+            );
+            assert!(
+                !l.contains("button event on the consent dialog"),
+                "{what} reached the dialog: {l}"
             );
         }
     }
@@ -420,4 +440,85 @@ fn the_person_answers_the_wayland_dialog_by_clicking_and_by_nothing_else() {
     drop(ind);
     drop(person);
     assert_eq!(desk.x_servers(), Vec::<String>::new(), "no X server ran");
+}
+
+/// The attacker: `xdotool` as an X client of the desktop's XWayland; returns its output.
+fn xdotool(desk: &WaylandDesktop, args: &[&str]) -> String {
+    let out = desk
+        .x_command("/usr/bin/xdotool")
+        .expect("the desktop runs XWayland")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("xdotool runs");
+    assert!(
+        out.status.success(),
+        "xdotool {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn an_xwayland_clients_xtest_click_and_keys_do_not_answer_the_wayland_dialog() {
+    let desk = WaylandDesktop::start_with_xwayland().expect("the desktop with XWayland starts");
+    let display = desk.x_display().expect("an X display").to_string();
+    let mut person = Person::start(&desk);
+    person.key(XK_SHIFT_L);
+    let mut ind = Indicator::spawn(&desk);
+
+    let at = ind.show(request(1));
+    ind.wait_log("consent dialog focus changed activated=true", ANSWER);
+    std::thread::sleep(ARMED);
+    let (x, y) = at["Allow"];
+    let (xs, ys) = (format!("{}", x.round()), format!("{}", y.round()));
+
+    // The person's pointer is in the corner: the X client moves XWayland's pointer to Allow
+    // and clicks there, twice, with a pause past the arming delay between.
+    for _ in 0..2 {
+        xdotool(&desk, &["mousemove", &xs, &ys, "click", "1"]);
+        std::thread::sleep(ARMED);
+    }
+    // The X server took the motion: its pointer is on Allow.
+    let loc = xdotool(&desk, &["getmouselocation"]);
+    assert!(
+        loc.starts_with(&format!("x:{xs} y:{ys} ")),
+        "XWayland's pointer after the XTEST motion: {loc}"
+    );
+    ind.expect_silence(
+        Duration::from_millis(1500),
+        "an XTEST motion and click at Allow",
+    );
+    ind.drain_log_no_button("an XTEST click");
+
+    // The person's pointer rests on Allow (the dialog has the pointer and the focus): XTEST
+    // clicks and keys still answer nothing.
+    person.move_to(x, y);
+    std::thread::sleep(ARMED);
+    xdotool(&desk, &["click", "1"]);
+    xdotool(&desk, &["key", "Return"]);
+    xdotool(&desk, &["key", "space"]);
+    xdotool(
+        &desk,
+        &["mousemove", &xs, &ys, "click", "1", "key", "Return"],
+    );
+    ind.expect_silence(
+        Duration::from_millis(1500),
+        "XTEST clicks and keys while the person's pointer rests on Allow",
+    );
+    ind.drain_log_no_button("an XTEST click");
+
+    // The dialog was live all along: the person's click answers it.
+    person.click();
+    let a = consent(ind.recv(ANSWER), 1);
+    assert!(a.allow, "{a:?}");
+
+    ind.drain_log();
+    drop(ind);
+    drop(person);
+    let xs = desk.x_servers();
+    assert!(
+        xs.iter().any(|s| s.starts_with("Xwayland ")),
+        "XWayland ran on {display}: {xs:?}"
+    );
 }

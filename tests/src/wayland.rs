@@ -2,6 +2,11 @@
 //! (`--headless --wayland --no-x11`, one 1280x800 virtual monitor), the AT-SPI bus and registry.
 //! No X server runs: mutter starts no XWayland, and the environment given to apps has no
 //! `DISPLAY`.
+//!
+//! One variant, [`WaylandDesktop::start_with_xwayland`], runs mutter without `--no-x11`: mutter
+//! 43 then starts Xwayland with itself (rootless, its own Xauthority cookie in
+//! `XDG_RUNTIME_DIR`), so a test can play an X client on that display, e.g. an attacker sending
+//! XTEST input. Apps still get no `DISPLAY`; [`WaylandDesktop::x_command`] is the way onto it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -55,12 +60,25 @@ pub struct WaylandDesktop {
     app_deadline: Duration,
     startup: Duration,
     stopped: bool,
+    /// With XWayland: its display (`:N`) and Xauthority file.
+    xwayland: Option<(String, PathBuf)>,
 }
 
 impl WaylandDesktop {
     /// Starts the desktop: session bus, mutter, the AT-SPI bus launcher and registry, with
     /// `org.a11y.Status.IsEnabled` set as a screen reader would (Chromium reads it at start).
     pub fn start() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner(false)
+    }
+
+    /// Like [`WaylandDesktop::start`], but mutter runs XWayland (no `--no-x11`), and the start
+    /// waits until its display accepts an X client. The X display is reachable only through
+    /// [`WaylandDesktop::x_command`]; [`WaylandDesktop::env`] still has no `DISPLAY`.
+    pub fn start_with_xwayland() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner(true)
+    }
+
+    fn start_inner(xwayland: bool) -> Result<WaylandDesktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
         let procs = procs::Group::new(&dir);
@@ -76,9 +94,10 @@ impl WaylandDesktop {
             app_deadline: Duration::from_secs(45),
             startup: Duration::ZERO,
             stopped: false,
+            xwayland: None,
         };
         desk.start_session_bus()?;
-        desk.start_mutter()?;
+        desk.start_mutter(xwayland)?;
         desk.start_atspi()?;
         desk.startup = t0.elapsed();
         Ok(desk)
@@ -158,15 +177,16 @@ impl WaylandDesktop {
         Ok(())
     }
 
-    fn start_mutter(&mut self) -> Result<()> {
-        let args: Vec<OsString> = vec![
-            "--headless".into(),
-            "--wayland".into(),
-            "--no-x11".into(),
+    fn start_mutter(&mut self, xwayland: bool) -> Result<()> {
+        let mut args: Vec<OsString> = vec!["--headless".into(), "--wayland".into()];
+        if !xwayland {
+            args.push("--no-x11".into());
+        }
+        args.extend([
             "--virtual-monitor".into(),
             "1280x800".into(),
             format!("--wayland-display={}", self.wayland_display).into(),
-        ];
+        ]);
         let id = self.launch("mutter", Path::new(MUTTER), &args)?;
         let socket = self.wayland_socket();
         poll("mutter's Wayland socket", self.start_deadline, || {
@@ -176,7 +196,53 @@ impl WaylandDesktop {
                 Err(e) => Poll::Pending(format!("{}: {e}", socket.display())),
             })
         })?;
+        if xwayland {
+            self.xwayland = Some(self.wait_xwayland(&id)?);
+        }
         Ok(())
+    }
+
+    /// Waits for mutter's XWayland: the display number from mutter's log line "Using public
+    /// X11 display :N", the cookie file mutter writes in `XDG_RUNTIME_DIR`, and an X client
+    /// (`xdpyinfo`) connecting with them.
+    fn wait_xwayland(&self, mutter: &ProcessId) -> Result<(String, PathBuf)> {
+        let log = self.procs.log_path(&mutter.role);
+        poll("mutter's XWayland display", self.start_deadline, || {
+            self.check_running(mutter)?;
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let Some(display) = text.lines().find_map(|l| {
+                let rest = l.split("Using public X11 display ").nth(1)?;
+                let d = rest.split([',', ' ']).next()?;
+                (d.starts_with(':') && d[1..].chars().all(|c| c.is_ascii_digit()) && d.len() > 1)
+                    .then(|| d.to_string())
+            }) else {
+                return Ok(Poll::Pending("no X display in mutter's log yet".into()));
+            };
+            let auth = std::fs::read_dir(&self.dir)?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(".mutter-Xwaylandauth."))
+                });
+            let Some(auth) = auth else {
+                return Ok(Poll::Pending(format!("{display}: no Xauthority file yet")));
+            };
+            let up = self
+                .command("/usr/bin/xdpyinfo")
+                .env("DISPLAY", &display)
+                .env("XAUTHORITY", &auth)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .context("running xdpyinfo")?
+                .success();
+            Ok(if up {
+                Poll::Ready((display.clone(), auth))
+            } else {
+                Poll::Pending(format!("{display} does not accept a client yet"))
+            })
+        })
     }
 
     fn start_atspi(&mut self) -> Result<()> {
@@ -285,6 +351,20 @@ impl WaylandDesktop {
         atspi::wait_document(self.a11y_bus.clone(), pid, title.to_string(), within)
     }
 
+    /// With [`WaylandDesktop::start_with_xwayland`]: XWayland's display (`:N`).
+    pub fn x_display(&self) -> Option<&str> {
+        self.xwayland.as_ref().map(|(d, _)| d.as_str())
+    }
+
+    /// With [`WaylandDesktop::start_with_xwayland`]: a command for `program` as an X client of
+    /// XWayland ([`WaylandDesktop::command`] plus `DISPLAY` and `XAUTHORITY`); `None` without.
+    pub fn x_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Option<std::process::Command> {
+        let (display, auth) = self.xwayland.as_ref()?;
+        let mut cmd = self.command(program);
+        cmd.env("DISPLAY", display).env("XAUTHORITY", auth);
+        Some(cmd)
+    }
+
     /// The applications registered on the AT-SPI registry now.
     pub fn atspi_apps(&self) -> Result<Vec<AtspiApp>> {
         atspi::list_apps(self.a11y_bus.clone())
@@ -336,7 +416,8 @@ impl WaylandDesktop {
     }
 
     /// The desktop's processes (and descendants) whose executable is an X server
-    /// ([`X_SERVERS`]), as `name (pid N)`; empty on a healthy Wayland desktop.
+    /// ([`X_SERVERS`]), as `name (pid N)`; empty on a healthy Wayland desktop (on one from
+    /// [`WaylandDesktop::start_with_xwayland`], mutter's Xwayland).
     pub fn x_servers(&self) -> Vec<String> {
         self.processes()
             .iter()
