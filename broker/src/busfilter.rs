@@ -728,8 +728,45 @@ enum Step {
     /// The filter's own answer (the `ERROR` to `NEGOTIATE_UNIX_FD`, a refusal): written to the
     /// agent in its turn during authentication, afterwards between two of the bus's messages.
     Own(Vec<u8>),
-    /// The agent sent `BEGIN`: once the replies before it are through, the bus sends messages.
+    /// The agent sent `BEGIN`: once the replies before it are through, the bus's side answers
+    /// whether the bus's last reply was `OK` (the bus authenticated the agent); only then is
+    /// `BEGIN` sent to the bus, and the bus's side reads messages from there on.
+    Begin(tokio::sync::oneshot::Sender<bool>),
+}
+
+/// Steps queued between the agent's side and the bus's side.
+const STEPS_QUEUED: usize = 64;
+
+/// Longest message an agent may send (the bus's and the apps' answers may be longer, up to
+/// [`MAX_MESSAGE`]): the agents' calls are small, the longest a set_value of 10,000 characters;
+/// the relay holds one message whole before it judges it.
+pub const MAX_AGENT_MESSAGE: usize = 1 << 20;
+
+/// An authentication line of the agent's, by its command word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AuthCommand {
+    /// `AUTH`, `CANCEL`, `DATA`, `ERROR`: passed to the bus, which answers with one line.
+    ToBus,
+    /// `NEGOTIATE_UNIX_FD`: answered `ERROR` by the filter.
+    NegotiateUnixFd,
+    /// `BEGIN`.
     Begin,
+}
+
+/// The command of an authentication line (with its `\r\n`); `None` for anything the
+/// authentication protocol does not have, or spells otherwise (`BEGINX`, `BEGIN x`, a NUL).
+fn auth_command(line: &[u8]) -> Option<AuthCommand> {
+    let body = line.strip_suffix(b"\r\n")?;
+    if body.iter().any(|b| !(0x20..0x7f).contains(b)) {
+        return None;
+    }
+    let word = body.split(|b| *b == b' ').next().unwrap_or(&[]);
+    match (word, body.len() == word.len()) {
+        (b"BEGIN", true) => Some(AuthCommand::Begin),
+        (b"NEGOTIATE_UNIX_FD", true) => Some(AuthCommand::NegotiateUnixFd),
+        (b"AUTH" | b"DATA" | b"ERROR", _) | (b"CANCEL", true) => Some(AuthCommand::ToBus),
+        _ => None,
+    }
 }
 
 /// The bus's side of a relay: the bus's bytes to the agent, with the filter's own answers put
@@ -746,9 +783,11 @@ async fn bus_to_agent(
     let mut at = Boundary::default();
     let mut steps: std::collections::VecDeque<Step> = Default::default();
     let mut steps_open = true;
-    // Authentication: the bus's bytes not yet matched to a line of the agent.
+    // Authentication: the bus's bytes not yet matched to a line of the agent, and whether the
+    // bus's last reply line was `OK`.
     let mut auth = true;
     let mut lines: Vec<u8> = Vec::new();
+    let mut last_ok = false;
     loop {
         tokio::select! {
             biased;
@@ -768,7 +807,9 @@ async fn bus_to_agent(
                     }
                 }
             }
-            step = steps_rx.recv(), if steps_open => match step {
+            // Bounded: the filter's own answers wait here only while the bus owes a reply line
+            // or is inside a message; past that, the agent's side waits.
+            step = steps_rx.recv(), if steps_open && steps.len() < STEPS_QUEUED => match step {
                 Some(s) => steps.push_back(s),
                 None => steps_open = false,
             },
@@ -785,16 +826,23 @@ async fn bus_to_agent(
                         break;
                     };
                     let line: Vec<u8> = lines.drain(..end + 2).collect();
+                    last_ok = line.starts_with(b"OK ");
                     if agent_wr.write_all(&line).await.is_err() {
                         return;
                     }
                 }
-                Some(Step::Begin) => {
-                    auth = false;
-                    let rest = std::mem::take(&mut lines);
-                    if at.feed(&rest).is_err() || agent_wr.write_all(&rest).await.is_err() {
+                Some(Step::Begin(_)) => {
+                    let Some(Step::Begin(answer)) = steps.pop_front() else {
+                        return;
+                    };
+                    // The bus sends nothing unasked between its `OK` and our `BEGIN`.
+                    let ok = last_ok && lines.is_empty();
+                    let _ = answer.send(ok);
+                    if !ok {
                         return;
                     }
+                    auth = false;
+                    continue;
                 }
                 None => break,
             }
@@ -827,25 +875,33 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
     let (mut agent_rd, agent_wr) = agent.into_split();
     let (bus_rd, mut bus_wr) = bus.into_split();
     let mut begun = false;
+    let mut first_byte = true;
     let serials = Arc::new(AtomicU32::new(1));
-    let (to_agent, steps_rx) = mpsc::channel::<Step>(64);
-    let from_bus = tokio::spawn(bus_to_agent(bus_rd, agent_wr, steps_rx));
+    let (to_agent, steps_rx) = mpsc::channel::<Step>(STEPS_QUEUED);
+    let mut from_bus = tokio::spawn(bus_to_agent(bus_rd, agent_wr, steps_rx));
     // Agent -> bus: the filter.
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     'outer: loop {
-        let n = match agent_rd.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        // Either side's end ends the link: a bus side that stopped (the bus closed, or it
+        // refused what it read) leaves no agent writing on unheard.
+        let n = tokio::select! {
+            r = agent_rd.read(&mut chunk) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = &mut from_bus => break,
         };
         buf.extend_from_slice(&chunk[..n]);
         while !begun {
-            // The authentication phase: a leading NUL byte, then lines.
-            if buf.first() == Some(&0) {
-                if bus_wr.write_all(&[0]).await.is_err() {
+            // The authentication phase: one NUL byte first, then lines whose command word is
+            // one the D-Bus authentication protocol has, spelled exactly as the bus reads it.
+            if first_byte && !buf.is_empty() {
+                if buf[0] != 0 || bus_wr.write_all(&[0]).await.is_err() {
                     break 'outer;
                 }
                 buf.remove(0);
+                first_byte = false;
                 continue;
             }
             let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
@@ -855,21 +911,34 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
                 continue 'outer;
             };
             let line: Vec<u8> = buf.drain(..end + 2).collect();
-            let step = if line.starts_with(b"NEGOTIATE_UNIX_FD") {
-                // Descriptors never pass the filter: answered here, the bus never sees it.
-                if to_agent
-                    .send(Step::Own(b"ERROR\r\n".to_vec()))
-                    .await
-                    .is_err()
-                {
-                    break 'outer;
+            let step = match auth_command(&line) {
+                Some(AuthCommand::NegotiateUnixFd) => {
+                    // Descriptors never pass the filter: answered here, the bus never sees it.
+                    if to_agent
+                        .send(Step::Own(b"ERROR\r\n".to_vec()))
+                        .await
+                        .is_err()
+                    {
+                        break 'outer;
+                    }
+                    continue;
                 }
-                continue;
-            } else if line.starts_with(b"BEGIN") {
-                begun = true;
-                Step::Begin
-            } else {
-                Step::BusLine
+                Some(AuthCommand::Begin) => {
+                    // `BEGIN` goes to the bus only once the bus said `OK` to the agent: on a
+                    // bus still authenticating, the bytes after it would be read as lines, and
+                    // a message that passed the filter could carry lines and messages of its own.
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    if to_agent.send(Step::Begin(tx)).await.is_err() || rx.await != Ok(true) {
+                        break 'outer;
+                    }
+                    if bus_wr.write_all(&line).await.is_err() {
+                        break 'outer;
+                    }
+                    begun = true;
+                    continue;
+                }
+                Some(AuthCommand::ToBus) => Step::BusLine,
+                None => break 'outer,
             };
             if bus_wr.write_all(&line).await.is_err() || to_agent.send(step).await.is_err() {
                 break 'outer;
@@ -880,6 +949,7 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
         let mut pass_from = 0;
         loop {
             let len = match message_len(&buf[pos..]) {
+                Ok(Some(len)) if len > MAX_AGENT_MESSAGE => break 'outer,
                 Ok(Some(len)) if buf.len() - pos >= len => len,
                 Ok(_) => break,
                 Err(_) => break 'outer,
@@ -1412,7 +1482,8 @@ mod tests {
             .write_all(&[auth.clone(), outside.clone(), read.clone(), inside.clone()].concat())
             .await
             .unwrap();
-        let want = [auth, read, inside].concat();
+        bus_says_ok(&mut bus).await;
+        let want = [b"BEGIN\r\n".to_vec(), read, inside].concat();
         let mut got = vec![0u8; want.len()];
         tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
             .await
@@ -1422,11 +1493,9 @@ mod tests {
             got, want,
             "the bus got the read and the granted act, and nothing else"
         );
-        let ok = b"OK 0123456789abcdef0123456789abcdef\r\n";
-        bus.write_all(ok).await.unwrap();
-        let mut line = vec![0u8; ok.len()];
+        let mut line = vec![0u8; OK_LINE.len()];
         agent.read_exact(&mut line).await.unwrap();
-        assert_eq!(&line, ok, "the bus's OK comes first");
+        assert_eq!(&line, OK_LINE, "the bus's OK comes first");
         let mut head = [0u8; 16];
         tokio::time::timeout(
             std::time::Duration::from_secs(5),
@@ -1523,6 +1592,150 @@ mod tests {
         assert_eq!(input.judge(&parse_header(&m).unwrap(), &m), Verdict::Refuse);
     }
 
+    const AUTH_LINE: &[u8] = b"\0AUTH EXTERNAL 31303030\r\n";
+    const OK_LINE: &[u8] = b"OK 0123456789abcdef0123456789abcdef\r\n";
+
+    /// The fake bus reads the agent's `AUTH` line and answers `OK`.
+    async fn bus_says_ok(bus: &mut UnixStream) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut got = vec![0u8; AUTH_LINE.len()];
+        tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, AUTH_LINE);
+        bus.write_all(OK_LINE).await.unwrap();
+    }
+
+    /// Reads what reaches the fake bus until the relay closes it (or 2 s pass).
+    async fn rest_of(bus: &mut UnixStream) -> Vec<u8> {
+        use tokio::io::AsyncReadExt as _;
+        let mut all = Vec::new();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), bus.read_to_end(&mut all))
+            .await;
+        all
+    }
+
+    /// A compromised agent cannot end the authentication on its side and not on the bus's:
+    /// a `BEGIN` the bus would not take (`BEGINX`, `BEGIN x`), a `BEGIN` before the bus said
+    /// `OK` to it (rejected credentials), a NUL byte anywhere but first, an unknown command,
+    /// each ends the link, and nothing after it reaches the bus; the messages that would ride
+    /// in a passing message's body as lines never reach a bus still authenticating.
+    #[tokio::test]
+    async fn the_authentication_cannot_be_desynchronised() {
+        use tokio::io::AsyncWriteExt as _;
+        let smuggled = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Action",
+            "DoAction",
+            "i",
+            &[0; 4],
+        );
+        let reply = {
+            // A method return (always passed) whose body carries `\r\nBEGIN\r\n` and a call.
+            let mut r = call_with(None, EL, "x.y", "Z", "", &[]);
+            r[1] = METHOD_RETURN;
+            r
+        };
+        for (what, lines, bus_answer) in [
+            ("BEGINX", b"BEGINX\r\n".to_vec(), OK_LINE.to_vec()),
+            (
+                "BEGIN with a word",
+                b"BEGIN x\r\n".to_vec(),
+                OK_LINE.to_vec(),
+            ),
+            (
+                "BEGIN after REJECTED",
+                b"BEGIN\r\n".to_vec(),
+                b"REJECTED EXTERNAL\r\n".to_vec(),
+            ),
+            (
+                "an unknown command",
+                b"STARTTLS\r\nBEGIN\r\n".to_vec(),
+                OK_LINE.to_vec(),
+            ),
+            (
+                "a NUL byte later",
+                b"\0BEGIN\r\n".to_vec(),
+                OK_LINE.to_vec(),
+            ),
+        ] {
+            for policy in [
+                Policy::Reader,
+                Policy::Input {
+                    link: Link::Bus,
+                    grants: Grants::new(),
+                },
+            ] {
+                let (agent_ours, mut agent) = UnixStream::pair().unwrap();
+                let (bus_ours, mut bus) = UnixStream::pair().unwrap();
+                tokio::spawn(relay(agent_ours, bus_ours, policy));
+                let _ = agent
+                    .write_all(
+                        &[
+                            AUTH_LINE.to_vec(),
+                            lines.clone(),
+                            reply.clone(),
+                            b"\r\nBEGIN\r\n".to_vec(),
+                            smuggled.clone(),
+                        ]
+                        .concat(),
+                    )
+                    .await;
+                let mut got = vec![0u8; AUTH_LINE.len()];
+                use tokio::io::AsyncReadExt as _;
+                tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let _ = bus.write_all(&bus_answer).await;
+                let rest = rest_of(&mut bus).await;
+                assert!(
+                    !rest.windows(8).any(|w| w == b"DoAction"),
+                    "{what}: the smuggled call reached the bus: {:?}",
+                    String::from_utf8_lossy(&rest)
+                );
+                assert!(
+                    !rest.windows(5).any(|w| w == b"BEGIN"),
+                    "{what}: a BEGIN reached the bus: {:?}",
+                    String::from_utf8_lossy(&rest)
+                );
+            }
+        }
+    }
+
+    /// An agent's message longer than [`MAX_AGENT_MESSAGE`] ends the link before the relay holds
+    /// it (the relay would keep up to 64 MiB a link otherwise).
+    #[tokio::test]
+    async fn an_agents_huge_message_ends_the_link() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (agent_ours, mut agent) = UnixStream::pair().unwrap();
+        let (bus_ours, mut bus) = UnixStream::pair().unwrap();
+        let relay = tokio::spawn(relay(agent_ours, bus_ours, Policy::Reader));
+        agent.write_all(AUTH_LINE).await.unwrap();
+        agent.write_all(b"BEGIN\r\n").await.unwrap();
+        bus_says_ok(&mut bus).await;
+        let mut begin = [0u8; 7];
+        bus.read_exact(&mut begin).await.unwrap();
+        let mut big = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Text",
+            "GetText",
+            "ii",
+            &[0; 8],
+        );
+        // Claim a 2 MiB body.
+        big[4..8].copy_from_slice(&(2u32 << 20).to_le_bytes());
+        let _ = agent.write_all(&big).await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), relay)
+            .await
+            .expect("the relay ended")
+            .unwrap();
+        assert!(rest_of(&mut bus).await.is_empty());
+    }
+
     /// zbus sends its whole handshake and its first message in one write, before the bus has
     /// answered: the filter's `ERROR` to `NEGOTIATE_UNIX_FD` still comes after the bus's `OK`,
     /// and the `OK` line is not read as a message (a run once failed the handshake so).
@@ -1552,25 +1765,19 @@ mod tests {
                 .write_all(&[lines.to_vec(), read.clone()].concat())
                 .await
                 .unwrap();
-            let want = [
-                b"\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n".to_vec(),
-                read.clone(),
-            ]
-            .concat();
+            // The bus answers late.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            bus_says_ok(&mut bus).await;
+            let want = [b"BEGIN\r\n".to_vec(), read.clone()].concat();
             let mut got = vec![0u8; want.len()];
             tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
                 .await
                 .unwrap()
                 .unwrap();
             assert_eq!(got, want, "the bus never sees NEGOTIATE_UNIX_FD");
-            // The bus answers late, its OK and its reply to the read in one write.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            let ok = b"OK 0123456789abcdef0123456789abcdef\r\n".to_vec();
             let reply = call_with(None, EL, "x.y", "Z", "", &[]);
-            bus.write_all(&[ok.clone(), reply.clone()].concat())
-                .await
-                .unwrap();
-            let want = [ok, b"ERROR\r\n".to_vec(), reply].concat();
+            bus.write_all(&reply).await.unwrap();
+            let want = [OK_LINE.to_vec(), b"ERROR\r\n".to_vec(), reply].concat();
             let mut got = vec![0u8; want.len()];
             tokio::time::timeout(
                 std::time::Duration::from_secs(5),
