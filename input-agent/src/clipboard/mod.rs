@@ -230,13 +230,20 @@ fn convert(
     deadline: Instant,
     limit: Duration,
 ) -> Result<Converted, ActFailure> {
+    // On a connection kept from an earlier read: whatever is already queued belongs to no
+    // request of this read, and the property starts empty.
+    while let Ok(Some(_)) = x.conn.poll_for_event() {}
+    let _ = c.delete_property(win, atoms.prop);
     c.convert_selection(win, atoms.clipboard, target, atoms.prop, CURRENT_TIME)
         .map_err(|e| unavailable("the clipboard", e))?;
     c.flush().map_err(|e| unavailable("the clipboard", e))?;
     let property = loop {
         match next_event(x, deadline) {
             Ok(Some(Event::SelectionNotify(ev)))
-                if ev.requestor == win && ev.selection == atoms.clipboard =>
+                if ev.requestor == win
+                    && ev.selection == atoms.clipboard
+                    && ev.target == target
+                    && (ev.property == atoms.prop || ev.property == NONE) =>
             {
                 break ev.property;
             }
