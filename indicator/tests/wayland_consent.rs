@@ -22,7 +22,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use nish_broker::handover::{Endpoints, answer, open_wayland, send_with_fd};
+use nish_broker::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
@@ -168,7 +168,7 @@ impl Indicator {
             panic!("expected Connect, got {ask:?}");
         };
         assert_eq!(target, ConnectTarget::Wayland, "then the compositor");
-        hand(&mine, id, answer(open_wayland(&ep)));
+        hand(&mine, id, answer(open_wayland(&ep, &WaylandPin::default())));
         let ready: IndicatorToBroker =
             codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("ready");
         assert_eq!(
