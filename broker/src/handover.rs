@@ -317,10 +317,79 @@ pub fn open_x11(ep: &Endpoints) -> Result<Opened, AgentFailure> {
     Err(last)
 }
 
+/// Who served the compositor's socket at the broker's first Wayland connection: the
+/// listening process (pid and start time, from the socket's peer credentials and /proc) and
+/// the socket file (device and inode). Every later connection must find the same, so a
+/// process of the person's user that puts its own listener at the socket's path (a relaying
+/// proxy that could inject pointer events into the dialog) after that first connection is
+/// refused. A swap made before the first connection is not detected (docs/security.md).
+#[derive(Debug, Default)]
+pub struct WaylandPin(Mutex<Option<CompositorId>>);
+
+/// The identity [`WaylandPin`] keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompositorId {
+    /// The listener's pid (the process that called `listen`).
+    pub pid: u32,
+    /// Its start time (field 22 of /proc/<pid>/stat): a reused pid differs here.
+    pub start_time: u64,
+    /// The socket file's device and inode.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+}
+
+impl WaylandPin {
+    /// The identity pinned, if a connection was made.
+    pub fn pinned(&self) -> Option<CompositorId> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Pins `id` if nothing is pinned yet; else checks that it is the pinned one.
+    fn check(&self, id: CompositorId) -> Result<(), AgentFailure> {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match *g {
+            None => {
+                tracing::info!(
+                    pid = id.pid,
+                    "the Wayland compositor's socket pinned to its first listener"
+                );
+                *g = Some(id);
+                Ok(())
+            }
+            Some(p) if p == id => Ok(()),
+            Some(p) => {
+                tracing::warn!(
+                    pinned_pid = p.pid,
+                    pid = id.pid,
+                    same_process = p.pid == id.pid && p.start_time == id.start_time,
+                    same_socket_file = p.dev == id.dev && p.ino == id.ino,
+                    "the Wayland socket is served by another listener than at the first connection: refused"
+                );
+                Err(unavailable(format!(
+                    "the Wayland socket is no longer served by the compositor the broker first \
+                     connected to (pid {}); refused (if the compositor was restarted, restart \
+                     the driver)",
+                    p.pid
+                )))
+            }
+        }
+    }
+}
+
+/// The socket file's device and inode (following a symbolic link, as connecting does).
+fn socket_file(path: &std::path::Path) -> Result<(u64, u64), AgentFailure> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(path)
+        .map_err(|e| unavailable(format!("cannot connect to the Wayland compositor: {e}")))?;
+    Ok((m.dev(), m.ino()))
+}
+
 /// Connects to the Wayland compositor's socket ([`Endpoints::wayland_socket`]) on a Wayland
-/// session, and checks that the listener runs as this process's user. The stream is handed as
-/// it is: the Wayland protocol has no handshake.
-pub fn open_wayland(ep: &Endpoints) -> Result<Opened, AgentFailure> {
+/// session, and checks that the listener runs as this process's user and is the listener
+/// `pin` holds (pinned at the first connection, [`WaylandPin`]). The stream is handed as it
+/// is: the Wayland protocol has no handshake.
+pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFailure> {
     if !ep.wayland {
         return Err(unavailable("not a Wayland session"));
     }
@@ -328,6 +397,7 @@ pub fn open_wayland(ep: &Endpoints) -> Result<Opened, AgentFailure> {
         .wayland_socket
         .as_deref()
         .ok_or_else(|| unavailable("no Wayland socket (WAYLAND_DISPLAY is not set)"))?;
+    let before = socket_file(path)?;
     let s = UnixStream::connect(path)
         .map_err(|e| unavailable(format!("cannot connect to the Wayland compositor: {e}")))?;
     let c = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
@@ -337,6 +407,25 @@ pub fn open_wayland(ep: &Endpoints) -> Result<Opened, AgentFailure> {
             "the Wayland socket is served by another user's process",
         ));
     }
+    // The file connected to is the one looked at: the same before and after connecting.
+    let after = socket_file(path)?;
+    if before != after {
+        return Err(unavailable(
+            "the Wayland socket was replaced while connecting to it",
+        ));
+    }
+    let pid = u32::try_from(c.pid())
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| unavailable("the Wayland compositor's process cannot be seen"))?;
+    let proc = crate::backend::linux::proc_identity(pid)
+        .ok_or_else(|| unavailable("the Wayland compositor's process cannot be identified"))?;
+    pin.check(CompositorId {
+        pid,
+        start_time: proc.start_time,
+        dev: after.0,
+        ino: after.1,
+    })?;
     Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
 
@@ -398,6 +487,7 @@ pub struct Opener {
     /// The second of the last held refusal reported (since `born`) and the reports in it.
     held_reports: Mutex<(u64, u64)>,
     born: Instant,
+    wayland_pin: WaylandPin,
 }
 
 impl std::fmt::Debug for Opener {
@@ -420,7 +510,13 @@ impl Opener {
             on_held_refusal: Mutex::new(None),
             held_reports: Mutex::new((0, 0)),
             born: Instant::now(),
+            wayland_pin: WaylandPin::default(),
         }
+    }
+
+    /// The compositor's identity pinned at this opener's first Wayland connection.
+    pub fn wayland_pinned(&self) -> Option<CompositorId> {
+        self.wayland_pin.pinned()
     }
 
     /// Where refusals of [`Holdings`] go from now on (at most [`HELD_REPORTS_PER_SECOND`]).
@@ -680,7 +776,7 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
-            ConnectTarget::Wayland => open_wayland(&self.ep).map(|o| (o, 0)),
+            ConnectTarget::Wayland => open_wayland(&self.ep, &self.wayland_pin).map(|o| (o, 0)),
         }
     }
 
@@ -981,12 +1077,12 @@ mod tests {
         // A name without a runtime directory names no socket.
         let e = vars(&[("XDG_SESSION_TYPE", "wayland"), ("WAYLAND_DISPLAY", "w")]);
         assert_eq!(e.wayland_socket, None);
-        assert!(open_wayland(&e).is_err());
+        assert!(open_wayland(&e, &WaylandPin::default()).is_err());
         // An X session: no Wayland connection is opened, even with a socket named.
         let mut x = vars(&[("DISPLAY", ":1")]);
         x.wayland_socket = Some("/tmp/w".into());
         assert!(!x.wayland);
-        let err = open_wayland(&x).unwrap_err();
+        let err = open_wayland(&x, &WaylandPin::default()).unwrap_err();
         assert_eq!(err.code, "backend_unavailable");
     }
 
@@ -1002,12 +1098,95 @@ mod tests {
             wayland_socket: Some(path.clone()),
             ..Endpoints::default()
         };
-        let (handed, fd) = open_wayland(&ep).expect("this user's socket is connected");
+        let pin = WaylandPin::default();
+        let (handed, fd) = open_wayland(&ep, &pin).expect("this user's socket is connected");
         assert_eq!(handed, Handed::Wayland);
         assert!(fd.is_some());
+        assert_eq!(pin.pinned().map(|p| p.pid), Some(std::process::id()));
         drop(listener);
         let _ = std::fs::remove_file(&path);
-        assert!(open_wayland(&ep).is_err(), "no listener: no connection");
+        assert!(
+            open_wayland(&ep, &pin).is_err(),
+            "no listener: no connection"
+        );
+        let _ = std::fs::remove_dir(&dir);
+    }
+
+    /// A stand-in for a relaying proxy of the person's own user: another process listening at
+    /// `path` until its stdin closes.
+    fn other_listener(path: &std::path::Path) -> std::process::Child {
+        let mut c = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\n\
+                 s.listen(8)\nprint('ready',flush=True)\nsys.stdin.read()",
+                path.to_str().unwrap(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(c.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "ready");
+        c
+    }
+
+    #[tokio::test]
+    async fn a_listener_put_at_the_wayland_socket_after_the_first_connection_is_refused() {
+        let dir = std::env::temp_dir().join(format!("nish-wl-pin-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join("wayland-0");
+        let moved = dir.join("wayland-0.real");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&moved);
+        let _compositor = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let o = Opener::new(Endpoints {
+            wayland: true,
+            wayland_socket: Some(path.clone()),
+            ..Endpoints::default()
+        });
+        let open = || o.open(&ConnectTarget::Wayland, &|_| false);
+        let (handed, fd) = open()
+            .await
+            .expect("the first connection pins the listener");
+        assert_eq!(handed, Handed::Wayland);
+        assert!(fd.is_some());
+        let pinned = o.wayland_pinned().expect("pinned");
+        assert_eq!(pinned.pid, std::process::id());
+        assert!(open().await.is_ok(), "the same listener again: accepted");
+
+        // The attack: the socket renamed away, another process of this user listening at its
+        // path (it would relay to the renamed socket and inject input).
+        std::fs::rename(&path, &moved).unwrap();
+        let mut proxy = other_listener(&path);
+        let err = open()
+            .await
+            .expect_err("another process's listener is refused");
+        assert_eq!(err.code, "backend_unavailable");
+        assert!(err.message.contains("no longer served"), "{}", err.message);
+        drop(proxy.stdin.take());
+        let _ = proxy.wait();
+
+        // Another socket of the same process at the path (a new socket file): refused too.
+        std::fs::remove_file(&path).unwrap();
+        let other = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(open().await.is_err(), "another socket file is refused");
+        drop(other);
+        std::fs::remove_file(&path).unwrap();
+
+        // The original put back: accepted, the pin unchanged.
+        std::fs::rename(&moved, &path).unwrap();
+        assert!(
+            open().await.is_ok(),
+            "the pinned listener is accepted again"
+        );
+        assert_eq!(o.wayland_pinned(), Some(pinned));
+        let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_dir(&dir);
     }
 

@@ -7,7 +7,9 @@
 //! deny; Return and space on the focused dialog answer nothing; a click at the point the
 //! compositor gave while the dialog was appearing answers nothing; a click right after the
 //! dialog appeared answers nothing; when another window takes focus, the click that gives it
-//! back answers nothing, and one after the arming delay does.
+//! back answers nothing, and one after the arming delay does; a click made while the
+//! indicator was stopped (`SIGSTOP`) right after the dialog was shown answers nothing when it
+//! is continued past the arming delay, and a later click does.
 //!
 //! On the variant of the desktop whose mutter runs XWayland, an X client's XTEST input (a
 //! pointer motion to Allow and a click there, Return and space; `xdotool` plays the attacker)
@@ -22,7 +24,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use nish_broker::handover::{Endpoints, answer, open_wayland, send_with_fd};
+use nish_broker::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
@@ -168,7 +170,7 @@ impl Indicator {
             panic!("expected Connect, got {ask:?}");
         };
         assert_eq!(target, ConnectTarget::Wayland, "then the compositor");
-        hand(&mine, id, answer(open_wayland(&ep)));
+        hand(&mine, id, answer(open_wayland(&ep, &WaylandPin::default())));
         let ready: IndicatorToBroker =
             codec::read_frame(&mut reader, MAX_FRAME_BYTES).expect("ready");
         assert_eq!(
@@ -440,6 +442,67 @@ fn the_person_answers_the_wayland_dialog_by_clicking_and_by_nothing_else() {
     drop(ind);
     drop(person);
     assert_eq!(desk.x_servers(), Vec::<String>::new(), "no X server ran");
+}
+
+/// Stops (`SIGSTOP`) or continues (`SIGCONT`) the indicator, as another process of the
+/// person's user may.
+fn signal(ind: &Indicator, sig: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(ind.child.id()).unwrap());
+    nix::sys::signal::kill(pid, sig).expect("the indicator is signalled");
+}
+
+#[test]
+fn a_click_made_while_the_indicator_was_stopped_does_not_answer_the_wayland_dialog() {
+    use nix::sys::signal::Signal::{SIGCONT, SIGSTOP};
+    let desk = WaylandDesktop::start().expect("the Wayland test desktop starts");
+    let mut person = Person::start(&desk);
+    person.key(XK_SHIFT_L);
+    let mut ind = Indicator::spawn(&desk);
+
+    // The attack: the dialog is shown and focused, and the indicator is stopped at once; the
+    // person's reflex click on Allow (a move there and a click, within the arming delay) waits
+    // in its socket; the indicator is continued past the arming delay, when it reads the
+    // click.
+    let at = ind.show(request(1));
+    // Focused, and on its output (the surface's enter re-arms it too): stopped right after.
+    let mut seen = (false, false);
+    while seen != (true, true) {
+        let l = ind.wait_log("consent dialog ", ANSWER);
+        seen.0 |= l.contains("focus changed activated=true");
+        seen.1 |= l.contains("entered an output");
+    }
+    signal(&ind, SIGSTOP);
+    let stopped = Instant::now();
+    // Past mutter's map animation (250 ms; the points it gives meanwhile are on the animated
+    // surface), so that the point given is Allow's.
+    std::thread::sleep(Duration::from_millis(300));
+    let (x, y) = at["Allow"];
+    person.move_to(x, y);
+    person.click();
+    let clicked = stopped.elapsed();
+    assert!(
+        clicked < Duration::from_millis(480),
+        "the click came within the arming delay ({clicked:?})"
+    );
+    std::thread::sleep(Duration::from_millis(700).saturating_sub(clicked));
+    signal(&ind, SIGCONT);
+    ind.wait_log("the consent dialog is re-armed", ANSWER);
+    ind.expect_silence(
+        Duration::from_millis(1500),
+        "a click made while the indicator was stopped",
+    );
+
+    // Not stopped any more: the person's click (after a move) answers.
+    person.move_to(x + 1.0, y);
+    person.move_to(x, y);
+    std::thread::sleep(Duration::from_millis(100));
+    person.click();
+    let a = consent(ind.recv(ANSWER), 1);
+    assert!(a.allow, "{a:?}");
+
+    ind.drain_log();
+    drop(ind);
+    drop(person);
 }
 
 /// The attacker: `xdotool` as an X client of the desktop's XWayland; returns its output.

@@ -18,7 +18,14 @@
 //!   was shown or resized (during mutter's map animation the points are on the animated
 //!   surface, and none is told again when it ends under a resting pointer);
 //! - never a key: the dialog asks the seat for no keyboard at all, so no key event reaches it;
-//!   a close request (a key shortcut of the compositor) is ignored.
+//!   a close request (a key shortcut of the compositor) is ignored;
+//! - events are timed when they were read from the compositor's socket, and a stall of the
+//!   indicator (its event loop did not run for [`STALL_MARGIN`] past its poll timeout, as when
+//!   another process of the user stops it with `SIGSTOP`) starts the arming delay and the
+//!   distrust of the pointer's point again before the events read after it are handled: a
+//!   click queued while it was stopped never counts;
+//! - the surface entering or leaving an output (moved to another screen) starts them again
+//!   too.
 //!
 //! What a Wayland client cannot know: whether another window covers it (no stacking is
 //! visible to a client), and whether a pointer event came from a device or from a
@@ -32,7 +39,8 @@ use std::time::{Duration, Instant};
 use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use wayland_client::protocol::{
-    wl_buffer, wl_compositor, wl_pointer, wl_registry, wl_seat, wl_shm, wl_shm_pool, wl_surface,
+    wl_buffer, wl_compositor, wl_output, wl_pointer, wl_registry, wl_seat, wl_shm, wl_shm_pool,
+    wl_surface,
 };
 use wayland_client::{Connection, Dispatch, EventQueue, QueueHandle, WEnum, delegate_noop};
 use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_base};
@@ -53,6 +61,18 @@ const SLOT_BYTES: usize = 3840 * 2160 * 4;
 const BTN_LEFT: u32 = 0x110;
 /// The `xdg_toplevel` state `activated`.
 const ACTIVATED: u32 = 4;
+/// The event loop's longest wait while a dialog is open: it wakes at least this often, so a
+/// stall longer than this and [`STALL_MARGIN`] is seen.
+pub const TICK: Duration = Duration::from_millis(50);
+/// How much longer than its poll timeout the event loop may take from one wake-up to the next
+/// before it counts as stalled (stopped, or not scheduled).
+pub const STALL_MARGIN: Duration = Duration::from_millis(200);
+
+/// Whether a wake-up `gap` after the last one, with a poll timeout of `timeout`, means the
+/// indicator stalled.
+pub fn stalled(gap: Duration, timeout: Duration) -> bool {
+    gap > timeout + STALL_MARGIN
+}
 
 /// An open dialog.
 #[derive(Debug)]
@@ -124,6 +144,9 @@ struct State {
     wm: Option<xdg_wm_base::XdgWmBase>,
     seat: Option<wl_seat::WlSeat>,
     pointer: Option<wl_pointer::WlPointer>,
+    /// The outputs, bound only so that the compositor tells when the dialog's surface enters
+    /// or leaves one (it names only outputs the client bound).
+    outputs: Vec<wl_output::WlOutput>,
     pool: Option<wl_shm_pool::WlShmPool>,
     mem: ShmMem,
     busy: [bool; 2],
@@ -132,12 +155,23 @@ struct State {
     pointer_at: Option<(f64, f64)>,
     /// When the compositor last told where the pointer is (enter or motion).
     pointer_told_at: Option<Instant>,
+    /// When the events being handled were read from the compositor's socket.
+    batch_at: Instant,
     last_driver_press: Option<Instant>,
     /// Answers to send to the broker.
     answers: Vec<(u64, ConsentAnswer)>,
 }
 
 impl State {
+    /// Starts the arming delay again and distrusts every pointer point told before it ended
+    /// (the dialog stalled, or its surface changed outputs).
+    fn restart_trust(&mut self, now: Instant, cause: &'static str) {
+        let Some(d) = &mut self.dialog else { return };
+        d.click.rearm(now, cause);
+        d.placed_at = now;
+        self.pointer_told_at = None;
+    }
+
     /// Draws the dialog into a free buffer and commits it (when a buffer is free; else at the
     /// next release).
     fn draw(&mut self) {
@@ -311,6 +345,10 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
             "wl_seat" if state.seat.is_none() => {
                 state.seat = Some(registry.bind(name, version.min(5), qh, ()));
             }
+            "wl_output" => {
+                let o = registry.bind(name, version.min(2), qh, ());
+                state.outputs.push(o);
+            }
             _ => {}
         }
     }
@@ -358,7 +396,7 @@ impl Dispatch<wl_pointer::WlPointer, ()> for State {
             } if ours(&surface, state) => {
                 tracing::debug!("pointer entered the consent dialog at ({surface_x}, {surface_y})");
                 state.pointer_at = Some((surface_x, surface_y));
-                state.pointer_told_at = Some(Instant::now());
+                state.pointer_told_at = Some(state.batch_at);
             }
             wl_pointer::Event::Leave { .. } => state.pointer_at = None,
             wl_pointer::Event::Motion {
@@ -367,8 +405,10 @@ impl Dispatch<wl_pointer::WlPointer, ()> for State {
                 ..
             } if state.pointer_at.is_some() => {
                 state.pointer_at = Some((surface_x, surface_y));
-                state.pointer_told_at = Some(Instant::now());
+                state.pointer_told_at = Some(state.batch_at);
             }
+            // Timed when read, not when handled: a stall between the two is not time the
+            // person saw the dialog.
             wl_pointer::Event::Button {
                 button,
                 state: WEnum::Value(s),
@@ -376,7 +416,7 @@ impl Dispatch<wl_pointer::WlPointer, ()> for State {
             } => state.button(
                 button,
                 s == wl_pointer::ButtonState::Pressed,
-                Instant::now(),
+                state.batch_at,
             ),
             _ => {}
         }
@@ -517,7 +557,29 @@ impl Dispatch<wl_buffer::WlBuffer, usize> for State {
 delegate_noop!(State: wl_compositor::WlCompositor);
 delegate_noop!(State: wl_shm_pool::WlShmPool);
 delegate_noop!(State: ignore wl_shm::WlShm);
-delegate_noop!(State: ignore wl_surface::WlSurface);
+delegate_noop!(State: ignore wl_output::WlOutput);
+impl Dispatch<wl_surface::WlSurface, ()> for State {
+    fn event(
+        state: &mut Self,
+        surface: &wl_surface::WlSurface,
+        event: wl_surface::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        // Moved to another output (or shown on one): what the person sees there is new.
+        let cause = match event {
+            wl_surface::Event::Enter { .. } => "entered an output",
+            wl_surface::Event::Leave { .. } => "left an output",
+            _ => return,
+        };
+        if !state.dialog.as_ref().is_some_and(|d| &d.surface == surface) {
+            return;
+        }
+        tracing::info!("consent dialog {cause}: re-armed");
+        state.restart_trust(Instant::now(), cause);
+    }
+}
 
 /// The indicator on a Wayland session: the consent dialog only (no takeover frame and no stop
 /// hotkey: the broker offers neither there).
@@ -527,6 +589,8 @@ pub struct WlApp {
     conn: Connection,
     queue: EventQueue<State>,
     state: State,
+    /// When the event loop last woke (from its poll, after reading).
+    last_wake: Instant,
 }
 
 impl WlApp {
@@ -548,12 +612,14 @@ impl WlApp {
             wm: None,
             seat: None,
             pointer: None,
+            outputs: Vec::new(),
             pool: None,
             mem,
             busy: [false; 2],
             dialog: None,
             pointer_at: None,
             pointer_told_at: None,
+            batch_at: Instant::now(),
             last_driver_press: None,
             answers: Vec::new(),
         };
@@ -585,6 +651,7 @@ impl WlApp {
             conn,
             queue,
             state,
+            last_wake: Instant::now(),
         })
     }
 
@@ -597,6 +664,7 @@ impl WlApp {
                 return Exit::BrokerClosed;
             }
         }
+        self.last_wake = Instant::now();
         loop {
             match self.step() {
                 Ok(None) => {}
@@ -656,9 +724,14 @@ impl WlApp {
             .state
             .dialog
             .as_ref()
-            .map(|d| d.deadline.saturating_duration_since(Instant::now()))
+            .map(|d| {
+                d.deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(TICK)
+            })
             .unwrap_or(Duration::from_secs(5));
         let ms = timeout.as_millis().clamp(1, 5000) as u16;
+        let timeout = Duration::from_millis(u64::from(ms));
         let (link_ready, wl_ready) = {
             let mut fds = [
                 PollFd::new(self.link.fd(), PollFlags::POLLIN),
@@ -675,12 +748,28 @@ impl WlApp {
         };
         if wl_ready {
             guard.read().map_err(|e| wl(&e))?;
+        } else {
+            drop(guard);
+        }
+        // The events just read came in since the last wake-up: if that was much longer ago
+        // than the wait allowed, the indicator was stopped (or starved) meanwhile, and what
+        // the person did then was not done on a dialog shown for the arming delay.
+        let now = Instant::now();
+        let gap = now.saturating_duration_since(self.last_wake);
+        self.last_wake = now;
+        self.state.batch_at = now;
+        if self.state.dialog.is_some() && stalled(gap, timeout) {
+            tracing::info!(
+                gap_ms = gap.as_millis() as u64,
+                "the indicator did not run for a while: the consent dialog is re-armed"
+            );
+            self.state.restart_trust(now, "stalled");
+        }
+        if wl_ready {
             self.queue
                 .dispatch_pending(&mut self.state)
                 .map_err(|e| wl(&e))?;
             self.flush_answers()?;
-        } else {
-            drop(guard);
         }
         if link_ready {
             match self
@@ -837,6 +926,18 @@ enum Fail {
 mod tests {
     use super::*;
     use nish_proto::wire::indicator::{ConsentApp, ConsentDialog, HostProgram};
+
+    #[test]
+    fn a_wake_up_much_later_than_the_poll_allowed_is_a_stall() {
+        let ms = Duration::from_millis;
+        assert!(!stalled(ms(50), TICK));
+        assert!(!stalled(TICK + STALL_MARGIN, TICK));
+        assert!(stalled(TICK + STALL_MARGIN + ms(1), TICK));
+        // A SIGSTOP of 700 ms while a dialog is open.
+        assert!(stalled(ms(700), TICK));
+        // The longest stall not seen is less than the arming delay.
+        assert!(TICK + STALL_MARGIN < ARM_DELAY);
+    }
 
     #[test]
     fn the_box_sits_in_the_middle_and_every_control_has_its_label_drawn() {
