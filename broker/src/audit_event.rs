@@ -213,7 +213,7 @@ impl AuditEvent {
                 r#"`tool`, `view`, `window_id`, `pid`, `rows`, `walked`, `truncated`, `screenshot`, `windows`, `length`"#
             }
             AuditEvent::Act => {
-                r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `duration_ms`"#
+                r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `settle_by` (`events` or `reads`: what decided the settle), `duration_ms`"#
             }
             AuditEvent::Refusal => r#"`tool`, `code`, `retry`, `effect`"#,
             AuditEvent::ApprovalRequest => {
