@@ -271,10 +271,14 @@ impl<B: Backend> Engine<B> {
             if bound.saturating_sub(start.elapsed()).is_zero() {
                 return Err(timed_out(args, start, reads, wakes));
             }
-            look = self
-                .look(s, &call, &m, &window, start, bound, &mut reads)
-                .await?;
-            last_read = Instant::now();
+            // With a watch, the next round's read (right after its watch begins) is the read
+            // after the wake; without one, the window is read now.
+            if watch.is_none() {
+                look = self
+                    .look(s, &call, &m, &window, start, bound, &mut reads)
+                    .await?;
+                last_read = Instant::now();
+            }
         }
     }
 
