@@ -27,7 +27,7 @@ pub enum AuditEvent {
     SessionMode,
     /// `session.end`: end_session, the connection closed, or the host revoked
     SessionEnd,
-    /// `read`: list_windows, get_window_state, clipboard_read
+    /// `read`: list_windows, get_window_state, clipboard_read, wait_for
     Read,
     /// `act`: an act was sent
     Act,
@@ -158,7 +158,7 @@ impl AuditEvent {
             AuditEvent::SessionStart => r#"a consent was granted"#,
             AuditEvent::SessionMode => r#"a live session switched to headless"#,
             AuditEvent::SessionEnd => r#"end_session, the connection closed, or the host revoked"#,
-            AuditEvent::Read => r#"list_windows, get_window_state, clipboard_read"#,
+            AuditEvent::Read => r#"list_windows, get_window_state, clipboard_read, wait_for"#,
             AuditEvent::Act => r#"an act was sent"#,
             AuditEvent::Refusal => r#"any call that failed"#,
             AuditEvent::ApprovalRequest => r#"the host was asked to approve a call"#,
@@ -210,7 +210,7 @@ impl AuditEvent {
             AuditEvent::SessionMode => r#"`input`"#,
             AuditEvent::SessionEnd => r#"`reason` (`end_session`, `connection_closed`, `revoked`)"#,
             AuditEvent::Read => {
-                r#"`tool`, `view`, `window_id`, `pid`, `rows`, `walked`, `truncated`, `screenshot`, `windows`, `length`"#
+                r#"`tool`, `view`, `window_id`, `pid`, `rows`, `walked`, `truncated`, `screenshot`, `windows`, `length`; wait_for: `until`, `matched`, `waited_ms`, `reads`, `wakes`"#
             }
             AuditEvent::Act => {
                 r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `settle_by` (`events` or `reads`: what decided the settle), `duration_ms`"#

@@ -220,6 +220,7 @@ fn manifest() -> Value {
         "tools_list_schema_version": 1,
         "doctor": {"schema": nish_proto::doctor::DOCTOR_SCHEMA, "schema_version": nish_proto::doctor::DOCTOR_SCHEMA_VERSION},
         "tools": nish_proto::tools::TOOLS.iter().map(|t| t.name).collect::<Vec<_>>(),
+        "extensions": nish_proto::tools::extensions(),
         "binaries": {"broker": "nish-driver", "shim": "nish-mcp", "reader": "nish-reader", "input": "nish-input", "indicator": "nish-indicator"},
     })
 }

@@ -228,6 +228,11 @@ fn line(indent: usize, i: u32, n: &Node) -> String {
     s
 }
 
+/// One row as a read shows it: its element object and its text line (no indent).
+pub fn row(snapshot_id: &str, i: u32, n: &Node) -> (Value, String) {
+    (element_json(snapshot_id, i, n), line(0, i, n))
+}
+
 /// Cuts a view. `walk_truncated` is the walk's own truncation.
 pub fn cut(
     snapshot_id: &str,

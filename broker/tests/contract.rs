@@ -1104,6 +1104,7 @@ fn every_tool_has_schemas_and_true_annotations() {
             "list_notifications",
             "get_session_state",
             "health_report",
+            "wait_for",
         ];
         assert_eq!(a["readOnlyHint"], reads.contains(&t.name), "{}", t.name);
         if !reads.contains(&t.name) {
@@ -1129,6 +1130,9 @@ async fn read_only_annotations_hold_on_the_mock() {
     for t in nish_proto::tools::TOOLS.iter().filter(|t| t.read_only()) {
         let args = match t.name {
             "get_window_state" => json!({"app": "Notes", "include_screenshot": false}),
+            "wait_for" => {
+                json!({"app": "Notes", "name": "Bold", "until": "changes", "timeout_ms": 100})
+            }
             _ => json!({}),
         };
         let _: Res = f.call(t.name, args).await;

@@ -309,4 +309,7 @@ fn manifest_names_versions_and_tools() {
         .collect();
     let want: Vec<&str> = nish_proto::tools::TOOLS.iter().map(|t| t.name).collect();
     assert_eq!(tools, want);
+    // Tools beyond the contract are named as such; the contract version does not move.
+    assert_eq!(v["extensions"], serde_json::json!(["wait_for"]));
+    assert_eq!(nish_proto::CONTRACT_VERSION, "0.8.0");
 }

@@ -68,6 +68,7 @@ tools_enum! {
     DismissNotification => "dismiss_notification",
     InvokeNotificationAction => "invoke_notification_action",
     HealthReport => "health_report",
+    WaitFor => "wait_for",
 }
 
 impl Tool {
@@ -180,6 +181,46 @@ pub struct ReadArgs {
     pub max_depth: Option<u32>,
     /// Capture the window too.
     pub include_screenshot: bool,
+}
+
+/// What wait_for waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// A matching element (or window) is there.
+    Appears,
+    /// No matching element (or window) is there.
+    Disappears,
+    /// The first match's label, states or value differ from when the wait began.
+    Changes,
+}
+
+impl Until {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Until::Appears => "appears",
+            Until::Disappears => "disappears",
+            Until::Changes => "changes",
+        }
+    }
+}
+
+/// Default wait of wait_for, in milliseconds.
+pub const WAIT_DEFAULT_MS: u64 = 5_000;
+
+/// wait_for's arguments (an extension beyond contract 0.8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitArgs {
+    /// The window.
+    pub target: WindowTarget,
+    /// The role, as rows show it (`window`: a window of the target's app).
+    pub role: Option<String>,
+    /// A part of the label (or the window's title), any case.
+    pub name: Option<String>,
+    /// What to wait for.
+    pub until: Until,
+    /// The bound, 100..=30000 ms.
+    pub timeout_ms: u64,
 }
 
 /// A pointer act on one element.
@@ -305,6 +346,8 @@ pub enum Call {
     DismissNotification,
     /// `invoke_notification_action`.
     InvokeNotificationAction,
+    /// `wait_for` (an extension beyond contract 0.8).
+    WaitFor(WaitArgs),
 }
 
 fn invalid(msg: &str) -> DriverError {
@@ -503,6 +546,25 @@ impl Call {
             Tool::ListNotifications => Call::ListNotifications,
             Tool::DismissNotification => Call::DismissNotification,
             Tool::InvokeNotificationAction => Call::InvokeNotificationAction,
+            Tool::WaitFor => {
+                let role = a.string("role").filter(|r| !r.trim().is_empty());
+                let name = a.string("name").filter(|n| !n.trim().is_empty());
+                if role.is_none() && name.is_none() {
+                    return Err(invalid("wait_for needs role or name"));
+                }
+                Call::WaitFor(WaitArgs {
+                    target: a.target(),
+                    role,
+                    name,
+                    until: match a.str("until") {
+                        Some("appears") => Until::Appears,
+                        Some("disappears") => Until::Disappears,
+                        Some("changes") => Until::Changes,
+                        _ => return Err(invalid("until is appears, disappears or changes")),
+                    },
+                    timeout_ms: a.u64("timeout_ms").unwrap_or(WAIT_DEFAULT_MS),
+                })
+            }
         })
     }
 
@@ -531,6 +593,7 @@ impl Call {
             Call::ListNotifications => Tool::ListNotifications,
             Call::DismissNotification => Tool::DismissNotification,
             Call::InvokeNotificationAction => Tool::InvokeNotificationAction,
+            Call::WaitFor(_) => Tool::WaitFor,
         }
     }
 
@@ -646,6 +709,13 @@ impl Call {
             Call::DismissNotification,
             Call::InvokeNotificationAction,
             Call::HealthReport,
+            Call::WaitFor(WaitArgs {
+                target: WindowTarget::default(),
+                role: Some("push_button".into()),
+                name: None,
+                until: Until::Appears,
+                timeout_ms: WAIT_DEFAULT_MS,
+            }),
         ]
     }
 }
@@ -729,5 +799,51 @@ mod tests {
             ),
             ErrorCode::InvalidArguments
         );
+        assert_eq!(
+            code("wait_for", r#"{"app": "Notes", "until": "appears"}"#),
+            ErrorCode::InvalidArguments
+        );
+        assert_eq!(
+            code(
+                "wait_for",
+                r#"{"name": "OK", "until": "appears", "timeout_ms": 99}"#
+            ),
+            ErrorCode::InvalidArguments
+        );
+        assert_eq!(
+            code(
+                "wait_for",
+                r#"{"name": "OK", "until": "appears", "timeout_ms": 30001}"#
+            ),
+            ErrorCode::InvalidArguments
+        );
+        assert_eq!(
+            code("wait_for", r#"{"name": "OK", "until": "soon"}"#),
+            ErrorCode::InvalidArguments
+        );
+    }
+
+    #[test]
+    fn wait_for_decodes_with_its_default_bound() {
+        let c = Call::decode(
+            "wait_for",
+            r#"{"app": "Notes", "name": "Saved", "until": "appears"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Call::WaitFor(WaitArgs {
+                target: WindowTarget {
+                    app: Some("Notes".into()),
+                    ..WindowTarget::default()
+                },
+                role: None,
+                name: Some("Saved".into()),
+                until: Until::Appears,
+                timeout_ms: WAIT_DEFAULT_MS,
+            })
+        );
+        assert_eq!(c.tool().class(), ToolClass::Read);
+        assert!(!c.synthetic());
     }
 }

@@ -56,11 +56,18 @@ pub fn tools_md() -> String {
     let _ = writeln!(
         s,
         "Class `read` tools work while a takeover is paused; `act` tools are refused then. \
-         `readOnly` and `destructive` are the MCP annotations each tool carries.\n"
+         `readOnly` and `destructive` are the MCP annotations each tool carries. Tools marked \
+         **extension** go beyond contract {}: `nish-driver manifest` lists them under \
+         `extensions`, and a host that ignores them loses nothing.\n",
+        crate::CONTRACT_VERSION
     );
     for t in TOOLS {
         let a = t.annotations();
-        let _ = writeln!(s, "## `{}`\n", t.name);
+        if t.extension {
+            let _ = writeln!(s, "## `{}` (extension)\n", t.name);
+        } else {
+            let _ = writeln!(s, "## `{}`\n", t.name);
+        }
         let _ = writeln!(s, "{}\n", t.description);
         let _ = writeln!(
             s,

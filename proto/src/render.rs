@@ -50,6 +50,30 @@ pub fn success_text(tool: &str, v: &Value) -> String {
             out.push_str(s(v, "tree_text"));
             out
         }
+        "wait_for" => {
+            let mut out = format!(
+                "matched: {} | waited {} ms | {} reads | snapshot {}",
+                s(v, "until"),
+                v["waited_ms"],
+                v["reads"],
+                s(v, "snapshot_id")
+            );
+            if let Some(w) = v.get("window").filter(|w| w.is_object()) {
+                out.push_str(&format!(
+                    " | window {} \"{}\"",
+                    w["window_id"],
+                    escape_clip(s(w, "title"), 80)
+                ));
+            }
+            if v.get("gone") == Some(&Value::Bool(true)) {
+                out.push_str(" | the element is gone");
+            }
+            if let Some(row) = v.get("row_text").and_then(Value::as_str) {
+                out.push('\n');
+                out.push_str(row);
+            }
+            out
+        }
         t if crate::tools::tool(t).is_some_and(|d| d.class == crate::tools::ToolClass::Act)
             && v.get("effect").is_some()
             && v.get("verified").is_some() =>

@@ -221,6 +221,18 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                    "backends": {"type": "array", "items": backend_entry()},
                    "capabilities": {"type": "array", "items": capability_entry()}}),
         ),
+        "wait_for" => ok_object(
+            &["matched", "until", "waited_ms", "reads"],
+            json!({"matched": {"const": true},
+                   "until": {"enum": ["appears", "disappears", "changes"]},
+                   "waited_ms": {"type": "integer", "minimum": 0},
+                   "reads": {"type": "integer", "minimum": 1},
+                   "snapshot_id": {"type": "string"},
+                   "window": window(),
+                   "element": element(),
+                   "row_text": {"type": "string"},
+                   "gone": {"type": "boolean"}}),
+        ),
         _ => return None,
     };
     Some(s)

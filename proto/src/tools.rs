@@ -37,6 +37,9 @@ pub struct ToolDef {
     pub destructive: bool,
     /// True when calling it twice has no extra effect.
     pub idempotent: bool,
+    /// True for a tool beyond the contract (contract 0.8 does not name it): `nish-driver
+    /// manifest` lists it under `extensions`, and a host that ignores it loses nothing.
+    pub extension: bool,
 }
 
 impl ToolDef {
@@ -82,6 +85,7 @@ macro_rules! t {
             class: ToolClass::$class,
             destructive: $destructive,
             idempotent: $idem,
+            extension: false,
         }
     };
 }
@@ -264,7 +268,25 @@ pub const TOOLS: &[ToolDef] = &[
         true,
         "Report the driver's backends and capabilities."
     ),
+    ToolDef {
+        name: "wait_for",
+        title: "Wait for",
+        description: "Extension (not in contract 0.8): wait, bounded, until an element matching role/name appears, disappears or changes in a window (role \"window\": a window of its app by title). Times out with timeout.",
+        class: ToolClass::Read,
+        destructive: false,
+        idempotent: true,
+        extension: true,
+    },
 ];
+
+/// The tools beyond the contract, in `tools/list` order.
+pub fn extensions() -> Vec<&'static str> {
+    TOOLS
+        .iter()
+        .filter(|t| t.extension)
+        .map(|t| t.name)
+        .collect()
+}
 
 /// Looks a tool up by name.
 pub fn tool(name: &str) -> Option<&'static ToolDef> {
@@ -380,6 +402,29 @@ pub fn input_schema(name: &str) -> Option<Value> {
             &["from_token", "to_token"],
         ),
         "bring_to_front" => obj(Value::Object(window_target()), &[]),
+        "wait_for" => {
+            let mut p = window_target();
+            p.insert(
+                "role".into(),
+                json!({"type": "string", "maxLength": 64,
+                       "description": "Role as rows show it, e.g. push_button; window: a window of the app."}),
+            );
+            p.insert(
+                "name".into(),
+                json!({"type": "string", "maxLength": 200,
+                       "description": "Part of the label (or title), any case. role or name is required."}),
+            );
+            p.insert(
+                "until".into(),
+                json!({"type": "string", "enum": ["appears", "disappears", "changes"],
+                       "description": "changes: the first match's label, states or value differ from the start."}),
+            );
+            p.insert(
+                "timeout_ms".into(),
+                json!({"type": "integer", "minimum": 100, "maximum": 30000, "description": "Default 5000."}),
+            );
+            obj(Value::Object(p), &["until"])
+        }
         "move_cursor" => obj(
             json!({"x": {"type": "integer"}, "y": {"type": "integer"},
                    "element_token": token("Move to this element's center instead of x,y."),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import anyio
 
@@ -100,6 +101,42 @@ async def gtk3(c, target: dict) -> None:
 
 
 
+async def wait_steps(c, target: dict) -> None:
+    """wait_for (an extension beyond contract 0.8) on the real backend: an answer at once when the
+    row is there, a wake when the app changes the row during the wait, a timeout in the envelope."""
+    say(f"{GTK3} wait_for:")
+    w = await ok(c, "wait_for", {**target, "role": "toggle_button", "name": "togglebutton", "until": "appears"})
+    check(w["element"]["role"] == "toggle_button" and w["reads"] >= 1, str(w))
+    say(f"  appears: matched {w['element']['element_token']} after {w['waited_ms']} ms, {w['reads']} reads")
+    if "disabled" in w["element"]["states"]:
+        say("  the first toggle button is disabled; the change step is skipped")
+    else:
+        got: dict = {}
+
+        async def waiter() -> None:
+            got["w"] = await ok(c, "wait_for", {**target, "role": "toggle_button", "name": "togglebutton",
+                                                "until": "changes", "timeout_ms": 5000})
+
+        async def clicker() -> None:
+            await anyio.sleep(0.5)
+            await act(c, "click", {"element_token": w["element"]["element_token"]}, "click it during a wait")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            tg.start_soon(clicker)
+        ch = got["w"]
+        check(ch["element"]["states"] != w["element"]["states"], f"the row changed: {ch}")
+        check(400 <= ch["waited_ms"] < 3000, f"woke on the change: {ch['waited_ms']} ms")
+        say(f"  changes: woke after {ch['waited_ms']} ms, {ch['reads']} reads, states {ch['element']['states']}")
+    start = time.monotonic()
+    err = await fails(c, "wait_for", {**target, "role": "toggle_button", "name": "togglebutton",
+                                      "until": "disappears", "timeout_ms": 500}, "timeout")
+    took = time.monotonic() - start
+    check(0.5 <= took < 2.0, f"the timeout took {took:.2f} s")
+    check("togglebutton" not in err["message"], err["message"])
+    say(f"  disappears: timeout after {took * 1000:.0f} ms: {err['message']}")
+
+
 async def gtk4(c) -> None:
     say(f"{GTK4}:")
     r = await ok(c, "get_window_state", {"app": GTK4, "max_elements": 5000})
@@ -160,6 +197,7 @@ async def run(ns: argparse.Namespace) -> None:
             say(f"before: pointer {before[0]}, active window {before[1]}")
 
             await gtk3(c, {"pid": pid})
+            await wait_steps(c, {"pid": pid})
             await gtk4(c)
             await chromium(c)
 

@@ -28,6 +28,7 @@ mod approve;
 mod control;
 mod reads;
 mod session_tools;
+mod wait;
 
 /// What ends a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -452,6 +453,7 @@ impl<B: Backend> Engine<B> {
             Call::ListWindows => self.list_windows(s).await,
             Call::GetWindowState(r) => self.get_window_state(s, &r).await,
             Call::ClipboardRead => self.clipboard_read(s).await,
+            Call::WaitFor(w) => self.wait_for(s, &w).await,
             Call::ListNotifications
             | Call::DismissNotification
             | Call::InvokeNotificationAction => Err(DriverError::new(
