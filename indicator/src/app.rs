@@ -18,7 +18,7 @@ use x11rb::protocol::xproto::{
     ChangeWindowAttributesAux, ConnectionExt as _, EventMask, Mapping, Window,
 };
 
-use crate::click::{ButtonEvent, fp1616};
+use crate::click::{ButtonEvent, Liveness, TICK, fp1616};
 use crate::consent::{self, Dialog, Outcome, inside};
 use crate::hotkey::StopHotkey;
 use crate::link::{BrokerLink, Incoming};
@@ -94,6 +94,8 @@ pub struct App {
     watch: Watch,
     next_check: Instant,
     last_dialog_raise: Option<Instant>,
+    /// Whether the event loop kept running (see [`Liveness`]).
+    live: Liveness,
 }
 
 impl App {
@@ -134,6 +136,7 @@ impl App {
             watch,
             next_check: Instant::now(),
             last_dialog_raise: None,
+            live: Liveness::new(Instant::now()),
         })
     }
 
@@ -336,16 +339,21 @@ impl App {
     /// One turn: handle queued X events, wait for input or a deadline, handle it.
     fn step(&mut self) -> Result<Option<Exit>, Fail> {
         while let Some(ev) = self.ui.conn.poll_for_event()? {
+            self.beat(Instant::now());
             self.x_event(ev)?;
         }
         self.timers()?;
         self.ui.conn.flush()?;
 
-        let timeout = self
+        let mut timeout = self
             .next_deadline()
             .map(|d| d.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(5));
+        if self.watching() {
+            timeout = timeout.min(TICK);
+        }
         let ms = timeout.as_millis().clamp(1, 5000) as u16;
+        self.live.waiting(Duration::from_millis(u64::from(ms)));
         let (link_ready, x_ready, x_broken) = {
             let mut fds = [
                 PollFd::new(self.link.fd(), PollFlags::POLLIN),
@@ -364,6 +372,7 @@ impl App {
                 r(1).intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL),
             )
         };
+        self.beat(Instant::now());
         if link_ready && let Some(exit) = self.pump_link()? {
             return Ok(Some(exit));
         }
@@ -409,12 +418,41 @@ impl App {
         Ok(())
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
-        let checking = self.dialog.is_some()
+    /// Whether a control a click can answer is shown: the consent dialog or Continue.
+    fn watching(&self) -> bool {
+        self.dialog.is_some()
             || self
                 .takeover
                 .as_ref()
-                .is_some_and(|t| t.continue_target().is_some());
+                .is_some_and(|t| t.continue_target().is_some())
+    }
+
+    /// The event loop runs at `now`, about to handle what it read. If it did not run for longer
+    /// than it allowed itself (another process of the user stopped it with `SIGSTOP`, or it was
+    /// not scheduled), the person's input read from now on may have been made meanwhile, while
+    /// nobody kept the controls on top: the dialog and Continue are armed afresh, so it does not
+    /// count.
+    fn beat(&mut self, now: Instant) {
+        let Some(gap) = self.live.beat(now) else {
+            return;
+        };
+        if !self.watching() {
+            return;
+        }
+        tracing::info!(
+            gap_ms = gap.as_millis() as u64,
+            "the indicator did not run for a while: the consent dialog and Continue are re-armed"
+        );
+        if let Some(d) = &mut self.dialog {
+            d.rearm(now, "stalled");
+        }
+        if let Some(t) = &mut self.takeover {
+            t.rearm_continue(now, "stalled");
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let checking = self.watching();
         [
             self.dialog.as_ref().map(|d| d.deadline),
             self.takeover.as_ref().map(Takeover::next_deadline),

@@ -22,6 +22,55 @@ pub const ARM_DELAY: Duration = Duration::from_millis(500);
 /// Clicks this soon after the broker's last `DriverPress` are ignored.
 pub const DRIVER_QUIET: Duration = Duration::from_millis(1500);
 
+/// The event loop's longest wait while a control a click can answer is shown: it wakes at least
+/// this often, so a stall longer than this and [`STALL_MARGIN`] is seen.
+pub const TICK: Duration = Duration::from_millis(50);
+/// How much longer than it allowed itself the event loop may take from one turn to the next
+/// before it counts as stalled (stopped with `SIGSTOP`, or not scheduled).
+pub const STALL_MARGIN: Duration = Duration::from_millis(200);
+
+/// Whether a turn of the event loop `gap` after the last one, when it allowed itself to wait
+/// `timeout` meanwhile, means the indicator stalled.
+pub fn stalled(gap: Duration, timeout: Duration) -> bool {
+    gap > timeout + STALL_MARGIN
+}
+
+/// Whether the event loop kept running. Events are timed when the loop handles them, so what the
+/// person did while the indicator was stopped would be judged as if done just now, on a control
+/// shown for the arming delay although nobody kept it on top or visible meanwhile. The loop
+/// calls [`Liveness::beat`] before it handles what it read; a stall re-arms the controls, so
+/// whatever was read after it is judged within a fresh arming delay.
+#[derive(Debug)]
+pub struct Liveness {
+    last: Instant,
+    allowed: Duration,
+}
+
+impl Liveness {
+    /// A loop running at `now`.
+    pub fn new(now: Instant) -> Self {
+        Liveness {
+            last: now,
+            allowed: Duration::ZERO,
+        }
+    }
+
+    /// The loop is about to wait for at most `timeout`.
+    pub fn waiting(&mut self, timeout: Duration) {
+        self.allowed = self.allowed.max(timeout);
+    }
+
+    /// The loop runs at `now`, about to handle what it read: the time since its last beat when
+    /// that was longer than it allowed itself (it stalled), else `None`.
+    pub fn beat(&mut self, now: Instant) -> Option<Duration> {
+        let gap = now.saturating_duration_since(self.last);
+        let was = stalled(gap, self.allowed);
+        self.last = now;
+        self.allowed = Duration::ZERO;
+        was.then_some(gap)
+    }
+}
+
 /// The X button number of the primary (left) button.
 pub const LEFT_BUTTON: u8 = 1;
 
@@ -194,6 +243,38 @@ impl RealClick {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wake_up_much_later_than_the_loop_allowed_is_a_stall() {
+        assert!(!stalled(ms(50), TICK));
+        assert!(!stalled(TICK + STALL_MARGIN, TICK));
+        assert!(stalled(TICK + STALL_MARGIN + ms(1), TICK));
+        assert!(stalled(ms(700), TICK));
+        // A stall that could hide a whole arming delay is always seen.
+        assert!(TICK + STALL_MARGIN < ARM_DELAY);
+    }
+
+    #[test]
+    fn liveness_counts_the_wait_the_loop_allowed_itself_once() {
+        let t0 = Instant::now();
+        let mut live = Liveness::new(t0);
+        live.waiting(TICK);
+        assert_eq!(live.beat(t0 + ms(60)), None, "a wait as long as allowed");
+        // Between two beats with no wait, only the margin is allowed.
+        assert_eq!(live.beat(t0 + ms(60) + STALL_MARGIN), None);
+        let late = t0 + ms(60) + STALL_MARGIN + ms(400);
+        assert_eq!(
+            live.beat(late),
+            Some(ms(400)),
+            "stopped while handling events"
+        );
+        live.waiting(ms(5000));
+        assert_eq!(
+            live.beat(late + ms(4000)),
+            None,
+            "a long wait that was allowed"
+        );
+    }
 
     fn ev(window: u32, at: Instant) -> ButtonEvent {
         ButtonEvent {

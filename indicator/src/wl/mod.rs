@@ -20,7 +20,7 @@
 //! - never a key: the dialog asks the seat for no keyboard at all, so no key event reaches it;
 //!   a close request (a key shortcut of the compositor) is ignored;
 //! - events are timed when they were read from the compositor's socket, and a stall of the
-//!   indicator (its event loop did not run for [`STALL_MARGIN`] past its poll timeout, as when
+//!   indicator (its event loop did not run for [`crate::click::STALL_MARGIN`] past its poll timeout, as when
 //!   another process of the user stops it with `SIGSTOP`) starts the arming delay and the
 //!   distrust of the pointer's point again before the events read after it are handled: a
 //!   click queued while it was stopped never counts;
@@ -46,7 +46,7 @@ use wayland_client::{Connection, Dispatch, EventQueue, QueueHandle, WEnum, deleg
 use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_base};
 
 use crate::app::Exit;
-use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON, RealClick};
+use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON, Liveness, RealClick, TICK};
 use crate::consent::{Kind, TITLE, denied};
 use crate::link::{BrokerLink, Incoming};
 use crate::sys::ShmMem;
@@ -61,19 +61,6 @@ const SLOT_BYTES: usize = 3840 * 2160 * 4;
 const BTN_LEFT: u32 = 0x110;
 /// The `xdg_toplevel` state `activated`.
 const ACTIVATED: u32 = 4;
-/// The event loop's longest wait while a dialog is open: it wakes at least this often, so a
-/// stall longer than this and [`STALL_MARGIN`] is seen.
-pub const TICK: Duration = Duration::from_millis(50);
-/// How much longer than its poll timeout the event loop may take from one wake-up to the next
-/// before it counts as stalled (stopped, or not scheduled).
-pub const STALL_MARGIN: Duration = Duration::from_millis(200);
-
-/// Whether a wake-up `gap` after the last one, with a poll timeout of `timeout`, means the
-/// indicator stalled.
-pub fn stalled(gap: Duration, timeout: Duration) -> bool {
-    gap > timeout + STALL_MARGIN
-}
-
 /// An open dialog.
 #[derive(Debug)]
 struct WlDialog {
@@ -589,8 +576,8 @@ pub struct WlApp {
     conn: Connection,
     queue: EventQueue<State>,
     state: State,
-    /// When the event loop last woke (from its poll, after reading).
-    last_wake: Instant,
+    /// Whether the event loop kept running (beats when it woke from its poll, after reading).
+    live: Liveness,
 }
 
 impl WlApp {
@@ -651,7 +638,7 @@ impl WlApp {
             conn,
             queue,
             state,
-            last_wake: Instant::now(),
+            live: Liveness::new(Instant::now()),
         })
     }
 
@@ -664,7 +651,7 @@ impl WlApp {
                 return Exit::BrokerClosed;
             }
         }
-        self.last_wake = Instant::now();
+        self.live = Liveness::new(Instant::now());
         loop {
             match self.step() {
                 Ok(None) => {}
@@ -731,7 +718,7 @@ impl WlApp {
             })
             .unwrap_or(Duration::from_secs(5));
         let ms = timeout.as_millis().clamp(1, 5000) as u16;
-        let timeout = Duration::from_millis(u64::from(ms));
+        self.live.waiting(Duration::from_millis(u64::from(ms)));
         let (link_ready, wl_ready) = {
             let mut fds = [
                 PollFd::new(self.link.fd(), PollFlags::POLLIN),
@@ -755,10 +742,11 @@ impl WlApp {
         // than the wait allowed, the indicator was stopped (or starved) meanwhile, and what
         // the person did then was not done on a dialog shown for the arming delay.
         let now = Instant::now();
-        let gap = now.saturating_duration_since(self.last_wake);
-        self.last_wake = now;
+        let stall = self.live.beat(now);
         self.state.batch_at = now;
-        if self.state.dialog.is_some() && stalled(gap, timeout) {
+        if let Some(gap) = stall
+            && self.state.dialog.is_some()
+        {
             tracing::info!(
                 gap_ms = gap.as_millis() as u64,
                 "the indicator did not run for a while: the consent dialog is re-armed"
@@ -926,18 +914,6 @@ enum Fail {
 mod tests {
     use super::*;
     use nish_proto::wire::indicator::{ConsentApp, ConsentDialog, HostProgram};
-
-    #[test]
-    fn a_wake_up_much_later_than_the_poll_allowed_is_a_stall() {
-        let ms = Duration::from_millis;
-        assert!(!stalled(ms(50), TICK));
-        assert!(!stalled(TICK + STALL_MARGIN, TICK));
-        assert!(stalled(TICK + STALL_MARGIN + ms(1), TICK));
-        // A SIGSTOP of 700 ms while a dialog is open.
-        assert!(stalled(ms(700), TICK));
-        // The longest stall not seen is less than the arming delay.
-        assert!(TICK + STALL_MARGIN < ARM_DELAY);
-    }
 
     #[test]
     fn the_box_sits_in_the_middle_and_every_control_has_its_label_drawn() {

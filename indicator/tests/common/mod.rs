@@ -655,6 +655,11 @@ impl Indicator {
         }
     }
 
+    /// The process id (to stop and continue it as another process of the person could).
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("a pid fits")
+    }
+
     /// Sends a message as the broker.
     pub fn send(&mut self, msg: BrokerToIndicator) {
         codec::write_frame(self.sock.as_mut().expect("open"), &msg, MAX_FRAME_BYTES).unwrap();
