@@ -405,6 +405,7 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
         | ReaderToBroker::Probe { .. }
         | ReaderToBroker::Watching { .. }
         | ReaderToBroker::Settled { .. }
+        | ReaderToBroker::Objects { .. }
         | ReaderToBroker::Failed { .. } => Msg::Answer,
         ReaderToBroker::Connect { .. } => Msg::Connect,
     }

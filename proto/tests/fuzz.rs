@@ -382,6 +382,13 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
                 max_ms: n[4],
             },
         }),
+        (any::<u64>(), window(), proptest::collection::vec(s(), 0..4)).prop_map(
+            |(id, window, handles)| BrokerToReader::ReadObjects {
+                id,
+                window,
+                handles
+            }
+        ),
     ]
 }
 
@@ -448,6 +455,11 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         }),
         (any::<u64>(), probe).prop_map(|(id, probe)| ReaderToBroker::Probe { id, probe }),
         (any::<u64>(), failure()).prop_map(|(id, failure)| ReaderToBroker::Failed { id, failure }),
+        (
+            any::<u64>(),
+            proptest::collection::vec(proptest::option::of(node()), 0..3)
+        )
+            .prop_map(|(id, nodes)| ReaderToBroker::Objects { id, nodes }),
         any::<[u64; 2]>().prop_map(|n| ReaderToBroker::Watching {
             id: n[0],
             watch: n[1]
@@ -464,6 +476,8 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
                     window_known: b[3],
                     ms: n[1],
                     overflow: b[4],
+                    changed: b[5]
+                        .then(|| vec![format!(":1.{}|/org/a11y/atspi/accessible/{}", c[0], c[1])]),
                 },
             }
         }),

@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt as _;
-use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WATCH_LIFE_MS};
+use nish_proto::wire::reader::{
+    MAX_CHANGED, SettleBounds, SettleReport, SettleWait, WATCH_LIFE_MS,
+};
 use tokio::sync::Notify;
 use zbus::Connection;
 
@@ -57,6 +59,25 @@ struct Seen {
     structural: bool,
     last: Option<Instant>,
     overflow: bool,
+    /// The window's objects that sent an event, first seen first (at most [`MAX_CHANGED`]).
+    changed: Vec<String>,
+    /// An event came from an object not in the window's last walk, or more than
+    /// [`MAX_CHANGED`] objects sent events: `changed` does not name them all.
+    changed_unknown: bool,
+}
+
+impl Seen {
+    fn note_changed(&mut self, path: &str, walked: bool) {
+        if !walked {
+            self.changed_unknown = true;
+        } else if !self.changed.iter().any(|p| p == path) {
+            if self.changed.len() < MAX_CHANGED {
+                self.changed.push(path.to_string());
+            } else {
+                self.changed_unknown = true;
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -65,6 +86,8 @@ struct Watch {
     notify: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
     window_known: bool,
+    /// The application's bus name (for the handles in the report).
+    app: String,
 }
 
 impl Drop for Watch {
@@ -111,6 +134,20 @@ impl WindowObjects {
                 map.remove(&old);
             }
         }
+    }
+
+    /// Whether every one of `handles` (`<bus>|<path>`) was in the window's last walk.
+    pub fn walked(&self, window_id: u64, handles: &[String]) -> bool {
+        let Ok(map) = self.map.lock() else {
+            return false;
+        };
+        let Some(mine) = map.get(&window_id) else {
+            return false;
+        };
+        handles.iter().all(|h| {
+            h.split_once('|')
+                .is_some_and(|(b, p)| b == mine.0 && mine.1.contains(p))
+        })
     }
 
     /// This window's objects, and the application's other walked windows' objects.
@@ -206,6 +243,8 @@ impl Watches {
                         continue;
                     }
                     s.events = s.events.saturating_add(1);
+                    let walked = mine.as_ref().is_some_and(|m| m.1.contains(path));
+                    s.note_changed(path, walked);
                     s.own |= own;
                     s.structural |= children;
                     s.last = Some(Instant::now());
@@ -226,6 +265,7 @@ impl Watches {
                     notify,
                     task,
                     window_known,
+                    app: app.to_string(),
                 },
             );
         Ok(id)
@@ -288,6 +328,8 @@ impl Watches {
             window_known: w.window_known,
             ms: start.elapsed().as_millis() as u64,
             overflow: s.overflow,
+            changed: (w.window_known && !s.changed_unknown && !s.overflow)
+                .then(|| s.changed.iter().map(|p| format!("{}|{p}", w.app)).collect()),
         })
     }
 }

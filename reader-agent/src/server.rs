@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::WindowInfo;
 use nish_proto::wire::codec::{FrameError, aio, encode};
-use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{
+    BrokerToReader, DesktopProbe, MAX_CHANGED, ReaderToBroker, WalkLimits,
+};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
@@ -36,6 +38,8 @@ pub const NAMES_WAIT: Duration = Duration::from_millis(400);
 pub const X11_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a probe waits for the accessibility bus.
 pub const PROBE_BUS_WAIT: Duration = Duration::from_secs(3);
+/// Longest time to read a settle's changed objects again (it falls back to a whole read).
+pub const READ_OBJECTS_BUDGET: Duration = Duration::from_millis(1000);
 
 /// The reader's state shared by its requests.
 #[derive(Debug)]
@@ -364,6 +368,40 @@ impl Reader {
                     Err(f) => failed(id, &f),
                 }
             }
+            BrokerToReader::ReadObjects {
+                id,
+                window,
+                handles,
+            } => {
+                let start = Instant::now();
+                if handles.len() > MAX_CHANGED
+                    || !self.watches.objects.walked(window.window_id, &handles)
+                {
+                    failed(
+                        id,
+                        &Failure::new(
+                            ErrorCode::InvalidArguments,
+                            "the objects are not all of the window's last walk",
+                        ),
+                    )
+                } else {
+                    match crate::walk::read_objects(&self.a11y, &handles, READ_OBJECTS_BUDGET).await
+                    {
+                        Ok(nodes) => {
+                            tracing::info!(
+                                id,
+                                window = window.window_id,
+                                asked = handles.len(),
+                                read = nodes.iter().filter(|n| n.is_some()).count(),
+                                ms = start.elapsed().as_millis() as u64,
+                                "objects read again"
+                            );
+                            ReaderToBroker::Objects { id, nodes }
+                        }
+                        Err(f) => failed(id, &f),
+                    }
+                }
+            }
             BrokerToReader::Capture { id, window, secure } => {
                 match self.capture(&window, &secure).await {
                     Ok(c) => ReaderToBroker::Png {
@@ -436,6 +474,7 @@ fn request_id(r: &BrokerToReader) -> u64 {
         | BrokerToReader::Probe { id }
         | BrokerToReader::Watch { id, .. }
         | BrokerToReader::Settle { id, .. }
+        | BrokerToReader::ReadObjects { id, .. }
         | BrokerToReader::Connected { id, .. } => *id,
     }
 }
@@ -449,6 +488,7 @@ fn response_id(r: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Probe { id, .. }
         | ReaderToBroker::Watching { id, .. }
         | ReaderToBroker::Settled { id, .. }
+        | ReaderToBroker::Objects { id, .. }
         | ReaderToBroker::Failed { id, .. }
         | ReaderToBroker::Connect { id, .. } => *id,
     }

@@ -435,6 +435,128 @@ pub async fn read_tree(
     ))
 }
 
+/// Reads the objects named by `handles` (`<bus>|<path>`, all of one application) again, one by
+/// one, within `budget`: role, name, states, interfaces and value, as a walk reads them (a field
+/// remembered as secure, or secure now, gives no value; credential-looking values are withheld).
+/// No extents, action names or children: the slots' `parent`, `depth`, `child_count`, `frame`
+/// and `actions` are empty. `None` for an object that could not be read (gone, a handle of
+/// another application, or no answer in time).
+pub async fn read_objects(
+    a11y: &A11y,
+    handles: &[String],
+    budget: Duration,
+) -> Result<Vec<Option<nish_proto::model::Node>>, Failure> {
+    let start = Instant::now();
+    let Some(bus) = handles
+        .first()
+        .and_then(|h| h.split_once('|'))
+        .map(|(b, _)| b.to_string())
+    else {
+        return Ok(vec![]);
+    };
+    let link = a11y.link(&bus).await?;
+    let ctx = Arc::new(Ctx {
+        link,
+        actions: a11y.action_names(),
+        stable_actions: false,
+        start,
+        deadline: start + budget,
+        phase_end_us: std::sync::atomic::AtomicU64::new(0),
+        flights: a11y.flights(&bus),
+        dead: AtomicBool::new(false),
+        out_of_time: AtomicBool::new(false),
+        broken: AtomicBool::new(false),
+        calls: AtomicUsize::new(0),
+    });
+    ctx.phase_until(start + budget);
+    let paths: Vec<Option<String>> = handles
+        .iter()
+        .map(|h| {
+            h.split_once('|')
+                .filter(|(b, p)| *b == bus && p.starts_with('/'))
+                .map(|(_, p)| p.to_string())
+        })
+        .collect();
+    let read = nish_atspi::pool::run(paths.clone(), PROPS_POOL, |path| {
+        let ctx = ctx.clone();
+        async move {
+            match path {
+                Some(p) => ctx.props(&p).await.ok(),
+                None => None,
+            }
+        }
+    })
+    .await;
+    let mut arena = Arena::new();
+    let mut keys: Vec<Option<Key>> = Vec::with_capacity(paths.len());
+    for (path, props) in paths.iter().zip(read) {
+        keys.push(match (path, props.flatten()) {
+            (Some(path), Some(p)) => Some(arena.insert(Obj::from_atspi(
+                &bus,
+                path,
+                p.role,
+                &p.name,
+                &p.states,
+                &p.ifaces,
+                p.child_count,
+            ))),
+            _ => None,
+        });
+    }
+    // Before any value is read: a field once seen secure stays secure.
+    a11y.secure_memory().apply(&mut arena);
+    let jobs: Vec<(usize, Want, String)> = keys
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| {
+            let o = arena.get((*k)?);
+            let secure = o.states.has(State::Secure) || o.role == "password_text";
+            let want = match value_kind(&o.role, o.states, o.ifaces) {
+                _ if secure => None,
+                ValueKind::Text => Some(Want::Text),
+                ValueKind::Number => Some(Want::Number),
+                ValueKind::None => None,
+            }?;
+            Some((i, want, o.path.clone()))
+        })
+        .collect();
+    let slots: Vec<usize> = jobs.iter().map(|(i, _, _)| *i).collect();
+    let values = nish_atspi::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
+        let ctx = ctx.clone();
+        async move { detail(&ctx, want, &path).await }
+    })
+    .await;
+    let mut details: Vec<Option<Details>> = vec![Some(Details::default()); keys.len()];
+    for (i, v) in slots.into_iter().zip(values) {
+        match v {
+            Some(Ok(Got::Value(v))) => {
+                if let Some(d) = details[i].as_mut() {
+                    d.value = Some(v);
+                }
+            }
+            // A value that could not be read: the object is not known as it is now.
+            _ => details[i] = None,
+        }
+    }
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&bus).await;
+    }
+    Ok(keys
+        .into_iter()
+        .zip(details)
+        .map(|(k, d)| {
+            let (k, d) = (k?, d?);
+            let row = nish_atspi::tree::Row {
+                key: k,
+                parent: None,
+                depth: 0,
+                child_rows: 0,
+            };
+            build_nodes(&arena, &[row], vec![d]).pop()
+        })
+        .collect())
+}
+
 /// Reads live, level by level, the children the limits admit that `arena` does not hold yet,
 /// until none is left or the phase ends. Returns how many objects were read.
 async fn read_structure(

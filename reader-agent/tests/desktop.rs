@@ -188,6 +188,7 @@ fn answer_id(a: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Probe { id, .. }
         | ReaderToBroker::Watching { id, .. }
         | ReaderToBroker::Settled { id, .. }
+        | ReaderToBroker::Objects { id, .. }
         | ReaderToBroker::Failed { id, .. } => *id,
     }
 }

@@ -21,7 +21,7 @@ use nish_proto::doctor::{
     Probe, action_for,
 };
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::{ProcIdentity, Tree, WindowInfo};
+use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker,
@@ -91,6 +91,7 @@ impl AgentMessage for ReaderToBroker {
             | ReaderToBroker::Probe { id, .. }
             | ReaderToBroker::Watching { id, .. }
             | ReaderToBroker::Settled { id, .. }
+            | ReaderToBroker::Objects { id, .. }
             | ReaderToBroker::Failed { id, .. } => Some(*id),
         }
     }
@@ -1247,6 +1248,33 @@ impl Backend for LinuxBackend {
         let wait = Duration::from_millis(bounds.max_ms) + WATCH_TIMEOUT;
         match self.reader.ask(&r, id, msg, wait, CallKind::Read).await {
             Ok(ReaderToBroker::Settled { report, .. }) => Some(report),
+            _ => None,
+        }
+    }
+
+    async fn read_objects(
+        &self,
+        window: &WindowInfo,
+        handles: Vec<String>,
+    ) -> Option<Vec<Option<Node>>> {
+        let r = self.reader().await.ok()?;
+        super::agents::opener().allow_pid(window.pid);
+        let id = r.next_id();
+        let msg = BrokerToReader::ReadObjects {
+            id,
+            window: window.clone(),
+            handles,
+        };
+        match self
+            .reader
+            .ask(&r, id, msg, self.read_timeout, CallKind::Read)
+            .await
+        {
+            Ok(ReaderToBroker::Objects { nodes, .. }) => Some(nodes),
+            Ok(ReaderToBroker::Failed { failure, .. }) => {
+                tracing::debug!(code = failure.code.as_str(), "objects not read again");
+                None
+            }
             _ => None,
         }
     }

@@ -592,7 +592,15 @@ pub struct MockBackend {
     /// Event watches begun, and settles asked.
     watches: std::sync::atomic::AtomicUsize,
     settles: std::sync::atomic::AtomicUsize,
+    /// Each watch's window rows when it began (handle, name, states, value): a settle names
+    /// the rows that differ since as the objects that sent events, as a real app would.
+    watched: Mutex<std::collections::HashMap<u64, (WindowInfo, Vec<Seen>)>>,
+    /// Objects read again ([`Backend::read_objects`]) so far.
+    objects_read: std::sync::atomic::AtomicUsize,
 }
+
+/// A row as a watch saw it: handle, name, states, value.
+type Seen = (String, String, StateSet, Option<String>);
 
 /// How the fake desktop's apps send AT-SPI events around an act (the event-driven settle).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -633,7 +641,30 @@ impl MockBackend {
             events: Mutex::new(MockEvents::None),
             watches: std::sync::atomic::AtomicUsize::new(0),
             settles: std::sync::atomic::AtomicUsize::new(0),
+            watched: Mutex::new(std::collections::HashMap::new()),
+            objects_read: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Objects read again after a settle named them ([`Backend::read_objects`]) so far.
+    pub fn objects_read(&self) -> usize {
+        self.objects_read.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The window's rows as a watch sees them.
+    fn seen_rows(&self, window: &WindowInfo) -> Vec<Seen> {
+        let d = self.desk();
+        d.windows
+            .iter()
+            .find(|w| w.window_id == window.window_id)
+            .map(|w| {
+                d.walk(w, WalkLimits::default())
+                    .0
+                    .into_iter()
+                    .map(|n| (n.handle, n.name, n.states, n.value))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Sets how the fake apps send events around an act.
@@ -762,26 +793,71 @@ impl Backend for MockBackend {
             .take()
     }
 
-    async fn watch_events(&self, _window: &WindowInfo, _element: &str) -> Option<u64> {
+    async fn watch_events(&self, window: &WindowInfo, _element: &str) -> Option<u64> {
         let e = *self.events.lock().unwrap_or_else(|e| e.into_inner());
         if e == MockEvents::None {
             return None;
         }
+        let id = self
+            .watches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst) as u64
+            + 1;
+        let rows = self.seen_rows(window);
+        self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, (window.clone(), rows));
+        Some(id)
+    }
+
+    async fn read_objects(
+        &self,
+        window: &WindowInfo,
+        handles: Vec<String>,
+    ) -> Option<Vec<Option<Node>>> {
+        self.objects_read
+            .fetch_add(handles.len(), std::sync::atomic::Ordering::SeqCst);
+        let d = self.desk();
+        let w = d.windows.iter().find(|w| w.window_id == window.window_id)?;
+        let nodes = d.walk(w, WalkLimits::default()).0;
         Some(
-            self.watches
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst) as u64
-                + 1,
+            handles
+                .iter()
+                .map(|h| {
+                    nodes.iter().find(|n| &n.handle == h).map(|n| Node {
+                        parent: None,
+                        depth: 0,
+                        child_count: 0,
+                        frame: None,
+                        actions: vec![],
+                        ..n.clone()
+                    })
+                })
+                .collect(),
         )
     }
 
     async fn settle_events(
         &self,
-        _watch: u64,
+        watch: u64,
         wait: SettleWait,
         bounds: SettleBounds,
     ) -> Option<SettleReport> {
         self.settles
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let began = self
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&watch);
+        // Every row that differs since the watch began sent its event.
+        let changed = began.map(|(window, before)| {
+            let now = self.seen_rows(&window);
+            now.iter()
+                .filter(|row| !before.contains(row))
+                .map(|row| row.0.clone())
+                .collect::<Vec<String>>()
+        });
         let e = *self.events.lock().unwrap_or_else(|e| e.into_inner());
         let (own_seen, quiet, ms) = match e {
             MockEvents::None => return None,
@@ -795,6 +871,9 @@ impl Backend for MockBackend {
             quiet,
             window_known: true,
             ms,
+            // A lost event leaves the change unnamed; an app that keeps changing names more
+            // than a settle may.
+            changed: changed.filter(|_| e == MockEvents::Own),
             ..Default::default()
         })
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
-use nish_proto::model::{ProcIdentity, Tree, WindowInfo};
+use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::cli::PersonOp;
 use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
 use nish_proto::wire::input::{Expect, SemanticOp};
@@ -258,6 +258,19 @@ pub trait Backend: Send + Sync + 'static {
         _wait: SettleWait,
         _bounds: SettleBounds,
     ) -> impl Future<Output = Option<SettleReport>> + Send {
+        async { None }
+    }
+
+    /// Reads the objects named by `handles` (from the window's last walk, at most
+    /// [`nish_proto::wire::reader::MAX_CHANGED`]) again, after a settle named them as changed:
+    /// one slot per handle with its role, name, states, interfaces and value (parent, depth,
+    /// child count, frame and actions empty); `None` in a slot for an object not read, and
+    /// `None` in all when the backend cannot (the settle then reads the whole window).
+    fn read_objects(
+        &self,
+        _window: &WindowInfo,
+        _handles: Vec<String>,
+    ) -> impl Future<Output = Option<Vec<Option<Node>>>> + Send {
         async { None }
     }
 

@@ -282,8 +282,8 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Ends a watch the wait began and no settle ended.
-    async fn end_watch(&self, watch: Option<u64>) {
+    /// Ends a watch that no settle will use (one a wait or an act began).
+    pub(crate) async fn end_watch(&self, watch: Option<u64>) {
         if let Some(w) = watch {
             let none = SettleBounds {
                 own_max_ms: 0,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{AgentFailure, ConnectTarget, Connected, LockdownReport};
-use crate::model::{Tree, WindowInfo};
+use crate::model::{Node, Tree, WindowInfo};
 
 /// Limits of one walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +112,17 @@ pub enum BrokerToReader {
         /// Bounds.
         bounds: SettleBounds,
     },
+    /// Reads the named objects of a window again, one by one (after an act whose settle named
+    /// them in [`SettleReport::changed`]): role, name, states, interfaces and value, as a walk
+    /// reads them (secure fields give no value). No extents, action names or children.
+    ReadObjects {
+        /// Request id.
+        id: u64,
+        /// The window (already matched to an approved app by the broker).
+        window: WindowInfo,
+        /// Handles from the window's last walk, at most [`MAX_CHANGED`].
+        handles: Vec<String>,
+    },
     /// The answer to the reader's [`ReaderToBroker::Connect`]; on success the descriptor is
     /// attached to this frame.
     Connected {
@@ -147,8 +158,11 @@ pub struct SettleBounds {
     pub max_ms: u64,
 }
 
-/// What a settle saw. Event counts and times only: no event body, no app text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Most objects a settle names in [`SettleReport::changed`]; with more, it names none.
+pub const MAX_CHANGED: usize = 32;
+
+/// What a settle saw. Event counts, times and object handles only: no event body, no app text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SettleReport {
     /// Events of the window seen since the watch began.
     pub events: u32,
@@ -169,6 +183,11 @@ pub struct SettleReport {
     /// Events were dropped because too many came at once (the settle then counts as not
     /// quiet).
     pub overflow: bool,
+    /// The handles (`<bus>|<path>`) of the window's objects that sent an event during the
+    /// watch, in the order first seen, when every one of them was in the window's last walk
+    /// and there were at most [`MAX_CHANGED`]; `None` otherwise (a new object, another
+    /// application's object, too many, an overflow, or the window not walked).
+    pub changed: Option<Vec<String>>,
 }
 
 /// From the reader to the broker.
@@ -211,6 +230,16 @@ pub enum ReaderToBroker {
         id: u64,
         /// The watch.
         watch: u64,
+    },
+    /// The objects read again ([`BrokerToReader::ReadObjects`]): one slot per handle asked, in
+    /// order; `None` when that object could not be read (gone, or its app did not answer).
+    /// Each node has its role, name, states, interfaces and value; its parent, depth, child
+    /// count, frame and actions are left empty.
+    Objects {
+        /// Request id.
+        id: u64,
+        /// The nodes.
+        nodes: Vec<Option<Node>>,
     },
     /// A settle ended ([`BrokerToReader::Settle`]).
     Settled {

@@ -12,7 +12,7 @@ use std::time::Instant;
 use nish_proto::call::{Call, NewValue, Observe, PointerArgs, Scope, Tool};
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::Token;
-use nish_proto::model::{Node, State, WindowInfo};
+use nish_proto::model::{Node, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleWait, WalkLimits};
 use serde_json::{Value, json};
@@ -22,6 +22,36 @@ use super::{Engine, Output, Session, ToolResult};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
 use crate::snapshots::Snapshot;
 use crate::views::{self, ViewKind, ViewParams, light_hash};
+
+/// The window's rows after an act from the rows before it (`before`, re-read right before the
+/// act while the app's events were watched) and the objects that sent events since, read again
+/// (`fresh`, one slot per handle of `changed`): their names, states and values replace the
+/// rows'. `None`, so that the whole window is read, when an object could not be read or is
+/// not a row, or when its role or interfaces changed or it started or stopped showing (the
+/// rows a walk lists would change). Frames and action names stay those of the rows before.
+fn merge_changed(
+    before: &[Node],
+    changed: &[String],
+    fresh: Vec<Option<Node>>,
+) -> Option<Vec<Node>> {
+    if fresh.len() != changed.len() {
+        return None;
+    }
+    let mut nodes = before.to_vec();
+    let shown = |n: &Node| (n.states.has(State::Showing), n.states.has(State::Visible));
+    for (h, f) in changed.iter().zip(fresh) {
+        let f = f?;
+        let row = nodes.iter().position(|n| &n.handle == h)?;
+        let n = &mut nodes[row];
+        if f.handle != *h || f.role != n.role || f.ifaces != n.ifaces || shown(&f) != shown(n) {
+            return None;
+        }
+        n.name = f.name;
+        n.states = f.states;
+        n.value = f.value;
+    }
+    Some(nodes)
+}
 
 /// Actions a click uses, in order of preference.
 const CLICK_ACTIONS: &[&str] = &[
@@ -94,6 +124,8 @@ fn is_checkable(n: &Node) -> bool {
 struct Target {
     /// The window's rows right before the act (the diff's "before"), in the token's structure.
     before: Vec<Node>,
+    /// Why the snapshot the token came from was cut short, if it was.
+    truncated: Option<TruncReason>,
     row: u32,
     node: Node,
     window: WindowInfo,
@@ -313,6 +345,7 @@ impl<B: Backend> Engine<B> {
         let node = before[row as usize].clone();
         Ok(Target {
             before,
+            truncated: snap.tree.truncated,
             row,
             node,
             window,
@@ -474,17 +507,52 @@ impl<B: Backend> Engine<B> {
                 ));
             }
         };
-        let t = self.target(s, token).await?;
-        let (op, verify) = Self::choose_semantic(call, &t)?;
+        // The app's events are watched from before the target's re-read (GTK 4 sends them
+        // before it answers the act): the settle may then take the rows that sent no event
+        // from that re-read.
+        let mut watch = self.watch_target(s, call, token).await;
+        let t = match self.target(s, token).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.end_watch(watch.take()).await;
+                return Err(e);
+            }
+        };
+        let (op, verify) = match Self::choose_semantic(call, &t) {
+            Ok(v) => v,
+            Err(e) => {
+                self.end_watch(watch.take()).await;
+                return Err(e);
+            }
+        };
         // A host that approves this act is asked now; after its approval the target is read
         // again and must still be what the host approved.
-        let (t, op, verify) = match self.approve_act(s, call, &t.subject()).await? {
+        let approval = match self.approve_act(s, call, &t.subject()).await {
+            Ok(a) => a,
+            Err(e) => {
+                self.end_watch(watch.take()).await;
+                return Err(e);
+            }
+        };
+        let (t, op, verify) = match approval {
             None => (t, op, verify),
             Some(digest) => {
-                let t = self.target(s, token).await?;
-                self.check_approved(Some(&digest), call, &t.subject())?;
-                let (op, verify) = Self::choose_semantic(call, &t)?;
-                (t, op, verify)
+                // The approval took its time: watch afresh from the second re-read.
+                self.end_watch(watch.take()).await;
+                watch = self.watch_target(s, call, token).await;
+                let again = async {
+                    let t = self.target(s, token).await?;
+                    self.check_approved(Some(&digest), call, &t.subject())?;
+                    let (op, verify) = Self::choose_semantic(call, &t)?;
+                    Ok::<_, DriverError>((t, op, verify))
+                };
+                match again.await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.end_watch(watch.take()).await;
+                        return Err(e);
+                    }
+                }
             }
         };
         let text_len = match &op {
@@ -494,14 +562,14 @@ impl<B: Backend> Engine<B> {
             _ => None,
         };
         // A pause can land while the target was being re-read: judge again right before sending.
-        self.rejudge(s, call)?;
-        // The app's events are watched from before the act (GTK 4 sends them before it
-        // answers the act), when the act changes the element itself.
-        let watch = if self.cfg.settle_events && !matches!(verify, Verify::None) {
-            self.backend.watch_events(&t.window, &t.node.handle).await
-        } else {
-            None
-        };
+        if let Err(e) = self.rejudge(s, call) {
+            self.end_watch(watch.take()).await;
+            return Err(e);
+        }
+        // The events decide the settle only for an act that changes the element itself.
+        if matches!(verify, Verify::None) {
+            self.end_watch(watch.take()).await;
+        }
         let started = Instant::now();
         let path = match self
             .bounded("the act", self.backend.semantic(t.expect(), op))
@@ -509,14 +577,7 @@ impl<B: Backend> Engine<B> {
         {
             Ok(p) => p,
             Err(mut e) => {
-                if let Some(w) = watch {
-                    let none = SettleBounds {
-                        own_max_ms: 0,
-                        quiet_ms: 0,
-                        max_ms: 0,
-                    };
-                    let _ = self.backend.settle_events(w, SettleWait::Quiet, none).await;
-                }
+                self.end_watch(watch).await;
                 if e.effect.is_none() && e.code.retry() != nish_proto::errors::Retry::Unsafe {
                     e = e.with_effect("refused");
                 }
@@ -526,6 +587,33 @@ impl<B: Backend> Engine<B> {
         let act_ms = started.elapsed().as_millis() as u64;
         self.finish_act(s, call, &t, verify, path, false, text_len, act_ms, watch)
             .await
+    }
+
+    /// Starts watching the events of the token's application (its element), when the settle
+    /// follows events; `None` otherwise or when the watch could not begin.
+    /// Only for an act that, as the snapshot shows its element, changes the element itself.
+    async fn watch_target(&self, s: &Session, call: &Call, token: &Token) -> Option<u64> {
+        if !self.cfg.settle_events {
+            return None;
+        }
+        let (snap, row) = {
+            let core = s.core();
+            core.snaps.resolve(token, core.sm.epoch).ok()?
+        };
+        let node = snap.tree.nodes.get(row as usize)?.clone();
+        let t = Target {
+            before: snap.tree.nodes.clone(),
+            truncated: snap.tree.truncated,
+            row,
+            node,
+            window: snap.tree.window.clone(),
+        };
+        match Self::choose_semantic(call, &t) {
+            Ok((_, verify)) if !matches!(verify, Verify::None) => {
+                self.backend.watch_events(&t.window, &t.node.handle).await
+            }
+            _ => None,
+        }
     }
 
     /// Settles, verifies, diffs, observes and audits an act that was sent.
@@ -566,7 +654,7 @@ impl<B: Backend> Engine<B> {
         // Boxed: the settle's reads are deep futures, and an act's own future is already large
         // (a debug build's worker stack overflowed on a takeover click).
         let (after, settle_ms, settled, settle_by) =
-            Box::pin(self.settle(s, &t.window, watch, expect_own)).await;
+            Box::pin(self.settle(s, t, watch, expect_own)).await;
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
@@ -624,10 +712,11 @@ impl<B: Backend> Engine<B> {
     async fn settle(
         &self,
         s: &Session,
-        w: &WindowInfo,
+        t: &Target,
         watch: Option<u64>,
         expect_own: bool,
     ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool, &'static str) {
+        let w = &t.window;
         let start = Instant::now();
         let ms = |start: Instant| start.elapsed().as_millis() as u64;
         if let Some(watch) = watch {
@@ -650,6 +739,24 @@ impl<B: Backend> Engine<B> {
                 && (r.own_seen || !expect_own)
                 && !r.structural
             {
+                // The objects that sent events are read again, the other rows are the re-read
+                // before the act (watched since): no whole read when that holds.
+                if let Some(changed) = r.changed.filter(|c| !c.is_empty())
+                    && let Some(fresh) = self.backend.read_objects(w, changed.clone()).await
+                    && let Some(nodes) = merge_changed(&t.before, &changed, fresh)
+                {
+                    let tree = Tree {
+                        window: w.clone(),
+                        nodes,
+                        truncated: t.truncated,
+                    };
+                    if let Ok(tree) = self.validate_tree(tree, w) {
+                        let mut core = s.core();
+                        let epoch = core.sm.epoch;
+                        let snap = core.snaps.record(tree, epoch, || self.new_snapshot_id());
+                        return (Ok(snap), ms(start), r.quiet, "events_objects");
+                    }
+                }
                 let read = self.read_window(s, w).await;
                 return (read, ms(start), r.quiet, "events");
             }

@@ -334,6 +334,7 @@ impl<B: Backend> Engine<B> {
                 let t = Target {
                     node: before.tree.nodes[0].clone(),
                     before: before.tree.nodes.clone(),
+                    truncated: before.tree.truncated,
                     row: 0,
                     window: w,
                 };
