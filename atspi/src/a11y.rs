@@ -16,7 +16,7 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 use crate::dbus::{CallError, Read, call, local_unix_address};
 use crate::failure::Failure;
-use crate::framematch::{Candidate, Target, match_frame};
+use crate::framematch::{Candidate, TOP_LEVEL_ROLES, Target, match_frame};
 use crate::states::{atspi_bits, ifaces_from_names, map_states, role_name};
 use crate::tree::NAME_MAX_CHARS;
 
@@ -911,6 +911,70 @@ async fn recheck_frame(
     })
 }
 
+/// One top-level object of an application: a child of its root object whose role is one of
+/// [`crate::framematch::TOP_LEVEL_ROLES`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopLevel {
+    /// Its object path.
+    pub path: String,
+    /// Its basic properties.
+    pub props: Props,
+    /// Its extents, when it is a component and answered.
+    pub extents: Option<Rect>,
+}
+
+/// The top-level objects of the application at `link` (the children of its root object that
+/// it serves itself, with a top-level role), with their extents; `None` when it did not answer
+/// the child list (a failed peer-to-peer link is dropped, so the next call goes through the
+/// bus). Children that do not answer their properties are left out.
+pub async fn top_levels(a11y: &A11y, link: &AppLink) -> Option<Vec<TopLevel>> {
+    let kids: Vec<(String, OwnedObjectPath)> = match call(
+        &link.conn,
+        link.dest(),
+        ROOT_PATH,
+        Read::GetChildren,
+        &(),
+        SETUP_TIMEOUT,
+    )
+    .await
+    {
+        Ok(k) => k,
+        Err(CallError::Timeout) => return None,
+        Err(_) => {
+            if link.p2p {
+                a11y.drop_link(&link.bus_name).await;
+            }
+            return None;
+        }
+    };
+    let paths: Vec<String> = kids
+        .into_iter()
+        .filter(|(b, _)| b == &link.bus_name || b.is_empty())
+        .map(|(_, p)| p.as_str().to_string())
+        .collect();
+    let got = crate::pool::run(paths, 16, |path| {
+        let link = link.clone();
+        async move {
+            let p = props(&link, &path, SETUP_TIMEOUT).await.ok()?;
+            if !TOP_LEVEL_ROLES.contains(&role_name(p.role).as_str()) {
+                return None;
+            }
+            let e = if ifaces_from_names(&p.ifaces).has(Ifaces::COMPONENT) {
+                extents(&link, &path, SETUP_TIMEOUT).await.ok()
+            } else {
+                None
+            };
+            Some(TopLevel {
+                path,
+                props: p,
+                extents: e,
+            })
+        }
+    })
+    .await;
+    Some(got.into_iter().flatten().flatten().collect())
+}
+
 async fn discover_frame(
     a11y: &A11y,
     window: &WindowInfo,
@@ -931,53 +995,17 @@ async fn discover_frame(
     let mut any_answered = false;
     for app in mine {
         let link = a11y.link(&app.bus_name).await?;
-        let kids: Vec<(String, OwnedObjectPath)> = match call(
-            &link.conn,
-            link.dest(),
-            ROOT_PATH,
-            Read::GetChildren,
-            &(),
-            SETUP_TIMEOUT,
-        )
-        .await
-        {
-            Ok(k) => k,
-            Err(CallError::Timeout) => continue,
-            Err(_) if link.p2p => {
-                a11y.drop_link(&app.bus_name).await;
-                continue;
-            }
-            Err(_) => continue,
+        let Some(tops) = top_levels(a11y, &link).await else {
+            continue;
         };
         any_answered = true;
-        let paths: Vec<String> = kids
-            .into_iter()
-            .filter(|(b, _)| b == &app.bus_name || b.is_empty())
-            .map(|(_, p)| p.as_str().to_string())
-            .collect();
-        let infos = crate::pool::run(paths, 16, |path| {
-            let link = link.clone();
-            async move {
-                let p = props(&link, &path, SETUP_TIMEOUT).await.ok()?;
-                let ifaces = ifaces_from_names(&p.ifaces);
-                let e = if ifaces.has(Ifaces::COMPONENT) {
-                    extents(&link, &path, SETUP_TIMEOUT).await.ok()
-                } else {
-                    None
-                };
-                Some((path, p, e))
-            }
-        })
-        .await;
-        let infos: Vec<(String, Props, Option<Rect>)> =
-            infos.into_iter().flatten().flatten().collect();
-        let cands: Vec<Candidate> = infos
+        let cands: Vec<Candidate> = tops
             .iter()
-            .map(|(_, p, e)| Candidate {
-                role: role_name(p.role),
-                name: p.name.clone(),
-                extents: *e,
-                showing: map_states(atspi_bits(&p.states)).has(State::Showing),
+            .map(|t| Candidate {
+                role: role_name(t.props.role),
+                name: t.props.name.clone(),
+                extents: t.extents,
+                showing: map_states(atspi_bits(&t.props.states)).has(State::Showing),
             })
             .collect();
         let target = Target {
@@ -986,7 +1014,11 @@ async fn discover_frame(
             title: &window.title,
         };
         if let Some(i) = match_frame(&cands, &target) {
-            let (path, props, extents) = infos[i].clone();
+            let TopLevel {
+                path,
+                props,
+                extents,
+            } = tops[i].clone();
             let toolkit = toolkit(&link).await;
             return Ok(FrameRef {
                 link,

@@ -1441,19 +1441,13 @@ mod tests {
     #[tokio::test]
     async fn the_relay_keeps_a_refused_act_from_the_app() {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let (agent_ours, mut agent) = UnixStream::pair().unwrap();
-        let (bus_ours, mut bus) = UnixStream::pair().unwrap();
         let g = Grants::new();
-        tokio::spawn(relay(
-            agent_ours,
-            bus_ours,
-            Policy::Input {
-                link: Link::Bus,
-                grants: g.clone(),
-            },
-        ));
+        let (mut agent, mut bus, _) = relayed(Policy::Input {
+            link: Link::Bus,
+            grants: g.clone(),
+        });
         let _guard = g.grant(grant(ActMethod::DoAction, EL));
-        let auth = b"\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n".to_vec();
+        let auth = [AUTH_LINE, b"BEGIN\r\n"].concat();
         let outside = call_with(
             Some(APP),
             "/org/a11y/atspi/accessible/99",
@@ -1484,30 +1478,16 @@ mod tests {
             .unwrap();
         bus_says_ok(&mut bus).await;
         let want = [b"BEGIN\r\n".to_vec(), read, inside].concat();
-        let mut got = vec![0u8; want.len()];
-        tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
-            .await
-            .unwrap()
-            .unwrap();
         assert_eq!(
-            got, want,
+            read_n(&mut bus, want.len()).await,
+            want,
             "the bus got the read and the granted act, and nothing else"
         );
-        let mut line = vec![0u8; OK_LINE.len()];
-        agent.read_exact(&mut line).await.unwrap();
+        let line = read_n(&mut agent, OK_LINE.len()).await;
         assert_eq!(&line, OK_LINE, "the bus's OK comes first");
-        let mut head = [0u8; 16];
-        tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            agent.read_exact(&mut head),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        let len = message_len(&head).unwrap().unwrap();
-        let mut e = head.to_vec();
-        e.resize(len, 0);
-        agent.read_exact(&mut e[16..]).await.unwrap();
+        let mut e = read_n(&mut agent, 16).await;
+        let len = message_len(&e).unwrap().unwrap();
+        e.extend(read_n(&mut agent, len - 16).await);
         let h = parse_header(&e).unwrap();
         assert_eq!(h.msg_type, ERROR);
         let mut extra = [0u8; 1];
@@ -1595,15 +1575,49 @@ mod tests {
     const AUTH_LINE: &[u8] = b"\0AUTH EXTERNAL 31303030\r\n";
     const OK_LINE: &[u8] = b"OK 0123456789abcdef0123456789abcdef\r\n";
 
-    /// The fake bus reads the agent's `AUTH` line and answers `OK`.
-    async fn bus_says_ok(bus: &mut UnixStream) {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let mut got = vec![0u8; AUTH_LINE.len()];
-        tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
+    /// A relay under `policy` between a fake agent and a fake bus: the agent's end, the bus's
+    /// end and the relay's task.
+    fn relayed(policy: Policy) -> (UnixStream, UnixStream, tokio::task::JoinHandle<()>) {
+        let (agent_ours, agent) = UnixStream::pair().unwrap();
+        let (bus_ours, bus) = UnixStream::pair().unwrap();
+        (
+            agent,
+            bus,
+            tokio::spawn(relay(agent_ours, bus_ours, policy)),
+        )
+    }
+
+    /// The reader's policy and the input agent's (granting nothing).
+    fn both_policies() -> [Policy; 2] {
+        [
+            Policy::Reader,
+            Policy::Input {
+                link: Link::Bus,
+                grants: Grants::new(),
+            },
+        ]
+    }
+
+    /// Reads `n` bytes (failing after 5 s).
+    async fn read_n(s: &mut UnixStream, n: usize) -> Vec<u8> {
+        use tokio::io::AsyncReadExt as _;
+        let mut got = vec![0u8; n];
+        tokio::time::timeout(std::time::Duration::from_secs(5), s.read_exact(&mut got))
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(got, AUTH_LINE);
+        got
+    }
+
+    /// The fake bus reads the agent's `AUTH` line.
+    async fn bus_reads_auth(bus: &mut UnixStream) {
+        assert_eq!(read_n(bus, AUTH_LINE.len()).await, AUTH_LINE);
+    }
+
+    /// The fake bus reads the agent's `AUTH` line and answers `OK`.
+    async fn bus_says_ok(bus: &mut UnixStream) {
+        use tokio::io::AsyncWriteExt as _;
+        bus_reads_auth(bus).await;
         bus.write_all(OK_LINE).await.unwrap();
     }
 
@@ -1661,16 +1675,8 @@ mod tests {
                 OK_LINE.to_vec(),
             ),
         ] {
-            for policy in [
-                Policy::Reader,
-                Policy::Input {
-                    link: Link::Bus,
-                    grants: Grants::new(),
-                },
-            ] {
-                let (agent_ours, mut agent) = UnixStream::pair().unwrap();
-                let (bus_ours, mut bus) = UnixStream::pair().unwrap();
-                tokio::spawn(relay(agent_ours, bus_ours, policy));
+            for policy in both_policies() {
+                let (mut agent, mut bus, _) = relayed(policy);
                 let _ = agent
                     .write_all(
                         &[
@@ -1683,12 +1689,7 @@ mod tests {
                         .concat(),
                     )
                     .await;
-                let mut got = vec![0u8; AUTH_LINE.len()];
-                use tokio::io::AsyncReadExt as _;
-                tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
-                    .await
-                    .unwrap()
-                    .unwrap();
+                bus_reads_auth(&mut bus).await;
                 let _ = bus.write_all(&bus_answer).await;
                 let rest = rest_of(&mut bus).await;
                 assert!(
@@ -1709,15 +1710,12 @@ mod tests {
     /// it (the relay would keep up to 64 MiB a link otherwise).
     #[tokio::test]
     async fn an_agents_huge_message_ends_the_link() {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let (agent_ours, mut agent) = UnixStream::pair().unwrap();
-        let (bus_ours, mut bus) = UnixStream::pair().unwrap();
-        let relay = tokio::spawn(relay(agent_ours, bus_ours, Policy::Reader));
+        use tokio::io::AsyncWriteExt as _;
+        let (mut agent, mut bus, relay) = relayed(Policy::Reader);
         agent.write_all(AUTH_LINE).await.unwrap();
         agent.write_all(b"BEGIN\r\n").await.unwrap();
         bus_says_ok(&mut bus).await;
-        let mut begin = [0u8; 7];
-        bus.read_exact(&mut begin).await.unwrap();
+        assert_eq!(read_n(&mut bus, 7).await, b"BEGIN\r\n");
         let mut big = call_with(
             Some(APP),
             EL,
@@ -1741,17 +1739,9 @@ mod tests {
     /// and the `OK` line is not read as a message (a run once failed the handshake so).
     #[tokio::test]
     async fn a_pipelined_handshake_gets_its_answers_in_order() {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        for policy in [
-            Policy::Reader,
-            Policy::Input {
-                link: Link::Bus,
-                grants: Grants::new(),
-            },
-        ] {
-            let (agent_ours, mut agent) = UnixStream::pair().unwrap();
-            let (bus_ours, mut bus) = UnixStream::pair().unwrap();
-            tokio::spawn(relay(agent_ours, bus_ours, policy));
+        use tokio::io::AsyncWriteExt as _;
+        for policy in both_policies() {
+            let (mut agent, mut bus, _) = relayed(policy);
             let read = call_with(
                 Some(APP),
                 EL,
@@ -1760,32 +1750,24 @@ mod tests {
                 "",
                 &[],
             );
-            let lines = b"\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n";
+            let lines = [AUTH_LINE, b"NEGOTIATE_UNIX_FD\r\nBEGIN\r\n"].concat();
             agent
-                .write_all(&[lines.to_vec(), read.clone()].concat())
+                .write_all(&[lines, read.clone()].concat())
                 .await
                 .unwrap();
             // The bus answers late.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             bus_says_ok(&mut bus).await;
             let want = [b"BEGIN\r\n".to_vec(), read.clone()].concat();
-            let mut got = vec![0u8; want.len()];
-            tokio::time::timeout(std::time::Duration::from_secs(5), bus.read_exact(&mut got))
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(got, want, "the bus never sees NEGOTIATE_UNIX_FD");
+            assert_eq!(
+                read_n(&mut bus, want.len()).await,
+                want,
+                "the bus never sees NEGOTIATE_UNIX_FD"
+            );
             let reply = call_with(None, EL, "x.y", "Z", "", &[]);
             bus.write_all(&reply).await.unwrap();
             let want = [OK_LINE.to_vec(), b"ERROR\r\n".to_vec(), reply].concat();
-            let mut got = vec![0u8; want.len()];
-            tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                agent.read_exact(&mut got),
-            )
-            .await
-            .unwrap()
-            .unwrap();
+            let got = read_n(&mut agent, want.len()).await;
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(&want),

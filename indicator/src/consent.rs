@@ -190,8 +190,42 @@ pub fn denied() -> ConsentAnswer {
     }
 }
 
-const PAD: i16 = 18;
-const GAP: i16 = 12;
+/// Padding inside the dialog (both dialogs, see [`fixed_height`]).
+pub const PAD: i16 = 18;
+/// Space between groups (both dialogs).
+pub const GAP: i16 = 12;
+
+/// The height of the dialog without its app rows and the line saying how many apps are not
+/// shown: its padding, text lines, checkbox lines, gaps and buttons, for a dialog whose big
+/// text (heading, checkbox lines, buttons) is `big` pixels high and whose small text is
+/// `small`. `assistive` adds the line [`ASSISTIVE_LINE`]. The X11 dialog and the Wayland one
+/// (`crate::wl::layout`) lay out the same lines, so both size themselves with this.
+pub fn fixed_height(req: &ConsentDialog, assistive: bool, big: i32, small: i32) -> i32 {
+    let (pad, gap) = (i32::from(PAD), i32::from(GAP));
+    let row_h = big + 14;
+    let button_h = big + 16;
+    pad * 2
+        + (big + 6)
+        + 4 * (small + 4)
+        + gap
+        + (small + 6)
+        + if req.missing_requested != 0 {
+            small + 6
+        } else {
+            0
+        }
+        + if req.takeover {
+            8 + row_h + 2 * (small + 2)
+        } else {
+            0
+        }
+        + if req.clipboard { row_h } else { 0 }
+        + gap
+        + small
+        + if assistive { small + 4 } else { 0 }
+        + gap
+        + button_h
+}
 
 impl Dialog {
     /// Creates and maps the dialog, centred on the screen.
@@ -244,24 +278,7 @@ impl Dialog {
         ];
 
         // Rows that fit on the screen; the rest of the apps are not shown and stay off.
-        let fixed_h = PAD * 2
-            + (lh + 6)
-            + 4 * (hint_h + 4)
-            + GAP
-            + (hint_h + 6)
-            + if missing.is_some() { hint_h + 6 } else { 0 }
-            + if req.takeover {
-                8 + row_h + 2 * (hint_h + 2)
-            } else {
-                0
-            }
-            + if req.clipboard { row_h } else { 0 }
-            + GAP
-            + hint_h
-            + if assistive { hint_h + 4 } else { 0 }
-            + GAP
-            + button_h
-            + 40;
+        let fixed_h = fixed_height(&req, assistive, i32::from(lh), i32::from(hint_h)) as i16 + 40;
         let max_rows = ((sh - fixed_h) / row_h).max(1) as usize;
         let shown = req.apps.len().min(max_rows);
         let hidden = req.apps.len() - shown;

@@ -212,11 +212,7 @@ fn declined_hung_and_unresponsive_acts() {
         .a11y_bus_address()
         .expect("accessibility bus")
         .to_string();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = nish_testdesk::runtime().expect("a runtime");
     let (conn, counters) = rt.block_on(serve(&a11y));
     let me = conn.unique_name().unwrap().to_string();
     // Registered: the registry lists the fake application.

@@ -31,13 +31,11 @@
 use std::collections::HashMap;
 
 use nish_proto::model::{Rect, State, WindowInfo};
-use zbus::zvariant::OwnedObjectPath;
 
-use nish_atspi::a11y::{A11y, AppLink, FrameRef, ROOT_PATH, SETUP_TIMEOUT, props};
-use nish_atspi::dbus::{CallError, Read, call};
+use nish_atspi::a11y::{A11y, FrameRef, SETUP_TIMEOUT, TopLevel, props, top_levels};
 use nish_atspi::failure::Failure;
 use nish_atspi::framematch::TOP_LEVEL_ROLES;
-use nish_atspi::states::{atspi_bits, ifaces_from_names, map_states, role_name};
+use nish_atspi::states::{atspi_bits, map_states, role_name};
 
 /// The largest bus-name serial a window id can carry (ids stay below 2^53).
 pub const MAX_SERIAL: u64 = (1 << 21) - 1;
@@ -71,65 +69,6 @@ pub fn window_id(bus_name: &str, path: &str) -> Option<u64> {
 pub fn decode(window_id: u64) -> Option<(String, u32)> {
     let s = window_id >> 32;
     (s > 0 && s <= MAX_SERIAL).then(|| (format!(":1.{s}"), (window_id & 0xffff_ffff) as u32))
-}
-
-/// One top-level object of an application.
-#[derive(Clone, Debug)]
-struct TopLevel {
-    path: String,
-    props: nish_atspi::a11y::Props,
-    extents: Option<Rect>,
-}
-
-/// The top-level objects of the application at `link`, `None` when it did not answer.
-async fn top_levels(a11y: &A11y, link: &AppLink) -> Option<Vec<TopLevel>> {
-    let kids: Vec<(String, OwnedObjectPath)> = match call(
-        &link.conn,
-        link.dest(),
-        ROOT_PATH,
-        Read::GetChildren,
-        &(),
-        SETUP_TIMEOUT,
-    )
-    .await
-    {
-        Ok(k) => k,
-        Err(CallError::Timeout) => return None,
-        Err(_) => {
-            if link.p2p {
-                a11y.drop_link(&link.bus_name).await;
-            }
-            return None;
-        }
-    };
-    let paths: Vec<String> = kids
-        .into_iter()
-        .filter(|(b, _)| b == &link.bus_name || b.is_empty())
-        .map(|(_, p)| p.as_str().to_string())
-        .collect();
-    let got = nish_atspi::pool::run(paths, 16, |path| {
-        let link = link.clone();
-        async move {
-            let p = props(&link, &path, SETUP_TIMEOUT).await.ok()?;
-            if !TOP_LEVEL_ROLES.contains(&role_name(p.role).as_str()) {
-                return None;
-            }
-            let e = if ifaces_from_names(&p.ifaces).has(nish_proto::model::Ifaces::COMPONENT) {
-                nish_atspi::a11y::extents(&link, &path, SETUP_TIMEOUT)
-                    .await
-                    .ok()
-            } else {
-                None
-            };
-            Some(TopLevel {
-                path,
-                props: p,
-                extents: e,
-            })
-        }
-    })
-    .await;
-    Some(got.into_iter().flatten().flatten().collect())
 }
 
 /// True when the extents start at the window's own corner, as a Wayland toplevel's do.

@@ -73,11 +73,7 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         .a11y_bus_address()
         .expect("an accessibility bus")
         .to_string();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = nish_testdesk::runtime().expect("a runtime");
     rt.block_on(async {
         let c = Case {
             watches: Watches::default(),

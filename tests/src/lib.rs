@@ -79,3 +79,12 @@ pub fn page(name: &str) -> std::path::PathBuf {
         .join("pages")
         .join(name)
 }
+
+/// The runtime the desktop tests drive their bus clients, stand-in apps and relays on: two
+/// worker threads, with I/O and timers.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}

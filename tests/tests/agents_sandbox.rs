@@ -329,11 +329,7 @@ fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
     let app = desk.spawn(App::Gtk3WidgetFactory).expect("the app");
     desk.wait_atspi_app(app.pid, std::time::Duration::from_secs(45))
         .expect("the app on the registry");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = nish_testdesk::runtime().expect("a runtime");
     let opener = Opener::new(Endpoints::from_vars(
         desk.env().into_iter().map(|(k, v)| (k.into(), v.into())),
     ));

@@ -196,11 +196,7 @@ fn a_compromised_input_agent_acts_only_as_granted() {
         .a11y_bus_address()
         .expect("an accessibility bus")
         .to_string();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = nish_testdesk::runtime().expect("a runtime");
     let opener = Opener::new(Endpoints::from_vars(
         desk.env().into_iter().map(|(k, v)| (k.into(), v.into())),
     ));

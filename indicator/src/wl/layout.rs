@@ -8,13 +8,14 @@ use nish_proto::wire::indicator::{ConsentApp, ConsentDialog};
 
 use super::draw::{Size, color};
 use crate::consent::{
-    CLIPBOARD_LINE, Kind, NAME_CHARS, TAKEOVER_LINE, USE_LINE, app_label, lease_line, program_line,
+    self, CLIPBOARD_LINE, Kind, NAME_CHARS, TAKEOVER_LINE, USE_LINE, app_label, fixed_height,
+    lease_line, program_line,
 };
 
-/// Padding inside the box.
-const PAD: i32 = 18;
-/// Space between groups.
-const GAP: i32 = 12;
+/// Padding inside the box (the X11 dialog's).
+const PAD: i32 = consent::PAD as i32;
+/// Space between groups (the X11 dialog's).
+const GAP: i32 = consent::GAP as i32;
 
 /// A rectangle in the box's coordinates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,22 +120,7 @@ pub fn layout(req: &ConsentDialog, max_w: i32, max_h: i32) -> Layout {
         "the screen. Your own mouse or keys pause it until you click Continue.",
     ];
 
-    let fixed_h = PAD * 2
-        + (big + 6)
-        + 4 * (small + 4)
-        + GAP
-        + (small + 6)
-        + if missing.is_some() { small + 6 } else { 0 }
-        + if req.takeover {
-            8 + row_h + 2 * (small + 2)
-        } else {
-            0
-        }
-        + if req.clipboard { row_h } else { 0 }
-        + GAP
-        + small
-        + GAP
-        + button_h;
+    let fixed_h = fixed_height(req, false, big, small);
     let max_rows = ((max_h - fixed_h - small - 6) / row_h).max(1) as usize;
     let shown = req.apps.len().min(max_rows);
     let hidden = req.apps.len() - shown;
@@ -363,6 +349,30 @@ mod tests {
         for c in &l.controls {
             assert!(c.rect.x >= 0 && c.rect.x + c.rect.w <= l.w, "{c:?}");
             assert!(c.rect.y + c.rect.h <= l.h, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn the_shared_fixed_height_is_the_box_without_app_rows() {
+        let (big, small) = (Size::Big.height(), Size::Small.height());
+        for (takeover, clipboard, missing) in [(true, true, 2), (false, false, 0), (true, false, 1)]
+        {
+            let r = ConsentDialog {
+                takeover,
+                clipboard,
+                missing_requested: missing,
+                ..req(0)
+            };
+            assert_eq!(layout(&r, 1280, 800).h, fixed_height(&r, false, big, small));
+            let rows = layout(
+                &ConsentDialog {
+                    apps: req(3).apps,
+                    ..r.clone()
+                },
+                1280,
+                800,
+            );
+            assert_eq!(rows.h, fixed_height(&r, false, big, small) + 3 * (big + 14));
         }
     }
 
