@@ -33,6 +33,23 @@ async fn emit(app: &zbus::Connection, path: &str, member: &str) {
     .unwrap();
 }
 
+/// One round trip to the bus on each connection: the signals `from` sent before are routed by
+/// then, and `to` has read every message routed to it before the answer (so none of them
+/// reaches a watch begun afterwards).
+async fn drain(from: &zbus::Connection, to: &zbus::Connection) {
+    for c in [from, to] {
+        c.call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetId",
+            &(),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 fn bounds(own_max_ms: u64, quiet_ms: u64, max_ms: u64) -> SettleBounds {
     SettleBounds {
         own_max_ms,
@@ -102,6 +119,11 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         assert_eq!((r.events, r.ignored), (1, 0), "{r:?}");
         assert!(r.window_known);
         assert!(r.ms < 1000, "quiet came well before the bound: {r:?}");
+        assert_eq!(
+            r.changed,
+            Some(vec![format!("{app}|/w1/own")]),
+            "the object that sent the event is named"
+        );
 
         // Another app's event on the same path is not even matched; another window's is
         // ignored; a new object of the application (in no walk yet) counts.
@@ -114,6 +136,10 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         let r = c.settle(w, SettleWait::Own, bounds(1000, 60, 3000)).await;
         assert!(r.own_seen && r.quiet, "{r:?}");
         assert_eq!((r.events, r.ignored), (2, 1), "{r:?}");
+        assert_eq!(
+            r.changed, None,
+            "an object in no walk is not named: the window must be read whole"
+        );
 
         // Another window's events alone never make the act's own event.
         let w = c.watch().await;
@@ -143,6 +169,9 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
         };
         let r = c.settle(w, SettleWait::Own, bounds(1000, 60, 400)).await;
         busy.abort();
+        let _ = busy.await;
+        // The busy app's last signals are not left to reach the next watch.
+        drain(&c.app, &c.reader).await;
         assert!(r.own_seen && !r.quiet && r.structural, "{r:?}");
         assert!((400..1500).contains(&r.ms), "bounded by max: {r:?}");
         assert!(r.events > 5, "{r:?}");
