@@ -541,6 +541,72 @@ async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
 }
 
 #[tokio::test]
+async fn an_effect_elsewhere_in_the_window_is_in_the_diff_when_its_object_sent_an_event() {
+    use nish_broker::backend::mock::MockEvents;
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let backend = &f.engine.backend;
+    let status_of = |r: &Value| -> String {
+        r["elements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["role"] == "label" && e["label"].as_str().is_some_and(|l| l.contains("Italic"))
+            })
+            .map(|e| e["label"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    let click_italic = || {
+        let f = &f;
+        async move {
+            let r = f.read("Notes").await;
+            let c = f
+                .call(
+                    "click",
+                    json!({"element_token": Fixture::token(&r, "toggle_button", "Italic")}),
+                )
+                .await;
+            c.ok().clone()
+        }
+    };
+    // Both objects send their events: the toggle and the status line are read again, and both
+    // changes are in the diff.
+    backend.set_events(MockEvents::Own);
+    let c = click_italic().await;
+    assert_eq!(c["effect"], "confirmed", "{c}");
+    let changed = c["diff"]["changed"].as_array().unwrap().clone();
+    assert_eq!(changed.len(), 2, "the toggle and the status line: {c}");
+    assert!(
+        changed
+            .iter()
+            .any(|r| r["fields"] == json!(["label"]) || r["fields"] == json!(["name"])),
+        "the status line's new text is in the diff: {c}"
+    );
+    assert_eq!(backend.objects_read(), 2);
+    let by: Vec<String> = f
+        .audit()
+        .iter()
+        .filter(|e| e["event"] == "act")
+        .map(|e| e["settle_by"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(by, ["events_objects"]);
+
+    // The status line sends no event (lost): only the toggle is read again; its own state is
+    // still verified, the diff lacks the status line, and the next read shows it.
+    backend.set_events(MockEvents::OwnOnly);
+    let c = click_italic().await;
+    assert_eq!(c["effect"], "confirmed", "{c}");
+    assert_eq!(c["diff"]["changed"].as_array().unwrap().len(), 1, "{c}");
+    assert_eq!(backend.objects_read(), 3);
+    let r = f.read("Notes").await;
+    assert!(
+        status_of(&r).contains("Italic"),
+        "the next read shows it: {r}"
+    );
+}
+
+#[tokio::test]
 async fn acts_verify_honestly_and_diffs_are_real() {
     let f = Fixture::new(true);
     f.start_headless(&["Notes"]).await;

@@ -46,6 +46,8 @@ enum Behavior {
     AddRow,
     ClearEntry,
     Toggle,
+    /// Toggles, and the window's status line says so (an effect elsewhere in the window).
+    ToggleAndStatus(&'static str),
 }
 
 #[derive(Clone, Debug)]
@@ -268,7 +270,7 @@ impl Desk {
         d.els[tg].actions = vec!["click"];
         d.els[tg].ifaces |= Ifaces::ACTION;
         d.els[tg].states.insert(State::Checkable);
-        d.els[tg].behavior = Behavior::Toggle;
+        d.els[tg].behavior = Behavior::ToggleAndStatus("Italic changed");
         let spin = d.add(Some(form), "spin_button", "Count");
         d.els[spin].ifaces |= Ifaces::VALUE | Ifaces::TEXT;
         d.els[spin].value = Some("3".into());
@@ -449,6 +451,12 @@ impl Desk {
         match self.els[id].behavior.clone() {
             Behavior::None => {}
             Behavior::Status(s) => self.set_status(w.window_id, s.into()),
+            Behavior::ToggleAndStatus(s) => {
+                self.els[id].behavior = Behavior::Toggle;
+                self.behave(id);
+                self.els[id].behavior = Behavior::ToggleAndStatus(s);
+                self.set_status(w.window_id, s.into());
+            }
             Behavior::Toggle => {
                 if self.els[id].states.has(State::Checked) {
                     self.els[id].states.remove(State::Checked);
@@ -597,6 +605,8 @@ pub struct MockBackend {
     watched: Mutex<std::collections::HashMap<u64, (WindowInfo, Vec<Seen>)>>,
     /// Objects read again ([`Backend::read_objects`]) so far.
     objects_read: std::sync::atomic::AtomicUsize,
+    /// The handle of the element the last semantic act was on.
+    last_acted: Mutex<Option<String>>,
 }
 
 /// A row as a watch saw it: handle, name, states, value.
@@ -614,6 +624,9 @@ pub enum MockEvents {
     Lost,
     /// The element's own event, and then the app keeps changing past the settle's bound.
     Busy,
+    /// The element's own event only: what the act changed elsewhere in the window sent none
+    /// (a lost event elsewhere).
+    OwnOnly,
 }
 
 impl std::fmt::Debug for MockBackend {
@@ -643,7 +656,16 @@ impl MockBackend {
             settles: std::sync::atomic::AtomicUsize::new(0),
             watched: Mutex::new(std::collections::HashMap::new()),
             objects_read: std::sync::atomic::AtomicUsize::new(0),
+            last_acted: Mutex::new(None),
         }
+    }
+
+    /// The handle of the element the last semantic act was on.
+    fn acted_on(&self) -> Option<String> {
+        self.last_acted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Objects read again after a settle named them ([`Backend::read_objects`]) so far.
@@ -861,7 +883,7 @@ impl Backend for MockBackend {
         let e = *self.events.lock().unwrap_or_else(|e| e.into_inner());
         let (own_seen, quiet, ms) = match e {
             MockEvents::None => return None,
-            MockEvents::Own => (true, true, bounds.quiet_ms),
+            MockEvents::Own | MockEvents::OwnOnly => (true, true, bounds.quiet_ms),
             MockEvents::Lost => (false, false, bounds.own_max_ms),
             MockEvents::Busy => (true, false, bounds.max_ms),
         };
@@ -873,7 +895,15 @@ impl Backend for MockBackend {
             ms,
             // A lost event leaves the change unnamed; an app that keeps changing names more
             // than a settle may.
-            changed: changed.filter(|_| e == MockEvents::Own),
+            changed: match e {
+                MockEvents::Own => changed,
+                MockEvents::OwnOnly => changed.map(|c| {
+                    c.into_iter()
+                        .filter(|h| Some(h) == self.acted_on().as_ref())
+                        .collect()
+                }),
+                _ => None,
+            },
             ..Default::default()
         })
     }
@@ -1000,6 +1030,7 @@ impl Backend for MockBackend {
 
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         let id = self.resolve(&target)?;
+        *self.last_acted.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("mock:{id}"));
         let mut d = self.desk();
         let secure = d.els[id].states.has(State::Secure) || d.els[id].role == "password_text";
         match op {
