@@ -4,7 +4,7 @@
 //! are handled first, and before a button event is judged the socket is checked once more
 //! without waiting, so a `DriverPress` sent before the driver's click is seen before the click.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ use crate::click::{ButtonEvent, Liveness, TICK, fp1616};
 use crate::consent::{self, Dialog, Outcome, inside};
 use crate::hotkey::StopHotkey;
 use crate::link::{BrokerLink, Incoming};
+use crate::servertime::ServerClock;
 use crate::takeover::{Note, Takeover};
 use crate::visible::{self, Hidden, Watch};
 use crate::xui::Ui;
@@ -96,6 +97,10 @@ pub struct App {
     last_dialog_raise: Option<Instant>,
     /// Whether the event loop kept running (see [`Liveness`]).
     live: Liveness,
+    /// The X server's clock: button events are judged when they happened.
+    clock: ServerClock,
+    /// Events read while waiting for the first stamp, handled first.
+    early: VecDeque<Event>,
 }
 
 impl App {
@@ -121,6 +126,15 @@ impl App {
             }
         };
         let hotkey_grabbed = hotkey.as_ref().is_some_and(StopHotkey::fully_grabbed);
+        // The first stamp of the server's clock, before any control can be shown.
+        let mut clock = ServerClock::new(&ui.conn, root)?;
+        let mut early = VecDeque::new();
+        while !clock.known() {
+            let ev = ui.conn.wait_for_event()?;
+            if !clock.on_event(&ev) {
+                early.push_back(ev);
+            }
+        }
         let mut link = link;
         link.send(&IndicatorToBroker::Ready { hotkey_grabbed })?;
         ui.conn.flush()?;
@@ -137,6 +151,8 @@ impl App {
             next_check: Instant::now(),
             last_dialog_raise: None,
             live: Liveness::new(Instant::now()),
+            clock,
+            early,
         })
     }
 
@@ -208,6 +224,9 @@ impl App {
         now: Instant,
     ) -> Result<(), Fail> {
         let win = e.event;
+        // Judged when the server says it happened, not when it is handled: a click the
+        // indicator handles late (made to fall behind) is as early as it really was.
+        let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
         let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
         let (x, y) = (fp1616(e.event_x), fp1616(e.event_y));
         let own = self.own_windows();
@@ -338,12 +357,17 @@ impl App {
 
     /// One turn: handle queued X events, wait for input or a deadline, handle it.
     fn step(&mut self) -> Result<Option<Exit>, Fail> {
-        while let Some(ev) = self.ui.conn.poll_for_event()? {
+        while let Some(ev) = match self.early.pop_front() {
+            Some(ev) => Some(ev),
+            None => self.ui.conn.poll_for_event()?,
+        } {
             self.beat(Instant::now());
             self.x_event(ev)?;
+            self.live.rest(Instant::now());
         }
         self.timers()?;
         self.ui.conn.flush()?;
+        self.live.rest(Instant::now());
 
         let mut timeout = self
             .next_deadline()
@@ -510,6 +534,8 @@ impl App {
                 }
             }
             BrokerToIndicator::ShowConsent(req) => {
+                // A fresh stamp keeps the server's clock close (a remote server's drifts).
+                self.clock.ask(&self.ui.conn)?;
                 let id = req.id;
                 if let Some(d) = &self.dialog {
                     if d.id == id {
@@ -635,6 +661,9 @@ impl App {
     fn x_event(&mut self, ev: Event) -> Result<(), Fail> {
         let now = Instant::now();
         let root = self.ui.root();
+        if self.clock.on_event(&ev) {
+            return Ok(());
+        }
         match &ev {
             Event::Error(e) => {
                 tracing::debug!("X error {:?}", e.error_kind);

@@ -15,6 +15,7 @@ mod click;
 mod consent;
 mod hotkey;
 mod link;
+mod servertime;
 mod sys;
 mod takeover;
 mod visible;

@@ -339,6 +339,28 @@ fn a_click_made_while_the_indicator_was_stopped_does_not_answer() {
     assert!(a.allow, "{a:?}");
 }
 
+/// The attack on the stall check ([`common::late_click_behind_a_flood`]): the person's click
+/// made within the arming delay, handled long after it, does not answer.
+#[test]
+fn a_click_handled_late_behind_a_flood_of_events_does_not_answer() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let flood = common::Flood::start(&desk);
+    show(&mut ind, 14, 60_000);
+    let allow = desk.find_viewable("^nish-driver consent: allow$");
+    flood.late_click_behind_a_flood(&desk, &ind, allow);
+    ind.expect_silence(
+        Duration::from_millis(2500),
+        "a click made within the arming delay, handled late",
+    );
+    assert!(desk.viewable(allow), "the dialog is still up");
+
+    // The person's click now answers.
+    desk.real_click(allow);
+    let a = consent(ind.recv(Duration::from_secs(10)), 14);
+    assert!(a.allow, "{a:?}");
+}
+
 #[test]
 fn a_second_request_is_denied_and_cancel_closes_without_answer() {
     let desk = Desktop::start();

@@ -264,6 +264,26 @@ fn a_click_on_continue_made_while_the_indicator_was_stopped_does_not_count() {
     }
 }
 
+/// The attack on the stall check ([`common::Flood::late_click_behind_a_flood`]) on Continue.
+#[test]
+fn a_click_on_continue_handled_late_behind_a_flood_of_events_does_not_count() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let flood = common::Flood::start(&desk);
+    show(&mut ind, true);
+    let cont = desk.find_viewable("^nish-driver indicator: continue$");
+    flood.late_click_behind_a_flood(&desk, &ind, cont);
+    ind.expect_silence(
+        Duration::from_millis(2500),
+        "a click on Continue made within the arming delay, handled late",
+    );
+    desk.real_click(cont);
+    match ind.recv(Duration::from_secs(10)) {
+        Some(IndicatorToBroker::Continue { session }) if session == SESSION => {}
+        other => panic!("expected Continue, got {other:?}"),
+    }
+}
+
 #[test]
 fn another_client_unmapping_the_frame_ends_the_takeover() {
     let desk = Desktop::start();

@@ -25,8 +25,8 @@ use nish_proto::wire::{ConnectTarget, Hello, LockdownReport, MAX_FRAME_BYTES, Ro
 use x11rb::connection::Connection;
 use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{
-    AtomEnum, ConnectionExt as _, CreateWindowAux, EventMask, ImageFormat, MapState, Window,
-    WindowClass,
+    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, ImageFormat,
+    MapState, Window, WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
@@ -568,6 +568,77 @@ fn xdotool_on(display: &str, args: &[&str]) -> (bool, String) {
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// Another client of the desktop that floods the indicator with events: a small
+/// override-redirect window of its own at the corner, far from the controls.
+pub struct Flood {
+    conn: x11rb::rust_connection::RustConnection,
+    small: Window,
+}
+
+impl Flood {
+    /// Connects and maps the small window.
+    pub fn start(desk: &Desktop) -> Flood {
+        let (conn, _) = x11rb::connect(Some(&desk.display)).expect("the attacker's connection");
+        let root = conn.setup().roots[0].root;
+        let small = conn.generate_id().unwrap();
+        conn.create_window(
+            0,
+            small,
+            root,
+            0,
+            0,
+            10,
+            10,
+            0,
+            WindowClass::INPUT_OUTPUT,
+            0,
+            &CreateWindowAux::new().override_redirect(1),
+        )
+        .unwrap();
+        conn.map_window(small).unwrap();
+        conn.sync().unwrap();
+        Flood { conn, small }
+    }
+
+    /// The attack on the stall check: the indicator is made to fall behind without any one
+    /// stop long enough to be seen. Once `target` is drawn the indicator is stopped; twenty
+    /// thousand moves of the small window (which do not re-arm anything) queue for it; the
+    /// person's click on `target` comes within the arming delay, behind them; then the
+    /// indicator runs 2 ms at a time between stops of 150 ms, so it reads the click long after
+    /// the arming delay. Returns with the indicator running.
+    pub fn late_click_behind_a_flood(&self, desk: &Desktop, ind: &Indicator, target: Window) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let drawn = wait_for(Duration::from_secs(3), || {
+            (desk.dark_pixels(target) > 20).then_some(())
+        });
+        assert!(drawn.is_some(), "the control was drawn");
+        let pid = Pid::from_raw(ind.pid());
+        kill(pid, Signal::SIGSTOP).expect("stop the indicator");
+        let stopped = Instant::now();
+        for i in 0..20_000i32 {
+            self.conn
+                .configure_window(self.small, &ConfigureWindowAux::new().x(i % 2))
+                .unwrap();
+        }
+        self.conn.sync().unwrap();
+        desk.real_click(target);
+        let clicked = stopped.elapsed();
+        assert!(
+            clicked < Duration::from_millis(450),
+            "the click came within the arming delay ({clicked:?})"
+        );
+        // Short runs between stops: each gap is below the stall check's.
+        for _ in 0..20 {
+            kill(pid, Signal::SIGCONT).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+            kill(pid, Signal::SIGSTOP).unwrap();
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        kill(pid, Signal::SIGCONT).expect("continue the indicator");
+    }
 }
 
 /// The real `nish-indicator`, with the test playing the broker.
