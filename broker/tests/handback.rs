@@ -58,6 +58,69 @@ async fn takeover_needs_the_ticked_line() {
         .err("requires_takeover");
 }
 
+/// A settle that read only the objects that sent events keeps the other rows' frames from an
+/// earlier read (moving or scrolling sends no event): a takeover act on a token of that
+/// snapshot reads the window whole first, so its point is where the element is now.
+#[tokio::test]
+async fn a_takeover_act_after_a_settle_by_changed_objects_reads_the_frames_again() {
+    use nish_broker::backend::mock::MockEvents;
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    f.engine.backend.set_events(MockEvents::Own);
+    let r = f.read("Notes").await;
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+        )
+        .await;
+    let c = c.ok();
+    assert_eq!(c["verified"], true, "{c}");
+    let by = f
+        .audit()
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "act")
+        .map(|e| e["settle_by"].clone())
+        .unwrap();
+    assert_eq!(by, "events_objects");
+    // The act's snapshot id is the window's current one: its tokens act.
+    let sid = c["snapshot_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        sid,
+        r["snapshot_id"].as_str().unwrap(),
+        "same structure, same id"
+    );
+    let reads = f.engine.backend.full_reads();
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "toggle_button", "Italic"), "delivery_mode": "foreground"}),
+        )
+        .await;
+    let c = c.ok();
+    assert_eq!(c["path"], "xtest:click", "{c}");
+    assert_eq!(
+        f.engine.backend.full_reads(),
+        reads + 2,
+        "the window was read whole before the takeover click, and once to settle"
+    );
+    // A takeover act on a token of a snapshot read whole does not read it again first.
+    let r = f.read("Notes").await;
+    let reads = f.engine.backend.full_reads();
+    f.call(
+        "click",
+        json!({"element_token": Fixture::token(&r, "push_button", "Save"), "delivery_mode": "foreground"}),
+    )
+    .await
+    .ok();
+    assert_eq!(
+        f.engine.backend.full_reads(),
+        reads + 1,
+        "a foreground click on a fresh snapshot: only the settle's whole read"
+    );
+}
+
 #[tokio::test]
 async fn synthetic_acts_in_a_takeover() {
     let f = Fixture::new(true);

@@ -380,6 +380,7 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
                 own_max_ms: n[2],
                 quiet_ms: n[3],
                 max_ms: n[4],
+                act_ago_ms: (w == 0).then_some(n[4] / 2),
             },
         }),
         (any::<u64>(), window(), proptest::collection::vec(s(), 0..4)).prop_map(

@@ -41,10 +41,14 @@ pub const REMEMBERED_WINDOWS: usize = 32;
 /// Most objects remembered of one window.
 pub const REMEMBERED_OBJECTS: usize = 20_000;
 
-/// The event a settle waits for before it waits for quiet.
-fn awaited(wait: SettleWait, s: &Seen) -> bool {
+/// How much earlier than the broker's figure the act may have begun (the request's transit).
+pub const ACT_MARGIN: Duration = Duration::from_millis(5);
+
+/// The event a settle waits for before it waits for quiet; with `act` (when the act began),
+/// only the element's own event since then answers the act.
+fn awaited(wait: SettleWait, s: &Seen, act: Option<Instant>) -> bool {
     match wait {
-        SettleWait::Own => s.own,
+        SettleWait::Own => s.own_last.is_some_and(|t| act.is_none_or(|a| t >= a)),
         SettleWait::AnyEvent => s.events > 0,
         SettleWait::Quiet => true,
     }
@@ -55,7 +59,8 @@ fn awaited(wait: SettleWait, s: &Seen) -> bool {
 struct Seen {
     events: u32,
     ignored: u32,
-    own: bool,
+    /// When the element's own event last came.
+    own_last: Option<Instant>,
     structural: bool,
     last: Option<Instant>,
     overflow: bool,
@@ -97,8 +102,9 @@ impl Drop for Watch {
     }
 }
 
-/// One walked window's application (its bus name) and object paths.
-type Objects = Arc<(String, HashSet<String>)>;
+/// One walked window's application (its bus name), object paths, and the paths of its rows
+/// that were secure (a secure field, or a row inside one).
+type Objects = Arc<(String, HashSet<String>, HashSet<String>)>;
 
 /// The object paths of recently walked windows, by window id.
 #[derive(Debug, Default)]
@@ -108,11 +114,13 @@ pub struct WindowObjects {
 }
 
 impl WindowObjects {
-    /// Remembers the objects of a walk (`handles` are `<bus>|<path>`; all of one application).
-    pub fn remember<'a>(&self, window_id: u64, handles: impl Iterator<Item = &'a str>) {
+    /// Remembers the objects of a walk: each row's handle (`<bus>|<path>`; all of one
+    /// application) and whether the row was secure.
+    pub fn remember<'a>(&self, window_id: u64, rows: impl Iterator<Item = (&'a str, bool)>) {
         let mut bus = String::new();
         let mut paths = HashSet::new();
-        for h in handles.take(REMEMBERED_OBJECTS) {
+        let mut secure = HashSet::new();
+        for (h, is_secure) in rows.take(REMEMBERED_OBJECTS) {
             let Some((b, p)) = h.split_once('|') else {
                 continue;
             };
@@ -121,12 +129,18 @@ impl WindowObjects {
             }
             if b == bus {
                 paths.insert(p.to_string());
+                if is_secure {
+                    secure.insert(p.to_string());
+                }
             }
         }
         let (Ok(mut map), Ok(mut order)) = (self.map.lock(), self.order.lock()) else {
             return;
         };
-        if map.insert(window_id, Arc::new((bus, paths))).is_none() {
+        if map
+            .insert(window_id, Arc::new((bus, paths, secure)))
+            .is_none()
+        {
             order.push_back(window_id);
         }
         while order.len() > REMEMBERED_WINDOWS {
@@ -148,6 +162,25 @@ impl WindowObjects {
             h.split_once('|')
                 .is_some_and(|(b, p)| b == mine.0 && mine.1.contains(p))
         })
+    }
+
+    /// For each of `handles`, whether its row was secure in the window's last walk (a secure
+    /// field or a row inside one: never read again one by one, as the walk withheld their
+    /// text); true for a handle not remembered.
+    pub fn secure(&self, window_id: u64, handles: &[String]) -> Vec<bool> {
+        let Ok(map) = self.map.lock() else {
+            return vec![true; handles.len()];
+        };
+        let mine = map.get(&window_id);
+        handles
+            .iter()
+            .map(|h| {
+                mine.is_none_or(|m| {
+                    h.split_once('|')
+                        .is_none_or(|(b, p)| b != m.0 || m.2.contains(p))
+                })
+            })
+            .collect()
     }
 
     /// This window's objects, and the application's other walked windows' objects.
@@ -245,7 +278,9 @@ impl Watches {
                     s.events = s.events.saturating_add(1);
                     let walked = mine.as_ref().is_some_and(|m| m.1.contains(path));
                     s.note_changed(path, walked);
-                    s.own |= own;
+                    if own {
+                        s.own_last = Some(Instant::now());
+                    }
                     s.structural |= children;
                     s.last = Some(Instant::now());
                     s.overflow |= s.events > MAX_EVENTS;
@@ -289,10 +324,16 @@ impl Watches {
         let own_max = Duration::from_millis(bounds.own_max_ms);
         let quiet = Duration::from_millis(bounds.quiet_ms);
         let end = start + Duration::from_millis(bounds.max_ms);
+        // Events before the act (the watch began before the target's re-read) neither answer
+        // it nor end its quiet.
+        let act = bounds
+            .act_ago_ms
+            .and_then(|a| start.checked_sub(Duration::from_millis(a) + ACT_MARGIN));
         let quiet_reached = loop {
             let (came, last, overflow) = {
                 let s = w.seen.lock().map_err(|_| Failure::internal("lock"))?;
-                (awaited(wait, &s), s.last, s.overflow)
+                let last = s.last.filter(|l| act.is_none_or(|a| *l >= a));
+                (awaited(wait, &s, act), last, s.overflow)
             };
             let now = Instant::now();
             if overflow || now >= end {
@@ -313,7 +354,7 @@ impl Watches {
                 due.min(end)
             };
             let _ = tokio::time::timeout_at(wake.into(), w.notify.notified()).await;
-            if w.task.is_finished() && !w.seen.lock().is_ok_and(|s| awaited(wait, &s)) {
+            if w.task.is_finished() && !w.seen.lock().is_ok_and(|s| awaited(wait, &s, act)) {
                 // The stream ended (the bus closed, or the watch outlived its life).
                 break false;
             }
@@ -322,7 +363,7 @@ impl Watches {
         Ok(SettleReport {
             events: s.events,
             ignored: s.ignored,
-            own_seen: awaited(wait, &s),
+            own_seen: awaited(wait, &s, act),
             quiet: quiet_reached,
             structural: s.structural,
             window_known: w.window_known,

@@ -345,7 +345,9 @@ impl Reader {
                     Ok((tree, stats)) => {
                         self.watches.objects.remember(
                             window.window_id,
-                            tree.nodes.iter().map(|n| n.handle.as_str()),
+                            tree.nodes
+                                .iter()
+                                .map(|n| (n.handle.as_str(), n.is_secure())),
                         );
                         tracing::info!(
                             id,
@@ -385,9 +387,23 @@ impl Reader {
                         ),
                     )
                 } else {
-                    match crate::walk::read_objects(&self.a11y, &handles, READ_OBJECTS_BUDGET).await
-                    {
-                        Ok(nodes) => {
+                    // A secure field, or a row inside one, is never read again one by one
+                    // (the walk withheld its text): its slot stays empty, and the broker reads
+                    // the window whole.
+                    let secure = self.watches.objects.secure(window.window_id, &handles);
+                    let open: Vec<String> = handles
+                        .iter()
+                        .zip(&secure)
+                        .filter(|(_, s)| !**s)
+                        .map(|(h, _)| h.clone())
+                        .collect();
+                    match crate::walk::read_objects(&self.a11y, &open, READ_OBJECTS_BUDGET).await {
+                        Ok(read) => {
+                            let mut read = read.into_iter();
+                            let nodes: Vec<Option<nish_proto::model::Node>> = secure
+                                .iter()
+                                .map(|s| if *s { None } else { read.next().flatten() })
+                                .collect();
                             tracing::info!(
                                 id,
                                 window = window.window_id,

@@ -55,6 +55,7 @@ fn bounds(own_max_ms: u64, quiet_ms: u64, max_ms: u64) -> SettleBounds {
         own_max_ms,
         quiet_ms,
         max_ms,
+        act_ago_ms: None,
     }
 }
 
@@ -104,11 +105,14 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
             1,
             [format!("{app}|/w1/root"), format!("{app}|/w1/own")]
                 .iter()
-                .map(|s| s.as_str()),
+                .map(|s| (s.as_str(), false)),
         );
-        c.watches
-            .objects
-            .remember(2, [format!("{app}|/w2/root")].iter().map(|s| s.as_str()));
+        c.watches.objects.remember(
+            2,
+            [format!("{app}|/w2/root")]
+                .iter()
+                .map(|s| (s.as_str(), false)),
+        );
 
         // The own event, sent before the settle is asked (GTK 4 sends it before it answers
         // the act): seen, then quiet.
@@ -124,6 +128,60 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
             Some(vec![format!("{app}|/w1/own")]),
             "the object that sent the event is named"
         );
+
+        // The watch begins before the target's re-read: an own event before the act (a
+        // trailing one of an earlier act, or one during the re-read) neither answers the act
+        // nor ends its quiet, though its object is named; the act's own event does.
+        let w = c.watch().await;
+        emit(&c.app, "/w1/own", "StateChanged").await;
+        emit(&c.app, "/w1/root", "PropertyChange").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let act_ago = Some(20);
+        let later = {
+            let app = c.app.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                emit(&app, "/w1/own", "StateChanged").await;
+            })
+        };
+        let r = c
+            .watches
+            .settle(
+                w,
+                SettleWait::Own,
+                SettleBounds {
+                    act_ago_ms: act_ago,
+                    ..bounds(1000, 60, 3000)
+                },
+            )
+            .await
+            .expect("a report");
+        later.await.unwrap();
+        assert!(r.own_seen && r.quiet, "{r:?}");
+        assert!(r.ms >= 40, "waited for the act's own event: {r:?}");
+        assert_eq!(
+            r.changed,
+            Some(vec![format!("{app}|/w1/own"), format!("{app}|/w1/root")]),
+            "{r:?}"
+        );
+        // No own event after the act: not answered, however many came before it.
+        let w = c.watch().await;
+        emit(&c.app, "/w1/own", "StateChanged").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = c
+            .watches
+            .settle(
+                w,
+                SettleWait::Own,
+                SettleBounds {
+                    act_ago_ms: Some(10),
+                    ..bounds(200, 60, 3000)
+                },
+            )
+            .await
+            .expect("a report");
+        assert!(!r.own_seen && !r.quiet, "{r:?}");
+        drain(&c.app, &c.reader).await;
 
         // Another app's event on the same path is not even matched; another window's is
         // ignored; a new object of the application (in no walk yet) counts.

@@ -192,6 +192,55 @@ fn chromium_secure_fields_redacted_values_and_captures_that_follow_the_fields() 
     );
     assert_no_canary(&t, PAGE_CANARIES);
 
+    // Read again one by one (after a settle that named them): the secure fields and the rows
+    // inside them give nothing; an ordinary field gives its value; an object of no walk is
+    // refused.
+    let inside: Vec<String> = t
+        .nodes
+        .iter()
+        .filter(|n| n.is_secure())
+        .map(|n| n.handle.clone())
+        .take(nish_proto::wire::reader::MAX_CHANGED - 1)
+        .collect();
+    assert!(
+        t.nodes.iter().any(|n| n.is_secure()
+            && n.role != "entry"
+            && n.role != "password_text"
+            && n.role != "spin_button"),
+        "the page has rows inside a secure field"
+    );
+    let city = field(&t, "City").handle.clone();
+    let mut asked = inside.clone();
+    asked.push(city);
+    match r.read_objects(&w, asked).expect("an answer") {
+        ReaderToBroker::Objects { nodes, .. } => {
+            assert_eq!(nodes.len(), inside.len() + 1);
+            assert!(
+                nodes[..inside.len()].iter().all(Option::is_none),
+                "secure rows are not read again: {nodes:?}"
+            );
+            let c = nodes[inside.len()].as_ref().expect("City read again");
+            assert_eq!(c.value.as_deref(), Some("Lisbon"));
+            assert_no_canary(
+                &Tree {
+                    window: w.clone(),
+                    nodes: nodes.into_iter().flatten().collect(),
+                    truncated: None,
+                },
+                PAGE_CANARIES,
+            );
+        }
+        other => panic!("expected the objects, got {other:?}"),
+    }
+    let stranger = format!("{}|/org/a11y/atspi/accessible/nowhere", w.pid);
+    assert!(
+        matches!(
+            r.read_objects(&w, vec![stranger]).expect("an answer"),
+            ReaderToBroker::Failed { .. }
+        ),
+        "an object of no walk is refused"
+    );
+
     // The window moves and the page scrolls after the walk.
     let secure: Vec<String> = t
         .nodes

@@ -257,6 +257,21 @@ impl Reader {
             secure,
         })
     }
+
+    /// The named objects of `window` read again (`ReadObjects`); the reader's answer as it
+    /// came (the objects or a failure).
+    pub fn read_objects(
+        &mut self,
+        window: &WindowInfo,
+        handles: Vec<String>,
+    ) -> Result<ReaderToBroker> {
+        let id = self.0.id();
+        self.0.ask(&BrokerToReader::ReadObjects {
+            id,
+            window: window.clone(),
+            handles,
+        })
+    }
 }
 
 /// `nish-input`.

@@ -607,6 +607,8 @@ pub struct MockBackend {
     objects_read: std::sync::atomic::AtomicUsize,
     /// The handle of the element the last semantic act was on.
     last_acted: Mutex<Option<String>>,
+    /// Whole reads of a window with details (frames) so far.
+    full_reads: std::sync::atomic::AtomicUsize,
 }
 
 /// A row as a watch saw it: handle, name, states, value.
@@ -657,7 +659,13 @@ impl MockBackend {
             watched: Mutex::new(std::collections::HashMap::new()),
             objects_read: std::sync::atomic::AtomicUsize::new(0),
             last_acted: Mutex::new(None),
+            full_reads: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Whole reads of a window with details (frames) so far.
+    pub fn full_reads(&self) -> usize {
+        self.full_reads.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The handle of the element the last semantic act was on.
@@ -922,6 +930,10 @@ impl Backend for MockBackend {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
+        if limits.details {
+            self.full_reads
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         let d = self.desk();
         let (i, w) = d
             .windows

@@ -246,6 +246,7 @@ impl<B: Backend> Engine<B> {
                     own_max_ms: step_ms,
                     quiet_ms: QUIET_MS,
                     max_ms: step_ms,
+                    act_ago_ms: None,
                 };
                 let report = self
                     .backend
@@ -289,6 +290,7 @@ impl<B: Backend> Engine<B> {
                 own_max_ms: 0,
                 quiet_ms: 0,
                 max_ms: 0,
+                act_ago_ms: None,
             };
             let _ = self.backend.settle_events(w, SettleWait::Quiet, none).await;
         }

@@ -156,6 +156,11 @@ pub struct SettleBounds {
     pub quiet_ms: u64,
     /// Longest settle in all.
     pub max_ms: u64,
+    /// How long ago the act was sent, when the settle follows an act: events the watch saw
+    /// before it (it began before the target's re-read) are still named in
+    /// [`SettleReport::changed`], but neither answer the act nor end its quiet. `None`: every
+    /// event since the watch began counts.
+    pub act_ago_ms: Option<u64>,
 }
 
 /// Most objects a settle names in [`SettleReport::changed`]; with more, it names none.

@@ -14,7 +14,7 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::Token;
 use nish_proto::model::{Node, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{MAX_CHANGED, SettleBounds, SettleWait, WalkLimits};
 use serde_json::{Value, json};
 
 use super::approve::ActSubject;
@@ -34,14 +34,22 @@ fn merge_changed(
     changed: &[String],
     fresh: Vec<Option<Node>>,
 ) -> Option<Vec<Node>> {
-    if fresh.len() != changed.len() {
+    // What the reader named is bounded and without repeats, or not used.
+    let unique: std::collections::HashSet<&str> = changed.iter().map(String::as_str).collect();
+    if fresh.len() != changed.len() || changed.len() > MAX_CHANGED || unique.len() != changed.len()
+    {
         return None;
     }
+    let rows: std::collections::HashMap<&str, usize> = before
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.handle.as_str(), i))
+        .collect();
     let mut nodes = before.to_vec();
     let shown = |n: &Node| (n.states.has(State::Showing), n.states.has(State::Visible));
     for (h, f) in changed.iter().zip(fresh) {
         let f = f?;
-        let row = nodes.iter().position(|n| &n.handle == h)?;
+        let row = *rows.get(h.as_str())?;
         let n = &mut nodes[row];
         if f.handle != *h || f.role != n.role || f.ifaces != n.ifaces || shown(&f) != shown(n) {
             return None;
@@ -591,6 +599,25 @@ impl<B: Backend> Engine<B> {
 
     /// Starts watching the events of the token's application (its element), when the settle
     /// follows events; `None` otherwise or when the watch could not begin.
+    /// The target of a takeover act, whose point comes from the element's frame: when the
+    /// token's snapshot kept its frames from an earlier read (a settle that read only the
+    /// objects that sent events; moving or scrolling sends none), the window is read whole
+    /// first, so the frame is current (the token stays valid if the structure is the same).
+    async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
+        let kept = {
+            let core = s.core();
+            core.snaps
+                .resolve(token, core.sm.epoch)
+                .ok()
+                .filter(|(snap, _)| !snap.frames_current)
+                .map(|(snap, _)| snap.tree.window.clone())
+        };
+        if let Some(window) = kept {
+            self.read_window(s, &window).await?;
+        }
+        self.target(s, token).await
+    }
+
     /// Only for an act that, as the snapshot shows its element, changes the element itself.
     async fn watch_target(&self, s: &Session, call: &Call, token: &Token) -> Option<u64> {
         if !self.cfg.settle_events {
@@ -651,10 +678,14 @@ impl<B: Backend> Engine<B> {
             }
         }
         let expect_own = !matches!(verify, Verify::None);
+        // When the act was sent, no later than it was.
+        let act_at = Instant::now()
+            .checked_sub(std::time::Duration::from_millis(act_ms + 1))
+            .unwrap_or_else(Instant::now);
         // Boxed: the settle's reads are deep futures, and an act's own future is already large
         // (a debug build's worker stack overflowed on a takeover click).
         let (after, settle_ms, settled, settle_by) =
-            Box::pin(self.settle(s, t, watch, expect_own)).await;
+            Box::pin(self.settle(s, t, watch, expect_own, act_at)).await;
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
@@ -715,6 +746,7 @@ impl<B: Backend> Engine<B> {
         t: &Target,
         watch: Option<u64>,
         expect_own: bool,
+        act_at: Instant,
     ) -> (Result<Arc<Snapshot>, DriverError>, u64, bool, &'static str) {
         let w = &t.window;
         let start = Instant::now();
@@ -724,6 +756,8 @@ impl<B: Backend> Engine<B> {
                 own_max_ms: self.cfg.settle_own_max.as_millis() as u64,
                 quiet_ms: self.cfg.settle_quiet.as_millis() as u64,
                 max_ms: self.cfg.settle_max.as_millis() as u64,
+                // The act's start, not later than it was (rounded up).
+                act_ago_ms: Some(act_at.elapsed().as_millis() as u64 + 1),
             };
             let wait = if expect_own {
                 SettleWait::Own
@@ -741,7 +775,9 @@ impl<B: Backend> Engine<B> {
             {
                 // The objects that sent events are read again, the other rows are the re-read
                 // before the act (watched since): no whole read when that holds.
-                if let Some(changed) = r.changed.filter(|c| !c.is_empty())
+                if let Some(changed) = r
+                    .changed
+                    .filter(|c| !c.is_empty() && c.len() <= MAX_CHANGED)
                     && let Some(fresh) = self.backend.read_objects(w, changed.clone()).await
                     && let Some(nodes) = merge_changed(&t.before, &changed, fresh)
                 {
@@ -753,7 +789,9 @@ impl<B: Backend> Engine<B> {
                     if let Ok(tree) = self.validate_tree(tree, w) {
                         let mut core = s.core();
                         let epoch = core.sm.epoch;
-                        let snap = core.snaps.record(tree, epoch, || self.new_snapshot_id());
+                        let snap =
+                            core.snaps
+                                .record_rows(tree, epoch, || self.new_snapshot_id(), false);
                         return (Ok(snap), ms(start), r.quiet, "events_objects");
                     }
                 }
@@ -841,5 +879,81 @@ impl<B: Backend> Engine<B> {
             }
         }
         (o, image)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::model::{Ifaces, StateSet};
+
+    fn node(handle: &str, name: &str, states: &[State]) -> Node {
+        let mut set = StateSet::default();
+        for s in states {
+            set.insert(*s);
+        }
+        Node {
+            role: "check_box".into(),
+            name: name.into(),
+            states: set,
+            value: None,
+            actions: vec!["click".into()],
+            frame: Some(nish_proto::model::Rect::new(1, 2, 3, 4)),
+            parent: None,
+            depth: 0,
+            child_count: 0,
+            ifaces: Ifaces(0),
+            handle: handle.into(),
+        }
+    }
+
+    fn before() -> Vec<Node> {
+        vec![
+            node("a|/0", "Window", &[State::Showing, State::Visible]),
+            node("a|/1", "Bold", &[State::Showing, State::Visible]),
+            node("a|/2", "Status", &[State::Showing, State::Visible]),
+        ]
+    }
+
+    #[test]
+    fn the_objects_read_again_replace_their_rows_names_states_and_values_only() {
+        let b = before();
+        let mut fresh = node(
+            "a|/1",
+            "Bold!",
+            &[State::Showing, State::Visible, State::Checked],
+        );
+        fresh.frame = None;
+        fresh.actions = vec![];
+        let out = merge_changed(&b, &["a|/1".to_string()], vec![Some(fresh)]).unwrap();
+        assert_eq!(out[1].name, "Bold!");
+        assert!(out[1].states.has(State::Checked));
+        assert_eq!(out[1].frame, b[1].frame, "the frame is kept");
+        assert_eq!(out[1].actions, b[1].actions, "the actions are kept");
+        assert_eq!(out[2], b[2], "a row that sent no event is as it was");
+    }
+
+    #[test]
+    fn anything_the_rows_cannot_show_reads_the_window_whole() {
+        let b = before();
+        let h = |s: &str| s.to_string();
+        let same = || Some(node("a|/1", "Bold", &[State::Showing, State::Visible]));
+        // An object not read, or not a row.
+        assert!(merge_changed(&b, &[h("a|/1")], vec![None]).is_none());
+        assert!(merge_changed(&b, &[h("a|/9")], vec![same()]).is_none());
+        // A slot for another handle than asked.
+        assert!(merge_changed(&b, &[h("a|/2")], vec![same()]).is_none());
+        // Role changed; started or stopped showing.
+        let mut role = same().unwrap();
+        role.role = "push_button".into();
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(role)]).is_none());
+        let hidden = node("a|/1", "Bold", &[State::Visible]);
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(hidden)]).is_none());
+        // A reader naming an object twice, or more than it may, or slots not matching.
+        assert!(merge_changed(&b, &[h("a|/1"), h("a|/1")], vec![same(), same()]).is_none());
+        let many: Vec<String> = (0..=MAX_CHANGED).map(|i| format!("a|/{i}")).collect();
+        let slots = many.iter().map(|_| same()).collect();
+        assert!(merge_changed(&b, &many, slots).is_none());
+        assert!(merge_changed(&b, &[h("a|/1")], vec![same(), same()]).is_none());
     }
 }

@@ -197,12 +197,12 @@ impl<B: Backend> Engine<B> {
                     }
                     Ok(())
                 };
-                let t = self.target(s, token).await?;
+                let t = self.synth_target(s, token).await?;
                 secure(&t)?;
                 let t = match self.approve_act(s, call, &t.subject()).await? {
                     None => t,
                     Some(digest) => {
-                        let t = self.target(s, token).await?;
+                        let t = self.synth_target(s, token).await?;
                         self.check_approved(Some(&digest), call, &t.subject())?;
                         secure(&t)?;
                         t
@@ -283,11 +283,11 @@ impl<B: Backend> Engine<B> {
             }
             Call::Drag { from, to, .. } => {
                 let (from_token, to_token) = (from, to);
-                let mut from = self.target(s, from_token).await?;
-                let mut to = self.target(s, to_token).await?;
+                let mut from = self.synth_target(s, from_token).await?;
+                let mut to = self.synth_target(s, to_token).await?;
                 if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
-                    from = self.target(s, from_token).await?;
-                    to = self.target(s, to_token).await?;
+                    from = self.synth_target(s, from_token).await?;
+                    to = self.synth_target(s, to_token).await?;
                     self.check_approved(Some(&digest), call, &from.subject())?;
                 }
                 if from.window.window_id != to.window.window_id {
@@ -392,7 +392,7 @@ impl<B: Backend> Engine<B> {
                 duration_ms,
             } => {
                 let (x, y, window) = if let Some(tok) = token {
-                    let t = self.target(s, tok).await?;
+                    let t = self.synth_target(s, tok).await?;
                     let (x, y) = t.center()?;
                     (x, y, t.window)
                 } else {
