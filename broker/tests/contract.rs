@@ -458,24 +458,10 @@ async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
     let f = Fixture::new(true);
     f.start_headless(&["Notes"]).await;
     let backend = &f.engine.backend;
-    let settle_by = |f: &Fixture| -> Vec<String> {
-        f.audit()
-            .iter()
-            .filter(|e| e["event"] == "act")
-            .map(|e| e["settle_by"].as_str().unwrap_or("").to_string())
-            .collect()
-    };
     let click_bold = |want: bool| {
         let f = &f;
         async move {
-            let r = f.read("Notes").await;
-            let c = f
-                .call(
-                    "click",
-                    json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
-                )
-                .await;
-            let c = c.ok().clone();
+            let c = f.click_named("Notes", "check_box", "Bold").await;
             assert_eq!(c["effect"], "confirmed", "{c}");
             assert_eq!(c["verified"], true);
             let row = c["diff"]["changed"][0].clone();
@@ -506,7 +492,7 @@ async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
     assert_eq!(backend.watches_and_settles(), (1, 1));
     // Only the object that sent its event was read again; the rest is the re-read before the
     // act, watched since.
-    assert_eq!(settle_by(&f), ["events_objects"]);
+    assert_eq!(f.settles_by(), ["events_objects"]);
     assert_eq!(backend.objects_read(), 1);
 
     backend.set_events(MockEvents::Lost);
@@ -516,7 +502,7 @@ async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
         "the reads found the window still"
     );
     assert_eq!(backend.watches_and_settles(), (2, 2));
-    assert_eq!(settle_by(&f), ["events_objects", "reads"]);
+    assert_eq!(f.settles_by(), ["events_objects", "reads"]);
 
     backend.set_events(MockEvents::Busy);
     let c = click_bold(true).await;
@@ -524,7 +510,7 @@ async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
         c["settle"]["settled"], false,
         "honest about an app still changing"
     );
-    assert_eq!(settle_by(&f), ["events_objects", "reads", "events"]);
+    assert_eq!(f.settles_by(), ["events_objects", "reads", "events"]);
 
     // A plain button: nothing on it shows the act, so no own event is waited for.
     backend.set_events(MockEvents::Own);
@@ -537,7 +523,7 @@ async fn the_settle_follows_the_events_and_reads_when_one_is_lost() {
         .await;
     assert_eq!(b.ok()["effect"], "dispatched");
     assert_eq!(backend.watches_and_settles(), (3, 3), "no watch for it");
-    assert_eq!(settle_by(&f).last().unwrap(), "reads");
+    assert_eq!(f.settles_by().last().unwrap(), "reads");
 }
 
 #[tokio::test]
@@ -557,19 +543,7 @@ async fn an_effect_elsewhere_in_the_window_is_in_the_diff_when_its_object_sent_a
             .map(|e| e["label"].as_str().unwrap_or("").to_string())
             .unwrap_or_default()
     };
-    let click_italic = || {
-        let f = &f;
-        async move {
-            let r = f.read("Notes").await;
-            let c = f
-                .call(
-                    "click",
-                    json!({"element_token": Fixture::token(&r, "toggle_button", "Italic")}),
-                )
-                .await;
-            c.ok().clone()
-        }
-    };
+    let click_italic = || f.click_named("Notes", "toggle_button", "Italic");
     // Both objects send their events: the toggle and the status line are read again, and both
     // changes are in the diff.
     backend.set_events(MockEvents::Own);
@@ -584,13 +558,7 @@ async fn an_effect_elsewhere_in_the_window_is_in_the_diff_when_its_object_sent_a
         "the status line's new text is in the diff: {c}"
     );
     assert_eq!(backend.objects_read(), 2);
-    let by: Vec<String> = f
-        .audit()
-        .iter()
-        .filter(|e| e["event"] == "act")
-        .map(|e| e["settle_by"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert_eq!(by, ["events_objects"]);
+    assert_eq!(f.settles_by(), ["events_objects"]);
 
     // The status line sends no event (lost): only the toggle is read again; its own state is
     // still verified, the diff lacks the status line, and the next read shows it.

@@ -68,22 +68,9 @@ async fn a_takeover_act_after_a_settle_by_changed_objects_reads_the_frames_again
     takeover_session(&f).await;
     f.engine.backend.set_events(MockEvents::Own);
     let r = f.read("Notes").await;
-    let c = f
-        .call(
-            "click",
-            json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
-        )
-        .await;
-    let c = c.ok();
+    let c = f.click_named("Notes", "check_box", "Bold").await;
     assert_eq!(c["verified"], true, "{c}");
-    let by = f
-        .audit()
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "act")
-        .map(|e| e["settle_by"].clone())
-        .unwrap();
-    assert_eq!(by, "events_objects");
+    assert_eq!(f.settles_by(), ["events_objects"]);
     // The act's snapshot id is the window's current one: its tokens act.
     let sid = c["snapshot_id"].as_str().unwrap().to_string();
     assert_eq!(

@@ -303,30 +303,11 @@ fn a_click_soon_after_a_driver_press_is_ignored() {
 /// nothing; a later one does.
 #[test]
 fn a_click_made_while_the_indicator_was_stopped_does_not_answer() {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
     let desk = Desktop::start();
     let mut ind = Indicator::spawn(&desk, &[]);
     show(&mut ind, 13, 60_000);
     let allow = desk.find_viewable("^nish-driver consent: allow$");
-    // Drawn (so the indicator has handled the dialog's MapNotify, which armed it), then
-    // stopped at once.
-    let drawn = wait_for(Duration::from_secs(3), || {
-        (desk.dark_pixels(allow) > 40).then_some(())
-    });
-    assert!(drawn.is_some(), "the dialog was drawn");
-    let pid = Pid::from_raw(ind.pid());
-    kill(pid, Signal::SIGSTOP).expect("stop the indicator");
-    let stopped = Instant::now();
-    desk.real_click(allow);
-    let clicked = stopped.elapsed();
-    assert!(
-        clicked < Duration::from_millis(450),
-        "the click came within the arming delay ({clicked:?})"
-    );
-    // Continued well past the arming delay counted from the map.
-    std::thread::sleep(Duration::from_millis(800).saturating_sub(clicked));
-    kill(pid, Signal::SIGCONT).expect("continue the indicator");
+    common::click_while_stopped(&desk, &ind, allow);
     ind.expect_silence(
         Duration::from_millis(1500),
         "a click made while the indicator was stopped",

@@ -231,27 +231,11 @@ fn starting_paused_shows_continue_at_once() {
 /// on it while stopped, and the indicator continued past the arming delay.
 #[test]
 fn a_click_on_continue_made_while_the_indicator_was_stopped_does_not_count() {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
     let desk = Desktop::start();
     let mut ind = Indicator::spawn(&desk, &[]);
     show(&mut ind, true);
     let cont = desk.find_viewable("^nish-driver indicator: continue$");
-    let drawn = wait_for(Duration::from_secs(3), || {
-        (desk.dark_pixels(cont) > 20).then_some(())
-    });
-    assert!(drawn.is_some(), "Continue was drawn");
-    let pid = Pid::from_raw(ind.pid());
-    kill(pid, Signal::SIGSTOP).expect("stop the indicator");
-    let stopped = Instant::now();
-    desk.real_click(cont);
-    let clicked = stopped.elapsed();
-    assert!(
-        clicked < Duration::from_millis(450),
-        "the click came within the arming delay ({clicked:?})"
-    );
-    std::thread::sleep(Duration::from_millis(800).saturating_sub(clicked));
-    kill(pid, Signal::SIGCONT).expect("continue the indicator");
+    common::click_while_stopped(&desk, &ind, cont);
     ind.expect_silence(
         Duration::from_millis(1500),
         "a click on Continue made while the indicator was stopped",

@@ -138,6 +138,30 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The calls of one walk (or one re-read of objects) of the application `link` reaches,
+    /// from `start` until `deadline`.
+    fn new(
+        a11y: &A11y,
+        link: AppLink,
+        stable_actions: bool,
+        start: Instant,
+        deadline: Instant,
+    ) -> Arc<Ctx> {
+        Arc::new(Ctx {
+            flights: a11y.flights(&link.bus_name),
+            link,
+            actions: a11y.action_names(),
+            stable_actions,
+            start,
+            deadline,
+            phase_end_us: std::sync::atomic::AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            out_of_time: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+            calls: AtomicUsize::new(0),
+        })
+    }
+
     /// The end of the current phase.
     fn phase_end(&self) -> Instant {
         self.start + Duration::from_micros(self.phase_end_us.load(Ordering::Relaxed))
@@ -278,19 +302,13 @@ pub async fn read_tree(
     stats.toolkit = frame.toolkit.clone();
     stats.ms_frame = start.elapsed().as_millis() as u64;
 
-    let ctx = Arc::new(Ctx {
-        link: frame.link.clone(),
-        actions: a11y.action_names(),
-        stable_actions: frame.toolkit.0.eq_ignore_ascii_case("gtk"),
+    let ctx = Ctx::new(
+        a11y,
+        frame.link.clone(),
+        frame.toolkit.0.eq_ignore_ascii_case("gtk"),
         start,
         deadline,
-        phase_end_us: std::sync::atomic::AtomicU64::new(0),
-        flights: a11y.flights(&frame.link.bus_name),
-        dead: AtomicBool::new(false),
-        out_of_time: AtomicBool::new(false),
-        broken: AtomicBool::new(false),
-        calls: AtomicUsize::new(0),
-    });
+    );
 
     // The structure: from the cache when it answers, else live from the frame, within its share
     // of the budget.
@@ -455,19 +473,7 @@ pub async fn read_objects(
         return Ok(vec![]);
     };
     let link = a11y.link(&bus).await?;
-    let ctx = Arc::new(Ctx {
-        link,
-        actions: a11y.action_names(),
-        stable_actions: false,
-        start,
-        deadline: start + budget,
-        phase_end_us: std::sync::atomic::AtomicU64::new(0),
-        flights: a11y.flights(&bus),
-        dead: AtomicBool::new(false),
-        out_of_time: AtomicBool::new(false),
-        broken: AtomicBool::new(false),
-        calls: AtomicUsize::new(0),
-    });
+    let ctx = Ctx::new(a11y, link, false, start, start + budget);
     ctx.phase_until(start + budget);
     let paths: Vec<Option<String>> = handles
         .iter()

@@ -326,6 +326,27 @@ impl Fixture {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+
+    /// What decided each act's settle, from the audit's `act` records, in order.
+    pub fn settles_by(&self) -> Vec<String> {
+        self.audit()
+            .iter()
+            .filter(|e| e["event"] == "act")
+            .map(|e| e["settle_by"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Reads `app` and clicks (headless) its element of `role` named `name`; the result.
+    pub async fn click_named(&self, app: &str, role: &str, name: &str) -> Value {
+        let r = self.read(app).await;
+        self.call(
+            "click",
+            json!({"element_token": Fixture::token(&r, role, name)}),
+        )
+        .await
+        .ok()
+        .clone()
+    }
 }
 
 fn rand_suffix() -> u64 {

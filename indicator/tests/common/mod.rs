@@ -570,6 +570,40 @@ fn xdotool_on(display: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Waits until `target` is drawn (so the indicator has handled the map that armed it), then
+/// stops the indicator (`SIGSTOP`, as another process of the person's user may); returns its
+/// pid and when it was stopped.
+pub fn stop_once_drawn(
+    desk: &Desktop,
+    ind: &Indicator,
+    target: Window,
+) -> (nix::unistd::Pid, Instant) {
+    use nix::sys::signal::{Signal, kill};
+    let drawn = wait_for(Duration::from_secs(3), || {
+        (desk.dark_pixels(target) > 20).then_some(())
+    });
+    assert!(drawn.is_some(), "the control was drawn");
+    let pid = nix::unistd::Pid::from_raw(ind.pid());
+    kill(pid, Signal::SIGSTOP).expect("stop the indicator");
+    (pid, Instant::now())
+}
+
+/// The attack on the arming delay by a stop: the indicator stopped once `target` is drawn, the
+/// person's click on it within the arming delay, and the indicator continued 800 ms after the
+/// stop, when it reads the click.
+pub fn click_while_stopped(desk: &Desktop, ind: &Indicator, target: Window) {
+    use nix::sys::signal::{Signal, kill};
+    let (pid, stopped) = stop_once_drawn(desk, ind, target);
+    desk.real_click(target);
+    let clicked = stopped.elapsed();
+    assert!(
+        clicked < Duration::from_millis(450),
+        "the click came within the arming delay ({clicked:?})"
+    );
+    std::thread::sleep(Duration::from_millis(800).saturating_sub(clicked));
+    kill(pid, Signal::SIGCONT).expect("continue the indicator");
+}
+
 /// Another client of the desktop that floods the indicator with events: a small
 /// override-redirect window of its own at the corner, far from the controls.
 pub struct Flood {
@@ -610,14 +644,7 @@ impl Flood {
     /// the arming delay. Returns with the indicator running.
     pub fn late_click_behind_a_flood(&self, desk: &Desktop, ind: &Indicator, target: Window) {
         use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        let drawn = wait_for(Duration::from_secs(3), || {
-            (desk.dark_pixels(target) > 20).then_some(())
-        });
-        assert!(drawn.is_some(), "the control was drawn");
-        let pid = Pid::from_raw(ind.pid());
-        kill(pid, Signal::SIGSTOP).expect("stop the indicator");
-        let stopped = Instant::now();
+        let (pid, stopped) = stop_once_drawn(desk, ind, target);
         for i in 0..20_000i32 {
             self.conn
                 .configure_window(self.small, &ConfigureWindowAux::new().x(i % 2))
