@@ -90,6 +90,16 @@ pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
     }
 }
 
+/// The line saying what name the program gives itself (escaped and cut: its own claim).
+pub fn claimed_line(claimed: &str) -> String {
+    let claimed = escape_clip(claimed, NAME_CHARS);
+    if claimed.is_empty() {
+        "It gives no name for itself.".to_string()
+    } else {
+        format!("It calls itself \"{claimed}\" (its own claim, not checked).")
+    }
+}
+
 /// The program line: the executable (its end kept when long) and the pid.
 pub fn program_line(exe: &str, pid: u32) -> String {
     let exe = if exe.is_empty() {
@@ -246,12 +256,7 @@ impl Dialog {
         );
         let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
 
-        let claimed = escape_clip(&req.host_claimed, NAME_CHARS);
-        let claimed = if claimed.is_empty() {
-            "It gives no name for itself.".to_string()
-        } else {
-            format!("It calls itself \"{claimed}\" (its own claim, not checked).")
-        };
+        let claimed = claimed_line(&req.host_claimed);
         let heading = to_latin1("A program asks to use your apps");
         let program = to_latin1(&program_line(&req.program.exe, req.program.pid));
         let claimed = to_latin1(&claimed);

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use nish_proto::model::escape_clip;
 use nish_proto::wire::indicator::{ConsentApp, ConsentDialog};
 
 use super::draw::{Size, color};
 use crate::consent::{
-    self, CLIPBOARD_LINE, Kind, NAME_CHARS, TAKEOVER_LINE, USE_LINE, app_label, fixed_height,
+    self, CLIPBOARD_LINE, Kind, TAKEOVER_LINE, USE_LINE, app_label, claimed_line, fixed_height,
     lease_line, program_line,
 };
 
@@ -94,12 +93,7 @@ pub fn layout(req: &ConsentDialog, max_w: i32, max_h: i32) -> Layout {
     let button_h = big + 16;
     let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
 
-    let claimed = escape_clip(&req.host_claimed, NAME_CHARS);
-    let claimed = if claimed.is_empty() {
-        "It gives no name for itself.".to_string()
-    } else {
-        format!("It calls itself \"{claimed}\" (its own claim, not checked).")
-    };
+    let claimed = claimed_line(&req.host_claimed);
     let heading = "A program asks to use your apps".to_string();
     let program = program_line(&req.program.exe, req.program.pid);
     let lease = lease_line(req.lease_minutes);
