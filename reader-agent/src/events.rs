@@ -11,8 +11,11 @@
 //! bounds, and ends the watch (the match is removed). Events of the application's other windows
 //! are ignored: an event whose object was in another window's last walk, and not in this
 //! window's, does not count; every other event of the application does (a new object of this
-//! window is in no walk yet). The report says what was seen; the broker decides what it means (it still reads the
-//! window afterwards, and the verification reads the element's state from that read).
+//! window is in no walk yet). The report says what was seen, and names the window's objects that
+//! sent events (when all were in its last walk, at most [`MAX_CHANGED`]); the broker decides what
+//! it means: it reads those objects again (or the whole window), and the verification reads the
+//! element's state from that read. Events before the act (the watch begins before the broker's
+//! re-read of the target) are named but neither answer the act nor end its quiet.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
