@@ -36,10 +36,6 @@ pub struct Snapshot {
     pub epoch: u64,
     /// The tree.
     pub tree: Tree,
-    /// The rows' frames are from a whole read of the window that recorded this snapshot
-    /// (false when a settle kept the frames of an earlier read: rows may have moved since,
-    /// and a takeover act reads the window again before it uses one).
-    pub frames_current: bool,
 }
 
 /// How many superseded ids are remembered (to answer "stale" rather than "unknown").
@@ -62,21 +58,9 @@ impl SnapshotStore {
     /// Rows whose handle was seen secure before are marked secure (without a value).
     pub fn record(
         &mut self,
-        tree: Tree,
-        epoch: u64,
-        new_id: impl FnOnce() -> String,
-    ) -> Arc<Snapshot> {
-        self.record_rows(tree, epoch, new_id, true)
-    }
-
-    /// As [`Self::record`], for rows whose frames were kept from an earlier read
-    /// (`frames_current` false) or read with them (true).
-    pub fn record_rows(
-        &mut self,
         mut tree: Tree,
         epoch: u64,
         new_id: impl FnOnce() -> String,
-        frames_current: bool,
     ) -> Arc<Snapshot> {
         self.keep_secure(&mut tree.nodes);
         let signature = structure_signature(&tree.nodes);
@@ -102,7 +86,6 @@ impl SnapshotStore {
             row_labels,
             epoch,
             tree,
-            frames_current,
         });
         self.by_window.insert(wid, snap.clone());
         snap

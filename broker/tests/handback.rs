@@ -58,26 +58,29 @@ async fn takeover_needs_the_ticked_line() {
         .err("requires_takeover");
 }
 
-/// A settle that read only the objects that sent events keeps the other rows' frames from an
-/// earlier read (moving or scrolling sends no event): a takeover act on a token of that
-/// snapshot reads the window whole first, so its point is where the element is now.
+/// Moving a window sends no accessibility event, and a settle that read only the objects that
+/// sent events keeps the other rows' frames: a takeover act reads the window whole first, so
+/// its point is where the element is now.
 #[tokio::test]
-async fn a_takeover_act_after_a_settle_by_changed_objects_reads_the_frames_again() {
+async fn a_takeover_act_reads_the_frames_again_first() {
     use nish_broker::backend::mock::MockEvents;
     let f = Fixture::new(true);
     takeover_session(&f).await;
     f.engine.backend.set_events(MockEvents::Own);
-    let r = f.read("Notes").await;
     let c = f.click_named("Notes", "check_box", "Bold").await;
     assert_eq!(c["verified"], true, "{c}");
     assert_eq!(f.settles_by(), ["events_objects"]);
-    // The act's snapshot id is the window's current one: its tokens act.
-    let sid = c["snapshot_id"].as_str().unwrap().to_string();
-    assert_eq!(
-        sid,
-        r["snapshot_id"].as_str().unwrap(),
-        "same structure, same id"
-    );
+    // A whole read since: its frames were current when it was made.
+    let r = f.read("Notes").await;
+    let italic_before = r["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["label"] == "Italic")
+        .unwrap()["frame"]
+        .clone();
+    // The window moves; the token from the read before still names the same element.
+    f.engine.backend.move_window("Notes", 0, 30);
     let reads = f.engine.backend.full_reads();
     let c = f
         .call(
@@ -88,24 +91,22 @@ async fn a_takeover_act_after_a_settle_by_changed_objects_reads_the_frames_again
     let c = c.ok();
     assert_eq!(c["path"], "xtest:click", "{c}");
     assert_eq!(
+        c["verified"], true,
+        "the click landed on Italic where it is now: {c}"
+    );
+    assert_eq!(
         f.engine.backend.full_reads(),
         reads + 2,
         "the window was read whole before the takeover click, and once to settle"
     );
-    // A takeover act on a token of a snapshot read whole does not read it again first.
-    let r = f.read("Notes").await;
-    let reads = f.engine.backend.full_reads();
-    f.call(
-        "click",
-        json!({"element_token": Fixture::token(&r, "push_button", "Save"), "delivery_mode": "foreground"}),
-    )
-    .await
-    .ok();
-    assert_eq!(
-        f.engine.backend.full_reads(),
-        reads + 1,
-        "a foreground click on a fresh snapshot: only the settle's whole read"
+    let (pointer, _) = f.engine.backend.pointer_and_active();
+    let (x, y, w, h) = (
+        italic_before["x"].as_i64().unwrap() as i32,
+        italic_before["y"].as_i64().unwrap() as i32 + 30,
+        italic_before["w"].as_i64().unwrap() as i32,
+        italic_before["h"].as_i64().unwrap() as i32,
     );
+    assert_eq!(pointer, (x + w / 2, y + h / 2), "the new centre");
 }
 
 #[tokio::test]

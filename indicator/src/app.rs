@@ -33,6 +33,8 @@ const STOP_REPEAT: Duration = Duration::from_millis(1000);
 /// While a control the person answers is shown, the server is asked this often whether it is
 /// fully visible (besides the check at every press and the re-arm on every nearby change).
 const VISIBILITY_PERIOD: Duration = Duration::from_millis(100);
+/// Longest wait at start for the X server's first clock stamp.
+const STAMP_WAIT: Duration = Duration::from_secs(5);
 /// The dialog raises itself at most this often.
 const RAISE_MIN_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -99,8 +101,9 @@ pub struct App {
     live: Liveness,
     /// The X server's clock: button events are judged when they happened.
     clock: ServerClock,
-    /// Events read while waiting for the first stamp, handled first.
-    early: VecDeque<Event>,
+    /// Events read but not handled yet (while waiting for the first stamp, or after a button
+    /// event's visibility check), with their sequence numbers: handled first, in order.
+    early: VecDeque<(Event, u64)>,
 }
 
 impl App {
@@ -126,13 +129,25 @@ impl App {
             }
         };
         let hotkey_grabbed = hotkey.as_ref().is_some_and(StopHotkey::fully_grabbed);
-        // The first stamp of the server's clock, before any control can be shown.
+        // The first stamp of the server's clock, before any control can be shown (bounded: a
+        // client that destroys the stamp window stops the indicator, which fails closed).
         let mut clock = ServerClock::new(&ui.conn, root)?;
         let mut early = VecDeque::new();
+        let until = Instant::now() + STAMP_WAIT;
         while !clock.known() {
-            let ev = ui.conn.wait_for_event()?;
-            if !clock.on_event(&ev) {
-                early.push_back(ev);
+            match ui.conn.poll_for_event_with_sequence()? {
+                Some((ev, seq)) => {
+                    if !clock.on_event(&ev, seq) {
+                        early.push_back((ev, seq));
+                    }
+                }
+                None => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    anyhow::ensure!(!left.is_zero(), "the X server gave no clock stamp");
+                    let mut fds = [PollFd::new(ui.conn.stream().as_fd(), PollFlags::POLLIN)];
+                    let ms = left.as_millis().clamp(1, 1000) as u16;
+                    let _ = poll(&mut fds, PollTimeout::from(ms));
+                }
             }
         }
         let mut link = link;
@@ -235,7 +250,9 @@ impl App {
         if let Some(d) = &self.dialog
             && let Some((w, h)) = d.control_size(win)
         {
-            let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok();
+            let rect = d.rect();
+            let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok()
+                && !self.changed_after_the_click(rect)?;
             tracing::info!(
                 device = e.sourceid,
                 real,
@@ -276,7 +293,8 @@ impl App {
             && let Some((w, h)) = t.continue_size(win)
             && let Some(target) = t.continue_target()
         {
-            let visible = visible::check(&self.ui.conn, root, screen, &target, &own)?.is_ok();
+            let visible = visible::check(&self.ui.conn, root, screen, &target, &own)?.is_ok()
+                && !self.changed_after_the_click(target.rect)?;
             tracing::info!(
                 device = e.sourceid,
                 real,
@@ -357,12 +375,12 @@ impl App {
 
     /// One turn: handle queued X events, wait for input or a deadline, handle it.
     fn step(&mut self) -> Result<Option<Exit>, Fail> {
-        while let Some(ev) = match self.early.pop_front() {
+        while let Some((ev, seq)) = match self.early.pop_front() {
             Some(ev) => Some(ev),
-            None => self.ui.conn.poll_for_event()?,
+            None => self.ui.conn.poll_for_event_with_sequence()?,
         } {
             self.beat(Instant::now());
-            self.x_event(ev)?;
+            self.x_event(ev, seq)?;
             self.live.rest(Instant::now());
         }
         self.timers()?;
@@ -440,6 +458,29 @@ impl App {
             return Err(Fail::Broker("closed".into()));
         }
         Ok(())
+    }
+
+    /// Whether something that may change what covers `control` happened after the button event
+    /// being handled. The visibility check just asked the server about now; the click was made
+    /// earlier (handled late, the indicator may have been made to fall behind), and a cover
+    /// removed since would pass that check. Every event the server made before answering the
+    /// check has been read by now: those not handled yet came after the click, and are read
+    /// here (they are handled next, in order).
+    fn changed_after_the_click(&mut self, control: visible::Rect) -> Result<bool, Fail> {
+        while let Some(e) = self.ui.conn.poll_for_event_with_sequence()? {
+            self.early.push_back(e);
+        }
+        let own = self.own_windows();
+        let root = self.ui.root();
+        let changed = self.early.iter().any(|(ev, _)| {
+            self.watch
+                .may_touch(&self.ui.conn, root, ev, &own)
+                .is_some_and(|t| t.meets(&control))
+        });
+        if changed {
+            tracing::info!("a window near the control changed after the click: it did not count");
+        }
+        Ok(changed)
     }
 
     /// Whether a control a click can answer is shown: the consent dialog or Continue.
@@ -587,6 +628,8 @@ impl App {
                 }
             }
             BrokerToIndicator::ShowTakeover { session, paused } => {
+                // Continue may be shown: a fresh stamp of the server's clock.
+                self.clock.ask(&self.ui.conn)?;
                 let notes = match &mut self.takeover {
                     Some(t) => t.add_session(&mut self.ui, session, paused, now)?,
                     None => {
@@ -658,10 +701,10 @@ impl App {
         Ok(())
     }
 
-    fn x_event(&mut self, ev: Event) -> Result<(), Fail> {
+    fn x_event(&mut self, ev: Event, seq: u64) -> Result<(), Fail> {
         let now = Instant::now();
         let root = self.ui.root();
-        if self.clock.on_event(&ev) {
+        if self.clock.on_event(&ev, seq) {
             return Ok(());
         }
         match &ev {

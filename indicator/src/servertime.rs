@@ -14,6 +14,13 @@
 //! An event's time mapped through it can only come out earlier than the event really
 //! happened: the arming delay can only grow. Of several stamps the one that places the
 //! server's clock latest (the least delayed answer) is kept.
+//!
+//! Any client may change a property of any window, so a `PropertyNotify` of the stamp window is
+//! taken as an answer only if the server had already done the indicator's own request when it
+//! made the event (the event's sequence number, which counts the indicator's requests the
+//! server has done, is at or past the request's): its time is then never earlier than the
+//! stamp asked. One made before (another client's, read late) would pair an old server time
+//! with a later instant and place the server's clock too late; it is ignored.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -35,8 +42,9 @@ pub struct ServerClock {
     atom: u32,
     /// A server time and an instant no later than when the server was at it.
     base: Option<(Instant, u32)>,
-    /// When each stamp not yet answered was asked, oldest first.
-    asked: VecDeque<Instant>,
+    /// When each stamp not yet answered was asked, and its request's sequence number, oldest
+    /// first.
+    asked: VecDeque<(Instant, u64)>,
 }
 
 /// The local instant `ms` milliseconds (may be negative) after `t`.
@@ -86,32 +94,48 @@ impl ServerClock {
         if self.asked.len() >= MAX_PENDING {
             self.asked.pop_front();
         }
-        self.asked.push_back(Instant::now());
-        conn.change_property(
-            PropMode::APPEND,
-            self.win,
-            self.atom,
-            AtomEnum::STRING,
-            8,
-            0,
-            &[],
-        )?;
+        let sent = Instant::now();
+        let seq = conn
+            .change_property(
+                PropMode::APPEND,
+                self.win,
+                self.atom,
+                AtomEnum::STRING,
+                8,
+                0,
+                &[],
+            )?
+            .sequence_number();
+        self.asked.push_back((sent, seq));
         conn.flush()?;
         Ok(())
     }
 
-    /// Takes a stamp's answer; true when `ev` was one.
-    pub fn on_event(&mut self, ev: &Event) -> bool {
+    /// Takes a stamp's answer (`seq`: the event's full sequence number); true when `ev` is a
+    /// change of the stamp property (an answer or not).
+    pub fn on_event(&mut self, ev: &Event, seq: u64) -> bool {
         let Event::PropertyNotify(p) = ev else {
             return false;
         };
         if p.window != self.win || p.atom != self.atom {
             return false;
         }
-        if let Some(sent) = self.asked.pop_front() {
-            self.sample(sent, p.time);
-        }
+        self.answer(seq, p.time);
         true
+    }
+
+    /// A change of the stamp property at server time `server`, made when the server had done
+    /// the indicator's requests up to `seq`: it answers the latest stamp asked by then (the
+    /// best lower bound) and every one before it; a change made before any was done answers
+    /// none.
+    fn answer(&mut self, seq: u64, server: u32) {
+        let mut answered = None;
+        while self.asked.front().is_some_and(|(_, s)| *s <= seq) {
+            answered = self.asked.pop_front().map(|(sent, _)| sent);
+        }
+        if let Some(sent) = answered {
+            self.sample(sent, server);
+        }
     }
 
     /// A stamp: the server was at `server` no earlier than `sent`.
@@ -182,6 +206,26 @@ mod tests {
         // One that places it later replaces it.
         c.sample(t0 + ms(500), 1450);
         assert_eq!(c.local(1450), Some(t0 + ms(499)));
+    }
+
+    #[test]
+    fn a_change_made_before_the_stamp_was_done_is_no_answer() {
+        let t0 = Instant::now();
+        let mut c = clock();
+        c.asked.push_back((t0, 10));
+        // Another client's change, made before the server did request 10 (read late): its
+        // old server time must not be paired with t0.
+        c.answer(9, 1000);
+        assert!(!c.known());
+        // The answer to request 10 (or a change made after it) is.
+        c.answer(12, 5000);
+        assert_eq!(c.local(5000), Some(t0 - ms(1)));
+        assert!(c.asked.is_empty());
+        // Two stamps asked, answered by one change made after both: the later one pairs.
+        c.asked.push_back((t0 + ms(100), 20));
+        c.asked.push_back((t0 + ms(200), 21));
+        c.answer(21, 5150);
+        assert_eq!(c.local(5150), Some(t0 + ms(199)));
     }
 
     #[test]

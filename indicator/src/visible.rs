@@ -256,6 +256,54 @@ impl Watch {
         Ok(Watch { rects })
     }
 
+    /// What `ev` may have touched, as [`Self::on_event`] says, without following it (the event
+    /// is handled later, in order): for a button event's check of the changes the server made
+    /// after it.
+    pub fn may_touch<C: Connection>(
+        &self,
+        conn: &C,
+        root: Window,
+        ev: &Event,
+        own: &HashSet<Window>,
+    ) -> Option<Touch> {
+        let known = |w: Window| self.rects.get(&w).copied();
+        let other = |w: Window| !own.contains(&w);
+        match ev {
+            Event::ConfigureNotify(e) if e.event == root && e.window != root && other(e.window) => {
+                Touch::at([
+                    known(e.window),
+                    Some(outer_rect(e.x, e.y, e.width, e.height, e.border_width)),
+                ])
+            }
+            Event::MapNotify(e) if e.event == root && other(e.window) => {
+                Touch::at([known(e.window)])
+            }
+            Event::UnmapNotify(e) if e.event == root && other(e.window) => {
+                Touch::at([known(e.window)])
+            }
+            Event::CirculateNotify(e) if e.event == root && other(e.window) => {
+                Touch::at([known(e.window)])
+            }
+            Event::GravityNotify(e) if e.event == root && other(e.window) => {
+                Touch::at([known(e.window)])
+            }
+            Event::ReparentNotify(e) if e.event == root && other(e.window) => {
+                Touch::at([known(e.window)])
+            }
+            Event::DestroyNotify(e) if e.event == root && other(e.window) => {
+                Touch::at([known(e.window)])
+            }
+            Event::ShapeNotify(e)
+                if e.shape_kind == shape::SK::BOUNDING
+                    && other(e.affected_window)
+                    && !below_all(conn, root, e.affected_window, own) =>
+            {
+                Touch::at([known(e.affected_window)])
+            }
+            _ => None,
+        }
+    }
+
     /// Takes a root-level event; returns what it may have touched. The indicator's own
     /// windows (`own`) never count.
     pub fn on_event<C: Connection>(

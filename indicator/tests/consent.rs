@@ -342,6 +342,44 @@ fn a_click_handled_late_behind_a_flood_of_events_does_not_answer() {
     assert!(a.allow, "{a:?}");
 }
 
+/// The see-through cover while the indicator is behind: a click-through window over the armed
+/// dialog (showing the person something else), then a flood of events and short stops so the
+/// indicator neither checks nor raises the dialog; the person's click passes through the
+/// cover onto Allow, and the cover is removed before the indicator reads the click, so the
+/// server's answer about the dialog is "fully visible" by then. The cover's removal came after
+/// the click: the click does not count.
+#[test]
+fn a_cover_removed_after_the_click_while_the_indicator_was_behind_does_not_let_it_count() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let flood = common::Flood::start(&desk);
+    show(&mut ind, 15, 60_000);
+    let c = controls(&desk);
+    // Stopped, so that the cover's map and the flood are queued together: the indicator
+    // handles the map (and re-arms) but does not get to check and raise the dialog.
+    let (_, _) = common::stop_once_drawn(&desk, &ind, c.allow);
+    let area = desk.geometry(c.top);
+    let cover = cover(&desk, area, true);
+    flood.moves(5_000);
+    let crawl = common::Crawl::start(&ind);
+    // Past the arming delay from when the indicator handled the cover's map.
+    std::thread::sleep(Duration::from_millis(1000));
+    desk.real_click(c.allow);
+    desk.conn.unmap_window(cover).unwrap();
+    desk.conn.sync().unwrap();
+    // Until the indicator has read the click (the flood's 5,000 moves take it some crawling).
+    std::thread::sleep(Duration::from_millis(4000));
+    drop(crawl);
+    ind.expect_silence(
+        Duration::from_millis(2000),
+        "a click through a cover removed after it",
+    );
+    assert!(desk.viewable(c.allow), "the dialog is still up");
+    desk.real_click(c.allow);
+    let a = consent(ind.recv(Duration::from_secs(10)), 15);
+    assert!(a.allow, "{a:?}");
+}
+
 #[test]
 fn a_second_request_is_denied_and_cancel_closes_without_answer() {
     let desk = Desktop::start();

@@ -663,6 +663,16 @@ impl MockBackend {
         }
     }
 
+    /// Moves the window titled `title` by (`dx`, `dy`), as the person or another program
+    /// could: no accessibility event says so.
+    pub fn move_window(&self, title: &str, dx: i32, dy: i32) {
+        let mut d = self.desk();
+        if let Some(w) = d.windows.iter_mut().find(|w| w.title == title) {
+            w.frame.x += dx;
+            w.frame.y += dy;
+        }
+    }
+
     /// Whole reads of a window with details (frames) so far.
     pub fn full_reads(&self) -> usize {
         self.full_reads.load(std::sync::atomic::Ordering::SeqCst)

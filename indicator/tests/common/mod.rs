@@ -645,12 +645,7 @@ impl Flood {
     pub fn late_click_behind_a_flood(&self, desk: &Desktop, ind: &Indicator, target: Window) {
         use nix::sys::signal::{Signal, kill};
         let (pid, stopped) = stop_once_drawn(desk, ind, target);
-        for i in 0..20_000i32 {
-            self.conn
-                .configure_window(self.small, &ConfigureWindowAux::new().x(i % 2))
-                .unwrap();
-        }
-        self.conn.sync().unwrap();
+        self.moves(20_000);
         desk.real_click(target);
         let clicked = stopped.elapsed();
         assert!(
@@ -665,6 +660,59 @@ impl Flood {
             std::thread::sleep(Duration::from_millis(150));
         }
         kill(pid, Signal::SIGCONT).expect("continue the indicator");
+    }
+
+    /// Queues `n` moves of the small window (far from the controls) for the indicator.
+    pub fn moves(&self, n: i32) {
+        for i in 0..n {
+            self.conn
+                .configure_window(self.small, &ConfigureWindowAux::new().x(i % 2))
+                .unwrap();
+        }
+        self.conn.sync().unwrap();
+    }
+}
+
+/// The indicator run 2 ms at a time between stops of 150 ms (no gap its stall check sees),
+/// from another thread, until dropped (then it runs again).
+pub struct Crawl {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pid: nix::unistd::Pid,
+}
+
+impl Crawl {
+    /// Starts crawling the indicator.
+    pub fn start(ind: &Indicator) -> Crawl {
+        use nix::sys::signal::{Signal, kill};
+        let pid = nix::unistd::Pid::from_raw(ind.pid());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = kill(pid, Signal::SIGSTOP);
+                    std::thread::sleep(Duration::from_millis(150));
+                    let _ = kill(pid, Signal::SIGCONT);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            })
+        };
+        Crawl {
+            stop,
+            thread: Some(thread),
+            pid,
+        }
+    }
+}
+
+impl Drop for Crawl {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGCONT);
     }
 }
 

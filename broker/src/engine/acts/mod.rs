@@ -599,22 +599,19 @@ impl<B: Backend> Engine<B> {
 
     /// Starts watching the events of the token's application (its element), when the settle
     /// follows events; `None` otherwise or when the watch could not begin.
-    /// The target of a takeover act, whose point comes from the element's frame: when the
-    /// token's snapshot kept its frames from an earlier read (a settle that read only the
-    /// objects that sent events; moving or scrolling sends none), the window is read whole
-    /// first, so the frame is current (the token stays valid if the structure is the same).
+    /// The target of a takeover act, whose point comes from the element's frame. Moving a
+    /// window or scrolling it sends no accessibility event, and a snapshot's frames may be of
+    /// any age (or kept from an earlier read by a settle that read only the objects that sent
+    /// events): the window is read whole first, so the frame is where the element is now (the
+    /// token stays valid when the structure is the same).
     async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
-        let kept = {
+        let window = {
             let core = s.core();
             core.snaps
                 .resolve(token, core.sm.epoch)
-                .ok()
-                .filter(|(snap, _)| !snap.frames_current)
-                .map(|(snap, _)| snap.tree.window.clone())
+                .map(|(snap, _)| snap.tree.window.clone())?
         };
-        if let Some(window) = kept {
-            self.read_window(s, &window).await?;
-        }
+        self.read_window(s, &window).await?;
         self.target(s, token).await
     }
 
@@ -789,9 +786,7 @@ impl<B: Backend> Engine<B> {
                     if let Ok(tree) = self.validate_tree(tree, w) {
                         let mut core = s.core();
                         let epoch = core.sm.epoch;
-                        let snap =
-                            core.snaps
-                                .record_rows(tree, epoch, || self.new_snapshot_id(), false);
+                        let snap = core.snaps.record(tree, epoch, || self.new_snapshot_id());
                         return (Ok(snap), ms(start), r.quiet, "events_objects");
                     }
                 }
