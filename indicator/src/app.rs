@@ -33,6 +33,8 @@ const STOP_REPEAT: Duration = Duration::from_millis(1000);
 /// While a control the person answers is shown, the server is asked this often whether it is
 /// fully visible (besides the check at every press and the re-arm on every nearby change).
 const VISIBILITY_PERIOD: Duration = Duration::from_millis(100);
+/// Most events not handled yet that a button event's check of the changes after it searches.
+const MAX_SEARCHED: usize = 50_000;
 /// Longest wait at start for the X server's first clock stamp.
 const STAMP_WAIT: Duration = Duration::from_secs(5);
 /// The dialog raises itself at most this often.
@@ -251,8 +253,9 @@ impl App {
             && let Some((w, h)) = d.control_size(win)
         {
             let rect = d.rect();
+            let group: HashSet<Window> = d.windows().collect();
             let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok()
-                && !self.changed_after_the_click(rect)?;
+                && !self.changed_after_the_click(rect, &group)?;
             tracing::info!(
                 device = e.sourceid,
                 real,
@@ -293,8 +296,9 @@ impl App {
             && let Some((w, h)) = t.continue_size(win)
             && let Some(target) = t.continue_target()
         {
+            let group: HashSet<Window> = t.windows().into_iter().collect();
             let visible = visible::check(&self.ui.conn, root, screen, &target, &own)?.is_ok()
-                && !self.changed_after_the_click(target.rect)?;
+                && !self.changed_after_the_click(target.rect, &group)?;
             tracing::info!(
                 device = e.sourceid,
                 real,
@@ -466,21 +470,34 @@ impl App {
     /// removed since would pass that check. Every event the server made before answering the
     /// check has been read by now: those not handled yet came after the click, and are read
     /// here (they are handled next, in order).
-    fn changed_after_the_click(&mut self, control: visible::Rect) -> Result<bool, Fail> {
+    fn changed_after_the_click(
+        &mut self,
+        control: visible::Rect,
+        group: &HashSet<Window>,
+    ) -> Result<bool, Fail> {
         while let Some(e) = self.ui.conn.poll_for_event_with_sequence()? {
             self.early.push_back(e);
         }
         let own = self.own_windows();
         let root = self.ui.root();
-        let changed = self.early.iter().any(|(ev, _)| {
+        // A queue this long (another client flooding) is not searched: the click does not count.
+        if self.early.len() > MAX_SEARCHED {
+            tracing::info!("too many events after the click to search: it did not count");
+            return Ok(true);
+        }
+        let changed = self.early.iter().find(|(ev, _)| {
             self.watch
-                .may_touch(&self.ui.conn, root, ev, &own)
+                .may_touch(&self.ui.conn, root, ev, (&own, group), &control)
                 .is_some_and(|t| t.meets(&control))
         });
-        if changed {
-            tracing::info!("a window near the control changed after the click: it did not count");
+        if let Some((ev, _)) = changed {
+            tracing::info!(
+                event = event_kind(ev),
+                window = ?touch_window(ev),
+                "a window near the control changed after the click: it did not count"
+            );
         }
-        Ok(changed)
+        Ok(changed.is_some())
     }
 
     /// Whether a control a click can answer is shown: the consent dialog or Continue.

@@ -6,8 +6,8 @@
 //! with other events to handle first): it is handled late, when the delay has passed. So a
 //! button event is judged at the moment the server says it happened, in the indicator's clock.
 //!
-//! The two clocks are tied by a stamp: the indicator appends nothing to a property of a window
-//! of its own, and the server answers with a `PropertyNotify` carrying its time when it did
+//! The two clocks are tied by a stamp: the indicator sets an empty property of a window of its
+//! own, and the server answers with a `PropertyNotify` carrying its time when it did
 //! so. The server did it after the request was sent, so the time the request was sent, paired
 //! with the server's stamp, gives a point of the server's clock that is never later in the
 //! indicator's clock than it really was (less one millisecond for the server's rounding down).
@@ -20,7 +20,8 @@
 //! made the event (the event's sequence number, which counts the indicator's requests the
 //! server has done, is at or past the request's): its time is then never earlier than the
 //! stamp asked. One made before (another client's, read late) would pair an old server time
-//! with a later instant and place the server's clock too late; it is ignored.
+//! with a later instant and place the server's clock too late; it is ignored, and so is one
+//! another client sent (`SendEvent`: its time is the sender's choice).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -95,9 +96,11 @@ impl ServerClock {
             self.asked.pop_front();
         }
         let sent = Instant::now();
+        // Replace, not append: another client that gave the property another type or format
+        // cannot make the request fail (and so hold the answers back).
         let seq = conn
             .change_property(
-                PropMode::APPEND,
+                PropMode::REPLACE,
                 self.win,
                 self.atom,
                 AtomEnum::STRING,
@@ -120,7 +123,10 @@ impl ServerClock {
         if p.window != self.win || p.atom != self.atom {
             return false;
         }
-        self.answer(seq, p.time);
+        // Another client's SendEvent carries the time it likes: never a stamp.
+        if p.response_type & 0x80 == 0 {
+            self.answer(seq, p.time);
+        }
         true
     }
 
@@ -226,6 +232,31 @@ mod tests {
         c.asked.push_back((t0 + ms(200), 21));
         c.answer(21, 5150);
         assert_eq!(c.local(5150), Some(t0 + ms(199)));
+    }
+
+    #[test]
+    fn a_sent_event_is_never_a_stamp() {
+        use x11rb::protocol::xproto::{Property, PropertyNotifyEvent};
+        let t0 = Instant::now();
+        let mut c = clock();
+        c.asked.push_back((t0, 10));
+        let forged = PropertyNotifyEvent {
+            response_type: 0x80 | x11rb::protocol::xproto::PROPERTY_NOTIFY_EVENT,
+            sequence: 11,
+            window: 1,
+            atom: 2,
+            time: 5,
+            state: Property::NEW_VALUE,
+        };
+        assert!(c.on_event(&Event::PropertyNotify(forged), 11));
+        assert!(!c.known(), "a SendEvent's time is not taken");
+        let real = PropertyNotifyEvent {
+            response_type: x11rb::protocol::xproto::PROPERTY_NOTIFY_EVENT,
+            time: 9000,
+            ..forged
+        };
+        assert!(c.on_event(&Event::PropertyNotify(real), 11));
+        assert_eq!(c.local(9000), Some(t0 - ms(1)));
     }
 
     #[test]

@@ -258,17 +258,25 @@ impl Watch {
 
     /// What `ev` may have touched, as [`Self::on_event`] says, without following it (the event
     /// is handled later, in order): for a button event's check of the changes the server made
-    /// after it.
+    /// after it. A change of one of the control's own windows (`group`: raised, moved or
+    /// unmapped by another client) touches everything; the indicator's other windows never
+    /// count. A bounding-shape change of a window whose place is known and away from `control`
+    /// costs no round trip.
     pub fn may_touch<C: Connection>(
         &self,
         conn: &C,
         root: Window,
         ev: &Event,
-        own: &HashSet<Window>,
+        (own, group): (&HashSet<Window>, &HashSet<Window>),
+        control: &Rect,
     ) -> Option<Touch> {
         let known = |w: Window| self.rects.get(&w).copied();
         let other = |w: Window| !own.contains(&w);
+        let mine = |w: Window| group.contains(&w);
         match ev {
+            Event::ConfigureNotify(e) if mine(e.window) => Touch::at([None]),
+            Event::MapNotify(e) if mine(e.window) => Touch::at([None]),
+            Event::UnmapNotify(e) if mine(e.window) => Touch::at([None]),
             Event::ConfigureNotify(e) if e.event == root && e.window != root && other(e.window) => {
                 Touch::at([
                     known(e.window),
@@ -296,6 +304,7 @@ impl Watch {
             Event::ShapeNotify(e)
                 if e.shape_kind == shape::SK::BOUNDING
                     && other(e.affected_window)
+                    && known(e.affected_window).is_none_or(|r| r.meets(control))
                     && !below_all(conn, root, e.affected_window, own) =>
             {
                 Touch::at([known(e.affected_window)])
@@ -348,6 +357,25 @@ impl Watch {
                 let t = Touch::at([known(e.window)]);
                 if e.parent != root {
                     self.rects.remove(&e.window);
+                } else {
+                    // A window reparented into the root is followed like one created there:
+                    // its shape changes and its place.
+                    let _ = conn.shape_select_input(e.window, true);
+                    match conn
+                        .get_geometry(e.window)
+                        .ok()
+                        .and_then(|c| c.reply().ok())
+                    {
+                        Some(g) => {
+                            self.rects.insert(
+                                e.window,
+                                outer_rect(e.x, e.y, g.width, g.height, g.border_width),
+                            );
+                        }
+                        None => {
+                            self.rects.remove(&e.window);
+                        }
+                    }
                 }
                 t
             }

@@ -345,39 +345,121 @@ fn a_click_handled_late_behind_a_flood_of_events_does_not_answer() {
 /// The see-through cover while the indicator is behind: a click-through window over the armed
 /// dialog (showing the person something else), then a flood of events and short stops so the
 /// indicator neither checks nor raises the dialog; the person's click passes through the
-/// cover onto Allow, and the cover is removed before the indicator reads the click, so the
-/// server's answer about the dialog is "fully visible" by then. The cover's removal came after
-/// the click: the click does not count.
-#[test]
-fn a_cover_removed_after_the_click_while_the_indicator_was_behind_does_not_let_it_count() {
+/// cover onto Allow, and then `undo` takes the cover out of the way before the indicator reads
+/// the click, so the server's answer about the dialog is "fully visible" by then. What `undo`
+/// did came after the click: the click does not count; a later one does. `cover` is the
+/// covering window, made by `make` over the dialog's area.
+fn cover_undone_after_the_click(
+    id: u64,
+    make: impl FnOnce(&Desktop, (i16, i16, u16, u16)) -> Window,
+    undo: impl FnOnce(&Desktop, Window, &Controls),
+) {
     let desk = Desktop::start();
     let mut ind = Indicator::spawn(&desk, &[]);
     let flood = common::Flood::start(&desk);
-    show(&mut ind, 15, 60_000);
+    show(&mut ind, id, 60_000);
     let c = controls(&desk);
     // Stopped, so that the cover's map and the flood are queued together: the indicator
     // handles the map (and re-arms) but does not get to check and raise the dialog.
     let (_, _) = common::stop_once_drawn(&desk, &ind, c.allow);
     let area = desk.geometry(c.top);
-    let cover = cover(&desk, area, true);
-    flood.moves(5_000);
+    let cover = make(&desk, area);
+    // Enough for the indicator, crawling, to be still behind when the click comes a second
+    // later (it handles thousands of these in one of its 2 ms runs).
+    flood.moves(40_000);
     let crawl = common::Crawl::start(&ind);
     // Past the arming delay from when the indicator handled the cover's map.
     std::thread::sleep(Duration::from_millis(1000));
     desk.real_click(c.allow);
-    desk.conn.unmap_window(cover).unwrap();
+    undo(&desk, cover, &c);
     desk.conn.sync().unwrap();
-    // Until the indicator has read the click (the flood's 5,000 moves take it some crawling).
-    std::thread::sleep(Duration::from_millis(4000));
+    // Until the indicator has read the click (the flood's moves take it some crawling).
+    std::thread::sleep(Duration::from_millis(6000));
     drop(crawl);
     ind.expect_silence(
         Duration::from_millis(2000),
-        "a click through a cover removed after it",
+        "a click through a cover undone after it",
     );
     assert!(desk.viewable(c.allow), "the dialog is still up");
     desk.real_click(c.allow);
-    let a = consent(ind.recv(Duration::from_secs(10)), 15);
+    let a = consent(ind.recv(Duration::from_secs(10)), id);
     assert!(a.allow, "{a:?}");
+}
+
+#[test]
+fn a_cover_removed_after_the_click_while_the_indicator_was_behind_does_not_let_it_count() {
+    cover_undone_after_the_click(
+        15,
+        |desk, area| cover(desk, area, true),
+        |desk, w, _| {
+            desk.conn.unmap_window(w).unwrap();
+        },
+    );
+}
+
+/// The same, but the attacker raises the dialog itself over the cover (it is override-redirect:
+/// any client may restack it) instead of touching the cover.
+#[test]
+fn the_dialog_raised_by_another_client_after_the_click_does_not_let_it_count() {
+    cover_undone_after_the_click(
+        16,
+        |desk, area| cover(desk, area, true),
+        |desk, _, c| {
+            desk.conn
+                .configure_window(
+                    c.top,
+                    &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE),
+                )
+                .unwrap();
+        },
+    );
+}
+
+/// The same with a cover made inside another window and reparented into the root, emptied of
+/// its shape after the click (a window that came to the root by reparenting is followed too).
+#[test]
+fn a_reparented_cover_reshaped_after_the_click_does_not_let_it_count() {
+    cover_undone_after_the_click(
+        17,
+        |desk, (x, y, w, h)| {
+            use x11rb::protocol::xproto::{CreateWindowAux, WindowClass};
+            // Made inside a window of its own (never a child of the root until reparented).
+            let holder = desk.unmapped_test_window(0, 0, 20, 20);
+            let win = desk.conn.generate_id().unwrap();
+            desk.conn
+                .create_window(
+                    x11rb::COPY_DEPTH_FROM_PARENT,
+                    win,
+                    holder,
+                    0,
+                    0,
+                    w,
+                    h,
+                    0,
+                    WindowClass::INPUT_OUTPUT,
+                    0,
+                    &CreateWindowAux::new()
+                        .override_redirect(1)
+                        .background_pixel(0x00ff_ffff),
+                )
+                .unwrap();
+            desk.conn.map_window(win).unwrap();
+            desk.conn.reparent_window(win, desk.root, x, y).unwrap();
+            desk.conn
+                .shape_rectangles(SO::SET, SK::INPUT, ClipOrdering::UNSORTED, win, 0, 0, &[])
+                .unwrap();
+            desk.conn
+                .configure_window(win, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE))
+                .unwrap();
+            desk.conn.sync().unwrap();
+            win
+        },
+        |desk, w, _| {
+            desk.conn
+                .shape_rectangles(SO::SET, SK::BOUNDING, ClipOrdering::UNSORTED, w, 0, 0, &[])
+                .unwrap();
+        },
+    );
 }
 
 #[test]
