@@ -28,32 +28,7 @@ use x11rb::protocol::shape::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{ConnectionExt as _, MapState, Window, WindowClass};
 
 /// A rectangle in root coordinates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rect {
-    /// Left.
-    pub x: i32,
-    /// Top.
-    pub y: i32,
-    /// Width.
-    pub w: i32,
-    /// Height.
-    pub h: i32,
-}
-
-impl Rect {
-    /// True when the two overlap by at least one pixel.
-    pub fn meets(&self, o: &Rect) -> bool {
-        self.x < o.x + o.w && o.x < self.x + self.w && self.y < o.y + o.h && o.y < self.y + self.h
-    }
-
-    fn offset(&self, dx: i32, dy: i32) -> Rect {
-        Rect {
-            x: self.x + dx,
-            y: self.y + dy,
-            ..*self
-        }
-    }
-}
+pub use nish_proto::model::Rect;
 
 /// Why a control is not fully visible (for logs and tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

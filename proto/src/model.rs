@@ -30,6 +30,20 @@ impl Rect {
             && other.y + other.h <= self.y + self.h + slack
     }
 
+    /// True when the two overlap by at least one pixel.
+    pub fn meets(&self, o: &Rect) -> bool {
+        self.x < o.x + o.w && o.x < self.x + self.w && self.y < o.y + o.h && o.y < self.y + self.h
+    }
+
+    /// The same rectangle moved by (`dx`, `dy`).
+    pub fn offset(&self, dx: i32, dy: i32) -> Rect {
+        Rect {
+            x: self.x + dx,
+            y: self.y + dy,
+            ..*self
+        }
+    }
+
     /// True when the point lies inside.
     pub fn contains_point(&self, x: i32, y: i32) -> bool {
         x >= self.x && y >= self.y && x < self.x + self.w && y < self.y + self.h

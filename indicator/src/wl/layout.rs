@@ -17,27 +17,7 @@ const PAD: i32 = consent::PAD as i32;
 const GAP: i32 = consent::GAP as i32;
 
 /// A rectangle in the box's coordinates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rect {
-    /// Left.
-    pub x: i32,
-    /// Top.
-    pub y: i32,
-    /// Width.
-    pub w: i32,
-    /// Height.
-    pub h: i32,
-}
-
-impl Rect {
-    /// True when (x, y) lies inside.
-    pub fn contains(&self, x: f64, y: f64) -> bool {
-        x >= f64::from(self.x)
-            && y >= f64::from(self.y)
-            && x < f64::from(self.x + self.w)
-            && y < f64::from(self.y + self.h)
-    }
-}
+pub use nish_proto::model::Rect;
 
 /// One line of text.
 #[derive(Clone, Debug, PartialEq, Eq)]

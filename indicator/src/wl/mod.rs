@@ -90,9 +90,12 @@ impl WlDialog {
     fn control_at(&self, x: f64, y: f64) -> Option<usize> {
         let l = self.layout.as_ref()?;
         let (ox, oy) = (f64::from(self.origin.0), f64::from(self.origin.1));
-        l.controls
-            .iter()
-            .position(|c| c.rect.contains(x - ox, y - oy))
+        l.controls.iter().position(|c| {
+            // Surface coordinates are fractional: a point is inside a pixel's rectangle
+            // when its whole part is.
+            c.rect
+                .contains_point((x - ox).floor() as i32, (y - oy).floor() as i32)
+        })
     }
 
     fn answer(&self, allow: bool) -> ConsentAnswer {
