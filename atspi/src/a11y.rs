@@ -763,6 +763,21 @@ pub struct Props {
     pub child_count: i32,
 }
 
+impl Props {
+    /// The object `path` of application `bus` with these properties.
+    pub fn to_obj(&self, bus: &str, path: &str) -> crate::tree::Obj {
+        crate::tree::Obj::from_atspi(
+            bus,
+            path,
+            self.role,
+            &self.name,
+            &self.states,
+            &self.ifaces,
+            self.child_count,
+        )
+    }
+}
+
 /// Reads role, name, states, interfaces and child count of one object (four calls in flight).
 pub async fn props(link: &AppLink, path: &str, timeout: Duration) -> Result<Props, CallError> {
     let dest = link.dest();
@@ -851,24 +866,10 @@ pub async fn find_frame(
         if let Some(f) = recheck_frame(a11y, &k, window, client, wm_frame).await {
             return Ok(f);
         }
-        if let Ok(mut m) = a11y.frames.lock() {
-            m.remove(&key);
-        }
+        a11y.remember_frame(key, None);
     }
     let f = discover_frame(a11y, window, client, wm_frame).await?;
-    if let Ok(mut m) = a11y.frames.lock() {
-        if m.len() >= FRAME_MEMORY {
-            m.clear();
-        }
-        m.insert(
-            key,
-            KnownFrame {
-                bus_name: f.link.bus_name.clone(),
-                path: f.path.clone(),
-                toolkit: f.toolkit.clone(),
-            },
-        );
-    }
+    a11y.remember_frame(key, Some(&f));
     Ok(f)
 }
 

@@ -17,7 +17,6 @@ use nish_atspi::agent::x11::XDisplay;
 use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{ATSPI_DEFUNCT, atspi_bits, has_atspi_state};
-use nish_atspi::tree::Obj;
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Ifaces, Rect};
 use nish_proto::wire::input::Expect;
@@ -287,15 +286,7 @@ impl Desk {
         };
         let toolkit = self.toolkit(&link, deadline).await?;
         let defunct = has_atspi_state(atspi_bits(&p.states), ATSPI_DEFUNCT);
-        let obj = Obj::from_atspi(
-            &handle.bus,
-            &handle.path,
-            p.role,
-            &p.name,
-            &p.states,
-            &p.ifaces,
-            p.child_count,
-        );
+        let obj = p.to_obj(&handle.bus, &handle.path);
         let frame = if obj.ifaces.has(Ifaces::COMPONENT) {
             frame
         } else {
@@ -346,15 +337,7 @@ impl Desk {
             let p = props(&el.link, &parent, left(deadline)?)
                 .await
                 .map_err(read_failure)?;
-            let obj = Obj::from_atspi(
-                &el.handle.bus,
-                &parent,
-                p.role,
-                &p.name,
-                &p.states,
-                &p.ifaces,
-                p.child_count,
-            );
+            let obj = p.to_obj(&el.handle.bus, &parent);
             if obj.role == "combo_box" {
                 let showing = obj.states.has(nish_proto::model::State::Showing)
                     || (el.toolkit.rules().visible_for_showing

@@ -38,7 +38,7 @@ use nish_atspi::states::{
     ValueKind, atspi_bits, clip_chars, format_number, ifaces_from_names, value_kind,
 };
 use nish_atspi::tree::{
-    Arena, CacheRow, Details, Key, Kids, MAX_CHILDREN, Obj, Plan, VALUE_MAX_CHARS, build_nodes,
+    Arena, CacheRow, Details, Key, Kids, MAX_CHILDREN, Plan, VALUE_MAX_CHARS, build_nodes,
     clamp_limits, plan, window_arena,
 };
 
@@ -369,15 +369,7 @@ pub async fn read_tree(
             stats.cache = false;
             arena = Arena::new();
             let p = &frame.props;
-            arena.insert(Obj::from_atspi(
-                &frame.link.bus_name,
-                &frame.path,
-                p.role,
-                &p.name,
-                &p.states,
-                &p.ifaces,
-                p.child_count,
-            ))
+            arena.insert(p.to_obj(&frame.link.bus_name, &frame.path))
         }
     };
 
@@ -497,15 +489,7 @@ pub async fn read_objects(
     let mut keys: Vec<Option<Key>> = Vec::with_capacity(paths.len());
     for (path, props) in paths.iter().zip(read) {
         keys.push(match (path, props.flatten()) {
-            (Some(path), Some(p)) => Some(arena.insert(Obj::from_atspi(
-                &bus,
-                path,
-                p.role,
-                &p.name,
-                &p.states,
-                &p.ifaces,
-                p.child_count,
-            ))),
+            (Some(path), Some(p)) => Some(arena.insert(p.to_obj(&bus, path))),
             _ => None,
         });
     }
@@ -910,15 +894,7 @@ async fn expand(
                         continue;
                     }
                     if let Some(p) = props {
-                        arena.insert(Obj::from_atspi(
-                            &bus,
-                            path,
-                            p.role,
-                            &p.name,
-                            &p.states,
-                            &p.ifaces,
-                            p.child_count,
-                        ));
+                        arena.insert(p.to_obj(&bus, path));
                         count += 1;
                     }
                     if let Some(key) = arena.key(&bus, path) {
