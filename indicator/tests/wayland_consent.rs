@@ -16,6 +16,8 @@
 //! answers nothing, whether or not the person's pointer rests on Allow; the person's click
 //! through RemoteDesktop afterwards does.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
@@ -179,17 +181,7 @@ impl Indicator {
                 hotkey_grabbed: false
             }
         );
-        reader.set_read_timeout(None).unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            while let Ok(m) =
-                codec::read_frame::<_, IndicatorToBroker>(&mut reader, MAX_FRAME_BYTES)
-            {
-                if tx.send(m).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = common::indicator_messages(reader);
         Indicator {
             child,
             sock: mine,

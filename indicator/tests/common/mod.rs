@@ -716,6 +716,21 @@ impl Drop for Crawl {
     }
 }
 
+/// The indicator's messages on `reader` (the broker's end), read on a thread of their own from
+/// now on.
+pub fn indicator_messages(mut reader: UnixStream) -> Receiver<IndicatorToBroker> {
+    reader.set_read_timeout(None).unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        while let Ok(m) = codec::read_frame::<_, IndicatorToBroker>(&mut reader, MAX_FRAME_BYTES) {
+            if tx.send(m).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// The real `nish-indicator`, with the test playing the broker.
 pub struct Indicator {
     child: Child,
@@ -781,17 +796,7 @@ impl Indicator {
         let IndicatorToBroker::Ready { hotkey_grabbed } = ready else {
             panic!("the message after Connect must be Ready, got {ready:?}");
         };
-        reader.set_read_timeout(None).unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            while let Ok(m) =
-                codec::read_frame::<_, IndicatorToBroker>(&mut reader, MAX_FRAME_BYTES)
-            {
-                if tx.send(m).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = indicator_messages(reader);
         Indicator {
             child,
             sock: Some(mine),
