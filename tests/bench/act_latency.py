@@ -106,7 +106,7 @@ async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int, settl
             r = await ok(c, "get_window_state", {"pid": ns.pid, "max_elements": 5000})
             cb = next(e for e in r["elements"] if e["role"] == "check_box" and e["label"] == "checkbutton"
                       and not set(e["states"]) & {"disabled", "indeterminate"})
-            entry = next(e for e in r["elements"] if e["role"] == "text" and e["value"] == "entry"
+            entry = next(e for e in r["elements"] if e["role"] == "text" and e.get("value") == "entry"
                          and "disabled" not in e["states"])
             results = {}
             for name, tool, args in (

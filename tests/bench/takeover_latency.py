@@ -175,7 +175,7 @@ async def run(ns: argparse.Namespace) -> None:
                 for i in range(trials):
                     r = await ok(c, "get_window_state", {"app": "gtk3-widget-factory", "max_elements": 5000})
                     entry = next(e for e in r["elements"] if e["role"] == "text" and "disabled" not in e["states"]
-                                 and e["value"] is not None)
+                                 and e.get("value") is not None)
                     watch.clear()
 
                     def interrupt() -> None:

@@ -217,7 +217,7 @@ async def run(ns: argparse.Namespace) -> None:
             person.wait_window("nish-driver indicator: frame")
             await ok(c, "bring_to_front", {"app": GTK3})
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
-            entry = next(e for e in r["elements"] if e["role"] == "text" and e["value"] == "entry"
+            entry = next(e for e in r["elements"] if e["role"] == "text" and e.get("value") == "entry"
                          and "disabled" not in e["states"])
             pid = agent_pid(broker, "nish-input")
             got = []

@@ -141,12 +141,12 @@ async def run(ns: argparse.Namespace) -> None:
             check(a["effect"] == "confirmed" and a["verified"] is True, f"the check button's own state shows the click: {a}")
             say(f"  foreground click {cb['element_token']}: effect {a['effect']}, verified {a['verified']}, path {a['path']}")
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
-            entry = find_row(r, lambda e: e["role"] == "text" and e["value"] == "entry" and "disabled" not in e["states"])
+            entry = find_row(r, lambda e: e["role"] == "text" and e.get("value") == "entry" and "disabled" not in e["states"])
             before = keymap(person)
             a = await ok(c, "type_text", {"element_token": entry["element_token"], "text": "-typed Ü€", "delivery_mode": "foreground"})
             check(a["path"] == "xtest:type", str(a))
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
-            value = r["elements"][entry["element_index"]]["value"]
+            value = r["elements"][entry["element_index"]].get("value")
             check("-typed Ü€" in value, f"the entry reads back the typed text: {value!r}")
             check(keymap(person) == before, "the keymap is as it was (the borrowed key is given back)")
             say(f"  foreground type_text (Ü and € are not on the keymap: a spare key is borrowed and "
@@ -182,7 +182,7 @@ async def run(ns: argparse.Namespace) -> None:
                     break
                 check(time.monotonic() < deadline, f"the <input> reads {now.get('value')!r}")
                 await anyio.sleep(0.1)
-            say(f"  foreground type_text into <input>: effect {a['effect']}; the page reads back {now['value']!r}")
+            say(f"  foreground type_text into <input>: effect {a['effect']}; the page reads back {now.get('value')!r}")
 
             # ---- the person moves the mouse mid-glide -------------------------------------
             say("the person moves the mouse while the driver glides the pointer")
@@ -234,9 +234,9 @@ async def run(ns: argparse.Namespace) -> None:
             await ok(c, "bring_to_front", {"app": GTK3})
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
             entry = find_row(r, lambda e: e["role"] == "text" and "disabled" not in e["states"]
-                             and e["value"] is not None and "-typed" in e["value"])
+                             and e.get("value") is not None and "-typed" in e.get("value"))
             text = "abcdefghij" * 30
-            typed_before = r["elements"][entry["element_index"]]["value"]
+            typed_before = r["elements"][entry["element_index"]].get("value")
 
             def person_types() -> None:
                 time.sleep(0.6)
@@ -255,7 +255,7 @@ async def run(ns: argparse.Namespace) -> None:
             time.sleep(0.2)
             check(held_keys(person) == [], f"keys held after the stop: {held_keys(person)}")
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
-            value = r["elements"][entry["element_index"]]["value"]
+            value = r["elements"][entry["element_index"]].get("value")
             check(len(value) - len(typed_before) == typed,
                   f"the entry holds exactly the {typed} characters reported typed ({len(value) - len(typed_before)})")
             say(f"  type_text: {e['code']}, paused_reason {e['paused_reason']}, typed_characters {typed} of "
@@ -272,7 +272,7 @@ async def run(ns: argparse.Namespace) -> None:
             say("another program injects a key (XTEST) while the driver types")
             r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
             entry = find_row(r, lambda e: e["role"] == "text" and "disabled" not in e["states"]
-                             and e["value"] is not None and "-typed" in e["value"])
+                             and e.get("value") is not None and "-typed" in e.get("value"))
 
             def other_program() -> None:
                 time.sleep(0.6)

@@ -79,7 +79,7 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str, last: 
         say(f"  set_value Name: readback {r['readback']}, effect {r['effect']}")
         check(r["readback"] == "match" and r["effect"] == "confirmed", str(r))
         after = await ok(c, "get_window_state", {"app": "Notes"})
-        check(find(after, "entry", "Name")["value"] == "Grace Hopper", "the value reads back")
+        check(find(after, "entry", "Name").get("value") == "Grace Hopper", "the value reads back")
         r = await ok(c, "set_value", {"element_token": find(full, "slider", "Volume")["element_token"], "value": 150})
         say(f"  set_value Volume 150 (the slider stops at 100): readback {r['readback']}, effect {r['effect']}")
         check(r["readback"] == "mismatch" and r["verified"] is False, str(r))
