@@ -14,6 +14,7 @@ scripts/ensure-deps.sh
 unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || true
 cargo build --release --workspace --bins
 cargo bench -p nish-tests --bench reads
+cargo bench -p nish-tests --bench mcp_reads
 cargo bench -p nish-tests --bench big_reads
 cargo bench -p nish-tests --bench acts
 cargo bench -p nish-tests --bench takeover

@@ -213,6 +213,8 @@ pub struct A11y {
     /// Woken whenever a name lookup ends.
     names: Arc<Notify>,
     events_registered: Mutex<bool>,
+    /// When the reader asked the registry to forward events ([`A11y::register_events`]).
+    events_since: std::sync::Mutex<Option<Instant>>,
     actions: Arc<ActionNames>,
     secure: Arc<crate::secure::SecureMemory>,
     frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
@@ -244,6 +246,18 @@ impl A11y {
     pub fn known_frame(&self, key: (u64, u32)) -> Option<(String, (String, String))> {
         let m = self.frames.lock().ok()?;
         m.get(&key).map(|k| (k.path.clone(), k.toolkit.clone()))
+    }
+
+    /// The bus name of the application of window `key`'s remembered top-level accessible.
+    pub fn known_bus(&self, key: (u64, u32)) -> Option<String> {
+        let m = self.frames.lock().ok()?;
+        m.get(&key).map(|k| k.bus_name.clone())
+    }
+
+    /// When the reader first asked the registry to forward events (`None`: not yet).
+    /// Applications learn of it from the registry's signal, some time later.
+    pub fn events_since(&self) -> Option<Instant> {
+        self.events_since.lock().ok().and_then(|g| *g)
     }
 
     /// Remembers the top-level accessible of window `key`; `None` forgets it.
@@ -643,7 +657,9 @@ impl A11y {
             return;
         }
         *done = true;
+        let mut all = false;
         if let Ok(bus) = self.bus().await {
+            all = true;
             for kind in EVENT_KINDS {
                 let r: Result<(), CallError> = call(
                     &bus,
@@ -655,7 +671,13 @@ impl A11y {
                 )
                 .await;
                 tracing::debug!(ok = r.is_ok(), kind, "registered for events");
+                all &= r.is_ok();
             }
+        }
+        // Set only when the registry took every kind: otherwise applications may send
+        // nothing, and no walk is kept ([`A11y::events_since`]).
+        if all && let Ok(mut g) = self.events_since.lock() {
+            *g = Some(Instant::now());
         }
     }
 }

@@ -398,6 +398,7 @@ pub fn clamp_limits(l: &WalkLimits) -> WalkLimits {
         max_depth: l.max_depth.min(nish_proto::model::WALK_MAX_DEPTH),
         budget_ms: l.budget_ms.clamp(1, BUDGET_MAX_MS),
         details: l.details,
+        keep: l.keep,
     }
 }
 
@@ -639,6 +640,7 @@ mod tests {
             max_depth,
             budget_ms: 1000,
             details: true,
+            keep: None,
         }
     }
 
@@ -1273,6 +1275,7 @@ mod tests {
             max_depth: 9999,
             budget_ms: 10_000_000,
             details: true,
+            keep: None,
         });
         assert_eq!(l.max_elements, 1);
         assert_eq!(l.max_depth, nish_proto::model::WALK_MAX_DEPTH);

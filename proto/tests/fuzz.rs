@@ -352,14 +352,22 @@ fn broker_to_cli() -> impl Strategy<Value = BrokerToCli> {
 }
 
 fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
-    let limits = (any::<u32>(), any::<u16>(), any::<u64>(), any::<bool>()).prop_map(
-        |(max_elements, max_depth, budget_ms, details)| WalkLimits {
-            max_elements,
-            max_depth,
-            budget_ms,
-            details,
-        },
-    );
+    let limits = (
+        any::<u32>(),
+        any::<u16>(),
+        any::<u64>(),
+        any::<bool>(),
+        any::<Option<u64>>(),
+    )
+        .prop_map(
+            |(max_elements, max_depth, budget_ms, details, keep)| WalkLimits {
+                max_elements,
+                max_depth,
+                budget_ms,
+                details,
+                keep,
+            },
+        );
     prop_oneof![
         any::<u64>().prop_map(|id| BrokerToReader::ListWindows { id }),
         (any::<u64>(), window(), limits)
@@ -442,10 +450,13 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         lockdown().prop_map(ReaderToBroker::Lockdown),
         (any::<u64>(), proptest::collection::vec(window(), 0..3))
             .prop_map(|(id, windows)| ReaderToBroker::Windows { id, windows }),
-        (any::<u64>(), tree, any::<u64>()).prop_map(|(id, tree, walk_ms)| ReaderToBroker::Tree {
-            id,
-            tree,
-            walk_ms
+        (any::<u64>(), tree, any::<u64>(), any::<bool>()).prop_map(|(id, tree, walk_ms, kept)| {
+            ReaderToBroker::Tree {
+                id,
+                tree,
+                walk_ms,
+                kept,
+            }
         }),
         (any::<u64>(), any::<[u32; 3]>(), bytes()).prop_map(|(id, n, data)| ReaderToBroker::Png {
             id,
@@ -992,6 +1003,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     truncated: Some(TruncReason::TimeBudget),
                 },
                 walk_ms: 12,
+                kept: false,
             }),
         ),
         (

@@ -10,6 +10,7 @@
 pub mod capture;
 pub mod events;
 pub mod image;
+pub mod kept;
 pub mod ratelimit;
 pub mod server;
 pub mod walk;

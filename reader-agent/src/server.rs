@@ -50,6 +50,7 @@ pub struct Reader {
     walks: Semaphore,
     app_walks: Mutex<std::collections::HashMap<u32, Arc<Semaphore>>>,
     watches: crate::events::Watches,
+    kept: crate::kept::Kept,
 }
 
 impl Default for Reader {
@@ -61,6 +62,7 @@ impl Default for Reader {
             walks: Semaphore::new(CONCURRENT_WALKS),
             app_walks: Mutex::new(std::collections::HashMap::new()),
             watches: crate::events::Watches::default(),
+            kept: crate::kept::Kept::default(),
         }
     }
 }
@@ -218,13 +220,65 @@ impl Reader {
                     wm_frame: g.1,
                 }
             }
-            // Without X, the broker's geometry stands.
-            Err(_) => XGeometry {
-                client: window.frame,
-                wm_frame: None,
-            },
+            // Without X, the broker's geometry stands (and no walk is kept).
+            Err(_) => {
+                let geometry = XGeometry {
+                    client: window.frame,
+                    wm_frame: None,
+                };
+                return walk::read_tree(&self.a11y, window, geometry, limits).await;
+            }
         };
-        walk::read_tree(&self.a11y, window, geometry, limits).await
+        let Some(_) = limits.keep else {
+            return walk::read_tree(&self.a11y, window, geometry, limits).await;
+        };
+        let under = crate::kept::Under {
+            window: window.clone(),
+            geometry: (geometry.client, geometry.wm_frame),
+            limits: *limits,
+        };
+        if let Some(tree) = self.kept.get(&under) {
+            let stats = walk::WalkStats {
+                kept: true,
+                ..walk::WalkStats::default()
+            };
+            return Ok((tree, stats));
+        }
+        // The match goes in before the walk begins, so a change during the walk ends the keep.
+        let armed = self.arm_for(window, &geometry, budget).await;
+        tracing::debug!(armed = armed.is_some(), "kept walk: armed before the walk");
+        let r = walk::read_tree(&self.a11y, window, geometry, limits).await;
+        if let (Some(armed), Ok((tree, _))) = (armed, &r) {
+            self.kept.keep(under, armed, tree, self.a11y.events_since());
+        }
+        r
+    }
+
+    /// The match on every signal of `window`'s application, in force before its walk
+    /// ([`crate::kept`]); `None` when the application or the bus cannot be found.
+    async fn arm_for(
+        &self,
+        window: &WindowInfo,
+        geometry: &XGeometry,
+        budget: Duration,
+    ) -> Option<crate::kept::Armed> {
+        self.a11y.register_events().await;
+        let key = (window.window_id, window.pid);
+        let app = match self.a11y.known_bus(key) {
+            Some(b) => b,
+            None => {
+                let found =
+                    a11y::find_frame(&self.a11y, window, geometry.client, geometry.wm_frame);
+                tokio::time::timeout(budget / 4, found)
+                    .await
+                    .ok()?
+                    .ok()?
+                    .link
+                    .bus_name
+            }
+        };
+        let bus = self.a11y.bus().await.ok()?;
+        crate::kept::Armed::arm(&bus, &app).await
     }
 
     /// A capture, rate-limited, with the secure fields named by `secure` (element handles)
@@ -263,6 +317,8 @@ impl Reader {
     /// Starts an event watch on the application of `element` in `window`
     /// ([`crate::events`]).
     pub async fn watch(&self, window: &WindowInfo, element: &str) -> Result<u64, Failure> {
+        // An act follows: the window's kept walk is not used again.
+        self.kept.forget(window.window_id);
         let bus = self.a11y.bus().await.map_err(|p| p.failure())?;
         // Registered once per reader: apps send only the events some client registered for.
         self.a11y.register_events().await;
@@ -359,12 +415,14 @@ impl Reader {
                             p2p = stats.p2p,
                             live = stats.live_objects,
                             ms = stats.ms_total,
+                            kept = stats.kept,
                             "tree read"
                         );
                         ReaderToBroker::Tree {
                             id,
                             tree,
                             walk_ms: start.elapsed().as_millis() as u64,
+                            kept: stats.kept,
                         }
                     }
                     Err(f) => failed(id, &f),

@@ -114,6 +114,8 @@ pub struct WalkStats {
     pub ms_structure: u64,
     /// See `ms_frame`.
     pub ms_total: u64,
+    /// Not walked: the window's last walk answered ([`crate::kept`]).
+    pub kept: bool,
 }
 
 /// The state of one walk's calls.

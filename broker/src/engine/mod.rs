@@ -197,6 +197,10 @@ pub struct Engine<B: Backend> {
     denials: Mutex<HashMap<String, u64>>,
     captures: Mutex<VecDeque<Instant>>,
     stops: AtomicU64,
+    /// The act generation: bumped when any act begins and when it ends. A plain read hands it
+    /// to the reader, which answers with a window's kept walk only under the same generation
+    /// (`nish_reader::kept`), so no act of any session lies between the walk and the read.
+    act_generation: AtomicU64,
     /// The driver's monotonic clock (tokio's, so tests can let time pass).
     clock: tokio::time::Instant,
 }
@@ -206,6 +210,22 @@ impl<B: Backend> std::fmt::Debug for Engine<B> {
         f.debug_struct("Engine")
             .field("backend", &self.backend.kind())
             .finish()
+    }
+}
+
+/// Bumps the act generation when made and again when dropped.
+struct Generation<'a>(&'a AtomicU64);
+
+impl<'a> Generation<'a> {
+    fn bump(g: &'a AtomicU64) -> Self {
+        g.fetch_add(1, Ordering::SeqCst);
+        Generation(g)
+    }
+}
+
+impl Drop for Generation<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -258,6 +278,7 @@ impl<B: Backend> Engine<B> {
             denials: Mutex::new(HashMap::new()),
             captures: Mutex::new(VecDeque::new()),
             stops: AtomicU64::new(0),
+            act_generation: AtomicU64::new(0),
             clock: tokio::time::Instant::now(),
         })
     }
@@ -460,8 +481,17 @@ impl<B: Backend> Engine<B> {
                 ErrorCode::Unsupported,
                 "X11 desktops give no API for other apps' notifications",
             )),
-            act => self.act(s, &act).await,
+            act => {
+                // The generation moves before the act and again after it, however it ends.
+                let _generation = Generation::bump(&self.act_generation);
+                self.act(s, &act).await
+            }
         }
+    }
+
+    /// The act generation now (see the field).
+    pub(crate) fn act_generation(&self) -> u64 {
+        self.act_generation.load(Ordering::SeqCst)
     }
 
     /// Judges `call` again (right before a synthetic batch, or after waiting for the host): the

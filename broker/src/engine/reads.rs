@@ -161,11 +161,32 @@ impl<B: Backend> Engine<B> {
         s: &Session,
         w: &WindowInfo,
     ) -> Result<Arc<Snapshot>, DriverError> {
+        self.read_window_with(s, w, WalkLimits::default()).await
+    }
+
+    /// Reads a window for a plain read (`get_window_state`): the reader may answer with the
+    /// window's last walk when nothing was seen to change since (`WalkLimits::keep`). Never
+    /// for an act's re-check, its settle or a wait: they read the window now.
+    pub(crate) async fn read_window_kept(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+    ) -> Result<Arc<Snapshot>, DriverError> {
+        let limits = WalkLimits {
+            keep: Some(self.act_generation()),
+            ..WalkLimits::default()
+        };
+        self.read_window_with(s, w, limits).await
+    }
+
+    async fn read_window_with(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+        limits: WalkLimits,
+    ) -> Result<Arc<Snapshot>, DriverError> {
         let tree: Tree = self
-            .bounded_read(
-                "reading the window",
-                self.backend.read_tree(w, WalkLimits::default()),
-            )
+            .bounded_read("reading the window", self.backend.read_tree(w, limits))
             .await?;
         let tree = self.validate_tree(tree, w)?;
         let mut core = s.core();
@@ -344,7 +365,7 @@ impl<B: Backend> Engine<B> {
                 )
             }
         };
-        let snap = self.read_window(s, &window).await?;
+        let snap = self.read_window_kept(s, &window).await?;
         if let Some(sig) = root_sig
             && sig != snap.signature
         {

@@ -18,7 +18,18 @@ pub struct WalkLimits {
     /// states, structure and text values only) a walk makes far fewer calls; the broker uses it
     /// to re-check a window's structure right before an act.
     pub details: bool,
+    /// Set by the broker for a plain read of a window (never for an act's re-check, a settle,
+    /// a capture's re-read or a wait): the broker's act generation (bumped when any act begins
+    /// and when it ends). The reader may then answer with the window's last walk, unwalked,
+    /// when that walk had the same limits and generation, the window's X geometry is the same,
+    /// the application sent no signal at all since the walk began, and the walk is at most
+    /// [`KEEP_FOR_MS`] old ([`ReaderToBroker::Tree`]'s `kept`).
+    pub keep: Option<u64>,
 }
+
+/// How long a window's walk may answer later reads when nothing was seen to change: the bound
+/// on how old a read can be when an application changed without sending any event.
+pub const KEEP_FOR_MS: u64 = 2000;
 
 impl Default for WalkLimits {
     fn default() -> Self {
@@ -27,6 +38,7 @@ impl Default for WalkLimits {
             max_depth: crate::model::WALK_MAX_DEPTH,
             budget_ms: crate::model::WALK_BUDGET_MS,
             details: true,
+            keep: None,
         }
     }
 }
@@ -215,6 +227,8 @@ pub enum ReaderToBroker {
         tree: Tree,
         /// Milliseconds the walk took.
         walk_ms: u64,
+        /// The tree is the window's last walk, kept (see [`WalkLimits::keep`]), not walked now.
+        kept: bool,
     },
     /// A capture.
     Png {

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The MCP read benchmark: a full read of one window (get_window_state, max_elements 5000)
+through the official MCP Python client, nish-mcp and nish-driver serve --backend linux (release
+build), cold (the first read of the window by a fresh broker) and warm (the window unchanged
+since the last read), beside the pyatspi walker (tests/bench/pyatspi_walk.py) on the same window
+in the same run; and the bytes each row of the full read costs on the wire (the result's
+structured content and its text content, as the host receives them). Run inside a test desktop's
+environment with the app started; prints markdown.
+
+    read_latency.py --driver .../nish-driver --shim .../nish-mcp --pid PID --app NAME
+                    [--brokers 5] [--warm 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import anyio
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/e2e")
+import nishhost as h  # noqa: E402
+from nishhost import check  # noqa: E402
+
+
+def wire_bytes(result) -> dict[str, int]:
+    """The bytes of a tool result as JSON on the wire: the structured content (compact JSON, as
+    the shim writes it) and the text content (a JSON string)."""
+    sc = result.structured_content
+    text = "".join(c.text for c in result.content if c.type == "text")
+    structured = len(json.dumps(sc, separators=(",", ":"), ensure_ascii=False).encode())
+    elements = len(json.dumps(sc.get("elements", []), separators=(",", ":"), ensure_ascii=False).encode())
+    tree_text = len(json.dumps(sc.get("tree_text", ""), ensure_ascii=False).encode())
+    return {
+        "structured": structured,
+        "elements": elements,
+        "tree_text": tree_text,
+        "text": len(json.dumps(text, ensure_ascii=False).encode()),
+    }
+
+
+async def read(c, pid: int):
+    t0 = time.perf_counter()
+    r = await c.call_tool("get_window_state", {"pid": pid, "max_elements": 5000})
+    ms = (time.perf_counter() - t0) * 1000
+    check(r.is_error is False, f"read failed: {h.text_of(r)}")
+    return ms, r
+
+
+async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object, list[float], int]:
+    # The reader logs each walk's own time ("tree read ... ms=N") at info.
+    broker = h.Broker(ns.driver, "linux", {"NISH_LOG": os.environ.get("NISH_BENCH_LOG", "info")})
+    person = h.Person(broker.env)
+    try:
+        async with h.host(ns.shim, broker, "read-bench") as c:
+            await h.start_with_consent(c, person, {"apps": [ns.app]})
+            cold, r = await read(c, ns.pid)
+            # The reader asks the registry for events at its first read and keeps no walk
+            # until a second later (applications learn of it after some time): the warm reads
+            # are those of a broker that has run for a while.
+            await anyio.sleep(1.2)
+            warm = []
+            for _ in range(ns.warm):
+                ms, r = await read(c, ns.pid)
+                warm.append(ms)
+            await h.ok(c, "end_session")
+        broker.log.flush()
+        with open(os.path.join(broker.dir, "broker.log"), encoding="utf-8", errors="replace") as f:
+            lines = [l for l in f.read().splitlines() if "tree read" in l]
+        # Walks only: a read answered by the window's kept walk logs kept=true (and no walk).
+        walks = [float(m.group(1)) for l in lines if "kept=true" not in l
+                 for m in [re.search(r" ms=(\d+)", l)] if m]
+        kept = sum(1 for l in lines if "kept=true" in l)
+        if os.environ.get("NISH_BENCH_LOG"):
+            print("\n".join(l for l in open(os.path.join(broker.dir, "broker.log"), errors="replace").read().splitlines() if "kept" in l)[-3000:])
+        return cold, warm, r, walks, kept
+    finally:
+        broker.stop()
+
+
+def pyatspi_walk(pid: int, frame: dict, repeats: int) -> tuple[int, list[float]]:
+    script = os.path.join(os.path.dirname(__file__), "pyatspi_walk.py")
+    p = subprocess.run(["/usr/bin/python3", script, "--pid", str(pid), "--x", str(frame["x"]),
+                        "--y", str(frame["y"]), "--w", str(frame["w"]), "--h", str(frame["h"]),
+                        "--repeats", str(repeats)], capture_output=True, text=True, timeout=900)
+    check(p.returncode == 0, f"pyatspi walker: {p.stderr}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return out["nodes"], out["ms"]
+
+
+def fmt(v: list[float]) -> str:
+    return f"{min(v):.1f} / {statistics.median(v):.1f}"
+
+
+async def run(ns: argparse.Namespace) -> None:
+    h.VERBOSE = False
+    colds: list[float] = []
+    warms: list[float] = []
+    last = None
+    walker: list[float] = []
+    walks: list[float] = []
+    kept = 0
+    nodes = 0
+    # Brokers and walker runs interleave, so the machine's drift hits both.
+    for i in range(ns.brokers):
+        cold, warm, last, w, k = await one_broker(ns)
+        walks.extend(w)
+        kept += k
+        colds.append(cold)
+        warms.extend(warm)
+        frame = last.structured_content["window"]["frame"]
+        n, ms = pyatspi_walk(ns.pid, frame, max(1, ns.warm // 2))
+        nodes = n
+        walker.extend(ms)
+    sc = last.structured_content
+    rows = len(sc["elements"])
+    b = wire_bytes(last)
+    print(f"{ns.app}: {rows} rows (pyatspi walker: {nodes} nodes); {ns.brokers} brokers, "
+          f"{ns.warm} warm reads each; milliseconds, min / median\n")
+    print("| read | min / median |")
+    print("|---|---|")
+    print(f"| nish-driver, MCP full read, cold (a fresh broker's first read) | {fmt(colds)} |")
+    print(f"| nish-driver, MCP full read, warm (unchanged since the last read) | {fmt(warms)} |")
+    if walks:
+        print(f"| of the driver's reads, the reader's walks (its log, whole ms) | {fmt(walks)} |")
+    print(f"| pyatspi walker, one walk | {fmt(walker)} |")
+    print(f"\nreads answered by the window's kept walk (no walk): {kept} of {ns.brokers * (ns.warm + 1)}\n")
+    total = b["structured"] + b["text"]
+    print(f"bytes per row on the wire: {total / rows:.1f} (structured {b['structured'] / rows:.1f}, "
+          f"of it elements {b['elements'] / rows:.1f} and tree_text {b['tree_text'] / rows:.1f}; "
+          f"text content {b['text'] / rows:.1f})")
+    if ns.sample:
+        for e in sc["elements"][: ns.sample]:
+            print(json.dumps(e, separators=(",", ":"), ensure_ascii=False))
+        print("\n".join(sc["tree_text"].splitlines()[: ns.sample]))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True)
+    p.add_argument("--shim", required=True)
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--app", required=True)
+    p.add_argument("--brokers", type=int, default=5)
+    p.add_argument("--warm", type=int, default=7)
+    p.add_argument("--sample", type=int, default=0)
+    anyio.run(run, p.parse_args())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

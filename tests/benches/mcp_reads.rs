@@ -1,0 +1,55 @@
+//! The MCP read benchmark: a full read of gtk3-widget-factory and of a dense Chromium page
+//! (320 rows of the test page) through the official MCP Python client, `nish-mcp` and
+//! `nish-driver serve --backend linux`, cold (a fresh broker's first read of the window) and warm
+//! (unchanged since the last read), beside the pyatspi walker in the same run, and the bytes per
+//! row of the full read on the wire (tests/bench/read_latency.py). One app on the desktop at a
+//! time. `NISH_BENCH_BROKERS` (5) and `NISH_BENCH_WARM` (7) set the rounds;
+//! `NISH_BENCH_SAMPLE` prints that many rows; `NISH_BENCH_LOG` sets the broker's log filter and
+//! prints the kept-walk lines. Run with `scripts/bench.sh` (release build).
+
+use std::time::Duration;
+
+use anyhow::Result;
+use nish_testdesk::session::{python, workspace_bin};
+use nish_testdesk::{App, Desktop, page};
+
+fn main() -> Result<()> {
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.into());
+    let desk = Desktop::builder().nested(true).start()?;
+    let dense = App::Chromium {
+        page: format!("{}?rows=320", page("dense.html").display()).into(),
+    };
+    for (name, app) in [
+        ("gtk3-widget-factory", App::Gtk3WidgetFactory),
+        ("chromium", dense),
+    ] {
+        let chromium = matches!(app, App::Chromium { .. });
+        let h = desk.spawn(app)?;
+        if chromium {
+            desk.wait_atspi_document(h.pid, "nish-driver dense", Duration::from_secs(60))?;
+        } else {
+            desk.wait_atspi_app(h.pid, Duration::from_secs(45))?;
+        }
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/read_latency.py");
+        let mut cmd = desk.command(python()?);
+        if let Ok(log) = std::env::var("NISH_BENCH_LOG") {
+            // The broker's and agents' log filter, and the kept-walk lines printed.
+            cmd.env("NISH_BENCH_LOG", log);
+        }
+        let status = cmd
+            .arg(script)
+            .arg("--driver")
+            .arg(workspace_bin("nish-driver")?)
+            .arg("--shim")
+            .arg(workspace_bin("nish-mcp")?)
+            .args(["--pid", &h.pid.to_string(), "--app", name])
+            .args(["--brokers", &var("NISH_BENCH_BROKERS", "5")])
+            .args(["--warm", &var("NISH_BENCH_WARM", "7")])
+            .args(["--sample", &var("NISH_BENCH_SAMPLE", "0")])
+            .status();
+        desk.kill_app(&h)?;
+        anyhow::ensure!(status?.success(), "the MCP read benchmark failed on {name}");
+        println!();
+    }
+    Ok(())
+}
