@@ -314,9 +314,9 @@ pub fn cut(
                 sk_depth.insert(i as u32, depth);
                 rows.push(i as u32);
                 let mut e = element_json(snapshot_id, i as u32, n);
-                if let Some(p) = parent_sk {
-                    e["parent_index"] = json!(p);
-                }
+                // Every skeleton row carries parent_index (the contract lists it for each
+                // row): null for the top row.
+                e["parent_index"] = json!(parent_sk);
                 e["depth"] = json!(depth);
                 e["child_count"] = json!(n.child_count);
                 e["descendant_count"] = json!(counts[i]);
