@@ -210,7 +210,7 @@ impl AuditEvent {
             AuditEvent::SessionMode => r#"`input`"#,
             AuditEvent::SessionEnd => r#"`reason` (`end_session`, `connection_closed`, `revoked`)"#,
             AuditEvent::Read => {
-                r#"`tool`, `view`, `window_id`, `pid`, `rows`, `walked`, `truncated`, `screenshot`, `windows`, `length`; wait_for: `until`, `matched`, `waited_ms`, `reads`, `wakes`"#
+                r#"`tool`, `view`, `window_id`, `pid`, `rows`, `walked`, `kept`, `truncated`, `screenshot`, `windows`, `length`; wait_for: `until`, `matched`, `waited_ms`, `reads`, `wakes`"#
             }
             AuditEvent::Act => {
                 r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `settle_by` (what decided the settle: `events_objects`, the app's events with only the objects that sent them read again; `events`, the app's events and one whole read; `reads`, reads until the window stopped changing), `duration_ms`"#

@@ -337,6 +337,46 @@ pub fn hide_inside_secure(nodes: &mut [Node]) {
     }
 }
 
+/// A window's rows after a change from the rows before it (`before`: the rows re-read right
+/// before an act while the app's events were watched, or a kept walk) and the objects that sent
+/// events since, read again (`fresh`, one slot per handle of `changed`): their names, states and values replace the
+/// rows'. `None`, so that the whole window is read, when an object could not be read or is
+/// not a row, or when its role or interfaces changed or it started or stopped showing (the
+/// rows a walk lists would change). Frames and action names stay those of the rows before.
+pub fn merge_changed(
+    before: &[Node],
+    changed: &[String],
+    fresh: Vec<Option<Node>>,
+) -> Option<Vec<Node>> {
+    // What the reader named is bounded and without repeats, or not used.
+    let unique: std::collections::HashSet<&str> = changed.iter().map(String::as_str).collect();
+    if fresh.len() != changed.len()
+        || changed.len() > crate::wire::reader::MAX_CHANGED
+        || unique.len() != changed.len()
+    {
+        return None;
+    }
+    let rows: std::collections::HashMap<&str, usize> = before
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.handle.as_str(), i))
+        .collect();
+    let mut nodes = before.to_vec();
+    let shown = |n: &Node| (n.states.has(State::Showing), n.states.has(State::Visible));
+    for (h, f) in changed.iter().zip(fresh) {
+        let f = f?;
+        let row = *rows.get(h.as_str())?;
+        let n = &mut nodes[row];
+        if f.handle != *h || f.role != n.role || f.ifaces != n.ifaces || shown(&f) != shown(n) {
+            return None;
+        }
+        n.name = f.name;
+        n.states = f.states;
+        n.value = f.value;
+    }
+    Some(nodes)
+}
+
 /// Why a walk stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -559,5 +599,81 @@ mod tests {
     fn roles_normalize() {
         assert_eq!(normalize_role("push button"), "push_button");
         assert_eq!(normalize_role("Page-Tab List"), "page_tab_list");
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+    use crate::wire::reader::MAX_CHANGED;
+
+    fn node(handle: &str, name: &str, states: &[State]) -> Node {
+        let mut set = StateSet::default();
+        for s in states {
+            set.insert(*s);
+        }
+        Node {
+            role: "check_box".into(),
+            name: name.into(),
+            states: set,
+            value: None,
+            actions: vec!["click".into()],
+            frame: Some(Rect::new(1, 2, 3, 4)),
+            parent: None,
+            depth: 0,
+            child_count: 0,
+            ifaces: Ifaces(0),
+            handle: handle.into(),
+        }
+    }
+
+    fn before() -> Vec<Node> {
+        vec![
+            node("a|/0", "Window", &[State::Showing, State::Visible]),
+            node("a|/1", "Bold", &[State::Showing, State::Visible]),
+            node("a|/2", "Status", &[State::Showing, State::Visible]),
+        ]
+    }
+
+    #[test]
+    fn the_objects_read_again_replace_their_rows_names_states_and_values_only() {
+        let b = before();
+        let mut fresh = node(
+            "a|/1",
+            "Bold!",
+            &[State::Showing, State::Visible, State::Checked],
+        );
+        fresh.frame = None;
+        fresh.actions = vec![];
+        let out = merge_changed(&b, &["a|/1".to_string()], vec![Some(fresh)]).unwrap();
+        assert_eq!(out[1].name, "Bold!");
+        assert!(out[1].states.has(State::Checked));
+        assert_eq!(out[1].frame, b[1].frame, "the frame is kept");
+        assert_eq!(out[1].actions, b[1].actions, "the actions are kept");
+        assert_eq!(out[2], b[2], "a row that sent no event is as it was");
+    }
+
+    #[test]
+    fn anything_the_rows_cannot_show_reads_the_window_whole() {
+        let b = before();
+        let h = |s: &str| s.to_string();
+        let same = || Some(node("a|/1", "Bold", &[State::Showing, State::Visible]));
+        // An object not read, or not a row.
+        assert!(merge_changed(&b, &[h("a|/1")], vec![None]).is_none());
+        assert!(merge_changed(&b, &[h("a|/9")], vec![same()]).is_none());
+        // A slot for another handle than asked.
+        assert!(merge_changed(&b, &[h("a|/2")], vec![same()]).is_none());
+        // Role changed; started or stopped showing.
+        let mut role = same().unwrap();
+        role.role = "push_button".into();
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(role)]).is_none());
+        let hidden = node("a|/1", "Bold", &[State::Visible]);
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(hidden)]).is_none());
+        // A reader naming an object twice, or more than it may, or slots not matching.
+        assert!(merge_changed(&b, &[h("a|/1"), h("a|/1")], vec![same(), same()]).is_none());
+        let many: Vec<String> = (0..=MAX_CHANGED).map(|i| format!("a|/{i}")).collect();
+        let slots = many.iter().map(|_| same()).collect();
+        assert!(merge_changed(&b, &many, slots).is_none());
+        assert!(merge_changed(&b, &[h("a|/1")], vec![same(), same()]).is_none());
     }
 }

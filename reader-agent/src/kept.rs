@@ -1,5 +1,5 @@
-//! Kept walks: a window's last walk answers a plain read again while nothing was seen to
-//! change.
+//! Kept walks: a window's last walk answers a plain read again, with only what changed read
+//! again.
 //!
 //! For a read that allows it ([`WalkLimits::keep`]: the broker sets it for `get_window_state`
 //! alone, never for an act's re-check, a settle, a capture or a wait), the reader first adds one
@@ -7,13 +7,13 @@
 //! `type='signal',sender='<app>',interface='org.a11y.atspi.Event.Object'` (every object event
 //! of the application: the kinds the reader registered for are all object events, and
 //! applications send only the kinds some client registered for; the broker's filter lets the
-//! reader add no wider rule), and only then walks. A task watches the match: the
-//! first event of the application, or [`KEEP_FOR_MS`] going by, or the bus closing, ends the
-//! keep (the match is removed). A later read answers with the kept walk only when all of these
-//! hold:
+//! reader add no wider rule), and only then walks. A task notes the application's events: the
+//! object paths of state, text and value changes (at most [`MAX_CHANGED`]); anything else
+//! (children added or removed, a property change such as a name or a parent, more objects, the
+//! bus closing, [`KEEP_FOR_MS`] going by) ends the keep (the match is removed). A later read
+//! answers with the kept walk only when all of these hold:
 //!
-//! - the keep is still in force (no event of the application at all since before the walk
-//!   began, including ones from its other windows, and the walk is at most [`KEEP_FOR_MS`] old);
+//! - the keep is still in force, and the walk is at most [`KEEP_FOR_MS`] old;
 //! - the walk was not cut short by its time budget or an application that stopped answering;
 //! - the same window, with the same title, frame and other fields of the broker's window list;
 //! - the same X geometry of the window and of its window-manager frame, read again now;
@@ -22,18 +22,25 @@
 //! - the reader had asked the registry to forward events at least [`EVENTS_SETTLED`] before the
 //!   walk began (applications learn of it some time after, and send nothing before).
 //!
+//! When objects sent state, text or value changes since (the walk's own reads make GTK 3 send
+//! some), those objects are read again ([`crate::walk::read_objects`]) and merged into the kept
+//! walk ([`nish_proto::model::merge_changed`], as the act's settle does) — only for a toolkit
+//! that sends an event for every object it changes ([`trusts_object_events`]), only when every
+//! one is a row of the walk and none is a secure field or inside one, and only while no other
+//! read is merging; otherwise the window is walked again. Events from the application's other
+//! windows count too.
+//!
 //! Scrolling or moving inside a window sends no AT-SPI event on some toolkits: such a change
 //! can be missing from a read for at most [`KEEP_FOR_MS`]. An act never relies on a kept walk:
 //! it re-reads its target before it acts, and the input agent checks the element live.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt as _;
 use nish_proto::model::{Rect, Tree, TruncReason, WindowInfo};
-use nish_proto::wire::reader::{KEEP_FOR_MS, WalkLimits};
+use nish_proto::wire::reader::{KEEP_FOR_MS, MAX_CHANGED, WalkLimits};
 use zbus::Connection;
 
 /// Windows whose last walk is kept at once; the oldest goes first.
@@ -41,13 +48,37 @@ pub const MAX_KEPT: usize = 4;
 /// How long after the reader asked for events a walk may be kept.
 pub const EVENTS_SETTLED: Duration = Duration::from_millis(1000);
 
-/// A match in force before a walk: false once the application sent any object event, the keep's time
-/// ran out, or the bus closed.
+/// What the application's events since the match say.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Object paths of state, text and value changes, first seen first (at most
+    /// [`MAX_CHANGED`]); taken by each read that re-reads them.
+    paths: Vec<String>,
+    /// Anything else came (children added or removed, a property such as a name or a parent,
+    /// any other event), more than [`MAX_CHANGED`] objects, the bus closed, or the keep's time
+    /// ran out: the window is walked again.
+    stale: bool,
+}
+
+/// Longest wait for the bus to add a match; the read then walks without keeping.
+pub const ARM_WAIT: Duration = Duration::from_millis(200);
+/// Longest wait for the application's answer that orders its events before a kept walk is
+/// used ([`Kept::barrier`]).
+pub const BARRIER_WAIT: Duration = Duration::from_millis(200);
+
+/// The event members whose object a read may read again instead of walking the window.
+const OBJECT_CHANGES: &[&str] = &["StateChanged", "TextChanged", "ValueChanged"];
+
+/// A request to the watching task: note every event already delivered, then answer.
+pub type Sync = tokio::sync::oneshot::Sender<()>;
+
+/// A match in force before a walk, and what the application's events since say.
 #[derive(Debug)]
 pub struct Armed {
     app: String,
-    fresh: Arc<AtomicBool>,
+    seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
+    sync: tokio::sync::mpsc::Sender<Sync>,
     began: Instant,
 }
 
@@ -58,9 +89,51 @@ impl Drop for Armed {
     }
 }
 
+/// Notes one event (`member` at `path`); false when it ends the keep.
+fn note(seen: &Mutex<Seen>, member: &str, path: &str) -> bool {
+    let Ok(mut s) = seen.lock() else { return false };
+    if !OBJECT_CHANGES.contains(&member) || path.is_empty() {
+        s.stale = true;
+        return false;
+    }
+    if !s.paths.iter().any(|p| p == path) {
+        if s.paths.len() >= MAX_CHANGED {
+            s.stale = true;
+            return false;
+        }
+        s.paths.push(path.to_string());
+    }
+    true
+}
+
+/// Notes what the stream gave; false when the keep ended (the stream ended, or the event ends
+/// it).
+fn take(seen: &Mutex<Seen>, got: Option<zbus::Result<zbus::Message>>, began: Instant) -> bool {
+    let m = match got {
+        Some(Ok(m)) => m,
+        Some(Err(_)) => return true,
+        None => {
+            if let Ok(mut s) = seen.lock() {
+                s.stale = true;
+            }
+            return false;
+        }
+    };
+    let h = m.header();
+    let member = h.member().map(|m| m.as_str()).unwrap_or("");
+    let path = h.path().map(|p| p.as_str()).unwrap_or("");
+    tracing::debug!(
+        member,
+        path,
+        ms = began.elapsed().as_millis() as u64,
+        "kept walk: the application sent an event"
+    );
+    note(seen, member, path)
+}
+
 impl Armed {
-    /// Adds the match for every object event of `app` (a unique bus name) and returns once it is in
-    /// force on `bus`; `None` when it could not be added.
+    /// Adds the match for every object event of `app` (a unique bus name) and returns once it
+    /// is in force on `bus` (within [`ARM_WAIT`]); `None` when it could not be added.
     pub async fn arm(bus: &Connection, app: &str) -> Option<Armed> {
         if !app.starts_with(':') {
             return None;
@@ -71,43 +144,65 @@ impl Armed {
             .and_then(|b| b.interface(crate::events::OBJECT_EVENTS))
             .ok()?
             .build();
-        let mut stream = zbus::MessageStream::for_match_rule(rule, bus, Some(1))
-            .await
-            .ok()?;
-        let fresh = Arc::new(AtomicBool::new(true));
+        let added = zbus::MessageStream::for_match_rule(rule, bus, Some(crate::events::MAX_QUEUED));
+        let mut stream = tokio::time::timeout(ARM_WAIT, added).await.ok()?.ok()?;
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let began = Instant::now();
+        let (sync, mut syncs) = tokio::sync::mpsc::channel::<Sync>(4);
         let task = {
-            let fresh = fresh.clone();
+            let seen = seen.clone();
             tokio::spawn(async move {
                 let end =
                     tokio::time::Instant::from_std(began + Duration::from_millis(KEEP_FOR_MS));
-                // Any signal, the end of the stream (the bus closed) or the end of the keep's
-                // time ends it.
-                let got = tokio::time::timeout_at(end, stream.next()).await;
-                fresh.store(false, Ordering::SeqCst);
-                if let Ok(Some(Ok(m))) = got {
-                    let h = m.header();
-                    tracing::debug!(
-                        member = h.member().map(|m| m.as_str()),
-                        path = h.path().map(|p| p.as_str()),
-                        ms = began.elapsed().as_millis() as u64,
-                        "kept walk: the application sent an event"
-                    );
+                loop {
+                    tokio::select! {
+                        got = tokio::time::timeout_at(end, stream.next()) => {
+                            // The time ran out: stale.
+                            if !take(&seen, got.unwrap_or(None), began) {
+                                break;
+                            }
+                        }
+                        Some(ack) = syncs.recv() => {
+                            // Every message delivered to the stream before now is noted.
+                            let mut live = true;
+                            while live {
+                                match futures_lite::future::poll_once(stream.next()).await {
+                                    Some(got) => live = take(&seen, got, began),
+                                    None => break,
+                                }
+                            }
+                            let _ = ack.send(());
+                            if !live {
+                                break;
+                            }
+                        }
+                    }
                 }
             })
         };
         Some(Armed {
             app: app.to_string(),
-            fresh,
+            seen,
             task,
+            sync,
             began,
         })
     }
 
-    fn fresh(&self) -> bool {
-        self.fresh.load(Ordering::SeqCst)
+    /// Still in force: nothing made the window's walk stale, within the keep's time.
+    fn in_force(&self) -> bool {
+        self.seen.lock().is_ok_and(|s| !s.stale)
             && !self.task.is_finished()
             && self.began.elapsed() < Duration::from_millis(KEEP_FOR_MS)
+    }
+
+    /// The objects that sent state, text or value changes since the last call (taken: events
+    /// that come while they are read again are noted for the next read).
+    fn take_paths(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.paths))
+            .unwrap_or_default()
     }
 }
 
@@ -127,6 +222,39 @@ struct Entry {
     under: Under,
     armed: Armed,
     tree: Tree,
+    /// The toolkit sends an event for every object it changes ([`trusts_object_events`]).
+    trusted: bool,
+    /// A read is reading objects again for this walk: until it merged them, other reads walk.
+    merging: bool,
+}
+
+/// What [`Kept::get`] found.
+#[derive(Debug, PartialEq)]
+pub enum Lookup {
+    /// Nothing sent an event since the kept walk (or since the last read of it): the walk
+    /// answers as it is.
+    Same(Tree),
+    /// Objects of the kept walk sent state, text or value changes: read them again
+    /// ([`crate::walk::read_objects`]) and give the result to [`Kept::merge`].
+    Changed {
+        /// The kept walk.
+        tree: Tree,
+        /// The objects to read again (`<bus>|<path>`), every one a row of the walk and none a
+        /// secure field or inside one.
+        handles: Vec<String>,
+    },
+}
+
+/// Whether a toolkit's events may stand for a walk between reads: it sends a state, text or
+/// value change for every object it changes, so reading again only the objects that sent
+/// events gives what a walk would. GTK 3 and Chromium, as the act's settle by changed objects
+/// relies on; not GTK 4, which changes rows without sending events for them (measured: a tab
+/// click changed 9 rows, 3 of which sent events). For the others a kept walk answers only while
+/// the application sends no event at all.
+pub fn trusts_object_events(toolkit: &(String, String)) -> bool {
+    let (name, version) = toolkit;
+    (name.eq_ignore_ascii_case("gtk") && version.starts_with("3."))
+        || name.eq_ignore_ascii_case("chromium")
 }
 
 /// The kept walks, by window id.
@@ -135,23 +263,106 @@ pub struct Kept {
     map: Mutex<HashMap<u64, Entry>>,
 }
 
-impl Kept {
-    /// The kept walk of `under.window`, when every condition of the module holds.
-    pub fn get(&self, under: &Under) -> Option<Tree> {
-        let mut map = self.map.lock().ok()?;
-        let e = map.get(&under.window.window_id)?;
-        if under.limits.keep.is_some() && e.under == *under && e.armed.fresh() {
-            return Some(e.tree.clone());
+/// The handles of `paths` (of application `app`) when every one is a row of `tree` and none is
+/// a secure field or inside one (the walk withheld their text; they are never read again one
+/// by one).
+fn open_handles(tree: &Tree, app: &str, paths: &[String]) -> Option<Vec<String>> {
+    let rows: HashMap<&str, usize> = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.handle.as_str(), i))
+        .collect();
+    let mut handles = Vec::with_capacity(paths.len());
+    for p in paths {
+        let h = format!("{app}|{p}");
+        let mut row = Some(*rows.get(h.as_str())?);
+        while let Some(r) = row {
+            let n = tree.nodes.get(r)?;
+            if n.is_secure() {
+                return None;
+            }
+            row = n.parent.map(|p| p as usize).filter(|p| *p < r);
         }
-        map.remove(&under.window.window_id);
+        handles.push(h);
+    }
+    Some(handles)
+}
+
+impl Kept {
+    /// The kept walk of `under.window`, when every condition of the module holds: as it is, or
+    /// with the objects to read again. `None` (and the kept walk is forgotten) otherwise.
+    pub fn get(&self, under: &Under) -> Option<Lookup> {
+        let mut map = self.map.lock().ok()?;
+        let id = under.window.window_id;
+        let e = map.get(&id)?;
+        if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() && !e.merging {
+            let paths = e.armed.take_paths();
+            if paths.is_empty() {
+                return Some(Lookup::Same(e.tree.clone()));
+            }
+            if e.trusted
+                && let Some(handles) = open_handles(&e.tree, &e.armed.app, &paths)
+            {
+                let tree = e.tree.clone();
+                if let Some(e) = map.get_mut(&id) {
+                    e.merging = true;
+                }
+                return Some(Lookup::Changed { tree, handles });
+            }
+        } else if e.merging {
+            // Another read is merging: this one walks, and the kept walk stays.
+            return None;
+        }
+        map.remove(&id);
         None
     }
 
-    /// Keeps `tree`, walked under `under` with `armed` in force since before the walk began,
-    /// when the walk's window belongs to the armed application, was not cut short by time or
-    /// an application that stopped answering (cut by the limits is the same every time), and
-    /// events were forwarded long enough before (`events_since`).
-    pub fn keep(&self, under: Under, armed: Armed, tree: &Tree, events_since: Option<Instant>) {
+    /// The kept walk of `window_id` with `handles` read again (`fresh`, one slot per handle):
+    /// their names, states and values replace the rows' (and are kept for the next read).
+    /// `None`, and the kept walk is forgotten, when the rows cannot show it
+    /// ([`nish_proto::model::merge_changed`]: an object gone, a changed role or interfaces, an
+    /// object that started or stopped showing), the objects could not be read (`fresh` is
+    /// `None`), or the keep ended meanwhile.
+    pub fn merge(
+        &self,
+        window_id: u64,
+        handles: &[String],
+        fresh: Option<Vec<Option<nish_proto::model::Node>>>,
+    ) -> Option<Tree> {
+        let mut map = self.map.lock().ok()?;
+        let e = map.get_mut(&window_id)?;
+        e.merging = false;
+        let merged = match fresh {
+            Some(fresh) if e.armed.in_force() => {
+                nish_proto::model::merge_changed(&e.tree.nodes, handles, fresh)
+            }
+            _ => None,
+        };
+        match merged {
+            Some(nodes) => {
+                e.tree.nodes = nodes;
+                Some(e.tree.clone())
+            }
+            None => {
+                map.remove(&window_id);
+                None
+            }
+        }
+    }
+
+    /// Keeps `tree`, walked under `under` with `armed` in force since before the walk began by
+    /// a toolkit `toolkit`, when the walk's window belongs to the armed application, was not
+    /// cut short by time or an application that stopped answering (cut by the limits is the
+    /// same every time), and events were forwarded long enough before (`events_since`).
+    pub fn keep(
+        &self,
+        under: Under,
+        armed: Armed,
+        tree: &Tree,
+        toolkit: &(String, String),
+        events_since: Option<Instant>,
+    ) {
         let complete = matches!(
             tree.truncated,
             None | Some(TruncReason::MaxElements | TruncReason::MaxDepth)
@@ -162,13 +373,13 @@ impl Kept {
                 .is_some_and(|(bus, _)| bus == armed.app)
         });
         let settled = events_since.is_some_and(|t| t + EVENTS_SETTLED <= armed.began);
-        let fresh = armed.fresh();
-        if !(complete && same_app && settled && fresh && under.limits.keep.is_some()) {
-            tracing::debug!(complete, same_app, settled, fresh, "walk not kept");
+        let in_force = armed.in_force();
+        if !(complete && same_app && settled && in_force && under.limits.keep.is_some()) {
+            tracing::debug!(complete, same_app, settled, in_force, "walk not kept");
             return;
         }
         let Ok(mut map) = self.map.lock() else { return };
-        map.retain(|_, e| e.armed.fresh());
+        map.retain(|_, e| e.armed.in_force());
         if map.len() >= MAX_KEPT
             && !map.contains_key(&under.window.window_id)
             && let Some(old) = map
@@ -184,8 +395,47 @@ impl Kept {
                 under,
                 armed,
                 tree: tree.clone(),
+                trusted: trusts_object_events(toolkit),
+                merging: false,
             },
         );
+    }
+
+    /// What orders the application's events before a kept walk of `window_id` is used: its
+    /// bus name and the watching task's queue. `None` when there is no kept walk.
+    pub fn barrier_of(&self, window_id: u64) -> Option<(String, tokio::sync::mpsc::Sender<Sync>)> {
+        let map = self.map.lock().ok()?;
+        let e = map.get(&window_id)?;
+        Some((e.armed.app.clone(), e.armed.sync.clone()))
+    }
+
+    /// Makes sure every event `app` sent before now is noted: one call to the application
+    /// through the bus (`Peer.Ping`; the bus keeps one sender's messages in order, so its
+    /// events sent before the answer reach the reader before it), then the
+    /// watching task notes every event already delivered. False when either did not answer
+    /// within [`BARRIER_WAIT`] (an application gone or hung): the kept walk is not used.
+    pub async fn barrier(
+        bus: &Connection,
+        app: &str,
+        sync: &tokio::sync::mpsc::Sender<Sync>,
+    ) -> bool {
+        let answered = nish_atspi::dbus::call_msg(
+            bus,
+            Some(app),
+            "/",
+            nish_atspi::dbus::Read::Ping,
+            &(),
+            BARRIER_WAIT,
+        )
+        .await;
+        if answered.is_err() {
+            return false;
+        }
+        let (ack, done) = tokio::sync::oneshot::channel();
+        if sync.try_send(ack).is_err() {
+            return false;
+        }
+        matches!(tokio::time::timeout(BARRIER_WAIT, done).await, Ok(Ok(())))
     }
 
     /// Forgets window `window_id`'s kept walk (before anything is done to it).

@@ -22,6 +22,7 @@ use tokio::sync::{Semaphore, mpsc};
 use nish_atspi::a11y::{self, A11y};
 use nish_atspi::failure::Failure;
 
+use crate::kept::Lookup;
 use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
 use crate::x11::X11;
@@ -222,6 +223,7 @@ impl Reader {
             }
             // Without X, the broker's geometry stands (and no walk is kept).
             Err(_) => {
+                self.kept.forget(window.window_id);
                 let geometry = XGeometry {
                     client: window.frame,
                     wm_frame: None,
@@ -230,6 +232,9 @@ impl Reader {
             }
         };
         let Some(_) = limits.keep else {
+            // A walk without keep (an act's re-check, a wait, a capture's re-read) may see what
+            // the kept walk does not: the next plain read walks too.
+            self.kept.forget(window.window_id);
             return walk::read_tree(&self.a11y, window, geometry, limits).await;
         };
         let under = crate::kept::Under {
@@ -237,24 +242,49 @@ impl Reader {
             geometry: (geometry.client, geometry.wm_frame),
             limits: *limits,
         };
-        if let Some(tree) = self.kept.get(&under) {
-            let stats = walk::WalkStats {
-                kept: true,
-                ..walk::WalkStats::default()
+        let kept = walk::WalkStats {
+            kept: true,
+            ..walk::WalkStats::default()
+        };
+        // Every event the application sent before now is noted before the kept walk is used.
+        if let Some((app, sync)) = self.kept.barrier_of(window.window_id) {
+            let ordered = match self.a11y.bus().await {
+                Ok(bus) => crate::kept::Kept::barrier(&bus, &app, &sync).await,
+                Err(_) => false,
             };
-            return Ok((tree, stats));
+            if !ordered {
+                self.kept.forget(window.window_id);
+            }
         }
-        // The match goes in before the walk begins, so a change during the walk ends the keep.
+        match self.kept.get(&under) {
+            Some(Lookup::Same(tree)) => return Ok((tree, kept)),
+            Some(Lookup::Changed { handles, .. }) => {
+                let fresh = walk::read_objects(&self.a11y, &handles, READ_OBJECTS_BUDGET)
+                    .await
+                    .ok();
+                let merged = self.kept.merge(window.window_id, &handles, fresh);
+                tracing::debug!(
+                    objects = handles.len(),
+                    merged = merged.is_some(),
+                    "kept walk: objects read again"
+                );
+                if let Some(tree) = merged {
+                    return Ok((tree, kept));
+                }
+            }
+            None => {}
+        }
+        // The match goes in before the walk begins, so a change during the walk is seen.
         let armed = self.arm_for(window, &geometry, budget).await;
-        tracing::debug!(armed = armed.is_some(), "kept walk: armed before the walk");
         let r = walk::read_tree(&self.a11y, window, geometry, limits).await;
-        if let (Some(armed), Ok((tree, _))) = (armed, &r) {
-            self.kept.keep(under, armed, tree, self.a11y.events_since());
+        if let (Some(armed), Ok((tree, stats))) = (armed, &r) {
+            self.kept
+                .keep(under, armed, tree, &stats.toolkit, self.a11y.events_since());
         }
         r
     }
 
-    /// The match on every signal of `window`'s application, in force before its walk
+    /// The match on every object event of `window`'s application, in force before its walk
     /// ([`crate::kept`]); `None` when the application or the bus cannot be found.
     async fn arm_for(
         &self,
@@ -263,6 +293,11 @@ impl Reader {
         budget: Duration,
     ) -> Option<crate::kept::Armed> {
         self.a11y.register_events().await;
+        // No walk is kept until events were asked for a while ago: no match either.
+        let since = self.a11y.events_since()?;
+        if since.elapsed() < crate::kept::EVENTS_SETTLED {
+            return None;
+        }
         let key = (window.window_id, window.pid);
         let app = match self.a11y.known_bus(key) {
             Some(b) => b,

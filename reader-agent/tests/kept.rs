@@ -1,15 +1,22 @@
 //! Kept walks ([`nish_reader::kept`]) on a real accessibility bus, with a stand-in application
 //! that sends AT-SPI object events the way toolkits do: a kept walk answers only while every
-//! condition holds, and any event of the application ends it.
+//! condition holds; a state change of one of its rows names that row to be read again, and any
+//! other event of the application ends it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use nish_proto::model::{Ifaces, Node, Rect, StateSet, Tree, TruncReason, WindowInfo};
+use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::{KEEP_FOR_MS, WalkLimits};
-use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Under};
+use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Lookup, Under};
 use nish_testdesk::Desktop;
 use zbus::zvariant::Value;
+
+/// An object at `/` on the stand-in, so that its connection answers `Peer.Ping`.
+struct Stand;
+
+#[zbus::interface(name = "org.nish.StandIn")]
+impl Stand {}
 
 async fn connect(addr: &str) -> zbus::Connection {
     zbus::connection::Builder::address(addr)
@@ -20,12 +27,16 @@ async fn connect(addr: &str) -> zbus::Connection {
 }
 
 async fn emit(app: &zbus::Connection, path: &str) {
+    emit_as(app, path, "StateChanged").await;
+}
+
+async fn emit_as(app: &zbus::Connection, path: &str, member: &str) {
     let props: HashMap<&str, Value> = HashMap::new();
     app.emit_signal(
         None::<zbus::names::BusName<'_>>,
         path,
         "org.a11y.atspi.Event.Object",
-        "StateChanged",
+        member,
         &("checked", 1i32, 0i32, Value::from(0i32), props),
     )
     .await
@@ -47,6 +58,15 @@ async fn drain(from: &zbus::Connection, to: &zbus::Connection) {
     }
     // The watching task runs on the same runtime: let it take the message.
     tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+/// The barrier a read makes before it uses a kept walk: the stand-in's events sent before it
+/// are noted. False when it failed (the keep had ended, or the application is gone).
+async fn sync(kept: &Kept, reader: &zbus::Connection) -> bool {
+    match kept.barrier_of(7) {
+        Some((app, queue)) => Kept::barrier(reader, &app, &queue).await,
+        None => false,
+    }
 }
 
 fn window() -> WindowInfo {
@@ -79,24 +99,53 @@ fn under(generation: u64) -> Under {
     }
 }
 
+fn node(app: &str, path: &str, role: &str, parent: Option<u32>, states: &[State]) -> Node {
+    let mut set = StateSet::default();
+    for s in states {
+        set.insert(*s);
+    }
+    Node {
+        role: role.into(),
+        name: path.into(),
+        states: set,
+        value: None,
+        actions: vec![],
+        frame: None,
+        parent,
+        depth: match parent {
+            None => 0,
+            Some(0) => 1,
+            Some(_) => 2,
+        },
+        child_count: 0,
+        ifaces: Ifaces::default(),
+        handle: format!("{app}|{path}"),
+    }
+}
+
+/// A frame, a check box, a password field and a row inside it.
 fn tree(app: &str) -> Tree {
+    let shown = [State::Showing, State::Visible];
     Tree {
         window: window(),
-        nodes: vec![Node {
-            role: "frame".into(),
-            name: "Form".into(),
-            states: StateSet::default(),
-            value: None,
-            actions: vec![],
-            frame: None,
-            parent: None,
-            depth: 0,
-            child_count: 0,
-            ifaces: Ifaces::default(),
-            handle: format!("{app}|/w7/frame"),
-        }],
+        nodes: vec![
+            node(app, "/w7/frame", "frame", None, &shown),
+            node(app, "/w7/check", "check_box", Some(0), &shown),
+            node(
+                app,
+                "/w7/password",
+                "password_text",
+                Some(0),
+                &[State::Showing, State::Visible, State::Secure],
+            ),
+            node(app, "/w7/password/inner", "label", Some(2), &shown),
+        ],
         truncated: None,
     }
+}
+
+fn gtk3() -> (String, String) {
+    ("GTK".into(), "3.24.38".into())
 }
 
 #[test]
@@ -110,6 +159,8 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
     rt.block_on(async {
         let reader = connect(&addr).await;
         let app = connect(&addr).await;
+        // The stand-in answers D-Bus's own Peer calls, as every toolkit's D-Bus library does.
+        app.object_server().at("/", Stand).await.unwrap();
         let other = connect(&addr).await;
         let name = app.unique_name().unwrap().to_string();
         let long_ago = Some(Instant::now() - EVENTS_SETTLED * 2);
@@ -117,13 +168,18 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         let arm = || async { Armed::arm(&reader, &name).await.expect("a match") };
 
         // Kept, and answered under the same window, geometry, limits and generation.
-        kept.keep(under(1), arm().await, &tree(&name), long_ago);
-        assert_eq!(kept.get(&under(1)), Some(tree(&name)));
-        assert_eq!(kept.get(&under(1)), Some(tree(&name)), "again");
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        assert_eq!(kept.get(&under(1)), Some(Lookup::Same(tree(&name))));
+        assert_eq!(
+            kept.get(&under(1)),
+            Some(Lookup::Same(tree(&name))),
+            "again"
+        );
 
         // Another application's event changes nothing.
         emit(&other, "/w7/frame").await;
         drain(&other, &reader).await;
+        assert!(sync(&kept, &reader).await, "the barrier");
         assert!(kept.get(&under(1)).is_some(), "another app's event");
 
         // Another act generation: walked again (and the kept walk is gone).
@@ -131,59 +187,245 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         assert_eq!(kept.get(&under(1)), None, "forgotten");
 
         // The window moved (its X geometry), or the window list says otherwise.
-        kept.keep(under(1), arm().await, &tree(&name), long_ago);
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         let mut moved = under(1);
         moved.geometry.0.x += 1;
         assert_eq!(kept.get(&moved), None, "the window moved");
-        kept.keep(under(1), arm().await, &tree(&name), long_ago);
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         let mut renamed = under(1);
         renamed.window.title = "Form (2)".into();
         assert_eq!(kept.get(&renamed), None, "the title changed");
 
-        // Any event of the application ends the keep.
-        kept.keep(under(1), arm().await, &tree(&name), long_ago);
+        // A state change of a row: that object is read again and merged, and the merged walk
+        // answers the next read.
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         assert!(kept.get(&under(1)).is_some());
-        emit(&app, "/w7/some/other/object").await;
-        drain(&app, &reader).await;
-        assert_eq!(kept.get(&under(1)), None, "the app sent an event");
+        emit(&app, "/w7/check").await;
+        // No wait: the barrier alone makes sure the event is noted.
+        assert!(sync(&kept, &reader).await, "the barrier");
+        let check = format!("{name}|/w7/check");
+        let Some(Lookup::Changed { handles, .. }) = kept.get(&under(1)) else {
+            panic!("the changed object is named");
+        };
+        assert_eq!(handles, vec![check.clone()]);
+        // While one read merges, another walks (and the kept walk stays).
+        assert_eq!(kept.get(&under(1)), None, "another read while merging");
+        let mut now = tree(&name).nodes[1].clone();
+        now.states.insert(State::Checked);
+        let merged = kept
+            .merge(7, &handles, Some(vec![Some(now)]))
+            .expect("merged");
+        assert!(merged.nodes[1].states.has(State::Checked));
+        assert_eq!(
+            kept.get(&under(1)),
+            Some(Lookup::Same(merged)),
+            "the merged walk"
+        );
 
-        // An event during the walk (after the match, before it is kept) ends it too.
+        // An object the rows cannot show (it stopped showing), or that could not be read:
+        // walked again.
+        emit(&app, "/w7/check").await;
+        sync(&kept, &reader).await;
+        let Some(Lookup::Changed { handles, .. }) = kept.get(&under(1)) else {
+            panic!("named again");
+        };
+        let hidden = node(&name, "/w7/check", "check_box", Some(0), &[State::Visible]);
+        assert_eq!(kept.merge(7, &handles, Some(vec![Some(hidden)])), None);
+        assert_eq!(kept.get(&under(1)), None, "forgotten");
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        emit(&app, "/w7/check").await;
+        sync(&kept, &reader).await;
+        assert!(matches!(kept.get(&under(1)), Some(Lookup::Changed { .. })));
+        assert_eq!(kept.merge(7, std::slice::from_ref(&check), None), None, "not read");
+        assert_eq!(kept.get(&under(1)), None);
+
+        // An event of an object that is not a row, of a secure field or a row inside one, a
+        // structural event, a property change: walked again.
+        for (path, member, why) in [
+            ("/w7/some/other/object", "StateChanged", "not a row"),
+            ("/w7/password", "StateChanged", "a secure field"),
+            ("/w7/password/inner", "TextChanged", "inside a secure field"),
+            ("/w7/frame", "ChildrenChanged", "children added or removed"),
+            (
+                "/w7/check",
+                "PropertyChange",
+                "a property (a name, a parent)",
+            ),
+        ] {
+            kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+            emit_as(&app, path, member).await;
+            sync(&kept, &reader).await;
+            assert_eq!(kept.get(&under(1)), None, "{why}");
+        }
+
+        // A toolkit that changes rows without events for them (GTK 4): any event walks again.
+        let gtk4 = ("GTK".to_string(), "4.8.3".to_string());
+        kept.keep(under(1), arm().await, &tree(&name), &gtk4, long_ago);
+        emit(&app, "/w7/check").await;
+        sync(&kept, &reader).await;
+        assert_eq!(kept.get(&under(1)), None, "GTK 4");
+
+        // An event during the walk (after the match, before it is kept) is seen.
         let armed = arm().await;
-        emit(&app, "/w7/frame").await;
-        drain(&app, &reader).await;
-        kept.keep(under(1), armed, &tree(&name), long_ago);
+        emit_as(&app, "/w7/frame", "ChildrenChanged").await;
+        kept.keep(under(1), armed, &tree(&name), &gtk3(), long_ago);
+        sync(&kept, &reader).await;
         assert_eq!(kept.get(&under(1)), None, "an event during the walk");
+
+        // The barrier fails for an application that is gone: the kept walk is not used.
+        let gone = connect(&addr).await;
+        let gone_name = gone.unique_name().unwrap().to_string();
+        let armed = Armed::arm(&reader, &gone_name).await.expect("a match");
+        kept.keep(under(1), armed, &tree(&gone_name), &gtk3(), long_ago);
+        let (app_name, queue) = kept.barrier_of(7).expect("kept");
+        drop(gone);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !Kept::barrier(&reader, &app_name, &queue).await,
+            "an application gone"
+        );
+        kept.forget(7);
 
         // Not kept: events asked for too recently (applications may not send them yet), a
         // walk cut short by time, a walk of another application, a read that did not allow it.
-        kept.keep(under(1), arm().await, &tree(&name), Some(Instant::now()));
+        kept.keep(
+            under(1),
+            arm().await,
+            &tree(&name),
+            &gtk3(),
+            Some(Instant::now()),
+        );
         assert_eq!(kept.get(&under(1)), None, "events not settled");
-        kept.keep(under(1), arm().await, &tree(&name), None);
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), None);
         assert_eq!(kept.get(&under(1)), None, "events never registered");
         let mut cut = tree(&name);
         cut.truncated = Some(TruncReason::TimeBudget);
-        kept.keep(under(1), arm().await, &cut, long_ago);
+        kept.keep(under(1), arm().await, &cut, &gtk3(), long_ago);
         assert_eq!(kept.get(&under(1)), None, "cut by time");
         let mut capped = tree(&name);
         capped.truncated = Some(TruncReason::MaxElements);
-        kept.keep(under(1), arm().await, &capped, long_ago);
+        kept.keep(under(1), arm().await, &capped, &gtk3(), long_ago);
         assert_eq!(
             kept.get(&under(1)),
-            Some(capped),
+            Some(Lookup::Same(capped)),
             "cut by the limits is kept"
         );
         kept.forget(7);
         let other_name = other.unique_name().unwrap().to_string();
-        kept.keep(under(1), arm().await, &tree(&other_name), long_ago);
+        kept.keep(under(1), arm().await, &tree(&other_name), &gtk3(), long_ago);
         assert_eq!(kept.get(&under(1)), None, "the walk is another app's");
         let mut plain = under(1);
         plain.limits.keep = None;
-        kept.keep(plain.clone(), arm().await, &tree(&name), long_ago);
+        kept.keep(plain.clone(), arm().await, &tree(&name), &gtk3(), long_ago);
         assert_eq!(kept.get(&plain), None, "the read did not allow keeping");
 
         // The keep's time runs out.
-        kept.keep(under(1), arm().await, &tree(&name), long_ago);
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         tokio::time::sleep(Duration::from_millis(KEEP_FOR_MS + 100)).await;
         assert_eq!(kept.get(&under(1)), None, "older than KEEP_FOR_MS");
     });
+}
+
+/// Role, name, states and value of each row: what a read shows of it (handles and frames aside).
+fn rows(t: &Tree) -> Vec<(String, String, u64, Option<String>)> {
+    t.nodes
+        .iter()
+        .map(|n| (n.role.clone(), n.name.clone(), n.states.0, n.value.clone()))
+        .collect()
+}
+
+/// Clicks gtk3-widget-factory's check button "checkbutton" as another AT-SPI client would
+/// (pyatspi `doAction`), as the person's own use of the app would change it.
+const TOGGLE: &str = r#"
+import sys, pyatspi
+pid = int(sys.argv[1])
+app = [a for a in pyatspi.Registry.getDesktop(0) if a is not None and a.get_process_id() == pid][0]
+def find(a, depth=0):
+    if a is None or depth > 60: return None
+    if a.getRoleName() == "check box" and a.name == "checkbutton" and a.getState().contains(pyatspi.STATE_SENSITIVE) \
+       and not a.getState().contains(pyatspi.STATE_INDETERMINATE):
+        return a
+    for c in a:
+        r = find(c, depth + 1)
+        if r is not None: return r
+el = find(app[0])
+act = el.queryAction()
+act.doAction([act.getName(i) for i in range(act.nActions)].index("click"))
+"#;
+
+#[test]
+fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
+    let desk = Desktop::start().expect("a desktop");
+    let app = desk
+        .spawn(nish_testdesk::App::Gtk3WidgetFactory)
+        .expect("gtk3-widget-factory");
+    desk.wait_atspi_app(app.pid, Duration::from_secs(45))
+        .expect("on the bus");
+    let bin = nish_testdesk::session::workspace_bin("nish-reader").expect("nish-reader");
+    let mut r = nish_testdesk::agents::Reader::start_filtered(&desk, &bin, true).expect("reader");
+    let w = r.window_of(app.pid).expect("the window");
+    let fresh = |r: &mut nish_testdesk::agents::Reader| {
+        r.read(&w, WalkLimits::default()).expect("a walk").0
+    };
+
+    // The first read registers for events; no walk is kept until a second later.
+    let (_, kept) = r.read_kept(&w, 1).expect("read");
+    assert!(!kept, "the first read walks");
+    std::thread::sleep(EVENTS_SETTLED + Duration::from_millis(200));
+    let (walked, kept) = r.read_kept(&w, 1).expect("read");
+    assert!(!kept, "this read walks, and keeps its walk");
+    // GTK 3 sends state changes for objects the walk read (check and radio buttons of a
+    // popover): the next read reads those again instead of walking, and shows what a walk
+    // would.
+    let (again, kept) = r.read_kept(&w, 1).expect("read");
+    assert!(kept, "answered from the kept walk");
+    assert_eq!(rows(&again), rows(&walked));
+    assert_eq!(rows(&again), rows(&fresh(&mut r)), "as a walk now reads it");
+
+    // The app changes (another client clicks the check button): the next read shows it.
+    let row = walked
+        .nodes
+        .iter()
+        .position(|n| {
+            n.role == "check_box"
+                && n.name == "checkbutton"
+                && n.states.has(State::Sensitive)
+                && !n.states.has(State::Indeterminate)
+        })
+        .expect("the check button");
+    // That walk (no keep) ended the keep: this read walks and keeps again.
+    let (_, kept) = r.read_kept(&w, 1).expect("read");
+    assert!(!kept, "a walk without keep came in between");
+    let (_, kept) = r.read_kept(&w, 1).expect("read");
+    assert!(kept, "kept before the change");
+    let before = walked.nodes[row].states.has(State::Checked);
+    let out = desk
+        .command("/usr/bin/python3")
+        .args(["-c", TOGGLE, &app.pid.to_string()])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The click's event reaches the reader within a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let now = loop {
+        let (t, _) = r.read_kept(&w, 1).expect("read");
+        if t.nodes[row].states.has(State::Checked) != before {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change never showed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(rows(&now), rows(&fresh(&mut r)), "as a walk now reads it");
+
+    // Another act generation: walked.
+    let (_, kept) = r.read_kept(&w, 2).expect("read");
+    assert!(!kept, "an act came in between");
+    desk.kill_app(&app).expect("kill");
 }

@@ -77,14 +77,12 @@ impl AgentProc {
         filter: bool,
         lockdown_of: impl Fn(&Out) -> Option<LockdownReport>,
     ) -> Result<AgentProc> {
-        Self::start_cmd(
-            desk.command(bin),
-            &desk.env(),
-            bin,
-            role,
-            filter,
-            lockdown_of,
-        )
+        let mut cmd = desk.command(bin);
+        if let Ok(log) = std::env::var("NISH_LOG") {
+            // The test's own log filter reaches the agent (its log goes to the test's stderr).
+            cmd.env("NISH_LOG", log);
+        }
+        Self::start_cmd(cmd, &desk.env(), bin, role, filter, lockdown_of)
     }
 
     /// Starts `bin --fd 3` from a command already set up for it (another desktop's
@@ -247,6 +245,27 @@ impl Reader {
 }
 
 impl Reader {
+    /// A plain read that may be answered by the window's kept walk (`WalkLimits::keep` with
+    /// act generation `generation`); the tree and whether it was kept.
+    pub fn read_kept(&mut self, window: &WindowInfo, generation: u64) -> Result<(Tree, bool)> {
+        let id = self.0.id();
+        let limits = WalkLimits {
+            keep: Some(generation),
+            ..WalkLimits::default()
+        };
+        match self.0.ask(&BrokerToReader::ReadTree {
+            id,
+            window: window.clone(),
+            limits,
+        })? {
+            ReaderToBroker::Tree { tree, kept, .. } => Ok((tree, kept)),
+            ReaderToBroker::Failed { failure, .. } => {
+                bail!("read failed: {} {}", failure.code, failure.message)
+            }
+            other => bail!("read: {other:?}"),
+        }
+    }
+
     /// A capture of `window` with the elements named by `secure` (handles) blacked out; the
     /// reader's answer as it came (a PNG or a failure).
     pub fn capture(&mut self, window: &WindowInfo, secure: Vec<String>) -> Result<ReaderToBroker> {

@@ -1185,6 +1185,14 @@ impl Backend for LinuxBackend {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
+        self.read_tree_kept(window, limits).await.map(|(t, _)| t)
+    }
+
+    async fn read_tree_kept(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> Result<(Tree, bool), DriverError> {
         let r = self.reader().await?;
         // The window's app was matched to an approved one by the engine: the reader may link
         // to it.
@@ -1200,7 +1208,8 @@ impl Backend for LinuxBackend {
             .ask(&r, id, msg, self.read_timeout, CallKind::Read)
             .await?
         {
-            ReaderToBroker::Tree { tree, .. } => Ok(tree),
+            // A kept tree is taken as kept only when keeping was allowed.
+            ReaderToBroker::Tree { tree, kept, .. } => Ok((tree, kept && limits.keep.is_some())),
             ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,

@@ -237,6 +237,16 @@ pub trait Backend: Send + Sync + 'static {
         limits: WalkLimits,
     ) -> impl Future<Output = Result<Tree, DriverError>> + Send;
 
+    /// Walks one window's accessibility tree, or answers with its kept walk when `limits.keep`
+    /// allows it (`nish_reader::kept`); true when the tree was kept, not walked now.
+    fn read_tree_kept(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> impl Future<Output = Result<(Tree, bool), DriverError>> + Send {
+        async move { self.read_tree(window, limits).await.map(|t| (t, false)) }
+    }
+
     /// Starts watching the AT-SPI events of the application of `element` (a handle from the
     /// window's last walk) before an act on it, for the event-driven settle; `None` when the
     /// backend has no events or the watch could not begin (the settle then reads until the

@@ -713,6 +713,9 @@ impl<B: Backend> Engine<B> {
         if !paused {
             return;
         }
+        // The person may change the window without any event (scrolling, moving): no kept walk
+        // from before answers a read after.
+        self.act_generation.fetch_add(1, Ordering::SeqCst);
         self.backend.end_acts();
         self.backend.release_all().await;
         self.backend.set_indicator_paused(&s.id, true).await;
@@ -738,6 +741,7 @@ impl<B: Backend> Engine<B> {
         if !resumed {
             return false;
         }
+        self.act_generation.fetch_add(1, Ordering::SeqCst);
         if indicator {
             self.backend.set_indicator_paused(&s.id, false).await;
             self.backend.takeover_baseline().await;

@@ -167,16 +167,26 @@ impl<B: Backend> Engine<B> {
     /// Reads a window for a plain read (`get_window_state`): the reader may answer with the
     /// window's last walk when nothing was seen to change since (`WalkLimits::keep`). Never
     /// for an act's re-check, its settle or a wait: they read the window now.
+    /// True in the second place when the tree was the kept walk.
     pub(crate) async fn read_window_kept(
         &self,
         s: &Session,
         w: &WindowInfo,
-    ) -> Result<Arc<Snapshot>, DriverError> {
+    ) -> Result<(Arc<Snapshot>, bool), DriverError> {
+        let generation = self.act_generation();
         let limits = WalkLimits {
-            keep: Some(self.act_generation()),
+            keep: Some(generation),
             ..WalkLimits::default()
         };
-        self.read_window_with(s, w, limits).await
+        let (tree, kept) = self
+            .bounded_read("reading the window", self.backend.read_tree_kept(w, limits))
+            .await?;
+        if kept && self.act_generation() != generation {
+            // An act (or a pause or resume) began or ended while the read waited its turn: the
+            // kept walk may be from before it. Walk now.
+            return Ok((self.read_window(s, w).await?, false));
+        }
+        Ok((self.record_tree(s, w, tree)?, kept))
     }
 
     async fn read_window_with(
@@ -188,6 +198,16 @@ impl<B: Backend> Engine<B> {
         let tree: Tree = self
             .bounded_read("reading the window", self.backend.read_tree(w, limits))
             .await?;
+        self.record_tree(s, w, tree)
+    }
+
+    /// Validates a tree read of window `w` and records the snapshot.
+    fn record_tree(
+        &self,
+        s: &Session,
+        w: &WindowInfo,
+        tree: Tree,
+    ) -> Result<Arc<Snapshot>, DriverError> {
         let tree = self.validate_tree(tree, w)?;
         let mut core = s.core();
         let epoch = core.sm.epoch;
@@ -365,7 +385,7 @@ impl<B: Backend> Engine<B> {
                 )
             }
         };
-        let snap = self.read_window_kept(s, &window).await?;
+        let (snap, kept) = self.read_window_kept(s, &window).await?;
         if let Some(sig) = root_sig
             && sig != snap.signature
         {
@@ -407,7 +427,7 @@ impl<B: Backend> Engine<B> {
             AuditEvent::Read,
             Some(&s.id),
             json!({"tool": Tool::GetWindowState.name(), "view": kind.as_str(), "window_id": window.window_id, "pid": window.pid,
-                   "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "truncated": view.truncated,
+                   "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "kept": kept, "truncated": view.truncated,
                    "screenshot": !images.is_empty()}),
         );
         Ok(Output { value: out, images })
