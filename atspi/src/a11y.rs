@@ -683,12 +683,29 @@ impl A11y {
 }
 
 /// The event kinds the reader registers for ([`A11y::register_events`]).
+///
+/// Beyond what the act's settle follows, the kinds that change a window's rows without any of
+/// the above (a table's rows reordered, inserted or deleted, a model replaced, a selection or
+/// the active descendant moved, attributes, the visible part of a view scrolled): a kept walk
+/// (`nish_reader::kept`) must see them to know it is out of date, and applications send only
+/// the kinds some client registered for.
 pub const EVENT_KINDS: &[&str] = &[
     "object:children-changed",
     "object:state-changed",
     "object:property-change",
     "object:text-changed",
     "object:value-changed",
+    "object:row-inserted",
+    "object:row-deleted",
+    "object:row-reordered",
+    "object:column-inserted",
+    "object:column-deleted",
+    "object:column-reordered",
+    "object:model-changed",
+    "object:selection-changed",
+    "object:active-descendant-changed",
+    "object:attributes-changed",
+    "object:visible-data-changed",
 ];
 
 /// A peer-to-peer link to the application: `Ok(None)` when it offers none. In an agent the

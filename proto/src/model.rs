@@ -343,10 +343,15 @@ pub fn hide_inside_secure(nodes: &mut [Node]) {
 /// rows'. `None`, so that the whole window is read, when an object could not be read or is
 /// not a row, or when its role or interfaces changed or it started or stopped showing (the
 /// rows a walk lists would change). Frames and action names stay those of the rows before.
+///
+/// With `details`, the objects were read with their extents and action names, and those replace
+/// the rows' too. A row whose secure state changed is never merged (a field that turned secure
+/// may have rows inside it that hold text).
 pub fn merge_changed(
     before: &[Node],
     changed: &[String],
     fresh: Vec<Option<Node>>,
+    details: bool,
 ) -> Option<Vec<Node>> {
     // What the reader named is bounded and without repeats, or not used.
     let unique: std::collections::HashSet<&str> = changed.iter().map(String::as_str).collect();
@@ -367,12 +372,21 @@ pub fn merge_changed(
         let f = f?;
         let row = *rows.get(h.as_str())?;
         let n = &mut nodes[row];
-        if f.handle != *h || f.role != n.role || f.ifaces != n.ifaces || shown(&f) != shown(n) {
+        if f.handle != *h
+            || f.role != n.role
+            || f.ifaces != n.ifaces
+            || shown(&f) != shown(n)
+            || f.is_secure() != n.is_secure()
+        {
             return None;
         }
         n.name = f.name;
         n.states = f.states;
         n.value = f.value;
+        if details {
+            n.frame = f.frame;
+            n.actions = f.actions;
+        }
     }
     Some(nodes)
 }
@@ -645,7 +659,7 @@ mod merge_tests {
         );
         fresh.frame = None;
         fresh.actions = vec![];
-        let out = merge_changed(&b, &["a|/1".to_string()], vec![Some(fresh)]).unwrap();
+        let out = merge_changed(&b, &["a|/1".to_string()], vec![Some(fresh)], false).unwrap();
         assert_eq!(out[1].name, "Bold!");
         assert!(out[1].states.has(State::Checked));
         assert_eq!(out[1].frame, b[1].frame, "the frame is kept");
@@ -659,21 +673,45 @@ mod merge_tests {
         let h = |s: &str| s.to_string();
         let same = || Some(node("a|/1", "Bold", &[State::Showing, State::Visible]));
         // An object not read, or not a row.
-        assert!(merge_changed(&b, &[h("a|/1")], vec![None]).is_none());
-        assert!(merge_changed(&b, &[h("a|/9")], vec![same()]).is_none());
+        assert!(merge_changed(&b, &[h("a|/1")], vec![None], false).is_none());
+        assert!(merge_changed(&b, &[h("a|/9")], vec![same()], false).is_none());
         // A slot for another handle than asked.
-        assert!(merge_changed(&b, &[h("a|/2")], vec![same()]).is_none());
+        assert!(merge_changed(&b, &[h("a|/2")], vec![same()], false).is_none());
         // Role changed; started or stopped showing.
         let mut role = same().unwrap();
         role.role = "push_button".into();
-        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(role)]).is_none());
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(role)], false).is_none());
         let hidden = node("a|/1", "Bold", &[State::Visible]);
-        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(hidden)]).is_none());
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(hidden)], false).is_none());
         // A reader naming an object twice, or more than it may, or slots not matching.
-        assert!(merge_changed(&b, &[h("a|/1"), h("a|/1")], vec![same(), same()]).is_none());
+        assert!(merge_changed(&b, &[h("a|/1"), h("a|/1")], vec![same(), same()], false).is_none());
         let many: Vec<String> = (0..=MAX_CHANGED).map(|i| format!("a|/{i}")).collect();
         let slots = many.iter().map(|_| same()).collect();
-        assert!(merge_changed(&b, &many, slots).is_none());
-        assert!(merge_changed(&b, &[h("a|/1")], vec![same(), same()]).is_none());
+        assert!(merge_changed(&b, &many, slots, false).is_none());
+        assert!(merge_changed(&b, &[h("a|/1")], vec![same(), same()], false).is_none());
+        // A row that turned secure (rows inside it may hold text).
+        let secure = node(
+            "a|/1",
+            "Bold",
+            &[State::Showing, State::Visible, State::Secure],
+        );
+        assert!(merge_changed(&b, &[h("a|/1")], vec![Some(secure)], false).is_none());
+    }
+
+    #[test]
+    fn with_details_the_frames_and_action_names_read_again_replace_the_rows_too() {
+        let b = before();
+        let mut fresh = node("a|/1", "Bold", &[State::Showing, State::Visible]);
+        fresh.frame = Some(Rect::new(5, 6, 7, 8));
+        fresh.actions = vec!["uncheck".into()];
+        let out =
+            merge_changed(&b, &["a|/1".to_string()], vec![Some(fresh.clone())], true).unwrap();
+        assert_eq!(out[1].frame, fresh.frame);
+        assert_eq!(out[1].actions, fresh.actions);
+        let out = merge_changed(&b, &["a|/1".to_string()], vec![Some(fresh)], false).unwrap();
+        assert_eq!(
+            out[1].frame, b[1].frame,
+            "without details the frame is kept"
+        );
     }
 }

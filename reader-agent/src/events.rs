@@ -33,6 +33,18 @@ use nish_atspi::failure::Failure;
 
 /// The AT-SPI interface of object events.
 pub const OBJECT_EVENTS: &str = "org.a11y.atspi.Event.Object";
+/// Event members that change which rows a window has or their order: a settle that saw one
+/// reads the window whole.
+pub const STRUCTURAL: &[&str] = &[
+    "ChildrenChanged",
+    "RowInserted",
+    "RowDeleted",
+    "RowReordered",
+    "ColumnInserted",
+    "ColumnDeleted",
+    "ColumnReordered",
+    "ModelChanged",
+];
 /// Watches in force at once; more are refused (a broker asks for one per act).
 pub const MAX_WATCHES: usize = 16;
 /// Events a watch queues before it counts an overflow.
@@ -272,7 +284,7 @@ impl Watches {
                     let ours = own
                         || mine.as_ref().is_some_and(|m| m.1.contains(path))
                         || !others.iter().any(|o| o.1.contains(path));
-                    let children = h.member().is_some_and(|n| n.as_str() == "ChildrenChanged");
+                    let children = h.member().is_some_and(|n| STRUCTURAL.contains(&n.as_str()));
                     let Ok(mut s) = seen.lock() else { break };
                     if !ours {
                         s.ignored = s.ignored.saturating_add(1);

@@ -66,6 +66,9 @@ pub const ARM_WAIT: Duration = Duration::from_millis(200);
 /// used ([`Kept::barrier`]).
 pub const BARRIER_WAIT: Duration = Duration::from_millis(200);
 
+/// Longest time a read spends reading changed objects again before it walks instead.
+pub const REREAD_BUDGET: Duration = Duration::from_millis(250);
+
 /// The event members whose object a read may read again instead of walking the window.
 const OBJECT_CHANGES: &[&str] = &["StateChanged", "TextChanged", "ValueChanged"];
 
@@ -143,9 +146,20 @@ impl Armed {
             .sender(app)
             .and_then(|b| b.interface(crate::events::OBJECT_EVENTS))
             .ok()?
-            .build();
-        let added = zbus::MessageStream::for_match_rule(rule, bus, Some(crate::events::MAX_QUEUED));
-        let mut stream = tokio::time::timeout(ARM_WAIT, added).await.ok()?.ok()?;
+            .build()
+            .to_owned();
+        // The match is added in a task of its own: when the bus answers after ARM_WAIT, the
+        // task still ends, and the stream it made is dropped (the match removed), rather than
+        // left on the bus.
+        let conn = bus.clone();
+        let added = tokio::spawn(async move {
+            zbus::MessageStream::for_match_rule(rule, &conn, Some(crate::events::MAX_QUEUED)).await
+        });
+        let mut stream = tokio::time::timeout(ARM_WAIT, added)
+            .await
+            .ok()?
+            .ok()?
+            .ok()?;
         let seen = Arc::new(Mutex::new(Seen::default()));
         let began = Instant::now();
         let (sync, mut syncs) = tokio::sync::mpsc::channel::<Sync>(4);
@@ -219,6 +233,9 @@ pub struct Under {
 
 #[derive(Debug)]
 struct Entry {
+    /// Unique among the reader's kept walks: a read's barrier, lookup and merge act on the one
+    /// entry it began with, never on a newer walk kept meanwhile.
+    id: u64,
     under: Under,
     armed: Armed,
     tree: Tree,
@@ -237,6 +254,8 @@ pub enum Lookup {
     /// Objects of the kept walk sent state, text or value changes: read them again
     /// ([`crate::walk::read_objects`]) and give the result to [`Kept::merge`].
     Changed {
+        /// The kept walk's entry (for [`Kept::merge`]).
+        entry: u64,
         /// The kept walk.
         tree: Tree,
         /// The objects to read again (`<bus>|<path>`), every one a row of the walk and none a
@@ -261,6 +280,18 @@ pub fn trusts_object_events(toolkit: &(String, String)) -> bool {
 #[derive(Debug, Default)]
 pub struct Kept {
     map: Mutex<HashMap<u64, Entry>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// What a read needs before it may use a kept walk ([`Kept::peek`]).
+#[derive(Debug)]
+pub struct Peeked {
+    /// The entry.
+    pub entry: u64,
+    /// The application's bus name.
+    pub app: String,
+    /// The watching task's queue.
+    pub sync: tokio::sync::mpsc::Sender<Sync>,
 }
 
 /// The handles of `paths` (of application `app`) when every one is a row of `tree` and none is
@@ -290,13 +321,42 @@ fn open_handles(tree: &Tree, app: &str, paths: &[String]) -> Option<Vec<String>>
 }
 
 impl Kept {
-    /// The kept walk of `under.window`, when every condition of the module holds: as it is, or
-    /// with the objects to read again. `None` (and the kept walk is forgotten) otherwise.
-    pub fn get(&self, under: &Under) -> Option<Lookup> {
+    /// The kept walk of `under.window` that a read may use once its events are ordered
+    /// ([`Kept::barrier`]): same window, geometry and limits, the keep in force, no other read
+    /// merging. `None` otherwise (and the kept walk is forgotten, unless another read is
+    /// merging it).
+    pub fn peek(&self, under: &Under) -> Option<Peeked> {
         let mut map = self.map.lock().ok()?;
         let id = under.window.window_id;
         let e = map.get(&id)?;
-        if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() && !e.merging {
+        if e.merging {
+            // Another read is merging: this one walks, and the kept walk stays.
+            return None;
+        }
+        if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() {
+            return Some(Peeked {
+                entry: e.id,
+                app: e.armed.app.clone(),
+                sync: e.armed.sync.clone(),
+            });
+        }
+        map.remove(&id);
+        None
+    }
+
+    /// The kept walk `entry` of `under.window`, when every condition of the module holds (after
+    /// [`Kept::peek`] and its barrier): as it is, or with the objects to read again. `None`
+    /// (and the kept walk is forgotten, unless it is another entry now) otherwise.
+    pub fn get(&self, under: &Under, entry: u64) -> Option<Lookup> {
+        let mut map = self.map.lock().ok()?;
+        let id = under.window.window_id;
+        let e = map.get_mut(&id)?;
+        if e.id != entry || e.merging {
+            // A newer walk was kept meanwhile (its events are not ordered yet), or another
+            // read merges: this one walks.
+            return None;
+        }
+        if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() {
             let paths = e.armed.take_paths();
             if paths.is_empty() {
                 return Some(Lookup::Same(e.tree.clone()));
@@ -304,38 +364,41 @@ impl Kept {
             if e.trusted
                 && let Some(handles) = open_handles(&e.tree, &e.armed.app, &paths)
             {
-                let tree = e.tree.clone();
-                if let Some(e) = map.get_mut(&id) {
-                    e.merging = true;
-                }
-                return Some(Lookup::Changed { tree, handles });
+                e.merging = true;
+                return Some(Lookup::Changed {
+                    entry,
+                    tree: e.tree.clone(),
+                    handles,
+                });
             }
-        } else if e.merging {
-            // Another read is merging: this one walks, and the kept walk stays.
-            return None;
         }
         map.remove(&id);
         None
     }
 
-    /// The kept walk of `window_id` with `handles` read again (`fresh`, one slot per handle):
-    /// their names, states and values replace the rows' (and are kept for the next read).
-    /// `None`, and the kept walk is forgotten, when the rows cannot show it
-    /// ([`nish_proto::model::merge_changed`]: an object gone, a changed role or interfaces, an
-    /// object that started or stopped showing), the objects could not be read (`fresh` is
-    /// `None`), or the keep ended meanwhile.
+    /// The kept walk `entry` of `window_id` with `handles` read again (`fresh`, one slot per
+    /// handle, extents and action names included): their names, states, values, frames and
+    /// action names replace the rows' (and are kept for the next read). `None`, and the kept
+    /// walk is forgotten, when the rows cannot show it ([`nish_proto::model::merge_changed`]:
+    /// an object gone, a changed role, interfaces or secure state, an object that started or
+    /// stopped showing), the objects could not be read (`fresh` is `None`), or the keep ended
+    /// meanwhile. A newer walk kept meanwhile is left as it is.
     pub fn merge(
         &self,
         window_id: u64,
+        entry: u64,
         handles: &[String],
         fresh: Option<Vec<Option<nish_proto::model::Node>>>,
     ) -> Option<Tree> {
         let mut map = self.map.lock().ok()?;
         let e = map.get_mut(&window_id)?;
+        if e.id != entry {
+            return None;
+        }
         e.merging = false;
         let merged = match fresh {
             Some(fresh) if e.armed.in_force() => {
-                nish_proto::model::merge_changed(&e.tree.nodes, handles, fresh)
+                nish_proto::model::merge_changed(&e.tree.nodes, handles, fresh, true)
             }
             _ => None,
         };
@@ -389,9 +452,11 @@ impl Kept {
         {
             map.remove(&old);
         }
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         map.insert(
             under.window.window_id,
             Entry {
+                id,
                 under,
                 armed,
                 tree: tree.clone(),
@@ -399,14 +464,6 @@ impl Kept {
                 merging: false,
             },
         );
-    }
-
-    /// What orders the application's events before a kept walk of `window_id` is used: its
-    /// bus name and the watching task's queue. `None` when there is no kept walk.
-    pub fn barrier_of(&self, window_id: u64) -> Option<(String, tokio::sync::mpsc::Sender<Sync>)> {
-        let map = self.map.lock().ok()?;
-        let e = map.get(&window_id)?;
-        Some((e.armed.app.clone(), e.armed.sync.clone()))
     }
 
     /// Makes sure every event `app` sent before now is noted: one call to the application

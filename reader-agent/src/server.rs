@@ -247,22 +247,29 @@ impl Reader {
             ..walk::WalkStats::default()
         };
         // Every event the application sent before now is noted before the kept walk is used.
-        if let Some((app, sync)) = self.kept.barrier_of(window.window_id) {
-            let ordered = match self.a11y.bus().await {
-                Ok(bus) => crate::kept::Kept::barrier(&bus, &app, &sync).await,
-                Err(_) => false,
-            };
-            if !ordered {
-                self.kept.forget(window.window_id);
+        let lookup = match self.kept.peek(&under) {
+            Some(p) => {
+                let ordered = match self.a11y.bus().await {
+                    Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
+                    Err(_) => false,
+                };
+                if ordered {
+                    self.kept.get(&under, p.entry)
+                } else {
+                    self.kept.forget(window.window_id);
+                    None
+                }
             }
-        }
-        match self.kept.get(&under) {
+            None => None,
+        };
+        match lookup {
             Some(Lookup::Same(tree)) => return Ok((tree, kept)),
-            Some(Lookup::Changed { handles, .. }) => {
-                let fresh = walk::read_objects(&self.a11y, &handles, READ_OBJECTS_BUDGET)
-                    .await
-                    .ok();
-                let merged = self.kept.merge(window.window_id, &handles, fresh);
+            Some(Lookup::Changed { entry, handles, .. }) => {
+                let fresh =
+                    walk::read_objects_with(&self.a11y, &handles, crate::kept::REREAD_BUDGET, true)
+                        .await
+                        .ok();
+                let merged = self.kept.merge(window.window_id, entry, &handles, fresh);
                 tracing::debug!(
                     objects = handles.len(),
                     merged = merged.is_some(),

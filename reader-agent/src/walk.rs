@@ -458,6 +458,17 @@ pub async fn read_objects(
     handles: &[String],
     budget: Duration,
 ) -> Result<Vec<Option<nish_proto::model::Node>>, Failure> {
+    read_objects_with(a11y, handles, budget, false).await
+}
+
+/// [`read_objects`], with `details` each object's extents (when it is showing) and action names
+/// too, as a walk reads them.
+pub async fn read_objects_with(
+    a11y: &A11y,
+    handles: &[String],
+    budget: Duration,
+    details: bool,
+) -> Result<Vec<Option<nish_proto::model::Node>>, Failure> {
     let start = Instant::now();
     let Some(bus) = handles
         .first()
@@ -497,37 +508,41 @@ pub async fn read_objects(
     }
     // Before any value is read: a field once seen secure stays secure.
     a11y.secure_memory().apply(&mut arena);
-    let jobs: Vec<(usize, Want, String)> = keys
-        .iter()
-        .enumerate()
-        .filter_map(|(i, k)| {
-            let o = arena.get((*k)?);
-            let secure = o.states.has(State::Secure) || o.role == "password_text";
-            let want = match value_kind(&o.role, o.states, o.ifaces) {
-                _ if secure => None,
-                ValueKind::Text => Some(Want::Text),
-                ValueKind::Number => Some(Want::Number),
-                ValueKind::None => None,
-            }?;
-            Some((i, want, o.path.clone()))
-        })
-        .collect();
+    let mut jobs: Vec<(usize, Want, String)> = vec![];
+    for (i, k) in keys.iter().enumerate() {
+        let Some(k) = k else { continue };
+        let o = arena.get(*k);
+        let secure = o.states.has(State::Secure) || o.role == "password_text";
+        match value_kind(&o.role, o.states, o.ifaces) {
+            _ if secure => {}
+            ValueKind::Text => jobs.push((i, Want::Text, o.path.clone())),
+            ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
+            ValueKind::None => {}
+        }
+        if details && o.ifaces.has(Ifaces::COMPONENT) && o.states.has(State::Showing) {
+            jobs.push((i, Want::Extents, o.path.clone()));
+        }
+        if details && o.ifaces.has(Ifaces::ACTION) {
+            jobs.push((i, Want::Actions, o.path.clone()));
+        }
+    }
     let slots: Vec<usize> = jobs.iter().map(|(i, _, _)| *i).collect();
     let values = nish_atspi::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
         let ctx = ctx.clone();
         async move { detail(&ctx, want, &path).await }
     })
     .await;
-    let mut details: Vec<Option<Details>> = vec![Some(Details::default()); keys.len()];
+    let mut found: Vec<Option<Details>> = vec![Some(Details::default()); keys.len()];
     for (i, v) in slots.into_iter().zip(values) {
+        let Some(d) = found[i].as_mut() else {
+            continue;
+        };
         match v {
-            Some(Ok(Got::Value(v))) => {
-                if let Some(d) = details[i].as_mut() {
-                    d.value = Some(v);
-                }
-            }
-            // A value that could not be read: the object is not known as it is now.
-            _ => details[i] = None,
+            Some(Ok(Got::Value(v))) => d.value = Some(v),
+            Some(Ok(Got::Extents(e))) => d.frame = Some(e),
+            Some(Ok(Got::Actions(a))) => d.actions = a,
+            // What could not be read: the object is not known as it is now.
+            _ => found[i] = None,
         }
     }
     if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
@@ -535,7 +550,7 @@ pub async fn read_objects(
     }
     Ok(keys
         .into_iter()
-        .zip(details)
+        .zip(found)
         .map(|(k, d)| {
             let (k, d) = (k?, d?);
             let row = nish_atspi::tree::Row {

@@ -63,10 +63,16 @@ async fn drain(from: &zbus::Connection, to: &zbus::Connection) {
 /// The barrier a read makes before it uses a kept walk: the stand-in's events sent before it
 /// are noted. False when it failed (the keep had ended, or the application is gone).
 async fn sync(kept: &Kept, reader: &zbus::Connection) -> bool {
-    match kept.barrier_of(7) {
-        Some((app, queue)) => Kept::barrier(reader, &app, &queue).await,
+    match kept.peek(&under(1)) {
+        Some(p) => Kept::barrier(reader, &p.app, &p.sync).await,
         None => false,
     }
+}
+
+/// A read's lookup of the kept walk (its barrier made before with [`sync`]).
+fn look(kept: &Kept, u: &Under) -> Option<Lookup> {
+    let p = kept.peek(u)?;
+    kept.get(u, p.entry)
 }
 
 fn window() -> WindowInfo {
@@ -169,9 +175,9 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
 
         // Kept, and answered under the same window, geometry, limits and generation.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert_eq!(kept.get(&under(1)), Some(Lookup::Same(tree(&name))));
+        assert_eq!(look(&kept, &under(1)), Some(Lookup::Same(tree(&name))));
         assert_eq!(
-            kept.get(&under(1)),
+            look(&kept, &under(1)),
             Some(Lookup::Same(tree(&name))),
             "again"
         );
@@ -180,64 +186,103 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         emit(&other, "/w7/frame").await;
         drain(&other, &reader).await;
         assert!(sync(&kept, &reader).await, "the barrier");
-        assert!(kept.get(&under(1)).is_some(), "another app's event");
+        assert!(look(&kept, &under(1)).is_some(), "another app's event");
 
         // Another act generation: walked again (and the kept walk is gone).
-        assert_eq!(kept.get(&under(2)), None, "an act came in between");
-        assert_eq!(kept.get(&under(1)), None, "forgotten");
+        assert_eq!(look(&kept, &under(2)), None, "an act came in between");
+        assert_eq!(look(&kept, &under(1)), None, "forgotten");
 
         // The window moved (its X geometry), or the window list says otherwise.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         let mut moved = under(1);
         moved.geometry.0.x += 1;
-        assert_eq!(kept.get(&moved), None, "the window moved");
+        assert_eq!(look(&kept, &moved), None, "the window moved");
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         let mut renamed = under(1);
         renamed.window.title = "Form (2)".into();
-        assert_eq!(kept.get(&renamed), None, "the title changed");
+        assert_eq!(look(&kept, &renamed), None, "the title changed");
 
         // A state change of a row: that object is read again and merged, and the merged walk
         // answers the next read.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert!(kept.get(&under(1)).is_some());
+        assert!(look(&kept, &under(1)).is_some());
         emit(&app, "/w7/check").await;
         // No wait: the barrier alone makes sure the event is noted.
         assert!(sync(&kept, &reader).await, "the barrier");
         let check = format!("{name}|/w7/check");
-        let Some(Lookup::Changed { handles, .. }) = kept.get(&under(1)) else {
+        let Some(Lookup::Changed { entry, handles, .. }) = look(&kept, &under(1)) else {
             panic!("the changed object is named");
         };
         assert_eq!(handles, vec![check.clone()]);
         // While one read merges, another walks (and the kept walk stays).
-        assert_eq!(kept.get(&under(1)), None, "another read while merging");
+        assert_eq!(look(&kept, &under(1)), None, "another read while merging");
         let mut now = tree(&name).nodes[1].clone();
         now.states.insert(State::Checked);
         let merged = kept
-            .merge(7, &handles, Some(vec![Some(now)]))
+            .merge(7, entry, &handles, Some(vec![Some(now)]))
             .expect("merged");
         assert!(merged.nodes[1].states.has(State::Checked));
         assert_eq!(
-            kept.get(&under(1)),
+            look(&kept, &under(1)),
             Some(Lookup::Same(merged)),
             "the merged walk"
         );
+
+        // A late merge of an older entry leaves a newer kept walk as it is.
+        emit(&app, "/w7/check").await;
+        assert!(sync(&kept, &reader).await, "the barrier");
+        let Some(Lookup::Changed {
+            entry: old,
+            handles,
+            ..
+        }) = look(&kept, &under(1))
+        else {
+            panic!("named");
+        };
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        let mut stale = tree(&name).nodes[1].clone();
+        stale.states.insert(State::Focused);
+        assert_eq!(
+            kept.merge(7, old, &handles, Some(vec![Some(stale)])),
+            None,
+            "the merge of another entry"
+        );
+        assert_eq!(
+            look(&kept, &under(1)),
+            Some(Lookup::Same(tree(&name))),
+            "the newer walk as it was"
+        );
+        // A lookup with the entry of before a newer keep walks, and leaves the newer one.
+        let before = kept.peek(&under(1)).expect("kept");
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        assert_eq!(kept.get(&under(1), before.entry), None, "another entry");
+        assert!(look(&kept, &under(1)).is_some(), "the newer one stays");
 
         // An object the rows cannot show (it stopped showing), or that could not be read:
         // walked again.
         emit(&app, "/w7/check").await;
         sync(&kept, &reader).await;
-        let Some(Lookup::Changed { handles, .. }) = kept.get(&under(1)) else {
+        let Some(Lookup::Changed { entry, handles, .. }) = look(&kept, &under(1)) else {
             panic!("named again");
         };
         let hidden = node(&name, "/w7/check", "check_box", Some(0), &[State::Visible]);
-        assert_eq!(kept.merge(7, &handles, Some(vec![Some(hidden)])), None);
-        assert_eq!(kept.get(&under(1)), None, "forgotten");
+        assert_eq!(
+            kept.merge(7, entry, &handles, Some(vec![Some(hidden)])),
+            None
+        );
+        assert_eq!(look(&kept, &under(1)), None, "forgotten");
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         emit(&app, "/w7/check").await;
         sync(&kept, &reader).await;
-        assert!(matches!(kept.get(&under(1)), Some(Lookup::Changed { .. })));
-        assert_eq!(kept.merge(7, std::slice::from_ref(&check), None), None, "not read");
-        assert_eq!(kept.get(&under(1)), None);
+        let Some(Lookup::Changed { entry, .. }) = look(&kept, &under(1)) else {
+            panic!("named");
+        };
+        assert_eq!(
+            kept.merge(7, entry, std::slice::from_ref(&check), None),
+            None,
+            "not read"
+        );
+        assert_eq!(look(&kept, &under(1)), None);
 
         // An event of an object that is not a row, of a secure field or a row inside one, a
         // structural event, a property change: walked again.
@@ -255,7 +300,7 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
             kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
             emit_as(&app, path, member).await;
             sync(&kept, &reader).await;
-            assert_eq!(kept.get(&under(1)), None, "{why}");
+            assert_eq!(look(&kept, &under(1)), None, "{why}");
         }
 
         // A toolkit that changes rows without events for them (GTK 4): any event walks again.
@@ -263,25 +308,25 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         kept.keep(under(1), arm().await, &tree(&name), &gtk4, long_ago);
         emit(&app, "/w7/check").await;
         sync(&kept, &reader).await;
-        assert_eq!(kept.get(&under(1)), None, "GTK 4");
+        assert_eq!(look(&kept, &under(1)), None, "GTK 4");
 
         // An event during the walk (after the match, before it is kept) is seen.
         let armed = arm().await;
         emit_as(&app, "/w7/frame", "ChildrenChanged").await;
         kept.keep(under(1), armed, &tree(&name), &gtk3(), long_ago);
         sync(&kept, &reader).await;
-        assert_eq!(kept.get(&under(1)), None, "an event during the walk");
+        assert_eq!(look(&kept, &under(1)), None, "an event during the walk");
 
         // The barrier fails for an application that is gone: the kept walk is not used.
         let gone = connect(&addr).await;
         let gone_name = gone.unique_name().unwrap().to_string();
         let armed = Armed::arm(&reader, &gone_name).await.expect("a match");
         kept.keep(under(1), armed, &tree(&gone_name), &gtk3(), long_ago);
-        let (app_name, queue) = kept.barrier_of(7).expect("kept");
+        let p = kept.peek(&under(1)).expect("kept");
         drop(gone);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
-            !Kept::barrier(&reader, &app_name, &queue).await,
+            !Kept::barrier(&reader, &p.app, &p.sync).await,
             "an application gone"
         );
         kept.forget(7);
@@ -295,34 +340,34 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
             &gtk3(),
             Some(Instant::now()),
         );
-        assert_eq!(kept.get(&under(1)), None, "events not settled");
+        assert_eq!(look(&kept, &under(1)), None, "events not settled");
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), None);
-        assert_eq!(kept.get(&under(1)), None, "events never registered");
+        assert_eq!(look(&kept, &under(1)), None, "events never registered");
         let mut cut = tree(&name);
         cut.truncated = Some(TruncReason::TimeBudget);
         kept.keep(under(1), arm().await, &cut, &gtk3(), long_ago);
-        assert_eq!(kept.get(&under(1)), None, "cut by time");
+        assert_eq!(look(&kept, &under(1)), None, "cut by time");
         let mut capped = tree(&name);
         capped.truncated = Some(TruncReason::MaxElements);
         kept.keep(under(1), arm().await, &capped, &gtk3(), long_ago);
         assert_eq!(
-            kept.get(&under(1)),
+            look(&kept, &under(1)),
             Some(Lookup::Same(capped)),
             "cut by the limits is kept"
         );
         kept.forget(7);
         let other_name = other.unique_name().unwrap().to_string();
         kept.keep(under(1), arm().await, &tree(&other_name), &gtk3(), long_ago);
-        assert_eq!(kept.get(&under(1)), None, "the walk is another app's");
+        assert_eq!(look(&kept, &under(1)), None, "the walk is another app's");
         let mut plain = under(1);
         plain.limits.keep = None;
         kept.keep(plain.clone(), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert_eq!(kept.get(&plain), None, "the read did not allow keeping");
+        assert_eq!(look(&kept, &plain), None, "the read did not allow keeping");
 
         // The keep's time runs out.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         tokio::time::sleep(Duration::from_millis(KEEP_FOR_MS + 100)).await;
-        assert_eq!(kept.get(&under(1)), None, "older than KEEP_FOR_MS");
+        assert_eq!(look(&kept, &under(1)), None, "older than KEEP_FOR_MS");
     });
 }
 

@@ -201,6 +201,9 @@ pub struct Engine<B: Backend> {
     /// to the reader, which answers with a window's kept walk only under the same generation
     /// (`nish_reader::kept`), so no act of any session lies between the walk and the read.
     act_generation: AtomicU64,
+    /// Acts running now (any session): while one runs, plain reads walk (the act may change
+    /// the window without any event, and reads during it share its generation).
+    acts_running: AtomicU64,
     /// The driver's monotonic clock (tokio's, so tests can let time pass).
     clock: tokio::time::Instant,
 }
@@ -213,19 +216,28 @@ impl<B: Backend> std::fmt::Debug for Engine<B> {
     }
 }
 
-/// Bumps the act generation when made and again when dropped.
-struct Generation<'a>(&'a AtomicU64);
+/// Bumps the act generation and counts the act as running when made; bumps the generation
+/// again and counts the act as ended when dropped.
+struct Generation<'a> {
+    generation: &'a AtomicU64,
+    running: &'a AtomicU64,
+}
 
 impl<'a> Generation<'a> {
-    fn bump(g: &'a AtomicU64) -> Self {
-        g.fetch_add(1, Ordering::SeqCst);
-        Generation(g)
+    fn bump(generation: &'a AtomicU64, running: &'a AtomicU64) -> Self {
+        running.fetch_add(1, Ordering::SeqCst);
+        generation.fetch_add(1, Ordering::SeqCst);
+        Generation {
+            generation,
+            running,
+        }
     }
 }
 
 impl Drop for Generation<'_> {
     fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -279,6 +291,7 @@ impl<B: Backend> Engine<B> {
             captures: Mutex::new(VecDeque::new()),
             stops: AtomicU64::new(0),
             act_generation: AtomicU64::new(0),
+            acts_running: AtomicU64::new(0),
             clock: tokio::time::Instant::now(),
         })
     }
@@ -483,15 +496,16 @@ impl<B: Backend> Engine<B> {
             )),
             act => {
                 // The generation moves before the act and again after it, however it ends.
-                let _generation = Generation::bump(&self.act_generation);
+                let _generation = Generation::bump(&self.act_generation, &self.acts_running);
                 self.act(s, &act).await
             }
         }
     }
 
-    /// The act generation now (see the field).
-    pub(crate) fn act_generation(&self) -> u64 {
-        self.act_generation.load(Ordering::SeqCst)
+    /// The act generation now (see the field); `None` while an act runs.
+    pub(crate) fn act_generation(&self) -> Option<u64> {
+        let g = self.act_generation.load(Ordering::SeqCst);
+        (self.acts_running.load(Ordering::SeqCst) == 0).then_some(g)
     }
 
     /// Judges `call` again (right before a synthetic batch, or after waiting for the host): the

@@ -173,7 +173,10 @@ impl<B: Backend> Engine<B> {
         s: &Session,
         w: &WindowInfo,
     ) -> Result<(Arc<Snapshot>, bool), DriverError> {
-        let generation = self.act_generation();
+        let Some(generation) = self.act_generation() else {
+            // An act runs: walk.
+            return Ok((self.read_window(s, w).await?, false));
+        };
         let limits = WalkLimits {
             keep: Some(generation),
             ..WalkLimits::default()
@@ -181,9 +184,9 @@ impl<B: Backend> Engine<B> {
         let (tree, kept) = self
             .bounded_read("reading the window", self.backend.read_tree_kept(w, limits))
             .await?;
-        if kept && self.act_generation() != generation {
-            // An act (or a pause or resume) began or ended while the read waited its turn: the
-            // kept walk may be from before it. Walk now.
+        if kept && self.act_generation() != Some(generation) {
+            // An act (or a pause or resume) began or ended while the read waited its turn, or
+            // one runs now: the kept walk may be from before it. Walk now.
             return Ok((self.read_window(s, w).await?, false));
         }
         Ok((self.record_tree(s, w, tree)?, kept))

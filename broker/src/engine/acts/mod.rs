@@ -739,7 +739,7 @@ impl<B: Backend> Engine<B> {
                     .filter(|c| !c.is_empty() && c.len() <= MAX_CHANGED)
                     && let Some(fresh) = self.backend.read_objects(w, changed.clone()).await
                     && let Some(nodes) =
-                        nish_proto::model::merge_changed(&t.before, &changed, fresh)
+                        nish_proto::model::merge_changed(&t.before, &changed, fresh, false)
                 {
                     let tree = Tree {
                         window: w.clone(),
