@@ -1,54 +1,14 @@
 //! The event-driven settle's watch ([`nish_reader::events`]) on a real accessibility bus, with
 //! stand-in applications that send AT-SPI object events the way toolkits do.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait};
 use nish_reader::events::{MAX_WATCHES, Watches};
 use nish_testdesk::Desktop;
-use zbus::zvariant::Value;
 
-const EVENTS: &str = "org.a11y.atspi.Event.Object";
-
-async fn connect(addr: &str) -> zbus::Connection {
-    zbus::connection::Builder::address(addr)
-        .unwrap()
-        .build()
-        .await
-        .unwrap()
-}
-
-/// One AT-SPI object event from `app`, body as toolkits send it (`siiva{sv}`).
-async fn emit(app: &zbus::Connection, path: &str, member: &str) {
-    let props: HashMap<&str, Value> = HashMap::new();
-    app.emit_signal(
-        None::<zbus::names::BusName<'_>>,
-        path,
-        EVENTS,
-        member,
-        &("checked", 1i32, 0i32, Value::from(0i32), props),
-    )
-    .await
-    .unwrap();
-}
-
-/// One round trip to the bus on each connection: the signals `from` sent before are routed by
-/// then, and `to` has read every message routed to it before the answer (so none of them
-/// reaches a watch begun afterwards).
-async fn drain(from: &zbus::Connection, to: &zbus::Connection) {
-    for c in [from, to] {
-        c.call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetId",
-            &(),
-        )
-        .await
-        .unwrap();
-    }
-}
+mod common;
+use common::{connect, drain, emit};
 
 fn bounds(own_max_ms: u64, quiet_ms: u64, max_ms: u64) -> SettleBounds {
     SettleBounds {

@@ -3,14 +3,15 @@
 //! condition holds; a state change of one of its rows names that row to be read again, and any
 //! other event of the application ends it.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::{KEEP_FOR_MS, WalkLimits};
 use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Lookup, Under};
 use nish_testdesk::Desktop;
-use zbus::zvariant::Value;
+
+mod common;
+use common::{connect, drain, emit as emit_as};
 
 /// An object at `/` on the stand-in, so that its connection answers `Peer.Ping`.
 struct Stand;
@@ -18,46 +19,9 @@ struct Stand;
 #[zbus::interface(name = "org.nish.StandIn")]
 impl Stand {}
 
-async fn connect(addr: &str) -> zbus::Connection {
-    zbus::connection::Builder::address(addr)
-        .unwrap()
-        .build()
-        .await
-        .unwrap()
-}
-
+/// A state change of `path` from `app`.
 async fn emit(app: &zbus::Connection, path: &str) {
     emit_as(app, path, "StateChanged").await;
-}
-
-async fn emit_as(app: &zbus::Connection, path: &str, member: &str) {
-    let props: HashMap<&str, Value> = HashMap::new();
-    app.emit_signal(
-        None::<zbus::names::BusName<'_>>,
-        path,
-        "org.a11y.atspi.Event.Object",
-        member,
-        &("checked", 1i32, 0i32, Value::from(0i32), props),
-    )
-    .await
-    .unwrap();
-}
-
-/// A round trip on both connections: what `from` sent before has reached `to` by then.
-async fn drain(from: &zbus::Connection, to: &zbus::Connection) {
-    for c in [from, to] {
-        c.call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetId",
-            &(),
-        )
-        .await
-        .unwrap();
-    }
-    // The watching task runs on the same runtime: let it take the message.
-    tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
 /// The barrier a read makes before it uses a kept walk: the stand-in's events sent before it
