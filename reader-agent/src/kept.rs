@@ -73,7 +73,7 @@ pub const REREAD_BUDGET: Duration = Duration::from_millis(250);
 const OBJECT_CHANGES: &[&str] = &["StateChanged", "TextChanged", "ValueChanged"];
 
 /// A request to the watching task: note every event already delivered, then answer.
-pub type Sync = tokio::sync::oneshot::Sender<()>;
+pub type SyncRequest = tokio::sync::oneshot::Sender<()>;
 
 /// A match in force before a walk, and what the application's events since say.
 #[derive(Debug)]
@@ -81,7 +81,7 @@ pub struct Armed {
     app: String,
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
-    sync: tokio::sync::mpsc::Sender<Sync>,
+    sync: tokio::sync::mpsc::Sender<SyncRequest>,
     began: Instant,
 }
 
@@ -162,7 +162,7 @@ impl Armed {
             .ok()?;
         let seen = Arc::new(Mutex::new(Seen::default()));
         let began = Instant::now();
-        let (sync, mut syncs) = tokio::sync::mpsc::channel::<Sync>(4);
+        let (sync, mut syncs) = tokio::sync::mpsc::channel::<SyncRequest>(4);
         let task = {
             let seen = seen.clone();
             tokio::spawn(async move {
@@ -291,7 +291,7 @@ pub struct Peeked {
     /// The application's bus name.
     pub app: String,
     /// The watching task's queue.
-    pub sync: tokio::sync::mpsc::Sender<Sync>,
+    pub sync: tokio::sync::mpsc::Sender<SyncRequest>,
 }
 
 /// The handles of `paths` (of application `app`) when every one is a row of `tree` and none is
@@ -474,7 +474,7 @@ impl Kept {
     pub async fn barrier(
         bus: &Connection,
         app: &str,
-        sync: &tokio::sync::mpsc::Sender<Sync>,
+        sync: &tokio::sync::mpsc::Sender<SyncRequest>,
     ) -> bool {
         let answered = nish_atspi::dbus::call_msg(
             bus,
