@@ -20,15 +20,20 @@
 //! - the same limits and the same act generation (any act begins or ends a generation, so no
 //!   act of any session happened in between);
 //! - the reader had asked the registry to forward events at least [`EVENTS_SETTLED`] before the
-//!   walk began (applications learn of it some time after, and send nothing before).
+//!   walk began (applications learn of it some time after, and send nothing before);
+//! - no walk of the window without keep came since (the server forgets the kept walk then);
+//! - and then [`Kept::barrier`]: one `Peer.Ping` to the application through the bus answered,
+//!   and every event delivered before the answer noted, so none is still in flight.
 //!
 //! When objects sent state, text or value changes since (the walk's own reads make GTK 3 send
-//! some), those objects are read again ([`crate::walk::read_objects`]) and merged into the kept
-//! walk ([`nish_proto::model::merge_changed`], as the act's settle does) — only for a toolkit
-//! that sends an event for every object it changes ([`trusts_object_events`]), only when every
-//! one is a row of the walk and none is a secure field or inside one, and only while no other
-//! read is merging; otherwise the window is walked again. Events from the application's other
-//! windows count too.
+//! some), those objects are read again ([`crate::walk::read_objects_with`], with their extents
+//! and action names, within [`REREAD_BUDGET`]) and merged into the kept walk
+//! ([`nish_proto::model::merge_changed`], as the act's settle does) — only for a toolkit that
+//! sends an event for every object it changes ([`trusts_object_events`]), only when every one
+//! is a row of the walk and none is a secure field or inside one, and only while no other read
+//! is merging; otherwise the window is walked again. Events from the application's other
+//! windows count too. Each kept walk has an id: a read's lookup and merge act only on the walk
+//! it began with ([`Kept::peek`], [`Kept::get`], [`Kept::merge`]).
 //!
 //! Scrolling or moving inside a window sends no AT-SPI event on some toolkits: such a change
 //! can be missing from a read for at most [`KEEP_FOR_MS`]. An act never relies on a kept walk:

@@ -20,10 +20,12 @@ pub struct WalkLimits {
     pub details: bool,
     /// Set by the broker for a plain read of a window (never for an act's re-check, a settle,
     /// a capture's re-read or a wait): the broker's act generation (bumped when any act begins
-    /// and when it ends). The reader may then answer with the window's last walk, unwalked,
-    /// when that walk had the same limits and generation, the window's X geometry is the same,
-    /// the application sent no signal at all since the walk began, and the walk is at most
-    /// [`KEEP_FOR_MS`] old ([`ReaderToBroker::Tree`]'s `kept`).
+    /// and when it ends, and at a pause or resume; none while an act runs). The reader may then
+    /// answer with the window's last walk when that walk had the same limits and generation,
+    /// the window's X geometry is the same, the application sent no event since the walk began
+    /// but state, text or value changes of its rows (those rows are read again), and the walk
+    /// is at most [`KEEP_FOR_MS`] old ([`ReaderToBroker::Tree`]'s `kept`; the rules are
+    /// `nish_reader::kept`'s).
     pub keep: Option<u64>,
 }
 
