@@ -581,3 +581,48 @@ async fn one_takeover_at_a_time() {
         .await;
     assert_eq!(r.ok()["takeover"]["on"], true);
 }
+
+/// A plain read hands the reader the broker's act generation, under which alone a kept walk
+/// may answer it (`nish_reader::kept`): an act, the person's pause and a resume each move it, so
+/// no walk kept before them answers a read after.
+#[tokio::test]
+async fn acts_pauses_and_resumes_move_the_generation_that_kept_walks_are_under() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let last = || {
+        f.engine
+            .backend
+            .keeps()
+            .last()
+            .copied()
+            .flatten()
+            .expect("a plain read may be kept")
+    };
+    let r = f.read("Notes").await;
+    let g0 = last();
+    f.read("Notes").await;
+    assert_eq!(last(), g0, "nothing in between: the same generation");
+    // An act.
+    f.call(
+        "click",
+        json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+    )
+    .await
+    .ok();
+    f.read("Notes").await;
+    let g1 = last();
+    assert!(g1 > g0, "an act moves it");
+    // The person's pause.
+    f.person(PersonOp::Move { x: 10, y: 10 }).await;
+    assert_eq!(f.next_event().await["event"], "takeover.paused");
+    f.read("Notes").await;
+    let g2 = last();
+    assert!(g2 > g1, "a pause moves it");
+    // A resume.
+    f.engine
+        .control(&f.session, r#"{"method":"takeover.resume","params":{}}"#)
+        .await;
+    assert_eq!(f.next_event().await["event"], "takeover.resumed");
+    f.read("Notes").await;
+    assert!(last() > g2, "a resume moves it");
+}

@@ -609,6 +609,9 @@ pub struct MockBackend {
     last_acted: Mutex<Option<String>>,
     /// Whole reads of a window with details (frames) so far.
     full_reads: std::sync::atomic::AtomicUsize,
+    /// What each read that could have been answered by a kept walk was allowed
+    /// (`WalkLimits::keep`: the broker's act generation, or none).
+    keeps: Mutex<Vec<Option<u64>>>,
 }
 
 /// A row as a watch saw it: handle, name, states, value.
@@ -660,6 +663,7 @@ impl MockBackend {
             objects_read: std::sync::atomic::AtomicUsize::new(0),
             last_acted: Mutex::new(None),
             full_reads: std::sync::atomic::AtomicUsize::new(0),
+            keeps: Mutex::new(vec![]),
         }
     }
 
@@ -676,6 +680,11 @@ impl MockBackend {
     /// Whole reads of a window with details (frames) so far.
     pub fn full_reads(&self) -> usize {
         self.full_reads.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The `keep` of each plain read so far (the mock keeps no walk: it always walks).
+    pub fn keeps(&self) -> Vec<Option<u64>> {
+        self.keeps.lock().map(|k| k.clone()).unwrap_or_default()
     }
 
     /// The handle of the element the last semantic act was on.
@@ -933,6 +942,17 @@ impl Backend for MockBackend {
             .enumerate()
             .map(|(i, w)| d.window_info(w, i))
             .collect())
+    }
+
+    async fn read_tree_kept(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> Result<(Tree, bool), DriverError> {
+        if let Ok(mut k) = self.keeps.lock() {
+            k.push(limits.keep);
+        }
+        self.read_tree(window, limits).await.map(|t| (t, false))
     }
 
     async fn read_tree(
