@@ -404,6 +404,7 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
         | ReaderToBroker::Png { .. }
         | ReaderToBroker::Probe { .. }
         | ReaderToBroker::Watching { .. }
+        | ReaderToBroker::Rekept { .. }
         | ReaderToBroker::Settled { .. }
         | ReaderToBroker::Objects { .. }
         | ReaderToBroker::Failed { .. } => Msg::Answer,

@@ -448,6 +448,184 @@ async fn full_skeleton_and_root_views_share_tokens() {
     )));
 }
 
+/// An act's re-check before it acts may be the window's kept walk (kept current from the app's
+/// events) only when no other act, pause or resume came since the plain read that kept it; the
+/// element itself is still checked live. Here the app renames the element without sending an
+/// event (a lost event): the kept walk still shows the old name and answers the re-check, and
+/// the live check refuses the stale target; nothing is sent.
+#[tokio::test]
+async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_target_stale() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let backend = &f.engine.backend;
+    backend.keep_walks();
+    let recheck = || {
+        f.audit()
+            .iter()
+            .filter(|e| e["event"] == "act")
+            .map(|e| e["recheck"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    // A plain read keeps its walk; the act right after it is re-checked from it.
+    let r = f.read("Notes").await;
+    let g0 = backend
+        .keeps()
+        .last()
+        .copied()
+        .flatten()
+        .expect("a plain read may be kept");
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+        )
+        .await;
+    assert_eq!(c.ok()["effect"], "confirmed");
+    assert_eq!(
+        backend.light_keeps(),
+        [Some(g0)],
+        "the re-check may use the walk kept under the generation before the act"
+    );
+    assert_eq!(recheck(), ["kept"]);
+    // The act moved the generation: the next act's re-check walks (the kept walk is from
+    // before an act).
+    let c2 = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+        )
+        .await;
+    assert_eq!(c2.ok()["effect"], "confirmed");
+    assert_eq!(recheck(), ["kept", "walk"]);
+    let light = backend.light_keeps();
+    assert!(light[1].is_some_and(|g| g > g0), "{light:?}");
+
+    // A lost event: the app renames the check box without sending one.
+    let r = f.read("Notes").await;
+    let g = backend.keeps().last().copied().flatten().unwrap();
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    backend.rename_silently("Bold", "Delete everything");
+    let states = |r: &Value, name: &str| {
+        r["elements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["label"] == name)
+            .map(|e| e["states"].clone())
+            .expect("the row")
+    };
+    let was = states(&r, "Bold");
+    f.call("click", json!({"element_token": bold}))
+        .await
+        .err("stale_element_token");
+    assert_eq!(
+        backend.light_keeps().last(),
+        Some(&Some(g)),
+        "the kept walk answered the re-check"
+    );
+    assert_eq!(recheck().len(), 2, "no act was done");
+    // A fresh read shows the new name, and the check box as it was: nothing reached it.
+    let now = f.read("Notes").await;
+    assert_eq!(states(&now, "Delete everything"), was);
+}
+
+/// After an act whose re-check was the kept walk and whose settle followed the app's events
+/// alone, the kept walk (with the act's events noted) may answer the next act's re-check and
+/// the next read: acts one after another re-check from it. A settle by reads, or a pause and a
+/// resume, ends that.
+#[tokio::test]
+async fn an_act_settled_by_events_hands_the_kept_walk_on_and_a_pause_ends_it() {
+    use nish_broker::backend::mock::MockEvents;
+    let f = Fixture::new(true);
+    f.start(
+        json!({"input": "takeover", "apps": ["Notes"]}),
+        PersonOp::Approve {
+            apps: None,
+            takeover: true,
+            clipboard: false,
+        },
+    )
+    .await
+    .ok();
+    let backend = &f.engine.backend;
+    backend.keep_walks();
+    backend.set_events(MockEvents::Own);
+    let acts = || {
+        f.audit()
+            .into_iter()
+            .filter(|e| e["event"] == "act")
+            .map(|e| {
+                (
+                    e["recheck"].as_str().unwrap_or("").to_string(),
+                    e["rekept"] == true,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let r = f.read("Notes").await;
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    let click = || f.call("click", json!({"element_token": bold.clone()}));
+    for _ in 0..3 {
+        assert_eq!(click().await.ok()["effect"], "confirmed");
+    }
+    let w = |s: &str, k: bool| (s.to_string(), k);
+    assert_eq!(
+        acts(),
+        [w("kept", true), w("kept", true), w("kept", true)],
+        "each act re-checks from the walk the one before handed on"
+    );
+    // The read after them is the kept walk too, and shows the last act's effect.
+    let now = f.read("Notes").await;
+    let reads: Vec<Value> = f
+        .audit()
+        .into_iter()
+        .filter(|e| e["event"] == "read")
+        .collect();
+    assert_eq!(reads.last().unwrap()["kept"], true);
+    let checked = |r: &Value| {
+        r["elements"].as_array().unwrap().iter().any(|e| {
+            e["label"] == "Bold"
+                && e["states"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s == "checked")
+        })
+    };
+    assert!(checked(&now), "three clicks leave it checked");
+
+    // A settle by reads (the own event lost) hands nothing on.
+    backend.set_events(MockEvents::Lost);
+    click().await.ok();
+    backend.set_events(MockEvents::Own);
+    click().await.ok();
+    assert_eq!(acts()[3..], [w("kept", false), w("walk", false)]);
+
+    // The person's pause and the resume move the generation: the walk kept before them
+    // answers nothing after.
+    let last_read_kept =
+        || f.audit().iter().rfind(|e| e["event"] == "read").unwrap()["kept"].clone();
+    f.read("Notes").await;
+    assert_eq!(last_read_kept(), false, "the act before it walked");
+    f.read("Notes").await;
+    assert_eq!(last_read_kept(), true);
+    f.person(PersonOp::Move { x: 10, y: 10 }).await;
+    assert_eq!(f.next_event().await["event"], "takeover.paused");
+    f.engine
+        .control(&f.session, r#"{"method":"takeover.resume","params":{}}"#)
+        .await;
+    assert_eq!(f.next_event().await["event"], "takeover.resumed");
+    let r = f.read("Notes").await;
+    assert_eq!(last_read_kept(), false, "a pause and a resume came since");
+    f.call(
+        "click",
+        json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+    )
+    .await
+    .ok();
+    assert_eq!(acts().last().unwrap(), &w("kept", true));
+}
+
 /// The event-driven settle: with the element's own event the settle reads once; when the event
 /// is lost (the app changed without one) it falls back to reading until the window is still and
 /// the result is as strict; an app that keeps changing gives a bounded, honest `settled: false`;

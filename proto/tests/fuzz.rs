@@ -398,6 +398,12 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
                 handles
             }
         ),
+        any::<[u64; 4]>().prop_map(|n| BrokerToReader::Rekeep {
+            id: n[0],
+            window_id: n[1],
+            from: n[2],
+            to: n[3]
+        }),
     ]
 }
 
@@ -476,6 +482,7 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
             id: n[0],
             watch: n[1]
         }),
+        (any::<u64>(), any::<bool>()).prop_map(|(id, moved)| ReaderToBroker::Rekept { id, moved }),
         (any::<[u64; 2]>(), any::<[u32; 2]>(), any::<[bool; 6]>()).prop_map(|(n, c, b)| {
             ReaderToBroker::Settled {
                 id: n[0],

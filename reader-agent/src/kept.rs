@@ -2,7 +2,8 @@
 //! again.
 //!
 //! For a read that allows it ([`WalkLimits::keep`]: the broker sets it for `get_window_state`
-//! alone, never for an act's re-check, a settle, a capture or a wait), the reader first adds one
+//! and for an act's re-check when no other act came since, never for a settle, a capture or a
+//! wait), the reader first adds one
 //! match on the accessibility bus,
 //! `type='signal',sender='<app>',interface='org.a11y.atspi.Event.Object'` (every object event
 //! of the application: the kinds the reader registered for are all object events, and
@@ -35,9 +36,14 @@
 //! windows count too. Each kept walk has an id: a read's lookup and merge act only on the walk
 //! it began with ([`Kept::peek`], [`Kept::get`], [`Kept::merge`]).
 //!
+//! A light read with keep (an act's re-check of the window's structure) may be answered by the
+//! kept full walk of otherwise the same limits; a light walk is never kept. After an act that
+//! settled by its events alone, the broker may move the kept walk to the generation after the
+//! act ([`Kept::rekeep`]); the events since the walk stay noted.
+//!
 //! Scrolling or moving inside a window sends no AT-SPI event on some toolkits: such a change
-//! can be missing from a read for at most [`KEEP_FOR_MS`]. An act never relies on a kept walk:
-//! it re-reads its target before it acts, and the input agent checks the element live.
+//! can be missing from a read for at most [`KEEP_FOR_MS`]. The element an act is on is always
+//! checked live by the input agent before the act.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -498,6 +504,22 @@ impl Kept {
             return false;
         }
         matches!(tokio::time::timeout(BARRIER_WAIT, done).await, Ok(Ok(())))
+    }
+
+    /// Moves window `window_id`'s kept walk from act generation `from` to `to`
+    /// ([`nish_proto::wire::reader::BrokerToReader::Rekeep`]): only while it is the walk kept
+    /// under `from`, its keep is in force and no read is merging it. True when moved.
+    pub fn rekeep(&self, window_id: u64, from: u64, to: u64) -> bool {
+        let Ok(mut map) = self.map.lock() else {
+            return false;
+        };
+        match map.get_mut(&window_id) {
+            Some(e) if e.under.limits.keep == Some(from) && e.armed.in_force() && !e.merging => {
+                e.under.limits.keep = Some(to);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Forgets window `window_id`'s kept walk (before anything is done to it).

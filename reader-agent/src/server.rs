@@ -237,16 +237,23 @@ impl Reader {
             self.kept.forget(window.window_id);
             return walk::read_tree(&self.a11y, window, geometry, limits).await;
         };
+        // A light read with keep (an act's re-check) may be answered by the kept full walk of
+        // the same limits (its extents and action names come along); it is never kept itself.
+        let light = !limits.details;
         let under = crate::kept::Under {
             window: window.clone(),
             geometry: (geometry.client, geometry.wm_frame),
-            limits: *limits,
+            limits: WalkLimits {
+                details: true,
+                ..*limits
+            },
         };
         let kept = walk::WalkStats {
             kept: true,
             ..walk::WalkStats::default()
         };
         // Every event the application sent before now is noted before the kept walk is used.
+        let began = Instant::now();
         let lookup = match self.kept.peek(&under) {
             Some(p) => {
                 let ordered = match self.a11y.bus().await {
@@ -263,7 +270,13 @@ impl Reader {
             None => None,
         };
         match lookup {
-            Some(Lookup::Same(tree)) => return Ok((tree, kept)),
+            Some(Lookup::Same(tree)) => {
+                tracing::debug!(
+                    us = began.elapsed().as_micros() as u64,
+                    "kept walk: nothing changed"
+                );
+                return Ok((tree, kept));
+            }
             Some(Lookup::Changed { entry, handles, .. }) => {
                 let fresh =
                     walk::read_objects_with(&self.a11y, &handles, crate::kept::REREAD_BUDGET, true)
@@ -273,6 +286,7 @@ impl Reader {
                 tracing::debug!(
                     objects = handles.len(),
                     merged = merged.is_some(),
+                    us = began.elapsed().as_micros() as u64,
                     "kept walk: objects read again"
                 );
                 if let Some(tree) = merged {
@@ -280,6 +294,11 @@ impl Reader {
                 }
             }
             None => {}
+        }
+        if light {
+            // Not answered: a light walk, as without keep.
+            self.kept.forget(window.window_id);
+            return walk::read_tree(&self.a11y, window, geometry, limits).await;
         }
         // The match goes in before the walk begins, so a change during the walk is seen.
         let armed = self.arm_for(window, &geometry, budget).await;
@@ -359,8 +378,9 @@ impl Reader {
     /// Starts an event watch on the application of `element` in `window`
     /// ([`crate::events`]).
     pub async fn watch(&self, window: &WindowInfo, element: &str) -> Result<u64, Failure> {
-        // An act follows: the window's kept walk is not used again.
-        self.kept.forget(window.window_id);
+        // An act follows. Its re-check may still use the window's kept walk: the broker hands
+        // the generation from before the act, and any act moves it, so no later read uses a
+        // walk kept from before the act (but see `BrokerToReader::Rekeep`).
         let bus = self.a11y.bus().await.map_err(|p| p.failure())?;
         // Registered once per reader: apps send only the events some client registered for.
         self.a11y.register_events().await;
@@ -562,6 +582,16 @@ impl Reader {
                 }
                 Err(f) => failed(id, &f),
             },
+            BrokerToReader::Rekeep {
+                id,
+                window_id,
+                from,
+                to,
+            } => {
+                let moved = self.kept.rekeep(window_id, from, to);
+                tracing::debug!(window_id, from, to, moved, "kept walk: rekeep");
+                ReaderToBroker::Rekept { id, moved }
+            }
             BrokerToReader::Connected { id, result } => {
                 if let nish_atspi::agent::handed::Mode::Broker(h) =
                     nish_atspi::agent::handed::mode()
@@ -591,6 +621,7 @@ fn request_id(r: &BrokerToReader) -> u64 {
         | BrokerToReader::Watch { id, .. }
         | BrokerToReader::Settle { id, .. }
         | BrokerToReader::ReadObjects { id, .. }
+        | BrokerToReader::Rekeep { id, .. }
         | BrokerToReader::Connected { id, .. } => *id,
     }
 }
@@ -603,6 +634,7 @@ fn response_id(r: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
         | ReaderToBroker::Watching { id, .. }
+        | ReaderToBroker::Rekept { id, .. }
         | ReaderToBroker::Settled { id, .. }
         | ReaderToBroker::Objects { id, .. }
         | ReaderToBroker::Failed { id, .. }

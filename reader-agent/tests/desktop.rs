@@ -187,6 +187,7 @@ fn answer_id(a: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
         | ReaderToBroker::Watching { id, .. }
+        | ReaderToBroker::Rekept { id, .. }
         | ReaderToBroker::Settled { id, .. }
         | ReaderToBroker::Objects { id, .. }
         | ReaderToBroker::Failed { id, .. } => *id,

@@ -433,8 +433,39 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     };
     assert_eq!(rows(&now), rows(&fresh(&mut r)), "as a walk now reads it");
 
+    // An act's re-check (a light read) under the same generation is the kept walk, rows as
+    // a walk reads them.
+    let light = |g: Option<u64>| WalkLimits {
+        details: false,
+        keep: g,
+        ..WalkLimits::default()
+    };
+    let (_, kept) = r.read_kept(&w, 1).expect("read");
+    assert!(!kept, "the walk just above (no keep) ended the keep");
+    let (checked, kept) = r.read_keep(&w, light(Some(1))).expect("read");
+    assert!(kept, "the re-check from the kept walk");
+    assert_eq!(rows(&checked), rows(&now));
+    // The act settled by events: the broker moves the kept walk to the generation after the
+    // act, and a read under it is the kept walk (the objects the act changed read again).
+    assert!(
+        !r.rekeep(&w, 2, 4).expect("rekeep"),
+        "not the generation it was kept under"
+    );
+    assert!(r.rekeep(&w, 1, 3).expect("rekeep"), "moved");
+    let (_, kept) = r.read_keep(&w, light(Some(1))).expect("read");
+    assert!(!kept, "no longer under the generation before the act");
+    // That light walk (not answered) was not kept, and ended the keep.
+    let (_, kept) = r.read_kept(&w, 3).expect("read");
+    assert!(!kept, "a light walk came in between");
+    let (_, kept) = r.read_kept(&w, 3).expect("read");
+    assert!(kept);
+    assert!(r.rekeep(&w, 3, 5).expect("rekeep"));
+    let (after, kept) = r.read_kept(&w, 5).expect("read");
+    assert!(kept, "answered under the generation it was moved to");
+    assert_eq!(rows(&after), rows(&fresh(&mut r)), "as a walk now reads it");
+
     // Another act generation: walked.
-    let (_, kept) = r.read_kept(&w, 2).expect("read");
+    let (_, kept) = r.read_kept(&w, 6).expect("read");
     assert!(!kept, "an act came in between");
     desk.kill_app(&app).expect("kill");
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The act benchmark: MCP call to verified result, through the official MCP Python client,
 nish-mcp and nish-driver serve --backend linux (release build), for click (a GTK 3 check button)
-and set_value (a GTK 3 entry), 50 acts each; beside the same acts done by a Python pyatspi script
+and set_value (a GTK 3 entry), 50 acts each right after the previous act and 50 each right after
+a read of the window (the read not timed); beside the same acts done by a Python pyatspi script
 (do the action, then read until the element shows it). Run inside a test desktop's environment
 with gtk3-widget-factory started; prints a markdown table.
 
@@ -11,6 +12,7 @@ with gtk3-widget-factory started; prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -108,29 +110,48 @@ async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int, settl
                       and not set(e["states"]) & {"disabled", "indeterminate"})
             entry = next(e for e in r["elements"] if e["role"] == "text" and e.get("value") == "entry"
                          and "disabled" not in e["states"])
+            # The reader keeps walks only once it asked for events a second ago.
+            await anyio.sleep(1.2)
             results = {}
             for name, tool, args in (
                 ("click (check button)", "click", lambda i: {"element_token": cb["element_token"]}),
                 ("set_value (entry)", "set_value", lambda i: {"element_token": entry["element_token"], "value": f"v{i}"}),
             ):
-                total, settle = [], []
-                for i in range(acts + 3):
+                # Every other act follows a read of the window (not timed): its re-check may
+                # then be the read's kept walk. The others follow an act.
+                for key in (name, f"{name} after a read"):
+                    results[key] = ([], [])
+                for i in range(2 * acts + 3):
+                    after_read = i % 2 == 1
+                    if after_read:
+                        await ok(c, "get_window_state", {"pid": ns.pid, "max_elements": 5000})
                     t0 = time.perf_counter()
                     res = await ok(c, tool, args(i))
                     dt = (time.perf_counter() - t0) * 1000
                     check(res["verified"] is True, f"{tool} not verified: {res}")
                     if i >= 3:  # warm-up
+                        total, settle = results[f"{name} after a read" if after_read else name]
                         total.append(dt)
                         settle.append(float(res["settle"]["ms"]))
                     # Acts start at least 60 ms apart: the policy refuses more than 20 a second
                     # (not timed).
                     await anyio.sleep(max(0.0, 0.06 - (time.perf_counter() - t0)))
-                results[name] = (total, settle)
             # The entry's text back as it was, for the next broker's run to find it.
             await ok(c, "set_value", {"element_token": entry["element_token"], "value": "entry"})
             await ok(c, "end_session")
     finally:
         broker.stop()
+    # How each act's re-check was made, from the broker's audit: the kept walk or a walk.
+    rechecks: dict = {}
+    try:
+        with open(broker.audit) as f:
+            for line in f:
+                e = json.loads(line)
+                if e.get("event") == "act":
+                    rechecks.setdefault(e.get("recheck", "?"), []).append(float(e.get("recheck_ms", 0)))
+    except OSError:
+        pass
+    results["_rechecks"] = rechecks
     return results
 
 
@@ -141,10 +162,13 @@ async def run(ns: argparse.Namespace) -> None:
     on: dict = {}
     off: dict = {}
     reads: dict = {}
+    rechecks: dict = {}
     half = max(1, ns.acts // 2)
     for _ in range(2):
         for filter_on, settle_by, into in ((True, "events", on), (False, "events", off), (True, "reads", reads)):
             got = await driver_times(ns, filter_on, half, settle_by)
+            for k, ms in got.pop("_rechecks").items():
+                rechecks.setdefault((filter_on, settle_by, k), []).extend(ms)
             for name, (total, settle) in got.items():
                 t, s = into.setdefault(name, ([], []))
                 t.extend(total)
@@ -162,6 +186,9 @@ async def run(ns: argparse.Namespace) -> None:
     print(row("pyatspi script: click (check button), do_action then read until checked", py_click, None))
     print(row("pyatspi script: set_value (entry), setTextContents then read back", py_set, None))
     print()
+    for (filter_on, settle_by, k), ms in sorted(rechecks.items()):
+        print(f"re-checks before the act (the broker's audit), filters {'on' if filter_on else 'off'},"
+              f" settle by {settle_by}: {len(ms)} by {k}, median {statistics.median(ms):.1f} ms")
     for name in on:
         ratio = statistics.median(on[name][0]) / statistics.median(off[name][0])
         print(f"{name}: filter on / off, median: {ratio:.2f}")

@@ -248,11 +248,19 @@ impl Reader {
     /// A plain read that may be answered by the window's kept walk (`WalkLimits::keep` with
     /// act generation `generation`); the tree and whether it was kept.
     pub fn read_kept(&mut self, window: &WindowInfo, generation: u64) -> Result<(Tree, bool)> {
+        self.read_keep(
+            window,
+            WalkLimits {
+                keep: Some(generation),
+                ..WalkLimits::default()
+            },
+        )
+    }
+
+    /// A read of `window` with `limits` (their keep included); the tree and whether it was the
+    /// kept walk.
+    pub fn read_keep(&mut self, window: &WindowInfo, limits: WalkLimits) -> Result<(Tree, bool)> {
         let id = self.0.id();
-        let limits = WalkLimits {
-            keep: Some(generation),
-            ..WalkLimits::default()
-        };
         match self.0.ask(&BrokerToReader::ReadTree {
             id,
             window: window.clone(),
@@ -263,6 +271,20 @@ impl Reader {
                 bail!("read failed: {} {}", failure.code, failure.message)
             }
             other => bail!("read: {other:?}"),
+        }
+    }
+
+    /// Moves `window`'s kept walk from act generation `from` to `to`; true when moved.
+    pub fn rekeep(&mut self, window: &WindowInfo, from: u64, to: u64) -> Result<bool> {
+        let id = self.0.id();
+        match self.0.ask(&BrokerToReader::Rekeep {
+            id,
+            window_id: window.window_id,
+            from,
+            to,
+        })? {
+            ReaderToBroker::Rekept { moved, .. } => Ok(moved),
+            other => bail!("rekeep: {other:?}"),
         }
     }
 

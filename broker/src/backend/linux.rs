@@ -90,6 +90,7 @@ impl AgentMessage for ReaderToBroker {
             | ReaderToBroker::Png { id, .. }
             | ReaderToBroker::Probe { id, .. }
             | ReaderToBroker::Watching { id, .. }
+            | ReaderToBroker::Rekept { id, .. }
             | ReaderToBroker::Settled { id, .. }
             | ReaderToBroker::Objects { id, .. }
             | ReaderToBroker::Failed { id, .. } => Some(*id),
@@ -1259,6 +1260,25 @@ impl Backend for LinuxBackend {
             Ok(ReaderToBroker::Settled { report, .. }) => Some(report),
             _ => None,
         }
+    }
+
+    async fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> bool {
+        let Ok(r) = self.reader().await else {
+            return false;
+        };
+        let id = r.next_id();
+        let msg = BrokerToReader::Rekeep {
+            id,
+            window_id: window.window_id,
+            from,
+            to,
+        };
+        matches!(
+            self.reader
+                .ask(&r, id, msg, self.read_timeout, CallKind::Read)
+                .await,
+            Ok(ReaderToBroker::Rekept { moved: true, .. })
+        )
     }
 
     async fn read_objects(

@@ -612,6 +612,12 @@ pub struct MockBackend {
     /// What each read that could have been answered by a kept walk was allowed
     /// (`WalkLimits::keep`: the broker's act generation, or none).
     keeps: Mutex<Vec<Option<u64>>>,
+    /// The `keep` of each light read (an act's re-check) so far.
+    light_keeps: Mutex<Vec<Option<u64>>>,
+    /// When set, a plain read's walk is kept (by window, under its generation) and answers a
+    /// later read under the same generation as it was, like a reader whose app sent no event:
+    /// anything that changed since without one is missing from it.
+    kept: Mutex<Option<std::collections::HashMap<u64, (u64, Tree)>>>,
 }
 
 /// A row as a watch saw it: handle, name, states, value.
@@ -664,6 +670,29 @@ impl MockBackend {
             last_acted: Mutex::new(None),
             full_reads: std::sync::atomic::AtomicUsize::new(0),
             keeps: Mutex::new(vec![]),
+            light_keeps: Mutex::new(vec![]),
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// Keeps plain reads' walks from now on (see the field).
+    pub fn keep_walks(&self) {
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(Default::default());
+    }
+
+    /// The `keep` of each light read (an act's re-check) so far.
+    pub fn light_keeps(&self) -> Vec<Option<u64>> {
+        self.light_keeps
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default()
+    }
+
+    /// Renames the first element named `from` to `to`, as an app that sends no event for it.
+    pub fn rename_silently(&self, from: &str, to: &str) {
+        let mut d = self.desk();
+        if let Some(e) = d.els.iter_mut().find(|e| e.name == from) {
+            e.name = to.to_string();
         }
     }
 
@@ -949,10 +978,54 @@ impl Backend for MockBackend {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> Result<(Tree, bool), DriverError> {
-        if let Ok(mut k) = self.keeps.lock() {
+        let log = if limits.details {
+            &self.keeps
+        } else {
+            &self.light_keeps
+        };
+        if let Ok(mut k) = log.lock() {
             k.push(limits.keep);
         }
-        self.read_tree(window, limits).await.map(|t| (t, false))
+        if let Some(g) = limits.keep
+            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+            && let Some((at, tree)) = map.get(&window.window_id)
+            && *at == g
+        {
+            return Ok((tree.clone(), true));
+        }
+        let tree = self.read_tree(window, limits).await?;
+        if let (Some(g), true) = (limits.keep, limits.details)
+            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+        {
+            map.insert(window.window_id, (g, tree.clone()));
+        }
+        Ok((tree, false))
+    }
+
+    async fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> bool {
+        // The reader's kept walk noted the act's events and reads those objects again at the
+        // next read: the fake desktop as it is now.
+        let now = self
+            .read_tree(
+                window,
+                WalkLimits {
+                    keep: Some(to),
+                    ..WalkLimits::default()
+                },
+            )
+            .await;
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        match (
+            kept.as_mut().and_then(|m| m.get_mut(&window.window_id)),
+            now,
+        ) {
+            (Some((at, tree)), Ok(now)) if *at == from => {
+                *at = to;
+                *tree = now;
+                true
+            }
+            _ => false,
+        }
     }
 
     async fn read_tree(
@@ -963,6 +1036,12 @@ impl Backend for MockBackend {
         if limits.details {
             self.full_reads
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if limits.keep.is_none()
+            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+        {
+            // A walk without keep: the next plain read walks too (as the reader).
+            map.remove(&window.window_id);
         }
         let d = self.desk();
         let (i, w) = d

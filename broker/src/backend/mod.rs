@@ -247,6 +247,14 @@ pub trait Backend: Send + Sync + 'static {
         async move { self.read_tree(window, limits).await.map(|t| (t, false)) }
     }
 
+    /// After an act whose re-check was `window`'s kept walk (kept under act generation `from`)
+    /// and whose settle followed the app's events: the kept walk may answer reads under
+    /// generation `to` too (`BrokerToReader::Rekeep`). True when it was moved.
+    fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> impl Future<Output = bool> + Send {
+        let _ = (window, from, to);
+        async { false }
+    }
+
     /// Starts watching the AT-SPI events of the application of `element` (a handle from the
     /// window's last walk) before an act on it, for the event-driven settle; `None` when the
     /// backend has no events or the watch could not begin (the settle then reads until the

@@ -495,9 +495,11 @@ impl<B: Backend> Engine<B> {
                 "X11 desktops give no API for other apps' notifications",
             )),
             act => {
-                // The generation moves before the act and again after it, however it ends.
+                // The generation moves before the act and again after it, however it ends. The
+                // one before it (when no act ran) lets the act's re-check use a kept walk.
+                let before = self.act_generation();
                 let _generation = Generation::bump(&self.act_generation, &self.acts_running);
-                self.act(s, &act).await
+                self.act(s, &act, before).await
             }
         }
     }
@@ -506,6 +508,15 @@ impl<B: Backend> Engine<B> {
     pub(crate) fn act_generation(&self) -> Option<u64> {
         let g = self.act_generation.load(Ordering::SeqCst);
         (self.acts_running.load(Ordering::SeqCst) == 0).then_some(g)
+    }
+
+    /// For an act that began at generation `before` (no act running then): true while it is
+    /// the only act running and nothing else moved the generation since it began (no other
+    /// act began or ended, no pause or resume). Its re-check may then use a walk kept under
+    /// `before`: nothing was sent to any application between that walk and now.
+    pub(crate) fn only_act_since(&self, before: u64) -> bool {
+        self.acts_running.load(Ordering::SeqCst) == 1
+            && self.act_generation.load(Ordering::SeqCst) == before.wrapping_add(1)
     }
 
     /// Judges `call` again (right before a synthetic batch, or after waiting for the host): the

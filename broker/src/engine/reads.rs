@@ -166,7 +166,8 @@ impl<B: Backend> Engine<B> {
 
     /// Reads a window for a plain read (`get_window_state`): the reader may answer with the
     /// window's last walk when nothing was seen to change since (`WalkLimits::keep`). Never
-    /// for an act's re-check, its settle or a wait: they read the window now.
+    /// for an act's settle or a wait: they read the window now (an act's re-check has its own
+    /// rule: `acts::target`).
     /// True in the second place when the tree was the kept walk.
     pub(crate) async fn read_window_kept(
         &self,
@@ -358,6 +359,7 @@ impl<B: Backend> Engine<B> {
         let skeleton = args.skeleton;
         let max_elements = args.max_elements.map(u64::from);
         let max_depth = args.max_depth.map(u64::from);
+        let began = std::time::Instant::now();
         let (window, kind, root_sig) = match root {
             Some(tok) => {
                 let (snap, row) = {
@@ -388,7 +390,9 @@ impl<B: Backend> Engine<B> {
                 )
             }
         };
+        let resolved = began.elapsed();
         let (snap, kept) = self.read_window_kept(s, &window).await?;
+        let read = began.elapsed() - resolved;
         if let Some(sig) = root_sig
             && sig != snap.signature
         {
@@ -420,6 +424,13 @@ impl<B: Backend> Engine<B> {
         if let ViewKind::Root(r) = kind {
             out["root"] = json!(format!("{}:{}", snap.id, r));
         }
+        tracing::debug!(
+            resolve_us = resolved.as_micros() as u64,
+            read_us = read.as_micros() as u64,
+            view_us = (began.elapsed() - resolved - read).as_micros() as u64,
+            kept,
+            "get_window_state"
+        );
         let mut images = vec![];
         if args.include_screenshot {
             let (meta, img) = self.capture_json(&snap).await?;

@@ -18,9 +18,11 @@ pub struct WalkLimits {
     /// states, structure and text values only) a walk makes far fewer calls; the broker uses it
     /// to re-check a window's structure right before an act.
     pub details: bool,
-    /// Set by the broker for a plain read of a window (never for an act's re-check, a settle,
-    /// a capture's re-read or a wait): the broker's act generation (bumped when any act begins
-    /// and when it ends, and at a pause or resume; none while an act runs). The reader may then
+    /// Set by the broker for a plain read of a window, and for an act's re-check (a light read)
+    /// when no other act came since (never for a settle, a capture's re-read or a wait): the
+    /// broker's act generation (bumped when any act begins and when it ends, and at a pause or
+    /// resume; for a re-check, the one before its act began). A light read with keep may be
+    /// answered by the kept full walk; a light walk is never kept. The reader may then
     /// answer with the window's last walk when that walk had the same limits and generation,
     /// the window's X geometry is the same, the application sent no event since the walk began
     /// but state, text or value changes of its rows (those rows are read again), and the walk
@@ -137,6 +139,23 @@ pub enum BrokerToReader {
         /// Handles from the window's last walk, at most [`MAX_CHANGED`].
         handles: Vec<String>,
     },
+    /// After an act whose re-check was window `window_id`'s kept walk (kept under act
+    /// generation `from`, the one before the act) and whose settle followed the app's events
+    /// (the element's own event, then quiet, no structural change, the objects that sent events
+    /// read again): that walk may answer reads under generation `to` (the one after the act)
+    /// too. The reader moves it only while it is still the walk kept under `from` and its keep
+    /// is in force; every event since the walk stays noted, so the next read that uses it reads
+    /// the objects the act changed again. Answered by [`ReaderToBroker::Rekept`].
+    Rekeep {
+        /// Request id.
+        id: u64,
+        /// The window.
+        window_id: u64,
+        /// The generation the walk was kept under.
+        from: u64,
+        /// The generation it may answer under from now on.
+        to: u64,
+    },
     /// The answer to the reader's [`ReaderToBroker::Connect`]; on success the descriptor is
     /// attached to this frame.
     Connected {
@@ -244,6 +263,13 @@ pub enum ReaderToBroker {
         redacted: u32,
         /// PNG bytes.
         data: Vec<u8>,
+    },
+    /// The answer to [`BrokerToReader::Rekeep`]: true when the walk was moved.
+    Rekept {
+        /// Request id.
+        id: u64,
+        /// Moved.
+        moved: bool,
     },
     /// A watch began ([`BrokerToReader::Watch`]): the match is in force on the bus.
     Watching {

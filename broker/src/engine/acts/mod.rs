@@ -99,6 +99,11 @@ struct Target {
     row: u32,
     node: Node,
     window: WindowInfo,
+    /// The re-check before the act was answered by the reader's kept walk, kept under this
+    /// act generation (the one before the act).
+    kept_under: Option<u64>,
+    /// Milliseconds the re-check took (with the event watch begun before it), for the audit.
+    recheck_ms: u64,
 }
 
 impl Target {
@@ -217,7 +222,14 @@ fn verified_of(v: &Verify, after: Option<&Node>) -> bool {
 }
 
 impl<B: Backend> Engine<B> {
-    pub(crate) async fn act(self: &Arc<Self>, s: &Arc<Session>, call: &Call) -> ToolResult {
+    /// Does an act. `before` is the act generation before this act began (`None` when another
+    /// act ran then).
+    pub(crate) async fn act(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        call: &Call,
+        before: Option<u64>,
+    ) -> ToolResult {
         self.rate_limit_act(s)?;
         if let Call::ClipboardWrite { text } = call {
             let len = text.chars().count();
@@ -238,13 +250,19 @@ impl<B: Backend> Engine<B> {
         if call.synthetic() {
             self.synthetic_act(s, call).await
         } else {
-            self.semantic_act(s, call).await
+            self.semantic_act(s, call, before).await
         }
     }
 
     /// Resolves a token and re-reads its window: the structure must be the one the token was
-    /// issued from, and the app must still be an approved process.
-    async fn target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
+    /// issued from, and the app must still be an approved process. `before`: the act
+    /// generation before the act began, when the re-read may be the reader's kept walk.
+    async fn target(
+        &self,
+        s: &Session,
+        token: &Token,
+        before: Option<u64>,
+    ) -> Result<Target, DriverError> {
         let (snap, row) = {
             let core = s.core();
             core.snaps.resolve(token, core.sm.epoch)?
@@ -260,18 +278,47 @@ impl<B: Backend> Engine<B> {
                 ),
             ));
         }
+        // A row of a list, table or tree may have been recycled for another item under the same
+        // structure (scrolling sends no event on some toolkits): its re-check walks.
+        let recycled = views::recycled_rows(&snap.tree.nodes)
+            .get(row as usize)
+            .copied()
+            .flatten();
         // A light read (structure, roles, names, states, values; no extents or action names)
         // re-checks the structure right before the act at a fraction of a full read's cost.
-        let limits = WalkLimits {
+        // When no other act ran since the window's last plain read (and none runs), the reader
+        // may answer with that read's kept walk, kept current from the app's events (and the
+        // objects that sent them read again); the input agent still checks the element itself
+        // live (role, name, states, frame) before it acts.
+        let light_limits = WalkLimits {
             details: false,
             ..WalkLimits::default()
         };
-        let light = self
+        let keep = before.filter(|g| recycled.is_none() && self.only_act_since(*g));
+        let (mut light, mut recheck_kept) = self
             .bounded_read(
                 "re-reading the window",
-                self.backend.read_tree(&window, limits),
+                self.backend.read_tree_kept(
+                    &window,
+                    WalkLimits {
+                        keep,
+                        ..light_limits
+                    },
+                ),
             )
             .await?;
+        if recheck_kept && !keep.is_some_and(|g| self.only_act_since(g)) {
+            // Another act began or ended, or a pause or resume came, while the read waited:
+            // the kept walk may be from before it.
+            light = self
+                .bounded_read(
+                    "re-reading the window",
+                    self.backend.read_tree(&window, light_limits),
+                )
+                .await?;
+            recheck_kept = false;
+        }
+        let kept_under = keep.filter(|_| recheck_kept);
         let light = self.validate_tree(light, &window)?;
         if views::structure_signature(&light.nodes) != snap.signature {
             return Err(DriverError::new(
@@ -279,12 +326,8 @@ impl<B: Backend> Engine<B> {
                 format!("the window's structure changed since snapshot {}", snap.id),
             ));
         }
-        // A row of a list, table or tree may have been recycled for another item under the same
-        // structure: the row the token names must show what the model saw.
-        if let Some(r) = views::recycled_rows(&snap.tree.nodes)
-            .get(row as usize)
-            .copied()
-            .flatten()
+        // The row the token names must show what the model saw.
+        if let Some(r) = recycled
             && views::row_identity(&light.nodes, r) != views::row_identity(&snap.tree.nodes, r)
         {
             return Err(DriverError::new(
@@ -319,6 +362,8 @@ impl<B: Backend> Engine<B> {
             row,
             node,
             window,
+            kept_under,
+            recheck_ms: 0,
         })
     }
 
@@ -466,7 +511,12 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    async fn semantic_act(self: &Arc<Self>, s: &Arc<Session>, call: &Call) -> ToolResult {
+    async fn semantic_act(
+        self: &Arc<Self>,
+        s: &Arc<Session>,
+        call: &Call,
+        before: Option<u64>,
+    ) -> ToolResult {
         let token = match call {
             Call::Click(p) | Call::DoubleClick(p) | Call::RightClick(p) => &p.token,
             Call::TypeText { token, .. } | Call::SetValue { token, .. } => token,
@@ -480,9 +530,13 @@ impl<B: Backend> Engine<B> {
         // The app's events are watched from before the target's re-read (GTK 4 sends them
         // before it answers the act): the settle may then take the rows that sent no event
         // from that re-read.
+        let began = Instant::now();
         let mut watch = self.watch_target(s, call, token).await;
-        let t = match self.target(s, token).await {
-            Ok(t) => t,
+        let t = match self.target(s, token, before).await {
+            Ok(t) => Target {
+                recheck_ms: began.elapsed().as_millis() as u64,
+                ..t
+            },
             Err(e) => {
                 self.end_watch(watch.take()).await;
                 return Err(e);
@@ -511,7 +565,7 @@ impl<B: Backend> Engine<B> {
                 self.end_watch(watch.take()).await;
                 watch = self.watch_target(s, call, token).await;
                 let again = async {
-                    let t = self.target(s, token).await?;
+                    let t = self.target(s, token, before).await?;
                     self.check_approved(Some(&digest), call, &t.subject())?;
                     let (op, verify) = Self::choose_semantic(call, &t)?;
                     Ok::<_, DriverError>((t, op, verify))
@@ -574,7 +628,7 @@ impl<B: Backend> Engine<B> {
                 .map(|(snap, _)| snap.tree.window.clone())?
         };
         self.read_window(s, &window).await?;
-        self.target(s, token).await
+        self.target(s, token, None).await
     }
 
     /// Only for an act that, as the snapshot shows its element, changes the element itself.
@@ -593,6 +647,8 @@ impl<B: Backend> Engine<B> {
             row,
             node,
             window: snap.tree.window.clone(),
+            kept_under: None,
+            recheck_ms: 0,
         };
         match Self::choose_semantic(call, &t) {
             Ok((_, verify)) if !matches!(verify, Verify::None) => {
@@ -645,6 +701,21 @@ impl<B: Backend> Engine<B> {
         // (a debug build's worker stack overflowed on a takeover click).
         let (after, settle_ms, settled, settle_by) =
             Box::pin(self.settle(s, t, watch, expect_own, act_at)).await;
+        // The act settled by the app's events alone and its re-check was the window's kept
+        // walk: that walk, with the events since noted, may answer the next read or re-check
+        // (after this act's generation ends) as the settle did; no other act, pause or resume
+        // came meanwhile.
+        let rekept = match t.kept_under {
+            Some(g0)
+                if settle_by == "events_objects"
+                    && settled
+                    && after.is_ok()
+                    && self.only_act_since(g0) =>
+            {
+                self.backend.rekeep(&t.window, g0, g0.wrapping_add(2)).await
+            }
+            _ => false,
+        };
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
@@ -686,7 +757,8 @@ impl<B: Backend> Engine<B> {
             Some(&s.id),
             json!({"tool": call.tool().name(), "mode": if call.synthetic() { "takeover" } else { "headless" }, "path": out["path"],
                    "effect": out["effect"], "verified": verified, "readback": readback, "window_id": t.window.window_id,
-                   "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms, "settle_by": settle_by}),
+                   "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms, "settle_by": settle_by,
+                   "recheck": if t.kept_under.is_some() { "kept" } else { "walk" }, "recheck_ms": t.recheck_ms, "rekept": rekept}),
         );
         Ok(Output { value: out, images })
     }

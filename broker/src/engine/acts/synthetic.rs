@@ -337,6 +337,8 @@ impl<B: Backend> Engine<B> {
                     truncated: before.tree.truncated,
                     row: 0,
                     window: w,
+                    kept_under: None,
+                    recheck_ms: 0,
                 };
                 let ms = started.elapsed().as_millis() as u64;
                 Box::pin(self.finish_act(
