@@ -527,6 +527,47 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     // A fresh read shows the new name, and the check box as it was: nothing reached it.
     let now = f.read("Notes").await;
     assert_eq!(states(&now, "Delete everything"), was);
+
+    // Renamed where the re-check sees it (here a walk: an act came since the read): the
+    // element is not what the model saw, and nothing is sent.
+    let heavy = Fixture::token(&now, "check_box", "Delete everything");
+    let c = f
+        .call("click", json!({"element_token": heavy.clone()}))
+        .await;
+    assert_eq!(c.ok()["effect"], "confirmed");
+    assert_eq!(recheck(), ["kept", "walk", "kept"]);
+    backend.rename_silently("Delete everything", "Bold");
+    f.call("click", json!({"element_token": heavy}))
+        .await
+        .err("stale_element_token");
+    assert_eq!(recheck().len(), 3, "no act was done");
+    assert!(
+        backend
+            .light_keeps()
+            .last()
+            .unwrap()
+            .is_some_and(|g2| g2 > g),
+        "an act came since the read: the re-check walked"
+    );
+    let checked = |v: Value| v.as_array().unwrap().iter().any(|s| s == "checked");
+    let after = f.read("Notes").await;
+    assert_ne!(
+        checked(states(&after, "Bold")),
+        checked(states(&now, "Delete everything")),
+        "toggled once, by the first click alone"
+    );
+    let now = after;
+
+    // A token in a row of a list gets a walk: scrolling can recycle a row for another item
+    // without any event on some toolkits.
+    let row = Fixture::token(&now, "list_item", "Row 2");
+    f.call("click", json!({"element_token": row})).await.ok();
+    assert_eq!(
+        backend.light_keeps().last(),
+        Some(&None),
+        "no keep for a list row"
+    );
+    assert_eq!(recheck().last().map(String::as_str), Some("walk"));
 }
 
 /// After an act whose re-check was the kept walk and whose settle followed the app's events

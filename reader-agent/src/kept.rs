@@ -19,7 +19,8 @@
 //! - the same window, with the same title, frame and other fields of the broker's window list;
 //! - the same X geometry of the window and of its window-manager frame, read again now;
 //! - the same limits and the same act generation (any act begins or ends a generation, so no
-//!   act of any session happened in between);
+//!   act of any session happened in between, except one that settled by its events alone and
+//!   handed the walk on: [`Kept::rekeep`]);
 //! - the reader had asked the registry to forward events at least [`EVENTS_SETTLED`] before the
 //!   walk began (applications learn of it some time after, and send nothing before);
 //! - no walk of the window without keep came since (the server forgets the kept walk then);

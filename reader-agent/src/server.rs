@@ -232,8 +232,9 @@ impl Reader {
             }
         };
         let Some(_) = limits.keep else {
-            // A walk without keep (an act's re-check, a wait, a capture's re-read) may see what
-            // the kept walk does not: the next plain read walks too.
+            // A walk without keep (an act's re-check after another act, a settle's read, a
+            // wait, a capture's re-read) may see what the kept walk does not: the next plain
+            // read walks too.
             self.kept.forget(window.window_id);
             return walk::read_tree(&self.a11y, window, geometry, limits).await;
         };

@@ -433,6 +433,7 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     };
     assert_eq!(rows(&now), rows(&fresh(&mut r)), "as a walk now reads it");
 
+    let checked_now = |t: &Tree| t.nodes[row].states.has(State::Checked);
     // An act's re-check (a light read) under the same generation is the kept walk, rows as
     // a walk reads them.
     let light = |g: Option<u64>| WalkLimits {
@@ -459,9 +460,24 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     assert!(!kept, "a light walk came in between");
     let (_, kept) = r.read_kept(&w, 3).expect("read");
     assert!(kept);
+    // The act (here another client's click, as the input agent's would be) comes before the
+    // broker moves the walk; its event stays noted, and the read after shows its effect.
+    let was = checked_now(&r.read_kept(&w, 3).expect("read").0);
+    let out = desk
+        .command("/usr/bin/python3")
+        .args(["-c", TOGGLE, &app.pid.to_string()])
+        .output()
+        .expect("python3");
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(100));
     assert!(r.rekeep(&w, 3, 5).expect("rekeep"));
     let (after, kept) = r.read_kept(&w, 5).expect("read");
     assert!(kept, "answered under the generation it was moved to");
+    assert_ne!(
+        checked_now(&after),
+        was,
+        "the act's own change is read again"
+    );
     assert_eq!(rows(&after), rows(&fresh(&mut r)), "as a walk now reads it");
 
     // Another act generation: walked.

@@ -139,19 +139,17 @@ async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int, settl
             # The entry's text back as it was, for the next broker's run to find it.
             await ok(c, "set_value", {"element_token": entry["element_token"], "value": "entry"})
             await ok(c, "end_session")
+            # How each act's re-check was made, from the broker's audit (gone once the broker
+            # stops): the kept walk or a walk, and what it took.
+            rechecks: dict = {}
+            with open(broker.audit) as f:
+                for line in f:
+                    e = json.loads(line)
+                    if e.get("event") == "act":
+                        rechecks.setdefault(e.get("recheck", "?"), []).append(float(e.get("recheck_ms", 0)))
+            results["_rechecks"] = rechecks
     finally:
         broker.stop()
-    # How each act's re-check was made, from the broker's audit: the kept walk or a walk.
-    rechecks: dict = {}
-    try:
-        with open(broker.audit) as f:
-            for line in f:
-                e = json.loads(line)
-                if e.get("event") == "act":
-                    rechecks.setdefault(e.get("recheck", "?"), []).append(float(e.get("recheck_ms", 0)))
-    except OSError:
-        pass
-    results["_rechecks"] = rechecks
     return results
 
 

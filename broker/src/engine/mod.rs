@@ -197,9 +197,12 @@ pub struct Engine<B: Backend> {
     denials: Mutex<HashMap<String, u64>>,
     captures: Mutex<VecDeque<Instant>>,
     stops: AtomicU64,
-    /// The act generation: bumped when any act begins and when it ends. A plain read hands it
-    /// to the reader, which answers with a window's kept walk only under the same generation
-    /// (`nish_reader::kept`), so no act of any session lies between the walk and the read.
+    /// The act generation: bumped when any act begins and when it ends, at a pause or resume,
+    /// and when held input is released. A plain read hands it to the reader, which answers with
+    /// a window's kept walk only under the same generation (`nish_reader::kept`), so no act of
+    /// any session lies between the walk and the read, except an act that handed the walk on
+    /// after it settled by its events alone (`BrokerToReader::Rekeep`; an act's re-check hands
+    /// the generation from before its act).
     act_generation: AtomicU64,
     /// Acts running now (any session): while one runs, plain reads walk (the act may change
     /// the window without any event, and reads during it share its generation).
@@ -239,6 +242,12 @@ impl Drop for Generation<'_> {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.running.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// See [`Engine::only_act_since`].
+fn only_act_since(generation: &AtomicU64, running: &AtomicU64, before: u64) -> bool {
+    running.load(Ordering::SeqCst) == 1
+        && generation.load(Ordering::SeqCst) == before.wrapping_add(1)
 }
 
 /// A tool's success: structured content and images.
@@ -515,8 +524,7 @@ impl<B: Backend> Engine<B> {
     /// act began or ended, no pause or resume). Its re-check may then use a walk kept under
     /// `before`: nothing was sent to any application between that walk and now.
     pub(crate) fn only_act_since(&self, before: u64) -> bool {
-        self.acts_running.load(Ordering::SeqCst) == 1
-            && self.act_generation.load(Ordering::SeqCst) == before.wrapping_add(1)
+        only_act_since(&self.act_generation, &self.acts_running, before)
     }
 
     /// Judges `call` again (right before a synthetic batch, or after waiting for the host): the
@@ -631,6 +639,8 @@ impl<B: Backend> Engine<B> {
         if held {
             self.backend.hide_indicator(&s.id).await;
             self.backend.release_all().await;
+            // Releasing held input reaches the apps: no walk kept from before answers after.
+            self.act_generation.fetch_add(1, Ordering::SeqCst);
             self.audit.emit(
                 AuditEvent::TakeoverEnded,
                 Some(&s.id),
@@ -793,6 +803,8 @@ impl<B: Backend> Engine<B> {
             }
         }
         self.backend.release_all().await;
+        // Releasing held input reaches the apps: no walk kept from before answers after.
+        self.act_generation.fetch_add(1, Ordering::SeqCst);
         self.audit.emit(
             AuditEvent::Stop,
             None,
@@ -894,5 +906,48 @@ impl<B: Backend> Engine<B> {
             ));
         }
         self.backend.person(op).await
+    }
+}
+
+#[cfg(test)]
+mod generation_tests {
+    use super::*;
+
+    /// The act generation from before an act lets its re-check use a kept walk only while that
+    /// act is the only one that ran since: another act beginning or ending, a pause, a resume or
+    /// released input (each a bump) ends it, and so does an act that was already running.
+    #[test]
+    fn only_the_act_itself_may_lie_between_a_kept_walk_and_its_recheck() {
+        let (g, r) = (AtomicU64::new(41), AtomicU64::new(0));
+        let before = g.load(Ordering::SeqCst);
+        let mine = Generation::bump(&g, &r);
+        assert!(only_act_since(&g, &r, before), "the act alone");
+        // Another act begins meanwhile (whatever it saw before its own bump).
+        let other = Generation::bump(&g, &r);
+        assert!(!only_act_since(&g, &r, before), "another act runs");
+        drop(other);
+        assert!(!only_act_since(&g, &r, before), "another act ran");
+        drop(mine);
+
+        // A pause or released input during the act.
+        let before = g.load(Ordering::SeqCst);
+        let mine = Generation::bump(&g, &r);
+        g.fetch_add(1, Ordering::SeqCst);
+        assert!(!only_act_since(&g, &r, before), "a pause came");
+        drop(mine);
+
+        // An act that began while another ran has no generation from before it; one captured
+        // before the other began is caught by the other's bump.
+        let before = g.load(Ordering::SeqCst);
+        let first = Generation::bump(&g, &r);
+        let second = Generation::bump(&g, &r);
+        assert!(!only_act_since(&g, &r, before), "two run");
+        drop(first);
+        assert!(
+            !only_act_since(&g, &r, before),
+            "the first ended, the second runs on"
+        );
+        drop(second);
+        assert_eq!(r.load(Ordering::SeqCst), 0);
     }
 }

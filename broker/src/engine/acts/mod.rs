@@ -338,6 +338,17 @@ impl<B: Backend> Engine<B> {
                 ),
             ));
         }
+        // The element itself is what the model saw: the name the snapshot recorded (the role is
+        // in the structure). The input agent checks the element live against this name.
+        if light.nodes[row as usize].name != snap.tree.nodes[row as usize].name {
+            return Err(DriverError::new(
+                ErrorCode::StaleElementToken,
+                format!(
+                    "element {row} of snapshot {} was renamed since it was read",
+                    snap.id
+                ),
+            ));
+        }
         // Same structure, same rows: the fresh states, names and values with the snapshot's
         // frames and action names; a field once secure stays secure.
         let mut fresh = light.nodes;
@@ -565,7 +576,12 @@ impl<B: Backend> Engine<B> {
                 self.end_watch(watch.take()).await;
                 watch = self.watch_target(s, call, token).await;
                 let again = async {
+                    let began = Instant::now();
                     let t = self.target(s, token, before).await?;
+                    let t = Target {
+                        recheck_ms: began.elapsed().as_millis() as u64,
+                        ..t
+                    };
                     self.check_approved(Some(&digest), call, &t.subject())?;
                     let (op, verify) = Self::choose_semantic(call, &t)?;
                     Ok::<_, DriverError>((t, op, verify))
