@@ -213,7 +213,7 @@ impl AuditEvent {
                 r#"`tool`, `view`, `window_id`, `pid`, `rows`, `walked`, `kept`, `truncated`, `screenshot`, `windows`, `length`; wait_for: `until`, `matched`, `waited_ms`, `reads`, `wakes`"#
             }
             AuditEvent::Act => {
-                r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `settle_by` (what decided the settle: `events_objects`, the app's events with only the objects that sent them read again; `events`, the app's events and one whole read; `reads`, reads until the window stopped changing), `duration_ms`"#
+                r#"`tool`, `mode` (`headless`/`takeover`), `path`, `effect`, `verified`, `readback`, `window_id`, `pid`, `role`, `text_len`, `length`, `act_ms`, `settle_ms`, `settle_by` (what decided the settle: `events_objects`, the app's events with only the objects that sent them read again; `events`, the app's events and one whole read; `reads`, reads until the window stopped changing), `recheck` (the window's re-check before a headless act: `kept`, the reader's kept walk, or `walk`), `recheck_ms` (that re-check with the event watch begun before it), `rekept` (the act handed the kept walk on to the reads and acts after it), `duration_ms`"#
             }
             AuditEvent::Refusal => r#"`tool`, `code`, `retry`, `effect`"#,
             AuditEvent::ApprovalRequest => {

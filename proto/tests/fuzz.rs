@@ -387,6 +387,7 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
             bounds: SettleBounds {
                 own_max_ms: n[2],
                 quiet_ms: n[3],
+                quiet_min_ms: n[3] / 3,
                 max_ms: n[4],
                 act_ago_ms: (w == 0).then_some(n[4] / 2),
             },

@@ -58,6 +58,9 @@ pub const REMEMBERED_OBJECTS: usize = 20_000;
 
 /// How much earlier than the broker's figure the act may have begun (the request's transit).
 pub const ACT_MARGIN: Duration = Duration::from_millis(5);
+/// The quiet after an act's own event is this many times the application's answer time
+/// (`SettleBounds::quiet_min_ms`).
+pub const QUIET_ANSWER_FACTOR: u32 = 2;
 
 /// The event a settle waits for before it waits for quiet; with `act` (when the act began),
 /// only the element's own event since then answers the act.
@@ -344,11 +347,23 @@ impl Watches {
         let act = bounds
             .act_ago_ms
             .and_then(|a| start.checked_sub(Duration::from_millis(a) + ACT_MARGIN));
+        // The quiet after an act's own event: twice the application's answer time, within
+        // [quiet_min_ms, quiet_ms] (`SettleBounds::quiet_min_ms`).
+        let sent = bounds
+            .act_ago_ms
+            .and_then(|a| start.checked_sub(Duration::from_millis(a)));
+        let quiet_min = Duration::from_millis(bounds.quiet_min_ms).min(quiet);
+        let quiet_after = |s: &Seen| match (wait, sent, s.own_last) {
+            (SettleWait::Own, Some(sent), Some(own)) if quiet_min < quiet => {
+                (own.saturating_duration_since(sent) * QUIET_ANSWER_FACTOR).clamp(quiet_min, quiet)
+            }
+            _ => quiet,
+        };
         let quiet_reached = loop {
-            let (came, last, overflow) = {
+            let (came, last, overflow, quiet) = {
                 let s = w.seen.lock().map_err(|_| Failure::internal("lock"))?;
                 let last = s.last.filter(|l| act.is_none_or(|a| *l >= a));
-                (awaited(wait, &s, act), last, s.overflow)
+                (awaited(wait, &s, act), last, s.overflow, quiet_after(&s))
             };
             let now = Instant::now();
             if overflow || now >= end {

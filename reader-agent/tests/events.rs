@@ -14,6 +14,7 @@ fn bounds(own_max_ms: u64, quiet_ms: u64, max_ms: u64) -> SettleBounds {
     SettleBounds {
         own_max_ms,
         quiet_ms,
+        quiet_min_ms: quiet_ms,
         max_ms,
         act_ago_ms: None,
     }
@@ -141,6 +142,44 @@ fn a_watch_sees_the_elements_own_event_and_ignores_other_windows_and_apps() {
             .await
             .expect("a report");
         assert!(!r.own_seen && !r.quiet, "{r:?}");
+        drain(&c.app, &c.reader).await;
+
+        // The quiet after the act's own event follows the application's answer time (twice
+        // it, within [quiet_min_ms, quiet_ms]): an application that answers at once settles
+        // long before the whole quiet, a slow one waits it all, and a fixed quiet stays fixed.
+        for (answer_ms, quiet_min_ms, at_least, under) in [
+            (20, 30, 40, 700),
+            (150, 30, 440, 2000),
+            (20, 1000, 1000, 3000),
+        ] {
+            let w = c.watch().await;
+            let later = {
+                let app = c.app.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(answer_ms)).await;
+                    emit(&app, "/w1/own", "StateChanged").await;
+                })
+            };
+            let r = c
+                .watches
+                .settle(
+                    w,
+                    SettleWait::Own,
+                    SettleBounds {
+                        act_ago_ms: Some(0),
+                        quiet_min_ms,
+                        ..bounds(1000, 1000, 5000)
+                    },
+                )
+                .await
+                .expect("a report");
+            later.await.unwrap();
+            assert!(r.own_seen && r.quiet, "{r:?}");
+            assert!(
+                r.ms >= at_least && r.ms < under,
+                "answered after {answer_ms} ms, quiet at least {quiet_min_ms} ms: {r:?}"
+            );
+        }
         drain(&c.app, &c.reader).await;
 
         // Another app's event on the same path is not even matched; another window's is

@@ -84,6 +84,9 @@ pub struct EngineConfig {
     pub settle_own_max: Duration,
     /// Time without an event of the window that counts as settled.
     pub settle_quiet: Duration,
+    /// After an act's own event, the quiet is twice the app's answer time, at least this and
+    /// at most `settle_quiet` (`SettleBounds::quiet_min_ms`).
+    pub settle_quiet_min: Duration,
     /// Lease when start_session names none, in seconds.
     pub default_lease_s: u64,
     /// Bound on any single backend call.
@@ -106,6 +109,7 @@ impl Default for EngineConfig {
             settle_events: true,
             settle_own_max: Duration::from_millis(250),
             settle_quiet: Duration::from_millis(15),
+            settle_quiet_min: Duration::from_millis(5),
             default_lease_s: 900,
             backend_timeout: Duration::from_secs(10),
             consent_cooldown: Duration::from_secs(30),

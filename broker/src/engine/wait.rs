@@ -245,6 +245,7 @@ impl<B: Backend> Engine<B> {
                 let bounds = SettleBounds {
                     own_max_ms: step_ms,
                     quiet_ms: QUIET_MS,
+                    quiet_min_ms: QUIET_MS,
                     max_ms: step_ms,
                     act_ago_ms: None,
                 };
@@ -289,6 +290,7 @@ impl<B: Backend> Engine<B> {
             let none = SettleBounds {
                 own_max_ms: 0,
                 quiet_ms: 0,
+                quiet_min_ms: 0,
                 max_ms: 0,
                 act_ago_ms: None,
             };

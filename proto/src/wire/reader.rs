@@ -187,6 +187,11 @@ pub struct SettleBounds {
     pub own_max_ms: u64,
     /// Time without an event of the window that counts as settled.
     pub quiet_ms: u64,
+    /// When below `quiet_ms` and the settle waits for the element's own event after an act:
+    /// the quiet is twice the time the application took to send that event after the act was
+    /// sent, at least this and at most `quiet_ms` (an application that answered at once has
+    /// its other changes out as quickly; a slow one gets the whole quiet).
+    pub quiet_min_ms: u64,
     /// Longest settle in all.
     pub max_ms: u64,
     /// How long ago the act was sent, when the settle follows an act: events the watch saw

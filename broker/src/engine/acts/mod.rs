@@ -802,6 +802,7 @@ impl<B: Backend> Engine<B> {
             let bounds = SettleBounds {
                 own_max_ms: self.cfg.settle_own_max.as_millis() as u64,
                 quiet_ms: self.cfg.settle_quiet.as_millis() as u64,
+                quiet_min_ms: self.cfg.settle_quiet_min.as_millis() as u64,
                 max_ms: self.cfg.settle_max.as_millis() as u64,
                 // The act's start, not later than it was (rounded up).
                 act_ago_ms: Some(act_at.elapsed().as_millis() as u64 + 1),
