@@ -570,6 +570,39 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     assert_eq!(recheck().last().map(String::as_str), Some("walk"));
 }
 
+/// A takeover act reads the window whole before its re-check (the frame must be where the
+/// element is now), and that read records the names the window has now: the element must
+/// still have the name its snapshot had before, or the act answers `stale_element_token` and
+/// nothing is sent.
+#[tokio::test]
+async fn a_takeover_act_on_a_renamed_element_is_refused() {
+    let f = Fixture::new(true);
+    f.start(
+        json!({"input": "takeover", "apps": ["Notes"]}),
+        PersonOp::Approve {
+            apps: None,
+            takeover: true,
+            clipboard: false,
+        },
+    )
+    .await
+    .ok();
+    f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
+    let r = f.read("Notes").await;
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    let sent = f.engine.backend.sent_log().len();
+    f.engine
+        .backend
+        .rename_silently("Bold", "Delete everything");
+    f.call(
+        "click",
+        json!({"element_token": bold, "delivery_mode": "foreground"}),
+    )
+    .await
+    .err("stale_element_token");
+    assert_eq!(f.engine.backend.sent_log().len(), sent, "no input was sent");
+}
+
 /// After an act whose re-check was the kept walk and whose settle followed the app's events
 /// alone, the kept walk (with the act's events noted) may answer the next act's re-check and
 /// the next read: acts one after another re-check from it. A settle by reads, or a pause and a

@@ -353,9 +353,13 @@ impl Watches {
             .act_ago_ms
             .and_then(|a| start.checked_sub(Duration::from_millis(a)));
         let quiet_min = Duration::from_millis(bounds.quiet_min_ms).min(quiet);
+        // An own event from before the act was sent (within ACT_MARGIN: a late one of an
+        // earlier act, or the broker's clock ahead by the transit) gives the whole quiet.
         let quiet_after = |s: &Seen| match (wait, sent, s.own_last) {
             (SettleWait::Own, Some(sent), Some(own)) if quiet_min < quiet => {
-                (own.saturating_duration_since(sent) * QUIET_ANSWER_FACTOR).clamp(quiet_min, quiet)
+                own.checked_duration_since(sent).map_or(quiet, |answer| {
+                    (answer * QUIET_ANSWER_FACTOR).clamp(quiet_min, quiet)
+                })
             }
             _ => quiet,
         };

@@ -82,7 +82,8 @@ pub struct EngineConfig {
     pub settle_events: bool,
     /// Longest wait for the element's own event after an act.
     pub settle_own_max: Duration,
-    /// Time without an event of the window that counts as settled.
+    /// Time without an event of the window that counts as settled: the most after an act's own
+    /// event (see `settle_quiet_min`), and the whole of it otherwise.
     pub settle_quiet: Duration,
     /// After an act's own event, the quiet is twice the app's answer time, at least this and
     /// at most `settle_quiet` (`SettleBounds::quiet_min_ms`).

@@ -338,9 +338,14 @@ impl<B: Backend> Engine<B> {
                 ),
             ));
         }
-        // The element itself is what the model saw: the name the snapshot recorded (the role is
-        // in the structure). The input agent checks the element live against this name.
-        if light.nodes[row as usize].name != snap.tree.nodes[row as usize].name {
+        // Same structure, same rows: the fresh states, names and values with the snapshot's
+        // frames and action names; a field once secure stays secure.
+        let mut fresh = light.nodes;
+        s.core().snaps.keep_secure(&mut fresh);
+        // The element itself has the name the snapshot recorded (the role is in the structure;
+        // both names as the snapshot keeps them, emptied inside a secure field). The input
+        // agent checks the element live against this name.
+        if fresh[row as usize].name != snap.tree.nodes[row as usize].name {
             return Err(DriverError::new(
                 ErrorCode::StaleElementToken,
                 format!(
@@ -349,10 +354,6 @@ impl<B: Backend> Engine<B> {
                 ),
             ));
         }
-        // Same structure, same rows: the fresh states, names and values with the snapshot's
-        // frames and action names; a field once secure stays secure.
-        let mut fresh = light.nodes;
-        s.core().snaps.keep_secure(&mut fresh);
         let before: Vec<Node> = fresh
             .into_iter()
             .zip(&snap.tree.nodes)
@@ -637,14 +638,31 @@ impl<B: Backend> Engine<B> {
     /// events): the window is read whole first, so the frame is where the element is now (the
     /// token stays valid when the structure is the same).
     async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
-        let window = {
+        let (window, name) = {
             let core = s.core();
             core.snaps
                 .resolve(token, core.sm.epoch)
-                .map(|(snap, _)| snap.tree.window.clone())?
+                .map(|(snap, row)| {
+                    (
+                        snap.tree.window.clone(),
+                        snap.tree.nodes.get(row as usize).map(|n| n.name.clone()),
+                    )
+                })?
         };
         self.read_window(s, &window).await?;
-        self.target(s, token, None).await
+        let t = self.target(s, token, None).await?;
+        // That read recorded the window's names now: the element must still have the name the
+        // snapshot had before it.
+        if name.is_some_and(|n| n != t.node.name) {
+            return Err(DriverError::new(
+                ErrorCode::StaleElementToken,
+                format!(
+                    "element {} of the token's snapshot was renamed since it was read",
+                    t.row
+                ),
+            ));
+        }
+        Ok(t)
     }
 
     /// Only for an act that, as the snapshot shows its element, changes the element itself.
@@ -781,8 +799,9 @@ impl<B: Backend> Engine<B> {
 
     /// Waits for the act's effect, then reads the window once more: the settled read. With an
     /// event watch ([`Backend::watch_events`]) and an act that changes its element, the app's
-    /// events decide: the element's own event (within `settle_own_max`), then `settle_quiet`
-    /// without an event of the window, then one full read. With no watch, when the element's
+    /// events decide: the element's own event (within `settle_own_max`), then a quiet without
+    /// an event of the window (twice the app's answer time, between `settle_quiet_min` and
+    /// `settle_quiet`), then the objects that sent events read again (or one full read). With no watch, when the element's
     /// own event does not come (a toolkit that sends none, a lost event), or when the events
     /// show a structural change, the window is read until it stops changing ([`Self::settle_by_reads`]). The verification reads the element's
     /// state from the settled read either way, never from an event. Returns the read, the
