@@ -570,6 +570,38 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     assert_eq!(recheck().last().map(String::as_str), Some("walk"));
 }
 
+/// A change the app made between the model's read and an act (here a rename, with no event) is
+/// in the act's diff: the snapshot the model gets back never takes it in unseen.
+#[tokio::test]
+async fn a_change_made_before_an_act_is_in_its_diff() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let r = f.read("Notes").await;
+    let italic = r["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["label"] == "Italic")
+        .expect("Italic")["element_index"]
+        .clone();
+    f.engine
+        .backend
+        .rename_silently("Italic", "Delete everything");
+    let c = f
+        .call(
+            "click",
+            json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+        )
+        .await;
+    let changed = c.ok()["diff"]["changed"].as_array().unwrap().clone();
+    assert!(
+        changed
+            .iter()
+            .any(|e| e["element_index"] == italic && e["fields"] == json!(["label"])),
+        "{changed:?}"
+    );
+}
+
 /// A takeover act reads the window whole before its re-check (the frame must be where the
 /// element is now), and that read records the names the window has now: the element must
 /// still have the name its snapshot had before, or the act answers `stale_element_token` and

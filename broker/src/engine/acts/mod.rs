@@ -92,8 +92,13 @@ fn is_checkable(n: &Node) -> bool {
 
 /// The target of an act, re-read live.
 struct Target {
-    /// The window's rows right before the act (the diff's "before"), in the token's structure.
+    /// The window's rows right before the act, in the token's structure: what the settle's
+    /// merge and the verification start from.
     before: Vec<Node>,
+    /// The rows the token's snapshot held when the act began (the last read of the window the
+    /// driver recorded): the diff's "before", so that a change made before the act and taken in
+    /// by its re-check (a rename, a state) is in the diff the model gets, not recorded unseen.
+    shown: Vec<Node>,
     /// Why the snapshot the token came from was cut short, if it was.
     truncated: Option<TruncReason>,
     row: u32,
@@ -369,6 +374,7 @@ impl<B: Backend> Engine<B> {
             .collect();
         let node = before[row as usize].clone();
         Ok(Target {
+            shown: snap.tree.nodes.clone(),
             before,
             truncated: snap.tree.truncated,
             row,
@@ -638,7 +644,7 @@ impl<B: Backend> Engine<B> {
     /// events): the window is read whole first, so the frame is where the element is now (the
     /// token stays valid when the structure is the same).
     async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
-        let (window, name) = {
+        let (window, name, shown) = {
             let core = s.core();
             core.snaps
                 .resolve(token, core.sm.epoch)
@@ -646,11 +652,16 @@ impl<B: Backend> Engine<B> {
                     (
                         snap.tree.window.clone(),
                         snap.tree.nodes.get(row as usize).map(|n| n.name.clone()),
+                        snap.tree.nodes.clone(),
                     )
                 })?
         };
         self.read_window(s, &window).await?;
-        let t = self.target(s, token, None).await?;
+        let mut t = self.target(s, token, None).await?;
+        // The diff starts from the rows before that read (same structure: the token held).
+        if shown.len() == t.shown.len() {
+            t.shown = shown;
+        }
         // That read recorded the window's names now: the element must still have the name the
         // snapshot had before it.
         if name.is_some_and(|n| n != t.node.name) {
@@ -676,6 +687,7 @@ impl<B: Backend> Engine<B> {
         };
         let node = snap.tree.nodes.get(row as usize)?.clone();
         let t = Target {
+            shown: vec![],
             before: snap.tree.nodes.clone(),
             truncated: snap.tree.truncated,
             row,
@@ -754,7 +766,7 @@ impl<B: Backend> Engine<B> {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
                 (
-                    views::diff(&t.before, &a.tree.nodes),
+                    views::diff(&t.shown, &a.tree.nodes),
                     json!(a.id),
                     row.map(|r| a.tree.nodes[r as usize].clone()),
                     Some(a.clone()),

@@ -332,6 +332,7 @@ impl<B: Backend> Engine<B> {
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;
                 let t = Target {
+                    shown: before.tree.nodes.clone(),
                     node: before.tree.nodes[0].clone(),
                     before: before.tree.nodes.clone(),
                     truncated: before.tree.truncated,
