@@ -255,6 +255,10 @@ struct Entry {
     trusted: bool,
     /// A read is reading objects again for this walk: until it merged them, other reads walk.
     merging: bool,
+    /// An act's re-check (a light read) was answered by this walk since it was kept or last
+    /// moved: only then may [`Kept::rekeep`] move it (a walk kept while the act ran, by a plain
+    /// read that began before it, never answered that act's re-check).
+    rechecked: bool,
 }
 
 /// What [`Kept::get`] found.
@@ -474,6 +478,7 @@ impl Kept {
                 tree: tree.clone(),
                 trusted: trusts_object_events(toolkit),
                 merging: false,
+                rechecked: false,
             },
         );
     }
@@ -507,16 +512,33 @@ impl Kept {
         matches!(tokio::time::timeout(BARRIER_WAIT, done).await, Ok(Ok(())))
     }
 
+    /// Notes that kept walk `entry` of `window_id` answered an act's re-check (a light read).
+    pub fn rechecked(&self, window_id: u64, entry: u64) {
+        if let Ok(mut map) = self.map.lock()
+            && let Some(e) = map.get_mut(&window_id)
+            && e.id == entry
+        {
+            e.rechecked = true;
+        }
+    }
+
     /// Moves window `window_id`'s kept walk from act generation `from` to `to`
     /// ([`nish_proto::wire::reader::BrokerToReader::Rekeep`]): only while it is the walk kept
-    /// under `from`, its keep is in force and no read is merging it. True when moved.
+    /// under `from` that answered an act's re-check since ([`Kept::rechecked`]), its keep is in
+    /// force and no read is merging it. True when moved.
     pub fn rekeep(&self, window_id: u64, from: u64, to: u64) -> bool {
         let Ok(mut map) = self.map.lock() else {
             return false;
         };
         match map.get_mut(&window_id) {
-            Some(e) if e.under.limits.keep == Some(from) && e.armed.in_force() && !e.merging => {
+            Some(e)
+                if e.under.limits.keep == Some(from)
+                    && e.rechecked
+                    && e.armed.in_force()
+                    && !e.merging =>
+            {
                 e.under.limits.keep = Some(to);
+                e.rechecked = false;
                 true
             }
             _ => false,

@@ -255,8 +255,10 @@ impl Reader {
         };
         // Every event the application sent before now is noted before the kept walk is used.
         let began = Instant::now();
+        let mut entry_id = None;
         let lookup = match self.kept.peek(&under) {
             Some(p) => {
+                entry_id = Some(p.entry);
                 let ordered = match self.a11y.bus().await {
                     Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
                     Err(_) => false,
@@ -276,6 +278,9 @@ impl Reader {
                     us = began.elapsed().as_micros() as u64,
                     "kept walk: nothing changed"
                 );
+                if let (true, Some(entry)) = (light, entry_id) {
+                    self.kept.rechecked(window.window_id, entry);
+                }
                 return Ok((tree, kept));
             }
             Some(Lookup::Changed { entry, handles, .. }) => {
@@ -291,6 +296,9 @@ impl Reader {
                     "kept walk: objects read again"
                 );
                 if let Some(tree) = merged {
+                    if light {
+                        self.kept.rechecked(window.window_id, entry);
+                    }
                     return Ok((tree, kept));
                 }
             }

@@ -328,6 +328,21 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         kept.keep(plain.clone(), arm().await, &tree(&name), &gtk3(), long_ago);
         assert_eq!(look(&kept, &plain), None, "the read did not allow keeping");
 
+        // Moved to another generation only after an act's re-check used the walk, and only
+        // from the generation it is kept under.
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        assert!(!kept.rekeep(7, 1, 3), "no re-check used it");
+        let entry = kept.peek(&under(1)).expect("kept").entry;
+        kept.rechecked(7, entry);
+        assert!(!kept.rekeep(7, 2, 4), "another generation");
+        assert!(kept.rekeep(7, 1, 3));
+        assert!(
+            look(&kept, &under(3)).is_some(),
+            "answers under the new one"
+        );
+        kept.rechecked(7, entry + 1);
+        assert!(!kept.rekeep(7, 3, 5), "a re-check of another walk");
+
         // The keep's time runs out.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         tokio::time::sleep(Duration::from_millis(KEEP_FOR_MS + 100)).await;
@@ -460,9 +475,16 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     assert!(!kept, "a light walk came in between");
     let (_, kept) = r.read_kept(&w, 3).expect("read");
     assert!(kept);
-    // The act (here another client's click, as the input agent's would be) comes before the
-    // broker moves the walk; its event stays noted, and the read after shows its effect.
-    let was = checked_now(&r.read_kept(&w, 3).expect("read").0);
+    assert!(
+        !r.rekeep(&w, 3, 5).expect("rekeep"),
+        "no act's re-check used this walk"
+    );
+    // The next act's re-check uses it; the act (here another client's click, as the input
+    // agent's would be) comes before the broker moves the walk; its event stays noted, and the
+    // read after shows its effect.
+    let (checked, kept) = r.read_keep(&w, light(Some(3))).expect("read");
+    assert!(kept, "the re-check");
+    let was = checked_now(&checked);
     let out = desk
         .command("/usr/bin/python3")
         .args(["-c", TOGGLE, &app.pid.to_string()])
@@ -471,6 +493,10 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     assert!(out.status.success());
     std::thread::sleep(Duration::from_millis(100));
     assert!(r.rekeep(&w, 3, 5).expect("rekeep"));
+    assert!(
+        !r.rekeep(&w, 5, 7).expect("rekeep"),
+        "moved again only after another re-check"
+    );
     let (after, kept) = r.read_kept(&w, 5).expect("read");
     assert!(kept, "answered under the generation it was moved to");
     assert_ne!(

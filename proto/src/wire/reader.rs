@@ -143,8 +143,9 @@ pub enum BrokerToReader {
     /// generation `from`, the one before the act) and whose settle followed the app's events
     /// (the element's own event, then quiet, no structural change, the objects that sent events
     /// read again): that walk may answer reads under generation `to` (the one after the act)
-    /// too. The reader moves it only while it is still the walk kept under `from` and its keep
-    /// is in force; every event since the walk stays noted, so the next read that uses it reads
+    /// too. The reader moves it only while it is still the walk kept under `from` that answered
+    /// the act's re-check (not one kept meanwhile by a read that began before the act) and its
+    /// keep is in force; every event since the walk stays noted, so the next read that uses it reads
     /// the objects the act changed again. Answered by [`ReaderToBroker::Rekept`].
     Rekeep {
         /// Request id.
