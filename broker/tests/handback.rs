@@ -624,5 +624,21 @@ async fn acts_pauses_and_resumes_move_the_generation_that_kept_walks_are_under()
         .await;
     assert_eq!(f.next_event().await["event"], "takeover.resumed");
     f.read("Notes").await;
-    assert!(last() > g2, "a resume moves it");
+    let g3 = last();
+    assert!(g3 > g2, "a resume moves it");
+    // The takeover ends: held input is released to the apps, which moves it too (a second
+    // session's read then walks).
+    f.call("end_session", json!({})).await.ok();
+    let (s2, _rx) = f.other_session("second", 31);
+    f.start_on(
+        &s2,
+        json!({"input": "headless", "apps": ["Notes"]}),
+        takeover(),
+    )
+    .await
+    .ok();
+    f.call_on(&s2, "get_window_state", json!({"app": "Notes"}))
+        .await
+        .ok();
+    assert!(last() > g3, "releasing held input moves it");
 }
