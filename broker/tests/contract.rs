@@ -460,10 +460,9 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     let backend = &f.engine.backend;
     backend.keep_walks();
     let recheck = || {
-        f.audit()
+        f.acts_audit("recheck")
             .iter()
-            .filter(|e| e["event"] == "act")
-            .map(|e| e["recheck"].as_str().unwrap_or("").to_string())
+            .map(|v| v.as_str().unwrap_or("").to_string())
             .collect::<Vec<_>>()
     };
     // A plain read keeps its walk; the act right after it is re-checked from it.
@@ -609,16 +608,7 @@ async fn a_change_made_before_an_act_is_in_its_diff() {
 #[tokio::test]
 async fn a_takeover_act_on_a_renamed_element_is_refused() {
     let f = Fixture::new(true);
-    f.start(
-        json!({"input": "takeover", "apps": ["Notes"]}),
-        PersonOp::Approve {
-            apps: None,
-            takeover: true,
-            clipboard: false,
-        },
-    )
-    .await
-    .ok();
+    f.start_takeover(&["Notes"]).await;
     f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
     let r = f.read("Notes").await;
     let bold = Fixture::token(&r, "check_box", "Bold");
@@ -643,29 +633,16 @@ async fn a_takeover_act_on_a_renamed_element_is_refused() {
 async fn an_act_settled_by_events_hands_the_kept_walk_on_and_a_pause_ends_it() {
     use nish_broker::backend::mock::MockEvents;
     let f = Fixture::new(true);
-    f.start(
-        json!({"input": "takeover", "apps": ["Notes"]}),
-        PersonOp::Approve {
-            apps: None,
-            takeover: true,
-            clipboard: false,
-        },
-    )
-    .await
-    .ok();
+    f.start_takeover(&["Notes"]).await;
     let backend = &f.engine.backend;
     backend.keep_walks();
     backend.set_events(MockEvents::Own);
     let acts = || {
-        f.audit()
-            .into_iter()
-            .filter(|e| e["event"] == "act")
-            .map(|e| {
-                (
-                    e["recheck"].as_str().unwrap_or("").to_string(),
-                    e["rekept"] == true,
-                )
-            })
+        let rekept = f.acts_audit("rekept");
+        f.acts_audit("recheck")
+            .iter()
+            .zip(rekept)
+            .map(|(r, k)| (r.as_str().unwrap_or("").to_string(), k == true))
             .collect::<Vec<_>>()
     };
     let r = f.read("Notes").await;

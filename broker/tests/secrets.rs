@@ -6,22 +6,12 @@
 mod common;
 
 use common::Fixture;
-use nish_proto::wire::cli::PersonOp;
 use serde_json::json;
 
 #[tokio::test]
 async fn a_relabelled_list_row_makes_older_tokens_stale() {
     let f = Fixture::new(true);
-    f.start(
-        json!({"input": "takeover", "apps": ["Notes"]}),
-        PersonOp::Approve {
-            apps: None,
-            takeover: true,
-            clipboard: false,
-        },
-    )
-    .await
-    .ok();
+    f.start_takeover(&["Notes"]).await;
     // Vault lies over Notes' list: Notes comes to the front first.
     f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
     let before = f.read("Notes").await;

@@ -251,6 +251,31 @@ impl Fixture {
         r
     }
 
+    /// Starts a session with takeover on `apps`, the person approving both.
+    pub async fn start_takeover(&self, apps: &[&str]) -> Res {
+        let r = self
+            .start(
+                json!({"input": "takeover", "apps": apps}),
+                PersonOp::Approve {
+                    apps: None,
+                    takeover: true,
+                    clipboard: false,
+                },
+            )
+            .await;
+        r.ok();
+        r
+    }
+
+    /// The audit's `act` records so far, field `field` of each (`null` where absent).
+    pub fn acts_audit(&self, field: &str) -> Vec<Value> {
+        self.audit()
+            .iter()
+            .filter(|e| e["event"] == "act")
+            .map(|e| e[field].clone())
+            .collect()
+    }
+
     /// Reads a window (full) by app name.
     pub async fn read(&self, app: &str) -> Value {
         self.call(
@@ -329,10 +354,9 @@ impl Fixture {
 
     /// What decided each act's settle, from the audit's `act` records, in order.
     pub fn settles_by(&self) -> Vec<String> {
-        self.audit()
+        self.acts_audit("settle_by")
             .iter()
-            .filter(|e| e["event"] == "act")
-            .map(|e| e["settle_by"].as_str().unwrap_or("").to_string())
+            .map(|v| v.as_str().unwrap_or("").to_string())
             .collect()
     }
 
