@@ -18,38 +18,42 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The text of a read (`get_window_state`) whose structured content is `v`, of `rows` rows
+/// (`v` may leave its `elements` out: the broker writes them straight).
+pub fn read_text(v: &Value, rows: usize) -> String {
+    let w = &v["window"];
+    let mut out = format!(
+        "window {} pid {} app \"{}\" title \"{}\" | snapshot {} | view {} | {} rows{}{}\n",
+        w["window_id"],
+        w["pid"],
+        escape_clip(s(w, "app"), 64),
+        escape_clip(s(w, "title"), 80),
+        s(v, "snapshot_id"),
+        s(v, "view"),
+        rows,
+        if v["truncated"] == Value::Bool(true) {
+            format!(
+                " | truncated ({})",
+                v["truncated_reason"].as_str().unwrap_or("limits")
+            )
+        } else {
+            String::new()
+        },
+        if v.get("screenshot").is_some() {
+            " | screenshot attached"
+        } else {
+            ""
+        },
+    );
+    out.push_str(&format!("tokens are {}:<N>\n", s(v, "snapshot_id")));
+    out.push_str(s(v, "tree_text"));
+    out
+}
+
 /// The text of a successful call of `tool` whose structured content is `v`.
 pub fn success_text(tool: &str, v: &Value) -> String {
     match tool {
-        "get_window_state" => {
-            let w = &v["window"];
-            let mut out = format!(
-                "window {} pid {} app \"{}\" title \"{}\" | snapshot {} | view {} | {} rows{}{}\n",
-                w["window_id"],
-                w["pid"],
-                escape_clip(s(w, "app"), 64),
-                escape_clip(s(w, "title"), 80),
-                s(v, "snapshot_id"),
-                s(v, "view"),
-                v["elements"].as_array().map_or(0, Vec::len),
-                if v["truncated"] == Value::Bool(true) {
-                    format!(
-                        " | truncated ({})",
-                        v["truncated_reason"].as_str().unwrap_or("limits")
-                    )
-                } else {
-                    String::new()
-                },
-                if v.get("screenshot").is_some() {
-                    " | screenshot attached"
-                } else {
-                    ""
-                },
-            );
-            out.push_str(&format!("tokens are {}:<N>\n", s(v, "snapshot_id")));
-            out.push_str(s(v, "tree_text"));
-            out
-        }
+        "get_window_state" => read_text(v, v["elements"].as_array().map_or(0, Vec::len)),
         "wait_for" => {
             let mut out = format!(
                 "matched: {} | waited {} ms | {} reads | snapshot {}",

@@ -904,7 +904,7 @@ fn after_subtree(t: &Tree, p: usize) -> usize {
 }
 
 /// A view of a tree, cut as the broker cuts it.
-fn view(t: &Tree, kind: ViewKind, max_elements: Option<u64>) -> View {
+fn view(t: &Tree, kind: ViewKind, max_elements: Option<u64>) -> View<'_> {
     cut(
         "s1",
         &t.nodes,
@@ -915,8 +915,11 @@ fn view(t: &Tree, kind: ViewKind, max_elements: Option<u64>) -> View {
 
 /// The (role, label) of every row of a view.
 fn view_rows(v: &View) -> Vec<(String, String)> {
-    v.elements
-        .iter()
+    let elements = nish_broker::views::elements_value(&v.elements);
+    elements
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|e| {
             (
                 e["role"].as_str().unwrap_or_default().to_string(),

@@ -257,7 +257,13 @@ fn only_act_since(generation: &AtomicU64, running: &AtomicU64, before: u64) -> b
 
 /// A tool's success: structured content and images.
 pub(crate) struct Output {
+    /// The structured content (a JSON object).
     pub value: Value,
+    /// A read's rows, as JSON text already, and how many: the structured content's `elements`,
+    /// added after `value`'s own fields when the result is written. A `Value` of thousands of
+    /// rows costs about ten times more to build and write than the rows written straight
+    /// (`views::Element`).
+    pub rows: Option<(usize, String)>,
     pub images: Vec<Image>,
 }
 
@@ -265,9 +271,40 @@ impl Output {
     fn json(value: Value) -> Self {
         Output {
             value,
+            rows: None,
             images: vec![],
         }
     }
+
+    /// The structured content as JSON text, and the text content of tool `name`.
+    fn written(&self, name: &str) -> (String, String) {
+        match &self.rows {
+            Some((n, rows)) => (
+                with_last_field(self.value.to_string(), "elements", rows),
+                render::read_text(&self.value, *n),
+            ),
+            None => (
+                self.value.to_string(),
+                render::success_text(name, &self.value),
+            ),
+        }
+    }
+}
+
+/// `object` (the text of a JSON object) with `"key":raw` added as its last field. `key` is a
+/// field name of the output schema (nothing to escape); `raw` is JSON text.
+fn with_last_field(mut object: String, key: &str, raw: &str) -> String {
+    debug_assert!(object.starts_with('{') && object.ends_with('}'));
+    object.pop();
+    if object.len() > 1 {
+        object.push(',');
+    }
+    object.push('"');
+    object.push_str(key);
+    object.push_str("\":");
+    object.push_str(raw);
+    object.push('}');
+    object
 }
 
 type ToolResult = Result<Output, DriverError>;
@@ -425,10 +462,10 @@ impl<B: Backend> Engine<B> {
         };
         match outcome {
             Ok(out) => {
-                let text = render::success_text(name, &out.value);
+                let (structured_json, text) = out.written(name);
                 CallResult {
                     is_error: false,
-                    structured_json: out.value.to_string(),
+                    structured_json,
                     text,
                     images: out.images,
                 }
@@ -954,5 +991,43 @@ mod generation_tests {
         );
         drop(second);
         assert_eq!(r.load(Ordering::SeqCst), 0);
+    }
+}
+
+#[cfg(test)]
+mod output_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_read_written_with_its_rows_apart_is_the_same_result() {
+        let rows = json!([{"element_index": 0, "label": "a \"b\""}, {"element_index": 1}]);
+        let mut whole = json!({"ok": true, "snapshot_id": "s3", "view": "full",
+                               "window": {"window_id": 7, "pid": 9, "app": "x", "title": "t"},
+                               "truncated": false, "tree_text": "[0] frame \"\"\n"});
+        let apart = Output {
+            value: whole.clone(),
+            rows: Some((2, rows.to_string())),
+            images: vec![],
+        };
+        whole["elements"] = rows;
+        let (json_apart, text_apart) = apart.written("get_window_state");
+        let (json_whole, text_whole) = Output::json(whole.clone()).written("get_window_state");
+        assert_eq!(serde_json::from_str::<Value>(&json_apart).unwrap(), whole);
+        assert_eq!(serde_json::from_str::<Value>(&json_whole).unwrap(), whole);
+        assert_eq!(text_apart, text_whole);
+        assert!(text_apart.contains("| 2 rows"), "{text_apart}");
+    }
+
+    #[test]
+    fn a_last_field_goes_into_an_empty_object_too() {
+        assert_eq!(
+            with_last_field("{}".into(), "elements", "[]"),
+            r#"{"elements":[]}"#
+        );
+        assert_eq!(
+            with_last_field(r#"{"a":1}"#.into(), "elements", "[1]"),
+            r#"{"a":1,"elements":[1]}"#
+        );
     }
 }

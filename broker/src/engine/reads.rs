@@ -418,9 +418,15 @@ impl<B: Backend> Engine<B> {
             "truncated": view.truncated,
             "truncated_reason": view.truncated_reason,
             "element_count": snap.tree.nodes.len(),
-            "elements": view.elements,
             "tree_text": view.tree_text,
         });
+        // The rows go as JSON text, written straight from the snapshot (see views::Element).
+        let rows_json = serde_json::to_string(&view.elements).map_err(|e| {
+            DriverError::new(
+                ErrorCode::InternalError,
+                format!("cannot write the rows: {e}"),
+            )
+        })?;
         if let ViewKind::Root(r) = kind {
             out["root"] = json!(format!("{}:{}", snap.id, r));
         }
@@ -444,7 +450,11 @@ impl<B: Backend> Engine<B> {
                    "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "kept": kept, "truncated": view.truncated,
                    "screenshot": !images.is_empty()}),
         );
-        Ok(Output { value: out, images })
+        Ok(Output {
+            value: out,
+            rows: Some((view.rows.len(), rows_json)),
+            images,
+        })
     }
 
     pub(crate) async fn clipboard_read(&self, s: &Arc<Session>) -> ToolResult {

@@ -806,7 +806,11 @@ impl<B: Backend> Engine<B> {
                    "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms, "settle_by": settle_by,
                    "recheck": if t.kept_under.is_some() { "kept" } else { "walk" }, "recheck_ms": t.recheck_ms, "rekept": rekept}),
         );
-        Ok(Output { value: out, images })
+        Ok(Output {
+            value: out,
+            rows: None,
+            images,
+        })
     }
 
     /// Waits for the act's effect, then reads the window once more: the settled read. With an
@@ -943,7 +947,7 @@ impl<B: Backend> Engine<B> {
                 ViewParams::new(ViewKind::Full, None, None),
             );
             o["truncated"] = json!(v.truncated);
-            o["elements"] = json!(v.elements);
+            o["elements"] = views::elements_value(&v.elements);
             o["tree_text"] = json!(v.tree_text);
         }
         let mut image = None;
