@@ -276,23 +276,26 @@ impl Output {
         }
     }
 
-    /// The structured content as JSON text, and the text content of tool `name`.
-    fn written(&self, name: &str) -> (String, String) {
+    /// The structured content as JSON text, and the text content of tool `name`; `None` for
+    /// rows apart from a value that is not an object (never built so).
+    fn written(&self, name: &str) -> Option<(String, String)> {
         match &self.rows {
-            Some((n, rows)) => (
-                with_last_field(self.value.to_string(), "elements", rows),
-                render::read_text(&self.value, *n),
-            ),
-            None => (
+            Some((n, rows)) => self.value.is_object().then(|| {
+                (
+                    with_last_field(self.value.to_string(), "elements", rows),
+                    render::read_text(&self.value, *n),
+                )
+            }),
+            None => Some((
                 self.value.to_string(),
                 render::success_text(name, &self.value),
-            ),
+            )),
         }
     }
 }
 
-/// `object` (the text of a JSON object) with `"key":raw` added as its last field. `key` is a
-/// field name of the output schema (nothing to escape); `raw` is JSON text.
+/// `object` (the text of a JSON object, without the field) with `"key":raw` added as its last
+/// field. `key` is a field name of the output schema (nothing to escape); `raw` is JSON text.
 fn with_last_field(mut object: String, key: &str, raw: &str) -> String {
     debug_assert!(object.starts_with('{') && object.ends_with('}'));
     object.pop();
@@ -460,16 +463,20 @@ impl<B: Backend> Engine<B> {
             Ok(c) => self.dispatch(s, c).await,
             Err(e) => Err(e),
         };
+        let outcome = outcome.and_then(|out| match out.written(name) {
+            Some(written) => Ok((written, out.images)),
+            None => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the result could not be written",
+            )),
+        });
         match outcome {
-            Ok(out) => {
-                let (structured_json, text) = out.written(name);
-                CallResult {
-                    is_error: false,
-                    structured_json,
-                    text,
-                    images: out.images,
-                }
-            }
+            Ok(((structured_json, text), images)) => CallResult {
+                is_error: false,
+                structured_json,
+                text,
+                images,
+            },
             Err(e) => {
                 self.audit.emit(
                     AuditEvent::Refusal,
@@ -1011,12 +1018,20 @@ mod output_tests {
             images: vec![],
         };
         whole["elements"] = rows;
-        let (json_apart, text_apart) = apart.written("get_window_state");
-        let (json_whole, text_whole) = Output::json(whole.clone()).written("get_window_state");
+        let (json_apart, text_apart) = apart.written("get_window_state").unwrap();
+        let (json_whole, text_whole) = Output::json(whole.clone())
+            .written("get_window_state")
+            .unwrap();
         assert_eq!(serde_json::from_str::<Value>(&json_apart).unwrap(), whole);
         assert_eq!(serde_json::from_str::<Value>(&json_whole).unwrap(), whole);
         assert_eq!(text_apart, text_whole);
         assert!(text_apart.contains("| 2 rows"), "{text_apart}");
+        let odd = Output {
+            value: json!([1]),
+            rows: Some((0, "[]".into())),
+            images: vec![],
+        };
+        assert!(odd.written("get_window_state").is_none());
     }
 
     #[test]
