@@ -9,6 +9,7 @@ mod control;
 mod link;
 mod render;
 mod server;
+mod splice;
 mod sys;
 
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::control::{ControlFds, TakenFds};
 use crate::link::BrokerLink;
 use crate::server::{HostName, Shim};
+use crate::splice::{SpliceWriter, Splices};
 use nish_proto::wire::shim::ApproveOpts;
 
 /// The MCP stdio server of nish-driver, one per host. MCP on stdin and stdout; logs on stderr
@@ -152,9 +154,11 @@ async fn run(
         ));
     }
 
-    let shim = Shim::new(link, host);
+    let splices = Splices::new();
+    let shim = Shim::new(link, host, splices.clone());
+    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let service = shim
-        .serve(rmcp::transport::io::stdio_pipes())
+        .serve((stdin, SpliceWriter::new(stdout, splices)))
         .await
         .context("error starting the MCP session on stdio")?;
     let reason = service

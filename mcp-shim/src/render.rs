@@ -4,13 +4,32 @@ use nish_proto::wire::shim::CallResult;
 use nish_proto::{DriverError, ErrorCode};
 use rmcp::model::{CallToolResult, ContentBlock};
 
+use crate::splice::{Hold, Splices};
+
 /// Renders a broker result: `is_error` -> `isError`, `structured_json` -> `structuredContent`,
-/// `text` -> one text block, each image -> an image block (base64).
-pub fn call_result(id_for_log: u64, r: CallResult) -> CallToolResult {
-    let structured = if r.structured_json.trim().is_empty() {
+/// `text` -> one text block, each image -> an image block (base64). With `splices`, the
+/// structured content is checked and held to go out as the broker wrote it (see
+/// [`crate::splice`]); without, it is parsed here.
+pub fn call_result(id_for_log: u64, r: CallResult, splices: Option<&Splices>) -> CallToolResult {
+    let CallResult {
+        is_error,
+        structured_json,
+        text,
+        images,
+    } = r;
+    let structured = if structured_json.trim().is_empty() {
         None
     } else {
-        match serde_json::from_str::<serde_json::Value>(&r.structured_json) {
+        let parse = |json: &str| serde_json::from_str::<serde_json::Value>(json);
+        let checked = match splices {
+            Some(s) if Splices::fits_a_line(&structured_json) => match s.hold(structured_json) {
+                Ok(Hold::Placeholder(v)) => Ok(v),
+                Ok(Hold::NoRoom(json)) => parse(&json),
+                Err(e) => Err(e),
+            },
+            _ => parse(&structured_json),
+        };
+        match checked {
             Ok(v) => Some(v),
             Err(e) => {
                 tracing::error!(id = id_for_log, error = %e, "broker sent structured content that is not JSON");
@@ -21,12 +40,12 @@ pub fn call_result(id_for_log: u64, r: CallResult) -> CallToolResult {
             }
         }
     };
-    let mut content = Vec::with_capacity(1 + r.images.len());
-    content.push(ContentBlock::text(r.text));
-    for img in r.images {
+    let mut content = Vec::with_capacity(1 + images.len());
+    content.push(ContentBlock::text(text));
+    for img in images {
         content.push(ContentBlock::image(base64(&img.data), img.mime));
     }
-    let mut out = if r.is_error {
+    let mut out = if is_error {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
@@ -102,6 +121,7 @@ mod tests {
                     data: b"foobar".to_vec(),
                 }],
             },
+            None,
         );
         let v = to_json(&r);
         assert_eq!(v["isError"], false);
@@ -131,6 +151,7 @@ mod tests {
                 text: e.text(),
                 images: vec![],
             },
+            None,
         );
         let v = to_json(&r);
         assert_eq!(v["isError"], true);
@@ -148,6 +169,7 @@ mod tests {
                 text: "x".into(),
                 images: vec![],
             },
+            None,
         );
         let v = to_json(&r);
         assert_eq!(v["isError"], true);

@@ -14,6 +14,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use crate::link::BrokerLink;
 use crate::render;
+use crate::splice::Splices;
 
 /// Where the host's name comes from: the MCP client's `clientInfo.name` once known, else the
 /// `--host` argument, else `host`.
@@ -59,6 +60,7 @@ pub struct Shim {
     link: Arc<BrokerLink>,
     host: Arc<HostName>,
     tools: Arc<Vec<Tool>>,
+    splices: Arc<Splices>,
 }
 
 /// Every tool of the proto table, as rmcp tools, in table order. No `outputSchema` (contract
@@ -76,12 +78,14 @@ pub fn tool_list() -> Vec<Tool> {
 }
 
 impl Shim {
-    /// A server forwarding to `link`.
-    pub fn new(link: Arc<BrokerLink>, host: Arc<HostName>) -> Self {
+    /// A server forwarding to `link`, whose results' structured content goes out through a
+    /// [`crate::splice::SpliceWriter`] of `splices`.
+    pub fn new(link: Arc<BrokerLink>, host: Arc<HostName>, splices: Arc<Splices>) -> Self {
         Shim {
             link,
             host,
             tools: Arc::new(tool_list()),
+            splices,
         }
     }
 
@@ -174,7 +178,7 @@ impl ServerHandler for Shim {
             }
         };
         Ok(match result {
-            Ok((id, r)) => render::call_result(id, r),
+            Ok((id, r)) => render::call_result(id, r, Some(&self.splices)),
             Err(e) => {
                 tracing::info!(
                     tool = %nish_proto::model::escape_clip(tool, 64),
@@ -356,9 +360,11 @@ mod fuzz {
             std::path::PathBuf::from("/nonexistent/nish-fuzz/broker.sock"),
             None,
         ));
-        let shim = Shim::new(link, Arc::new(HostName::new(None)));
+        let splices = crate::splice::Splices::new();
+        let shim = Shim::new(link, Arc::new(HostName::new(None)), splices.clone());
         let server = tokio::spawn(async move {
-            if let Ok(service) = shim.serve((shim_rd, shim_wr)).await {
+            let out = crate::splice::SpliceWriter::new(shim_wr, splices);
+            if let Ok(service) = shim.serve((shim_rd, out)).await {
                 let _ = service.waiting().await;
             }
         });
