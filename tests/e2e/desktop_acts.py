@@ -6,9 +6,9 @@ On GTK 3 (gtk3-widget-factory), GTK 4 (gtk4-demo) and Chromium (tests/pages/form
 act is verified or honestly not, diffs are real, refusals come before anything is sent, and the
 pointer and the focused window are the same after the acts as before (read with X, not asked of
 the driver). The audit (a file here) holds lengths only and says what decided each act's settle:
-the GTK 3 check button's click, its events, with only the objects that sent them read again.
-The person is played with xdotool for the consent
-only.
+the GTK 3 check button's click, its events, with only the objects that sent them read again;
+and an act right after a read has its target checked against the walk that read kept. The
+person is played with xdotool for the consent only.
 
     desktop_acts.py --driver .../nish-driver --shim .../nish-mcp
 """
@@ -102,6 +102,34 @@ async def gtk3(c, target: dict) -> None:
 
     await act(c, "click", {"element_token": back["element_token"]}, "back to 'Page 1'")
 
+
+
+async def kept_recheck(c, target: dict, broker: h.Broker) -> None:
+    """An act right after a read checks its target against the walk that read kept (no new walk)
+    when nothing was seen to change since: the audit's `recheck` says which check each act had,
+    and the act is verified as any other. Three tries: an event from the app between the read
+    and the act (GTK 3 sends some on its own) rightly makes the act walk instead."""
+    say(f"{GTK3} re-check from the kept walk:")
+    # The reader keeps walks only once it asked for events a second ago (it has by now).
+    await anyio.sleep(1.2)
+    seen: list[str] = []
+    for _ in range(3):
+        r = await ok(c, "get_window_state", {**target, "max_elements": 5000})
+        tb = next(e for e in r["elements"] if e["role"] == "toggle_button" and e["label"] == "togglebutton" and "disabled" not in e["states"])
+        before = len([e for e in broker.audit_events() if e["event"] == "act"])
+        a = await act(c, "click", {"element_token": tb["element_token"]}, f"click toggle button {tb['element_token']} right after a read")
+        check(a["verified"] is True, str(a))
+        deadline = time.monotonic() + 5
+        while len(acts := [e for e in broker.audit_events() if e["event"] == "act"]) <= before:
+            check(time.monotonic() < deadline, "the act was not audited")
+            await anyio.sleep(0.05)
+        last = acts[-1]
+        check(last["tool"] == "click" and last["role"] == "toggle_button", str(last))
+        seen.append(f"{last['recheck']} ({last['recheck_ms']} ms)")
+        if last["recheck"] == "kept":
+            break
+    say(f"  re-checks: {', '.join(seen)}")
+    check(seen[-1].startswith("kept"), f"no act's re-check used the kept walk in 3 tries: {seen}")
 
 
 async def wait_steps(c, target: dict) -> None:
@@ -200,6 +228,7 @@ async def run(ns: argparse.Namespace) -> None:
             say(f"before: pointer {before[0]}, active window {before[1]}")
 
             await gtk3(c, {"pid": pid})
+            await kept_recheck(c, {"pid": pid}, broker)
             await wait_steps(c, {"pid": pid})
             await gtk4(c)
             await chromium(c)
