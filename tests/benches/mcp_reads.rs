@@ -1,5 +1,6 @@
 //! The MCP read benchmark: a full read of gtk3-widget-factory and of a dense Chromium page
-//! (320 rows of the test page) through the official MCP Python client, `nish-mcp` and
+//! (`NISH_BENCH_ROWS` rows of the test page, 320 by default; 700 makes a read of 5,000 rows,
+//! the walk's cap) through the official MCP Python client, `nish-mcp` and
 //! `nish-driver serve --backend linux`, cold (a fresh broker's first read of the window) and warm
 //! (unchanged since the last read), beside the pyatspi walker in the same run, and the bytes per
 //! row of the full read on the wire (tests/bench/read_latency.py). One app on the desktop at a
@@ -17,7 +18,12 @@ fn main() -> Result<()> {
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.into());
     let desk = Desktop::builder().nested(true).start()?;
     let dense = App::Chromium {
-        page: format!("{}?rows=320", page("dense.html").display()).into(),
+        page: format!(
+            "{}?rows={}",
+            page("dense.html").display(),
+            var("NISH_BENCH_ROWS", "320")
+        )
+        .into(),
     };
     for (name, app) in [
         ("gtk3-widget-factory", App::Gtk3WidgetFactory),
