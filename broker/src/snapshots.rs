@@ -11,6 +11,13 @@
 //! and older tokens are stale, as after a structural change. (Between reads, the act path
 //! compares the target row's names live: `engine::acts`.)
 //!
+//! Every read records the window's names, whether its result shows them or not (a skeleton, a
+//! drill-down, a `wait_for` or a default read of a big window shows some rows only). So the
+//! store also keeps, for the window's current snapshot id, the name each row had when a result
+//! last showed it to the model ([`SnapshotStore::mark_shown`]): an act's re-check compares the
+//! element's name with that one, so a rename that a read took in without showing it still
+//! makes the token stale.
+//!
 //! The store also remembers, for the session's life, every element handle it saw secure: a
 //! field once secure stays secure in every later read (the reader does the same for its own
 //! life; this covers a reader that restarted).
@@ -48,6 +55,9 @@ pub const SECURE_HANDLES_MAX: usize = 10_000;
 #[derive(Debug, Default)]
 pub struct SnapshotStore {
     by_window: HashMap<u64, Arc<Snapshot>>,
+    /// Per window: its current snapshot id, and the name each row had when a result last
+    /// showed it (`None`: no result showed the row under this id).
+    shown: HashMap<u64, (String, Vec<Option<String>>)>,
     retired: VecDeque<String>,
     secure_handles: HashSet<String>,
 }
@@ -80,6 +90,13 @@ impl SnapshotStore {
             }
             None => new_id(),
         };
+        let rows = tree.nodes.len();
+        match self.shown.get_mut(&wid) {
+            Some((shown_id, names)) if *shown_id == id && names.len() == rows => {}
+            _ => {
+                self.shown.insert(wid, (id.clone(), vec![None; rows]));
+            }
+        }
         let snap = Arc::new(Snapshot {
             id,
             signature,
@@ -89,6 +106,36 @@ impl SnapshotStore {
         });
         self.by_window.insert(wid, snap.clone());
         snap
+    }
+
+    /// Records that a result showed `rows` of `snap` (as `snap` has them) to the model. Rows
+    /// of a snapshot id that is no longer the window's current one are not recorded.
+    pub fn mark_shown(&mut self, snap: &Snapshot, rows: impl IntoIterator<Item = u32>) {
+        let Some((id, names)) = self.shown.get_mut(&snap.tree.window.window_id) else {
+            return;
+        };
+        if *id != snap.id {
+            return;
+        }
+        for r in rows {
+            if let (Some(slot), Some(n)) =
+                (names.get_mut(r as usize), snap.tree.nodes.get(r as usize))
+            {
+                *slot = Some(n.name.clone());
+            }
+        }
+    }
+
+    /// The name row `row` of `snap` had when a result last showed it, or else the name `snap`
+    /// recorded.
+    pub fn shown_name<'a>(&'a self, snap: &'a Snapshot, row: u32) -> &'a str {
+        self.shown
+            .get(&snap.tree.window.window_id)
+            .filter(|(id, _)| *id == snap.id)
+            .and_then(|(_, names)| names.get(row as usize))
+            .and_then(|n| n.as_deref())
+            .or_else(|| snap.tree.nodes.get(row as usize).map(|n| n.name.as_str()))
+            .unwrap_or("")
     }
 
     /// A field once secure stays secure: marks (and empties) rows whose handle was seen secure,
@@ -146,6 +193,7 @@ impl SnapshotStore {
 
     /// Forgets everything (end of session).
     pub fn clear(&mut self) {
+        self.shown.clear();
         for (_, s) in self.by_window.drain() {
             if self.retired.len() >= RETIRED {
                 self.retired.pop_front();
@@ -236,6 +284,52 @@ mod tests {
         t.nodes[1].name = "y".into();
         let e = s.record(t, 0, &mut next);
         assert_eq!(d.id, e.id);
+    }
+
+    #[test]
+    fn the_name_last_shown_lasts_while_the_id_does() {
+        let mut s = SnapshotStore::default();
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            format!("s{n}")
+        };
+        let named = |a: &str, b: &str, rows: usize| {
+            let mut t = tree(rows);
+            t.nodes[1].name = a.into();
+            t.nodes[2].name = b.into();
+            t
+        };
+        let a = s.record(named("Save", "Open", 3), 0, &mut next);
+        assert_eq!(
+            s.shown_name(&a, 1),
+            "Save",
+            "not shown yet: the recorded name"
+        );
+        s.mark_shown(&a, [1]);
+        let b = s.record(named("Delete", "Close", 3), 0, &mut next);
+        assert_eq!(b.id, a.id);
+        assert_eq!(s.shown_name(&b, 1), "Save", "shown before, renamed unseen");
+        assert_eq!(
+            s.shown_name(&b, 2),
+            "Close",
+            "never shown: the recorded name"
+        );
+        // Marking rows of an id that is not the window's current one records nothing.
+        let c = s.record(named("Delete", "Close", 4), 0, &mut next);
+        assert_ne!(c.id, a.id);
+        s.mark_shown(&a, [2]);
+        assert_eq!(
+            s.shown_name(&c, 1),
+            "Delete",
+            "a new id starts from what it recorded"
+        );
+        s.mark_shown(&c, [1]);
+        let d = s.record(named("Quit", "Close", 4), 0, &mut next);
+        assert_eq!(s.shown_name(&d, 1), "Delete");
+        s.mark_shown(&d, [1, 99]);
+        assert_eq!(s.shown_name(&d, 1), "Quit");
+        assert_eq!(s.shown_name(&d, 99), "", "no such row");
     }
 
     #[test]

@@ -598,6 +598,18 @@ pub fn diff(before: &[Node], after: &[Node]) -> Value {
     json!({"added": added, "removed": removed, "changed": changed, "truncated": truncated})
 }
 
+/// The rows of the after-read that a [`diff`] shows (added and changed; removed rows are the
+/// before-read's).
+pub fn rows_of_diff(diff: &Value) -> Vec<u32> {
+    ["added", "changed"]
+        .iter()
+        .filter_map(|k| diff[*k].as_array())
+        .flatten()
+        .filter_map(|item| item["element_index"].as_u64())
+        .map(|i| i as u32)
+        .collect()
+}
+
 /// Finds the row in `after` that is row `i` of `before` (same path), if it still exists.
 pub fn follow_row(before: &[Node], after: &[Node], i: u32) -> Option<u32> {
     if structure_signature(before) == structure_signature(after) {

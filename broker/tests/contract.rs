@@ -601,6 +601,69 @@ async fn a_change_made_before_an_act_is_in_its_diff() {
     );
 }
 
+/// A read that shows only some rows (a skeleton, a drill-down, `wait_for`) still records the
+/// names of all of them. A rename it takes in without showing it does not become the model's:
+/// an act on the renamed element is `stale_element_token` (headless and takeover) until a
+/// result shows the new name. Before, the re-check compared with the last recorded name, and
+/// the click went to "Delete everything".
+#[tokio::test]
+async fn a_rename_that_a_read_took_in_without_showing_it_still_makes_the_token_stale() {
+    let f = Fixture::new(true);
+    f.start_takeover(&["Notes"]).await;
+    f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
+    let r = f.read("Notes").await;
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    let italic = Fixture::token(&r, "toggle_button", "Italic");
+    f.engine
+        .backend
+        .rename_silently("Bold", "Delete everything");
+    let sk = f
+        .call(
+            "get_window_state",
+            json!({"app": "Notes", "skeleton": true}),
+        )
+        .await
+        .ok()
+        .clone();
+    assert_eq!(sk["snapshot_id"], r["snapshot_id"], "the same structure");
+    assert!(!sk.to_string().contains("Delete everything"), "not shown");
+    f.call("click", json!({"element_token": bold}))
+        .await
+        .err("stale_element_token");
+    let sent = f.engine.backend.sent_log().len();
+    f.call(
+        "click",
+        json!({"element_token": bold, "delivery_mode": "foreground"}),
+    )
+    .await
+    .err("stale_element_token");
+    assert_eq!(f.engine.backend.sent_log().len(), sent, "no input was sent");
+    // wait_for shows one row: another one's rename stays unseen.
+    f.engine.backend.rename_silently("Italic", "Erase the disk");
+    let w = f
+        .call(
+            "wait_for",
+            json!({"app": "Notes", "role": "check_box", "name": "Delete everything",
+                   "until": "appears", "timeout_ms": 2000}),
+        )
+        .await
+        .ok()
+        .clone();
+    assert!(!w.to_string().contains("Erase the disk"));
+    f.call("click", json!({"element_token": italic}))
+        .await
+        .err("stale_element_token");
+    // wait_for showed the first rename: the model may act on it now.
+    f.call("click", json!({"element_token": bold})).await.ok();
+    // A read that shows the row makes its new name the model's.
+    let r2 = f.read("Notes").await;
+    assert_eq!(
+        Fixture::token(&r2, "toggle_button", "Erase the disk"),
+        italic
+    );
+    f.call("click", json!({"element_token": italic})).await.ok();
+}
+
 /// A takeover act reads the window whole before its re-check (the frame must be where the
 /// element is now), and that read records the names the window has now: the element must
 /// still have the name its snapshot had before, or the act answers `stale_element_token` and

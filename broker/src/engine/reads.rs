@@ -410,6 +410,7 @@ impl<B: Backend> Engine<B> {
             snap.tree.truncated,
             ViewParams::new(kind, max_elements, max_depth),
         );
+        s.core().snaps.mark_shown(&snap, view.rows.iter().copied());
         let mut out = json!({
             "ok": true,
             "snapshot_id": snap.id,

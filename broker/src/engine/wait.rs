@@ -427,6 +427,7 @@ impl<B: Backend> Engine<B> {
                 };
                 match row {
                     Some(i) => {
+                        s.core().snaps.mark_shown(&snap, [i as u32]);
                         let (el, line) = views::row(&snap.id, i as u32, &snap.tree.nodes[i]);
                         out["element"] = el;
                         out["row_text"] = json!(line);

@@ -346,11 +346,17 @@ impl<B: Backend> Engine<B> {
         // Same structure, same rows: the fresh states, names and values with the snapshot's
         // frames and action names; a field once secure stays secure.
         let mut fresh = light.nodes;
-        s.core().snaps.keep_secure(&mut fresh);
-        // The element itself has the name the snapshot recorded (the role is in the structure;
-        // both names as the snapshot keeps them, emptied inside a secure field). The input
-        // agent checks the element live against this name.
-        if fresh[row as usize].name != snap.tree.nodes[row as usize].name {
+        let shown_name = {
+            let mut core = s.core();
+            core.snaps.keep_secure(&mut fresh);
+            core.snaps.shown_name(&snap, row).to_string()
+        };
+        // The element itself has the name the model was last shown (or, for a row no result
+        // showed, the name the snapshot recorded): a read that took in a rename without showing
+        // it does not make the new name the model's. The role is in the structure; both names
+        // as the snapshot keeps them, emptied inside a secure field. The input agent checks the
+        // element live against the name it acts on.
+        if fresh[row as usize].name != shown_name {
             return Err(DriverError::new(
                 ErrorCode::StaleElementToken,
                 format!(
@@ -651,7 +657,7 @@ impl<B: Backend> Engine<B> {
                 .map(|(snap, row)| {
                     (
                         snap.tree.window.clone(),
-                        snap.tree.nodes.get(row as usize).map(|n| n.name.clone()),
+                        Some(core.snaps.shown_name(&snap, row).to_string()),
                         snap.tree.nodes.clone(),
                     )
                 })?
@@ -765,8 +771,10 @@ impl<B: Backend> Engine<B> {
         let (diff, snapshot_id, after_node, observed) = match &after {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
+                let diff = views::diff(&t.shown, &a.tree.nodes);
+                s.core().snaps.mark_shown(a, views::rows_of_diff(&diff));
                 (
-                    views::diff(&t.shown, &a.tree.nodes),
+                    diff,
                     json!(a.id),
                     row.map(|r| a.tree.nodes[r as usize].clone()),
                     Some(a.clone()),
@@ -793,7 +801,7 @@ impl<B: Backend> Engine<B> {
         let mut images = vec![];
         if let Some(obs) = call.observe() {
             let (o, img) = self
-                .observe(obs, observed.as_deref(), after.as_ref().err())
+                .observe(s, obs, observed.as_deref(), after.as_ref().err())
                 .await;
             out["observe"] = o;
             images.extend(img);
@@ -927,6 +935,7 @@ impl<B: Backend> Engine<B> {
     /// The `observe` block: the settled read (default limits), and a capture when asked.
     async fn observe(
         &self,
+        s: &Session,
         obs: Observe,
         snap: Option<&Snapshot>,
         read_error: Option<&DriverError>,
@@ -946,6 +955,7 @@ impl<B: Backend> Engine<B> {
                 snap.tree.truncated,
                 ViewParams::new(ViewKind::Full, None, None),
             );
+            s.core().snaps.mark_shown(snap, v.rows.iter().copied());
             o["truncated"] = json!(v.truncated);
             o["elements"] = views::elements_value(&v.elements);
             o["tree_text"] = json!(v.tree_text);
