@@ -127,15 +127,62 @@ impl SnapshotStore {
     }
 
     /// The name row `row` of `snap` had when a result last showed it, or else the name `snap`
-    /// recorded.
-    pub fn shown_name<'a>(&'a self, snap: &'a Snapshot, row: u32) -> &'a str {
-        self.shown
-            .get(&snap.tree.window.window_id)
-            .filter(|(id, _)| *id == snap.id)
-            .and_then(|(_, names)| names.get(row as usize))
+    /// recorded; `None` when `snap` is no longer the window's current snapshot (a read since
+    /// gave the window a new id: the token is stale).
+    pub fn shown_name<'a>(&'a self, snap: &'a Snapshot, row: u32) -> Option<&'a str> {
+        let (id, names) = self.shown.get(&snap.tree.window.window_id)?;
+        if *id != snap.id {
+            return None;
+        }
+        let recorded = snap.tree.nodes.get(row as usize).map(|n| n.name.as_str());
+        names
+            .get(row as usize)
             .and_then(|n| n.as_deref())
-            .or_else(|| snap.tree.nodes.get(row as usize).map(|n| n.name.as_str()))
-            .unwrap_or("")
+            .or(recorded)
+    }
+
+    /// `snap`'s rows with the names a result last showed the model (the recorded name for
+    /// rows no result showed): what an act's diff starts from. `None` as for
+    /// [`shown_name`](Self::shown_name).
+    pub fn shown_rows(&self, snap: &Snapshot) -> Option<Vec<Node>> {
+        let (id, names) = self.shown.get(&snap.tree.window.window_id)?;
+        if *id != snap.id {
+            return None;
+        }
+        Some(
+            snap.tree
+                .nodes
+                .iter()
+                .zip(names)
+                .map(|(n, shown)| {
+                    let mut n = n.clone();
+                    if let Some(name) = shown {
+                        n.name.clone_from(name);
+                    }
+                    n
+                })
+                .collect(),
+        )
+    }
+
+    /// After an act whose settled read `after` gave the window a new snapshot id: each row of
+    /// `after` that is a row of the snapshot the act began from (`from[i]`, a row of `before`,
+    /// the rows as the model was shown them) starts with that row's name as shown, so a rename
+    /// the act's diff did not show stays unseen under the new id too.
+    pub fn carry_shown(&mut self, before: &[Node], after: &Snapshot, from: &[Option<u32>]) {
+        let Some((id, names)) = self.shown.get_mut(&after.tree.window.window_id) else {
+            return;
+        };
+        if *id != after.id || names.len() != from.len() {
+            return;
+        }
+        for (slot, j) in names.iter_mut().zip(from) {
+            if slot.is_none()
+                && let Some(n) = j.and_then(|j| before.get(j as usize))
+            {
+                *slot = Some(n.name.clone());
+            }
+        }
     }
 
     /// A field once secure stays secure: marks (and empties) rows whose handle was seen secure,
@@ -301,35 +348,38 @@ mod tests {
             t
         };
         let a = s.record(named("Save", "Open", 3), 0, &mut next);
-        assert_eq!(
-            s.shown_name(&a, 1),
-            "Save",
-            "not shown yet: the recorded name"
-        );
+        assert_eq!(s.shown_name(&a, 1), Some("Save"), "not shown: recorded");
         s.mark_shown(&a, [1]);
         let b = s.record(named("Delete", "Close", 3), 0, &mut next);
         assert_eq!(b.id, a.id);
-        assert_eq!(s.shown_name(&b, 1), "Save", "shown before, renamed unseen");
+        assert_eq!(s.shown_name(&b, 1), Some("Save"), "renamed unseen");
+        assert_eq!(s.shown_name(&b, 2), Some("Close"), "never shown: recorded");
+        let rows = s.shown_rows(&b).unwrap();
         assert_eq!(
-            s.shown_name(&b, 2),
-            "Close",
-            "never shown: the recorded name"
+            (rows[1].name.as_str(), rows[2].name.as_str()),
+            ("Save", "Close")
         );
-        // Marking rows of an id that is not the window's current one records nothing.
+        // A new id: the old snapshot is no longer current, and marks of it record nothing.
         let c = s.record(named("Delete", "Close", 4), 0, &mut next);
         assert_ne!(c.id, a.id);
+        assert_eq!(s.shown_name(&a, 1), None, "stale");
+        assert!(s.shown_rows(&a).is_none());
         s.mark_shown(&a, [2]);
         assert_eq!(
             s.shown_name(&c, 1),
-            "Delete",
-            "a new id starts from what it recorded"
+            Some("Delete"),
+            "starts from what it recorded"
         );
+        // After an act that gave the new id, rows carried over keep the names shown before.
+        s.carry_shown(&rows, &c, &[Some(0), Some(1), Some(2), None]);
+        assert_eq!(s.shown_name(&c, 1), Some("Save"));
+        assert_eq!(s.shown_name(&c, 3), Some(""), "a new row: recorded");
         s.mark_shown(&c, [1]);
         let d = s.record(named("Quit", "Close", 4), 0, &mut next);
-        assert_eq!(s.shown_name(&d, 1), "Delete");
+        assert_eq!(s.shown_name(&d, 1), Some("Delete"));
         s.mark_shown(&d, [1, 99]);
-        assert_eq!(s.shown_name(&d, 1), "Quit");
-        assert_eq!(s.shown_name(&d, 99), "", "no such row");
+        assert_eq!(s.shown_name(&d, 1), Some("Quit"));
+        assert_eq!(s.shown_name(&d, 99), None, "no such row");
     }
 
     #[test]

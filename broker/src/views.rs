@@ -598,15 +598,34 @@ pub fn diff(before: &[Node], after: &[Node]) -> Value {
     json!({"added": added, "removed": removed, "changed": changed, "truncated": truncated})
 }
 
-/// The rows of the after-read that a [`diff`] shows (added and changed; removed rows are the
-/// before-read's).
+/// The rows of the after-read whose names an act's result shows in both its forms: the changed
+/// rows its text lists ([`nish_proto::render::ACT_TEXT_CHANGED_ROWS`]; the structured content
+/// lists more, and added rows, which a host that passes on only the text does not show).
 pub fn rows_of_diff(diff: &Value) -> Vec<u32> {
-    ["added", "changed"]
-        .iter()
-        .filter_map(|k| diff[*k].as_array())
+    diff["changed"]
+        .as_array()
+        .into_iter()
         .flatten()
+        .take(nish_proto::render::ACT_TEXT_CHANGED_ROWS)
         .filter_map(|item| item["element_index"].as_u64())
         .map(|i| i as u32)
+        .collect()
+}
+
+/// For every row of `after`, the row of `before` it is (same structure: the same row; else the
+/// same path), if any.
+pub fn rows_from(before: &[Node], after: &[Node]) -> Vec<Option<u32>> {
+    if structure_signature(before) == structure_signature(after) {
+        return (0..after.len() as u32).map(Some).collect();
+    }
+    let by_key: HashMap<u64, u32> = path_keys(before)
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, i as u32))
+        .collect();
+    path_keys(after)
+        .iter()
+        .map(|k| by_key.get(k).copied())
         .collect()
 }
 
@@ -787,6 +806,49 @@ mod tests {
         assert_eq!(d["added"][0]["element_index"], json!(7));
         assert_eq!(d["removed"].as_array().unwrap().len(), 0);
         assert_eq!(follow_row(&a, &c, 7), Some(8));
+    }
+
+    #[test]
+    fn rows_carried_over_and_rows_a_diff_shows() {
+        let a = sample();
+        assert_eq!(
+            rows_from(&a, &a),
+            (0..a.len() as u32).map(Some).collect::<Vec<_>>()
+        );
+        let mut c = sample();
+        c[5].child_count = 2;
+        c.insert(7, node("list_item", "b", Some(5), 4, 0));
+        c[8].parent = Some(3);
+        let from = rows_from(&a, &c);
+        assert_eq!(from[7], None, "the new row");
+        assert_eq!(from[8], Some(7), "the row after it");
+        assert_eq!(from[6], Some(6));
+        // The text lists the first changed rows only: those are the ones shown.
+        let wide = |suffix: &str| {
+            let mut v = sample();
+            v[0].child_count += 4;
+            for k in 0..4 {
+                v.push(node("label", &format!("extra {k}"), Some(0), 1, 0));
+            }
+            for n in v.iter_mut() {
+                n.name.push_str(suffix);
+            }
+            v
+        };
+        let (a, b) = (wide(""), wide("!"));
+        let d = diff(&a, &b);
+        assert_eq!(d["changed"].as_array().unwrap().len(), 12);
+        assert_eq!(
+            rows_of_diff(&d),
+            (0..nish_proto::render::ACT_TEXT_CHANGED_ROWS as u32).collect::<Vec<_>>()
+        );
+        // Added rows are not listed in the text: not shown.
+        let mut more = a.clone();
+        more[0].child_count += 1;
+        more.push(node("label", "new", Some(0), 1, 0));
+        let d = diff(&a, &more);
+        assert_eq!(d["added"].as_array().unwrap().len(), 1);
+        assert!(rows_of_diff(&d).is_empty());
     }
 
     #[test]

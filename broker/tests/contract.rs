@@ -664,6 +664,38 @@ async fn a_rename_that_a_read_took_in_without_showing_it_still_makes_the_token_s
     f.call("click", json!({"element_token": italic})).await.ok();
 }
 
+/// A read whose capture fails sends no rows, so it shows no name: a rename it took in stays
+/// unseen, and the renamed element's token stays stale (review of the check above: rows were
+/// marked shown before the capture).
+#[tokio::test]
+async fn a_read_that_fails_shows_no_rename() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Notes"]).await;
+    let r = f.read("Notes").await;
+    let bold = Fixture::token(&r, "check_box", "Bold");
+    // The captures of one second, spent on skeleton reads (no check box in them).
+    for _ in 0..5 {
+        f.call(
+            "get_window_state",
+            json!({"app": "Notes", "skeleton": true, "include_screenshot": true}),
+        )
+        .await
+        .ok();
+    }
+    f.engine
+        .backend
+        .rename_silently("Bold", "Delete everything");
+    f.call(
+        "get_window_state",
+        json!({"app": "Notes", "max_elements": 5000, "include_screenshot": true}),
+    )
+    .await
+    .err("rate_limited");
+    f.call("click", json!({"element_token": bold}))
+        .await
+        .err("stale_element_token");
+}
+
 /// A takeover act reads the window whole before its re-check (the frame must be where the
 /// element is now), and that read records the names the window has now: the element must
 /// still have the name its snapshot had before, or the act answers `stale_element_token` and

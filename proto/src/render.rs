@@ -9,6 +9,10 @@ use serde_json::Value;
 use crate::errors::DriverError;
 use crate::model::escape_clip;
 
+/// How many of an act's changed rows its text lists (the structured content has them all, up
+/// to the diff's own cap).
+pub const ACT_TEXT_CHANGED_ROWS: usize = 8;
+
 /// The text of a failed call: `<code>: <message> [retry: <disposition>] <suggestion>`.
 pub fn error_text(e: &DriverError) -> String {
     e.text()
@@ -107,7 +111,12 @@ pub fn success_text(tool: &str, v: &Value) -> String {
                         ""
                     }
                 ));
-                for item in d["changed"].as_array().into_iter().flatten().take(8) {
+                for item in d["changed"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .take(ACT_TEXT_CHANGED_ROWS)
+                {
                     out.push_str(&format!(
                         "\n  ~[{}] {} \"{}\" {}",
                         item["element_index"],

@@ -410,7 +410,6 @@ impl<B: Backend> Engine<B> {
             snap.tree.truncated,
             ViewParams::new(kind, max_elements, max_depth),
         );
-        s.core().snaps.mark_shown(&snap, view.rows.iter().copied());
         let mut out = json!({
             "ok": true,
             "snapshot_id": snap.id,
@@ -451,6 +450,8 @@ impl<B: Backend> Engine<B> {
                    "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "kept": kept, "truncated": view.truncated,
                    "screenshot": !images.is_empty()}),
         );
+        // Only a result that goes out shows its rows (a failed capture sends none).
+        s.core().snaps.mark_shown(&snap, view.rows.iter().copied());
         Ok(Output {
             value: out,
             rows: Some((view.rows.len(), rows_json)),

@@ -346,10 +346,22 @@ impl<B: Backend> Engine<B> {
         // Same structure, same rows: the fresh states, names and values with the snapshot's
         // frames and action names; a field once secure stays secure.
         let mut fresh = light.nodes;
-        let shown_name = {
+        let (shown_name, shown) = {
             let mut core = s.core();
             core.snaps.keep_secure(&mut fresh);
-            core.snaps.shown_name(&snap, row).to_string()
+            (
+                core.snaps.shown_name(&snap, row).map(str::to_string),
+                core.snaps.shown_rows(&snap),
+            )
+        };
+        let (Some(shown_name), Some(shown)) = (shown_name, shown) else {
+            return Err(DriverError::new(
+                ErrorCode::StaleElementToken,
+                format!(
+                    "a read since gave the window a newer snapshot than {}",
+                    snap.id
+                ),
+            ));
         };
         // The element itself has the name the model was last shown (or, for a row no result
         // showed, the name the snapshot recorded): a read that took in a rename without showing
@@ -360,7 +372,7 @@ impl<B: Backend> Engine<B> {
             return Err(DriverError::new(
                 ErrorCode::StaleElementToken,
                 format!(
-                    "element {row} of snapshot {} was renamed since it was read",
+                    "element {row} of snapshot {} was renamed since a result showed it; a read that shows the row shows the new name",
                     snap.id
                 ),
             ));
@@ -380,7 +392,7 @@ impl<B: Backend> Engine<B> {
             .collect();
         let node = before[row as usize].clone();
         Ok(Target {
-            shown: snap.tree.nodes.clone(),
+            shown,
             before,
             truncated: snap.tree.truncated,
             row,
@@ -652,25 +664,24 @@ impl<B: Backend> Engine<B> {
     async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
         let (window, name, shown) = {
             let core = s.core();
-            core.snaps
-                .resolve(token, core.sm.epoch)
-                .map(|(snap, row)| {
-                    (
-                        snap.tree.window.clone(),
-                        Some(core.snaps.shown_name(&snap, row).to_string()),
-                        snap.tree.nodes.clone(),
-                    )
-                })?
+            let (snap, row) = core.snaps.resolve(token, core.sm.epoch)?;
+            (
+                snap.tree.window.clone(),
+                core.snaps.shown_name(&snap, row).map(str::to_string),
+                core.snaps.shown_rows(&snap),
+            )
         };
         self.read_window(s, &window).await?;
         let mut t = self.target(s, token, None).await?;
-        // The diff starts from the rows before that read (same structure: the token held).
-        if shown.len() == t.shown.len() {
+        // The diff starts from the rows as shown before that read (same structure: the token
+        // held).
+        if let Some(shown) = shown
+            && shown.len() == t.shown.len()
+        {
             t.shown = shown;
         }
-        // That read recorded the window's names now: the element must still have the name the
-        // snapshot had before it.
-        if name.is_some_and(|n| n != t.node.name) {
+        // The element must still have the name a result showed before that read.
+        if name.is_none_or(|n| n != t.node.name) {
             return Err(DriverError::new(
                 ErrorCode::StaleElementToken,
                 format!(
@@ -772,7 +783,14 @@ impl<B: Backend> Engine<B> {
             Ok(a) => {
                 let row = views::follow_row(&t.before, &a.tree.nodes, t.row);
                 let diff = views::diff(&t.shown, &a.tree.nodes);
-                s.core().snaps.mark_shown(a, views::rows_of_diff(&diff));
+                {
+                    // The rows as the model was shown them carry over (under a new id too);
+                    // the rows the result shows changed are shown with their new names.
+                    let mut core = s.core();
+                    core.snaps
+                        .carry_shown(&t.shown, a, &views::rows_from(&t.shown, &a.tree.nodes));
+                    core.snaps.mark_shown(a, views::rows_of_diff(&diff));
+                }
                 (
                     diff,
                     json!(a.id),
