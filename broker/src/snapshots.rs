@@ -296,14 +296,19 @@ mod tests {
         }
     }
 
+    /// New snapshot ids `s1`, `s2`, ...
+    fn ids() -> impl FnMut() -> String {
+        let mut n = 0;
+        move || {
+            n += 1;
+            format!("s{n}")
+        }
+    }
+
     #[test]
     fn relabelled_list_rows_give_a_new_id() {
         let mut s = SnapshotStore::default();
-        let mut n = 0;
-        let mut next = || {
-            n += 1;
-            format!("s{n}")
-        };
+        let mut next = ids();
         let list = |names: [&str; 2]| {
             let mut t = tree(3);
             t.nodes[0].role = "list".into();
@@ -336,11 +341,7 @@ mod tests {
     #[test]
     fn the_name_last_shown_lasts_while_the_id_does() {
         let mut s = SnapshotStore::default();
-        let mut n = 0;
-        let mut next = || {
-            n += 1;
-            format!("s{n}")
-        };
+        let mut next = ids();
         let named = |a: &str, b: &str, rows: usize| {
             let mut t = tree(rows);
             t.nodes[1].name = a.into();
@@ -403,11 +404,7 @@ mod tests {
     #[test]
     fn ids_follow_structure_and_epoch() {
         let mut s = SnapshotStore::default();
-        let mut n = 0;
-        let mut next = || {
-            n += 1;
-            format!("s{n}")
-        };
+        let mut next = ids();
         let a = s.record(tree(3), 0, &mut next);
         let b = s.record(tree(3), 0, &mut next);
         assert_eq!(a.id, b.id);

@@ -576,13 +576,7 @@ async fn a_change_made_before_an_act_is_in_its_diff() {
     let f = Fixture::new(true);
     f.start_headless(&["Notes"]).await;
     let r = f.read("Notes").await;
-    let italic = r["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["label"] == "Italic")
-        .expect("Italic")["element_index"]
-        .clone();
+    let italic = Fixture::element(&r, "toggle_button", "Italic")["element_index"].clone();
     f.engine
         .backend
         .rename_silently("Italic", "Delete everything");
@@ -609,14 +603,11 @@ async fn a_change_made_before_an_act_is_in_its_diff() {
 #[tokio::test]
 async fn a_rename_that_a_read_took_in_without_showing_it_still_makes_the_token_stale() {
     let f = Fixture::new(true);
-    f.start_takeover(&["Notes"]).await;
-    f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
-    let r = f.read("Notes").await;
+    let r = f.takeover_in_front("Notes").await;
     let bold = Fixture::token(&r, "check_box", "Bold");
     let italic = Fixture::token(&r, "toggle_button", "Italic");
-    f.engine
-        .backend
-        .rename_silently("Bold", "Delete everything");
+    let backend = &f.engine.backend;
+    backend.rename_silently("Bold", "Delete everything");
     let sk = f
         .call(
             "get_window_state",
@@ -627,19 +618,15 @@ async fn a_rename_that_a_read_took_in_without_showing_it_still_makes_the_token_s
         .clone();
     assert_eq!(sk["snapshot_id"], r["snapshot_id"], "the same structure");
     assert!(!sk.to_string().contains("Delete everything"), "not shown");
+    let was = backend.states_of("Delete everything");
     f.call("click", json!({"element_token": bold}))
         .await
         .err("stale_element_token");
-    let sent = f.engine.backend.sent_log().len();
-    f.call(
-        "click",
-        json!({"element_token": bold, "delivery_mode": "foreground"}),
-    )
-    .await
-    .err("stale_element_token");
-    assert_eq!(f.engine.backend.sent_log().len(), sent, "no input was sent");
+    assert_eq!(backend.states_of("Delete everything"), was, "not clicked");
+    f.foreground_click_refused(&bold, "stale_element_token")
+        .await;
     // wait_for shows one row: another one's rename stays unseen.
-    f.engine.backend.rename_silently("Italic", "Erase the disk");
+    backend.rename_silently("Italic", "Erase the disk");
     let w = f
         .call(
             "wait_for",
@@ -650,9 +637,11 @@ async fn a_rename_that_a_read_took_in_without_showing_it_still_makes_the_token_s
         .ok()
         .clone();
     assert!(!w.to_string().contains("Erase the disk"));
+    let was = backend.states_of("Erase the disk");
     f.call("click", json!({"element_token": italic}))
         .await
         .err("stale_element_token");
+    assert_eq!(backend.states_of("Erase the disk"), was, "not clicked");
     // wait_for showed the first rename: the model may act on it now.
     f.call("click", json!({"element_token": bold})).await.ok();
     // A read that shows the row makes its new name the model's.
@@ -691,9 +680,15 @@ async fn a_read_that_fails_shows_no_rename() {
     )
     .await
     .err("rate_limited");
+    let was = f.engine.backend.states_of("Delete everything");
     f.call("click", json!({"element_token": bold}))
         .await
         .err("stale_element_token");
+    assert_eq!(
+        f.engine.backend.states_of("Delete everything"),
+        was,
+        "not clicked"
+    );
 }
 
 /// A takeover act reads the window whole before its re-check (the frame must be where the
@@ -703,21 +698,13 @@ async fn a_read_that_fails_shows_no_rename() {
 #[tokio::test]
 async fn a_takeover_act_on_a_renamed_element_is_refused() {
     let f = Fixture::new(true);
-    f.start_takeover(&["Notes"]).await;
-    f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
-    let r = f.read("Notes").await;
+    let r = f.takeover_in_front("Notes").await;
     let bold = Fixture::token(&r, "check_box", "Bold");
-    let sent = f.engine.backend.sent_log().len();
     f.engine
         .backend
         .rename_silently("Bold", "Delete everything");
-    f.call(
-        "click",
-        json!({"element_token": bold, "delivery_mode": "foreground"}),
-    )
-    .await
-    .err("stale_element_token");
-    assert_eq!(f.engine.backend.sent_log().len(), sent, "no input was sent");
+    f.foreground_click_refused(&bold, "stale_element_token")
+        .await;
 }
 
 /// After an act whose re-check was the kept walk and whose settle followed the app's events

@@ -72,13 +72,7 @@ async fn a_takeover_act_reads_the_frames_again_first() {
     assert_eq!(f.settles_by(), ["events_objects"]);
     // A whole read since: its frames were current when it was made.
     let r = f.read("Notes").await;
-    let italic_before = r["elements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["label"] == "Italic")
-        .unwrap()["frame"]
-        .clone();
+    let italic_before = Fixture::element(&r, "toggle_button", "Italic")["frame"].clone();
     // The window moves; the token from the read before still names the same element.
     f.engine.backend.move_window("Notes", 0, 30);
     let reads = f.engine.backend.full_reads();

@@ -11,10 +11,8 @@ use serde_json::json;
 #[tokio::test]
 async fn a_relabelled_list_row_makes_older_tokens_stale() {
     let f = Fixture::new(true);
-    f.start_takeover(&["Notes"]).await;
     // Vault lies over Notes' list: Notes comes to the front first.
-    f.call("bring_to_front", json!({"app": "Notes"})).await.ok();
-    let before = f.read("Notes").await;
+    let before = f.takeover_in_front("Notes").await;
     let row1 = Fixture::token(&before, "list_item", "Row 1");
     let bold = Fixture::token(&before, "check_box", "Bold");
     // Dropping Row 1 on Row 3 swaps their names: the same structure, other items in two rows.

@@ -783,6 +783,16 @@ impl MockBackend {
         (d.pointer, d.active)
     }
 
+    /// The states the app gives the first element named `name` now (tests check that a
+    /// refused act left the app as it was).
+    pub fn states_of(&self, name: &str) -> Option<StateSet> {
+        self.desk()
+            .els
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.states)
+    }
+
     /// Every synthetic event kind sent so far.
     pub fn sent_log(&self) -> Vec<String> {
         self.desk().sent.clone()

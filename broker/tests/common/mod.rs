@@ -360,6 +360,30 @@ impl Fixture {
             .collect()
     }
 
+    /// Starts a session with takeover on `app`, brings it to the front (another window of the
+    /// mock desk may lie over it) and reads it whole.
+    pub async fn takeover_in_front(&self, app: &str) -> Value {
+        self.start_takeover(&[app]).await;
+        self.call("bring_to_front", json!({"app": app})).await.ok();
+        self.read(app).await
+    }
+
+    /// A foreground click on `token` that fails with `code` having sent no synthetic input.
+    pub async fn foreground_click_refused(&self, token: &str, code: &str) {
+        let sent = self.engine.backend.sent_log().len();
+        self.call(
+            "click",
+            json!({"element_token": token, "delivery_mode": "foreground"}),
+        )
+        .await
+        .err(code);
+        assert_eq!(
+            self.engine.backend.sent_log().len(),
+            sent,
+            "no input was sent"
+        );
+    }
+
     /// Reads `app` and clicks (headless) its element of `role` named `name`; the result.
     pub async fn click_named(&self, app: &str, role: &str, name: &str) -> Value {
         let r = self.read(app).await;
