@@ -3,7 +3,11 @@
 //! ```text
 //! cargo run --release -p nish-reader --example walk -- (--pid P | --title TEXT | --window ID)
 //!     [-n 20] [--max-elements 5000] [--budget-ms 2500] [--dump] [--sandbox] [--multi-thread]
+//! cargo run --release -p nish-reader --example walk -- --list 200
 //! ```
+//!
+//! `--list N` times the window list instead, N times each way, alternately: asked for every
+//! window at once (as the reader does) and window by window, a request at a time.
 //!
 //! Needs `DISPLAY` and `DBUS_SESSION_BUS_ADDRESS` (or `AT_SPI_BUS_ADDRESS`); `NISH_LOG=debug`
 //! prints the walk's log on standard error. `--dump` prints the
@@ -69,6 +73,9 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
         limits.budget_ms = v.parse()?;
     }
     let x = X11::connect().map_err(|f| anyhow::anyhow!("{f}"))?;
+    if let Some(rounds) = arg(&args, "--list") {
+        return list_windows(&x, rounds.parse()?);
+    }
     let wins = x.list_windows().map_err(|f| anyhow::anyhow!("{f}"))?;
     let pick = wins.iter().rev().find(|w| {
         arg(&args, "--pid").is_some_and(|p| p == w.pid.to_string())
@@ -140,6 +147,32 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
         stats.ms_frame,
         stats.ms_structure,
         stats.ms_total
+    );
+    Ok(())
+}
+
+/// Times the window list both ways, alternately; prints min / median of each.
+fn list_windows(x: &X11, rounds: usize) -> anyhow::Result<()> {
+    let (mut at_once, mut one_by_one) = (vec![], vec![]);
+    let mut windows = 0;
+    for _ in 0..rounds.max(1) {
+        let t = Instant::now();
+        windows = x.list_windows().map_err(|f| anyhow::anyhow!("{f}"))?.len();
+        at_once.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        x.list_windows_one_by_one()
+            .map_err(|f| anyhow::anyhow!("{f}"))?;
+        one_by_one.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let fmt = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        format!("{:.3} / {:.3}", v[0], v[v.len() / 2])
+    };
+    println!(
+        "windows={windows} rounds={} list at once (ms, min / median)={} one by one={}",
+        at_once.len(),
+        fmt(&mut at_once),
+        fmt(&mut one_by_one)
     );
     Ok(())
 }

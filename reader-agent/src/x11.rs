@@ -12,11 +12,12 @@ use x11rb::errors::ReplyError;
 use x11rb::protocol::Event;
 use x11rb::protocol::composite::{ConnectionExt as _, Redirect};
 use x11rb::protocol::damage::{ConnectionExt as _, ReportLevel};
-use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _};
+use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _, QueryClientIdsReply};
 use x11rb::protocol::xfixes::ConnectionExt as _;
 use x11rb::protocol::xinput::ConnectionExt as _;
 use x11rb::protocol::xproto::{
-    Atom, AtomEnum, ConnectionExt as _, ImageFormat, ImageOrder, MapState, Window,
+    Atom, AtomEnum, ConnectionExt as _, GetPropertyReply, GetWindowAttributesReply, ImageFormat,
+    ImageOrder, MapState, Window,
 };
 use x11rb::rust_connection::RustConnection;
 
@@ -212,11 +213,60 @@ fn latin1(b: &[u8]) -> String {
     b.iter().map(|&c| c as char).collect()
 }
 
+/// The class part of `WM_CLASS`'s reply (the instance when it has no class), clipped.
+fn class_from(reply: Option<GetPropertyReply>) -> String {
+    reply
+        .map(|r| {
+            let mut parts = r.value.split(|b| *b == 0);
+            let instance = parts.next().unwrap_or_default();
+            let class = parts.next().filter(|c| !c.is_empty()).unwrap_or(instance);
+            nish_atspi::states::clip_chars(latin1(class), 128)
+        })
+        .unwrap_or_default()
+}
+
+/// The owning pid from `_NET_WM_PID` and X-Resource's client pid, which wins when they differ.
+/// 0 when neither is known.
+fn pid_from(win: Window, prop: Option<Vec<u32>>, xres: Option<QueryClientIdsReply>) -> u32 {
+    let prop = prop.and_then(|v| v.first().copied());
+    let xres = xres.and_then(|r| {
+        r.ids
+            .iter()
+            .find(|v| v.spec.mask.contains(ClientIdMask::LOCAL_CLIENT_PID))
+            .and_then(|v| v.value.first().copied())
+    });
+    match (prop, xres) {
+        (Some(p), Some(x)) if p != x => {
+            tracing::warn!(
+                window = win,
+                net_wm_pid = p,
+                xres_pid = x,
+                "_NET_WM_PID disagrees with the X server's client pid; using the server's"
+            );
+            x
+        }
+        (_, Some(x)) => x,
+        (Some(p), None) => p,
+        (None, None) => 0,
+    }
+}
+
 impl X11 {
     /// Connects to the X display: a connection handed in by the broker in an agent, `$DISPLAY`
     /// otherwise.
     pub fn connect() -> Result<X11, Failure> {
-        let x = XDisplay::connect()?;
+        X11::with(XDisplay::connect()?)
+    }
+
+    /// Connects to the X display `name` (such as `:5`), whatever the environment says.
+    pub fn connect_to(name: &str) -> Result<X11, Failure> {
+        let (conn, screen) = RustConnection::connect(Some(name))
+            .map_err(|e| Failure::backend(format!("cannot open the X display: {e}")))?;
+        let root = conn.setup().roots[screen].root;
+        X11::with(XDisplay { conn, root, screen })
+    }
+
+    fn with(x: XDisplay) -> Result<X11, Failure> {
         let conn = &x.conn;
         let atoms = Atoms::intern(conn).map_err(reply_failure)?;
         let composite =
@@ -386,15 +436,28 @@ impl X11 {
                 1024,
             )
             .ok()
-            .and_then(|c| c.reply().ok())
-            .filter(|r| r.type_ == self.atoms.utf8_string && !r.value.is_empty())
-            .map(|r| String::from_utf8_lossy(&r.value).into_owned());
-        let t = utf8.unwrap_or_else(|| {
+            .and_then(|c| c.reply().ok());
+        let legacy = || {
             self.x
                 .conn
                 .get_property(false, win, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)
                 .ok()
                 .and_then(|c| c.reply().ok())
+        };
+        self.title_from(utf8, legacy)
+    }
+
+    /// The title from `_NET_WM_NAME`'s reply, else from `WM_NAME`'s (asked for only then).
+    fn title_from(
+        &self,
+        utf8: Option<GetPropertyReply>,
+        legacy: impl FnOnce() -> Option<GetPropertyReply>,
+    ) -> String {
+        let utf8 = utf8
+            .filter(|r| r.type_ == self.atoms.utf8_string && !r.value.is_empty())
+            .map(|r| String::from_utf8_lossy(&r.value).into_owned());
+        let t = utf8.unwrap_or_else(|| {
+            legacy()
                 .map(|r| {
                     if r.type_ == self.atoms.utf8_string {
                         String::from_utf8_lossy(&r.value).into_owned()
@@ -408,28 +471,19 @@ impl X11 {
     }
 
     fn class(&self, win: Window) -> String {
-        self.x
-            .conn
-            .get_property(false, win, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)
-            .ok()
-            .and_then(|c| c.reply().ok())
-            .map(|r| {
-                let mut parts = r.value.split(|b| *b == 0);
-                let instance = parts.next().unwrap_or_default();
-                let class = parts.next().filter(|c| !c.is_empty()).unwrap_or(instance);
-                nish_atspi::states::clip_chars(latin1(class), 128)
-            })
-            .unwrap_or_default()
+        class_from(
+            self.x
+                .conn
+                .get_property(false, win, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)
+                .ok()
+                .and_then(|c| c.reply().ok()),
+        )
     }
 
     /// The owning pid: `_NET_WM_PID`, checked against X-Resource's client pid, which wins when
     /// they differ. 0 when neither is known.
     pub fn pid(&self, win: Window) -> u32 {
-        let prop = self
-            .prop32(win, self.atoms.wm_pid, 1)
-            .ok()
-            .flatten()
-            .and_then(|v| v.first().copied());
+        let prop = self.prop32(win, self.atoms.wm_pid, 1).ok().flatten();
         let xres = if self.xres {
             self.x
                 .conn
@@ -439,29 +493,10 @@ impl X11 {
                 }])
                 .ok()
                 .and_then(|c| c.reply().ok())
-                .and_then(|r| {
-                    r.ids
-                        .iter()
-                        .find(|v| v.spec.mask.contains(ClientIdMask::LOCAL_CLIENT_PID))
-                        .and_then(|v| v.value.first().copied())
-                })
         } else {
             None
         };
-        match (prop, xres) {
-            (Some(p), Some(x)) if p != x => {
-                tracing::warn!(
-                    window = win,
-                    net_wm_pid = p,
-                    xres_pid = x,
-                    "_NET_WM_PID disagrees with the X server's client pid; using the server's"
-                );
-                x
-            }
-            (_, Some(x)) => x,
-            (Some(p), None) => p,
-            (None, None) => 0,
-        }
+        pid_from(win, prop, xres)
     }
 
     fn active_window(&self) -> Option<Window> {
@@ -473,23 +508,177 @@ impl X11 {
     }
 
     fn visible(&self, win: Window) -> bool {
-        let viewable = self
+        let attrs = self
             .x
             .conn
             .get_window_attributes(win)
             .ok()
-            .and_then(|c| c.reply().ok())
-            .is_some_and(|a| a.map_state == MapState::VIEWABLE);
-        let hidden = self
-            .prop32(win, self.atoms.wm_state_net, 64)
-            .ok()
-            .flatten()
-            .is_some_and(|s| s.contains(&self.atoms.wm_state_hidden));
+            .and_then(|c| c.reply().ok());
+        let state = self.prop32(win, self.atoms.wm_state_net, 64).ok().flatten();
+        self.visible_from(attrs, state)
+    }
+
+    /// Viewable (its attributes) and not hidden (its `_NET_WM_STATE`).
+    fn visible_from(
+        &self,
+        attrs: Option<GetWindowAttributesReply>,
+        state: Option<Vec<u32>>,
+    ) -> bool {
+        let viewable = attrs.is_some_and(|a| a.map_state == MapState::VIEWABLE);
+        let hidden = state.is_some_and(|s| s.contains(&self.atoms.wm_state_hidden));
         viewable && !hidden
     }
 
     /// The top-level client windows, bottom to top, without the driver's own windows.
+    ///
+    /// Every window's requests go out together and their replies are read after (three round
+    /// trips to the X server for the whole list, one more per window that a window manager
+    /// reparented twice), where asking window by window took about a dozen per window: a read
+    /// looks its window up in this list, on a desktop of many windows too.
     pub fn list_windows(&self) -> Result<Vec<XWindow>, Failure> {
+        let conn = &self.x.conn;
+        let root = self.x.root;
+        let active = conn
+            .get_property(false, root, self.atoms.active_window, AtomEnum::ANY, 0, 1)
+            .map_err(conn_failure)?;
+        let clients = self.client_windows()?;
+        let active = active
+            .reply()
+            .ok()
+            .and_then(|r| r.value32().and_then(|mut v| v.next()))
+            .filter(|w| *w != 0);
+        let prop = |w: Window, atom: Atom, kind: Atom, len: u32| {
+            conn.get_property(false, w, atom, kind, 0, len)
+                .map_err(conn_failure)
+        };
+        let any = u32::from(AtomEnum::ANY);
+        // Round trip 1: everything about each window that needs nothing else first.
+        let mut asked = Vec::with_capacity(clients.len());
+        for &w in &clients {
+            asked.push((
+                w,
+                prop(w, self.atoms.own_window, any, 1)?,
+                conn.get_geometry(w).map_err(conn_failure)?,
+                conn.translate_coordinates(w, root, 0, 0)
+                    .map_err(conn_failure)?,
+                conn.query_tree(w).map_err(conn_failure)?,
+                prop(w, self.atoms.wm_pid, any, 1)?,
+                if self.xres {
+                    Some(
+                        conn.res_query_client_ids(&[ClientIdSpec {
+                            client: w,
+                            mask: ClientIdMask::LOCAL_CLIENT_PID,
+                        }])
+                        .map_err(conn_failure)?,
+                    )
+                } else {
+                    None
+                },
+                prop(w, self.atoms.net_wm_name, self.atoms.utf8_string, 1024)?,
+                prop(w, AtomEnum::WM_NAME.into(), any, 1024)?,
+                prop(w, AtomEnum::WM_CLASS.into(), AtomEnum::STRING.into(), 256)?,
+                conn.get_window_attributes(w).map_err(conn_failure)?,
+                prop(w, self.atoms.wm_state_net, any, 64)?,
+            ));
+        }
+        struct Got {
+            id: Window,
+            parent: Window,
+            window: XWindow,
+        }
+        let mut got: Vec<Got> = Vec::with_capacity(asked.len());
+        for (w, own, geo, tr, tree, pid, xres, name, wm_name, class, attrs, state) in asked {
+            let own = own
+                .reply()
+                .ok()
+                .is_some_and(|r| r.type_ != u32::from(AtomEnum::NONE));
+            let (geo, tr, tree) = (geo.reply(), tr.reply(), tree.reply());
+            let pid = pid
+                .reply()
+                .ok()
+                .and_then(|r| r.value32().map(|v| v.collect::<Vec<u32>>()));
+            let xres = xres.and_then(|c| c.reply().ok());
+            let (name, wm_name) = (name.reply().ok(), wm_name.reply().ok());
+            let class = class.reply().ok();
+            let attrs = attrs.reply().ok();
+            let state = state
+                .reply()
+                .ok()
+                .and_then(|r| r.value32().map(|v| v.collect::<Vec<u32>>()));
+            // A window that vanished while listing is skipped.
+            let (Ok(g), Ok(t), Ok(tree)) = (geo, tr, tree) else {
+                continue;
+            };
+            if own {
+                continue;
+            }
+            let client = Rect::new(
+                i32::from(t.dst_x),
+                i32::from(t.dst_y),
+                i32::from(g.width),
+                i32::from(g.height),
+            );
+            got.push(Got {
+                id: w,
+                parent: tree.parent,
+                window: XWindow {
+                    id: w,
+                    pid: pid_from(w, pid, xres),
+                    title: self.title_from(name, || wm_name),
+                    class: class_from(class),
+                    frame: client,
+                    wm_frame: None,
+                    active: active == Some(w),
+                    visible: self.visible_from(attrs, state),
+                },
+            });
+        }
+        // Round trip 2: the window manager's frame of each reparented window, and whether it
+        // is the top level.
+        let mut framed = Vec::with_capacity(got.len());
+        for g in &got {
+            framed.push(if g.parent == root || g.parent == x11rb::NONE {
+                None
+            } else {
+                Some((
+                    conn.query_tree(g.parent).map_err(conn_failure)?,
+                    conn.get_geometry(g.parent).map_err(conn_failure)?,
+                ))
+            });
+        }
+        let mut out = Vec::with_capacity(got.len());
+        for (mut g, asked) in got.into_iter().zip(framed) {
+            if let Some((tree, geo)) = asked {
+                let (tree, geo) = (tree.reply(), geo.reply());
+                match (tree, geo) {
+                    (Ok(t), Ok(fg)) if t.parent == root || t.parent == x11rb::NONE => {
+                        g.window.wm_frame = Some(Rect::new(
+                            i32::from(fg.x),
+                            i32::from(fg.y),
+                            i32::from(fg.width) + 2 * i32::from(fg.border_width),
+                            i32::from(fg.height) + 2 * i32::from(fg.border_width),
+                        ));
+                    }
+                    // Reparented more than once: walked up one request at a time.
+                    (Ok(_), Ok(_)) => match self.geometry(g.id) {
+                        Ok((client, wm)) => {
+                            g.window.frame = client;
+                            g.window.wm_frame = wm;
+                        }
+                        Err(_) => continue,
+                    },
+                    _ => continue,
+                }
+            }
+            out.push(g.window);
+        }
+        Ok(out)
+    }
+
+    /// [`X11::list_windows`] asked window by window, a request at a time: the reference the
+    /// pipelined list is tested against.
+    #[doc(hidden)]
+    pub fn list_windows_one_by_one(&self) -> Result<Vec<XWindow>, Failure> {
         let clients = self.client_windows()?;
         let active = self.active_window();
         let mut out = Vec::with_capacity(clients.len());

@@ -817,6 +817,75 @@ while True:
     d.next_event()
 "#;
 
+const LEGACY_WINDOW: &str = r#"
+import os
+from Xlib import display, X, Xatom
+d = display.Display()
+s = d.screen()
+w = s.root.create_window(80, 80, 200, 100, 0, s.root_depth, X.InputOutput,
+                         X.CopyFromParent, background_pixel=s.white_pixel)
+w.change_property(Xatom.WM_NAME, Xatom.STRING, 8, "nish légacy window".encode("latin-1"))
+w.change_property(d.intern_atom('_NET_WM_PID'), Xatom.CARDINAL, 32, [os.getpid()])
+w.map()
+d.flush()
+while True:
+    d.next_event()
+"#;
+
+/// The window list is asked for every window at once (a few round trips for the whole list):
+/// on a desktop of a GTK 3 app, a GTK 4 app and two plain windows (one of them the driver's
+/// own) and a window with only a Latin-1 `WM_NAME`, it is the list asked window by window,
+/// request by request.
+#[test]
+fn the_window_list_asked_at_once_is_the_list_asked_one_by_one() {
+    let (desk, _apps) = start_with(&[App::Gtk3WidgetFactory, App::Gtk4Demo]);
+    desk.spawn(App::Command {
+        program: "/usr/bin/python3".into(),
+        args: vec!["-c".into(), TWO_WINDOWS.into()],
+    })
+    .expect("start the two windows");
+    // A window with only the old title property, in Latin-1.
+    desk.spawn(App::Command {
+        program: "/usr/bin/python3".into(),
+        args: vec!["-c".into(), LEGACY_WINDOW.into()],
+    })
+    .expect("start the legacy window");
+    let x = nish_reader::x11::X11::connect_to(&desk.display_name()).expect("connect");
+    let listed = poll("four windows listed", Duration::from_secs(30), || {
+        let w = x.list_windows_one_by_one().expect("list");
+        let named = |t: &str| w.iter().any(|w| w.title == t);
+        Ok(
+            if w.len() >= 4 && named("nish plain window") && named("nish légacy window") {
+                Poll::Ready(w)
+            } else {
+                Poll::Pending(format!("{} windows", w.len()))
+            },
+        )
+    })
+    .expect("window list");
+    assert!(!listed.iter().any(|w| w.title == "nish own window"));
+    assert!(
+        listed.iter().all(|w| w.wm_frame.is_some() && w.pid != 0),
+        "the window manager framed every window and each has a pid: {listed:?}"
+    );
+    // Compared only while the desktop stands still: the same list one by one before and after.
+    let mut compared = 0;
+    for _ in 0..20 {
+        let before = x.list_windows_one_by_one().expect("list one by one");
+        let at_once = x.list_windows().expect("list at once");
+        let after = x.list_windows_one_by_one().expect("list one by one");
+        if before != after {
+            continue;
+        }
+        assert_eq!(at_once, before);
+        compared += 1;
+        if compared == 5 {
+            break;
+        }
+    }
+    assert_eq!(compared, 5, "the desktop never stood still");
+}
+
 #[test]
 fn the_drivers_own_windows_are_never_listed_or_captured() {
     let desk = Desktop::start().expect("start the desktop");
