@@ -11,7 +11,9 @@
 - a list of people, each row a name and an "Open" button; SIGUSR1 relabels the rows in place
   (the names move one row down), as a list that recycles its rows does: the structure stays
   the same, each row shows another person;
-- a status label saying which person was opened last.
+- a button "Save" that SIGHUP renames "Delete everything" (and back), as an app that changes
+  what a control does under the same structure; a click says which it was;
+- a status label saying which person was opened last, or which button was clicked.
 """
 
 import argparse
@@ -63,11 +65,16 @@ class Window(Gtk.Window):
             self.labels.append(label)
         box.pack_start(self.list, False, False, 0)
 
+        self.save = Gtk.Button(label="Save")
+        self.save.connect("clicked", lambda b: self.status.set_text(f"Status: clicked {b.get_label()}"))
+        box.pack_start(self.save, False, False, 0)
+
         self.status = Gtk.Label(label="Status: idle", xalign=0)
         box.pack_start(self.status, False, False, 0)
 
         GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR1, self.relabel)
         GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR2, self.toggle)
+        GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGHUP, self.rename)
         self.connect("destroy", Gtk.main_quit)
 
     def opened(self, _button: Gtk.Button, label: Gtk.Label) -> None:
@@ -77,6 +84,10 @@ class Window(Gtk.Window):
         names = [l.get_text() for l in self.labels]
         for label, name in zip(self.labels, names[-1:] + names[:-1]):
             label.set_text(name)
+        return True
+
+    def rename(self) -> bool:
+        self.save.set_label("Delete everything" if self.save.get_label() == "Save" else "Save")
         return True
 
     def toggle(self) -> bool:

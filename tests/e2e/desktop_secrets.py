@@ -10,6 +10,8 @@ agents, Chromium on tests/pages/secrets.html and the GTK 3 app tests/apps/secret
   value; typing into it is refused.
 - A list row relabelled under the same structure: its token is stale (nothing is clicked), and
   so is every token of the snapshot once the window is read again.
+- A button renamed under the same structure and taken in by a capped read that did not show
+  it: its token is stale (nothing is clicked) until a read shows the new name.
 - A read cut short (the page grown past 5,000 elements): the capture is refused.
 - Canaries (typed text, the password, credential-looking values, the page's secret values)
   appear in no audit record, no broker or agent log line and no error.
@@ -191,6 +193,35 @@ async def recycled_rows(c, errors: Errors, ns: argparse.Namespace) -> None:
     say(f"  the fresh token {now['element_token']} opens Alice Martin")
 
 
+async def renamed_behind_a_read(c, errors: Errors, ns: argparse.Namespace) -> None:
+    """A button renamed under the same structure, taken in by a read that did not show it: the
+    act compares the name the model was last shown, so the token is stale and nothing is
+    clicked; once a read shows the new name, the model may act on it."""
+    say("GTK 3: a button renamed behind a read that did not show it")
+    g = await ok(c, "get_window_state", {"app": GTK})
+    save = h.find(g, "push_button", "Save")
+    status = next(e for e in g["elements"] if e["role"] == "label" and e["label"].startswith("Status:"))
+    os.kill(ns.gtk_pid, signal.SIGHUP)  # the app renames "Save" to "Delete everything"
+    time.sleep(1.0)
+    capped = await ok(c, "get_window_state", {"app": GTK, "max_elements": 1})
+    check(capped["snapshot_id"] == g["snapshot_id"], f"the same structure: {capped['snapshot_id']}")
+    check("Delete everything" not in json.dumps(capped), "the capped read does not show the button")
+    await errors.fails(c, "click", {"element_token": save["element_token"]}, "stale_element_token")
+    g2 = await ok(c, "get_window_state", {"app": GTK})
+    now = h.find(g2, "push_button", "Delete everything")
+    status2 = next(e for e in g2["elements"] if e["role"] == "label" and e["label"].startswith("Status:"))
+    check(status2["label"] == status["label"], f"nothing was clicked: {status2['label']}")
+    check(now["element_token"] == save["element_token"], f"the same row: {now['element_token']}")
+    say(f"  {save['element_token']} ('Save', now 'Delete everything', not shown by the capped read of "
+        f"{capped['snapshot_id']}) is stale; nothing was clicked")
+    await ok(c, "click", {"element_token": now["element_token"]})
+    g3 = await ok(c, "get_window_state", {"app": GTK})
+    status3 = next(e for e in g3["elements"] if e["role"] == "label" and e["label"].startswith("Status:"))
+    check(status3["label"] == "Status: clicked Delete everything", status3["label"])
+    say("  once a read showed the new name, the same token clicks 'Delete everything'")
+    os.kill(ns.gtk_pid, signal.SIGHUP)  # back to "Save"
+
+
 async def truncated_capture(c, errors: Errors) -> None:
     say("Chromium: a read cut short refuses the capture")
     ch = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
@@ -224,6 +255,7 @@ async def run(ns: argparse.Namespace) -> None:
             await chromium_fields(c, errors)
             await gtk_reveal_and_typing(c, errors, ns)
             await recycled_rows(c, errors, ns)
+            await renamed_behind_a_read(c, errors, ns)
             await truncated_capture(c, errors)
             await ok(c, "end_session")
         with open(broker.audit, encoding="utf-8") as f:
