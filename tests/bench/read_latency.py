@@ -8,7 +8,12 @@ structured content and its text content, as the host receives them). Run inside 
 environment with the app started; prints markdown.
 
     read_latency.py --driver .../nish-driver --shim .../nish-mcp --pid PID --app NAME
-                    [--brokers 5] [--warm 7]
+                    [--brokers 5] [--warm 7] [--ts-client tests/bench/ts]
+
+With `--ts-client` (a folder where `npm ci` installed tests/bench/ts), each round also starts a
+fresh broker for the official MCP TypeScript client (tests/bench/ts/read_latency.mjs, run by
+node), which reads the same window the same way; its figures are printed beside the Python
+client's.
 """
 
 from __future__ import annotations
@@ -104,6 +109,39 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
         broker.stop()
 
 
+def one_broker_ts(ns: argparse.Namespace) -> dict:
+    """A fresh broker read through the TypeScript client: cold, then warm, as one_broker."""
+    import threading
+
+    broker = h.Broker(ns.driver, "linux", {"NISH_LOG": os.environ.get("NISH_BENCH_LOG", "info")})
+    person = h.Person(broker.env)
+    answered: list[str] = []
+
+    def answer() -> None:
+        try:
+            allow = person.wait_window("nish-driver consent: allow")
+            time.sleep(1.6)  # the dialog's arming delay, as start_with_consent waits it
+            person.click_window(allow)
+            answered.append("allow")
+        except Exception as e:  # reported below, with the client's own error
+            answered.append(f"no answer: {e}")
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        p = subprocess.run(
+            ["node", os.path.join(ns.ts_client, "read_latency.mjs"), "--shim", ns.shim,
+             "--socket", broker.socket, "--pid", str(ns.pid), "--app", ns.app,
+             "--warm", str(ns.warm)],
+            env=broker.env, capture_output=True, text=True, timeout=600)
+        t.join()
+        check(p.returncode == 0, f"the TypeScript client failed ({answered}): {p.stderr[-2000:]}")
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    finally:
+        t.join()
+        broker.stop()
+
+
 def pyatspi_walk(pid: int, frame: dict, repeats: int) -> tuple[int, list[float]]:
     script = os.path.join(os.path.dirname(__file__), "pyatspi_walk.py")
     p = subprocess.run(["/usr/bin/python3", script, "--pid", str(pid), "--x", str(frame["x"]),
@@ -127,6 +165,9 @@ async def run(ns: argparse.Namespace) -> None:
     walks: list[float] = []
     kept = 0
     nodes = 0
+    ts_colds: list[float] = []
+    ts_warms: list[float] = []
+    ts_parses: list[float] = []
     # Brokers and walker runs interleave, so the machine's drift hits both.
     for i in range(ns.brokers):
         cold, warm, last, w, k = await one_broker(ns)
@@ -138,6 +179,13 @@ async def run(ns: argparse.Namespace) -> None:
         n, ms = pyatspi_walk(ns.pid, frame, max(1, ns.warm // 2))
         nodes = n
         walker.extend(ms)
+        if ns.ts_client:
+            out = one_broker_ts(ns)
+            check(out["rows"] == len(last.structured_content["elements"]),
+                  f"the TypeScript client read {out['rows']} rows")
+            ts_colds.append(out["cold"])
+            ts_warms.extend(out["warm"])
+            ts_parses.extend(out["parse"])
     sc = last.structured_content
     rows = len(sc["elements"])
     b = wire_bytes(last)
@@ -151,6 +199,11 @@ async def run(ns: argparse.Namespace) -> None:
         print(f"| of the driver's reads, the reader's walks (its log, whole ms) | {fmt(walks)} |")
     if PARSES:
         print(f"| of a warm read, the MCP client's own parse of the result line | {fmt(PARSES)} |")
+    if ts_colds:
+        print(f"| nish-driver, MCP full read, cold, TypeScript client | {fmt(ts_colds)} |")
+        print(f"| nish-driver, MCP full read, warm, TypeScript client | {fmt(ts_warms)} |")
+        if ts_parses:
+            print(f"| of a warm read, the TypeScript client's own parse of the result line | {fmt(ts_parses)} |")
     print(f"| pyatspi walker, one walk | {fmt(walker)} |")
     print(f"\nreads answered by the window's kept walk (no walk): {kept} of {ns.brokers * (ns.warm + 1)}\n")
     total = b["structured"] + b["text"]
@@ -172,6 +225,7 @@ def main() -> int:
     p.add_argument("--brokers", type=int, default=5)
     p.add_argument("--warm", type=int, default=7)
     p.add_argument("--sample", type=int, default=0)
+    p.add_argument("--ts-client", default="")
     anyio.run(run, p.parse_args())
     return 0
 

@@ -6,16 +6,48 @@
 //! row of the full read on the wire (tests/bench/read_latency.py). One app on the desktop at a
 //! time. `NISH_BENCH_BROKERS` (5) and `NISH_BENCH_WARM` (7) set the rounds;
 //! `NISH_BENCH_SAMPLE` prints that many rows; `NISH_BENCH_LOG` sets the broker's log filter and
-//! prints the kept-walk lines. Run with `scripts/bench.sh` (release build).
+//! prints the kept-walk lines. `NISH_BENCH_TS=1` reads through the official MCP TypeScript
+//! client too (tests/bench/ts, installed by `npm ci` into `.cache/ts-client`; needs node and npm),
+//! each round a fresh broker for each client. Run with `scripts/bench.sh` (release build).
 
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Result;
 use nish_testdesk::session::{python, workspace_bin};
 use nish_testdesk::{App, Desktop, page};
 
+/// The TypeScript client installed in `.cache/ts-client` (its pinned lock file, `npm ci`).
+fn ts_client() -> Result<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ts");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/ts-client");
+    std::fs::create_dir_all(&dir)?;
+    let mut changed = false;
+    for f in ["package.json", "package-lock.json", "read_latency.mjs"] {
+        let new = std::fs::read(src.join(f))?;
+        if std::fs::read(dir.join(f)).ok().as_deref() != Some(new.as_slice()) {
+            std::fs::write(dir.join(f), new)?;
+            changed |= f != "read_latency.mjs";
+        }
+    }
+    if changed || !dir.join("node_modules/@modelcontextprotocol/sdk").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status()?;
+        anyhow::ensure!(status.success(), "npm ci of the TypeScript client failed");
+    }
+    Ok(dir)
+}
+
 fn main() -> Result<()> {
     let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.into());
+    let ts = match std::env::var("NISH_BENCH_TS").as_deref() {
+        Ok("1") => Some(ts_client()?),
+        _ => None,
+    };
     let desk = Desktop::builder().nested(true).start()?;
     let dense = App::Chromium {
         page: format!(
@@ -52,6 +84,10 @@ fn main() -> Result<()> {
             .args(["--brokers", &var("NISH_BENCH_BROKERS", "5")])
             .args(["--warm", &var("NISH_BENCH_WARM", "7")])
             .args(["--sample", &var("NISH_BENCH_SAMPLE", "0")])
+            .args(
+                ts.iter()
+                    .flat_map(|d| [OsStr::new("--ts-client"), d.as_os_str()]),
+            )
             .status();
         desk.kill_app(&h)?;
         anyhow::ensure!(status?.success(), "the MCP read benchmark failed on {name}");
