@@ -47,6 +47,20 @@ pub struct Snapshot {
 
 /// How many superseded ids are remembered (to answer "stale" rather than "unknown").
 const RETIRED: usize = 256;
+/// Most windows whose current snapshot a session keeps (each up to the walk's 5,000 rows):
+/// recording one more forgets the window recorded least recently, whose tokens then answer
+/// `stale_element_token` until it is read again. A session that reads one short-lived dialog
+/// after another keeps bounded memory.
+pub const MAX_WINDOWS: usize = 32;
+
+/// Why a snapshot id is no longer current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retired {
+    /// The window was read again and its structure, recycled rows or epoch had changed.
+    Changed,
+    /// The window was forgotten to keep [`MAX_WINDOWS`].
+    Forgotten,
+}
 /// Most secure element handles remembered per session; past it, new ones are not remembered
 /// (they stay secure while the reader says so).
 pub const SECURE_HANDLES_MAX: usize = 10_000;
@@ -55,10 +69,13 @@ pub const SECURE_HANDLES_MAX: usize = 10_000;
 #[derive(Debug, Default)]
 pub struct SnapshotStore {
     by_window: HashMap<u64, Arc<Snapshot>>,
+    /// Per window: when it was last recorded (a count of records), to forget the oldest.
+    recorded_at: HashMap<u64, u64>,
+    records: u64,
     /// Per window: its current snapshot id, and the name each row had when a result last
     /// showed it (`None`: no result showed the row under this id).
     shown: HashMap<u64, (String, Vec<Option<String>>)>,
-    retired: VecDeque<String>,
+    retired: VecDeque<(String, Retired)>,
     secure_handles: HashSet<String>,
 }
 
@@ -85,7 +102,7 @@ impl SnapshotStore {
                 old.id.clone()
             }
             Some(old) => {
-                self.retire(old.id.clone());
+                self.retire(old.id.clone(), Retired::Changed);
                 new_id()
             }
             None => new_id(),
@@ -105,6 +122,24 @@ impl SnapshotStore {
             tree,
         });
         self.by_window.insert(wid, snap.clone());
+        self.records += 1;
+        self.recorded_at.insert(wid, self.records);
+        while self.by_window.len() > MAX_WINDOWS {
+            let Some(oldest) = self
+                .recorded_at
+                .iter()
+                .filter(|(w, _)| **w != wid)
+                .min_by_key(|(_, at)| **at)
+                .map(|(w, _)| *w)
+            else {
+                break;
+            };
+            self.recorded_at.remove(&oldest);
+            self.shown.remove(&oldest);
+            if let Some(old) = self.by_window.remove(&oldest) {
+                self.retire(old.id.clone(), Retired::Forgotten);
+            }
+        }
         snap
     }
 
@@ -203,23 +238,33 @@ impl SnapshotStore {
         nish_proto::model::hide_inside_secure(nodes);
     }
 
-    fn retire(&mut self, id: String) {
+    fn retire(&mut self, id: String, why: Retired) {
         if self.retired.len() >= RETIRED {
             self.retired.pop_front();
         }
-        self.retired.push_back(id);
+        self.retired.push_back((id, why));
     }
 
     /// Resolves a token to its current snapshot and row.
     pub fn resolve(&self, t: &Token, epoch: u64) -> Result<(Arc<Snapshot>, u32), DriverError> {
         let Some(snap) = self.by_window.values().find(|s| s.id == t.snapshot_id) else {
-            let msg = if self.retired.contains(&t.snapshot_id) {
-                format!(
+            let why = self
+                .retired
+                .iter()
+                .rev()
+                .find(|(id, _)| *id == t.snapshot_id)
+                .map(|(_, why)| *why);
+            let msg = match why {
+                Some(Retired::Changed) => format!(
                     "token {t} is from snapshot {} whose window changed since",
                     t.snapshot_id
-                )
-            } else {
-                format!("token {t} is not from a current snapshot of this session")
+                ),
+                Some(Retired::Forgotten) => format!(
+                    "token {t} is from snapshot {} of a window not read recently (a session \
+                     keeps the snapshots of its {MAX_WINDOWS} most recently read windows)",
+                    t.snapshot_id
+                ),
+                None => format!("token {t} is not from a current snapshot of this session"),
             };
             return Err(DriverError::new(ErrorCode::StaleElementToken, msg));
         };
@@ -241,11 +286,10 @@ impl SnapshotStore {
     /// Forgets everything (end of session).
     pub fn clear(&mut self) {
         self.shown.clear();
-        for (_, s) in self.by_window.drain() {
-            if self.retired.len() >= RETIRED {
-                self.retired.pop_front();
-            }
-            self.retired.push_back(s.id.clone());
+        self.recorded_at.clear();
+        let ids: Vec<String> = self.by_window.drain().map(|(_, s)| s.id.clone()).collect();
+        for id in ids {
+            self.retire(id, Retired::Changed);
         }
     }
 }
@@ -303,6 +347,60 @@ mod tests {
             n += 1;
             format!("s{n}")
         }
+    }
+
+    /// A session keeps the snapshots of its [`MAX_WINDOWS`] most recently read windows: the
+    /// window read least recently is forgotten, its tokens stale (saying why), its shown names
+    /// gone; a window read again counts as recent.
+    #[test]
+    fn the_least_recently_read_window_is_forgotten_past_the_cap() {
+        let mut s = SnapshotStore::default();
+        let mut next = ids();
+        let of = |wid: u64| {
+            let mut t = tree(3);
+            t.window.window_id = wid;
+            t
+        };
+        let extra = 8u64;
+        let snaps: Vec<Arc<Snapshot>> = (1..=MAX_WINDOWS as u64 + extra)
+            .map(|w| {
+                let snap = s.record(of(w), 0, &mut next);
+                s.mark_shown(&snap, [1]);
+                snap
+            })
+            .collect();
+        assert_eq!(s.by_window.len(), MAX_WINDOWS);
+        assert_eq!(s.shown.len(), MAX_WINDOWS);
+        for (i, snap) in snaps.iter().enumerate() {
+            let r = s.resolve(&tok(&format!("{}:1", snap.id)), 0);
+            if (i as u64) < extra {
+                let e = r.unwrap_err();
+                assert_eq!(e.code, ErrorCode::StaleElementToken);
+                assert!(e.message.contains("not read recently"), "{}", e.message);
+                assert_eq!(s.shown_name(snap, 1), None);
+            } else {
+                assert!(r.is_ok(), "window {} kept", snap.tree.window.window_id);
+                assert_eq!(s.shown_name(snap, 1), Some(""));
+            }
+        }
+        // The oldest kept window, read again, is recent: the next one goes instead.
+        let oldest = extra + 1;
+        let again = s.record(of(oldest), 0, &mut next);
+        assert_eq!(
+            again.id, snaps[extra as usize].id,
+            "the same structure keeps its id"
+        );
+        s.record(of(1000), 0, &mut next);
+        assert!(s.resolve(&tok(&format!("{}:1", again.id)), 0).is_ok());
+        let gone = &snaps[extra as usize + 1];
+        assert_eq!(
+            s.resolve(&tok(&format!("{}:1", gone.id)), 0)
+                .unwrap_err()
+                .code,
+            ErrorCode::StaleElementToken
+        );
+        assert_eq!(s.by_window.len(), MAX_WINDOWS);
+        assert_eq!(s.recorded_at.len(), MAX_WINDOWS);
     }
 
     #[test]
