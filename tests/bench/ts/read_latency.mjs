@@ -6,7 +6,8 @@
 //
 //   node read_latency.mjs --shim PATH --socket PATH --pid PID --app NAME [--warm 7]
 //
-// Installed by `npm ci` in this folder (tests/benches/mcp_reads.rs does it when asked for).
+// tests/benches/mcp_reads.rs copies this folder's files to .cache/ts-client and runs `npm ci`
+// there (with NISH_BENCH_TS=1).
 
 import { performance } from "node:perf_hooks";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
