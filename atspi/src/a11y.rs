@@ -549,11 +549,28 @@ impl A11y {
     /// an application that did not answer before is not waited for again.
     pub async fn names_by_pid(&self, pids: &[u32], wait: Duration) -> HashMap<u32, String> {
         let deadline = tokio::time::Instant::now() + wait;
-        let order: Vec<String> = match tokio::time::timeout_at(deadline, self.apps()).await {
+        let order = self.app_order(deadline).await;
+        self.names_in(&order, pids, deadline).await
+    }
+
+    /// The registered applications' bus names, in the registry's order, asked for now (what
+    /// is known already when the registry does not answer by `deadline`). The first half of
+    /// [`A11y::names_by_pid`], for a caller that asks while it does something else.
+    pub async fn app_order(&self, deadline: tokio::time::Instant) -> Vec<String> {
+        match tokio::time::timeout_at(deadline, self.apps()).await {
             Ok(Ok(apps)) => apps.into_iter().map(|a| a.bus_name).collect(),
             // The registry did not answer in time: what is known stands.
             _ => self.apps.lock().await.keys().cloned().collect(),
-        };
+        }
+    }
+
+    /// [`A11y::names_by_pid`] of the applications `order` ([`A11y::app_order`]).
+    pub async fn names_in(
+        &self,
+        order: &[String],
+        pids: &[u32],
+        deadline: tokio::time::Instant,
+    ) -> HashMap<u32, String> {
         loop {
             let woken = self.names.notified();
             tokio::pin!(woken);

@@ -132,11 +132,32 @@ impl Reader {
             return crate::wayland::list_windows(&self.a11y).await;
         }
         let x = self.x11().await?;
-        let wins = blocking(move || x.list_windows())
-            .await
-            .inspect_err(|f| self.x11_failed(f))?;
+        let began = std::time::Instant::now();
+        // The registry and the applications get the same time as before the X list was asked
+        // at once with it: NAMES_WAIT from the registry's call.
+        let deadline = tokio::time::Instant::now() + NAMES_WAIT;
+        // The registry's application list is asked for while the X server answers.
+        let (wins, order) = tokio::join!(
+            async {
+                let wins = blocking(move || x.list_windows()).await;
+                (wins, began.elapsed())
+            },
+            async {
+                let order = self.a11y.app_order(deadline).await;
+                (order, began.elapsed())
+            }
+        );
+        let ((wins, x_done), (order, apps_done)) = (wins, order);
+        let wins = wins.inspect_err(|f| self.x11_failed(f))?;
         let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
-        let names = self.a11y.names_by_pid(&pids, NAMES_WAIT).await;
+        let names = self.a11y.names_in(&order, &pids, deadline).await;
+        tracing::debug!(
+            windows = wins.len(),
+            x_us = x_done.as_micros() as u64,
+            apps_us = apps_done.as_micros() as u64,
+            total_us = began.elapsed().as_micros() as u64,
+            "window list"
+        );
         Ok(wins
             .into_iter()
             .enumerate()
