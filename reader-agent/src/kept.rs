@@ -337,6 +337,19 @@ fn open_handles(tree: &Tree, app: &str, paths: &[String]) -> Option<Vec<String>>
 }
 
 impl Kept {
+    /// The kept walk of window `window_id`, whatever its geometry and limits, when its keep is
+    /// in force and no read merges it: its barrier ([`Kept::barrier`]) may run while the read
+    /// asks X for the window's geometry. Changes nothing; [`Kept::peek`] decides after.
+    pub fn pending(&self, window_id: u64) -> Option<Peeked> {
+        let map = self.map.lock().ok()?;
+        let e = map.get(&window_id)?;
+        (!e.merging && e.armed.in_force()).then(|| Peeked {
+            entry: e.id,
+            app: e.armed.app.clone(),
+            sync: e.armed.sync.clone(),
+        })
+    }
+
     /// The kept walk of `under.window` that a read may use once its events are ordered
     /// ([`Kept::barrier`]): same window, geometry and limits, the keep in force, no other read
     /// merging. `None` otherwise (and the kept walk is forgotten, unless another read is

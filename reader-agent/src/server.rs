@@ -225,9 +225,23 @@ impl Reader {
         let win = u32::try_from(window.window_id).map_err(|_| {
             Failure::not_found(format!("window {} does not exist", window.window_id))
         })?;
-        let geometry = match self.x11().await {
-            Ok(x) => {
-                let g = blocking(move || {
+        // The barrier of a kept walk of the window (every event the application sent before
+        // now noted) runs while X answers the window's geometry; whether the kept walk may
+        // answer is decided after both ([`crate::kept::Kept::peek`]).
+        let began = Instant::now();
+        let pending = limits
+            .keep
+            .and_then(|_| self.kept.pending(window.window_id));
+        let barrier = async {
+            let p = pending.as_ref()?;
+            Some(match self.a11y.bus().await {
+                Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
+                Err(_) => false,
+            })
+        };
+        let asked = async {
+            match self.x11().await {
+                Ok(x) => blocking(move || {
                     if x.is_own_window(win) {
                         return Err(Failure::not_found(format!(
                             "window {win} is not a client window"
@@ -236,14 +250,19 @@ impl Reader {
                     x.geometry(win)
                 })
                 .await
-                .inspect_err(|f| self.x11_failed(f))?;
-                XGeometry {
-                    client: g.0,
-                    wm_frame: g.1,
-                }
+                .inspect_err(|f| self.x11_failed(f))
+                .map(Some),
+                Err(_) => Ok(None),
             }
+        };
+        let (asked, ordered) = tokio::join!(asked, barrier);
+        let geometry = match asked? {
+            Some(g) => XGeometry {
+                client: g.0,
+                wm_frame: g.1,
+            },
             // Without X, the broker's geometry stands (and no walk is kept).
-            Err(_) => {
+            None => {
                 self.kept.forget(window.window_id);
                 let geometry = XGeometry {
                     client: window.frame,
@@ -274,11 +293,16 @@ impl Reader {
             kept: true,
             ..walk::WalkStats::default()
         };
-        // Every event the application sent before now is noted before the kept walk is used.
-        let began = Instant::now();
         let mut entry_id = None;
-        let lookup = match self.kept.peek(&under) {
-            Some(p) => {
+        let lookup = match (self.kept.peek(&under), pending, ordered) {
+            // Ordered by the barrier that ran for this very entry.
+            (Some(p), Some(before), Some(true)) if before.entry == p.entry => {
+                entry_id = Some(p.entry);
+                self.kept.get(&under, p.entry)
+            }
+            // A kept walk the barrier did not order (none ran, or it ran for an older entry):
+            // ordered now.
+            (Some(p), before, _) if before.as_ref().is_none_or(|b| b.entry != p.entry) => {
                 entry_id = Some(p.entry);
                 let ordered = match self.a11y.bus().await {
                     Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
@@ -291,7 +315,12 @@ impl Reader {
                     None
                 }
             }
-            None => None,
+            // The barrier for this entry failed.
+            (Some(_), _, _) => {
+                self.kept.forget(window.window_id);
+                None
+            }
+            (None, _, _) => None,
         };
         match lookup {
             Some(Lookup::Same(tree)) => {
