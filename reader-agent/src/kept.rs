@@ -24,8 +24,10 @@
 //! - the reader had asked the registry to forward events at least [`EVENTS_SETTLED`] before the
 //!   walk began (applications learn of it some time after, and send nothing before);
 //! - no walk of the window without keep came since (the server forgets the kept walk then);
-//! - and then [`Kept::barrier`]: one `Peer.Ping` to the application through the bus answered,
-//!   and every event delivered before the answer noted, so none is still in flight.
+//! - and [`Kept::barrier`]: one `Peer.Ping` to the application through the bus answered, and
+//!   every event delivered before the answer noted, so none is still in flight. The ping goes
+//!   out while X answers the geometry (for a kept walk of the same window fields and limits,
+//!   [`Kept::pending`]); the kept walk answers only when it was answered for that very walk.
 //!
 //! When objects sent state, text or value changes since (the walk's own reads make GTK 3 send
 //! some), those objects are read again ([`crate::walk::read_objects_with`], with their extents
@@ -337,13 +339,15 @@ fn open_handles(tree: &Tree, app: &str, paths: &[String]) -> Option<Vec<String>>
 }
 
 impl Kept {
-    /// The kept walk of window `window_id`, whatever its geometry and limits, when its keep is
-    /// in force and no read merges it: its barrier ([`Kept::barrier`]) may run while the read
-    /// asks X for the window's geometry. Changes nothing; [`Kept::peek`] decides after.
-    pub fn pending(&self, window_id: u64) -> Option<Peeked> {
+    /// The kept walk of `window` for a read of `limits` (as [`Under`] has them), whatever the
+    /// window's X geometry, when its keep is in force and no read merges it: its barrier
+    /// ([`Kept::barrier`]) may run while the read asks X for the geometry. Changes nothing;
+    /// [`Kept::peek`] decides after, with the geometry.
+    pub fn pending(&self, window: &WindowInfo, limits: &WalkLimits) -> Option<Peeked> {
         let map = self.map.lock().ok()?;
-        let e = map.get(&window_id)?;
-        (!e.merging && e.armed.in_force()).then(|| Peeked {
+        let e = map.get(&window.window_id)?;
+        let fits = e.under.window == *window && e.under.limits == *limits;
+        (fits && !e.merging && e.armed.in_force()).then(|| Peeked {
             entry: e.id,
             app: e.armed.app.clone(),
             sync: e.armed.sync.clone(),

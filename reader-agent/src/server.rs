@@ -133,24 +133,26 @@ impl Reader {
         }
         let x = self.x11().await?;
         let began = std::time::Instant::now();
-        // The registry and the applications get the same time as before the X list was asked
-        // at once with it: NAMES_WAIT from the registry's call.
         let deadline = tokio::time::Instant::now() + NAMES_WAIT;
-        // The registry's application list is asked for while the X server answers.
-        let (wins, order) = tokio::join!(
+        // The registry's application list is asked for while the X server answers; an X
+        // failure answers at once.
+        let ((wins, x_done), (order, apps_done)) = tokio::try_join!(
             async {
-                let wins = blocking(move || x.list_windows()).await;
-                (wins, began.elapsed())
+                let wins = blocking(move || x.list_windows())
+                    .await
+                    .inspect_err(|f| self.x11_failed(f))?;
+                Ok::<_, Failure>((wins, began.elapsed()))
             },
             async {
                 let order = self.a11y.app_order(deadline).await;
-                (order, began.elapsed())
+                Ok((order, began.elapsed()))
             }
-        );
-        let ((wins, x_done), (order, apps_done)) = (wins, order);
-        let wins = wins.inspect_err(|f| self.x11_failed(f))?;
+        )?;
         let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
-        let names = self.a11y.names_in(&order, &pids, deadline).await;
+        // The applications get what is left of NAMES_WAIT after the registry's answer, from
+        // now, as when the registry was asked after the X list.
+        let names_deadline = tokio::time::Instant::now() + NAMES_WAIT.saturating_sub(apps_done);
+        let names = self.a11y.names_in(&order, &pids, names_deadline).await;
         tracing::debug!(
             windows = wins.len(),
             x_us = x_done.as_micros() as u64,
@@ -229,9 +231,15 @@ impl Reader {
         // now noted) runs while X answers the window's geometry; whether the kept walk may
         // answer is decided after both ([`crate::kept::Kept::peek`]).
         let began = Instant::now();
-        let pending = limits
-            .keep
-            .and_then(|_| self.kept.pending(window.window_id));
+        let pending = limits.keep.and_then(|_| {
+            self.kept.pending(
+                window,
+                &WalkLimits {
+                    details: true,
+                    ..*limits
+                },
+            )
+        });
         let barrier = async {
             let p = pending.as_ref()?;
             Some(match self.a11y.bus().await {
@@ -255,8 +263,9 @@ impl Reader {
                 Err(_) => Ok(None),
             }
         };
-        let (asked, ordered) = tokio::join!(asked, barrier);
-        let geometry = match asked? {
+        // A failed geometry read answers at once (the barrier is dropped).
+        let (asked, ordered) = tokio::try_join!(asked, async { Ok(barrier.await) })?;
+        let geometry = match asked {
             Some(g) => XGeometry {
                 client: g.0,
                 wm_frame: g.1,
