@@ -838,18 +838,19 @@ while True:
 /// request by request.
 #[test]
 fn the_window_list_asked_at_once_is_the_list_asked_one_by_one() {
-    let (desk, _apps) = start_with(&[App::Gtk3WidgetFactory, App::Gtk4Demo]);
+    let (desk, apps) = start_with(&[App::Gtk3WidgetFactory, App::Gtk4Demo]);
     desk.spawn(App::Command {
         program: "/usr/bin/python3".into(),
         args: vec!["-c".into(), TWO_WINDOWS.into()],
     })
     .expect("start the two windows");
     // A window with only the old title property, in Latin-1.
-    desk.spawn(App::Command {
-        program: "/usr/bin/python3".into(),
-        args: vec!["-c".into(), LEGACY_WINDOW.into()],
-    })
-    .expect("start the legacy window");
+    let legacy = desk
+        .spawn(App::Command {
+            program: "/usr/bin/python3".into(),
+            args: vec!["-c".into(), LEGACY_WINDOW.into()],
+        })
+        .expect("start the legacy window");
     let x = nish_reader::x11::X11::connect_to(&desk.display_name()).expect("connect");
     let listed = poll("four windows listed", Duration::from_secs(30), || {
         let w = x.list_windows_one_by_one().expect("list");
@@ -884,6 +885,20 @@ fn the_window_list_asked_at_once_is_the_list_asked_one_by_one() {
         }
     }
     assert_eq!(compared, 5, "the desktop never stood still");
+    // And against what the test knows of its own windows (not through the shared helpers):
+    // each app's window with the app's pid, inside the window manager's frame.
+    let at_once = x.list_windows().expect("list at once");
+    for h in apps.iter().chain([&legacy]) {
+        let w = at_once
+            .iter()
+            .find(|w| w.id == h.window_id)
+            .unwrap_or_else(|| panic!("{} listed: {at_once:?}", h.name));
+        assert_eq!(w.pid, h.pid, "{}", h.name);
+        let frame = w.wm_frame.expect("framed");
+        assert!(inside(&frame, &w.frame, 0), "{}: {w:?}", h.name);
+    }
+    let old = at_once.iter().find(|w| w.id == legacy.window_id).unwrap();
+    assert_eq!(old.title, "nish légacy window");
 }
 
 #[test]
