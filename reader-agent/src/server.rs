@@ -126,6 +126,15 @@ impl Reader {
         }
     }
 
+    /// [`crate::kept::Kept::barrier`] for the kept walk `p`, over the accessibility bus (false
+    /// without one).
+    async fn barrier(&self, p: &crate::kept::Peeked) -> bool {
+        match self.a11y.bus().await {
+            Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
+            Err(_) => false,
+        }
+    }
+
     /// The window list, bottom to top.
     pub async fn list_windows(&self) -> Result<Vec<WindowInfo>, Failure> {
         if crate::wayland::is_wayland() {
@@ -242,10 +251,7 @@ impl Reader {
         });
         let barrier = async {
             let p = pending.as_ref()?;
-            Some(match self.a11y.bus().await {
-                Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
-                Err(_) => false,
-            })
+            Some(self.barrier(p).await)
         };
         let asked = async {
             match self.x11().await {
@@ -313,11 +319,7 @@ impl Reader {
             // ordered now.
             (Some(p), before, _) if before.as_ref().is_none_or(|b| b.entry != p.entry) => {
                 entry_id = Some(p.entry);
-                let ordered = match self.a11y.bus().await {
-                    Ok(bus) => crate::kept::Kept::barrier(&bus, &p.app, &p.sync).await,
-                    Err(_) => false,
-                };
-                if ordered {
+                if self.barrier(&p).await {
                     self.kept.get(&under, p.entry)
                 } else {
                     self.kept.forget(window.window_id);

@@ -21,7 +21,7 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 
-use nish_atspi::agent::x11::{XDisplay, conn_failure, reply_failure};
+use nish_atspi::agent::x11::{XDisplay, client_rect, conn_failure, frame_rect, reply_failure};
 use nish_atspi::failure::Failure;
 
 use crate::image::{self, PixelLayout};
@@ -612,12 +612,7 @@ impl X11 {
             if own {
                 continue;
             }
-            let client = Rect::new(
-                i32::from(t.dst_x),
-                i32::from(t.dst_y),
-                i32::from(g.width),
-                i32::from(g.height),
-            );
+            let client = client_rect(&g, &t);
             got.push(Got {
                 id: w,
                 parent: tree.parent,
@@ -652,12 +647,7 @@ impl X11 {
                 let (tree, geo) = (tree.reply(), geo.reply());
                 match (tree, geo) {
                     (Ok(t), Ok(fg)) if t.parent == root || t.parent == x11rb::NONE => {
-                        g.window.wm_frame = Some(Rect::new(
-                            i32::from(fg.x),
-                            i32::from(fg.y),
-                            i32::from(fg.width) + 2 * i32::from(fg.border_width),
-                            i32::from(fg.height) + 2 * i32::from(fg.border_width),
-                        ));
+                        g.window.wm_frame = Some(frame_rect(&fg));
                     }
                     // Reparented more than once: walked up one request at a time.
                     (Ok(_), Ok(_)) => match self.geometry(g.id) {

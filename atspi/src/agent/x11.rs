@@ -7,7 +7,9 @@
 use nish_proto::model::Rect;
 use x11rb::connection::Connection as _;
 use x11rb::errors::{ConnectionError, ReplyError};
-use x11rb::protocol::xproto::{ConnectionExt as _, Window};
+use x11rb::protocol::xproto::{
+    ConnectionExt as _, GetGeometryReply, TranslateCoordinatesReply, Window,
+};
 use x11rb::rust_connection::RustConnection;
 
 use crate::failure::Failure;
@@ -45,6 +47,26 @@ pub fn reply_failure(e: ReplyError) -> Failure {
             e.error_kind, e.bad_value
         )),
     }
+}
+
+/// A client window in screen coordinates: its size, at its origin translated to the root.
+pub fn client_rect(g: &GetGeometryReply, t: &TranslateCoordinatesReply) -> Rect {
+    Rect::new(
+        i32::from(t.dst_x),
+        i32::from(t.dst_y),
+        i32::from(g.width),
+        i32::from(g.height),
+    )
+}
+
+/// A top-level (window-manager frame) window's rectangle on the root, its border included.
+pub fn frame_rect(g: &GetGeometryReply) -> Rect {
+    Rect::new(
+        i32::from(g.x),
+        i32::from(g.y),
+        i32::from(g.width) + 2 * i32::from(g.border_width),
+        i32::from(g.height) + 2 * i32::from(g.border_width),
+    )
 }
 
 impl XDisplay {
@@ -92,12 +114,7 @@ impl XDisplay {
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
-        let client = Rect::new(
-            i32::from(t.dst_x),
-            i32::from(t.dst_y),
-            i32::from(g.width),
-            i32::from(g.height),
-        );
+        let client = client_rect(&g, &t);
         let top = self.top_level(win)?;
         let wm = if top != win {
             let fg = self
@@ -106,12 +123,7 @@ impl XDisplay {
                 .map_err(conn_failure)?
                 .reply()
                 .map_err(reply_failure)?;
-            Some(Rect::new(
-                i32::from(fg.x),
-                i32::from(fg.y),
-                i32::from(fg.width) + 2 * i32::from(fg.border_width),
-                i32::from(fg.height) + 2 * i32::from(fg.border_width),
-            ))
+            Some(frame_rect(&fg))
         } else {
             None
         };
