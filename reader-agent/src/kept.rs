@@ -529,6 +529,35 @@ impl Kept {
         matches!(tokio::time::timeout(BARRIER_WAIT, done).await, Ok(Ok(())))
     }
 
+    /// The kept walk a read under `under` may use ([`Kept::peek`], then [`Kept::get`]), with
+    /// its entry, once its events are ordered. `early` is the entry a barrier already ran for
+    /// while the read asked X for the geometry ([`Kept::pending`]) and whether it answered: it
+    /// stands only for that very entry. A walk kept since (a newer entry, whose match may not
+    /// have noted what the application sent) is ordered by `barrier` now. A failed barrier
+    /// forgets the kept walk.
+    pub async fn ordered<F, Fut>(
+        &self,
+        under: &Under,
+        early: Option<(u64, bool)>,
+        barrier: F,
+    ) -> Option<(u64, Lookup)>
+    where
+        F: FnOnce(Peeked) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let p = self.peek(under)?;
+        let entry = p.entry;
+        let answered = match early {
+            Some((e, answered)) if e == entry => answered,
+            _ => barrier(p).await,
+        };
+        if !answered {
+            self.forget(under.window.window_id);
+            return None;
+        }
+        Some((entry, self.get(under, entry)?))
+    }
+
     /// Notes that kept walk `entry` of `window_id` answered an act's re-check (a light read).
     pub fn rechecked(&self, window_id: u64, entry: u64) {
         if let Ok(mut map) = self.map.lock()

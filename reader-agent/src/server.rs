@@ -308,43 +308,24 @@ impl Reader {
             kept: true,
             ..walk::WalkStats::default()
         };
-        let mut entry_id = None;
-        let lookup = match (self.kept.peek(&under), pending, ordered) {
-            // Ordered by the barrier that ran for this very entry.
-            (Some(p), Some(before), Some(true)) if before.entry == p.entry => {
-                entry_id = Some(p.entry);
-                self.kept.get(&under, p.entry)
-            }
-            // A kept walk the barrier did not order (none ran, or it ran for an older entry):
-            // ordered now.
-            (Some(p), before, _) if before.as_ref().is_none_or(|b| b.entry != p.entry) => {
-                entry_id = Some(p.entry);
-                if self.barrier(&p).await {
-                    self.kept.get(&under, p.entry)
-                } else {
-                    self.kept.forget(window.window_id);
-                    None
-                }
-            }
-            // The barrier for this entry failed.
-            (Some(_), _, _) => {
-                self.kept.forget(window.window_id);
-                None
-            }
-            (None, _, _) => None,
-        };
-        match lookup {
-            Some(Lookup::Same(tree)) => {
+        // The early barrier stands only for the entry it ran for ([`crate::kept::Kept::ordered`]).
+        let early = pending.map(|p| p.entry).zip(ordered);
+        let found = self
+            .kept
+            .ordered(&under, early, |p| async move { self.barrier(&p).await })
+            .await;
+        match found {
+            Some((entry, Lookup::Same(tree))) => {
                 tracing::debug!(
                     us = began.elapsed().as_micros() as u64,
                     "kept walk: nothing changed"
                 );
-                if let (true, Some(entry)) = (light, entry_id) {
+                if light {
                     self.kept.rechecked(window.window_id, entry);
                 }
                 return Ok((tree, kept));
             }
-            Some(Lookup::Changed { entry, handles, .. }) => {
+            Some((_, Lookup::Changed { entry, handles, .. })) => {
                 let fresh =
                     walk::read_objects_with(&self.a11y, &handles, crate::kept::REREAD_BUDGET, true)
                         .await

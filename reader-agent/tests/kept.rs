@@ -511,3 +511,89 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     assert!(!kept, "an act came in between");
     desk.kill_app(&app).expect("kill");
 }
+
+/// A read's barrier runs while X answers the window's geometry, for the kept walk of that time
+/// ([`Kept::pending`]). Another read may keep a newer walk before this one looks: the early
+/// barrier then orders nothing of the newer walk's match, and a change the application sent
+/// meanwhile must still be seen.
+#[test]
+fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
+    let desk = Desktop::start().expect("a desktop");
+    let addr = desk
+        .a11y_bus_address()
+        .expect("an accessibility bus")
+        .to_string();
+    let rt = nish_testdesk::runtime().expect("a runtime");
+    rt.block_on(async {
+        let reader = connect(&addr).await;
+        let app = connect(&addr).await;
+        app.object_server().at("/", Stand).await.unwrap();
+        let name = app.unique_name().unwrap().to_string();
+        let long_ago = Some(Instant::now() - EVENTS_SETTLED * 2);
+        let kept = Kept::default();
+        let arm = || async { Armed::arm(&reader, &name).await.expect("a match") };
+        let limits = under(1).limits;
+        let calls = std::cell::Cell::new(0u32);
+        let counted = |p: nish_reader::kept::Peeked| {
+            calls.set(calls.get() + 1);
+            let reader = &reader;
+            async move { Kept::barrier(reader, &p.app, &p.sync).await }
+        };
+
+        // The race: the early barrier ran for one walk, a newer walk was kept, the
+        // application changed a row. The newer walk is ordered again and shows the change.
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        let early = kept.pending(&window(), &limits).expect("pending");
+        assert!(Kept::barrier(&reader, &early.app, &early.sync).await);
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        let newer = kept.pending(&window(), &limits).expect("the newer walk");
+        assert_ne!(newer.entry, early.entry);
+        emit(&app, "/w7/check").await;
+        let got = kept
+            .ordered(&under(1), Some((early.entry, true)), counted)
+            .await;
+        // Counted, since without that barrier the event is still noted in time on most runs.
+        assert_eq!(
+            calls.get(),
+            1,
+            "the newer walk is ordered by its own barrier"
+        );
+        let Some((entry, Lookup::Changed { handles, .. })) = got else {
+            panic!("the change the newer walk's match got is seen: {got:?}");
+        };
+        assert_eq!(entry, newer.entry);
+        assert_eq!(handles, vec![format!("{name}|/w7/check")]);
+        kept.forget(7);
+
+        // The early barrier of the very walk found stands: no second one.
+        calls.set(0);
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        let early = kept.pending(&window(), &limits).expect("pending");
+        assert!(Kept::barrier(&reader, &early.app, &early.sync).await);
+        let got = kept
+            .ordered(&under(1), Some((early.entry, true)), counted)
+            .await;
+        assert_eq!(got, Some((early.entry, Lookup::Same(tree(&name)))));
+        assert_eq!(calls.get(), 0, "ordered already");
+
+        // An early barrier that failed for it: not used, and forgotten.
+        let got = kept
+            .ordered(&under(1), Some((early.entry, false)), counted)
+            .await;
+        assert_eq!(got, None);
+        assert_eq!(calls.get(), 0);
+        assert!(kept.peek(&under(1)).is_none(), "forgotten");
+
+        // No early barrier: one now.
+        kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
+        let got = kept.ordered(&under(1), None, counted).await;
+        assert!(matches!(got, Some((_, Lookup::Same(_)))), "{got:?}");
+        assert_eq!(calls.get(), 1);
+
+        // A barrier that fails now: not used, and forgotten.
+        emit(&app, "/w7/check").await;
+        let got = kept.ordered(&under(1), None, |_| async { false }).await;
+        assert_eq!(got, None);
+        assert!(kept.peek(&under(1)).is_none(), "forgotten");
+    });
+}
