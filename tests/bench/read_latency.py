@@ -111,34 +111,18 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
 
 def one_broker_ts(ns: argparse.Namespace) -> dict:
     """A fresh broker read through the TypeScript client: cold, then warm, as one_broker."""
-    import threading
-
     broker = h.Broker(ns.driver, "linux", {"NISH_LOG": os.environ.get("NISH_BENCH_LOG", "info")})
     person = h.Person(broker.env)
-    answered: list[str] = []
-
-    def answer() -> None:
-        try:
-            allow = person.wait_window("nish-driver consent: allow")
-            time.sleep(1.6)  # the dialog's arming delay, as start_with_consent waits it
-            person.click_window(allow)
-            answered.append("allow")
-        except Exception as e:  # reported below, with the client's own error
-            answered.append(f"no answer: {e}")
-
-    t = threading.Thread(target=answer)
-    t.start()
     try:
-        p = subprocess.run(
-            ["node", os.path.join(ns.ts_client, "read_latency.mjs"), "--shim", ns.shim,
-             "--socket", broker.socket, "--pid", str(ns.pid), "--app", ns.app,
-             "--warm", str(ns.warm)],
-            env=broker.env, capture_output=True, text=True, timeout=600)
-        t.join()
+        with h.consent_answered(person) as answered:
+            p = subprocess.run(
+                ["node", os.path.join(ns.ts_client, "read_latency.mjs"), "--shim", ns.shim,
+                 "--socket", broker.socket, "--pid", str(ns.pid), "--app", ns.app,
+                 "--warm", str(ns.warm)],
+                env=broker.env, capture_output=True, text=True, timeout=600)
         check(p.returncode == 0, f"the TypeScript client failed ({answered}): {p.stderr[-2000:]}")
         return json.loads(p.stdout.strip().splitlines()[-1])
     finally:
-        t.join()
         broker.stop()
 
 

@@ -19,8 +19,8 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, AsyncIterator, Iterator
 
 import anyio
 import mcp.client.session as mcp_session
@@ -623,24 +623,39 @@ def check_agent_groups(broker: Broker) -> None:
     say("every agent leads a process group of its own, apart from the broker's")
 
 
-async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:
-    """start_session, answered by the person: after the dialog's arming delay, real clicks on
-    the named controls (e.g. "takeover"), then on Allow."""
-    import threading
+@contextmanager
+def consent_answered(person: Person, tick: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The person answers the consent dialog while the body runs: after the dialog's arming
+    delay, real clicks on the named controls (e.g. "takeover"), then on Allow. Yields a list
+    that holds "allow" once clicked, or why the person could not answer."""
+    answered: list[str] = []
 
     def answer() -> None:
-        allow = person.wait_window("nish-driver consent: allow")
-        # The dialog ignores clicks in its first 500 ms, and for 1.5 s after the driver's own
-        # last synthetic press (a takeover session may have just acted).
-        time.sleep(1.6)
-        for name in tick:
-            person.click_window(person.wait_window(f"nish-driver consent: {name}"))
-        person.click_window(allow)
-        say("    person (xdotool, a real click): Allow")
+        try:
+            allow = person.wait_window("nish-driver consent: allow")
+            # The dialog ignores clicks in its first 500 ms, and for 1.5 s after the driver's
+            # own last synthetic press (a takeover session may have just acted).
+            time.sleep(1.6)
+            for name in tick:
+                person.click_window(person.wait_window(f"nish-driver consent: {name}"))
+            person.click_window(allow)
+            answered.append("allow")
+            say("    person (xdotool, a real click): Allow")
+        except Exception as e:  # the caller's own call fails too, and says this
+            answered.append(f"no answer: {e}")
 
     t = threading.Thread(target=answer)
     t.start()
     try:
-        return await ok(c, "start_session", args)
+        yield answered
     finally:
         t.join()
+
+
+async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick: tuple[str, ...] = ()) -> dict[str, Any]:
+    """start_session, answered by the person ([`consent_answered`])."""
+    with consent_answered(person, tick) as answered:
+        try:
+            return await ok(c, "start_session", args)
+        except Exception as e:
+            raise AssertionError(f"start_session was not answered as asked ({answered}): {e}") from e
