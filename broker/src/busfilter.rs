@@ -102,7 +102,7 @@ impl ActMethod {
 }
 
 /// The one act the input agent may carry out now: which application, which object, which
-/// method.
+/// method, with which arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
     /// The application's unique name on the accessibility bus.
@@ -113,6 +113,35 @@ pub struct Grant {
     pub path: String,
     /// The method.
     pub method: ActMethod,
+    /// What its arguments must be.
+    pub args: Args,
+}
+
+/// The arguments a granted call must carry: exactly the text or number the broker asked the
+/// input agent for, so that a compromised agent cannot type or set anything else on the
+/// granted element. The index of `DoAction` and of `SelectChild` is free (the agent finds it
+/// live, by the action's name and by the element's place in its parent), but its signature is
+/// not: one `i`.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Args {
+    /// `DoAction(i)`, `SelectChild(i)`: any index.
+    Index,
+    /// `InsertText(i position, s text, i length)`: this text, its length in UTF-8 bytes, any
+    /// position; `SetTextContents(s text)`: this text.
+    Text(String),
+    /// `Properties.Set(s, s, v)` of [`SETTABLE`]: a double of these bits.
+    Number(u64),
+}
+
+impl std::fmt::Debug for Args {
+    // The text the agent is to type never reaches a log: its length only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Args::Index => f.write_str("Index"),
+            Args::Text(t) => write!(f, "Text({} bytes)", t.len()),
+            Args::Number(_) => f.write_str("Number"),
+        }
+    }
 }
 
 /// A call of the input agent's that the filter refused: what the audit records (no name the
@@ -392,26 +421,6 @@ fn on_list(list: &[(&str, &str)], h: &Header) -> bool {
         if list.iter().any(|(ri, rm)| ri == i && rm == m))
 }
 
-/// The first two arguments of a `Properties.Set` the agent sends: `(interface, property)`.
-pub fn set_target(h: &Header, msg: &[u8]) -> Option<(String, String)> {
-    if !h.signature.as_deref().is_some_and(|s| s.starts_with("ss")) {
-        return None;
-    }
-    let big = h.big_endian;
-    let mut pos = h.body_at;
-    let mut one = || {
-        pos = align(pos, 4);
-        let n = u32_at(msg, pos, big)? as usize;
-        let s = msg.get(pos + 4..(pos + 4).checked_add(n)?)?;
-        let s = std::str::from_utf8(s).ok()?.to_string();
-        pos += 4 + n + 1;
-        Some(s)
-    };
-    let a = one()?;
-    let b = one()?;
-    Some((a, b))
-}
-
 /// The verdict on a message the input agent sends on `link`, with `grant` the act the broker
 /// asked for now.
 pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grant: Option<&Grant>) -> Verdict {
@@ -451,8 +460,98 @@ fn grant_covers(g: &Grant, h: &Header, msg: &[u8], link: &Link) -> bool {
         && h.path.as_deref() == Some(g.path.as_str())
         && h.interface.as_deref() == Some(iface)
         && h.member.as_deref() == Some(member)
-        && (g.method != ActMethod::SetCurrentValue
-            || set_target(h, msg).is_some_and(|(i, p)| (i.as_str(), p.as_str()) == SETTABLE))
+        && args_are(g, h, msg)
+}
+
+/// The call's body is exactly what `g` grants: its signature, and its text or number, with
+/// nothing after them.
+fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
+    let mut b = Body {
+        msg,
+        pos: h.body_at,
+        big: h.big_endian,
+    };
+    let sig = h.signature.as_deref().unwrap_or("");
+    let matched = match (g.method, &g.args) {
+        (ActMethod::DoAction | ActMethod::SelectChild, Args::Index) => {
+            sig == "i" && b.u32().is_some()
+        }
+        (ActMethod::InsertText, Args::Text(t)) => {
+            sig == "isi"
+                && b.u32().is_some()
+                && b.string() == Some(t.as_bytes())
+                && b.u32()
+                    .is_some_and(|n| usize::try_from(n).is_ok_and(|n| n == t.len()))
+        }
+        (ActMethod::SetTextContents, Args::Text(t)) => {
+            sig == "s" && b.string() == Some(t.as_bytes())
+        }
+        (ActMethod::SetCurrentValue, Args::Number(bits)) => {
+            sig == "ssv"
+                && b.string() == Some(SETTABLE.0.as_bytes())
+                && b.string() == Some(SETTABLE.1.as_bytes())
+                && b.signature() == Some(b"d".as_slice())
+                && b.u64() == Some(*bits)
+        }
+        // A grant whose arguments do not fit its method lets nothing through.
+        _ => false,
+    };
+    matched && b.pos == msg.len()
+}
+
+/// A reader of a message body's values, in the message's byte order (offsets from the
+/// message's start, where the body's alignment is counted from).
+struct Body<'a> {
+    msg: &'a [u8],
+    pos: usize,
+    big: bool,
+}
+
+impl<'a> Body<'a> {
+    fn u32(&mut self) -> Option<u32> {
+        self.pos = align(self.pos, 4);
+        let v = u32_at(self.msg, self.pos, self.big)?;
+        self.pos += 4;
+        Some(v)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.pos = align(self.pos, 8);
+        let b: [u8; 8] = self
+            .msg
+            .get(self.pos..self.pos.checked_add(8)?)?
+            .try_into()
+            .ok()?;
+        self.pos += 8;
+        Some(if self.big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        })
+    }
+
+    /// A string's bytes (its closing NUL checked and passed).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u32()?).ok()?;
+        self.bytes(n)
+    }
+
+    /// A signature's bytes (one length byte, no alignment).
+    fn signature(&mut self) -> Option<&'a [u8]> {
+        let n = usize::from(*self.msg.get(self.pos)?);
+        self.pos += 1;
+        self.bytes(n)
+    }
+
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.msg.get(self.pos..end)?;
+        if self.msg.get(end) != Some(&0) {
+            return None;
+        }
+        self.pos = end + 1;
+        Some(s)
+    }
 }
 
 /// Longest message relayed (the D-Bus limit is 128 MiB; the reader's are small).
@@ -1065,6 +1164,26 @@ mod tests {
         sig: &str,
         body: &[u8],
     ) -> Vec<u8> {
+        call_in(false, dest, path, iface, member, sig, body)
+    }
+
+    /// [`call_with`], in either byte order (`body` already in it).
+    fn call_in(
+        big: bool,
+        dest: Option<&str>,
+        path: &str,
+        iface: &str,
+        member: &str,
+        sig: &str,
+        body: &[u8],
+    ) -> Vec<u8> {
+        let u32b = |n: u32| {
+            if big {
+                n.to_be_bytes()
+            } else {
+                n.to_le_bytes()
+            }
+        };
         let mut f = Vec::new();
         let mut field = |code: u8, sig: u8, s: &str| {
             while !f.len().is_multiple_of(8) {
@@ -1077,7 +1196,7 @@ mod tests {
                 while !f.len().is_multiple_of(4) {
                     f.push(0);
                 }
-                f.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                f.extend_from_slice(&u32b(s.len() as u32));
             }
             f.extend_from_slice(s.as_bytes());
             f.push(0);
@@ -1091,16 +1210,71 @@ mod tests {
         if !sig.is_empty() {
             field(8, b'g', sig);
         }
-        let mut m = vec![b'l', METHOD_CALL, 0, 1];
-        m.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        m.extend_from_slice(&3u32.to_le_bytes());
-        m.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        let mut m = vec![if big { b'B' } else { b'l' }, METHOD_CALL, 0, 1];
+        m.extend_from_slice(&u32b(body.len() as u32));
+        m.extend_from_slice(&u32b(3));
+        m.extend_from_slice(&u32b(f.len() as u32));
         m.extend_from_slice(&f);
         while !m.len().is_multiple_of(8) {
             m.push(0);
         }
         m.extend_from_slice(body);
         m
+    }
+
+    /// One value of a test body.
+    enum Part<'a> {
+        I(i32),
+        S(&'a str),
+        /// A variant holding a double.
+        D(f64),
+        /// A variant holding an `i`.
+        VI(i32),
+    }
+
+    /// A body of `parts`, aligned as from the message's start (a body starts 8-aligned).
+    fn body(big: bool, parts: &[Part]) -> Vec<u8> {
+        let mut b = Vec::new();
+        let pad = |b: &mut Vec<u8>, a: usize| {
+            while !b.len().is_multiple_of(a) {
+                b.push(0);
+            }
+        };
+        let u32b = |n: u32| {
+            if big {
+                n.to_be_bytes()
+            } else {
+                n.to_le_bytes()
+            }
+        };
+        for p in parts {
+            match p {
+                Part::I(i) | Part::VI(i) => {
+                    if matches!(p, Part::VI(_)) {
+                        b.extend_from_slice(&[1, b'i', 0]);
+                    }
+                    pad(&mut b, 4);
+                    b.extend_from_slice(&u32b(*i as u32));
+                }
+                Part::S(s) => {
+                    pad(&mut b, 4);
+                    b.extend_from_slice(&u32b(s.len() as u32));
+                    b.extend_from_slice(s.as_bytes());
+                    b.push(0);
+                }
+                Part::D(d) => {
+                    b.extend_from_slice(&[1, b'd', 0]);
+                    pad(&mut b, 8);
+                    let bits = d.to_bits();
+                    b.extend_from_slice(&if big {
+                        bits.to_be_bytes()
+                    } else {
+                        bits.to_le_bytes()
+                    });
+                }
+            }
+        }
+        b
     }
 
     /// The body of `Properties.Set(iface, prop, <double 1.5>)`.
@@ -1133,12 +1307,18 @@ mod tests {
         p.judge(&parse_header(m).unwrap(), m)
     }
 
+    /// A grant of `method` on `path`: of the text "hi" or the number 1.5 where it takes one.
     fn grant(method: ActMethod, path: &str) -> Grant {
         Grant {
             bus_name: APP.into(),
             pid: 42,
             path: path.into(),
             method,
+            args: match method {
+                ActMethod::DoAction | ActMethod::SelectChild => Args::Index,
+                ActMethod::InsertText | ActMethod::SetTextContents => Args::Text("hi".into()),
+                ActMethod::SetCurrentValue => Args::Number(1.5f64.to_bits()),
+            },
         }
     }
 
@@ -1292,9 +1472,106 @@ mod tests {
             &set_body("org.a11y.atspi.Value", "CurrentValue"),
         );
         assert_eq!(verdict(&Link::Bus, &g, &odd), Verdict::Refuse);
-        let cut = set("org.a11y.atspi.Value", "CurrentValue");
-        let h = parse_header(&cut).unwrap();
-        assert_eq!(set_target(&h, &cut[..h.body_at + 10]), None);
+    }
+
+    /// A compromised input agent, granted one text or number, sends another: refused, whatever
+    /// the byte order; the granted one passes.
+    #[test]
+    fn text_and_number_acts_pass_only_with_the_granted_arguments() {
+        use Part::*;
+        let g = Grants::new();
+        let on = |big: bool, m: ActMethod, sig: &str, parts: &[Part]| {
+            let (iface, member) = m.spec();
+            let msg = call_in(big, Some(APP), EL, iface, member, sig, &body(big, parts));
+            let _guard = g.grant(grant(m, EL));
+            verdict(&Link::Bus, &g, &msg)
+        };
+        let (ins, set_text, num) = (
+            ActMethod::InsertText,
+            ActMethod::SetTextContents,
+            ActMethod::SetCurrentValue,
+        );
+        let value = |v: Part<'static>| [S("org.a11y.atspi.Value"), S("CurrentValue"), v];
+        for big in [false, true] {
+            // The granted text at any position, the granted text, the granted number.
+            for position in [0, 7, -1] {
+                assert_eq!(
+                    on(big, ins, "isi", &[I(position), S("hi"), I(2)]),
+                    Verdict::Pass,
+                    "big endian {big}: typed at {position}"
+                );
+            }
+            assert_eq!(on(big, set_text, "s", &[S("hi")]), Verdict::Pass);
+            assert_eq!(on(big, num, "ssv", &value(D(1.5))), Verdict::Pass);
+            for (what, v) in [
+                (
+                    "other text",
+                    on(big, ins, "isi", &[I(0), S("rm -rf ~"), I(8)]),
+                ),
+                (
+                    "other text, as long",
+                    on(big, ins, "isi", &[I(0), S("ho"), I(2)]),
+                ),
+                ("more text", on(big, ins, "isi", &[I(0), S("hi\n"), I(3)])),
+                ("less text", on(big, ins, "isi", &[I(0), S("h"), I(1)])),
+                (
+                    "a longer length",
+                    on(big, ins, "isi", &[I(0), S("hi"), I(9)]),
+                ),
+                (
+                    "a shorter length",
+                    on(big, ins, "isi", &[I(0), S("hi"), I(1)]),
+                ),
+                ("no length", on(big, ins, "is", &[I(0), S("hi")])),
+                (
+                    "more after",
+                    on(big, ins, "isii", &[I(0), S("hi"), I(2), I(0)]),
+                ),
+                ("other text set", on(big, set_text, "s", &[S("hx")])),
+                ("text and more", on(big, set_text, "ss", &[S("hi"), S("x")])),
+                ("an empty text", on(big, set_text, "s", &[S("")])),
+                ("another number", on(big, num, "ssv", &value(D(100.0)))),
+                ("the number negated", on(big, num, "ssv", &value(D(-1.5)))),
+                ("an integer", on(big, num, "ssv", &value(VI(1)))),
+                ("an index for a text", on(big, set_text, "i", &[I(0)])),
+            ] {
+                assert_eq!(v, Verdict::Refuse, "big endian {big}: {what}");
+            }
+        }
+        // Bytes after the body's values, a body cut short, a string without its NUL.
+        let (iface, member) = set_text.spec();
+        let mut extra = call_with(Some(APP), EL, iface, member, "s", &body(false, &[S("hi")]));
+        extra.extend_from_slice(&[0; 4]);
+        let len = extra.len() - parse_header(&extra).unwrap().body_at;
+        extra[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        let whole = call_with(Some(APP), EL, iface, member, "s", &body(false, &[S("hi")]));
+        let _guard = g.grant(grant(set_text, EL));
+        assert_eq!(verdict(&Link::Bus, &g, &whole), Verdict::Pass);
+        assert_eq!(
+            verdict(&Link::Bus, &g, &extra),
+            Verdict::Refuse,
+            "extra bytes"
+        );
+        let h = parse_header(&whole).unwrap();
+        for cut in [h.body_at + 2, whole.len() - 1] {
+            assert!(
+                !args_are(&grant(set_text, EL), &h, &whole[..cut]),
+                "cut at {cut}"
+            );
+        }
+        let mut no_nul = whole.clone();
+        *no_nul.last_mut().unwrap() = b'!';
+        assert!(!args_are(&grant(set_text, EL), &h, &no_nul), "no NUL");
+        // A grant whose arguments do not fit its method lets nothing through.
+        let mut odd = grant(set_text, EL);
+        odd.args = Args::Index;
+        assert!(!args_are(&odd, &h, &whole));
+        // The text never shows in the grant's debug form.
+        let secret = Grant {
+            args: Args::Text("hunter2".into()),
+            ..grant(set_text, EL)
+        };
+        assert!(!format!("{secret:?}").contains("hunter2"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! and Properties.Set on objects and at times the broker did not ask for. The app is served
 //! from this test process with counters of what was done to it: a refused call gets the
 //! filter's AccessDenied and changes nothing, the act the broker granted goes through, and the
-//! same calls without the filter change the app (so the refusals are the filter's doing). The
+//! same calls without the filter change the app (so the refusals are the filter's doing). A
+//! grant of one text or number lets through that text or number only. The
 //! input agent gets a peer-to-peer link only to the app of the act the broker asked for, while
 //! it is asked for.
 
@@ -12,7 +13,7 @@ use nish_testdesk::dbus::{error_of, stream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nish_broker::busfilter::{ActMethod, Grant, Grants};
+use nish_broker::busfilter::{ActMethod, Args, Grant, Grants};
 use nish_broker::conn::Peer;
 use nish_broker::handover::{Endpoints, Filter, Opener};
 use nish_proto::wire::{ConnectTarget, Handed};
@@ -76,6 +77,10 @@ struct EditableText(Done);
 #[zbus::interface(name = "org.a11y.atspi.EditableText")]
 impl EditableText {
     fn set_text_contents(&self, _text: &str) -> bool {
+        self.0.texts.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+    fn insert_text(&self, _position: i32, _text: &str, _length: i32) -> bool {
         self.0.texts.fetch_add(1, Ordering::SeqCst);
         true
     }
@@ -230,11 +235,17 @@ fn a_compromised_input_agent_acts_only_as_granted() {
             }
         });
         let pid = std::process::id();
+        // A grant of `method` on `path`, of the text "hello" or the number 5 where it takes one.
         let grant = |method, path: &str| Grant {
             bus_name: app_name.clone(),
             pid,
             path: path.into(),
             method,
+            args: match method {
+                ActMethod::InsertText | ActMethod::SetTextContents => Args::Text("hello".into()),
+                ActMethod::SetCurrentValue => Args::Number(5.0f64.to_bits()),
+                ActMethod::DoAction | ActMethod::SelectChild => Args::Index,
+            },
         };
 
         let app_target = ConnectTarget::App {
@@ -330,7 +341,50 @@ fn a_compromised_input_agent_acts_only_as_granted() {
                     None,
                     "{how}: the granted value"
                 );
+                // Another value under the same grant.
+                let v = zbus::zvariant::Value::F64(100.0);
+                let other_value = error_of(
+                    c,
+                    dest,
+                    GRANTED,
+                    "org.freedesktop.DBus.Properties",
+                    "Set",
+                    &("org.a11y.atspi.Value", "CurrentValue", &v),
+                )
+                .await;
                 drop(guard);
+                // A text, granted: only that text may be set, or typed.
+                let edit = "org.a11y.atspi.EditableText";
+                let guard = grants.grant(grant(ActMethod::SetTextContents, GRANTED));
+                let other_text =
+                    error_of(c, dest, GRANTED, edit, "SetTextContents", &("rm -rf ~",)).await;
+                assert_eq!(
+                    error_of(c, dest, GRANTED, edit, "SetTextContents", &("hello",)).await,
+                    None,
+                    "{how}: the granted text"
+                );
+                drop(guard);
+                let guard = grants.grant(grant(ActMethod::InsertText, GRANTED));
+                let other_typed = error_of(
+                    c,
+                    dest,
+                    GRANTED,
+                    edit,
+                    "InsertText",
+                    &(0i32, "hellorm -rf ~\n", 15i32),
+                )
+                .await;
+                assert_eq!(
+                    error_of(c, dest, GRANTED, edit, "InsertText", &(3i32, "hello", 5i32)).await,
+                    None,
+                    "{how}: the granted typing"
+                );
+                drop(guard);
+                let beside_args = [
+                    ("another value", other_value),
+                    ("another text", other_text),
+                    ("other typing", other_typed),
+                ];
                 let done = (granted.total() - before.0, other.total() - before.1);
                 if filtered {
                     assert_eq!(ungranted.as_deref(), Some(REFUSED), "{how}: no grant");
@@ -338,15 +392,18 @@ fn a_compromised_input_agent_acts_only_as_granted() {
                     for (what, e) in &beside {
                         assert_eq!(e.as_deref(), Some(REFUSED), "{how}: {what}");
                     }
-                    // The granted action and the granted value, nothing else.
-                    assert_eq!(done, (2, 0), "{how}: what the app saw");
+                    for (what, e) in &beside_args {
+                        assert_eq!(e.as_deref(), Some(REFUSED), "{how}: {what}");
+                    }
+                    // The granted action, value, text and typing, nothing else.
+                    assert_eq!(done, (4, 0), "{how}: what the app saw");
                 } else {
                     assert_eq!(ungranted, None, "{how}: without the filter");
-                    for (what, e) in &beside {
+                    for (what, e) in beside.iter().chain(&beside_args) {
                         assert_ne!(e.as_deref(), Some(REFUSED), "{how}: {what} unfiltered");
                     }
                     // Every call reached the app.
-                    assert_eq!(done, (6, 1), "{how}: what the app saw unfiltered");
+                    assert_eq!(done, (11, 1), "{how}: what the app saw unfiltered");
                 }
             }
         }

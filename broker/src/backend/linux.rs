@@ -43,7 +43,7 @@ use super::agents::{
 use super::{
     Backend, BackendEvent, BackendKind, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
 };
-use crate::busfilter::{ActMethod, Grant};
+use crate::busfilter::{ActMethod, Args, Grant};
 use crate::conn::{Msg, indicator_kind, input_kind, reader_kind};
 use crate::session::PausedReason;
 
@@ -514,17 +514,27 @@ pub fn act_grant(target: &Expect, op: &SemanticOp) -> Option<Grant> {
         (bus.starts_with(':') && path.starts_with('/')).then(|| (bus.to_string(), path.to_string()))
     };
     let (bus_name, element) = split(&target.handle)?;
-    let (method, path) = match op {
-        SemanticOp::Action { .. } => (ActMethod::DoAction, element),
-        SemanticOp::InsertText { .. } => (ActMethod::InsertText, element),
-        SemanticOp::SetText { .. } => (ActMethod::SetTextContents, element),
-        SemanticOp::SetNumber { .. } => (ActMethod::SetCurrentValue, element),
+    let (method, path, args) = match op {
+        SemanticOp::Action { .. } => (ActMethod::DoAction, element, Args::Index),
+        SemanticOp::InsertText { text } => {
+            (ActMethod::InsertText, element, Args::Text(text.clone()))
+        }
+        SemanticOp::SetText { text } => (
+            ActMethod::SetTextContents,
+            element,
+            Args::Text(text.clone()),
+        ),
+        SemanticOp::SetNumber { value } => (
+            ActMethod::SetCurrentValue,
+            element,
+            Args::Number(value.to_bits()),
+        ),
         SemanticOp::Select => {
             let (pbus, ppath) = split(target.parent_handle.as_deref()?)?;
             if pbus != bus_name {
                 return None;
             }
-            (ActMethod::SelectChild, ppath)
+            (ActMethod::SelectChild, ppath, Args::Index)
         }
     };
     Some(Grant {
@@ -532,6 +542,7 @@ pub fn act_grant(target: &Expect, op: &SemanticOp) -> Option<Grant> {
         pid: target.pid,
         path,
         method,
+        args,
     })
 }
 
@@ -2141,28 +2152,41 @@ mod tests {
                 pid: 42,
                 path: "/org/a11y/atspi/accessible/12".into(),
                 method: ActMethod::DoAction,
+                args: Args::Index,
             }
         );
-        let m = |op| act_grant(&t, &op).map(|g| (g.method, g.path));
+        let m = |op| act_grant(&t, &op).map(|g| (g.method, g.path, g.args));
         let el = "/org/a11y/atspi/accessible/12".to_string();
+        // Its text or number, exactly.
         assert_eq!(
-            m(SemanticOp::SetNumber { value: 1.0 }),
-            Some((ActMethod::SetCurrentValue, el.clone()))
+            m(SemanticOp::SetNumber { value: 1.5 }),
+            Some((
+                ActMethod::SetCurrentValue,
+                el.clone(),
+                Args::Number(1.5f64.to_bits())
+            ))
         );
         assert_eq!(
             m(SemanticOp::SetText { text: "x".into() }),
-            Some((ActMethod::SetTextContents, el.clone()))
+            Some((
+                ActMethod::SetTextContents,
+                el.clone(),
+                Args::Text("x".into())
+            ))
         );
         assert_eq!(
-            m(SemanticOp::InsertText { text: "x".into() }),
-            Some((ActMethod::InsertText, el))
+            m(SemanticOp::InsertText {
+                text: "héllo".into()
+            }),
+            Some((ActMethod::InsertText, el, Args::Text("héllo".into())))
         );
         // A select reaches the parent the snapshot showed, of the same application only.
         assert_eq!(
             m(SemanticOp::Select),
             Some((
                 ActMethod::SelectChild,
-                "/org/a11y/atspi/accessible/3".to_string()
+                "/org/a11y/atspi/accessible/3".to_string(),
+                Args::Index
             ))
         );
         t.parent_handle = Some(":1.8|/org/a11y/atspi/accessible/3".into());
