@@ -323,7 +323,7 @@ impl Policy {
                     judge(h)
                 }
             }
-            Policy::Input { link, grants } => judge_input(h, msg, link, grants.current().as_ref()),
+            Policy::Input { link, grants } => judge_input(h, msg, link, grants),
         }
     }
 }
@@ -421,9 +421,9 @@ fn on_list(list: &[(&str, &str)], h: &Header) -> bool {
         if list.iter().any(|(ri, rm)| ri == i && rm == m))
 }
 
-/// The verdict on a message the input agent sends on `link`, with `grant` the act the broker
-/// asked for now.
-pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grant: Option<&Grant>) -> Verdict {
+/// The verdict on a message the input agent sends on `link`, with `grants` holding the act the
+/// broker asked for now (judged under its lock, with no copy of its text).
+pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grants: &Grants) -> Verdict {
     if h.unix_fds {
         return refusal(h);
     }
@@ -434,7 +434,11 @@ pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grant: Option<&Grant>) -
             if on_list(READ_ONLY, h) || on_list(INPUT_READS, h) {
                 return Verdict::Pass;
             }
-            if grant.is_some_and(|g| grant_covers(g, h, msg, link)) {
+            if grants
+                .lock()
+                .as_ref()
+                .is_some_and(|(_, g)| grant_covers(g, h, msg, link))
+            {
                 Verdict::Pass
             } else {
                 refusal(h)
@@ -480,8 +484,7 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
             sig == "isi"
                 && b.u32().is_some()
                 && b.string() == Some(t.as_bytes())
-                && b.u32()
-                    .is_some_and(|n| usize::try_from(n).is_ok_and(|n| n == t.len()))
+                && b.u32().is_some_and(|n| text_length(t, n))
         }
         (ActMethod::SetTextContents, Args::Text(t)) => {
             sig == "s" && b.string() == Some(t.as_bytes())
@@ -499,6 +502,15 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
     matched && b.pos == msg.len()
 }
 
+/// `n` is the length of `t` as the application reads `InsertText`'s length argument: UTF-8
+/// bytes (GTK, through ATK and in GTK 4, and Chromium pass it on as bytes), or UTF-16 units
+/// (Qt's adaptor cuts or pads the text to that many). The same for ASCII text; for other text a
+/// compromised agent may pick the count the toolkit does not use (docs/security.md).
+fn text_length(t: &str, n: u32) -> bool {
+    let n = n as usize;
+    n == t.len() || n == t.encode_utf16().count()
+}
+
 /// A reader of a message body's values, in the message's byte order (offsets from the
 /// message's start, where the body's alignment is counted from).
 struct Body<'a> {
@@ -508,15 +520,26 @@ struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
+    /// Moves to the next multiple of `a`: the padding passed must be zero bytes, as libdbus
+    /// requires.
+    fn pad(&mut self, a: usize) -> Option<()> {
+        let to = align(self.pos, a);
+        if self.msg.get(self.pos..to)?.iter().any(|b| *b != 0) {
+            return None;
+        }
+        self.pos = to;
+        Some(())
+    }
+
     fn u32(&mut self) -> Option<u32> {
-        self.pos = align(self.pos, 4);
+        self.pad(4)?;
         let v = u32_at(self.msg, self.pos, self.big)?;
         self.pos += 4;
         Some(v)
     }
 
     fn u64(&mut self) -> Option<u64> {
-        self.pos = align(self.pos, 8);
+        self.pad(8)?;
         let b: [u8; 8] = self
             .msg
             .get(self.pos..self.pos.checked_add(8)?)?
@@ -1502,6 +1525,29 @@ mod tests {
                 );
             }
             assert_eq!(on(big, set_text, "s", &[S("hi")]), Verdict::Pass);
+            // Text beyond ASCII: its length in UTF-8 bytes or in UTF-16 units (Qt), not in
+            // characters nor any other.
+            let typed = |t: &str, n: i32| {
+                let (iface, member) = ins.spec();
+                let body = body(big, &[I(0), S(t), I(n)]);
+                let msg = call_in(big, Some(APP), EL, iface, member, "isi", &body);
+                let _guard = g.grant(Grant {
+                    args: Args::Text(t.into()),
+                    ..grant(ins, EL)
+                });
+                verdict(&Link::Bus, &g, &msg)
+            };
+            // "a😀": 5 bytes, 3 UTF-16 units, 2 characters.
+            for (n, v) in [
+                (5, Verdict::Pass),
+                (3, Verdict::Pass),
+                (2, Verdict::Refuse),
+                (4, Verdict::Refuse),
+                (6, Verdict::Refuse),
+                (-1, Verdict::Refuse),
+            ] {
+                assert_eq!(typed("a😀", n), v, "big endian {big}: length {n}");
+            }
             assert_eq!(on(big, num, "ssv", &value(D(1.5))), Verdict::Pass);
             for (what, v) in [
                 (
@@ -1559,6 +1605,25 @@ mod tests {
                 "cut at {cut}"
             );
         }
+        // Padding that is not zero (between the text "hi" and the length of a typing).
+        let (iface, member) = ins.spec();
+        let mut typing = call_with(
+            Some(APP),
+            EL,
+            iface,
+            member,
+            "isi",
+            &body(false, &[I(0), S("hi"), I(2)]),
+        );
+        let _typing = g.grant(grant(ins, EL));
+        assert_eq!(verdict(&Link::Bus, &g, &typing), Verdict::Pass);
+        // The body: position (4 bytes), then 4 + 2 + 1 bytes of text, then one pad byte.
+        let at = parse_header(&typing).unwrap().body_at + 11;
+        assert_eq!(typing[at], 0, "a padding byte");
+        typing[at] = 7;
+        assert_eq!(verdict(&Link::Bus, &g, &typing), Verdict::Refuse, "padding");
+        drop(_typing);
+        let _guard = g.grant(grant(set_text, EL));
         let mut no_nul = whole.clone();
         *no_nul.last_mut().unwrap() = b'!';
         assert!(!args_are(&grant(set_text, EL), &h, &no_nul), "no NUL");

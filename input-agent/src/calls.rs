@@ -135,17 +135,31 @@ pub async fn do_action(link: &AppLink, path: &str, index: i32) -> Result<bool, C
     act(link, path, Act::DoAction, &(index,)).await
 }
 
-/// Inserts `text` at character `position`. The length argument is the text's length in UTF-8
-/// bytes: GTK (through ATK and in GTK 4) passes it on to `gtk_editable_insert_text`, which
-/// counts bytes; toolkits that count characters read no further than the text's end either way.
+/// Inserts `text` at character `position`. The length argument is the text's length as the
+/// toolkit reads it ([`text_length`]).
 pub async fn insert_text(
     link: &AppLink,
     path: &str,
     position: i32,
     text: &str,
+    utf16: bool,
 ) -> Result<bool, CallError> {
-    let len = i32::try_from(text.len()).map_err(|_| CallError::Other)?;
+    let len = text_length(text, utf16).ok_or(CallError::Other)?;
     act(link, path, Act::InsertText, &(position, text, len)).await
+}
+
+/// `InsertText`'s length argument for `text`: in UTF-8 bytes, which GTK (through ATK and in
+/// GTK 4) passes on to `gtk_editable_insert_text` and Chromium reads the text by; in UTF-16
+/// units for Qt (`utf16`), whose adaptor cuts or pads the text to that many (a byte count would
+/// append characters it leaves unset). The broker's filter lets either count of the granted
+/// text through, nothing else.
+pub fn text_length(text: &str, utf16: bool) -> Option<i32> {
+    let n = if utf16 {
+        text.encode_utf16().count()
+    } else {
+        text.len()
+    };
+    i32::try_from(n).ok()
 }
 
 /// Replaces the whole text.
@@ -271,6 +285,24 @@ mod tests {
             );
             assert!(!READ_ONLY.contains(&a.spec()) && !INPUT_READS.contains(&a.spec()));
         }
+    }
+
+    #[test]
+    fn typed_text_is_counted_as_its_toolkit_reads_it() {
+        // "a😀✓": 8 bytes, 4 UTF-16 units, 3 characters.
+        assert_eq!(text_length("a😀✓", false), Some(8));
+        assert_eq!(text_length("a😀✓", true), Some(4));
+        assert_eq!(text_length("ascii", true), text_length("ascii", false));
+        let qt = crate::live::Toolkit {
+            name: "Qt".into(),
+            version: "6.4.2".into(),
+        };
+        let gtk = crate::live::Toolkit {
+            name: "GTK".into(),
+            version: "3.24.38".into(),
+        };
+        assert!(qt.counts_utf16());
+        assert!(!gtk.counts_utf16());
     }
 
     #[test]

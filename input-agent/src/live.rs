@@ -53,6 +53,11 @@ impl Toolkit {
         self.name.eq_ignore_ascii_case("gtk") && self.version.starts_with("4.")
     }
 
+    /// Qt: `InsertText`'s length counts UTF-16 units ([`crate::calls::text_length`]).
+    pub fn counts_utf16(&self) -> bool {
+        self.name.eq_ignore_ascii_case("qt")
+    }
+
     /// The toolkit's re-check rules.
     pub fn rules(&self) -> Rules {
         Rules {

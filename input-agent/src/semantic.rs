@@ -386,7 +386,7 @@ impl Semantic {
         } else {
             caret
         };
-        match calls::insert_text(link, path, position, text).await {
+        match calls::insert_text(link, path, position, text, el.toolkit.counts_utf16()).await {
             Ok(true) => Ok("editable_text".into()),
             Ok(false) => Err(declined("text")),
             Err(e) => Err(act_failure(Act::InsertText, e)),

@@ -656,6 +656,8 @@ async def start_with_consent(c: Any, person: Person, args: dict[str, Any], tick:
     """start_session, answered by the person ([`consent_answered`])."""
     with consent_answered(person, tick) as answered:
         try:
-            return await ok(c, "start_session", args)
+            st = await ok(c, "start_session", args)
         except Exception as e:
             raise AssertionError(f"start_session was not answered as asked ({answered}): {e}") from e
+    check(answered == ["allow"], f"the person's answer: {answered}")
+    return st
