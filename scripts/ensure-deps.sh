@@ -40,7 +40,8 @@ minimal_packages=(python3-venv python3-pip systemd util-linux)
 # The private headless desktop of the end-to-end tests and the demo (Xephyr nests the desktop in
 # Xvfb so the person has a real input device; tesseract reads the consent dialog in a test;
 # mutter runs headless as the Wayland test desktop's compositor; xwayland lets one test give it
-# an X server, whose XTEST clients must not reach the Wayland consent dialog).
+# an X server, whose XTEST clients must not reach the Wayland consent dialog; PyQt5 runs the Qt
+# app of the Qt typing test).
 desktop_packages=(
     xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core
     tesseract-ocr tesseract-ocr-eng
@@ -50,6 +51,7 @@ desktop_packages=(
     mutter xwayland
     gtk-3-examples gtk-4-examples
     python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 python3-xlib python3-pyatspi
+    python3-pyqt5
     chromium
 )
 # Packages the tests can run without (their tests are skipped) when the distribution has no

@@ -841,33 +841,52 @@ impl Props {
 }
 
 /// Reads role, name, states, interfaces and child count of one object (four calls in flight).
+///
+/// The name and child count are asked one property at a time ([`name_and_count`]): Qt 5's
+/// adaptor answers `Properties.GetAll` with a message the bus refuses, and the bus then cuts
+/// the application's connection (its accessibility is gone until it restarts; measured with
+/// Qt 5.15.8).
 pub async fn props(link: &AppLink, path: &str, timeout: Duration) -> Result<Props, CallError> {
     let dest = link.dest();
     let c = &link.conn;
-    let (role, all, states, ifaces) = tokio::join!(
+    let (role, named, states, ifaces) = tokio::join!(
         call::<_, u32>(c, dest, path, Read::GetRole, &(), timeout),
-        call::<_, HashMap<String, OwnedValue>>(
-            c,
-            dest,
-            path,
-            Read::GetAllProperties,
-            &("org.a11y.atspi.Accessible",),
-            timeout
-        ),
+        name_and_count(c, dest, path, timeout),
         call::<_, Vec<u32>>(c, dest, path, Read::GetState, &(), timeout),
         call::<_, Vec<String>>(c, dest, path, Read::GetInterfaces, &(), timeout),
     );
-    props_from(role, all, states, ifaces)
+    props_from(role, named, states, ifaces)
 }
 
-/// [`Props`] from the answers of the four calls that read them.
-pub fn props_from(
-    role: Result<u32, CallError>,
-    all: Result<HashMap<String, OwnedValue>, CallError>,
-    states: Result<Vec<u32>, CallError>,
-    ifaces: Result<Vec<String>, CallError>,
-) -> Result<Props, CallError> {
-    let mut all = all?;
+/// An object's name and child count, one `Properties.Get` each (both in flight together).
+pub async fn name_and_count(
+    conn: &Connection,
+    dest: Option<&str>,
+    path: &str,
+    timeout: Duration,
+) -> Result<(String, i32), CallError> {
+    let get = |prop: &'static str| async move {
+        call::<_, OwnedValue>(
+            conn,
+            dest,
+            path,
+            Read::GetProperty,
+            &("org.a11y.atspi.Accessible", prop),
+            timeout,
+        )
+        .await
+    };
+    let (name, count) = tokio::join!(get("Name"), get("ChildCount"));
+    Ok((
+        String::try_from(name?).unwrap_or_default(),
+        i32::try_from(count?).unwrap_or(0),
+    ))
+}
+
+/// An object's name and child count from its `Properties.GetAll` answer (toolkits other than
+/// Qt; see [`props`]).
+pub fn name_and_count_of(all: HashMap<String, OwnedValue>) -> (String, i32) {
+    let mut all = all;
     let name = all
         .remove("Name")
         .and_then(|v| String::try_from(v).ok())
@@ -876,6 +895,23 @@ pub fn props_from(
         .remove("ChildCount")
         .and_then(|v| i32::try_from(v).ok())
         .unwrap_or(0);
+    (name, child_count)
+}
+
+/// Whether `Properties.GetAll` may be sent to an application of `toolkit` (its
+/// `ToolkitName`): not to Qt ([`props`]), nor to one whose toolkit is not known.
+pub fn answers_get_all(toolkit: &str) -> bool {
+    !toolkit.is_empty() && !toolkit.eq_ignore_ascii_case("qt")
+}
+
+/// [`Props`] from the answers of the calls that read them.
+pub fn props_from(
+    role: Result<u32, CallError>,
+    named: Result<(String, i32), CallError>,
+    states: Result<Vec<u32>, CallError>,
+    ifaces: Result<Vec<String>, CallError>,
+) -> Result<Props, CallError> {
+    let (name, child_count) = named?;
     Ok(Props {
         role: role?,
         name,

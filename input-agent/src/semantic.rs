@@ -28,7 +28,6 @@
 //! - Text is inserted at `Text.CaretOffset`, or at the end (`CharacterCount`) when the caret is
 //!   unknown (-1) or past the end.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use nish_atspi::a11y::AppLink;
@@ -408,18 +407,25 @@ impl Semantic {
             return Err(ActFailure::not_actionable("the element is read-only"));
         }
         let link = &el.link;
-        let mut all: HashMap<String, OwnedValue> = call(
-            &link.conn,
-            link.dest(),
-            &el.handle.path,
-            Read::GetAllProperties,
-            &("org.a11y.atspi.Value",),
-            left(deadline)?,
-        )
-        .await
-        .map_err(read_failure)?;
-        let mut num = |k: &str| all.remove(k).and_then(|v| f64::try_from(&v).ok());
-        let (min, max) = (num("MinimumValue"), num("MaximumValue"));
+        // One property at a time: Qt 5 answers `Properties.GetAll` with a message the bus
+        // refuses, and loses its connection (`nish_atspi::a11y::props`).
+        let t = left(deadline)?;
+        let get = |prop: &'static str| async move {
+            call::<_, OwnedValue>(
+                &link.conn,
+                link.dest(),
+                &el.handle.path,
+                Read::GetProperty,
+                &("org.a11y.atspi.Value", prop),
+                t,
+            )
+            .await
+        };
+        let (min, max) = tokio::join!(get("MinimumValue"), get("MaximumValue"));
+        let num = |v: Result<OwnedValue, CallError>| -> Result<Option<f64>, ActFailure> {
+            Ok(f64::try_from(&v.map_err(read_failure)?).ok())
+        };
+        let (min, max) = (num(min)?, num(max)?);
         check_range(value, min, max)?;
         match calls::set_current_value(link, &el.handle.path, value).await {
             Ok(()) => Ok("value".into()),

@@ -31,7 +31,9 @@ use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::WalkLimits;
 use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue};
 
-use nish_atspi::a11y::{A11y, ActionNames, AppLink, FrameRef, Props, find_frame, props_from};
+use nish_atspi::a11y::{
+    A11y, ActionNames, AppLink, FrameRef, Props, find_frame, name_and_count_of, props_from,
+};
 use nish_atspi::dbus::{CallError, Read, call, call_msg};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{
@@ -125,6 +127,9 @@ struct Ctx {
     /// The toolkit keeps each object's action names for its life (GTK): names remembered from an
     /// earlier walk are used without asking again.
     stable_actions: bool,
+    /// The toolkit answers `Properties.GetAll` ([`nish_atspi::a11y::answers_get_all`]); else
+    /// an object's name and child count are asked one property at a time.
+    get_all: bool,
     start: Instant,
     /// The end of the walk.
     deadline: Instant,
@@ -146,6 +151,7 @@ impl Ctx {
         a11y: &A11y,
         link: AppLink,
         stable_actions: bool,
+        get_all: bool,
         start: Instant,
         deadline: Instant,
     ) -> Arc<Ctx> {
@@ -154,6 +160,7 @@ impl Ctx {
             link,
             actions: a11y.action_names(),
             stable_actions,
+            get_all,
             start,
             deadline,
             phase_end_us: std::sync::atomic::AtomicU64::new(0),
@@ -247,19 +254,41 @@ impl Ctx {
         r
     }
 
-    /// Role, name, states, interfaces and child count of one object (four calls).
+    /// Role, name, states, interfaces and child count of one object (four calls, or five where
+    /// the name and the child count are asked one at a time).
     async fn props(&self, path: &str) -> Result<Props, CallError> {
-        let (role, all, states, ifaces) = tokio::join!(
+        let named = async {
+            if self.get_all {
+                self.call::<_, HashMap<String, OwnedValue>>(
+                    path,
+                    Read::GetAllProperties,
+                    &("org.a11y.atspi.Accessible",),
+                )
+                .await
+                .map(name_and_count_of)
+            } else {
+                let get = |prop: &'static str| async move {
+                    self.call::<_, OwnedValue>(
+                        path,
+                        Read::GetProperty,
+                        &("org.a11y.atspi.Accessible", prop),
+                    )
+                    .await
+                };
+                let (name, count) = tokio::join!(get("Name"), get("ChildCount"));
+                Ok((
+                    String::try_from(name?).unwrap_or_default(),
+                    i32::try_from(count?).unwrap_or(0),
+                ))
+            }
+        };
+        let (role, named, states, ifaces) = tokio::join!(
             self.call::<_, u32>(path, Read::GetRole, &()),
-            self.call::<_, HashMap<String, OwnedValue>>(
-                path,
-                Read::GetAllProperties,
-                &("org.a11y.atspi.Accessible",),
-            ),
+            named,
             self.call::<_, Vec<u32>>(path, Read::GetState, &()),
             self.call::<_, Vec<String>>(path, Read::GetInterfaces, &()),
         );
-        props_from(role, all, states, ifaces)
+        props_from(role, named, states, ifaces)
     }
 }
 
@@ -308,6 +337,7 @@ pub async fn read_tree(
         a11y,
         frame.link.clone(),
         frame.toolkit.0.eq_ignore_ascii_case("gtk"),
+        nish_atspi::a11y::answers_get_all(&frame.toolkit.0),
         start,
         deadline,
     );
@@ -478,7 +508,8 @@ pub async fn read_objects_with(
         return Ok(vec![]);
     };
     let link = a11y.link(&bus).await?;
-    let ctx = Ctx::new(a11y, link, false, start, start + budget);
+    // The application's toolkit is not known here: names and child counts one at a time.
+    let ctx = Ctx::new(a11y, link, false, false, start, start + budget);
     ctx.phase_until(start + budget);
     let paths: Vec<Option<String>> = handles
         .iter()

@@ -203,6 +203,7 @@ fn ctx(link: AppLink, a11y: &A11y, phase: Duration) -> Arc<Ctx> {
         link,
         actions: a11y.action_names(),
         stable_actions: false,
+        get_all: true,
         start,
         deadline: start + phase * 2,
         phase_end_us: std::sync::atomic::AtomicU64::new(0),

@@ -1,0 +1,33 @@
+#!/usr/bin/python3
+"""A Qt 5 form for the driver's tests: a line edit named "Name" and a status label whose text
+(its accessible name) tells how many characters the line edit holds and what they are, so a
+test sees typed text the way the app itself does: characters AT-SPI's text reads leave out
+(Qt pads text with NUL characters when told a longer length) still count."""
+
+import sys
+
+from PyQt5.QtWidgets import QApplication, QLabel, QLineEdit, QMainWindow, QVBoxLayout, QWidget
+
+
+def main() -> None:
+    app = QApplication(sys.argv)
+    app.setApplicationName("nish-qt-form")
+    # A main window: its accessible is a frame (a bare top-level QWidget's is a filler).
+    w = QMainWindow()
+    w.setWindowTitle("nish Qt form")
+    body = QWidget()
+    w.setCentralWidget(body)
+    layout = QVBoxLayout(body)
+    name = QLineEdit()
+    name.setAccessibleName("Name")
+    status = QLabel("holds 0 characters: ")
+    name.textChanged.connect(lambda t: status.setText(f"holds {len(t)} characters: {t}"))
+    layout.addWidget(name)
+    layout.addWidget(status)
+    w.resize(420, 160)
+    w.show()
+    sys.exit(app.exec_())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Typing and text values in a Qt 5 app through a whole session on a real (headless) X desktop:
+the official MCP Python client, the real `nish-mcp`, `nish-driver serve --backend linux` and
+its agents, and tests/apps/form_qt5.py.
+
+Qt's AT-SPI adaptor reads `InsertText`'s length in UTF-16 units and pads or cuts the text to
+that many; GTK and Chromium read it in UTF-8 bytes. Text beyond ASCII, and beyond the Basic
+Multilingual Plane, typed into the Qt line edit must arrive exactly: the app's own status label
+counts what the line edit holds (NUL padding included, which AT-SPI's text read leaves out).
+
+    desktop_qt.py --driver .../nish-driver --shim .../nish-mcp --pid N
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import anyio
+
+import nishhost as h
+from nishhost import check, ok, say
+
+APP = "nish-qt-form"
+
+
+def status(read: dict) -> str:
+    labels = [e["label"] for e in read["elements"] if e["role"] == "label" and e["label"].startswith("holds ")]
+    check(len(labels) == 1, f"one status label: {labels}")
+    return labels[0]
+
+
+async def run(ns: argparse.Namespace) -> None:
+    broker = h.Broker(ns.driver, "linux")
+    person = h.Person(broker.env)
+    try:
+        async with h.host(ns.shim, broker, "qt-e2e") as c:
+            await h.start_with_consent(c, person, {"apps": [APP]})
+            target = {"pid": ns.pid}
+            wins = await ok(c, "list_windows")
+            say(f"  windows: {[(w['app'], w['title'], w['pid'], w['frame']) for w in wins['windows']]}")
+            r = await ok(c, "get_window_state", target)
+            check(status(r) == "holds 0 characters: ", status(r))
+            name = h.find(r, "text", "Name")
+            # 9 characters, 10 UTF-16 units, 15 UTF-8 bytes.
+            typed = "héllo ✓ 😀"
+            a = await ok(c, "type_text", {"element_token": name["element_token"], "text": typed})
+            say(f"  type_text: effect {a['effect']}, verified {a['verified']}, readback {a.get('readback')}")
+            check(a["effect"] == "confirmed" and a.get("readback") == "match", str(a))
+            r = await ok(c, "get_window_state", target)
+            check(status(r) == f"holds 9 characters: {typed}", f"the app holds {status(r)!r}")
+            name = h.find(r, "text", "Name")
+            check(name.get("value") == typed, str(name))
+            # A text value replaces it all (no length argument).
+            value = "Zoë 😀"
+            a = await ok(c, "set_value", {"element_token": name["element_token"], "value": value})
+            check(a["effect"] == "confirmed", str(a))
+            r = await ok(c, "get_window_state", target)
+            check(status(r) == f"holds 5 characters: {value}", f"the app holds {status(r)!r}")
+            # Typed again, at the caret (the end): the two together, nothing more.
+            name = h.find(r, "text", "Name")
+            a = await ok(c, "type_text", {"element_token": name["element_token"], "text": " ✓"})
+            check(a["effect"] == "confirmed", str(a))
+            r = await ok(c, "get_window_state", target)
+            check(status(r) == f"holds 7 characters: {value} ✓", f"the app holds {status(r)!r}")
+            say(f"  the Qt app holds exactly what was typed and set: {status(r)!r}")
+    except BaseException:
+        say("broker log:\n" + broker.log_text())
+        raise
+    finally:
+        broker.stop()
+    say("ALL CHECKS PASSED")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True)
+    p.add_argument("--shim", required=True)
+    p.add_argument("--pid", type=int, required=True)
+    ns = p.parse_args()
+    anyio.run(run, ns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
