@@ -254,6 +254,15 @@ impl A11y {
         m.get(&key).map(|k| k.bus_name.clone())
     }
 
+    /// The toolkit (`ToolkitName`) of the application `bus_name`, as a remembered frame of it
+    /// reported it (`None`: no frame of it is remembered).
+    pub fn known_toolkit(&self, bus_name: &str) -> Option<String> {
+        let m = self.frames.lock().ok()?;
+        m.values()
+            .find(|k| k.bus_name == bus_name)
+            .map(|k| k.toolkit.0.clone())
+    }
+
     /// When the reader first asked the registry to forward events (`None`: not yet).
     /// Applications learn of it from the registry's signal, some time later.
     pub fn events_since(&self) -> Option<Instant> {

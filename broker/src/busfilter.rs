@@ -521,7 +521,7 @@ struct Body<'a> {
 
 impl<'a> Body<'a> {
     /// Moves to the next multiple of `a`: the padding passed must be zero bytes, as libdbus
-    /// requires.
+    /// requires (between the body's values; the header's own padding is not checked).
     fn pad(&mut self, a: usize) -> Option<()> {
         let to = align(self.pos, a);
         if self.msg.get(self.pos..to)?.iter().any(|b| *b != 0) {

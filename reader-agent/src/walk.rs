@@ -508,8 +508,12 @@ pub async fn read_objects_with(
         return Ok(vec![]);
     };
     let link = a11y.link(&bus).await?;
-    // The application's toolkit is not known here: names and child counts one at a time.
-    let ctx = Ctx::new(a11y, link, false, false, start, start + budget);
+    // `GetAll` only to an application whose toolkit a remembered frame of it names as one that
+    // answers it; else names and child counts one at a time.
+    let get_all = a11y
+        .known_toolkit(&bus)
+        .is_some_and(|t| nish_atspi::a11y::answers_get_all(&t));
+    let ctx = Ctx::new(a11y, link, false, get_all, start, start + budget);
     ctx.phase_until(start + budget);
     let paths: Vec<Option<String>> = handles
         .iter()

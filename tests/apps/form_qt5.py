@@ -6,7 +6,8 @@ test sees typed text the way the app itself does: characters AT-SPI's text reads
 
 import sys
 
-from PyQt5.QtWidgets import QApplication, QLabel, QLineEdit, QMainWindow, QVBoxLayout, QWidget
+from PyQt5.QtWidgets import (QApplication, QLabel, QLineEdit, QMainWindow, QSpinBox, QVBoxLayout,
+                             QWidget)
 
 
 def main() -> None:
@@ -22,9 +23,16 @@ def main() -> None:
     name.setAccessibleName("Name")
     status = QLabel("holds 0 characters: ")
     name.textChanged.connect(lambda t: status.setText(f"holds {len(t)} characters: {t}"))
+    count = QSpinBox()
+    count.setAccessibleName("Count")
+    count.setRange(0, 100)
+    count_status = QLabel("count is 0")
+    count.valueChanged.connect(lambda v: count_status.setText(f"count is {v}"))
     layout.addWidget(name)
     layout.addWidget(status)
-    w.resize(420, 160)
+    layout.addWidget(count)
+    layout.addWidget(count_status)
+    w.resize(420, 220)
     w.show()
     sys.exit(app.exec_())
 

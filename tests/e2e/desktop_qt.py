@@ -6,7 +6,10 @@ its agents, and tests/apps/form_qt5.py.
 Qt's AT-SPI adaptor reads `InsertText`'s length in UTF-16 units and pads or cuts the text to
 that many; GTK and Chromium read it in UTF-8 bytes. Text beyond ASCII, and beyond the Basic
 Multilingual Plane, typed into the Qt line edit must arrive exactly: the app's own status label
-counts what the line edit holds (NUL padding included, which AT-SPI's text read leaves out).
+counts what the line edit holds (NUL padding included, which AT-SPI's text read leaves out). A
+number set into a spin box must arrive too, and one outside its range is refused. Qt 5 loses
+its accessibility connection when sent `Properties.GetAll`: every read after an act answering
+shows the driver never sent it.
 
     desktop_qt.py --driver .../nish-driver --shim .../nish-mcp --pid N
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import anyio
 
@@ -37,9 +41,16 @@ async def run(ns: argparse.Namespace) -> None:
         async with h.host(ns.shim, broker, "qt-e2e") as c:
             await h.start_with_consent(c, person, {"apps": [APP]})
             target = {"pid": ns.pid}
-            wins = await ok(c, "list_windows")
-            say(f"  windows: {[(w['app'], w['title'], w['pid'], w['frame']) for w in wins['windows']]}")
-            r = await ok(c, "get_window_state", target)
+            # Qt may show its window on the registry a moment before its tree settles: the
+            # first read is tried for up to 10 s.
+            deadline = time.monotonic() + 10
+            while True:
+                res = await c.call_tool("get_window_state", target)
+                if not res.is_error and any(e["label"].startswith("holds ") for e in res.structured_content["elements"]):
+                    r = res.structured_content
+                    break
+                check(time.monotonic() < deadline, f"the Qt form was not read within 10 s: {h.text_of(res)}")
+                await anyio.sleep(0.3)
             check(status(r) == "holds 0 characters: ", status(r))
             name = h.find(r, "text", "Name")
             # 9 characters, 10 UTF-16 units, 15 UTF-8 bytes.
@@ -64,6 +75,16 @@ async def run(ns: argparse.Namespace) -> None:
             r = await ok(c, "get_window_state", target)
             check(status(r) == f"holds 7 characters: {value} ✓", f"the app holds {status(r)!r}")
             say(f"  the Qt app holds exactly what was typed and set: {status(r)!r}")
+            # A number: the spin box's range read one property at a time (the app keeps its
+            # accessibility connection, so the next read still answers).
+            count = h.find(r, "spin_button", "Count")
+            a = await ok(c, "set_value", {"element_token": count["element_token"], "value": "42"})
+            check(a["effect"] == "confirmed", str(a))
+            r = await ok(c, "get_window_state", target)
+            check(any(e["label"] == "count is 42" for e in r["elements"]), "the app's own count label")
+            check(h.find(r, "spin_button", "Count").get("value") == "42", "the spin box's value")
+            await h.fails(c, "set_value", {"element_token": h.find(r, "spin_button", "Count")["element_token"],
+                                           "value": "1000"}, "invalid_arguments")
     except BaseException:
         say("broker log:\n" + broker.log_text())
         raise
