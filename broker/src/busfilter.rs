@@ -126,8 +126,16 @@ pub struct Grant {
 pub enum Args {
     /// `DoAction(i)`, `SelectChild(i)`: any index.
     Index,
-    /// `InsertText(i position, s text, i length)`: this text, its length in UTF-8 bytes, any
-    /// position; `SetTextContents(s text)`: this text.
+    /// `InsertText(i position, s text, i length)`: this text, any position, and its length in
+    /// the unit the application's toolkit reads: UTF-16 units (`utf16`, Qt, whose adaptor pads
+    /// or cuts the text to that many) or UTF-8 bytes (GTK, Chromium).
+    Typed {
+        /// The text.
+        text: String,
+        /// Its length counts UTF-16 units.
+        utf16: bool,
+    },
+    /// `SetTextContents(s text)`: this text.
     Text(String),
     /// `Properties.Set(s, s, v)` of [`SETTABLE`]: a double of these bits.
     Number(u64),
@@ -138,6 +146,9 @@ impl std::fmt::Debug for Args {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Args::Index => f.write_str("Index"),
+            Args::Typed { text, utf16 } => {
+                write!(f, "Typed({} bytes, utf16 {utf16})", text.len())
+            }
             Args::Text(t) => write!(f, "Text({} bytes)", t.len()),
             Args::Number(_) => f.write_str("Number"),
         }
@@ -480,11 +491,12 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
         (ActMethod::DoAction | ActMethod::SelectChild, Args::Index) => {
             sig == "i" && b.u32().is_some()
         }
-        (ActMethod::InsertText, Args::Text(t)) => {
+        (ActMethod::InsertText, Args::Typed { text, utf16 }) => {
             sig == "isi"
                 && b.u32().is_some()
-                && b.string() == Some(t.as_bytes())
-                && b.u32().is_some_and(|n| text_length(t, n))
+                && b.string() == Some(text.as_bytes())
+                && b.u32()
+                    .is_some_and(|n| text_length(text, *utf16) == Some(n))
         }
         (ActMethod::SetTextContents, Args::Text(t)) => {
             sig == "s" && b.string() == Some(t.as_bytes())
@@ -502,13 +514,16 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
     matched && b.pos == msg.len()
 }
 
-/// `n` is the length of `t` as the application reads `InsertText`'s length argument: UTF-8
-/// bytes (GTK, through ATK and in GTK 4, and Chromium pass it on as bytes), or UTF-16 units
-/// (Qt's adaptor cuts or pads the text to that many). The same for ASCII text; for other text a
-/// compromised agent may pick the count the toolkit does not use (docs/security.md).
-fn text_length(t: &str, n: u32) -> bool {
-    let n = n as usize;
-    n == t.len() || n == t.encode_utf16().count()
+/// `InsertText`'s length argument for `t`, as the application reads it: UTF-16 units (`utf16`:
+/// Qt's adaptor cuts or pads the text to that many, leaving padding uninitialised), else UTF-8
+/// bytes (GTK, through ATK and in GTK 4, and Chromium). As a D-Bus `i`'s bits.
+fn text_length(t: &str, utf16: bool) -> Option<u32> {
+    let n = if utf16 {
+        t.encode_utf16().count()
+    } else {
+        t.len()
+    };
+    i32::try_from(n).ok().map(|n| n as u32)
 }
 
 /// A reader of a message body's values, in the message's byte order (offsets from the
@@ -1339,7 +1354,11 @@ mod tests {
             method,
             args: match method {
                 ActMethod::DoAction | ActMethod::SelectChild => Args::Index,
-                ActMethod::InsertText | ActMethod::SetTextContents => Args::Text("hi".into()),
+                ActMethod::InsertText => Args::Typed {
+                    text: "hi".into(),
+                    utf16: false,
+                },
+                ActMethod::SetTextContents => Args::Text("hi".into()),
                 ActMethod::SetCurrentValue => Args::Number(1.5f64.to_bits()),
             },
         }
@@ -1525,28 +1544,38 @@ mod tests {
                 );
             }
             assert_eq!(on(big, set_text, "s", &[S("hi")]), Verdict::Pass);
-            // Text beyond ASCII: its length in UTF-8 bytes or in UTF-16 units (Qt), not in
-            // characters nor any other.
-            let typed = |t: &str, n: i32| {
+            // Text beyond ASCII: its length in the one unit the grant names (UTF-16 units for
+            // Qt, UTF-8 bytes for the others), not in the other, nor in characters.
+            let typed = |t: &str, utf16: bool, n: i32| {
                 let (iface, member) = ins.spec();
                 let body = body(big, &[I(0), S(t), I(n)]);
                 let msg = call_in(big, Some(APP), EL, iface, member, "isi", &body);
                 let _guard = g.grant(Grant {
-                    args: Args::Text(t.into()),
+                    args: Args::Typed {
+                        text: t.into(),
+                        utf16,
+                    },
                     ..grant(ins, EL)
                 });
                 verdict(&Link::Bus, &g, &msg)
             };
             // "a😀": 5 bytes, 3 UTF-16 units, 2 characters.
-            for (n, v) in [
-                (5, Verdict::Pass),
-                (3, Verdict::Pass),
-                (2, Verdict::Refuse),
-                (4, Verdict::Refuse),
-                (6, Verdict::Refuse),
-                (-1, Verdict::Refuse),
+            for (utf16, n, v) in [
+                (false, 5, Verdict::Pass),
+                (false, 3, Verdict::Refuse),
+                (true, 3, Verdict::Pass),
+                (true, 5, Verdict::Refuse),
+                (false, 2, Verdict::Refuse),
+                (true, 2, Verdict::Refuse),
+                (true, 4, Verdict::Refuse),
+                (false, 6, Verdict::Refuse),
+                (true, -1, Verdict::Refuse),
             ] {
-                assert_eq!(typed("a😀", n), v, "big endian {big}: length {n}");
+                assert_eq!(
+                    typed("a😀", utf16, n),
+                    v,
+                    "big endian {big}: length {n} (utf16 {utf16})"
+                );
             }
             assert_eq!(on(big, num, "ssv", &value(D(1.5))), Verdict::Pass);
             for (what, v) in [

@@ -151,8 +151,8 @@ pub async fn insert_text(
 /// `InsertText`'s length argument for `text`: in UTF-8 bytes, which GTK (through ATK and in
 /// GTK 4) passes on to `gtk_editable_insert_text` and Chromium reads the text by; in UTF-16
 /// units for Qt (`utf16`), whose adaptor cuts or pads the text to that many (a byte count would
-/// append characters it leaves unset). The broker's filter lets either count of the granted
-/// text through, nothing else.
+/// append characters it leaves uninitialised). The broker's filter lets through only the count
+/// of the unit the toolkit the reader reported reads.
 pub fn text_length(text: &str, utf16: bool) -> Option<i32> {
     let n = if utf16 {
         text.encode_utf16().count()

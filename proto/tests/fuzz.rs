@@ -457,14 +457,17 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         lockdown().prop_map(ReaderToBroker::Lockdown),
         (any::<u64>(), proptest::collection::vec(window(), 0..3))
             .prop_map(|(id, windows)| ReaderToBroker::Windows { id, windows }),
-        (any::<u64>(), tree, any::<u64>(), any::<bool>()).prop_map(|(id, tree, walk_ms, kept)| {
-            ReaderToBroker::Tree {
-                id,
-                tree,
-                walk_ms,
-                kept,
+        (any::<u64>(), tree, any::<u64>(), any::<bool>(), s()).prop_map(
+            |(id, tree, walk_ms, kept, toolkit)| {
+                ReaderToBroker::Tree {
+                    id,
+                    tree,
+                    walk_ms,
+                    kept,
+                    toolkit,
+                }
             }
-        }),
+        ),
         (any::<u64>(), any::<[u32; 3]>(), bytes()).prop_map(|(id, n, data)| ReaderToBroker::Png {
             id,
             width: n[0],
@@ -1012,6 +1015,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 },
                 walk_ms: 12,
                 kept: false,
+                toolkit: "GTK".into(),
             }),
         ),
         (

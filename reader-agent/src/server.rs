@@ -536,6 +536,7 @@ impl Reader {
                             tree,
                             walk_ms: start.elapsed().as_millis() as u64,
                             kept: stats.kept,
+                            toolkit: stats.toolkit.0.clone(),
                         }
                     }
                     Err(f) => failed(id, &f),

@@ -242,7 +242,11 @@ fn a_compromised_input_agent_acts_only_as_granted() {
             path: path.into(),
             method,
             args: match method {
-                ActMethod::InsertText | ActMethod::SetTextContents => Args::Text("hello".into()),
+                ActMethod::InsertText => Args::Typed {
+                    text: "hello".into(),
+                    utf16: false,
+                },
+                ActMethod::SetTextContents => Args::Text("hello".into()),
                 ActMethod::SetCurrentValue => Args::Number(5.0f64.to_bits()),
                 ActMethod::DoAction | ActMethod::SelectChild => Args::Index,
             },

@@ -508,7 +508,7 @@ where
 /// The one call an act may make, as the broker asked for it: the element's application and
 /// object (for a select, the parent the snapshot showed) and the act's method. `None` when the
 /// handles do not name an object of one application.
-pub fn act_grant(target: &Expect, op: &SemanticOp) -> Option<Grant> {
+pub fn act_grant(target: &Expect, op: &SemanticOp, utf16: bool) -> Option<Grant> {
     let split = |h: &str| -> Option<(String, String)> {
         let (bus, path) = h.split_once('|')?;
         (bus.starts_with(':') && path.starts_with('/')).then(|| (bus.to_string(), path.to_string()))
@@ -516,9 +516,14 @@ pub fn act_grant(target: &Expect, op: &SemanticOp) -> Option<Grant> {
     let (bus_name, element) = split(&target.handle)?;
     let (method, path, args) = match op {
         SemanticOp::Action { .. } => (ActMethod::DoAction, element, Args::Index),
-        SemanticOp::InsertText { text } => {
-            (ActMethod::InsertText, element, Args::Text(text.clone()))
-        }
+        SemanticOp::InsertText { text } => (
+            ActMethod::InsertText,
+            element,
+            Args::Typed {
+                text: text.clone(),
+                utf16,
+            },
+        ),
         SemanticOp::SetText { text } => (
             ActMethod::SetTextContents,
             element,
@@ -561,6 +566,17 @@ pub struct LinuxBackend {
     assistive: crate::assistive::Setting,
     /// Held while an act is asked of the input agent: one grant at a time.
     act_lock: Mutex<()>,
+    /// The toolkit each application reported with its last walk, by bus name (what length an
+    /// act's typing must carry: [`counts_utf16`]).
+    toolkits: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+/// Most applications whose toolkit is remembered; the memory is emptied when full.
+const TOOLKIT_MEMORY: usize = 1024;
+
+/// Qt reads `InsertText`'s length in UTF-16 units; the others in UTF-8 bytes.
+pub fn counts_utf16(toolkit: &str) -> bool {
+    toolkit.eq_ignore_ascii_case("qt")
 }
 
 #[derive(Default)]
@@ -596,6 +612,34 @@ impl Default for LinuxBackend {
 }
 
 impl LinuxBackend {
+    /// Remembers the toolkit a walk of `tree` reported, for the application of its rows (a
+    /// kept walk reports none and changes nothing).
+    fn note_toolkit(&self, tree: &Tree, toolkit: String) {
+        let Some(bus) = tree
+            .nodes
+            .first()
+            .and_then(|n| n.handle.split_once('|'))
+            .map(|(b, _)| b.to_string())
+        else {
+            return;
+        };
+        if toolkit.is_empty() || toolkit.chars().count() > 32 {
+            return;
+        }
+        if let Ok(mut m) = self.toolkits.lock() {
+            if m.len() >= TOOLKIT_MEMORY && !m.contains_key(&bus) {
+                m.clear();
+            }
+            m.insert(bus, toolkit);
+        }
+    }
+
+    /// The toolkit the application of element `handle` reported with its last walk.
+    fn toolkit_of(&self, handle: &str) -> Option<String> {
+        let (bus, _) = handle.split_once('|')?;
+        self.toolkits.lock().ok()?.get(bus).cloned()
+    }
+
     /// A backend for this session's display; agents start on first use.
     pub fn new() -> Self {
         let (events_tx, rx) = mpsc::unbounded_channel();
@@ -647,6 +691,7 @@ impl LinuxBackend {
             input_probe: Mutex::new(None),
             assistive,
             act_lock: Mutex::new(()),
+            toolkits: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -1221,7 +1266,15 @@ impl Backend for LinuxBackend {
             .await?
         {
             // A kept tree is taken as kept only when keeping was allowed.
-            ReaderToBroker::Tree { tree, kept, .. } => Ok((tree, kept && limits.keep.is_some())),
+            ReaderToBroker::Tree {
+                tree,
+                kept,
+                toolkit,
+                ..
+            } => {
+                self.note_toolkit(&tree, toolkit);
+                Ok((tree, kept && limits.keep.is_some()))
+            }
             ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
             _ => Err(DriverError::new(
                 ErrorCode::InternalError,
@@ -1451,7 +1504,10 @@ impl Backend for LinuxBackend {
     async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
         // The one way to the input agent: whoever starts it wires its person-input events.
         let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
-        let grant = act_grant(&target, &op).ok_or_else(|| {
+        let utf16 = self
+            .toolkit_of(&target.handle)
+            .is_some_and(|t| counts_utf16(&t));
+        let grant = act_grant(&target, &op, utf16).ok_or_else(|| {
             DriverError::new(
                 ErrorCode::ElementNotFound,
                 "the element's handle names no object the input agent could act on",
@@ -2143,6 +2199,7 @@ mod tests {
             &SemanticOp::Action {
                 name: "click".into(),
             },
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -2155,7 +2212,7 @@ mod tests {
                 args: Args::Index,
             }
         );
-        let m = |op| act_grant(&t, &op).map(|g| (g.method, g.path, g.args));
+        let m = |op| act_grant(&t, &op, false).map(|g| (g.method, g.path, g.args));
         let el = "/org/a11y/atspi/accessible/12".to_string();
         // Its text or number, exactly.
         assert_eq!(
@@ -2178,8 +2235,27 @@ mod tests {
             m(SemanticOp::InsertText {
                 text: "héllo".into()
             }),
-            Some((ActMethod::InsertText, el, Args::Text("héllo".into())))
+            Some((
+                ActMethod::InsertText,
+                el.clone(),
+                Args::Typed {
+                    text: "héllo".into(),
+                    utf16: false
+                }
+            ))
         );
+        // Typing into a Qt app: its length in UTF-16 units.
+        let typing = SemanticOp::InsertText {
+            text: "héllo".into(),
+        };
+        assert_eq!(
+            act_grant(&t, &typing, true).map(|g| g.args),
+            Some(Args::Typed {
+                text: "héllo".into(),
+                utf16: true
+            })
+        );
+        assert!(counts_utf16("Qt") && counts_utf16("QT") && !counts_utf16("GTK"));
         // A select reaches the parent the snapshot showed, of the same application only.
         assert_eq!(
             m(SemanticOp::Select),
@@ -2190,16 +2266,17 @@ mod tests {
             ))
         );
         t.parent_handle = Some(":1.8|/org/a11y/atspi/accessible/3".into());
-        assert_eq!(act_grant(&t, &SemanticOp::Select), None);
+        assert_eq!(act_grant(&t, &SemanticOp::Select, false), None);
         t.parent_handle = None;
-        assert_eq!(act_grant(&t, &SemanticOp::Select), None);
+        assert_eq!(act_grant(&t, &SemanticOp::Select, false), None);
         t.handle = "org.gtk.App|/x".into();
         assert_eq!(
             act_grant(
                 &t,
                 &SemanticOp::Action {
                     name: "click".into()
-                }
+                },
+                false
             ),
             None
         );

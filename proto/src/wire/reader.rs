@@ -256,6 +256,10 @@ pub enum ReaderToBroker {
         walk_ms: u64,
         /// The tree is the window's last walk, kept (see [`WalkLimits::keep`]), not walked now.
         kept: bool,
+        /// The application's `ToolkitName` as it reports it (at most 32 characters); empty
+        /// when the tree was not walked now (a kept walk). The broker binds the length an
+        /// act's typing must carry to it (Qt counts UTF-16 units, the others UTF-8 bytes).
+        toolkit: String,
     },
     /// A capture.
     Png {
