@@ -3,9 +3,11 @@
 
 use nish_proto::model::Rect;
 
-/// Roles a window's top-level accessible may have.
+/// Roles a window's top-level accessible (a child of its application's root object) may have.
+/// `filler`: Qt's for a top-level window that is a bare widget (not a main window or dialog).
 pub const TOP_LEVEL_ROLES: &[&str] = &[
     "frame",
+    "filler",
     "window",
     "dialog",
     "alert",
@@ -122,6 +124,38 @@ mod tests {
             extents: e,
             showing,
         }
+    }
+
+    #[test]
+    fn a_qt_window_that_is_a_bare_widget_is_a_filler() {
+        // Qt: a main window's accessible is a frame, a bare top-level widget's a filler.
+        let cands = [
+            c(
+                "frame",
+                "nish Qt form",
+                Some(Rect::new(430, 325, 420, 220)),
+                true,
+            ),
+            c(
+                "filler",
+                "nish Qt notes",
+                Some(Rect::new(40, 40, 300, 120)),
+                true,
+            ),
+            c(
+                "panel",
+                "nish Qt notes",
+                Some(Rect::new(40, 40, 300, 120)),
+                true,
+            ),
+        ];
+        let t = Target {
+            client: Rect::new(40, 40, 300, 120),
+            wm_frame: None,
+            title: "nish Qt notes",
+        };
+        assert_eq!(match_frame(&cands, &t), Some(1));
+        assert_eq!(score(&cands[2], &t), -1, "not a top-level role");
     }
 
     #[test]

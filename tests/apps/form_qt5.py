@@ -34,6 +34,19 @@ def main() -> None:
     layout.addWidget(count_status)
     w.resize(420, 220)
     w.show()
+    # A second top-level window that is a bare widget: Qt's accessible for it is a filler.
+    notes = QWidget()
+    notes.setWindowTitle("nish Qt notes")
+    notes_layout = QVBoxLayout(notes)
+    note = QLineEdit()
+    note.setAccessibleName("Note")
+    note_status = QLabel("note holds 0 characters")
+    note.textChanged.connect(lambda t: note_status.setText(f"note holds {len(t)} characters: {t}"))
+    notes_layout.addWidget(note)
+    notes_layout.addWidget(note_status)
+    notes.resize(300, 120)
+    notes.move(40, 40)
+    notes.show()
     sys.exit(app.exec_())
 
 

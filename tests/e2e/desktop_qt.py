@@ -40,11 +40,17 @@ async def run(ns: argparse.Namespace) -> None:
     try:
         async with h.host(ns.shim, broker, "qt-e2e") as c:
             await h.start_with_consent(c, person, {"apps": [APP]})
-            target = {"pid": ns.pid}
-            # Qt may show its window on the registry a moment before its tree settles: the
-            # first read is tried for up to 10 s.
+            # Qt may show its windows a moment before its trees settle: the first read is tried
+            # for up to 10 s.
             deadline = time.monotonic() + 10
             while True:
+                wins = await ok(c, "list_windows")
+                form = [w for w in wins["windows"] if w["pid"] == ns.pid and w["title"] == "nish Qt form"]
+                if not form:
+                    check(time.monotonic() < deadline, f"no Qt form window: {wins['windows']}")
+                    await anyio.sleep(0.3)
+                    continue
+                target = {"window_id": form[0]["window_id"]}
                 res = await c.call_tool("get_window_state", target)
                 if not res.is_error and any(e["label"].startswith("holds ") for e in res.structured_content["elements"]):
                     r = res.structured_content
@@ -75,6 +81,18 @@ async def run(ns: argparse.Namespace) -> None:
             r = await ok(c, "get_window_state", target)
             check(status(r) == f"holds 7 characters: {value} ✓", f"the app holds {status(r)!r}")
             say(f"  the Qt app holds exactly what was typed and set: {status(r)!r}")
+            # A top-level window that is a bare widget (its accessible a filler): found by its
+            # title and typed into.
+            notes = [w for w in wins["windows"] if w["pid"] == ns.pid and w["title"] == "nish Qt notes"]
+            check(len(notes) == 1, f"the notes window: {wins['windows']}")
+            n = await ok(c, "get_window_state", {"window_id": notes[0]["window_id"]})
+            check(n["window"]["title"] == "nish Qt notes", str(n["window"]))
+            note = h.find(n, "text", "Note")
+            a = await ok(c, "type_text", {"element_token": note["element_token"], "text": "ok ✓"})
+            check(a["effect"] == "confirmed", str(a))
+            n = await ok(c, "get_window_state", {"window_id": notes[0]["window_id"]})
+            check(any(e["label"] == "note holds 4 characters: ok ✓" for e in n["elements"]),
+                  f"the notes window holds {[e['label'] for e in n['elements'] if e['role'] == 'label']}")
             # A number: the spin box's range read one property at a time (the app keeps its
             # accessibility connection, so the next read still answers).
             count = h.find(r, "spin_button", "Count")
