@@ -73,25 +73,39 @@ fn name_score(name: &str, title: &str) -> i32 {
     }
 }
 
-/// The score of one candidate (higher is better; negative means not a window).
-pub fn score(c: &Candidate, t: &Target<'_>) -> i32 {
-    if !TOP_LEVEL_ROLES.contains(&c.role.as_str()) {
-        return -1;
-    }
-    let geo = c
-        .extents
+fn geo_score(c: &Candidate, t: &Target<'_>) -> i32 {
+    c.extents
         .filter(|e| !e.is_empty())
         .map(|e| {
             let a = geometry_score(&e, &t.client);
             let b = t.wm_frame.map(|f| geometry_score(&e, &f)).unwrap_or(0);
             a.max(b)
         })
-        .unwrap_or(0);
-    geo + name_score(&c.name, t.title) + if c.showing { 5 } else { 0 }
+        .unwrap_or(0)
+}
+
+/// The score of one candidate (higher is better; negative means not a window).
+pub fn score(c: &Candidate, t: &Target<'_>) -> i32 {
+    if !TOP_LEVEL_ROLES.contains(&c.role.as_str()) {
+        return -1;
+    }
+    geo_score(c, t) + name_score(&c.name, t.title) + if c.showing { 5 } else { 0 }
+}
+
+/// The candidate is another window: it has a name, the title does not show it, and it is
+/// neither where the window is nor of its size.
+fn another_window(c: &Candidate, t: &Target<'_>) -> bool {
+    !c.name.trim().is_empty()
+        && name_score(&c.name, t.title) == 0
+        && c.extents.is_some_and(|e| !e.is_empty())
+        && geo_score(c, t) == 0
 }
 
 /// The index of the candidate that is the target window: the best score, which must reach
-/// [`MIN_SCORE`] unless it is the only top-level accessible. Ties go to the first.
+/// [`MIN_SCORE`] unless it is the only top-level accessible and nothing says it is another
+/// window (a name the title does not show, and neither the window's place nor its size: an
+/// application's one accessible window is not taken for an X window of it that has none).
+/// Ties go to the first.
 pub fn match_frame(cands: &[Candidate], t: &Target<'_>) -> Option<usize> {
     let scored: Vec<(usize, i32)> = cands
         .iter()
@@ -106,7 +120,7 @@ pub fn match_frame(cands: &[Candidate], t: &Target<'_>) -> Option<usize> {
             Some((_, bs)) if bs >= s => acc,
             _ => Some((i, s)),
         })?;
-    if best_score >= MIN_SCORE || scored.len() == 1 {
+    if best_score >= MIN_SCORE || (scored.len() == 1 && !another_window(&cands[best], t)) {
         Some(best)
     } else {
         None
@@ -156,6 +170,31 @@ mod tests {
         };
         assert_eq!(match_frame(&cands, &t), Some(1));
         assert_eq!(score(&cands[2], &t), -1, "not a top-level role");
+    }
+
+    #[test]
+    fn the_only_top_level_is_not_taken_for_another_window() {
+        let notes = Target {
+            client: Rect::new(40, 40, 300, 120),
+            wm_frame: None,
+            title: "nish Qt notes",
+        };
+        // Named otherwise, elsewhere, of another size: another window.
+        let form = c(
+            "frame",
+            "nish Qt form",
+            Some(Rect::new(430, 325, 420, 220)),
+            true,
+        );
+        assert_eq!(match_frame(std::slice::from_ref(&form), &notes), None);
+        // No name, or no extents to tell: still the application's one window.
+        let unnamed = c("frame", "", Some(Rect::new(430, 325, 420, 220)), true);
+        assert_eq!(match_frame(&[unnamed], &notes), Some(0));
+        let no_extents = c("frame", "nish Qt form", None, true);
+        assert_eq!(match_frame(&[no_extents], &notes), Some(0));
+        // Named otherwise but where the window is: the one window.
+        let here = c("frame", "Untitled", Some(Rect::new(40, 40, 300, 120)), true);
+        assert_eq!(match_frame(&[here], &notes), Some(0));
     }
 
     #[test]
@@ -240,8 +279,11 @@ mod tests {
             title: "C",
         };
         assert_eq!(match_frame(&cands, &t), None);
-        // A single top-level accessible is the window whatever its geometry.
-        assert_eq!(match_frame(&cands[..1], &t), Some(0));
+        // A single top-level accessible named otherwise, elsewhere: another window.
+        assert_eq!(match_frame(&cands[..1], &t), None);
+        // Unnamed, it is the application's one window whatever its geometry.
+        let unnamed = [c("frame", "", Some(Rect::new(0, 0, 100, 100)), false)];
+        assert_eq!(match_frame(&unnamed, &t), Some(0));
         // Non-window roles never match.
         let menus = [c("menu", "C", Some(Rect::new(600, 600, 400, 100)), true)];
         assert_eq!(match_frame(&menus, &t), None);
