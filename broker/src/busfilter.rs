@@ -495,8 +495,10 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
             sig == "isi"
                 && b.u32().is_some()
                 && b.string() == Some(text.as_bytes())
-                && b.u32()
-                    .is_some_and(|n| text_length(text, *utf16) == Some(n))
+                && b.u32().is_some_and(|n| {
+                    nish_proto::wire::input::insert_text_length(text, *utf16)
+                        .is_some_and(|want| want as u32 == n)
+                })
         }
         (ActMethod::SetTextContents, Args::Text(t)) => {
             sig == "s" && b.string() == Some(t.as_bytes())
@@ -512,18 +514,6 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
         _ => false,
     };
     matched && b.pos == msg.len()
-}
-
-/// `InsertText`'s length argument for `t`, as the application reads it: UTF-16 units (`utf16`:
-/// Qt's adaptor cuts or pads the text to that many, leaving padding uninitialised), else UTF-8
-/// bytes (GTK, through ATK and in GTK 4, and Chromium). As a D-Bus `i`'s bits.
-fn text_length(t: &str, utf16: bool) -> Option<u32> {
-    let n = if utf16 {
-        t.encode_utf16().count()
-    } else {
-        t.len()
-    };
-    i32::try_from(n).ok().map(|n| n as u32)
 }
 
 /// A reader of a message body's values, in the message's byte order (offsets from the

@@ -136,7 +136,7 @@ pub async fn do_action(link: &AppLink, path: &str, index: i32) -> Result<bool, C
 }
 
 /// Inserts `text` at character `position`. The length argument is the text's length as the
-/// toolkit reads it ([`text_length`]).
+/// toolkit reads it ([`nish_proto::wire::input::insert_text_length`]).
 pub async fn insert_text(
     link: &AppLink,
     path: &str,
@@ -144,22 +144,8 @@ pub async fn insert_text(
     text: &str,
     utf16: bool,
 ) -> Result<bool, CallError> {
-    let len = text_length(text, utf16).ok_or(CallError::Other)?;
+    let len = nish_proto::wire::input::insert_text_length(text, utf16).ok_or(CallError::Other)?;
     act(link, path, Act::InsertText, &(position, text, len)).await
-}
-
-/// `InsertText`'s length argument for `text`: in UTF-8 bytes, which GTK (through ATK and in
-/// GTK 4) passes on to `gtk_editable_insert_text` and Chromium reads the text by; in UTF-16
-/// units for Qt (`utf16`), whose adaptor cuts or pads the text to that many (a byte count would
-/// append characters it leaves uninitialised). The broker's filter lets through only the count
-/// of the unit the toolkit the reader reported reads.
-pub fn text_length(text: &str, utf16: bool) -> Option<i32> {
-    let n = if utf16 {
-        text.encode_utf16().count()
-    } else {
-        text.len()
-    };
-    i32::try_from(n).ok()
 }
 
 /// Replaces the whole text.
@@ -289,6 +275,7 @@ mod tests {
 
     #[test]
     fn typed_text_is_counted_as_its_toolkit_reads_it() {
+        use nish_proto::wire::input::insert_text_length as text_length;
         // "a😀✓": 8 bytes, 4 UTF-16 units, 3 characters.
         assert_eq!(text_length("a😀✓", false), Some(8));
         assert_eq!(text_length("a😀✓", true), Some(4));

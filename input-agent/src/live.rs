@@ -53,9 +53,10 @@ impl Toolkit {
         self.name.eq_ignore_ascii_case("gtk") && self.version.starts_with("4.")
     }
 
-    /// Qt: `InsertText`'s length counts UTF-16 units ([`crate::calls::text_length`]).
+    /// Qt: `InsertText`'s length counts UTF-16 units
+    /// ([`nish_proto::wire::input::counts_utf16`]).
     pub fn counts_utf16(&self) -> bool {
-        self.name.eq_ignore_ascii_case("qt")
+        nish_proto::wire::input::counts_utf16(&self.name)
     }
 
     /// The toolkit's re-check rules.

@@ -19,6 +19,16 @@ struct Stand;
 #[zbus::interface(name = "org.nish.StandIn")]
 impl Stand {}
 
+/// The reader's connection, and a stand-in application's with its unique name. The stand-in
+/// answers D-Bus's own Peer calls, as every toolkit's D-Bus library does.
+async fn reader_and_stand_in(addr: &str) -> (zbus::Connection, zbus::Connection, String) {
+    let reader = connect(addr).await;
+    let app = connect(addr).await;
+    app.object_server().at("/", Stand).await.unwrap();
+    let name = app.unique_name().unwrap().to_string();
+    (reader, app, name)
+}
+
 /// A state change of `path` from `app`.
 async fn emit(app: &zbus::Connection, path: &str) {
     emit_as(app, path, "StateChanged").await;
@@ -127,12 +137,8 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         .to_string();
     let rt = nish_testdesk::runtime().expect("a runtime");
     rt.block_on(async {
-        let reader = connect(&addr).await;
-        let app = connect(&addr).await;
-        // The stand-in answers D-Bus's own Peer calls, as every toolkit's D-Bus library does.
-        app.object_server().at("/", Stand).await.unwrap();
+        let (reader, app, name) = reader_and_stand_in(&addr).await;
         let other = connect(&addr).await;
-        let name = app.unique_name().unwrap().to_string();
         let long_ago = Some(Instant::now() - EVENTS_SETTLED * 2);
         let kept = Kept::default();
         let arm = || async { Armed::arm(&reader, &name).await.expect("a match") };
@@ -525,10 +531,7 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
         .to_string();
     let rt = nish_testdesk::runtime().expect("a runtime");
     rt.block_on(async {
-        let reader = connect(&addr).await;
-        let app = connect(&addr).await;
-        app.object_server().at("/", Stand).await.unwrap();
-        let name = app.unique_name().unwrap().to_string();
+        let (reader, app, name) = reader_and_stand_in(&addr).await;
         let long_ago = Some(Instant::now() - EVENTS_SETTLED * 2);
         let kept = Kept::default();
         let arm = || async { Armed::arm(&reader, &name).await.expect("a match") };

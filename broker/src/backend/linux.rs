@@ -567,17 +567,12 @@ pub struct LinuxBackend {
     /// Held while an act is asked of the input agent: one grant at a time.
     act_lock: Mutex<()>,
     /// The toolkit each application reported with its last walk, by bus name (what length an
-    /// act's typing must carry: [`counts_utf16`]).
+    /// act's typing must carry: [`nish_proto::wire::input::counts_utf16`]).
     toolkits: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// Most applications whose toolkit is remembered; the memory is emptied when full.
 const TOOLKIT_MEMORY: usize = 1024;
-
-/// Qt reads `InsertText`'s length in UTF-16 units; the others in UTF-8 bytes.
-pub fn counts_utf16(toolkit: &str) -> bool {
-    toolkit.eq_ignore_ascii_case("qt")
-}
 
 #[derive(Default)]
 struct IndicatorWaiters {
@@ -1506,7 +1501,7 @@ impl Backend for LinuxBackend {
         let agent = self.input().await.map_err(|e| e.with_effect("refused"))?;
         let utf16 = self
             .toolkit_of(&target.handle)
-            .is_some_and(|t| counts_utf16(&t));
+            .is_some_and(|t| nish_proto::wire::input::counts_utf16(&t));
         let grant = act_grant(&target, &op, utf16).ok_or_else(|| {
             DriverError::new(
                 ErrorCode::ElementNotFound,
@@ -2255,6 +2250,7 @@ mod tests {
                 utf16: true
             })
         );
+        use nish_proto::wire::input::counts_utf16;
         assert!(counts_utf16("Qt") && counts_utf16("QT") && !counts_utf16("GTK"));
         // A select reaches the parent the snapshot showed, of the same application only.
         assert_eq!(

@@ -34,6 +34,24 @@ pub struct Expect {
     pub parent_handle: Option<String>,
 }
 
+/// Whether an application of `toolkit` (its `ToolkitName`) reads `InsertText`'s length in
+/// UTF-16 units: Qt, whose adaptor cuts or pads the text to that many (padding it leaves
+/// uninitialised). The others (GTK through ATK and in GTK 4, Chromium) read UTF-8 bytes.
+pub fn counts_utf16(toolkit: &str) -> bool {
+    toolkit.eq_ignore_ascii_case("qt")
+}
+
+/// `InsertText`'s length argument for `text` ([`counts_utf16`]): what the input agent sends and
+/// the broker's filter lets through, nothing else. `None` past `i32`.
+pub fn insert_text_length(text: &str, utf16: bool) -> Option<i32> {
+    let n = if utf16 {
+        text.encode_utf16().count()
+    } else {
+        text.len()
+    };
+    i32::try_from(n).ok()
+}
+
 /// A headless (accessibility) act.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum SemanticOp {
