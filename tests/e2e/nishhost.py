@@ -497,9 +497,9 @@ class Person:
         finally:
             d.close()
 
-    def read_window_text(self, wid: int, path: str) -> str:
-        """What tesseract reads in a window as it is on screen (saved at twice its size, which
-        bitmap fonts need, to `path`)."""
+    def read_window_text(self, wid: int, path: str, scale: int = 2) -> str:
+        """What tesseract reads in a window as it is on screen (saved at `scale` times its size,
+        which bitmap fonts need, to `path`)."""
         from Xlib import X
 
         x, y, w, h = self.geometry(wid)
@@ -515,9 +515,9 @@ class Person:
             for xx in range(w):
                 i = (yy * w + xx) * 4
                 px = bytes((data[i + 2], data[i + 1], data[i]))
-                line += px + px
-            rows.append(bytes(line))
-        write_png(path, w * 2, h * 2, b"".join(r + r for r in rows))
+                line += px * scale
+            rows.append(bytes(line) * scale)
+        write_png(path, w * scale, h * scale, b"".join(rows))
         p = subprocess.run(["tesseract", path, "stdout"], capture_output=True, text=True, timeout=60)
         check(p.returncode == 0, f"tesseract: {p.stderr}")
         return p.stdout
