@@ -14,6 +14,8 @@
 //!   link was opened to that name and its pid), the same object path, the one method that act
 //!   uses (`Properties.Set` only of `org.a11y.atspi.Value` / `CurrentValue`, read from the first
 //!   two arguments of the input agent's own message). No grant: every such call is refused.
+//!   The input agent may not send `Properties.GetAll` ([`NOT_INPUT_READS`]), which only the
+//!   reader needs.
 //!
 //! From the agent to the bus, the D-Bus authentication lines are relayed as they are, except
 //! `NEGOTIATE_UNIX_FD`, which the filter answers `ERROR` itself (no descriptor passing); after
@@ -59,6 +61,18 @@ pub const READ_ONLY: &[(&str, &str)] = &[
 /// The input agent's reads beyond [`READ_ONLY`] (`input-agent/src/calls.rs`, `Look::spec`; a
 /// test there checks each is on this list).
 pub const INPUT_READS: &[(&str, &str)] = &[("org.a11y.atspi.Accessible", "GetIndexInParent")];
+
+/// The reads on [`READ_ONLY`] the input agent may not make: `Properties.GetAll`, which only the
+/// reader's walk needs. Qt 5 answers it with a message the bus refuses, and the bus then
+/// disconnects the application, whose accessibility is gone until it restarts
+/// (`nish_atspi::a11y::props`); a compromised input agent cannot do that to an app this way.
+/// (`input-agent/src/calls.rs` checks the input agent's sources never name it.)
+pub const NOT_INPUT_READS: &[(&str, &str)] = &[("org.freedesktop.DBus.Properties", "GetAll")];
+
+/// Whether the input agent's method call `h` is one of its reads.
+fn is_input_read(h: &Header) -> bool {
+    (on_list(READ_ONLY, h) && !on_list(NOT_INPUT_READS, h)) || on_list(INPUT_READS, h)
+}
 
 /// The property `Properties.Set` may set, and only as an act: `(interface, property)`.
 pub const SETTABLE: (&str, &str) = ("org.a11y.atspi.Value", "CurrentValue");
@@ -117,14 +131,16 @@ pub struct Grant {
     pub args: Args,
 }
 
-/// The arguments a granted call must carry: exactly the text or number the broker asked the
-/// input agent for, so that a compromised agent cannot type or set anything else on the
-/// granted element. The index of `DoAction` and of `SelectChild` is free (the agent finds it
-/// live, by the action's name and by the element's place in its parent), but its signature is
-/// not: one `i`.
+/// The arguments a granted call must carry: exactly the action index, text or number the
+/// broker asked the input agent for, so that a compromised agent cannot do another action, type
+/// or set anything else on the granted element. The index of `SelectChild` is free (the agent
+/// finds the element's place in its parent live), but its signature is not: one `i`.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Args {
-    /// `DoAction(i)`, `SelectChild(i)`: any index.
+    /// `DoAction(i)`: this index (the action's place in the element's action list as the
+    /// snapshot showed it).
+    Action(u32),
+    /// `SelectChild(i)`: any index.
     Index,
     /// `InsertText(i position, s text, i length)`: this text, any position, and its length in
     /// the unit the application's toolkit reads: UTF-16 units (`utf16`, Qt, whose adaptor pads
@@ -145,6 +161,7 @@ impl std::fmt::Debug for Args {
     // The text the agent is to type never reaches a log: its length only.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Args::Action(i) => write!(f, "Action({i})"),
             Args::Index => f.write_str("Index"),
             Args::Typed { text, utf16 } => {
                 write!(f, "Typed({} bytes, utf16 {utf16})", text.len())
@@ -442,7 +459,7 @@ pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grants: &Grants) -> Verd
         METHOD_RETURN | ERROR => Verdict::Pass,
         METHOD_CALL => {
             // A read: `Properties.Set` is on no read list.
-            if on_list(READ_ONLY, h) || on_list(INPUT_READS, h) {
+            if is_input_read(h) {
                 return Verdict::Pass;
             }
             if grants
@@ -488,9 +505,8 @@ fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
     };
     let sig = h.signature.as_deref().unwrap_or("");
     let matched = match (g.method, &g.args) {
-        (ActMethod::DoAction | ActMethod::SelectChild, Args::Index) => {
-            sig == "i" && b.u32().is_some()
-        }
+        (ActMethod::DoAction, Args::Action(i)) => sig == "i" && b.u32() == Some(*i),
+        (ActMethod::SelectChild, Args::Index) => sig == "i" && b.u32().is_some(),
         (ActMethod::InsertText, Args::Typed { text, utf16 }) => {
             sig == "isi"
                 && b.u32().is_some()
@@ -1343,7 +1359,8 @@ mod tests {
             path: path.into(),
             method,
             args: match method {
-                ActMethod::DoAction | ActMethod::SelectChild => Args::Index,
+                ActMethod::DoAction => Args::Action(0),
+                ActMethod::SelectChild => Args::Index,
                 ActMethod::InsertText => Args::Typed {
                     text: "hi".into(),
                     utf16: false,
@@ -1368,12 +1385,32 @@ mod tests {
         assert_eq!(verdict(&Link::Bus, &g, &do_action), Verdict::Refuse);
         for (iface, member) in READ_ONLY.iter().chain(INPUT_READS) {
             let m = call_with(Some(APP), EL, iface, member, "", &[]);
-            assert_eq!(
-                verdict(&Link::Bus, &g, &m),
-                Verdict::Pass,
-                "{iface}.{member}"
-            );
+            let want = if NOT_INPUT_READS.contains(&(iface, member)) {
+                Verdict::Refuse
+            } else {
+                Verdict::Pass
+            };
+            assert_eq!(verdict(&Link::Bus, &g, &m), want, "{iface}.{member}");
         }
+        // Not even under a grant, nor on a peer-to-peer link.
+        let get_all = call_with(
+            Some(APP),
+            EL,
+            "org.freedesktop.DBus.Properties",
+            "GetAll",
+            "s",
+            &[],
+        );
+        let _guard = g.grant(grant(ActMethod::DoAction, EL));
+        assert_eq!(verdict(&Link::Bus, &g, &get_all), Verdict::Refuse);
+        let p2p = Link::App {
+            bus_name: APP.into(),
+            pid: 4242,
+        };
+        assert_eq!(verdict(&p2p, &g, &get_all), Verdict::Refuse);
+        // The reader may: its walk of GTK and Chromium reads each object with it.
+        let h = parse_header(&get_all).unwrap();
+        assert_eq!(judge(&h), Verdict::Pass);
         for m in ActMethod::ALL {
             let (iface, member) = m.spec();
             let c = call_with(Some(APP), EL, iface, member, "", &[]);
@@ -1438,8 +1475,59 @@ mod tests {
                 "a method off every list",
                 act(Some(APP), EL, "org.a11y.atspi.Component", "GrabFocus"),
             ),
+            (
+                // The grant is of action 0: another action of the same element is not.
+                "another action index",
+                call_with(
+                    Some(APP),
+                    EL,
+                    "org.a11y.atspi.Action",
+                    "DoAction",
+                    "i",
+                    &1u32.to_le_bytes(),
+                ),
+            ),
+            (
+                "an index and more",
+                call_with(
+                    Some(APP),
+                    EL,
+                    "org.a11y.atspi.Action",
+                    "DoAction",
+                    "ii",
+                    &[0; 8],
+                ),
+            ),
         ] {
             assert_eq!(verdict(&Link::Bus, &g, &m), Verdict::Refuse, "{what}");
+        }
+        // Action 3 granted: index 3 passes, read in the message's byte order.
+        drop(guard);
+        let guard = g.grant(Grant {
+            args: Args::Action(3),
+            ..grant(ActMethod::DoAction, EL)
+        });
+        for big in [false, true] {
+            let three = call_in(
+                big,
+                Some(APP),
+                EL,
+                "org.a11y.atspi.Action",
+                "DoAction",
+                "i",
+                &body(big, &[Part::I(3)]),
+            );
+            assert_eq!(verdict(&Link::Bus, &g, &three), Verdict::Pass, "big {big}");
+            let zero = call_in(
+                big,
+                Some(APP),
+                EL,
+                "org.a11y.atspi.Action",
+                "DoAction",
+                "i",
+                &body(big, &[Part::I(0)]),
+            );
+            assert_eq!(verdict(&Link::Bus, &g, &zero), Verdict::Refuse, "big {big}");
         }
         // The reader's filter lets no act through, grant or not.
         assert_eq!(

@@ -1209,7 +1209,7 @@ mod tests {
             pid: 42,
             path: "/org/a11y/atspi/accessible/1".into(),
             method: crate::busfilter::ActMethod::DoAction,
-            args: crate::busfilter::Args::Index,
+            args: crate::busfilter::Args::Action(0),
         });
         assert!(o.input_may_reach(42));
         o.allow_pid(43);

@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
 
     let click = SemanticOp::Action {
         name: "click".into(),
+        index: 0,
     };
     // One of each first: connections and links are made once per agent, not per act.
     input.act(cb.clone(), click.clone()).done();

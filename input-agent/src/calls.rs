@@ -260,6 +260,35 @@ mod tests {
         for r in nish_atspi::dbus::Read::ALL {
             assert!(READ_ONLY.contains(&r.spec()), "{:?}", r.spec());
         }
+        // ... but for the reads the filter refuses the input agent (`Properties.GetAll`): its
+        // sources, and the shared library's it calls, never send one.
+        use nish_broker::busfilter::NOT_INPUT_READS;
+        let refused: Vec<_> = nish_atspi::dbus::Read::ALL
+            .iter()
+            .filter(|r| NOT_INPUT_READS.contains(&r.spec()))
+            .map(|r| format!("{r:?}"))
+            .collect();
+        assert_eq!(refused, ["GetAllProperties"]);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut seen = 0;
+        for dir in [root.join("src"), root.join("../atspi/src")] {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "rs")
+                    || path
+                        .file_name()
+                        .is_some_and(|n| n == "dbus.rs" || n == "calls.rs")
+                {
+                    continue;
+                }
+                let src = std::fs::read_to_string(&path).unwrap();
+                seen += 1;
+                for r in &refused {
+                    assert!(!src.contains(r.as_str()), "{}: {r}", path.display());
+                }
+            }
+        }
+        assert!(seen >= 12, "scanned {seen} files");
         // Acts pass only under a grant: each is one of the filter's act methods, none a read.
         let methods: Vec<_> = ActMethod::ALL.iter().map(|m| m.spec()).collect();
         assert_eq!(methods.len(), Act::ALL.len());

@@ -48,8 +48,8 @@ use crate::recheck::{judge, secure};
 pub const MAX_TEXT_CHARS: usize = 100_000;
 /// Longest action name, in characters (the reader clips names to 128).
 pub const MAX_ACTION_NAME: usize = 128;
-/// Most actions looked at on one element.
-pub const MAX_ACTIONS: i32 = 64;
+/// Most actions of one element: an action index is below it (the reader lists 32).
+pub const MAX_ACTIONS: u32 = 64;
 /// Slack on a value's range, relative to its span.
 pub const RANGE_EPSILON: f64 = 1e-9;
 
@@ -81,10 +81,13 @@ fn invalid(message: impl Into<String>) -> ActFailure {
 /// Checks the arguments alone, before anything is read.
 pub fn check_op(op: &SemanticOp) -> Result<(), ActFailure> {
     match op {
-        SemanticOp::Action { name } => {
+        SemanticOp::Action { name, index } => {
             let n = name.chars().count();
             if n == 0 || n > MAX_ACTION_NAME || name.chars().any(char::is_control) {
                 return Err(invalid("the action name is empty, too long or malformed"));
+            }
+            if *index >= MAX_ACTIONS {
+                return Err(invalid("the action index is out of range"));
             }
         }
         SemanticOp::Select => {}
@@ -211,7 +214,7 @@ impl Semantic {
         judge(target, &el.live, rules)?;
 
         match op {
-            SemanticOp::Action { name } => self.action(&el, name, deadline).await,
+            SemanticOp::Action { name, index } => self.action(&el, name, *index, deadline).await,
             SemanticOp::Select => self.select(&el, target, deadline).await,
             SemanticOp::InsertText { text } => {
                 secure(target, &el.live)?;
@@ -234,53 +237,44 @@ impl Semantic {
         }
     }
 
+    /// The action `name` at `index`, the place the snapshot showed it in the element's action
+    /// list: done only if the live name there is still `name` (one call; the broker's filter
+    /// lets `DoAction` through with this index alone).
     async fn action(
         &self,
         el: &Element,
         name: &str,
+        index: u32,
         deadline: Instant,
     ) -> Result<String, ActFailure> {
         if !el.live.ifaces.has(Ifaces::ACTION) {
             return Err(ActFailure::not_actionable("the element has no actions"));
         }
+        let Ok(index) = i32::try_from(index) else {
+            return Err(invalid("the action index is out of range"));
+        };
         let link = &el.link;
         let path = &el.handle.path;
-        let n =
-            as_i32(&get_prop(link, path, "org.a11y.atspi.Action", "NActions", deadline).await?)?;
-        let t = left(deadline)?;
-        // Non-localized names, one call each, all in flight together.
-        let names = nish_atspi::pool::run((0..n.clamp(0, MAX_ACTIONS)).collect(), 8, |i| {
-            let conn = link.conn.clone();
-            let dest = link.dest().map(str::to_string);
-            let path = path.clone();
-            async move {
-                call::<_, String>(&conn, dest.as_deref(), &path, Read::GetActionName, &(i,), t)
-                    .await
-            }
-        })
+        // Non-localized. An index past the element's actions gets an error or an empty name.
+        let live = call::<_, String>(
+            &link.conn,
+            link.dest(),
+            path,
+            Read::GetActionName,
+            &(index,),
+            left(deadline)?,
+        )
         .await;
-        let mut index = None;
-        for (i, r) in names.into_iter().enumerate() {
-            match r {
-                Some(Ok(n)) if n == name => {
-                    index = Some(i as i32);
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(read_failure(e)),
-                None => {
-                    return Err(ActFailure::refused(
-                        ErrorCode::InternalError,
-                        "a read task failed",
-                    ));
-                }
+        match live {
+            Ok(n) if n == name => {}
+            // An error reply other than "no such object": an index past the actions.
+            Ok(_) | Err(CallError::Other) => {
+                return Err(ActFailure::not_actionable(
+                    "the element has no action of that name where the snapshot showed it",
+                ));
             }
+            Err(e) => return Err(read_failure(e)),
         }
-        let Some(index) = index else {
-            return Err(ActFailure::not_actionable(
-                "the element has no action of that name",
-            ));
-        };
         match calls::do_action(link, path, index).await {
             Ok(true) => Ok(format!("atspi_action:{name}")),
             Ok(false) => Err(declined("action")),
@@ -480,10 +474,18 @@ mod tests {
             })),
             Some("invalid_arguments")
         );
-        let action = |n: &str| SemanticOp::Action { name: n.into() };
+        let action = |n: &str| SemanticOp::Action {
+            name: n.into(),
+            index: 0,
+        };
         assert_eq!(code(check_op(&action("click"))), None);
         assert_eq!(code(check_op(&action(""))), Some("invalid_arguments"));
         assert_eq!(code(check_op(&action("a\nb"))), Some("invalid_arguments"));
+        let far = SemanticOp::Action {
+            name: "click".into(),
+            index: MAX_ACTIONS,
+        };
+        assert_eq!(code(check_op(&far)), Some("invalid_arguments"));
         assert_eq!(code(check_op(&SemanticOp::Select)), None);
     }
 

@@ -12,7 +12,7 @@ use nish_proto::model::{State, Tree};
 use nish_proto::wire::input::SemanticOp;
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, AppHandle, Desktop, page};
-use support::{Input, Reader, by_handle, expect, find, has, person_state, settled_tree};
+use support::{Input, Reader, action, by_handle, expect, find, has, person_state, settled_tree};
 
 fn has_static(t: &Tree, text: &str) -> bool {
     t.nodes.iter().any(|n| n.role == "static" && n.name == text)
@@ -87,12 +87,7 @@ fn chromium_press_check_select_and_refusals() {
     // A button through its `press` action: the page reacts.
     let hello = expect(&t, find(&t, "the hello button", |n| n.name == "Say hello"));
     assert!(!has_static(&t, "Status: hello 1"));
-    let a = input.act(
-        hello.clone(),
-        SemanticOp::Action {
-            name: "press".into(),
-        },
-    );
+    let a = input.act(hello.clone(), action(&t, &hello.handle, "press"));
     assert_eq!(a.done(), "atspi_action:press");
     eprintln!("chromium press round trip {:?}", a.took);
     let t = reader.tree_until(&w, "the page said hello", |t| {
@@ -114,12 +109,7 @@ fn chromium_press_check_select_and_refusals() {
     });
     let agree = expect(&t, row);
     assert!(!agree.states.has(State::Checked));
-    let a = input.act(
-        agree.clone(),
-        SemanticOp::Action {
-            name: "check".into(),
-        },
-    );
+    let a = input.act(agree.clone(), action(&t, &agree.handle, "check"));
     assert_eq!(a.done(), "atspi_action:check");
     let t = reader.tree_until(&w, "the box checked and the page told", |t| {
         has(t, &agree.handle, |n| n.states.has(State::Checked)) && has_static(t, "Agreed.")

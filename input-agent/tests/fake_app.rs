@@ -244,11 +244,20 @@ fn declined_hung_and_unresponsive_acts() {
     let mut input = Input::spawn(&desk);
     let click = || SemanticOp::Action {
         name: "click".into(),
+        index: 0,
     };
 
     // A plain act reaches the application once.
     let a = input.act(target(&conn, 0), click());
     assert_eq!(a.done(), "atspi_action:click");
+    assert_eq!(counters[0].load(Ordering::SeqCst), 1);
+    // The name at another index than the one given: nothing done.
+    let elsewhere = SemanticOp::Action {
+        name: "click".into(),
+        index: 1,
+    };
+    let a = input.act(target(&conn, 0), elsewhere);
+    assert_eq!(a.failed(), ("not_actionable", false));
     assert_eq!(counters[0].load(Ordering::SeqCst), 1);
 
     // Someone else's process: refused before anything is sent.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use nish_proto::model::{Rect, State};
 use nish_proto::wire::input::SemanticOp;
 use nish_testdesk::{App, Desktop};
-use support::{Input, Reader, by_handle, expect, find, has, person_state};
+use support::{Input, Reader, action, by_handle, expect, find, has, person_state};
 
 #[test]
 fn gtk4_button_and_tab_selection() {
@@ -56,9 +56,7 @@ fn gtk4_button_and_tab_selection() {
     moved.frame = moved
         .frame
         .map(|f| Rect::new(f.x - w.frame.x, f.y - w.frame.y, f.w, f.h));
-    let click = || SemanticOp::Action {
-        name: "click".into(),
-    };
+    let click = || action(&t, &search.handle, "click");
     assert_eq!(
         input.act(moved, click()).failed(),
         ("stale_element_token", false)

@@ -537,7 +537,7 @@ fn broker_to_input() -> impl Strategy<Value = BrokerToInput> {
             },
         );
     let op = prop_oneof![
-        s().prop_map(|name| SemanticOp::Action { name }),
+        (s(), any::<u32>()).prop_map(|(name, index)| SemanticOp::Action { name, index }),
         Just(SemanticOp::Select),
         s().prop_map(|text| SemanticOp::InsertText { text }),
         s().prop_map(|text| SemanticOp::SetText { text }),

@@ -515,7 +515,7 @@ pub fn act_grant(target: &Expect, op: &SemanticOp, utf16: bool) -> Option<Grant>
     };
     let (bus_name, element) = split(&target.handle)?;
     let (method, path, args) = match op {
-        SemanticOp::Action { .. } => (ActMethod::DoAction, element, Args::Index),
+        SemanticOp::Action { index, .. } => (ActMethod::DoAction, element, Args::Action(*index)),
         SemanticOp::InsertText { text } => (
             ActMethod::InsertText,
             element,
@@ -2193,6 +2193,7 @@ mod tests {
             &t,
             &SemanticOp::Action {
                 name: "click".into(),
+                index: 2,
             },
             false,
         )
@@ -2204,7 +2205,7 @@ mod tests {
                 pid: 42,
                 path: "/org/a11y/atspi/accessible/12".into(),
                 method: ActMethod::DoAction,
-                args: Args::Index,
+                args: Args::Action(2),
             }
         );
         let m = |op| act_grant(&t, &op, false).map(|g| (g.method, g.path, g.args));
@@ -2270,7 +2271,8 @@ mod tests {
             act_grant(
                 &t,
                 &SemanticOp::Action {
-                    name: "click".into()
+                    name: "click".into(),
+                    index: 0,
                 },
                 false
             ),

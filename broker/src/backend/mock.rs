@@ -1165,11 +1165,12 @@ impl Backend for MockBackend {
         let mut d = self.desk();
         let secure = d.els[id].states.has(State::Secure) || d.els[id].role == "password_text";
         match op {
-            SemanticOp::Action { name } => {
-                if !d.els[id].actions.contains(&name.as_str()) {
+            SemanticOp::Action { name, index } => {
+                // As the input agent: the action at that index, if it is still the one named.
+                if d.els[id].actions.get(index as usize) != Some(&name.as_str()) {
                     return Err(DriverError::new(
                         ErrorCode::NotActionable,
-                        "the element has no such action",
+                        "the element has no action of that name at that index",
                     ));
                 }
                 match name.as_str() {

@@ -358,6 +358,20 @@ pub fn by_handle<'t>(tree: &'t Tree, handle: &str) -> &'t Node {
         .unwrap_or_else(|| panic!("the element {handle} is gone from the tree"))
 }
 
+/// The action `name` of the element `handle` of `tree`, at its place in the element's action
+/// list there (as the broker sends it).
+pub fn action(tree: &Tree, handle: &str, name: &str) -> SemanticOp {
+    let n = by_handle(tree, handle);
+    let index =
+        n.actions.iter().position(|a| a == name).unwrap_or_else(|| {
+            panic!("the element {handle} has no action {name}: {:?}", n.actions)
+        });
+    SemanticOp::Action {
+        name: name.into(),
+        index: index as u32,
+    }
+}
+
 /// Where the pointer is and which window is active: neither may change in headless acts.
 pub fn person_state(desk: &Desktop) -> ((i32, i32), Option<u32>) {
     let p = desk.pointer().expect("pointer");

@@ -55,10 +55,14 @@ pub fn insert_text_length(text: &str, utf16: bool) -> Option<i32> {
 /// A headless (accessibility) act.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum SemanticOp {
-    /// Do the named AT-SPI action.
+    /// Do the named AT-SPI action, at its place in the element's action list as the snapshot
+    /// showed it: the input agent checks the live name at that index and does that index only
+    /// (the broker's filter lets `DoAction` through with this index, no other).
     Action {
-        /// Action name.
+        /// Action name (non-localized).
         name: String,
+        /// Its index in the element's actions.
+        index: u32,
     },
     /// Select the element through its parent's Selection interface.
     Select,

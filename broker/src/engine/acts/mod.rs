@@ -405,10 +405,16 @@ impl<B: Backend> Engine<B> {
 
     fn choose_semantic(call: &Call, t: &Target) -> Result<(SemanticOp, Verify), DriverError> {
         let n = &t.node;
+        // The first of `list` the element has, at its place in the snapshot's action list
+        // (the input agent does that index only, if its live name is still this one).
         let has_action = |list: &[&str]| {
-            list.iter()
-                .find(|a| n.actions.iter().any(|x| x == *a))
-                .map(|a| a.to_string())
+            list.iter().find_map(|a| {
+                let index = n.actions.iter().position(|x| x == a)?;
+                Some(SemanticOp::Action {
+                    name: a.to_string(),
+                    index: u32::try_from(index).ok()?,
+                })
+            })
         };
         if !n.states.has(State::Sensitive) && !n.states.has(State::Enabled) {
             return Err(DriverError::new(
@@ -432,14 +438,15 @@ impl<B: Backend> Engine<B> {
         };
         match call {
             Call::Click(_) => {
-                if let Some(a) = has_action(CLICK_ACTIONS) {
+                if let Some(op) = has_action(CLICK_ACTIONS) {
                     // An option's `select` shows on the option itself: it becomes selected.
-                    let verify = if a == "select" {
+                    let verify = if matches!(&op, SemanticOp::Action { name, .. } if name == "select")
+                    {
                         Verify::Selected
                     } else {
                         toggle()
                     };
-                    return Ok((SemanticOp::Action { name: a }, verify));
+                    return Ok((op, verify));
                 }
 
                 let parent_selects = n.parent.is_some_and(|p| {
@@ -459,7 +466,7 @@ impl<B: Backend> Engine<B> {
                 ))
             }
             Call::DoubleClick(_) => has_action(OPEN_ACTIONS)
-                .map(|a| (SemanticOp::Action { name: a }, Verify::None))
+                .map(|op| (op, Verify::None))
                 .ok_or_else(|| {
                     escalate(
                         "no_accessible_action",
@@ -467,7 +474,7 @@ impl<B: Backend> Engine<B> {
                     )
                 }),
             Call::RightClick(_) => has_action(MENU_ACTIONS)
-                .map(|a| (SemanticOp::Action { name: a }, Verify::None))
+                .map(|op| (op, Verify::None))
                 .ok_or_else(|| escalate("no_accessible_action", "the element has no menu action")),
             Call::TypeText { text, .. } => {
                 if n.is_secure() {
