@@ -12,7 +12,9 @@
 //! 2. a window or a field that moved between the two readings, or while the image was taken
 //!    (the X geometry the image was cut with differs), refuses it with `stale_element_token`:
 //!    the image may show the field between two places (read the window again, then capture
-//!    again);
+//!    again); so does a window the X server moved at all from the first reading to the end of
+//!    the second (its `ConfigureNotify` events, counted by [`X11::configure_count`]), even
+//!    one that came back to the same place: a reading's fields may come from the other place;
 //! 3. an application whose idea of its window's position differs from the X server's (it has
 //!    not caught up with a move yet, so its screen coordinates are off) refuses it with
 //!    `stale_element_token` too;
@@ -211,13 +213,28 @@ pub async fn capture(
         fields.push((link, path.to_string()));
     }
     let xc = x.clone();
-    let (client, wm_frame) = blocking(move || xc.geometry(win)).await?;
+    let (client, wm_frame, top, moves) = blocking(move || {
+        let (client, wm_frame) = xc.geometry(win)?;
+        let top = xc.top_level(win)?;
+        Ok((client, wm_frame, top, xc.configure_count(top)?))
+    })
+    .await?;
     let mut frame = find_frame(a11y, window, client, wm_frame).await?;
     let own = (frame.link.clone(), frame.path.clone());
     let before = measure(&x, win, &own, &fields).await?;
     let xg = x.clone();
     let grab = blocking(move || xg.grab(win)).await?;
     let after = measure(&x, win, &own, &fields).await?;
+    // Two readings that agree do not show a window that moved away and back between them
+    // (or within one reading, between its X geometry and its fields' extents): the X server's
+    // own count of its moves does.
+    let xc = x.clone();
+    if blocking(move || xc.configure_count(top)).await? != moves {
+        return Err(Failure::new(
+            ErrorCode::StaleElementToken,
+            "the window moved while the capture was taken",
+        ));
+    }
     judge(&before, grab.client, &after)?;
     // Toolkits that report extents relative to the window (GTK 4) are moved to the screen as
     // the walk moves them.

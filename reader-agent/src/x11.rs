@@ -16,8 +16,8 @@ use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _, Query
 use x11rb::protocol::xfixes::ConnectionExt as _;
 use x11rb::protocol::xinput::ConnectionExt as _;
 use x11rb::protocol::xproto::{
-    Atom, AtomEnum, ConnectionExt as _, GetPropertyReply, GetWindowAttributesReply, ImageFormat,
-    ImageOrder, MapState, Window,
+    Atom, AtomEnum, ChangeWindowAttributesAux, ConnectionExt as _, EventMask, GetPropertyReply,
+    GetWindowAttributesReply, ImageFormat, ImageOrder, MapState, Window,
 };
 use x11rb::rust_connection::RustConnection;
 
@@ -175,6 +175,9 @@ pub struct X11 {
     xres: bool,
     /// Frames redirected for capture, with the time of their last capture.
     redirected: Mutex<HashMap<Window, Instant>>,
+    /// Windows whose moves and resizes the reader watches (`StructureNotify`), with the
+    /// `ConfigureNotify` events seen for each since ([`X11::configure_count`]).
+    configured: Mutex<HashMap<Window, u64>>,
 }
 
 /// Longest wait for a window to repaint after its first redirection.
@@ -303,7 +306,68 @@ impl X11 {
             damage,
             xres,
             redirected: Mutex::new(HashMap::new()),
+            configured: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// How many times `win` was moved, resized or restacked (its `ConfigureNotify` events) since
+    /// the reader first asked: counting starts at the first call for a window, and every event
+    /// the X server sent before this call's round trip is counted. Two equal counts mean the
+    /// window did not move between the two calls, even if it came back to the same place.
+    pub fn configure_count(&self, win: Window) -> Result<u64, Failure> {
+        let first = {
+            let mut seen = self
+                .configured
+                .lock()
+                .map_err(|_| Failure::internal("move watch poisoned"))?;
+            if seen.len() >= MAX_REDIRECTED && !seen.contains_key(&win) {
+                seen.clear();
+            }
+            !seen.contains_key(&win)
+        };
+        if first {
+            self.x
+                .conn
+                .change_window_attributes(
+                    win,
+                    &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
+                )
+                .map_err(conn_failure)?
+                .check()
+                .map_err(reply_failure)?;
+            self.configured
+                .lock()
+                .map_err(|_| Failure::internal("move watch poisoned"))?
+                .entry(win)
+                .or_insert(0);
+        }
+        // A round trip: the events sent before its reply are in the connection's queue.
+        self.x
+            .conn
+            .get_input_focus()
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        while let Some(ev) = self.x.conn.poll_for_event().map_err(conn_failure)? {
+            self.note(&ev);
+        }
+        Ok(self
+            .configured
+            .lock()
+            .map_err(|_| Failure::internal("move watch poisoned"))?
+            .get(&win)
+            .copied()
+            .unwrap_or(0))
+    }
+
+    /// Counts an event of a watched window (events of other kinds are not kept).
+    fn note(&self, ev: &Event) {
+        if let Event::ConfigureNotify(e) = ev
+            && let Ok(mut seen) = self.configured.lock()
+            && let Some(n) = seen.get_mut(&e.window)
+        {
+            *n += 1;
+        }
     }
 
     /// Extensions and XInput version.
@@ -930,12 +994,14 @@ impl X11 {
         let mut last: Option<Instant> = None;
         loop {
             while let Some(ev) = self.x.conn.poll_for_event().map_err(conn_failure)? {
-                if let (Event::DamageNotify(e), Some(d)) = (ev, damage)
-                    && e.damage == d
-                {
-                    last = Some(Instant::now());
-                    let _ = self.x.conn.damage_subtract(d, x11rb::NONE, x11rb::NONE);
-                    let _ = self.x.conn.flush();
+                match (&ev, damage) {
+                    (Event::DamageNotify(e), Some(d)) if e.damage == d => {
+                        last = Some(Instant::now());
+                        let _ = self.x.conn.damage_subtract(d, x11rb::NONE, x11rb::NONE);
+                        let _ = self.x.conn.flush();
+                    }
+                    // A move of a window a capture watches is counted, not lost here.
+                    _ => self.note(&ev),
                 }
             }
             let now = Instant::now();
