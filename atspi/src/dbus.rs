@@ -92,6 +92,26 @@ impl Read {
             Read::RegisterEvent => ("org.a11y.atspi.Registry", "RegisterEvent"),
         }
     }
+
+    /// The signature of its arguments: the one the broker's filter lets through with it.
+    pub const fn signature(self) -> &'static str {
+        match self {
+            Read::ConnectionPid | Read::GetAllProperties | Read::RegisterEvent => "s",
+            Read::GetChildAtIndex | Read::GetActionName => "i",
+            Read::GetProperty => "ss",
+            Read::GetExtents => "u",
+            Read::GetText => "ii",
+            Read::BusAddress
+            | Read::Ping
+            | Read::GetChildren
+            | Read::GetRole
+            | Read::GetState
+            | Read::GetInterfaces
+            | Read::AppBusAddress
+            | Read::CacheItems
+            | Read::GetActions => "",
+        }
+    }
 }
 
 /// Why a call failed. Never carries the peer's error text (app text).
@@ -169,6 +189,12 @@ where
     B: serde::Serialize + DynamicType,
 {
     let (iface, method) = read.spec();
+    // Any other arguments would be refused by the broker's filter.
+    debug_assert_eq!(
+        body.signature().to_string_no_parens(),
+        read.signature(),
+        "{read:?}"
+    );
     match tokio::time::timeout(
         timeout,
         conn.call_method(dest, path, Some(iface), method, body),
@@ -253,10 +279,10 @@ mod tests {
     #[test]
     fn every_read_passes_the_brokers_filter() {
         for r in Read::ALL {
-            let (iface, method) = r.spec();
+            let ((iface, method), sig) = (r.spec(), r.signature());
             assert!(
-                nish_broker::busfilter::READ_ONLY.contains(&(iface, method)),
-                "{iface}.{method} is not on the filter's list"
+                nish_broker::busfilter::READ_ONLY.contains(&(iface, method, sig)),
+                "{iface}.{method}({sig}) is not on the filter's list"
             );
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! The agent gets one end of a socketpair; the broker holds the real connection. What passes is
 //! decided by a [`Policy`]:
-//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`], and
+//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`], each
+//!   with its one argument signature, and
 //!   the bus's `AddMatch` / `RemoveMatch` with a rule for one application's broadcast AT-SPI
 //!   events ([`match_rule_ok`], read from the reader's own message: no `eavesdrop`);
 //! - the input agent's ([`Policy::Input`]): the same reads and the input agent's own
@@ -34,33 +35,38 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-/// The method calls the reader may make: `org.freedesktop.DBus.Hello` (every bus connection
-/// starts with it) and the reader's reads (`atspi/src/dbus.rs`, `Read::spec`; a test
-/// there checks each is on this list).
-pub const READ_ONLY: &[(&str, &str)] = &[
-    ("org.freedesktop.DBus", "Hello"),
-    ("org.a11y.Bus", "GetAddress"),
-    ("org.freedesktop.DBus", "GetConnectionUnixProcessID"),
-    ("org.freedesktop.DBus.Peer", "Ping"),
-    ("org.a11y.atspi.Accessible", "GetChildren"),
-    ("org.a11y.atspi.Accessible", "GetChildAtIndex"),
-    ("org.a11y.atspi.Accessible", "GetRole"),
-    ("org.a11y.atspi.Accessible", "GetState"),
-    ("org.a11y.atspi.Accessible", "GetInterfaces"),
-    ("org.freedesktop.DBus.Properties", "Get"),
-    ("org.freedesktop.DBus.Properties", "GetAll"),
-    ("org.a11y.atspi.Application", "GetApplicationBusAddress"),
-    ("org.a11y.atspi.Cache", "GetItems"),
-    ("org.a11y.atspi.Component", "GetExtents"),
-    ("org.a11y.atspi.Action", "GetActions"),
-    ("org.a11y.atspi.Action", "GetName"),
-    ("org.a11y.atspi.Text", "GetText"),
-    ("org.a11y.atspi.Registry", "RegisterEvent"),
+/// The method calls the reader may make, each with the one signature of its arguments:
+/// `org.freedesktop.DBus.Hello` (every bus connection starts with it) and the reader's reads
+/// (`atspi/src/dbus.rs`, `Read::spec` and `Read::signature`; a test in
+/// `input-agent/src/calls.rs` checks each is on this list). The signature is bound because
+/// toolkits read arguments without counting them: Qt 5 takes a `Properties` call's second
+/// argument, and `GetName`'s, `GetExtents`' and `GetText`'s first, whether the call has them or
+/// not, so the same method with fewer arguments reads past them.
+pub const READ_ONLY: &[(&str, &str, &str)] = &[
+    ("org.freedesktop.DBus", "Hello", ""),
+    ("org.a11y.Bus", "GetAddress", ""),
+    ("org.freedesktop.DBus", "GetConnectionUnixProcessID", "s"),
+    ("org.freedesktop.DBus.Peer", "Ping", ""),
+    ("org.a11y.atspi.Accessible", "GetChildren", ""),
+    ("org.a11y.atspi.Accessible", "GetChildAtIndex", "i"),
+    ("org.a11y.atspi.Accessible", "GetRole", ""),
+    ("org.a11y.atspi.Accessible", "GetState", ""),
+    ("org.a11y.atspi.Accessible", "GetInterfaces", ""),
+    ("org.freedesktop.DBus.Properties", "Get", "ss"),
+    ("org.freedesktop.DBus.Properties", "GetAll", "s"),
+    ("org.a11y.atspi.Application", "GetApplicationBusAddress", ""),
+    ("org.a11y.atspi.Cache", "GetItems", ""),
+    ("org.a11y.atspi.Component", "GetExtents", "u"),
+    ("org.a11y.atspi.Action", "GetActions", ""),
+    ("org.a11y.atspi.Action", "GetName", "i"),
+    ("org.a11y.atspi.Text", "GetText", "ii"),
+    ("org.a11y.atspi.Registry", "RegisterEvent", "s"),
 ];
 
-/// The input agent's reads beyond [`READ_ONLY`] (`input-agent/src/calls.rs`, `Look::spec`; a
-/// test there checks each is on this list).
-pub const INPUT_READS: &[(&str, &str)] = &[("org.a11y.atspi.Accessible", "GetIndexInParent")];
+/// The input agent's reads beyond [`READ_ONLY`], with their signatures
+/// (`input-agent/src/calls.rs`, `Look::spec`; a test there checks each is on this list).
+pub const INPUT_READS: &[(&str, &str, &str)] =
+    &[("org.a11y.atspi.Accessible", "GetIndexInParent", "")];
 
 /// The reads on [`READ_ONLY`] the input agent may not make: `Properties.GetAll`, which only the
 /// reader's walk needs. Qt 5 answers it with a message the bus refuses, and the bus then
@@ -71,7 +77,9 @@ pub const NOT_INPUT_READS: &[(&str, &str)] = &[("org.freedesktop.DBus.Properties
 
 /// Whether the input agent's method call `h` is one of its reads.
 fn is_input_read(h: &Header) -> bool {
-    (on_list(READ_ONLY, h) && !on_list(NOT_INPUT_READS, h)) || on_list(INPUT_READS, h)
+    let refused = matches!((&h.interface, &h.member), (Some(i), Some(m))
+        if NOT_INPUT_READS.iter().any(|(ri, rm)| ri == i && rm == m));
+    (is_read(READ_ONLY, h) && !refused) || is_read(INPUT_READS, h)
 }
 
 /// The property `Properties.Set` may set, and only as an act: `(interface, property)`.
@@ -444,9 +452,11 @@ fn first_string(h: &Header, msg: &[u8]) -> Option<String> {
     Some(std::str::from_utf8(s).ok()?.to_string())
 }
 
-fn on_list(list: &[(&str, &str)], h: &Header) -> bool {
+/// Whether `h` is a call on `list`: its interface, method and the signature of its arguments.
+fn is_read(list: &[(&str, &str, &str)], h: &Header) -> bool {
+    let sig = h.signature.as_deref().unwrap_or("");
     matches!((&h.interface, &h.member), (Some(i), Some(m))
-        if list.iter().any(|(ri, rm)| ri == i && rm == m))
+        if list.iter().any(|(ri, rm, rs)| ri == i && rm == m && *rs == sig))
 }
 
 /// The verdict on a message the input agent sends on `link`, with `grants` holding the act the
@@ -763,9 +773,11 @@ pub fn judge(h: &Header) -> Verdict {
     match h.msg_type {
         METHOD_RETURN | ERROR => Verdict::Pass,
         METHOD_CALL => {
-            let ok = matches!((&h.interface, &h.member), (Some(i), Some(m))
-                if READ_ONLY.iter().any(|(ri, rm)| ri == i && rm == m));
-            if ok { Verdict::Pass } else { refusal(h) }
+            if is_read(READ_ONLY, h) {
+                Verdict::Pass
+            } else {
+                refusal(h)
+            }
         }
         _ => Verdict::Drop,
     }
@@ -1383,14 +1395,29 @@ mod tests {
             &[0; 4],
         );
         assert_eq!(verdict(&Link::Bus, &g, &do_action), Verdict::Refuse);
-        for (iface, member) in READ_ONLY.iter().chain(INPUT_READS) {
-            let m = call_with(Some(APP), EL, iface, member, "", &[]);
+        for (iface, member, sig) in READ_ONLY.iter().chain(INPUT_READS) {
+            let m = call_with(Some(APP), EL, iface, member, sig, &[]);
             let want = if NOT_INPUT_READS.contains(&(iface, member)) {
                 Verdict::Refuse
             } else {
                 Verdict::Pass
             };
             assert_eq!(verdict(&Link::Bus, &g, &m), want, "{iface}.{member}");
+            // With fewer or other arguments, neither agent's read passes: Qt 5 reads a
+            // `Properties.Get` with one string, or a `GetName` with none, past its arguments.
+            for other in ["", "s", "i", "u", "ss", "ii", "sss", "v"] {
+                if other == *sig {
+                    continue;
+                }
+                let m = call_with(Some(APP), EL, iface, member, other, &[]);
+                assert_eq!(
+                    verdict(&Link::Bus, &g, &m),
+                    Verdict::Refuse,
+                    "{iface}.{member}({other})"
+                );
+                let h = parse_header(&m).unwrap();
+                assert_eq!(judge(&h), Verdict::Refuse, "{iface}.{member}({other})");
+            }
         }
         // Not even under a grant, nor on a peer-to-peer link.
         let get_all = call_with(

@@ -83,6 +83,13 @@ impl Look {
             Look::IndexInParent => ("org.a11y.atspi.Accessible", "GetIndexInParent"),
         }
     }
+
+    /// The signature of its arguments (the one the broker's filter lets through).
+    pub const fn signature(self) -> &'static str {
+        match self {
+            Look::IndexInParent => "",
+        }
+    }
 }
 
 async fn raw_call<B, R>(
@@ -251,15 +258,24 @@ mod tests {
         // Reads pass the input agent's filter at any time: the reader's list (its own test
         // checks every `Read`) and the looks.
         for l in Look::ALL {
+            let ((iface, method), sig) = (l.spec(), l.signature());
             assert!(
-                INPUT_READS.contains(&l.spec()),
-                "{:?} is not on the filter's list",
-                l.spec()
+                INPUT_READS.contains(&(iface, method, sig)),
+                "{iface}.{method}({sig}) is not on the filter's list"
             );
         }
         for r in nish_atspi::dbus::Read::ALL {
-            assert!(READ_ONLY.contains(&r.spec()), "{:?}", r.spec());
+            let ((iface, method), sig) = (r.spec(), r.signature());
+            assert!(
+                READ_ONLY.contains(&(iface, method, sig)),
+                "{iface}.{method}({sig})"
+            );
         }
+        // The look's call sends that signature.
+        assert_eq!(
+            ().signature().to_string_no_parens(),
+            Look::IndexInParent.signature()
+        );
         // ... but for the reads the filter refuses the input agent (`Properties.GetAll`): its
         // sources, and the shared library's it calls, never send one.
         use nish_broker::busfilter::NOT_INPUT_READS;
@@ -298,7 +314,9 @@ mod tests {
                 "{:?} is not an act the filter knows",
                 a.spec()
             );
-            assert!(!READ_ONLY.contains(&a.spec()) && !INPUT_READS.contains(&a.spec()));
+            let is =
+                |list: &[(&str, &str, &str)]| list.iter().any(|(i, m, _)| (*i, *m) == a.spec());
+            assert!(!is(READ_ONLY) && !is(INPUT_READS));
         }
     }
 

@@ -267,13 +267,14 @@ impl Semantic {
         .await;
         match live {
             Ok(n) if n == name => {}
-            // An error reply other than "no such object": an index past the actions.
-            Ok(_) | Err(CallError::Other) => {
+            // The element answered its re-check just now: an error here is an index past its
+            // actions (Qt answers one with "unknown method"), not a gone element.
+            Ok(_) | Err(CallError::Other | CallError::Unknown | CallError::BadReply) => {
                 return Err(ActFailure::not_actionable(
                     "the element has no action of that name where the snapshot showed it",
                 ));
             }
-            Err(e) => return Err(read_failure(e)),
+            Err(e @ (CallError::Timeout | CallError::Connection)) => return Err(read_failure(e)),
         }
         match calls::do_action(link, path, index).await {
             Ok(true) => Ok(format!("atspi_action:{name}")),

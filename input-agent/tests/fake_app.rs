@@ -94,21 +94,32 @@ impl Component {
     }
 }
 
+/// Two actions: `click` (counted per button in `done`) and `menu` (counted in `menus`).
 struct Action {
     mode: Mode,
     done: Arc<AtomicUsize>,
+    menus: Arc<AtomicUsize>,
 }
 
 #[zbus::interface(name = "org.a11y.atspi.Action")]
 impl Action {
     #[zbus(property, name = "NActions")]
     fn n_actions(&self) -> i32 {
-        1
+        2
     }
     fn get_name(&self, index: i32) -> String {
-        if index == 0 { "click" } else { "" }.into()
+        match index {
+            0 => "click",
+            1 => "menu",
+            _ => "",
+        }
+        .into()
     }
     async fn do_action(&self, index: i32) -> bool {
+        if index == 1 {
+            self.menus.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
         if index != 0 {
             return false;
         }
@@ -139,13 +150,15 @@ fn path(i: usize) -> String {
 }
 
 /// Serves the fake application on the accessibility bus and registers it with the registry;
-/// returns its connection (keep it alive) and the act counters per button.
-async fn serve(a11y: &str) -> (zbus::Connection, Vec<Arc<AtomicUsize>>) {
+/// returns its connection (keep it alive), the click counters per button and the count of
+/// `menu` actions done on any of them.
+async fn serve(a11y: &str) -> (zbus::Connection, Vec<Arc<AtomicUsize>>, Arc<AtomicUsize>) {
     let mut b = zbus::connection::Builder::address(a11y)
         .unwrap()
         .serve_at(ROOT, Application)
         .unwrap();
     let mut counters = Vec::new();
+    let menus = Arc::new(AtomicUsize::new(0));
     for (i, (name, mode, y)) in BUTTONS.iter().enumerate() {
         let done = Arc::new(AtomicUsize::new(0));
         counters.push(done.clone());
@@ -165,7 +178,14 @@ async fn serve(a11y: &str) -> (zbus::Connection, Vec<Arc<AtomicUsize>>) {
                 },
             )
             .unwrap()
-            .serve_at(path(i), Action { mode: *mode, done })
+            .serve_at(
+                path(i),
+                Action {
+                    mode: *mode,
+                    done,
+                    menus: menus.clone(),
+                },
+            )
             .unwrap();
     }
     let conn = b.build().await.expect("connect to the accessibility bus");
@@ -181,7 +201,7 @@ async fn serve(a11y: &str) -> (zbus::Connection, Vec<Arc<AtomicUsize>>) {
         )
         .await
         .expect("embed in the registry");
-    (conn, counters)
+    (conn, counters, menus)
 }
 
 fn target(conn: &zbus::Connection, i: usize) -> Expect {
@@ -213,7 +233,7 @@ fn declined_hung_and_unresponsive_acts() {
         .expect("accessibility bus")
         .to_string();
     let rt = nish_testdesk::runtime().expect("a runtime");
-    let (conn, counters) = rt.block_on(serve(&a11y));
+    let (conn, counters, menus) = rt.block_on(serve(&a11y));
     let me = conn.unique_name().unwrap().to_string();
     // Registered: the registry lists the fake application.
     poll(
@@ -251,13 +271,27 @@ fn declined_hung_and_unresponsive_acts() {
     let a = input.act(target(&conn, 0), click());
     assert_eq!(a.done(), "atspi_action:click");
     assert_eq!(counters[0].load(Ordering::SeqCst), 1);
-    // The name at another index than the one given: nothing done.
+    // The name at another index than the one given: neither action is done (the live name
+    // at the index is checked before DoAction).
     let elsewhere = SemanticOp::Action {
         name: "click".into(),
         index: 1,
     };
     let a = input.act(target(&conn, 0), elsewhere);
     assert_eq!(a.failed(), ("not_actionable", false));
+    assert!(!a.message().contains("declined"), "{}", a.message());
+    assert_eq!(counters[0].load(Ordering::SeqCst), 1);
+    assert_eq!(menus.load(Ordering::SeqCst), 0);
+    // The second action at its own index.
+    let menu = SemanticOp::Action {
+        name: "menu".into(),
+        index: 1,
+    };
+    assert_eq!(
+        input.act(target(&conn, 0), menu).done(),
+        "atspi_action:menu"
+    );
+    assert_eq!(menus.load(Ordering::SeqCst), 1);
     assert_eq!(counters[0].load(Ordering::SeqCst), 1);
 
     // Someone else's process: refused before anything is sent.

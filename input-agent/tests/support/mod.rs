@@ -253,6 +253,14 @@ impl Answer {
             other => panic!("expected Failed, got {other:?}"),
         }
     }
+
+    /// The message of a `Failed`, or a panic naming what came instead.
+    pub fn message(&self) -> &str {
+        match &self.msg {
+            InputToBroker::Failed { failure, .. } => failure.message.as_str(),
+            other => panic!("expected Failed, got {other:?}"),
+        }
+    }
 }
 
 impl Input {
