@@ -12,9 +12,11 @@
 //! 2. a window or a field that moved between the two readings, or while the image was taken
 //!    (the X geometry the image was cut with differs), refuses it with `stale_element_token`:
 //!    the image may show the field between two places (read the window again, then capture
-//!    again); so does a window the X server moved at all from the first reading to the end of
-//!    the second (its `ConfigureNotify` events, counted by [`X11::configure_count`]), even
-//!    one that came back to the same place: a reading's fields may come from the other place;
+//!    again); so does a window the X server moved, resized or reparented at all from the first
+//!    reading to the end of the second (the window and its frame, [`X11::move_mark`]), even one
+//!    that came back to the same place: a reading's fields may come from the other place. A
+//!    page that scrolls away and back between the two readings, while the image is taken, is
+//!    not caught (no X event tells it);
 //! 3. an application whose idea of its window's position differs from the X server's (it has
 //!    not caught up with a move yet, so its screen coordinates are off) refuses it with
 //!    `stale_element_token` too;
@@ -133,6 +135,16 @@ pub fn placed(l: &Layout, window_relative: Option<(i32, i32)>) -> Result<Vec<Rec
     }
 }
 
+/// The windows whose moves a capture watches: the client window, and its window manager's
+/// frame when it has one (a client can move inside its frame).
+fn watched(win: u32, top: u32) -> Vec<u32> {
+    if top == win {
+        vec![win]
+    } else {
+        vec![top, win]
+    }
+}
+
 /// A handle split into (bus name, object path).
 fn split_handle(h: &str) -> Result<(&str, &str), Failure> {
     h.split_once('|')
@@ -216,7 +228,7 @@ pub async fn capture(
     let (client, wm_frame, top, moves) = blocking(move || {
         let (client, wm_frame) = xc.geometry(win)?;
         let top = xc.top_level(win)?;
-        Ok((client, wm_frame, top, xc.configure_count(top)?))
+        Ok((client, wm_frame, top, xc.move_mark(&watched(win, top))?))
     })
     .await?;
     let mut frame = find_frame(a11y, window, client, wm_frame).await?;
@@ -229,7 +241,11 @@ pub async fn capture(
     // (or within one reading, between its X geometry and its fields' extents): the X server's
     // own count of its moves does.
     let xc = x.clone();
-    if blocking(move || xc.configure_count(top)).await? != moves {
+    let unmoved = blocking(move || {
+        Ok(xc.top_level(win)? == top && xc.move_mark(&watched(win, top))? == moves)
+    })
+    .await?;
+    if !unmoved {
         return Err(Failure::new(
             ErrorCode::StaleElementToken,
             "the window moved while the capture was taken",

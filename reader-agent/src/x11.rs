@@ -175,9 +175,35 @@ pub struct X11 {
     xres: bool,
     /// Frames redirected for capture, with the time of their last capture.
     redirected: Mutex<HashMap<Window, Instant>>,
-    /// Windows whose moves and resizes the reader watches (`StructureNotify`), with the
-    /// `ConfigureNotify` events seen for each since ([`X11::configure_count`]).
-    configured: Mutex<HashMap<Window, u64>>,
+    /// What the reader keeps of the X events it takes ([`X11::drain`]).
+    events: Mutex<Events>,
+}
+
+/// The X events the reader keeps: moves of watched windows, damage reports.
+#[derive(Default)]
+struct Events {
+    /// Windows watched for moves ([`X11::move_mark`]).
+    moves: HashMap<Window, Moves>,
+    /// Bumped when `moves` is emptied (marks of two generations never compare equal).
+    generation: u64,
+    /// The last report of each damage object.
+    damaged: HashMap<u32, Instant>,
+}
+
+/// One watched window's changes.
+#[derive(Default)]
+struct Moves {
+    /// Changes seen since it was first watched.
+    count: u64,
+    /// Its last geometry (x, y, width, height, border), to tell a move from a restack.
+    geometry: Option<(i16, i16, u16, u16, u16)>,
+}
+
+/// Where watched windows stand ([`X11::move_mark`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveMark {
+    generation: u64,
+    counts: Vec<u64>,
 }
 
 /// Longest wait for a window to repaint after its first redirection.
@@ -306,40 +332,34 @@ impl X11 {
             damage,
             xres,
             redirected: Mutex::new(HashMap::new()),
-            configured: Mutex::new(HashMap::new()),
+            events: Mutex::new(Events::default()),
         })
     }
 
-    /// How many times `win` was moved, resized or restacked (its `ConfigureNotify` events) since
-    /// the reader first asked: counting starts at the first call for a window, and every event
-    /// the X server sent before this call's round trip is counted. Two equal counts mean the
-    /// window did not move between the two calls, even if it came back to the same place.
-    pub fn configure_count(&self, win: Window) -> Result<u64, Failure> {
-        let first = {
-            let mut seen = self
-                .configured
-                .lock()
-                .map_err(|_| Failure::internal("move watch poisoned"))?;
-            if seen.len() >= MAX_REDIRECTED && !seen.contains_key(&win) {
-                seen.clear();
+    /// A mark of where `wins` (a client window and its frame) stand: two equal marks mean the
+    /// X server did not move, resize, reparent or re-gravitate any of them between the two
+    /// calls, even if a window came back to the same place. Counting starts at a window's first
+    /// call (the events are selected, `StructureNotify`, before the call's round trip, so every
+    /// change the server made after that is in); restacking alone and events other clients send
+    /// (`SendEvent`) are not counted.
+    pub fn move_mark(&self, wins: &[Window]) -> Result<MoveMark, Failure> {
+        {
+            let mut ev = self.events()?;
+            if ev.moves.len() + wins.len() > MAX_REDIRECTED {
+                ev.moves.clear();
+                ev.generation += 1;
             }
-            !seen.contains_key(&win)
-        };
-        if first {
-            self.x
-                .conn
-                .change_window_attributes(
-                    win,
-                    &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
-                )
-                .map_err(conn_failure)?
-                .check()
-                .map_err(reply_failure)?;
-            self.configured
-                .lock()
-                .map_err(|_| Failure::internal("move watch poisoned"))?
-                .entry(win)
-                .or_insert(0);
+            for w in wins {
+                ev.moves.entry(*w).or_default();
+            }
+        }
+        for w in wins {
+            // Sent every time: a window id the X server gave out again (an app restarted) is
+            // watched too. Errors (a window gone) come back as events and are not kept.
+            let _ = self.x.conn.change_window_attributes(
+                *w,
+                &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
+            );
         }
         // A round trip: the events sent before its reply are in the connection's queue.
         self.x
@@ -348,26 +368,71 @@ impl X11 {
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
-        while let Some(ev) = self.x.conn.poll_for_event().map_err(conn_failure)? {
-            self.note(&ev);
-        }
-        Ok(self
-            .configured
-            .lock()
-            .map_err(|_| Failure::internal("move watch poisoned"))?
-            .get(&win)
-            .copied()
-            .unwrap_or(0))
+        let ev = self.drain()?;
+        Ok(MoveMark {
+            generation: ev.generation,
+            counts: wins
+                .iter()
+                .map(|w| ev.moves.get(w).map_or(u64::MAX, |m| m.count))
+                .collect(),
+        })
     }
 
-    /// Counts an event of a watched window (events of other kinds are not kept).
-    fn note(&self, ev: &Event) {
-        if let Event::ConfigureNotify(e) = ev
-            && let Ok(mut seen) = self.configured.lock()
-            && let Some(n) = seen.get_mut(&e.window)
-        {
-            *n += 1;
+    fn events(&self) -> Result<std::sync::MutexGuard<'_, Events>, Failure> {
+        self.events
+            .lock()
+            .map_err(|_| Failure::internal("event state poisoned"))
+    }
+
+    /// Takes every event the connection has queued and keeps what the reader needs: moves of
+    /// the windows [`X11::move_mark`] watches, and the time of each damage report (the damage
+    /// subtracted so that the next drawing is reported too). One lock is held from taking the
+    /// events to keeping them, so a caller that holds it next sees all of them.
+    fn drain(&self) -> Result<std::sync::MutexGuard<'_, Events>, Failure> {
+        let mut ev = self.events()?;
+        while let Some(e) = self.x.conn.poll_for_event().map_err(conn_failure)? {
+            match e {
+                Event::DamageNotify(d) => {
+                    // Late reports of destroyed damage objects do not pile up.
+                    if ev.damaged.len() >= 1024 {
+                        ev.damaged.clear();
+                    }
+                    ev.damaged.insert(d.damage, Instant::now());
+                    let _ = self
+                        .x
+                        .conn
+                        .damage_subtract(d.damage, x11rb::NONE, x11rb::NONE);
+                }
+                // Events another client sent carry the synthetic bit: not the server's word.
+                Event::ConfigureNotify(c) if c.response_type & 0x80 == 0 => {
+                    if let Some(m) = ev.moves.get_mut(&c.window) {
+                        let at = (c.x, c.y, c.width, c.height, c.border_width);
+                        if m.geometry != Some(at) {
+                            m.geometry = Some(at);
+                            m.count += 1;
+                        }
+                    }
+                }
+                Event::ReparentNotify(r) if r.response_type & 0x80 == 0 => {
+                    if let Some(m) = ev.moves.get_mut(&r.window) {
+                        m.count += 1;
+                    }
+                }
+                Event::GravityNotify(g) if g.response_type & 0x80 == 0 => {
+                    if let Some(m) = ev.moves.get_mut(&g.window) {
+                        m.count += 1;
+                    }
+                }
+                Event::DestroyNotify(d) => {
+                    if let Some(m) = ev.moves.get_mut(&d.window) {
+                        m.count += 1;
+                    }
+                }
+                _ => {}
+            }
         }
+        let _ = self.x.conn.flush();
+        Ok(ev)
     }
 
     /// Extensions and XInput version.
@@ -993,16 +1058,9 @@ impl X11 {
         let start = Instant::now();
         let mut last: Option<Instant> = None;
         loop {
-            while let Some(ev) = self.x.conn.poll_for_event().map_err(conn_failure)? {
-                match (&ev, damage) {
-                    (Event::DamageNotify(e), Some(d)) if e.damage == d => {
-                        last = Some(Instant::now());
-                        let _ = self.x.conn.damage_subtract(d, x11rb::NONE, x11rb::NONE);
-                        let _ = self.x.conn.flush();
-                    }
-                    // A move of a window a capture watches is counted, not lost here.
-                    _ => self.note(&ev),
-                }
+            // Damage reports are kept by whoever takes them (another capture may).
+            if let Some(d) = damage {
+                last = self.drain()?.damaged.get(&d).copied();
             }
             let now = Instant::now();
             let quiet = last.is_some_and(|t| now.duration_since(t) >= REPAINT_QUIET);
@@ -1017,6 +1075,7 @@ impl X11 {
         if let Some(d) = damage {
             let _ = self.x.conn.damage_destroy(d);
             let _ = self.x.conn.flush();
+            self.events()?.damaged.remove(&d);
         }
         Ok(())
     }
