@@ -699,19 +699,29 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
     }
     h.body_at = align(end, 8);
     let mut pos = 16;
-    let mut seen = 0u64;
+    let mut seen = [false; 256];
     while pos < end {
         pos = align(pos, 8);
         let code = *b.get(pos).ok_or("short")?;
         // A field given twice could be read one way here and another way by the receiver
         // (a peer-to-peer link has no bus daemon to reject it): refused.
-        let bit = 1u64 << (code % 64);
-        if seen & bit != 0 {
+        if std::mem::replace(&mut seen[usize::from(code)], true) {
             return Err("a header field given twice");
         }
-        seen |= bit;
         let sig_len = *b.get(pos + 1).ok_or("short")? as usize;
         let sig = b.get(pos + 2..pos + 2 + sig_len).ok_or("short")?;
+        // A known field of another type than the specification's would be skipped here (a
+        // SIGNATURE given as a string would leave the call without arguments): refused.
+        let typed: Option<&[u8]> = match code {
+            1 => Some(b"o"),
+            2 | 3 | 4 | 6 | 7 => Some(b"s"),
+            5 | 9 => Some(b"u"),
+            8 => Some(b"g"),
+            _ => None,
+        };
+        if typed.is_some_and(|t| t != sig) {
+            return Err("a header field of the wrong type");
+        }
         pos += 2 + sig_len + 1;
         match sig {
             b"s" | b"o" => {
@@ -2339,5 +2349,28 @@ mod tests {
         m[17] = 1;
         m[18] = b'v';
         assert!(parse_header(&m).is_err());
+        // A known field of another type: the DESTINATION (a string) made a SIGNATURE field,
+        // which must be a `g`; and the PATH given as a string.
+        let mut m = call(1, "/x", "org.a11y.atspi.Accessible", "GetRole", 0);
+        assert_eq!(parse_header(&m).unwrap().signature, None);
+        let at = m
+            .windows(4)
+            .position(|w| w == [6, 1, b's', 0])
+            .expect("the destination field");
+        m[at] = 8;
+        assert_eq!(
+            parse_header(&m).err(),
+            Some("a header field of the wrong type")
+        );
+        let mut m = call(1, "/x", "org.a11y.atspi.Accessible", "GetRole", 0);
+        let at = m
+            .windows(4)
+            .position(|w| w == [1, 1, b'o', 0])
+            .expect("the path field");
+        m[at + 2] = b's';
+        assert_eq!(
+            parse_header(&m).err(),
+            Some("a header field of the wrong type")
+        );
     }
 }
