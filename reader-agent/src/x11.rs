@@ -340,8 +340,9 @@ impl X11 {
     /// X server did not move, resize, reparent or re-gravitate any of them between the two
     /// calls, even if a window came back to the same place. Counting starts at a window's first
     /// call (the events are selected, `StructureNotify`, before the call's round trip, so every
-    /// change the server made after that is in); restacking alone and events other clients send
-    /// (`SendEvent`) are not counted.
+    /// change the server made after that is in); events other clients send (`SendEvent`) are not
+    /// counted, nor is restacking alone once a window's geometry is known from its first event
+    /// (until then, any `ConfigureNotify` counts).
     pub fn move_mark(&self, wins: &[Window]) -> Result<MoveMark, Failure> {
         {
             let mut ev = self.events()?;
