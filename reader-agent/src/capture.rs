@@ -13,7 +13,8 @@
 //!    (the X geometry the image was cut with differs), refuses it with `stale_element_token`:
 //!    the image may show the field between two places (read the window again, then capture
 //!    again); so does a window the X server moved, resized or reparented at all from the first
-//!    reading to the end of the second (the window and its frame, [`X11::move_mark`]), even one
+//!    reading to the end of the second (the window and every ancestor up to its frame,
+//!    [`X11::move_mark`]), even one
 //!    that came back to the same place: a reading's fields may come from the other place. A
 //!    page that scrolls away and back between the two readings, while the image is taken, is
 //!    not caught (no X event tells it);
@@ -135,16 +136,6 @@ pub fn placed(l: &Layout, window_relative: Option<(i32, i32)>) -> Result<Vec<Rec
     }
 }
 
-/// The windows whose moves a capture watches: the client window, and its window manager's
-/// frame when it has one (a client can move inside its frame).
-fn watched(win: u32, top: u32) -> Vec<u32> {
-    if top == win {
-        vec![win]
-    } else {
-        vec![top, win]
-    }
-}
-
 /// A handle split into (bus name, object path).
 fn split_handle(h: &str) -> Result<(&str, &str), Failure> {
     h.split_once('|')
@@ -225,10 +216,11 @@ pub async fn capture(
         fields.push((link, path.to_string()));
     }
     let xc = x.clone();
-    let (client, wm_frame, top, moves) = blocking(move || {
+    let (client, wm_frame, chain, moves) = blocking(move || {
         let (client, wm_frame) = xc.geometry(win)?;
-        let top = xc.top_level(win)?;
-        Ok((client, wm_frame, top, xc.move_mark(&watched(win, top))?))
+        let chain = xc.ancestry(win)?;
+        let mark = xc.move_mark(&chain)?;
+        Ok((client, wm_frame, chain, mark))
     })
     .await?;
     let mut frame = find_frame(a11y, window, client, wm_frame).await?;
@@ -242,7 +234,8 @@ pub async fn capture(
     // own count of its moves does.
     let xc = x.clone();
     let unmoved = blocking(move || {
-        Ok(xc.top_level(win)? == top && xc.move_mark(&watched(win, top))? == moves)
+        let now = xc.ancestry(win)?;
+        Ok(now == chain && xc.move_mark(&now)? == moves)
     })
     .await?;
     if !unmoved {

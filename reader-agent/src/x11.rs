@@ -186,17 +186,21 @@ struct Events {
     moves: HashMap<Window, Moves>,
     /// Bumped when `moves` is emptied (marks of two generations never compare equal).
     generation: u64,
-    /// The last report of each damage object.
-    damaged: HashMap<u32, Instant>,
+    /// The damage objects of repaints under way, with the time of the last report of each
+    /// (reports of others are not kept).
+    damaged: HashMap<u32, Option<Instant>>,
 }
+
+/// A window's place in its parent: x, y, width, height, border width.
+type Geometry = (i16, i16, u16, u16, u16);
 
 /// One watched window's changes.
 #[derive(Default)]
 struct Moves {
     /// Changes seen since it was first watched.
     count: u64,
-    /// Its last geometry (x, y, width, height, border), to tell a move from a restack.
-    geometry: Option<(i16, i16, u16, u16, u16)>,
+    /// Its last geometry, to tell a move from a restack.
+    geometry: Option<Geometry>,
 }
 
 /// Where watched windows stand ([`X11::move_mark`]).
@@ -344,16 +348,17 @@ impl X11 {
     /// counted, nor is restacking alone once a window's geometry is known from its first event
     /// (until then, any `ConfigureNotify` counts).
     pub fn move_mark(&self, wins: &[Window]) -> Result<MoveMark, Failure> {
-        {
+        let unknown: Vec<Window> = {
             let mut ev = self.events()?;
             if ev.moves.len() + wins.len() > MAX_REDIRECTED {
                 ev.moves.clear();
                 ev.generation += 1;
             }
-            for w in wins {
-                ev.moves.entry(*w).or_default();
-            }
-        }
+            wins.iter()
+                .filter(|w| ev.moves.entry(**w).or_default().geometry.is_none())
+                .copied()
+                .collect()
+        };
         for w in wins {
             // Sent every time: a window id the X server gave out again (an app restarted) is
             // watched too. Errors (a window gone) come back as events and are not kept.
@@ -362,6 +367,12 @@ impl X11 {
                 &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
             );
         }
+        // The geometry of a window not seen yet, from after its events are selected: a later
+        // event that only restacks it is then told from a move.
+        let mut asked = Vec::with_capacity(unknown.len());
+        for w in unknown {
+            asked.push((w, self.x.conn.get_geometry(w).map_err(conn_failure)?));
+        }
         // A round trip: the events sent before its reply are in the connection's queue.
         self.x
             .conn
@@ -369,7 +380,23 @@ impl X11 {
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
-        let ev = self.drain()?;
+        let known: Vec<(Window, Option<Geometry>)> = asked
+            .into_iter()
+            .map(|(w, c)| {
+                let g = c.reply().ok();
+                (w, g.map(|g| (g.x, g.y, g.width, g.height, g.border_width)))
+            })
+            .collect();
+        let mut ev = self.drain()?;
+        // Events since the geometry was asked are counted already (a first event counts
+        // whatever it changed); the answer is the baseline only of a window with none.
+        for (w, g) in known {
+            if let Some(m) = ev.moves.get_mut(&w)
+                && m.geometry.is_none()
+            {
+                m.geometry = g;
+            }
+        }
         Ok(MoveMark {
             generation: ev.generation,
             counts: wins
@@ -394,15 +421,13 @@ impl X11 {
         while let Some(e) = self.x.conn.poll_for_event().map_err(conn_failure)? {
             match e {
                 Event::DamageNotify(d) => {
-                    // Late reports of destroyed damage objects do not pile up.
-                    if ev.damaged.len() >= 1024 {
-                        ev.damaged.clear();
+                    if let Some(last) = ev.damaged.get_mut(&d.damage) {
+                        *last = Some(Instant::now());
+                        let _ = self
+                            .x
+                            .conn
+                            .damage_subtract(d.damage, x11rb::NONE, x11rb::NONE);
                     }
-                    ev.damaged.insert(d.damage, Instant::now());
-                    let _ = self
-                        .x
-                        .conn
-                        .damage_subtract(d.damage, x11rb::NONE, x11rb::NONE);
                 }
                 // Events another client sent carry the synthetic bit: not the server's word.
                 Event::ConfigureNotify(c) if c.response_type & 0x80 == 0 => {
@@ -424,7 +449,7 @@ impl X11 {
                         m.count += 1;
                     }
                 }
-                Event::DestroyNotify(d) => {
+                Event::DestroyNotify(d) if d.response_type & 0x80 == 0 => {
                     if let Some(m) = ev.moves.get_mut(&d.window) {
                         m.count += 1;
                     }
@@ -546,6 +571,11 @@ impl X11 {
     /// itself when it is a child of the root.
     pub fn top_level(&self, win: Window) -> Result<Window, Failure> {
         self.x.top_level(win)
+    }
+
+    /// The window and its ancestors below the root, the top-level last.
+    pub fn ancestry(&self, win: Window) -> Result<Vec<Window>, Failure> {
+        self.x.ancestry(win)
     }
 
     /// Geometry of a client window in screen coordinates, and of its window-manager frame.
@@ -862,6 +892,8 @@ impl X11 {
     /// capture), so the X server is as it was before them; returns how many. Called
     /// periodically by the reader's server.
     pub fn release_idle(&self, idle: Duration) -> usize {
+        // Events of watched windows between captures do not pile up in the connection's queue.
+        drop(self.drain());
         let Ok(mut set) = self.redirected.lock() else {
             return 0;
         };
@@ -1040,12 +1072,18 @@ impl X11 {
                 .conn
                 .generate_id()
                 .map_err(|e| Failure::internal(format!("{e}")))?;
-            self.x
+            // Known before the X server can report it (a reused id starts afresh).
+            self.events()?.damaged.insert(id, None);
+            let made = self
+                .x
                 .conn
                 .damage_create(id, win, ReportLevel::NON_EMPTY)
-                .map_err(conn_failure)?
-                .check()
-                .map_err(reply_failure)?;
+                .map_err(conn_failure)
+                .and_then(|c| c.check().map_err(reply_failure));
+            if let Err(e) = made {
+                self.events()?.damaged.remove(&id);
+                return Err(e);
+            }
             Some(id)
         } else {
             None
@@ -1061,7 +1099,7 @@ impl X11 {
         loop {
             // Damage reports are kept by whoever takes them (another capture may).
             if let Some(d) = damage {
-                last = self.drain()?.damaged.get(&d).copied();
+                last = self.drain()?.damaged.get(&d).copied().flatten();
             }
             let now = Instant::now();
             let quiet = last.is_some_and(|t| now.duration_since(t) >= REPAINT_QUIET);

@@ -84,8 +84,17 @@ impl XDisplay {
     /// The window's ancestor just below the root (the window manager's frame), or the window
     /// itself when it is a child of the root.
     pub fn top_level(&self, win: Window) -> Result<Window, Failure> {
+        let chain = self.ancestry(win)?;
+        Ok(chain.last().copied().unwrap_or(win))
+    }
+
+    /// The window and its ancestors below the root, the window first and its top-level (the
+    /// window manager's frame) last.
+    pub fn ancestry(&self, win: Window) -> Result<Vec<Window>, Failure> {
         let mut w = win;
+        let mut chain = Vec::new();
         for _ in 0..64 {
+            chain.push(w);
             let t = self
                 .conn
                 .query_tree(w)
@@ -93,7 +102,7 @@ impl XDisplay {
                 .reply()
                 .map_err(reply_failure)?;
             if t.parent == self.root || t.parent == x11rb::NONE {
-                return Ok(w);
+                return Ok(chain);
             }
             w = t.parent;
         }
