@@ -75,11 +75,11 @@ pub const INPUT_READS: &[(&str, &str, &str)] =
 /// (`input-agent/src/calls.rs` checks the input agent's sources never name it.)
 pub const NOT_INPUT_READS: &[(&str, &str)] = &[("org.freedesktop.DBus.Properties", "GetAll")];
 
-/// Whether the input agent's method call `h` is one of its reads.
-fn is_input_read(h: &Header) -> bool {
+/// Whether the input agent's method call `h` (message `msg`) is one of its reads.
+fn is_input_read(h: &Header, msg: &[u8]) -> bool {
     let refused = matches!((&h.interface, &h.member), (Some(i), Some(m))
         if NOT_INPUT_READS.iter().any(|(ri, rm)| ri == i && rm == m));
-    (is_read(READ_ONLY, h) && !refused) || is_read(INPUT_READS, h)
+    (is_read(READ_ONLY, h, msg) && !refused) || is_read(INPUT_READS, h, msg)
 }
 
 /// The property `Properties.Set` may set, and only as an act: `(interface, property)`.
@@ -356,7 +356,7 @@ impl Policy {
                 if is_match_call(h) {
                     judge_match(h, msg)
                 } else {
-                    judge(h)
+                    judge(h, msg)
                 }
             }
             Policy::Input { link, grants } => judge_input(h, msg, link, grants),
@@ -452,11 +452,38 @@ fn first_string(h: &Header, msg: &[u8]) -> Option<String> {
     Some(std::str::from_utf8(s).ok()?.to_string())
 }
 
-/// Whether `h` is a call on `list`: its interface, method and the signature of its arguments.
-fn is_read(list: &[(&str, &str, &str)], h: &Header) -> bool {
+/// Whether `h` (message `msg`) is a call on `list`: its interface, method and the signature of
+/// its arguments, with a body of exactly those arguments.
+fn is_read(list: &[(&str, &str, &str)], h: &Header, msg: &[u8]) -> bool {
     let sig = h.signature.as_deref().unwrap_or("");
     matches!((&h.interface, &h.member), (Some(i), Some(m))
         if list.iter().any(|(ri, rm, rs)| ri == i && rm == m && *rs == sig))
+        && body_is(sig, h, msg)
+}
+
+/// Whether the body of `msg` is exactly values of `sig`, made only of strings (valid UTF-8,
+/// their NUL in place) and 32-bit integers, in the message's byte order with zero padding and
+/// nothing after them. The receiving toolkits check bodies too; this does not rely on it.
+fn body_is(sig: &str, h: &Header, msg: &[u8]) -> bool {
+    let mut b = Body {
+        msg,
+        pos: h.body_at,
+        big: h.big_endian,
+    };
+    if b.pos > msg.len() {
+        return false;
+    }
+    for c in sig.chars() {
+        let ok = match c {
+            's' => b.string().is_some_and(|s| std::str::from_utf8(s).is_ok()),
+            'i' | 'u' => b.u32().is_some(),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    b.pos == msg.len()
 }
 
 /// The verdict on a message the input agent sends on `link`, with `grants` holding the act the
@@ -469,7 +496,7 @@ pub fn judge_input(h: &Header, msg: &[u8], link: &Link, grants: &Grants) -> Verd
         METHOD_RETURN | ERROR => Verdict::Pass,
         METHOD_CALL => {
             // A read: `Properties.Set` is on no read list.
-            if is_input_read(h) {
+            if is_input_read(h, msg) {
                 return Verdict::Pass;
             }
             if grants
@@ -703,6 +730,9 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
     while pos < end {
         pos = align(pos, 8);
         let code = *b.get(pos).ok_or("short")?;
+        if code == 0 {
+            return Err("a header field of code 0 (invalid)");
+        }
         // A field given twice could be read one way here and another way by the receiver
         // (a peer-to-peer link has no bus daemon to reject it): refused.
         if std::mem::replace(&mut seen[usize::from(code)], true) {
@@ -775,15 +805,15 @@ pub enum Verdict {
     Drop,
 }
 
-/// The verdict on a message the reader sends.
-pub fn judge(h: &Header) -> Verdict {
+/// The verdict on a message `msg` (whole, its header `h`) the reader sends.
+pub fn judge(h: &Header, msg: &[u8]) -> Verdict {
     if h.unix_fds {
         return refusal(h);
     }
     match h.msg_type {
         METHOD_RETURN | ERROR => Verdict::Pass,
         METHOD_CALL => {
-            if is_read(READ_ONLY, h) {
+            if is_read(READ_ONLY, h, msg) {
                 Verdict::Pass
             } else {
                 refusal(h)
@@ -1288,6 +1318,15 @@ mod tests {
         m
     }
 
+    /// A little-endian body of values of `sig`: "ab" for each string, 7 for each integer.
+    fn args_of(sig: &str) -> Vec<u8> {
+        let parts: Vec<Part> = sig
+            .chars()
+            .map(|c| if c == 's' { Part::S("ab") } else { Part::I(7) })
+            .collect();
+        body(false, &parts)
+    }
+
     /// One value of a test body.
     enum Part<'a> {
         I(i32),
@@ -1406,7 +1445,7 @@ mod tests {
         );
         assert_eq!(verdict(&Link::Bus, &g, &do_action), Verdict::Refuse);
         for (iface, member, sig) in READ_ONLY.iter().chain(INPUT_READS) {
-            let m = call_with(Some(APP), EL, iface, member, sig, &[]);
+            let m = call_with(Some(APP), EL, iface, member, sig, &args_of(sig));
             let want = if NOT_INPUT_READS.contains(&(iface, member)) {
                 Verdict::Refuse
             } else {
@@ -1419,14 +1458,46 @@ mod tests {
                 if other == *sig {
                     continue;
                 }
-                let m = call_with(Some(APP), EL, iface, member, other, &[]);
+                let m = call_with(Some(APP), EL, iface, member, other, &args_of(other));
                 assert_eq!(
                     verdict(&Link::Bus, &g, &m),
                     Verdict::Refuse,
                     "{iface}.{member}({other})"
                 );
                 let h = parse_header(&m).unwrap();
-                assert_eq!(judge(&h), Verdict::Refuse, "{iface}.{member}({other})");
+                assert_eq!(judge(&h, &m), Verdict::Refuse, "{iface}.{member}({other})");
+            }
+            // The right signature with a body that is not its values: short, long, a string
+            // without its NUL or not UTF-8, padding that is not zero.
+            if !sig.is_empty() {
+                let good = args_of(sig);
+                let mut bad = vec![
+                    good[..good.len() - 1].to_vec(),
+                    [&good[..], &[0; 4]].concat(),
+                ];
+                if sig.starts_with('s') {
+                    let mut no_nul = good.clone();
+                    no_nul[6] = b'!';
+                    bad.push(no_nul);
+                    let mut not_utf8 = good.clone();
+                    not_utf8[4] = 0xff;
+                    bad.push(not_utf8);
+                }
+                if *sig == "ss" {
+                    let mut pad = good.clone();
+                    pad[7] = 1;
+                    bad.push(pad);
+                }
+                for body in bad {
+                    let m = call_with(Some(APP), EL, iface, member, sig, &body);
+                    assert_eq!(
+                        verdict(&Link::Bus, &g, &m),
+                        Verdict::Refuse,
+                        "{iface}.{member}({sig}) {body:?}"
+                    );
+                    let h = parse_header(&m).unwrap();
+                    assert_eq!(judge(&h, &m), Verdict::Refuse, "{iface}.{member}({sig})");
+                }
             }
         }
         // Not even under a grant, nor on a peer-to-peer link.
@@ -1436,7 +1507,7 @@ mod tests {
             "org.freedesktop.DBus.Properties",
             "GetAll",
             "s",
-            &[],
+            &args_of("s"),
         );
         let _guard = g.grant(grant(ActMethod::DoAction, EL));
         assert_eq!(verdict(&Link::Bus, &g, &get_all), Verdict::Refuse);
@@ -1447,7 +1518,7 @@ mod tests {
         assert_eq!(verdict(&p2p, &g, &get_all), Verdict::Refuse);
         // The reader may: its walk of GTK and Chromium reads each object with it.
         let h = parse_header(&get_all).unwrap();
-        assert_eq!(judge(&h), Verdict::Pass);
+        assert_eq!(judge(&h, &get_all), Verdict::Pass);
         for m in ActMethod::ALL {
             let (iface, member) = m.spec();
             let c = call_with(Some(APP), EL, iface, member, "", &[]);
@@ -2276,7 +2347,7 @@ mod tests {
         assert_eq!(h.serial, 5);
         assert_eq!(h.member.as_deref(), Some("GetRole"));
         assert_eq!(h.destination.as_deref(), Some(":1.7"));
-        assert_eq!(judge(&h), Verdict::Pass);
+        assert_eq!(judge(&h, &get), Verdict::Pass);
         for (iface, member) in [
             ("org.a11y.atspi.Action", "DoAction"),
             ("org.a11y.atspi.EditableText", "SetTextContents"),
@@ -2284,10 +2355,18 @@ mod tests {
             ("org.a11y.atspi.Component", "GrabFocus"),
             ("org.freedesktop.systemd1.Manager", "StartTransientUnit"),
         ] {
-            let h = parse_header(&call(6, "/x", iface, member, 0)).unwrap();
-            assert_eq!(judge(&h), Verdict::Refuse, "{iface}.{member}");
-            let h = parse_header(&call(6, "/x", iface, member, NO_REPLY_EXPECTED)).unwrap();
-            assert_eq!(judge(&h), Verdict::Drop, "{iface}.{member}");
+            let m = call(6, "/x", iface, member, 0);
+            assert_eq!(
+                judge(&parse_header(&m).unwrap(), &m),
+                Verdict::Refuse,
+                "{iface}.{member}"
+            );
+            let m = call(6, "/x", iface, member, NO_REPLY_EXPECTED);
+            assert_eq!(
+                judge(&parse_header(&m).unwrap(), &m),
+                Verdict::Drop,
+                "{iface}.{member}"
+            );
         }
     }
 
