@@ -340,24 +340,28 @@ impl X11 {
         })
     }
 
-    /// A mark of where `wins` (a client window and its frame) stand: two equal marks mean the
-    /// X server did not move, resize, reparent or re-gravitate any of them between the two
-    /// calls, even if a window came back to the same place. Counting starts at a window's first
-    /// call (the events are selected, `StructureNotify`, before the call's round trip, so every
-    /// change the server made after that is in); events other clients send (`SendEvent`) are not
-    /// counted, nor is restacking alone once a window's geometry is known from its first event
-    /// (until then, any `ConfigureNotify` counts).
+    /// A mark of where `wins` (a client window and its ancestors up to its frame) stand: two
+    /// equal marks mean the X server did not move, resize, reparent, re-gravitate or destroy any
+    /// of them between the two calls, even if a window came back to the same place. Counting
+    /// starts at a window's first call (the events are selected, `StructureNotify`, before the
+    /// call's round trip, so every change the server made after that is in); events other
+    /// clients send (`SendEvent`) are not counted, nor is restacking alone: a window's geometry
+    /// is asked when it is first watched (an event before the answer counts whatever it
+    /// changed).
     pub fn move_mark(&self, wins: &[Window]) -> Result<MoveMark, Failure> {
-        let unknown: Vec<Window> = {
+        let (unknown, generation): (Vec<Window>, u64) = {
             let mut ev = self.events()?;
-            if ev.moves.len() + wins.len() > MAX_REDIRECTED {
+            let new = wins.iter().filter(|w| !ev.moves.contains_key(w)).count();
+            if ev.moves.len() + new > MAX_REDIRECTED {
                 ev.moves.clear();
                 ev.generation += 1;
             }
-            wins.iter()
+            let unknown = wins
+                .iter()
                 .filter(|w| ev.moves.entry(**w).or_default().geometry.is_none())
                 .copied()
-                .collect()
+                .collect();
+            (unknown, ev.generation)
         };
         for w in wins {
             // Sent every time: a window id the X server gave out again (an app restarted) is
@@ -389,12 +393,15 @@ impl X11 {
             .collect();
         let mut ev = self.drain()?;
         // Events since the geometry was asked are counted already (a first event counts
-        // whatever it changed); the answer is the baseline only of a window with none.
-        for (w, g) in known {
-            if let Some(m) = ev.moves.get_mut(&w)
-                && m.geometry.is_none()
-            {
-                m.geometry = g;
+        // whatever it changed); the answer is the baseline only of a window with none, and only
+        // in the map it was asked for (not one emptied and refilled since).
+        if ev.generation == generation {
+            for (w, g) in known {
+                if let Some(m) = ev.moves.get_mut(&w)
+                    && m.geometry.is_none()
+                {
+                    m.geometry = g;
+                }
             }
         }
         Ok(MoveMark {
@@ -450,8 +457,11 @@ impl X11 {
                     }
                 }
                 Event::DestroyNotify(d) if d.response_type & 0x80 == 0 => {
+                    // A window the server may give the id of to another: its geometry is
+                    // asked again when it is next watched.
                     if let Some(m) = ev.moves.get_mut(&d.window) {
                         m.count += 1;
+                        m.geometry = None;
                     }
                 }
                 _ => {}
@@ -1088,35 +1098,40 @@ impl X11 {
         } else {
             None
         };
-        self.x
-            .conn
-            .clear_area(true, win, 0, 0, 0, 0)
-            .map_err(conn_failure)?
-            .check()
-            .map_err(reply_failure)?;
-        let start = Instant::now();
-        let mut last: Option<Instant> = None;
-        loop {
-            // Damage reports are kept by whoever takes them (another capture may).
-            if let Some(d) = damage {
-                last = self.drain()?.damaged.get(&d).copied().flatten();
+        let waited = (|| {
+            self.x
+                .conn
+                .clear_area(true, win, 0, 0, 0, 0)
+                .map_err(conn_failure)?
+                .check()
+                .map_err(reply_failure)?;
+            let start = Instant::now();
+            let mut last: Option<Instant> = None;
+            loop {
+                // Damage reports are kept by whoever takes them (another capture may).
+                if let Some(d) = damage {
+                    last = self.drain()?.damaged.get(&d).copied().flatten();
+                }
+                let now = Instant::now();
+                let quiet = last.is_some_and(|t| now.duration_since(t) >= REPAINT_QUIET);
+                if quiet
+                    || now.duration_since(start) >= REPAINT_WAIT
+                    || damage.is_none() && now.duration_since(start) >= REPAINT_QUIET * 3
+                {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(5));
             }
-            let now = Instant::now();
-            let quiet = last.is_some_and(|t| now.duration_since(t) >= REPAINT_QUIET);
-            if quiet
-                || now.duration_since(start) >= REPAINT_WAIT
-                || damage.is_none() && now.duration_since(start) >= REPAINT_QUIET * 3
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })();
+        // On every way out: the damage object is destroyed and forgotten.
         if let Some(d) = damage {
             let _ = self.x.conn.damage_destroy(d);
             let _ = self.x.conn.flush();
-            self.events()?.damaged.remove(&d);
+            if let Ok(mut ev) = self.events() {
+                ev.damaged.remove(&d);
+            }
         }
-        Ok(())
+        waited
     }
 
     /// The screen number in use.
