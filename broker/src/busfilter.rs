@@ -379,6 +379,7 @@ fn judge_match(h: &Header, msg: &[u8]) -> Verdict {
         && h.destination.as_deref() == Some("org.freedesktop.DBus")
         && h.path.as_deref() == Some("/org/freedesktop/DBus")
         && h.signature.as_deref() == Some("s")
+        && body_is("s", h, msg)
         && first_string(h, msg).is_some_and(|r| match_rule_ok(&r));
     if ok { Verdict::Pass } else { refusal(h) }
 }
@@ -461,8 +462,8 @@ fn is_read(list: &[(&str, &str, &str)], h: &Header, msg: &[u8]) -> bool {
         && body_is(sig, h, msg)
 }
 
-/// Whether the body of `msg` is exactly values of `sig`, made only of strings (valid UTF-8,
-/// their NUL in place) and 32-bit integers, in the message's byte order with zero padding and
+/// Whether the body of `msg` is exactly values of `sig`, made only of strings (valid UTF-8 with
+/// no NUL inside, their NUL in place) and 32-bit integers, in the message's byte order with zero padding and
 /// nothing after them. The receiving toolkits check bodies too; this does not rely on it.
 fn body_is(sig: &str, h: &Header, msg: &[u8]) -> bool {
     let mut b = Body {
@@ -475,7 +476,9 @@ fn body_is(sig: &str, h: &Header, msg: &[u8]) -> bool {
     }
     for c in sig.chars() {
         let ok = match c {
-            's' => b.string().is_some_and(|s| std::str::from_utf8(s).is_ok()),
+            's' => b
+                .string()
+                .is_some_and(|s| !s.contains(&0) && std::str::from_utf8(s).is_ok()),
             'i' | 'u' => b.u32().is_some(),
             _ => false,
         };
@@ -1479,6 +1482,9 @@ mod tests {
                     let mut no_nul = good.clone();
                     no_nul[6] = b'!';
                     bad.push(no_nul);
+                    let mut nul_inside = good.clone();
+                    nul_inside[4] = 0;
+                    bad.push(nul_inside);
                     let mut not_utf8 = good.clone();
                     not_utf8[4] = 0xff;
                     bad.push(not_utf8);
