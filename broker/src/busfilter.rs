@@ -463,14 +463,11 @@ fn is_read(list: &[(&str, &str, &str)], h: &Header, msg: &[u8]) -> bool {
 }
 
 /// Whether the body of `msg` is exactly values of `sig`, made only of strings (valid UTF-8 with
-/// no NUL inside, their NUL in place) and 32-bit integers, in the message's byte order with zero padding and
-/// nothing after them. The receiving toolkits check bodies too; this does not rely on it.
+/// no NUL inside, their NUL in place) and 32-bit integers, in the message's byte order with
+/// zero padding and nothing after them. The receiving toolkits check bodies too; this does not
+/// rely on it.
 fn body_is(sig: &str, h: &Header, msg: &[u8]) -> bool {
-    let mut b = Body {
-        msg,
-        pos: h.body_at,
-        big: h.big_endian,
-    };
+    let mut b = Body::of(h, msg);
     if b.pos > msg.len() {
         return false;
     }
@@ -538,11 +535,7 @@ fn grant_covers(g: &Grant, h: &Header, msg: &[u8], link: &Link) -> bool {
 /// The call's body is exactly what `g` grants: its signature, and its text or number, with
 /// nothing after them.
 fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
-    let mut b = Body {
-        msg,
-        pos: h.body_at,
-        big: h.big_endian,
-    };
+    let mut b = Body::of(h, msg);
     let sig = h.signature.as_deref().unwrap_or("");
     let matched = match (g.method, &g.args) {
         (ActMethod::DoAction, Args::Action(i)) => sig == "i" && b.u32() == Some(*i),
@@ -581,6 +574,15 @@ struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
+    /// A reader of the body of `msg`, whose header is `h`.
+    fn of(h: &Header, msg: &'a [u8]) -> Self {
+        Body {
+            msg,
+            pos: h.body_at,
+            big: h.big_endian,
+        }
+    }
+
     /// Moves to the next multiple of `a`: the padding passed must be zero bytes, as libdbus
     /// requires (between the body's values; the header's own padding is not checked).
     fn pad(&mut self, a: usize) -> Option<()> {
