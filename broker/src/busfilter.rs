@@ -1624,26 +1624,21 @@ mod tests {
             ..grant(ActMethod::DoAction, EL)
         });
         for big in [false, true] {
-            let three = call_in(
-                big,
-                Some(APP),
-                EL,
-                "org.a11y.atspi.Action",
-                "DoAction",
-                "i",
-                &body(big, &[Part::I(3)]),
-            );
-            assert_eq!(verdict(&Link::Bus, &g, &three), Verdict::Pass, "big {big}");
-            let zero = call_in(
-                big,
-                Some(APP),
-                EL,
-                "org.a11y.atspi.Action",
-                "DoAction",
-                "i",
-                &body(big, &[Part::I(0)]),
-            );
-            assert_eq!(verdict(&Link::Bus, &g, &zero), Verdict::Refuse, "big {big}");
+            let action = |index: i32| {
+                let args = body(big, &[Part::I(index)]);
+                let m = call_in(
+                    big,
+                    Some(APP),
+                    EL,
+                    "org.a11y.atspi.Action",
+                    "DoAction",
+                    "i",
+                    &args,
+                );
+                verdict(&Link::Bus, &g, &m)
+            };
+            assert_eq!(action(3), Verdict::Pass, "big {big}");
+            assert_eq!(action(0), Verdict::Refuse, "big {big}");
         }
         // The reader's filter lets no act through, grant or not.
         assert_eq!(
