@@ -446,14 +446,18 @@ impl X11 {
                         }
                     }
                 }
+                // Both change only where the window stands in its parent: the kept geometry
+                // takes the new place, so a restack after them is still told from a move.
                 Event::ReparentNotify(r) if r.response_type & 0x80 == 0 => {
                     if let Some(m) = ev.moves.get_mut(&r.window) {
                         m.count += 1;
+                        m.geometry = m.geometry.map(|(_, _, w, h, b)| (r.x, r.y, w, h, b));
                     }
                 }
                 Event::GravityNotify(g) if g.response_type & 0x80 == 0 => {
                     if let Some(m) = ev.moves.get_mut(&g.window) {
                         m.count += 1;
+                        m.geometry = m.geometry.map(|(_, _, w, h, b)| (g.x, g.y, w, h, b));
                     }
                 }
                 Event::DestroyNotify(d) if d.response_type & 0x80 == 0 => {
