@@ -194,6 +194,12 @@ async def run(ns: argparse.Namespace) -> None:
     print(f"bytes per row on the wire: {total / rows:.1f} (structured {b['structured'] / rows:.1f}, "
           f"of it elements {b['elements'] / rows:.1f} and tree_text {b['tree_text'] / rows:.1f}; "
           f"text content {b['text'] / rows:.1f})")
+    dump = os.environ.get("NISH_BENCH_DUMP")
+    if dump:
+        # The last warm read's result as the host received it, for a look at where its bytes go.
+        with open(f"{dump}.{ns.app}.json", "w", encoding="utf-8") as f:
+            text = "".join(c.text for c in last.content if c.type == "text")
+            json.dump({"structured": sc, "text": text}, f, ensure_ascii=False)
     if ns.sample:
         for e in sc["elements"][: ns.sample]:
             print(json.dumps(e, separators=(",", ":"), ensure_ascii=False))

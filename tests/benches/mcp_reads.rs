@@ -74,6 +74,10 @@ fn main() -> Result<()> {
             // The broker's and agents' log filter, and the kept-walk lines printed.
             cmd.env("NISH_BENCH_LOG", log);
         }
+        if let Ok(dump) = std::env::var("NISH_BENCH_DUMP") {
+            // Where the last warm read's result is written (`<path>.<window>.json`).
+            cmd.env("NISH_BENCH_DUMP", dump);
+        }
         let status = cmd
             .arg(script)
             .arg("--driver")
