@@ -15,9 +15,17 @@
 //!    again); so does a window the X server moved, resized or reparented at all from the first
 //!    reading to the end of the second (the window and every ancestor up to its frame,
 //!    [`X11::move_mark`]), even one
-//!    that came back to the same place: a reading's fields may come from the other place. A
-//!    page that scrolls away and back between the two readings, while the image is taken, is
-//!    not caught (no X event tells it);
+//!    that came back to the same place: a reading's fields may come from the other place;
+//! 2. b. so does a window (of any toolkit but GTK and Qt: [`watches_drawing`]) that drew anything
+//!    outside the fields' black boxes from right before
+//!    the first reading to [`DRAWING_TAIL`] after the second ([`X11::watch_drawing`], the X
+//!    Damage extension): a page that scrolled away and back, or a field moved inside a still
+//!    window, between the readings may show in the image where neither reading had it. Such a
+//!    capture is tried again, up to [`DRAWING_TRIES`] times (a caret blinking in another field
+//!    spoils one try); a window that keeps drawing (an animation, a page that keeps scrolling)
+//!    gets no capture. Drawing inside a black box (the field's own caret) shows nothing and
+//!    does not count. A change the application has made but draws later than that is not
+//!    seen; a display without Damage gets no capture with secure fields (`secure_field`);
 //! 3. an application whose idea of its window's position differs from the X server's (it has
 //!    not caught up with a move yet, so its screen coordinates are off) refuses it with
 //!    `stale_element_token` too;
@@ -40,7 +48,7 @@ use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{atspi_bits, map_states};
 
-use crate::x11::{Capture, X11};
+use crate::x11::{Capture, Drawn, Grab, X11};
 
 /// Timeout of one extents or state call.
 pub const FIELD_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -215,6 +223,121 @@ pub async fn capture(
         };
         fields.push((link, path.to_string()));
     }
+    for attempt in 1..=DRAWING_TRIES {
+        match once(a11y, &x, window, win, &fields).await? {
+            Once::Taken(c) => return Ok(c),
+            Once::Drew if attempt < DRAWING_TRIES => tokio::time::sleep(DRAWING_PAUSE).await,
+            Once::Drew => break,
+        }
+    }
+    Err(Failure::new(
+        ErrorCode::StaleElementToken,
+        format!(
+            "the window drew outside its secure fields during each of {DRAWING_TRIES} captures \
+             (it may be scrolling or animating); no capture was taken"
+        ),
+    ))
+}
+
+/// A capture's outcome when nothing else refused it.
+enum Once {
+    /// Taken, with the fields blacked out.
+    Taken(Capture),
+    /// The window drew outside its secure fields while it was taken: the image may show a
+    /// field where neither reading had it.
+    Drew,
+}
+
+/// One try of [`capture`] with secure fields: the readings around the image, watched for moves
+/// (X) and drawing (Damage).
+async fn once(
+    a11y: &A11y,
+    x: &Arc<X11>,
+    window: &WindowInfo,
+    win: u32,
+    fields: &[(AppLink, String)],
+) -> Result<Once, Failure> {
+    // A frame redirected for the first time repaints all of it: before the watch begins.
+    let xc = x.clone();
+    blocking(move || xc.redirect(win)).await?;
+    // The watch is in force before the first reading begins.
+    let xc = x.clone();
+    let watch = blocking(move || xc.watch_drawing(win))
+        .await?
+        .ok_or_else(|| {
+            Failure::new(
+                ErrorCode::SecureField,
+                "the display cannot tell what a window draws (no Damage extension), so a capture \
+             with secure fields is not taken",
+            )
+        })?;
+    let xc = x.clone();
+    let taken = taken_between(a11y, x, window, win, fields).await;
+    // Watched for a little longer: what the readings saw is drawn by the next frame.
+    if let Ok((.., toolkit)) = &taken
+        && watches_drawing(toolkit)
+    {
+        tokio::time::sleep(DRAWING_TAIL).await;
+    }
+    let drawn = blocking(move || xc.drawn(watch)).await?;
+    let (grab, client, rects, toolkit) = taken?;
+    if watches_drawing(&toolkit) && !drawn_inside(&drawn, client, &rects) {
+        tracing::debug!(
+            rects = drawn.rects.len(),
+            overflow = drawn.overflow,
+            "capture: the window drew outside its secure fields"
+        );
+        return Ok(Once::Drew);
+    }
+    blocking(move || grab.redacted_png(&rects))
+        .await
+        .map(Once::Taken)
+}
+
+/// Longest a capture goes on watching what its window draws after the second reading: an
+/// application draws what changed at its next frame (16.7 ms at 60 Hz), so a change its
+/// accessibility already told shows in its drawing by then.
+pub const DRAWING_TAIL: Duration = Duration::from_millis(20);
+/// Captures tried when the window drew outside its secure fields (a caret blinking in another
+/// field, an animation, a page scrolling).
+pub const DRAWING_TRIES: usize = 3;
+/// The pause between two such tries.
+pub const DRAWING_PAUSE: Duration = Duration::from_millis(30);
+
+/// True for the windows whose drawing a capture watches: all but GTK's and Qt's. Web content
+/// moves by itself (smooth scrolling, a page's own scripts), and the image can lag its move by
+/// a frame; native widgets move when the person acts. GTK 3 also redraws most of a window at
+/// every frame while any widget animates (gtk3-widget-factory: a 608x397 region 60 times a
+/// second), which would refuse every capture of it.
+pub fn watches_drawing(toolkit: &str) -> bool {
+    !(toolkit.eq_ignore_ascii_case("gtk") || toolkit.eq_ignore_ascii_case("qt"))
+}
+
+/// True when every rectangle `drawn` (in the window's own coordinates; the window's corner is
+/// at `client` on the screen) lies inside one of the blacked-out `rects` (screen coordinates),
+/// and none was left uncounted: drawing inside a field's black box (its caret) shows nothing.
+pub fn drawn_inside(drawn: &Drawn, client: Rect, rects: &[Rect]) -> bool {
+    !drawn.overflow
+        && drawn.rects.iter().all(|d| {
+            let on_screen = Rect::new(
+                client.x.saturating_add(d.x),
+                client.y.saturating_add(d.y),
+                d.w,
+                d.h,
+            );
+            on_screen.is_empty() || rects.iter().any(|r| r.contains_rect(&on_screen, 0))
+        })
+}
+
+/// The readings around the image and their judgement: the image, the window's place, the
+/// fields' black boxes (screen coordinates) and the application's toolkit.
+async fn taken_between(
+    a11y: &A11y,
+    x: &Arc<X11>,
+    window: &WindowInfo,
+    win: u32,
+    fields: &[(AppLink, String)],
+) -> Result<(Grab, Rect, Vec<Rect>, String), Failure> {
     let xc = x.clone();
     let (client, wm_frame, chain, moves) = blocking(move || {
         let (client, wm_frame) = xc.geometry(win)?;
@@ -225,10 +348,10 @@ pub async fn capture(
     .await?;
     let mut frame = find_frame(a11y, window, client, wm_frame).await?;
     let own = (frame.link.clone(), frame.path.clone());
-    let before = measure(&x, win, &own, &fields).await?;
+    let before = measure(x, win, &own, fields).await?;
     let xg = x.clone();
     let grab = blocking(move || xg.grab(win)).await?;
-    let after = measure(&x, win, &own, &fields).await?;
+    let after = measure(x, win, &own, fields).await?;
     // Two readings that agree do not show a window that moved away and back between them
     // (or within one reading, between its X geometry and its fields' extents): the X server's
     // own count of its moves does.
@@ -252,7 +375,7 @@ pub async fn capture(
         &before,
         crate::walk::window_relative_offset(&frame, before.client),
     )?;
-    blocking(move || grab.redacted_png(&rects)).await
+    Ok((grab, before.client, rects, frame.toolkit.0))
 }
 
 #[cfg(test)]
@@ -346,6 +469,61 @@ mod tests {
         // GTK 3 puts hidden widgets far off screen: known, and outside every image.
         let off = Rect::new(i32::MIN, i32::MIN, 120, 24);
         assert_eq!(field_bounds(Ok(off), Ok(vec![VISIBLE])), Ok(off));
+    }
+
+    #[test]
+    fn drawing_counts_only_inside_the_black_boxes() {
+        // The window's corner at (100, 100); one field's box at (120, 150).
+        let client = Rect::new(100, 100, 400, 300);
+        let boxes = [Rect::new(120, 150, 200, 30)];
+        let drawn = |rects: &[Rect]| Drawn {
+            rects: rects.to_vec(),
+            overflow: false,
+        };
+        // Nothing drawn.
+        assert!(drawn_inside(&drawn(&[]), client, &boxes));
+        // A caret blinking inside the field (window coordinates 20+5, 50+5).
+        assert!(drawn_inside(
+            &drawn(&[Rect::new(25, 55, 1, 18)]),
+            client,
+            &boxes
+        ));
+        // The whole box redrawn, edges included.
+        assert!(drawn_inside(
+            &drawn(&[Rect::new(20, 50, 200, 30)]),
+            client,
+            &boxes
+        ));
+        // One pixel past its edge, or anywhere else: the image may show the field there.
+        assert!(!drawn_inside(
+            &drawn(&[Rect::new(20, 50, 201, 30)]),
+            client,
+            &boxes
+        ));
+        assert!(!drawn_inside(
+            &drawn(&[Rect::new(25, 55, 1, 18), Rect::new(300, 10, 5, 5)]),
+            client,
+            &boxes
+        ));
+        // Without boxes any drawing counts; an empty report does not.
+        assert!(!drawn_inside(&drawn(&[Rect::new(0, 0, 1, 1)]), client, &[]));
+        assert!(drawn_inside(&drawn(&[Rect::new(5, 5, 0, 9)]), client, &[]));
+        // More drawing than was kept counts, whatever was kept.
+        let over = Drawn {
+            rects: vec![],
+            overflow: true,
+        };
+        assert!(!drawn_inside(&over, client, &[Rect::new(0, 0, 9999, 9999)]));
+    }
+
+    #[test]
+    fn native_toolkits_are_not_watched_for_drawing() {
+        for t in ["GTK", "gtk", "Qt", "qt"] {
+            assert!(!watches_drawing(t), "{t}");
+        }
+        for t in ["Chromium", "Gecko", "", "unknown"] {
+            assert!(watches_drawing(t), "{t}");
+        }
     }
 
     #[test]

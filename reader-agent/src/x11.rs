@@ -189,7 +189,26 @@ struct Events {
     /// The damage objects of repaints under way, with the time of the last report of each
     /// (reports of others are not kept).
     damaged: HashMap<u32, Option<Instant>>,
+    /// The damage objects of drawing watches ([`X11::watch_drawing`]), with what each saw.
+    drawn: HashMap<u32, Drawn>,
 }
+
+/// What a window's application drew while a drawing watch ran: each rectangle the X server
+/// reported, in the window's own coordinates, up to [`DRAWN_MAX`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Drawn {
+    /// The rectangles drawn, as reported.
+    pub rects: Vec<Rect>,
+    /// More than [`DRAWN_MAX`] were reported: the rest are not kept.
+    pub overflow: bool,
+}
+
+/// Most rectangles a drawing watch keeps.
+pub const DRAWN_MAX: usize = 256;
+
+/// A drawing watch under way ([`X11::watch_drawing`]); ended by [`X11::drawn`].
+#[derive(Debug)]
+pub struct DrawWatch(u32);
 
 /// A window's place in its parent: x, y, width, height, border width.
 type Geometry = (i16, i16, u16, u16, u16);
@@ -434,6 +453,18 @@ impl X11 {
                             .x
                             .conn
                             .damage_subtract(d.damage, x11rb::NONE, x11rb::NONE);
+                    } else if let Some(w) = ev.drawn.get_mut(&d.damage) {
+                        // Raw rectangles: one report per drawing, nothing to subtract.
+                        if w.rects.len() < DRAWN_MAX {
+                            w.rects.push(Rect::new(
+                                i32::from(d.area.x),
+                                i32::from(d.area.y),
+                                i32::from(d.area.width),
+                                i32::from(d.area.height),
+                            ));
+                        } else {
+                            w.overflow = true;
+                        }
                     }
                 }
                 // Events another client sent carry the synthetic bit: not the server's word.
@@ -945,6 +976,13 @@ impl X11 {
     /// The window's own contents as RGB pixels, read through Composite from its window-manager
     /// frame, so windows above it do not show.
     pub fn grab(&self, win: Window) -> Result<Grab, Failure> {
+        let top = self.redirect(win)?;
+        self.grab_from(win, top)
+    }
+
+    /// Makes sure `win`'s frame is redirected (and, the first time, repainted into its pixmap),
+    /// after the same checks as [`X11::grab`]; the frame.
+    pub fn redirect(&self, win: Window) -> Result<Window, Failure> {
         if !self.composite {
             return Err(Failure::backend(
                 "the display has no usable Composite extension",
@@ -996,6 +1034,11 @@ impl X11 {
             }
             self.repaint(win)?;
         }
+        Ok(top)
+    }
+
+    /// The image of `win` from its redirected frame `top` ([`X11::redirect`]).
+    fn grab_from(&self, win: Window, top: Window) -> Result<Grab, Failure> {
         let (client, _) = self.geometry(win)?;
         let top_geo = self
             .x
@@ -1136,6 +1179,60 @@ impl X11 {
             }
         }
         waited
+    }
+
+    /// Starts watching what is drawn into `win` (every rectangle the X server reports, from the
+    /// moment this returns): a capture's image and its two readings of where the secure fields
+    /// are agree only if nothing was drawn outside the fields meanwhile. `None` when the display
+    /// has no Damage extension (nothing can be watched).
+    pub fn watch_drawing(&self, win: Window) -> Result<Option<DrawWatch>, Failure> {
+        if !self.damage {
+            return Ok(None);
+        }
+        let id = self
+            .x
+            .conn
+            .generate_id()
+            .map_err(|e| Failure::internal(format!("{e}")))?;
+        // Known before the X server can report it.
+        self.events()?.drawn.insert(id, Drawn::default());
+        // The request's answer (checked) comes after the object exists: drawing the server
+        // does after this returns is reported.
+        let made = self
+            .x
+            .conn
+            .damage_create(id, win, ReportLevel::RAW_RECTANGLES)
+            .map_err(conn_failure)
+            .and_then(|c| c.check().map_err(reply_failure));
+        if let Err(e) = made {
+            self.events()?.drawn.remove(&id);
+            return Err(e);
+        }
+        // The X server reports a viewable window whole when the object is made (so a client
+        // can start from its state): that report, and any before the answer, are not drawing.
+        self.drain()?.drawn.insert(id, Drawn::default());
+        Ok(Some(DrawWatch(id)))
+    }
+
+    /// Ends a drawing watch: what the X server reported as drawn up to now (a round trip: every
+    /// drawing it did before this call is in).
+    pub fn drawn(&self, watch: DrawWatch) -> Result<Drawn, Failure> {
+        let id = watch.0;
+        let synced = self
+            .x
+            .conn
+            .get_input_focus()
+            .map_err(conn_failure)
+            .and_then(|c| c.reply().map_err(reply_failure));
+        let seen = self.drain().map(|mut ev| ev.drawn.remove(&id));
+        // On every way out: the damage object is destroyed and forgotten.
+        let _ = self.x.conn.damage_destroy(id);
+        let _ = self.x.conn.flush();
+        if let Ok(mut ev) = self.events() {
+            ev.drawn.remove(&id);
+        }
+        synced?;
+        seen?.ok_or_else(|| Failure::internal("a drawing watch was lost"))
     }
 
     /// The screen number in use.

@@ -20,17 +20,19 @@
 
 use std::path::Path;
 
-use nish_reader::x11::{MoveMark, X11};
+use nish_proto::model::Rect;
+use nish_reader::capture::drawn_inside;
+use nish_reader::x11::{DRAWN_MAX, Drawn, MoveMark, X11};
 use nish_testdesk::Desktop;
 use x11rb::connection::Connection;
 use x11rb::cookie::VoidCookie;
 use x11rb::errors::ConnectionError;
 use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{
-    CONFIGURE_NOTIFY_EVENT, ConfigureNotifyEvent, ConfigureWindowAux, ConnectionExt,
+    CONFIGURE_NOTIFY_EVENT, ConfigureNotifyEvent, ConfigureWindowAux, ConnectionExt, CreateGCAux,
     CreateWindowAux, DESTROY_NOTIFY_EVENT, DestroyNotifyEvent, EventMask, GRAVITY_NOTIFY_EVENT,
-    Gravity, GravityNotifyEvent, REPARENT_NOTIFY_EVENT, ReparentNotifyEvent, StackMode, Window,
-    WindowClass,
+    Gravity, GravityNotifyEvent, REPARENT_NOTIFY_EVENT, Rectangle, ReparentNotifyEvent, StackMode,
+    Window, WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 
@@ -567,4 +569,137 @@ fn a_destroyed_window_changes_the_mark() {
     assert_ne!(before, mark(&s, &[w, keep]), "destroyed between the marks");
     // The window left standing keeps its own mark.
     assert_eq!(kept, mark(&s, &[keep]), "another window was destroyed");
+}
+
+/// Draws `rects` into `w` from the other client (solid fills), and waits for the server to
+/// have drawn them.
+fn draw(s: &Setup, w: Window, rects: &[Rectangle]) {
+    let gc = s.other.conn.generate_id().expect("a graphics context id");
+    s.other.done(
+        "create a graphics context",
+        s.other
+            .conn
+            .create_gc(gc, w, &CreateGCAux::new().foreground(0x00ff_00ff)),
+    );
+    s.other.done(
+        "fill the rectangles",
+        s.other.conn.poly_fill_rectangle(w, gc, rects),
+    );
+    s.other
+        .done("free the graphics context", s.other.conn.free_gc(gc));
+    s.other.sync();
+}
+
+/// A capture's drawing watch ([`X11::watch_drawing`]): what another client draws into the
+/// window while it runs is reported, rectangle by rectangle in the window's own coordinates;
+/// nothing drawn, nothing reported; drawing before the watch or after its end is not its.
+#[test]
+fn a_drawing_watch_reports_what_was_drawn_while_it_ran() {
+    let Some(s) = setup() else { return };
+    let w = s
+        .other
+        .window(s.other.root, (40, 30, 200, 120), Gravity::NORTH_WEST);
+    draw(
+        &s,
+        w,
+        &[Rectangle {
+            x: 0,
+            y: 0,
+            width: 200,
+            height: 120,
+        }],
+    );
+    let watch = s.reader.watch_drawing(w).expect("watch").expect("Damage");
+    s.other.sync();
+    assert_eq!(
+        s.reader.drawn(watch).expect("drawn"),
+        Drawn::default(),
+        "nothing was drawn while it ran"
+    );
+    let watch = s.reader.watch_drawing(w).expect("watch").expect("Damage");
+    // Two requests: the server reports the extents of each request's drawing.
+    draw(
+        &s,
+        w,
+        &[Rectangle {
+            x: 10,
+            y: 20,
+            width: 30,
+            height: 5,
+        }],
+    );
+    draw(
+        &s,
+        w,
+        &[Rectangle {
+            x: 150,
+            y: 100,
+            width: 20,
+            height: 10,
+        }],
+    );
+    let drawn = s.reader.drawn(watch).expect("drawn");
+    assert!(!drawn.overflow);
+    assert_eq!(
+        drawn.rects,
+        [Rect::new(10, 20, 30, 5), Rect::new(150, 100, 20, 10)]
+    );
+    // The window sits at (40, 30): the first rectangle inside a black box there passes, the
+    // second, outside every box, refuses.
+    let client = Rect::new(40, 30, 200, 120);
+    let boxes = [Rect::new(45, 45, 40, 12)];
+    assert!(drawn_inside(
+        &Drawn {
+            rects: drawn.rects[..1].to_vec(),
+            overflow: false
+        },
+        client,
+        &boxes
+    ));
+    assert!(!drawn_inside(&drawn, client, &boxes));
+    // Drawing after the watch ended is no one's: the next watch starts empty.
+    draw(
+        &s,
+        w,
+        &[Rectangle {
+            x: 1,
+            y: 1,
+            width: 5,
+            height: 5,
+        }],
+    );
+    let watch = s.reader.watch_drawing(w).expect("watch").expect("Damage");
+    assert_eq!(s.reader.drawn(watch).expect("drawn"), Drawn::default());
+}
+
+/// More drawing than a watch keeps: it says so, and the capture is refused whatever the kept
+/// rectangles show.
+#[test]
+fn a_drawing_watch_that_overflows_says_so() {
+    let Some(s) = setup() else { return };
+    let w = s
+        .other
+        .window(s.other.root, (40, 30, 200, 120), Gravity::NORTH_WEST);
+    let watch = s.reader.watch_drawing(w).expect("watch").expect("Damage");
+    let many: Vec<Rectangle> = (0..(DRAWN_MAX as i16 + 10))
+        .map(|i| Rectangle {
+            x: i % 100,
+            y: i / 100,
+            width: 1,
+            height: 1,
+        })
+        .collect();
+    // One request a rectangle: the server reports each request's drawing once.
+    for r in many.chunks(1) {
+        draw(&s, w, r);
+    }
+    let drawn = s.reader.drawn(watch).expect("drawn");
+    assert!(drawn.overflow, "{} rectangles kept", drawn.rects.len());
+    assert_eq!(drawn.rects.len(), DRAWN_MAX);
+    let everything = [Rect::new(0, 0, 10_000, 10_000)];
+    assert!(!drawn_inside(
+        &drawn,
+        Rect::new(40, 30, 200, 120),
+        &everything
+    ));
 }

@@ -455,3 +455,63 @@ fn gtk3_revealed_password_stays_secure() {
     let plain = t2.nodes.iter().find(|n| n.handle == handle).unwrap();
     assert_eq!(plain.value.as_deref(), Some(GTK_PASSWORD));
 }
+
+/// A hostile page moves its password field away and back, every 7 ms, while captures are
+/// taken: the two readings of the field's place can agree while the image shows it at the
+/// other place. Every capture must be refused, or show none of the field's one colour
+/// (magenta) anywhere.
+#[test]
+fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
+    let desk = Desktop::start().expect("the desktop");
+    let mut url = page("jumping.html").into_os_string();
+    url.push("?jump=7");
+    let app = desk
+        .spawn(App::Chromium {
+            page: PathBuf::from(url),
+        })
+        .expect("chromium");
+    desk.wait_atspi_document(
+        app.pid,
+        "nish-driver jumping field page",
+        Duration::from_secs(60),
+    )
+    .expect("the page's tree");
+    let mut r = reader(&desk);
+    let w = r.window_of(app.pid).expect("the window");
+    let t = read_until(&mut r, &w, "the jumping page", |t| {
+        t.nodes
+            .iter()
+            .any(|n| n.role == "password_text" && n.is_secure())
+    });
+    let secure: Vec<String> = t
+        .nodes
+        .iter()
+        .filter(|n| n.is_secure())
+        .map(|n| n.handle.clone())
+        .collect();
+    let magenta = |rgb: &[u8]| {
+        rgb.chunks_exact(3)
+            .filter(|p| *p == [0xff, 0, 0xff])
+            .count()
+    };
+    let (mut taken, mut refused) = (0, 0);
+    for _ in 0..12 {
+        std::thread::sleep(Duration::from_millis(220));
+        match png_of(r.capture(&w, secure.clone()).expect("capture")) {
+            Ok((_, _, rgb, _)) => {
+                assert_eq!(
+                    magenta(&rgb),
+                    0,
+                    "a capture taken while the field jumped shows the password field"
+                );
+                taken += 1;
+            }
+            Err(code) => {
+                assert_eq!(code, "stale_element_token");
+                refused += 1;
+            }
+        }
+    }
+    println!("a field jumping every 7 ms: {taken} captures taken, {refused} refused");
+    assert!(refused >= 1, "the jumps were seen");
+}
