@@ -16,16 +16,17 @@
 //!    reading to the end of the second (the window and every ancestor up to its frame,
 //!    [`X11::move_mark`]), even one
 //!    that came back to the same place: a reading's fields may come from the other place;
-//! 2. b. so does a window (of any toolkit but GTK and Qt: [`watches_drawing`]) that drew anything
-//!    outside the fields' black boxes from right before
-//!    the first reading to [`DRAWING_TAIL`] after the second ([`X11::watch_drawing`], the X
-//!    Damage extension): a page that scrolled away and back, or a field moved inside a still
-//!    window, between the readings may show in the image where neither reading had it. Such a
-//!    capture is tried again, up to [`DRAWING_TRIES`] times (a caret blinking in another field
-//!    spoils one try); a window that keeps drawing (an animation, a page that keeps scrolling)
-//!    gets no capture. Drawing inside a black box (the field's own caret) shows nothing and
-//!    does not count. A change the application has made but draws later than that is not
-//!    seen; a display without Damage gets no capture with secure fields (`secure_field`);
+//! 2. b. so does a window (of any toolkit but GTK and Qt: [`watches_drawing`]) that drew
+//!    anything outside the fields' black boxes from right before the first reading to
+//!    [`DRAWING_TAIL`] after the second ([`X11::watch_drawing`], the X Damage extension): a
+//!    page that scrolled away and back, or a field moved inside a still window, between the
+//!    readings may show in the image where neither reading had it. A capture is tried at most
+//!    [`DRAWING_TRIES`] times in all for this (a caret blinking in another field spoils one
+//!    try); a window that keeps drawing (an animation, a page that keeps scrolling) gets no
+//!    capture. Drawing inside a black box (the field's own caret) shows nothing and does not
+//!    count. Not seen: a change the application draws later than that, or tells its
+//!    accessibility of only after the second reading; a display without Damage gets no capture
+//!    with secure fields of such a window (`secure_field`);
 //! 3. an application whose idea of its window's position differs from the X server's (it has
 //!    not caught up with a move yet, so its screen coordinates are off) refuses it with
 //!    `stale_element_token` too;
@@ -262,16 +263,7 @@ async fn once(
     blocking(move || xc.redirect(win)).await?;
     // The watch is in force before the first reading begins.
     let xc = x.clone();
-    let watch = blocking(move || xc.watch_drawing(win))
-        .await?
-        .ok_or_else(|| {
-            Failure::new(
-                ErrorCode::SecureField,
-                "the display cannot tell what a window draws (no Damage extension), so a capture \
-             with secure fields is not taken",
-            )
-        })?;
-    let xc = x.clone();
+    let watch = blocking(move || xc.watch_drawing(win)).await?;
     let taken = taken_between(a11y, x, window, win, fields).await;
     // Watched for a little longer: what the readings saw is drawn by the next frame.
     if let Ok((.., toolkit)) = &taken
@@ -279,9 +271,27 @@ async fn once(
     {
         tokio::time::sleep(DRAWING_TAIL).await;
     }
-    let drawn = blocking(move || xc.drawn(watch)).await?;
+    let drawn = match watch {
+        Some(w) => {
+            let xc = x.clone();
+            Some(blocking(move || xc.drawn(w)).await?)
+        }
+        None => None,
+    };
     let (grab, client, rects, toolkit) = taken?;
-    if watches_drawing(&toolkit) && !drawn_inside(&drawn, client, &rects) {
+    if !watches_drawing(&toolkit) {
+        return blocking(move || grab.redacted_png(&rects))
+            .await
+            .map(Once::Taken);
+    }
+    let Some(drawn) = drawn else {
+        return Err(Failure::new(
+            ErrorCode::SecureField,
+            "the display cannot tell what a window draws (no Damage extension), so a capture \
+             with secure fields is not taken",
+        ));
+    };
+    if !drawn_inside(&drawn, client, &rects) {
         tracing::debug!(
             rects = drawn.rects.len(),
             overflow = drawn.overflow,

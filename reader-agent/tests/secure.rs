@@ -494,10 +494,18 @@ fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
             .filter(|p| *p == [0xff, 0, 0xff])
             .count()
     };
-    let (mut taken, mut refused) = (0, 0);
+    // Refusals because the two readings disagreed (the field moved between them) come without
+    // the drawing watch too; those the watch made say the window drew.
+    let (mut taken, mut refused, mut drew) = (0, 0, 0);
     for _ in 0..12 {
         std::thread::sleep(Duration::from_millis(220));
-        match png_of(r.capture(&w, secure.clone()).expect("capture")) {
+        let answer = r.capture(&w, secure.clone()).expect("capture");
+        if let ReaderToBroker::Failed { failure, .. } = &answer
+            && failure.message.contains("drew outside its secure fields")
+        {
+            drew += 1;
+        }
+        match png_of(answer) {
             Ok((_, _, rgb, _)) => {
                 assert_eq!(
                     magenta(&rgb),
@@ -512,6 +520,11 @@ fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
             }
         }
     }
-    println!("a field jumping every 7 ms: {taken} captures taken, {refused} refused");
-    assert!(refused >= 1, "the jumps were seen");
+    println!(
+        "a field jumping every 7 ms: {taken} captures taken, {refused} refused, {drew} of them \
+         for drawing"
+    );
+    // The same watch lets a still page's capture through: the Chromium test above captures
+    // secrets.html with every field black.
+    assert!(drew >= 1, "the watch saw the jumps");
 }
