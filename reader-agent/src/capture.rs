@@ -17,16 +17,17 @@
 //!    [`X11::move_mark`]), even one
 //!    that came back to the same place: a reading's fields may come from the other place;
 //! 2. b. so does a window (of any toolkit but GTK and Qt: [`watches_drawing`]) that drew
-//!    anything outside the fields' black boxes from right before the first reading to
-//!    [`DRAWING_TAIL`] after the second ([`X11::watch_drawing`], the X Damage extension): a
-//!    page that scrolled away and back, or a field moved inside a still window, between the
-//!    readings may show in the image where neither reading had it. A capture is tried at most
-//!    [`DRAWING_TRIES`] times in all for this (a caret blinking in another field spoils one
-//!    try); a window that keeps drawing (an animation, a page that keeps scrolling) gets no
-//!    capture. Drawing inside a black box (the field's own caret) shows nothing and does not
-//!    count. Not seen: a change the application draws later than that, or tells its
-//!    accessibility of only after the second reading; a display without Damage gets no capture
-//!    with secure fields of such a window (`secure_field`);
+//!    anything outside the fields' black boxes from [`DRAWING_BEFORE`] before the first
+//!    reading to [`DRAWING_TAIL`] after the second ([`X11::watch_drawing`], the X Damage
+//!    extension): a page that scrolled away and back, or a field moved inside a still window,
+//!    between the readings may show in the image where neither reading had it, and Chromium
+//!    tells the new extents of a scrolled page up to about 500 ms after drawing it. A capture
+//!    is tried at most [`DRAWING_TRIES`] times in all for this; a window that keeps drawing (an
+//!    animation, a page that keeps scrolling) gets no capture. Drawing inside a black box (the
+//!    field's own caret) shows nothing and does not count, nor does a caret's column of pixels
+//!    elsewhere ([`CARET_WIDTH`]). Not seen: a change the application draws later than that,
+//!    or tells its accessibility of more than [`DRAWING_BEFORE`] after drawing it; a display
+//!    without Damage gets no capture with secure fields of such a window (`secure_field`);
 //! 3. an application whose idea of its window's position differs from the X server's (it has
 //!    not caught up with a move yet, so its screen coordinates are off) refuses it with
 //!    `stale_element_token` too;
@@ -224,8 +225,12 @@ pub async fn capture(
         };
         fields.push((link, path.to_string()));
     }
+    // Which windows' drawing is watched is the application's toolkit's: asked once, before.
+    let xc = x.clone();
+    let (client, wm_frame) = blocking(move || xc.geometry(win)).await?;
+    let watched = watches_drawing(&find_frame(a11y, window, client, wm_frame).await?.toolkit.0);
     for attempt in 1..=DRAWING_TRIES {
-        match once(a11y, &x, window, win, &fields).await? {
+        match once(a11y, &x, window, win, &fields, watched).await? {
             Once::Taken(c) => return Ok(c),
             Once::Drew if attempt < DRAWING_TRIES => tokio::time::sleep(DRAWING_PAUSE).await,
             Once::Drew => break,
@@ -250,47 +255,53 @@ enum Once {
 }
 
 /// One try of [`capture`] with secure fields: the readings around the image, watched for moves
-/// (X) and drawing (Damage).
+/// (X) and, when `watched` ([`watches_drawing`]), for drawing (Damage) from [`DRAWING_BEFORE`]
+/// before the first reading to [`DRAWING_TAIL`] after the second.
 async fn once(
     a11y: &A11y,
     x: &Arc<X11>,
     window: &WindowInfo,
     win: u32,
     fields: &[(AppLink, String)],
+    watched: bool,
 ) -> Result<Once, Failure> {
-    // A frame redirected for the first time repaints all of it: before the watch begins.
-    let xc = x.clone();
-    blocking(move || xc.redirect(win)).await?;
-    // The watch is in force before the first reading begins.
-    let xc = x.clone();
-    let watch = blocking(move || xc.watch_drawing(win)).await?;
-    let taken = taken_between(a11y, x, window, win, fields).await;
-    // Watched for a little longer: what the readings saw is drawn by the next frame.
-    if let Ok((.., toolkit)) = &taken
-        && watches_drawing(toolkit)
-    {
-        tokio::time::sleep(DRAWING_TAIL).await;
-    }
-    let drawn = match watch {
-        Some(w) => {
-            let xc = x.clone();
-            Some(blocking(move || xc.drawn(w)).await?)
+    if !watched {
+        let (grab, _, rects, toolkit) = taken_between(a11y, x, window, win, fields).await?;
+        if watches_drawing(&toolkit) {
+            return Err(changed_application());
         }
-        None => None,
-    };
-    let (grab, client, rects, toolkit) = taken?;
-    if !watches_drawing(&toolkit) {
         return blocking(move || grab.redacted_png(&rects))
             .await
             .map(Once::Taken);
     }
-    let Some(drawn) = drawn else {
-        return Err(Failure::new(
-            ErrorCode::SecureField,
-            "the display cannot tell what a window draws (no Damage extension), so a capture \
-             with secure fields is not taken",
-        ));
-    };
+    // A frame redirected for the first time repaints all of it: before the watch begins.
+    let xc = x.clone();
+    blocking(move || xc.redirect(win)).await?;
+    let xc = x.clone();
+    let watch = blocking(move || xc.watch_drawing(win))
+        .await?
+        .ok_or_else(|| {
+            Failure::new(
+                ErrorCode::SecureField,
+                "the display cannot tell what a window draws (no Damage extension), so a capture \
+                 with secure fields is not taken",
+            )
+        })?;
+    // The application's accessibility may tell where a field is later than it draws it
+    // (Chromium tells a scroll's new extents up to about 500 ms after drawing it): the window
+    // is watched that long before the first reading.
+    tokio::time::sleep(DRAWING_BEFORE).await;
+    let taken = taken_between(a11y, x, window, win, fields).await;
+    // Watched for a little longer: what the readings saw is drawn by the next frame.
+    if taken.is_ok() {
+        tokio::time::sleep(DRAWING_TAIL).await;
+    }
+    let xc = x.clone();
+    let drawn = blocking(move || xc.drawn(watch)).await?;
+    let (grab, client, rects, toolkit) = taken?;
+    if !watches_drawing(&toolkit) {
+        return Err(changed_application());
+    }
     if !drawn_inside(&drawn, client, &rects) {
         tracing::debug!(
             rects = drawn.rects.len(),
@@ -303,6 +314,25 @@ async fn once(
         .await
         .map(Once::Taken)
 }
+
+/// The window's application is not the one the capture began with.
+fn changed_application() -> Failure {
+    Failure::new(
+        ErrorCode::StaleElementToken,
+        "the window's application changed while the capture was taken",
+    )
+}
+
+/// How long before its first reading a capture watches what a watched window draws: longer
+/// than an application's accessibility takes to tell a drawn change (Chromium tells a
+/// scroll's new extents in steps about 500 ms apart, measured with a page scrolled by the
+/// wheel; its layout changes within 2 ms).
+pub const DRAWING_BEFORE: Duration = Duration::from_millis(750);
+/// Widest drawing taken for a text caret (Chromium blinks one as a 1-pixel column), which does
+/// not count wherever it is, up to [`CARETS_MAX`] of them in one capture.
+pub const CARET_WIDTH: i32 = 2;
+/// Most caret-wide drawings one capture lets pass.
+pub const CARETS_MAX: usize = 16;
 
 /// Longest a capture goes on watching what its window draws after the second reading: an
 /// application draws what changed at its next frame (16.7 ms at 60 Hz), so a change its
@@ -324,9 +354,12 @@ pub fn watches_drawing(toolkit: &str) -> bool {
 }
 
 /// True when every rectangle `drawn` (in the window's own coordinates; the window's corner is
-/// at `client` on the screen) lies inside one of the blacked-out `rects` (screen coordinates),
-/// and none was left uncounted: drawing inside a field's black box (its caret) shows nothing.
+/// at `client` on the screen) lies inside one of the blacked-out `rects` (screen coordinates)
+/// or is a caret's column ([`CARET_WIDTH`] wide, at most [`CARETS_MAX`] of them), and none was
+/// left uncounted: drawing inside a field's black box (its caret) shows nothing, and a caret
+/// blinking in another field shows no more than a column of pixels.
 pub fn drawn_inside(drawn: &Drawn, client: Rect, rects: &[Rect]) -> bool {
+    let mut carets = 0;
     !drawn.overflow
         && drawn.rects.iter().all(|d| {
             let on_screen = Rect::new(
@@ -335,7 +368,11 @@ pub fn drawn_inside(drawn: &Drawn, client: Rect, rects: &[Rect]) -> bool {
                 d.w,
                 d.h,
             );
-            on_screen.is_empty() || rects.iter().any(|r| r.contains_rect(&on_screen, 0))
+            if on_screen.is_empty() || rects.iter().any(|r| r.contains_rect(&on_screen, 0)) {
+                return true;
+            }
+            carets += 1;
+            on_screen.w <= CARET_WIDTH && carets <= CARETS_MAX
         })
 }
 
@@ -516,7 +553,20 @@ mod tests {
             &boxes
         ));
         // Without boxes any drawing counts; an empty report does not.
-        assert!(!drawn_inside(&drawn(&[Rect::new(0, 0, 1, 1)]), client, &[]));
+        assert!(!drawn_inside(&drawn(&[Rect::new(0, 0, 3, 1)]), client, &[]));
+        // A caret blinking in another field: a column of pixels, up to 16 of them.
+        let caret = Rect::new(300, 10, 1, 15);
+        assert!(drawn_inside(&drawn(&[caret; CARETS_MAX]), client, &boxes));
+        assert!(!drawn_inside(
+            &drawn(&[caret; CARETS_MAX + 1]),
+            client,
+            &boxes
+        ));
+        assert!(!drawn_inside(
+            &drawn(&[Rect::new(300, 10, CARET_WIDTH + 1, 15)]),
+            client,
+            &boxes
+        ));
         assert!(drawn_inside(&drawn(&[Rect::new(5, 5, 0, 9)]), client, &[]));
         // More drawing than was kept counts, whatever was kept.
         let over = Drawn {

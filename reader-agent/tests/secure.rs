@@ -528,3 +528,68 @@ fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
     // secrets.html with every field black.
     assert!(drew >= 1, "the watch saw the jumps");
 }
+
+/// Chromium tells where a scrolled page's fields are in steps about 500 ms apart, after it has
+/// drawn the scroll: a capture right after a wheel scroll read the field's old place twice, and
+/// the image showed it scrolled, beside its black box. Every capture right after a scroll must
+/// be refused, or show none of the field's one colour.
+#[test]
+fn chromium_a_capture_right_after_a_scroll_does_not_show_the_field_beside_its_box() {
+    let desk = Desktop::start().expect("the desktop");
+    let app = desk
+        .spawn(App::Chromium {
+            page: page("jumping.html"),
+        })
+        .expect("chromium");
+    desk.wait_atspi_document(
+        app.pid,
+        "nish-driver jumping field page",
+        Duration::from_secs(60),
+    )
+    .expect("the page's tree");
+    let mut r = reader(&desk);
+    let w = r.window_of(app.pid).expect("the window");
+    let t = read_until(&mut r, &w, "the page", |t| {
+        t.nodes
+            .iter()
+            .any(|n| n.role == "password_text" && n.is_secure())
+    });
+    let secure: Vec<String> = t
+        .nodes
+        .iter()
+        .filter(|n| n.is_secure())
+        .map(|n| n.handle.clone())
+        .collect();
+    let (cx, cy) = (w.frame.x + w.frame.w / 2, w.frame.y + w.frame.h / 2);
+    desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string()])
+        .expect("pointer over the page");
+    let magenta = |rgb: &[u8]| {
+        rgb.chunks_exact(3)
+            .filter(|p| *p == [0xff, 0, 0xff])
+            .count()
+    };
+    let (mut taken, mut refused) = (0, 0);
+    for i in 0..6 {
+        // Down one notch, then back up: the field stays in view.
+        let button = if i % 2 == 0 { "5" } else { "4" };
+        desk.xdotool(&["click", button]).expect("scroll");
+        match png_of(r.capture(&w, secure.clone()).expect("capture")) {
+            Ok((_, _, rgb, _)) => {
+                assert_eq!(
+                    magenta(&rgb),
+                    0,
+                    "a capture right after a scroll shows the password field"
+                );
+                taken += 1;
+            }
+            Err(code) => {
+                assert_eq!(code, "stale_element_token");
+                refused += 1;
+            }
+        }
+        // The page comes to rest before the next notch.
+        std::thread::sleep(Duration::from_millis(1200));
+    }
+    println!("a capture right after each of 6 scrolls: {taken} taken, {refused} refused");
+    assert!(taken >= 1, "a page at rest after its scroll is captured");
+}
