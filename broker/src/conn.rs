@@ -401,6 +401,7 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
         ReaderToBroker::Lockdown(_) => Msg::Lockdown,
         ReaderToBroker::Windows { .. }
         | ReaderToBroker::Tree { .. }
+        | ReaderToBroker::Unchanged { .. }
         | ReaderToBroker::Png { .. }
         | ReaderToBroker::Probe { .. }
         | ReaderToBroker::Watching { .. }

@@ -370,8 +370,14 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
         );
     prop_oneof![
         any::<u64>().prop_map(|id| BrokerToReader::ListWindows { id }),
-        (any::<u64>(), window(), limits)
-            .prop_map(|(id, window, limits)| BrokerToReader::ReadTree { id, window, limits }),
+        (any::<u64>(), window(), limits, any::<Option<u64>>()).prop_map(
+            |(id, window, limits, have)| BrokerToReader::ReadTree {
+                id,
+                window,
+                limits,
+                have
+            }
+        ),
         (any::<u64>(), window(), proptest::collection::vec(s(), 0..4))
             .prop_map(|(id, window, secure)| BrokerToReader::Capture { id, window, secure }),
         any::<u64>().prop_map(|id| BrokerToReader::Probe { id }),
@@ -457,17 +463,25 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         lockdown().prop_map(ReaderToBroker::Lockdown),
         (any::<u64>(), proptest::collection::vec(window(), 0..3))
             .prop_map(|(id, windows)| ReaderToBroker::Windows { id, windows }),
-        (any::<u64>(), tree, any::<u64>(), any::<bool>(), s()).prop_map(
-            |(id, tree, walk_ms, kept, toolkit)| {
+        (
+            any::<u64>(),
+            tree,
+            any::<u64>(),
+            any::<bool>(),
+            s(),
+            any::<Option<u64>>()
+        )
+            .prop_map(|(id, tree, walk_ms, kept, toolkit, version)| {
                 ReaderToBroker::Tree {
                     id,
                     tree,
                     walk_ms,
                     kept,
                     toolkit,
+                    version,
                 }
-            }
-        ),
+            }),
+        any::<[u64; 2]>().prop_map(|[id, version]| ReaderToBroker::Unchanged { id, version }),
         (any::<u64>(), any::<[u32; 3]>(), bytes()).prop_map(|(id, n, data)| ReaderToBroker::Png {
             id,
             width: n[0],
@@ -989,6 +1003,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 id: 9,
                 window: win.clone(),
                 limits: WalkLimits::default(),
+                have: Some(3),
             }),
         ),
         (
@@ -1016,7 +1031,13 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 walk_ms: 12,
                 kept: false,
                 toolkit: "GTK".into(),
+                version: Some(3),
             }),
+        ),
+        (
+            "reader-to-broker",
+            "seed-unchanged",
+            e(&ReaderToBroker::Unchanged { id: 10, version: 3 }),
         ),
         (
             "reader-to-broker",

@@ -253,6 +253,10 @@ struct Entry {
     under: Under,
     armed: Armed,
     tree: Tree,
+    /// Unique among every tree the reader's kept walks gave (new at each keep and each merge):
+    /// a broker that holds the tree of this version is told so instead of sent it again
+    /// ([`Lookup::Unchanged`]).
+    version: u64,
     /// The toolkit sends an event for every object it changes ([`trusts_object_events`]).
     trusted: bool,
     /// A read is reading objects again for this walk: until it merged them, other reads walk.
@@ -267,8 +271,11 @@ struct Entry {
 #[derive(Debug, PartialEq)]
 pub enum Lookup {
     /// Nothing sent an event since the kept walk (or since the last read of it): the walk
-    /// answers as it is.
-    Same(Tree),
+    /// answers as it is, with its version.
+    Same(Tree, u64),
+    /// As [`Lookup::Same`], when the reader already holds the walk's very version (`have` of
+    /// [`Kept::get`]): nothing needs to be sent.
+    Unchanged(u64),
     /// Objects of the kept walk sent state, text or value changes: read them again
     /// ([`crate::walk::read_objects`]) and give the result to [`Kept::merge`].
     Changed {
@@ -378,9 +385,10 @@ impl Kept {
     }
 
     /// The kept walk `entry` of `under.window`, when every condition of the module holds (after
-    /// [`Kept::peek`] and its barrier): as it is, or with the objects to read again. `None`
-    /// (and the kept walk is forgotten, unless it is another entry now) otherwise.
-    pub fn get(&self, under: &Under, entry: u64) -> Option<Lookup> {
+    /// [`Kept::peek`] and its barrier): as it is ([`Lookup::Unchanged`] when it is version
+    /// `have`, which the broker holds), or with the objects to read again. `None` (and the kept
+    /// walk is forgotten, unless it is another entry now) otherwise.
+    pub fn get(&self, under: &Under, entry: u64, have: Option<u64>) -> Option<Lookup> {
         let mut map = self.map.lock().ok()?;
         let id = under.window.window_id;
         let e = map.get_mut(&id)?;
@@ -392,7 +400,10 @@ impl Kept {
         if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() {
             let paths = e.armed.take_paths();
             if paths.is_empty() {
-                return Some(Lookup::Same(e.tree.clone()));
+                if have == Some(e.version) {
+                    return Some(Lookup::Unchanged(e.version));
+                }
+                return Some(Lookup::Same(e.tree.clone(), e.version));
             }
             if e.trusted
                 && let Some(handles) = open_handles(&e.tree, &e.armed.app, &paths)
@@ -415,14 +426,15 @@ impl Kept {
     /// walk is forgotten, when the rows cannot show it ([`nish_proto::model::merge_changed`]:
     /// an object gone, a changed role, interfaces or secure state, an object that started or
     /// stopped showing), the objects could not be read (`fresh` is `None`), or the keep ended
-    /// meanwhile. A newer walk kept meanwhile is left as it is.
+    /// meanwhile. A newer walk kept meanwhile is left as it is. The merged walk is a new
+    /// version, given with it.
     pub fn merge(
         &self,
         window_id: u64,
         entry: u64,
         handles: &[String],
         fresh: Option<Vec<Option<nish_proto::model::Node>>>,
-    ) -> Option<Tree> {
+    ) -> Option<(Tree, u64)> {
         let mut map = self.map.lock().ok()?;
         let e = map.get_mut(&window_id)?;
         if e.id != entry {
@@ -438,7 +450,8 @@ impl Kept {
         match merged {
             Some(nodes) => {
                 e.tree.nodes = nodes;
-                Some(e.tree.clone())
+                e.version = self.next_id();
+                Some((e.tree.clone(), e.version))
             }
             None => {
                 map.remove(&window_id);
@@ -450,7 +463,8 @@ impl Kept {
     /// Keeps `tree`, walked under `under` with `armed` in force since before the walk began by
     /// a toolkit `toolkit`, when the walk's window belongs to the armed application, was not
     /// cut short by time or an application that stopped answering (cut by the limits is the
-    /// same every time), and events were forwarded long enough before (`events_since`).
+    /// same every time), and events were forwarded long enough before (`events_since`). The
+    /// kept walk's version when kept.
     pub fn keep(
         &self,
         under: Under,
@@ -458,7 +472,7 @@ impl Kept {
         tree: &Tree,
         toolkit: &(String, String),
         events_since: Option<Instant>,
-    ) {
+    ) -> Option<u64> {
         let complete = matches!(
             tree.truncated,
             None | Some(TruncReason::MaxElements | TruncReason::MaxDepth)
@@ -472,9 +486,9 @@ impl Kept {
         let in_force = armed.in_force();
         if !(complete && same_app && settled && in_force && under.limits.keep.is_some()) {
             tracing::debug!(complete, same_app, settled, in_force, "walk not kept");
-            return;
+            return None;
         }
-        let Ok(mut map) = self.map.lock() else { return };
+        let mut map = self.map.lock().ok()?;
         map.retain(|_, e| e.armed.in_force());
         if map.len() >= MAX_KEPT
             && !map.contains_key(&under.window.window_id)
@@ -485,7 +499,7 @@ impl Kept {
         {
             map.remove(&old);
         }
-        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let id = self.next_id();
         map.insert(
             under.window.window_id,
             Entry {
@@ -493,11 +507,18 @@ impl Kept {
                 under,
                 armed,
                 tree: tree.clone(),
+                version: id,
                 trusted: trusts_object_events(toolkit),
                 merging: false,
                 rechecked: false,
             },
         );
+        Some(id)
+    }
+
+    /// A number no entry or version had before.
+    fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 
     /// Makes sure every event `app` sent before now is noted: one call to the application
@@ -530,15 +551,16 @@ impl Kept {
     }
 
     /// The kept walk a read under `under` may use ([`Kept::peek`], then [`Kept::get`]), with
-    /// its entry, once its events are ordered. `early` is the entry a barrier already ran for
-    /// while the read asked X for the geometry ([`Kept::pending`]) and whether it answered: it
-    /// stands only for that very entry. A walk kept since (a newer entry, whose match may not
+    /// its entry, once its events are ordered (`have`: as [`Kept::get`]). `early` is the entry a
+    /// barrier already ran for while the read asked X for the geometry ([`Kept::pending`]) and
+    /// whether it answered: it stands only for that very entry. A walk kept since (a newer entry, whose match may not
     /// have noted what the application sent) is ordered by `barrier` now. A failed barrier
     /// forgets the kept walk.
     pub async fn ordered<F, Fut>(
         &self,
         under: &Under,
         early: Option<(u64, bool)>,
+        have: Option<u64>,
         barrier: F,
     ) -> Option<(u64, Lookup)>
     where
@@ -555,7 +577,7 @@ impl Kept {
             self.forget(under.window.window_id);
             return None;
         }
-        Some((entry, self.get(under, entry)?))
+        Some((entry, self.get(under, entry, have)?))
     }
 
     /// Notes that kept walk `entry` of `window_id` answered an act's re-check (a light read).

@@ -68,6 +68,13 @@ impl Default for Reader {
     }
 }
 
+/// A walk's result as [`Reader::read_tree`] gives it.
+fn walked(
+    r: Result<(nish_proto::model::Tree, walk::WalkStats), Failure>,
+) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
+    r.map(|(tree, stats)| (Some(tree), stats))
+}
+
 /// Runs X11 work on a blocking thread, for at most [`X11_TIMEOUT`] (a thread the server never
 /// answers stays blocked; the request does not).
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -185,12 +192,14 @@ impl Reader {
             .collect())
     }
 
-    /// One window's tree.
+    /// One window's tree; `None` when the broker holds it already (`have`, the version of a
+    /// kept walk: [`ReaderToBroker::Unchanged`]).
     pub async fn read_tree(
         &self,
         window: &WindowInfo,
         limits: &WalkLimits,
-    ) -> Result<(nish_proto::model::Tree, walk::WalkStats), Failure> {
+        have: Option<u64>,
+    ) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
         // A read waits its turn (for its app, then among all reads) no longer than its budget.
         let budget = Duration::from_millis(nish_atspi::tree::clamp_limits(limits).budget_ms);
         let app_turns = {
@@ -231,7 +240,7 @@ impl Reader {
                 client: window.frame,
                 wm_frame: None,
             };
-            return walk::read_tree(&self.a11y, window, geometry, limits).await;
+            return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         }
         let win = u32::try_from(window.window_id).map_err(|_| {
             Failure::not_found(format!("window {} does not exist", window.window_id))
@@ -283,7 +292,7 @@ impl Reader {
                     client: window.frame,
                     wm_frame: None,
                 };
-                return walk::read_tree(&self.a11y, window, geometry, limits).await;
+                return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
             }
         };
         let Some(_) = limits.keep else {
@@ -291,7 +300,7 @@ impl Reader {
             // wait, a capture's re-read) may see what the kept walk does not: the next plain
             // read walks too.
             self.kept.forget(window.window_id);
-            return walk::read_tree(&self.a11y, window, geometry, limits).await;
+            return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         };
         // A light read with keep (an act's re-check) may be answered by the kept full walk of
         // the same limits (its extents and action names come along); it is never kept itself.
@@ -304,26 +313,40 @@ impl Reader {
                 ..*limits
             },
         };
-        let kept = walk::WalkStats {
+        let kept = |version| walk::WalkStats {
             kept: true,
+            version: Some(version),
             ..walk::WalkStats::default()
         };
         // The early barrier stands only for the entry it ran for ([`crate::kept::Kept::ordered`]).
         let early = pending.map(|p| p.entry).zip(ordered);
         let found = self
             .kept
-            .ordered(&under, early, |p| async move { self.barrier(&p).await })
+            .ordered(
+                &under,
+                early,
+                have,
+                |p| async move { self.barrier(&p).await },
+            )
             .await;
+        let same = |entry, sent| {
+            tracing::debug!(
+                us = began.elapsed().as_micros() as u64,
+                sent,
+                "kept walk: nothing changed"
+            );
+            if light {
+                self.kept.rechecked(window.window_id, entry);
+            }
+        };
         match found {
-            Some((entry, Lookup::Same(tree))) => {
-                tracing::debug!(
-                    us = began.elapsed().as_micros() as u64,
-                    "kept walk: nothing changed"
-                );
-                if light {
-                    self.kept.rechecked(window.window_id, entry);
-                }
-                return Ok((tree, kept));
+            Some((entry, Lookup::Same(tree, version))) => {
+                same(entry, true);
+                return Ok((Some(tree), kept(version)));
+            }
+            Some((entry, Lookup::Unchanged(version))) => {
+                same(entry, false);
+                return Ok((None, kept(version)));
             }
             Some((_, Lookup::Changed { entry, handles, .. })) => {
                 let fresh =
@@ -337,11 +360,11 @@ impl Reader {
                     us = began.elapsed().as_micros() as u64,
                     "kept walk: objects read again"
                 );
-                if let Some(tree) = merged {
+                if let Some((tree, version)) = merged {
                     if light {
                         self.kept.rechecked(window.window_id, entry);
                     }
-                    return Ok((tree, kept));
+                    return Ok((Some(tree), kept(version)));
                 }
             }
             None => {}
@@ -349,16 +372,17 @@ impl Reader {
         if light {
             // Not answered: a light walk, as without keep.
             self.kept.forget(window.window_id);
-            return walk::read_tree(&self.a11y, window, geometry, limits).await;
+            return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         }
         // The match goes in before the walk begins, so a change during the walk is seen.
         let armed = self.arm_for(window, &geometry, budget).await;
-        let r = walk::read_tree(&self.a11y, window, geometry, limits).await;
-        if let (Some(armed), Ok((tree, stats))) = (armed, &r) {
-            self.kept
-                .keep(under, armed, tree, &stats.toolkit, self.a11y.events_since());
+        let mut r = walk::read_tree(&self.a11y, window, geometry, limits).await;
+        if let (Some(armed), Ok((tree, stats))) = (armed, &mut r) {
+            stats.version =
+                self.kept
+                    .keep(under, armed, tree, &stats.toolkit, self.a11y.events_since());
         }
-        r
+        walked(r)
     }
 
     /// The match on every object event of `window`'s application, in force before its walk
@@ -508,10 +532,31 @@ impl Reader {
                 Ok(windows) => ReaderToBroker::Windows { id, windows },
                 Err(f) => failed(id, &f),
             },
-            BrokerToReader::ReadTree { id, window, limits } => {
+            BrokerToReader::ReadTree {
+                id,
+                window,
+                limits,
+                have,
+            } => {
                 let start = Instant::now();
-                match self.read_tree(&window, &limits).await {
-                    Ok((tree, stats)) => {
+                match self.read_tree(&window, &limits, have).await {
+                    Ok((None, stats)) => {
+                        tracing::info!(
+                            id,
+                            window = window.window_id,
+                            pid = window.pid,
+                            kept = stats.kept,
+                            "tree read: the broker's stands"
+                        );
+                        match stats.version {
+                            Some(version) => ReaderToBroker::Unchanged { id, version },
+                            None => failed(
+                                id,
+                                &Failure::internal("an unchanged walk without a version"),
+                            ),
+                        }
+                    }
+                    Ok((Some(tree), stats)) => {
                         self.watches.objects.remember(
                             window.window_id,
                             tree.nodes
@@ -537,6 +582,7 @@ impl Reader {
                             walk_ms: start.elapsed().as_millis() as u64,
                             kept: stats.kept,
                             toolkit: stats.toolkit.0.clone(),
+                            version: stats.version,
                         }
                     }
                     Err(f) => failed(id, &f),
@@ -683,6 +729,7 @@ fn response_id(r: &ReaderToBroker) -> u64 {
         ReaderToBroker::Lockdown(_) => 0,
         ReaderToBroker::Windows { id, .. }
         | ReaderToBroker::Tree { id, .. }
+        | ReaderToBroker::Unchanged { id, .. }
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
         | ReaderToBroker::Watching { id, .. }

@@ -147,6 +147,7 @@ impl ReaderProc {
             id,
             window: window.clone(),
             limits,
+            have: None,
         }) {
             ReaderToBroker::Tree { tree, walk_ms, .. } => Ok((tree, walk_ms)),
             other => Err(other),
@@ -184,6 +185,7 @@ fn answer_id(a: &ReaderToBroker) -> u64 {
         ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => 0,
         ReaderToBroker::Windows { id, .. }
         | ReaderToBroker::Tree { id, .. }
+        | ReaderToBroker::Unchanged { id, .. }
         | ReaderToBroker::Png { id, .. }
         | ReaderToBroker::Probe { id, .. }
         | ReaderToBroker::Watching { id, .. }
@@ -530,6 +532,7 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
         id: a,
         window: w.clone(),
         limits: full(),
+        have: None,
     });
     r.send(&BrokerToReader::ListWindows { id: b });
     let mut got = [r.recv(), r.recv()];
@@ -1328,6 +1331,7 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                 id,
                 window: w_hung.clone(),
                 limits: WalkLimits::default(),
+                have: None,
             });
             asked.push((id, "hung"));
         }
@@ -1337,6 +1341,7 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                 id,
                 window: w.clone(),
                 limits: WalkLimits::default(),
+                have: None,
             });
             asked.push((id, what));
         }
@@ -1464,6 +1469,7 @@ fn a_grabbed_x_server_does_not_hold_up_the_reader() {
         id: ids[1],
         window: w.clone(),
         limits: WalkLimits::default(),
+        have: None,
     });
     r.send(&BrokerToReader::Capture {
         id: ids[2],
@@ -1542,6 +1548,7 @@ fn a_stopped_accessibility_bus_does_not_hold_up_the_reader() {
                 id: *id,
                 window: w.clone(),
                 limits: WalkLimits::default(),
+                have: None,
             });
         }
         let probe = r.id();

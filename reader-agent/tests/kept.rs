@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, Tree, TruncReason, WindowInfo};
-use nish_proto::wire::reader::{KEEP_FOR_MS, WalkLimits};
+use nish_proto::wire::reader::{KEEP_FOR_MS, ReaderToBroker, WalkLimits};
 use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Lookup, Under};
 use nish_testdesk::Desktop;
 
@@ -43,10 +43,23 @@ async fn sync(kept: &Kept, reader: &zbus::Connection) -> bool {
     }
 }
 
-/// A read's lookup of the kept walk (its barrier made before with [`sync`]).
+/// A read's lookup of the kept walk (its barrier made before with [`sync`]), by a broker that
+/// holds no tree; a tree's version is left out (0).
 fn look(kept: &Kept, u: &Under) -> Option<Lookup> {
+    unversioned(look_with(kept, u, None))
+}
+
+/// As [`look`], by a broker that holds version `have`, versions as given.
+fn look_with(kept: &Kept, u: &Under, have: Option<u64>) -> Option<Lookup> {
     let p = kept.peek(u)?;
-    kept.get(u, p.entry)
+    kept.get(u, p.entry, have)
+}
+
+fn unversioned(l: Option<Lookup>) -> Option<Lookup> {
+    l.map(|l| match l {
+        Lookup::Same(tree, _) => Lookup::Same(tree, 0),
+        other => other,
+    })
 }
 
 fn window() -> WindowInfo {
@@ -145,10 +158,10 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
 
         // Kept, and answered under the same window, geometry, limits and generation.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert_eq!(look(&kept, &under(1)), Some(Lookup::Same(tree(&name))));
+        assert_eq!(look(&kept, &under(1)), Some(Lookup::Same(tree(&name), 0)));
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(tree(&name))),
+            Some(Lookup::Same(tree(&name), 0)),
             "again"
         );
 
@@ -188,13 +201,13 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         assert_eq!(look(&kept, &under(1)), None, "another read while merging");
         let mut now = tree(&name).nodes[1].clone();
         now.states.insert(State::Checked);
-        let merged = kept
+        let (merged, _) = kept
             .merge(7, entry, &handles, Some(vec![Some(now)]))
             .expect("merged");
         assert!(merged.nodes[1].states.has(State::Checked));
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(merged)),
+            Some(Lookup::Same(merged, 0)),
             "the merged walk"
         );
 
@@ -219,13 +232,17 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         );
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(tree(&name))),
+            Some(Lookup::Same(tree(&name), 0)),
             "the newer walk as it was"
         );
         // A lookup with the entry of before a newer keep walks, and leaves the newer one.
         let before = kept.peek(&under(1)).expect("kept");
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert_eq!(kept.get(&under(1), before.entry), None, "another entry");
+        assert_eq!(
+            kept.get(&under(1), before.entry, None),
+            None,
+            "another entry"
+        );
         assert!(look(&kept, &under(1)).is_some(), "the newer one stays");
 
         // An object the rows cannot show (it stopped showing), or that could not be read:
@@ -322,7 +339,7 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         kept.keep(under(1), arm().await, &capped, &gtk3(), long_ago);
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(capped)),
+            Some(Lookup::Same(capped, 0)),
             "cut by the limits is kept"
         );
         kept.forget(7);
@@ -384,6 +401,89 @@ act.doAction([act.getName(i) for i in range(act.nActions)].index("click"))
 "#;
 
 #[test]
+fn a_broker_that_holds_the_kept_walks_version_is_told_so_and_only_then() {
+    let desk = Desktop::start().expect("a desktop");
+    let addr = desk
+        .a11y_bus_address()
+        .expect("an accessibility bus")
+        .to_string();
+    let rt = nish_testdesk::runtime().expect("a runtime");
+    rt.block_on(async {
+        let (reader, app, name) = reader_and_stand_in(&addr).await;
+        let long_ago = Some(Instant::now() - EVENTS_SETTLED * 2);
+        let kept = Kept::default();
+        let arm = || async { Armed::arm(&reader, &name).await.expect("a match") };
+
+        let first = kept
+            .keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago)
+            .expect("kept");
+        // Holding nothing, or another version: the tree is sent, with its version.
+        assert_eq!(
+            look_with(&kept, &under(1), None),
+            Some(Lookup::Same(tree(&name), first))
+        );
+        assert_eq!(
+            look_with(&kept, &under(1), Some(first + 1000)),
+            Some(Lookup::Same(tree(&name), first)),
+            "another version held"
+        );
+        // Holding that very version: nothing is sent, as often as asked.
+        for _ in 0..2 {
+            assert_eq!(
+                look_with(&kept, &under(1), Some(first)),
+                Some(Lookup::Unchanged(first))
+            );
+        }
+
+        // A change seen: never unchanged, even with the version held; the merged walk is a
+        // new version.
+        emit(&app, "/w7/check").await;
+        assert!(sync(&kept, &reader).await, "the barrier");
+        let Some(Lookup::Changed { entry, handles, .. }) = look_with(&kept, &under(1), Some(first))
+        else {
+            panic!("the change is read again, not told unchanged");
+        };
+        let mut now = tree(&name).nodes[1].clone();
+        now.states.insert(State::Checked);
+        let (merged, second) = kept
+            .merge(7, entry, &handles, Some(vec![Some(now)]))
+            .expect("merged");
+        assert_ne!(second, first, "a merge is a new version");
+        assert_eq!(
+            look_with(&kept, &under(1), Some(first)),
+            Some(Lookup::Same(merged.clone(), second)),
+            "the version of before the merge is not the merged walk"
+        );
+        assert_eq!(
+            look_with(&kept, &under(1), Some(second)),
+            Some(Lookup::Unchanged(second))
+        );
+
+        // A walk kept again, even of the same rows, is a new version; an ended keep tells
+        // nothing.
+        let third = kept
+            .keep(under(1), arm().await, &merged, &gtk3(), long_ago)
+            .expect("kept");
+        assert!(third != first && third != second);
+        assert_eq!(
+            look_with(&kept, &under(1), Some(second)),
+            Some(Lookup::Same(merged, third))
+        );
+        assert_eq!(
+            look_with(&kept, &under(2), Some(third)),
+            None,
+            "another act generation"
+        );
+        assert_eq!(look_with(&kept, &under(1), Some(third)), None, "forgotten");
+        // Not kept (no events long enough before): no version.
+        assert_eq!(
+            kept.keep(under(1), arm().await, &tree(&name), &gtk3(), None),
+            None
+        );
+    });
+}
+
+#[test]
 fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     let desk = Desktop::start().expect("a desktop");
     let app = desk
@@ -428,6 +528,28 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     assert!(!kept, "a walk without keep came in between");
     let (_, kept) = r.read_kept(&w, 1).expect("read");
     assert!(kept, "kept before the change");
+    // A broker that holds that walk's version is told so instead of sent it again; one that
+    // holds another version is sent the tree.
+    let v = match r.read_have(&w, 1, None).expect("read") {
+        ReaderToBroker::Tree {
+            version: Some(v),
+            kept: true,
+            ..
+        } => v,
+        other => panic!("a kept tree with its version: {other:?}"),
+    };
+    for _ in 0..2 {
+        let got = r.read_have(&w, 1, Some(v)).expect("read");
+        assert!(
+            matches!(got, ReaderToBroker::Unchanged { version, .. } if version == v),
+            "{got:?}"
+        );
+    }
+    let got = r.read_have(&w, 1, Some(v + 1)).expect("read");
+    assert!(
+        matches!(&got, ReaderToBroker::Tree { version: Some(n), tree, .. } if *n == v && rows(tree) == rows(&walked)),
+        "another version held: {got:?}"
+    );
     let before = walked.nodes[row].states.has(State::Checked);
     let out = desk
         .command("/usr/bin/python3")
@@ -452,6 +574,19 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
+    // The version of before the change is never told unchanged again: the changed tree is
+    // sent, in another version.
+    match r.read_have(&w, 1, Some(v)).expect("read") {
+        ReaderToBroker::Tree {
+            tree,
+            version: Some(n),
+            ..
+        } => {
+            assert_ne!(n, v, "a changed walk is a new version");
+            assert_eq!(rows(&tree), rows(&now));
+        }
+        other => panic!("the changed tree: {other:?}"),
+    }
     assert_eq!(rows(&now), rows(&fresh(&mut r)), "as a walk now reads it");
 
     let checked_now = |t: &Tree| t.nodes[row].states.has(State::Checked);
@@ -553,7 +688,7 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
         assert_ne!(newer.entry, early.entry);
         emit(&app, "/w7/check").await;
         let got = kept
-            .ordered(&under(1), Some((early.entry, true)), counted)
+            .ordered(&under(1), Some((early.entry, true)), None, counted)
             .await;
         // Counted, since without that barrier the event is still noted in time on most runs.
         assert_eq!(
@@ -574,14 +709,17 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
         let early = kept.pending(&window(), &limits).expect("pending");
         assert!(Kept::barrier(&reader, &early.app, &early.sync).await);
         let got = kept
-            .ordered(&under(1), Some((early.entry, true)), counted)
+            .ordered(&under(1), Some((early.entry, true)), None, counted)
             .await;
-        assert_eq!(got, Some((early.entry, Lookup::Same(tree(&name)))));
+        assert!(
+            matches!(&got, Some((e, Lookup::Same(t, _))) if *e == early.entry && *t == tree(&name)),
+            "{got:?}"
+        );
         assert_eq!(calls.get(), 0, "ordered already");
 
         // An early barrier that failed for it: not used, and forgotten.
         let got = kept
-            .ordered(&under(1), Some((early.entry, false)), counted)
+            .ordered(&under(1), Some((early.entry, false)), None, counted)
             .await;
         assert_eq!(got, None);
         assert_eq!(calls.get(), 0);
@@ -589,13 +727,15 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
 
         // No early barrier: one now.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        let got = kept.ordered(&under(1), None, counted).await;
-        assert!(matches!(got, Some((_, Lookup::Same(_)))), "{got:?}");
+        let got = kept.ordered(&under(1), None, None, counted).await;
+        assert!(matches!(got, Some((_, Lookup::Same(..)))), "{got:?}");
         assert_eq!(calls.get(), 1);
 
         // A barrier that fails now: not used, and forgotten.
         emit(&app, "/w7/check").await;
-        let got = kept.ordered(&under(1), None, |_| async { false }).await;
+        let got = kept
+            .ordered(&under(1), None, None, |_| async { false })
+            .await;
         assert_eq!(got, None);
         assert!(kept.peek(&under(1)).is_none(), "forgotten");
     });

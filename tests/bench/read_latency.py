@@ -103,7 +103,7 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
                  for m in [re.search(r" ms=(\d+)", l)] if m]
         kept = sum(1 for l in lines if "kept=true" in l)
         if os.environ.get("NISH_BENCH_LOG"):
-            print("\n".join(l for l in open(os.path.join(broker.dir, "broker.log"), errors="replace").read().splitlines() if "kept" in l)[-3000:])
+            print("\n".join(l for l in open(os.path.join(broker.dir, "broker.log"), errors="replace").read().splitlines() if "kept" in l or "window list" in l)[-4000:])
         return cold, warm, r, walks, kept
     finally:
         broker.stop()

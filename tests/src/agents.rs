@@ -234,6 +234,7 @@ impl Reader {
             id,
             window: window.clone(),
             limits,
+            have: None,
         })? {
             ReaderToBroker::Tree { tree, .. } => Ok((tree, t.elapsed())),
             ReaderToBroker::Failed { failure, .. } => {
@@ -265,6 +266,7 @@ impl Reader {
             id,
             window: window.clone(),
             limits,
+            have: None,
         })? {
             ReaderToBroker::Tree { tree, kept, .. } => Ok((tree, kept)),
             ReaderToBroker::Failed { failure, .. } => {
@@ -272,6 +274,26 @@ impl Reader {
             }
             other => bail!("read: {other:?}"),
         }
+    }
+
+    /// A plain read under act generation `generation` by a broker that holds the kept walk of
+    /// version `have`; the reader's answer as it came (a tree, `Unchanged`, or a failure).
+    pub fn read_have(
+        &mut self,
+        window: &WindowInfo,
+        generation: u64,
+        have: Option<u64>,
+    ) -> Result<ReaderToBroker> {
+        let id = self.0.id();
+        self.0.ask(&BrokerToReader::ReadTree {
+            id,
+            window: window.clone(),
+            limits: WalkLimits {
+                keep: Some(generation),
+                ..WalkLimits::default()
+            },
+            have,
+        })
     }
 
     /// Moves `window`'s kept walk from act generation `from` to `to`; true when moved.

@@ -87,6 +87,7 @@ impl AgentMessage for ReaderToBroker {
             ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => None,
             ReaderToBroker::Windows { id, .. }
             | ReaderToBroker::Tree { id, .. }
+            | ReaderToBroker::Unchanged { id, .. }
             | ReaderToBroker::Png { id, .. }
             | ReaderToBroker::Probe { id, .. }
             | ReaderToBroker::Watching { id, .. }
@@ -569,6 +570,83 @@ pub struct LinuxBackend {
     /// The toolkit each application reported with its last walk, by bus name (what length an
     /// act's typing must carry: [`nish_proto::wire::input::counts_utf16`]).
     toolkits: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The reader's kept walks the broker holds, so a read the same kept walk answers again
+    /// needs no tree sent ([`BrokerToReader::ReadTree`]'s `have`).
+    kept_trees: std::sync::Mutex<KeptTrees<Agent<BrokerToReader, ReaderToBroker>>>,
+}
+
+/// The trees of the reader's kept walks last received, by window id, with their versions
+/// ([`ReaderToBroker::Tree`]'s `version`). Versions are the reader's: only those of the reader
+/// process they came from are used (`reader` holds its allocation, so no other reader can
+/// be mistaken for it).
+struct KeptTrees<R> {
+    reader: std::sync::Weak<R>,
+    trees: std::collections::HashMap<u64, (u64, Tree)>,
+}
+
+impl<R> Default for KeptTrees<R> {
+    fn default() -> Self {
+        KeptTrees {
+            reader: std::sync::Weak::new(),
+            trees: std::collections::HashMap::new(),
+        }
+    }
+}
+
+/// Most windows whose kept walk's tree the broker holds (the reader keeps as many).
+const KEPT_TREES: usize = 4;
+/// Largest tree held, by [`tree_bytes`] (a 5,000-row Chromium page is about 1 MB): what a
+/// reader sent beyond it is used once and not held.
+const KEPT_TREE_BYTES: usize = 4 << 20;
+
+/// About how much memory `tree`'s rows take: their strings and a fixed part each.
+fn tree_bytes(tree: &Tree) -> usize {
+    tree.nodes
+        .iter()
+        .map(|n| {
+            128 + n.role.len()
+                + n.name.len()
+                + n.handle.len()
+                + n.value.as_ref().map_or(0, String::len)
+                + n.actions.iter().map(|a| a.len() + 24).sum::<usize>()
+        })
+        .sum()
+}
+
+impl<R> KeptTrees<R> {
+    /// The version held of `window_id`'s tree from reader `r` (what is held from another
+    /// reader is forgotten).
+    fn have(&mut self, r: &Arc<R>, window_id: u64) -> Option<u64> {
+        if !std::ptr::eq(self.reader.as_ptr(), Arc::as_ptr(r)) {
+            self.reader = Arc::downgrade(r);
+            self.trees.clear();
+        }
+        self.trees.get(&window_id).map(|(v, _)| *v)
+    }
+
+    /// Holds `tree` of version `version` (or forgets the window's tree: `None`, or a tree
+    /// larger than [`KEPT_TREE_BYTES`]).
+    fn hold(&mut self, window_id: u64, version: Option<u64>, tree: &Tree) {
+        match version.filter(|_| tree_bytes(tree) <= KEPT_TREE_BYTES) {
+            Some(v) => {
+                if self.trees.len() >= KEPT_TREES && !self.trees.contains_key(&window_id) {
+                    self.trees.clear();
+                }
+                self.trees.insert(window_id, (v, tree.clone()));
+            }
+            None => {
+                self.trees.remove(&window_id);
+            }
+        }
+    }
+
+    /// The tree of version `version` of `window_id`, when held.
+    fn tree(&self, window_id: u64, version: u64) -> Option<Tree> {
+        self.trees
+            .get(&window_id)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, t)| t.clone())
+    }
 }
 
 /// Most applications whose toolkit is remembered; the memory is emptied when full.
@@ -687,6 +765,7 @@ impl LinuxBackend {
             assistive,
             act_lock: Mutex::new(()),
             toolkits: std::sync::Mutex::new(std::collections::HashMap::new()),
+            kept_trees: std::sync::Mutex::new(KeptTrees::default()),
         }
     }
 
@@ -1249,32 +1328,63 @@ impl Backend for LinuxBackend {
         // The window's app was matched to an approved one by the engine: the reader may link
         // to it.
         super::agents::opener().allow_pid(window.pid);
-        let id = r.next_id();
-        let msg = BrokerToReader::ReadTree {
-            id,
-            window: window.clone(),
-            limits,
-        };
-        match self
-            .reader
-            .ask(&r, id, msg, self.read_timeout, CallKind::Read)
-            .await?
-        {
-            // A kept tree is taken as kept only when keeping was allowed.
-            ReaderToBroker::Tree {
-                tree,
-                kept,
-                toolkit,
-                ..
-            } => {
-                self.note_toolkit(&tree, toolkit);
-                Ok((tree, kept && limits.keep.is_some()))
+        let wid = window.window_id;
+        let mut have = limits.keep.and(
+            self.kept_trees
+                .lock()
+                .ok()
+                .and_then(|mut k| k.have(&r, wid)),
+        );
+        loop {
+            let id = r.next_id();
+            let msg = BrokerToReader::ReadTree {
+                id,
+                window: window.clone(),
+                limits,
+                have,
+            };
+            match self
+                .reader
+                .ask(&r, id, msg, self.read_timeout, CallKind::Read)
+                .await?
+            {
+                // A kept tree is taken as kept only when keeping was allowed.
+                ReaderToBroker::Tree {
+                    tree,
+                    kept,
+                    toolkit,
+                    version,
+                    ..
+                } => {
+                    if let Ok(mut k) = self.kept_trees.lock() {
+                        k.have(&r, wid);
+                        k.hold(wid, version.filter(|_| limits.keep.is_some()), &tree);
+                    }
+                    self.note_toolkit(&tree, toolkit);
+                    return Ok((tree, kept && limits.keep.is_some()));
+                }
+                // The tree held of that version stands (as kept); one the broker does not
+                // hold (any other version) is asked for again, whole.
+                ReaderToBroker::Unchanged { version, .. } if have.is_some() => {
+                    let held = self
+                        .kept_trees
+                        .lock()
+                        .ok()
+                        .filter(|_| have == Some(version))
+                        .and_then(|k| k.tree(wid, version));
+                    match held {
+                        Some(tree) => return Ok((tree, true)),
+                        None => have = None,
+                    }
+                }
+                ReaderToBroker::Failed { failure, .. } => return Err(read_failed(&failure)),
+                _ => {
+                    return Err(DriverError::new(
+                        ErrorCode::InternalError,
+                        "the reader answered with something else",
+                    ));
+                }
             }
-            ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
-            _ => Err(DriverError::new(
-                ErrorCode::InternalError,
-                "the reader answered with something else",
-            )),
         }
     }
 
@@ -2174,6 +2284,73 @@ impl Backend for LinuxBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tree_of(window_id: u64, name: &str) -> Tree {
+        Tree {
+            window: WindowInfo {
+                window_id,
+                pid: 42,
+                app: "app".into(),
+                title: name.into(),
+                frame: nish_proto::model::Rect::new(0, 0, 10, 10),
+                active: false,
+                visible: true,
+                stacking: 0,
+            },
+            nodes: vec![],
+            truncated: None,
+        }
+    }
+
+    #[test]
+    fn a_kept_tree_is_used_only_in_its_version_and_from_its_reader() {
+        let mut k = KeptTrees::<u8>::default();
+        let one = Arc::new(1u8);
+        assert_eq!(k.have(&one, 7), None, "nothing held");
+        k.hold(7, Some(3), &tree_of(7, "a"));
+        assert_eq!(k.have(&one, 7), Some(3));
+        assert_eq!(k.tree(7, 3), Some(tree_of(7, "a")));
+        assert_eq!(k.tree(7, 4), None, "another version");
+        assert_eq!(k.tree(8, 3), None, "another window");
+        // A newer version replaces it; a tree without one forgets it.
+        k.hold(7, Some(5), &tree_of(7, "b"));
+        assert_eq!((k.have(&one, 7), k.tree(7, 3)), (Some(5), None));
+        k.hold(7, None, &tree_of(7, "c"));
+        assert_eq!(k.have(&one, 7), None);
+        // Another reader (a restarted one numbers its versions anew): nothing of the first
+        // is used, even while the first still runs.
+        k.hold(7, Some(5), &tree_of(7, "b"));
+        let two = Arc::new(1u8);
+        assert_eq!(k.have(&two, 7), None);
+        assert_eq!(k.tree(7, 5), None);
+        assert_eq!(k.have(&one, 7), None, "and the first's were forgotten");
+        // Bounded: in windows, and in each tree's size.
+        for w in 0..(KEPT_TREES as u64 * 3) {
+            k.hold(w, Some(w), &tree_of(w, "d"));
+            assert!(k.trees.len() <= KEPT_TREES);
+        }
+        let mut big = tree_of(9, "e");
+        let row = nish_proto::model::Node {
+            role: "label".into(),
+            name: "x".repeat(64 << 10),
+            states: Default::default(),
+            value: None,
+            actions: vec![],
+            frame: None,
+            parent: None,
+            depth: 0,
+            child_count: 0,
+            ifaces: Default::default(),
+            handle: ":1.2|/o".into(),
+        };
+        big.nodes = vec![row; 65];
+        assert!(tree_bytes(&big) > KEPT_TREE_BYTES);
+        k.hold(9, Some(1), &big);
+        assert_eq!(k.have(&two, 9), None, "too large to hold");
+        big.nodes.truncate(60);
+        k.hold(9, Some(2), &big);
+        assert_eq!(k.have(&two, 9), Some(2));
+    }
 
     #[test]
     fn an_acts_grant_names_its_element_and_its_one_method() {

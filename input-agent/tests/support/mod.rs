@@ -158,6 +158,7 @@ impl Reader {
             id,
             window: window.clone(),
             limits,
+            have: None,
         }) {
             ReaderToBroker::Tree { tree, .. } => Ok(tree),
             other => Err(other),

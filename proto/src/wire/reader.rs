@@ -84,6 +84,10 @@ pub enum BrokerToReader {
         window: WindowInfo,
         /// Limits.
         limits: WalkLimits,
+        /// The version of the window's kept walk the broker holds ([`ReaderToBroker::Tree`]'s
+        /// `version`), with `limits.keep`: when that very version would answer, the reader
+        /// answers [`ReaderToBroker::Unchanged`] instead of sending the same tree again.
+        have: Option<u64>,
     },
     /// Capture one window's own contents as PNG, with every secure field blacked out where it
     /// is when the image is taken: the reader reads the fields' extents and the window's
@@ -260,6 +264,19 @@ pub enum ReaderToBroker {
         /// when the tree was not walked now (a kept walk). The broker binds the length an
         /// act's typing must carry to it (Qt counts UTF-16 units, the others UTF-8 bytes).
         toolkit: String,
+        /// The tree is the window's kept walk (answered from it, or walked now and kept) in
+        /// this version, unique among the reader's kept trees: a version is never given to
+        /// another tree. `None` when the walk is not kept.
+        version: Option<u64>,
+    },
+    /// The answer to a [`BrokerToReader::ReadTree`] whose `have` is the version that would
+    /// answer: the broker's tree of that version stands, as kept (`kept` of
+    /// [`ReaderToBroker::Tree`]).
+    Unchanged {
+        /// Request id.
+        id: u64,
+        /// The version.
+        version: u64,
     },
     /// A capture.
     Png {
