@@ -456,15 +456,14 @@ fn gtk3_revealed_password_stays_secure() {
     assert_eq!(plain.value.as_deref(), Some(GTK_PASSWORD));
 }
 
-/// A hostile page moves its password field away and back, every 7 ms, while captures are
-/// taken: the two readings of the field's place can agree while the image shows it at the
-/// other place. Every capture must be refused, or show none of the field's one colour
-/// (magenta) anywhere.
-#[test]
-fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
-    let desk = Desktop::start().expect("the desktop");
+/// `tests/pages/jumping.html` (with `query`) in Chromium, read until its password field is
+/// there: the app, a reader, the window and the handles of its secure fields.
+fn jumping_page(
+    desk: &Desktop,
+    query: &str,
+) -> (nish_testdesk::AppHandle, Reader, WindowInfo, Vec<String>) {
     let mut url = page("jumping.html").into_os_string();
-    url.push("?jump=7");
+    url.push(query);
     let app = desk
         .spawn(App::Chromium {
             page: PathBuf::from(url),
@@ -476,24 +475,37 @@ fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
         Duration::from_secs(60),
     )
     .expect("the page's tree");
-    let mut r = reader(&desk);
+    let mut r = reader(desk);
     let w = r.window_of(app.pid).expect("the window");
     let t = read_until(&mut r, &w, "the jumping page", |t| {
         t.nodes
             .iter()
             .any(|n| n.role == "password_text" && n.is_secure())
     });
-    let secure: Vec<String> = t
+    let secure = t
         .nodes
         .iter()
         .filter(|n| n.is_secure())
         .map(|n| n.handle.clone())
         .collect();
-    let magenta = |rgb: &[u8]| {
-        rgb.chunks_exact(3)
-            .filter(|p| *p == [0xff, 0, 0xff])
-            .count()
-    };
+    (app, r, w, secure)
+}
+
+/// Pixels of the jumping page's password field's one colour (magenta) in `rgb`.
+fn magenta(rgb: &[u8]) -> usize {
+    rgb.chunks_exact(3)
+        .filter(|p| *p == [0xff, 0, 0xff])
+        .count()
+}
+
+/// A hostile page moves its password field away and back, every 7 ms, while captures are
+/// taken: the two readings of the field's place can agree while the image shows it at the
+/// other place. Every capture must be refused, or show none of the field's one colour
+/// (magenta) anywhere.
+#[test]
+fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
+    let desk = Desktop::start().expect("the desktop");
+    let (_app, mut r, w, secure) = jumping_page(&desk, "?jump=7");
     // Refusals because the two readings disagreed (the field moved between them) come without
     // the drawing watch too; those the watch made say the window drew.
     let (mut taken, mut refused, mut drew) = (0, 0, 0);
@@ -536,38 +548,10 @@ fn chromium_a_field_that_jumps_away_and_back_is_never_captured_uncovered() {
 #[test]
 fn chromium_a_capture_right_after_a_scroll_does_not_show_the_field_beside_its_box() {
     let desk = Desktop::start().expect("the desktop");
-    let app = desk
-        .spawn(App::Chromium {
-            page: page("jumping.html"),
-        })
-        .expect("chromium");
-    desk.wait_atspi_document(
-        app.pid,
-        "nish-driver jumping field page",
-        Duration::from_secs(60),
-    )
-    .expect("the page's tree");
-    let mut r = reader(&desk);
-    let w = r.window_of(app.pid).expect("the window");
-    let t = read_until(&mut r, &w, "the page", |t| {
-        t.nodes
-            .iter()
-            .any(|n| n.role == "password_text" && n.is_secure())
-    });
-    let secure: Vec<String> = t
-        .nodes
-        .iter()
-        .filter(|n| n.is_secure())
-        .map(|n| n.handle.clone())
-        .collect();
+    let (_app, mut r, w, secure) = jumping_page(&desk, "");
     let (cx, cy) = (w.frame.x + w.frame.w / 2, w.frame.y + w.frame.h / 2);
     desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string()])
         .expect("pointer over the page");
-    let magenta = |rgb: &[u8]| {
-        rgb.chunks_exact(3)
-            .filter(|p| *p == [0xff, 0, 0xff])
-            .count()
-    };
     let (mut taken, mut refused) = (0, 0);
     for i in 0..6 {
         // Down one notch, then back up: the field stays in view.

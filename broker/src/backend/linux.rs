@@ -614,19 +614,24 @@ fn tree_bytes(tree: &Tree) -> usize {
 }
 
 impl<R> KeptTrees<R> {
-    /// The version held of `window_id`'s tree from reader `r` (what is held from another
-    /// reader is forgotten).
-    fn have(&mut self, r: &Arc<R>, window_id: u64) -> Option<u64> {
+    /// Forgets what is held from another reader than `r`.
+    fn from(&mut self, r: &Arc<R>) {
         if !std::ptr::eq(self.reader.as_ptr(), Arc::as_ptr(r)) {
             self.reader = Arc::downgrade(r);
             self.trees.clear();
         }
+    }
+
+    /// The version held of `window_id`'s tree from reader `r`.
+    fn have(&mut self, r: &Arc<R>, window_id: u64) -> Option<u64> {
+        self.from(r);
         self.trees.get(&window_id).map(|(v, _)| *v)
     }
 
-    /// Holds `tree` of version `version` (or forgets the window's tree: `None`, or a tree
-    /// larger than [`KEPT_TREE_BYTES`]).
-    fn hold(&mut self, window_id: u64, version: Option<u64>, tree: &Tree) {
+    /// Holds `tree` of version `version` from reader `r` (or forgets the window's tree:
+    /// `None`, or a tree larger than [`KEPT_TREE_BYTES`]).
+    fn hold(&mut self, r: &Arc<R>, window_id: u64, version: Option<u64>, tree: &Tree) {
+        self.from(r);
         match version.filter(|_| tree_bytes(tree) <= KEPT_TREE_BYTES) {
             Some(v) => {
                 if self.trees.len() >= KEPT_TREES && !self.trees.contains_key(&window_id) {
@@ -640,8 +645,9 @@ impl<R> KeptTrees<R> {
         }
     }
 
-    /// The tree of version `version` of `window_id`, when held.
-    fn tree(&self, window_id: u64, version: u64) -> Option<Tree> {
+    /// The tree of version `version` of `window_id` from reader `r`, when held.
+    fn tree(&mut self, r: &Arc<R>, window_id: u64, version: u64) -> Option<Tree> {
+        self.from(r);
         self.trees
             .get(&window_id)
             .filter(|(v, _)| *v == version)
@@ -1357,8 +1363,7 @@ impl Backend for LinuxBackend {
                     ..
                 } => {
                     if let Ok(mut k) = self.kept_trees.lock() {
-                        k.have(&r, wid);
-                        k.hold(wid, version.filter(|_| limits.keep.is_some()), &tree);
+                        k.hold(&r, wid, version.filter(|_| limits.keep.is_some()), &tree);
                     }
                     self.note_toolkit(&tree, toolkit);
                     return Ok((tree, kept && limits.keep.is_some()));
@@ -1371,7 +1376,7 @@ impl Backend for LinuxBackend {
                         .lock()
                         .ok()
                         .filter(|_| have == Some(version))
-                        .and_then(|k| k.tree(wid, version));
+                        .and_then(|mut k| k.tree(&r, wid, version));
                     match held {
                         Some(tree) => return Ok((tree, true)),
                         None => have = None,
@@ -2307,26 +2312,31 @@ mod tests {
         let mut k = KeptTrees::<u8>::default();
         let one = Arc::new(1u8);
         assert_eq!(k.have(&one, 7), None, "nothing held");
-        k.hold(7, Some(3), &tree_of(7, "a"));
+        k.hold(&one, 7, Some(3), &tree_of(7, "a"));
         assert_eq!(k.have(&one, 7), Some(3));
-        assert_eq!(k.tree(7, 3), Some(tree_of(7, "a")));
-        assert_eq!(k.tree(7, 4), None, "another version");
-        assert_eq!(k.tree(8, 3), None, "another window");
+        assert_eq!(k.tree(&one, 7, 3), Some(tree_of(7, "a")));
+        assert_eq!(k.tree(&one, 7, 4), None, "another version");
+        assert_eq!(k.tree(&one, 8, 3), None, "another window");
         // A newer version replaces it; a tree without one forgets it.
-        k.hold(7, Some(5), &tree_of(7, "b"));
-        assert_eq!((k.have(&one, 7), k.tree(7, 3)), (Some(5), None));
-        k.hold(7, None, &tree_of(7, "c"));
+        k.hold(&one, 7, Some(5), &tree_of(7, "b"));
+        assert_eq!((k.have(&one, 7), k.tree(&one, 7, 3)), (Some(5), None));
+        k.hold(&one, 7, None, &tree_of(7, "c"));
         assert_eq!(k.have(&one, 7), None);
         // Another reader (a restarted one numbers its versions anew): nothing of the first
         // is used, even while the first still runs.
-        k.hold(7, Some(5), &tree_of(7, "b"));
+        k.hold(&one, 7, Some(5), &tree_of(7, "b"));
         let two = Arc::new(1u8);
+        assert_eq!(k.tree(&two, 7, 5), None);
         assert_eq!(k.have(&two, 7), None);
-        assert_eq!(k.tree(7, 5), None);
-        assert_eq!(k.have(&one, 7), None, "and the first's were forgotten");
+        k.hold(&two, 7, Some(5), &tree_of(7, "b2"));
+        assert_eq!(
+            k.tree(&one, 7, 5),
+            None,
+            "the second's tree is not the first's"
+        );
         // Bounded: in windows, and in each tree's size.
         for w in 0..(KEPT_TREES as u64 * 3) {
-            k.hold(w, Some(w), &tree_of(w, "d"));
+            k.hold(&two, w, Some(w), &tree_of(w, "d"));
             assert!(k.trees.len() <= KEPT_TREES);
         }
         let mut big = tree_of(9, "e");
@@ -2345,10 +2355,10 @@ mod tests {
         };
         big.nodes = vec![row; 65];
         assert!(tree_bytes(&big) > KEPT_TREE_BYTES);
-        k.hold(9, Some(1), &big);
+        k.hold(&two, 9, Some(1), &big);
         assert_eq!(k.have(&two, 9), None, "too large to hold");
         big.nodes.truncate(60);
-        k.hold(9, Some(2), &big);
+        k.hold(&two, 9, Some(2), &big);
         assert_eq!(k.have(&two, 9), Some(2));
     }
 
