@@ -7,7 +7,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt as _;
 
 use nish_proto::model::{Ifaces, Rect, State, WindowInfo};
 use tokio::sync::{Mutex, Notify, Semaphore};
@@ -220,6 +223,105 @@ pub struct A11y {
     frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
     flights: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
     caches: std::sync::Mutex<HashMap<String, Instant>>,
+    /// The registry's application list, kept while the registry reports no change to it.
+    registry: std::sync::Mutex<RegistryKept>,
+}
+
+/// The registry's application list kept between window lists ([`A11y::kept_order`]).
+#[derive(Debug, Default)]
+struct RegistryKept {
+    watch: Option<RegistryWatch>,
+    /// The bus names in the registry's order, the watch's change count before they were asked
+    /// for, and when they were answered.
+    order: Option<(u64, Vec<String>, Instant)>,
+}
+
+/// A watch of the registry's `ChildrenChanged` on its desktop (an application registered or
+/// left): a match rule for that one signal of the registry's unique name, and a task that counts
+/// the signals.
+#[derive(Debug)]
+struct RegistryWatch {
+    /// Never the same for two watches.
+    id: u64,
+    /// Our unique name on the bus the watch is on (another after the bus is made again).
+    ours: String,
+    /// The registry's unique name.
+    registry: String,
+    changes: Arc<AtomicU64>,
+    /// The match is in force and the task runs.
+    live: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The match rule of [`RegistryWatch`]: `ChildrenChanged` on the desktop from `registry` (a
+/// unique name), a rule the broker's D-Bus filter lets the reader add.
+fn children_rule(registry: &str) -> Option<zbus::OwnedMatchRule> {
+    Some(
+        zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .sender(registry)
+            .and_then(|b| b.interface("org.a11y.atspi.Event.Object"))
+            .and_then(|b| b.member("ChildrenChanged"))
+            .and_then(|b| b.path(ROOT_PATH))
+            .ok()?
+            .build()
+            .to_owned()
+            .into(),
+    )
+}
+
+impl Drop for RegistryWatch {
+    fn drop(&mut self) {
+        // Dropping the task's stream removes the match from the bus.
+        self.task.abort();
+    }
+}
+
+impl RegistryWatch {
+    /// Starts watching `registry` on `bus`: the match is added in the background and the watch
+    /// is live once the bus has answered it.
+    fn start(bus: &Connection, registry: &str) -> Option<RegistryWatch> {
+        let ours = bus.unique_name()?.to_string();
+        let rule = children_rule(registry)?;
+        let changes = Arc::new(AtomicU64::new(0));
+        let live = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (bus, changes, live) = (bus.clone(), changes.clone(), live.clone());
+            tokio::spawn(async move {
+                let Ok(mut stream) =
+                    zbus::MessageStream::for_match_rule(rule, &bus, Some(64)).await
+                else {
+                    tracing::debug!("the registry's children cannot be watched");
+                    return;
+                };
+                live.store(true, Ordering::SeqCst);
+                // zbus waits for a full stream to be read rather than drop a signal.
+                while let Some(m) = stream.next().await {
+                    if m.is_ok() {
+                        changes.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                live.store(false, Ordering::SeqCst);
+            })
+        };
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Some(RegistryWatch {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            ours,
+            registry: registry.to_string(),
+            changes,
+            live,
+            task,
+        })
+    }
+
+    /// The watch's id and change count, when it is in force on `bus`.
+    fn changes_on(&self, bus: &Connection) -> Option<(u64, u64)> {
+        (self.live.load(Ordering::SeqCst)
+            && !self.task.is_finished()
+            && bus.unique_name().is_some_and(|n| n.as_str() == self.ours))
+        .then(|| (self.id, self.changes.load(Ordering::SeqCst)))
+    }
 }
 
 /// How long an application whose cache did not answer within half a walk's budget is walked
@@ -363,6 +465,17 @@ impl A11y {
         Arc::new(A11y::default())
     }
 
+    /// An accessibility side on `conn`, a bus connection made elsewhere (a test's private
+    /// bus).
+    #[doc(hidden)]
+    pub fn on_bus(conn: Connection) -> Arc<A11y> {
+        let a = A11y::default();
+        if let Ok(mut slot) = a.bus.try_lock() {
+            slot.conn = Some(conn);
+        }
+        Arc::new(a)
+    }
+
     /// The bus connection, connecting when there is none (and when the last attempt did not
     /// just fail: see [`BUS_RETRY`]).
     pub async fn bus(&self) -> Result<Connection, BusProblem> {
@@ -426,6 +539,31 @@ impl A11y {
     pub async fn reset_bus(&self) {
         self.bus.lock().await.conn = None;
         self.apps.lock().await.clear();
+        if let Ok(mut r) = self.registry.lock() {
+            *r = RegistryKept::default();
+        }
+    }
+
+    /// The registered applications' bus names in the registry's order as last asked for, and
+    /// how long ago, while the registry has reported no application registering or leaving
+    /// since (its `ChildrenChanged` on the desktop, watched from before the list was asked
+    /// for). `None`: ask ([`A11y::app_order`]).
+    pub fn kept_order(&self) -> Option<(Vec<String>, Duration)> {
+        let r = self.registry.lock().ok()?;
+        let w = r.watch.as_ref()?;
+        let (at, names, when) = r.order.as_ref()?;
+        let live = w.live.load(Ordering::SeqCst) && !w.task.is_finished();
+        (live && w.changes.load(Ordering::SeqCst) == *at).then(|| (names.clone(), when.elapsed()))
+    }
+
+    /// Whether every one of `pids` has a registered application among `order`.
+    pub async fn pids_known(&self, order: &[String], pids: &[u32]) -> bool {
+        let apps = self.apps.lock().await;
+        let known: Vec<u32> = order
+            .iter()
+            .filter_map(|n| apps.get(n).and_then(|e| e.pid))
+            .collect();
+        pids.iter().all(|p| known.contains(p))
     }
 
     /// The registered applications with their pids, and their names as far as known. Pids of
@@ -433,9 +571,17 @@ impl A11y {
     /// applications, so they are asked for in the background (see [`A11y::names_by_pid`]) and a
     /// hung application delays nobody. Known bus names come from memory (bus names are never
     /// reused).
+    ///
+    /// The answer is kept for [`A11y::kept_order`] when the registry's children were watched
+    /// from before the call; the first call starts the watch.
     pub async fn apps(&self) -> Result<Vec<AppRef>, Failure> {
         let bus = self.bus().await.map_err(|p| p.failure())?;
-        let children: Vec<(String, OwnedObjectPath)> = match call(
+        let watched = self
+            .registry
+            .lock()
+            .ok()
+            .and_then(|r| r.watch.as_ref().and_then(|w| w.changes_on(&bus)));
+        let answer = crate::dbus::call_msg(
             &bus,
             Some(REGISTRY),
             ROOT_PATH,
@@ -444,8 +590,18 @@ impl A11y {
             SETUP_TIMEOUT,
         )
         .await
-        {
-            Ok(c) => c,
+        .and_then(|m| {
+            let sender = m.header().sender().map(|s| s.to_string());
+            m.body()
+                .deserialize::<Vec<(String, OwnedObjectPath)>>()
+                .map(|c| (c, sender))
+                .map_err(|_| CallError::BadReply)
+        });
+        let children: Vec<(String, OwnedObjectPath)> = match answer {
+            Ok((c, sender)) => {
+                self.keep_order(&bus, watched, sender, &c);
+                c
+            }
             Err(CallError::Connection) => {
                 self.reset_bus().await;
                 return Err(BusProblem::Unreachable.failure());
@@ -514,6 +670,45 @@ impl A11y {
                 })
             })
             .collect())
+    }
+
+    /// Keeps the registry's answer `children` (from `sender`) when the watch was in force
+    /// before it was asked for (`watched`, its id and change count then); starts a watch of `sender`
+    /// when there is none of it on `bus` (the registry restarted, the bus was made again).
+    fn keep_order(
+        &self,
+        bus: &Connection,
+        watched: Option<(u64, u64)>,
+        sender: Option<String>,
+        children: &[(String, OwnedObjectPath)],
+    ) {
+        let Ok(mut r) = self.registry.lock() else {
+            return;
+        };
+        let Some(sender) = sender.filter(|s| s.starts_with(':')) else {
+            *r = RegistryKept::default();
+            return;
+        };
+        let current = r.watch.as_ref().is_some_and(|w| {
+            w.registry == sender
+                && !w.task.is_finished()
+                && bus.unique_name().is_some_and(|n| n.as_str() == w.ours)
+        });
+        if !current {
+            *r = RegistryKept {
+                watch: RegistryWatch::start(bus, &sender),
+                order: None,
+            };
+            return;
+        }
+        let id = r.watch.as_ref().map(|w| w.id);
+        r.order = watched.filter(|(w, _)| Some(*w) == id).map(|(_, at)| {
+            (
+                at,
+                children.iter().map(|(n, _)| n.clone()).collect(),
+                Instant::now(),
+            )
+        });
     }
 
     /// Starts a name lookup for every application whose name is not known, none is in flight
@@ -1174,4 +1369,22 @@ pub async fn toolkit(link: &AppLink) -> (String, String) {
         crate::states::clip_chars(n.unwrap_or_default(), 32),
         crate::states::clip_chars(v.unwrap_or_default(), 32),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The broker's filter lets the reader add the registry watch's rule as zbus writes it
+    /// (a rule it refused would leave the window list asking the registry every time).
+    #[test]
+    fn the_registry_watch_rule_passes_the_readers_filter() {
+        let rule = children_rule(":1.7").expect("a rule").to_string();
+        assert!(
+            nish_broker::busfilter::match_rule_ok(&rule),
+            "refused: {rule}"
+        );
+        assert!(rule.contains("member='ChildrenChanged'"), "{rule}");
+        assert!(children_rule("not a bus name").is_none());
+    }
 }

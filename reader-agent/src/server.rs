@@ -27,6 +27,10 @@ use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
 use crate::x11::X11;
 
+/// How old the kept application list may be before a window of a process it has no
+/// application for makes the window list ask the registry again.
+pub const KEPT_ORDER_RECHECK: Duration = Duration::from_secs(1);
+
 /// Tree reads served at the same time; more wait their turn.
 pub const CONCURRENT_WALKS: usize = 6;
 /// Tree reads of one application (one pid) served at the same time: an application that does
@@ -150,20 +154,38 @@ impl Reader {
         let x = self.x11().await?;
         let began = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + NAMES_WAIT;
-        // The registry's application list is asked for while the X server answers; an X
-        // failure answers at once.
-        let ((wins, x_done), (order, apps_done)) = tokio::try_join!(
-            async {
-                let wins = blocking(move || x.list_windows())
-                    .await
-                    .inspect_err(|f| self.x11_failed(f))?;
-                Ok::<_, Failure>((wins, began.elapsed()))
-            },
-            async {
-                let order = self.a11y.app_order(deadline).await;
-                Ok((order, began.elapsed()))
+        let kept = self.a11y.kept_order();
+        let x_list = async {
+            let wins = blocking(move || x.list_windows())
+                .await
+                .inspect_err(|f| self.x11_failed(f))?;
+            Ok::<_, Failure>((wins, began.elapsed()))
+        };
+        let ((wins, x_done), (order, apps_done), order_kept) = match kept {
+            Some((order, age)) => {
+                let (wins, x_done) = x_list.await?;
+                let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
+                // A window of a process the kept list has no application for: the registry is
+                // asked again once the list is a while old (the application may have
+                // registered with a registry that started again, whose signals are not
+                // watched yet).
+                if age >= KEPT_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
+                    let order = self.a11y.app_order(deadline).await;
+                    ((wins, x_done), (order, began.elapsed()), false)
+                } else {
+                    ((wins, x_done), (order, Duration::ZERO), true)
+                }
             }
-        )?;
+            // The registry's application list is asked for while the X server answers; an X
+            // failure answers at once.
+            None => {
+                let (x, apps) = tokio::try_join!(x_list, async {
+                    let order = self.a11y.app_order(deadline).await;
+                    Ok((order, began.elapsed()))
+                })?;
+                (x, apps, false)
+            }
+        };
         let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
         // The applications get what is left of NAMES_WAIT after the registry's answer, from
         // now, as when the registry was asked after the X list.
@@ -173,6 +195,7 @@ impl Reader {
             windows = wins.len(),
             x_us = x_done.as_micros() as u64,
             apps_us = apps_done.as_micros() as u64,
+            apps_kept = order_kept,
             total_us = began.elapsed().as_micros() as u64,
             "window list"
         );

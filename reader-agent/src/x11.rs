@@ -2,7 +2,7 @@
 //!
 //! Every call here blocks on the X connection; the server runs them on tokio's blocking pool.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -177,6 +177,23 @@ pub struct X11 {
     redirected: Mutex<HashMap<Window, Instant>>,
     /// What the reader keeps of the X events it takes ([`X11::drain`]).
     events: Mutex<Events>,
+    /// The window list as last built, while no event has changed it ([`X11::list_windows`]).
+    kept_list: Mutex<Option<KeptList>>,
+    /// Window lists built, counted for tests ([`X11::list_builds`]).
+    list_builds: std::sync::atomic::AtomicU64,
+}
+
+/// A window list kept from one build, with the count of list events it was built at.
+struct KeptList {
+    changes: u64,
+    windows: Vec<XWindow>,
+}
+
+/// The events the reader selects on every window it watches (a listed client window, a
+/// captured window's ancestors): one mask for both, as selecting sets this connection's
+/// whole mask on the window.
+fn watch_mask() -> EventMask {
+    EventMask::STRUCTURE_NOTIFY | EventMask::PROPERTY_CHANGE
 }
 
 /// The X events the reader keeps: moves of watched windows, damage reports.
@@ -191,6 +208,12 @@ struct Events {
     damaged: HashMap<u32, Option<Instant>>,
     /// The damage objects of drawing watches ([`X11::watch_drawing`]), with what each saw.
     drawn: HashMap<u32, Drawn>,
+    /// Events that can change the window list, counted since the connection was made.
+    list_changes: u64,
+    /// The client windows of the last list, whose properties count as list changes.
+    listed: HashSet<Window>,
+    /// The root window's events are selected (its client list, active window and children).
+    root_watched: bool,
 }
 
 /// What a window's application drew while a drawing watch ran: each rectangle the X server
@@ -356,6 +379,8 @@ impl X11 {
             xres,
             redirected: Mutex::new(HashMap::new()),
             events: Mutex::new(Events::default()),
+            kept_list: Mutex::new(None),
+            list_builds: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -387,7 +412,7 @@ impl X11 {
             // watched too. Errors (a window gone) come back as events and are not kept.
             let _ = self.x.conn.change_window_attributes(
                 *w,
-                &ChangeWindowAttributesAux::new().event_mask(EventMask::STRUCTURE_NOTIFY),
+                &ChangeWindowAttributesAux::new().event_mask(watch_mask()),
             );
         }
         // The geometry of a window not seen yet, from after its events are selected: a later
@@ -445,6 +470,9 @@ impl X11 {
     fn drain(&self) -> Result<std::sync::MutexGuard<'_, Events>, Failure> {
         let mut ev = self.events()?;
         while let Some(e) = self.x.conn.poll_for_event().map_err(conn_failure)? {
+            if self.changes_list(&e, &ev.listed) {
+                ev.list_changes += 1;
+            }
             match e {
                 Event::DamageNotify(d) => {
                     if let Some(last) = ev.damaged.get_mut(&d.damage) {
@@ -506,6 +534,41 @@ impl X11 {
         Ok(ev)
     }
 
+    /// Whether `e` may change what [`X11::list_windows`] answers: a change the X server made
+    /// (not one another client sent) to the root's client list or active window, to a property
+    /// the list reads of a listed window (`listed`), or to where any watched window stands or
+    /// whether it is mapped (the root's children, listed windows, captured windows' ancestors).
+    fn changes_list(&self, e: &Event, listed: &HashSet<Window>) -> bool {
+        let a = &self.atoms;
+        match e {
+            Event::PropertyNotify(p) if p.response_type & 0x80 == 0 => {
+                if p.window == self.x.root {
+                    [a.client_list_stacking, a.client_list, a.active_window].contains(&p.atom)
+                } else {
+                    listed.contains(&p.window)
+                        && [
+                            a.net_wm_name,
+                            u32::from(AtomEnum::WM_NAME),
+                            u32::from(AtomEnum::WM_CLASS),
+                            a.wm_pid,
+                            a.wm_state_net,
+                            a.own_window,
+                        ]
+                        .contains(&p.atom)
+                }
+            }
+            Event::ConfigureNotify(c) => c.response_type & 0x80 == 0,
+            Event::MapNotify(m) => m.response_type & 0x80 == 0,
+            Event::UnmapNotify(u) => u.response_type & 0x80 == 0,
+            Event::ReparentNotify(r) => r.response_type & 0x80 == 0,
+            Event::GravityNotify(g) => g.response_type & 0x80 == 0,
+            Event::DestroyNotify(d) => d.response_type & 0x80 == 0,
+            Event::CreateNotify(c) => c.response_type & 0x80 == 0,
+            Event::CirculateNotify(c) => c.response_type & 0x80 == 0,
+            _ => false,
+        }
+    }
+
     /// Extensions and XInput version.
     pub fn probe(&self) -> Result<DisplayProbe, Failure> {
         let mut p = DisplayProbe::default();
@@ -551,11 +614,17 @@ impl X11 {
     /// The client windows, bottom to top, as the window manager lists them; without one, the
     /// root's children that carry `WM_STATE`.
     fn client_windows(&self) -> Result<Vec<Window>, Failure> {
+        self.client_windows_ordered().map(|(w, _)| w)
+    }
+
+    /// [`X11::client_windows`], and whether the window manager listed them in stacking order
+    /// (`_NET_CLIENT_LIST_STACKING`, whose every change the root reports).
+    fn client_windows_ordered(&self) -> Result<(Vec<Window>, bool), Failure> {
         let stacking = self
             .prop32(self.x.root, self.atoms.client_list_stacking, 4096)
             .map_err(reply_failure)?;
         if let Some(list) = stacking.filter(|l| !l.is_empty()) {
-            return Ok(list);
+            return Ok((list, true));
         }
         let tree = self
             .x
@@ -577,7 +646,7 @@ impl X11 {
                 order.push((pos, w));
             }
             order.sort_by_key(|(p, _)| *p);
-            return Ok(order.into_iter().map(|(_, w)| w).collect());
+            return Ok((order.into_iter().map(|(_, w)| w).collect(), false));
         }
         let mut out = Vec::new();
         for top in tree.children {
@@ -595,7 +664,7 @@ impl X11 {
                 out.push(w);
             }
         }
-        Ok(out)
+        Ok((out, false))
     }
 
     fn has_prop(&self, win: Window, atom: Atom) -> bool {
@@ -740,13 +809,81 @@ impl X11 {
     /// trips to the X server for the whole list, one more per window that a window manager
     /// reparented twice), where asking window by window took about a dozen per window: a read
     /// looks its window up in this list, on a desktop of many windows too.
+    ///
+    /// The list is kept between calls while the X server reports no change to it: the root's
+    /// client list and active window, the listed windows' titles, classes, pids and states, and
+    /// where any of them or their frames stand or whether they are mapped (the events are
+    /// selected before the properties are read, so every change after a read is reported). A
+    /// call then costs one round trip, for the events sent before it. Kept only when the window
+    /// manager lists the clients in stacking order and frames each at most once.
     pub fn list_windows(&self) -> Result<Vec<XWindow>, Failure> {
+        {
+            // Selected under the lock: a caller that sees it done sends its own requests after.
+            let mut ev = self.events()?;
+            if !ev.root_watched {
+                let _ = self.x.conn.change_window_attributes(
+                    self.x.root,
+                    &ChangeWindowAttributesAux::new()
+                        .event_mask(EventMask::PROPERTY_CHANGE | EventMask::SUBSTRUCTURE_NOTIFY),
+                );
+                ev.root_watched = true;
+            }
+        }
+        // A round trip: the events the server sent before its reply are in the queue.
+        self.x
+            .conn
+            .get_input_focus()
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        let changes = self.drain()?.list_changes;
+        let kept = self.kept_list.lock().ok().and_then(|k| {
+            k.as_ref()
+                .filter(|k| k.changes == changes)
+                .map(|k| k.windows.clone())
+        });
+        if let Some(windows) = kept {
+            return Ok(windows);
+        }
+        let (windows, keepable) = self.build_list()?;
+        if let Ok(mut k) = self.kept_list.lock() {
+            // The count from before the build: an event during it makes the next call build.
+            *k = keepable.then(|| KeptList {
+                changes,
+                windows: windows.clone(),
+            });
+        }
+        Ok(windows)
+    }
+
+    /// How many times [`X11::list_windows`] asked the X server for the whole list (the other
+    /// calls answered with the kept one).
+    #[doc(hidden)]
+    pub fn list_builds(&self) -> u64 {
+        self.list_builds.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The window list asked of the X server now, and whether it may be kept.
+    fn build_list(&self) -> Result<(Vec<XWindow>, bool), Failure> {
+        self.list_builds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let conn = &self.x.conn;
         let root = self.x.root;
         let active = conn
             .get_property(false, root, self.atoms.active_window, AtomEnum::ANY, 0, 1)
             .map_err(conn_failure)?;
-        let clients = self.client_windows()?;
+        let (clients, mut keepable) = self.client_windows_ordered()?;
+        {
+            // Each client's events are selected before its properties are asked.
+            let mut ev = self.events()?;
+            ev.listed = clients.iter().copied().collect();
+            for &w in &clients {
+                let _ = conn.change_window_attributes(
+                    w,
+                    &ChangeWindowAttributesAux::new().event_mask(watch_mask()),
+                );
+            }
+        }
         let active = active
             .reply()
             .ok()
@@ -854,20 +991,22 @@ impl X11 {
                     (Ok(t), Ok(fg)) if t.parent == root || t.parent == x11rb::NONE => {
                         g.window.wm_frame = Some(frame_rect(&fg));
                     }
-                    // Reparented more than once: walked up one request at a time.
-                    (Ok(_), Ok(_)) => match self.geometry(g.id) {
-                        Ok((client, wm)) => {
-                            g.window.frame = client;
-                            g.window.wm_frame = wm;
-                        }
-                        Err(_) => continue,
-                    },
+                    // Reparented more than once: walked up one request at a time (the
+                    // frames between are not watched, so the list is not kept).
+                    (Ok(_), Ok(_)) => {
+                        keepable = false;
+                        let Ok((client, wm)) = self.geometry(g.id) else {
+                            continue;
+                        };
+                        g.window.frame = client;
+                        g.window.wm_frame = wm;
+                    }
                     _ => continue,
                 }
             }
             out.push(g.window);
         }
-        Ok(out)
+        Ok((out, keepable))
     }
 
     /// [`X11::list_windows`] asked window by window, a request at a time: the reference the

@@ -6,6 +6,7 @@ use std::io::Cursor;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nish_atspi::tree::MAX_CHILDREN;
@@ -22,6 +23,8 @@ struct ReaderProc {
     child: Child,
     sock: UnixStream,
     next_id: u64,
+    /// What the reader logged so far (the first 4 MB).
+    log: Arc<Mutex<String>>,
 }
 
 impl ReaderProc {
@@ -69,7 +72,9 @@ impl ReaderProc {
             .spawn()
             .expect("start nish-reader");
         let mut child = child;
+        let log = Arc::new(Mutex::new(String::new()));
         if let Some(mut err) = child.stderr.take() {
+            let log = log.clone();
             std::thread::spawn(move || {
                 use std::io::Read;
                 let mut buf = [0u8; 4096];
@@ -77,7 +82,12 @@ impl ReaderProc {
                     if n == 0 {
                         break;
                     }
-                    eprint!("{}", String::from_utf8_lossy(&buf[..n]));
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    eprint!("{text}");
+                    let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
+                    if l.len() < 4 << 20 {
+                        l.push_str(&text);
+                    }
                 }
             });
         }
@@ -92,6 +102,7 @@ impl ReaderProc {
             child,
             sock,
             next_id: 1,
+            log,
         };
         let hello: Hello = read_frame(&mut r.sock, MAX_FRAME_BYTES).expect("hello");
         let lock = match read_frame::<_, ReaderToBroker>(&mut r.sock, MAX_FRAME_BYTES) {
@@ -902,6 +913,95 @@ fn the_window_list_asked_at_once_is_the_list_asked_one_by_one() {
     }
     let old = at_once.iter().find(|w| w.id == legacy.window_id).unwrap();
     assert_eq!(old.title, "nish légacy window");
+}
+
+/// The window list kept between requests (the X server's events and the registry's
+/// `ChildrenChanged`, both through the broker's D-Bus filter as the broker runs the reader)
+/// follows applications that come and go: each is listed by its accessible name once it
+/// registered, and not once it is gone; in between, lists are answered from what was kept.
+#[test]
+fn the_kept_window_list_follows_applications_that_come_and_go() {
+    let desk = Desktop::start().expect("start the desktop");
+    let first = desk
+        .spawn(App::Gtk3WidgetFactory)
+        .expect("gtk3-widget-factory");
+    let (mut r, _, _) =
+        ReaderProc::spawn_with(&desk, &[("NISH_LOG", "info,nish_reader::server=debug")]);
+    let named = |r: &mut ReaderProc, h: &AppHandle, name: &str| {
+        let wid = u64::from(h.window_id);
+        r.windows()
+            .into_iter()
+            .any(|w| w.window_id == wid && w.app == name)
+    };
+    poll(
+        "the first app listed by name",
+        Duration::from_secs(20),
+        || {
+            Ok(if named(&mut r, &first, "gtk3-widget-factory") {
+                Poll::Ready(())
+            } else {
+                Poll::Pending("not yet".into())
+            })
+        },
+    )
+    .expect("listed");
+    let kept = |r: &ReaderProc| {
+        r.log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("window list") && l.contains("apps_kept=true"))
+            .count()
+    };
+    poll(
+        "a window list answered from the kept one",
+        Duration::from_secs(10),
+        || {
+            let _ = r.windows();
+            Ok(if kept(&r) > 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending("every list asked the registry".into())
+            })
+        },
+    )
+    .expect("the kept list is used (the filter lets the registry's signal through)");
+    // Another application: listed by its accessible name (its class is "Gtk3-demo"), with
+    // the first one still listed.
+    let second = desk.spawn(App::Gtk3Demo).expect("gtk3-demo");
+    poll(
+        "the new app listed by name",
+        Duration::from_secs(20),
+        || {
+            Ok(if named(&mut r, &second, "gtk3-demo") {
+                Poll::Ready(())
+            } else {
+                Poll::Pending("not yet".into())
+            })
+        },
+    )
+    .expect("the new application is listed once it registered");
+    assert!(named(&mut r, &first, "gtk3-widget-factory"));
+    let before = kept(&r);
+    for _ in 0..5 {
+        assert!(named(&mut r, &second, "gtk3-demo"));
+    }
+    assert!(kept(&r) > before, "kept again after the change");
+    desk.kill_app(&second).expect("end gtk3-demo");
+    poll(
+        "the closed app no longer listed",
+        Duration::from_secs(10),
+        || {
+            let wid = u64::from(second.window_id);
+            Ok(if r.windows().iter().any(|w| w.window_id == wid) {
+                Poll::Pending("still listed".into())
+            } else {
+                Poll::Ready(())
+            })
+        },
+    )
+    .expect("gone");
+    assert!(named(&mut r, &first, "gtk3-widget-factory"));
 }
 
 #[test]
