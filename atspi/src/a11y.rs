@@ -227,6 +227,10 @@ pub struct A11y {
     registry: std::sync::Mutex<RegistryKept>,
 }
 
+/// The longest the registry's kept answer is used ([`A11y::kept_order`]): a registry that
+/// stopped sends nothing, and the one started after it is not watched until it is asked.
+pub const KEPT_ORDER_MAX_AGE: Duration = Duration::from_secs(2);
+
 /// The registry's application list kept between window lists ([`A11y::kept_order`]).
 #[derive(Debug, Default)]
 struct RegistryKept {
@@ -547,13 +551,15 @@ impl A11y {
     /// The registered applications' bus names in the registry's order as last asked for, and
     /// how long ago, while the registry has reported no application registering or leaving
     /// since (its `ChildrenChanged` on the desktop, watched from before the list was asked
-    /// for). `None`: ask ([`A11y::app_order`]).
+    /// for), for at most [`KEPT_ORDER_MAX_AGE`]. `None`: ask ([`A11y::app_order`]).
     pub fn kept_order(&self) -> Option<(Vec<String>, Duration)> {
         let r = self.registry.lock().ok()?;
         let w = r.watch.as_ref()?;
         let (at, names, when) = r.order.as_ref()?;
         let live = w.live.load(Ordering::SeqCst) && !w.task.is_finished();
-        (live && w.changes.load(Ordering::SeqCst) == *at).then(|| (names.clone(), when.elapsed()))
+        let age = when.elapsed();
+        (live && w.changes.load(Ordering::SeqCst) == *at && age < KEPT_ORDER_MAX_AGE)
+            .then(|| (names.clone(), age))
     }
 
     /// Whether every one of `pids` has a registered application among `order`.

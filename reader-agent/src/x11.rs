@@ -210,7 +210,8 @@ struct Events {
     drawn: HashMap<u32, Drawn>,
     /// Events that can change the window list, counted since the connection was made.
     list_changes: u64,
-    /// The client windows of the last list, whose properties count as list changes.
+    /// The client windows of the lists built so far, whose properties count as list changes
+    /// (emptied, with a change counted, past [`MAX_REDIRECTED`]).
     listed: HashSet<Window>,
     /// The root window's events are selected (its client list, active window and children).
     root_watched: bool,
@@ -565,6 +566,10 @@ impl X11 {
             Event::DestroyNotify(d) => d.response_type & 0x80 == 0,
             Event::CreateNotify(c) => c.response_type & 0x80 == 0,
             Event::CirculateNotify(c) => c.response_type & 0x80 == 0,
+            // A request of the reader's that failed: a listed window whose events could not
+            // be selected (an id listed before it was made) would go unwatched, so the list
+            // is not kept past it.
+            Event::Error(_) => true,
             _ => false,
         }
     }
@@ -876,7 +881,13 @@ impl X11 {
         {
             // Each client's events are selected before its properties are asked.
             let mut ev = self.events()?;
-            ev.listed = clients.iter().copied().collect();
+            // Added to, never replaced: a build that selects after a newer one was kept does
+            // not take the newer one's windows out.
+            if ev.listed.len() + clients.len() > MAX_REDIRECTED {
+                ev.listed.clear();
+                ev.list_changes += 1;
+            }
+            ev.listed.extend(clients.iter().copied());
             for &w in &clients {
                 let _ = conn.change_window_attributes(
                     w,

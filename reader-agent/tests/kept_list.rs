@@ -319,10 +319,21 @@ fn every_change_to_the_list_is_seen_and_nothing_else_rebuilds_it() {
         wm.stacking(&[a.client, c.client]);
     });
     assert_eq!(title(&l, b.client), None);
-    l = s.changed("a client destroyed while still listed", &l, |wm| {
-        wm.done("destroy the client", wm.conn.destroy_window(a.client));
-    });
-    assert!(l.is_empty(), "a window that is gone is not listed: {l:?}");
+    assert!(!l.is_empty());
+    // Destroyed while still listed: gone from the list, and not kept while its id is listed
+    // (selecting its events fails each time); kept again once the list drops it.
+    s.wm.done("destroy the client", s.wm.conn.destroy_window(a.client));
+    s.wm.sync();
+    for _ in 0..2 {
+        let (l, built) = s.list();
+        assert!(built, "a listed id that names no window: not kept");
+        assert!(l.is_empty(), "a window that is gone is not listed: {l:?}");
+    }
+    s.wm.stacking(&[c.client]);
+    s.wm.sync();
+    let _ = s.list();
+    let (l, built) = s.list();
+    assert!(!built && l.is_empty(), "{l:?}");
 }
 
 #[test]
@@ -410,4 +421,57 @@ fn a_list_without_the_stacking_order_or_with_a_frame_in_a_frame_is_never_kept() 
         (framed_twice.frame.x, framed_twice.frame.y),
         (400 + 20 + 4, 100 + 30 + 20)
     );
+}
+
+/// A client may list a window id before the window exists (or the window may come into being
+/// between the reader's selecting its events and reading it): the selection fails, so the list
+/// is not kept, and a window made later inside a frame the reader does not watch still shows.
+#[test]
+fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() {
+    let Some(s) = setup() else { return };
+    let a = s.wm.framed((10, 10, 300, 200), "nish one");
+    let later = s.wm.conn.generate_id().expect("a window id");
+    s.wm.stacking(&[a.client, later]);
+    s.wm.sync();
+    let (first, _) = s.list();
+    assert_eq!(first.len(), 1, "the id names no window yet: {first:?}");
+    let (_, built) = s.list();
+    assert!(
+        built,
+        "a listed window whose events were not selected: not kept"
+    );
+    // The window now comes into being inside an unwatched parent: no event reaches the reader.
+    let parent = s.wm.window(s.wm.root, (400, 100, 300, 240));
+    s.wm.done(
+        "create the listed window",
+        s.wm.conn.create_window(
+            x11rb::COPY_DEPTH_FROM_PARENT,
+            later,
+            parent,
+            4,
+            20,
+            200,
+            100,
+            0,
+            WindowClass::INPUT_OUTPUT,
+            x11rb::COPY_FROM_PARENT,
+            &CreateWindowAux::new(),
+        ),
+    );
+    s.wm.utf8(later, "_NET_WM_NAME", "nish made later");
+    s.wm.done("map", s.wm.conn.map_window(later));
+    s.wm.done("map the parent", s.wm.conn.map_window(parent));
+    s.wm.sync();
+    let (l, _) = s.list();
+    assert!(
+        l.iter()
+            .any(|w| w.id == later && w.title == "nish made later"),
+        "{l:?}"
+    );
+    // Watched now: kept, and its changes seen.
+    let (_, built) = s.list();
+    assert!(!built, "its events are selected now");
+    s.changed("the late window renamed", &l, |wm| {
+        wm.utf8(later, "_NET_WM_NAME", "nish made later, renamed");
+    });
 }

@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nish_atspi::a11y::{A11y, REGISTRY, ROOT_PATH};
+use nish_atspi::a11y::{A11y, KEPT_ORDER_MAX_AGE, REGISTRY, ROOT_PATH};
 use nish_testdesk::Desktop;
 use zbus::zvariant::OwnedObjectPath;
 
@@ -135,10 +135,18 @@ fn the_registrys_signal_ends_the_kept_list_and_a_new_registry_is_watched_anew() 
         ended(&a11y, "the registry's signal").await;
         let both = vec![first_name.clone(), second_name.clone()];
         assert_eq!(kept_after_asking(&a11y).await, both);
+        let kept_at = Instant::now();
 
         // The registry starts again (another unique name): its list is not kept until it is
         // watched, and then its signals end it.
         reg.close().await.expect("the old registry leaves");
+        // A registry that stopped sends nothing more: what was kept of it ends by its age.
+        ended(&a11y, "the old registry left").await;
+        let age = kept_at.elapsed();
+        assert!(
+            age <= KEPT_ORDER_MAX_AGE + Duration::from_millis(500),
+            "kept {age:?} after the registry's last answer"
+        );
         let restarted: Children = Arc::new(Mutex::new(vec![second_name.clone()]));
         let end = Instant::now() + Duration::from_secs(10);
         let reg2 = loop {
