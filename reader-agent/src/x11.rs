@@ -422,13 +422,7 @@ impl X11 {
         for w in unknown {
             asked.push((w, self.x.conn.get_geometry(w).map_err(conn_failure)?));
         }
-        // A round trip: the events sent before its reply are in the connection's queue.
-        self.x
-            .conn
-            .get_input_focus()
-            .map_err(conn_failure)?
-            .reply()
-            .map_err(reply_failure)?;
+        self.round_trip()?;
         let known: Vec<(Window, Option<Geometry>)> = asked
             .into_iter()
             .map(|(w, c)| {
@@ -456,6 +450,18 @@ impl X11 {
                 .map(|w| ev.moves.get(w).map_or(u64::MAX, |m| m.count))
                 .collect(),
         })
+    }
+
+    /// A round trip: the events the server sent before its reply are in the connection's
+    /// queue after it.
+    fn round_trip(&self) -> Result<(), Failure> {
+        self.x
+            .conn
+            .get_input_focus()
+            .map_err(conn_failure)?
+            .reply()
+            .map_err(reply_failure)?;
+        Ok(())
     }
 
     fn events(&self) -> Result<std::sync::MutexGuard<'_, Events>, Failure> {
@@ -834,13 +840,7 @@ impl X11 {
                 ev.root_watched = true;
             }
         }
-        // A round trip: the events the server sent before its reply are in the queue.
-        self.x
-            .conn
-            .get_input_focus()
-            .map_err(conn_failure)?
-            .reply()
-            .map_err(reply_failure)?;
+        self.round_trip()?;
         let changes = self.drain()?.list_changes;
         let kept = self.kept_list.lock().ok().and_then(|k| {
             k.as_ref()
@@ -1368,12 +1368,7 @@ impl X11 {
     /// drawing it did before this call is in).
     pub fn drawn(&self, watch: DrawWatch) -> Result<Drawn, Failure> {
         let id = watch.0;
-        let synced = self
-            .x
-            .conn
-            .get_input_focus()
-            .map_err(conn_failure)
-            .and_then(|c| c.reply().map_err(reply_failure));
+        let synced = self.round_trip();
         let seen = self.drain().map(|mut ev| ev.drawn.remove(&id));
         // On every way out: the damage object is destroyed and forgotten.
         let _ = self.x.conn.damage_destroy(id);
