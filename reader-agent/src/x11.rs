@@ -3,7 +3,7 @@
 //! Every call here blocks on the X connection; the server runs them on tokio's blocking pool.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nish_proto::model::Rect;
@@ -16,8 +16,9 @@ use x11rb::protocol::res::{ClientIdMask, ClientIdSpec, ConnectionExt as _, Query
 use x11rb::protocol::xfixes::ConnectionExt as _;
 use x11rb::protocol::xinput::ConnectionExt as _;
 use x11rb::protocol::xproto::{
-    Atom, AtomEnum, ChangeWindowAttributesAux, ConnectionExt as _, EventMask, GetPropertyReply,
-    GetWindowAttributesReply, ImageFormat, ImageOrder, MapState, Window,
+    Atom, AtomEnum, ChangeWindowAttributesAux, ClientMessageEvent, ConnectionExt as _,
+    CreateWindowAux, EventMask, GetPropertyReply, GetWindowAttributesReply, ImageFormat,
+    ImageOrder, MapState, Window, WindowClass,
 };
 use x11rb::rust_connection::RustConnection;
 
@@ -165,22 +166,35 @@ pub struct DisplayProbe {
     pub xinput: Option<(u16, u16)>,
 }
 
-/// A connection to the X display.
+/// A connection to the X display. Its events are taken as they come by a thread of its own
+/// ([`Shared::take_events`]), so a client that makes the X server send many (any client may
+/// change the root window's properties as fast as it likes) never leaves them piled up: the
+/// reader keeps what it needs of each and drops it.
 pub struct X11 {
-    /// The connection, shared with the input agent's code.
-    x: XDisplay,
-    atoms: Atoms,
+    /// What the event thread shares.
+    s: Arc<Shared>,
+    /// The reader's own window (never mapped), where [`X11::sync`] sends its marks.
+    marker: Window,
     composite: bool,
     damage: bool,
     xres: bool,
     /// Frames redirected for capture, with the time of their last capture.
     redirected: Mutex<HashMap<Window, Instant>>,
-    /// What the reader keeps of the X events it takes ([`X11::drain`]).
-    events: Mutex<Events>,
     /// The window list as last built, while no event has changed it ([`X11::list_windows`]).
     kept_list: Mutex<Option<KeptList>>,
     /// Window lists built, counted for tests ([`X11::list_builds`]).
     list_builds: std::sync::atomic::AtomicU64,
+}
+
+/// The connection and what its event thread keeps of the events.
+struct Shared {
+    /// The connection, shared with the input agent's code.
+    x: XDisplay,
+    atoms: Atoms,
+    /// What the reader keeps of the X events ([`Shared::keep`]).
+    events: Mutex<Events>,
+    /// Told each time the event thread has kept what it took.
+    kept: Condvar,
 }
 
 /// A window list kept from one build, with the count of list events it was built at.
@@ -215,6 +229,13 @@ struct Events {
     listed: HashSet<Window>,
     /// The root window's events are selected (its client list, active window and children).
     root_watched: bool,
+    /// The highest sequence number of the events kept: every event the X server sent before
+    /// one of this number's request or later is kept ([`X11::sync`]).
+    seen: u64,
+    /// The connection failed (why): no more events come.
+    ended: Option<String>,
+    /// The connection's owner is gone: the event thread stops at its next event.
+    stop: bool,
 }
 
 /// What a window's application drew while a drawing watch ran: each rectangle the X server
@@ -259,6 +280,12 @@ pub const REPAINT_WAIT: Duration = Duration::from_millis(500);
 pub const REPAINT_QUIET: Duration = Duration::from_millis(40);
 /// Most frames redirected at once; when full, all are released first.
 const MAX_REDIRECTED: usize = 4096;
+/// Longest wait for the event thread to have kept the events sent before a call
+/// ([`X11::sync`]): a round trip, or the time to take a flood another client made.
+const SYNC_WAIT: Duration = Duration::from_secs(2);
+/// Most events the event thread keeps under one lock (a caller waiting for the lock waits at
+/// most that many).
+const EVENT_BATCH: usize = 256;
 /// How long a frame stays redirected after its last capture: captures close together skip the
 /// repaint wait of a new redirection, and the X server is left as it was found once they stop.
 pub const CAPTURE_IDLE: Duration = Duration::from_secs(30);
@@ -277,7 +304,7 @@ pub fn capture_idle() -> Duration {
 impl std::fmt::Debug for X11 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("X11")
-            .field("root", &self.x.root)
+            .field("root", &self.s.x.root)
             .field("composite", &self.composite)
             .field("xres", &self.xres)
             .finish()
@@ -372,14 +399,45 @@ impl X11 {
             .ok()
             .and_then(|c| c.reply().ok())
             .is_some();
-        Ok(X11 {
+        // An input-only window, never mapped: events sent to it with no mask come to its
+        // maker only, so no other client hears them.
+        let marker = conn
+            .generate_id()
+            .map_err(|e| Failure::internal(format!("{e}")))?;
+        conn.create_window(
+            0,
+            marker,
+            x.root,
+            -1,
+            -1,
+            1,
+            1,
+            0,
+            WindowClass::INPUT_ONLY,
+            x11rb::COPY_FROM_PARENT,
+            &CreateWindowAux::new().override_redirect(1),
+        )
+        .map_err(conn_failure)?
+        .check()
+        .map_err(reply_failure)?;
+        let s = Arc::new(Shared {
             x,
             atoms,
+            events: Mutex::new(Events::default()),
+            kept: Condvar::new(),
+        });
+        let taker = Arc::clone(&s);
+        std::thread::Builder::new()
+            .name("x-events".into())
+            .spawn(move || taker.take_events())
+            .map_err(|e| Failure::internal(format!("cannot start the X event thread: {e}")))?;
+        Ok(X11 {
+            s,
+            marker,
             composite,
             damage,
             xres,
             redirected: Mutex::new(HashMap::new()),
-            events: Mutex::new(Events::default()),
             kept_list: Mutex::new(None),
             list_builds: std::sync::atomic::AtomicU64::new(0),
         })
@@ -411,7 +469,7 @@ impl X11 {
         for w in wins {
             // Sent every time: a window id the X server gave out again (an app restarted) is
             // watched too. Errors (a window gone) come back as events and are not kept.
-            let _ = self.x.conn.change_window_attributes(
+            let _ = self.s.x.conn.change_window_attributes(
                 *w,
                 &ChangeWindowAttributesAux::new().event_mask(watch_mask()),
             );
@@ -420,9 +478,8 @@ impl X11 {
         // event that only restacks it is then told from a move.
         let mut asked = Vec::with_capacity(unknown.len());
         for w in unknown {
-            asked.push((w, self.x.conn.get_geometry(w).map_err(conn_failure)?));
+            asked.push((w, self.s.x.conn.get_geometry(w).map_err(conn_failure)?));
         }
-        self.round_trip()?;
         let known: Vec<(Window, Option<Geometry>)> = asked
             .into_iter()
             .map(|(w, c)| {
@@ -430,7 +487,7 @@ impl X11 {
                 (w, g.map(|g| (g.x, g.y, g.width, g.height, g.border_width)))
             })
             .collect();
-        let mut ev = self.drain()?;
+        let mut ev = self.sync()?;
         // Events since the geometry was asked are counted already (a first event counts
         // whatever it changed); the answer is the baseline only of a window with none, and only
         // in the map it was asked for (not one emptied and refilled since).
@@ -452,132 +509,54 @@ impl X11 {
         })
     }
 
-    /// A round trip: the events the server sent before its reply are in the connection's
-    /// queue after it.
-    fn round_trip(&self) -> Result<(), Failure> {
-        self.x
-            .conn
-            .get_input_focus()
-            .map_err(conn_failure)?
-            .reply()
-            .map_err(reply_failure)?;
-        Ok(())
-    }
-
-    fn events(&self) -> Result<std::sync::MutexGuard<'_, Events>, Failure> {
-        self.events
-            .lock()
-            .map_err(|_| Failure::internal("event state poisoned"))
-    }
-
-    /// Takes every event the connection has queued and keeps what the reader needs: moves of
-    /// the windows [`X11::move_mark`] watches, and the time of each damage report (the damage
-    /// subtracted so that the next drawing is reported too). One lock is held from taking the
-    /// events to keeping them, so a caller that holds it next sees all of them.
-    fn drain(&self) -> Result<std::sync::MutexGuard<'_, Events>, Failure> {
+    /// Every event the X server sent before this call, kept, under the lock that holds them:
+    /// a mark the reader sends to its own window comes back after all of them (the server sends
+    /// a client's events in order), and an event of the mark's sequence number or later has
+    /// been kept when this returns. Another client cannot hasten it: an event the server sends
+    /// carries the number of the reader's last request it had done, so none made before the
+    /// mark's request carries the mark's number or later. At most [`SYNC_WAIT`].
+    fn sync(&self) -> Result<MutexGuard<'_, Events>, Failure> {
+        let mark = self.send_mark()?;
+        let deadline = Instant::now() + SYNC_WAIT;
         let mut ev = self.events()?;
-        while let Some(e) = self.x.conn.poll_for_event().map_err(conn_failure)? {
-            if self.changes_list(&e, &ev.listed) {
-                ev.list_changes += 1;
+        loop {
+            if ev.seen >= mark {
+                return Ok(ev);
             }
-            match e {
-                Event::DamageNotify(d) => {
-                    if let Some(last) = ev.damaged.get_mut(&d.damage) {
-                        *last = Some(Instant::now());
-                        let _ = self
-                            .x
-                            .conn
-                            .damage_subtract(d.damage, x11rb::NONE, x11rb::NONE);
-                    } else if let Some(w) = ev.drawn.get_mut(&d.damage) {
-                        // Raw rectangles: one report per drawing, nothing to subtract.
-                        if w.rects.len() < DRAWN_MAX {
-                            w.rects.push(Rect::new(
-                                i32::from(d.area.x),
-                                i32::from(d.area.y),
-                                i32::from(d.area.width),
-                                i32::from(d.area.height),
-                            ));
-                        } else {
-                            w.overflow = true;
-                        }
-                    }
-                }
-                // Events another client sent carry the synthetic bit: not the server's word.
-                Event::ConfigureNotify(c) if c.response_type & 0x80 == 0 => {
-                    if let Some(m) = ev.moves.get_mut(&c.window) {
-                        let at = (c.x, c.y, c.width, c.height, c.border_width);
-                        if m.geometry != Some(at) {
-                            m.geometry = Some(at);
-                            m.count += 1;
-                        }
-                    }
-                }
-                // Both change only where the window stands in its parent: the kept geometry
-                // takes the new place, so a restack after them is still told from a move.
-                Event::ReparentNotify(r) if r.response_type & 0x80 == 0 => {
-                    if let Some(m) = ev.moves.get_mut(&r.window) {
-                        m.count += 1;
-                        m.geometry = m.geometry.map(|(_, _, w, h, b)| (r.x, r.y, w, h, b));
-                    }
-                }
-                Event::GravityNotify(g) if g.response_type & 0x80 == 0 => {
-                    if let Some(m) = ev.moves.get_mut(&g.window) {
-                        m.count += 1;
-                        m.geometry = m.geometry.map(|(_, _, w, h, b)| (g.x, g.y, w, h, b));
-                    }
-                }
-                Event::DestroyNotify(d) if d.response_type & 0x80 == 0 => {
-                    // A window the server may give the id of to another: its geometry is
-                    // asked again when it is next watched.
-                    if let Some(m) = ev.moves.get_mut(&d.window) {
-                        m.count += 1;
-                        m.geometry = None;
-                    }
-                }
-                _ => {}
+            if let Some(why) = &ev.ended {
+                return Err(Failure::backend(format!("X11 connection failed: {why}")));
             }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::backend(
+                    "the X server's events did not come in time",
+                ));
+            }
+            ev = self
+                .s
+                .kept
+                .wait_timeout(ev, left)
+                .map_err(|_| Failure::internal("event state poisoned"))?
+                .0;
         }
-        let _ = self.x.conn.flush();
-        Ok(ev)
     }
 
-    /// Whether `e` may change what [`X11::list_windows`] answers: a change the X server made
-    /// (not one another client sent) to the root's client list or active window, to a property
-    /// the list reads of a listed window (`listed`), or to where any watched window stands or
-    /// whether it is mapped (the root's children, listed windows, captured windows' ancestors).
-    fn changes_list(&self, e: &Event, listed: &HashSet<Window>) -> bool {
-        let a = &self.atoms;
-        match e {
-            Event::PropertyNotify(p) if p.response_type & 0x80 == 0 => {
-                if p.window == self.x.root {
-                    [a.client_list_stacking, a.client_list, a.active_window].contains(&p.atom)
-                } else {
-                    listed.contains(&p.window)
-                        && [
-                            a.net_wm_name,
-                            u32::from(AtomEnum::WM_NAME),
-                            u32::from(AtomEnum::WM_CLASS),
-                            a.wm_pid,
-                            a.wm_state_net,
-                            a.own_window,
-                        ]
-                        .contains(&p.atom)
-                }
-            }
-            Event::ConfigureNotify(c) => c.response_type & 0x80 == 0,
-            Event::MapNotify(m) => m.response_type & 0x80 == 0,
-            Event::UnmapNotify(u) => u.response_type & 0x80 == 0,
-            Event::ReparentNotify(r) => r.response_type & 0x80 == 0,
-            Event::GravityNotify(g) => g.response_type & 0x80 == 0,
-            Event::DestroyNotify(d) => d.response_type & 0x80 == 0,
-            Event::CreateNotify(c) => c.response_type & 0x80 == 0,
-            Event::CirculateNotify(c) => c.response_type & 0x80 == 0,
-            // A request of the reader's that failed: a listed window whose events could not
-            // be selected (an id listed before it was made) would go unwatched, so the list
-            // is not kept past it.
-            Event::Error(_) => true,
-            _ => false,
-        }
+    /// Sends a mark to the reader's own window; its request's sequence number.
+    fn send_mark(&self) -> Result<u64, Failure> {
+        let mark = ClientMessageEvent::new(32, self.marker, AtomEnum::NONE, [0u32; 5]);
+        let seq = self
+            .s
+            .x
+            .conn
+            .send_event(false, self.marker, EventMask::NO_EVENT, mark)
+            .map_err(conn_failure)?
+            .sequence_number();
+        self.s.x.conn.flush().map_err(conn_failure)?;
+        Ok(seq)
+    }
+
+    fn events(&self) -> Result<MutexGuard<'_, Events>, Failure> {
+        self.s.events()
     }
 
     /// Extensions and XInput version.
@@ -585,6 +564,7 @@ impl X11 {
         let mut p = DisplayProbe::default();
         for name in NEEDED_EXTENSIONS {
             let present = self
+                .s
                 .x
                 .conn
                 .query_extension(name.as_bytes())
@@ -598,6 +578,7 @@ impl X11 {
             }
             if *name == "XInputExtension" {
                 let v = self
+                    .s
                     .x
                     .conn
                     .xinput_xi_query_version(2, 4)
@@ -615,6 +596,7 @@ impl X11 {
 
     fn prop32(&self, win: Window, atom: Atom, max: u32) -> Result<Option<Vec<u32>>, ReplyError> {
         let r = self
+            .s
             .x
             .conn
             .get_property(false, win, atom, AtomEnum::ANY, 0, max)?
@@ -632,20 +614,21 @@ impl X11 {
     /// (`_NET_CLIENT_LIST_STACKING`, whose every change the root reports).
     fn client_windows_ordered(&self) -> Result<(Vec<Window>, bool), Failure> {
         let stacking = self
-            .prop32(self.x.root, self.atoms.client_list_stacking, 4096)
+            .prop32(self.s.x.root, self.s.atoms.client_list_stacking, 4096)
             .map_err(reply_failure)?;
         if let Some(list) = stacking.filter(|l| !l.is_empty()) {
             return Ok((list, true));
         }
         let tree = self
+            .s
             .x
             .conn
-            .query_tree(self.x.root)
+            .query_tree(self.s.x.root)
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
         let client_list = self
-            .prop32(self.x.root, self.atoms.client_list, 4096)
+            .prop32(self.s.x.root, self.s.atoms.client_list, 4096)
             .map_err(reply_failure)?
             .unwrap_or_default();
         if !client_list.is_empty() {
@@ -661,16 +644,16 @@ impl X11 {
         }
         let mut out = Vec::new();
         for top in tree.children {
-            if self.has_prop(top, self.atoms.wm_state) {
+            if self.has_prop(top, self.s.atoms.wm_state) {
                 out.push(top);
                 continue;
             }
-            if let Ok(c) = self.x.conn.query_tree(top).map_err(conn_failure)?.reply()
+            if let Ok(c) = self.s.x.conn.query_tree(top).map_err(conn_failure)?.reply()
                 && let Some(w) = c
                     .children
                     .iter()
                     .copied()
-                    .find(|w| self.has_prop(*w, self.atoms.wm_state))
+                    .find(|w| self.has_prop(*w, self.s.atoms.wm_state))
             {
                 out.push(w);
             }
@@ -679,7 +662,8 @@ impl X11 {
     }
 
     fn has_prop(&self, win: Window, atom: Atom) -> bool {
-        self.x
+        self.s
+            .x
             .conn
             .get_property(false, win, atom, AtomEnum::ANY, 0, 1)
             .ok()
@@ -689,41 +673,43 @@ impl X11 {
 
     /// True when the window carries the driver's own-window property.
     pub fn is_own_window(&self, win: Window) -> bool {
-        self.has_prop(win, self.atoms.own_window)
+        self.has_prop(win, self.s.atoms.own_window)
     }
 
     /// The window's ancestor just below the root (the window manager's frame), or the window
     /// itself when it is a child of the root.
     pub fn top_level(&self, win: Window) -> Result<Window, Failure> {
-        self.x.top_level(win)
+        self.s.x.top_level(win)
     }
 
     /// The window and its ancestors below the root, the top-level last.
     pub fn ancestry(&self, win: Window) -> Result<Vec<Window>, Failure> {
-        self.x.ancestry(win)
+        self.s.x.ancestry(win)
     }
 
     /// Geometry of a client window in screen coordinates, and of its window-manager frame.
     pub fn geometry(&self, win: Window) -> Result<(Rect, Option<Rect>), Failure> {
-        self.x.geometry(win)
+        self.s.x.geometry(win)
     }
 
     fn title(&self, win: Window) -> String {
         let utf8 = self
+            .s
             .x
             .conn
             .get_property(
                 false,
                 win,
-                self.atoms.net_wm_name,
-                self.atoms.utf8_string,
+                self.s.atoms.net_wm_name,
+                self.s.atoms.utf8_string,
                 0,
                 1024,
             )
             .ok()
             .and_then(|c| c.reply().ok());
         let legacy = || {
-            self.x
+            self.s
+                .x
                 .conn
                 .get_property(false, win, AtomEnum::WM_NAME, AtomEnum::ANY, 0, 1024)
                 .ok()
@@ -739,12 +725,12 @@ impl X11 {
         legacy: impl FnOnce() -> Option<GetPropertyReply>,
     ) -> String {
         let utf8 = utf8
-            .filter(|r| r.type_ == self.atoms.utf8_string && !r.value.is_empty())
+            .filter(|r| r.type_ == self.s.atoms.utf8_string && !r.value.is_empty())
             .map(|r| String::from_utf8_lossy(&r.value).into_owned());
         let t = utf8.unwrap_or_else(|| {
             legacy()
                 .map(|r| {
-                    if r.type_ == self.atoms.utf8_string {
+                    if r.type_ == self.s.atoms.utf8_string {
                         String::from_utf8_lossy(&r.value).into_owned()
                     } else {
                         latin1(&r.value)
@@ -757,7 +743,8 @@ impl X11 {
 
     fn class(&self, win: Window) -> String {
         class_from(
-            self.x
+            self.s
+                .x
                 .conn
                 .get_property(false, win, AtomEnum::WM_CLASS, AtomEnum::STRING, 0, 256)
                 .ok()
@@ -768,9 +755,10 @@ impl X11 {
     /// The owning pid: `_NET_WM_PID`, checked against X-Resource's client pid, which wins when
     /// they differ. 0 when neither is known.
     pub fn pid(&self, win: Window) -> u32 {
-        let prop = self.prop32(win, self.atoms.wm_pid, 1).ok().flatten();
+        let prop = self.prop32(win, self.s.atoms.wm_pid, 1).ok().flatten();
         let xres = if self.xres {
-            self.x
+            self.s
+                .x
                 .conn
                 .res_query_client_ids(&[ClientIdSpec {
                     client: win,
@@ -785,7 +773,7 @@ impl X11 {
     }
 
     fn active_window(&self) -> Option<Window> {
-        self.prop32(self.x.root, self.atoms.active_window, 1)
+        self.prop32(self.s.x.root, self.s.atoms.active_window, 1)
             .ok()
             .flatten()
             .and_then(|v| v.first().copied())
@@ -794,12 +782,16 @@ impl X11 {
 
     fn visible(&self, win: Window) -> bool {
         let attrs = self
+            .s
             .x
             .conn
             .get_window_attributes(win)
             .ok()
             .and_then(|c| c.reply().ok());
-        let state = self.prop32(win, self.atoms.wm_state_net, 64).ok().flatten();
+        let state = self
+            .prop32(win, self.s.atoms.wm_state_net, 64)
+            .ok()
+            .flatten();
         self.visible_from(attrs, state)
     }
 
@@ -810,7 +802,7 @@ impl X11 {
         state: Option<Vec<u32>>,
     ) -> bool {
         let viewable = attrs.is_some_and(|a| a.map_state == MapState::VIEWABLE);
-        let hidden = state.is_some_and(|s| s.contains(&self.atoms.wm_state_hidden));
+        let hidden = state.is_some_and(|s| s.contains(&self.s.atoms.wm_state_hidden));
         viewable && !hidden
     }
 
@@ -832,16 +824,15 @@ impl X11 {
             // Selected under the lock: a caller that sees it done sends its own requests after.
             let mut ev = self.events()?;
             if !ev.root_watched {
-                let _ = self.x.conn.change_window_attributes(
-                    self.x.root,
+                let _ = self.s.x.conn.change_window_attributes(
+                    self.s.x.root,
                     &ChangeWindowAttributesAux::new()
                         .event_mask(EventMask::PROPERTY_CHANGE | EventMask::SUBSTRUCTURE_NOTIFY),
                 );
                 ev.root_watched = true;
             }
         }
-        self.round_trip()?;
-        let changes = self.drain()?.list_changes;
+        let changes = self.sync()?.list_changes;
         let kept = self.kept_list.lock().ok().and_then(|k| {
             k.as_ref()
                 .filter(|k| k.changes == changes)
@@ -872,10 +863,10 @@ impl X11 {
     fn build_list(&self) -> Result<(Vec<XWindow>, bool), Failure> {
         self.list_builds
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let conn = &self.x.conn;
-        let root = self.x.root;
+        let conn = &self.s.x.conn;
+        let root = self.s.x.root;
         let active = conn
-            .get_property(false, root, self.atoms.active_window, AtomEnum::ANY, 0, 1)
+            .get_property(false, root, self.s.atoms.active_window, AtomEnum::ANY, 0, 1)
             .map_err(conn_failure)?;
         let (clients, mut keepable) = self.client_windows_ordered()?;
         {
@@ -910,12 +901,12 @@ impl X11 {
         for &w in &clients {
             asked.push((
                 w,
-                prop(w, self.atoms.own_window, any, 1)?,
+                prop(w, self.s.atoms.own_window, any, 1)?,
                 conn.get_geometry(w).map_err(conn_failure)?,
                 conn.translate_coordinates(w, root, 0, 0)
                     .map_err(conn_failure)?,
                 conn.query_tree(w).map_err(conn_failure)?,
-                prop(w, self.atoms.wm_pid, any, 1)?,
+                prop(w, self.s.atoms.wm_pid, any, 1)?,
                 if self.xres {
                     Some(
                         conn.res_query_client_ids(&[ClientIdSpec {
@@ -927,11 +918,11 @@ impl X11 {
                 } else {
                     None
                 },
-                prop(w, self.atoms.net_wm_name, self.atoms.utf8_string, 1024)?,
+                prop(w, self.s.atoms.net_wm_name, self.s.atoms.utf8_string, 1024)?,
                 prop(w, AtomEnum::WM_NAME.into(), any, 1024)?,
                 prop(w, AtomEnum::WM_CLASS.into(), AtomEnum::STRING.into(), 256)?,
                 conn.get_window_attributes(w).map_err(conn_failure)?,
-                prop(w, self.atoms.wm_state_net, any, 64)?,
+                prop(w, self.s.atoms.wm_state_net, any, 64)?,
             ));
         }
         struct Got {
@@ -1055,7 +1046,7 @@ impl X11 {
     }
 
     fn layout_for(&self, depth: u8, visual: u32) -> Result<PixelLayout, Failure> {
-        let setup = self.x.conn.setup();
+        let setup = self.s.x.conn.setup();
         let fmt = setup
             .pixmap_formats
             .iter()
@@ -1087,8 +1078,6 @@ impl X11 {
     /// capture), so the X server is as it was before them; returns how many. Called
     /// periodically by the reader's server.
     pub fn release_idle(&self, idle: Duration) -> usize {
-        // Events of watched windows between captures do not pile up in the connection's queue.
-        drop(self.drain());
         let Ok(mut set) = self.redirected.lock() else {
             return 0;
         };
@@ -1113,12 +1102,13 @@ impl X11 {
         for w in &idle_frames {
             set.remove(w);
             let _ = self
+                .s
                 .x
                 .conn
                 .composite_unredirect_window(*w, Redirect::AUTOMATIC);
         }
         if !idle_frames.is_empty() {
-            let _ = self.x.conn.flush();
+            let _ = self.s.x.conn.flush();
         }
         idle_frames.len()
     }
@@ -1144,6 +1134,7 @@ impl X11 {
             )));
         }
         let attrs = self
+            .s
             .x
             .conn
             .get_window_attributes(win)
@@ -1174,6 +1165,7 @@ impl X11 {
             // The window stays redirected until [`X11::release_idle`] finds it idle, so its
             // pixmap follows its drawing meanwhile.
             if let Err(e) = self
+                .s
                 .x
                 .conn
                 .composite_redirect_window(top, Redirect::AUTOMATIC)
@@ -1191,6 +1183,7 @@ impl X11 {
     fn grab_from(&self, win: Window, top: Window) -> Result<Grab, Failure> {
         let (client, _) = self.geometry(win)?;
         let top_geo = self
+            .s
             .x
             .conn
             .get_geometry(top)
@@ -1201,6 +1194,7 @@ impl X11 {
             (0i32, 0i32)
         } else {
             let t = self
+                .s
                 .x
                 .conn
                 .translate_coordinates(win, top, 0, 0)
@@ -1217,6 +1211,7 @@ impl X11 {
             .intersect(&Rect::new(0, 0, pix_w, pix_h))
             .ok_or_else(|| Failure::not_found(format!("window {win} has no visible area")))?;
         let top_attrs = self
+            .s
             .x
             .conn
             .get_window_attributes(top)
@@ -1224,17 +1219,20 @@ impl X11 {
             .reply()
             .map_err(reply_failure)?;
         let pixmap = self
+            .s
             .x
             .conn
             .generate_id()
             .map_err(|e| Failure::internal(format!("{e}")))?;
-        self.x
+        self.s
+            .x
             .conn
             .composite_name_window_pixmap(top, pixmap)
             .map_err(conn_failure)?
             .check()
             .map_err(reply_failure)?;
         let img = self
+            .s
             .x
             .conn
             .get_image(
@@ -1248,8 +1246,8 @@ impl X11 {
             )
             .map_err(conn_failure)
             .and_then(|c| c.reply().map_err(reply_failure));
-        let _ = self.x.conn.free_pixmap(pixmap);
-        let _ = self.x.conn.flush();
+        let _ = self.s.x.conn.free_pixmap(pixmap);
+        let _ = self.s.x.conn.flush();
         let img = img?;
         let layout = self.layout_for(img.depth, top_attrs.visual)?;
         let (w, h) = (area.w as u32, area.h as u32);
@@ -1275,6 +1273,7 @@ impl X11 {
     fn repaint(&self, win: Window) -> Result<(), Failure> {
         let damage = if self.damage {
             let id = self
+                .s
                 .x
                 .conn
                 .generate_id()
@@ -1282,6 +1281,7 @@ impl X11 {
             // Known before the X server can report it (a reused id starts afresh).
             self.events()?.damaged.insert(id, None);
             let made = self
+                .s
                 .x
                 .conn
                 .damage_create(id, win, ReportLevel::NON_EMPTY)
@@ -1296,7 +1296,8 @@ impl X11 {
             None
         };
         let waited = (|| {
-            self.x
+            self.s
+                .x
                 .conn
                 .clear_area(true, win, 0, 0, 0, 0)
                 .map_err(conn_failure)?
@@ -1307,7 +1308,7 @@ impl X11 {
             loop {
                 // Damage reports are kept by whoever takes them (another capture may).
                 if let Some(d) = damage {
-                    last = self.drain()?.damaged.get(&d).copied().flatten();
+                    last = self.events()?.damaged.get(&d).copied().flatten();
                 }
                 let now = Instant::now();
                 let quiet = last.is_some_and(|t| now.duration_since(t) >= REPAINT_QUIET);
@@ -1322,8 +1323,8 @@ impl X11 {
         })();
         // On every way out: the damage object is destroyed and forgotten.
         if let Some(d) = damage {
-            let _ = self.x.conn.damage_destroy(d);
-            let _ = self.x.conn.flush();
+            let _ = self.s.x.conn.damage_destroy(d);
+            let _ = self.s.x.conn.flush();
             if let Ok(mut ev) = self.events() {
                 ev.damaged.remove(&d);
             }
@@ -1340,6 +1341,7 @@ impl X11 {
             return Ok(None);
         }
         let id = self
+            .s
             .x
             .conn
             .generate_id()
@@ -1349,6 +1351,7 @@ impl X11 {
         // The request's answer (checked) comes after the object exists: drawing the server
         // does after this returns is reported.
         let made = self
+            .s
             .x
             .conn
             .damage_create(id, win, ReportLevel::RAW_RECTANGLES)
@@ -1360,7 +1363,7 @@ impl X11 {
         }
         // The X server reports a viewable window whole when the object is made (so a client
         // can start from its state): that report, and any before the answer, are not drawing.
-        self.drain()?.drawn.insert(id, Drawn::default());
+        self.sync()?.drawn.insert(id, Drawn::default());
         Ok(Some(DrawWatch(id)))
     }
 
@@ -1368,20 +1371,180 @@ impl X11 {
     /// drawing it did before this call is in).
     pub fn drawn(&self, watch: DrawWatch) -> Result<Drawn, Failure> {
         let id = watch.0;
-        let synced = self.round_trip();
-        let seen = self.drain().map(|mut ev| ev.drawn.remove(&id));
+        let seen = self.sync().map(|mut ev| ev.drawn.remove(&id));
         // On every way out: the damage object is destroyed and forgotten.
-        let _ = self.x.conn.damage_destroy(id);
-        let _ = self.x.conn.flush();
+        let _ = self.s.x.conn.damage_destroy(id);
+        let _ = self.s.x.conn.flush();
         if let Ok(mut ev) = self.events() {
             ev.drawn.remove(&id);
         }
-        synced?;
         seen?.ok_or_else(|| Failure::internal("a drawing watch was lost"))
     }
 
     /// The screen number in use.
     pub fn screen(&self) -> usize {
-        self.x.screen
+        self.s.x.screen
+    }
+}
+
+impl Shared {
+    fn events(&self) -> Result<MutexGuard<'_, Events>, Failure> {
+        self.events
+            .lock()
+            .map_err(|_| Failure::internal("event state poisoned"))
+    }
+
+    /// The event thread: takes each event as it comes and keeps what the reader needs of it
+    /// ([`Shared::keep`]), those already read with it under one lock (at most
+    /// [`EVENT_BATCH`]), then tells the waiters. Ends when the connection fails or its owner
+    /// is gone.
+    fn take_events(&self) {
+        loop {
+            let first = self.x.conn.wait_for_event_with_sequence();
+            let Ok(mut ev) = self.events.lock() else {
+                return;
+            };
+            let mut next = Some(first);
+            let mut taken = 0;
+            while let Some(got) = next.take() {
+                match got {
+                    Ok((e, seq)) => self.keep(&mut ev, e, seq),
+                    Err(e) => {
+                        ev.ended = Some(e.to_string());
+                        drop(ev);
+                        self.kept.notify_all();
+                        return;
+                    }
+                }
+                taken += 1;
+                if taken < EVENT_BATCH {
+                    next = self.x.conn.poll_for_event_with_sequence().transpose();
+                }
+            }
+            let stop = ev.stop;
+            drop(ev);
+            // The damage subtracted while keeping reaches the server.
+            let _ = self.x.conn.flush();
+            self.kept.notify_all();
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// Keeps what the reader needs of one event: moves of the windows [`X11::move_mark`]
+    /// watches, the time of each damage report (the damage subtracted so that the next drawing
+    /// is reported too), what drawing watches saw, and whether the window list may have
+    /// changed.
+    fn keep(&self, ev: &mut Events, e: Event, seq: u64) {
+        ev.seen = ev.seen.max(seq);
+        if self.changes_list(&e, &ev.listed) {
+            ev.list_changes += 1;
+        }
+        match e {
+            Event::DamageNotify(d) => {
+                if let Some(last) = ev.damaged.get_mut(&d.damage) {
+                    *last = Some(Instant::now());
+                    let _ = self
+                        .x
+                        .conn
+                        .damage_subtract(d.damage, x11rb::NONE, x11rb::NONE);
+                } else if let Some(w) = ev.drawn.get_mut(&d.damage) {
+                    // Raw rectangles: one report per drawing, nothing to subtract.
+                    if w.rects.len() < DRAWN_MAX {
+                        w.rects.push(Rect::new(
+                            i32::from(d.area.x),
+                            i32::from(d.area.y),
+                            i32::from(d.area.width),
+                            i32::from(d.area.height),
+                        ));
+                    } else {
+                        w.overflow = true;
+                    }
+                }
+            }
+            // Events another client sent carry the synthetic bit: not the server's word.
+            Event::ConfigureNotify(c) if c.response_type & 0x80 == 0 => {
+                if let Some(m) = ev.moves.get_mut(&c.window) {
+                    let at = (c.x, c.y, c.width, c.height, c.border_width);
+                    if m.geometry != Some(at) {
+                        m.geometry = Some(at);
+                        m.count += 1;
+                    }
+                }
+            }
+            // Both change only where the window stands in its parent: the kept geometry
+            // takes the new place, so a restack after them is still told from a move.
+            Event::ReparentNotify(r) if r.response_type & 0x80 == 0 => {
+                if let Some(m) = ev.moves.get_mut(&r.window) {
+                    m.count += 1;
+                    m.geometry = m.geometry.map(|(_, _, w, h, b)| (r.x, r.y, w, h, b));
+                }
+            }
+            Event::GravityNotify(g) if g.response_type & 0x80 == 0 => {
+                if let Some(m) = ev.moves.get_mut(&g.window) {
+                    m.count += 1;
+                    m.geometry = m.geometry.map(|(_, _, w, h, b)| (g.x, g.y, w, h, b));
+                }
+            }
+            Event::DestroyNotify(d) if d.response_type & 0x80 == 0 => {
+                // A window the server may give the id of to another: its geometry is
+                // asked again when it is next watched.
+                if let Some(m) = ev.moves.get_mut(&d.window) {
+                    m.count += 1;
+                    m.geometry = None;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether `e` may change what [`X11::list_windows`] answers: a change the X server made
+    /// (not one another client sent) to the root's client list or active window, to a property
+    /// the list reads of a listed window (`listed`), or to where any watched window stands or
+    /// whether it is mapped (the root's children, listed windows, captured windows' ancestors).
+    fn changes_list(&self, e: &Event, listed: &HashSet<Window>) -> bool {
+        let a = &self.atoms;
+        match e {
+            Event::PropertyNotify(p) if p.response_type & 0x80 == 0 => {
+                if p.window == self.x.root {
+                    [a.client_list_stacking, a.client_list, a.active_window].contains(&p.atom)
+                } else {
+                    listed.contains(&p.window)
+                        && [
+                            a.net_wm_name,
+                            u32::from(AtomEnum::WM_NAME),
+                            u32::from(AtomEnum::WM_CLASS),
+                            a.wm_pid,
+                            a.wm_state_net,
+                            a.own_window,
+                        ]
+                        .contains(&p.atom)
+                }
+            }
+            Event::ConfigureNotify(c) => c.response_type & 0x80 == 0,
+            Event::MapNotify(m) => m.response_type & 0x80 == 0,
+            Event::UnmapNotify(u) => u.response_type & 0x80 == 0,
+            Event::ReparentNotify(r) => r.response_type & 0x80 == 0,
+            Event::GravityNotify(g) => g.response_type & 0x80 == 0,
+            Event::DestroyNotify(d) => d.response_type & 0x80 == 0,
+            Event::CreateNotify(c) => c.response_type & 0x80 == 0,
+            Event::CirculateNotify(c) => c.response_type & 0x80 == 0,
+            // A request of the reader's that failed: a listed window whose events could not
+            // be selected (an id listed before it was made) would go unwatched, so the list
+            // is not kept past it.
+            Event::Error(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Drop for X11 {
+    /// Tells the event thread to stop, and wakes it with a mark.
+    fn drop(&mut self) {
+        if let Ok(mut ev) = self.s.events.lock() {
+            ev.stop = true;
+        }
+        let _ = self.send_mark();
     }
 }

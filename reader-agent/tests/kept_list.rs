@@ -475,3 +475,80 @@ fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() 
         wm.utf8(later, "_NET_WM_NAME", "nish made later, renamed");
     });
 }
+
+/// The reader knows the X server sent it every event made before a list when a mark it sends
+/// to its own window comes back ([`X11::list_windows`] waits for it). Anyone can find that
+/// window and send it events that look like the mark: a wait that ended at the first one
+/// would read the list before the change's events were kept, and answer the old list. Another
+/// client sends forged marks without pause while each change is made and listed.
+#[test]
+fn marks_another_client_forges_do_not_end_the_readers_wait_early() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use x11rb::protocol::xproto::ClientMessageEvent;
+
+    let Some(s) = setup() else { return };
+    let a = s.wm.framed((10, 10, 300, 200), "nish one");
+    s.wm.stacking(&[a.client]);
+    s.wm.sync();
+    let (mut l, _) = s.list();
+    // The reader's own window: the one input-only child of the root the test did not make.
+    let tree =
+        s.wm.conn
+            .query_tree(s.wm.root)
+            .expect("query the tree")
+            .reply()
+            .expect("the root's children");
+    let input_only: Vec<Window> = tree
+        .children
+        .into_iter()
+        .filter(|w| {
+            s.wm.conn
+                .get_window_attributes(*w)
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .is_some_and(|a| a.class == WindowClass::INPUT_ONLY)
+        })
+        .collect();
+    assert_eq!(input_only.len(), 1, "the reader's window: {input_only:?}");
+    let marker = input_only[0];
+
+    let display = s._desk.display_name();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let forger = {
+        let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
+        std::thread::spawn(move || {
+            let (conn, _) = x11rb::connect(Some(&display)).expect("the forger's connection");
+            // Ends quietly when the server is gone (a failed test ends it).
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..64 {
+                    let mark = ClientMessageEvent::new(32, marker, AtomEnum::NONE, [0u32; 5]);
+                    if conn
+                        .send_event(false, marker, EventMask::NO_EVENT, mark)
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                if conn.flush().is_err() {
+                    return;
+                }
+                sent.fetch_add(64, Ordering::Relaxed);
+            }
+        })
+    };
+    for i in 0..40 {
+        let title = format!("nish one, renamed {i}");
+        l = s.changed(&format!("renamed ({i})"), &l, |wm| {
+            wm.utf8(a.client, "_NET_WM_NAME", &title);
+        });
+        assert_eq!(l[0].title, title);
+    }
+    stop.store(true, Ordering::Relaxed);
+    forger.join().expect("the forger");
+    assert!(
+        sent.load(Ordering::Relaxed) >= 64,
+        "marks were forged all along"
+    );
+}
