@@ -562,6 +562,16 @@ impl A11y {
             .then(|| (names.clone(), age))
     }
 
+    /// How many `ChildrenChanged` of the registry the current watch has counted (0 with no
+    /// watch): logged with each window list, so a change seen by its signal shows.
+    pub fn registry_signals(&self) -> u64 {
+        self.registry
+            .lock()
+            .ok()
+            .and_then(|r| r.watch.as_ref().map(|w| w.changes.load(Ordering::SeqCst)))
+            .unwrap_or(0)
+    }
+
     /// Whether every one of `pids` has a registered application among `order`.
     pub async fn pids_known(&self, order: &[String], pids: &[u32]) -> bool {
         let apps = self.apps.lock().await;

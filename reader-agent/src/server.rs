@@ -196,6 +196,7 @@ impl Reader {
             x_us = x_done.as_micros() as u64,
             apps_us = apps_done.as_micros() as u64,
             apps_kept = order_kept,
+            registry_signals = self.a11y.registry_signals(),
             total_us = began.elapsed().as_micros() as u64,
             "window list"
         );

@@ -966,6 +966,19 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
         },
     )
     .expect("the kept list is used (the filter lets the registry's signal through)");
+    // The registry's signals counted so far, as the reader's last window list logged them.
+    let signals = |r: &ReaderProc| {
+        r.log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("window list"))
+            .filter_map(|l| l.split("registry_signals=").nth(1))
+            .filter_map(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .next_back()
+            .expect("the window list logs the registry's signals")
+    };
+    let signals_before = signals(&r);
     // Another application: listed by its accessible name (its class is "Gtk3-demo"), with
     // the first one still listed.
     let second = desk.spawn(App::Gtk3Demo).expect("gtk3-demo");
@@ -987,6 +1000,14 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
         assert!(named(&mut r, &second, "gtk3-demo"));
     }
     assert!(kept(&r) > before, "kept again after the change");
+    // The registration was told by the registry's signal, through the broker's filter (not
+    // found only by the reader's once-a-second recheck of an unknown pid).
+    let signals_registered = signals(&r);
+    assert!(
+        signals_registered > signals_before,
+        "the registry's ChildrenChanged reached the reader ({signals_before} then \
+         {signals_registered})"
+    );
     desk.kill_app(&second).expect("end gtk3-demo");
     poll(
         "the closed app no longer listed",
@@ -1002,6 +1023,20 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
     )
     .expect("gone");
     assert!(named(&mut r, &first, "gtk3-widget-factory"));
+    // The application's leaving is told by the registry's signal too.
+    poll(
+        "the registry's signal of the closed app",
+        Duration::from_secs(10),
+        || {
+            let _ = r.windows();
+            Ok(if signals(&r) > signals_registered {
+                Poll::Ready(())
+            } else {
+                Poll::Pending("no signal counted".into())
+            })
+        },
+    )
+    .expect("the registry's ChildrenChanged of a leaving app reached the reader");
 }
 
 #[test]
