@@ -469,10 +469,7 @@ impl X11 {
         for w in wins {
             // Sent every time: a window id the X server gave out again (an app restarted) is
             // watched too. Errors (a window gone) come back as events and are not kept.
-            let _ = self.s.x.conn.change_window_attributes(
-                *w,
-                &ChangeWindowAttributesAux::new().event_mask(watch_mask()),
-            );
+            self.watch(*w);
         }
         // The geometry of a window not seen yet, from after its events are selected: a later
         // event that only restacks it is then told from a move.
@@ -604,8 +601,23 @@ impl X11 {
         Ok(r.value32().map(|v| v.collect()))
     }
 
+    /// Selects [`watch_mask`] on `w`, unless `w` is the root or the reader's own window: this
+    /// connection has one mask per window, and the root's (its client list, active window and
+    /// children, [`X11::list_windows`]) would be replaced by it. Any client can name the root in
+    /// the client list; a root watched as a client reports no frame's move or unmapping again.
+    fn watch(&self, w: Window) {
+        if w == self.s.x.root || w == self.marker {
+            return;
+        }
+        let _ = self.s.x.conn.change_window_attributes(
+            w,
+            &ChangeWindowAttributesAux::new().event_mask(watch_mask()),
+        );
+    }
+
     /// The client windows, bottom to top, as the window manager lists them; without one, the
-    /// root's children that carry `WM_STATE`.
+    /// root's children that carry `WM_STATE`. Never the root or the reader's own window, which
+    /// are no client's, whatever another client lists.
     fn client_windows(&self) -> Result<Vec<Window>, Failure> {
         self.client_windows_ordered().map(|(w, _)| w)
     }
@@ -613,10 +625,13 @@ impl X11 {
     /// [`X11::client_windows`], and whether the window manager listed them in stacking order
     /// (`_NET_CLIENT_LIST_STACKING`, whose every change the root reports).
     fn client_windows_ordered(&self) -> Result<(Vec<Window>, bool), Failure> {
+        let (root, marker) = (self.s.x.root, self.marker);
+        let no_client = |w: &Window| *w == root || *w == marker;
         let stacking = self
-            .prop32(self.s.x.root, self.s.atoms.client_list_stacking, 4096)
+            .prop32(root, self.s.atoms.client_list_stacking, 4096)
             .map_err(reply_failure)?;
-        if let Some(list) = stacking.filter(|l| !l.is_empty()) {
+        if let Some(mut list) = stacking.filter(|l| !l.is_empty()) {
+            list.retain(|w| !no_client(w));
             return Ok((list, true));
         }
         let tree = self
@@ -627,10 +642,11 @@ impl X11 {
             .map_err(conn_failure)?
             .reply()
             .map_err(reply_failure)?;
-        let client_list = self
-            .prop32(self.s.x.root, self.s.atoms.client_list, 4096)
+        let mut client_list = self
+            .prop32(root, self.s.atoms.client_list, 4096)
             .map_err(reply_failure)?
             .unwrap_or_default();
+        client_list.retain(|w| !no_client(w));
         if !client_list.is_empty() {
             // Order the client list by the stacking order of their top-level ancestors.
             let mut order: Vec<(usize, Window)> = Vec::new();
@@ -643,7 +659,7 @@ impl X11 {
             return Ok((order.into_iter().map(|(_, w)| w).collect(), false));
         }
         let mut out = Vec::new();
-        for top in tree.children {
+        for top in tree.children.into_iter().filter(|w| !no_client(w)) {
             if self.has_prop(top, self.s.atoms.wm_state) {
                 out.push(top);
                 continue;
@@ -880,10 +896,7 @@ impl X11 {
             }
             ev.listed.extend(clients.iter().copied());
             for &w in &clients {
-                let _ = conn.change_window_attributes(
-                    w,
-                    &ChangeWindowAttributesAux::new().event_mask(watch_mask()),
-                );
+                self.watch(w);
             }
         }
         let active = active

@@ -145,6 +145,29 @@ impl Wm {
         self.done("configure a window", self.conn.configure_window(w, aux));
     }
 
+    /// The reader's own window: the one input-only child of the root the test did not make.
+    fn readers_window(&self) -> Window {
+        let tree = self
+            .conn
+            .query_tree(self.root)
+            .expect("query the tree")
+            .reply()
+            .expect("the root's children");
+        let input_only: Vec<Window> = tree
+            .children
+            .into_iter()
+            .filter(|w| {
+                self.conn
+                    .get_window_attributes(*w)
+                    .ok()
+                    .and_then(|c| c.reply().ok())
+                    .is_some_and(|a| a.class == WindowClass::INPUT_ONLY)
+            })
+            .collect();
+        assert_eq!(input_only.len(), 1, "the reader's window: {input_only:?}");
+        input_only[0]
+    }
+
     /// A round trip: the server has done every earlier request of this client, and queued the
     /// events they made to every client, by its answer.
     fn sync(&self) {
@@ -476,6 +499,52 @@ fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() 
     });
 }
 
+/// Any client may name the root window, or the reader's own window, in the client list. They
+/// are no client's and are never listed; and the reader never selects a client's events on
+/// them: X keeps one mask per connection and window, so the root's (its children's moves and
+/// mappings) would be replaced, and the frame's moves and unmappings below would go unseen in
+/// the kept list.
+#[test]
+fn the_root_or_the_readers_own_window_listed_as_a_client_is_not_one() {
+    let Some(s) = setup() else { return };
+    let a = s.wm.framed((10, 10, 300, 200), "nish one");
+    s.wm.stacking(&[a.client]);
+    s.wm.sync();
+    let (first, _) = s.list();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let marker = s.wm.readers_window();
+    s.wm.stacking(&[s.wm.root, marker, a.client]);
+    s.wm.sync();
+    let (l, _) = s.list();
+    assert_eq!(
+        l, first,
+        "neither the root nor the reader's window is listed"
+    );
+    s.wm.stacking(&[a.client]);
+    s.wm.sync();
+    let (l, _) = s.list();
+    assert_eq!(l, first);
+    let (_, built) = s.list();
+    assert!(!built, "nothing changed since: kept");
+    // Each of these was reported only by the root's events.
+    let l = s.changed("the frame moved", &l, |wm| {
+        wm.configure(a.frame, &ConfigureWindowAux::new().x(200).y(150));
+    });
+    let l = s.changed("the frame unmapped", &l, |wm| {
+        wm.done("unmap the frame", wm.conn.unmap_window(a.frame));
+    });
+    let l = s.changed("the frame mapped again", &l, |wm| {
+        wm.done("map the frame", wm.conn.map_window(a.frame));
+    });
+    // Nor does a move watch on them (a capture's ancestors never include them; if they did).
+    s.reader
+        .move_mark(&[s.wm.root, marker])
+        .expect("a move mark");
+    s.changed("the frame moved after a move watch on the root", &l, |wm| {
+        wm.configure(a.frame, &ConfigureWindowAux::new().x(60).y(70));
+    });
+}
+
 /// The reader knows the X server sent it every event made before a list when a mark it sends
 /// to its own window comes back ([`X11::list_windows`] waits for it). Anyone can find that
 /// window and send it events that look like the mark: a wait that ended at the first one
@@ -492,26 +561,7 @@ fn marks_another_client_forges_do_not_end_the_readers_wait_early() {
     s.wm.stacking(&[a.client]);
     s.wm.sync();
     let (mut l, _) = s.list();
-    // The reader's own window: the one input-only child of the root the test did not make.
-    let tree =
-        s.wm.conn
-            .query_tree(s.wm.root)
-            .expect("query the tree")
-            .reply()
-            .expect("the root's children");
-    let input_only: Vec<Window> = tree
-        .children
-        .into_iter()
-        .filter(|w| {
-            s.wm.conn
-                .get_window_attributes(*w)
-                .ok()
-                .and_then(|c| c.reply().ok())
-                .is_some_and(|a| a.class == WindowClass::INPUT_ONLY)
-        })
-        .collect();
-    assert_eq!(input_only.len(), 1, "the reader's window: {input_only:?}");
-    let marker = input_only[0];
+    let marker = s.wm.readers_window();
 
     let display = s._desk.display_name();
     let stop = Arc::new(AtomicBool::new(false));
