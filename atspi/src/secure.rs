@@ -330,36 +330,57 @@ pub fn name_says_secure(name: &str) -> bool {
     LEXICON.iter().any(|(e, at)| found(&folded, e, *at))
 }
 
-/// Most secure objects remembered. An application that leaves the bus is forgotten at once, so
-/// the bound is only reached by an application with this many secure fields; objects past it
-/// are not remembered (they are still secure while they say so).
-pub const SECURE_MEMORY_MAX: usize = 100_000;
+/// Most secure objects remembered of one application.
+pub const SECURE_MEMORY_PER_APP: usize = 20_000;
+/// Most applications whose secure objects are remembered at once (an application that leaves
+/// the bus is forgotten at once).
+pub const SECURE_MEMORY_APPS: usize = 256;
 
 /// Objects seen secure, by application bus name and object path, for the reader's life: a
 /// field once secure stays secure for its object's life, whatever its role and name say later
 /// (a GTK 3 password entry switched to visible becomes a plain `text`).
+///
+/// Bounded, and closed when full: an application with a secure object that cannot be
+/// remembered (past [`SECURE_MEMORY_PER_APP`] of its own, or a new application past
+/// [`SECURE_MEMORY_APPS`]) is *overflowed* until it leaves the bus, and every editable object of
+/// it counts as secure from then on (no value read, no typing into it). Forgetting instead would
+/// let an application (a web page making and dropping password fields) push a revealed password
+/// field out of the memory, and its value into a read.
 #[derive(Debug, Default)]
 pub struct SecureMemory {
-    by_app: Mutex<HashMap<String, HashSet<String>>>,
+    by_app: Mutex<HashMap<String, AppSecure>>,
+}
+
+/// One application's secure objects.
+#[derive(Debug, Default)]
+struct AppSecure {
+    paths: HashSet<String>,
+    overflowed: bool,
 }
 
 impl SecureMemory {
     /// Marks every object of the arena that was seen secure before, and remembers every object
     /// that is secure now. Called once a walk's structure is complete, before any value is read.
+    /// Every editable object of an overflowed application is marked secure.
     pub fn apply(&self, arena: &mut Arena) {
         let Ok(mut map) = self.by_app.lock() else {
             return;
         };
-        let mut total: usize = map.values().map(HashSet::len).sum();
+        // Everything secure now is remembered first, so an application that overflows during
+        // this walk has every editable object of the walk marked, not only those after.
+        for o in arena.iter_mut().filter(|o| o.states.has(State::Secure)) {
+            remember(&mut map, &o.bus, &o.path);
+        }
         for o in arena.iter_mut() {
-            let known = map.get(&*o.bus).is_some_and(|s| s.contains(&o.path));
-            if known {
+            let app = map.get(&*o.bus);
+            let known = app.is_some_and(|a| a.paths.contains(&o.path));
+            let overflowed = match app {
+                Some(a) => a.overflowed,
+                None => map.len() >= SECURE_MEMORY_APPS,
+            };
+            let editable = o.states.has(State::Editable) || o.ifaces.has(Ifaces::EDITABLE_TEXT);
+            if known || (overflowed && editable) {
                 o.states.insert(State::Secure);
-            } else if o.states.has(State::Secure) && total < SECURE_MEMORY_MAX {
-                map.entry(o.bus.to_string())
-                    .or_default()
-                    .insert(o.path.clone());
-                total += 1;
             }
         }
     }
@@ -368,7 +389,7 @@ impl SecureMemory {
     pub fn knows(&self, bus: &str, path: &str) -> bool {
         self.by_app
             .lock()
-            .is_ok_and(|m| m.get(bus).is_some_and(|s| s.contains(path)))
+            .is_ok_and(|m| m.get(bus).is_some_and(|a| a.paths.contains(path)))
     }
 
     /// Forgets an application that left the bus (its bus name is never reused).
@@ -376,6 +397,24 @@ impl SecureMemory {
         if let Ok(mut m) = self.by_app.lock() {
             m.remove(bus);
         }
+    }
+}
+
+/// Remembers a secure object, or marks its application overflowed when it does not fit.
+fn remember(map: &mut HashMap<String, AppSecure>, bus: &str, path: &str) {
+    if !map.contains_key(bus) && map.len() >= SECURE_MEMORY_APPS {
+        // No room for another application: one without an entry counts as overflowed while
+        // the memory is full (`SecureMemory::apply`), which needs no memory of its own.
+        return;
+    }
+    let app = map.entry(bus.to_string()).or_default();
+    if app.paths.contains(path) {
+        return;
+    }
+    if app.paths.len() < SECURE_MEMORY_PER_APP {
+        app.paths.insert(path.to_string());
+    } else {
+        app.overflowed = true;
     }
 }
 

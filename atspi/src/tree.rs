@@ -1163,6 +1163,117 @@ mod tests {
         assert_eq!(nodes[1].value.as_deref(), Some("leak"));
     }
 
+    /// A walk of one application `bus`: a frame `/f` with the given children (path, role,
+    /// editable).
+    fn app_walk(bus: &'static str, kids: &[(String, u32, bool)]) -> Arena {
+        let mut items = vec![CacheRow {
+            bus,
+            parent_bus: bus,
+            parent_path: "/root",
+            child_count: kids.len() as i32,
+            ..item("/f", "/root", 0, 0, 23)
+        }];
+        for (i, (path, role, editable)) in kids.iter().enumerate() {
+            let mut it = CacheRow {
+                bus,
+                parent_bus: bus,
+                ..item(path, "/f", i as i32, 0, *role)
+            };
+            if *editable {
+                it.states |= 1 << 7;
+                it.ifaces = Ifaces(Ifaces::COMPONENT | Ifaces::TEXT | Ifaces::EDITABLE_TEXT);
+            }
+            items.push(it);
+        }
+        arena_from_cache(&items)
+    }
+
+    fn secure_at(arena: &Arena, bus: &str, path: &str) -> bool {
+        let k = arena.key(bus, path).expect("the object");
+        arena.get(k).states.has(State::Secure)
+    }
+
+    /// The memory of secure fields is bounded, and closed when full: an application whose
+    /// secure objects do not fit has every editable object counted secure, and it cannot push
+    /// another application's fields out. (Before, the memory stopped remembering past 100,000
+    /// objects over every application: a page making and dropping password fields let the next
+    /// password entry of any app, once revealed, show its value.)
+    #[test]
+    fn a_full_secure_memory_closes_the_overflowing_application_and_no_other() {
+        use crate::secure::{SECURE_MEMORY_APPS, SECURE_MEMORY_PER_APP, SecureMemory};
+        const TEXT: u32 = 61;
+        const ENTRY: u32 = 79;
+        let memory = SecureMemory::default();
+        // Five applications make more password fields than the old memory held in all.
+        let floods = [":1.60", ":1.61", ":1.62", ":1.63", ":1.64"];
+        for bus in floods {
+            let mut kids: Vec<(String, u32, bool)> = vec![
+                ("/comment".into(), ENTRY, true),
+                ("/label".into(), TEXT, false),
+            ];
+            kids.extend(
+                (0..=SECURE_MEMORY_PER_APP).map(|i| (format!("/x{i}"), PASSWORD_TEXT, true)),
+            );
+            let mut a = app_walk(bus, &kids);
+            memory.apply(&mut a);
+            // The walk that overflowed marks every editable object of it, those before the
+            // overflow too; not what is not editable.
+            assert!(secure_at(&a, bus, "/comment"), "{bus}");
+            assert!(!secure_at(&a, bus, "/label"), "{bus}");
+            // And every later walk of it.
+            let mut a = app_walk(bus, &[("/new".into(), ENTRY, true)]);
+            memory.apply(&mut a);
+            assert!(secure_at(&a, bus, "/new"), "{bus}");
+        }
+        // Another application's password entry, seen once, then revealed (a plain text).
+        let mut a = app_walk(
+            ":1.5",
+            &[
+                ("/pw".into(), PASSWORD_TEXT, true),
+                ("/e".into(), ENTRY, true),
+            ],
+        );
+        memory.apply(&mut a);
+        assert!(memory.knows(":1.5", "/pw"));
+        let mut a = app_walk(
+            ":1.5",
+            &[("/pw".into(), TEXT, true), ("/e".into(), ENTRY, true)],
+        );
+        memory.apply(&mut a);
+        assert!(
+            secure_at(&a, ":1.5", "/pw"),
+            "the revealed entry stays secure"
+        );
+        assert!(
+            !secure_at(&a, ":1.5", "/e"),
+            "its other entries are as they say"
+        );
+        // Past the number of applications: one more application with a secure field counts as
+        // overflowed (its field cannot be remembered), and so does any new one while full.
+        for i in 0..SECURE_MEMORY_APPS {
+            let bus: &'static str = leak(format!(":2.{i}"));
+            memory.apply(&mut app_walk(bus, &[("/pw".into(), PASSWORD_TEXT, true)]));
+        }
+        let kids = [
+            ("/pw".into(), PASSWORD_TEXT, true),
+            ("/e".into(), ENTRY, true),
+        ];
+        memory.apply(&mut app_walk(":3.1", &kids));
+        let mut a = app_walk(
+            ":3.1",
+            &[("/pw".into(), TEXT, true), ("/e".into(), ENTRY, true)],
+        );
+        memory.apply(&mut a);
+        assert!(secure_at(&a, ":3.1", "/pw") && secure_at(&a, ":3.1", "/e"));
+        // Once an application leaves, there is room again.
+        for bus in floods {
+            memory.forget_app(bus);
+        }
+        let mut a = app_walk(":3.2", &[("/e".into(), ENTRY, true)]);
+        memory.apply(&mut a);
+        assert!(!secure_at(&a, ":3.2", "/e"));
+    }
+
     #[test]
     fn a_field_once_secure_stays_secure_and_credential_values_are_withheld() {
         const TEXT: u32 = 61;

@@ -20,13 +20,14 @@
 //!
 //! The store also remembers, for the session's life, every element handle it saw secure: a
 //! field once secure stays secure in every later read (the reader does the same for its own
-//! life; this covers a reader that restarted).
+//! life; this covers a reader that restarted). The memory is bounded and closed when full: an
+//! application whose secure handles do not fit has every editable row counted secure.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::{Node, State, Token, Tree};
+use nish_proto::model::{Ifaces, Node, State, Token, Tree};
 
 use crate::views::{row_labels_hash, structure_signature};
 
@@ -61,9 +62,20 @@ enum Retired {
     /// The window was forgotten to keep [`MAX_WINDOWS`].
     Forgotten,
 }
-/// Most secure element handles remembered per session; past it, new ones are not remembered
-/// (they stay secure while the reader says so).
-pub const SECURE_HANDLES_MAX: usize = 10_000;
+/// Most secure element handles a session remembers of one application (by its windows' pid).
+/// Past it the application is overflowed: every editable row of it counts as secure for the
+/// rest of the session ([`SnapshotStore::keep_secure`]).
+pub const SECURE_HANDLES_PER_APP: usize = 10_000;
+/// Most applications whose secure handles a session remembers; a further one with a secure
+/// row counts as overflowed.
+pub const SECURE_APPS: usize = 64;
+
+/// The secure handles a session remembers of one application.
+#[derive(Debug, Default)]
+struct AppSecure {
+    handles: HashSet<String>,
+    overflowed: bool,
+}
 
 /// The snapshots of one session, one current snapshot per window.
 #[derive(Debug, Default)]
@@ -76,7 +88,8 @@ pub struct SnapshotStore {
     /// showed it (`None`: no result showed the row under this id).
     shown: HashMap<u64, (String, Vec<Option<String>>)>,
     retired: VecDeque<(String, Retired)>,
-    secure_handles: HashSet<String>,
+    /// Handles seen secure, by the pid of their window.
+    secure: HashMap<u32, AppSecure>,
 }
 
 impl SnapshotStore {
@@ -89,7 +102,7 @@ impl SnapshotStore {
         epoch: u64,
         new_id: impl FnOnce() -> String,
     ) -> Arc<Snapshot> {
-        self.keep_secure(&mut tree.nodes);
+        self.keep_secure(tree.window.pid, &mut tree.nodes);
         let signature = structure_signature(&tree.nodes);
         let row_labels = row_labels_hash(&tree.nodes);
         let wid = tree.window.window_id;
@@ -221,14 +234,36 @@ impl SnapshotStore {
     }
 
     /// A field once secure stays secure: marks (and empties) rows whose handle was seen secure,
-    /// and remembers the handles of rows that are secure now.
-    pub fn keep_secure(&mut self, nodes: &mut [Node]) {
-        for n in nodes.iter_mut().filter(|n| !n.handle.is_empty()) {
-            if n.is_secure() {
-                if self.secure_handles.len() < SECURE_HANDLES_MAX {
-                    self.secure_handles.insert(n.handle.clone());
-                }
-            } else if self.secure_handles.contains(&n.handle) {
+    /// and remembers the handles of rows that are secure now, of the application of `pid`.
+    ///
+    /// Closed when full: when a secure handle does not fit ([`SECURE_HANDLES_PER_APP`],
+    /// [`SECURE_APPS`]), every editable row of that application counts as secure from then on
+    /// in this session, so a page that makes and drops password fields cannot push a revealed
+    /// one out of the memory. Secure rows carry no value.
+    pub fn keep_secure(&mut self, pid: u32, nodes: &mut [Node]) {
+        for n in nodes
+            .iter()
+            .filter(|n| n.is_secure() && !n.handle.is_empty())
+        {
+            if !self.secure.contains_key(&pid) && self.secure.len() >= SECURE_APPS {
+                break;
+            }
+            let app = self.secure.entry(pid).or_default();
+            if app.handles.contains(&n.handle) {
+                continue;
+            }
+            if app.handles.len() < SECURE_HANDLES_PER_APP {
+                app.handles.insert(n.handle.clone());
+            } else {
+                app.overflowed = true;
+            }
+        }
+        let app = self.secure.get(&pid);
+        let overflowed = app.map_or(self.secure.len() >= SECURE_APPS, |a| a.overflowed);
+        for n in nodes.iter_mut() {
+            let known = !n.handle.is_empty() && app.is_some_and(|a| a.handles.contains(&n.handle));
+            let editable = n.states.has(State::Editable) || n.ifaces.has(Ifaces::EDITABLE_TEXT);
+            if known || (overflowed && editable) {
                 n.states.insert(State::Secure);
             }
             if n.is_secure() {
@@ -497,6 +532,70 @@ mod tests {
         let snap = s.record(t, 0, next);
         assert!(snap.tree.nodes[1].is_secure());
         assert_eq!(snap.tree.nodes[1].value, None);
+    }
+
+    /// Bounded, and closed when full. (Before, a session stopped remembering past 10,000
+    /// handles over every application: two reads of a page of 5,000 fresh password fields, then
+    /// any password entry seen once and revealed showed its value.)
+    #[test]
+    fn a_full_secure_memory_closes_the_overflowing_application_and_no_other() {
+        let mut s = SnapshotStore::default();
+        let mut next = ids();
+        // A window whose row 1 is an editable entry (`entry`, "hello") and row 2 `second`,
+        // the rest password fields named by `tag`.
+        let window = |pid: u32, rows: usize, entry: &str, second: &str, tag: &str| {
+            let mut t = tree(rows);
+            t.window.pid = pid;
+            t.window.window_id = u64::from(pid);
+            for (i, n) in t.nodes.iter_mut().enumerate().skip(1) {
+                let (role, handle) = match i {
+                    1 => ("text", format!(":{pid}|/{entry}")),
+                    2 => ("password_text", format!(":{pid}|/{second}")),
+                    _ => ("password_text", format!(":{pid}|/{tag}{i}")),
+                };
+                n.role = role.into();
+                n.handle = handle;
+                n.states.insert(State::Editable);
+                n.value = Some("hello".into());
+            }
+            t
+        };
+        let half = SECURE_HANDLES_PER_APP / 2;
+        let snap = s.record(window(9, half + 1, "comment", "x", "a"), 0, &mut next);
+        assert_eq!(
+            snap.tree.nodes[1].value.as_deref(),
+            Some("hello"),
+            "it fits"
+        );
+        let snap = s.record(window(9, half + 4, "comment", "y", "b"), 0, &mut next);
+        assert!(
+            snap.tree.nodes[1].is_secure(),
+            "overflowed: every editable row"
+        );
+        assert_eq!(snap.tree.nodes[1].value, None);
+        let snap = s.record(window(9, 2, "new", "z", "c"), 0, &mut next);
+        assert!(snap.tree.nodes[1].is_secure(), "and in every later read");
+        // Another application: its password entry seen once, then revealed.
+        s.record(window(1, 3, "e", "pw", "d"), 0, &mut next);
+        let mut t = window(1, 3, "e", "pw", "d");
+        t.nodes[2].role = "text".into();
+        let snap = s.record(t, 0, &mut next);
+        assert!(
+            snap.tree.nodes[2].is_secure(),
+            "the revealed entry stays secure"
+        );
+        assert_eq!(snap.tree.nodes[2].value, None);
+        assert_eq!(
+            snap.tree.nodes[1].value.as_deref(),
+            Some("hello"),
+            "not overflowed"
+        );
+        // Past the number of applications: a new one counts as overflowed.
+        for pid in 100..100 + SECURE_APPS as u32 {
+            s.record(window(pid, 3, "e", "pw", "d"), 0, &mut next);
+        }
+        let snap = s.record(window(500, 2, "e", "pw", "d"), 0, &mut next);
+        assert!(snap.tree.nodes[1].is_secure(), "{:?}", snap.tree.nodes[1]);
     }
 
     #[test]

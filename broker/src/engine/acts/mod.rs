@@ -348,7 +348,7 @@ impl<B: Backend> Engine<B> {
         let mut fresh = light.nodes;
         let (shown_name, shown) = {
             let mut core = s.core();
-            core.snaps.keep_secure(&mut fresh);
+            core.snaps.keep_secure(snap.tree.window.pid, &mut fresh);
             (
                 core.snaps.shown_name(&snap, row).map(str::to_string),
                 core.snaps.shown_rows(&snap),
