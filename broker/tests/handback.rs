@@ -636,3 +636,66 @@ async fn acts_pauses_and_resumes_move_the_generation_that_kept_walks_are_under()
         .ok();
     assert!(last() > g3, "releasing held input moves it");
 }
+
+/// Keys sent while the keyboard focus is in a secure field may neither write into it nor copy
+/// it: only keys that submit or move on (Return, Tab, Escape, arrows; Shift at most) are sent,
+/// others answer secure_field before anything is sent. (Before, any key went: a ctrl+c in a
+/// field secure by its name or by the memory, then ctrl+v into a plain one, showed the secret
+/// in a read, with no clipboard approval asked.)
+#[tokio::test]
+async fn keys_that_write_or_copy_are_refused_while_the_focus_is_in_a_secure_field() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let r = f.read("Notes").await;
+    let pw = Fixture::token(&r, "password_text", "Password");
+    f.call(
+        "click",
+        json!({"element_token": pw, "delivery_mode": "foreground"}),
+    )
+    .await
+    .ok();
+    let r = f.read("Notes").await;
+    let states = &Fixture::element(&r, "password_text", "Password")["states"];
+    assert!(
+        states.as_array().unwrap().contains(&json!("focused")),
+        "{states}"
+    );
+    let sent = f.engine.backend.sent_log().len();
+    for (tool, args) in [
+        ("press_key", json!({"key": "a"})),
+        ("press_key", json!({"key": "BackSpace"})),
+        ("hotkey", json!({"keys": ["ctrl", "c"]})),
+        ("hotkey", json!({"keys": ["ctrl", "x"]})),
+        ("hotkey", json!({"keys": ["ctrl", "Insert"]})),
+        ("hotkey", json!({"keys": ["shift", "Insert"]})),
+        ("hotkey", json!({"keys": ["ctrl", "Return"]})),
+    ] {
+        let e = f.call(tool, args.clone()).await;
+        e.err("secure_field");
+    }
+    assert_eq!(
+        f.engine.backend.sent_log().len(),
+        sent,
+        "nothing was sent: {:?}",
+        f.engine.backend.sent_log()
+    );
+    for (tool, args) in [
+        ("press_key", json!({"key": "Tab"})),
+        ("hotkey", json!({"keys": ["shift", "Tab"]})),
+        ("hotkey", json!({"keys": ["shift", "Left"]})),
+        ("press_key", json!({"key": "Return"})),
+    ] {
+        f.call(tool, args).await.ok();
+    }
+    assert!(f.engine.backend.sent_log().len() >= sent + 4);
+    // In a plain field every key goes.
+    let name = Fixture::token(&r, "entry", "Name");
+    f.call(
+        "click",
+        json!({"element_token": name, "delivery_mode": "foreground"}),
+    )
+    .await
+    .ok();
+    f.call("press_key", json!({"key": "a"})).await.ok();
+    f.call("hotkey", json!({"keys": ["ctrl", "c"]})).await.ok();
+}

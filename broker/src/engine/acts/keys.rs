@@ -46,6 +46,29 @@ fn valid_key(k: &str) -> bool {
         .is_some_and(|n| (1..=24).contains(&n))
 }
 
+/// Keys that neither write into the focused field nor copy from it, with Shift at most: a
+/// login form's Return, Tab to the next field, Escape, and moving the caret or the selection.
+/// The only keys sent while the keyboard focus is in a secure field.
+pub(super) fn leaves_a_field_alone(keys: &[String]) -> bool {
+    const NAVIGATION: &[&str] = &[
+        "Return",
+        "Enter",
+        "Tab",
+        "Escape",
+        "Home",
+        "End",
+        "Page_Up",
+        "Page_Down",
+        "Up",
+        "Down",
+        "Left",
+        "Right",
+    ];
+    keys.split_last().is_some_and(|(last, mods)| {
+        NAVIGATION.contains(&last.as_str()) && mods.iter().all(|m| m.eq_ignore_ascii_case("shift"))
+    })
+}
+
 /// Checks press_key and hotkey keys before anything is sent: known names, modifiers first, and
 /// none of the combinations reserved for the system and the person (the stop hotkey among
 /// them).

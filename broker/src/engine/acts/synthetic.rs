@@ -1,7 +1,7 @@
 //! Synthetic acts (takeover only): XTEST through the input agent, each point hit-tested
 //! against the windows above it, focus checked after a focusing click.
 
-use super::keys::check_keys;
+use super::keys::{check_keys, leaves_a_field_alone};
 use super::*;
 
 /// How long a focusing click may take to give the target the keyboard focus.
@@ -32,6 +32,37 @@ fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
         role: None,
         label: None,
     }
+}
+
+/// Keys sent while the keyboard focus is in a secure field may neither write into it (a
+/// press_key is typing too) nor copy it (a copy, then a paste into a plain field, would show the
+/// secret in a read): only [`leaves_a_field_alone`] keys pass then. A read cut short that shows
+/// no focused row may have the focus past its cut, in a secure field: the same keys only.
+fn focus_not_secure(read: &Snapshot, keys: &[String]) -> Result<(), DriverError> {
+    if leaves_a_field_alone(keys) {
+        return Ok(());
+    }
+    let nodes = &read.tree.nodes;
+    let focused = || {
+        nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.states.has(State::Focused))
+    };
+    if let Some((r, _)) = focused().find(|(_, n)| n.is_secure()) {
+        return Err(DriverError::new(
+            ErrorCode::SecureField,
+            format!("the keyboard focus is in element {r}, a secure field"),
+        ));
+    }
+    if read.tree.truncated.is_some() && focused().next().is_none() {
+        return Err(DriverError::new(
+            ErrorCode::SecureField,
+            "the read was cut short and shows no focused element: the focus may be in a secure \
+             field past the cut",
+        ));
+    }
+    Ok(())
 }
 
 /// The topmost visible window at a screen point.
@@ -329,6 +360,7 @@ impl<B: Backend> Engine<B> {
                     self.check_approved(Some(&digest), call, &window_subject(&w))?;
                 }
                 let before = self.read_window(s, &w).await?;
+                focus_not_secure(&before, &keys)?;
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;
                 let t = Target {
@@ -488,5 +520,83 @@ mod tests {
         ] {
             assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
         }
+    }
+
+    /// A read of a window with an entry (row 1) and a password field (row 2), the focus in
+    /// `focus` (a row, or none), cut short or not.
+    fn read(focus: Option<usize>, truncated: bool) -> Snapshot {
+        use nish_proto::model::{Ifaces, Node, Rect, StateSet, Tree, TruncReason};
+        let node = |role: &str, parent: Option<u32>| Node {
+            role: role.into(),
+            name: String::new(),
+            states: StateSet::EMPTY,
+            value: None,
+            actions: vec![],
+            frame: None,
+            parent,
+            depth: u16::from(parent.is_some()),
+            child_count: if parent.is_none() { 2 } else { 0 },
+            ifaces: Ifaces::default(),
+            handle: String::new(),
+        };
+        let mut nodes = vec![
+            node("frame", None),
+            node("entry", Some(0)),
+            node("password_text", Some(0)),
+        ];
+        if let Some(f) = focus {
+            nodes[f].states.insert(State::Focused);
+        }
+        Snapshot {
+            id: "s1".into(),
+            signature: 0,
+            row_labels: 0,
+            epoch: 0,
+            tree: Tree {
+                window: WindowInfo {
+                    window_id: 1,
+                    pid: 1,
+                    app: "a".into(),
+                    title: "t".into(),
+                    frame: Rect::new(0, 0, 10, 10),
+                    active: true,
+                    visible: true,
+                    stacking: 0,
+                },
+                nodes,
+                truncated: truncated.then_some(TruncReason::MaxElements),
+            },
+        }
+    }
+
+    #[test]
+    fn keys_are_judged_by_where_the_focus_is() {
+        let keys = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        let (copy, tab, shift_tab) = (
+            keys(&["ctrl", "c"]),
+            keys(&["Tab"]),
+            keys(&["shift", "Tab"]),
+        );
+        let refused =
+            |r: Result<(), DriverError>| r.is_err_and(|e| e.code == ErrorCode::SecureField);
+        // In the password field: only keys that leave it alone.
+        assert!(refused(focus_not_secure(&read(Some(2), false), &copy)));
+        assert!(refused(focus_not_secure(
+            &read(Some(2), false),
+            &keys(&["a"])
+        )));
+        assert!(focus_not_secure(&read(Some(2), false), &tab).is_ok());
+        assert!(focus_not_secure(&read(Some(2), false), &shift_tab).is_ok());
+        assert!(refused(focus_not_secure(
+            &read(Some(2), false),
+            &keys(&["ctrl", "Tab"])
+        )));
+        // In the entry, or nowhere in a whole read: any key.
+        assert!(focus_not_secure(&read(Some(1), false), &copy).is_ok());
+        assert!(focus_not_secure(&read(None, false), &copy).is_ok());
+        // A read cut short with no focused row: the focus may be past the cut.
+        assert!(refused(focus_not_secure(&read(None, true), &copy)));
+        assert!(focus_not_secure(&read(None, true), &tab).is_ok());
+        assert!(focus_not_secure(&read(Some(1), true), &copy).is_ok());
     }
 }
