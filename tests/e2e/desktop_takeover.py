@@ -184,6 +184,30 @@ async def run(ns: argparse.Namespace) -> None:
                 await anyio.sleep(0.1)
             say(f"  foreground type_text into <input>: effect {a['effect']}; the page reads back {now.get('value')!r}")
 
+            # ---- keys while the focus is in the password field -----------------------------
+            say(f"{CHROMIUM}: keys while the keyboard focus is in the page's password field")
+            pw = find_row(r, lambda e: e["role"] == "password_text")
+            await ok(c, "click", {"element_token": pw["element_token"], "delivery_mode": "foreground"})
+            deadline = time.monotonic() + 5
+            while "focused" not in find_row(r, lambda e: e["role"] == "password_text")["states"]:
+                check(time.monotonic() < deadline, "the password field never took the focus")
+                await anyio.sleep(0.1)
+                r = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+            for tool, args in [("press_key", {"key": "a"}), ("press_key", {"key": "BackSpace"}),
+                               ("hotkey", {"keys": ["ctrl", "c"]}), ("hotkey", {"keys": ["ctrl", "a"]})]:
+                e = await fails(c, tool, args, "secure_field")
+                check(e.get("effect") in (None, "refused"), str(e))
+            await ok(c, "press_key", {"key": "Tab"})
+            deadline = time.monotonic() + 5
+            while True:
+                r = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+                if "focused" not in find_row(r, lambda e: e["role"] == "password_text")["states"]:
+                    break
+                check(time.monotonic() < deadline, "Tab did not move the focus on")
+                await anyio.sleep(0.1)
+            say("  a character, BackSpace, Ctrl+C and Ctrl+A: secure_field; Tab sent, "
+                "and the focus moved on")
+
             # ---- the person moves the mouse mid-glide -------------------------------------
             say("the person moves the mouse while the driver glides the pointer")
             r = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
