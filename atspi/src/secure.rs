@@ -341,14 +341,35 @@ pub const SECURE_MEMORY_APPS: usize = 256;
 /// (a GTK 3 password entry switched to visible becomes a plain `text`).
 ///
 /// Bounded, and closed when full: an application with a secure object that cannot be
-/// remembered (past [`SECURE_MEMORY_PER_APP`] of its own, or a new application past
-/// [`SECURE_MEMORY_APPS`]) is *overflowed* until it leaves the bus, and every editable object of
-/// it counts as secure from then on (no value read, no typing into it). Forgetting instead would
+/// remembered (past [`SECURE_MEMORY_PER_APP`] of its own) is *overflowed* until it leaves the
+/// bus, and every field of it counts as secure from then on (no value read, no
+/// typing into it); once the table of applications was full ([`SECURE_MEMORY_APPS`]), every
+/// application without an entry is, for the reader's life. Forgetting instead would
 /// let an application (a web page making and dropping password fields) push a revealed password
 /// field out of the memory, and its value into a read.
 #[derive(Debug, Default)]
 pub struct SecureMemory {
-    by_app: Mutex<HashMap<String, AppSecure>>,
+    by_app: Mutex<Apps>,
+}
+
+/// The applications' secure objects, and whether the table was ever full.
+#[derive(Debug, Default)]
+struct Apps {
+    map: HashMap<String, AppSecure>,
+    /// Set once an application found no room: from then on every application without an entry
+    /// counts as overflowed, even after others leave (its secure objects of that time were not
+    /// remembered, and a slot freed later must not open it).
+    was_full: bool,
+}
+
+impl Apps {
+    /// True when the application's secure objects may not all be remembered.
+    fn overflowed(&self, bus: &str) -> bool {
+        match self.map.get(bus) {
+            Some(a) => a.overflowed,
+            None => self.was_full || self.map.len() >= SECURE_MEMORY_APPS,
+        }
+    }
 }
 
 /// One application's secure objects.
@@ -361,25 +382,24 @@ struct AppSecure {
 impl SecureMemory {
     /// Marks every object of the arena that was seen secure before, and remembers every object
     /// that is secure now. Called once a walk's structure is complete, before any value is read.
-    /// Every editable object of an overflowed application is marked secure.
+    /// Every field of an overflowed application (editable, or of a role that takes typed text: a
+    /// read-only field showing a revealed password too) is marked secure.
     pub fn apply(&self, arena: &mut Arena) {
-        let Ok(mut map) = self.by_app.lock() else {
+        let Ok(mut apps) = self.by_app.lock() else {
             return;
         };
         // Everything secure now is remembered first, so an application that overflows during
-        // this walk has every editable object of the walk marked, not only those after.
+        // this walk has every object of the walk marked, not only those after.
         for o in arena.iter_mut().filter(|o| o.states.has(State::Secure)) {
-            remember(&mut map, &o.bus, &o.path);
+            apps.remember(&o.bus, &o.path);
         }
         for o in arena.iter_mut() {
-            let app = map.get(&*o.bus);
-            let known = app.is_some_and(|a| a.paths.contains(&o.path));
-            let overflowed = match app {
-                Some(a) => a.overflowed,
-                None => map.len() >= SECURE_MEMORY_APPS,
-            };
-            let editable = o.states.has(State::Editable) || o.ifaces.has(Ifaces::EDITABLE_TEXT);
-            if known || (overflowed && editable) {
+            let known = apps
+                .map
+                .get(&*o.bus)
+                .is_some_and(|a| a.paths.contains(&o.path));
+            let field = nish_proto::model::is_field(&o.role, o.states, o.ifaces);
+            if known || (field && apps.overflowed(&o.bus)) {
                 o.states.insert(State::Secure);
             }
         }
@@ -389,32 +409,35 @@ impl SecureMemory {
     pub fn knows(&self, bus: &str, path: &str) -> bool {
         self.by_app
             .lock()
-            .is_ok_and(|m| m.get(bus).is_some_and(|a| a.paths.contains(path)))
+            .is_ok_and(|m| m.map.get(bus).is_some_and(|a| a.paths.contains(path)))
     }
 
     /// Forgets an application that left the bus (its bus name is never reused).
     pub fn forget_app(&self, bus: &str) {
         if let Ok(mut m) = self.by_app.lock() {
-            m.remove(bus);
+            m.map.remove(bus);
         }
     }
 }
 
-/// Remembers a secure object, or marks its application overflowed when it does not fit.
-fn remember(map: &mut HashMap<String, AppSecure>, bus: &str, path: &str) {
-    if !map.contains_key(bus) && map.len() >= SECURE_MEMORY_APPS {
-        // No room for another application: one without an entry counts as overflowed while
-        // the memory is full (`SecureMemory::apply`), which needs no memory of its own.
-        return;
-    }
-    let app = map.entry(bus.to_string()).or_default();
-    if app.paths.contains(path) {
-        return;
-    }
-    if app.paths.len() < SECURE_MEMORY_PER_APP {
-        app.paths.insert(path.to_string());
-    } else {
-        app.overflowed = true;
+impl Apps {
+    /// Remembers a secure object, or marks its application overflowed when it does not fit.
+    fn remember(&mut self, bus: &str, path: &str) {
+        if !self.map.contains_key(bus) && self.map.len() >= SECURE_MEMORY_APPS {
+            // No room for another application: one without an entry counts as overflowed from
+            // now on ([`Apps::overflowed`]), which needs no memory of its own.
+            self.was_full = true;
+            return;
+        }
+        let app = self.map.entry(bus.to_string()).or_default();
+        if app.paths.contains(path) {
+            return;
+        }
+        if app.paths.len() < SECURE_MEMORY_PER_APP {
+            app.paths.insert(path.to_string());
+        } else {
+            app.overflowed = true;
+        }
     }
 }
 

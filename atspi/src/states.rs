@@ -234,14 +234,7 @@ const NUMERIC_VALUE_ROLES: &[&str] = &[
     "dial",
 ];
 
-/// Roles that take typed text or a typed number (a PIN or a card code in a web page's
-/// `<input type=number>` is a spin button).
-fn is_text_input_role(role: &str) -> bool {
-    matches!(
-        role,
-        "entry" | "text" | "password_text" | "autocomplete" | "spin_button" | "editbar"
-    )
-}
+pub use nish_proto::model::is_text_input_role;
 
 /// True for a password or otherwise secure field: the `password_text` role, or a text input
 /// whose accessible name says it holds a secret in one of the languages of

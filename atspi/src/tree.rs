@@ -1201,6 +1201,7 @@ mod tests {
     #[test]
     fn a_full_secure_memory_closes_the_overflowing_application_and_no_other() {
         use crate::secure::{SECURE_MEMORY_APPS, SECURE_MEMORY_PER_APP, SecureMemory};
+        const LABEL: u32 = 29;
         const TEXT: u32 = 61;
         const ENTRY: u32 = 79;
         let memory = SecureMemory::default();
@@ -1209,15 +1210,15 @@ mod tests {
         for bus in floods {
             let mut kids: Vec<(String, u32, bool)> = vec![
                 ("/comment".into(), ENTRY, true),
-                ("/label".into(), TEXT, false),
+                ("/label".into(), LABEL, false),
             ];
             kids.extend(
                 (0..=SECURE_MEMORY_PER_APP).map(|i| (format!("/x{i}"), PASSWORD_TEXT, true)),
             );
             let mut a = app_walk(bus, &kids);
             memory.apply(&mut a);
-            // The walk that overflowed marks every editable object of it, those before the
-            // overflow too; not what is not editable.
+            // The walk that overflowed marks every field of it, those before the overflow too;
+            // not what is no field.
             assert!(secure_at(&a, bus, "/comment"), "{bus}");
             assert!(!secure_at(&a, bus, "/label"), "{bus}");
             // And every later walk of it.
@@ -1265,13 +1266,46 @@ mod tests {
         );
         memory.apply(&mut a);
         assert!(secure_at(&a, ":3.1", "/pw") && secure_at(&a, ":3.1", "/e"));
-        // Once an application leaves, there is room again.
+        // Applications leaving free slots, but an application closed while the table was full
+        // stays closed (its password field was never remembered), and so is any new one.
         for bus in floods {
             memory.forget_app(bus);
         }
+        let mut a = app_walk(
+            ":3.1",
+            &[("/pw".into(), TEXT, true), ("/e".into(), ENTRY, true)],
+        );
+        memory.apply(&mut a);
+        assert!(
+            secure_at(&a, ":3.1", "/pw"),
+            "a slot freed does not open it"
+        );
         let mut a = app_walk(":3.2", &[("/e".into(), ENTRY, true)]);
         memory.apply(&mut a);
-        assert!(!secure_at(&a, ":3.2", "/e"));
+        assert!(secure_at(&a, ":3.2", "/e"));
+    }
+
+    /// An overflowed application's fields are all closed, a read-only one too (a saved password
+    /// revealed in a read-only field has neither the editable state nor EditableText).
+    #[test]
+    fn an_overflowed_application_closes_read_only_text_too() {
+        use crate::secure::{SECURE_MEMORY_PER_APP, SecureMemory};
+        const TEXT: u32 = 61;
+        let memory = SecureMemory::default();
+        let kids: Vec<(String, u32, bool)> = (0..=SECURE_MEMORY_PER_APP)
+            .map(|i| (format!("/x{i}"), PASSWORD_TEXT, true))
+            .collect();
+        memory.apply(&mut app_walk(":1.7", &kids));
+        let mut a = app_walk(
+            ":1.7",
+            &[("/shown".into(), TEXT, false), ("/icon".into(), 26, false)],
+        );
+        memory.apply(&mut a);
+        assert!(secure_at(&a, ":1.7", "/shown"));
+        assert!(
+            !secure_at(&a, ":1.7", "/icon"),
+            "not a field: left as it is"
+        );
     }
 
     #[test]

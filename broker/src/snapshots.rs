@@ -21,13 +21,13 @@
 //! The store also remembers, for the session's life, every element handle it saw secure: a
 //! field once secure stays secure in every later read (the reader does the same for its own
 //! life; this covers a reader that restarted). The memory is bounded and closed when full: an
-//! application whose secure handles do not fit has every editable row counted secure.
+//! application whose secure handles do not fit has every field counted secure.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::{Ifaces, Node, State, Token, Tree};
+use nish_proto::model::{Node, State, Token, Tree};
 
 use crate::views::{row_labels_hash, structure_signature};
 
@@ -63,8 +63,8 @@ enum Retired {
     Forgotten,
 }
 /// Most secure element handles a session remembers of one application (by its windows' pid).
-/// Past it the application is overflowed: every editable row of it counts as secure for the
-/// rest of the session ([`SnapshotStore::keep_secure`]).
+/// Past it the application is overflowed: every field of it counts as secure for the rest of
+/// the session ([`SnapshotStore::keep_secure`]).
 pub const SECURE_HANDLES_PER_APP: usize = 10_000;
 /// Most applications whose secure handles a session remembers; a further one with a secure
 /// row counts as overflowed.
@@ -237,8 +237,8 @@ impl SnapshotStore {
     /// and remembers the handles of rows that are secure now, of the application of `pid`.
     ///
     /// Closed when full: when a secure handle does not fit ([`SECURE_HANDLES_PER_APP`],
-    /// [`SECURE_APPS`]), every editable row of that application counts as secure from then on
-    /// in this session, so a page that makes and drops password fields cannot push a revealed
+    /// [`SECURE_APPS`]), every field of that application ([`nish_proto::model::is_field`])
+    /// counts as secure from then on in this session, so a page that makes and drops password fields cannot push a revealed
     /// one out of the memory. Secure rows carry no value.
     pub fn keep_secure(&mut self, pid: u32, nodes: &mut [Node]) {
         for n in nodes
@@ -262,8 +262,8 @@ impl SnapshotStore {
         let overflowed = app.map_or(self.secure.len() >= SECURE_APPS, |a| a.overflowed);
         for n in nodes.iter_mut() {
             let known = !n.handle.is_empty() && app.is_some_and(|a| a.handles.contains(&n.handle));
-            let editable = n.states.has(State::Editable) || n.ifaces.has(Ifaces::EDITABLE_TEXT);
-            if known || (overflowed && editable) {
+            let field = nish_proto::model::is_field(&n.role, n.states, n.ifaces);
+            if known || (overflowed && field) {
                 n.states.insert(State::Secure);
             }
             if n.is_secure() {

@@ -317,6 +317,21 @@ impl Node {
 /// Rows inside a secure field carry nothing of it: a field whose text lives in child rows (an
 /// editable region whose paragraphs are children, say) would otherwise show its secret as their
 /// names. Every descendant of a secure row (rows in document order, parents first) loses its
+/// Roles that take typed text or a typed number (a PIN or a card code in a web page's
+/// `<input type=number>` is a spin button).
+pub fn is_text_input_role(role: &str) -> bool {
+    matches!(
+        role,
+        "entry" | "text" | "password_text" | "autocomplete" | "spin_button" | "editbar"
+    )
+}
+
+/// A field: editable, or of a role that takes typed text (a read-only field too). Every field
+/// of an application whose secure fields no longer fit the memory counts as secure.
+pub fn is_field(role: &str, states: StateSet, ifaces: Ifaces) -> bool {
+    states.has(State::Editable) || ifaces.has(Ifaces::EDITABLE_TEXT) || is_text_input_role(role)
+}
+
 /// name and value and is marked secure itself; the structure stays as it is.
 pub fn hide_inside_secure(nodes: &mut [Node]) {
     for i in 0..nodes.len() {
