@@ -637,9 +637,9 @@ async fn acts_pauses_and_resumes_move_the_generation_that_kept_walks_are_under()
     assert!(last() > g3, "releasing held input moves it");
 }
 
-/// Keys sent while the keyboard focus is in a secure field may neither write into it nor copy
-/// it: only keys that submit or move on (Return, Tab, Escape, arrows; Shift at most) are sent,
-/// others answer secure_field before anything is sent. (Before, any key went: a ctrl+c in a
+/// Keys sent while the keyboard focus is in a secure field may neither write into it nor select
+/// or copy it: only keys that submit or move on (Return, Tab, Shift+Tab, Escape, a bare arrow)
+/// are sent, others answer secure_field before anything is sent. (Before, any key went: a ctrl+c in a
 /// field secure by its name or by the memory, then ctrl+v into a plain one, showed the secret
 /// in a read, with no clipboard approval asked.)
 #[tokio::test]
@@ -669,6 +669,8 @@ async fn keys_that_write_or_copy_are_refused_while_the_focus_is_in_a_secure_fiel
         ("hotkey", json!({"keys": ["ctrl", "Insert"]})),
         ("hotkey", json!({"keys": ["shift", "Insert"]})),
         ("hotkey", json!({"keys": ["ctrl", "Return"]})),
+        ("hotkey", json!({"keys": ["shift", "Left"]})),
+        ("hotkey", json!({"keys": ["shift", "End"]})),
     ] {
         let e = f.call(tool, args.clone()).await;
         e.err("secure_field");
@@ -682,7 +684,7 @@ async fn keys_that_write_or_copy_are_refused_while_the_focus_is_in_a_secure_fiel
     for (tool, args) in [
         ("press_key", json!({"key": "Tab"})),
         ("hotkey", json!({"keys": ["shift", "Tab"]})),
-        ("hotkey", json!({"keys": ["shift", "Left"]})),
+        ("press_key", json!({"key": "Left"})),
         ("press_key", json!({"key": "Return"})),
     ] {
         f.call(tool, args).await.ok();

@@ -46,11 +46,12 @@ fn valid_key(k: &str) -> bool {
         .is_some_and(|n| (1..=24).contains(&n))
 }
 
-/// Keys that neither write into the focused field nor copy from it, with Shift at most: a
-/// login form's Return, Tab to the next field, Escape, and moving the caret or the selection.
-/// The only keys sent while the keyboard focus is in a secure field.
+/// Keys that neither write into the focused field nor select or copy its text: a login form's
+/// Return, Tab (or Shift+Tab) to the next field, Escape, and moving the caret without a
+/// modifier (Shift with an arrow selects, and on X11 a selection is already a copy: the
+/// primary selection). The only keys sent while the keyboard focus is in a secure field.
 pub(super) fn leaves_a_field_alone(keys: &[String]) -> bool {
-    const NAVIGATION: &[&str] = &[
+    const ALONE: &[&str] = &[
         "Return",
         "Enter",
         "Tab",
@@ -64,9 +65,11 @@ pub(super) fn leaves_a_field_alone(keys: &[String]) -> bool {
         "Left",
         "Right",
     ];
-    keys.split_last().is_some_and(|(last, mods)| {
-        NAVIGATION.contains(&last.as_str()) && mods.iter().all(|m| m.eq_ignore_ascii_case("shift"))
-    })
+    match keys {
+        [key] => ALONE.contains(&key.as_str()),
+        [shift, tab] => shift.eq_ignore_ascii_case("shift") && tab == "Tab",
+        _ => false,
+    }
 }
 
 /// Checks press_key and hotkey keys before anything is sent: known names, modifiers first, and

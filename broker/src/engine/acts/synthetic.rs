@@ -587,6 +587,9 @@ mod tests {
         )));
         assert!(focus_not_secure(&read(Some(2), false), &tab).is_ok());
         assert!(focus_not_secure(&read(Some(2), false), &shift_tab).is_ok());
+        let select = keys(&["shift", "Left"]);
+        assert!(refused(focus_not_secure(&read(Some(2), false), &select)));
+        assert!(focus_not_secure(&read(Some(2), false), &keys(&["Left"])).is_ok());
         assert!(refused(focus_not_secure(
             &read(Some(2), false),
             &keys(&["ctrl", "Tab"])
