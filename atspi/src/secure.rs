@@ -381,16 +381,21 @@ struct AppSecure {
 
 impl SecureMemory {
     /// Marks every object of the arena that was seen secure before, and remembers every object
-    /// that is secure now. Called once a walk's structure is complete, before any value is read.
+    /// of the walked application `bus` that is secure now (an application's answers may name
+    /// objects of other bus names: they are not remembered, so one application cannot fill the
+    /// table for others). Called once a walk's structure is complete, before any value is read.
     /// Every field of an overflowed application (editable, or of a role that takes typed text: a
     /// read-only field showing a revealed password too) is marked secure.
-    pub fn apply(&self, arena: &mut Arena) {
+    pub fn apply(&self, bus: &str, arena: &mut Arena) {
         let Ok(mut apps) = self.by_app.lock() else {
             return;
         };
         // Everything secure now is remembered first, so an application that overflows during
         // this walk has every object of the walk marked, not only those after.
-        for o in arena.iter_mut().filter(|o| o.states.has(State::Secure)) {
+        for o in arena
+            .iter_mut()
+            .filter(|o| o.states.has(State::Secure) && &*o.bus == bus)
+        {
             apps.remember(&o.bus, &o.path);
         }
         for o in arena.iter_mut() {

@@ -1216,14 +1216,14 @@ mod tests {
                 (0..=SECURE_MEMORY_PER_APP).map(|i| (format!("/x{i}"), PASSWORD_TEXT, true)),
             );
             let mut a = app_walk(bus, &kids);
-            memory.apply(&mut a);
+            memory.apply(bus, &mut a);
             // The walk that overflowed marks every field of it, those before the overflow too;
             // not what is no field.
             assert!(secure_at(&a, bus, "/comment"), "{bus}");
             assert!(!secure_at(&a, bus, "/label"), "{bus}");
             // And every later walk of it.
             let mut a = app_walk(bus, &[("/new".into(), ENTRY, true)]);
-            memory.apply(&mut a);
+            memory.apply(bus, &mut a);
             assert!(secure_at(&a, bus, "/new"), "{bus}");
         }
         // Another application's password entry, seen once, then revealed (a plain text).
@@ -1234,13 +1234,13 @@ mod tests {
                 ("/e".into(), ENTRY, true),
             ],
         );
-        memory.apply(&mut a);
+        memory.apply(":1.5", &mut a);
         assert!(memory.knows(":1.5", "/pw"));
         let mut a = app_walk(
             ":1.5",
             &[("/pw".into(), TEXT, true), ("/e".into(), ENTRY, true)],
         );
-        memory.apply(&mut a);
+        memory.apply(":1.5", &mut a);
         assert!(
             secure_at(&a, ":1.5", "/pw"),
             "the revealed entry stays secure"
@@ -1253,18 +1253,21 @@ mod tests {
         // overflowed (its field cannot be remembered), and so does any new one while full.
         for i in 0..SECURE_MEMORY_APPS {
             let bus: &'static str = leak(format!(":2.{i}"));
-            memory.apply(&mut app_walk(bus, &[("/pw".into(), PASSWORD_TEXT, true)]));
+            memory.apply(
+                bus,
+                &mut app_walk(bus, &[("/pw".into(), PASSWORD_TEXT, true)]),
+            );
         }
         let kids = [
             ("/pw".into(), PASSWORD_TEXT, true),
             ("/e".into(), ENTRY, true),
         ];
-        memory.apply(&mut app_walk(":3.1", &kids));
+        memory.apply(":3.1", &mut app_walk(":3.1", &kids));
         let mut a = app_walk(
             ":3.1",
             &[("/pw".into(), TEXT, true), ("/e".into(), ENTRY, true)],
         );
-        memory.apply(&mut a);
+        memory.apply(":3.1", &mut a);
         assert!(secure_at(&a, ":3.1", "/pw") && secure_at(&a, ":3.1", "/e"));
         // Applications leaving free slots, but an application closed while the table was full
         // stays closed (its password field was never remembered), and so is any new one.
@@ -1275,14 +1278,40 @@ mod tests {
             ":3.1",
             &[("/pw".into(), TEXT, true), ("/e".into(), ENTRY, true)],
         );
-        memory.apply(&mut a);
+        memory.apply(":3.1", &mut a);
         assert!(
             secure_at(&a, ":3.1", "/pw"),
             "a slot freed does not open it"
         );
         let mut a = app_walk(":3.2", &[("/e".into(), ENTRY, true)]);
-        memory.apply(&mut a);
+        memory.apply(":3.2", &mut a);
         assert!(secure_at(&a, ":3.2", "/e"));
+    }
+
+    /// An application's answers may name objects under other bus names: they are not
+    /// remembered, so one application cannot fill the table of applications and close every
+    /// other one (the table latches once full).
+    #[test]
+    fn an_application_cannot_fill_the_secure_memory_with_other_names() {
+        use crate::secure::{SECURE_MEMORY_APPS, SecureMemory};
+        const ENTRY: u32 = 79;
+        let memory = SecureMemory::default();
+        let mut items = vec![item("/f", "/root", 0, 0, 23)];
+        for i in 0..=SECURE_MEMORY_APPS {
+            let bus: &'static str = leak(format!(":9.{i}"));
+            items.push(CacheRow {
+                bus,
+                ..item("/s", "/f", i as i32, 0, PASSWORD_TEXT)
+            });
+        }
+        memory.apply(":1.5", &mut arena_from_cache(&items));
+        assert!(!memory.knows(":9.0", "/s"));
+        let mut a = app_walk(":3.3", &[("/e".into(), ENTRY, true)]);
+        memory.apply(":3.3", &mut a);
+        assert!(
+            !secure_at(&a, ":3.3", "/e"),
+            "another application is not closed"
+        );
     }
 
     /// An overflowed application's fields are all closed, a read-only one too (a saved password
@@ -1295,12 +1324,12 @@ mod tests {
         let kids: Vec<(String, u32, bool)> = (0..=SECURE_MEMORY_PER_APP)
             .map(|i| (format!("/x{i}"), PASSWORD_TEXT, true))
             .collect();
-        memory.apply(&mut app_walk(":1.7", &kids));
+        memory.apply(":1.7", &mut app_walk(":1.7", &kids));
         let mut a = app_walk(
             ":1.7",
             &[("/shown".into(), TEXT, false), ("/icon".into(), 26, false)],
         );
-        memory.apply(&mut a);
+        memory.apply(":1.7", &mut a);
         assert!(secure_at(&a, ":1.7", "/shown"));
         assert!(
             !secure_at(&a, ":1.7", "/icon"),
@@ -1326,7 +1355,7 @@ mod tests {
             .unwrap()
             .child_count = 4;
         let mut arena = arena_from_cache(&items);
-        memory.apply(&mut arena);
+        memory.apply(":1.5", &mut arena);
         assert!(memory.knows(":1.5", "/pw"));
         // Second walk: the entry was switched to visible (GTK 3 makes it a plain text).
         items.iter_mut().find(|i| i.path == "/pw").unwrap().role = TEXT;
@@ -1336,7 +1365,7 @@ mod tests {
             !arena.get(pw).states.has(State::Secure),
             "the role alone says plain text"
         );
-        memory.apply(&mut arena);
+        memory.apply(":1.5", &mut arena);
         assert!(arena.get(pw).states.has(State::Secure));
         let root = arena.key(":1.5", "/f").unwrap();
         let p = plan(

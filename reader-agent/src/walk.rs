@@ -422,7 +422,7 @@ pub async fn read_tree(
     }
     stats.live_objects = read_structure(&ctx, &mut arena, root, &limits).await;
     // Before any value is read: a field once seen secure stays secure.
-    a11y.secure_memory().apply(&mut arena);
+    a11y.secure_memory().apply(&ctx.link.bus_name, &mut arena);
     let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
     stats.ms_structure = start.elapsed().as_millis() as u64;
     if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
@@ -545,7 +545,7 @@ pub async fn read_objects_with(
         });
     }
     // Before any value is read: a field once seen secure stays secure.
-    a11y.secure_memory().apply(&mut arena);
+    a11y.secure_memory().apply(&bus, &mut arena);
     let mut jobs: Vec<(usize, Want, String)> = vec![];
     for (i, k) in keys.iter().enumerate() {
         let Some(k) = k else { continue };
