@@ -342,11 +342,11 @@ pub const SECURE_MEMORY_APPS: usize = 256;
 ///
 /// Bounded, and closed when full: an application with a secure object that cannot be
 /// remembered (past [`SECURE_MEMORY_PER_APP`] of its own) is *overflowed* until it leaves the
-/// bus, and every field of it counts as secure from then on (no value read, no
-/// typing into it); once the table of applications was full ([`SECURE_MEMORY_APPS`]), every
-/// application without an entry is, for the reader's life. Forgetting instead would
-/// let an application (a web page making and dropping password fields) push a revealed password
-/// field out of the memory, and its value into a read.
+/// bus, and every field of it counts as secure from then on (no value read, no typing into
+/// it); once the table of applications was full ([`SECURE_MEMORY_APPS`]), every application
+/// without an entry is, for the reader's life. Forgetting instead would let an application (a
+/// web page making and dropping password fields) push a revealed password field out of the
+/// memory, and its value into a read.
 #[derive(Debug, Default)]
 pub struct SecureMemory {
     by_app: Mutex<Apps>,
@@ -363,6 +363,25 @@ struct Apps {
 }
 
 impl Apps {
+    /// Remembers a secure object, or marks its application overflowed when it does not fit.
+    fn remember(&mut self, bus: &str, path: &str) {
+        if !self.map.contains_key(bus) && self.map.len() >= SECURE_MEMORY_APPS {
+            // No room for another application: one without an entry counts as overflowed from
+            // now on ([`Apps::overflowed`]), which needs no memory of its own.
+            self.was_full = true;
+            return;
+        }
+        let app = self.map.entry(bus.to_string()).or_default();
+        if app.paths.contains(path) {
+            return;
+        }
+        if app.paths.len() < SECURE_MEMORY_PER_APP {
+            app.paths.insert(path.to_string());
+        } else {
+            app.overflowed = true;
+        }
+    }
+
     /// True when the application's secure objects may not all be remembered.
     fn overflowed(&self, bus: &str) -> bool {
         match self.map.get(bus) {
@@ -421,27 +440,6 @@ impl SecureMemory {
     pub fn forget_app(&self, bus: &str) {
         if let Ok(mut m) = self.by_app.lock() {
             m.map.remove(bus);
-        }
-    }
-}
-
-impl Apps {
-    /// Remembers a secure object, or marks its application overflowed when it does not fit.
-    fn remember(&mut self, bus: &str, path: &str) {
-        if !self.map.contains_key(bus) && self.map.len() >= SECURE_MEMORY_APPS {
-            // No room for another application: one without an entry counts as overflowed from
-            // now on ([`Apps::overflowed`]), which needs no memory of its own.
-            self.was_full = true;
-            return;
-        }
-        let app = self.map.entry(bus.to_string()).or_default();
-        if app.paths.contains(path) {
-            return;
-        }
-        if app.paths.len() < SECURE_MEMORY_PER_APP {
-            app.paths.insert(path.to_string());
-        } else {
-            app.overflowed = true;
         }
     }
 }
