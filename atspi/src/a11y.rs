@@ -1397,7 +1397,7 @@ mod tests {
     fn the_registry_watch_rule_passes_the_readers_filter() {
         let rule = children_rule(":1.7").expect("a rule").to_string();
         assert!(
-            nish_broker::busfilter::match_rule_ok(&rule),
+            nish_proto::atspi_calls::match_rule_ok(&rule),
             "refused: {rule}"
         );
         assert!(rule.contains("member='ChildrenChanged'"), "{rule}");

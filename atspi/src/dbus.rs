@@ -304,7 +304,7 @@ mod tests {
         for r in Read::ALL {
             let ((iface, method), sig) = (r.spec(), r.signature());
             assert!(
-                nish_broker::busfilter::READ_ONLY.contains(&(iface, method, sig)),
+                nish_proto::atspi_calls::READ_ONLY.contains(&(iface, method, sig)),
                 "{iface}.{method}({sig}) is not on the filter's list"
             );
         }

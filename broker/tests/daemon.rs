@@ -1,89 +1,19 @@
-//! The real `nish-driver` binary: the systemd unit, readiness notification, the socket's
-//! permissions, the doctor report against its schema, status, stop and mock-person.
+//! The `nish-driver` binary as it is packaged: the systemd unit, the doctor report against its
+//! schema, the manifest, and the test doubles it does not have (they live in `nish-testd`).
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nish-driver");
 
 fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nish-daemon-{tag}-{}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("nish-driver-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-struct Serve {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Serve {
-    fn start(dir: &Path, backend: &str, notify: Option<&Path>) -> Serve {
-        let socket = dir.join("run/broker.sock");
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--backend", backend, "--socket"])
-            .arg(&socket)
-            .env("NISH_AUDIT_FILE", dir.join("audit.jsonl"))
-            .env_remove("NOTIFY_SOCKET")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if let Some(n) = notify {
-            cmd.env("NOTIFY_SOCKET", n);
-        }
-        let child = cmd.spawn().unwrap();
-        Serve { child, socket }
-    }
-
-    fn wait_socket(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.socket.exists() {
-            assert!(Instant::now() < deadline, "no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(BIN)
-            .args(args)
-            .arg("--socket")
-            .arg(&self.socket)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn terminate(mut self) -> std::process::ExitStatus {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -126,114 +56,6 @@ fn the_user_unit_verifies() {
     assert!(
         !stderr.contains("nish-driver.service"),
         "warnings about the unit: {stderr}"
-    );
-}
-
-#[test]
-fn serve_notifies_ready_once_it_listens_and_stops_cleanly() {
-    let dir = tmpdir("notify");
-    let notify = dir.join("notify.sock");
-    let rx = UnixDatagram::bind(&notify).unwrap();
-    rx.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let serve = Serve::start(&dir, "mock", Some(&notify));
-    let mut buf = [0u8; 256];
-    let n = rx.recv(&mut buf).expect("READY within 20 s");
-    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-    assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
-    // READY means listening: a connection works right away.
-    std::os::unix::net::UnixStream::connect(&serve.socket).expect("listening when READY is sent");
-    let dir_mode = std::fs::metadata(serve.socket.parent().unwrap())
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(dir_mode, 0o700, "the socket's directory is private");
-    let sock_mode = std::fs::metadata(&serve.socket)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(sock_mode, 0o600);
-    // A second broker on the same socket refuses to start.
-    let second = Command::new(BIN)
-        .args(["serve", "--backend", "mock", "--socket"])
-        .arg(&serve.socket)
-        .output()
-        .unwrap();
-    assert!(!second.status.success());
-    assert!(String::from_utf8_lossy(&second.stderr).contains("already listens"));
-    let socket = serve.socket.clone();
-    let st = serve.terminate();
-    assert!(st.success(), "{st:?}");
-    let n = rx.recv(&mut buf).expect("STOPPING");
-    assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
-    assert!(!socket.exists(), "the socket is removed on exit");
-    let audit = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    assert!(audit.contains("\"broker.start\"") && audit.contains("\"broker.stop\""));
-}
-
-#[test]
-fn other_users_cannot_reach_the_socket() {
-    if !nix::unistd::getuid().is_root() {
-        return; // needs root to play another user; the directory mode check above still runs.
-    }
-    let dir = tmpdir("peer");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let serve = Serve::start(&dir, "mock", None);
-    serve.wait_socket();
-    // Another uid: its own client refuses a socket whose directory is not its own, and the
-    // 0700 directory would stop it before SO_PEERCRED is even needed.
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            BIN,
-            "status",
-            "--socket",
-        ])
-        .arg(&serve.socket)
-        .output()
-        .expect("setpriv (util-linux)");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("not this user's") && err.contains("nothing was sent"),
-        "{err}"
-    );
-    let audit = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    assert!(!audit.contains("connection.refused"), "{audit}");
-}
-
-#[test]
-fn status_stop_and_mock_person_from_a_terminal() {
-    let dir = tmpdir("cli");
-    let serve = Serve::start(&dir, "mock", None);
-    serve.wait_socket();
-    let (code, out, _) = serve.cli(&["status", "--json"]);
-    assert_eq!(code, 0);
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["backend"], "mock");
-    assert_eq!(v["sessions"], serde_json::json!([]));
-    let (code, _, err) = serve.cli(&["mock-person", "approve"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.starts_with("no_session: no consent dialog is open"),
-        "{err}"
-    );
-    let (code, out, _) = serve.cli(&["stop"]);
-    assert_eq!(code, 0);
-    assert!(out.contains("stopped 0 session(s)"));
-    drop(serve);
-    // mock-person is refused unless the backend is the mock.
-    let dir = tmpdir("cli-linux");
-    let serve = Serve::start(&dir, "linux", None);
-    serve.wait_socket();
-    let (code, _, err) = serve.cli(&["mock-person", "move", "1", "1"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.starts_with("unsupported: mock-person works only with serve --backend mock"),
-        "{err}"
     );
 }
 
@@ -289,10 +111,6 @@ fn doctor_report_matches_its_schema_with_and_without_a_display() {
             .iter()
             .any(|s| s["reason_code"] == "display_not_local")
     );
-    let (code, v) = doctor(&["--backend", "mock"], None);
-    assert_eq!(code, 0);
-    assert_eq!(v["ready"], true);
-    assert_eq!(v["session_type"], "mock");
 }
 
 #[test]
@@ -312,4 +130,90 @@ fn manifest_names_versions_and_tools() {
     // Tools beyond the contract are named as such; the contract version does not move.
     assert_eq!(v["extensions"], serde_json::json!(["wait_for"]));
     assert_eq!(nish_proto::CONTRACT_VERSION, "0.8.0");
+}
+
+/// Whether the file at `path` holds `needle` anywhere (a string literal, or a symbol's name).
+fn holds(path: &str, needle: &str) -> bool {
+    let bytes = std::fs::read(path).unwrap();
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn the_daemon_has_no_test_doubles() {
+    // No mock backend: `serve` takes no backend at all, and there is no simulated person.
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--backend",
+            "mock",
+            "--socket",
+            "/nonexistent/broker.sock",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap refuses the argument");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unexpected argument '--backend'"), "{err}");
+    for cmd in ["person", "mock-person"] {
+        let out = Command::new(BIN).arg(cmd).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("unrecognized subcommand"), "{cmd}: {err}");
+    }
+    // None of the tests' switches or doubles is in the binary: not the consent-by-files
+    // directory, not the benchmark's filter-off and settle switches, not the code that would
+    // serve them (its symbols would be there, as the decider's are).
+    assert!(holds(BIN, "nish_decider"), "the check sees symbols at all");
+    for needle in [
+        "NISH_TEST_CONSENT_DIR",
+        "NISH_BENCH_READER_FILTER",
+        "NISH_BENCH_SETTLE",
+        "FileConsent",
+        "MockBackend",
+        "nish_testd",
+    ] {
+        assert!(!holds(BIN, needle), "nish-driver holds {needle}");
+    }
+    // The agent host can make an opener without the agents' filters (for the benchmark's
+    // side-by-side run in nish-testd); the daemon's own sources never ask for one.
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).unwrap() {
+        let path = entry.unwrap().path();
+        let src = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !src.contains("dangerously_unfiltered"),
+            "{} turns the agents' filters off",
+            path.display()
+        );
+    }
+    // And the build graph: nish-driver depends on no test crate, whatever else is built with it.
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "nish-driver",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        tree.contains("nish-decider") && tree.contains("nish-agenthost"),
+        "{tree}"
+    );
+    for test_crate in ["nish-testd", "nish-tests"] {
+        assert!(
+            !tree.contains(test_crate),
+            "nish-driver depends on {test_crate}"
+        );
+    }
 }

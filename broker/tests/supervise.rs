@@ -105,7 +105,7 @@ impl Serve {
         let socket = dir.join("run/broker.sock");
         let audit = dir.join("audit.jsonl");
         let child = Command::new(BIN)
-            .args(["serve", "--backend", "linux", "--socket"])
+            .args(["serve", "--socket"])
             .arg(&socket)
             .env("NISH_AUDIT_FILE", &audit)
             .env("NISH_JOURNAL_SOCKET", dir.join("no-journal.sock"))

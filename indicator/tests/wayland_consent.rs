@@ -26,7 +26,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use nish_broker::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
+use nish_agenthost::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
@@ -132,7 +132,7 @@ impl Indicator {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        nish_broker::sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
+        nish_agenthost::sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
         let mut child = cmd.spawn().expect("nish-indicator starts");
         drop(cmd);
         let err = child.stderr.take().unwrap();

@@ -2,7 +2,7 @@
 //! ([`Act`]), each with its timeout, and the one read-only call the reader's list
 //! (`nish_atspi::dbus::Read`) does not have ([`Look`]). Every other call goes through the
 //! reader's list. The broker's filter on the input agent's links lets reads through and an act
-//! only when it is the one the broker asked for (`nish_broker::busfilter`).
+//! only when it is the one the broker asked for (`nish_agenthost::busfilter`).
 //!
 //! There is no way to name another method here: no focus (`GrabFocus`), no scrolling, no
 //! window geometry, no synthetic events (`DeviceEventController`), no clipboard (`CutText`,
@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn every_call_passes_the_brokers_filter_only_as_it_should() {
-        use nish_broker::busfilter::{ActMethod, INPUT_READS, READ_ONLY};
+        use nish_proto::atspi_calls::{ActMethod, INPUT_READS, READ_ONLY};
         // Reads pass the input agent's filter at any time: the reader's list (its own test
         // checks every `Read`) and the looks.
         for l in Look::ALL {
@@ -278,7 +278,7 @@ mod tests {
         );
         // ... but for the reads the filter refuses the input agent (`Properties.GetAll`): its
         // sources, and the shared library's it calls, never send one.
-        use nish_broker::busfilter::NOT_INPUT_READS;
+        use nish_proto::atspi_calls::NOT_INPUT_READS;
         let refused: Vec<_> = nish_atspi::dbus::Read::ALL
             .iter()
             .filter(|r| NOT_INPUT_READS.contains(&r.spec()))

@@ -2,7 +2,7 @@
 //! it nothing (not a hello, not the host's arguments), and the host gets the contract's
 //! envelope, `backend_unavailable`, saying the socket is not the user's.
 //!
-//! The impostor (broker/tests/impostor.py) runs as nobody through `setpriv`; the test needs
+//! The impostor (tests/attackers/impostor.py) runs as nobody through `setpriv`; the test needs
 //! root to play that other user.
 
 use std::io::{BufRead, BufReader, Write};
@@ -23,7 +23,7 @@ struct Impostor {
 
 impl Impostor {
     fn start(socket: &Path, record: &Path) -> Impostor {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../broker/tests/impostor.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/attackers/impostor.py");
         let child = Command::new("setpriv")
             .args([
                 "--reuid=65534",

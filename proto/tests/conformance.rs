@@ -16,20 +16,20 @@ fn workspace() -> PathBuf {
 
 fn rust_sources() -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
-    let mut stack: Vec<PathBuf> = [
-        "proto",
-        "sandbox",
-        "broker",
-        "atspi",
-        "reader-agent",
-        "input-agent",
-        "indicator",
-        "mcp-shim",
-        "tests",
-    ]
-    .iter()
-    .map(|d| workspace().join(d))
-    .collect();
+    // Every member of the workspace, as its Cargo.toml lists them.
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .expect("the workspace's members");
+    let mut stack: Vec<PathBuf> = members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .map(|d| workspace().join(d))
+        .collect();
+    assert!(stack.len() >= 12, "members: {stack:?}");
     while let Some(d) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else {
             continue;

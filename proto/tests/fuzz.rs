@@ -23,7 +23,7 @@ static ALLOC: sys::Counting = sys::Counting;
 use std::path::{Path, PathBuf};
 
 use nish_proto::model::{Ifaces, Node, Rect, StateSet, Token, Tree, TruncReason, WindowInfo};
-use nish_proto::wire::cli::{BrokerToCli, CliToBroker, PersonOp};
+use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
 use nish_proto::wire::codec::{self, FrameCutter, FrameError};
 use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentAnswer, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
@@ -319,26 +319,9 @@ fn broker_to_shim() -> impl Strategy<Value = BrokerToShim> {
 }
 
 fn cli_to_broker() -> impl Strategy<Value = CliToBroker> {
-    let op = prop_oneof![
-        (
-            proptest::option::of(proptest::collection::vec(s(), 0..4)),
-            any::<bool>(),
-            any::<bool>()
-        )
-            .prop_map(|(apps, takeover, clipboard)| PersonOp::Approve {
-                apps,
-                takeover,
-                clipboard
-            }),
-        Just(PersonOp::Deny),
-        (any::<i32>(), any::<i32>()).prop_map(|(x, y)| PersonOp::Move { x, y }),
-        s().prop_map(|name| PersonOp::Key { name }),
-        Just(PersonOp::Continue),
-    ];
     prop_oneof![
         Just(CliToBroker::Status),
         Just(CliToBroker::Stop),
-        op.prop_map(CliToBroker::Person),
         Just(CliToBroker::Doctor),
     ]
 }
@@ -980,15 +963,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 },
             }),
         ),
-        (
-            "cli-to-broker",
-            "seed-approve",
-            e(&CliToBroker::Person(PersonOp::Approve {
-                apps: Some(vec!["Notes".into()]),
-                takeover: true,
-                clipboard: false,
-            })),
-        ),
+        ("cli-to-broker", "seed-stop", e(&CliToBroker::Stop)),
         (
             "broker-to-cli",
             "seed-done",

@@ -6,7 +6,7 @@
 //!
 //! `--locked --twice`: it locks down for real (so the kernel's view passes), then breaks the
 //! protocol with a second lock-down report; the broker must cut it off and audit it
-//! (broker/tests/hostile.rs).
+//! (testd/tests/hostile.rs).
 //!
 //! `--locked --as input` (or `indicator`, `reader`): a locked-down stand-in of that agent that
 //! says its hello and lock-down and then answers nothing, for the broker's supervision tests

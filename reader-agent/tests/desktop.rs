@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nish_atspi::tree::MAX_CHILDREN;
-use nish_broker::views::{View, ViewKind, ViewParams, cut};
+use nish_decider::views::{View, ViewKind, ViewParams, cut};
 use nish_proto::model::{Node, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
@@ -1137,7 +1137,7 @@ fn view(t: &Tree, kind: ViewKind, max_elements: Option<u64>) -> View<'_> {
 
 /// The (role, label) of every row of a view.
 fn view_rows(v: &View) -> Vec<(String, String)> {
-    let elements = nish_broker::views::elements_value(&v.elements);
+    let elements = nish_decider::views::elements_value(&v.elements);
     elements
         .as_array()
         .into_iter()

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use nish_broker::backend::agents::Agent;
+use nish_agenthost::agents::{Agent, Hooks};
+use nish_agenthost::handover::{Endpoints, Opener};
 use nish_proto::wire::Role;
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker};
 
@@ -17,6 +18,14 @@ fn target_dir() -> PathBuf {
         .and_then(|d| d.parent())
         .expect("target dir")
         .to_path_buf()
+}
+
+/// No violation is looked at; nothing is opened for the agent.
+fn hooks() -> Hooks {
+    Hooks {
+        on_violation: Arc::new(|_| {}),
+        opener: Arc::new(Opener::new(Endpoints::from_env())),
+    }
 }
 
 #[tokio::test]
@@ -33,7 +42,7 @@ async fn a_forged_lockdown_report_is_refused_and_the_real_one_accepted() {
         &forged,
         Role::Reader,
         false,
-        Arc::new(|_| {}),
+        hooks(),
     )
     .await;
     let Err(err) = r else {
@@ -57,7 +66,7 @@ async fn a_forged_lockdown_report_is_refused_and_the_real_one_accepted() {
         &target.join("nish-reader"),
         Role::Reader,
         false,
-        Arc::new(|_| {}),
+        hooks(),
     )
     .await
     .expect("the real reader locks down");

@@ -6,7 +6,7 @@ a read of the window (the read not timed); beside the same acts done by a Python
 (do the action, then read until the element shows it). Run inside a test desktop's environment
 with gtk3-widget-factory started; prints a markdown table.
 
-    act_latency.py --driver .../nish-driver --shim .../nish-mcp --pid PID [--acts 50]
+    act_latency.py --driver .../nish-driver --testd .../nish-testd --shim .../nish-mcp --pid PID [--acts 50]
 """
 
 from __future__ import annotations
@@ -94,13 +94,14 @@ async def driver_times(ns: argparse.Namespace, filter_on: bool, acts: int, settl
     """One broker (the agents' D-Bus filters on or off; the settle by events where the app sends
     them, or by reads alone), `acts` of each kind after 3 warm-ups."""
     env = {"NISH_LOG": "warn"}
-    # Both honoured only by a broker built with the bench-unfiltered feature (the workspace
-    # build); the daemon built alone always filters and always follows the events.
+    # Both honoured only by the test daemon nish-testd; nish-driver always filters and always
+    # follows the events, and runs the side that has neither switch.
     if not filter_on:
         env["NISH_BENCH_READER_FILTER"] = "off"
     if settle == "reads":
         env["NISH_BENCH_SETTLE"] = "reads"
-    broker = h.Broker(ns.driver, "linux", env)
+    daemon = ns.driver if filter_on and settle == "events" else ns.testd
+    broker = h.Broker(daemon, "linux", env)
     person = h.Person(broker.env)
     try:
         async with h.host(ns.shim, broker, "act-bench") as c:
@@ -198,6 +199,7 @@ async def run(ns: argparse.Namespace) -> None:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--driver", required=True)
+    p.add_argument("--testd", required=True, help="nish-testd, for the filter-off and settle-by-reads sides")
     p.add_argument("--shim", required=True)
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--acts", type=int, default=50)

@@ -19,6 +19,8 @@ fn main() -> Result<()> {
         .arg(script)
         .arg("--driver")
         .arg(workspace_bin("nish-driver")?)
+        .arg("--testd")
+        .arg(workspace_bin("nish-testd")?)
         .arg("--shim")
         .arg(workspace_bin("nish-mcp")?)
         .args(["--pid", &gtk3.pid.to_string(), "--acts", &acts])

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use nish_broker::views::{ViewKind, ViewParams, cut};
+use nish_decider::views::{ViewKind, ViewParams, cut};
 use nish_proto::wire::reader::WalkLimits;
 use nish_testdesk::agents::Reader;
 use nish_testdesk::session::workspace_bin;

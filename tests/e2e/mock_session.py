@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A whole nish-driver session on the mock desktop, driven by the official MCP Python client
-through the real `nish-mcp` shim and the real `nish-driver serve --backend mock` broker.
+through the real `nish-mcp` shim and the test daemon `nish-testd serve --backend mock` (the
+broker's decider over the mock desktop).
 
-The person is played with `nish-driver mock-person ...`. Every step is printed; every result is
+The person is played with `nish-testd person ...`. Every step is printed; every result is
 checked, and every failure this script provokes must come back in the contract's envelope and
 text form. Exit status 0 means every check held.
 
-    mock_session.py --driver target/debug/nish-driver --shim target/debug/nish-mcp
+    mock_session.py --driver target/debug/nish-testd --shim target/debug/nish-mcp
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str, last: 
 
         await fails(c, "list_windows", {}, "no_session")
 
-        say("  start_session {apps: [Notes, Atlas]}; the person approves (mock-person approve)")
+        say("  start_session {apps: [Notes, Atlas]}; the person approves (person approve)")
         approve = threading.Thread(target=lambda: say("    person: " + broker.person("approve")))
         approve.start()
         st = await ok(c, "start_session", {"apps": ["Notes", "Atlas"], "lease_s": 600})
@@ -107,7 +108,7 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str, last: 
         fresh = await ok(c, "get_window_state", {"app": "Notes"})
         r = await ok(c, "click", {"element_token": find(fresh, "toggle_button", "Italic")["element_token"], "delivery_mode": "foreground"})
         say(f"    foreground click Italic: path {r['path']}, took_cursor {r['took_cursor']}, verified {r['verified']}")
-        say("    the person moves the mouse (mock-person move 5 5)")
+        say("    the person moves the mouse (person move 5 5)")
         broker.person("move", "5", "5")
         ev = await ctl.wait(lambda e: e.get("event") == "takeover.paused", "takeover.paused")
         check(ev["session"] == st["session"] and ev["reason"] == "pointer_moved", str(ev))
@@ -140,7 +141,7 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str, last: 
             say("  and at once again: refused without a dialog (the person is not worn down)")
             err = await fails(c, "start_session", {"apps": ["Notes"]}, "consent_denied")
             check("no new dialog" in err["message"], str(err))
-            p = broker.cli("mock-person", "deny", expect_ok=False)
+            p = broker.cli("person", "deny", expect_ok=False)
             check(p.returncode != 0 and "no consent dialog is open" in p.stderr, p.stderr)
 
 

@@ -51,7 +51,9 @@ NO_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=
 
 
 class Broker:
-    """`nish-driver serve` on a private socket; stopped by pid."""
+    """`nish-driver serve` on a private socket; stopped by pid. `driver` is `nish-driver` (the
+    real desktop; `backend` "linux"), or the test daemon `nish-testd`, which serves the mock
+    desktop (`backend` "mock") or the real one with the tests' switches ("linux")."""
 
     def __init__(self, driver: str, backend: str, env: dict[str, str] | None = None,
                  no_caps: bool = False) -> None:
@@ -69,8 +71,11 @@ class Broker:
         e.pop("NOTIFY_SOCKET", None)
         self.env = e
         self.log = open(os.path.join(self.dir, "broker.log"), "wb")
+        testd = os.path.basename(driver) == "nish-testd"
+        check(testd or backend == "linux", f"nish-driver serves the real desktop only, not {backend}")
         self.proc = subprocess.Popen(
-            (NO_CAPS if no_caps else []) + [driver, "serve", "--backend", backend, "--socket", self.socket],
+            (NO_CAPS if no_caps else []) + [driver, "serve"]
+            + (["--backend", backend] if testd else []) + ["--socket", self.socket],
             env=e, stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
@@ -110,14 +115,14 @@ class Broker:
         return p
 
     def person(self, *args: str, timeout: float = 20.0) -> str:
-        """`nish-driver mock-person ...`, retried while the consent dialog is not up yet."""
+        """`nish-testd person ...`, retried while the consent dialog is not up yet."""
         deadline = time.monotonic() + timeout
         while True:
-            p = self.cli("mock-person", *args, expect_ok=False)
+            p = self.cli("person", *args, expect_ok=False)
             if p.returncode == 0:
                 return p.stdout.strip()
             if "no consent dialog is open" not in p.stderr or time.monotonic() > deadline:
-                raise AssertionError(f"mock-person {args}: {p.stderr}")
+                raise AssertionError(f"person {args}: {p.stderr}")
             time.sleep(0.05)
 
     def audit_events(self) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A nish-driver session on the headless GNOME Wayland test desktop (mutter --headless
 --wayland --no-x11, no X server), driven by the official MCP Python client through the real
-`nish-mcp` and `nish-driver serve --backend linux` with its reader and input agents.
+`nish-mcp` and the broker with its reader and input agents, served by the test daemon
+(`nish-testd serve --backend linux`: the same decider and agent host as `nish-driver serve`).
 
 Headless only: windows and reads come from AT-SPI, acts are AT-SPI actions and values.
 
@@ -10,7 +11,7 @@ person's click on Allow on the real consent dialog (a native Wayland client in n
 with mutter's RemoteDesktop API playing their pointer (indicator/tests/wayland/person.py), the
 way a person's device arrives; a later request is answered by a click on Deny. One separate,
 earlier request is answered through files in a private directory
-($NISH_TEST_CONSENT_DIR; this broker is a test build, the tests crate's `test-consent` feature)
+($NISH_TEST_CONSENT_DIR, which only the test daemon reads; nish-driver has no such path)
 only so that the test can check what a request shows (its app lines with their window counts
 and ticks, the asking program), which the dialog tells no one but the person, and the session it
 opens is ended at once, unused; the directory is removed before the main session, and from then
@@ -20,7 +21,7 @@ Run inside the Wayland desktop's environment; the caller has started gtk3-widget
 (twice, for an ambiguous target), gtk4-demo, gtk3-demo (not requested: out of scope) and
 Chromium on tests/pages/form.html, all native Wayland clients.
 
-    wayland_session.py --driver .../nish-driver --shim .../nish-mcp --unapproved-window ID
+    wayland_session.py --driver .../nish-testd --shim .../nish-mcp --unapproved-window ID
         [--demo]
 """
 
@@ -386,7 +387,7 @@ async def run(ns: argparse.Namespace) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--driver", required=True)
+    p.add_argument("--driver", required=True, help="nish-testd (its consent through files)")
     p.add_argument("--shim", required=True)
     p.add_argument("--unapproved-window", type=int, required=True)
     p.add_argument("--demo", action="store_true")

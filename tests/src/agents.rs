@@ -102,7 +102,7 @@ impl AgentProc {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        nish_broker::sys::pass_as_fd3(&mut cmd, theirs.into());
+        nish_agenthost::sys::pass_as_fd3(&mut cmd, theirs.into());
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
@@ -383,8 +383,8 @@ pub fn stand_in_filtered(
     role: Role,
     filter: bool,
 ) -> std::io::Result<UnixStream> {
-    use nish_broker::conn::Peer;
-    use nish_broker::handover::{Endpoints, Filter, Holdings, Opener, answer, send_with_fd};
+    use nish_agenthost::handover::{Endpoints, Filter, Holdings, Opener, answer, send_with_fd};
+    use nish_decider::conn::Peer;
     use nish_proto::wire::codec::{encode, read_body};
     use std::io::Write as _;
     use std::sync::{Arc, Mutex};

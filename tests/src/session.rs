@@ -214,9 +214,10 @@ pub fn wayland_session_desktop() -> Result<WaylandSessionDesktop> {
 /// this process's).
 pub fn run_wayland_session(sd: &WaylandSessionDesktop, demo: bool) -> Result<Output> {
     let mut cmd = sd.desk.command(python()?);
+    // The test daemon: one early request is answered through files (NISH_TEST_CONSENT_DIR).
     cmd.arg(script("wayland_session.py"))
         .arg("--driver")
-        .arg(workspace_bin("nish-driver")?)
+        .arg(workspace_bin("nish-testd")?)
         .arg("--shim")
         .arg(workspace_bin("nish-mcp")?)
         .arg("--unapproved-window")

@@ -11,14 +11,14 @@
 //!   [`MAX_LIVE_LINKS`] are handed, the next bus link and an application's link are refused;
 //!   once the agent closes one, a new one is handed again, and so on.
 //!
-//! [`Opener::open_held`]: nish_broker::handover::Opener::open_held
+//! [`Opener::open_held`]: nish_agenthost::handover::Opener::open_held
 
 use std::io::Read as _;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use nish_broker::handover::{MAX_LIVE_LINKS, MAX_X_CONNECTIONS};
+use nish_agenthost::handover::{MAX_LIVE_LINKS, MAX_X_CONNECTIONS};
 use nish_proto::wire::codec::{decode, encode};
 use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker};
 use nish_proto::wire::{ConnectTarget, Connected, Handed, MAX_FRAME_BYTES, Role};

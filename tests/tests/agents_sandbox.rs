@@ -226,10 +226,10 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
         let handed_bus = UnixStream::connect(&bus).unwrap();
         // The input agent's, with no act granted: its actions and setters are refused too.
         let policy = match agent {
-            "nish-reader" => Some(nish_broker::busfilter::Policy::Reader),
-            "nish-input" => Some(nish_broker::busfilter::Policy::Input {
-                link: nish_broker::busfilter::Link::Bus,
-                grants: nish_broker::busfilter::Grants::new(),
+            "nish-reader" => Some(nish_agenthost::busfilter::Policy::Reader),
+            "nish-input" => Some(nish_agenthost::busfilter::Policy::Input {
+                link: nish_agenthost::busfilter::Link::Bus,
+                grants: nish_agenthost::busfilter::Grants::new(),
             }),
             _ => None,
         };
@@ -237,7 +237,7 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
             let _in_rt = rt.enter();
             let real = UnixStream::connect(&bus).unwrap();
             UnixStream::from(
-                nish_broker::busfilter::filtered_with(real.into(), policy).expect("the filter"),
+                nish_agenthost::busfilter::filtered_with(real.into(), policy).expect("the filter"),
             )
         });
         let mut args: Vec<String> = [
@@ -321,7 +321,7 @@ fn agents_connect_nowhere_read_no_secrets_and_use_what_is_handed_in() {
 /// setter on it get the filter's refusal.
 #[test]
 fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
-    use nish_broker::handover::{Endpoints, Filter, Opener};
+    use nish_agenthost::handover::{Endpoints, Filter, Opener};
     use nish_proto::wire::{ConnectTarget, Handed};
     use nish_testdesk::App;
 
@@ -381,7 +381,7 @@ fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
         // act granted).
         let filter = match agent {
             "nish-reader" => Filter::Reader,
-            _ => Filter::Input(nish_broker::busfilter::Grants::new()),
+            _ => Filter::Input(nish_agenthost::busfilter::Grants::new()),
         };
         let (handed, link) = rt
             .block_on(opener.open_filtered(
@@ -395,7 +395,7 @@ fn a_peer_to_peer_link_handed_in_after_the_lock_down_works() {
         assert_eq!(handed, Handed::App, "gtk3-widget-factory offers a link");
         let (ours, theirs) = UnixStream::pair().unwrap();
         // Queued now, taken by the agent only once it runs locked down.
-        nish_broker::handover::send_with_fd(&ours, &[0], link.as_ref()).expect("sent");
+        nish_agenthost::handover::send_with_fd(&ours, &[0], link.as_ref()).expect("sent");
         drop(link);
         let args = vec!["--link-later".to_string(), inheritable(&theirs)];
         let v = self_test(agent, &args, None);

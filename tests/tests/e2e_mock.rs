@@ -1,5 +1,6 @@
-//! The whole session on the mock desktop through the real binaries: `nish-driver serve
-//! --backend mock`, `nish-mcp`, and the official MCP Python client (tests/e2e/mock_session.py),
+//! The whole session on the mock desktop through the real binaries: the test daemon
+//! `nish-testd serve --backend mock` (the broker's decider over the mock desktop), `nish-mcp`,
+//! and the official MCP Python client (tests/e2e/mock_session.py),
 //! over the three protocol versions current clients speak.
 
 use std::path::PathBuf;
@@ -41,7 +42,7 @@ fn mcp_client_runs_a_whole_session_on_the_mock() {
     let out = Command::new(python())
         .arg(&script)
         .arg("--driver")
-        .arg(bin("nish-driver"))
+        .arg(bin("nish-testd"))
         .arg("--shim")
         .arg(bin("nish-mcp"))
         .output()

@@ -14,9 +14,9 @@ use nish_testdesk::dbus::{error_of, stream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nish_broker::busfilter::{ActMethod, Args, Grant, Grants};
-use nish_broker::conn::Peer;
-use nish_broker::handover::{Endpoints, Filter, Opener};
+use nish_agenthost::busfilter::{ActMethod, Args, Grant, Grants};
+use nish_agenthost::handover::{Endpoints, Filter, Opener};
+use nish_decider::conn::Peer;
 use nish_proto::wire::{ConnectTarget, Handed};
 use nish_testdesk::Desktop;
 
@@ -283,7 +283,7 @@ fn a_compromised_input_agent_acts_only_as_granted() {
         let app_target = ConnectTarget::App {
             bus_name: app_name.clone(),
         };
-        let held = nish_broker::handover::Holdings::new();
+        let held = nish_agenthost::handover::Holdings::new();
         for filtered in [true, false] {
             // Filtered: what the broker hands the input agent (`open_for_agent`); unfiltered:
             // the same streams handed as they are.

@@ -8,7 +8,7 @@
 use nish_testdesk::dbus::{error_of, stream};
 use std::time::Duration;
 
-use nish_broker::handover::{Endpoints, Opener};
+use nish_agenthost::handover::{Endpoints, Opener};
 use nish_proto::wire::{ConnectTarget, Handed};
 use nish_testdesk::{App, Desktop};
 use zbus::zvariant::OwnedObjectPath;

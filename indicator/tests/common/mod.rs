@@ -34,7 +34,7 @@ use x11rb::wrapper::ConnectionExt as _;
 /// Plays the broker's connection service: opens X on `display` as the broker does (handshake
 /// included) and sends it as the answer to request `id`, the descriptor attached.
 pub fn hand_x(sock: &UnixStream, display: &str, id: u64) {
-    use nish_broker::handover::{Endpoints, answer, open_x11, send_with_fd};
+    use nish_agenthost::handover::{Endpoints, answer, open_x11, send_with_fd};
     let ep = Endpoints {
         display: Some(display.to_string()),
         ..Endpoints::default()
@@ -763,7 +763,7 @@ impl Indicator {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        nish_broker::sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
+        nish_agenthost::sys::pass_as_fd3(&mut cmd, OwnedFd::from(theirs));
         let mut child = cmd.spawn().expect("nish-indicator starts");
         drop(cmd);
         // The indicator cannot write regular files (RLIMIT_FSIZE 0): its log comes over a pipe.

@@ -23,7 +23,7 @@ pub mod shim;
 pub mod trust;
 
 /// Version of these wire protocols; bumped on any incompatible change of a message enum.
-pub const PROTO_VERSION: u32 = 10;
+pub const PROTO_VERSION: u32 = 11;
 
 /// Largest frame any peer accepts (screen captures are the largest messages).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -35,7 +35,7 @@ pub const MAX_CLIENT_FRAME_BYTES: usize = 1024 * 1024;
 pub enum Role {
     /// An MCP shim (`nish-mcp`), one per host.
     Shim,
-    /// A terminal command (`nish-driver status`, `stop`, `mock-person`).
+    /// A terminal command (`nish-driver status`, `stop`, `doctor`).
     Cli,
     /// The reader agent (`nish-reader`).
     Reader,

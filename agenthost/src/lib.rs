@@ -1,0 +1,23 @@
+//! The agent host of nish-driver: the broker's plumbing, which decides nothing.
+//!
+//! It starts the sandboxed agents and supervises them, opens the connections they are handed
+//! (OpenSSH's monitor: the agents open no socket of their own), relays and filters their
+//! accessibility-bus traffic, and implements the decider's [`nish_decider::backend::Backend`]
+//! for the real Linux desktop.
+//!
+//! - [`agents`]: starting an agent, its typed connection, reaping it;
+//! - [`linux`]: the [`linux::LinuxBackend`]: the agents' slots, restarts, act grants, the doctor;
+//! - [`wayland`]: the doctor on a Wayland session;
+//! - [`handover`]: the connections opened for agents and handed over;
+//! - [`busfilter`]: the agents' D-Bus filter;
+//! - [`procstatus`]: an agent's lock-down as the kernel shows it;
+//! - [`assistive`]: the administrator's opt-in for assistive XTEST clicks.
+
+pub mod agents;
+pub mod assistive;
+pub mod busfilter;
+pub mod handover;
+pub mod linux;
+pub mod procstatus;
+pub mod sys;
+pub mod wayland;

@@ -1,6 +1,0 @@
-//! Prints the audit's table of events as markdown, for docs/audit.md (a test checks the doc
-//! holds it).
-
-fn main() {
-    print!("{}", nish_broker::audit::AuditEvent::table_markdown());
-}

@@ -1,0 +1,392 @@
+//! The backend trait: what the decider asks of a desktop. The agent host (`nish-agenthost`)
+//! implements it for the real Linux desktop by talking to its sandboxed agents; test doubles
+//! (the mock desktop of `nish-testd`) implement it outside the daemon's build.
+//!
+//! The backend does the OS work and reports facts; the engine decides. Person input detection
+//! lives here (it needs the send log of the input path): a synthetic batch stops at its next
+//! check when the person moves the pointer more than [`POINTER_SLACK_PX`] from where the driver
+//! put it or presses a key or button the driver did not send, and the backend reports it as a
+//! [`BackendEvent::PersonInput`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nish_proto::doctor::DoctorReport;
+use nish_proto::errors::DriverError;
+use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
+use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use tokio::sync::mpsc;
+
+use nish_proto::atspi_calls::ActMethod;
+
+use crate::conn::{Peer, Violation};
+use crate::session::PausedReason;
+
+/// How far (either axis) the pointer may be from where the driver put it before it counts as
+/// the person's (contract §4.3).
+pub const POINTER_SLACK_PX: i32 = 8;
+
+/// A consent dialog to show.
+#[derive(Clone, Debug)]
+pub struct ConsentRequest {
+    /// The name the host claims (escaped by whoever draws it; shown as a claim).
+    pub host_claimed: String,
+    /// The program that asks, from the kernel.
+    pub program: HostProgram,
+    /// App lines: every app with a visible window, with its window count.
+    pub apps: Vec<ConsentApp>,
+    /// Requested apps with no visible window.
+    pub missing_requested: u32,
+    /// The lease asked for, in whole minutes.
+    pub lease_minutes: u32,
+    /// Show "ALSO allow VISIBLE TAKEOVER".
+    pub takeover: bool,
+    /// Show "Allow reading the clipboard".
+    pub clipboard: bool,
+    /// No answer in this time is a denial.
+    pub timeout: Duration,
+}
+
+/// Something that happened on the desktop that the engine must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendEvent {
+    /// The person's own input during a takeover.
+    PersonInput {
+        /// Which kind.
+        reason: PausedReason,
+    },
+    /// The person clicked Continue on the indicator of a session.
+    Continue {
+        /// Session id.
+        session: String,
+    },
+    /// The indicator of a session went away on its own.
+    IndicatorLost {
+        /// Session id.
+        session: String,
+        /// A fixed reason code.
+        reason: String,
+    },
+    /// The person pressed the stop hotkey.
+    StopHotkey,
+    /// An agent broke its protocol and was cut off (connection closed, process killed).
+    AgentCutOff(AgentViolation),
+    /// An agent started and locked down.
+    AgentStarted {
+        /// Its binary name.
+        agent: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// True when an earlier instance ran and ended.
+        restart: bool,
+    },
+    /// An agent's process ended (and was reaped).
+    AgentExited {
+        /// Its binary name.
+        agent: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// `exit N` or `signal N`.
+        status: String,
+        /// How long it ran.
+        ran_ms: u64,
+        /// When it starts again.
+        restart_in_ms: u64,
+    },
+    /// The broker's D-Bus filter refused a call of the input agent's.
+    CallRefused(Refused),
+    /// An agent was refused a connection: it holds the most it may.
+    ConnectRefused(HeldRefusal),
+    /// An agent started but was refused before it served (no lock-down, no hello in time).
+    AgentRefused {
+        /// Its binary name.
+        agent: &'static str,
+        /// Its role (`reader`, `input`, `indicator`).
+        peer: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// `not_locked_down`, `traced`, `lockdown_unreadable` or `no_hello`.
+        reason: &'static str,
+    },
+}
+
+pub use nish_proto::wire::input::SynthOp;
+
+/// An agent that broke its protocol: its connection was closed and its process killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentViolation {
+    /// The agent's binary name.
+    pub agent: &'static str,
+    /// Its peer kind.
+    pub peer: Peer,
+    /// Its pid (0 when the broker did not start it).
+    pub pid: u32,
+    /// What it did.
+    pub violation: Violation,
+}
+
+/// A call of the input agent's that the agent host's D-Bus filter refused: what the audit
+/// records (no name the agent chose, no app text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The act method it named, `None` for any other method.
+    pub method: Option<ActMethod>,
+    /// A grant was in force (the call was outside it).
+    pub granted: bool,
+}
+
+/// A connection refused because the agent holds the most it may (bounded identifiers only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldRefusal {
+    /// The agent's role (`reader`, `input`, `indicator`).
+    pub peer: &'static str,
+    /// What it asked for: `x11`, `wayland`, `a11y_bus` or `app`.
+    pub target: &'static str,
+    /// What it holds: live links, or X connections handed to this process.
+    pub held: usize,
+    /// The bound.
+    pub limit: usize,
+}
+
+/// How a synthetic batch ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SynthOutcome {
+    /// Everything was sent.
+    Done,
+    /// The person took over part-way; nothing more was sent and every held key and button was
+    /// released.
+    Stopped {
+        /// Why.
+        reason: PausedReason,
+        /// Characters typed before the stop (typing only).
+        typed: u64,
+    },
+    /// The engine's stop flag was raised (kill switch, revoke, lease end) part-way.
+    Cancelled {
+        /// Characters typed before the stop (typing only).
+        typed: u64,
+    },
+}
+
+/// The engine's stop flag for one session's in-flight synthetic batch.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// Raises the flag.
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// True once raised.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A window capture.
+#[derive(Clone, Debug)]
+pub struct Capture {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Rectangles blacked out.
+    pub redacted: u32,
+    /// PNG bytes.
+    pub png: Vec<u8>,
+}
+
+/// What window and element frames are relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameOrigin {
+    /// The screen's top-left corner (X11).
+    Screen,
+    /// The window's own top-left corner: the desktop gives no window position (Wayland).
+    Window,
+}
+
+impl FrameOrigin {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameOrigin::Screen => "screen",
+            FrameOrigin::Window => "window",
+        }
+    }
+}
+
+/// What the broker needs from a desktop.
+pub trait Backend: Send + Sync + 'static {
+    /// Which backend this is, as reports name it (`linux`; a test double names itself).
+    fn kind(&self) -> &'static str;
+
+    /// Starts what must run for as long as the service does (the Linux backend's indicator,
+    /// which holds the stop hotkey). Called once, when the broker starts serving.
+    fn start(self: &Arc<Self>) {}
+
+    /// What window and element frames are relative to.
+    fn frame_origin(&self) -> FrameOrigin {
+        FrameOrigin::Screen
+    }
+
+    /// The event stream (taken once by the engine).
+    fn take_events(&self) -> Option<mpsc::UnboundedReceiver<BackendEvent>>;
+
+    /// Top-level windows, bottom to top, the driver's own left out.
+    fn list_windows(&self) -> impl Future<Output = Result<Vec<WindowInfo>, DriverError>> + Send;
+
+    /// Walks one window's accessibility tree.
+    fn read_tree(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> impl Future<Output = Result<Tree, DriverError>> + Send;
+
+    /// Walks one window's accessibility tree, or answers with its kept walk when `limits.keep`
+    /// allows it (`nish_reader::kept`); true when the tree was kept, not walked now.
+    fn read_tree_kept(
+        &self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+    ) -> impl Future<Output = Result<(Tree, bool), DriverError>> + Send {
+        async move { self.read_tree(window, limits).await.map(|t| (t, false)) }
+    }
+
+    /// After an act whose re-check was `window`'s kept walk (kept under act generation `from`)
+    /// and whose settle followed the app's events: the kept walk may answer reads under
+    /// generation `to` too (`BrokerToReader::Rekeep`). True when it was moved.
+    fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> impl Future<Output = bool> + Send {
+        let _ = (window, from, to);
+        async { false }
+    }
+
+    /// Starts watching the AT-SPI events of the application of `element` (a handle from the
+    /// window's last walk) before an act on it, for the event-driven settle; `None` when the
+    /// backend has no events or the watch could not begin (the settle then reads until the
+    /// window stops changing).
+    fn watch_events(
+        &self,
+        _window: &WindowInfo,
+        _element: &str,
+    ) -> impl Future<Output = Option<u64>> + Send {
+        async { None }
+    }
+
+    /// Waits within `bounds` for what `wait` names of the watched application (its element's
+    /// own event, any event of the window, or nothing), then for quiet, and ends the watch;
+    /// `None` when it could not.
+    fn settle_events(
+        &self,
+        _watch: u64,
+        _wait: SettleWait,
+        _bounds: SettleBounds,
+    ) -> impl Future<Output = Option<SettleReport>> + Send {
+        async { None }
+    }
+
+    /// Reads the objects named by `handles` (from the window's last walk, at most
+    /// [`nish_proto::wire::reader::MAX_CHANGED`]) again, after a settle named them as changed:
+    /// one slot per handle with its role, name, states, interfaces and value (parent, depth,
+    /// child count, frame and actions empty); `None` in a slot for an object not read, and
+    /// `None` in all when the backend cannot (the settle then reads the whole window).
+    fn read_objects(
+        &self,
+        _window: &WindowInfo,
+        _handles: Vec<String>,
+    ) -> impl Future<Output = Option<Vec<Option<Node>>>> + Send {
+        async { None }
+    }
+
+    /// Captures one window's own contents with the secure fields named by `secure` (element
+    /// handles from the window's last walk) blacked out where they are when the image is taken;
+    /// refuses when a field's bounds are unknown (`secure_field`) or the window or a field moved
+    /// while the image was taken (`stale_element_token`).
+    fn capture(
+        &self,
+        window: &WindowInfo,
+        secure: Vec<String>,
+    ) -> impl Future<Output = Result<Capture, DriverError>> + Send;
+
+    /// The identity of a live process, `None` when it is gone.
+    fn identity(&self, pid: u32) -> Option<ProcIdentity>;
+
+    /// Shows the consent dialog and waits for the person's answer (a timeout is a denial).
+    fn consent(
+        &self,
+        req: ConsentRequest,
+    ) -> impl Future<Output = Result<ConsentAnswer, DriverError>> + Send;
+
+    /// Ends the act the input agent was asked for, if one is under way: its call no longer
+    /// reaches the app (the kill switch, a revoke, a pause, the session's end).
+    fn end_acts(&self) {}
+
+    /// A headless act on one element, after a live re-check of it. Returns the path taken.
+    fn semantic(
+        &self,
+        target: Expect,
+        op: SemanticOp,
+    ) -> impl Future<Output = Result<String, DriverError>> + Send;
+
+    /// True when this backend can do a visible takeover at all (synthetic input, the
+    /// indicator and the person-input watcher). When false the consent dialog shows no takeover
+    /// line and start_session answers `takeover: {on: false, reason: "takeover_unavailable"}`.
+    fn takeover_available(&self) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+
+    /// True when this backend can read and write the clipboard now. When false the consent
+    /// dialog shows no clipboard line and clipboard_read asks the host nothing.
+    fn clipboard_available(&self) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+
+    /// Shows the takeover indicator (paused: with Continue). Fails when it cannot be shown.
+    fn show_indicator(
+        &self,
+        session: &str,
+        paused: bool,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// Switches the indicator between active and paused.
+    fn set_indicator_paused(&self, session: &str, paused: bool) -> impl Future<Output = ()> + Send;
+
+    /// Removes the indicator.
+    fn hide_indicator(&self, session: &str) -> impl Future<Output = ()> + Send;
+
+    /// Takes the pointer's position now as the person-input baseline (takeover start, resume).
+    fn takeover_baseline(&self) -> impl Future<Output = ()> + Send;
+
+    /// Sends a synthetic batch for window `window_id` (pointer acts must land in it, keys and
+    /// typing need it to hold the focus), checking for the person's input before every step.
+    fn synthetic(
+        &self,
+        op: SynthOp,
+        window_id: u64,
+        stop: StopFlag,
+    ) -> impl Future<Output = Result<SynthOutcome, DriverError>> + Send;
+
+    /// Releases every key and button the driver holds (kill switch, stop).
+    fn release_all(&self) -> impl Future<Output = ()> + Send;
+
+    /// Reads the clipboard text.
+    fn clipboard_read(&self) -> impl Future<Output = Result<String, DriverError>> + Send;
+
+    /// Owns the clipboard with this text for session `session`, until
+    /// [`Backend::clipboard_release`] for that session (or another program takes it).
+    fn clipboard_write(
+        &self,
+        session: &str,
+        text: String,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+
+    /// Gives the clipboard up if session `session` owns it (the session ended).
+    fn clipboard_release(&self, session: &str) -> impl Future<Output = ()> + Send;
+
+    /// The registry, capabilities and probes.
+    fn doctor(&self) -> impl Future<Output = DoctorReport> + Send;
+}
