@@ -908,3 +908,39 @@ impl<In, Out> Drop for Agent<In, Out> {
         self.life.kill();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_get_no_bus_address_and_no_x_display_on_wayland() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            let got = agent_env(|k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            });
+            got.into_iter().map(|(k, _)| k).collect::<Vec<_>>()
+        };
+        const WAYLAND: &[(&str, &str)] = &[
+            ("XDG_SESSION_TYPE", "wayland"),
+            ("WAYLAND_DISPLAY", "wayland-0"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/run/user/1000/.mutter-Xwaylandauth"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("SECRET_TOKEN", "x"),
+        ];
+        const X11: &[(&str, &str)] = &[
+            ("XDG_SESSION_TYPE", "x11"),
+            ("DISPLAY", ":0"),
+            ("XAUTHORITY", "/home/p/.Xauthority"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("AT_SPI_BUS_ADDRESS", "unix:path=/run/user/1000/at-spi/bus"),
+        ];
+        assert_eq!(env(WAYLAND), ["XDG_SESSION_TYPE", "WAYLAND_DISPLAY"]);
+        // On X11 too: every agent, the indicator included, gets its X connection from the
+        // broker, so none has a display, an X authority or a bus address.
+        assert_eq!(env(X11), ["XDG_SESSION_TYPE"]);
+    }
+}

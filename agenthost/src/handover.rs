@@ -203,7 +203,7 @@ impl Endpoints {
                     .map(|r| std::path::Path::new(r).join(d))
             }
         });
-        let (kind, _) = crate::linux::session_type_of(
+        let (kind, _) = crate::desktop::session_type_of(
             session_type.as_deref(),
             wayland_display.as_deref(),
             e.display.as_deref(),
@@ -406,7 +406,7 @@ pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFai
         .ok()
         .filter(|p| *p != 0)
         .ok_or_else(|| unavailable("the Wayland compositor's process cannot be seen"))?;
-    let proc = crate::linux::proc_identity(pid)
+    let proc = crate::desktop::proc_identity(pid)
         .ok_or_else(|| unavailable("the Wayland compositor's process cannot be identified"))?;
     pin.check(CompositorId {
         pid,

@@ -13,11 +13,23 @@
 //! - [`procstatus`]: an agent's lock-down as the kernel shows it;
 //! - [`assistive`]: the administrator's opt-in for assistive XTEST clicks.
 
+pub mod act_grant;
+pub mod acts;
 pub mod agents;
 pub mod assistive;
+pub mod backend;
 pub mod busfilter;
+pub mod clipboard;
+pub mod desktop;
+pub mod doctor;
+pub mod failures;
 pub mod handover;
+pub mod held_trees;
+pub mod indicator;
 pub mod linux;
+pub mod messages;
 pub mod procstatus;
+pub mod reads;
+pub mod slot;
 pub mod sys;
 pub mod wayland;

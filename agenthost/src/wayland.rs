@@ -13,7 +13,8 @@ use nish_proto::doctor::{
     Probe, action_for,
 };
 
-use crate::linux::{INPUT, LinuxBackend, READER, agent_start_failure, atspi_and_sandbox};
+use crate::doctor::{INPUT, READER, agent_start_failure, atspi_and_sandbox};
+use crate::linux::LinuxBackend;
 
 /// The reason of every capability the portals would bring.
 const PORTAL: &str = "wayland_portal_not_built";

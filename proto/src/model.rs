@@ -352,6 +352,10 @@ pub fn hide_inside_secure(nodes: &mut [Node]) {
     }
 }
 
+/// Most objects a settle names in a settle report's `changed` list
+/// (`wire::reader::SettleReport`); with more, it names none.
+pub const MAX_CHANGED: usize = 32;
+
 /// A window's rows after a change from the rows before it (`before`: the rows re-read right
 /// before an act while the app's events were watched, or a kept walk) and the objects that sent
 /// events since, read again (`fresh`, one slot per handle of `changed`): their names, states and values replace the
@@ -370,9 +374,7 @@ pub fn merge_changed(
 ) -> Option<Vec<Node>> {
     // What the reader named is bounded and without repeats, or not used.
     let unique: std::collections::HashSet<&str> = changed.iter().map(String::as_str).collect();
-    if fresh.len() != changed.len()
-        || changed.len() > crate::wire::reader::MAX_CHANGED
-        || unique.len() != changed.len()
+    if fresh.len() != changed.len() || changed.len() > MAX_CHANGED || unique.len() != changed.len()
     {
         return None;
     }
@@ -634,7 +636,6 @@ mod tests {
 #[cfg(test)]
 mod merge_tests {
     use super::*;
-    use crate::wire::reader::MAX_CHANGED;
 
     fn node(handle: &str, name: &str, states: &[State]) -> Node {
         let mut set = StateSet::default();

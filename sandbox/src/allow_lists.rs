@@ -228,15 +228,15 @@ pub(crate) fn filter(calls: &[i64], pid: u32, trap: bool) -> Result<BpfProgram, 
     } else {
         SeccompAction::Errno(libc::EPERM as u32)
     };
-    SeccompFilter::new(
-        rules,
-        refuse,
-        SeccompAction::Allow,
-        crate::seccomp_filters::target_arch()?,
-    )
-    .map_err(|e| e.to_string())?
-    .try_into()
-    .map_err(|e: seccompiler::BackendError| e.to_string())
+    SeccompFilter::new(rules, refuse, SeccompAction::Allow, target_arch()?)
+        .map_err(|e| e.to_string())?
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// The seccomp target of this build.
+pub(crate) fn target_arch() -> Result<seccompiler::TargetArch, String> {
+    seccompiler::TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

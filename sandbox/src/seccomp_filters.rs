@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use nix::libc;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    SeccompRule,
 };
 
 /// The x32 ABI's system call bit on x86_64 (the same audit architecture as x86_64).
@@ -194,15 +194,11 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProg
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(errno as u32),
-        target_arch()?,
+        crate::allow_lists::target_arch()?,
     )
     .map_err(|e| e.to_string())?
     .try_into()
     .map_err(|e: seccompiler::BackendError| e.to_string())
-}
-
-pub(crate) fn target_arch() -> Result<TargetArch, String> {
-    TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())
 }
 
 /// The filter refusing non-`AF_UNIX` sockets.

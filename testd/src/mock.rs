@@ -27,6 +27,7 @@ use nish_proto::model::{
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use nish_decider::backend::{
@@ -35,7 +36,37 @@ use nish_decider::backend::{
 };
 use nish_decider::session::PausedReason;
 
-use crate::person::PersonOp;
+/// What the simulated person does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PersonOp {
+    /// Clicks Allow in the pending consent dialog, with these apps ticked (`None`: the apps the
+    /// dialog ticked itself, or every listed app when it ticked none) and these extra lines
+    /// ticked.
+    Approve {
+        /// Apps to tick.
+        apps: Option<Vec<String>>,
+        /// Tick "ALSO allow VISIBLE TAKEOVER".
+        takeover: bool,
+        /// Tick "Allow reading the clipboard".
+        clipboard: bool,
+    },
+    /// Clicks Deny.
+    Deny,
+    /// Moves the real pointer to x, y.
+    Move {
+        /// X.
+        x: i32,
+        /// Y.
+        y: i32,
+    },
+    /// Presses and releases a key.
+    Key {
+        /// Key name.
+        name: String,
+    },
+    /// Clicks the indicator's Continue button.
+    Continue,
+}
 
 /// The fake screen size.
 pub const SCREEN: Rect = Rect::new(0, 0, 1280, 800);

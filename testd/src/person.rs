@@ -12,43 +12,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nish_proto::errors::{DriverError, ErrorCode};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::mock::MockBackend;
-
-/// What the simulated person does.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PersonOp {
-    /// Clicks Allow in the pending consent dialog, with these apps ticked (`None`: the apps the
-    /// dialog ticked itself, or every listed app when it ticked none) and these extra lines
-    /// ticked.
-    Approve {
-        /// Apps to tick.
-        apps: Option<Vec<String>>,
-        /// Tick "ALSO allow VISIBLE TAKEOVER".
-        takeover: bool,
-        /// Tick "Allow reading the clipboard".
-        clipboard: bool,
-    },
-    /// Clicks Deny.
-    Deny,
-    /// Moves the real pointer to x, y.
-    Move {
-        /// X.
-        x: i32,
-        /// Y.
-        y: i32,
-    },
-    /// Presses and releases a key.
-    Key {
-        /// Key name.
-        name: String,
-    },
-    /// Clicks the indicator's Continue button.
-    Continue,
-}
+pub use crate::mock::PersonOp;
 
 /// Longest request line taken.
 const MAX_LINE: usize = 64 * 1024;

@@ -206,8 +206,7 @@ pub struct SettleBounds {
     pub act_ago_ms: Option<u64>,
 }
 
-/// Most objects a settle names in [`SettleReport::changed`]; with more, it names none.
-pub const MAX_CHANGED: usize = 32;
+pub use crate::model::MAX_CHANGED;
 
 /// What a settle saw. Event counts, times and object handles only: no event body, no app text.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

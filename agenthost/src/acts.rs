@@ -1,0 +1,228 @@
+//! The input agent's acts: a headless act under its one grant, a synthetic batch in a takeover
+//! (checked against the engine's stop flag), and releasing what the driver holds.
+
+use std::time::Duration;
+
+use nish_decider::backend::{StopFlag, SynthOp, SynthOutcome};
+use nish_decider::session::PausedReason;
+use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::wire::indicator::BrokerToIndicator;
+use nish_proto::wire::input::{
+    BrokerToInput, Expect, InputToBroker, PersonInput, SemanticOp, SynthEnd,
+};
+
+use crate::act_grant::act_grant;
+use crate::agents::{RequestError, failure_to_error};
+use crate::failures::refused_before_sending;
+use crate::linux::{LinuxBackend, STOP_POLL};
+use crate::slot::CallKind;
+
+pub(crate) async fn semantic(
+    b: &LinuxBackend,
+    target: Expect,
+    op: SemanticOp,
+) -> Result<String, DriverError> {
+    // The one way to the input agent: whoever starts it wires its person-input events.
+    let agent = b.input().await.map_err(|e| e.with_effect("refused"))?;
+    let utf16 = b
+        .toolkit_of(&target.handle)
+        .is_some_and(|t| nish_proto::wire::input::counts_utf16(&t));
+    let grant = act_grant(&target, &op, utf16).ok_or_else(|| {
+        DriverError::new(
+            ErrorCode::ElementNotFound,
+            "the element's handle names no object the input agent could act on",
+        )
+        .with_effect("refused")
+    })?;
+    // One act at a time: its grant is the only one (see `crate::busfilter::Grants`).
+    let _one = b.act_lock.lock().await;
+    b.opener.allow_pid(target.pid);
+    let id = agent.next_id();
+    // The input agent's links let this act's one call through from now until the answer,
+    // the time bound, or the end of the session (`end_acts`), whichever comes first.
+    let _grant = b.opener.grants().grant(grant);
+    match agent
+        .request(
+            id,
+            BrokerToInput::Semantic { id, target, op },
+            b.read_timeout,
+        )
+        .await
+    {
+        Ok(InputToBroker::Done { path, .. }) => {
+            // The path names what was done; accept only the known shapes.
+            let known = path == "atspi_selection"
+                || path == "editable_text"
+                || path == "value"
+                || path
+                    .strip_prefix("atspi_action:")
+                    .is_some_and(|a| !a.is_empty() && a.len() <= 40);
+            if known {
+                Ok(crate::agents::clean_message(&path))
+            } else {
+                Err(DriverError::new(
+                    ErrorCode::InternalError,
+                    "the input agent reported an unknown path",
+                ))
+            }
+        }
+        Ok(InputToBroker::Failed { failure, sent, .. }) => {
+            let e = failure_to_error("nish-input", &failure);
+            if sent {
+                if e.code.retry() != nish_proto::errors::Retry::Unsafe {
+                    // Something may have reached the app: never let the model retry
+                    // blindly.
+                    return Err(DriverError::new(ErrorCode::AppNotResponding, e.message));
+                }
+                return Err(e);
+            }
+            Err(refused_before_sending(e))
+        }
+        Ok(_) => Err(DriverError::new(
+            ErrorCode::InternalError,
+            "the input agent answered with something else",
+        )),
+        // Not sent (the agent was gone): refused. Lost or no answer: the act may have
+        // happened (app_not_responding).
+        Err(e) => {
+            let err = b.input.failed(&agent, e, CallKind::Act).await;
+            Err(if e == RequestError::NotSent {
+                err.with_effect("refused")
+            } else {
+                err
+            })
+        }
+    }
+}
+
+/// A takeover is offered only when everything it needs is there: XTEST and XInput 2.1 (the
+/// watcher) on the input agent's connection, and the indicator up with the stop hotkey
+/// grabbed.
+pub(crate) async fn takeover_available(b: &LinuxBackend) -> bool {
+    let Ok(p) = b.input_probe().await else {
+        return false;
+    };
+    if !(p.display_ok && p.xtest.is_some() && p.xinput.is_some_and(|v| v >= (2, 1))) {
+        return false;
+    }
+    if b.indicator().await.is_err() {
+        return false;
+    }
+    // The indicator says whether it grabbed the hotkey right after it starts.
+    for _ in 0..50 {
+        if let Some(g) = b.hotkey_grabbed() {
+            return g;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+pub(crate) async fn takeover_baseline(b: &LinuxBackend) {
+    if let Err(e) = b
+        .input_ack(|id| BrokerToInput::Watch { id, on: true })
+        .await
+    {
+        tracing::warn!("the input agent did not start watching: {}", e.message);
+    }
+}
+
+pub(crate) async fn synthetic(
+    b: &LinuxBackend,
+    op: SynthOp,
+    window_id: u64,
+    stop: StopFlag,
+) -> Result<SynthOutcome, DriverError> {
+    let agent = b.input().await.map_err(|e| e.with_effect("refused"))?;
+    if op.presses_a_button()
+        && let Some(ind) = b.indicator.current().await
+    {
+        // The indicator ignores clicks for 1.5 s after a driver press (its controls take
+        // only real devices anyway; this is the second rule).
+        let _ = ind.send(BrokerToIndicator::DriverPress).await;
+    }
+    let id = agent.next_id();
+    let kind = op.kind();
+    let request = agent.request(
+        id,
+        BrokerToInput::Synthetic { id, window_id, op },
+        Duration::from_secs(60),
+    );
+    tokio::pin!(request);
+    let mut cancelled = false;
+    let answer = loop {
+        tokio::select! {
+            a = &mut request => break a,
+            _ = tokio::time::sleep(STOP_POLL), if !cancelled => {
+                if stop.is_raised() {
+                    cancelled = true;
+                    let _ = agent.send(BrokerToInput::Cancel { id }).await;
+                }
+            }
+        }
+    };
+    match answer {
+        Ok(InputToBroker::Synth { end, .. }) => Ok(match end {
+            SynthEnd::Done => SynthOutcome::Done,
+            SynthEnd::Stopped { reason, typed } => SynthOutcome::Stopped {
+                reason: match reason {
+                    PersonInput::PointerMoved => PausedReason::PointerMoved,
+                    PersonInput::KeyPressed => PausedReason::KeyPressed,
+                    PersonInput::ButtonPressed => PausedReason::ButtonPressed,
+                },
+                typed,
+            },
+            SynthEnd::Cancelled { typed } => SynthOutcome::Cancelled { typed },
+            SynthEnd::Broke { failure, typed } => {
+                // Part of the act was sent, then a check refused the next step.
+                let mut e = failure_to_error("nish-input", &failure);
+                if e.code.retry() == nish_proto::errors::Retry::Safe
+                    || e.code.retry() == nish_proto::errors::Retry::Never
+                {
+                    e = DriverError::new(ErrorCode::InternalError, e.message.clone());
+                }
+                e.effect = Some("stopped".into());
+                e.typed_characters = Some(typed);
+                return Err(e);
+            }
+        }),
+        Ok(InputToBroker::Failed { failure, .. }) => {
+            // Refused before anything was sent.
+            let e = failure_to_error("nish-input", &failure);
+            Err(if e.code == ErrorCode::FocusChanged {
+                // Nothing was typed: the focus was elsewhere before the first key. The
+                // table's focus_changed says something may have happened (unsafe); the
+                // remedy is occluded's (read again, bring the window to the front).
+                DriverError::new(
+                    ErrorCode::Occluded,
+                    format!("{}; nothing was sent", e.message),
+                )
+                .with_effect("refused")
+            } else {
+                refused_before_sending(e)
+            })
+        }
+        Ok(_) => Err(DriverError::new(
+            ErrorCode::InternalError,
+            "the input agent answered with something else",
+        )),
+        Err(e) => {
+            let err = b.input.failed(&agent, e, CallKind::Act).await;
+            tracing::warn!(op = kind, "synthetic act lost: {}", err.message);
+            Err(if e == RequestError::NotSent {
+                err.with_effect("refused")
+            } else {
+                err
+            })
+        }
+    }
+}
+
+pub(crate) async fn release_all(b: &LinuxBackend) {
+    if b.input.current().await.is_none() {
+        return;
+    }
+    if let Err(e) = b.input_ack(|id| BrokerToInput::ReleaseAll { id }).await {
+        tracing::warn!("release of held input not confirmed: {}", e.message);
+    }
+}

@@ -1,0 +1,179 @@
+//! The indicator's part: the consent dialog (closed when its call is dropped, its answer
+//! re-validated), and the takeover frame.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nish_decider::backend::ConsentRequest;
+use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker,
+};
+use nish_proto::wire::input::BrokerToInput;
+
+use crate::agents::{Agent, RequestError};
+use crate::linux::{LinuxBackend, SHOW_TIMEOUT};
+use crate::slot::CallKind;
+
+pub(crate) async fn consent(
+    b: &LinuxBackend,
+    req: ConsentRequest,
+) -> Result<ConsentAnswer, DriverError> {
+    // On Wayland the indicator draws the dialog as a native Wayland client (the broker
+    // hands it the compositor's socket); the request and the re-validation are the same.
+    let ind = b.indicator().await?;
+    let id = ind.next_id();
+    let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
+        id,
+        host_claimed: req.host_claimed.clone(),
+        program: req.program.clone(),
+        apps: req.apps.clone(),
+        missing_requested: req.missing_requested,
+        lease_minutes: req.lease_minutes,
+        takeover: req.takeover,
+        clipboard: req.clipboard,
+        timeout_ms: req.timeout.as_millis() as u64,
+    });
+    // Close the dialog if this call is dropped (session closed, kill switch, end_session).
+    struct Cancel(Option<(Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, u64)>);
+    impl Drop for Cancel {
+        fn drop(&mut self) {
+            if let Some((a, id)) = self.0.take() {
+                tokio::spawn(async move {
+                    let _ = a.send(BrokerToIndicator::CancelConsent { id }).await;
+                });
+            }
+        }
+    }
+    let mut guard = Cancel(Some((ind.clone(), id)));
+    let answer = ind
+        .request(id, msg, req.timeout + Duration::from_secs(5))
+        .await;
+    let answer = match answer {
+        Ok(IndicatorToBroker::Consent { answer, .. }) => {
+            guard.0 = None;
+            answer
+        }
+        Ok(_) => {
+            return Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the indicator answered with something else",
+            ));
+        }
+        // No answer in time is a denial.
+        Err(RequestError::TimedOut(_)) => ConsentAnswer {
+            allow: false,
+            apps: vec![],
+            takeover: false,
+            clipboard: false,
+        },
+        // The indicator exited with the dialog up: nothing was granted, and a new
+        // start_session shows a new dialog.
+        Err(e) => {
+            guard.0 = None;
+            return Err(b.indicator.failed(&ind, e, CallKind::Read).await);
+        }
+    };
+    // Re-validate: only apps the dialog listed, only lines it showed.
+    let listed: Vec<&str> = req.apps.iter().map(|a| a.name.as_str()).collect();
+    Ok(ConsentAnswer {
+        allow: answer.allow,
+        apps: answer
+            .apps
+            .into_iter()
+            .filter(|a| listed.contains(&a.as_str()))
+            .collect(),
+        takeover: answer.takeover && req.takeover,
+        clipboard: answer.clipboard && req.clipboard,
+    })
+}
+
+pub(crate) async fn show_indicator(
+    b: &LinuxBackend,
+    session: &str,
+    paused: bool,
+) -> Result<(), DriverError> {
+    let ind = b.indicator().await?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let already = {
+        let mut w = b
+            .indicator_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let on = w.on.contains(session);
+        if !on {
+            w.shown.insert(session.to_string(), tx);
+        }
+        on
+    };
+    if already {
+        ind.send(BrokerToIndicator::ShowTakeover {
+            session: session.into(),
+            paused,
+        })
+        .await?;
+        return Ok(());
+    }
+    ind.send(BrokerToIndicator::ShowTakeover {
+        session: session.into(),
+        paused,
+    })
+    .await?;
+    match tokio::time::timeout(SHOW_TIMEOUT, rx).await {
+        Ok(Ok(())) => Ok(()),
+        _ => {
+            b.indicator_answers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .shown
+                .remove(session);
+            // Whatever is on screen goes: a takeover is not granted without its frame.
+            let _ = ind
+                .send(BrokerToIndicator::HideTakeover {
+                    session: session.into(),
+                })
+                .await;
+            Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                format!(
+                    "the takeover frame was not on screen within {} ms",
+                    SHOW_TIMEOUT.as_millis()
+                ),
+            ))
+        }
+    }
+}
+
+pub(crate) async fn set_indicator_paused(b: &LinuxBackend, session: &str, paused: bool) {
+    if let Some(ind) = b.indicator.current().await {
+        let _ = ind
+            .send(BrokerToIndicator::SetPaused {
+                session: session.into(),
+                paused,
+            })
+            .await;
+    }
+}
+
+pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
+    b.indicator_answers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .on
+        .remove(session);
+    if let Some(ind) = b.indicator.current().await {
+        let _ = ind
+            .send(BrokerToIndicator::HideTakeover {
+                session: session.into(),
+            })
+            .await;
+    }
+    // One takeover at a time: with its frame gone, nobody's input is watched.
+    if b.input.current().await.is_some()
+        && let Err(e) = b
+            .input_ack(|id| BrokerToInput::Watch { id, on: false })
+            .await
+    {
+        tracing::warn!("the input agent did not stop watching: {}", e.message);
+    }
+}
