@@ -8,7 +8,7 @@ use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::indicator::BrokerToIndicator;
 use nish_proto::wire::input::{
-    BrokerToInput, Expect, InputToBroker, PersonInput, SemanticOp, SynthEnd,
+    self, ActPath, BrokerToInput, Expect, InputFailure, PersonInput, SemanticOp, SynthEnd,
 };
 
 use crate::act_grant::act_grant;
@@ -21,7 +21,7 @@ pub(crate) async fn semantic(
     b: &LinuxBackend,
     target: Expect,
     op: SemanticOp,
-) -> Result<String, DriverError> {
+) -> Result<ActPath, DriverError> {
     // The one way to the input agent: whoever starts it wires its person-input events.
     let agent = b.input().await.map_err(|e| e.with_effect("refused"))?;
     let utf16 = b
@@ -42,31 +42,21 @@ pub(crate) async fn semantic(
     // the time bound, or the end of the session (`end_acts`), whichever comes first.
     let _grant = b.opener.grants().grant(grant);
     match agent
-        .request(
-            id,
-            BrokerToInput::Semantic { id, target, op },
-            b.read_timeout,
-        )
+        .call(id, input::Semantic { target, op }, b.read_timeout)
         .await
     {
-        Ok(InputToBroker::Done { path, .. }) => {
-            // The path names what was done; accept only the known shapes.
-            let known = path == "atspi_selection"
-                || path == "editable_text"
-                || path == "value"
-                || path
-                    .strip_prefix("atspi_action:")
-                    .is_some_and(|a| !a.is_empty() && a.len() <= 40);
-            if known {
-                Ok(crate::agents::clean_message(&path))
-            } else {
-                Err(DriverError::new(
-                    ErrorCode::InternalError,
-                    "the input agent reported an unknown path",
-                ))
-            }
-        }
-        Ok(InputToBroker::Failed { failure, sent, .. }) => {
+        // The path names what was done; an action's name must be there and short.
+        Ok(Ok(path)) => match path.checked() {
+            Some(ActPath::Action { name }) => Ok(ActPath::Action {
+                name: crate::agents::clean_message(&name),
+            }),
+            Some(path) => Ok(path),
+            None => Err(DriverError::new(
+                ErrorCode::InternalError,
+                "the input agent reported an unknown path",
+            )),
+        },
+        Ok(Err(InputFailure { failure, sent })) => {
             let e = failure_to_error("nish-input", &failure);
             if sent {
                 if e.code.retry() != nish_proto::errors::Retry::Unsafe {
@@ -78,10 +68,6 @@ pub(crate) async fn semantic(
             }
             Err(refused_before_sending(e))
         }
-        Ok(_) => Err(DriverError::new(
-            ErrorCode::InternalError,
-            "the input agent answered with something else",
-        )),
         // Not sent (the agent was gone): refused. Lost or no answer: the act may have
         // happened (app_not_responding).
         Err(e) => {
@@ -119,10 +105,7 @@ pub(crate) async fn takeover_available(b: &LinuxBackend) -> bool {
 }
 
 pub(crate) async fn takeover_baseline(b: &LinuxBackend) {
-    if let Err(e) = b
-        .input_ack(|id| BrokerToInput::Watch { id, on: true })
-        .await
-    {
+    if let Err(e) = b.input_ack(input::Watch { on: true }).await {
         tracing::warn!("the input agent did not start watching: {}", e.message);
     }
 }
@@ -143,9 +126,9 @@ pub(crate) async fn synthetic(
     }
     let id = agent.next_id();
     let kind = op.kind();
-    let request = agent.request(
+    let request = agent.call(
         id,
-        BrokerToInput::Synthetic { id, window_id, op },
+        input::Synthetic { window_id, op },
         Duration::from_secs(60),
     );
     tokio::pin!(request);
@@ -162,7 +145,7 @@ pub(crate) async fn synthetic(
         }
     };
     match answer {
-        Ok(InputToBroker::Synth { end, .. }) => Ok(match end {
+        Ok(Ok(end)) => Ok(match end {
             SynthEnd::Done => SynthOutcome::Done,
             SynthEnd::Stopped { reason, typed } => SynthOutcome::Stopped {
                 reason: match reason {
@@ -186,7 +169,7 @@ pub(crate) async fn synthetic(
                 return Err(e);
             }
         }),
-        Ok(InputToBroker::Failed { failure, .. }) => {
+        Ok(Err(InputFailure { failure, .. })) => {
             // Refused before anything was sent.
             let e = failure_to_error("nish-input", &failure);
             Err(if e.code == ErrorCode::FocusChanged {
@@ -202,10 +185,6 @@ pub(crate) async fn synthetic(
                 refused_before_sending(e)
             })
         }
-        Ok(_) => Err(DriverError::new(
-            ErrorCode::InternalError,
-            "the input agent answered with something else",
-        )),
         Err(e) => {
             let err = b.input.failed(&agent, e, CallKind::Act).await;
             tracing::warn!(op = kind, "synthetic act lost: {}", err.message);
@@ -222,7 +201,7 @@ pub(crate) async fn release_all(b: &LinuxBackend) {
     if b.input.current().await.is_none() {
         return;
     }
-    if let Err(e) = b.input_ack(|id| BrokerToInput::ReleaseAll { id }).await {
+    if let Err(e) = b.input_ack(input::ReleaseAll).await {
         tracing::warn!("release of held input not confirmed: {}", e.message);
     }
 }

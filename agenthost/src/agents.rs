@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::wire::call::{Answered, Call, Reply, answered};
 use nish_proto::wire::codec::{FrameError, aio};
 use nish_proto::wire::{
     AgentFailure, ConnectTarget, Connected, Hello, LockdownReport, MAX_FRAME_BYTES, Role,
@@ -80,12 +81,11 @@ pub fn agent_path(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-/// Messages an agent sends: the lock-down report first, answers with ids, other events.
-pub trait AgentMessage: DeserializeOwned + Send + 'static {
+/// Messages an agent sends: the lock-down report first, answers with ids ([`Reply`]), other
+/// events.
+pub trait AgentMessage: Reply + DeserializeOwned + Send + 'static {
     /// The lock-down report, when this is one.
     fn lockdown(&self) -> Option<&LockdownReport>;
-    /// The id of the request this answers, when it is an answer.
-    fn answer_id(&self) -> Option<u64>;
     /// Its kind in the permission table.
     fn kind(&self) -> Msg;
     /// The agent's request for a connection, when this is one (its id and target).
@@ -141,8 +141,11 @@ pub fn failure_to_error(agent: &str, f: &AgentFailure) -> DriverError {
     DriverError::new(code, format!("{agent}: {}", clean_message(&f.message)))
 }
 
+/// Whether an answer that is not a failure is of the kind its call takes ([`Call::accepts`]).
+type Accepts<Out> = fn(&Out) -> bool;
+
 struct Pending<Out> {
-    waiting: HashMap<u64, oneshot::Sender<Out>>,
+    waiting: HashMap<u64, (oneshot::Sender<Out>, Accepts<Out>)>,
     next: u64,
     closed: bool,
 }
@@ -778,15 +781,42 @@ where
             .map_err(|_| unavailable(self.binary, "the agent is gone"))
     }
 
-    /// Sends a request built with `id` and waits for its answer.
-    pub async fn request(&self, id: u64, msg: In, timeout: Duration) -> Result<Out, RequestError> {
+    /// Sends call `call` under request id `id` (from [`Agent::next_id`]) and waits, at most
+    /// `timeout`, for its answer or its failure. The agent's router lets only this call's kind
+    /// of answer through: an answer of another kind cuts the agent off
+    /// ([`Violation::WrongAnswer`]), and this call then ends as [`RequestError::Lost`].
+    pub async fn call<C>(
+        &self,
+        id: u64,
+        call: C,
+        timeout: Duration,
+    ) -> Result<Answered<C>, RequestError>
+    where
+        C: Call<Request = In, Reply = Out>,
+    {
+        let reply = self
+            .request(id, call.request(id), C::accepts, timeout)
+            .await?;
+        // The router checked the kind: this cannot fail, but a wrong kind stays an error.
+        answered::<C>(reply).map_err(|_| RequestError::Lost)
+    }
+
+    /// Sends request `msg` built with `id` and waits for its answer, which `accepts` must take
+    /// (else the router cuts the agent off).
+    async fn request(
+        &self,
+        id: u64,
+        msg: In,
+        accepts: Accepts<Out>,
+        timeout: Duration,
+    ) -> Result<Out, RequestError> {
         let (tx, rx) = oneshot::channel();
         {
             let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             if g.closed || self.tx.is_closed() {
                 return Err(RequestError::NotSent);
             }
-            g.waiting.insert(id, tx);
+            g.waiting.insert(id, (tx, accepts));
         }
         if self.tx.send((msg, None)).await.is_err() {
             self.pending
@@ -885,7 +915,12 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
                     (g.waiting.remove(&id), id > 1 && id <= g.next)
                 };
                 match waiter {
-                    Some(w) => {
+                    // An answer of another kind than its call takes: the agent is not speaking
+                    // its protocol.
+                    Some((_, accepts)) if !msg.is_failure() && !accepts(&msg) => {
+                        return Some(Violation::WrongAnswer);
+                    }
+                    Some((w, _)) => {
                         let _ = w.send(msg);
                     }
                     // A request that timed out: its late answer is dropped.

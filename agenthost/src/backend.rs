@@ -11,7 +11,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::ConsentAnswer;
-use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
 
@@ -104,7 +104,7 @@ impl Backend for LinuxBackend {
         indicator::consent(self, req).await
     }
 
-    async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
+    async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<ActPath, DriverError> {
         acts::semantic(self, target, op).await
     }
 

@@ -1,7 +1,7 @@
 //! The clipboard, through the input agent's own X connection.
 
-use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::wire::input::{BrokerToInput, InputToBroker};
+use nish_proto::errors::DriverError;
+use nish_proto::wire::input;
 
 use crate::agents::failure_to_error;
 use crate::linux::{CLIPBOARD_TIMEOUT, LinuxBackend};
@@ -12,65 +12,45 @@ pub(crate) async fn clipboard_available(b: &LinuxBackend) -> bool {
     b.input_probe().await.is_ok_and(|p| p.display_ok)
 }
 
+/// The CLIPBOARD selection's text.
 pub(crate) async fn clipboard_read(b: &LinuxBackend) -> Result<String, DriverError> {
     let agent = b.input().await?;
-    let id = agent.next_id();
-    match b
-        .input
-        .ask(
+    b.input
+        .call(
             &agent,
-            id,
-            BrokerToInput::ClipboardRead { id },
+            input::ClipboardRead,
             CLIPBOARD_TIMEOUT,
             CallKind::Read,
         )
         .await?
-    {
-        InputToBroker::Clipboard { text, .. } => Ok(text),
-        InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
-        _ => Err(DriverError::new(
-            ErrorCode::InternalError,
-            "the input agent answered with something else",
-        )),
-    }
+        .map_err(|f| failure_to_error("nish-input", &f.failure))
 }
 
+/// Owns the CLIPBOARD selection with `text` for `session`.
 pub(crate) async fn clipboard_write(
     b: &LinuxBackend,
     session: &str,
     text: String,
 ) -> Result<(), DriverError> {
     let agent = b.input().await?;
-    let id = agent.next_id();
-    let msg = BrokerToInput::ClipboardWrite {
-        id,
+    let call = input::ClipboardWrite {
         owner: session.to_string(),
         text,
     };
-    match b
-        .input
-        .ask(&agent, id, msg, CLIPBOARD_TIMEOUT, CallKind::Act)
+    b.input
+        .call(&agent, call, CLIPBOARD_TIMEOUT, CallKind::Act)
         .await?
-    {
-        InputToBroker::Ack { .. } => Ok(()),
-        InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
-        _ => Err(DriverError::new(
-            ErrorCode::InternalError,
-            "the input agent answered with something else",
-        )),
-    }
+        .map_err(|f| failure_to_error("nish-input", &f.failure))
 }
 
+/// Gives the selection up if `session` owns it.
 pub(crate) async fn clipboard_release(b: &LinuxBackend, session: &str) {
     // No agent running: no X connection holds the selection.
     if b.input.current().await.is_none() {
         return;
     }
     let owner = Some(session.to_string());
-    if let Err(e) = b
-        .input_ack(|id| BrokerToInput::ClipboardRelease { id, owner })
-        .await
-    {
+    if let Err(e) = b.input_ack(input::ClipboardRelease { owner }).await {
         tracing::warn!("the clipboard release was not confirmed: {}", e.message);
     }
 }

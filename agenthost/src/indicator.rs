@@ -7,9 +7,9 @@ use std::time::Duration;
 use nish_decider::backend::ConsentRequest;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker,
+    BrokerToIndicator, ConsentAnswer, ConsentDialog, IndicatorToBroker, ShowConsent,
 };
-use nish_proto::wire::input::BrokerToInput;
+use nish_proto::wire::input;
 
 use crate::agents::{Agent, RequestError};
 use crate::linux::{LinuxBackend, SHOW_TIMEOUT};
@@ -23,7 +23,7 @@ pub(crate) async fn consent(
     // hands it the compositor's socket); the request and the re-validation are the same.
     let ind = b.indicator().await?;
     let id = ind.next_id();
-    let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
+    let call = ShowConsent(ConsentDialog {
         id,
         host_claimed: req.host_claimed.clone(),
         program: req.program.clone(),
@@ -47,19 +47,14 @@ pub(crate) async fn consent(
     }
     let mut guard = Cancel(Some((ind.clone(), id)));
     let answer = ind
-        .request(id, msg, req.timeout + Duration::from_secs(5))
+        .call(id, call, req.timeout + Duration::from_secs(5))
         .await;
     let answer = match answer {
-        Ok(IndicatorToBroker::Consent { answer, .. }) => {
+        Ok(Ok(answer)) => {
             guard.0 = None;
             answer
         }
-        Ok(_) => {
-            return Err(DriverError::new(
-                ErrorCode::InternalError,
-                "the indicator answered with something else",
-            ));
-        }
+        Ok(Err(never)) => match never {},
         // No answer in time is a denial.
         Err(RequestError::TimedOut(_)) => ConsentAnswer {
             allow: false,
@@ -170,9 +165,7 @@ pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
     }
     // One takeover at a time: with its frame gone, nobody's input is watched.
     if b.input.current().await.is_some()
-        && let Err(e) = b
-            .input_ack(|id| BrokerToInput::Watch { id, on: false })
-            .await
+        && let Err(e) = b.input_ack(input::Watch { on: false }).await
     {
         tracing::warn!("the input agent did not stop watching: {}", e.message);
     }

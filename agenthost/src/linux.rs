@@ -18,11 +18,12 @@ use std::time::Duration;
 
 use nish_decider::backend::BackendEvent;
 use nish_decider::session::PausedReason;
-use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::errors::DriverError;
 use nish_proto::model::Tree;
+use nish_proto::wire::call::Call;
 use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
-use nish_proto::wire::input::{BrokerToInput, InputProbe, InputToBroker, PersonInput};
-use nish_proto::wire::reader::{BrokerToReader, DesktopProbe, ReaderToBroker};
+use nish_proto::wire::input::{self, BrokerToInput, InputProbe, InputToBroker, PersonInput};
+use nish_proto::wire::reader::{self, BrokerToReader, DesktopProbe, ReaderToBroker};
 use nish_proto::wire::{LockdownReport, Role};
 use tokio::sync::{Mutex, mpsc};
 
@@ -193,24 +194,15 @@ impl LinuxBackend {
     }
 
     /// A request to the input agent that answers `Ack`.
-    pub(crate) async fn input_ack(
-        &self,
-        make: impl FnOnce(u64) -> BrokerToInput,
-    ) -> Result<(), DriverError> {
+    pub(crate) async fn input_ack<C>(&self, call: C) -> Result<(), DriverError>
+    where
+        C: Call<Request = BrokerToInput, Reply = InputToBroker, Answer = ()>,
+    {
         let agent = self.input().await?;
-        let id = agent.next_id();
-        match self
-            .input
-            .ask(&agent, id, make(id), RELEASE_TIMEOUT, CallKind::Read)
+        self.input
+            .call(&agent, call, RELEASE_TIMEOUT, CallKind::Read)
             .await?
-        {
-            InputToBroker::Ack { .. } => Ok(()),
-            InputToBroker::Failed { failure, .. } => Err(failure_to_error("nish-input", &failure)),
-            _ => Err(DriverError::new(
-                ErrorCode::InternalError,
-                "the input agent answered with something else",
-            )),
-        }
+            .map_err(|f| failure_to_error("nish-input", &f.failure))
     }
 
     /// What the input agent's X connection offers (asked once, then remembered).
@@ -219,27 +211,13 @@ impl LinuxBackend {
             return Ok(p);
         }
         let agent = self.input().await?;
-        let id = agent.next_id();
-        match self
+        let probe = self
             .input
-            .ask(
-                &agent,
-                id,
-                BrokerToInput::Probe { id },
-                Duration::from_secs(5),
-                CallKind::Read,
-            )
+            .call(&agent, input::Probe, Duration::from_secs(5), CallKind::Read)
             .await?
-        {
-            InputToBroker::Probe { probe, .. } => {
-                *self.input_probe.lock().await = Some(probe.clone());
-                Ok(probe)
-            }
-            _ => Err(DriverError::new(
-                ErrorCode::InternalError,
-                "the input agent answered a probe with something else",
-            )),
-        }
+            .map_err(|f| failure_to_error("nish-input", &f.failure))?;
+        *self.input_probe.lock().await = Some(probe.clone());
+        Ok(probe)
     }
 
     /// The reader's probe found X-Resource.
@@ -293,25 +271,12 @@ impl LinuxBackend {
 
     pub(crate) async fn probe(&self) -> Result<(DesktopProbe, LockdownReport), DriverError> {
         let r = self.reader().await?;
-        let id = r.next_id();
-        match self
+        let probe = self
             .reader
-            .ask(
-                &r,
-                id,
-                BrokerToReader::Probe { id },
-                Duration::from_secs(10),
-                CallKind::Read,
-            )
+            .call(&r, reader::Probe, Duration::from_secs(10), CallKind::Read)
             .await?
-        {
-            ReaderToBroker::Probe { probe, .. } => Ok((probe, r.lockdown.clone())),
-            ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
-            _ => Err(DriverError::new(
-                ErrorCode::InternalError,
-                "the reader answered a probe with something else",
-            )),
-        }
+            .map_err(|f| read_failed(&f))?;
+        Ok((probe, r.lockdown.clone()))
     }
 }
 

@@ -17,21 +17,6 @@ impl AgentMessage for ReaderToBroker {
             _ => None,
         }
     }
-    fn answer_id(&self) -> Option<u64> {
-        match self {
-            ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => None,
-            ReaderToBroker::Windows { id, .. }
-            | ReaderToBroker::Tree { id, .. }
-            | ReaderToBroker::Unchanged { id, .. }
-            | ReaderToBroker::Png { id, .. }
-            | ReaderToBroker::Probe { id, .. }
-            | ReaderToBroker::Watching { id, .. }
-            | ReaderToBroker::Rekept { id, .. }
-            | ReaderToBroker::Settled { id, .. }
-            | ReaderToBroker::Objects { id, .. }
-            | ReaderToBroker::Failed { id, .. } => Some(*id),
-        }
-    }
     fn kind(&self) -> Msg {
         reader_kind(self)
     }
@@ -68,12 +53,6 @@ impl AgentMessage for IndicatorToBroker {
             _ => None,
         }
     }
-    fn answer_id(&self) -> Option<u64> {
-        match self {
-            IndicatorToBroker::Consent { id, .. } => Some(*id),
-            _ => None,
-        }
-    }
     fn kind(&self) -> Msg {
         indicator_kind(self)
     }
@@ -90,19 +69,6 @@ impl AgentMessage for InputToBroker {
         match self {
             InputToBroker::Lockdown(r) => Some(r),
             _ => None,
-        }
-    }
-    fn answer_id(&self) -> Option<u64> {
-        match self {
-            InputToBroker::Lockdown(_)
-            | InputToBroker::Person { .. }
-            | InputToBroker::Connect { .. } => None,
-            InputToBroker::Done { id, .. }
-            | InputToBroker::Failed { id, .. }
-            | InputToBroker::Synth { id, .. }
-            | InputToBroker::Ack { id }
-            | InputToBroker::Clipboard { id, .. }
-            | InputToBroker::Probe { id, .. } => Some(*id),
         }
     }
     fn kind(&self) -> Msg {

@@ -7,7 +7,8 @@ use nish_decider::backend::Capture;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{Node, Tree, WindowInfo};
 use nish_proto::wire::reader::{
-    BrokerToReader, ReaderToBroker, SettleBounds, SettleReport, SettleWait, WalkLimits,
+    self, ListWindows, ReadObjects, ReadTree, Rekeep, Settle, SettleBounds, SettleReport,
+    SettleWait, TreeAnswer, WalkLimits, Watch,
 };
 
 use crate::desktop::{session_type, wayland_capture_unsupported};
@@ -15,29 +16,17 @@ use crate::failures::read_failed;
 use crate::linux::{LinuxBackend, WATCH_TIMEOUT};
 use crate::slot::CallKind;
 
+/// The windows, bottom to top.
 pub(crate) async fn list_windows(b: &LinuxBackend) -> Result<Vec<WindowInfo>, DriverError> {
     let r = b.reader().await?;
-    let id = r.next_id();
-    match b
-        .reader
-        .ask(
-            &r,
-            id,
-            BrokerToReader::ListWindows { id },
-            b.read_timeout,
-            CallKind::Read,
-        )
+    b.reader
+        .call(&r, ListWindows, b.read_timeout, CallKind::Read)
         .await?
-    {
-        ReaderToBroker::Windows { windows, .. } => Ok(windows),
-        ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
-        _ => Err(DriverError::new(
-            ErrorCode::InternalError,
-            "the reader answered with something else",
-        )),
-    }
+        .map_err(|f| read_failed(&f))
 }
 
+/// A window's tree, and whether it is a kept walk: when keeping is allowed, the version the
+/// agent host holds is named, and the reader answers that it stands instead of sending it again.
 pub(crate) async fn read_tree_kept(
     b: &LinuxBackend,
     window: &WindowInfo,
@@ -52,20 +41,19 @@ pub(crate) async fn read_tree_kept(
         .keep
         .and(b.kept_trees.lock().ok().and_then(|mut k| k.have(&r, wid)));
     loop {
-        let id = r.next_id();
-        let msg = BrokerToReader::ReadTree {
-            id,
+        let call = ReadTree {
             window: window.clone(),
             limits,
             have,
         };
         match b
             .reader
-            .ask(&r, id, msg, b.read_timeout, CallKind::Read)
+            .call(&r, call, b.read_timeout, CallKind::Read)
             .await?
+            .map_err(|f| read_failed(&f))?
         {
             // A kept tree is taken as kept only when keeping was allowed.
-            ReaderToBroker::Tree {
+            TreeAnswer::Tree {
                 tree,
                 kept,
                 toolkit,
@@ -78,9 +66,9 @@ pub(crate) async fn read_tree_kept(
                 b.note_toolkit(&tree, toolkit);
                 return Ok((tree, kept && limits.keep.is_some()));
             }
-            // The tree held of that version stands (as kept); one the broker does not
-            // hold (any other version) is asked for again, whole.
-            ReaderToBroker::Unchanged { version, .. } if have.is_some() => {
+            // The tree held of that version stands (as kept); one the agent host does not hold
+            // (any other version, or none was named) is asked for again, whole.
+            TreeAnswer::Unchanged { version } => {
                 let held = b
                     .kept_trees
                     .lock()
@@ -89,46 +77,42 @@ pub(crate) async fn read_tree_kept(
                     .and_then(|mut k| k.tree(&r, wid, version));
                 match held {
                     Some(tree) => return Ok((tree, true)),
-                    None => have = None,
+                    None if have.is_some() => have = None,
+                    // Named nothing, and told it stands: not an answer to this request.
+                    None => {
+                        return Err(DriverError::new(
+                            ErrorCode::InternalError,
+                            "the reader answered a walk with a version it was not asked about",
+                        ));
+                    }
                 }
-            }
-            ReaderToBroker::Failed { failure, .. } => return Err(read_failed(&failure)),
-            _ => {
-                return Err(DriverError::new(
-                    ErrorCode::InternalError,
-                    "the reader answered with something else",
-                ));
             }
         }
     }
 }
 
+/// Begins watching the events of `element`'s application before an act.
 pub(crate) async fn watch_events(
     b: &LinuxBackend,
     window: &WindowInfo,
     element: &str,
 ) -> Option<u64> {
     let r = b.reader().await.ok()?;
-    let id = r.next_id();
-    let msg = BrokerToReader::Watch {
-        id,
+    let call = Watch {
         window: window.clone(),
         element: element.to_string(),
     };
-    match b
-        .reader
-        .ask(&r, id, msg, WATCH_TIMEOUT, CallKind::Read)
-        .await
-    {
-        Ok(ReaderToBroker::Watching { watch, .. }) => Some(watch),
-        Ok(ReaderToBroker::Failed { failure, .. }) => {
+    match b.reader.call(&r, call, WATCH_TIMEOUT, CallKind::Read).await {
+        Ok(Ok(watch)) => Some(watch),
+        Ok(Err(failure)) => {
             tracing::debug!(code = failure.code.as_str(), "no event watch for the act");
             None
         }
-        _ => None,
+        Err(_) => None,
     }
 }
 
+/// Waits for a watched act's application to settle.
 pub(crate) async fn settle_events(
     b: &LinuxBackend,
     watch: u64,
@@ -136,39 +120,38 @@ pub(crate) async fn settle_events(
     bounds: SettleBounds,
 ) -> Option<SettleReport> {
     let r = b.reader().await.ok()?;
-    let id = r.next_id();
-    let msg = BrokerToReader::Settle {
-        id,
+    let call = Settle {
         watch,
         wait,
         bounds,
     };
     let wait = Duration::from_millis(bounds.max_ms) + WATCH_TIMEOUT;
-    match b.reader.ask(&r, id, msg, wait, CallKind::Read).await {
-        Ok(ReaderToBroker::Settled { report, .. }) => Some(report),
-        _ => None,
-    }
+    b.reader
+        .call(&r, call, wait, CallKind::Read)
+        .await
+        .ok()?
+        .ok()
 }
 
+/// Lets a kept walk that answered an act's re-check answer under the act's next generation.
 pub(crate) async fn rekeep(b: &LinuxBackend, window: &WindowInfo, from: u64, to: u64) -> bool {
     let Ok(r) = b.reader().await else {
         return false;
     };
-    let id = r.next_id();
-    let msg = BrokerToReader::Rekeep {
-        id,
+    let call = Rekeep {
         window_id: window.window_id,
         from,
         to,
     };
     matches!(
         b.reader
-            .ask(&r, id, msg, b.read_timeout, CallKind::Read)
+            .call(&r, call, b.read_timeout, CallKind::Read)
             .await,
-        Ok(ReaderToBroker::Rekept { moved: true, .. })
+        Ok(Ok(true))
     )
 }
 
+/// The named objects of a window read again.
 pub(crate) async fn read_objects(
     b: &LinuxBackend,
     window: &WindowInfo,
@@ -176,26 +159,25 @@ pub(crate) async fn read_objects(
 ) -> Option<Vec<Option<Node>>> {
     let r = b.reader().await.ok()?;
     b.opener.allow_pid(window.pid);
-    let id = r.next_id();
-    let msg = BrokerToReader::ReadObjects {
-        id,
+    let call = ReadObjects {
         window: window.clone(),
         handles,
     };
     match b
         .reader
-        .ask(&r, id, msg, b.read_timeout, CallKind::Read)
+        .call(&r, call, b.read_timeout, CallKind::Read)
         .await
     {
-        Ok(ReaderToBroker::Objects { nodes, .. }) => Some(nodes),
-        Ok(ReaderToBroker::Failed { failure, .. }) => {
+        Ok(Ok(nodes)) => Some(nodes),
+        Ok(Err(failure)) => {
             tracing::debug!(code = failure.code.as_str(), "objects not read again");
             None
         }
-        _ => None,
+        Err(_) => None,
     }
 }
 
+/// A window's image with its secure fields blacked out.
 pub(crate) async fn capture(
     b: &LinuxBackend,
     window: &WindowInfo,
@@ -206,41 +188,25 @@ pub(crate) async fn capture(
     }
     let r = b.reader().await?;
     b.opener.allow_pid(window.pid);
-    let id = r.next_id();
-    let msg = BrokerToReader::Capture {
-        id,
+    let call = reader::Capture {
         window: window.clone(),
         secure,
     };
-    match b
+    let png = b
         .reader
-        .ask(&r, id, msg, b.read_timeout, CallKind::Read)
+        .call(&r, call, b.read_timeout, CallKind::Read)
         .await?
-    {
-        ReaderToBroker::Png {
-            width,
-            height,
-            redacted,
-            data,
-            ..
-        } => {
-            if data.len() < 8 || &data[1..4] != b"PNG" {
-                return Err(DriverError::new(
-                    ErrorCode::InternalError,
-                    "the reader's capture is not a PNG",
-                ));
-            }
-            Ok(Capture {
-                width,
-                height,
-                redacted,
-                png: data,
-            })
-        }
-        ReaderToBroker::Failed { failure, .. } => Err(read_failed(&failure)),
-        _ => Err(DriverError::new(
+        .map_err(|f| read_failed(&f))?;
+    if png.data.len() < 8 || &png.data[1..4] != b"PNG" {
+        return Err(DriverError::new(
             ErrorCode::InternalError,
-            "the reader answered with something else",
-        )),
+            "the reader's capture is not a PNG",
+        ));
     }
+    Ok(Capture {
+        width: png.width,
+        height: png.height,
+        redacted: png.redacted,
+        png: png.data,
+    })
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use nish_decider::backend::BackendEvent;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::Role;
+use nish_proto::wire::call::{Answered, Call};
 use tokio::sync::{Mutex, mpsc};
 
 use crate::agents::{
@@ -273,18 +274,21 @@ where
         });
     }
 
-    /// Sends a request and waits for its answer; a request the agent did not answer says why,
-    /// with the code `kind` calls for.
-    pub(crate) async fn ask(
+    /// Sends `call` and waits for its answer or its failure; a call the agent did not answer
+    /// says why, with the code `kind` calls for.
+    pub(crate) async fn call<C>(
         &self,
         agent: &Agent<In, Out>,
-        id: u64,
-        msg: In,
+        call: C,
         timeout: Duration,
         kind: CallKind,
-    ) -> Result<Out, DriverError> {
-        match agent.request(id, msg, timeout).await {
-            Ok(m) => Ok(m),
+    ) -> Result<Answered<C>, DriverError>
+    where
+        C: Call<Request = In, Reply = Out>,
+    {
+        let id = agent.next_id();
+        match agent.call(id, call, timeout).await {
+            Ok(a) => Ok(a),
             Err(e) => Err(self.failed(agent, e, kind).await),
         }
     }

@@ -233,7 +233,7 @@ impl AuditEvent {
                 r#"`agent`, `pid`, `restart` (an earlier instance ran and ended)"#
             }
             AuditEvent::AgentRefused => {
-                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `unsolicited_flood`; at start `not_locked_down`, `traced`, `lockdown_unreadable`, `no_hello`), `phase`, `message`"#
+                r#"`agent`, `peer`, `peer_pid`, `reason` (`unexpected_message`, `undecodable_frame`, `frame_too_large`, `bad_hello`, `unknown_request_id`, `wrong_answer`, `unsolicited_flood`; at start `not_locked_down`, `traced`, `lockdown_unreadable`, `no_hello`), `phase`, `message`"#
             }
             AuditEvent::AgentExit => {
                 r#"`agent`, `pid`, `status` (`exit N`, `signal N`), `ran_ms`, `restart_in_ms` (the backoff before it starts again)"#

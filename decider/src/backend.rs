@@ -17,7 +17,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
-use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
 
@@ -330,7 +330,7 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         target: Expect,
         op: SemanticOp,
-    ) -> impl Future<Output = Result<String, DriverError>> + Send;
+    ) -> impl Future<Output = Result<ActPath, DriverError>> + Send;
 
     /// True when this backend can do a visible takeover at all (synthetic input, the
     /// indicator and the person-input watcher). When false the consent dialog shows no takeover

@@ -254,6 +254,8 @@ pub enum Violation {
     BadHello,
     /// An agent answered a request the broker never made.
     UnknownRequest,
+    /// An agent answered a request with an answer of another kind than the request takes.
+    WrongAnswer,
     /// An agent sent more unsolicited messages than the broker buffers.
     Flood,
 }
@@ -268,6 +270,7 @@ impl Violation {
             Violation::Timeout { .. } => "timeout",
             Violation::BadHello => "bad_hello",
             Violation::UnknownRequest => "unknown_request_id",
+            Violation::WrongAnswer => "wrong_answer",
             Violation::Flood => "unsolicited_flood",
         }
     }

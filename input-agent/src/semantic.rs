@@ -35,7 +35,7 @@ use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::states::format_number;
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Ifaces, State};
-use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 use crate::calls::{self, ACT_TIMEOUT, Act};
@@ -199,7 +199,7 @@ impl Semantic {
 
     /// Does one act; the path taken (`atspi_action:<name>`, `atspi_selection`,
     /// `editable_text`, `value`).
-    pub async fn act(&self, target: &Expect, op: &SemanticOp) -> Result<String, ActFailure> {
+    pub async fn act(&self, target: &Expect, op: &SemanticOp) -> Result<ActPath, ActFailure> {
         check_op(op)?;
         let handle = Handle::parse(&target.handle)
             .ok_or_else(|| ActFailure::gone("the element's handle is malformed"))?;
@@ -225,7 +225,7 @@ impl Semantic {
                 secure(target, &el.live)?;
                 editable(&el)?;
                 match calls::set_text_contents(&el.link, &el.handle.path, text).await {
-                    Ok(true) => Ok("editable_text".into()),
+                    Ok(true) => Ok(ActPath::EditableText),
                     Ok(false) => Err(declined("text")),
                     Err(e) => Err(act_failure(Act::SetTextContents, e)),
                 }
@@ -246,7 +246,7 @@ impl Semantic {
         name: &str,
         index: u32,
         deadline: Instant,
-    ) -> Result<String, ActFailure> {
+    ) -> Result<ActPath, ActFailure> {
         if !el.live.ifaces.has(Ifaces::ACTION) {
             return Err(ActFailure::not_actionable("the element has no actions"));
         }
@@ -277,7 +277,9 @@ impl Semantic {
             Err(e @ (CallError::Timeout | CallError::Connection)) => return Err(read_failure(e)),
         }
         match calls::do_action(link, path, index).await {
-            Ok(true) => Ok(format!("atspi_action:{name}")),
+            Ok(true) => Ok(ActPath::Action {
+                name: name.to_string(),
+            }),
             Ok(false) => Err(declined("action")),
             Err(e) => Err(act_failure(Act::DoAction, e)),
         }
@@ -288,7 +290,7 @@ impl Semantic {
         el: &Element,
         target: &Expect,
         deadline: Instant,
-    ) -> Result<String, ActFailure> {
+    ) -> Result<ActPath, ActFailure> {
         if !el.live.states.has(State::Selectable) {
             return Err(ActFailure::not_actionable("the element is not selectable"));
         }
@@ -342,7 +344,7 @@ impl Semantic {
             ));
         }
         match calls::select_child(link, &ppath, index).await {
-            Ok(true) => Ok("atspi_selection".into()),
+            Ok(true) => Ok(ActPath::Selection),
             Ok(false) => Err(declined("selection")),
             Err(e) => Err(act_failure(Act::SelectChild, e)),
         }
@@ -353,7 +355,7 @@ impl Semantic {
         el: &Element,
         text: &str,
         deadline: Instant,
-    ) -> Result<String, ActFailure> {
+    ) -> Result<ActPath, ActFailure> {
         let link = &el.link;
         let path = &el.handle.path;
         let (caret, count) = tokio::join!(
@@ -381,7 +383,7 @@ impl Semantic {
             caret
         };
         match calls::insert_text(link, path, position, text, el.toolkit.counts_utf16()).await {
-            Ok(true) => Ok("editable_text".into()),
+            Ok(true) => Ok(ActPath::EditableText),
             Ok(false) => Err(declined("text")),
             Err(e) => Err(act_failure(Act::InsertText, e)),
         }
@@ -392,7 +394,7 @@ impl Semantic {
         el: &Element,
         value: f64,
         deadline: Instant,
-    ) -> Result<String, ActFailure> {
+    ) -> Result<ActPath, ActFailure> {
         if !el.live.ifaces.has(Ifaces::VALUE) {
             return Err(ActFailure::not_actionable(
                 "the element offers no numeric value",
@@ -423,7 +425,7 @@ impl Semantic {
         let (min, max) = (num(min)?, num(max)?);
         check_range(value, min, max)?;
         match calls::set_current_value(link, &el.handle.path, value).await {
-            Ok(()) => Ok("value".into()),
+            Ok(()) => Ok(ActPath::Value),
             Err(e) => Err(act_failure(Act::SetCurrentValue, e)),
         }
     }

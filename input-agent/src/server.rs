@@ -43,7 +43,7 @@ pub async fn handle(semantic: &Semantic, id: u64, target: Expect, op: SemanticOp
                 pid = target.pid,
                 text_len = text_len(&op),
                 us,
-                path = path.as_str(),
+                path = %path,
                 "act done"
             );
             InputToBroker::Done { id, path }

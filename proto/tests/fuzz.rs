@@ -318,6 +318,16 @@ fn broker_to_shim() -> impl Strategy<Value = BrokerToShim> {
     ]
 }
 
+fn act_path() -> impl Strategy<Value = nish_proto::wire::input::ActPath> {
+    use nish_proto::wire::input::ActPath;
+    prop_oneof![
+        s().prop_map(|name| ActPath::Action { name }),
+        Just(ActPath::Selection),
+        Just(ActPath::EditableText),
+        Just(ActPath::Value),
+    ]
+}
+
 fn cli_to_broker() -> impl Strategy<Value = CliToBroker> {
     prop_oneof![
         Just(CliToBroker::Status),
@@ -623,7 +633,7 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
         });
     prop_oneof![
         lockdown().prop_map(InputToBroker::Lockdown),
-        (any::<u64>(), s()).prop_map(|(id, path)| InputToBroker::Done { id, path }),
+        (any::<u64>(), act_path()).prop_map(|(id, path)| InputToBroker::Done { id, path }),
         (any::<u64>(), end).prop_map(|(id, end)| InputToBroker::Synth { id, end }),
         any::<u64>().prop_map(|id| InputToBroker::Ack { id }),
         (any::<u64>(), probe).prop_map(|(id, probe)| InputToBroker::Probe { id, probe }),

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use nish_agenthost::handover::{Endpoints, Opener};
 use nish_agenthost::desktop::session_type;
+use nish_agenthost::handover::{Endpoints, Opener};
 use nish_agenthost::linux::LinuxBackend;
 use nish_decider::backend::Backend;
 use nish_decider::engine::EngineConfig;

@@ -25,7 +25,7 @@ use nish_proto::model::{
     Ifaces, Node, ProcIdentity, Rect, State, StateSet, Tree, TruncReason, WindowInfo,
 };
 use nish_proto::wire::indicator::ConsentAnswer;
-use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -1191,7 +1191,7 @@ impl Backend for MockBackend {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<String, DriverError> {
+    async fn semantic(&self, target: Expect, op: SemanticOp) -> Result<ActPath, DriverError> {
         let id = self.resolve(&target)?;
         *self.last_acted.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("mock:{id}"));
         let mut d = self.desk();
@@ -1217,11 +1217,11 @@ impl Backend for MockBackend {
                     }
                     _ => d.behave(id),
                 }
-                Ok(format!("atspi_action:{name}"))
+                Ok(ActPath::Action { name })
             }
             SemanticOp::Select => {
                 d.select(id)?;
-                Ok("atspi_selection".into())
+                Ok(ActPath::Selection)
             }
             SemanticOp::InsertText { text } | SemanticOp::SetText { text } if secure => {
                 let _ = text;
@@ -1241,7 +1241,7 @@ impl Backend for MockBackend {
                     .value
                     .get_or_insert_with(String::new)
                     .push_str(&text);
-                Ok("editable_text".into())
+                Ok(ActPath::EditableText)
             }
             SemanticOp::SetText { text } => {
                 if d.els[id].ifaces & Ifaces::EDITABLE_TEXT == 0 {
@@ -1251,7 +1251,7 @@ impl Backend for MockBackend {
                     ));
                 }
                 d.els[id].value = Some(text);
-                Ok("editable_text".into())
+                Ok(ActPath::EditableText)
             }
             SemanticOp::SetNumber { value } => {
                 if d.els[id].ifaces & Ifaces::VALUE == 0 {
@@ -1263,7 +1263,7 @@ impl Backend for MockBackend {
                 let (lo, hi) = d.els[id].range.unwrap_or((f64::MIN, f64::MAX));
                 let v = value.clamp(lo, hi);
                 d.els[id].value = Some(format_number(v));
-                Ok("value".into())
+                Ok(ActPath::Value)
             }
         }
     }

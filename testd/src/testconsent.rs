@@ -29,7 +29,7 @@ use nish_decider::backend::{
 };
 use nish_proto::doctor::DoctorReport;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
-use nish_proto::wire::input::{Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
 
@@ -257,7 +257,7 @@ impl<B: Backend> Backend for FileConsent<B> {
         &self,
         target: Expect,
         op: SemanticOp,
-    ) -> impl Future<Output = Result<String, DriverError>> + Send {
+    ) -> impl Future<Output = Result<ActPath, DriverError>> + Send {
         self.inner.semantic(target, op)
     }
 

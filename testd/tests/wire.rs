@@ -533,7 +533,7 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
         (Peer::Input, Msg::Lockdown) => fr(&InputToBroker::Lockdown(report())),
         (Peer::Input, Msg::Answer) => fr(&InputToBroker::Done {
             id,
-            path: "value".into(),
+            path: nish_proto::wire::input::ActPath::Value,
         }),
         (Peer::Input, Msg::Event) => fr(&InputToBroker::Person {
             input: nish_proto::wire::input::PersonInput::PointerMoved,
@@ -937,4 +937,97 @@ async fn answers_to_requests_never_made_and_event_floods_cut_the_agent_off() {
         "{:?}",
         seen.lock().unwrap()
     );
+}
+
+/// A fake reader after its hello and lock-down, attached: the agent on the broker's side, the
+/// fake's end of the link, and the violations seen.
+async fn attached_reader() -> (Arc<Agent<BrokerToReader, ReaderToBroker>>, UnixStream, Seen) {
+    let (broker, mut agent) = UnixStream::pair().unwrap();
+    let script = [
+        agent_frame(Peer::Reader, Msg::Hello, 0),
+        agent_frame(Peer::Reader, Msg::Lockdown, 0),
+    ]
+    .concat();
+    agent.write_all(&script).await.unwrap();
+    let (seen, on) = recorder();
+    let (a, events) = Agent::<BrokerToReader, ReaderToBroker>::attach(
+        "nish-reader",
+        Role::Reader,
+        false,
+        broker,
+        hooks(on),
+    )
+    .await
+    .expect("the handshake passes");
+    hold(events);
+    (a, agent, seen)
+}
+
+/// Each call takes only its own kind of answer, or a failure: an agent that answers a call with
+/// another kind (a compromised reader answering a window list with a probe) is cut off and the
+/// violation reported, and the call ends as lost (never as a value a handler must check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_of_another_kind_than_its_call_cuts_the_agent_off() {
+    use nish_agenthost::agents::RequestError;
+    use nish_proto::wire::reader::{DesktopProbe, ListWindows};
+    // Its own kind, and a failure, are answers.
+    let (a, mut fake, seen) = attached_reader().await;
+    for answer_with_failure in [false, true] {
+        let id = a.next_id();
+        let call = {
+            let a = a.clone();
+            tokio::spawn(async move { a.call(id, ListWindows, WAIT).await })
+        };
+        let req: BrokerToReader = recv(&mut fake).await.expect("the request");
+        assert_eq!(req, BrokerToReader::ListWindows { id });
+        if answer_with_failure {
+            send(
+                &mut fake,
+                &ReaderToBroker::Failed {
+                    id,
+                    failure: AgentFailure {
+                        code: "app_not_responding".into(),
+                        message: "x".into(),
+                    },
+                },
+            )
+            .await;
+            let got = call.await.unwrap().expect("answered");
+            assert_eq!(got.unwrap_err().code, "app_not_responding");
+        } else {
+            send(
+                &mut fake,
+                &ReaderToBroker::Windows {
+                    id,
+                    windows: vec![],
+                },
+            )
+            .await;
+            assert_eq!(call.await.unwrap(), Ok(Ok(vec![])));
+        }
+    }
+    assert!(seen.lock().unwrap().is_empty());
+    // Another kind: cut off.
+    let id = a.next_id();
+    let call = {
+        let a = a.clone();
+        tokio::spawn(async move { a.call(id, ListWindows, WAIT).await })
+    };
+    let _: BrokerToReader = recv(&mut fake).await.expect("the request");
+    send(
+        &mut fake,
+        &ReaderToBroker::Probe {
+            id,
+            probe: DesktopProbe::default(),
+        },
+    )
+    .await;
+    assert_eq!(call.await.unwrap(), Err(RequestError::Lost));
+    let v = violation(&seen).await;
+    assert_eq!(
+        (v.peer, v.violation.reason()),
+        (Peer::Reader, "wrong_answer")
+    );
+    assert!(closed(&mut fake).await, "the link is shut");
+    assert!(!a.alive(), "the agent is gone");
 }

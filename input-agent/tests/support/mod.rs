@@ -239,10 +239,10 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The path of a `Done`, or a panic naming what came instead.
-    pub fn done(&self) -> &str {
+    /// The path of a `Done` as the contract writes it, or a panic naming what came instead.
+    pub fn done(&self) -> String {
         match &self.msg {
-            InputToBroker::Done { path, .. } => path,
+            InputToBroker::Done { path, .. } => path.to_string(),
             other => panic!("expected Done, got {other:?}"),
         }
     }

@@ -155,3 +155,34 @@ pub enum IndicatorToBroker {
         target: ConnectTarget,
     },
 }
+
+// ---- the call, with its answer ----
+
+use super::call::{Reply, call};
+
+impl Reply for IndicatorToBroker {
+    /// The indicator's one call cannot fail: no answer in time is the person's denial.
+    type Failure = std::convert::Infallible;
+
+    fn answer_id(&self) -> Option<u64> {
+        match self {
+            IndicatorToBroker::Consent { id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+
+    fn is_failure(&self) -> bool {
+        false
+    }
+
+    fn into_failure(self) -> Result<std::convert::Infallible, Self> {
+        Err(self)
+    }
+}
+
+/// [`BrokerToIndicator::ShowConsent`]: the person's answer. The dialog's `id` is the request's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShowConsent(pub ConsentDialog);
+call!(ShowConsent => BrokerToIndicator, IndicatorToBroker, ConsentAnswer,
+    |c, id| BrokerToIndicator::ShowConsent(ConsentDialog { id, ..c.0 }),
+    IndicatorToBroker::Consent { answer, .. } => answer);

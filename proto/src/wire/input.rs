@@ -216,6 +216,52 @@ pub struct InputProbe {
     pub xinput: Option<(u16, u16)>,
 }
 
+/// The way a headless act reached the app: the contract's `path` of an act's result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActPath {
+    /// `Action.DoAction` of the action of this name (`atspi_action:<name>`).
+    Action {
+        /// The action's name as the element lists it (app text: at most
+        /// [`ActPath::MAX_ACTION_NAME`] characters are taken).
+        name: String,
+    },
+    /// `Selection.SelectChild` on the element's parent (`atspi_selection`).
+    Selection,
+    /// `EditableText` (`editable_text`).
+    EditableText,
+    /// `Value.CurrentValue` (`value`).
+    Value,
+}
+
+impl ActPath {
+    /// The longest action name an act's path carries.
+    pub const MAX_ACTION_NAME: usize = 40;
+
+    /// The path as the broker takes it from the agent: an action's name must be there and
+    /// short; `None` otherwise.
+    pub fn checked(self) -> Option<ActPath> {
+        match &self {
+            ActPath::Action { name }
+                if name.is_empty() || name.chars().count() > Self::MAX_ACTION_NAME =>
+            {
+                None
+            }
+            _ => Some(self),
+        }
+    }
+}
+
+impl std::fmt::Display for ActPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActPath::Action { name } => write!(f, "atspi_action:{name}"),
+            ActPath::Selection => f.write_str("atspi_selection"),
+            ActPath::EditableText => f.write_str("editable_text"),
+            ActPath::Value => f.write_str("value"),
+        }
+    }
+}
+
 /// From the broker to the input agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum BrokerToInput {
@@ -307,8 +353,8 @@ pub enum InputToBroker {
     Done {
         /// Request id.
         id: u64,
-        /// The path taken (`atspi_action:click`, `atspi_selection`, `editable_text`, `value`).
-        path: String,
+        /// The way it reached the app.
+        path: ActPath,
     },
     /// A synthetic act ended.
     Synth {
@@ -359,3 +405,135 @@ pub enum InputToBroker {
         target: ConnectTarget,
     },
 }
+
+// ---- the calls, each with its answer ----
+
+use super::call::{Reply, call};
+
+/// Why an input agent's call failed, and whether part of it may have been sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputFailure {
+    /// Why.
+    pub failure: AgentFailure,
+    /// True when something may have been sent before the failure.
+    pub sent: bool,
+}
+
+impl Reply for InputToBroker {
+    type Failure = InputFailure;
+
+    fn answer_id(&self) -> Option<u64> {
+        match self {
+            InputToBroker::Lockdown(_)
+            | InputToBroker::Person { .. }
+            | InputToBroker::Connect { .. } => None,
+            InputToBroker::Done { id, .. }
+            | InputToBroker::Failed { id, .. }
+            | InputToBroker::Synth { id, .. }
+            | InputToBroker::Ack { id }
+            | InputToBroker::Clipboard { id, .. }
+            | InputToBroker::Probe { id, .. } => Some(*id),
+        }
+    }
+
+    fn is_failure(&self) -> bool {
+        matches!(self, InputToBroker::Failed { .. })
+    }
+
+    fn into_failure(self) -> Result<InputFailure, Self> {
+        match self {
+            InputToBroker::Failed { failure, sent, .. } => Ok(InputFailure { failure, sent }),
+            other => Err(other),
+        }
+    }
+}
+
+/// [`BrokerToInput::Semantic`]: the way the act reached the app.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Semantic {
+    /// The target as recorded.
+    pub target: Expect,
+    /// The act.
+    pub op: SemanticOp,
+}
+call!(Semantic => BrokerToInput, InputToBroker, ActPath,
+    |c, id| BrokerToInput::Semantic { id, target: c.target, op: c.op },
+    InputToBroker::Done { path, .. } => path);
+
+/// [`BrokerToInput::Synthetic`]: how the batch ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Synthetic {
+    /// The X window the act is for.
+    pub window_id: u64,
+    /// The act.
+    pub op: SynthOp,
+}
+call!(Synthetic => BrokerToInput, InputToBroker, SynthEnd,
+    |c, id| BrokerToInput::Synthetic { id, window_id: c.window_id, op: c.op },
+    InputToBroker::Synth { end, .. } => end);
+
+/// [`BrokerToInput::ReleaseAll`]: done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseAll;
+call!(ReleaseAll => BrokerToInput, InputToBroker, (),
+    |_c, id| BrokerToInput::ReleaseAll { id },
+    InputToBroker::Ack { .. } => ());
+
+/// [`BrokerToInput::Watch`]: done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watch {
+    /// Watch, or stop watching.
+    pub on: bool,
+}
+call!(Watch => BrokerToInput, InputToBroker, (),
+    |c, id| BrokerToInput::Watch { id, on: c.on },
+    InputToBroker::Ack { .. } => ());
+
+/// [`BrokerToInput::Probe`]: what the X connection offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe;
+call!(Probe => BrokerToInput, InputToBroker, InputProbe,
+    |_c, id| BrokerToInput::Probe { id },
+    InputToBroker::Probe { probe, .. } => probe);
+
+/// [`BrokerToInput::ClipboardRead`]: the selection's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClipboardRead;
+call!(ClipboardRead => BrokerToInput, InputToBroker, String,
+    |_c, id| BrokerToInput::ClipboardRead { id },
+    InputToBroker::Clipboard { text, .. } => text);
+
+/// [`BrokerToInput::ClipboardWrite`]: done.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClipboardWrite {
+    /// Who the text belongs to (the session id).
+    pub owner: String,
+    /// The text (never logged).
+    pub text: String,
+}
+
+impl std::fmt::Debug for ClipboardWrite {
+    // The text never reaches a log: its length only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ClipboardWrite({}, {} bytes)",
+            self.owner,
+            self.text.len()
+        )
+    }
+}
+
+call!(ClipboardWrite => BrokerToInput, InputToBroker, (),
+    |c, id| BrokerToInput::ClipboardWrite { id, owner: c.owner, text: c.text },
+    InputToBroker::Ack { .. } => ());
+
+/// [`BrokerToInput::ClipboardRelease`]: done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClipboardRelease {
+    /// The owner to release (`None`: whoever holds it).
+    pub owner: Option<String>,
+}
+call!(ClipboardRelease => BrokerToInput, InputToBroker, (),
+    |c, id| BrokerToInput::ClipboardRelease { id, owner: c.owner },
+    InputToBroker::Ack { .. } => ());

@@ -344,3 +344,207 @@ pub enum ReaderToBroker {
         target: ConnectTarget,
     },
 }
+
+// ---- the calls, each with its answer ----
+
+use super::call::{Reply, call};
+
+impl Reply for ReaderToBroker {
+    type Failure = AgentFailure;
+
+    fn answer_id(&self) -> Option<u64> {
+        match self {
+            ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => None,
+            ReaderToBroker::Windows { id, .. }
+            | ReaderToBroker::Tree { id, .. }
+            | ReaderToBroker::Unchanged { id, .. }
+            | ReaderToBroker::Png { id, .. }
+            | ReaderToBroker::Probe { id, .. }
+            | ReaderToBroker::Watching { id, .. }
+            | ReaderToBroker::Rekept { id, .. }
+            | ReaderToBroker::Settled { id, .. }
+            | ReaderToBroker::Objects { id, .. }
+            | ReaderToBroker::Failed { id, .. } => Some(*id),
+        }
+    }
+
+    fn is_failure(&self) -> bool {
+        matches!(self, ReaderToBroker::Failed { .. })
+    }
+
+    fn into_failure(self) -> Result<AgentFailure, Self> {
+        match self {
+            ReaderToBroker::Failed { failure, .. } => Ok(failure),
+            other => Err(other),
+        }
+    }
+}
+
+/// [`BrokerToReader::ListWindows`]: the windows, bottom to top.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListWindows;
+call!(ListWindows => BrokerToReader, ReaderToBroker, Vec<WindowInfo>,
+    |_c, id| BrokerToReader::ListWindows { id },
+    ReaderToBroker::Windows { windows, .. } => windows);
+
+/// [`BrokerToReader::ReadTree`]: a walked tree, or the version the broker holds standing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadTree {
+    /// The window.
+    pub window: WindowInfo,
+    /// Limits.
+    pub limits: WalkLimits,
+    /// The version of the window's kept walk the broker holds.
+    pub have: Option<u64>,
+}
+
+/// What a [`ReadTree`] answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TreeAnswer {
+    /// A walked tree ([`ReaderToBroker::Tree`]).
+    Tree {
+        /// The tree.
+        tree: Tree,
+        /// Milliseconds the walk took.
+        walk_ms: u64,
+        /// The tree is the window's kept walk, not walked now.
+        kept: bool,
+        /// The application's toolkit name as it reports it.
+        toolkit: String,
+        /// The kept walk's version, when kept.
+        version: Option<u64>,
+    },
+    /// The version the broker holds stands ([`ReaderToBroker::Unchanged`]).
+    Unchanged {
+        /// The version.
+        version: u64,
+    },
+}
+
+impl super::call::Call for ReadTree {
+    type Request = BrokerToReader;
+    type Reply = ReaderToBroker;
+    type Answer = TreeAnswer;
+
+    fn request(self, id: u64) -> BrokerToReader {
+        BrokerToReader::ReadTree {
+            id,
+            window: self.window,
+            limits: self.limits,
+            have: self.have,
+        }
+    }
+
+    fn accepts(reply: &ReaderToBroker) -> bool {
+        matches!(
+            reply,
+            ReaderToBroker::Tree { .. } | ReaderToBroker::Unchanged { .. }
+        )
+    }
+
+    fn answer(reply: ReaderToBroker) -> Result<TreeAnswer, ReaderToBroker> {
+        match reply {
+            ReaderToBroker::Tree {
+                tree,
+                walk_ms,
+                kept,
+                toolkit,
+                version,
+                ..
+            } => Ok(TreeAnswer::Tree {
+                tree,
+                walk_ms,
+                kept,
+                toolkit,
+                version,
+            }),
+            ReaderToBroker::Unchanged { version, .. } => Ok(TreeAnswer::Unchanged { version }),
+            other => Err(other),
+        }
+    }
+}
+
+/// [`BrokerToReader::Capture`]: the image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capture {
+    /// The window.
+    pub window: WindowInfo,
+    /// The handles of every secure field of the window's last walk.
+    pub secure: Vec<String>,
+}
+
+/// What a [`Capture`] answers ([`ReaderToBroker::Png`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Png {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Rectangles blacked out.
+    pub redacted: u32,
+    /// PNG bytes.
+    pub data: Vec<u8>,
+}
+
+call!(Capture => BrokerToReader, ReaderToBroker, Png,
+    |c, id| BrokerToReader::Capture { id, window: c.window, secure: c.secure },
+    ReaderToBroker::Png { width, height, redacted, data, .. } => Png { width, height, redacted, data });
+
+/// [`BrokerToReader::Probe`]: what works.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe;
+call!(Probe => BrokerToReader, ReaderToBroker, DesktopProbe,
+    |_c, id| BrokerToReader::Probe { id },
+    ReaderToBroker::Probe { probe, .. } => probe);
+
+/// [`BrokerToReader::Watch`]: the watch's number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watch {
+    /// The window.
+    pub window: WindowInfo,
+    /// The handle of the element the act is on.
+    pub element: String,
+}
+call!(Watch => BrokerToReader, ReaderToBroker, u64,
+    |c, id| BrokerToReader::Watch { id, window: c.window, element: c.element },
+    ReaderToBroker::Watching { watch, .. } => watch);
+
+/// [`BrokerToReader::Settle`]: what the settle saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settle {
+    /// The watch.
+    pub watch: u64,
+    /// What to wait for before the quiet period.
+    pub wait: SettleWait,
+    /// Bounds.
+    pub bounds: SettleBounds,
+}
+call!(Settle => BrokerToReader, ReaderToBroker, SettleReport,
+    |c, id| BrokerToReader::Settle { id, watch: c.watch, wait: c.wait, bounds: c.bounds },
+    ReaderToBroker::Settled { report, .. } => report);
+
+/// [`BrokerToReader::ReadObjects`]: one slot per handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadObjects {
+    /// The window.
+    pub window: WindowInfo,
+    /// Handles from the window's last walk.
+    pub handles: Vec<String>,
+}
+call!(ReadObjects => BrokerToReader, ReaderToBroker, Vec<Option<Node>>,
+    |c, id| BrokerToReader::ReadObjects { id, window: c.window, handles: c.handles },
+    ReaderToBroker::Objects { nodes, .. } => nodes);
+
+/// [`BrokerToReader::Rekeep`]: true when the walk was moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rekeep {
+    /// The window.
+    pub window_id: u64,
+    /// The generation the walk was kept under.
+    pub from: u64,
+    /// The generation it may answer under from now on.
+    pub to: u64,
+}
+call!(Rekeep => BrokerToReader, ReaderToBroker, bool,
+    |c, id| BrokerToReader::Rekeep { id, window_id: c.window_id, from: c.from, to: c.to },
+    ReaderToBroker::Rekept { moved, .. } => moved);

@@ -647,7 +647,7 @@ impl<B: Backend> Engine<B> {
             .bounded("the act", self.backend.semantic(t.expect(), op))
             .await
         {
-            Ok(p) => p,
+            Ok(p) => p.to_string(),
             Err(mut e) => {
                 self.end_watch(watch).await;
                 if e.effect.is_none() && e.code.retry() != nish_proto::errors::Retry::Unsafe {
