@@ -68,7 +68,8 @@ pub enum Terminal {
         #[arg(long)]
         json: bool,
     },
-    /// The kill switch: stop every session now.
+    /// The kill switch: stop every session now (through the broker's stop socket, which no
+    /// flood of other connections can fill).
     Stop {
         #[arg(long)]
         socket: Option<PathBuf>,
@@ -115,6 +116,7 @@ pub async fn serve_with<B: Backend>(
     listening: impl FnOnce(),
 ) -> anyhow::Result<()> {
     let listener = server::bind(&socket)?;
+    let stop_listener = nish_decider::stop::bind(&socket)?;
     let audit = Audit::open();
     let kind = backend.kind();
     let engine = Engine::new(backend, audit, cfg);
@@ -131,6 +133,7 @@ pub async fn serve_with<B: Backend>(
         tracing::warn!("could not notify the service manager: {e}");
     }
     let accept = tokio::spawn(server::accept_loop(engine.clone(), listener));
+    let stops = tokio::spawn(nish_decider::stop::serve(engine.clone(), stop_listener));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -139,9 +142,11 @@ pub async fn serve_with<B: Backend>(
     tracing::info!("shutting down");
     let _ = notify::notify("STOPPING=1");
     accept.abort();
+    stops.abort();
     engine.stop_all("shutdown").await;
     engine.audit.emit(AuditEvent::BrokerStop, None, json!({}));
     let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(nish_decider::stop::socket_for(&socket));
     Ok(())
 }
 
@@ -269,7 +274,7 @@ pub fn terminal(cmd: Terminal) -> anyhow::Result<ExitCode> {
         }
         Terminal::Stop { socket } => {
             let socket = socket.unwrap_or_else(server::default_socket);
-            let a = server::cli_request(&socket, &CliToBroker::Stop).context("stop")?;
+            let a = nish_decider::stop::request(&socket).context("stop")?;
             Ok(print_cli_answer(a, false))
         }
     }

@@ -11,6 +11,7 @@
 //! - [`views`] and [`snapshots`]: full, skeleton and root views of one walk, tokens, diffs;
 //! - [`engine`]: every tool, judged, executed, verified and audited;
 //! - [`server`]: the Unix socket (0700 directory, same uid only, hello first, bounded);
+//! - [`stop`]: the kill switch's own socket, which no flood can fill;
 //! - [`conn`]: every connection's state machine and the permission table;
 //! - [`audit`]: journald or a JSON-lines file;
 //! - [`credentials`]: credential-looking text (contract §5.3);
@@ -28,4 +29,5 @@ pub mod policy;
 pub mod server;
 pub mod session;
 pub mod snapshots;
+pub mod stop;
 pub mod views;

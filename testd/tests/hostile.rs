@@ -657,3 +657,55 @@ fn the_broker_refuses_a_socket_directory_it_does_not_own_or_that_is_a_link() {
     let _ = child.wait();
     assert_eq!(mode, 0o700);
 }
+
+// ---- the kill switch under a flood ----
+
+/// A same-user process that holds every connection the broker's socket allows (the attack that
+/// made 4 of 5 stops answer `rate_limited`) refuses ordinary requests, a stop through the
+/// broker's socket among them; `nish-driver stop` goes through the stop socket and is never
+/// refused, and a connection to the stop socket that says nothing stops everything too.
+#[test]
+fn stopping_is_never_refused_under_a_flood_of_the_socket() {
+    use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
+    let dir = tmpdir("stopflood");
+    let serve = Serve::start(&dir, "mock", &[]);
+    // Every connection the bound allows, opened as hosts and held.
+    let held: Vec<UnixStream> = (0..nish_decider::server::Limits::default().connections_per_uid)
+        .map(|_| serve.shim())
+        .collect();
+    // The flood works on the broker's socket: a stop sent there is refused.
+    match nish_decider::server::cli_request(&serve.socket, &CliToBroker::Stop) {
+        Ok(BrokerToCli::Refused { error_json }) => {
+            assert!(error_json.contains("rate_limited"), "{error_json}")
+        }
+        Err(_) => {}
+        Ok(other) => panic!("the flooded socket answered a stop: {other:?}"),
+    }
+    // The terminal command's stops: every one done.
+    for i in 0..5 {
+        let (code, out, err) = serve.cli(&["stop"]);
+        assert_eq!(code, 0, "stop {i}: {err}");
+        assert!(out.starts_with("stopped "), "stop {i}: {out}");
+    }
+    // A connection that never speaks is a stop as well: the answer comes unasked.
+    let stop_socket = nish_decider::stop::socket_for(&serve.socket);
+    let mut silent = UnixStream::connect(&stop_socket).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    match codec::read_frame::<_, BrokerToCli>(&mut silent, BIG).unwrap() {
+        BrokerToCli::Done { message } => assert!(message.starts_with("stopped "), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    // Six stops, each audited as the kill switch from a terminal; the socket's directory is
+    // the broker's private one, and the stop socket is the owner's only.
+    let stops = serve.audited(&json!({"event": "stop", "origin": "terminal"}), 6);
+    assert_eq!(stops.len(), 6, "{stops:?}");
+    let mode = std::fs::metadata(&stop_socket)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    drop(held);
+}
