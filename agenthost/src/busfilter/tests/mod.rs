@@ -205,6 +205,7 @@ const AUTH_LINE: &[u8] = b"\0AUTH EXTERNAL 31303030\r\n";
 
 const OK_LINE: &[u8] = b"OK 0123456789abcdef0123456789abcdef\r\n";
 
+mod fuzz;
 mod policy;
 mod relay;
 mod wire;
