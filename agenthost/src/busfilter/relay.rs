@@ -9,7 +9,10 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use super::policy::{Policy, Verdict};
-use super::wire::{Boundary, MAX_LINE, METHOD_CALL, message_len, parse_header, refusal_message};
+use super::wire::{
+    Asked, Boundary, ERROR, MAX_LINE, METHOD_CALL, METHOD_RETURN, message_len, parse_header,
+    refusal_message,
+};
 
 /// A name from a message header as the log shows it: at most 64 characters.
 pub(super) fn log_name(n: Option<&str>) -> String {
@@ -73,6 +76,7 @@ pub(super) async fn bus_to_agent(
     mut bus_rd: tokio::net::unix::OwnedReadHalf,
     mut agent_wr: tokio::net::unix::OwnedWriteHalf,
     mut steps_rx: mpsc::Receiver<Step>,
+    asked: Arc<Asked>,
 ) {
     let mut chunk = vec![0u8; 64 * 1024];
     let mut at = Boundary::default();
@@ -97,6 +101,8 @@ pub(super) async fn bus_to_agent(
                     if at.feed(&chunk[..n]).is_err() {
                         break;
                     }
+                    // Noted before the bytes reach the agent, so its reply finds them.
+                    asked.note(at.take_calls());
                     if agent_wr.write_all(&chunk[..n]).await.is_err() {
                         break;
                     }
@@ -173,7 +179,8 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
     let mut first_byte = true;
     let serials = Arc::new(AtomicU32::new(1));
     let (to_agent, steps_rx) = mpsc::channel::<Step>(STEPS_QUEUED);
-    let mut from_bus = tokio::spawn(bus_to_agent(bus_rd, agent_wr, steps_rx));
+    let asked = Arc::new(Asked::default());
+    let mut from_bus = tokio::spawn(bus_to_agent(bus_rd, agent_wr, steps_rx, asked.clone()));
     // Agent -> bus: the filter.
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -252,7 +259,19 @@ pub async fn relay(agent: UnixStream, bus: UnixStream, policy: Policy) {
             let Ok(h) = parse_header(&buf[pos..pos + len]) else {
                 break 'outer;
             };
-            let verdict = policy.judge(&h, &buf[pos..pos + len]);
+            // A reply passes only to a call the other side made to the agent on this link, once
+            // (on a peer-to-peer link no bus daemon checks it: a forged reply would answer a
+            // call of the app's own to someone else with the agent's data).
+            let verdict = match h.msg_type {
+                METHOD_RETURN | ERROR if !h.reply_serial.is_some_and(|s| asked.answer(s)) => {
+                    tracing::warn!(
+                        agent = name,
+                        "the broker's D-Bus filter dropped a reply to no call of this link"
+                    );
+                    Verdict::Drop
+                }
+                _ => policy.judge(&h, &buf[pos..pos + len]),
+            };
             if verdict != Verdict::Pass {
                 if pass_from < pos && bus_wr.write_all(&buf[pass_from..pos]).await.is_err() {
                     break 'outer;

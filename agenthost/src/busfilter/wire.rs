@@ -111,6 +111,8 @@ pub struct Header {
     pub unix_fds: bool,
     /// SIGNATURE.
     pub signature: Option<String>,
+    /// REPLY_SERIAL: the serial of the call a reply answers.
+    pub reply_serial: Option<u32>,
     /// Where the body starts in the message.
     pub body_at: usize,
 }
@@ -367,10 +369,12 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
             }
             "u" => {
                 pos = pad_to(b, pos, 4)?;
-                u32_at(b, pos, big).ok_or("short")?;
+                let v = u32_at(b, pos, big).ok_or("short")?;
                 pos += 4;
-                if code == 9 {
-                    h.unix_fds = true;
+                match code {
+                    5 => h.reply_serial = Some(v),
+                    9 => h.unix_fds = true,
+                    _ => {}
                 }
             }
             _ => return Err("unknown header field type"),
@@ -425,13 +429,16 @@ pub fn refusal_message(to: &Header, serial: u32) -> Vec<u8> {
 }
 
 /// Where a byte stream of D-Bus messages stands: reads only each message's fixed 16-byte
-/// header (its length), so bytes can be passed on as they come and a refusal put between two
-/// messages, never inside one.
+/// header (its length, and for a call that wants a reply its serial), so bytes can be passed on
+/// as they come and a refusal put between two messages, never inside one.
 #[derive(Debug, Default)]
 pub(super) struct Boundary {
     head: [u8; 16],
     have: usize,
     remaining: usize,
+    /// The serials of the method calls that want a reply, of the messages begun since the last
+    /// [`Boundary::take_calls`].
+    calls: Vec<u32>,
 }
 
 impl Boundary {
@@ -450,6 +457,11 @@ impl Boundary {
             b = &b[take..];
             if self.have == 16 {
                 let len = message_len(&self.head)?.ok_or("short")?;
+                let h = &self.head;
+                if h[1] == METHOD_CALL && h[2] & NO_REPLY_EXPECTED == 0 {
+                    let serial = u32_at(h, 8, h[0] == b'B').ok_or("short")?;
+                    self.calls.push(serial);
+                }
                 self.remaining = len - 16;
                 self.have = 0;
             }
@@ -457,8 +469,47 @@ impl Boundary {
         Ok(())
     }
 
+    /// The serials of the calls wanting a reply that began since the last call.
+    pub(super) fn take_calls(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.calls)
+    }
+
     /// Between two messages.
     pub(super) fn at_end(&self) -> bool {
         self.have == 0 && self.remaining == 0
+    }
+}
+
+/// The calls the agent's peer made to it on one link that still want a reply (by serial, the
+/// latest [`Asked::MAX`]): the only ones a reply of the agent's may answer. On the bus the bus
+/// daemon checks this too; on a peer-to-peer link nothing else does.
+#[derive(Debug, Default)]
+pub(super) struct Asked(std::sync::Mutex<std::collections::VecDeque<u32>>);
+
+impl Asked {
+    /// Most calls waiting for the agent's reply remembered; an older one's reply is dropped.
+    pub(super) const MAX: usize = 64;
+
+    /// Notes calls made to the agent.
+    pub(super) fn note(&self, serials: Vec<u32>) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for s in serials {
+            if q.len() >= Self::MAX {
+                q.pop_front();
+            }
+            q.push_back(s);
+        }
+    }
+
+    /// True, once, when a reply to `serial` is owed.
+    pub(super) fn answer(&self, serial: u32) -> bool {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match q.iter().position(|s| *s == serial) {
+            Some(i) => {
+                q.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 }

@@ -260,3 +260,55 @@ async fn a_pipelined_handshake_gets_its_answers_in_order() {
         );
     }
 }
+
+/// A method return of serial `serial` answering call `to` (little endian, no body).
+fn reply(serial: u32, to: u32) -> Vec<u8> {
+    let mut f = vec![5, 1, b'u', 0];
+    f.extend_from_slice(&to.to_le_bytes());
+    let mut m = vec![b'l', METHOD_RETURN, NO_REPLY_EXPECTED, 1];
+    m.extend_from_slice(&0u32.to_le_bytes());
+    m.extend_from_slice(&serial.to_le_bytes());
+    m.extend_from_slice(&(f.len() as u32).to_le_bytes());
+    m.extend_from_slice(&f);
+    m
+}
+
+/// An agent's reply passes only to a call the other side made to it on this link, and once:
+/// on a peer-to-peer link no bus daemon checks that, and a forged reply would answer a call
+/// the app made to someone else with what the agent chose.
+#[tokio::test]
+async fn a_reply_passes_only_to_a_call_made_to_the_agent_and_once() {
+    use tokio::io::AsyncWriteExt as _;
+    for policy in both_policies() {
+        let (mut agent, mut bus, _) = relayed(policy);
+        let read = call_with(
+            Some(APP),
+            EL,
+            "org.a11y.atspi.Accessible",
+            "GetRole",
+            "",
+            &[],
+        );
+        // A reply to a call nobody made, then a read: only the read goes.
+        let auth = [AUTH_LINE, b"BEGIN\r\n"].concat();
+        agent
+            .write_all(&[auth, reply(5, 7), read.clone()].concat())
+            .await
+            .unwrap();
+        bus_says_ok(&mut bus).await;
+        let want = [b"BEGIN\r\n".to_vec(), read].concat();
+        assert_eq!(read_n(&mut bus, want.len()).await, want);
+        let _ = read_n(&mut agent, OK_LINE.len()).await;
+        // The other side calls the agent (serial 9); its reply passes, a second one does not.
+        let asked = call(9, "/", "org.freedesktop.DBus.Peer", "Ping", 0);
+        bus.write_all(&asked).await.unwrap();
+        assert_eq!(read_n(&mut agent, asked.len()).await, asked);
+        agent
+            .write_all(&[reply(6, 9), reply(7, 9), reply(8, 10)].concat())
+            .await
+            .unwrap();
+        assert_eq!(read_n(&mut bus, reply(6, 9).len()).await, reply(6, 9));
+        drop(agent);
+        assert!(rest_of(&mut bus).await.is_empty(), "only the one reply");
+    }
+}
