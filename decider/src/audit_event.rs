@@ -19,6 +19,9 @@ pub enum AuditEvent {
     ConsentClosed,
     /// `consent.cooldown`: start_session refused without a dialog: the person denied this host program less than 30 s ago
     ConsentCooldown,
+    /// `consent.host_changed`: start_session refused without a dialog: the program that
+    /// connected ended or ran another program since it connected
+    ConsentHostChanged,
     /// `consent.busy`: start_session refused with `lease_held`: another host's dialog is up (not the person's answer)
     ConsentBusy,
     /// `session.start`: a consent was granted
@@ -75,6 +78,7 @@ impl AuditEvent {
         AuditEvent::ConsentAnswer,
         AuditEvent::ConsentClosed,
         AuditEvent::ConsentCooldown,
+        AuditEvent::ConsentHostChanged,
         AuditEvent::ConsentBusy,
         AuditEvent::SessionStart,
         AuditEvent::SessionMode,
@@ -109,6 +113,7 @@ impl AuditEvent {
             AuditEvent::ConsentAnswer => "consent.answer",
             AuditEvent::ConsentClosed => "consent.closed",
             AuditEvent::ConsentCooldown => "consent.cooldown",
+            AuditEvent::ConsentHostChanged => "consent.host_changed",
             AuditEvent::ConsentBusy => "consent.busy",
             AuditEvent::SessionStart => "session.start",
             AuditEvent::SessionMode => "session.mode",
@@ -151,6 +156,9 @@ impl AuditEvent {
             }
             AuditEvent::ConsentCooldown => {
                 r#"start_session refused without a dialog: the person denied this host program less than 30 s ago"#
+            }
+            AuditEvent::ConsentHostChanged => {
+                r#"start_session refused without a dialog: the program that connected ended or ran another program since it connected"#
             }
             AuditEvent::ConsentBusy => {
                 r#"start_session refused with `lease_held`: another host's dialog is up (not the person's answer)"#
@@ -205,6 +213,7 @@ impl AuditEvent {
             }
             AuditEvent::ConsentClosed => r#"`error`"#,
             AuditEvent::ConsentCooldown => r#"`program_pid`, `seconds_left`"#,
+            AuditEvent::ConsentHostChanged => r#"`program_pid`"#,
             AuditEvent::ConsentBusy => r#""#,
             AuditEvent::SessionStart => r#"`host`, `peer_pid`, `input`, `lease_s`"#,
             AuditEvent::SessionMode => r#"`input`"#,

@@ -299,6 +299,6 @@ async fn without_a_control_pipe_a_hosts_approval_choice_is_ignored() {
     let (tx, _rx) = tokio::sync::mpsc::channel(4);
     let s = f
         .engine
-        .open_session_approving("no-pipe", 777, false, CONSEQUENTIAL, tx);
+        .open_session_approving("no-pipe", 4_200_777, false, CONSEQUENTIAL, tx);
     assert_eq!(s.approve, HostApprovals::default());
 }

@@ -61,7 +61,7 @@ async fn acts_are_refused_while_the_audit_fails_and_allowed_once_it_works_again(
     assert_eq!(err["effect"], "refused", "{err}");
     // Reads go on; a new session cannot start.
     f.read("Notes").await;
-    let (other, _rx) = f.other_session("other", 77);
+    let (other, _rx) = f.other_session("other", 4_200_077);
     let e = f
         .call_on(&other, "start_session", json!({"apps": ["Notes"]}))
         .await;

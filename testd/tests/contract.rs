@@ -81,7 +81,7 @@ async fn consent_lists_requested_apps_and_binds_scope() {
         .await
         .err("window_target_not_found");
     // Asking again for fewer apps narrows the grant without a dialog.
-    let (s3, _rx3) = f.other_session("narrow", 78);
+    let (s3, _rx3) = f.other_session("narrow", 4_200_078);
     f.start_on(&s3, json!({"apps": ["Notes", "Atlas"]}), approve_all())
         .await
         .ok();
@@ -235,7 +235,7 @@ async fn after_a_denial_the_same_program_waits_and_others_do_not() {
     let (sa1, _r1) = f.other_session("host-a", a1.id());
     let (sa2, _r2) = f.other_session("host-a-again", a2.id());
     let (sb, _r3) = f.other_session("host-b", b_shim);
-    assert_ne!(sa1.program.exe, sb.program.exe);
+    assert_ne!(sa1.program.program.exe, sb.program.program.exe);
 
     f.start_on(&sa1, json!({"apps": ["Notes"]}), PersonOp::Deny)
         .await
@@ -275,7 +275,7 @@ async fn after_a_denial_the_same_program_waits_and_others_do_not() {
 #[tokio::test]
 async fn a_second_host_asking_while_a_dialog_is_up_gets_lease_held() {
     let f = Fixture::new(true);
-    let (s2, _rx) = f.other_session("second", 77);
+    let (s2, _rx) = f.other_session("second", 4_200_077);
     let first = f.call("start_session", json!({"apps": ["Notes"]}));
     let second = async {
         dialog_shown(&f).await;
@@ -1339,7 +1339,7 @@ async fn lease_expiry_kill_switch_and_revoke() {
         "stopped"
     );
     // Revoke, on another connection.
-    let (s2, _rx) = f.other_session("h2", 99);
+    let (s2, _rx) = f.other_session("h2", 4_200_099);
     f.start_on(&s2, json!({"apps": ["Notes"]}), approve_all())
         .await
         .ok();
@@ -1354,7 +1354,7 @@ async fn lease_expiry_kill_switch_and_revoke() {
         .await
         .err("session_revoked");
     // A host cannot revoke another host's session.
-    let (s3, _rx3) = f.other_session("h3", 98);
+    let (s3, _rx3) = f.other_session("h3", 4_200_098);
     f.start_on(&s3, json!({"apps": ["Notes"]}), approve_all())
         .await
         .ok();

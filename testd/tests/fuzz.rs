@@ -25,10 +25,10 @@ fn verb() -> impl Strategy<Value = Value> {
     ];
     let session = prop_oneof![
         Just(None),
-        Just(Some(json!("mcp:test-host:4242"))),
-        Just(Some(json!("mcp:other:77"))),
+        Just(Some(json!("mcp:test-host:4242424"))),
+        Just(Some(json!("mcp:other:4200077"))),
         ".{0,24}".prop_map(|s| Some(json!(s))),
-        Just(Some(json!(["mcp:other:77"]))),
+        Just(Some(json!(["mcp:other:4200077"]))),
     ];
     let id = prop_oneof![
         Just(None),
@@ -117,7 +117,7 @@ fn fuzz_control_lines_through_the_engine() {
         },
     );
     // Another host's live session: no line of this host may touch it.
-    let (other, _rx) = f.other_session("other", 77);
+    let (other, _rx) = f.other_session("other", 4_200_077);
     rt.block_on(async {
         f.start_on(
             &other,

@@ -444,7 +444,7 @@ async fn a_pause_the_kill_switch_and_a_revoke_end_the_act_under_way() {
     let before = ended();
     f.engine.stop_all("test").await;
     assert!(ended() > before, "the kill switch ends the act");
-    let (s2, _rx) = f.other_session("h2", 99);
+    let (s2, _rx) = f.other_session("h2", 4_200_099);
     f.start_on(
         &s2,
         json!({"apps": ["Notes"]}),

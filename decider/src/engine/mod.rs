@@ -150,8 +150,8 @@ pub struct Session {
     pub host: String,
     /// The shim's pid (from SO_PEERCRED).
     pub peer_pid: u32,
-    /// The program behind the shim (its parent), from the kernel.
-    pub program: nish_proto::wire::indicator::HostProgram,
+    /// The program behind the shim (its parent), from the kernel, pinned when it connected.
+    pub program: crate::peer::Pinned,
     /// True when the host has a control pipe (approvals and events can reach it).
     pub has_control: bool,
     /// What the host approves call by call (only with a control pipe).
@@ -407,7 +407,7 @@ impl<B: Backend> Engine<B> {
             HostApprovals::default()
         };
         let host = clean_host(host);
-        let program = crate::peer::host_program(peer_pid);
+        let program = crate::peer::Pinned::of_shim(peer_pid);
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let mut id = format!("mcp:{host}:{peer_pid}");
         let mut n = 1;

@@ -51,6 +51,21 @@ pub(crate) fn app_matches(want: &str, w: &WindowInfo) -> bool {
 }
 
 impl<B: Backend> Engine<B> {
+    /// The refusal of a consent whose host is not the pinned one any more, audited.
+    fn host_changed(&self, s: &Session) -> DriverError {
+        self.audit.emit(
+            AuditEvent::ConsentHostChanged,
+            Some(&s.id),
+            json!({"program_pid": s.program.program.pid}),
+        );
+        DriverError::new(
+            ErrorCode::ConsentDenied,
+            "the program that connected ended or runs another program since; nothing was granted",
+        )
+    }
+}
+
+impl<B: Backend> Engine<B> {
     pub(crate) fn session_json(&self, s: &Session) -> Value {
         let now = self.now_ms();
         let sm = s.state();
@@ -135,11 +150,16 @@ impl<B: Backend> Engine<B> {
             }
         }
 
-        // The person is not worn down: after a denial, the same host program waits.
-        let cooldown_key = s.program.exe.clone();
+        // The person is not worn down: after a denial, the same host program waits, and so does
+        // the same host process whatever it runs now.
+        let cooldown_keys = s.program.cooldown_keys();
         {
             let denials = self.denials.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(&at) = denials.get(&cooldown_key)
+            if let Some(at) = cooldown_keys
+                .iter()
+                .filter_map(|k| denials.get(k))
+                .copied()
+                .max()
                 && now.saturating_sub(at) < self.cfg.consent_cooldown.as_millis() as u64
             {
                 let left = (self.cfg.consent_cooldown.as_millis() as u64)
@@ -148,7 +168,7 @@ impl<B: Backend> Engine<B> {
                 self.audit.emit(
                     AuditEvent::ConsentCooldown,
                     Some(&s.id),
-                    json!({"program_pid": s.program.pid, "seconds_left": left}),
+                    json!({"program_pid": s.program.program.pid, "seconds_left": left}),
                 );
                 return Err(DriverError::new(
                     ErrorCode::ConsentDenied,
@@ -212,6 +232,12 @@ impl<B: Backend> Engine<B> {
             .collect();
         missing.dedup();
 
+        // The dialog names the program pinned when its shim connected: when that process ended
+        // or runs another program since, no dialog shows (it would name a program that is not
+        // the one asking, or a process that is not the one that connected).
+        if !s.program.still() {
+            return Err(self.host_changed(s));
+        }
         let (cancel_tx, cancel_rx) = oneshot::channel();
         {
             let mut core = s.core();
@@ -222,14 +248,14 @@ impl<B: Backend> Engine<B> {
             AuditEvent::ConsentRequest,
             Some(&s.id),
             json!({"apps": apps.len(), "apps_ticked": apps.iter().filter(|a| a.ticked).count(),
-                   "missing_requested": missing.len(), "program_pid": s.program.pid,
+                   "missing_requested": missing.len(), "program_pid": s.program.program.pid,
                    "takeover": input == InputMode::Takeover, "clipboard_read": want_clipboard,
                    "lease_s": lease_s}),
         );
         let can_takeover = input == InputMode::Takeover && self.backend.takeover_available().await;
         let req = ConsentRequest {
             host_claimed: s.host.clone(),
-            program: s.program.clone(),
+            program: s.program.program.clone(),
             apps,
             missing_requested: missing.len() as u32,
             lease_minutes: lease_s.div_ceil(60).max(1) as u32,
@@ -244,14 +270,22 @@ impl<B: Backend> Engine<B> {
         drop(slot);
         s.core().consent_cancel = None;
         let answer = match answer {
+            // The person allowed the program the dialog named: granted only while the process
+            // still runs it.
+            Ok(a) if a.allow && !a.apps.is_empty() && !s.program.still() => {
+                let _ = a;
+                s.core().sm.deny(self.now_ms());
+                return Err(self.host_changed(s));
+            }
             Ok(a) if a.allow && !a.apps.is_empty() => a,
             Ok(a) => {
                 // Deny, no answer in time, or Allow with no app ticked: the person's answer.
                 s.core().sm.deny(self.now_ms());
-                self.denials
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(cooldown_key, self.now_ms());
+                let mut denials = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+                for k in cooldown_keys {
+                    denials.insert(k, self.now_ms());
+                }
+                drop(denials);
                 self.audit.emit(
                     AuditEvent::ConsentAnswer,
                     Some(&s.id),

@@ -14,6 +14,10 @@ use nish_testd::person::PersonOp;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+/// A pid no process can have (above the kernel's largest, 2^22): a host connection with no host
+/// program to read.
+pub const NO_PROCESS: u32 = 4_242_424;
+
 /// One call's result as a host sees it.
 #[derive(Debug, Clone)]
 pub struct Res {
@@ -166,7 +170,10 @@ impl Fixture {
         let engine = Engine::new(Arc::new(MockBackend::new()), audit, cfg);
         engine.spawn_event_loop();
         let (tx, events) = mpsc::channel(64);
-        let session = engine.open_session_approving("test-host", 4242, has_control, approve, tx);
+        // A pid above the kernel's largest (2^22): no process has it, so the host is unknown
+        // and stays the same for the whole test.
+        let session =
+            engine.open_session_approving("test-host", NO_PROCESS, has_control, approve, tx);
         Fixture {
             engine,
             session,
