@@ -70,15 +70,34 @@ pub fn agent_env(
 /// holds is bounded too ([`crate::handover::Holdings`]).
 pub const CONNECTS_IN_FLIGHT: usize = 16;
 
-/// Where the agent binaries are: `$NISH_AGENT_DIR`, else next to this executable.
+/// Where the agent binaries are: `$NISH_AGENT_DIR`; else, for a daemon in a `bin` directory,
+/// the `libexec/nish-driver` directory beside it when the agent is there (the package's
+/// `/usr/bin` and `/usr/libexec/nish-driver`, an install's `~/.local/bin` and
+/// `~/.local/libexec/nish-driver`); else next to this executable (a build tree).
 pub fn agent_path(name: &str) -> PathBuf {
     if let Some(d) = std::env::var_os("NISH_AGENT_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join(name);
     }
-    std::env::current_exe()
+    let Some(dir) = std::env::current_exe()
         .ok()
-        .and_then(|p| p.parent().map(|d| d.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
+        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+    else {
+        return PathBuf::from(name);
+    };
+    agent_path_beside(&dir, name)
+}
+
+/// [`agent_path`] for a daemon in `dir`.
+pub fn agent_path_beside(dir: &std::path::Path, name: &str) -> PathBuf {
+    if dir.file_name().is_some_and(|n| n == "bin")
+        && let Some(prefix) = dir.parent()
+    {
+        let libexec = prefix.join("libexec/nish-driver").join(name);
+        if libexec.exists() {
+            return libexec;
+        }
+    }
+    dir.join(name)
 }
 
 /// Messages an agent sends: the lock-down report first, answers with ids ([`Reply`]), other
@@ -947,6 +966,33 @@ impl<In, Out> Drop for Agent<In, Out> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A packaged or installed daemon finds its agents in `libexec/nish-driver` beside its
+    /// `bin`; a build tree's next to it.
+    #[test]
+    fn agents_are_found_in_libexec_beside_bin() {
+        let root = std::env::temp_dir().join(format!("nish-agent-path-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+        std::fs::create_dir_all(root.join("usr/libexec/nish-driver")).unwrap();
+        std::fs::write(root.join("usr/libexec/nish-driver/nish-reader"), "").unwrap();
+        let bin = root.join("usr/bin");
+        assert_eq!(
+            agent_path_beside(&bin, "nish-reader"),
+            root.join("usr/libexec/nish-driver/nish-reader")
+        );
+        // Not there: next to the daemon, as in a build tree.
+        assert_eq!(
+            agent_path_beside(&bin, "nish-input"),
+            bin.join("nish-input")
+        );
+        let build = root.join("target/debug");
+        assert_eq!(
+            agent_path_beside(&build, "nish-reader"),
+            build.join("nish-reader")
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     #[test]
     fn agents_get_no_bus_address_and_no_x_display_on_wayland() {

@@ -128,7 +128,7 @@ pub(crate) fn agent_start_failure(
     e: &DriverError,
 ) -> (impl Fn(&str, bool) -> BackendEntry + use<>, &'static str) {
     let step: &'static str = if !crate::agents::agent_path(agent).exists() {
-        "Reinstall nish-driver so its agent programs sit next to nish-driver, then run the doctor again."
+        "Reinstall nish-driver so its agent programs are in libexec/nish-driver beside its bin directory (or next to nish-driver), then run the doctor again."
     } else if e.message.contains("lock down") {
         "Use a Linux kernel with seccomp and Landlock (5.13 or newer) so the agents can be sandboxed."
     } else {
