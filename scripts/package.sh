@@ -12,19 +12,27 @@
 # The tarball's tree is under nish-driver-<version>/ (unpack it into / or a prefix's parent).
 # Nothing of the test crates is in either.
 #
-#   scripts/package.sh             build the release binaries, then package them
-#   scripts/package.sh --no-build  package the release binaries already in target/release
+#   scripts/package.sh                  build the release binaries, then package them
+#   scripts/package.sh --no-build       package the binaries already in target/release
+#   scripts/package.sh --profile debug  package target/debug's (the test suite checks the
+#                                       packaging this way, without a second build)
+#   scripts/package.sh --out DIR        write the two files to DIR instead of target/dist
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 build=1
-for arg in "$@"; do
-    case "$arg" in
+profile=release
+dist="$repo/target/dist"
+while [ $# -gt 0 ]; do
+    case "$1" in
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "package: unknown argument: $arg" >&2; exit 2 ;;
+        --profile) profile="$2"; build=0; shift ;;
+        --out) dist="$2"; shift ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "package: unknown argument: $1" >&2; exit 2 ;;
     esac
+    shift
 done
 
 binaries=(nish-driver nish-mcp)
@@ -34,14 +42,14 @@ if [ "$build" -eq 1 ]; then
         -p nish-indicator
 fi
 for b in "${binaries[@]}" "${agents[@]}"; do
-    [ -x "target/release/$b" ] || { echo "package: target/release/$b is missing" >&2; exit 1; }
+    [ -x "target/$profile/$b" ] || { echo "package: target/$profile/$b is missing" >&2; exit 1; }
 done
 
 version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)"
 [ -n "$version" ] || { echo "package: no version in Cargo.toml" >&2; exit 1; }
 deb_arch="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
 tar_arch="$(uname -m)"
-dist="$repo/target/dist"
+mkdir -p "$dist"
 stage="$dist/stage"
 rm -rf "$stage"
 mkdir -p "$stage/root"
@@ -50,10 +58,10 @@ root="$stage/root"
 install -d -m 0755 "$root/usr/bin" "$root/usr/libexec/nish-driver" \
     "$root/usr/lib/systemd/user" "$root/usr/share/doc/nish-driver/docs"
 for b in "${binaries[@]}"; do
-    install -m 0755 "target/release/$b" "$root/usr/bin/$b"
+    install -m 0755 "target/$profile/$b" "$root/usr/bin/$b"
 done
 for a in "${agents[@]}"; do
-    install -m 0755 "target/release/$a" "$root/usr/libexec/nish-driver/$a"
+    install -m 0755 "target/$profile/$a" "$root/usr/libexec/nish-driver/$a"
 done
 install -m 0644 systemd/nish-driver.service "$root/usr/lib/systemd/user/nish-driver.service"
 install -m 0644 README.md LICENSE "$root/usr/share/doc/nish-driver/"
@@ -83,7 +91,7 @@ Architecture: $deb_arch
 Section: utils
 Priority: optional
 Installed-Size: $size
-Depends: libc6
+Depends: libc6, libgcc-s1
 Recommends: at-spi2-core
 Description: lets AI agents read and operate desktop apps through MCP, safely
  A broker (nish-driver, a systemd user service) decides everything: the person's
@@ -95,7 +103,7 @@ EOF
 deb="$dist/nish-driver_${version}_${deb_arch}.deb"
 rm -f "$deb"
 # No Maintainer field: the project names no address of a person (dpkg-deb warns, and builds).
-dpkg-deb --root-owner-group --build "$pkg" "$deb" >/dev/null 2>&1 || dpkg-deb --root-owner-group --build "$pkg" "$deb"
+dpkg-deb --root-owner-group -Zgzip --build "$pkg" "$deb" >/dev/null 2>&1 || dpkg-deb --root-owner-group -Zgzip --build "$pkg" "$deb"
 
 # The tarball.
 tarball="$dist/nish-driver-${version}-${tar_arch}-linux.tar.gz"

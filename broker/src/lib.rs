@@ -20,6 +20,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
 use serde_json::{Value, json};
 
+pub mod install;
 pub mod notify;
 
 #[derive(Parser, Debug)]
@@ -50,6 +51,28 @@ enum Cmd {
         /// without an answer, probe this desktop directly [default: the default socket].
         #[arg(long)]
         socket: Option<PathBuf>,
+    },
+    /// Install nish-driver for this user under ~/.local (files only; see --now).
+    Install {
+        /// Install for this user (the only kind; the package installs system-wide).
+        #[arg(long, required = true)]
+        user: bool,
+        /// The directory holding nish-driver, nish-mcp and the agents [default: this program's].
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Also ask the user's service manager to import the display variables and start the
+        /// service now.
+        #[arg(long)]
+        now: bool,
+    },
+    /// Remove exactly what `install --user` wrote.
+    Uninstall {
+        /// Remove this user's install.
+        #[arg(long, required = true)]
+        user: bool,
+        /// Also ask the user's service manager to stop the service first.
+        #[arg(long)]
+        now: bool,
     },
     #[command(flatten)]
     Terminal(Terminal),
@@ -358,6 +381,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Doctor { json, socket } => {
             doctor(json, socket, async { LinuxBackend::new().doctor().await })
+        }
+        Cmd::Install { user: _, from, now } => {
+            let layout = install::Layout::from(|k| std::env::var(k).ok())?;
+            let from = match from {
+                Some(f) => f,
+                None => std::env::current_exe()?
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .context("this program's directory")?,
+            };
+            println!("{}", install::install(&layout, &from)?);
+            if now {
+                install::service_now(true)?;
+                println!(
+                    "the service manager imported the display variables and started nish-driver.service"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Uninstall { user: _, now } => {
+            let layout = install::Layout::from(|k| std::env::var(k).ok())?;
+            if now {
+                install::service_now(false)?;
+            }
+            println!("{}", install::uninstall(&layout)?);
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Terminal(t) => terminal(t),
     }
