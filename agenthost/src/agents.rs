@@ -481,7 +481,7 @@ where
         life: Arc<Life>,
         hooks: Hooks,
     ) -> Result<(Arc<Self>, mpsc::Receiver<Out>), StartFailure> {
-        let peer = Peer::of(role);
+        let peer = Peer::agent(role);
         let cut_off = {
             let on_violation = hooks.on_violation.clone();
             move |violation: Violation| {

@@ -201,7 +201,7 @@ where
         if let Some(reason) = f.refused {
             let _ = self.events.send(BackendEvent::AgentRefused {
                 agent: self.binary,
-                peer: nish_decider::conn::Peer::of(self.role).as_str(),
+                peer: nish_decider::conn::Peer::agent(self.role).as_str(),
                 pid: f.pid,
                 reason,
             });

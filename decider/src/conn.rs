@@ -40,14 +40,26 @@ impl Peer {
         Peer::Indicator,
     ];
 
-    /// The peer a hello's role names.
-    pub fn of(role: Role) -> Peer {
+    /// The peer a hello's role names (`None` for the broker's own role, which no peer of the
+    /// broker's has).
+    pub fn of(role: Role) -> Option<Peer> {
         match role {
-            Role::Shim => Peer::Shim,
-            Role::Cli => Peer::Cli,
-            Role::Reader => Peer::Reader,
+            Role::Shim => Some(Peer::Shim),
+            Role::Cli => Some(Peer::Cli),
+            Role::Reader => Some(Peer::Reader),
+            Role::Input => Some(Peer::Input),
+            Role::Indicator => Some(Peer::Indicator),
+            Role::Broker => None,
+        }
+    }
+
+    /// The peer of an agent's role (a role that is no agent's counts as the reader's, the most
+    /// restricted).
+    pub fn agent(role: Role) -> Peer {
+        match role {
             Role::Input => Peer::Input,
             Role::Indicator => Peer::Indicator,
+            _ => Peer::Reader,
         }
     }
 

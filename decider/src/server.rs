@@ -306,7 +306,12 @@ async fn read_hello<B: Backend>(
         }
     };
     if let Err(msg) = hello.check(&[Role::Shim, Role::Cli]) {
-        shared.violation(Violation::BadHello, Some(Peer::of(hello.role)), pid);
+        shared.violation(Violation::BadHello, Peer::of(hello.role), pid);
+        // A shim of another version gets the broker's own hello, the one frame every version
+        // reads, so it can name both versions to its host.
+        if hello.role == Role::Shim && hello.proto_version != nish_proto::wire::PROTO_VERSION {
+            let _ = aio::write_frame(stream, &Hello::new(Role::Broker), MAX_FRAME_BYTES).await;
+        }
         // Answer in the peer's terms when it is a terminal command, so it can print why.
         if hello.role == Role::Cli {
             let e = DriverError::new(ErrorCode::UnknownMethod, msg);

@@ -51,6 +51,9 @@ enum ConnectError {
     Untrusted(String),
     /// The broker refused the connection with this error.
     Refused(DriverError),
+    /// The broker is of another protocol version (its hello; `None`: it closed the connection
+    /// at the hello without one, as a broker older than this message does).
+    Version(Option<Hello>),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -59,6 +62,7 @@ impl std::fmt::Display for ConnectError {
             ConnectError::Unreachable(e) => write!(f, "{e}"),
             ConnectError::Untrusted(m) => f.write_str(m),
             ConnectError::Refused(e) => write!(f, "refused: {}", e.code.as_str()),
+            ConnectError::Version(_) => f.write_str("another protocol version"),
         }
     }
 }
@@ -225,6 +229,19 @@ impl BrokerLink {
                 tracing::warn!(code = e.code.as_str(), "the broker refused the connection");
                 Err(e)
             }
+            Err(ConnectError::Version(broker)) => {
+                let ours = Hello::new(Role::Shim);
+                let msg = match broker {
+                    Some(b) => ours.mismatch(&b),
+                    None => format!(
+                        "the running nish-driver closed the connection at the hello of this nish-mcp (version {}, protocol {}): it is likely another version; restart the service (systemctl --user restart nish-driver.service), then the host app",
+                        nish_proto::DRIVER_VERSION,
+                        nish_proto::wire::PROTO_VERSION
+                    ),
+                };
+                tracing::error!("{msg}");
+                Err(DriverError::new(ErrorCode::BackendUnavailable, msg))
+            }
             Err(e) => {
                 tracing::warn!(socket = %self.socket.display(), error = %e, "cannot reach the broker");
                 let msg = if st.lost {
@@ -281,10 +298,27 @@ impl BrokerLink {
         Ok(conn)
     }
 
-    /// Reads frames until `Opened`; events that come first are forwarded.
+    /// Reads frames until `Opened`; events that come first are forwarded. A broker of another
+    /// version answers with its hello instead, or closes at once.
     async fn await_opened(&self, rd: &mut OwnedReadHalf) -> Result<String, ConnectError> {
+        let mut first = true;
         loop {
-            match frame::read_frame::<_, BrokerToShim>(rd, MAX_FRAME_BYTES).await? {
+            let body = match frame::read_body(rd, MAX_FRAME_BYTES).await {
+                Ok(b) => b,
+                Err(FrameError::Closed) if first => return Err(ConnectError::Version(None)),
+                Err(e) => return Err(e.into()),
+            };
+            let msg = match codec::decode::<BrokerToShim>(&body) {
+                Ok(m) => m,
+                Err(e) => match codec::decode::<Hello>(&body) {
+                    Ok(h) if first && h.role == Role::Broker => {
+                        return Err(ConnectError::Version(Some(h)));
+                    }
+                    _ => return Err(e.into()),
+                },
+            };
+            first = false;
+            match msg {
                 BrokerToShim::Opened { session } => return Ok(session),
                 BrokerToShim::Event { line } => forward_event(&self.events, line),
                 BrokerToShim::Refused { error_json } => {

@@ -285,6 +285,19 @@ async fn a_bad_hello_ends_the_connection() {
                        "peer": "reader"}),
     )
     .await;
+    // A shim of another protocol version gets the broker's own hello, the frame every version
+    // reads, so it can name both versions; then the connection ends.
+    let mut s = srv.connect().await;
+    let older = Hello {
+        proto_version: nish_proto::wire::PROTO_VERSION - 1,
+        ..Hello::new(Role::Shim)
+    };
+    send(&mut s, &older).await;
+    let answer: Hello = recv(&mut s).await.expect("the broker's hello");
+    assert_eq!(answer, Hello::new(Role::Broker));
+    assert!(closed(&mut s).await);
+    srv.audited(json!({"event": "connection.refused", "reason": "bad_hello", "peer": "shim"}))
+        .await;
     // The 11-byte bomb: a hello whose version string claims 2^42 bytes.
     let mut s = srv.connect().await;
     let mut bomb = vec![0, 0, 0, 11, 0, 1, 253];

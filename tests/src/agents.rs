@@ -441,7 +441,7 @@ pub fn stand_in_filtered(
                 let (opener, to_agent) = (opener.clone(), to_agent.clone());
                 let (held, filter) = (held.clone(), filter.clone());
                 rt.spawn(async move {
-                    let peer = Peer::of(role);
+                    let peer = Peer::agent(role);
                     let (result, fd) = answer(
                         opener
                             .open_held(&target, &|_| true, &filter, &held, peer)

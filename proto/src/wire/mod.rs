@@ -44,6 +44,10 @@ pub enum Role {
     Input,
     /// The indicator and consent process (`nish-indicator`).
     Indicator,
+    /// The broker (`nish-driver serve`): its hello answers a client of another protocol
+    /// version, so the client can say which versions met ([`Hello::mismatch`]). A [`Hello`]
+    /// encodes the same in every version: it is the one frame both can read.
+    Broker,
 }
 
 impl Role {
@@ -55,6 +59,7 @@ impl Role {
             Role::Reader => "reader",
             Role::Input => "input",
             Role::Indicator => "indicator",
+            Role::Broker => "broker",
         }
     }
 }
@@ -78,6 +83,26 @@ impl Hello {
             proto_version: PROTO_VERSION,
             driver_version: crate::DRIVER_VERSION.into(),
         }
+    }
+
+    /// The message for a client whose protocol version is not the broker's (`broker`, the
+    /// broker's own hello): both versions, and what to restart — the service when it is older
+    /// than the client (it was not restarted after an upgrade), else the host app (it still runs
+    /// an older `nish-mcp`).
+    pub fn mismatch(&self, broker: &Hello) -> String {
+        let theirs = crate::model::escape_clip(&broker.driver_version, 32);
+        let restart = if broker.proto_version < self.proto_version {
+            "restart the service so it runs the installed version: systemctl --user restart nish-driver.service"
+        } else {
+            "restart the host app so it starts the nish-mcp installed with it"
+        };
+        format!(
+            "this nish-mcp is version {} (protocol {}) and the running nish-driver is version {} (protocol {}): {restart}",
+            crate::model::escape_clip(&self.driver_version, 32),
+            self.proto_version,
+            theirs,
+            broker.proto_version
+        )
     }
 
     /// Checks a peer's hello: the expected role and this build's protocol version.
