@@ -109,7 +109,7 @@ pub(crate) fn invisible_chromium_probe(pids_without_tree: &[u32]) -> Probe {
         label: "chromium and electron apps".into(),
         status: "fail".into(),
         message: format!(
-            "without an accessibility tree, so the driver cannot see them: {}. A Chromium-based program reads the session's accessibility switch once, when it starts, and these started while it was off: quit each and start it again with the environment variable ACCESSIBILITY_ENABLED=1, or after turning on assistive technologies",
+            "without an accessibility tree, so the driver cannot see them: {}. A Chromium-based program reads the session's accessibility switch once, when it starts, and these started while it was off: quit each and start it again with the environment variable ACCESSIBILITY_ENABLED=1, or after turning the switch on (nish-driver setup accessibility)",
             found.join(", ")
         ),
     }

@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 
 pub mod install;
 pub mod notify;
+pub mod service;
+pub mod setup;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -65,6 +67,11 @@ enum Cmd {
         #[arg(long)]
         now: bool,
     },
+    /// Set up this desktop for the driver.
+    Setup {
+        #[command(subcommand)]
+        what: SetupCmd,
+    },
     /// Remove exactly what `install --user` wrote.
     Uninstall {
         /// Remove this user's install.
@@ -76,6 +83,14 @@ enum Cmd {
     },
     #[command(flatten)]
     Terminal(Terminal),
+}
+
+/// What `setup` sets up.
+#[derive(Subcommand, Debug)]
+enum SetupCmd {
+    /// Turn on the desktop's accessibility switch (so Chromium, Electron and VS Code show their
+    /// trees), and say what changed.
+    Accessibility,
 }
 
 /// The terminal commands that only talk to a running broker or print what this build is.
@@ -332,7 +347,8 @@ where
             BrokerToCli::Status { json } => serde_json::from_str::<DoctorReport>(&json).ok(),
             _ => None,
         });
-    let report = match from_service {
+    let answered = from_service.is_some();
+    let mut report = match from_service {
         Some(r) => r,
         None => {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -343,6 +359,13 @@ where
             report
         }
     };
+    // The service itself: never ready without a broker that answers.
+    service::add_to(
+        &mut report,
+        answered,
+        service::enabled(|k| std::env::var(k).ok()),
+        service::missing_in_manager(),
+    );
     if json_out {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -398,6 +421,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     "the service manager imported the display variables and started nish-driver.service"
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Setup {
+            what: SetupCmd::Accessibility,
+        } => {
+            println!("{}", setup::accessibility()?);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Uninstall { user: _, now } => {

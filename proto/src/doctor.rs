@@ -70,7 +70,7 @@ pub fn action_for(reason: &str) -> &'static str {
             "Sign in to an X11 session; Wayland sessions are not supported yet."
         }
         "wayland_portal_not_built" => {
-            "The Wayland portals backend is planned; use an X11 session for now."
+            "On Wayland the driver reads and acts through accessibility today; visible takeover, window capture and the clipboard need the desktop portals, which are planned. Nothing to do now."
         }
         "portal_unavailable" => "Install and start xdg-desktop-portal for your desktop.",
         "portal_screencast_denied" => {

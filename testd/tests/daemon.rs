@@ -225,9 +225,44 @@ fn doctor(args: &[&str], display: Option<&str>) -> (i32, Value) {
 
 #[test]
 fn the_mock_doctor_report_matches_its_schema() {
-    let (code, v) = doctor(&["--backend", "mock"], None);
-    assert_eq!(code, 0);
+    // Without a broker that answers, never ready, however the desktop looks: the service is a
+    // required entry that says how to start it.
+    let (code, v) = doctor(
+        &[
+            "--backend",
+            "mock",
+            "--socket",
+            "/nonexistent/nish/broker.sock",
+        ],
+        None,
+    );
+    assert_eq!((code, &v["ready"]), (1, &Value::Bool(false)), "{v}");
+    let service = &v["backends"][0];
+    assert_eq!(
+        (&service["id"], &service["status"], &service["required"]),
+        (
+            &Value::from("service"),
+            &Value::from("unavailable"),
+            &Value::Bool(true)
+        ),
+        "{v}"
+    );
+    assert!(
+        service["action"]
+            .as_str()
+            .unwrap()
+            .contains("systemctl --user import-environment DISPLAY"),
+        "{v}"
+    );
+    // With the test daemon serving the mock desktop: its own report, ready.
+    let dir = tmpdir("doctor");
+    let serve = Serve::start(&dir, "mock", None);
+    serve.wait_socket();
+    let socket = serve.socket.display().to_string();
+    let (code, v) = doctor(&["--backend", "mock", "--socket", &socket], None);
+    assert_eq!(code, 0, "{v}");
     assert_eq!(v["ready"], true);
+    assert_eq!(v["backends"][0]["status"], "available");
     assert_eq!(v["session_type"], "mock");
     // It carries only the contract's reason codes, as the real doctor's do.
     for key in ["backends", "capabilities", "permissions", "next_steps"] {

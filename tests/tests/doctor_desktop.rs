@@ -103,3 +103,36 @@ fn chromium_line(desk: &Desktop) -> (String, String) {
         probe["message"].as_str().unwrap().to_string(),
     )
 }
+
+/// `nish-driver setup accessibility` turns the switch on and says so; run again, it says it
+/// was on; and a Chromium started after it joins the accessibility bus.
+#[test]
+fn setup_turns_the_accessibility_switch_on() {
+    let desk = Desktop::builder()
+        .accessibility_enabled(false)
+        .start()
+        .expect("the test desktop");
+    let setup = || {
+        let o = desk
+            .command(workspace_bin("nish-driver").expect("nish-driver"))
+            .args(["setup", "accessibility"])
+            .output()
+            .expect("setup runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = setup();
+    assert!(
+        out.starts_with("turned the desktop's accessibility switch on"),
+        "{out}"
+    );
+    let out = setup();
+    assert!(out.contains("already on; nothing was changed"), "{out}");
+    let chromium = desk
+        .spawn(App::Chromium {
+            page: page("form.html"),
+        })
+        .expect("chromium");
+    desk.wait_atspi_app(chromium.pid, Duration::from_secs(60))
+        .expect("started after the switch went on, Chromium joins the bus");
+}

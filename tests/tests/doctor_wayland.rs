@@ -18,12 +18,36 @@ fn cap<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn the_doctor_on_wayland_is_ready_for_headless_work() {
     let desk = WaylandDesktop::start().expect("the Wayland desktop");
     let driver = workspace_bin("nish-driver").expect("nish-driver is built");
+    // The service runs, as on a person's desktop: the doctor asks it (without a broker that
+    // answers, the report is never ready).
+    let dir = std::env::temp_dir().join(format!("nish-doctor-wayland-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let socket = dir.join("run/broker.sock");
+    let mut serve = desk
+        .command(&driver)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .env("NISH_LOG", "warn")
+        .env("NISH_AUDIT_FILE", dir.join("audit.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "serve did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let out = desk
         .command(&driver)
-        .args(["doctor", "--json"])
+        .args(["doctor", "--json", "--socket"])
+        .arg(&socket)
         .env("NISH_LOG", "warn")
         .output()
         .expect("doctor runs");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let _ = std::fs::remove_dir_all(&dir);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "doctor JSON: {e}: {}{}",
