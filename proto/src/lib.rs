@@ -14,7 +14,7 @@
 //! - [`doctor`]: the backend registry, capabilities and the doctor report with its schema;
 //! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
 //! - [`render`]: the text forms of results;
-//! - [`wire`]: the framed bincode protocols between the broker, shims, terminal commands and
+//! - [`wire`]: the framed protocols between the broker, shims, terminal commands and
 //!   agents (the codec behind the `codec` feature).
 //!
 //! It carries no async runtime, no D-Bus and no X11 code.

@@ -1,8 +1,9 @@
 //! Length-prefixed frames: the one framing of every connection of the driver (broker, shims,
 //! terminal commands and agents).
 //!
-//! A frame is a 4-byte big-endian body length followed by the body, bincode 2's standard
-//! format. Nothing is allocated for what a peer merely claims:
+//! A frame is a 4-byte big-endian body length followed by the body in the driver's own
+//! serde format (little-endian, variable-length integers; [`ser`] writes it, [`de`] reads it).
+//! Nothing is allocated for what a peer merely claims:
 //! - [`frame_len`] checks the announced length against the receiver's maximum before anything
 //!   else;
 //! - bodies are read as their bytes arrive ([`read_body`]), so a header announcing a large
@@ -22,6 +23,7 @@ use serde::de::DeserializeOwned;
 #[cfg(feature = "tokio")]
 pub mod aio;
 pub mod de;
+pub mod ser;
 
 /// Bytes read at a time while a body arrives (into a buffer on the stack); the body grows
 /// with what came, never with what the header announced.
@@ -62,16 +64,11 @@ impl FrameError {
     }
 }
 
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
-
 /// Encodes `msg` as a whole frame (length prefix included), refused when the body is over
 /// `max`.
 pub fn encode<T: Serialize>(msg: &T, max: usize) -> Result<Vec<u8>, FrameError> {
     let mut out = vec![0u8; 4];
-    bincode::serde::encode_into_std_write(msg, &mut out, config())
-        .map_err(|e| FrameError::Malformed(e.to_string()))?;
+    ser::to_vec_into(msg, &mut out).map_err(|e| FrameError::Malformed(e.to_string()))?;
     let len = out.len() - 4;
     if len > max {
         return Err(FrameError::TooLarge { len, max });

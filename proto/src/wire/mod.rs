@@ -6,9 +6,9 @@
 //! direction's message enum (one enum per direction and peer kind), so a reader's dispatcher
 //! has no variant for an action and cannot be asked for one.
 //!
-//! Frames are a 4-byte big-endian length and a bincode body. The length is checked against the
-//! receiver's maximum, and every length inside the body against the body, before anything is
-//! allocated (see [`codec`]). Clients check the broker's socket before they send anything
+//! Frames are a 4-byte big-endian length and a body in the codec's serde format. The length
+//! is checked against the receiver's maximum, and every length inside the body against the
+//! body, before anything is allocated (see [`codec`]). Clients check the broker's socket before they send anything
 //! (see [`trust`]).
 
 use serde::{Deserialize, Serialize};

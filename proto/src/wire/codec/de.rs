@@ -1,9 +1,9 @@
-//! The frame body decoder: bincode 2's standard format (little-endian, variable-length
+//! The frame body decoder: the format [`super::ser`] writes (little-endian, variable-length
 //! integers), read by serde from one frame body with every length checked against the bytes
 //! left in that body.
 //!
-//! bincode's own decoder allocates what a length prefix claims before it reads the bytes, so a
-//! body of a few bytes claiming a string of 2^42 bytes aborts the process. Here nothing is
+//! A decoder that allocates what a length prefix claims before it reads the bytes lets a body
+//! of a few bytes claiming a string of 2^42 bytes abort the process. Here nothing is
 //! allocated for a length the body cannot hold:
 //! - a string or byte buffer is taken from the body only when all its bytes are present, and
 //!   only then copied;
@@ -11,8 +11,8 @@
 //!   wire types takes at least one byte), and sequences give serde no size hint, so vectors
 //!   grow with the elements actually decoded instead of being sized by the claim.
 //!
-//! The encoder stays bincode's (`bincode::serde::encode_to_vec` with the standard
-//! configuration); the round-trip tests hold the two to the same format.
+//! The round-trip tests here and in [`super::ser`] hold the two to the same format, and the
+//! corpus seeds (`tests/corpus`) hold it to the bytes every earlier release wrote.
 
 use std::fmt;
 
@@ -49,7 +49,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T, DeError> {
     Err(DeError(msg.into()))
 }
 
-// bincode's varint markers: a first byte up to 250 is the value itself; these announce a
+// The varint markers: a first byte up to 250 is the value itself; these announce a
 // wider little-endian integer after them.
 const U16_BYTE: u8 = 251;
 const U32_BYTE: u8 = 252;
@@ -453,7 +453,7 @@ mod tests {
     use serde::{Deserialize, Serialize};
 
     fn enc<T: Serialize>(v: &T) -> Vec<u8> {
-        bincode::serde::encode_to_vec(v, bincode::config::standard()).unwrap()
+        super::super::ser::to_vec(v).unwrap()
     }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -489,7 +489,7 @@ mod tests {
     }
 
     #[test]
-    fn decodes_what_bincode_encodes() {
+    fn decodes_what_the_encoder_writes() {
         for (small, c) in [(true, 'a'), (false, 'é'), (true, '€'), (false, '🦀')] {
             let v = All {
                 b: small,
