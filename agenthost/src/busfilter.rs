@@ -4,19 +4,19 @@
 //!
 //! The agent gets one end of a socketpair; the broker holds the real connection. What passes is
 //! decided by a [`Policy`]:
-//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`], each
-//!   with its one argument signature, and
+//! - the reader's ([`Policy::Reader`]): the reads the one table of calls ([`CALLS`]) gives it,
+//!   each with its one argument signature ([`may_read`]), and
 //!   the bus's `AddMatch` / `RemoveMatch` with a rule for one application's broadcast AT-SPI
 //!   events ([`match_rule_ok`], read from the reader's own message: no `eavesdrop`);
-//! - the input agent's ([`Policy::Input`]): the same reads and the input agent's own
-//!   ([`INPUT_READS`]), and a call that changes an application ([`ActMethod`]) only when it is the
+//! - the input agent's ([`Policy::Input`]): the reads the table gives it (the reader's and its
+//!   own), and a call that changes an application ([`ActMethod`]) only when it is the
 //!   act the broker asked the input agent for right now ([`Grant`], held in [`Grants`]): the same
 //!   application (on the bus, the DESTINATION is its unique name; on a peer-to-peer link, the
 //!   link was opened to that name and its pid), the same object path, the one method that act
 //!   uses (`Properties.Set` only of `org.a11y.atspi.Value` / `CurrentValue`, read from the first
 //!   two arguments of the input agent's own message). No grant: every such call is refused.
-//!   The input agent may not send `Properties.GetAll` ([`NOT_INPUT_READS`]), which only the
-//!   reader needs.
+//!   The input agent may not send `Properties.GetAll` (the table gives it the reader only),
+//!   which only the reader needs.
 //!
 //! From the agent to the bus, the D-Bus authentication lines are relayed as they are, except
 //! `NEGOTIATE_UNIX_FD`, which the filter answers `ERROR` itself (no descriptor passing); after
@@ -38,14 +38,12 @@ use tokio::sync::mpsc;
 pub use nish_decider::backend::Refused;
 
 pub use nish_proto::atspi_calls::{
-    ActMethod, INPUT_READS, MAX_MATCH_RULE, NOT_INPUT_READS, READ_ONLY, SETTABLE, match_rule_ok,
+    ActMethod, Agent, CALLS, MAX_MATCH_RULE, SETTABLE, match_rule_ok, may_read,
 };
 
 /// Whether the input agent's method call `h` (message `msg`) is one of its reads.
 fn is_input_read(h: &Header, msg: &[u8]) -> bool {
-    let refused = matches!((&h.interface, &h.member), (Some(i), Some(m))
-        if NOT_INPUT_READS.iter().any(|(ri, rm)| ri == i && rm == m));
-    (is_read(READ_ONLY, h, msg) && !refused) || is_read(INPUT_READS, h, msg)
+    is_read(Agent::Input, h, msg)
 }
 
 /// The one act the input agent may carry out now: which application, which object, which
@@ -310,12 +308,11 @@ fn first_string(h: &Header, msg: &[u8]) -> Option<String> {
     Some(std::str::from_utf8(s).ok()?.to_string())
 }
 
-/// Whether `h` (message `msg`) is a call on `list`: its interface, method and the signature of
-/// its arguments, with a body of exactly those arguments.
-fn is_read(list: &[(&str, &str, &str)], h: &Header, msg: &[u8]) -> bool {
+/// Whether `h` (message `msg`) is a read `agent` may send ([`may_read`]): its interface, method
+/// and the signature of its arguments, with a body of exactly those arguments.
+fn is_read(agent: Agent, h: &Header, msg: &[u8]) -> bool {
     let sig = h.signature.as_deref().unwrap_or("");
-    matches!((&h.interface, &h.member), (Some(i), Some(m))
-        if list.iter().any(|(ri, rm, rs)| ri == i && rm == m && *rs == sig))
+    matches!((&h.interface, &h.member), (Some(i), Some(m)) if may_read(agent, i, m, sig))
         && body_is(sig, h, msg)
 }
 
@@ -389,29 +386,27 @@ fn grant_covers(g: &Grant, h: &Header, msg: &[u8], link: &Link) -> bool {
         && args_are(g, h, msg)
 }
 
-/// The call's body is exactly what `g` grants: its signature, and its text or number, with
-/// nothing after them.
+/// The call's body is exactly what `g` grants: its method's signature (its row of [`CALLS`]),
+/// and its text or number, with nothing after them.
 fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
+    if h.signature.as_deref().unwrap_or("") != g.method.signature() {
+        return false;
+    }
     let mut b = Body::of(h, msg);
-    let sig = h.signature.as_deref().unwrap_or("");
     let matched = match (g.method, &g.args) {
-        (ActMethod::DoAction, Args::Action(i)) => sig == "i" && b.u32() == Some(*i),
-        (ActMethod::SelectChild, Args::Index) => sig == "i" && b.u32().is_some(),
+        (ActMethod::DoAction, Args::Action(i)) => b.u32() == Some(*i),
+        (ActMethod::SelectChild, Args::Index) => b.u32().is_some(),
         (ActMethod::InsertText, Args::Typed { text, utf16 }) => {
-            sig == "isi"
-                && b.u32().is_some()
+            b.u32().is_some()
                 && b.string() == Some(text.as_bytes())
                 && b.u32().is_some_and(|n| {
                     nish_proto::wire::input::insert_text_length(text, *utf16)
                         .is_some_and(|want| want as u32 == n)
                 })
         }
-        (ActMethod::SetTextContents, Args::Text(t)) => {
-            sig == "s" && b.string() == Some(t.as_bytes())
-        }
+        (ActMethod::SetTextContents, Args::Text(t)) => b.string() == Some(t.as_bytes()),
         (ActMethod::SetCurrentValue, Args::Number(bits)) => {
-            sig == "ssv"
-                && b.string() == Some(SETTABLE.0.as_bytes())
+            b.string() == Some(SETTABLE.0.as_bytes())
                 && b.string() == Some(SETTABLE.1.as_bytes())
                 && b.signature() == Some(b"d".as_slice())
                 && b.u64() == Some(*bits)
@@ -675,7 +670,7 @@ pub fn judge(h: &Header, msg: &[u8]) -> Verdict {
     match h.msg_type {
         METHOD_RETURN | ERROR => Verdict::Pass,
         METHOD_CALL => {
-            if is_read(READ_ONLY, h, msg) {
+            if is_read(Agent::Reader, h, msg) {
                 Verdict::Pass
             } else {
                 refusal(h)
@@ -1104,6 +1099,7 @@ pub fn filtered_holding<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nish_proto::atspi_calls::Senders;
 
     /// A method call as zbus would write it (little endian), to `:1.7`, with no body.
     fn call(serial: u32, path: &str, iface: &str, member: &str, flags: u8) -> Vec<u8> {
@@ -1306,14 +1302,23 @@ mod tests {
             &[0; 4],
         );
         assert_eq!(verdict(&Link::Bus, &g, &do_action), Verdict::Refuse);
-        for (iface, member, sig) in READ_ONLY.iter().chain(INPUT_READS) {
+        for row in CALLS.iter().filter(|r| r.senders != Senders::GrantedInput) {
+            let (iface, member, sig) = (row.interface, row.member, &row.signature);
             let m = call_with(Some(APP), EL, iface, member, sig, &args_of(sig));
-            let want = if NOT_INPUT_READS.contains(&(iface, member)) {
-                Verdict::Refuse
-            } else {
-                Verdict::Pass
+            let want = |agent| {
+                if row.senders.any_time(agent) {
+                    Verdict::Pass
+                } else {
+                    Verdict::Refuse
+                }
             };
-            assert_eq!(verdict(&Link::Bus, &g, &m), want, "{iface}.{member}");
+            assert_eq!(
+                verdict(&Link::Bus, &g, &m),
+                want(Agent::Input),
+                "{iface}.{member}"
+            );
+            let h = parse_header(&m).unwrap();
+            assert_eq!(judge(&h, &m), want(Agent::Reader), "{iface}.{member}");
             // With fewer or other arguments, neither agent's read passes: Qt 5 reads a
             // `Properties.Get` with one string, or a `GetName` with none, past its arguments.
             for other in ["", "s", "i", "u", "ss", "ii", "sss", "v"] {
