@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod atspi_calls;
+pub mod bounded;
 pub mod call;
 pub mod control;
 pub mod credentials;
