@@ -684,6 +684,67 @@ fn a_full_secure_memory_closes_the_overflowing_application_and_no_other() {
     assert!(secure_at(&a, ":3.2", "/e"));
 }
 
+/// An application refused while the table of applications was full stays closed when a
+/// slot is freed and it then shows another secure field (before, that field gave it an
+/// entry of its own, open, and its field refused earlier showed its value once revealed).
+#[test]
+fn an_application_refused_while_full_stays_closed_when_it_fits_later() {
+    use crate::secure::{SECURE_MEMORY_APPS, SecureMemory};
+    const TEXT: u32 = 61;
+    let memory = SecureMemory::default();
+    for i in 0..SECURE_MEMORY_APPS {
+        let bus: &'static str = leak(format!(":2.{i}"));
+        memory.apply(
+            bus,
+            &mut app_walk(bus, &[("/pw".into(), PASSWORD_TEXT, true)]),
+        );
+    }
+    memory.apply(
+        ":3.1",
+        &mut app_walk(":3.1", &[("/pw".into(), PASSWORD_TEXT, true)]),
+    );
+    memory.forget_app(":2.0");
+    let mut a = app_walk(
+        ":3.1",
+        &[
+            ("/pw".into(), TEXT, true),
+            ("/pw2".into(), PASSWORD_TEXT, true),
+        ],
+    );
+    memory.apply(":3.1", &mut a);
+    assert!(secure_at(&a, ":3.1", "/pw"), "the field refused before");
+    assert!(!memory.knows(":3.1", "/pw2"), "no entry: closed");
+}
+
+/// A panic under the memory's lock closes every application (before, a poisoned lock
+/// left every field as its role said, and forgot what was known).
+#[test]
+fn a_poisoned_secure_memory_closes_every_application() {
+    use crate::secure::SecureMemory;
+    const TEXT: u32 = 61;
+    const ENTRY: u32 = 79;
+    let memory = SecureMemory::default();
+    memory.apply(
+        ":1.5",
+        &mut app_walk(":1.5", &[("/pw".into(), PASSWORD_TEXT, true)]),
+    );
+    memory.poison();
+    let mut a = app_walk(
+        ":1.5",
+        &[("/pw".into(), TEXT, false), ("/e".into(), ENTRY, true)],
+    );
+    memory.apply(":1.5", &mut a);
+    assert!(secure_at(&a, ":1.5", "/pw") && secure_at(&a, ":1.5", "/e"));
+    assert!(memory.knows(":1.5", "/pw"));
+    let mut a = app_walk(
+        ":1.6",
+        &[("/e".into(), ENTRY, true), ("/l".into(), 29, false)],
+    );
+    memory.apply(":1.6", &mut a);
+    assert!(secure_at(&a, ":1.6", "/e"), "a new application too");
+    assert!(!secure_at(&a, ":1.6", "/l"), "not a field: left as it is");
+}
+
 /// An application's answers may name objects under other bus names: they are not
 /// remembered, so one application cannot fill the table of applications and close every
 /// other one (the table latches once full).
