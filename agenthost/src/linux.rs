@@ -1532,16 +1532,10 @@ impl Backend for LinuxBackend {
         // hands it the compositor's socket); the request and the re-validation are the same.
         let ind = self.indicator().await?;
         let id = ind.next_id();
+        let timeout = req.timeout();
         let msg = BrokerToIndicator::ShowConsent(ConsentDialog {
             id,
-            host_claimed: req.host_claimed.clone(),
-            program: req.program.clone(),
-            apps: req.apps.clone(),
-            missing_requested: req.missing_requested,
-            lease_minutes: req.lease_minutes,
-            takeover: req.takeover,
-            clipboard: req.clipboard,
-            timeout_ms: req.timeout.as_millis() as u64,
+            request: req.clone(),
         });
         // Close the dialog if this call is dropped (session closed, kill switch, end_session).
         struct Cancel(Option<(Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, u64)>);
@@ -1555,9 +1549,7 @@ impl Backend for LinuxBackend {
             }
         }
         let mut guard = Cancel(Some((ind.clone(), id)));
-        let answer = ind
-            .request(id, msg, req.timeout + Duration::from_secs(5))
-            .await;
+        let answer = ind.request(id, msg, timeout + Duration::from_secs(5)).await;
         let answer = match answer {
             Ok(IndicatorToBroker::Consent { answer, .. }) => {
                 guard.0 = None;
