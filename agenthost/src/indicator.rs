@@ -23,16 +23,10 @@ pub(crate) async fn consent(
     // hands it the compositor's socket); the request and the re-validation are the same.
     let ind = b.indicator().await?;
     let id = ind.next_id();
+    let timeout = req.timeout();
     let call = ShowConsent(ConsentDialog {
         id,
-        host_claimed: req.host_claimed.clone(),
-        program: req.program.clone(),
-        apps: req.apps.clone(),
-        missing_requested: req.missing_requested,
-        lease_minutes: req.lease_minutes,
-        takeover: req.takeover,
-        clipboard: req.clipboard,
-        timeout_ms: req.timeout.as_millis() as u64,
+        request: req.clone(),
     });
     // Close the dialog if this call is dropped (session closed, kill switch, end_session).
     struct Cancel(Option<(Arc<Agent<BrokerToIndicator, IndicatorToBroker>>, u64)>);
@@ -46,9 +40,7 @@ pub(crate) async fn consent(
         }
     }
     let mut guard = Cancel(Some((ind.clone(), id)));
-    let answer = ind
-        .call(id, call, req.timeout + Duration::from_secs(5))
-        .await;
+    let answer = ind.call(id, call, timeout + Duration::from_secs(5)).await;
     let answer = match answer {
         Ok(Ok(answer)) => {
             guard.0 = None;

@@ -8,11 +8,12 @@
 //!   object model ([`tree::Obj`], the arena the reader's walk fills), the secure-field rules
 //!   ([`secure`]), bounded parallel calls ([`pool`]) and the failure of one request
 //!   ([`failure::Failure`]).
-//! - [`agent`]: what an agent process needs that is not AT-SPI, in one place: the start-up
-//!   both agent binaries run ([`agent::run`]: lock-down first, `--self-test`, `--version`,
-//!   `--fd N`, the log, the broker's socket, the runtime), the connections the broker hands in
-//!   ([`agent::handed`]), adopting the broker's socket ([`agent::sys`], the crate's only
-//!   `unsafe`), the Wayland session test ([`agent::is_wayland`]) and the X display with a
+//! - [`agent`]: what an agent process needs that is not AT-SPI, in one place: the `main` both
+//!   agent binaries run ([`agent::run`]: the agents' one start, `nish_sandbox::start::start`,
+//!   with lock-down first, `--self-test`, `--version`, `--fd N`, the broker's socket adopted,
+//!   the hello and the lock-down report; then the log and the runtime), the connections the
+//!   broker hands in ([`agent::handed`]), the Wayland session test ([`agent::is_wayland`]) and
+//!   the X display with a
 //!   window's geometry ([`agent::x11::XDisplay`], under the reader's window list and captures
 //!   and the input agent's live geometry).
 //!

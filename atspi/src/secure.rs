@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `password_text` role, or a text input whose name says password, PIN, CVV, one-time code, security code, card number... in the [`LEXICON`]'s languages | marks the row `secure` and never asks the app for its value | drops the value of every `secure` row again; refuses acts on it |
 //! | rows inside a secure field (an editable region keeps its text in child rows) | carry neither name nor value and are marked `secure` (`nish_proto::model::hide_inside_secure`, in [`crate::tree::build_nodes`]) | the same again on every read it records |
-//! | a field once seen secure stays secure for its object's life (a GTK 3 password entry switched to visible turns into a plain `text`) | [`SecureMemory`]: remembered by (application, object path) for the reader's life, applied before values are read | remembered by element handle for the session's life (the broker's snapshot store), in case the reader restarts |
+//! | a field once seen secure stays secure for its object's life (a GTK 3 password entry switched to visible turns into a plain `text`) | [`SecureMemory`]: remembered by (application, object path) for the reader's life, applied before values are read | remembered by element handle for the session's life (the broker's snapshot store), in case the reader restarts; both bounded and closed when full by one type, `nish_proto::bounded::ClosedWhenFull` |
 //! | an editable field's value that looks like a credential (contract §5.3, `nish_proto::credentials::value_looks_like_credential`) | the value is dropped and the row marked `redacted` before it leaves the reader ([`withhold_value`]) | the same test again on every recorded read |
 //! | a value cut at the reader's length limit | a last word shorter than a key could be tested as is dropped, so no fragment of a long token shows ([`withhold_value`]) | — |
 //! | static text (names, labels, non-editable text) | left alone: it is what the app shows everyone | — |
@@ -19,9 +19,7 @@
 //! The reader cannot tell what the model will do with a value, and the broker cannot see what
 //! the reader did not send: so the reader withholds, and the broker only ever narrows further.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-
+use nish_proto::bounded::ClosedWhenFull;
 use nish_proto::credentials::value_looks_like_credential;
 use nish_proto::model::{Ifaces, State, StateSet};
 
@@ -340,62 +338,17 @@ pub const SECURE_MEMORY_APPS: usize = 256;
 /// field once secure stays secure for its object's life, whatever its role and name say later
 /// (a GTK 3 password entry switched to visible becomes a plain `text`).
 ///
-/// Bounded, and closed when full: an application with a secure object that cannot be
-/// remembered (past [`SECURE_MEMORY_PER_APP`] of its own) is *overflowed* until it leaves the
-/// bus, and every field of it counts as secure from then on (no value read, no typing into
-/// it); once the table of applications was full ([`SECURE_MEMORY_APPS`]), every application
-/// without an entry is, for the reader's life. Forgetting instead would let an application (a
-/// web page making and dropping password fields) push a revealed password field out of the
-/// memory, and its value into a read.
+/// Bounded, and closed when full (`nish_proto::bounded`, the broker's memory's rules too): an
+/// application with a secure object that cannot be remembered (past [`SECURE_MEMORY_PER_APP`]
+/// of its own) is *overflowed* until it leaves the bus, and every field of it counts as secure
+/// from then on (no value read, no typing into it); once the table of applications was full
+/// ([`SECURE_MEMORY_APPS`]), every application without an entry is, for the reader's life; and
+/// so is every application after a panic under the memory's lock. Forgetting instead would let
+/// an application (a web page making and dropping password fields) push a revealed password
+/// field out of the memory, and its value into a read.
 #[derive(Debug, Default)]
 pub struct SecureMemory {
-    by_app: Mutex<Apps>,
-}
-
-/// The applications' secure objects, and whether the table was ever full.
-#[derive(Debug, Default)]
-struct Apps {
-    map: HashMap<String, AppSecure>,
-    /// Set once an application found no room: from then on every application without an entry
-    /// counts as overflowed, even after others leave (its secure objects of that time were not
-    /// remembered, and a slot freed later must not open it).
-    was_full: bool,
-}
-
-impl Apps {
-    /// Remembers a secure object, or marks its application overflowed when it does not fit.
-    fn remember(&mut self, bus: &str, path: &str) {
-        if !self.map.contains_key(bus) && self.map.len() >= SECURE_MEMORY_APPS {
-            // No room for another application: one without an entry counts as overflowed from
-            // now on ([`Apps::overflowed`]), which needs no memory of its own.
-            self.was_full = true;
-            return;
-        }
-        let app = self.map.entry(bus.to_string()).or_default();
-        if app.paths.contains(path) {
-            return;
-        }
-        if app.paths.len() < SECURE_MEMORY_PER_APP {
-            app.paths.insert(path.to_string());
-        } else {
-            app.overflowed = true;
-        }
-    }
-
-    /// True when the application's secure objects may not all be remembered.
-    fn overflowed(&self, bus: &str) -> bool {
-        match self.map.get(bus) {
-            Some(a) => a.overflowed,
-            None => self.was_full || self.map.len() >= SECURE_MEMORY_APPS,
-        }
-    }
-}
-
-/// One application's secure objects.
-#[derive(Debug, Default)]
-struct AppSecure {
-    paths: HashSet<String>,
-    overflowed: bool,
+    by_app: ClosedWhenFull<String, String, SECURE_MEMORY_APPS, SECURE_MEMORY_PER_APP>,
 }
 
 impl SecureMemory {
@@ -406,24 +359,19 @@ impl SecureMemory {
     /// Every field of an overflowed application (editable, or of a role that takes typed text: a
     /// read-only field showing a revealed password too) is marked secure.
     pub fn apply(&self, bus: &str, arena: &mut Arena) {
-        let Ok(mut apps) = self.by_app.lock() else {
-            return;
-        };
+        let mut apps = self.by_app.lock();
         // Everything secure now is remembered first, so an application that overflows during
         // this walk has every object of the walk marked, not only those after.
         for o in arena
             .iter_mut()
             .filter(|o| o.states.has(State::Secure) && &*o.bus == bus)
         {
-            apps.remember(&o.bus, &o.path);
+            apps.insert(&*o.bus, o.path.as_str());
         }
         for o in arena.iter_mut() {
-            let known = apps
-                .map
-                .get(&*o.bus)
-                .is_some_and(|a| a.paths.contains(&o.path));
+            let known = apps.contains(&*o.bus, o.path.as_str());
             let field = nish_proto::model::is_field(&o.role, o.states, o.ifaces);
-            if known || (field && apps.overflowed(&o.bus)) {
+            if known || (field && apps.closed(&*o.bus)) {
                 o.states.insert(State::Secure);
             }
         }
@@ -431,16 +379,25 @@ impl SecureMemory {
 
     /// True when the object was seen secure.
     pub fn knows(&self, bus: &str, path: &str) -> bool {
-        self.by_app
-            .lock()
-            .is_ok_and(|m| m.map.get(bus).is_some_and(|a| a.paths.contains(path)))
+        self.by_app.lock().contains(bus, path)
     }
 
     /// Forgets an application that left the bus (its bus name is never reused).
     pub fn forget_app(&self, bus: &str) {
-        if let Ok(mut m) = self.by_app.lock() {
-            m.map.remove(bus);
-        }
+        self.by_app.lock().remove(bus);
+    }
+
+    /// Poisons the memory's lock, as a panic under it would.
+    #[cfg(test)]
+    pub(crate) fn poison(&self) {
+        std::thread::scope(|s| {
+            let _ = s
+                .spawn(|| {
+                    let _held = self.by_app.lock();
+                    panic!("a panic under the secure memory's lock");
+                })
+                .join();
+        });
     }
 }
 

@@ -11,12 +11,11 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, HostProgram};
+use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
@@ -30,26 +29,9 @@ use crate::session::PausedReason;
 /// the person's (contract §4.3).
 pub const POINTER_SLACK_PX: i32 = 8;
 
-/// A consent dialog to show.
-#[derive(Clone, Debug)]
-pub struct ConsentRequest {
-    /// The name the host claims (escaped by whoever draws it; shown as a claim).
-    pub host_claimed: String,
-    /// The program that asks, from the kernel.
-    pub program: HostProgram,
-    /// App lines: every app with a visible window, with its window count.
-    pub apps: Vec<ConsentApp>,
-    /// Requested apps with no visible window.
-    pub missing_requested: u32,
-    /// The lease asked for, in whole minutes.
-    pub lease_minutes: u32,
-    /// Show "ALSO allow VISIBLE TAKEOVER".
-    pub takeover: bool,
-    /// Show "Allow reading the clipboard".
-    pub clipboard: bool,
-    /// No answer in this time is a denial.
-    pub timeout: Duration,
-}
+/// A consent dialog to show: the one type the indicator's dialog carries too (with its id,
+/// `nish_proto::wire::indicator::ConsentDialog`).
+pub use nish_proto::wire::indicator::ConsentRequest;
 
 /// Something that happened on the desktop that the engine must act on.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -23,9 +23,10 @@
 //! life; this covers a reader that restarted). The memory is bounded and closed when full: an
 //! application whose secure handles do not fit has every field counted secure.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use nish_proto::bounded::ClosedWhenFull;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{Node, State, Token, Tree};
 
@@ -70,13 +71,6 @@ pub const SECURE_HANDLES_PER_APP: usize = 10_000;
 /// row counts as overflowed.
 pub const SECURE_APPS: usize = 64;
 
-/// The secure handles a session remembers of one application.
-#[derive(Debug, Default)]
-struct AppSecure {
-    handles: HashSet<String>,
-    overflowed: bool,
-}
-
 /// The snapshots of one session, one current snapshot per window.
 #[derive(Debug, Default)]
 pub struct SnapshotStore {
@@ -89,7 +83,7 @@ pub struct SnapshotStore {
     shown: HashMap<u64, (String, Vec<Option<String>>)>,
     retired: VecDeque<(String, Retired)>,
     /// Handles seen secure, by the pid of their window.
-    secure: HashMap<u32, AppSecure>,
+    secure: ClosedWhenFull<u32, String, SECURE_APPS, SECURE_HANDLES_PER_APP>,
 }
 
 impl SnapshotStore {
@@ -236,32 +230,23 @@ impl SnapshotStore {
     /// A field once secure stays secure: marks (and empties) rows whose handle was seen secure,
     /// and remembers the handles of rows that are secure now, of the application of `pid`.
     ///
-    /// Closed when full: when a secure handle does not fit ([`SECURE_HANDLES_PER_APP`],
-    /// [`SECURE_APPS`]), every field of that application ([`nish_proto::model::is_field`])
-    /// counts as secure from then on in this session, so a page that makes and drops password fields cannot push a revealed
-    /// one out of the memory. Secure rows carry no value.
+    /// Closed when full (`nish_proto::bounded`, the reader's memory's rules too): when a secure
+    /// handle does not fit ([`SECURE_HANDLES_PER_APP`], [`SECURE_APPS`]), every field of that
+    /// application ([`nish_proto::model::is_field`]) counts as secure from then on in this
+    /// session, so a page that makes and drops password fields cannot push a revealed one out
+    /// of the memory; after a panic under the memory's lock, every field of every application
+    /// does. Secure rows carry no value.
     pub fn keep_secure(&mut self, pid: u32, nodes: &mut [Node]) {
+        let mut secure = self.secure.lock();
         for n in nodes
             .iter()
             .filter(|n| n.is_secure() && !n.handle.is_empty())
         {
-            if !self.secure.contains_key(&pid) && self.secure.len() >= SECURE_APPS {
-                break;
-            }
-            let app = self.secure.entry(pid).or_default();
-            if app.handles.contains(&n.handle) {
-                continue;
-            }
-            if app.handles.len() < SECURE_HANDLES_PER_APP {
-                app.handles.insert(n.handle.clone());
-            } else {
-                app.overflowed = true;
-            }
+            secure.insert(&pid, n.handle.as_str());
         }
-        let app = self.secure.get(&pid);
-        let overflowed = app.map_or(self.secure.len() >= SECURE_APPS, |a| a.overflowed);
+        let overflowed = secure.closed(&pid);
         for n in nodes.iter_mut() {
-            let known = !n.handle.is_empty() && app.is_some_and(|a| a.handles.contains(&n.handle));
+            let known = !n.handle.is_empty() && secure.contains(&pid, n.handle.as_str());
             let field = nish_proto::model::is_field(&n.role, n.states, n.ifaces);
             if known || (overflowed && field) {
                 n.states.insert(State::Secure);
@@ -596,6 +581,41 @@ mod tests {
         }
         let snap = s.record(window(500, 2, "e", "pw", "d"), 0, &mut next);
         assert!(snap.tree.nodes[1].is_secure(), "{:?}", snap.tree.nodes[1]);
+    }
+
+    /// A panic under the memory's lock closes every application for the session (before, the
+    /// memory was a plain map; now it is shared with the reader's, whose lock could fail open).
+    #[test]
+    fn a_poisoned_secure_memory_closes_every_application() {
+        let mut s = SnapshotStore::default();
+        let mut next = ids();
+        let mut t = tree(3);
+        t.nodes[1].role = "password_text".into();
+        t.nodes[1].handle = ":1.5|/pw".into();
+        s.record(t, 0, &mut next);
+        std::thread::scope(|scope| {
+            let _ = scope
+                .spawn(|| {
+                    let _held = s.secure.lock();
+                    panic!("a panic under the secure memory's lock");
+                })
+                .join();
+        });
+        for pid in [1, 2] {
+            let mut t = tree(3);
+            t.window.pid = pid;
+            t.nodes[1].role = "text".into();
+            t.nodes[1].handle = ":1.5|/pw".into();
+            t.nodes[1].value = Some("hunter2".into());
+            t.nodes[2].name = "a label".into();
+            let snap = s.record(t, 0, &mut next);
+            assert!(snap.tree.nodes[1].is_secure(), "pid {pid}");
+            assert_eq!(snap.tree.nodes[1].value, None);
+            assert!(
+                !snap.tree.nodes[2].is_secure(),
+                "not a field: left as it is"
+            );
+        }
     }
 
     #[test]

@@ -17,10 +17,10 @@
 //! lines only when the broker offers them. The host's name, the program path and the app names
 //! are untrusted text: they are escaped and cut before they are drawn.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nish_proto::model::escape_clip;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog};
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog, ConsentRequest};
 use x11rb::connection::Connection;
 use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::Event;
@@ -210,7 +210,7 @@ pub const GAP: i16 = 12;
 /// text (heading, checkbox lines, buttons) is `big` pixels high and whose small text is
 /// `small`. `assistive` adds the line [`ASSISTIVE_LINE`]. The X11 dialog and the Wayland one
 /// (`crate::wl::layout`) lay out the same lines, so both size themselves with this.
-pub fn fixed_height(req: &ConsentDialog, assistive: bool, big: i32, small: i32) -> i32 {
+pub fn fixed_height(req: &ConsentRequest, assistive: bool, big: i32, small: i32) -> i32 {
     let (pad, gap) = (i32::from(PAD), i32::from(GAP));
     let row_h = big + 14;
     let button_h = big + 16;
@@ -241,10 +241,11 @@ impl Dialog {
     /// Creates and maps the dialog, centred on the screen.
     pub fn open(
         ui: &mut Ui,
-        req: ConsentDialog,
+        dialog: ConsentDialog,
         assistive: bool,
         now: Instant,
     ) -> Result<Self, ReplyOrIdError> {
+        let ConsentDialog { id, request: req } = dialog;
         let s = ui.font.big;
         let lh = ui.font.height(s) as i16;
         let hint_h = ui.font.height(1) as i16;
@@ -254,7 +255,7 @@ impl Dialog {
             ui.screen.width_in_pixels as i16,
             ui.screen.height_in_pixels as i16,
         );
-        let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
+        let timeout = req.timeout();
 
         let claimed = claimed_line(&req.host_claimed);
         let heading = to_latin1("A program asks to use your apps");
@@ -507,7 +508,7 @@ impl Dialog {
         conn.configure_window(top, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE))?;
         conn.flush()?;
         Ok(Dialog {
-            id: req.id,
+            id,
             deadline: now + timeout,
             top,
             rect: Rect {

@@ -17,9 +17,7 @@ use std::time::Duration;
 
 use nish_proto::wire::codec::{self, FrameCutter};
 use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
-use nish_proto::wire::{
-    ConnectTarget, Handed, Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, Role,
-};
+use nish_proto::wire::{ConnectTarget, Handed, MAX_CLIENT_FRAME_BYTES};
 
 /// Largest frame accepted from the broker. A consent request with many apps is well below it.
 pub const MAX_IN_FRAME: usize = MAX_CLIENT_FRAME_BYTES;
@@ -70,21 +68,14 @@ pub struct BrokerLink {
 }
 
 impl BrokerLink {
-    /// Wraps the inherited socket, sends the hello and the lock-down report.
-    pub fn start(stream: UnixStream, report: LockdownReport) -> anyhow::Result<Self> {
-        let mut link = BrokerLink {
+    /// Wraps the broker's socket, on which the hello and the lock-down report went at the
+    /// indicator's start (`nish_sandbox::start::start`).
+    pub fn new(stream: UnixStream) -> Self {
+        BrokerLink {
             stream,
             cutter: FrameCutter::new(MAX_IN_FRAME),
             backlog: VecDeque::new(),
-        };
-        codec::write_frame(
-            &mut link.stream,
-            &Hello::new(Role::Indicator),
-            MAX_OUT_FRAME,
-        )
-        .map_err(|e| anyhow::anyhow!("error sending hello to the broker: {e}"))?;
-        link.send(&IndicatorToBroker::Lockdown(report))?;
-        Ok(link)
+        }
     }
 
     /// The socket, for `poll`.

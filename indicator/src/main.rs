@@ -2,8 +2,9 @@
 //! stop hotkey, drawn with plain X11 so no accessibility client can operate them.
 //!
 //! Started by the broker as `nish-indicator --fd 3`, with fd 3 its end of a Unix socketpair
-//! and no display, X authority or bus address in the environment. It locks itself down first,
-//! then sends its hello and the lock-down report, asks the broker for its X connection (handed
+//! and no display, X authority or bus address in the environment. It starts as every agent
+//! does (`nish_sandbox::start::start`: it locks itself down first, then sends its hello and
+//! the lock-down report), asks the broker for its X connection (handed
 //! over on fd 3; on a Wayland session the compositor's socket instead, see [`wl`]), and then
 //! serves the broker's requests (see `nish_proto::wire::indicator`).
 //!
@@ -23,23 +24,26 @@ mod wl;
 mod xui;
 
 use anyhow::Context as _;
+use nish_proto::wire::Role;
+use nish_proto::wire::indicator::IndicatorToBroker;
+use nish_sandbox::start::{Start, Started};
 
-fn parse_fd(args: &[String]) -> anyhow::Result<i32> {
-    match args {
-        [flag, n] if flag == "--fd" => n.parse().context("error reading --fd: not a number"),
-        _ => anyhow::bail!("usage: nish-indicator --fd <N> (started by nish-driver)"),
-    }
-}
-
-fn main() {
+fn main() -> std::process::ExitCode {
     // The Wayland dialog's pixel memory: a memfd must be sized before the lock-down (which sets
-    // RLIMIT_FSIZE to 0). Sparse, so unused on X.
+    // RLIMIT_FSIZE to 0). Sparse, so unused on X. Close-on-exec, so never taken for the
+    // broker's descriptor.
     let pixels = sys::ShmMem::new(wl::POOL_BYTES);
-    // Lock down before anything else runs (and before any thread exists).
-    let report = nish_sandbox::lock_down(&nish_sandbox::Profile { name: "indicator" });
-    if nish_sandbox::start::self_test_if_asked(&report) {
-        return;
-    }
+    // The agents' one start: lock-down before anything else runs (and before any thread
+    // exists), `--self-test`, `--version`, the broker's socket, the hello and the report.
+    let agent = nish_sandbox::start::Agent {
+        profile: "indicator",
+        binary: "nish-indicator",
+        role: Role::Indicator,
+    };
+    let started = match nish_sandbox::start::start(&agent, IndicatorToBroker::Lockdown) {
+        Start::Serve(s) => s,
+        Start::Exit(code) => return code,
+    };
 
     tracing_subscriber::fmt()
         .with_writer(|| nish_sandbox::start::LogSink)
@@ -50,27 +54,21 @@ fn main() {
         .with_target(false)
         .init();
 
-    match run(report, pixels) {
-        Ok(app::Exit::BrokerClosed) => std::process::exit(0),
-        Ok(app::Exit::DisplayLost) => std::process::exit(1),
+    match run(started, pixels) {
+        Ok(app::Exit::BrokerClosed) => std::process::ExitCode::SUCCESS,
+        Ok(app::Exit::DisplayLost) => std::process::ExitCode::FAILURE,
         Err(e) => {
             tracing::error!("{e:#}");
-            std::process::exit(2);
+            std::process::ExitCode::from(2)
         }
     }
 }
 
-fn run(
-    report: nish_proto::wire::LockdownReport,
-    pixels: anyhow::Result<sys::ShmMem>,
-) -> anyhow::Result<app::Exit> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let fd = parse_fd(&args)?;
-    let stream = sys::adopt_broker_socket(fd)?;
-    if !report.detail.is_empty() {
-        tracing::warn!("lock-down: {}", report.detail);
+fn run(started: Started, pixels: anyhow::Result<sys::ShmMem>) -> anyhow::Result<app::Exit> {
+    if !started.report.detail.is_empty() {
+        tracing::warn!("lock-down: {}", started.report.detail);
     }
-    let mut link = link::BrokerLink::start(stream, report)?;
+    let mut link = link::BrokerLink::new(started.link);
     let handed = match link.connect_display()? {
         link::HandedDisplay::X11(h) => h,
         link::HandedDisplay::Wayland(stream) => {
@@ -136,17 +134,4 @@ fn ui_checks(ui: &xui::Ui) -> anyhow::Result<()> {
         "the X server's SHAPE extension is older than 1.1 (no input shapes)"
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fd_argument() {
-        assert_eq!(parse_fd(&["--fd".into(), "3".into()]).unwrap(), 3);
-        assert!(parse_fd(&[]).is_err());
-        assert!(parse_fd(&["--fd".into(), "x".into()]).is_err());
-        assert!(parse_fd(&["--other".into(), "3".into()]).is_err());
-    }
 }

@@ -19,7 +19,7 @@ const QUIET: Duration = Duration::from_millis(900);
 
 fn show(ind: &mut Indicator, id: u64, timeout_ms: u64) {
     let mut req = consent_request(id, &[("Gedit", true), ("Calculator", false)]);
-    req.timeout_ms = timeout_ms;
+    req.request.timeout_ms = timeout_ms;
     show_consent(ind, req);
 }
 
@@ -485,10 +485,10 @@ fn untrusted_names_are_escaped_and_cut() {
     let long = "W".repeat(300);
     let name = format!("a\tb{long}");
     let mut req = consent_request(30, &[(name.as_str(), true)]);
-    req.host_claimed = "evil\nhost\u{202e}".into();
-    req.program.exe = format!("/tmp/{}\n", "x".repeat(200));
-    req.takeover = false;
-    req.clipboard = false;
+    req.request.host_claimed = "evil\nhost\u{202e}".into();
+    req.request.program.exe = format!("/tmp/{}\n", "x".repeat(200));
+    req.request.takeover = false;
+    req.request.clipboard = false;
     show_consent(&mut ind, req);
     desk.find_viewable("^nish-driver consent$");
     let apps = desk.search("^nish-driver consent: app:");
@@ -813,12 +813,12 @@ fn the_dialog_tells_the_person_the_program_the_lease_and_the_apps() {
     let mut ind = Indicator::spawn(&desk, &[]);
 
     let mut a = consent_request(60, &[("Gedit", true), ("Calculator", false)]);
-    a.host_claimed = "Helpful Assistant".into();
-    a.program.exe = "/usr/bin/alphahost".into();
-    a.program.pid = 4242;
-    a.apps[1].windows = 3;
-    a.lease_minutes = 15;
-    a.missing_requested = 2;
+    a.request.host_claimed = "Helpful Assistant".into();
+    a.request.program.exe = "/usr/bin/alphahost".into();
+    a.request.program.pid = 4242;
+    a.request.apps[1].windows = 3;
+    a.request.lease_minutes = 15;
+    a.request.missing_requested = 2;
     show_consent(&mut ind, a);
     let top = desk.find_viewable("^nish-driver consent$");
     std::thread::sleep(Duration::from_millis(300));
@@ -846,12 +846,12 @@ fn the_dialog_tells_the_person_the_program_the_lease_and_the_apps() {
     assert!(gone(&desk, top));
 
     let mut b = consent_request(61, &[("Gedit", true)]);
-    b.host_claimed = "Helpful Assistant".into();
-    b.program.exe = "/opt/betatool/bin/betahost".into();
-    b.program.pid = 777;
-    b.lease_minutes = 45;
-    b.takeover = false;
-    b.clipboard = false;
+    b.request.host_claimed = "Helpful Assistant".into();
+    b.request.program.exe = "/opt/betatool/bin/betahost".into();
+    b.request.program.pid = 777;
+    b.request.lease_minutes = 45;
+    b.request.takeover = false;
+    b.request.clipboard = false;
     show_consent(&mut ind, b);
     let top = desk.find_viewable("^nish-driver consent$");
     std::thread::sleep(Duration::from_millis(300));

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use nish_agenthost::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
+    BrokerToIndicator, ConsentApp, ConsentDialog, ConsentRequest, HostProgram, IndicatorToBroker,
 };
 use nish_proto::wire::{AgentFailure, ConnectTarget, Hello, MAX_FRAME_BYTES, Role};
 use nish_testdesk::WaylandDesktop;
@@ -248,7 +248,10 @@ impl Indicator {
     /// Shows `req` and waits until it is on screen; returns the controls' centres by name
     /// (`Allow`, `Deny`, `App(0)`, ...), in screen pixels (the dialog is full screen).
     fn show(&mut self, req: ConsentDialog) -> HashMap<String, (f64, f64)> {
-        let n = 2 + req.apps.len() + usize::from(req.takeover) + usize::from(req.clipboard);
+        let n = 2
+            + req.request.apps.len()
+            + usize::from(req.request.takeover)
+            + usize::from(req.request.clipboard);
         self.drain_log();
         self.send(BrokerToIndicator::ShowConsent(req));
         let mut at = HashMap::new();
@@ -292,28 +295,30 @@ fn hand(sock: &UnixStream, id: u64, (result, fd): (nish_proto::wire::Connected, 
 fn request(id: u64) -> ConsentDialog {
     ConsentDialog {
         id,
-        host_claimed: "Test Host".into(),
-        program: HostProgram {
-            exe: "/usr/bin/test-host".into(),
-            pid: 4242,
+        request: ConsentRequest {
+            host_claimed: "Test Host".into(),
+            program: HostProgram {
+                exe: "/usr/bin/test-host".into(),
+                pid: 4242,
+            },
+            apps: vec![
+                ConsentApp {
+                    name: "gedit".into(),
+                    ticked: true,
+                    windows: 1,
+                },
+                ConsentApp {
+                    name: "calc".into(),
+                    ticked: false,
+                    windows: 2,
+                },
+            ],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: false,
+            clipboard: true,
+            timeout_ms: 60_000,
         },
-        apps: vec![
-            ConsentApp {
-                name: "gedit".into(),
-                ticked: true,
-                windows: 1,
-            },
-            ConsentApp {
-                name: "calc".into(),
-                ticked: false,
-                windows: 2,
-            },
-        ],
-        missing_requested: 0,
-        lease_minutes: 15,
-        takeover: false,
-        clipboard: true,
-        timeout_ms: 60_000,
     }
 }
 

@@ -1,8 +1,10 @@
 //! The input agent's own D-Bus calls: a closed list of the calls that change an application
-//! ([`Act`]), each with its timeout, and the one read-only call the reader's list
-//! (`nish_atspi::dbus::Read`) does not have ([`Look`]). Every other call goes through the
-//! reader's list. The broker's filter on the input agent's links lets reads through and an act
-//! only when it is the one the broker asked for (`nish_agenthost::busfilter`).
+//! ([`ActMethod`]), each with its timeout, and the one read-only call the reader's list
+//! (`nish_atspi::dbus::Read`) does not have ([`Look`]); both are rows of the one table
+//! `nish_proto::atspi_calls::CALLS` the broker's filter is made from, and each call is sent
+//! only with the arguments of its row. Every other call goes through the reader's list. The
+//! broker's filter on the input agent's links lets reads through and an act only when it is the
+//! one the broker asked for (`nish_agenthost::busfilter`).
 //!
 //! There is no way to name another method here: no focus (`GrabFocus`), no scrolling, no
 //! window geometry, no synthetic events (`DeviceEventController`), no clipboard (`CutText`,
@@ -12,90 +14,20 @@
 use std::time::Duration;
 
 use nish_atspi::a11y::AppLink;
-use nish_atspi::dbus::CallError;
+use nish_atspi::dbus::{Call, CallError, fits};
+use nish_proto::atspi_calls::Spec;
 use serde::de::DeserializeOwned;
 use zbus::zvariant::{DynamicType, Value};
 
 /// Timeout of every act call. An act that does not answer in time may still have happened.
 pub const ACT_TIMEOUT: Duration = Duration::from_millis(1500);
 
-/// A call that changes an application.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Act {
-    /// `Action.DoAction(index)`.
-    DoAction,
-    /// `EditableText.InsertText(position, text, length)`.
-    InsertText,
-    /// `EditableText.SetTextContents(text)`.
-    SetTextContents,
-    /// `Properties.Set("org.a11y.atspi.Value", "CurrentValue", value)`.
-    SetCurrentValue,
-    /// `Selection.SelectChild(index)`.
-    SelectChild,
-}
-
-impl Act {
-    /// Every act.
-    pub const ALL: &[Act] = &[
-        Act::DoAction,
-        Act::InsertText,
-        Act::SetTextContents,
-        Act::SetCurrentValue,
-        Act::SelectChild,
-    ];
-
-    /// The interface and method.
-    pub const fn spec(self) -> (&'static str, &'static str) {
-        match self {
-            Act::DoAction => ("org.a11y.atspi.Action", "DoAction"),
-            Act::InsertText => ("org.a11y.atspi.EditableText", "InsertText"),
-            Act::SetTextContents => ("org.a11y.atspi.EditableText", "SetTextContents"),
-            Act::SetCurrentValue => ("org.freedesktop.DBus.Properties", "Set"),
-            Act::SelectChild => ("org.a11y.atspi.Selection", "SelectChild"),
-        }
-    }
-
-    /// The act's timeout.
-    pub const fn timeout(self) -> Duration {
-        ACT_TIMEOUT
-    }
-
-    /// A short name for logs.
-    pub const fn as_str(self) -> &'static str {
-        self.spec().1
-    }
-}
-
-/// A read-only call the reader's closed list does not have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Look {
-    /// `Accessible.GetIndexInParent`.
-    IndexInParent,
-}
-
-impl Look {
-    /// Every look.
-    pub const ALL: &[Look] = &[Look::IndexInParent];
-
-    /// The interface and method.
-    pub const fn spec(self) -> (&'static str, &'static str) {
-        match self {
-            Look::IndexInParent => ("org.a11y.atspi.Accessible", "GetIndexInParent"),
-        }
-    }
-
-    /// The signature of its arguments (the one the broker's filter lets through).
-    pub const fn signature(self) -> &'static str {
-        match self {
-            Look::IndexInParent => "",
-        }
-    }
-}
+pub use nish_proto::atspi_calls::{ActMethod, Look};
 
 async fn raw_call<B, R>(
     link: &AppLink,
     path: &str,
-    (iface, method): (&str, &str),
+    call: Call,
     body: &B,
     timeout: Duration,
 ) -> Result<R, CallError>
@@ -103,6 +35,16 @@ where
     B: serde::Serialize + DynamicType,
     R: DeserializeOwned + zbus::zvariant::Type,
 {
+    let Spec {
+        interface: iface,
+        member: method,
+        ..
+    } = call.spec();
+    // Any other arguments would be refused by the broker's filter: not sent.
+    if !fits(call, body) {
+        tracing::error!(call = ?call, "a call with other arguments than its own");
+        return Err(CallError::Other);
+    }
     let reply = match tokio::time::timeout(
         timeout,
         link.conn
@@ -120,12 +62,12 @@ where
         .map_err(|_| CallError::BadReply)
 }
 
-async fn act<B, R>(link: &AppLink, path: &str, act: Act, body: &B) -> Result<R, CallError>
+async fn act<B, R>(link: &AppLink, path: &str, act: ActMethod, body: &B) -> Result<R, CallError>
 where
     B: serde::Serialize + DynamicType,
     R: DeserializeOwned + zbus::zvariant::Type,
 {
-    raw_call(link, path, act.spec(), body, act.timeout()).await
+    raw_call(link, path, Call::Act(act), body, ACT_TIMEOUT).await
 }
 
 /// `Accessible.GetIndexInParent`.
@@ -134,12 +76,12 @@ pub async fn index_in_parent(
     path: &str,
     timeout: Duration,
 ) -> Result<i32, CallError> {
-    raw_call(link, path, Look::IndexInParent.spec(), &(), timeout).await
+    raw_call(link, path, Call::Look(Look::IndexInParent), &(), timeout).await
 }
 
 /// Does action `index`; the application's answer (false: it did not do it).
 pub async fn do_action(link: &AppLink, path: &str, index: i32) -> Result<bool, CallError> {
-    act(link, path, Act::DoAction, &(index,)).await
+    act(link, path, ActMethod::DoAction, &(index,)).await
 }
 
 /// Inserts `text` at character `position`. The length argument is the text's length as the
@@ -152,12 +94,12 @@ pub async fn insert_text(
     utf16: bool,
 ) -> Result<bool, CallError> {
     let len = nish_proto::wire::input::insert_text_length(text, utf16).ok_or(CallError::Other)?;
-    act(link, path, Act::InsertText, &(position, text, len)).await
+    act(link, path, ActMethod::InsertText, &(position, text, len)).await
 }
 
 /// Replaces the whole text.
 pub async fn set_text_contents(link: &AppLink, path: &str, text: &str) -> Result<bool, CallError> {
-    act(link, path, Act::SetTextContents, &(text,)).await
+    act(link, path, ActMethod::SetTextContents, &(text,)).await
 }
 
 /// Sets `Value.CurrentValue`.
@@ -165,7 +107,7 @@ pub async fn set_current_value(link: &AppLink, path: &str, value: f64) -> Result
     act(
         link,
         path,
-        Act::SetCurrentValue,
+        ActMethod::SetCurrentValue,
         &("org.a11y.atspi.Value", "CurrentValue", Value::F64(value)),
     )
     .await
@@ -173,7 +115,7 @@ pub async fn set_current_value(link: &AppLink, path: &str, value: f64) -> Result
 
 /// Selects child `index` of a container with `Selection`.
 pub async fn select_child(link: &AppLink, path: &str, index: i32) -> Result<bool, CallError> {
-    act(link, path, Act::SelectChild, &(index,)).await
+    act(link, path, ActMethod::SelectChild, &(index,)).await
 }
 
 #[cfg(test)]
@@ -213,15 +155,15 @@ mod tests {
 
     #[test]
     fn acts_are_a_closed_list() {
-        assert_eq!(Act::ALL.len(), ALLOWED_ACTS.len());
-        for a in Act::ALL {
+        assert_eq!(ActMethod::ALL.len(), ALLOWED_ACTS.len());
+        for a in ActMethod::ALL {
             let spec = a.spec();
             assert!(ALLOWED_ACTS.contains(&spec), "{spec:?}");
             assert!(!NEVER.contains(&spec.1), "{spec:?}");
             assert!(!spec.0.contains("DeviceEventController"), "{spec:?}");
-            assert!(a.timeout() <= Duration::from_secs(2), "{spec:?}");
-            assert!(a.timeout() > Duration::ZERO);
         }
+        assert!(ACT_TIMEOUT <= Duration::from_secs(2));
+        assert!(ACT_TIMEOUT > Duration::ZERO);
     }
 
     #[test]
@@ -253,35 +195,36 @@ mod tests {
     }
 
     #[test]
-    fn every_call_passes_the_brokers_filter_only_as_it_should() {
-        use nish_proto::atspi_calls::{ActMethod, INPUT_READS, READ_ONLY};
-        // Reads pass the input agent's filter at any time: the reader's list (its own test
-        // checks every `Read`) and the looks.
-        for l in Look::ALL {
-            let ((iface, method), sig) = (l.spec(), l.signature());
-            assert!(
-                INPUT_READS.contains(&(iface, method, sig)),
-                "{iface}.{method}({sig}) is not on the filter's list"
-            );
-        }
-        for r in nish_atspi::dbus::Read::ALL {
-            let ((iface, method), sig) = (r.spec(), r.signature());
-            assert!(
-                READ_ONLY.contains(&(iface, method, sig)),
-                "{iface}.{method}({sig})"
-            );
-        }
-        // The look's call sends that signature.
-        assert_eq!(
-            ().signature().to_string_no_parens(),
-            Look::IndexInParent.signature()
-        );
-        // ... but for the reads the filter refuses the input agent (`Properties.GetAll`): its
-        // sources, and the shared library's it calls, never send one.
-        use nish_proto::atspi_calls::NOT_INPUT_READS;
+    fn an_act_or_a_look_is_sent_only_with_its_own_arguments() {
+        // The bodies the functions above send, and others.
+        let act = |a: ActMethod| Call::Act(a);
+        assert!(fits(Call::Look(Look::IndexInParent), &()));
+        assert!(!fits(Call::Look(Look::IndexInParent), &(0i32,)));
+        assert!(fits(act(ActMethod::DoAction), &(0i32,)));
+        assert!(!fits(act(ActMethod::DoAction), &(0u32,)));
+        assert!(fits(act(ActMethod::SelectChild), &(2i32,)));
+        assert!(fits(act(ActMethod::InsertText), &(0i32, "hi", 2i32)));
+        assert!(!fits(act(ActMethod::InsertText), &(0i32, "hi")));
+        assert!(fits(act(ActMethod::SetTextContents), &("hi",)));
+        assert!(!fits(act(ActMethod::SetTextContents), &("hi", 0i32)));
+        assert!(fits(
+            act(ActMethod::SetCurrentValue),
+            &("org.a11y.atspi.Value", "CurrentValue", Value::F64(1.5))
+        ));
+        assert!(!fits(
+            act(ActMethod::SetCurrentValue),
+            &("org.a11y.atspi.Value", "CurrentValue", 1.5f64)
+        ));
+    }
+
+    #[test]
+    fn the_reads_the_filter_refuses_are_never_named() {
+        use nish_proto::atspi_calls::Agent;
+        // The filter refuses the input agent `Properties.GetAll`: its sources, and the shared
+        // library's it calls, never send one.
         let refused: Vec<_> = nish_atspi::dbus::Read::ALL
             .iter()
-            .filter(|r| NOT_INPUT_READS.contains(&r.spec()))
+            .filter(|r| !r.row().senders.any_time(Agent::Input))
             .map(|r| format!("{r:?}"))
             .collect();
         assert_eq!(refused, ["GetAllProperties"]);
@@ -305,19 +248,6 @@ mod tests {
             }
         }
         assert!(seen >= 12, "scanned {seen} files");
-        // Acts pass only under a grant: each is one of the filter's act methods, none a read.
-        let methods: Vec<_> = ActMethod::ALL.iter().map(|m| m.spec()).collect();
-        assert_eq!(methods.len(), Act::ALL.len());
-        for a in Act::ALL {
-            assert!(
-                methods.contains(&a.spec()),
-                "{:?} is not an act the filter knows",
-                a.spec()
-            );
-            let is =
-                |list: &[(&str, &str, &str)]| list.iter().any(|(i, m, _)| (*i, *m) == a.spec());
-            assert!(!is(READ_ONLY) && !is(INPUT_READS));
-        }
     }
 
     #[test]
@@ -337,14 +267,5 @@ mod tests {
         };
         assert!(qt.counts_utf16());
         assert!(!gtk.counts_utf16());
-    }
-
-    #[test]
-    fn looks_only_read() {
-        for l in Look::ALL {
-            let (iface, method) = l.spec();
-            assert!(method.starts_with("Get"), "{iface}.{method}");
-            assert!(!NEVER.contains(&method));
-        }
     }
 }

@@ -38,7 +38,7 @@ use nish_proto::model::{Ifaces, State};
 use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
-use crate::calls::{self, ACT_TIMEOUT, Act};
+use crate::calls::{self, ACT_TIMEOUT, ActMethod};
 use crate::failure::ActFailure;
 use crate::handle::Handle;
 use crate::live::{Desk, Element, NULL_PATH, RECHECK_BUDGET, left, read_failure};
@@ -131,8 +131,8 @@ pub fn check_range(value: f64, min: Option<f64>, max: Option<f64>) -> Result<(),
 }
 
 /// A failed act call.
-pub fn act_failure(act: Act, e: CallError) -> ActFailure {
-    let what = act.as_str();
+pub fn act_failure(act: ActMethod, e: CallError) -> ActFailure {
+    let what = act.spec().1;
     match e {
         CallError::Timeout => ActFailure::maybe_sent(
             ErrorCode::AppNotResponding,
@@ -227,7 +227,7 @@ impl Semantic {
                 match calls::set_text_contents(&el.link, &el.handle.path, text).await {
                     Ok(true) => Ok(ActPath::EditableText),
                     Ok(false) => Err(declined("text")),
-                    Err(e) => Err(act_failure(Act::SetTextContents, e)),
+                    Err(e) => Err(act_failure(ActMethod::SetTextContents, e)),
                 }
             }
             SemanticOp::SetNumber { value } => {
@@ -281,7 +281,7 @@ impl Semantic {
                 name: name.to_string(),
             }),
             Ok(false) => Err(declined("action")),
-            Err(e) => Err(act_failure(Act::DoAction, e)),
+            Err(e) => Err(act_failure(ActMethod::DoAction, e)),
         }
     }
 
@@ -346,7 +346,7 @@ impl Semantic {
         match calls::select_child(link, &ppath, index).await {
             Ok(true) => Ok(ActPath::Selection),
             Ok(false) => Err(declined("selection")),
-            Err(e) => Err(act_failure(Act::SelectChild, e)),
+            Err(e) => Err(act_failure(ActMethod::SelectChild, e)),
         }
     }
 
@@ -385,7 +385,7 @@ impl Semantic {
         match calls::insert_text(link, path, position, text, el.toolkit.counts_utf16()).await {
             Ok(true) => Ok(ActPath::EditableText),
             Ok(false) => Err(declined("text")),
-            Err(e) => Err(act_failure(Act::InsertText, e)),
+            Err(e) => Err(act_failure(ActMethod::InsertText, e)),
         }
     }
 
@@ -426,7 +426,7 @@ impl Semantic {
         check_range(value, min, max)?;
         match calls::set_current_value(link, &el.handle.path, value).await {
             Ok(()) => Ok(ActPath::Value),
-            Err(e) => Err(act_failure(Act::SetCurrentValue, e)),
+            Err(e) => Err(act_failure(ActMethod::SetCurrentValue, e)),
         }
     }
 }
@@ -515,13 +515,13 @@ mod tests {
 
     #[test]
     fn act_failures_say_whether_something_was_sent() {
-        let f = act_failure(Act::DoAction, CallError::Timeout);
+        let f = act_failure(ActMethod::DoAction, CallError::Timeout);
         assert_eq!((f.code, f.sent), (ErrorCode::AppNotResponding, true));
-        let f = act_failure(Act::SetTextContents, CallError::Connection);
+        let f = act_failure(ActMethod::SetTextContents, CallError::Connection);
         assert_eq!((f.code, f.sent), (ErrorCode::AppNotResponding, true));
-        let f = act_failure(Act::SelectChild, CallError::Unknown);
+        let f = act_failure(ActMethod::SelectChild, CallError::Unknown);
         assert_eq!((f.code, f.sent), (ErrorCode::ElementNotFound, false));
-        let f = act_failure(Act::InsertText, CallError::Other);
+        let f = act_failure(ActMethod::InsertText, CallError::Other);
         assert!(f.sent);
         assert!(!declined("action").sent);
     }

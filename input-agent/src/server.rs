@@ -1,7 +1,8 @@
 //! The input agent's side of the broker protocol.
 //!
-//! On its socket the agent first sends [`Hello`] (role `input`) and its
-//! [`InputToBroker::Lockdown`] report, then answers [`BrokerToInput`] requests, each answer
+//! On its socket the agent has sent its hello (role `input`) and its
+//! [`InputToBroker::Lockdown`] report at its start (`nish_sandbox::start::start`); it then
+//! answers [`BrokerToInput`] requests, each answer
 //! carrying its request's id. Headless acts are answered in order on the agent's own thread;
 //! synthetic acts, releases, watch changes and probes go in order to the X thread, so a
 //! `Cancel` (which needs no answer) reaches an act in progress at once. While watching, the
@@ -16,11 +17,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nish_proto::errors::ErrorCode;
+use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::input::{
     BrokerToInput, Expect, InputToBroker, SemanticOp, SynthEnd, SynthOp,
 };
-use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -222,12 +223,10 @@ async fn write_msg<W: AsyncWrite + Unpin, T: serde::Serialize>(
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
 /// are asked from the broker on this link (`nish_atspi::agent::handed`).
-pub async fn serve(stream: tokio::net::UnixStream, report: LockdownReport) -> anyhow::Result<()> {
+pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
     let semantic = Semantic::new();
     let (rd, mut wr) = stream.into_split();
     let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
-    write_msg(&mut wr, &Hello::new(Role::Input)).await?;
-    write_msg(&mut wr, &InputToBroker::Lockdown(report)).await?;
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<InputToBroker>();
     let ask = out_tx.clone();
     nish_atspi::agent::handed::install(

@@ -11,12 +11,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use nish_proto::{DriverError, ErrorCode};
+use nish_sandbox::sys::{AdoptError, Kind, adopt};
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::link::BrokerLink;
-use crate::sys::{self, FdKind};
 
 /// Longest control line, without its newline.
 pub const MAX_LINE: usize = 16 * 1024;
@@ -80,31 +80,26 @@ impl std::fmt::Debug for ControlIo {
 pub enum TakenFds {
     /// One bidirectional socket.
     Both(OwnedFd),
-    /// An input and an output.
-    Split(OwnedFd, OwnedFd),
+    /// An input and an output, each a pipe or a socket.
+    Split((OwnedFd, Kind), (OwnedFd, Kind)),
 }
 
-/// Takes ownership of the descriptors named by `--control-fd` (call first thing in `main`).
+/// Takes ownership of the descriptors named by `--control-fd` (call first thing in `main`):
+/// each an inherited descriptor of the kind the host may pass, adopted once
+/// (`nish_sandbox::sys::adopt`, which refuses the standard streams: stdin and stdout carry MCP,
+/// stderr the log).
 pub fn take(fds: ControlFds) -> Result<TakenFds, String> {
     match fds {
-        ControlFds::Both(fd) => {
-            let owned = sys::take_inherited_fd(fd)?;
-            match sys::fd_kind(&owned).map_err(|e| format!("fd {fd}: {e}"))? {
-                FdKind::Socket => Ok(TakenFds::Both(owned)),
-                kind => Err(format!(
-                    "fd {fd} is {kind:?}, not a socket; pass a socketpair end, or --control-fd IN:OUT for two pipes"
-                )),
-            }
-        }
+        ControlFds::Both(fd) => match adopt(fd, &[Kind::UnixStream]) {
+            Ok((owned, _)) => Ok(TakenFds::Both(owned)),
+            Err(e @ AdoptError::Kind { .. }) => Err(format!(
+                "{e}; pass a socketpair end, or --control-fd IN:OUT for two pipes"
+            )),
+            Err(e) => Err(e.to_string()),
+        },
         ControlFds::Split { input, output } => {
-            let i = sys::take_inherited_fd(input)?;
-            let o = sys::take_inherited_fd(output)?;
-            for (fd, owned) in [(input, &i), (output, &o)] {
-                let kind = sys::fd_kind(owned).map_err(|e| format!("fd {fd}: {e}"))?;
-                if kind == FdKind::Other {
-                    return Err(format!("fd {fd} is neither a pipe nor a socket"));
-                }
-            }
+            let i = adopt(input, &[Kind::Fifo, Kind::UnixStream]).map_err(|e| e.to_string())?;
+            let o = adopt(output, &[Kind::Fifo, Kind::UnixStream]).map_err(|e| e.to_string())?;
             Ok(TakenFds::Split(i, o))
         }
     }
@@ -120,14 +115,14 @@ pub fn into_io(fds: TakenFds) -> std::io::Result<ControlIo> {
                 output: Box::pin(w),
             })
         }
-        TakenFds::Split(i, o) => {
-            let input: Pin<Box<dyn AsyncRead + Send>> = match sys::fd_kind(&i)? {
-                FdKind::Fifo => Box::pin(tokio::net::unix::pipe::Receiver::from_owned_fd(i)?),
-                _ => Box::pin(socket(i)?),
+        TakenFds::Split((i, ikind), (o, okind)) => {
+            let input: Pin<Box<dyn AsyncRead + Send>> = match ikind {
+                Kind::Fifo => Box::pin(tokio::net::unix::pipe::Receiver::from_owned_fd(i)?),
+                Kind::UnixStream => Box::pin(socket(i)?),
             };
-            let output: Pin<Box<dyn AsyncWrite + Send>> = match sys::fd_kind(&o)? {
-                FdKind::Fifo => Box::pin(tokio::net::unix::pipe::Sender::from_owned_fd(o)?),
-                _ => Box::pin(socket(o)?),
+            let output: Pin<Box<dyn AsyncWrite + Send>> = match okind {
+                Kind::Fifo => Box::pin(tokio::net::unix::pipe::Sender::from_owned_fd(o)?),
+                Kind::UnixStream => Box::pin(socket(o)?),
             };
             Ok(ControlIo { input, output })
         }
@@ -135,8 +130,9 @@ pub fn into_io(fds: TakenFds) -> std::io::Result<ControlIo> {
 }
 
 fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
-    sys::set_nonblocking(&fd)?;
-    tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd))
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(s)
 }
 
 /// One item read from the control input.

@@ -10,7 +10,6 @@ mod link;
 mod render;
 mod server;
 mod splice;
-mod sys;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -6,8 +6,8 @@
 //! - [`errors`]: the error table, each code with its retry disposition and fixed suggestion;
 //! - [`tools`]: every tool's name, description, input schema and MCP annotations, and
 //!   [`validate`], which checks arguments against those same schemas;
-//! - [`atspi_calls`]: the AT-SPI calls the agents may make, one table for the agents and the
-//!   filter;
+//! - [`atspi_calls`]: the AT-SPI calls the agents may make, one table from which the agents'
+//!   calls and the filter are made;
 //! - [`call`]: the [`call::Tool`] enum and [`call::Call`], a tool call decoded once into typed
 //!   arguments; [`control`]: the host's control verbs, typed;
 //! - [`schemas`]: the output schema of every tool and of the error envelope;
@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod atspi_calls;
+pub mod bounded;
 pub mod call;
 pub mod control;
 pub mod credentials;

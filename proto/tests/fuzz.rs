@@ -26,7 +26,8 @@ use nish_proto::model::{Ifaces, Node, Rect, StateSet, Token, Tree, TruncReason, 
 use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
 use nish_proto::wire::codec::{self, FrameCutter, FrameError};
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentAnswer, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
+    BrokerToIndicator, ConsentAnswer, ConsentApp, ConsentDialog, ConsentRequest, HostProgram,
+    IndicatorToBroker,
 };
 use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd, SynthOp,
@@ -666,14 +667,16 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
                 (apps, missing_requested, lease_minutes, lines, timeout_ms),
             )| ConsentDialog {
                 id,
-                host_claimed,
-                program: HostProgram { exe, pid },
-                apps,
-                missing_requested,
-                lease_minutes,
-                takeover: lines[0],
-                clipboard: lines[1],
-                timeout_ms,
+                request: ConsentRequest {
+                    host_claimed,
+                    program: HostProgram { exe, pid },
+                    apps,
+                    missing_requested,
+                    lease_minutes,
+                    takeover: lines[0],
+                    clipboard: lines[1],
+                    timeout_ms,
+                },
             },
         );
     prop_oneof![
@@ -1066,21 +1069,23 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             "seed-consent",
             e(&BrokerToIndicator::ShowConsent(ConsentDialog {
                 id: 2,
-                host_claimed: "claude-code".into(),
-                program: HostProgram {
-                    exe: "/usr/bin/claude".into(),
-                    pid: 4200,
+                request: ConsentRequest {
+                    host_claimed: "claude-code".into(),
+                    program: HostProgram {
+                        exe: "/usr/bin/claude".into(),
+                        pid: 4200,
+                    },
+                    apps: vec![ConsentApp {
+                        name: "Notes".into(),
+                        ticked: true,
+                        windows: 1,
+                    }],
+                    missing_requested: 0,
+                    lease_minutes: 15,
+                    takeover: true,
+                    clipboard: false,
+                    timeout_ms: 60_000,
                 },
-                apps: vec![ConsentApp {
-                    name: "Notes".into(),
-                    ticked: true,
-                    windows: 1,
-                }],
-                missing_requested: 0,
-                lease_minutes: 15,
-                takeover: true,
-                clipboard: false,
-                timeout_ms: 60_000,
             })),
         ),
         (

@@ -32,7 +32,7 @@ fn main() -> std::io::Result<()> {
         Some("indicator") => Role::Indicator,
         _ => Role::Reader,
     };
-    let mut sock = nish_atspi::agent::sys::adopt_socket(AGENT_FD)?;
+    let mut sock = nish_sandbox::sys::adopt_unix_stream(AGENT_FD)?;
     let report = if locked {
         nish_sandbox::lock_down(&nish_sandbox::Profile { name: "reader" })
     } else {

@@ -1,7 +1,8 @@
 //! The reader's side of the broker protocol.
 //!
-//! On its socket the reader first sends [`Hello`] (role `reader`) and its
-//! [`ReaderToBroker::Lockdown`] report, then answers [`BrokerToReader`] requests, several at
+//! On its socket the reader has sent its hello (role `reader`) and its
+//! [`ReaderToBroker::Lockdown`] report at its start (`nish_sandbox::start::start`); it then
+//! answers [`BrokerToReader`] requests, several at
 //! once; every answer carries its request's id. Frames are the `nish_proto::wire::codec`
 //! frames, at most [`MAX_FRAME_BYTES`]. The reader exits when the broker closes the socket.
 
@@ -10,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use nish_proto::errors::ErrorCode;
 use nish_proto::model::WindowInfo;
+use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::reader::{
     BrokerToReader, DesktopProbe, MAX_CHANGED, ReaderToBroker, WalkLimits,
 };
-use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::{Semaphore, mpsc};
@@ -784,15 +785,10 @@ fn encode_answer(msg: &ReaderToBroker) -> Result<Vec<u8>, FrameError> {
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
 /// are asked from the broker on this link ([`nish_atspi::agent::handed`]).
-pub async fn serve(stream: UnixStream, report: LockdownReport) -> anyhow::Result<()> {
+pub async fn serve(stream: UnixStream) -> anyhow::Result<()> {
     let reader = Reader::new();
     let (rd, mut wr) = stream.into_split();
     let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
-    wr.write_all(&encode(&Hello::new(Role::Reader), MAX_FRAME_BYTES)?)
-        .await?;
-    wr.write_all(&encode(&ReaderToBroker::Lockdown(report), MAX_FRAME_BYTES)?)
-        .await?;
-    wr.flush().await?;
 
     let (tx, mut rx) = mpsc::channel::<ReaderToBroker>(64);
     let ask = tx.clone();

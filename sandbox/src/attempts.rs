@@ -249,7 +249,7 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
         v.push(at(format!("read {path}"), io_errno(std::fs::read(path))));
     }
     if let Some(fd) = probes.filtered_dbus {
-        let got = filtered_dialogue(fd, Some("org.freedesktop.DBus"));
+        let got = filtered_dialogue(handed(fd), Some("org.freedesktop.DBus"));
         for (i, (_, _, member)) in FILTER_CALLS.iter().enumerate().skip(1) {
             v.push(at(
                 format!("{member} through the filtered D-Bus connection"),
@@ -261,7 +261,7 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
     }
     if let Some(fd) = probes.link_later {
         let got = match link_after_lockdown(fd) {
-            Ok(link) => filtered_dialogue(link, None),
+            Ok(link) => filtered_dialogue(Ok(link), None),
             Err(e) => vec![e.raw_os_error().or(Some(Errno::EPROTO as i32)); FILTER_CALLS.len()],
         };
         for (i, (_, _, member)) in FILTER_CALLS.iter().enumerate().skip(1) {
@@ -277,8 +277,8 @@ pub fn forbidden(probes: &Probes) -> Vec<Attempt> {
 
 /// Takes the one descriptor the test sends on `fd` (waiting at most 5 s): it arrives after the
 /// lock-down, as the broker's links do.
-fn link_after_lockdown(fd: i32) -> std::io::Result<i32> {
-    use std::os::fd::{AsFd as _, IntoRawFd as _};
+fn link_after_lockdown(fd: i32) -> std::io::Result<UnixStream> {
+    use std::os::fd::AsFd as _;
     let s = handed(fd)?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
     let mut byte = [0u8; 1];
@@ -287,7 +287,7 @@ fn link_after_lockdown(fd: i32) -> std::io::Result<i32> {
         .into_iter()
         .next()
         .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
-    Ok(link.into_raw_fd())
+    Ok(UnixStream::from(link))
 }
 
 /// The calls of the filtered-link probe: (interface, path, member); the first is a read, the
@@ -395,14 +395,14 @@ fn dbus_read(s: &mut UnixStream) -> std::io::Result<(u8, Option<u32>, Option<Str
     Ok((head[1], reply, error))
 }
 
-/// The filtered-link probe: authenticates, says `Hello` to a bus (`bus`: its name; `None` on a
+/// The filtered-link probe on `link`: authenticates, says `Hello` to a bus (`bus`: its name; `None` on a
 /// peer-to-peer link, which has no bus and no destinations), sends [`FILTER_CALLS`] and reads
 /// the answers. Per call: `None` when answered with a return, `EACCES` when refused with
 /// `AccessDenied`, another errno for any other outcome.
-fn filtered_dialogue(fd: i32, bus: Option<&str>) -> Vec<Option<i32>> {
+fn filtered_dialogue(link: std::io::Result<UnixStream>, bus: Option<&str>) -> Vec<Option<i32>> {
     let other = Some(Errno::EPROTO as i32);
     let run = || -> std::io::Result<Vec<Option<i32>>> {
-        let mut s = handed(fd)?;
+        let mut s = link?;
         s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
         let uid: String = nix::unistd::getuid()
             .as_raw()
@@ -473,19 +473,9 @@ fn sigio_owner(target: libc::c_long) -> Option<i32> {
     }
 }
 
-/// Takes a descriptor the test handed in.
+/// Takes a descriptor the test handed in (a Unix stream socket, adopted once).
 fn handed(fd: i32) -> std::io::Result<UnixStream> {
-    if fd < 3 {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    }
-    // Checked to be an open socket before it is owned.
-    let st = nix::sys::stat::fstat(crate::sys::borrow(fd)?).map_err(std::io::Error::from)?;
-    if nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
-        != nix::sys::stat::SFlag::S_IFSOCK
-    {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    }
-    Ok(UnixStream::from(crate::sys::own(fd)))
+    Ok(crate::sys::adopt_unix_stream(fd)?)
 }
 
 /// The X connection setup request (no authorization) answered on a handed-in stream.

@@ -1,10 +1,11 @@
 //! Lock-down of nish-driver's agents (no_new_privs, capabilities, seccomp, Landlock) and the
 //! self-check each agent reports to the broker before its first read.
 //!
-//! Every agent (`nish-reader`, `nish-input`, `nish-indicator`) calls [`lock_down`] first thing
-//! in `main()`, before it creates threads or an async runtime and before it reads anything from
-//! the desktop, then sends the returned [`LockdownReport`] to the broker, which refuses an agent
-//! whose report is not [`LockdownReport::acceptable`].
+//! Every agent (`nish-reader`, `nish-input`, `nish-indicator`) starts with [`start::start`],
+//! which calls [`lock_down`] first thing, before the agent creates threads or an async runtime
+//! and before it reads anything from the desktop, then adopts the broker's socket
+//! ([`sys::adopt`]) and sends the returned [`LockdownReport`] to the broker, which refuses an
+//! agent whose report is not [`LockdownReport::acceptable`].
 //!
 //! What [`lock_down`] does, in order, each step independent of the others (a failing step is
 //! named in the report's `detail`, the rest still apply):

@@ -1,14 +1,104 @@
-//! What every agent's `main` does right after [`crate::lock_down`]: answer `--self-test`, and
-//! read the `--fd N` the broker started it with.
+//! Every agent's start ([`start`]: the reader's, the input agent's, the indicator's): lock
+//! down first, answer `--self-test` and `--version`, read the `--fd N` the broker started it
+//! with, adopt the broker's socket on it, and send the hello and the lock-down report.
 
-use nish_proto::wire::LockdownReport;
+use std::os::unix::net::UnixStream;
+use std::process::ExitCode;
+
+use nish_proto::wire::codec::write_frame;
+use nish_proto::wire::{Hello, LockdownReport, MAX_CLIENT_FRAME_BYTES, Role};
 
 use crate::attempts;
+
+/// One agent binary, for [`start`].
+#[derive(Clone, Copy, Debug)]
+pub struct Agent {
+    /// Its lock-down profile (`reader`, `input`, `indicator`).
+    pub profile: &'static str,
+    /// The binary's name, in the `--version` answer and the usage line.
+    pub binary: &'static str,
+    /// The role of its hello.
+    pub role: Role,
+}
+
+/// An agent started: its link to the broker, on which the hello and the lock-down report went,
+/// and the report.
+#[derive(Debug)]
+pub struct Started {
+    /// The broker's socket (blocking).
+    pub link: UnixStream,
+    /// The lock-down in force.
+    pub report: LockdownReport,
+}
+
+/// What [`start`] leaves to the agent's `main`.
+#[derive(Debug)]
+pub enum Start {
+    /// Serve the broker on the link.
+    Serve(Started),
+    /// Exit with this status now: 0 after `--self-test` or `--version`, 2 on a start-up error
+    /// (said on standard error).
+    Exit(ExitCode),
+}
+
+/// An agent's start, in order: locks the process down ([`crate::lock_down`], before any thread,
+/// runtime or desktop connection exists), answers `--self-test` (the lock-down in force and
+/// the outcome of real attempts, one JSON line) and `--version`, reads the `--fd N` the broker
+/// started it with, adopts the broker's socket on that descriptor ([`crate::sys::adopt`]: an
+/// inherited Unix stream socket, taken once), and sends on it the hello of `agent.role` and the
+/// lock-down report as `lockdown` makes it the role's message. A missing `--fd`, a descriptor
+/// that is not such a socket, or a failed send: exit status 2.
+///
+/// Whatever a caller makes before (the indicator's shared memory, which the lock-down would
+/// forbid) must open no descriptor the broker could name.
+pub fn start<M: serde::Serialize>(
+    agent: &Agent,
+    lockdown: impl FnOnce(LockdownReport) -> M,
+) -> Start {
+    let report = crate::lock_down(&crate::Profile {
+        name: agent.profile,
+    });
+    if self_test_if_asked(&report) {
+        return Start::Exit(ExitCode::SUCCESS);
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--version") {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stdout(),
+            format!("{} {}\n", agent.binary, nish_proto::DRIVER_VERSION).as_bytes(),
+        );
+        return Start::Exit(ExitCode::SUCCESS);
+    }
+    let Some(fd) = fd_arg(&args) else {
+        say(&format!(
+            "usage: {} --fd <N>   (started by the nish-driver broker)",
+            agent.binary
+        ));
+        return Start::Exit(ExitCode::from(2));
+    };
+    let mut link = match crate::sys::adopt_unix_stream(fd) {
+        Ok(s) => s,
+        Err(e) => {
+            say(&format!(
+                "{}: cannot use the broker's descriptor: {e}",
+                agent.binary
+            ));
+            return Start::Exit(ExitCode::from(2));
+        }
+    };
+    let sent = write_frame(&mut link, &Hello::new(agent.role), MAX_CLIENT_FRAME_BYTES)
+        .and_then(|()| write_frame(&mut link, &lockdown(report.clone()), MAX_CLIENT_FRAME_BYTES));
+    if let Err(e) = sent {
+        say(&format!("{}: cannot greet the broker: {e}", agent.binary));
+        return Start::Exit(ExitCode::from(2));
+    }
+    Start::Serve(Started { link, report })
+}
 
 /// With `--self-test` among the arguments: prints the lock-down in force and the outcome of
 /// real attempts at what it forbids and allows (one JSON line), and returns true; the agent
 /// then exits. Agents cannot write files, so the output must be a pipe.
-pub fn self_test_if_asked(report: &LockdownReport) -> bool {
+fn self_test_if_asked(report: &LockdownReport) -> bool {
     if !std::env::args().any(|a| a == "--self-test") {
         return false;
     }
@@ -24,7 +114,7 @@ pub fn self_test_if_asked(report: &LockdownReport) -> bool {
 }
 
 /// The descriptor of `--fd N` or `--fd=N`.
-pub fn fd_arg(args: &[String]) -> Option<i32> {
+fn fd_arg(args: &[String]) -> Option<i32> {
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         if a == "--fd" {

@@ -1,9 +1,14 @@
 //! The one place the sandbox crate needs `unsafe`: raw system calls that no safe wrapper offers,
-//! made by the self-test to show they are refused, and taking the descriptors the broker hands
-//! an agent (`SCM_RIGHTS`), the same way in every agent ([`recv_with_fds`]), and the `SIGSYS`
-//! handler of the agents' seccomp allow-lists (it logs a refused call and makes it fail with
-//! `EPERM`).
+//! made by the self-test to show they are refused; taking ownership of a descriptor a process
+//! inherited, checked, once ([`adopt`]: every agent's broker link, the MCP shim's control
+//! channel, the descriptors a test hands `--self-test`); taking the descriptors the broker
+//! hands an agent (`SCM_RIGHTS`), the same way in every agent ([`recv_with_fds`]); and the
+//! `SIGSYS` handler of the agents' seccomp allow-lists (it logs a refused call and makes it
+//! fail with `EPERM`).
 #![allow(unsafe_code)]
+
+use std::os::fd::{BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 
 use nix::libc;
 
@@ -34,22 +39,169 @@ pub(crate) fn errno_of(nr: libc::c_long, args: [libc::c_long; 4]) -> Option<i32>
     None
 }
 
-/// Borrows descriptor `fd` for a check made right away.
-pub(crate) fn borrow(fd: i32) -> std::io::Result<std::os::fd::BorrowedFd<'static>> {
-    if fd < 0 {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    }
-    // SAFETY: the borrow is used only for an fstat right after, while the descriptor (one the
-    // test handed to this process) is open and before ownership is taken.
-    Ok(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+/// What an inherited descriptor may be, for [`adopt`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A Unix stream socket (a socketpair end, a connection): the broker's link of an agent,
+    /// a host's control channel, a connection a test hands to `--self-test`.
+    UnixStream,
+    /// A pipe or a FIFO (one direction of a host's control channel).
+    Fifo,
 }
 
-/// Takes ownership of a descriptor the test handed in (checked open and a socket by the
-/// caller).
-pub(crate) fn own(fd: i32) -> std::os::fd::OwnedFd {
-    // SAFETY: `fd` was handed to this process for the self-test alone, is open (the caller's
-    // fstat succeeded), and nothing else in the process owns or closes it.
-    unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::UnixStream => "a socket (a Unix stream socket)",
+            Kind::Fifo => "a pipe",
+        }
+    }
+}
+
+/// Why an inherited descriptor was not adopted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdoptError {
+    /// 0, 1 or 2: standard input, output or error.
+    StandardStream(RawFd),
+    /// No open descriptor has that number.
+    NotOpen(RawFd),
+    /// It is close-on-exec, so it was not inherited: this process opened it (something else
+    /// owns it), or it was adopted already.
+    NotInherited(RawFd),
+    /// It is another kind of file than the caller takes.
+    Kind {
+        /// The number.
+        fd: RawFd,
+        /// What it is.
+        found: &'static str,
+        /// What the caller takes.
+        accept: Vec<Kind>,
+    },
+    /// Close-on-exec could not be set on it.
+    CloseOnExec(RawFd, nix::errno::Errno),
+}
+
+impl std::fmt::Display for AdoptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdoptError::StandardStream(fd) => write!(
+                f,
+                "fd {fd} is a standard stream; pass a descriptor numbered 3 or higher"
+            ),
+            AdoptError::NotOpen(fd) => write!(f, "fd {fd} is not open"),
+            AdoptError::NotInherited(fd) => write!(
+                f,
+                "fd {fd} was not inherited (it is close-on-exec: this process's own, or taken already)"
+            ),
+            AdoptError::Kind { fd, found, accept } => {
+                let wanted: Vec<&str> = accept.iter().map(|k| k.name()).collect();
+                write!(f, "fd {fd} is {found}, not {}", wanted.join(" nor "))
+            }
+            AdoptError::CloseOnExec(fd, e) => write!(f, "fd {fd}: cannot set close-on-exec: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AdoptError {}
+
+impl From<AdoptError> for std::io::Error {
+    fn from(e: AdoptError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+    }
+}
+
+/// Adoptions are made one at a time: the close-on-exec check and the flag set after it are one
+/// step for every caller.
+static ADOPTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes ownership of the descriptor `fd` this process inherited, once, when it is of a kind
+/// in `accept`; returns it with its kind, close-on-exec from now on.
+///
+/// Refused: a standard stream (0 to 2), a number that is not open, a descriptor that is
+/// close-on-exec (a descriptor inherited across `exec` never is, so this one was opened by
+/// this process and is owned elsewhere in it, or was adopted already: adopting sets the flag),
+/// another kind of file. Every check is made before ownership is taken, so a refused number
+/// stays as it was.
+pub fn adopt(fd: RawFd, accept: &[Kind]) -> Result<(OwnedFd, Kind), AdoptError> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use nix::sys::stat::{SFlag, fstat};
+    if (0..=2).contains(&fd) {
+        return Err(AdoptError::StandardStream(fd));
+    }
+    if fd < 0 {
+        return Err(AdoptError::NotOpen(fd));
+    }
+    let _one_at_a_time = ADOPTING.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: F_GETFD takes no pointer argument and only reads the descriptor table; on a
+    // number that is not open it fails with EBADF and changes nothing.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(AdoptError::NotOpen(fd));
+    }
+    if flags & libc::FD_CLOEXEC != 0 {
+        return Err(AdoptError::NotInherited(fd));
+    }
+    // SAFETY: `fd` is open (F_GETFD succeeded under the lock, and nothing in this process
+    // closes a descriptor it does not own); the borrow lives only for the checks below, before
+    // ownership is taken.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let st = fstat(borrowed).map_err(|_| AdoptError::NotOpen(fd))?;
+    let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    let kind = if fmt == SFlag::S_IFIFO {
+        Ok(Kind::Fifo)
+    } else if fmt == SFlag::S_IFSOCK {
+        use nix::sys::socket::{AddressFamily, SockType, SockaddrLike as _, UnixAddr};
+        use nix::sys::socket::{getsockname, getsockopt, sockopt};
+        let stream = getsockopt(&borrowed, sockopt::SockType).is_ok_and(|t| t == SockType::Stream);
+        let unix =
+            getsockname::<UnixAddr>(fd).is_ok_and(|a| a.family() == Some(AddressFamily::Unix));
+        if stream && unix {
+            Ok(Kind::UnixStream)
+        } else {
+            Err("a socket of another kind")
+        }
+    } else if fmt == SFlag::S_IFREG {
+        Err("a regular file")
+    } else if fmt == SFlag::S_IFCHR {
+        Err("a character device (a terminal?)")
+    } else if fmt == SFlag::S_IFDIR {
+        Err("a directory")
+    } else {
+        Err("another kind of file")
+    };
+    let kind = match kind {
+        Ok(k) if accept.contains(&k) => k,
+        Ok(k) => {
+            return Err(AdoptError::Kind {
+                fd,
+                found: match k {
+                    Kind::UnixStream => "a Unix stream socket",
+                    Kind::Fifo => "a pipe",
+                },
+                accept: accept.to_vec(),
+            });
+        }
+        Err(found) => {
+            return Err(AdoptError::Kind {
+                fd,
+                found,
+                accept: accept.to_vec(),
+            });
+        }
+    };
+    fcntl(borrowed, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map_err(|e| AdoptError::CloseOnExec(fd, e))?;
+    // SAFETY: `fd` is open and was inherited (it was not close-on-exec: nothing this process
+    // opened, so nothing in it owns the number), and it was not adopted before (that would
+    // have set close-on-exec, which was just checked under the lock and is set now). So the
+    // new `OwnedFd` is its only owner, and a later adoption of the number is refused.
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, kind))
+}
+
+/// [`adopt`] of a Unix stream socket: an agent's link to the broker.
+pub fn adopt_unix_stream(fd: RawFd) -> Result<UnixStream, AdoptError> {
+    let (fd, _) = adopt(fd, &[Kind::UnixStream])?;
+    Ok(UnixStream::from(fd))
 }
 
 /// Most descriptors taken from one read of the broker link; the broker attaches one per answer.
@@ -64,7 +216,7 @@ pub fn recv_with_fds(
     dont_wait: bool,
 ) -> std::io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+    use std::os::fd::AsRawFd as _;
     let mut iov = [std::io::IoSliceMut::new(buf)];
     let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_READ]);
     let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
@@ -236,6 +388,15 @@ pub(crate) fn install_sigsys_handler() -> Result<bool, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::{AdoptError, Kind, adopt, adopt_unix_stream};
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use std::os::fd::{AsFd, AsRawFd as _, IntoRawFd as _};
+
+    /// Clears close-on-exec, as a parent passing `fd` across `exec` does.
+    fn inherited<F: AsFd>(f: &F) {
+        fcntl(f.as_fd(), FcntlArg::F_SETFD(FdFlag::empty())).unwrap();
+    }
+
     #[test]
     fn refusal_line_is_the_prefix_and_the_number() {
         let mut buf = [0u8; 96];
@@ -243,5 +404,66 @@ mod tests {
         assert_eq!(&buf[..n], b"nish-sandbox: refused system call 1073741883\n");
         let n = super::refusal_line(&mut buf, super::REFUSED_LINE.as_bytes(), 0);
         assert_eq!(&buf[..n], b"nish-sandbox: refused system call 0\n");
+    }
+
+    #[test]
+    fn an_inherited_unix_stream_is_adopted_once_and_close_on_exec() {
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        inherited(&a);
+        let raw = a.into_raw_fd();
+        let mut adopted = adopt_unix_stream(raw).expect("adopted");
+        let flags = fcntl(&adopted, FcntlArg::F_GETFD).unwrap();
+        assert_ne!(flags & nix::libc::FD_CLOEXEC, 0, "close-on-exec");
+        // A second adoption of the number would make a second owner: refused.
+        assert_eq!(
+            adopt_unix_stream(raw).unwrap_err(),
+            AdoptError::NotInherited(raw)
+        );
+        // It is the socket.
+        use std::io::{Read as _, Write as _};
+        adopted.write_all(b"x").unwrap();
+        let mut got = [0u8; 1];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"x");
+    }
+
+    #[test]
+    fn what_is_not_an_inherited_descriptor_of_the_kind_asked_is_refused() {
+        for fd in 0..3 {
+            let e = adopt(fd, &[Kind::UnixStream, Kind::Fifo]).unwrap_err();
+            assert_eq!(e, AdoptError::StandardStream(fd));
+            assert!(e.to_string().contains("standard stream"), "{e}");
+        }
+        let e = adopt(1 << 30, &[Kind::UnixStream]).unwrap_err();
+        assert!(e.to_string().contains("not open"), "{e}");
+        // This process's own socket (close-on-exec, as everything it opens): owned elsewhere.
+        let (own, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(
+            adopt(own.as_raw_fd(), &[Kind::UnixStream]).unwrap_err(),
+            AdoptError::NotInherited(own.as_raw_fd())
+        );
+        // A pipe where a socket is asked; a datagram socket; a regular file.
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        inherited(&r);
+        let e = adopt(r.as_raw_fd(), &[Kind::UnixStream]).unwrap_err();
+        assert!(e.to_string().contains("is a pipe, not a socket"), "{e}");
+        let (d, _d2) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        inherited(&d);
+        let e = adopt(d.as_raw_fd(), &[Kind::UnixStream, Kind::Fifo]).unwrap_err();
+        assert!(e.to_string().contains("a socket of another kind"), "{e}");
+        let f = std::fs::File::open("/proc/self/status").unwrap();
+        inherited(&f);
+        let e = adopt(f.as_raw_fd(), &[Kind::Fifo]).unwrap_err();
+        assert!(e.to_string().contains("a regular file, not a pipe"), "{e}");
+        // Each refused number is as it was: still open, still inherited.
+        for fd in [r.as_fd(), d.as_fd(), f.as_fd()] {
+            let flags = fcntl(fd, FcntlArg::F_GETFD).unwrap();
+            assert_eq!(flags & nix::libc::FD_CLOEXEC, 0);
+        }
+        // A pipe where one is taken.
+        let raw = r.into_raw_fd();
+        let (fifo, kind) = adopt(raw, &[Kind::UnixStream, Kind::Fifo]).expect("a pipe");
+        assert_eq!(kind, Kind::Fifo);
+        drop(fifo);
     }
 }

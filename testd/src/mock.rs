@@ -1159,7 +1159,7 @@ impl Backend for MockBackend {
 
     async fn consent(&self, req: ConsentRequest) -> Result<ConsentAnswer, DriverError> {
         let (tx, rx) = oneshot::channel();
-        let timeout = req.timeout;
+        let timeout = req.timeout();
         {
             let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             if p.as_ref().is_some_and(|p| !p.tx.is_closed()) {

@@ -95,7 +95,7 @@ pub async fn consent(req: &ConsentRequest) -> Result<ConsentAnswer, DriverError>
         }
     }
     let _cleanup = Cleanup(path, answer_path.clone());
-    let deadline = Instant::now() + req.timeout;
+    let deadline = Instant::now() + req.timeout();
     let denied = ConsentAnswer {
         allow: false,
         apps: vec![],

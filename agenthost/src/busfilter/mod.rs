@@ -4,19 +4,19 @@
 //!
 //! The agent gets one end of a socketpair; the broker holds the real connection. What passes is
 //! decided by a [`Policy`]:
-//! - the reader's ([`Policy::Reader`]): method calls on the read-only list [`READ_ONLY`], each
-//!   with its one argument signature, and
+//! - the reader's ([`Policy::Reader`]): the reads the one table of calls ([`CALLS`]) gives it,
+//!   each with its one argument signature ([`may_read`]), and
 //!   the bus's `AddMatch` / `RemoveMatch` with a rule for one application's broadcast AT-SPI
 //!   events ([`match_rule_ok`], read from the reader's own message: no `eavesdrop`);
-//! - the input agent's ([`Policy::Input`]): the same reads and the input agent's own
-//!   ([`INPUT_READS`]), and a call that changes an application ([`ActMethod`]) only when it is the
+//! - the input agent's ([`Policy::Input`]): the reads the table gives it (the reader's and its
+//!   own), and a call that changes an application ([`ActMethod`]) only when it is the
 //!   act the broker asked the input agent for right now ([`Grant`], held in [`Grants`]): the same
 //!   application (on the bus, the DESTINATION is its unique name; on a peer-to-peer link, the
 //!   link was opened to that name and its pid), the same object path, the one method that act
 //!   uses (`Properties.Set` only of `org.a11y.atspi.Value` / `CurrentValue`, read from the first
 //!   two arguments of the input agent's own message). No grant: every such call is refused.
-//!   The input agent may not send `Properties.GetAll` ([`NOT_INPUT_READS`]), which only the
-//!   reader needs.
+//!   The input agent may not send `Properties.GetAll` (the table gives it the reader only),
+//!   which only the reader needs.
 //!
 //! From the agent to the bus, the D-Bus authentication lines are relayed as they are, except
 //! `NEGOTIATE_UNIX_FD`, which the filter answers `ERROR` itself (no descriptor passing); after
@@ -30,7 +30,7 @@
 
 pub use nish_decider::backend::Refused;
 pub use nish_proto::atspi_calls::{
-    ActMethod, INPUT_READS, MAX_MATCH_RULE, NOT_INPUT_READS, READ_ONLY, SETTABLE, match_rule_ok,
+    ActMethod, Agent, CALLS, MAX_MATCH_RULE, SETTABLE, match_rule_ok, may_read,
 };
 
 mod grants;

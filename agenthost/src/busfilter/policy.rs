@@ -7,13 +7,11 @@ use super::grants::{Args, Grant, Grants};
 use super::wire::{
     Body, ERROR, Header, METHOD_CALL, METHOD_RETURN, NO_REPLY_EXPECTED, align, u32_at,
 };
-use super::{ActMethod, INPUT_READS, NOT_INPUT_READS, READ_ONLY, SETTABLE, match_rule_ok};
+use super::{ActMethod, Agent, SETTABLE, match_rule_ok, may_read};
 
 /// Whether the input agent's method call `h` (message `msg`) is one of its reads.
 pub(super) fn is_input_read(h: &Header, msg: &[u8]) -> bool {
-    let refused = matches!((&h.interface, &h.member), (Some(i), Some(m))
-        if NOT_INPUT_READS.iter().any(|(ri, rm)| ri == i && rm == m));
-    (is_read(READ_ONLY, h, msg) && !refused) || is_read(INPUT_READS, h, msg)
+    is_read(Agent::Input, h, msg)
 }
 
 /// What a link of the input agent's reaches.
@@ -106,12 +104,11 @@ pub(super) fn first_string(h: &Header, msg: &[u8]) -> Option<String> {
     Some(std::str::from_utf8(s).ok()?.to_string())
 }
 
-/// Whether `h` (message `msg`) is a call on `list`: its interface, method and the signature of
-/// its arguments, with a body of exactly those arguments.
-pub(super) fn is_read(list: &[(&str, &str, &str)], h: &Header, msg: &[u8]) -> bool {
+/// Whether `h` (message `msg`) is a read `agent` may send ([`may_read`]): its interface, method
+/// and the signature of its arguments, with a body of exactly those arguments.
+pub(super) fn is_read(agent: Agent, h: &Header, msg: &[u8]) -> bool {
     let sig = h.signature.as_deref().unwrap_or("");
-    matches!((&h.interface, &h.member), (Some(i), Some(m))
-        if list.iter().any(|(ri, rm, rs)| ri == i && rm == m && *rs == sig))
+    matches!((&h.interface, &h.member), (Some(i), Some(m)) if may_read(agent, i, m, sig))
         && body_is(sig, h, msg)
 }
 
@@ -185,29 +182,27 @@ pub(super) fn grant_covers(g: &Grant, h: &Header, msg: &[u8], link: &Link) -> bo
         && args_are(g, h, msg)
 }
 
-/// The call's body is exactly what `g` grants: its signature, and its text or number, with
-/// nothing after them.
+/// The call's body is exactly what `g` grants: its method's signature (its row of
+/// [`super::CALLS`]), and its text or number, with nothing after them.
 pub(super) fn args_are(g: &Grant, h: &Header, msg: &[u8]) -> bool {
+    if h.signature.as_deref().unwrap_or("") != g.method.signature() {
+        return false;
+    }
     let mut b = Body::of(h, msg);
-    let sig = h.signature.as_deref().unwrap_or("");
     let matched = match (g.method, &g.args) {
-        (ActMethod::DoAction, Args::Action(i)) => sig == "i" && b.u32() == Some(*i),
-        (ActMethod::SelectChild, Args::Index) => sig == "i" && b.u32().is_some(),
+        (ActMethod::DoAction, Args::Action(i)) => b.u32() == Some(*i),
+        (ActMethod::SelectChild, Args::Index) => b.u32().is_some(),
         (ActMethod::InsertText, Args::Typed { text, utf16 }) => {
-            sig == "isi"
-                && b.u32().is_some()
+            b.u32().is_some()
                 && b.string() == Some(text.as_bytes())
                 && b.u32().is_some_and(|n| {
                     nish_proto::wire::input::insert_text_length(text, *utf16)
                         .is_some_and(|want| want as u32 == n)
                 })
         }
-        (ActMethod::SetTextContents, Args::Text(t)) => {
-            sig == "s" && b.string() == Some(t.as_bytes())
-        }
+        (ActMethod::SetTextContents, Args::Text(t)) => b.string() == Some(t.as_bytes()),
         (ActMethod::SetCurrentValue, Args::Number(bits)) => {
-            sig == "ssv"
-                && b.string() == Some(SETTABLE.0.as_bytes())
+            b.string() == Some(SETTABLE.0.as_bytes())
                 && b.string() == Some(SETTABLE.1.as_bytes())
                 && b.signature() == Some(b"d".as_slice())
                 && b.u64() == Some(*bits)
@@ -237,7 +232,7 @@ pub fn judge(h: &Header, msg: &[u8]) -> Verdict {
     match h.msg_type {
         METHOD_RETURN | ERROR => Verdict::Pass,
         METHOD_CALL => {
-            if is_read(READ_ONLY, h, msg) {
+            if is_read(Agent::Reader, h, msg) {
                 Verdict::Pass
             } else {
                 refusal(h)

@@ -1,21 +1,18 @@
 //! What an agent process (the reader, the input agent) needs around its accessibility reads,
-//! none of it AT-SPI: its start-up ([`run`]: lock-down, `--self-test`, `--version`, `--fd N`,
-//! the log, adopting the broker's socket, the runtime), the connections the broker hands in
-//! ([`handed`]), adopting the broker's socket ([`sys::adopt_socket`], the crate's only
-//! `unsafe`), which kind of session this is ([`is_wayland`]), and the X display with a
-//! window's geometry ([`x11::XDisplay`]).
+//! none of it AT-SPI: its `main` ([`run`]: the agents' one start, `nish_sandbox::start::start`,
+//! then the log and the runtime), the connections the broker hands in ([`handed`]), which kind
+//! of session this is ([`is_wayland`]), and the X display with a window's geometry
+//! ([`x11::XDisplay`]).
 //!
-//! The indicator starts the same way (`nish_sandbox::lock_down`, then
-//! `nish_sandbox::start::self_test_if_asked`) but is no accessibility client and has no tokio
-//! runtime; it keeps its own start-up and does not link this crate.
+//! The indicator starts the same way (`nish_sandbox::start::start`) but is no accessibility
+//! client and has no tokio runtime; it does not link this crate.
 
 use std::process::ExitCode;
 
 use nish_sandbox::LockdownReport;
-use nish_sandbox::start::{LogSink, say};
+use nish_sandbox::start::{LogSink, Start, Started};
 
 pub mod handed;
-pub mod sys;
 pub mod x11;
 
 /// The runtime an agent serves the broker on.
@@ -34,47 +31,39 @@ pub struct Agent {
     pub profile: &'static str,
     /// The binary's name, in the `--version` answer and the usage line.
     pub binary: &'static str,
+    /// The role of its hello.
+    pub role: nish_proto::wire::Role,
     /// What stopped, in the log line when serving ends with an error.
     pub stopped: &'static str,
     /// The runtime it serves on.
     pub runtime: Runtime,
 }
 
-/// An agent's whole `main`. In order: locks the process down (before any thread, runtime or
-/// desktop connection exists), answers `--self-test` (the lock-down in force and the outcome
-/// of real attempts, one JSON line) and `--version`, reads the `--fd N` the broker started it
-/// with (exit status 2 without one), sends the log to standard error (the lock-down forbids
-/// writing files), adopts the broker's socket on that descriptor (2 when it is not a socket),
-/// and serves it with `serve` on a tokio runtime: exit status 0 when the broker closed the
-/// link, 1 on an error.
-pub fn run<F, Fut>(agent: &Agent, serve: F) -> ExitCode
+/// An accessibility agent's whole `main`: the agents' one start ([`nish_sandbox::start::start`]:
+/// lock-down first, `--self-test`, `--version`, `--fd N`, the broker's socket adopted, the
+/// hello and the lock-down report sent, `lockdown` making the report the role's message), then
+/// the log on standard error (the lock-down forbids writing files), and `serve` on the broker's
+/// socket on a tokio runtime: exit status 0 when the broker closed the link, 1 on an error, 2
+/// on a start-up error.
+pub fn run<M, F, Fut>(
+    agent: &Agent,
+    lockdown: impl FnOnce(LockdownReport) -> M,
+    serve: F,
+) -> ExitCode
 where
-    F: FnOnce(tokio::net::UnixStream, LockdownReport) -> Fut,
+    M: serde::Serialize,
+    F: FnOnce(tokio::net::UnixStream) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let report = nish_sandbox::lock_down(&nish_sandbox::Profile {
-        name: agent.profile,
-    });
-    if nish_sandbox::start::self_test_if_asked(&report) {
-        return ExitCode::SUCCESS;
-    }
-
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--version") {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stdout(),
-            format!("{} {}\n", agent.binary, nish_proto::DRIVER_VERSION).as_bytes(),
-        );
-        return ExitCode::SUCCESS;
-    }
-    let Some(fd) = nish_sandbox::start::fd_arg(&args) else {
-        say(&format!(
-            "usage: {} --fd <N>   (started by the nish-driver broker)",
-            agent.binary
-        ));
-        return ExitCode::from(2);
+    let start = nish_sandbox::start::Agent {
+        profile: agent.profile,
+        binary: agent.binary,
+        role: agent.role,
     };
-
+    let Started { link, report } = match nish_sandbox::start::start(&start, lockdown) {
+        Start::Serve(s) => s,
+        Start::Exit(code) => return code,
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -85,14 +74,6 @@ where
     if !report.detail.is_empty() {
         tracing::warn!("lock-down: {}", report.detail);
     }
-
-    let std_stream = match sys::adopt_socket(fd) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot use descriptor {fd}: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let built = match agent.runtime {
         Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -110,9 +91,9 @@ where
         }
     };
     let result = rt.block_on(async move {
-        std_stream.set_nonblocking(true)?;
-        let stream = tokio::net::UnixStream::from_std(std_stream)?;
-        serve(stream, report).await
+        link.set_nonblocking(true)?;
+        let stream = tokio::net::UnixStream::from_std(link)?;
+        serve(stream).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

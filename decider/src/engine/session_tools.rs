@@ -261,7 +261,7 @@ impl<B: Backend> Engine<B> {
             lease_minutes: lease_s.div_ceil(60).max(1) as u32,
             takeover: input == InputMode::Takeover && can_takeover,
             clipboard: want_clipboard && self.backend.clipboard_available().await,
-            timeout: self.cfg.consent_timeout,
+            timeout_ms: u64::try_from(self.cfg.consent_timeout.as_millis()).unwrap_or(u64::MAX),
         };
         let answer = tokio::select! {
             a = self.backend.consent(req) => a,

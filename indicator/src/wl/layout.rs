@@ -1,9 +1,7 @@
 //! The Wayland dialog's content and layout: the same lines, in the same order, as the X11
 //! dialog (`crate::consent`), laid out for the bitmap font of [`super::draw`].
 
-use std::time::Duration;
-
-use nish_proto::wire::indicator::{ConsentApp, ConsentDialog};
+use nish_proto::wire::indicator::{ConsentApp, ConsentRequest};
 
 use super::draw::{Size, color};
 use crate::consent::{
@@ -66,12 +64,12 @@ pub struct Layout {
 pub const BOX: i32 = 18;
 
 /// Lays out `req` for a surface at most `max_w` x `max_h` pixels.
-pub fn layout(req: &ConsentDialog, max_w: i32, max_h: i32) -> Layout {
+pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
     let big = Size::Big.height();
     let small = Size::Small.height();
     let row_h = big + 14;
     let button_h = big + 16;
-    let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
+    let timeout = req.timeout();
 
     let claimed = claimed_line(&req.host_claimed);
     let heading = "A program asks to use your apps".to_string();
@@ -272,9 +270,8 @@ mod tests {
     use super::*;
     use nish_proto::wire::indicator::HostProgram;
 
-    fn req(apps: usize) -> ConsentDialog {
-        ConsentDialog {
-            id: 1,
+    fn req(apps: usize) -> ConsentRequest {
+        ConsentRequest {
             host_claimed: "Host\nX".into(),
             program: HostProgram {
                 exe: "/usr/bin/host".into(),
@@ -331,7 +328,7 @@ mod tests {
         let (big, small) = (Size::Big.height(), Size::Small.height());
         for (takeover, clipboard, missing) in [(true, true, 2), (false, false, 0), (true, false, 1)]
         {
-            let r = ConsentDialog {
+            let r = ConsentRequest {
                 takeover,
                 clipboard,
                 missing_requested: missing,
@@ -339,7 +336,7 @@ mod tests {
             };
             assert_eq!(layout(&r, 1280, 800).h, fixed_height(&r, false, big, small));
             let rows = layout(
-                &ConsentDialog {
+                &ConsentRequest {
                     apps: req(3).apps,
                     ..r.clone()
                 },

@@ -66,7 +66,7 @@ const ACTIVATED: u32 = 4;
 struct WlDialog {
     id: u64,
     deadline: Instant,
-    req: nish_proto::wire::indicator::ConsentDialog,
+    req: nish_proto::wire::indicator::ConsentRequest,
     surface: wl_surface::WlSurface,
     xdg: xdg_surface::XdgSurface,
     toplevel: xdg_toplevel::XdgToplevel,
@@ -866,7 +866,7 @@ impl WlApp {
         Ok(())
     }
 
-    fn open(&mut self, req: nish_proto::wire::indicator::ConsentDialog, now: Instant) {
+    fn open(&mut self, dialog: nish_proto::wire::indicator::ConsentDialog, now: Instant) {
         let st = &mut self.state;
         let (Some(compositor), Some(wm)) = (&st.compositor, &st.wm) else {
             return;
@@ -879,15 +879,15 @@ impl WlApp {
         toplevel.set_app_id("nish-driver".into());
         toplevel.set_fullscreen(None);
         surface.commit();
-        let timeout = Duration::from_millis(req.timeout_ms.min(24 * 3600 * 1000));
+        let timeout = dialog.request.timeout();
         let mut click = RealClick::new(now);
         if let Some(t) = st.last_driver_press {
             click.driver_press(t);
         }
         st.dialog = Some(WlDialog {
-            id: req.id,
+            id: dialog.id,
             deadline: now + timeout,
-            req,
+            req: dialog.request,
             surface,
             xdg,
             toplevel,
@@ -916,12 +916,11 @@ enum Fail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nish_proto::wire::indicator::{ConsentApp, ConsentDialog, HostProgram};
+    use nish_proto::wire::indicator::{ConsentApp, ConsentRequest, HostProgram};
 
     #[test]
     fn the_box_sits_in_the_middle_and_every_control_has_its_label_drawn() {
-        let req = ConsentDialog {
-            id: 1,
+        let req = ConsentRequest {
             host_claimed: "Test Host".into(),
             program: HostProgram {
                 exe: "/usr/bin/test-host".into(),

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentApp, ConsentDialog, HostProgram, IndicatorToBroker,
+    BrokerToIndicator, ConsentApp, ConsentDialog, ConsentRequest, HostProgram, IndicatorToBroker,
 };
 use nish_proto::wire::{ConnectTarget, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use x11rb::connection::Connection;
@@ -860,24 +860,26 @@ impl Drop for Indicator {
 pub fn consent_request(id: u64, apps: &[(&str, bool)]) -> ConsentDialog {
     ConsentDialog {
         id,
-        host_claimed: "Test Host".into(),
-        program: HostProgram {
-            exe: "/usr/bin/test-host".into(),
-            pid: 4242,
+        request: ConsentRequest {
+            host_claimed: "Test Host".into(),
+            program: HostProgram {
+                exe: "/usr/bin/test-host".into(),
+                pid: 4242,
+            },
+            apps: apps
+                .iter()
+                .map(|(name, ticked)| ConsentApp {
+                    name: (*name).into(),
+                    ticked: *ticked,
+                    windows: 1,
+                })
+                .collect(),
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: true,
+            clipboard: true,
+            timeout_ms: 60_000,
         },
-        apps: apps
-            .iter()
-            .map(|(name, ticked)| ConsentApp {
-                name: (*name).into(),
-                ticked: *ticked,
-                windows: 1,
-            })
-            .collect(),
-        missing_requested: 0,
-        lease_minutes: 15,
-        takeover: true,
-        clipboard: true,
-        timeout_ms: 60_000,
     }
 }
 

@@ -177,7 +177,9 @@ pub fn table_markdown() -> String {
 /// One message of every request variant, for the table.
 mod samples {
     use crate::model::{Rect, StateSet, WindowInfo};
-    use crate::wire::indicator::{BrokerToIndicator as I, ConsentDialog, HostProgram};
+    use crate::wire::indicator::{
+        BrokerToIndicator as I, ConsentDialog, ConsentRequest, HostProgram,
+    };
     use crate::wire::input::{BrokerToInput as N, Expect, SemanticOp, SynthOp};
     use crate::wire::reader::{BrokerToReader as R, SettleBounds, SettleWait, WalkLimits};
 
@@ -297,14 +299,16 @@ mod samples {
         vec![
             I::ShowConsent(ConsentDialog {
                 id: 1,
-                host_claimed: String::new(),
-                program: HostProgram::default(),
-                apps: vec![],
-                missing_requested: 0,
-                lease_minutes: 1,
-                takeover: false,
-                clipboard: false,
-                timeout_ms: 1,
+                request: ConsentRequest {
+                    host_claimed: String::new(),
+                    program: HostProgram::default(),
+                    apps: vec![],
+                    missing_requested: 0,
+                    lease_minutes: 1,
+                    takeover: false,
+                    clipboard: false,
+                    timeout_ms: 1,
+                },
             }),
             I::CancelConsent { id: 1 },
             I::ShowTakeover {

@@ -1,5 +1,7 @@
 //! Broker <-> indicator: the consent dialog, the takeover frame, Continue and the stop hotkey.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::{ConnectTarget, Connected, LockdownReport};
@@ -24,11 +26,11 @@ pub struct HostProgram {
     pub pid: u32,
 }
 
-/// Everything the consent dialog shows.
+/// Everything the consent dialog shows: what the broker's engine asks its backend to show
+/// (`nish_decider::backend::Backend::consent`), and, with an id, what the indicator draws
+/// ([`ConsentDialog`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConsentDialog {
-    /// Request id, echoed in the answer.
-    pub id: u64,
+pub struct ConsentRequest {
     /// The name the host gives itself (untrusted, shown as claimed).
     pub host_claimed: String,
     /// The program that asks, from the shim's peer credentials and its parent.
@@ -44,8 +46,29 @@ pub struct ConsentDialog {
     pub takeover: bool,
     /// Show the clipboard line (only when the clipboard works on this desktop).
     pub clipboard: bool,
-    /// No answer in this time is a denial.
+    /// No answer in this time is a denial (at most [`MAX_CONSENT_TIMEOUT`] counts:
+    /// [`ConsentRequest::timeout`]).
     pub timeout_ms: u64,
+}
+
+/// The longest a consent dialog waits for an answer, whatever a request says.
+pub const MAX_CONSENT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+impl ConsentRequest {
+    /// How long the dialog waits for an answer: `timeout_ms`, at most [`MAX_CONSENT_TIMEOUT`].
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms).min(MAX_CONSENT_TIMEOUT)
+    }
+}
+
+/// A consent dialog to show: a request and the id its answer echoes. On the wire the id comes
+/// first, then the request's fields in their order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsentDialog {
+    /// Request id, echoed in the answer.
+    pub id: u64,
+    /// What it shows.
+    pub request: ConsentRequest,
 }
 
 /// The person's answer to a consent dialog.

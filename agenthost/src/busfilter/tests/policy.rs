@@ -1,4 +1,5 @@
 use super::*;
+use nish_proto::atspi_calls::Senders;
 
 #[test]
 fn without_a_grant_the_input_agent_only_reads() {
@@ -12,14 +13,23 @@ fn without_a_grant_the_input_agent_only_reads() {
         &[0; 4],
     );
     assert_eq!(verdict(&Link::Bus, &g, &do_action), Verdict::Refuse);
-    for (iface, member, sig) in READ_ONLY.iter().chain(INPUT_READS) {
+    for row in CALLS.iter().filter(|r| r.senders != Senders::GrantedInput) {
+        let (iface, member, sig) = (row.interface, row.member, &row.signature);
         let m = call_with(Some(APP), EL, iface, member, sig, &args_of(sig));
-        let want = if NOT_INPUT_READS.contains(&(iface, member)) {
-            Verdict::Refuse
-        } else {
-            Verdict::Pass
+        let want = |agent| {
+            if row.senders.any_time(agent) {
+                Verdict::Pass
+            } else {
+                Verdict::Refuse
+            }
         };
-        assert_eq!(verdict(&Link::Bus, &g, &m), want, "{iface}.{member}");
+        assert_eq!(
+            verdict(&Link::Bus, &g, &m),
+            want(Agent::Input),
+            "{iface}.{member}"
+        );
+        let h = parse_header(&m).unwrap();
+        assert_eq!(judge(&h, &m), want(Agent::Reader), "{iface}.{member}");
         // With fewer or other arguments, neither agent's read passes: Qt 5 reads a
         // `Properties.Get` with one string, or a `GetName` with none, past its arguments.
         for other in ["", "s", "i", "u", "ss", "ii", "sss", "v"] {
