@@ -1,5 +1,5 @@
 //! Secrets on the mock desktop, through the broker's own defences (the reader's are tested on
-//! the real desktop in reader-agent/tests/secure.rs and tests/tests/e2e_secrets.rs): relabelled
+//! the real desktop in tests/reader/tests/secure.rs and tests/tests/e2e_secrets.rs): relabelled
 //! list rows make their tokens stale, credential-looking values of editable fields are withheld
 //! even when a backend sends them and captures name the secure fields.
 

@@ -6,16 +6,16 @@
 
 Headless only: windows and reads come from AT-SPI, acts are AT-SPI actions and values.
 
-Consent: the main session, whose list_windows, reads and acts follow, is granted by the
-person's click on Allow on the real consent dialog (a native Wayland client in nish-indicator),
-with mutter's RemoteDesktop API playing their pointer (indicator/tests/wayland/person.py), the
+Consent: the main session, whose list_windows, reads and acts follow, is granted by the person's
+click on Allow on the real consent dialog (a native Wayland client in nish-indicator), with
+mutter's RemoteDesktop API playing their pointer (tests/indicator/tests/wayland/person.py), the
 way a person's device arrives; a later request is answered by a click on Deny. One separate,
-earlier request is answered through files in a private directory
-($NISH_TEST_CONSENT_DIR, which only the test daemon reads; nish-driver has no such path)
-only so that the test can check what a request shows (its app lines with their window counts
-and ticks, the asking program), which the dialog tells no one but the person, and the session it
-opens is ended at once, unused; the directory is removed before the main session, and from then
-on the broker asks through the dialog.
+earlier request is answered through files in a private directory ($NISH_TEST_CONSENT_DIR, which
+only the test daemon reads; nish-driver has no such path) only so that the test can check what a
+request shows (its app lines with their window counts and ticks, the asking program), which the
+dialog tells no one but the person, and the session it opens is ended at once, unused; the
+directory is removed before the main session, and from then on the broker asks through the
+dialog.
 
 Run inside the Wayland desktop's environment; the caller has started gtk3-widget-factory
 (twice, for an ambiguous target), gtk4-demo, gtk3-demo (not requested: out of scope) and
@@ -88,7 +88,7 @@ class FilePerson:
         shutil.rmtree(self.dir)
 
 
-PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "indicator", "tests",
+PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "indicator", "tests",
                       "wayland", "person.py")
 CONTROL = re.compile(r"consent control (\w+) at (\d+),(\d+) (\d+)x(\d+)")
 

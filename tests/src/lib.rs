@@ -29,6 +29,9 @@
 //! play the human in tests. Set `NISH_TESTDESK_KEEP=1` to keep the directory and every
 //! process's log after teardown.
 //!
+//! [`Shared`] holds one desktop for the tests of a test binary that can take turns on it,
+//! started by the first of them and torn down when the process exits.
+//!
 //! Teardown (drop or [`Desktop::stop`]) signals only the processes the desktop started and their
 //! descendants (found through `/proc`, each re-identified by its start time), newest first,
 //! `SIGTERM` then `SIGKILL`, and removes the directory. Every process is spawned with a
@@ -54,6 +57,7 @@ pub mod dbus;
 mod desktop;
 mod procs;
 pub mod session;
+mod shared;
 
 mod sys;
 pub mod wait;
@@ -63,6 +67,7 @@ mod x11;
 pub use atspi::{AtspiApp, AtspiDocument};
 pub use desktop::{App, AppHandle, Desktop, DesktopBuilder, KEEP_ENV};
 pub use procs::ProcessId;
+pub use shared::{Shared, SharedGuard};
 pub use wayland::{WaylandApp, WaylandDesktop, X_SERVERS};
 pub use x11::{Pointer, REQUIRED_EXTENSIONS, XWindow};
 

@@ -1,4 +1,5 @@
-//! The one place this crate needs `unsafe`: a hook run in the forked child before exec.
+//! The one place this crate needs `unsafe`: a hook run in the forked child before exec, and
+//! an exit handler.
 #![allow(unsafe_code)]
 
 use std::os::unix::process::CommandExt;
@@ -19,4 +20,17 @@ pub(crate) fn kill_with_parent(cmd: &mut Command) {
                 .map_err(std::io::Error::from)
         });
     }
+}
+
+/// Calls `f` when the process exits normally: `main` returns, or `exit` is called (the test
+/// harness does both: it returns when every test passed and calls `exit(101)` when one failed).
+/// Returns false when it could not be registered.
+pub(crate) fn at_exit(f: extern "C" fn()) -> bool {
+    unsafe extern "C" {
+        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+    }
+    // SAFETY: atexit(3) only stores the function pointer, which is a plain `extern "C" fn` of
+    // this program (valid for the whole life of the process); `f` must not unwind, which its
+    // callers guarantee by catching any panic inside it.
+    unsafe { atexit(f) == 0 }
 }

@@ -31,6 +31,11 @@ use x11rb::protocol::xproto::{
 use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
 
+/// `nish-indicator`, built next to this test (`cargo build --workspace --bins`).
+pub fn indicator_binary() -> std::path::PathBuf {
+    nish_testdesk::session::workspace_bin("nish-indicator").expect("the indicator's binary")
+}
+
 /// Plays the broker's connection service: opens X on `display` as the broker does (handshake
 /// included) and sends it as the answer to request `id`, the descriptor attached.
 pub fn hand_x(sock: &UnixStream, display: &str, id: u64) {
@@ -753,7 +758,7 @@ impl Indicator {
     /// connection it asks for after its lock-down report.
     pub fn spawn_on(display: &str, env: &[(&str, &str)]) -> Indicator {
         let (mine, theirs) = UnixStream::pair().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
+        let mut cmd = Command::new(indicator_binary());
         cmd.args(["--fd", "3"])
             .env_clear()
             .env("NISH_LOG", "debug")

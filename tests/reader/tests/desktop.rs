@@ -57,7 +57,7 @@ impl ReaderProc {
         let child = Command::new("/bin/bash")
             .arg("-c")
             .arg(script)
-            .arg(env!("CARGO_BIN_EXE_nish-reader"))
+            .arg(reader_binary())
             .env_clear()
             .envs(desk.env())
             .env(
@@ -189,6 +189,11 @@ impl Drop for ReaderProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `nish-reader`, built next to this test (`cargo build --workspace --bins`).
+fn reader_binary() -> std::path::PathBuf {
+    nish_testdesk::session::workspace_bin("nish-reader").expect("the reader's binary")
 }
 
 fn answer_id(a: &ReaderToBroker) -> u64 {

@@ -17,13 +17,18 @@
 //! second mark, whose own round trip then reads them: no sleep, no race. Each test also checks
 //! what the other client itself heard of its window, so an "equal" means the reader saw the
 //! event and judged it, not that the server sent nothing.
+//!
+//! The tests take turns on one X server (each test alone on it, starting once the windows of
+//! the one before are gone), instead of starting one each.
 
 use std::path::Path;
+use std::time::Duration;
 
 use nish_proto::model::Rect;
 use nish_reader::capture::drawn_inside;
 use nish_reader::x11::{DRAWN_MAX, Drawn, MoveMark, X11};
-use nish_testdesk::Desktop;
+use nish_testdesk::wait::{Poll, poll};
+use nish_testdesk::{Desktop, Shared, SharedGuard};
 use x11rb::connection::Connection;
 use x11rb::cookie::VoidCookie;
 use x11rb::errors::ConnectionError;
@@ -39,29 +44,51 @@ use x11rb::rust_connection::RustConnection;
 /// The X server the desktop starts (as `nish-tests` runs it).
 const XVFB: &str = "/usr/bin/Xvfb";
 
-/// A private X server, the reader's connection to it, and another client. Fields drop in
-/// order: both connections close before the desktop ends the server.
+/// The private X server the tests take turns on: one for the whole test binary, started by the
+/// first test. Each test has it alone, with two connections of its own whose windows go with
+/// them.
+static X_SERVER: Shared<Desktop> = Shared::new(|| {
+    Desktop::builder()
+        .window_manager(false)
+        .atspi(false)
+        .start()
+});
+
+/// The X server, the reader's connection to it, and another client. Fields drop in order: both
+/// connections close before the next test's turn on the server.
 struct Setup {
     reader: X11,
     other: Other,
-    _desk: Desktop,
+    _desk: SharedGuard<Desktop>,
 }
 
-/// Starts the X server, or `None` (with the reason printed) when Xvfb is not installed.
+/// This test's turn on the X server, or `None` (with the reason printed) when Xvfb is not
+/// installed.
 fn setup() -> Option<Setup> {
     if !Path::new(XVFB).exists() {
         eprintln!("skipped: {XVFB} is not installed");
         return None;
     }
-    let desk = Desktop::builder()
-        .window_manager(false)
-        .atspi(false)
-        .start()
-        .expect("start the X server");
-    let reader = X11::connect_to(&desk.display_name()).expect("the reader's connection");
+    let desk = X_SERVER.lock();
     let (conn, screen) =
         x11rb::connect(Some(&desk.display_name())).expect("the other client's connection");
     let root = conn.setup().roots[screen].root;
+    // The windows of an earlier test went with its connections: the server is as a fresh one
+    // once it has closed them (no window manager runs, so a fresh root has no children).
+    let fresh = poll(
+        "the earlier test's windows gone",
+        Duration::from_secs(10),
+        || {
+            let children = conn.query_tree(root)?.reply()?.children;
+            Ok(if children.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending(format!("{} windows", children.len()))
+            })
+        },
+    );
+    fresh.expect("the X server as a fresh one");
+    let reader = X11::connect_to(&desk.display_name()).expect("the reader's connection");
     Some(Setup {
         reader,
         other: Other { conn, root },

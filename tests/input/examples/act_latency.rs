@@ -3,7 +3,7 @@
 //! the act call), as the broker sees it.
 //!
 //! ```text
-//! cargo build -p nish-reader -p nish-input && cargo run -p nish-input --example act_latency -- [-n 50]
+//! cargo build -p nish-reader -p nish-input && cargo run -p nish-input-tests --example act_latency -- [-n 50]
 //! ```
 //!
 //! Starts its own private desktop (Xvfb, D-Bus, AT-SPI, openbox), the real `nish-reader` (for

@@ -37,12 +37,9 @@ pub fn reader_binary() -> PathBuf {
     sibling_binary("nish-reader", "cargo build -p nish-reader")
 }
 
-/// `nish-input`: cargo's own path in tests, the sibling binary in examples.
+/// `nish-input`, built by `cargo build -p nish-input`.
 pub fn input_binary() -> PathBuf {
-    match option_env!("CARGO_BIN_EXE_nish-input") {
-        Some(p) => PathBuf::from(p),
-        None => sibling_binary("nish-input", "cargo build -p nish-input"),
-    }
+    sibling_binary("nish-input", "cargo build -p nish-input")
 }
 
 /// One agent process and the broker's end of its socket.

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// A workspace binary, built next to this test's own executable.
+/// A workspace binary of another package, built next to this test's own executable (`cargo
+/// test` on the workspace builds `nish-mcp` for its own tests; alone, build it first).
 fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     let dir = exe
@@ -38,11 +39,11 @@ fn python() -> PathBuf {
 
 #[test]
 fn mcp_client_runs_a_whole_session_on_the_mock() {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/mock_session.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/mock_session.py");
     let out = Command::new(python())
         .arg(&script)
         .arg("--driver")
-        .arg(bin("nish-testd"))
+        .arg(env!("CARGO_BIN_EXE_nish-testd"))
         .arg("--shim")
         .arg(bin("nish-mcp"))
         .output()

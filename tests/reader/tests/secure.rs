@@ -55,7 +55,8 @@ const GTK_PASSWORD: &str = "gtk-password-canary-7731";
 const GTK_NOTES: &str = "token: gtk-notes-canary-2290";
 
 fn reader(desk: &Desktop) -> Reader {
-    Reader::start(desk, &PathBuf::from(env!("CARGO_BIN_EXE_nish-reader"))).expect("the reader")
+    let bin = nish_testdesk::session::workspace_bin("nish-reader").expect("the reader's binary");
+    Reader::start(desk, &bin).expect("the reader")
 }
 
 fn full() -> WalkLimits {
@@ -394,7 +395,7 @@ fn chromium_secure_fields_redacted_values_and_captures_that_follow_the_fields() 
 #[test]
 fn gtk3_revealed_password_stays_secure() {
     let desk = Desktop::start().expect("the desktop");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/apps/secrets_gtk3.py");
+    let script = nish_testdesk::test_app("secrets_gtk3.py");
     let app = desk
         .spawn(App::Command {
             program: "/usr/bin/python3".into(),

@@ -125,7 +125,7 @@ struct Indicator {
 impl Indicator {
     fn spawn(desk: &WaylandDesktop) -> Indicator {
         let (mine, theirs) = UnixStream::pair().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nish-indicator"));
+        let mut cmd = Command::new(common::indicator_binary());
         cmd.args(["--fd", "3"])
             .env_clear()
             .env("NISH_LOG", "debug")

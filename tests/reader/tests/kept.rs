@@ -2,16 +2,23 @@
 //! that sends AT-SPI object events the way toolkits do: a kept walk answers only while every
 //! condition holds; a state change of one of its rows names that row to be read again, and any
 //! other event of the application ends it.
+//!
+//! The tests with stand-in applications only take turns on one desktop; the one that starts
+//! gtk3-widget-factory and the reader has a desktop of its own.
 
 use std::time::{Duration, Instant};
 
 use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::{KEEP_FOR_MS, ReaderToBroker, WalkLimits};
 use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Lookup, Under};
-use nish_testdesk::Desktop;
+use nish_testdesk::{Desktop, Shared};
 
 mod common;
 use common::{connect, drain, emit as emit_as};
+
+/// The desktop of the tests with stand-in applications only, which take turns on it: each
+/// test's connections to its accessibility bus are its own and end with it.
+static BUS: Shared<Desktop> = Shared::new(Desktop::start);
 
 /// An object at `/` on the stand-in, so that its connection answers `Peer.Ping`.
 struct Stand;
@@ -143,7 +150,7 @@ fn gtk3() -> (String, String) {
 
 #[test]
 fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
-    let desk = Desktop::start().expect("a desktop");
+    let desk = BUS.lock();
     let addr = desk
         .a11y_bus_address()
         .expect("an accessibility bus")
@@ -402,7 +409,7 @@ act.doAction([act.getName(i) for i in range(act.nActions)].index("click"))
 
 #[test]
 fn a_broker_that_holds_the_kept_walks_version_is_told_so_and_only_then() {
-    let desk = Desktop::start().expect("a desktop");
+    let desk = BUS.lock();
     let addr = desk
         .a11y_bus_address()
         .expect("an accessibility bus")
@@ -659,7 +666,7 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
 /// meanwhile must still be seen.
 #[test]
 fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
-    let desk = Desktop::start().expect("a desktop");
+    let desk = BUS.lock();
     let addr = desk
         .a11y_bus_address()
         .expect("an accessibility bus")
