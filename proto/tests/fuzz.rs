@@ -652,7 +652,7 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
         windows,
     });
     let dialog = (
-        (any::<u64>(), s(), s(), any::<u32>()),
+        (any::<u64>(), s(), s(), any::<u32>(), s()),
         (
             proptest::collection::vec(app, 0..4),
             any::<u32>(),
@@ -663,13 +663,13 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
     )
         .prop_map(
             |(
-                (id, host_claimed, exe, pid),
+                (id, host_claimed, exe, pid, script),
                 (apps, missing_requested, lease_minutes, lines, timeout_ms),
             )| ConsentDialog {
                 id,
                 request: ConsentRequest {
                     host_claimed,
-                    program: HostProgram { exe, pid },
+                    program: HostProgram { exe, pid, script },
                     apps,
                     missing_requested,
                     lease_minutes,
@@ -1074,6 +1074,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     program: HostProgram {
                         exe: "/usr/bin/claude".into(),
                         pid: 4200,
+                        script: String::new(),
                     },
                     apps: vec![ConsentApp {
                         name: "Notes".into(),
