@@ -163,16 +163,29 @@ impl std::fmt::Debug for BrokerLink {
 }
 
 /// Removes a call's entry when the call ends early (cancelled by the client), so a late result
-/// finds no waiter.
+/// finds no waiter, and tells the broker to withdraw it once it was sent and is still
+/// unanswered.
 struct PendingGuard<'a> {
     conn: &'a Conn,
     id: u64,
+    sent: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        if let Some(p) = lock(&self.conn.pending).as_mut() {
-            p.remove(&self.id);
+        let unanswered = lock(&self.conn.pending)
+            .as_mut()
+            .is_some_and(|p| p.remove(&self.id).is_some());
+        if unanswered && self.sent {
+            // Best effort: a full queue (the broker reads nothing) or a connection gone makes
+            // the cancel moot; the call's result then finds no waiter.
+            if let Ok(buf) = codec::encode(
+                &ShimToBroker::Cancel { id: self.id },
+                MAX_CLIENT_FRAME_BYTES,
+            ) {
+                let _ = self.conn.frames.try_send(buf);
+            }
+            tracing::debug!(id = self.id, "call withdrawn");
         }
     }
 }
@@ -378,12 +391,17 @@ impl BrokerLink {
                 None => return Err(lost_during_call()),
             }
         }
-        let _guard = PendingGuard { conn: &conn, id };
+        let mut guard = PendingGuard {
+            conn: &conn,
+            id,
+            sent: false,
+        };
         tracing::debug!(id, tool = %nish_proto::model::escape_clip(tool, 64), args_bytes = args_len, "call");
         if conn.frames.send(buf).await.is_err() {
             conn.fail("writer gone");
             return Err(lost_during_call());
         }
+        guard.sent = true;
         match rx.await {
             Ok(r) => Ok((id, r)),
             Err(_) => Err(lost_during_call()),

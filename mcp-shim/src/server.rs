@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use nish_proto::tools::TOOLS;
-use nish_proto::{CONTRACT_VERSION, DRIVER_VERSION, SERVER_NAME};
+use nish_proto::{CONTRACT_VERSION, DRIVER_VERSION, INSTRUCTIONS, SERVER_NAME};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
@@ -110,7 +110,8 @@ impl ServerHandler for Shim {
         let mut meta = serde_json::Map::new();
         meta.insert("contract_version".into(), CONTRACT_VERSION.into());
         let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(server);
+            .with_server_info(server)
+            .with_instructions(INSTRUCTIONS);
         info.meta = Some(MetaObject(meta));
         info
     }
@@ -196,7 +197,7 @@ impl ServerHandler for Shim {
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// What a progress notification says.
 pub const PROGRESS_MESSAGE: &str =
-    "still running: waiting for the desktop, or for the host's approval on its control pipe";
+    "still running: waiting for the person's answer, the desktop, or the host's approval";
 
 /// Ends a task when dropped (the call it reports on is over, or was cancelled).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -289,6 +289,7 @@ fn shim_to_broker() -> impl Strategy<Value = ShimToBroker> {
             args_json
         }),
         s().prop_map(|line| ShimToBroker::Control { line }),
+        any::<u64>().prop_map(|id| ShimToBroker::Cancel { id }),
     ]
 }
 
@@ -952,6 +953,11 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 tool: "type_text".into(),
                 args_json: r#"{"element_token":"s4:17","text":"hello"}"#.into(),
             }),
+        ),
+        (
+            "shim-to-broker",
+            "seed-cancel",
+            e(&ShimToBroker::Cancel { id: 3 }),
         ),
         (
             "shim-to-broker",

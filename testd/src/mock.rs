@@ -1562,7 +1562,9 @@ impl MockBackend {
                     .pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .take();
+                    .take()
+                    // A dialog whose request was dropped (closed) is not there to answer.
+                    .filter(|p| !p.tx.is_closed());
                 let Some(p) = p else {
                     return Err(DriverError::new(
                         ErrorCode::NoSession,
@@ -1607,7 +1609,9 @@ impl MockBackend {
                     .pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .take();
+                    .take()
+                    // A dialog whose request was dropped (closed) is not there to answer.
+                    .filter(|p| !p.tx.is_closed());
                 let Some(p) = p else {
                     return Err(DriverError::new(
                         ErrorCode::NoSession,

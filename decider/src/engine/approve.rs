@@ -185,13 +185,21 @@ impl<B: Backend> Engine<B> {
                 Err(_) => (false, "expired"),
             },
             _ = cancel.wait_for(|c| *c) => (false, "cancelled"),
+            () = super::withdraw::withdrawn() => (false, "withdrawn"),
         };
         s.core().approvals.remove(&id);
+        if outcome == "withdrawn" {
+            // The host's approval card is moot: tell it, so it can take the card down.
+            s.event(json!({"event": "approval.withdrawn", "id": id, "session": s.id}));
+        }
         self.audit.emit(
             AuditEvent::ApprovalAnswer,
             Some(&s.id),
             json!({"id": id, "approve": approved, "outcome": outcome}),
         );
+        if outcome == "withdrawn" {
+            return Err(refused(super::withdraw::error()));
+        }
         // The session may have been stopped, paused or revoked while the host was asked.
         self.rejudge(s, call)?;
         if !approved {

@@ -29,6 +29,7 @@ mod control;
 mod reads;
 mod session_tools;
 mod wait;
+pub mod withdraw;
 
 /// What ends a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -478,12 +479,20 @@ impl<B: Backend> Engine<B> {
                 images,
             },
             Err(e) => {
-                self.audit.emit(
-                    AuditEvent::Refusal,
-                    Some(&s.id),
-                    json!({"tool": name, "code": e.code.as_str(),
-                           "retry": e.code.retry().as_str(), "effect": e.effect}),
-                );
+                if withdraw::is_withdrawn() {
+                    self.audit.emit(
+                        AuditEvent::CallWithdrawn,
+                        Some(&s.id),
+                        json!({"tool": name}),
+                    );
+                } else {
+                    self.audit.emit(
+                        AuditEvent::Refusal,
+                        Some(&s.id),
+                        json!({"tool": name, "code": e.code.as_str(),
+                               "retry": e.code.retry().as_str(), "effect": e.effect}),
+                    );
+                }
                 CallResult {
                     is_error: true,
                     structured_json: e.envelope().to_string(),
@@ -512,6 +521,8 @@ impl<B: Backend> Engine<B> {
             None
         };
         self.expire_if_due(s).await;
+        // A call withdrawn while it waited for its turn does not start.
+        withdraw::check()?;
         // The one judgment of this call.
         policy::judge(&s.state(), &call, self.now_ms())?;
         // No session starts and nothing acts while the audit cannot record it.
@@ -545,7 +556,11 @@ impl<B: Backend> Engine<B> {
             Call::ListWindows => self.list_windows(s).await,
             Call::GetWindowState(r) => self.get_window_state(s, &r).await,
             Call::ClipboardRead => self.clipboard_read(s).await,
-            Call::WaitFor(w) => self.wait_for(s, &w).await,
+            // A wait only reads: withdrawn, it stops where it is.
+            Call::WaitFor(w) => tokio::select! {
+                r = self.wait_for(s, &w) => r,
+                () = withdraw::withdrawn() => Err(withdraw::error()),
+            },
             Call::ListNotifications
             | Call::DismissNotification
             | Call::InvokeNotificationAction => Err(DriverError::new(

@@ -633,8 +633,12 @@ impl<B: Backend> Engine<B> {
             }
             _ => None,
         };
-        // A pause can land while the target was being re-read: judge again right before sending.
-        if let Err(e) = self.rejudge(s, call) {
+        // A pause can land while the target was being re-read, and the host can withdraw the
+        // call: judge again right before sending.
+        if let Err(e) = self
+            .rejudge(s, call)
+            .and_then(|()| super::withdraw::check().map_err(|e| e.with_effect("refused")))
+        {
             self.end_watch(watch.take()).await;
             return Err(e);
         }

@@ -83,6 +83,8 @@ impl<B: Backend> Engine<B> {
         op: SynthOp,
     ) -> Result<(), DriverError> {
         self.rejudge(s, call)?;
+        // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
+        super::super::withdraw::check()?;
         let stop = s.core().stop.clone();
         let outcome = self
             .bounded(
