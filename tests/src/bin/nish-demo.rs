@@ -23,7 +23,9 @@ use nish_testdesk::session::{
 fn main() -> anyhow::Result<()> {
     match std::env::args().nth(1) {
         Some(a) if a == "--wayland" => wayland(),
-        dir => x11(dir.map(PathBuf::from).unwrap_or_else(|| PathBuf::from("demo-out"))),
+        dir => x11(dir
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("demo-out"))),
     }
 }
 
