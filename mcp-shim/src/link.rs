@@ -149,6 +149,8 @@ pub struct BrokerLink {
     has_control: bool,
     approve: ApproveOpts,
     events: Option<EventSink>,
+    /// Without a control pipe: where approval events go when the client can be asked.
+    approvals: Option<(EventSink, Arc<crate::elicit::Elicitor>)>,
     state: tokio::sync::Mutex<State>,
     next_id: AtomicU64,
 }
@@ -199,9 +201,19 @@ impl BrokerLink {
             has_control: events.is_some(),
             approve: ApproveOpts::default(),
             events,
+            approvals: None,
             state: tokio::sync::Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Approvals through the client (`crate::elicit`) when there is no control pipe: the
+    /// broker's events go to `tx` once `elicitor` is ready (the client declared elicitation).
+    pub fn eliciting(mut self, tx: EventSink, elicitor: Arc<crate::elicit::Elicitor>) -> Self {
+        if self.events.is_none() {
+            self.approvals = Some((tx, elicitor));
+        }
+        self
     }
 
     /// What the host approves call by call (sent when the connection opens).
@@ -283,9 +295,18 @@ impl BrokerLink {
         }
         let (mut rd, mut wr) = stream.into_split();
         frame::write_frame(&mut wr, &Hello::new(Role::Shim), MAX_CLIENT_FRAME_BYTES).await?;
+        // The host can answer approvals through its control pipe, or else through the client's
+        // elicitation when the client declared it (known by now: a connection opens at the
+        // first call, after initialize).
+        let events = self.events.clone().or_else(|| {
+            self.approvals
+                .as_ref()
+                .filter(|(_, e)| e.ready())
+                .map(|(tx, _)| tx.clone())
+        });
         let open = ShimToBroker::Open {
             host: host.to_string(),
-            has_control: self.has_control,
+            has_control: events.is_some(),
             approve: self.approve,
         };
         frame::write_frame(&mut wr, &open, MAX_CLIENT_FRAME_BYTES).await?;
@@ -306,7 +327,7 @@ impl BrokerLink {
             tasks: Mutex::new(Vec::new()),
         });
         let writer = tokio::spawn(write_loop(wr, rx, conn.clone()));
-        let reader = tokio::spawn(read_loop(rd, conn.clone(), self.events.clone()));
+        let reader = tokio::spawn(read_loop(rd, conn.clone(), events));
         lock(&conn.tasks).extend([writer.abort_handle(), reader.abort_handle()]);
         Ok(conn)
     }

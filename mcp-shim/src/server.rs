@@ -61,6 +61,7 @@ pub struct Shim {
     host: Arc<HostName>,
     tools: Arc<Vec<Tool>>,
     splices: Arc<Splices>,
+    elicitor: Arc<crate::elicit::Elicitor>,
 }
 
 /// Every tool of the proto table, as rmcp tools, in table order. No `outputSchema` (contract
@@ -86,7 +87,15 @@ impl Shim {
             host,
             tools: Arc::new(tool_list()),
             splices,
+            elicitor: Arc::default(),
         }
+    }
+
+    /// Asks approvals through the client's elicitation when it offers it (see
+    /// [`crate::elicit`]).
+    pub fn with_elicitor(mut self, elicitor: Arc<crate::elicit::Elicitor>) -> Self {
+        self.elicitor = elicitor;
+        self
     }
 
     fn learn_host(&self, ctx: &RequestContext<RoleServer>) {
@@ -124,7 +133,9 @@ impl ServerHandler for Shim {
         // Learn the host's name now: a control line may come before the first call.
         self.host.learn(&request.client_info.name);
         ctx.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request);
+        self.elicitor.offer(&ctx.peer);
+        result
     }
 
     async fn list_tools(

@@ -293,12 +293,47 @@ async fn a_host_that_approves_reads_approves_acts_that_observe() {
     call.await.err("consent_denied");
 }
 
+/// A host that asked for approvals but can answer none (no control pipe, and no elicitation
+/// from its client) keeps its choice: an act that needs an approval is refused, never sent
+/// unasked.
 #[tokio::test]
-async fn without_a_control_pipe_a_hosts_approval_choice_is_ignored() {
+async fn without_a_way_to_answer_an_approval_the_act_is_refused() {
     let f = Fixture::new(false);
     let (tx, _rx) = tokio::sync::mpsc::channel(4);
     let s = f
         .engine
         .open_session_approving("no-pipe", 4_200_777, false, CONSEQUENTIAL, tx);
-    assert_eq!(s.approve, HostApprovals::default());
+    assert_eq!(s.approve, CONSEQUENTIAL);
+    f.start_on(
+        &s,
+        json!({"apps": ["Notes"]}),
+        PersonOp::Approve {
+            apps: None,
+            takeover: false,
+            clipboard: false,
+        },
+    )
+    .await
+    .ok();
+    let r = f
+        .call_on(&s, "get_window_state", json!({"app": "Notes"}))
+        .await
+        .ok()
+        .clone();
+    let send = Fixture::token(&r, "push_button", "Send");
+    let e = f
+        .call_on(&s, "click", json!({"element_token": send}))
+        .await
+        .err("capability_not_consented")
+        .clone();
+    assert_eq!(e["effect"], "refused", "{e}");
+    let r = f
+        .call_on(&s, "get_window_state", json!({"app": "Notes"}))
+        .await
+        .ok()
+        .clone();
+    assert!(
+        !r["tree_text"].as_str().unwrap().contains("\"Sent\""),
+        "the click was sent"
+    );
 }

@@ -2,7 +2,8 @@
 //! `nish-testd serve --backend mock`, `nish-mcp`) and the official MCP Python client
 //! (tests/e2e/mock_mcp.py): the server's instructions, a cancelled start_session that closes
 //! the dialog and is audited as withdrawn (not denied), a cancelled wait_for that stops at
-//! once, and progress while the dialog waits.
+//! once, progress while the dialog waits, and host approvals and clipboard reads asked through
+//! MCP elicitation (accept, unticked, decline, withdrawn; off with `--no-elicitation`).
 
 use std::path::PathBuf;
 use std::process::Command;

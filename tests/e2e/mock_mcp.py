@@ -7,7 +7,11 @@ Python client through the real `nish-mcp` and the test daemon `nish-testd serve 
   `notifications/cancelled`) closes the consent dialog, is audited as withdrawn and is not
   the person's denial: the next start_session opens a dialog at once;
 - a cancelled `wait_for` stops at once, audited as withdrawn;
-- a call with a progress token hears progress while the consent dialog waits.
+- a call with a progress token hears progress while the consent dialog waits;
+- with `--approve-consequential` and no control pipe, a client that offers elicitation is
+  asked each approval (and each clipboard read) through `elicitation/create`: accepting
+  with the box ticked lets the act happen, declining or leaving it unticked refuses it, and
+  a call withdrawn while it is asked withdraws the question.
 
     mock_mcp.py --driver target/debug/nish-testd --shim target/debug/nish-mcp
 """
@@ -97,11 +101,89 @@ async def session(ns: argparse.Namespace, broker: h.Broker, version: str) -> Non
         await ok(c, "end_session")
 
 
+async def approvals(ns: argparse.Namespace, broker: h.Broker) -> None:
+    import mcp.types as t
+
+    asked: list[str] = []
+    answers: list[object] = []
+
+    async def elicit(_ctx: object, params: t.ElicitRequestParams) -> t.ElicitResult:
+        asked.append(params.message)
+        a = answers.pop(0)
+        if a == "hang":
+            await anyio.sleep(3600)
+        if a == "decline":
+            return t.ElicitResult(action="decline")
+        return t.ElicitResult(action="accept", content={"allow": a})
+
+    async with h.host(ns.shim, broker, "mcp-elicit", "2025-11-25",
+                      extra=("--approve-consequential",), elicitation=elicit) as c:
+        say("== MCP 2025-11-25 with elicitation, --approve-consequential, no control pipe")
+        t_ = threading.Thread(target=lambda: broker.person("approve", "--clipboard"))
+        t_.start()
+        st = await ok(c, "start_session", {"apps": ["Notes"], "clipboard_read": True})
+        t_.join()
+        check(st["state"] == "granted", str(st))
+        read = await ok(c, "get_window_state", {"app": "Notes"})
+        send = h.find(read, "push_button", "Send")
+
+        answers.append("decline")
+        err = await h.fails(c, "click", {"element_token": send["element_token"]}, "consent_denied")
+        check(len(asked) == 1 and "\"Send\"" in asked[0] and "sending" in asked[0], str(asked))
+        say(f"  click Send: asked through elicitation ({asked[0].splitlines()[1]}); declined: "
+            f"{err['message']}")
+        answers.append(False)
+        await h.fails(c, "click", {"element_token": send["element_token"]}, "consent_denied")
+        say("  click Send again: accepted with the box unticked: refused")
+        answers.append(True)
+        r = await ok(c, "click", {"element_token": send["element_token"], "observe": {"tree": True}})
+        check("Sent" in r["observe"]["tree_text"], "the click happened after the approval")
+        say("  click Send again: accepted with the box ticked: clicked, the status says Sent")
+        check(len(asked) == 3, f"one question per act: {len(asked)}")
+
+        answers.append(True)
+        r = await ok(c, "clipboard_read")
+        check(len(asked) == 4 and "clipboard" in asked[3], asked[-1])
+        say(f"  clipboard_read: asked ({asked[3].splitlines()[-1]}); allowed")
+        answers.append("decline")
+        await h.fails(c, "clipboard_read", {}, "consent_denied")
+        say("  clipboard_read declined: refused")
+
+        answers.append("hang")
+        n = len(broker.audit_events())
+        with anyio.move_on_after(1.5) as scope:
+            await c.call_tool("click", {"element_token": send["element_token"]})
+        check(scope.cancelled_caught, "the click answered while its approval was unanswered")
+        e = await wait_audit(broker, "approval.answer", n, 5.0)
+        check(e["outcome"] == "withdrawn", str(e))
+        await wait_audit(broker, "call.withdrawn", n, 5.0)
+        say("  click Send, withdrawn while the question was open: approval withdrawn, nothing sent")
+        await ok(c, "end_session")
+
+    async with h.host(ns.shim, broker, "mcp-no-elicit", "2025-11-25",
+                      extra=("--approve-consequential", "--no-elicitation"),
+                      elicitation=elicit) as c:
+        say("== the same client, nish-mcp --no-elicitation: no way to ask, so consequential acts "
+            "are refused")
+        t_ = threading.Thread(target=lambda: broker.person("approve"))
+        t_.start()
+        await ok(c, "start_session", {"apps": ["Notes"]})
+        t_.join()
+        read = await ok(c, "get_window_state", {"app": "Notes"})
+        send = h.find(read, "push_button", "Send")
+        before = len(asked)
+        await h.fails(c, "click", {"element_token": send["element_token"]},
+                      "capability_not_consented")
+        check(len(asked) == before, "the client was asked although elicitation is off")
+        await ok(c, "end_session")
+
+
 async def main_async(ns: argparse.Namespace) -> None:
     broker = h.Broker(ns.driver, "mock")
     try:
         for version in ns.versions.split(","):
             await session(ns, broker, version)
+        await approvals(ns, broker)
     finally:
         broker.stop()
     say("ALL CHECKS PASSED")

@@ -149,7 +149,7 @@ impl<B: Backend> Engine<B> {
             return Err(refused(DriverError::new(
                 ErrorCode::CapabilityNotConsented,
                 format!(
-                    "{tool} needs the host's approval on its control pipe, and this host has none"
+                    "{tool} needs the host's approval, and this host can give none (no control pipe, and its MCP client offers no elicitation)"
                 ),
             )));
         }

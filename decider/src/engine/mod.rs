@@ -402,11 +402,9 @@ impl<B: Backend> Engine<B> {
         approve: HostApprovals,
         events: mpsc::Sender<String>,
     ) -> Arc<Session> {
-        let approve = if has_control {
-            approve
-        } else {
-            HostApprovals::default()
-        };
+        // A host that asked for approvals keeps them even when it cannot answer them (no
+        // control pipe, no elicitation): the acts that need one are then refused
+        // (`capability_not_consented`), never let through unasked.
         let host = clean_host(host);
         let program = crate::peer::Pinned::of_shim(peer_pid);
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
