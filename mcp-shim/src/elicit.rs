@@ -17,72 +17,22 @@
 //! A control pipe wins: with `--control-fd`, approval requests go to the pipe only.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ProtocolVersion, ServerRequest,
+    ServerRequest,
 };
 use rmcp::service::{Peer, PeerRequestOptions};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::elicitor::Elicitor;
 use crate::link::BrokerLink;
 use crate::server::HostName;
-
-/// How many approval events may wait for the elicitor (one at a time is normal).
-pub const QUEUE: usize = 16;
-
-/// Whether approvals can be asked through the client, and of whom.
-#[derive(Debug, Default)]
-pub struct Elicitor {
-    /// The client, once it declared form elicitation on a protocol that allows it.
-    peer: OnceLock<Peer<RoleServer>>,
-    /// `--no-elicitation`.
-    off: bool,
-}
-
-impl Elicitor {
-    /// An elicitor; `off` keeps it from ever being ready.
-    pub fn new(off: bool) -> Self {
-        Elicitor {
-            peer: OnceLock::new(),
-            off,
-        }
-    }
-
-    /// Called after `initialize`: the client can be asked when it declared form elicitation
-    /// and the protocol lets a server send it requests.
-    pub fn offer(&self, peer: &Peer<RoleServer>) {
-        if self.off {
-            return;
-        }
-        let Some(info) = peer.peer_info() else {
-            return;
-        };
-        if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
-            return;
-        }
-        // Form elicitation: declared as such, or (as the first elicitation clients did) with
-        // neither form nor url named.
-        let form = info
-            .capabilities
-            .elicitation
-            .as_ref()
-            .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        if form {
-            let _ = self.peer.set(peer.clone());
-        }
-    }
-
-    /// True once approvals can be asked through the client.
-    pub fn ready(&self) -> bool {
-        self.peer.get().is_some()
-    }
-}
 
 /// The approval events of the broker, answered through the client until the channel closes.
 pub async fn run(
@@ -99,7 +49,7 @@ pub async fn run(
         let id = ev["id"].as_str().unwrap_or_default().to_string();
         match ev["event"].as_str() {
             Some("approval.request") if !id.is_empty() => {
-                let Some(peer) = elicitor.peer.get().cloned() else {
+                let Some(peer) = elicitor.peer() else {
                     continue;
                 };
                 let (link, host, asking2) = (link.clone(), host.clone(), asking.clone());

@@ -150,7 +150,7 @@ pub struct BrokerLink {
     approve: ApproveOpts,
     events: Option<EventSink>,
     /// Without a control pipe: where approval events go when the client can be asked.
-    approvals: Option<(EventSink, Arc<crate::elicit::Elicitor>)>,
+    approvals: Option<(EventSink, Arc<crate::elicitor::Elicitor>)>,
     state: tokio::sync::Mutex<State>,
     next_id: AtomicU64,
 }
@@ -209,7 +209,7 @@ impl BrokerLink {
 
     /// Approvals through the client (`crate::elicit`) when there is no control pipe: the
     /// broker's events go to `tx` once `elicitor` is ready (the client declared elicitation).
-    pub fn eliciting(mut self, tx: EventSink, elicitor: Arc<crate::elicit::Elicitor>) -> Self {
+    pub fn eliciting(mut self, tx: EventSink, elicitor: Arc<crate::elicitor::Elicitor>) -> Self {
         if self.events.is_none() {
             self.approvals = Some((tx, elicitor));
         }

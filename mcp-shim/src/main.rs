@@ -7,6 +7,7 @@
 
 mod control;
 mod elicit;
+mod elicitor;
 mod link;
 mod render;
 mod server;
@@ -142,8 +143,8 @@ async fn run(
         }
         None => None,
     };
-    let elicitor = Arc::new(crate::elicit::Elicitor::new(no_elicitation));
-    let (approvals_tx, approvals_rx) = mpsc::channel(crate::elicit::QUEUE);
+    let elicitor = Arc::new(crate::elicitor::Elicitor::new(no_elicitation));
+    let (approvals_tx, approvals_rx) = mpsc::channel(crate::elicitor::QUEUE);
     let link = Arc::new(
         BrokerLink::new(
             socket.clone(),

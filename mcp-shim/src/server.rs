@@ -61,7 +61,7 @@ pub struct Shim {
     host: Arc<HostName>,
     tools: Arc<Vec<Tool>>,
     splices: Arc<Splices>,
-    elicitor: Arc<crate::elicit::Elicitor>,
+    elicitor: Arc<crate::elicitor::Elicitor>,
 }
 
 /// Every tool of the proto table, as rmcp tools, in table order. No `outputSchema` (contract
@@ -92,8 +92,8 @@ impl Shim {
     }
 
     /// Asks approvals through the client's elicitation when it offers it (see
-    /// [`crate::elicit`]).
-    pub fn with_elicitor(mut self, elicitor: Arc<crate::elicit::Elicitor>) -> Self {
+    /// [`crate::elicitor`]).
+    pub fn with_elicitor(mut self, elicitor: Arc<crate::elicitor::Elicitor>) -> Self {
         self.elicitor = elicitor;
         self
     }
