@@ -131,8 +131,14 @@ pub enum Terminal {
 /// (`NISH_LOG` filters, `info` by default).
 pub fn init_logs() {
     use tracing_subscriber::prelude::*;
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("NISH_LOG").unwrap_or_else(|_| "info".into());
+    // `NISH_LOG`: a level, or `target=level` pairs (`info,nish_decider::server=debug`).
+    let filter = std::env::var("NISH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new()
+                .with_default(tracing::level_filters::LevelFilter::INFO)
+        });
     let registry = tracing_subscriber::registry().with(filter);
     if std::env::var_os("JOURNAL_STREAM").is_some()
         && let Ok(j) = tracing_journald::layer()

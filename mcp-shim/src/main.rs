@@ -109,17 +109,27 @@ fn main() -> std::process::ExitCode {
 }
 
 fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("NISH_LOG").unwrap_or_else(|_| "info".to_string());
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::prelude::*;
+    // `NISH_LOG`: a level, or `target=level` pairs.
+    let filter = std::env::var("NISH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
     // rmcp's own info and debug lines print whole requests and notifications: keep them out,
-    // whatever the filter says, since arguments can hold typed text.
-    let filter = EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| EnvFilter::new("info"))
-        .add_directive("rmcp=error".parse().expect("a valid directive"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+    // whatever the filter says, since arguments can hold typed text (both filters must pass).
+    let rmcp_quiet = Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("rmcp", LevelFilter::ERROR);
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(filter)
+        .with(rmcp_quiet)
         .init();
 }
 
