@@ -44,8 +44,9 @@ struct Args {
     #[arg(long, value_name = "NAME")]
     host: Option<String>,
 
-    /// Ask the host, on its control pipe, to approve each consequential act (a click whose label
-    /// reads as sending, paying, deleting...; typing outside search and address fields; Enter
+    /// Ask the host, on its control pipe, to approve each consequential act, judged on what it
+    /// reaches at send time (a click, or an activating key, on what reads as sending, paying,
+    /// deleting...; typing, pasting or character keys outside search and address fields; Enter
     /// after typing). Needs --control-fd.
     #[arg(long, requires = "control_fd")]
     approve_consequential: bool,
