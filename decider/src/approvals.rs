@@ -85,6 +85,8 @@ pub struct Element<'a> {
     pub field: bool,
     /// A multi-line field: Return types a new line into it.
     pub multi_line: bool,
+    /// Activating it opens a popup (a menu, a combo box's list).
+    pub popup: bool,
 }
 
 /// What a takeover pointer act reaches under its point.
@@ -122,6 +124,10 @@ pub struct ActFacts<'a> {
     pub observes: bool,
     /// Text was put into a field in this session since the last Enter.
     pub typed_since_enter: bool,
+    /// An act since the last takeover click, Escape or activating key may have opened a popup
+    /// menu, whose items the window's read may not show (a context menu is a window of its
+    /// own): an activating key may pick one of them.
+    pub popup_open: bool,
 }
 
 impl<'a> ActFacts<'a> {
@@ -137,6 +143,7 @@ impl<'a> ActFacts<'a> {
             keys: &[],
             observes: false,
             typed_since_enter: false,
+            popup_open: false,
         }
     }
 }
@@ -286,11 +293,6 @@ fn judge<'a>(f: &ActFacts<'a>) -> Judged<'a> {
         Tool::Click | Tool::DoubleClick | Tool::RightClick => {
             j.activated.extend(f.named);
             j.activated.extend_from_slice(pointed);
-            let pastes = f.tool != Tool::RightClick
-                && j.activated.iter().any(|e| !e.field && paste_label(e.label));
-            if pastes {
-                j.types_into = Some(f.focus.to_vec());
-            }
         }
         Tool::TypeText => {
             // A takeover's focusing click on something other than the field is a click on it.
@@ -303,7 +305,7 @@ fn judge<'a>(f: &ActFacts<'a>) -> Judged<'a> {
         Tool::PressKey | Tool::Hotkey => {
             let kind = key_kind(f.keys);
             let activates = matches!(kind, KeyKind::Enter | KeyKind::Space);
-            if activates && f.focus.is_empty() {
+            if activates && (f.focus.is_empty() || f.popup_open) {
                 j.activates_unknown = true;
             }
             match kind {
@@ -346,24 +348,57 @@ fn judge<'a>(f: &ActFacts<'a>) -> Judged<'a> {
         }
         _ => {}
     }
+    // Activating a Paste (a menu's, by a click or a key) puts the clipboard into the focused
+    // field; a right click only opens a menu.
+    let pastes = f.tool != Tool::RightClick
+        && f.tool != Tool::Drag
+        && j.activated.iter().any(|e| !e.field && paste_label(e.label));
+    if pastes {
+        let fields = f.focus.iter().filter(|e| e.field).copied();
+        j.types_into.get_or_insert_with(Vec::new).extend(fields);
+    }
     j
 }
 
-/// What an act does to the session's typing state, once it was sent.
+/// What an act does to the session's state, once it was sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Effect {
     /// It put text into a field (or may have: a field the read did not show).
     pub types: bool,
     /// It was an Enter.
     pub enter: bool,
+    /// It may have opened a popup menu: a right click, activating an element with a popup, the
+    /// Menu key, Shift+F10.
+    pub opens_popup: bool,
+    /// It closes any popup menu: a takeover click, Escape, an activating key.
+    pub closes_popup: bool,
 }
 
-/// The act's effect on the typing state (whatever the host opted into).
+/// The act's effect on the session's state (whatever the host opted into).
 pub fn effect(f: &ActFacts<'_>) -> Effect {
     let j = judge(f);
+    let keys = matches!(f.tool, Tool::PressKey | Tool::Hotkey);
+    let kind = key_kind(f.keys);
+    let last = f.keys.last().map(|k| k.to_ascii_lowercase());
+    let shift_f10 = f.keys.len() == 2
+        && f.keys[0].eq_ignore_ascii_case("shift")
+        && last.as_deref() == Some("f10");
+    let opens_popup = f.tool == Tool::RightClick
+        || (matches!(f.tool, Tool::Click | Tool::DoubleClick)
+            || keys && matches!(kind, KeyKind::Enter | KeyKind::Space))
+            && j.activated.iter().any(|e| e.popup)
+        || keys && (last.as_deref() == Some("menu") || shift_f10);
+    let takeover_click =
+        matches!(f.tool, Tool::Click | Tool::DoubleClick) && !matches!(f.pointed, Pointed::NoPoint);
+    let closes_popup = takeover_click
+        || keys
+            && (matches!(kind, KeyKind::Enter | KeyKind::Space)
+                || (f.keys.len() == 1 && last.as_deref() == Some("escape")));
     Effect {
         types: j.types_into.is_some(),
         enter: j.enter,
+        opens_popup,
+        closes_popup: closes_popup && !opens_popup,
     }
 }
 
@@ -632,6 +667,7 @@ mod tests {
             ),
             field: matches!(role, "entry" | "text"),
             multi_line: role == "text",
+            popup: matches!(role, "combo_box" | "menu"),
         }
     }
 
@@ -853,7 +889,9 @@ mod tests {
             e,
             Effect {
                 types: false,
-                enter: true
+                enter: true,
+                opens_popup: false,
+                closes_popup: true,
             }
         );
         // Tab, Tab, space after approved typing: Tab asks nothing, space on Send does.
@@ -916,7 +954,6 @@ mod tests {
             &["Up"],
             &["Page_Down"],
             &["F5"],
-            &["Menu"],
             &["ctrl", "s"],
             &["ctrl", "Insert"],
             &["alt", "F4"],
@@ -924,8 +961,68 @@ mod tests {
         ] {
             let (n, e) = judge(k, &send, &[], true);
             assert!(n.is_empty(), "{k:?}");
-            assert_eq!(e, Effect::default(), "{k:?}");
+            assert!(!e.types && !e.enter && !e.opens_popup, "{k:?}");
         }
+    }
+
+    /// A popup menu may be open after a right click, the Menu key or activating an element with
+    /// a popup: its items may not be in the read, so an activating key asks until a takeover
+    /// click, Escape or an activating key closes it.
+    #[test]
+    fn keys_after_a_menu_may_have_opened_ask() {
+        use Need::*;
+        let message = [el("entry", "Message")];
+        let ks = |k: &[&str]| keys(k);
+        for k in [&["Return"][..], &["space"], &["KP_Enter"]] {
+            let k = ks(k);
+            let mut f = ActFacts::new(Tool::PressKey);
+            f.focus = &message;
+            f.popup_open = true;
+            f.keys = &k;
+            assert!(needs(ON, &f).contains(&UnknownTarget), "{k:?}");
+            assert!(effect(&f).closes_popup, "{k:?}");
+        }
+        let mut f = ActFacts::new(Tool::PressKey);
+        f.focus = &message;
+        f.popup_open = true;
+        // Moving in the menu asks nothing, and closes nothing.
+        let down = ks(&["Down"]);
+        f.keys = &down;
+        assert!(needs(ON, &f).is_empty());
+        assert!(!effect(&f).closes_popup);
+        let esc = ks(&["Escape"]);
+        f.keys = &esc;
+        assert!(effect(&f).closes_popup);
+        // What opens one.
+        for k in [&["Menu"][..], &["shift", "F10"]] {
+            let k = ks(k);
+            let mut g = ActFacts::new(if k.len() > 1 {
+                Tool::Hotkey
+            } else {
+                Tool::PressKey
+            });
+            g.keys = &k;
+            assert!(effect(&g).opens_popup, "{k:?}");
+        }
+        let mut g = ActFacts::new(Tool::RightClick);
+        g.named = Some(el("list_item", "Row 1"));
+        assert!(effect(&g).opens_popup);
+        let mut g = ActFacts::new(Tool::Click);
+        g.named = Some(el("combo_box", "Colour"));
+        assert!(effect(&g).opens_popup);
+        let combo = [el("combo_box", "Colour")];
+        let space = ks(&["space"]);
+        let mut g = ActFacts::new(Tool::PressKey);
+        g.keys = &space;
+        g.focus = &combo;
+        assert!(effect(&g).opens_popup);
+        // A takeover click closes it; a headless one does not.
+        let open = [el("push_button", "Open")];
+        let mut g = ActFacts::new(Tool::Click);
+        g.named = Some(el("push_button", "Open"));
+        assert!(!effect(&g).closes_popup);
+        g.pointed = Pointed::Known(&open);
+        assert!(effect(&g).closes_popup);
     }
 
     /// A paste through a menu item is typing into the focused field, in every language.
@@ -975,6 +1072,13 @@ mod tests {
             assert!(needs(ON, &f).is_empty(), "{label:?}");
             assert!(!effect(&f).types, "{label:?}");
         }
+        // Return on a focused Paste item (a menu in the read) pastes too.
+        let item = [el("menu_item", "Paste")];
+        let ret = keys(&["Return"]);
+        let mut f = ActFacts::new(Tool::PressKey);
+        f.keys = &ret;
+        f.focus = &item;
+        assert_eq!(needs(ON, &f), vec![Typing]);
         // A right click on it opens a menu, it pastes nothing.
         let mut f = ActFacts::new(Tool::RightClick);
         f.named = Some(el("menu_item", "Paste"));

@@ -583,3 +583,27 @@ async fn a_drag_that_drops_text_into_a_field_is_typing() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn keys_after_a_right_click_ask_until_the_menu_is_closed() {
+    let f = Fixture::approving(cfg(), CONSEQUENTIAL);
+    let r = in_front(&f).await;
+    // A context menu is a window of its own: its items are not in the window's read. Down,
+    // Down, Return could pick its Paste or Delete.
+    unasked(
+        &f,
+        "right_click",
+        json!({"element_token": Fixture::token(&r, "list_item", "Row 1")}),
+    )
+    .await;
+    assert_eq!(status(&f).await, "Menu opened");
+    unasked(&f, "press_key", json!({"key": "Down"})).await;
+    let (ev, res) = answered(&f, "press_key", json!({"key": "Return"}), false).await;
+    assert_eq!(ev["reasons"], json!(["unknown_target"]));
+    res.err("consent_denied");
+    assert_eq!(status(&f).await, "Menu opened", "nothing was sent");
+    // Escape closes it: Return in the focused entry is judged on it again.
+    unasked(&f, "press_key", json!({"key": "Escape"})).await;
+    unasked(&f, "press_key", json!({"key": "Return"})).await;
+    assert_eq!(status(&f).await, "Submitted");
+}

@@ -15,6 +15,9 @@ holds no new text). The cases run apart, each reported as passed or failed:
   space, and Return (which is also Enter after typing);
 - gtk_paste_and_characters: clipboard_write, a click into Message, Ctrl+V, character keys (each
   asked, denied, nothing typed), the paste approved, then Tab, Tab and space on Send;
+- gtk_context_menu_keys: a right click on Message opens its context menu (a window of its own,
+  not in the read), Down, Down, Down, then Return asks (unknown_target), and a denial leaves
+  Message as it was;
 - chromium_container_click: a takeover click on the page's group "Actions" around its button
   "Send";
 - chromium_focused_send_keys: a click into the page's Message input, Tab to Send, then space
@@ -255,6 +258,24 @@ async def gtk_paste_and_characters(c, ctl) -> None:
     await unchanged(lambda: gtk_status(c), was, "a denied space on Send after the paste")
 
 
+async def gtk_context_menu_keys(c, ctl) -> None:
+    await front(c, APP)
+    await unasked(c, ctl, "clipboard_write", {"text": PASTED + "-menu"})
+    r = await read(c, APP)
+    before = message_value(r, "text")
+    await unasked(c, ctl, "right_click", {"element_token": find(r, "text", "Message")["element_token"],
+                                          "delivery_mode": "foreground"})
+    await anyio.sleep(0.5)
+    for _ in range(3):
+        await unasked(c, ctl, "press_key", {"key": "Down"})
+    req, _ = await asked(c, ctl, "press_key", {"key": "Return"}, False)
+    check("unknown_target" in req["reasons"], str(req))
+    await unasked(c, ctl, "press_key", {"key": "Escape"})
+    await anyio.sleep(0.3)
+    now = message_value(await read(c, APP), "text")
+    check(now == before, f"a denied Return in the context menu changed Message: {now!r}")
+
+
 async def chromium_container_click(c, ctl) -> None:
     await front(c, CHROMIUM)
     r = await read(c, CHROMIUM)
@@ -283,7 +304,8 @@ async def chromium_focused_send_keys(c, ctl) -> None:
 
 
 CASES = [gtk_container_click, gtk_focused_send_keys, gtk_tab_tab_space_after_typing,
-         gtk_paste_and_characters, chromium_container_click, chromium_focused_send_keys]
+         gtk_paste_and_characters, gtk_context_menu_keys, chromium_container_click,
+         chromium_focused_send_keys]
 
 
 async def run(ns: argparse.Namespace) -> None:

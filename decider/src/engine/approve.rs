@@ -97,7 +97,11 @@ impl<'a> Seen<'a> {
         }
     }
 
-    fn facts(&'a self, call: &Call, subject: &ActSubject<'_>, typed: bool) -> ActFacts<'a> {
+    fn facts(&'a self, call: &Call, subject: &ActSubject<'_>, s: &Session) -> ActFacts<'a> {
+        let (typed_since_enter, popup_open) = {
+            let core = s.core();
+            (core.typed_since_enter, core.popup_open)
+        };
         ActFacts {
             tool: call.tool(),
             named: self.named,
@@ -117,7 +121,8 @@ impl<'a> Seen<'a> {
             ),
             keys: &self.keys,
             observes: call.observe().is_some(),
-            typed_since_enter: typed,
+            typed_since_enter,
+            popup_open,
         }
     }
 }
@@ -194,7 +199,7 @@ impl<B: Backend> Engine<B> {
         subject: &ActSubject<'_>,
     ) -> Result<Approval, DriverError> {
         let seen = Seen::of(call, subject);
-        let facts = seen.facts(call, subject, s.core().typed_since_enter);
+        let facts = seen.facts(call, subject, s);
         let effect = approvals::effect(&facts);
         let needs = approvals::needs(s.approve, &facts);
         if needs.is_empty() {

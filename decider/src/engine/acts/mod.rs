@@ -808,7 +808,9 @@ impl<B: Backend> Engine<B> {
         watch: Option<u64>,
     ) -> ToolResult {
         // The act was sent: what an Enter after it needs from the host changes. Text put into
-        // a field (typed, pasted, a character key, a drop) counts; an Enter ends it.
+        // a field (typed, pasted, a character key, a drop) counts; an Enter ends it. A popup
+        // menu it may have opened makes the next activating key ask (its items may not be in
+        // the window's read).
         {
             let mut core = s.core();
             if effect.types {
@@ -816,6 +818,11 @@ impl<B: Backend> Engine<B> {
             }
             if effect.enter {
                 core.typed_since_enter = false;
+            }
+            if effect.opens_popup {
+                core.popup_open = true;
+            } else if effect.closes_popup {
+                core.popup_open = false;
             }
         }
         let expect_own = !matches!(verify, Verify::None);

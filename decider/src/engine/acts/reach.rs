@@ -30,6 +30,9 @@ const ACTIVATING_ACTIONS: &[&str] = &[
     "click", "press", "activate", "toggle", "jump", "check", "select", "open",
 ];
 
+/// Roles that open a popup when activated, whatever their states say.
+const POPUP_ROLES: &[&str] = &["combo_box", "menu", "push_button_menu"];
+
 /// Roles that hold a whole window or document: never judged as activated by a key or a point
 /// (their label is a title).
 const WHOLE_WINDOW_ROLES: &[&str] = &[
@@ -67,6 +70,7 @@ pub(in crate::engine) fn element_of(n: &Node) -> Element<'_> {
         activatable,
         field,
         multi_line: field && n.states.has(State::MultiLine),
+        popup: n.states.has(State::HasPopup) || POPUP_ROLES.contains(&role),
     }
 }
 
