@@ -19,6 +19,9 @@ use crate::approvals::{self, ActFacts, Effect, Element, Pointed};
 use crate::audit_event::AuditEvent;
 use crate::backend::Backend;
 
+/// Most rows of a list (under the point, focused, default buttons) an approval request shows.
+const SHOWN_ROWS: usize = 16;
+
 /// What a takeover pointer act reaches under its point.
 pub(crate) enum Under<'a> {
     /// The act has no point (a headless act, keys).
@@ -158,8 +161,10 @@ impl<B: Backend> Engine<B> {
             Call::Drag { to, .. } => Some(to.to_string()),
             _ => None,
         };
+        // At most SHOWN_ROWS of each list (the digest binds them all).
         let rows = |r: &[&Node]| -> Value {
             r.iter()
+                .take(SHOWN_ROWS)
                 .map(|n| json!({"role": n.role, "label": escape_clip(&n.name, 80)}))
                 .collect()
         };
