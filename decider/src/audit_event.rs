@@ -242,7 +242,7 @@ impl AuditEvent {
             }
             AuditEvent::Refusal => r#"`tool`, `code`, `retry`, `effect`"#,
             AuditEvent::ApprovalRequest => {
-                r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#
+                r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `no_label`, `unknown_target`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#
             }
             AuditEvent::ApprovalAnswer => {
                 r#"`id`, `approve`, `outcome` (`approved`, `denied`, `expired`, `cancelled`, `withdrawn`)"#

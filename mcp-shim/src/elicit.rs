@@ -137,15 +137,31 @@ pub fn message(ev: &Value) -> String {
     let mut lines = vec![format!(
         "nish-driver asks before it runs {tool} on your desktop."
     )];
-    let target = match (a["role"].as_str(), a["label"].as_str()) {
-        (Some(role), Some(label)) if !label.is_empty() => Some(format!(
-            "On: {} \"{label}\" (the app's own words)",
-            role.replace('_', " ")
-        )),
-        (Some(role), _) => Some(format!("On: a {} with no label", role.replace('_', " "))),
-        _ => None,
+    let element = |v: &Value| -> String {
+        let role = v["role"].as_str().unwrap_or("element").replace('_', " ");
+        match v["label"].as_str() {
+            Some(l) if !l.is_empty() => format!("{role} \"{l}\""),
+            _ => format!("{role} with no label"),
+        }
     };
-    lines.extend(target);
+    if a["role"].is_string() {
+        lines.push(format!(
+            "On: {} (labels are the app's own words)",
+            element(a)
+        ));
+    }
+    // What the act reaches at send time, when that is more than the element named.
+    let list = |key: &str, title: &str, lines: &mut Vec<String>| match &a[key] {
+        Value::Array(rows) if !rows.is_empty() => {
+            let names: Vec<String> = rows.iter().map(element).collect();
+            lines.push(format!("{title}: {}", names.join(", ")));
+        }
+        Value::String(s) if s == "unknown" => lines.push(format!("{title}: not known")),
+        _ => {}
+    };
+    list("under_point", "Under the pointer", &mut lines);
+    list("focus", "With the keyboard focus on", &mut lines);
+    list("default_buttons", "The window's default button", &mut lines);
     if let Some(n) = a["text_len"].as_u64() {
         lines.push(format!("It would type {n} characters."));
     }
@@ -174,6 +190,8 @@ pub fn message(ev: &Value) -> String {
 fn reason_text(r: &str) -> &'static str {
     match r {
         "consequential_label" => "the control reads as sending, paying, deleting or the like",
+        "no_label" => "the control it reaches has no label to judge it by",
+        "unknown_target" => "what it reaches could not be read",
         "typing" => "it types into a field",
         "enter_after_typing" => "it presses Enter after typing",
         "observe_read" => "it reads the window after acting",
@@ -204,10 +222,16 @@ mod tests {
         let m = message(&ev);
         assert!(m.contains("runs click"), "{m}");
         assert!(
-            m.contains("push button \"Send\" (the app's own words)"),
+            m.contains("On: push button \"Send\" (labels are the app's own words)"),
             "{m}"
         );
         assert!(m.contains("sending, paying"), "{m}");
+        let ev = json!({"event": "approval.request", "id": "a5", "tool": "click",
+            "reasons": ["consequential_label"],
+            "action": {"role": "panel", "label": "Compose",
+                       "under_point": [{"role": "push_button", "label": "Send"}]}});
+        let m = message(&ev);
+        assert!(m.contains("Under the pointer: push button \"Send\""), "{m}");
         let ev = json!({"event": "approval.request", "id": "a4", "tool": "type_text",
             "reasons": ["typing"], "action": {"role": "entry", "label": "", "text_len": 12}});
         let m = message(&ev);

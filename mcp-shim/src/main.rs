@@ -46,10 +46,11 @@ struct Args {
     #[arg(long, value_name = "NAME")]
     host: Option<String>,
 
-    /// Ask the host to approve each consequential act (a click whose label reads as sending,
-    /// paying, deleting...; typing outside search and address fields; Enter after typing): on
-    /// its control pipe, or else through MCP elicitation when the client offers it. With
-    /// neither, such acts are refused.
+    /// Ask the host to approve each consequential act, judged on what it reaches at send time
+    /// (a click, or an activating key, on what reads as sending, paying, deleting...; typing,
+    /// pasting or character keys outside search and address fields; Enter after typing): on its
+    /// control pipe, or else through MCP elicitation when the client offers it. With neither,
+    /// such acts are refused.
     #[arg(long)]
     approve_consequential: bool,
 

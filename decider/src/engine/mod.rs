@@ -134,8 +134,12 @@ struct Core {
     snaps: SnapshotStore,
     /// Open approval requests: id -> (the digest an act's approval must echo, the waiter).
     approvals: HashMap<String, (Option<String>, oneshot::Sender<bool>)>,
-    /// Text was typed in this session since the last Enter (an Enter then needs approval).
+    /// Text was put into a field in this session since the last Enter (an Enter then needs
+    /// approval).
     typed_since_enter: bool,
+    /// An act since the last takeover click, Escape or activating key may have opened a popup
+    /// menu (crate::approvals::Effect).
+    popup_open: bool,
     lease_task: Option<tokio::task::AbortHandle>,
     stop: StopFlag,
     act_times: VecDeque<Instant>,

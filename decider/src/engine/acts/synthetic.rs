@@ -24,13 +24,27 @@ fn after_focusing_click(e: DriverError) -> DriverError {
     out
 }
 
-/// What a host approval of a key press is about: the focused window.
-fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
+/// What a host approval of keys is about: the focused window, the focused rows of its fresh
+/// read (the keys go there), and its default buttons when the keys are an Enter.
+fn keys_subject<'a>(read: &'a Snapshot, keys: &[String]) -> ActSubject<'a> {
+    let nodes = &read.tree.nodes;
+    let rows = |r: Vec<u32>| {
+        r.into_iter()
+            .map(|r| &nodes[r as usize])
+            .collect::<Vec<_>>()
+    };
+    let enter = crate::approvals::key_kind(keys) == crate::approvals::KeyKind::Enter;
     ActSubject {
-        window_id: w.window_id,
-        pid: w.pid,
-        role: None,
-        label: None,
+        window_id: read.tree.window.window_id,
+        pid: read.tree.window.pid,
+        named: None,
+        pointed: Under::NoPoint,
+        focus: Some(rows(reach::focused(nodes))),
+        defaults: if enter {
+            rows(reach::defaults(nodes))
+        } else {
+            vec![]
+        },
     }
 }
 
@@ -230,18 +244,22 @@ impl<B: Backend> Engine<B> {
                     }
                     Ok(())
                 };
+                // Judged on what lies under the point in this fresh read, not on the element
+                // named: a container whose centre lies on a button clicks the button.
                 let t = self.synth_target(s, token).await?;
                 secure(&t)?;
-                let t = match self.approve_act(s, call, &t.subject()).await? {
-                    None => t,
+                let (x, y) = t.center()?;
+                let approval = self.approve_act(s, call, &t.subject_at(call, x, y)).await?;
+                let (t, x, y) = match approval.digest {
+                    None => (t, x, y),
                     Some(digest) => {
                         let t = self.synth_target(s, token).await?;
-                        self.check_approved(Some(&digest), call, &t.subject())?;
                         secure(&t)?;
-                        t
+                        let (x, y) = t.center()?;
+                        self.check_approved(Some(&digest), call, &t.subject_at(call, x, y))?;
+                        (t, x, y)
                     }
                 };
-                let (x, y) = t.center()?;
                 self.hit_test(&t.window, x, y).await?;
                 let click = |button, count| SynthOp::Click {
                     x,
@@ -306,6 +324,7 @@ impl<B: Backend> Engine<B> {
                     call,
                     &t,
                     verify,
+                    approval.effect,
                     path.into(),
                     true,
                     call.text_len(),
@@ -315,13 +334,28 @@ impl<B: Backend> Engine<B> {
                 .await
             }
             Call::Drag { from, to, .. } => {
+                // Judged on what it drops on, under the drop point in a fresh read: a field
+                // takes the dragged text (typing).
                 let (from_token, to_token) = (from, to);
                 let mut from = self.synth_target(s, from_token).await?;
                 let mut to = self.synth_target(s, to_token).await?;
-                if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
+                if from.window.window_id != to.window.window_id {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "drag works within one window",
+                    ));
+                }
+                let mut a = from.center()?;
+                let mut b = to.center()?;
+                let approval = self
+                    .approve_act(s, call, &to.subject_at(call, b.0, b.1))
+                    .await?;
+                if let Some(digest) = approval.digest {
                     from = self.synth_target(s, from_token).await?;
                     to = self.synth_target(s, to_token).await?;
-                    self.check_approved(Some(&digest), call, &from.subject())?;
+                    a = from.center()?;
+                    b = to.center()?;
+                    self.check_approved(Some(&digest), call, &to.subject_at(call, b.0, b.1))?;
                 }
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
@@ -329,8 +363,6 @@ impl<B: Backend> Engine<B> {
                         "drag works within one window",
                     ));
                 }
-                let a = from.center()?;
-                let b = to.center()?;
                 self.hit_test(&from.window, a.0, a.1).await?;
                 self.hit_test(&from.window, b.0, b.1).await?;
                 self.send_synthetic(s, call, &from.window, SynthOp::Drag { from: a, to: b })
@@ -341,6 +373,7 @@ impl<B: Backend> Engine<B> {
                     call,
                     &from,
                     Verify::None,
+                    approval.effect,
                     "xtest:drag".into(),
                     true,
                     None,
@@ -356,13 +389,20 @@ impl<B: Backend> Engine<B> {
                     _ => unreachable!("matched above"),
                 };
                 check_keys(&keys)?;
+                // Judged on the focused element of a fresh read of the focused window: an
+                // activating key is a click on it, a character or a paste types into it.
                 let mut w = self.focused_approved(s).await?;
-                if let Some(digest) = self.approve_act(s, call, &window_subject(&w)).await? {
-                    w = self.focused_approved(s).await?;
-                    self.check_approved(Some(&digest), call, &window_subject(&w))?;
-                }
-                let before = self.read_window(s, &w).await?;
+                let mut before = self.read_window(s, &w).await?;
                 focus_not_secure(&before, &keys)?;
+                let approval = self
+                    .approve_act(s, call, &keys_subject(&before, &keys))
+                    .await?;
+                if let Some(digest) = approval.digest {
+                    w = self.focused_approved(s).await?;
+                    before = self.read_window(s, &w).await?;
+                    focus_not_secure(&before, &keys)?;
+                    self.check_approved(Some(&digest), call, &keys_subject(&before, &keys))?;
+                }
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;
                 let t = Target {
@@ -381,6 +421,7 @@ impl<B: Backend> Engine<B> {
                     call,
                     &t,
                     Verify::None,
+                    approval.effect,
                     "xtest:key".into(),
                     true,
                     None,
