@@ -2,7 +2,6 @@
 //! with a fresh re-check of the target before anything is sent, a settled read after it, an
 //! honest `effect`/`verified`, a bounded diff and the optional observation.
 
-mod keys;
 mod synthetic;
 
 use crate::audit_event::AuditEvent;
@@ -20,6 +19,7 @@ use serde_json::{Value, json};
 use super::approve::ActSubject;
 use super::{Engine, Output, Session, ToolResult};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
+use crate::policy::{Judgement, Reach, TargetFact};
 use crate::snapshots::Snapshot;
 use crate::views::{self, ViewKind, ViewParams, light_hash};
 
@@ -129,6 +129,14 @@ impl Target {
             .any(|a| a.role == "combo_box" && a.states.has(State::Showing))
     }
 
+    /// The element as the judgement's terms look at it.
+    fn fact(&self) -> TargetFact {
+        TargetFact {
+            row: self.row,
+            secure: self.node.is_secure(),
+        }
+    }
+
     /// What a host approval is about: this element in its window.
     fn subject(&self) -> ActSubject<'_> {
         ActSubject {
@@ -234,6 +242,7 @@ impl<B: Backend> Engine<B> {
         s: &Arc<Session>,
         call: &Call,
         before: Option<u64>,
+        j: &Judgement,
     ) -> ToolResult {
         self.rate_limit_act(s)?;
         if let Call::ClipboardWrite { text } = call {
@@ -253,20 +262,21 @@ impl<B: Backend> Engine<B> {
             ));
         }
         if call.synthetic() {
-            self.synthetic_act(s, call).await
+            self.synthetic_act(s, call, j).await
         } else {
-            self.semantic_act(s, call, before).await
+            self.semantic_act(s, call, before, j).await
         }
     }
 
     /// Resolves a token and re-reads its window: the structure must be the one the token was
-    /// issued from, and the app must still be an approved process. `before`: the act
+    /// issued from, and the app must still be in the judgement's scope. `before`: the act
     /// generation before the act began, when the re-read may be the reader's kept walk.
     async fn target(
         &self,
         s: &Session,
         token: &Token,
         before: Option<u64>,
+        j: &Judgement,
     ) -> Result<Target, DriverError> {
         let (snap, row) = {
             let core = s.core();
@@ -274,15 +284,7 @@ impl<B: Backend> Engine<B> {
         };
         let window = snap.tree.window.clone();
         // The process is re-identified now (pid, start time, executable).
-        if !self.in_scope(s, &window) {
-            return Err(DriverError::new(
-                ErrorCode::AppNotInScope,
-                format!(
-                    "window {} no longer belongs to an approved process",
-                    window.window_id
-                ),
-            ));
-        }
+        j.admit(&self.window_fact(Reach::Token(window.window_id), window.pid))?;
         // A row of a list, table or tree may have been recycled for another item under the same
         // structure (scrolling sends no event on some toolkits): its re-check walks.
         let recycled = views::recycled_rows(&snap.tree.nodes)
@@ -477,12 +479,6 @@ impl<B: Backend> Engine<B> {
                 .map(|op| (op, Verify::None))
                 .ok_or_else(|| escalate("no_accessible_action", "the element has no menu action")),
             Call::TypeText { text, .. } => {
-                if n.is_secure() {
-                    return Err(DriverError::new(
-                        ErrorCode::SecureField,
-                        format!("element {} is a secure field", t.row),
-                    ));
-                }
                 if !n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT) {
                     return Err(escalate(
                         "no_editable_text",
@@ -505,12 +501,6 @@ impl<B: Backend> Engine<B> {
                 ))
             }
             Call::SetValue { value: v, .. } => {
-                if n.is_secure() {
-                    return Err(DriverError::new(
-                        ErrorCode::SecureField,
-                        format!("element {} is a secure field", t.row),
-                    ));
-                }
                 let number = match v {
                     NewValue::Number(x) => Some(*x),
                     NewValue::Text(s) => s.trim().parse::<f64>().ok(),
@@ -559,6 +549,7 @@ impl<B: Backend> Engine<B> {
         s: &Arc<Session>,
         call: &Call,
         before: Option<u64>,
+        j: &Judgement,
     ) -> ToolResult {
         let token = match call {
             Call::Click(p) | Call::DoubleClick(p) | Call::RightClick(p) => &p.token,
@@ -575,7 +566,7 @@ impl<B: Backend> Engine<B> {
         // from that re-read.
         let began = Instant::now();
         let mut watch = self.watch_target(s, call, token).await;
-        let t = match self.target(s, token, before).await {
+        let t = match self.target(s, token, before, j).await {
             Ok(t) => Target {
                 recheck_ms: began.elapsed().as_millis() as u64,
                 ..t
@@ -585,7 +576,10 @@ impl<B: Backend> Engine<B> {
                 return Err(e);
             }
         };
-        let (op, verify) = match Self::choose_semantic(call, &t) {
+        let chosen = j
+            .check_target(&t.fact())
+            .and_then(|()| Self::choose_semantic(call, &t));
+        let (op, verify) = match chosen {
             Ok(v) => v,
             Err(e) => {
                 self.end_watch(watch.take()).await;
@@ -609,12 +603,13 @@ impl<B: Backend> Engine<B> {
                 watch = self.watch_target(s, call, token).await;
                 let again = async {
                     let began = Instant::now();
-                    let t = self.target(s, token, before).await?;
+                    let t = self.target(s, token, before, j).await?;
                     let t = Target {
                         recheck_ms: began.elapsed().as_millis() as u64,
                         ..t
                     };
                     self.check_approved(Some(&digest), call, &t.subject())?;
+                    j.check_target(&t.fact())?;
                     let (op, verify) = Self::choose_semantic(call, &t)?;
                     Ok::<_, DriverError>((t, op, verify))
                 };
@@ -657,7 +652,7 @@ impl<B: Backend> Engine<B> {
             }
         };
         let act_ms = started.elapsed().as_millis() as u64;
-        self.finish_act(s, call, &t, verify, path, false, text_len, act_ms, watch)
+        self.finish_act(s, call, &t, verify, path, false, text_len, act_ms, watch, j)
             .await
     }
 
@@ -668,7 +663,12 @@ impl<B: Backend> Engine<B> {
     /// any age (or kept from an earlier read by a settle that read only the objects that sent
     /// events): the window is read whole first, so the frame is where the element is now (the
     /// token stays valid when the structure is the same).
-    async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
+    async fn synth_target(
+        &self,
+        s: &Session,
+        token: &Token,
+        j: &Judgement,
+    ) -> Result<Target, DriverError> {
         let (window, name, shown) = {
             let core = s.core();
             let (snap, row) = core.snaps.resolve(token, core.sm.epoch)?;
@@ -679,7 +679,7 @@ impl<B: Backend> Engine<B> {
             )
         };
         self.read_window(s, &window).await?;
-        let mut t = self.target(s, token, None).await?;
+        let mut t = self.target(s, token, None, j).await?;
         // The diff starts from the rows as shown before that read (same structure: the token
         // held).
         if let Some(shown) = shown
@@ -741,6 +741,7 @@ impl<B: Backend> Engine<B> {
         text_len: Option<usize>,
         act_ms: u64,
         watch: Option<u64>,
+        j: &Judgement,
     ) -> ToolResult {
         // The act was sent: what an Enter after it needs from the host changes.
         {
@@ -826,7 +827,7 @@ impl<B: Backend> Engine<B> {
         let mut images = vec![];
         if let Some(obs) = call.observe() {
             let (o, img) = self
-                .observe(s, obs, observed.as_deref(), after.as_ref().err())
+                .observe(s, obs, observed.as_deref(), after.as_ref().err(), j)
                 .await;
             out["observe"] = o;
             images.extend(img);
@@ -964,6 +965,7 @@ impl<B: Backend> Engine<B> {
         obs: Observe,
         snap: Option<&Snapshot>,
         read_error: Option<&DriverError>,
+        j: &Judgement,
     ) -> (Value, Option<nish_proto::wire::shim::Image>) {
         let (want_tree, want_shot) = (obs.tree, obs.screenshot);
         let Some(snap) = snap else {
@@ -987,7 +989,7 @@ impl<B: Backend> Engine<B> {
         }
         let mut image = None;
         if want_shot {
-            match self.capture_json(snap).await {
+            match self.capture_json(snap, j).await {
                 Ok((meta, img)) => {
                     o["screenshot"] = meta;
                     image = Some(img);

@@ -1,8 +1,8 @@
 //! Synthetic acts (takeover only): XTEST through the input agent, each point hit-tested
 //! against the windows above it, focus checked after a focusing click.
 
-use super::keys::{check_keys, leaves_a_field_alone};
 use super::*;
+use crate::policy::Focus;
 
 /// How long a focusing click may take to give the target the keyboard focus.
 const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -34,14 +34,9 @@ fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
     }
 }
 
-/// Keys sent while the keyboard focus is in a secure field may neither write into it (a
-/// press_key is typing too) nor copy it (a copy, then a paste into a plain field, would show the
-/// secret in a read): only [`leaves_a_field_alone`] keys pass then. A read cut short that shows
-/// no focused row may have the focus past its cut, in a secure field: the same keys only.
-fn focus_not_secure(read: &Snapshot, keys: &[String]) -> Result<(), DriverError> {
-    if leaves_a_field_alone(keys) {
-        return Ok(());
-    }
+/// Where a fresh read of the window that holds the keyboard focus shows it: the fact the
+/// judgement's key terms are applied to.
+fn focus_of(read: &Snapshot) -> Focus {
     let nodes = &read.tree.nodes;
     let focused = || {
         nodes
@@ -50,19 +45,14 @@ fn focus_not_secure(read: &Snapshot, keys: &[String]) -> Result<(), DriverError>
             .filter(|(_, n)| n.states.has(State::Focused))
     };
     if let Some((r, _)) = focused().find(|(_, n)| n.is_secure()) {
-        return Err(DriverError::new(
-            ErrorCode::SecureField,
-            format!("the keyboard focus is in element {r}, a secure field"),
-        ));
+        return Focus::Secure { row: r as u32 };
     }
-    if read.tree.truncated.is_some() && focused().next().is_none() {
-        return Err(DriverError::new(
-            ErrorCode::SecureField,
-            "the read was cut short and shows no focused element: the focus may be in a secure \
-             field past the cut",
-        ));
+    if focused().next().is_some() {
+        return Focus::Plain;
     }
-    Ok(())
+    Focus::Unseen {
+        cut_short: read.tree.truncated.is_some(),
+    }
 }
 
 /// The topmost visible window at a screen point.
@@ -174,8 +164,8 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// The approved window that has the keyboard focus.
-    async fn focused_approved(&self, s: &Session) -> Result<WindowInfo, DriverError> {
+    /// The window that has the keyboard focus, in the judgement's scope.
+    async fn focused_approved(&self, j: &Judgement) -> Result<WindowInfo, DriverError> {
         let all = self
             .bounded_read("listing windows", self.backend.list_windows())
             .await?;
@@ -188,15 +178,7 @@ impl<B: Backend> Engine<B> {
             )
             .with_effect("refused"));
         };
-        if !self.in_scope(s, &w) {
-            return Err(DriverError::new(
-                ErrorCode::AppNotInScope,
-                format!(
-                    "the focused window {} belongs to an app that was not approved",
-                    w.window_id
-                ),
-            ));
-        }
+        j.admit(&self.window_fact(Reach::Focus(w.window_id), w.pid))?;
         Ok(w)
     }
 
@@ -204,6 +186,7 @@ impl<B: Backend> Engine<B> {
         self: &Arc<Self>,
         s: &Arc<Session>,
         call: &Call,
+        j: &Judgement,
     ) -> ToolResult {
         let started = Instant::now();
         let tool = call.tool().name();
@@ -219,23 +202,14 @@ impl<B: Backend> Engine<B> {
             | Call::RightClick(PointerArgs { token, .. })
             | Call::TypeText { token, .. }
             | Call::Scroll { token, .. } => {
-                let secure = |t: &Target| {
-                    if matches!(call, Call::TypeText { .. }) && t.node.is_secure() {
-                        return Err(DriverError::new(
-                            ErrorCode::SecureField,
-                            format!("element {} is a secure field", t.row),
-                        ));
-                    }
-                    Ok(())
-                };
-                let t = self.synth_target(s, token).await?;
-                secure(&t)?;
+                let t = self.synth_target(s, token, j).await?;
+                j.check_target(&t.fact())?;
                 let t = match self.approve_act(s, call, &t.subject()).await? {
                     None => t,
                     Some(digest) => {
-                        let t = self.synth_target(s, token).await?;
+                        let t = self.synth_target(s, token, j).await?;
                         self.check_approved(Some(&digest), call, &t.subject())?;
-                        secure(&t)?;
+                        j.check_target(&t.fact())?;
                         t
                     }
                 };
@@ -309,17 +283,22 @@ impl<B: Backend> Engine<B> {
                     call.text_len(),
                     ms,
                     None,
+                    j,
                 ))
                 .await
             }
             Call::Drag { from, to, .. } => {
                 let (from_token, to_token) = (from, to);
-                let mut from = self.synth_target(s, from_token).await?;
-                let mut to = self.synth_target(s, to_token).await?;
+                let mut from = self.synth_target(s, from_token, j).await?;
+                let mut to = self.synth_target(s, to_token, j).await?;
+                j.check_target(&from.fact())?;
+                j.check_target(&to.fact())?;
                 if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
-                    from = self.synth_target(s, from_token).await?;
-                    to = self.synth_target(s, to_token).await?;
+                    from = self.synth_target(s, from_token, j).await?;
+                    to = self.synth_target(s, to_token, j).await?;
                     self.check_approved(Some(&digest), call, &from.subject())?;
+                    j.check_target(&from.fact())?;
+                    j.check_target(&to.fact())?;
                 }
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
@@ -344,23 +323,20 @@ impl<B: Backend> Engine<B> {
                     None,
                     ms,
                     None,
+                    j,
                 ))
                 .await
             }
             Call::PressKey { .. } | Call::Hotkey { .. } => {
-                let keys: Vec<String> = match call {
-                    Call::PressKey { key, .. } => vec![key.clone()],
-                    Call::Hotkey { keys, .. } => keys.clone(),
-                    _ => unreachable!("matched above"),
-                };
-                check_keys(&keys)?;
-                let mut w = self.focused_approved(s).await?;
+                // The keys were checked by the judge; the focus is judged on a fresh read.
+                let keys = j.keys.clone();
+                let mut w = self.focused_approved(j).await?;
                 if let Some(digest) = self.approve_act(s, call, &window_subject(&w)).await? {
-                    w = self.focused_approved(s).await?;
+                    w = self.focused_approved(j).await?;
                     self.check_approved(Some(&digest), call, &window_subject(&w))?;
                 }
                 let before = self.read_window(s, &w).await?;
-                focus_not_secure(&before, &keys)?;
+                j.check_focus(&focus_of(&before))?;
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;
                 let t = Target {
@@ -384,11 +360,12 @@ impl<B: Backend> Engine<B> {
                     None,
                     ms,
                     None,
+                    j,
                 ))
                 .await
             }
             Call::BringToFront(target) => {
-                let w = self.resolve_window(s, target).await?;
+                let w = self.resolve_window(j, target).await?;
                 self.send_synthetic(
                     s,
                     call,
@@ -427,7 +404,7 @@ impl<B: Backend> Engine<B> {
                 duration_ms,
             } => {
                 let (x, y, window) = if let Some(tok) = token {
-                    let t = self.synth_target(s, tok).await?;
+                    let t = self.synth_target(s, tok, j).await?;
                     let (x, y) = t.center()?;
                     (x, y, t.window)
                 } else {
@@ -439,7 +416,7 @@ impl<B: Backend> Engine<B> {
                     };
                     let (x, y) = (*x as i32, *y as i32);
                     if *scope == Scope::Window {
-                        let w = self.focused_approved(s).await?;
+                        let w = self.focused_approved(j).await?;
                         (w.frame.x + x, w.frame.y + y, w)
                     } else {
                         let all = self
@@ -451,12 +428,7 @@ impl<B: Backend> Engine<B> {
                                 "no approved window at that point",
                             )
                         })?;
-                        if !self.in_scope(s, &w) {
-                            return Err(DriverError::new(
-                                ErrorCode::AppNotInScope,
-                                "the point lies over an app that was not approved",
-                            ));
-                        }
+                        j.admit(&self.window_fact(Reach::Point, w.pid))?;
                         (x, y, w)
                     }
                 };
@@ -570,36 +542,18 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_judged_by_where_the_focus_is() {
-        let keys = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
-        let (copy, tab, shift_tab) = (
-            keys(&["ctrl", "c"]),
-            keys(&["Tab"]),
-            keys(&["shift", "Tab"]),
+    fn the_focus_is_read_where_the_read_shows_it() {
+        assert_eq!(focus_of(&read(Some(2), false)), Focus::Secure { row: 2 });
+        assert_eq!(focus_of(&read(Some(2), true)), Focus::Secure { row: 2 });
+        assert_eq!(focus_of(&read(Some(1), false)), Focus::Plain);
+        assert_eq!(focus_of(&read(Some(1), true)), Focus::Plain);
+        assert_eq!(
+            focus_of(&read(None, false)),
+            Focus::Unseen { cut_short: false }
         );
-        let refused =
-            |r: Result<(), DriverError>| r.is_err_and(|e| e.code == ErrorCode::SecureField);
-        // In the password field: only keys that leave it alone.
-        assert!(refused(focus_not_secure(&read(Some(2), false), &copy)));
-        assert!(refused(focus_not_secure(
-            &read(Some(2), false),
-            &keys(&["a"])
-        )));
-        assert!(focus_not_secure(&read(Some(2), false), &tab).is_ok());
-        assert!(focus_not_secure(&read(Some(2), false), &shift_tab).is_ok());
-        let select = keys(&["shift", "Left"]);
-        assert!(refused(focus_not_secure(&read(Some(2), false), &select)));
-        assert!(focus_not_secure(&read(Some(2), false), &keys(&["Left"])).is_ok());
-        assert!(refused(focus_not_secure(
-            &read(Some(2), false),
-            &keys(&["ctrl", "Tab"])
-        )));
-        // In the entry, or nowhere in a whole read: any key.
-        assert!(focus_not_secure(&read(Some(1), false), &copy).is_ok());
-        assert!(focus_not_secure(&read(None, false), &copy).is_ok());
-        // A read cut short with no focused row: the focus may be past the cut.
-        assert!(refused(focus_not_secure(&read(None, true), &copy)));
-        assert!(focus_not_secure(&read(None, true), &tab).is_ok());
-        assert!(focus_not_secure(&read(Some(1), true), &copy).is_ok());
+        assert_eq!(
+            focus_of(&read(None, true)),
+            Focus::Unseen { cut_short: true }
+        );
     }
 }
