@@ -30,11 +30,18 @@
 //! - [`Scope`]: which processes' windows the call may touch (the ones the person approved, each
 //!   re-identified by pid, start time and executable when the call reaches it), or none
 //!   (`app_not_in_scope`);
-//! - [`TargetUse`]: what the call does to the element it names; writing into a secure field is
-//!   refused (`secure_field`);
+//! - [`TargetUse`]: what the call does to the element it names. Nothing leaves a secure field
+//!   (`secure_field`): writing into it, opening its context menu (a right click), selecting
+//!   its text by pointer (a double click, either end of a drag: on X11 a selection is already
+//!   a copy, the primary selection) are refused; a single click on it is not. A click on an
+//!   element whose label reads as Copy, Cut, Select All or Paste
+//!   (`nish_proto::secure_names::FIELD_COMMANDS`, 11 languages) is refused while the keyboard
+//!   focus is in a secure field of its window;
 //! - the keys it sends to whatever holds the keyboard focus: while the focus is in a secure
-//!   field, or may be (a read cut short that shows no focused row), only keys that neither
-//!   write into the field nor select or copy it go (`secure_field`);
+//!   field (by its role, its name or the memory of fields once secure), or may be (a read cut
+//!   short that shows no focused row, or none shows it and the last row seen focused in the
+//!   window was secure), only keys that move the focus out of it go: Tab, Shift+Tab, Escape;
+//!   and while a popup menu of its application is open, no key at all (`secure_field`);
 //! - whether it returns a window capture: not of a read cut short (secure fields past the cut
 //!   could not be blacked out), nor when the read right after the image is cut short
 //!   (`secure_field`) or shows a secure field the first did not (`stale_element_token`);
@@ -100,9 +107,16 @@ pub enum Reach {
 pub enum TargetUse {
     /// The call names no element.
     None,
-    /// Points at it: a click (by pointer or by its action), a scroll over it, a drag, the
-    /// pointer moved onto it.
+    /// Points at it and no more: a scroll over it, the pointer moved onto it.
     Point,
+    /// Activates it: a click (by pointer or by its action).
+    Click,
+    /// Activates it twice, and by pointer selects a word of its text: a double click.
+    DoubleClick,
+    /// Opens its context menu: a right click.
+    Menu,
+    /// Presses on one element and releases on another, selecting or dropping text: a drag.
+    Drag,
     /// Writes into it: `type_text`, `set_value`.
     Write,
 }
@@ -123,9 +137,13 @@ pub struct TargetFact {
     pub row: u32,
     /// It is a secure field (by its role or name, inside one, or once seen secure).
     pub secure: bool,
+    /// Its label reads as a command that selects, copies, cuts or pastes the focused field's
+    /// text (`nish_proto::secure_names::is_field_command`).
+    pub command: bool,
 }
 
-/// Where the keyboard focus is, in a fresh read of the window that holds it.
+/// Where the keyboard focus is, in a fresh read of its window (menus and their items, which
+/// take the focus while they are open, do not count: the field that had it before does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Focus {
     /// A focused row that is not secure.
@@ -139,7 +157,54 @@ pub enum Focus {
     Unseen {
         /// The read was cut short: the focus may be past the cut.
         cut_short: bool,
+        /// Whether the last row seen focused in this window (by any read of the session) was
+        /// secure; `None` when no read showed one.
+        last_secure: Option<bool>,
     },
+}
+
+impl Focus {
+    /// The focus is in a secure field, or may be.
+    pub fn maybe_secure(self) -> bool {
+        match self {
+            Focus::Plain => false,
+            Focus::Secure { .. } => true,
+            Focus::Unseen {
+                cut_short,
+                last_secure,
+            } => cut_short || last_secure == Some(true),
+        }
+    }
+}
+
+/// The keyboard focus, and what is around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FocusFact {
+    /// Where it is.
+    pub at: Focus,
+    /// A popup (a menu, a drop-down: an override-redirect window) of the focus's application
+    /// is open. Only asked for keys.
+    pub popup: bool,
+    /// The window has a secure row.
+    pub secure_rows: bool,
+}
+
+impl FocusFact {
+    /// The focus is, or may be, in a secure field: the terms treat it as in one. With a popup
+    /// open and no row showing the focus, a window with a secure row whose focus no read saw
+    /// before counts too (the popup may have been opened from that row).
+    fn in_secure(&self) -> bool {
+        self.at.maybe_secure()
+            || (self.popup
+                && self.secure_rows
+                && matches!(
+                    self.at,
+                    Focus::Unseen {
+                        last_secure: None,
+                        ..
+                    }
+                ))
+    }
 }
 
 /// A capture's reads.
@@ -169,7 +234,7 @@ pub struct Facts {
     /// A drag's other end.
     pub drop: Option<TargetFact>,
     /// Where the keyboard focus is.
-    pub focus: Option<Focus>,
+    pub focus: Option<FocusFact>,
     /// A capture's reads.
     pub capture: Option<CaptureFact>,
     /// The clipboard's text looks like a credential.
@@ -234,12 +299,11 @@ impl Judgement {
         };
         let target = match call {
             Call::TypeText { .. } | Call::SetValue { .. } => TargetUse::Write,
-            Call::Click(_)
-            | Call::DoubleClick(_)
-            | Call::RightClick(_)
-            | Call::Scroll { .. }
-            | Call::Drag { .. } => TargetUse::Point,
-            Call::MoveCursor { token: Some(_), .. } => TargetUse::Point,
+            Call::Click(_) => TargetUse::Click,
+            Call::DoubleClick(_) => TargetUse::DoubleClick,
+            Call::RightClick(_) => TargetUse::Menu,
+            Call::Drag { .. } => TargetUse::Drag,
+            Call::Scroll { .. } | Call::MoveCursor { token: Some(_), .. } => TargetUse::Point,
             _ => TargetUse::None,
         };
         let captures = match call {
@@ -261,11 +325,15 @@ impl Judgement {
         if let (Some(w), Scope::Processes(_)) = (&facts.window, &self.scope) {
             self.admit(w)?;
         }
-        for t in [&facts.target, &facts.drop].into_iter().flatten() {
-            self.check_target(t)?;
+        let drop = facts.drop.filter(|_| self.target == TargetUse::Drag);
+        for t in [facts.target, drop].into_iter().flatten() {
+            self.check_target(&t)?;
         }
         if let Some(f) = &facts.focus {
             self.check_focus(f)?;
+            if let Some(t) = &facts.target {
+                self.check_command(t, f)?;
+            }
         }
         if let Some(c) = &facts.capture {
             self.check_capture(c)?;
@@ -303,36 +371,78 @@ impl Judgement {
         Err(DriverError::new(ErrorCode::AppNotInScope, message))
     }
 
-    /// What the call does to the element it names, when that element is secure.
+    /// What the call does to the element it names, when that element is secure: nothing that
+    /// writes into it or takes its text out (its context menu, a selection by pointer).
     pub fn check_target(&self, t: &TargetFact) -> Result<(), DriverError> {
-        if t.secure && self.target == TargetUse::Write {
+        if !t.secure {
+            return Ok(());
+        }
+        let why = match self.target {
+            TargetUse::Write => "",
+            TargetUse::Menu => "; its context menu would copy or paste its text",
+            TargetUse::DoubleClick | TargetUse::Drag => {
+                "; selecting its text by pointer would copy it (the primary selection)"
+            }
+            TargetUse::None | TargetUse::Point | TargetUse::Click => return Ok(()),
+        };
+        Err(DriverError::new(
+            ErrorCode::SecureField,
+            format!("element {} is a secure field{why}", t.row),
+        ))
+    }
+
+    /// The keys the call sends, where the keyboard focus is: while it is in a secure field, or
+    /// may be ([`Focus::maybe_secure`]), only keys that move it out ([`moves_the_focus_out`]);
+    /// with a popup menu of the application open as well, none (the menu takes the keys: its
+    /// Copy and Select All act on the field).
+    pub fn check_focus(&self, f: &FocusFact) -> Result<(), DriverError> {
+        if self.keys.is_empty() || !f.in_secure() {
+            return Ok(());
+        }
+        let place = match f.at {
+            Focus::Secure { row } => {
+                format!("the keyboard focus is in element {row}, a secure field")
+            }
+            Focus::Unseen {
+                cut_short: true, ..
+            } => "the read was cut short and shows no focused element: the focus may be in a \
+                  secure field past the cut"
+                .to_string(),
+            _ => "no element shows the keyboard focus, and it was last seen in a secure field"
+                .to_string(),
+        };
+        if f.popup {
             return Err(DriverError::new(
                 ErrorCode::SecureField,
-                format!("element {} is a secure field", t.row),
+                format!("{place}, and a popup menu of its app is open: no key is sent"),
+            ));
+        }
+        if moves_the_focus_out(&self.keys) {
+            return Ok(());
+        }
+        Err(DriverError::new(
+            ErrorCode::SecureField,
+            format!("{place}: only Tab, Shift+Tab and Escape, which move the focus out, are sent"),
+        ))
+    }
+
+    /// A click on a command that selects, copies, cuts or pastes the focused field's text, while
+    /// the keyboard focus is in a secure field.
+    pub fn check_command(&self, t: &TargetFact, f: &FocusFact) -> Result<(), DriverError> {
+        if t.command
+            && matches!(self.target, TargetUse::Click | TargetUse::DoubleClick)
+            && f.in_secure()
+        {
+            return Err(DriverError::new(
+                ErrorCode::SecureField,
+                format!(
+                    "element {} reads as a copy, cut, select-all or paste command, and the \
+                     keyboard focus is in a secure field",
+                    t.row
+                ),
             ));
         }
         Ok(())
-    }
-
-    /// The keys the call sends, where the keyboard focus is: while it is in a secure field (or
-    /// may be, past a read's cut), only keys that neither write into the field nor select or
-    /// copy its text ([`leaves_a_field_alone`]).
-    pub fn check_focus(&self, f: &Focus) -> Result<(), DriverError> {
-        if self.keys.is_empty() || leaves_a_field_alone(&self.keys) {
-            return Ok(());
-        }
-        match f {
-            Focus::Secure { row } => Err(DriverError::new(
-                ErrorCode::SecureField,
-                format!("the keyboard focus is in element {row}, a secure field"),
-            )),
-            Focus::Unseen { cut_short: true } => Err(DriverError::new(
-                ErrorCode::SecureField,
-                "the read was cut short and shows no focused element: the focus may be in a \
-                 secure field past the cut",
-            )),
-            _ => Ok(()),
-        }
     }
 
     /// A capture blacks out every secure field of a whole read, and only then goes out.
@@ -418,27 +528,14 @@ fn valid_key(k: &str) -> bool {
         .is_some_and(|n| (1..=24).contains(&n))
 }
 
-/// Keys that neither write into the focused field nor select or copy its text: a login form's
-/// Return, Tab (or Shift+Tab) to the next field, Escape, and moving the caret without a
-/// modifier (Shift with an arrow selects, and on X11 a selection is already a copy: the
-/// primary selection). The only keys sent while the keyboard focus is in a secure field.
-pub fn leaves_a_field_alone(keys: &[String]) -> bool {
-    const ALONE: &[&str] = &[
-        "Return",
-        "Enter",
-        "Tab",
-        "Escape",
-        "Home",
-        "End",
-        "Page_Up",
-        "Page_Down",
-        "Up",
-        "Down",
-        "Left",
-        "Right",
-    ];
+/// Keys that move the keyboard focus out of a field and do nothing else to it: Tab, Shift+Tab,
+/// Escape. The only keys sent while the focus is in a secure field. (Any other key may act on
+/// the field: Return or an arrow picks an item of a menu the field opened, whose Copy and
+/// Select All take the field's text; Shift with an arrow selects, and on X11 a selection is
+/// already a copy, the primary selection.)
+pub fn moves_the_focus_out(keys: &[String]) -> bool {
     match keys {
-        [key] => ALONE.contains(&key.as_str()),
+        [key] => matches!(key.as_str(), "Tab" | "Escape"),
         [shift, tab] => shift.eq_ignore_ascii_case("shift") && tab == "Tab",
         _ => false,
     }
@@ -704,7 +801,9 @@ pub fn terms_calls() -> Vec<(String, Call)> {
         &["Escape"],
         &["Return"],
         &["Up"],
+        &["Menu"],
         &["a"],
+        &["ctrl", "a"],
         &["ctrl", "c"],
         &["shift", "Left"],
     ] {
@@ -720,17 +819,29 @@ pub fn terms_facts() -> Vec<(&'static str, Facts)> {
         reach: Reach::Window(1),
         process: Some(approved_process()),
     };
+    let element = |row, secure, command| {
+        Some(TargetFact {
+            row,
+            secure,
+            command,
+        })
+    };
+    let focus = |at, popup, secure_rows| {
+        Some(FocusFact {
+            at,
+            popup,
+            secure_rows,
+        })
+    };
+    let unseen = |cut_short, last_secure: Option<bool>| Focus::Unseen {
+        cut_short,
+        last_secure,
+    };
     let plain = Facts {
         window: Some(approved.clone()),
-        target: Some(TargetFact {
-            row: 1,
-            secure: false,
-        }),
-        drop: Some(TargetFact {
-            row: 2,
-            secure: false,
-        }),
-        focus: Some(Focus::Plain),
+        target: element(1, false, false),
+        drop: element(2, false, false),
+        focus: focus(Focus::Plain, false, true),
         capture: Some(CaptureFact::Before { cut_short: false }),
         clipboard_credential: Some(false),
     };
@@ -739,6 +850,7 @@ pub fn terms_facts() -> Vec<(&'static str, Facts)> {
         f(&mut facts);
         facts
     };
+    let secure = Focus::Secure { row: 3 };
     vec![
         ("ordinary", plain.clone()),
         (
@@ -768,20 +880,62 @@ pub fn terms_facts() -> Vec<(&'static str, Facts)> {
         ),
         (
             "target secure",
+            with(&|f| f.target = element(1, true, false)),
+        ),
+        (
+            "drag's other end secure",
+            with(&|f| f.drop = element(2, true, false)),
+        ),
+        (
+            "target a copy/paste command",
+            with(&|f| f.target = element(1, false, true)),
+        ),
+        (
+            "the same, focus secure",
             with(&|f| {
-                f.target = Some(TargetFact {
-                    row: 1,
-                    secure: true,
-                })
+                f.target = element(1, false, true);
+                f.focus = focus(secure, false, true);
             }),
         ),
         (
             "focus secure",
-            with(&|f| f.focus = Some(Focus::Secure { row: 3 })),
+            with(&|f| f.focus = focus(secure, false, true)),
         ),
         (
             "focus unseen, read cut short",
-            with(&|f| f.focus = Some(Focus::Unseen { cut_short: true })),
+            with(&|f| f.focus = focus(unseen(true, None), false, true)),
+        ),
+        (
+            "focus unseen, last seen secure",
+            with(&|f| f.focus = focus(unseen(false, Some(true)), false, true)),
+        ),
+        (
+            "focus unseen, last seen plain",
+            with(&|f| f.focus = focus(unseen(false, Some(false)), false, true)),
+        ),
+        (
+            "popup open, focus plain",
+            with(&|f| f.focus = focus(Focus::Plain, true, true)),
+        ),
+        (
+            "popup open, focus secure",
+            with(&|f| f.focus = focus(secure, true, true)),
+        ),
+        (
+            "popup open, focus unseen, last seen secure",
+            with(&|f| f.focus = focus(unseen(false, Some(true)), true, true)),
+        ),
+        (
+            "popup open, focus unseen, last seen plain",
+            with(&|f| f.focus = focus(unseen(false, Some(false)), true, true)),
+        ),
+        (
+            "popup open, focus never seen, secure rows",
+            with(&|f| f.focus = focus(unseen(false, None), true, true)),
+        ),
+        (
+            "popup open, focus never seen, no secure row",
+            with(&|f| f.focus = focus(unseen(false, None), true, false)),
         ),
         (
             "capture: read cut short",
@@ -916,16 +1070,43 @@ mod tests {
             Call::GetWindowState(r) => r.include_screenshot,
             _ => call.observe().is_some_and(|o| o.screenshot),
         };
-        let sends_other_keys = keys_of(call).is_some_and(|k| {
-            !matches!(
-                k[..],
-                ["Tab"] | ["shift", "Tab"] | ["Escape"] | ["Return"] | ["Up"]
-            )
-        });
+        let keys = keys_of(call);
+        let leaving = keys
+            .as_ref()
+            .is_some_and(|k| matches!(k[..], ["Tab"] | ["shift", "Tab"] | ["Escape"]));
+        let focus_secure = matches!(
+            column,
+            "the same, focus secure"
+                | "focus secure"
+                | "focus unseen, read cut short"
+                | "focus unseen, last seen secure"
+        );
+        let popup_secure = matches!(
+            column,
+            "popup open, focus secure"
+                | "popup open, focus unseen, last seen secure"
+                | "popup open, focus never seen, secure rows"
+        );
         match column {
             "another app" | "approved pid, restarted" if scoped => "app_not_in_scope",
-            "target secure" if matches!(tool, Tool::TypeText | Tool::SetValue) => "secure_field",
-            "focus secure" | "focus unseen, read cut short" if sends_other_keys => "secure_field",
+            "target secure"
+                if matches!(
+                    tool,
+                    Tool::TypeText
+                        | Tool::SetValue
+                        | Tool::DoubleClick
+                        | Tool::RightClick
+                        | Tool::Drag
+                ) =>
+            {
+                "secure_field"
+            }
+            "drag's other end secure" if tool == Tool::Drag => "secure_field",
+            "the same, focus secure" if matches!(tool, Tool::Click | Tool::DoubleClick) => {
+                "secure_field"
+            }
+            _ if focus_secure && keys.is_some() && !leaving => "secure_field",
+            _ if popup_secure && keys.is_some() => "secure_field",
             "capture: read cut short" if captures => "secure_field",
             "capture: a new secure field after" if captures => "stale_element_token",
             "clipboard credential-looking" if tool == Tool::ClipboardRead => "secure_field",

@@ -248,6 +248,12 @@ impl<B: Backend> Engine<B> {
             }
         }
         for n in &mut tree.nodes {
+            // The secure-name rules again, a second line behind the reader's (one copy of
+            // them, `nish_proto::secure_names`): a field secure by its name is secure here
+            // whatever the reader said.
+            if nish_proto::secure_names::secure_by_name(&n.role, &n.name) {
+                n.states.insert(State::Secure);
+            }
             // Names and values are bounded here whatever the reader sent.
             if n.name.len() > 4096 {
                 n.name = n.name.chars().take(1024).collect();

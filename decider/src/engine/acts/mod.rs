@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 use super::approve::ActSubject;
 use super::{Engine, Output, Session, ToolResult};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
-use crate::policy::{Judgement, Reach, TargetFact};
+use crate::policy::{Facts, Focus, FocusFact, Judgement, Reach, TargetFact};
 use crate::snapshots::Snapshot;
+use crate::snapshots::focused_row;
 use crate::views::{self, ViewKind, ViewParams, light_hash};
 
 /// Actions a click uses, in order of preference.
@@ -134,6 +135,7 @@ impl Target {
         TargetFact {
             row: self.row,
             secure: self.node.is_secure(),
+            command: nish_proto::secure_names::is_field_command(&self.node.name),
         }
     }
 
@@ -235,6 +237,49 @@ fn verified_of(v: &Verify, after: Option<&Node>) -> bool {
 }
 
 impl<B: Backend> Engine<B> {
+    /// Where the keyboard focus is in `window`, as `nodes` (a fresh read of it) show it, and,
+    /// when they show it nowhere, where the session's reads last saw it; `popup` as the backend
+    /// said (keys only).
+    pub(crate) fn focus_fact(
+        &self,
+        s: &Session,
+        window_id: u64,
+        nodes: &[Node],
+        cut_short: bool,
+        popup: bool,
+    ) -> FocusFact {
+        let at = match focused_row(nodes) {
+            Some((row, true)) => Focus::Secure { row },
+            Some((_, false)) => Focus::Plain,
+            None => Focus::Unseen {
+                cut_short,
+                last_secure: s.core().snaps.last_focus_secure(window_id),
+            },
+        };
+        FocusFact {
+            at,
+            popup,
+            secure_rows: nodes.iter().any(Node::is_secure),
+        }
+    }
+
+    /// The facts of an act on `t` (and a drag's other end): the element, and the keyboard
+    /// focus in its window.
+    fn target_facts(&self, s: &Session, t: &Target, drop: Option<&Target>) -> Facts {
+        Facts {
+            target: Some(t.fact()),
+            drop: drop.map(Target::fact),
+            focus: Some(self.focus_fact(
+                s,
+                t.window.window_id,
+                &t.before,
+                t.truncated.is_some(),
+                false,
+            )),
+            ..Facts::default()
+        }
+    }
+
     /// Does an act. `before` is the act generation before this act began (`None` when another
     /// act ran then).
     pub(crate) async fn act(
@@ -351,6 +396,7 @@ impl<B: Backend> Engine<B> {
         let (shown_name, shown) = {
             let mut core = s.core();
             core.snaps.keep_secure(snap.tree.window.pid, &mut fresh);
+            core.snaps.note_focus(window.window_id, &fresh);
             (
                 core.snaps.shown_name(&snap, row).map(str::to_string),
                 core.snaps.shown_rows(&snap),
@@ -577,7 +623,7 @@ impl<B: Backend> Engine<B> {
             }
         };
         let chosen = j
-            .check_target(&t.fact())
+            .apply(&self.target_facts(s, &t, None))
             .and_then(|()| Self::choose_semantic(call, &t));
         let (op, verify) = match chosen {
             Ok(v) => v,
@@ -609,7 +655,7 @@ impl<B: Backend> Engine<B> {
                         ..t
                     };
                     self.check_approved(Some(&digest), call, &t.subject())?;
-                    j.check_target(&t.fact())?;
+                    j.apply(&self.target_facts(s, &t, None))?;
                     let (op, verify) = Self::choose_semantic(call, &t)?;
                     Ok::<_, DriverError>((t, op, verify))
                 };

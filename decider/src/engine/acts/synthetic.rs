@@ -2,7 +2,6 @@
 //! against the windows above it, focus checked after a focusing click.
 
 use super::*;
-use crate::policy::Focus;
 
 /// How long a focusing click may take to give the target the keyboard focus.
 const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -31,27 +30,6 @@ fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
         pid: w.pid,
         role: None,
         label: None,
-    }
-}
-
-/// Where a fresh read of the window that holds the keyboard focus shows it: the fact the
-/// judgement's key terms are applied to.
-fn focus_of(read: &Snapshot) -> Focus {
-    let nodes = &read.tree.nodes;
-    let focused = || {
-        nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.states.has(State::Focused))
-    };
-    if let Some((r, _)) = focused().find(|(_, n)| n.is_secure()) {
-        return Focus::Secure { row: r as u32 };
-    }
-    if focused().next().is_some() {
-        return Focus::Plain;
-    }
-    Focus::Unseen {
-        cut_short: read.tree.truncated.is_some(),
     }
 }
 
@@ -164,12 +142,32 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// The window that has the keyboard focus, in the judgement's scope.
-    async fn focused_approved(&self, j: &Judgement) -> Result<WindowInfo, DriverError> {
+    /// The window that holds the keyboard focus, in the judgement's scope, and whether a popup
+    /// of its application is open: the window the X server sends keys to, as the backend reads
+    /// it (not the window manager's active window, which any client can name), found in the
+    /// window list as the focus window or its nearest listed ancestor.
+    async fn keyboard_window(&self, j: &Judgement) -> Result<(WindowInfo, bool), DriverError> {
         let all = self
             .bounded_read("listing windows", self.backend.list_windows())
             .await?;
-        let Some(w) = all.into_iter().find(|w| w.active) else {
+        let focus = self
+            .bounded_read(
+                "asking where the keyboard focus is",
+                self.backend.keyboard_focus(),
+            )
+            .await?;
+        let (w, popup) = match focus {
+            Some(f) => (
+                f.chain
+                    .iter()
+                    .take(nish_proto::wire::input::KeyboardFocus::MAX_CHAIN)
+                    .find_map(|id| all.iter().find(|w| w.window_id == *id))
+                    .cloned(),
+                f.popup,
+            ),
+            None => (all.into_iter().find(|w| w.active), false),
+        };
+        let Some(w) = w else {
             // Nothing was sent: focus_changed (unsafe) would say something may have happened.
             // The remedy is occluded's: read again, bring the window to the front.
             return Err(DriverError::new(
@@ -179,7 +177,7 @@ impl<B: Backend> Engine<B> {
             .with_effect("refused"));
         };
         j.admit(&self.window_fact(Reach::Focus(w.window_id), w.pid))?;
-        Ok(w)
+        Ok((w, popup))
     }
 
     pub(super) async fn synthetic_act(
@@ -203,13 +201,13 @@ impl<B: Backend> Engine<B> {
             | Call::TypeText { token, .. }
             | Call::Scroll { token, .. } => {
                 let t = self.synth_target(s, token, j).await?;
-                j.check_target(&t.fact())?;
+                j.apply(&self.target_facts(s, &t, None))?;
                 let t = match self.approve_act(s, call, &t.subject()).await? {
                     None => t,
                     Some(digest) => {
                         let t = self.synth_target(s, token, j).await?;
                         self.check_approved(Some(&digest), call, &t.subject())?;
-                        j.check_target(&t.fact())?;
+                        j.apply(&self.target_facts(s, &t, None))?;
                         t
                     }
                 };
@@ -291,14 +289,12 @@ impl<B: Backend> Engine<B> {
                 let (from_token, to_token) = (from, to);
                 let mut from = self.synth_target(s, from_token, j).await?;
                 let mut to = self.synth_target(s, to_token, j).await?;
-                j.check_target(&from.fact())?;
-                j.check_target(&to.fact())?;
+                j.apply(&self.target_facts(s, &from, Some(&to)))?;
                 if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
                     from = self.synth_target(s, from_token, j).await?;
                     to = self.synth_target(s, to_token, j).await?;
                     self.check_approved(Some(&digest), call, &from.subject())?;
-                    j.check_target(&from.fact())?;
-                    j.check_target(&to.fact())?;
+                    j.apply(&self.target_facts(s, &from, Some(&to)))?;
                 }
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
@@ -330,13 +326,19 @@ impl<B: Backend> Engine<B> {
             Call::PressKey { .. } | Call::Hotkey { .. } => {
                 // The keys were checked by the judge; the focus is judged on a fresh read.
                 let keys = j.keys.clone();
-                let mut w = self.focused_approved(j).await?;
+                let (mut w, mut popup) = self.keyboard_window(j).await?;
                 if let Some(digest) = self.approve_act(s, call, &window_subject(&w)).await? {
-                    w = self.focused_approved(j).await?;
+                    (w, popup) = self.keyboard_window(j).await?;
                     self.check_approved(Some(&digest), call, &window_subject(&w))?;
                 }
                 let before = self.read_window(s, &w).await?;
-                j.check_focus(&focus_of(&before))?;
+                j.check_focus(&self.focus_fact(
+                    s,
+                    w.window_id,
+                    &before.tree.nodes,
+                    before.tree.truncated.is_some(),
+                    popup,
+                ))?;
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;
                 let t = Target {
@@ -416,7 +418,7 @@ impl<B: Backend> Engine<B> {
                     };
                     let (x, y) = (*x as i32, *y as i32);
                     if *scope == Scope::Window {
-                        let w = self.focused_approved(j).await?;
+                        let (w, _) = self.keyboard_window(j).await?;
                         (w.frame.x + x, w.frame.y + y, w)
                     } else {
                         let all = self
@@ -492,68 +494,5 @@ mod tests {
         ] {
             assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
         }
-    }
-
-    /// A read of a window with an entry (row 1) and a password field (row 2), the focus in
-    /// `focus` (a row, or none), cut short or not.
-    fn read(focus: Option<usize>, truncated: bool) -> Snapshot {
-        use nish_proto::model::{Ifaces, Node, Rect, StateSet, Tree, TruncReason};
-        let node = |role: &str, parent: Option<u32>| Node {
-            role: role.into(),
-            name: String::new(),
-            states: StateSet::EMPTY,
-            value: None,
-            actions: vec![],
-            frame: None,
-            parent,
-            depth: u16::from(parent.is_some()),
-            child_count: if parent.is_none() { 2 } else { 0 },
-            ifaces: Ifaces::default(),
-            handle: String::new(),
-        };
-        let mut nodes = vec![
-            node("frame", None),
-            node("entry", Some(0)),
-            node("password_text", Some(0)),
-        ];
-        if let Some(f) = focus {
-            nodes[f].states.insert(State::Focused);
-        }
-        Snapshot {
-            id: "s1".into(),
-            signature: 0,
-            row_labels: 0,
-            epoch: 0,
-            tree: Tree {
-                window: WindowInfo {
-                    window_id: 1,
-                    pid: 1,
-                    app: "a".into(),
-                    title: "t".into(),
-                    frame: Rect::new(0, 0, 10, 10),
-                    active: true,
-                    visible: true,
-                    stacking: 0,
-                },
-                nodes,
-                truncated: truncated.then_some(TruncReason::MaxElements),
-            },
-        }
-    }
-
-    #[test]
-    fn the_focus_is_read_where_the_read_shows_it() {
-        assert_eq!(focus_of(&read(Some(2), false)), Focus::Secure { row: 2 });
-        assert_eq!(focus_of(&read(Some(2), true)), Focus::Secure { row: 2 });
-        assert_eq!(focus_of(&read(Some(1), false)), Focus::Plain);
-        assert_eq!(focus_of(&read(Some(1), true)), Focus::Plain);
-        assert_eq!(
-            focus_of(&read(None, false)),
-            Focus::Unseen { cut_short: false }
-        );
-        assert_eq!(
-            focus_of(&read(None, true)),
-            Focus::Unseen { cut_short: true }
-        );
     }
 }
