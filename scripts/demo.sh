@@ -6,16 +6,22 @@
 # desktop). Prints each step and saves screenshots (the consent dialog, a capture) to demo-out/
 # (or the folder given). `scripts/demo.sh --wayland` runs the headless session on a private
 # GNOME Wayland desktop instead.
+#
+# It builds only what the demo runs: the daemon, the shim, the three agents and the demo
+# driver (`nish-demo`, in the test crate), and for --wayland the test daemon.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 scripts/ensure-deps.sh
 export NISH_PYTHON="$repo/.cache/venv/bin/python"
 unset DISPLAY WAYLAND_DISPLAY DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS || true
-cargo build --workspace --bins
+packages=(-p nish-driver -p nish-mcp -p nish-reader -p nish-input -p nish-indicator -p nish-tests)
 if [ "${1:-}" = "--wayland" ]; then
-    # The headless session on a private GNOME Wayland desktop (mutter headless, no X server);
-    # consent through the test build's files (see README).
-    exec cargo run -q -p nish-tests --example demo_wayland
+    packages+=(-p nish-testd)
 fi
-exec cargo run -q -p nish-tests --example demo -- "${1:-demo-out}"
+cargo build --bins "${packages[@]}"
+target_dir="$(cargo metadata --format-version 1 --no-deps | "$NISH_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+if [ "${1:-}" = "--wayland" ]; then
+    exec "$target_dir/debug/nish-demo" --wayland
+fi
+exec "$target_dir/debug/nish-demo" "${1:-demo-out}"

@@ -23,8 +23,6 @@ use nish_proto::bounded::ClosedWhenFull;
 use nish_proto::credentials::value_looks_like_credential;
 use nish_proto::model::{Ifaces, State, StateSet};
 
-use crate::tree::Arena;
-
 pub use nish_proto::secure_names::{At, LEXICON, fold, name_says_secure};
 
 /// Most secure objects remembered of one application.
@@ -45,6 +43,20 @@ pub const SECURE_MEMORY_APPS: usize = 256;
 /// so is every application after a panic under the memory's lock. Forgetting instead would let
 /// an application (a web page making and dropping password fields) push a revealed password
 /// field out of the memory, and its value into a read.
+/// An object of a walk, as [`SecureMemory::apply`] sees it (the walk's arena holds them).
+pub trait Walked {
+    /// The application's unique name on the accessibility bus.
+    fn bus(&self) -> &str;
+    /// The object path.
+    fn path(&self) -> &str;
+    /// Its states.
+    fn states(&self) -> StateSet;
+    /// Its states, to mark it secure.
+    fn states_mut(&mut self) -> &mut StateSet;
+    /// It takes typed text (`nish_proto::model::is_field`).
+    fn is_field(&self) -> bool;
+}
+
 #[derive(Debug, Default)]
 pub struct SecureMemory {
     by_app: ClosedWhenFull<String, String, SECURE_MEMORY_APPS, SECURE_MEMORY_PER_APP>,
@@ -57,21 +69,21 @@ impl SecureMemory {
     /// table for others). Called once a walk's structure is complete, before any value is read.
     /// Every field of an overflowed application (editable, or of a role that takes typed text: a
     /// read-only field showing a revealed password too) is marked secure.
-    pub fn apply(&self, bus: &str, arena: &mut Arena) {
+    pub fn apply<O: Walked>(&self, bus: &str, objs: &mut impl AsMut<[O]>) {
+        let objs = objs.as_mut();
         let mut apps = self.by_app.lock();
         // Everything secure now is remembered first, so an application that overflows during
         // this walk has every object of the walk marked, not only those after.
-        for o in arena
-            .iter_mut()
-            .filter(|o| o.states.has(State::Secure) && &*o.bus == bus)
+        for o in objs
+            .iter()
+            .filter(|o| o.states().has(State::Secure) && o.bus() == bus)
         {
-            apps.insert(&*o.bus, o.path.as_str());
+            apps.insert(o.bus(), o.path());
         }
-        for o in arena.iter_mut() {
-            let known = apps.contains(&*o.bus, o.path.as_str());
-            let field = nish_proto::model::is_field(&o.role, o.states, o.ifaces);
-            if known || (field && apps.closed(&*o.bus)) {
-                o.states.insert(State::Secure);
+        for o in objs.iter_mut() {
+            let known = apps.contains(o.bus(), o.path());
+            if known || (o.is_field() && apps.closed(o.bus())) {
+                o.states_mut().insert(State::Secure);
             }
         }
     }

@@ -20,6 +20,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
 use serde_json::{Value, json};
 
+pub mod hosts;
 pub mod install;
 pub mod notify;
 pub mod service;
@@ -66,6 +67,18 @@ enum Cmd {
         /// service now.
         #[arg(long)]
         now: bool,
+    },
+    /// Print the configuration an MCP host needs to start the driver's shim.
+    McpConfig {
+        /// The host.
+        #[arg(long, value_enum, required_unless_present = "list")]
+        client: Option<hosts::Client>,
+        /// List the hosts this command knows.
+        #[arg(long, conflicts_with = "client")]
+        list: bool,
+        /// The shim to start [default: nish-mcp beside this program, else on the host's PATH].
+        #[arg(long)]
+        shim: Option<PathBuf>,
     },
     /// Set up this desktop for the driver.
     Setup {
@@ -118,8 +131,14 @@ pub enum Terminal {
 /// (`NISH_LOG` filters, `info` by default).
 pub fn init_logs() {
     use tracing_subscriber::prelude::*;
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("NISH_LOG").unwrap_or_else(|_| "info".into());
+    // `NISH_LOG`: a level, or `target=level` pairs (`info,nish_decider::server=debug`).
+    let filter = std::env::var("NISH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new()
+                .with_default(tracing::level_filters::LevelFilter::INFO)
+        });
     let registry = tracing_subscriber::registry().with(filter);
     if std::env::var_os("JOURNAL_STREAM").is_some()
         && let Ok(j) = tracing_journald::layer()
@@ -420,6 +439,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!(
                     "the service manager imported the display variables and started nish-driver.service"
                 );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::McpConfig { client, list, shim } => {
+            let Some(client) = client.filter(|_| !list) else {
+                for c in hosts::Client::ALL {
+                    println!("{:<15} {}", c.name(), c.title());
+                }
+                return Ok(ExitCode::SUCCESS);
+            };
+            let h = hosts::config(client, &shim.unwrap_or_else(hosts::default_shim));
+            print!("{}", h.config);
+            for n in h.notes {
+                eprintln!("# {n}");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -216,4 +216,61 @@ fn the_daemon_has_no_test_doubles() {
             "nish-driver depends on {test_crate}"
         );
     }
+    // What this test looks at is the binary `cargo test` built, whose features include the
+    // dev-dependencies' (a superset of `cargo build --workspace`'s). A release build
+    // (`cargo build --workspace --release`, what scripts/package.sh and a packager run) has the
+    // same graph and compiles the same code: no workspace crate of a shipped program switches
+    // on `debug_assertions`.
+    let mut dirs = std::collections::BTreeSet::new();
+    for package in [
+        "nish-driver",
+        "nish-mcp",
+        "nish-reader",
+        "nish-input",
+        "nish-indicator",
+    ] {
+        let out = Command::new(env!("CARGO"))
+            .args(["tree", "--offline", "-p", package, "-e", "normal,build"])
+            .args(["--prefix", "none"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{package}");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // `nish-proto v0.1.0 (/path/proto)`, with ` (*)` after it when seen before.
+            if let Some((dir, _)) = line.split_once(" (/").and_then(|(_, d)| d.split_once(')')) {
+                dirs.insert(format!("/{dir}"));
+            }
+        }
+    }
+    let names: Vec<&str> = dirs.iter().filter_map(|d| d.rsplit('/').next()).collect();
+    for want in [
+        "broker",
+        "decider",
+        "agenthost",
+        "proto",
+        "atspi",
+        "sandbox",
+        "mcp-shim",
+    ] {
+        assert!(names.contains(&want), "{want} is not among {names:?}");
+    }
+    for dir in &dirs {
+        let mut stack = vec![Path::new(dir).join("src")];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let src = std::fs::read_to_string(&path).unwrap();
+                    assert!(
+                        !src.contains("debug_assertions"),
+                        "{} builds differently in release",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
 }

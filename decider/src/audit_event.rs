@@ -17,6 +17,8 @@ pub enum AuditEvent {
     ConsentAnswer,
     /// `consent.closed`: the dialog closed without the person's answer (end_session, the connection closed, the dialog could not be shown)
     ConsentClosed,
+    /// `consent.withdrawn`: the host withdrew start_session (MCP cancellation) while the dialog was up: the dialog closed; not the person's answer, no cooldown
+    ConsentWithdrawn,
     /// `consent.cooldown`: start_session refused without a dialog: the person denied this host program less than 30 s ago
     ConsentCooldown,
     /// `consent.host_changed`: start_session refused without a dialog: the program that
@@ -24,6 +26,8 @@ pub enum AuditEvent {
     ConsentHostChanged,
     /// `consent.busy`: start_session refused with `lease_held`: another host's dialog is up (not the person's answer)
     ConsentBusy,
+    /// `call.withdrawn`: the host withdrew a call (MCP cancellation) before it finished: what it waited for stopped and nothing more was sent for it
+    CallWithdrawn,
     /// `session.start`: a consent was granted
     SessionStart,
     /// `session.mode`: a live session switched to headless
@@ -77,9 +81,11 @@ impl AuditEvent {
         AuditEvent::ConsentRequest,
         AuditEvent::ConsentAnswer,
         AuditEvent::ConsentClosed,
+        AuditEvent::ConsentWithdrawn,
         AuditEvent::ConsentCooldown,
         AuditEvent::ConsentHostChanged,
         AuditEvent::ConsentBusy,
+        AuditEvent::CallWithdrawn,
         AuditEvent::SessionStart,
         AuditEvent::SessionMode,
         AuditEvent::SessionEnd,
@@ -115,6 +121,8 @@ impl AuditEvent {
             AuditEvent::ConsentCooldown => "consent.cooldown",
             AuditEvent::ConsentHostChanged => "consent.host_changed",
             AuditEvent::ConsentBusy => "consent.busy",
+            AuditEvent::ConsentWithdrawn => "consent.withdrawn",
+            AuditEvent::CallWithdrawn => "call.withdrawn",
             AuditEvent::SessionStart => "session.start",
             AuditEvent::SessionMode => "session.mode",
             AuditEvent::SessionEnd => "session.end",
@@ -153,6 +161,12 @@ impl AuditEvent {
             }
             AuditEvent::ConsentClosed => {
                 r#"the dialog closed without the person's answer (end_session, the connection closed, the dialog could not be shown)"#
+            }
+            AuditEvent::ConsentWithdrawn => {
+                r#"the host withdrew start_session (MCP cancellation) while the dialog was up: the dialog closed; not the person's answer, no cooldown"#
+            }
+            AuditEvent::CallWithdrawn => {
+                r#"the host withdrew a call (MCP cancellation) before it finished: what it waited for stopped and nothing more was sent for it"#
             }
             AuditEvent::ConsentCooldown => {
                 r#"start_session refused without a dialog: the person denied this host program less than 30 s ago"#
@@ -215,6 +229,8 @@ impl AuditEvent {
             AuditEvent::ConsentCooldown => r#"`program_pid`, `seconds_left`"#,
             AuditEvent::ConsentHostChanged => r#"`program_pid`"#,
             AuditEvent::ConsentBusy => r#""#,
+            AuditEvent::ConsentWithdrawn => r#""#,
+            AuditEvent::CallWithdrawn => r#"`tool`"#,
             AuditEvent::SessionStart => r#"`host`, `peer_pid`, `input`, `lease_s`"#,
             AuditEvent::SessionMode => r#"`input`"#,
             AuditEvent::SessionEnd => r#"`reason` (`end_session`, `connection_closed`, `revoked`)"#,
@@ -226,10 +242,10 @@ impl AuditEvent {
             }
             AuditEvent::Refusal => r#"`tool`, `code`, `retry`, `effect`"#,
             AuditEvent::ApprovalRequest => {
-                r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#
+                r#"`id`, `tool`, `reasons` (`clipboard_read`, `consequential_label`, `no_label`, `unknown_target`, `typing`, `enter_after_typing`, `observe_read`), `digest` (acts)"#
             }
             AuditEvent::ApprovalAnswer => {
-                r#"`id`, `approve`, `outcome` (`approved`, `denied`, `expired`, `cancelled`)"#
+                r#"`id`, `approve`, `outcome` (`approved`, `denied`, `expired`, `cancelled`, `withdrawn`)"#
             }
             AuditEvent::TakeoverGranted => r#"`paused`"#,
             AuditEvent::TakeoverEnded => r#"`reason`"#,

@@ -71,7 +71,7 @@ impl Peer {
     /// Every kind of message this peer's direction has (the hello included).
     pub fn messages(self) -> &'static [Msg] {
         match self {
-            Peer::Shim => &[Msg::Hello, Msg::Open, Msg::Call, Msg::Control],
+            Peer::Shim => &[Msg::Hello, Msg::Open, Msg::Call, Msg::Control, Msg::Cancel],
             Peer::Cli => &[Msg::Hello, Msg::Status, Msg::Stop, Msg::Doctor],
             Peer::Reader => &[Msg::Hello, Msg::Lockdown, Msg::Answer, Msg::Connect],
             Peer::Input => &[
@@ -161,6 +161,8 @@ pub enum Msg {
     Call,
     /// [`ShimToBroker::Control`].
     Control,
+    /// [`ShimToBroker::Cancel`].
+    Cancel,
     /// [`CliToBroker::Status`].
     Status,
     /// [`CliToBroker::Stop`].
@@ -187,6 +189,7 @@ impl Msg {
             Msg::Open => "open",
             Msg::Call => "call",
             Msg::Control => "control",
+            Msg::Cancel => "cancel",
             Msg::Status => "status",
             Msg::Stop => "stop",
             Msg::Doctor => "doctor",
@@ -203,7 +206,11 @@ impl Msg {
 pub const PERMITTED: &[(Peer, Phase, &[Msg])] = &[
     (Peer::Shim, Phase::AwaitHello, &[Msg::Hello]),
     (Peer::Shim, Phase::AwaitOpen, &[Msg::Open]),
-    (Peer::Shim, Phase::Open, &[Msg::Call, Msg::Control]),
+    (
+        Peer::Shim,
+        Phase::Open,
+        &[Msg::Call, Msg::Control, Msg::Cancel],
+    ),
     (Peer::Cli, Phase::AwaitHello, &[Msg::Hello]),
     (
         Peer::Cli,
@@ -394,6 +401,7 @@ pub fn shim_kind(m: &ShimToBroker) -> Msg {
         ShimToBroker::Open { .. } => Msg::Open,
         ShimToBroker::Call { .. } => Msg::Call,
         ShimToBroker::Control { .. } => Msg::Control,
+        ShimToBroker::Cancel { .. } => Msg::Cancel,
     }
 }
 

@@ -623,6 +623,8 @@ async fn shim_loop<B: Backend>(
 ) -> End {
     let limits = &shared.limits;
     let engine = &shared.engine;
+    // The running calls' withdrawal signals, by the shim's call id.
+    let running: Arc<Mutex<HashMap<u64, tokio::sync::watch::Sender<bool>>>> = Arc::default();
     loop {
         // Backpressure: a peer that does not read its answers is not read either.
         out.wait_below(limits.queued_bytes + QUEUE_SLACK).await;
@@ -720,13 +722,26 @@ async fn shim_loop<B: Backend>(
                 in_flight.fetch_add(1, Ordering::Relaxed);
                 let e = engine.clone();
                 let answers = out.clone_handle();
-                let running = in_flight.clone();
+                let count = in_flight.clone();
+                let (withdraw, withdrawn) = crate::engine::withdraw::signal();
+                lock(&running).insert(id, withdraw);
+                let running = running.clone();
                 tokio::spawn(async move {
-                    let result = e.call(&s, &tool, &args_json).await;
+                    let result =
+                        crate::engine::withdraw::scope(withdrawn, e.call(&s, &tool, &args_json))
+                            .await;
                     drop((tool, args_json, permit));
+                    lock(&running).remove(&id);
                     answers.send(&BrokerToShim::Result { id, result });
-                    running.fetch_sub(1, Ordering::Relaxed);
+                    count.fetch_sub(1, Ordering::Relaxed);
                 });
+            }
+            ShimToBroker::Cancel { id } => {
+                // A call already answered (or never made) has nothing to withdraw.
+                drop(permit);
+                if let Some(w) = lock(&running).get(&id) {
+                    let _ = w.send(true);
+                }
             }
             ShimToBroker::Control { line } => {
                 let Some(s) = session.as_ref() else {
@@ -742,6 +757,11 @@ async fn shim_loop<B: Backend>(
             }
         }
     }
+}
+
+/// The lock of a short critical section (a panic inside leaves consistent data).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Connects as a terminal command and sends one request, after checking that the socket's

@@ -12,7 +12,7 @@
 //! re-arms it) and raised again whenever another window covers it.
 //!
 //! It tells the person what they give: the program that asks (its executable and pid, from the
-//! kernel), the name the host claims for itself (marked as claimed), the lease, each app with
+//! kernel; for an interpreter, the script it runs, marked as its command line's claim), the name the host claims for itself (marked as claimed), the lease, each app with
 //! its window count, one plain line of what the agent may do, and the takeover and clipboard
 //! lines only when the broker offers them. The host's name, the program path and the app names
 //! are untrusted text: they are escaped and cut before they are drawn.
@@ -100,25 +100,37 @@ pub fn claimed_line(claimed: &str) -> String {
     }
 }
 
+/// `s`'s end, at most [`PROGRAM_CHARS`] characters, escaped.
+fn path_end(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let tail: String = if chars.len() > PROGRAM_CHARS {
+        let keep: String = chars[chars.len() - (PROGRAM_CHARS - 1)..].iter().collect();
+        format!("\u{2026}{keep}")
+    } else {
+        s.to_string()
+    };
+    escape_clip(&tail, PROGRAM_CHARS + 8)
+}
+
 /// The program line: the executable (its end kept when long) and the pid.
 pub fn program_line(exe: &str, pid: u32) -> String {
     let exe = if exe.is_empty() {
         "an unknown program".to_string()
     } else {
-        let chars: Vec<char> = exe.chars().collect();
-        let tail: String = if chars.len() > PROGRAM_CHARS {
-            let keep: String = chars[chars.len() - (PROGRAM_CHARS - 1)..].iter().collect();
-            format!("\u{2026}{keep}")
-        } else {
-            exe.to_string()
-        };
-        escape_clip(&tail, PROGRAM_CHARS + 8)
+        path_end(exe)
     };
     if pid == 0 {
         format!("Program: {exe}")
     } else {
         format!("Program: {exe} (pid {pid})")
     }
+}
+
+/// For an interpreter, the line naming the script it runs (its end kept when long), marked as
+/// what its command line says; none otherwise.
+pub fn script_line(script: &str) -> Option<String> {
+    (!script.is_empty())
+        .then(|| format!("Running: {} (as its command line says)", path_end(script)))
 }
 
 /// The lease line.
@@ -217,6 +229,11 @@ pub fn fixed_height(req: &ConsentRequest, assistive: bool, big: i32, small: i32)
     pad * 2
         + (big + 6)
         + 4 * (small + 4)
+        + if req.program.script.is_empty() {
+            0
+        } else {
+            small + 4
+        }
         + gap
         + (small + 6)
         + if req.missing_requested != 0 {
@@ -260,6 +277,7 @@ impl Dialog {
         let claimed = claimed_line(&req.host_claimed);
         let heading = to_latin1("A program asks to use your apps");
         let program = to_latin1(&program_line(&req.program.exe, req.program.pid));
+        let script = script_line(&req.program.script).map(|l| to_latin1(&l));
         let claimed = to_latin1(&claimed);
         let lease = to_latin1(&lease_line(req.lease_minutes));
         let use_line = to_latin1(USE_LINE);
@@ -298,6 +316,9 @@ impl Dialog {
         for t in [&program, &claimed, &lease, &use_line, &apps_heading, &note] {
             want(ui.text_width(t, 1));
         }
+        if let Some(t) = &script {
+            want(ui.text_width(t, 1));
+        }
         if let Some(a) = &assistive_note {
             want(ui.text_width(a, 1));
         }
@@ -328,6 +349,9 @@ impl Dialog {
         };
         line(&mut lines, &mut y, heading, s, ui.pal.text, lh + 6);
         line(&mut lines, &mut y, program, 1, ui.pal.text, hint_h + 4);
+        if let Some(script) = script {
+            line(&mut lines, &mut y, script, 1, ui.pal.text, hint_h + 4);
+        }
         line(&mut lines, &mut y, claimed, 1, ui.pal.hint, hint_h + 4);
         line(&mut lines, &mut y, lease, 1, ui.pal.text, hint_h + 4);
         line(
@@ -873,6 +897,16 @@ mod tests {
             "{l}"
         );
         assert!(program_line("/tmp/a\nb", 1).contains("a\\nb"));
+        assert_eq!(script_line(""), None, "not an interpreter: no line");
+        assert_eq!(
+            script_line("/home/u/host.js").as_deref(),
+            Some("Running: /home/u/host.js (as its command line says)")
+        );
+        let l = script_line(&format!("/{}/x.py\n\u{202e}", "d".repeat(100))).unwrap();
+        assert!(
+            l.contains('\u{2026}') && l.contains("x.py\\n\\u{202e}"),
+            "{l}"
+        );
         assert_eq!(lease_line(15), "Lease: 15 minutes, then it must ask again.");
         assert_eq!(lease_line(1), "Lease: 1 minute, then it must ask again.");
         let app = |w| ConsentApp {

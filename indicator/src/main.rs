@@ -45,14 +45,25 @@ fn main() -> std::process::ExitCode {
         Start::Exit(code) => return code,
     };
 
-    tracing_subscriber::fmt()
-        .with_writer(|| nish_sandbox::start::LogSink)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .init();
+    {
+        // `NISH_LOG`: a level, or `target=level` pairs.
+        use tracing_subscriber::prelude::*;
+        let filter = std::env::var("NISH_LOG")
+            .ok()
+            .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+            .unwrap_or_else(|| {
+                tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing::level_filters::LevelFilter::INFO)
+            });
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(|| nish_sandbox::start::LogSink)
+                    .with_target(false),
+            )
+            .with(filter)
+            .init();
+    }
 
     match run(started, pixels) {
         Ok(app::Exit::BrokerClosed) => std::process::ExitCode::SUCCESS,

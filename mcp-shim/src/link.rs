@@ -149,6 +149,8 @@ pub struct BrokerLink {
     has_control: bool,
     approve: ApproveOpts,
     events: Option<EventSink>,
+    /// Without a control pipe: where approval events go when the client can be asked.
+    approvals: Option<(EventSink, Arc<crate::elicitor::Elicitor>)>,
     state: tokio::sync::Mutex<State>,
     next_id: AtomicU64,
 }
@@ -163,16 +165,29 @@ impl std::fmt::Debug for BrokerLink {
 }
 
 /// Removes a call's entry when the call ends early (cancelled by the client), so a late result
-/// finds no waiter.
+/// finds no waiter, and tells the broker to withdraw it once it was sent and is still
+/// unanswered.
 struct PendingGuard<'a> {
     conn: &'a Conn,
     id: u64,
+    sent: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        if let Some(p) = lock(&self.conn.pending).as_mut() {
-            p.remove(&self.id);
+        let unanswered = lock(&self.conn.pending)
+            .as_mut()
+            .is_some_and(|p| p.remove(&self.id).is_some());
+        if unanswered && self.sent {
+            // Best effort: a full queue (the broker reads nothing) or a connection gone makes
+            // the cancel moot; the call's result then finds no waiter.
+            if let Ok(buf) = codec::encode(
+                &ShimToBroker::Cancel { id: self.id },
+                MAX_CLIENT_FRAME_BYTES,
+            ) {
+                let _ = self.conn.frames.try_send(buf);
+            }
+            tracing::debug!(id = self.id, "call withdrawn");
         }
     }
 }
@@ -186,9 +201,19 @@ impl BrokerLink {
             has_control: events.is_some(),
             approve: ApproveOpts::default(),
             events,
+            approvals: None,
             state: tokio::sync::Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Approvals through the client (`crate::elicit`) when there is no control pipe: the
+    /// broker's events go to `tx` once `elicitor` is ready (the client declared elicitation).
+    pub fn eliciting(mut self, tx: EventSink, elicitor: Arc<crate::elicitor::Elicitor>) -> Self {
+        if self.events.is_none() {
+            self.approvals = Some((tx, elicitor));
+        }
+        self
     }
 
     /// What the host approves call by call (sent when the connection opens).
@@ -270,9 +295,18 @@ impl BrokerLink {
         }
         let (mut rd, mut wr) = stream.into_split();
         frame::write_frame(&mut wr, &Hello::new(Role::Shim), MAX_CLIENT_FRAME_BYTES).await?;
+        // The host can answer approvals through its control pipe, or else through the client's
+        // elicitation when the client declared it (known by now: a connection opens at the
+        // first call, after initialize).
+        let events = self.events.clone().or_else(|| {
+            self.approvals
+                .as_ref()
+                .filter(|(_, e)| e.ready())
+                .map(|(tx, _)| tx.clone())
+        });
         let open = ShimToBroker::Open {
             host: host.to_string(),
-            has_control: self.has_control,
+            has_control: events.is_some(),
             approve: self.approve,
         };
         frame::write_frame(&mut wr, &open, MAX_CLIENT_FRAME_BYTES).await?;
@@ -293,7 +327,7 @@ impl BrokerLink {
             tasks: Mutex::new(Vec::new()),
         });
         let writer = tokio::spawn(write_loop(wr, rx, conn.clone()));
-        let reader = tokio::spawn(read_loop(rd, conn.clone(), self.events.clone()));
+        let reader = tokio::spawn(read_loop(rd, conn.clone(), events));
         lock(&conn.tasks).extend([writer.abort_handle(), reader.abort_handle()]);
         Ok(conn)
     }
@@ -378,12 +412,17 @@ impl BrokerLink {
                 None => return Err(lost_during_call()),
             }
         }
-        let _guard = PendingGuard { conn: &conn, id };
+        let mut guard = PendingGuard {
+            conn: &conn,
+            id,
+            sent: false,
+        };
         tracing::debug!(id, tool = %nish_proto::model::escape_clip(tool, 64), args_bytes = args_len, "call");
         if conn.frames.send(buf).await.is_err() {
             conn.fail("writer gone");
             return Err(lost_during_call());
         }
+        guard.sent = true;
         match rx.await {
             Ok(r) => Ok((id, r)),
             Err(_) => Err(lost_during_call()),

@@ -6,6 +6,8 @@
 //! logs go to stderr and never carry arguments or results.
 
 mod control;
+mod elicit;
+mod elicitor;
 mod link;
 mod render;
 mod server;
@@ -44,16 +46,22 @@ struct Args {
     #[arg(long, value_name = "NAME")]
     host: Option<String>,
 
-    /// Ask the host, on its control pipe, to approve each consequential act (a click whose label
-    /// reads as sending, paying, deleting...; typing outside search and address fields; Enter
-    /// after typing). Needs --control-fd.
-    #[arg(long, requires = "control_fd")]
+    /// Ask the host to approve each consequential act, judged on what it reaches at send time
+    /// (a click, or an activating key, on what reads as sending, paying, deleting...; typing,
+    /// pasting or character keys outside search and address fields; Enter after typing): on its
+    /// control pipe, or else through MCP elicitation when the client offers it. With neither,
+    /// such acts are refused.
+    #[arg(long)]
     approve_consequential: bool,
 
-    /// Ask the host, on its control pipe, to approve each act with `observe` (a read too).
-    /// Needs --control-fd.
-    #[arg(long, requires = "control_fd")]
+    /// Ask the host to approve each act with `observe` (a read too), as above.
+    #[arg(long)]
     approve_reads: bool,
+
+    /// Never ask approvals (or clipboard reads) through MCP elicitation, for a host that
+    /// answers elicitations by itself; they then need a control pipe.
+    #[arg(long)]
+    no_elicitation: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -83,7 +91,13 @@ fn main() -> std::process::ExitCode {
         consequential: args.approve_consequential,
         reads: args.approve_reads,
     };
-    let code = match rt.block_on(run(args.socket, args.host, taken, approve)) {
+    let code = match rt.block_on(run(
+        args.socket,
+        args.host,
+        taken,
+        approve,
+        args.no_elicitation,
+    )) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -96,17 +110,27 @@ fn main() -> std::process::ExitCode {
 }
 
 fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("NISH_LOG").unwrap_or_else(|_| "info".to_string());
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::prelude::*;
+    // `NISH_LOG`: a level, or `target=level` pairs.
+    let filter = std::env::var("NISH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
     // rmcp's own info and debug lines print whole requests and notifications: keep them out,
-    // whatever the filter says, since arguments can hold typed text.
-    let filter = EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| EnvFilter::new("info"))
-        .add_directive("rmcp=error".parse().expect("a valid directive"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+    // whatever the filter says, since arguments can hold typed text (both filters must pass).
+    let rmcp_quiet = Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("rmcp", LevelFilter::ERROR);
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(filter)
+        .with(rmcp_quiet)
         .init();
 }
 
@@ -115,6 +139,7 @@ async fn run(
     host: Option<String>,
     taken: Option<TakenFds>,
     approve: ApproveOpts,
+    no_elicitation: bool,
 ) -> anyhow::Result<()> {
     let socket = socket
         .unwrap_or_else(|| nish_proto::wire::default_socket_path(nix::unistd::getuid().as_raw()));
@@ -129,13 +154,22 @@ async fn run(
         }
         None => None,
     };
+    let elicitor = Arc::new(crate::elicitor::Elicitor::new(no_elicitation));
+    let (approvals_tx, approvals_rx) = mpsc::channel(crate::elicitor::QUEUE);
     let link = Arc::new(
         BrokerLink::new(
             socket.clone(),
             control.as_ref().map(|(_, tx, _)| tx.clone()),
         )
+        .eliciting(approvals_tx, elicitor.clone())
         .approving(approve),
     );
+    tokio::spawn(crate::elicit::run(
+        approvals_rx,
+        elicitor.clone(),
+        link.clone(),
+        host.clone(),
+    ));
     tracing::info!(
         socket = %socket.display(),
         control = control.is_some(),
@@ -154,7 +188,7 @@ async fn run(
     }
 
     let splices = Splices::new();
-    let shim = Shim::new(link, host, splices.clone());
+    let shim = Shim::new(link, host, splices.clone()).with_elicitor(elicitor);
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let service = shim
         .serve((stdin, SpliceWriter::new(stdout, splices)))

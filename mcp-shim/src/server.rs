@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use nish_proto::tools::TOOLS;
-use nish_proto::{CONTRACT_VERSION, DRIVER_VERSION, SERVER_NAME};
+use nish_proto::{CONTRACT_VERSION, DRIVER_VERSION, INSTRUCTIONS, SERVER_NAME};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
@@ -61,6 +61,7 @@ pub struct Shim {
     host: Arc<HostName>,
     tools: Arc<Vec<Tool>>,
     splices: Arc<Splices>,
+    elicitor: Arc<crate::elicitor::Elicitor>,
 }
 
 /// Every tool of the proto table, as rmcp tools, in table order. No `outputSchema` (contract
@@ -86,7 +87,15 @@ impl Shim {
             host,
             tools: Arc::new(tool_list()),
             splices,
+            elicitor: Arc::default(),
         }
+    }
+
+    /// Asks approvals through the client's elicitation when it offers it (see
+    /// [`crate::elicitor`]).
+    pub fn with_elicitor(mut self, elicitor: Arc<crate::elicitor::Elicitor>) -> Self {
+        self.elicitor = elicitor;
+        self
     }
 
     fn learn_host(&self, ctx: &RequestContext<RoleServer>) {
@@ -110,7 +119,8 @@ impl ServerHandler for Shim {
         let mut meta = serde_json::Map::new();
         meta.insert("contract_version".into(), CONTRACT_VERSION.into());
         let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(server);
+            .with_server_info(server)
+            .with_instructions(INSTRUCTIONS);
         info.meta = Some(MetaObject(meta));
         info
     }
@@ -123,7 +133,9 @@ impl ServerHandler for Shim {
         // Learn the host's name now: a control line may come before the first call.
         self.host.learn(&request.client_info.name);
         ctx.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request);
+        self.elicitor.offer(&ctx.peer);
+        result
     }
 
     async fn list_tools(
@@ -196,7 +208,7 @@ impl ServerHandler for Shim {
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// What a progress notification says.
 pub const PROGRESS_MESSAGE: &str =
-    "still running: waiting for the desktop, or for the host's approval on its control pipe";
+    "still running: waiting for the person's answer, the desktop, or the host's approval";
 
 /// Ends a task when dropped (the call it reports on is over, or was cancelled).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -152,6 +152,7 @@ fn check_handshakes(seen: &[Seen]) {
             | Seen::Open { conn, .. }
             | Seen::Call { conn, .. }
             | Seen::Control { conn, .. }
+            | Seen::Cancel { conn, .. }
             | Seen::Bad { conn, .. }
             | Seen::Closed { conn } => *conn,
         })

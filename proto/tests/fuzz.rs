@@ -290,6 +290,7 @@ fn shim_to_broker() -> impl Strategy<Value = ShimToBroker> {
             args_json
         }),
         s().prop_map(|line| ShimToBroker::Control { line }),
+        any::<u64>().prop_map(|id| ShimToBroker::Cancel { id }),
     ]
 }
 
@@ -663,7 +664,7 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
         windows,
     });
     let dialog = (
-        (any::<u64>(), s(), s(), any::<u32>()),
+        (any::<u64>(), s(), s(), any::<u32>(), s()),
         (
             proptest::collection::vec(app, 0..4),
             any::<u32>(),
@@ -674,13 +675,13 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
     )
         .prop_map(
             |(
-                (id, host_claimed, exe, pid),
+                (id, host_claimed, exe, pid, script),
                 (apps, missing_requested, lease_minutes, lines, timeout_ms),
             )| ConsentDialog {
                 id,
                 request: ConsentRequest {
                     host_claimed,
-                    program: HostProgram { exe, pid },
+                    program: HostProgram { exe, pid, script },
                     apps,
                     missing_requested,
                     lease_minutes,
@@ -966,6 +967,11 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ),
         (
             "shim-to-broker",
+            "seed-cancel",
+            e(&ShimToBroker::Cancel { id: 3 }),
+        ),
+        (
+            "shim-to-broker",
             "seed-control",
             e(&ShimToBroker::Control {
                 line: r#"{"method":"takeover.resume"}"#.into(),
@@ -1096,6 +1102,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     program: HostProgram {
                         exe: "/usr/bin/claude".into(),
                         pid: 4200,
+                        script: String::new(),
                     },
                     apps: vec![ConsentApp {
                         name: "Notes".into(),

@@ -51,11 +51,18 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("NISH_LOG") {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
+    if let Some(filter) = std::env::var("NISH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+    {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(false),
+            )
+            .with(filter)
             .init();
     }
     let n: usize = arg(&args, "-n")

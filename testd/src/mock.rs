@@ -83,6 +83,8 @@ enum Behavior {
     Toggle,
     /// Toggles, and the window's status line says so (an effect elsewhere in the window).
     ToggleAndStatus(&'static str),
+    /// Pastes the clipboard into the focused field (a menu's Paste).
+    Paste,
 }
 
 #[derive(Clone, Debug)]
@@ -97,6 +99,8 @@ struct El {
     children: Vec<usize>,
     parent: Option<usize>,
     behavior: Behavior,
+    /// Where it lies on screen, when not laid out by its row (a container over other rows).
+    frame: Option<Rect>,
 }
 
 #[derive(Clone, Debug)]
@@ -188,6 +192,7 @@ impl Desk {
             children: vec![],
             parent,
             behavior: Behavior::None,
+            frame: None,
         });
         if let Some(p) = parent {
             self.els[p].children.push(id);
@@ -441,6 +446,8 @@ impl Desk {
             let row = nodes.len() as u32;
             let frame = if parent.is_none() {
                 w.frame
+            } else if let Some(f) = e.frame {
+                f
             } else {
                 let i = row as i32;
                 Rect::new(
@@ -538,6 +545,7 @@ impl Desk {
                     self.list_item(list, &format!("Row {n}"), &["showMenu"]);
                 }
             }
+            Behavior::Paste => self.paste(),
             Behavior::ClearEntry => {
                 if let Some(e) = w.entry {
                     self.els[e].value = Some(String::new());
@@ -574,16 +582,113 @@ impl Desk {
             .find(|w| w.frame.contains_point(x, y))
     }
 
-    /// The deepest element of a window at a point.
+    /// The deepest element of a window at a point (the last of the deepest, in document
+    /// order): a container over a button leaves the click to the button.
     fn element_at(&self, w: &Win, x: i32, y: i32) -> Option<usize> {
         let (nodes, ids, _) = self.walk(w, WalkLimits::default());
-        let mut hit = None;
+        let mut hit: Option<(u16, usize)> = None;
         for (i, n) in nodes.iter().enumerate().skip(1) {
-            if n.frame.is_some_and(|f| f.contains_point(x, y)) && n.states.has(State::Showing) {
-                hit = Some(ids[i]);
+            if n.frame.is_some_and(|f| f.contains_point(x, y))
+                && n.states.has(State::Showing)
+                && hit.is_none_or(|(d, _)| n.depth >= d)
+            {
+                hit = Some((n.depth, ids[i]));
             }
         }
-        hit.or(Some(w.root))
+        hit.map(|(_, id)| id).or(Some(w.root))
+    }
+
+    /// The focused field, when it takes text (not a secure one).
+    fn focused_field(&self) -> Option<usize> {
+        self.focused.filter(|f| {
+            self.els[*f].states.has(State::Editable) && !self.els[*f].states.has(State::Secure)
+        })
+    }
+
+    /// Puts text into the focused field.
+    fn type_into_focus(&mut self, text: &str) {
+        if let Some(f) = self.focused_field() {
+            self.els[f]
+                .value
+                .get_or_insert_with(String::new)
+                .push_str(text);
+        }
+    }
+
+    /// Pastes the clipboard into the focused field.
+    fn paste(&mut self) {
+        let text = self.clipboard.clone();
+        self.type_into_focus(&text);
+    }
+
+    /// Tab (or Shift+Tab): the focus to the next (previous) showing, sensitive, focusable
+    /// element of its window.
+    fn tab(&mut self, back: bool) {
+        let Some(f) = self.focused else { return };
+        let Some(w) = self.window_of(f).cloned() else {
+            return;
+        };
+        let (nodes, ids, _) = self.walk(&w, WalkLimits::default());
+        let stops: Vec<usize> = nodes
+            .iter()
+            .zip(&ids)
+            .filter(|(n, _)| {
+                n.states.has(State::Showing)
+                    && n.states.has(State::Sensitive)
+                    && (n.states.has(State::Focusable) || n.states.has(State::Editable))
+            })
+            .map(|(_, id)| *id)
+            .collect();
+        let Some(at) = stops.iter().position(|id| *id == f) else {
+            return;
+        };
+        let next = if back {
+            (at + stops.len() - 1) % stops.len()
+        } else {
+            (at + 1) % stops.len()
+        };
+        self.focus(stops[next]);
+    }
+
+    /// Keys the driver sent, as the focused element takes them: Tab moves the focus; space or
+    /// Return activates a focused button; Ctrl+V, Ctrl+Shift+V and Shift+Insert paste into
+    /// the focused field, a character types into it; Return elsewhere submits the window.
+    fn keys(&mut self, keys: &[String]) {
+        let Some((last, mods)) = keys.split_last() else {
+            return;
+        };
+        let has = |m: &str| mods.iter().any(|x| x.eq_ignore_ascii_case(m));
+        let ctrl = has("ctrl") || has("control");
+        let shift = has("shift");
+        let focused = self.focused;
+        let button = focused.filter(|f| self.els[*f].role == "push_button");
+        match last.as_str() {
+            "Tab" if !ctrl => self.tab(shift),
+            "space" | "Return" if button.is_some() => {
+                if let Some(b) = button
+                    && self.els[b].states.has(State::Sensitive)
+                {
+                    self.behave(b);
+                }
+            }
+            "space" => self.type_into_focus(" "),
+            "Return" => {
+                if let Some(w) = focused.and_then(|f| self.window_of(f)).map(|w| w.window_id) {
+                    self.set_status(w, "Submitted".into());
+                }
+            }
+            "v" | "V" if ctrl => self.paste(),
+            "Insert" if shift && !ctrl => self.paste(),
+            k if k.chars().count() == 1 && !ctrl && !has("alt") && !has("super") => {
+                let c = if shift {
+                    k.to_uppercase()
+                } else {
+                    k.to_string()
+                };
+                self.type_into_focus(&c);
+            }
+            _ => {}
+        }
     }
 
     /// A check before each synthetic step (contract §4.3).
@@ -757,6 +862,67 @@ impl MockBackend {
         if let Some(e) = d.els.iter_mut().find(|e| e.name == from) {
             e.name = to.to_string();
         }
+    }
+
+    /// Lays a panel named `panel` over the first element named `covered` (a little larger, so
+    /// the panel's centre lies on it), as the last child of its window: a container whose
+    /// centre lies on a button. A click there reaches the button.
+    pub fn cover_with_panel(&self, covered: &str, panel: &str) {
+        let mut d = self.desk();
+        let Some(id) = d.els.iter().position(|e| e.name == covered) else {
+            return;
+        };
+        let Some(w) = d.window_of(id).cloned() else {
+            return;
+        };
+        let (nodes, ids, _) = d.walk(&w, WalkLimits::default());
+        let Some(f) = ids
+            .iter()
+            .position(|x| *x == id)
+            .and_then(|row| nodes[row].frame)
+        else {
+            return;
+        };
+        let p = d.add(Some(w.root), "panel", panel);
+        d.els[p].frame = Some(Rect::new(f.x - 4, f.y - 1, f.w + 8, f.h + 2));
+    }
+
+    /// Adds a menu item named `name` to the window titled `title` that pastes the clipboard
+    /// into the focused field when activated (a menu's Paste).
+    pub fn add_paste_item(&self, title: &str, name: &str) {
+        let mut d = self.desk();
+        let Some(root) = d.windows.iter().find(|w| w.title == title).map(|w| w.root) else {
+            return;
+        };
+        let menu = d.add(Some(root), "menu", "Edit");
+        let item = d.add(Some(menu), "menu_item", name);
+        d.els[item].actions = vec!["click"];
+        d.els[item].ifaces |= Ifaces::ACTION;
+        d.els[item].behavior = Behavior::Paste;
+    }
+
+    /// The value the app gives the first element named `name` that has one, now (tests check
+    /// that a refused act put nothing into a field).
+    pub fn value_of(&self, name: &str) -> Option<String> {
+        self.desk()
+            .els
+            .iter()
+            .find(|e| e.name == name && e.value.is_some())
+            .and_then(|e| e.value.clone())
+    }
+
+    /// Gives the keyboard focus to the first element named `name`, as the app may by itself.
+    pub fn focus_named(&self, name: &str) {
+        let mut d = self.desk();
+        if let Some(id) = d.els.iter().position(|e| e.name == name) {
+            d.focus(id);
+        }
+    }
+
+    /// The element that has the keyboard focus now, by name.
+    pub fn focused_name(&self) -> Option<String> {
+        let d = self.desk();
+        d.focused.map(|f| d.els[f].name.clone())
     }
 
     /// Moves the window titled `title` by (`dx`, `dy`), as the person or another program
@@ -1432,13 +1598,7 @@ impl Backend for MockBackend {
                     d.held.push(k.clone());
                     d.sent.push("key".into());
                 }
-                if keys.len() == 1
-                    && keys[0] == "Return"
-                    && let Some(f) = d.focused
-                    && let Some(w) = d.window_of(f).map(|w| w.window_id)
-                {
-                    d.set_status(w, "Submitted".into());
-                }
+                d.keys(&keys);
                 d.held.clear();
                 Ok(SynthOutcome::Done)
             }
@@ -1479,7 +1639,8 @@ impl Backend for MockBackend {
                 d.driver_move(to.0, to.1);
                 d.held.clear();
                 d.sent.push("button1-release".into());
-                // Dropping a list row on another swaps their names.
+                // Dropping a list row on another swaps their names; dropping it on a field puts
+                // its text there.
                 let a = d
                     .window_at(from.0, from.1)
                     .cloned()
@@ -1496,6 +1657,15 @@ impl Backend for MockBackend {
                     let (na, nb) = (d.els[a].name.clone(), d.els[b].name.clone());
                     d.els[a].name = nb;
                     d.els[b].name = na;
+                } else if let (Some(a), Some(b)) = (a, b)
+                    && d.els[b].states.has(State::Editable)
+                    && !d.els[b].states.has(State::Secure)
+                {
+                    let text = d.els[a].name.clone();
+                    d.els[b]
+                        .value
+                        .get_or_insert_with(String::new)
+                        .push_str(&text);
                 }
                 Ok(SynthOutcome::Done)
             }
@@ -1614,7 +1784,9 @@ impl MockBackend {
                     .pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .take();
+                    .take()
+                    // A dialog whose request was dropped (closed) is not there to answer.
+                    .filter(|p| !p.tx.is_closed());
                 let Some(p) = p else {
                     return Err(DriverError::new(
                         ErrorCode::NoSession,
@@ -1659,7 +1831,9 @@ impl MockBackend {
                     .pending
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .take();
+                    .take()
+                    // A dialog whose request was dropped (closed) is not there to answer.
+                    .filter(|p| !p.tx.is_closed());
                 let Some(p) = p else {
                     return Err(DriverError::new(
                         ErrorCode::NoSession,

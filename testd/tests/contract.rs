@@ -272,6 +272,96 @@ async fn after_a_denial_the_same_program_waits_and_others_do_not() {
     }
 }
 
+/// A host written in Python: `python3 <dir>/<name>` whose child (`sleep`) plays its shim.
+/// Returns the host and the shim's pid.
+fn python_host(dir: &std::path::Path, name: &str) -> (std::process::Child, u32) {
+    let script = dir.join(name);
+    std::fs::write(
+        &script,
+        "import subprocess, sys\n\
+         p = subprocess.Popen(['sleep', '30'])\n\
+         print(p.pid, flush=True)\n\
+         sys.stdin.read()\n\
+         p.kill()\n",
+    )
+    .unwrap();
+    let mut host = std::process::Command::new("python3")
+        .arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(host.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (host, line.trim().parse().unwrap())
+}
+
+/// Two hosts run by one interpreter are two programs: the dialog names the script each runs
+/// (as its command line says), and after the person denies one, the other may still ask.
+#[tokio::test]
+async fn two_hosts_of_one_interpreter_are_told_apart() {
+    let f = Fixture::with_config(
+        true,
+        nish_decider::engine::EngineConfig {
+            settle_interval: Duration::ZERO,
+            ..Default::default()
+        },
+    );
+    let dir = std::env::temp_dir().join(format!("nish-two-hosts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut host_a, shim_a) = python_host(&dir, "mail_agent.py");
+    let (mut host_b, shim_b) = python_host(&dir, "notes_agent.py");
+    let (sa, _ra) = f.other_session("same-claimed-name", shim_a);
+    let (sb, _rb) = f.other_session("same-claimed-name", shim_b);
+    assert_eq!(sa.program.program.exe, sb.program.program.exe);
+
+    let shown = async {
+        dialog_shown(&f).await;
+        let req = f.engine.backend.open_dialog().expect("a dialog");
+        f.person(PersonOp::Deny).await;
+        req
+    };
+    let (r, req) = tokio::join!(
+        f.call_on(&sa, "start_session", json!({"apps": ["Notes"]})),
+        shown
+    );
+    r.err("consent_denied");
+    assert_eq!(
+        req.program.script,
+        dir.join("mail_agent.py").to_string_lossy(),
+        "the dialog names the script host A runs"
+    );
+    // Host A is held back; host B, the same interpreter with another script, gets its dialog.
+    f.call_on(&sa, "start_session", json!({"apps": ["Notes"]}))
+        .await
+        .err("consent_denied");
+    assert!(f.engine.backend.open_dialog().is_none());
+    let shown = async {
+        dialog_shown(&f).await;
+        let req = f.engine.backend.open_dialog().expect("a dialog for host B");
+        f.person(approve_all()).await;
+        req
+    };
+    let (r, req) = tokio::join!(
+        f.call_on(&sb, "start_session", json!({"apps": ["Notes"]})),
+        shown
+    );
+    r.ok();
+    assert_eq!(
+        req.program.script,
+        dir.join("notes_agent.py").to_string_lossy()
+    );
+    for h in [&mut host_a, &mut host_b] {
+        drop(h.stdin.take());
+        let _ = h.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn a_second_host_asking_while_a_dialog_is_up_gets_lease_held() {
     let f = Fixture::new(true);

@@ -181,6 +181,7 @@ fn shim_msg(m: Msg) -> ShimToBroker {
         Msg::Control => ShimToBroker::Control {
             line: r#"{"method":"session.revoke"}"#.into(),
         },
+        Msg::Cancel => ShimToBroker::Cancel { id: 1 },
         other => panic!("a shim does not send {other:?}"),
     }
 }
@@ -258,9 +259,9 @@ async fn every_unexpected_message_per_peer_and_phase_ends_the_connection_and_is_
             checked += 2;
         }
     }
-    // Call before Open, Control before Open, a second Open; two frame errors in each of five
+    // Call, Control and Cancel before Open, a second Open; two frame errors in each of five
     // phases.
-    assert_eq!(checked, 3 + 2 * 5, "the table changed: check these cases");
+    assert_eq!(checked, 4 + 2 * 5, "the table changed: check these cases");
     // A call before Open opened no session (it used to open one named "host").
     let status = srv.engine.status_json();
     assert_eq!(status["sessions"], json!([]), "{status}");

@@ -2,7 +2,9 @@
 """A GTK 3 window for the host-approval tests (the person's app, not part of the driver).
 
 - an entry "Search" and an entry "Message";
-- a button "Send" that counts its presses in the status label ("Sent 1", "Sent 2", ...);
+- a check button "Urgent" (so that from Message, Tab, Tab reaches Send);
+- a box "Actions" whose only child is the button "Send", filling it (the box's centre lies on
+  Send); Send counts its presses in the status label ("Sent 1", "Sent 2", ...);
 - the status label, "Ready" until the first press.
 """
 
@@ -15,7 +17,7 @@ from gi.repository import GLib, Gtk  # noqa: E402
 class Window(Gtk.Window):
     def __init__(self) -> None:
         super().__init__(title="nish approvals gtk3")
-        self.set_default_size(420, 240)
+        self.set_default_size(420, 260)
         box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=6)
         box.set_border_width(12)
         self.add(box)
@@ -25,10 +27,14 @@ class Window(Gtk.Window):
         self.message = Gtk.Entry()
         self.message.get_accessible().set_name("Message")
         box.pack_start(self.message, False, False, 0)
+        box.pack_start(Gtk.CheckButton(label="Urgent"), False, False, 0)
         self.sent = 0
+        actions = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL)
+        actions.get_accessible().set_name("Actions")
         send = Gtk.Button(label="Send")
         send.connect("clicked", self.on_send)
-        box.pack_start(send, False, False, 0)
+        actions.pack_start(send, True, True, 0)
+        box.pack_start(actions, False, False, 0)
         self.status = Gtk.Label(label="Ready")
         box.pack_start(self.status, False, False, 0)
 

@@ -220,8 +220,10 @@ def _spawn_with(fds: tuple[int, ...]):
 
 @asynccontextmanager
 async def host(shim: str, broker: Broker, name: str, version: str = "2025-11-25",
-               control: Control | None = None, extra: tuple[str, ...] = ()) -> AsyncIterator[Any]:
-    """An MCP client session with nish-mcp, negotiating `version` (`extra`: more shim flags)."""
+               control: Control | None = None, extra: tuple[str, ...] = (),
+               elicitation: Any = None) -> AsyncIterator[Any]:
+    """An MCP client session with nish-mcp, negotiating `version` (`extra`: more shim flags;
+    `elicitation`: the client's elicitation callback, which declares the capability)."""
     args = ["--socket", broker.socket, *extra]
     fds: tuple[int, ...] = ()
     if control is not None:
@@ -236,7 +238,7 @@ async def host(shim: str, broker: Broker, name: str, version: str = "2025-11-25"
     original = _spawn_with(fds)
     try:
         async with Client(params, mode=mode, client_info=Implementation(name=name, version="1.0"),
-                          read_timeout_seconds=120) as c:
+                          read_timeout_seconds=120, elicitation_callback=elicitation) as c:
             if control is not None:
                 control.shim.close()
             check(c.protocol_version == version, f"negotiated {c.protocol_version}, wanted {version}")

@@ -64,12 +64,22 @@ where
         Start::Serve(s) => s,
         Start::Exit(code) => return code,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NISH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(|| LogSink)
-        .with_ansi(false)
+    // `NISH_LOG`: a level, or `target=level` pairs (`info,nish_reader::server=debug`).
+    use tracing_subscriber::prelude::*;
+    let filter = std::env::var("NISH_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new()
+                .with_default(tracing::level_filters::LevelFilter::INFO)
+        });
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(|| LogSink)
+                .with_ansi(false),
+        )
+        .with(filter)
         .init();
     if !report.detail.is_empty() {
         tracing::warn!("lock-down: {}", report.detail);

@@ -29,6 +29,7 @@ mod control;
 mod reads;
 mod session_tools;
 mod wait;
+pub mod withdraw;
 
 /// What ends a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,8 +134,12 @@ struct Core {
     snaps: SnapshotStore,
     /// Open approval requests: id -> (the digest an act's approval must echo, the waiter).
     approvals: HashMap<String, (Option<String>, oneshot::Sender<bool>)>,
-    /// Text was typed in this session since the last Enter (an Enter then needs approval).
+    /// Text was put into a field in this session since the last Enter (an Enter then needs
+    /// approval).
     typed_since_enter: bool,
+    /// An act since the last takeover click, Escape or activating key may have opened a popup
+    /// menu (crate::approvals::Effect).
+    popup_open: bool,
     lease_task: Option<tokio::task::AbortHandle>,
     stop: StopFlag,
     act_times: VecDeque<Instant>,
@@ -401,11 +406,9 @@ impl<B: Backend> Engine<B> {
         approve: HostApprovals,
         events: mpsc::Sender<String>,
     ) -> Arc<Session> {
-        let approve = if has_control {
-            approve
-        } else {
-            HostApprovals::default()
-        };
+        // A host that asked for approvals keeps them even when it cannot answer them (no
+        // control pipe, no elicitation): the acts that need one are then refused
+        // (`capability_not_consented`), never let through unasked.
         let host = clean_host(host);
         let program = crate::peer::Pinned::of_shim(peer_pid);
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
@@ -478,12 +481,20 @@ impl<B: Backend> Engine<B> {
                 images,
             },
             Err(e) => {
-                self.audit.emit(
-                    AuditEvent::Refusal,
-                    Some(&s.id),
-                    json!({"tool": name, "code": e.code.as_str(),
-                           "retry": e.code.retry().as_str(), "effect": e.effect}),
-                );
+                if withdraw::is_withdrawn() {
+                    self.audit.emit(
+                        AuditEvent::CallWithdrawn,
+                        Some(&s.id),
+                        json!({"tool": name}),
+                    );
+                } else {
+                    self.audit.emit(
+                        AuditEvent::Refusal,
+                        Some(&s.id),
+                        json!({"tool": name, "code": e.code.as_str(),
+                               "retry": e.code.retry().as_str(), "effect": e.effect}),
+                    );
+                }
                 CallResult {
                     is_error: true,
                     structured_json: e.envelope().to_string(),
@@ -512,6 +523,8 @@ impl<B: Backend> Engine<B> {
             None
         };
         self.expire_if_due(s).await;
+        // A call withdrawn while it waited for its turn does not start.
+        withdraw::check()?;
         // The one judgement of this call: its handler applies its terms to what it finds.
         let j = policy::judge(&s.state(), &call, &policy::Facts::default(), self.now_ms())?;
         // No session starts and nothing acts while the audit cannot record it.
@@ -545,7 +558,11 @@ impl<B: Backend> Engine<B> {
             Call::ListWindows => self.list_windows(s, &j).await,
             Call::GetWindowState(r) => self.get_window_state(s, &r, &j).await,
             Call::ClipboardRead => self.clipboard_read(s, &j).await,
-            Call::WaitFor(w) => self.wait_for(s, &w, &j).await,
+            // A wait only reads: withdrawn, it stops where it is.
+            Call::WaitFor(w) => tokio::select! {
+                r = self.wait_for(s, &w, &j) => r,
+                () = withdraw::withdrawn() => Err(withdraw::error()),
+            },
             Call::ListNotifications
             | Call::DismissNotification
             | Call::InvokeNotificationAction => Err(DriverError::new(

@@ -263,9 +263,12 @@ impl<B: Backend> Engine<B> {
             clipboard: want_clipboard && self.backend.clipboard_available().await,
             timeout_ms: u64::try_from(self.cfg.consent_timeout.as_millis()).unwrap_or(u64::MAX),
         };
+        // The dialog closes when the host ends the session, or withdraws this call (its
+        // future, and with it the dialog, is dropped).
         let answer = tokio::select! {
             a = self.backend.consent(req) => a,
             _ = cancel_rx => Err(DriverError::new(ErrorCode::ConsentDenied, "the consent dialog was closed before an answer")),
+            () = super::withdraw::withdrawn() => Err(super::withdraw::error()),
         };
         drop(slot);
         s.core().consent_cancel = None;
@@ -304,11 +307,16 @@ impl<B: Backend> Engine<B> {
                 // Not the person's answer (the dialog was closed by the host, or could not be
                 // shown): no cooldown.
                 s.core().sm.deny(self.now_ms());
-                self.audit.emit(
-                    AuditEvent::ConsentClosed,
-                    Some(&s.id),
-                    json!({"error": e.code.as_str()}),
-                );
+                if super::withdraw::is_withdrawn() {
+                    self.audit
+                        .emit(AuditEvent::ConsentWithdrawn, Some(&s.id), json!({}));
+                } else {
+                    self.audit.emit(
+                        AuditEvent::ConsentClosed,
+                        Some(&s.id),
+                        json!({"error": e.code.as_str()}),
+                    );
+                }
                 return Err(e);
             }
         };

@@ -6,7 +6,7 @@ use nish_proto::wire::indicator::{ConsentApp, ConsentRequest};
 use super::draw::{Size, color};
 use crate::consent::{
     self, CLIPBOARD_LINE, Kind, TAKEOVER_LINE, USE_LINE, app_label, claimed_line, fixed_height,
-    lease_line, program_line,
+    lease_line, program_line, script_line,
 };
 
 /// Padding inside the box (the X11 dialog's).
@@ -74,6 +74,7 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
     let claimed = claimed_line(&req.host_claimed);
     let heading = "A program asks to use your apps".to_string();
     let program = program_line(&req.program.exe, req.program.pid);
+    let script = script_line(&req.program.script);
     let lease = lease_line(req.lease_minutes);
     let apps_heading = if req.apps.is_empty() {
         "No app has a window open: there is nothing to tick."
@@ -103,6 +104,9 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
     let mut want = |w: i32| width = width.max(w + 2 * PAD);
     want(Size::Big.width(&heading));
     for t in [&program, &claimed, &lease, USE_LINE, apps_heading, &note] {
+        want(Size::Small.width(t));
+    }
+    if let Some(t) = &script {
         want(Size::Small.width(t));
     }
     for h in takeover_hints {
@@ -139,6 +143,16 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
         color::TEXT,
         small + 4,
     );
+    if let Some(script) = script {
+        line(
+            &mut lines,
+            &mut y,
+            script,
+            Size::Small,
+            color::TEXT,
+            small + 4,
+        );
+    }
     line(
         &mut lines,
         &mut y,
@@ -276,6 +290,7 @@ mod tests {
             program: HostProgram {
                 exe: "/usr/bin/host".into(),
                 pid: 7,
+                script: String::new(),
             },
             apps: (0..apps)
                 .map(|i| ConsentApp {
@@ -321,6 +336,25 @@ mod tests {
             assert!(c.rect.x >= 0 && c.rect.x + c.rect.w <= l.w, "{c:?}");
             assert!(c.rect.y + c.rect.h <= l.h, "{c:?}");
         }
+    }
+
+    #[test]
+    fn an_interpreters_script_has_its_line_under_the_program() {
+        let mut r = req(1);
+        r.program.script = "/home/u/host.js".into();
+        let l = layout(&r, 1280, 800);
+        let texts: Vec<&str> = l.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts[1], "Program: /usr/bin/host (pid 7)");
+        assert_eq!(
+            texts[2],
+            "Running: /home/u/host.js (as its command line says)"
+        );
+        let (big, small) = (Size::Big.height(), Size::Small.height());
+        let r0 = ConsentRequest { apps: vec![], ..r };
+        assert_eq!(
+            layout(&r0, 1280, 800).h,
+            fixed_height(&r0, false, big, small)
+        );
     }
 
     #[test]

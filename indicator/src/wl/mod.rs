@@ -925,6 +925,7 @@ mod tests {
             program: HostProgram {
                 exe: "/usr/bin/test-host".into(),
                 pid: 4242,
+                script: String::new(),
             },
             apps: vec![ConsentApp {
                 name: "gedit".into(),

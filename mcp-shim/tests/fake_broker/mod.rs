@@ -45,6 +45,10 @@ pub enum Seen {
         conn: usize,
         line: String,
     },
+    Cancel {
+        conn: usize,
+        id: u64,
+    },
     /// A frame out of order or undecodable.
     Bad {
         conn: usize,
@@ -205,6 +209,7 @@ fn serve(conn: usize, stream: UnixStream, shared: Arc<Shared>, path: &Path) {
         };
         match msg {
             ShimToBroker::Open { .. } => bad("a second Open".into()),
+            ShimToBroker::Cancel { id } => shared.record(Seen::Cancel { conn, id }),
             ShimToBroker::Control { line } => {
                 shared.record(Seen::Control {
                     conn,

@@ -24,7 +24,14 @@ pub struct HostProgram {
     pub exe: String,
     /// The host's pid (the shim's parent), 0 when unknown.
     pub pid: u32,
+    /// When the executable is an interpreter (node, python, deno, bun, java): the script,
+    /// module or package it runs, from the process's command line (the process's own claim,
+    /// shown as such; at most [`SCRIPT_CHARS`] characters, its end kept). Empty otherwise.
+    pub script: String,
 }
+
+/// The most characters of [`HostProgram::script`] kept (the end of a long path).
+pub const SCRIPT_CHARS: usize = 160;
 
 /// Everything the consent dialog shows: what the broker's engine asks its backend to show
 /// (`nish_decider::backend::Backend::consent`), and, with an id, what the indicator draws

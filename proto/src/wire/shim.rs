@@ -30,6 +30,14 @@ pub enum ShimToBroker {
         /// The line, without its newline.
         line: String,
     },
+    /// The MCP client cancelled the call `id` (`notifications/cancelled`): the broker withdraws
+    /// what the call waits for (the consent dialog, a host approval, a `wait_for`) and starts
+    /// nothing new for it; an act already sending finishes, and its result is not sent to the
+    /// client. Ignored when `id` is not running.
+    Cancel {
+        /// The call's id.
+        id: u64,
+    },
 }
 
 /// What a host asked to approve, one call at a time, on its control pipe (it chooses when it

@@ -300,6 +300,7 @@ fn request(id: u64) -> ConsentDialog {
             program: HostProgram {
                 exe: "/usr/bin/test-host".into(),
                 pid: 4242,
+                script: String::new(),
             },
             apps: vec![
                 ConsentApp {

@@ -2,6 +2,7 @@
 //! with a fresh re-check of the target before anything is sent, a settled read after it, an
 //! honest `effect`/`verified`, a bounded diff and the optional observation.
 
+pub(super) mod reach;
 mod synthetic;
 
 use crate::audit_event::AuditEvent;
@@ -16,8 +17,9 @@ use nish_proto::wire::input::{Expect, SemanticOp};
 use nish_proto::wire::reader::{MAX_CHANGED, SettleBounds, SettleWait, WalkLimits};
 use serde_json::{Value, json};
 
-use super::approve::ActSubject;
+use super::approve::{ActSubject, Under};
 use super::{Engine, Output, Session, ToolResult};
+use crate::approvals::{self, Effect};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
 use crate::policy::{Facts, Focus, FocusFact, Judgement, Reach, TargetFact};
 use crate::snapshots::Snapshot;
@@ -139,13 +141,84 @@ impl Target {
         }
     }
 
-    /// What a host approval is about: this element in its window.
-    fn subject(&self) -> ActSubject<'_> {
-        ActSubject {
+    /// The element as the judgement's terms look at it when a pointer act at `(x, y)` reaches
+    /// it: secure, or a field command, when the element named or anything under the point is
+    /// (a container whose centre lies on a secure field or on a Copy item).
+    fn fact_at(&self, call: &Call, x: i32, y: i32) -> TargetFact {
+        let mut f = self.fact();
+        let skip = matches!(call, Call::TypeText { .. }).then_some(self.row);
+        for r in reach::under_point(&self.before, x, y, skip) {
+            let n = &self.before[r as usize];
+            f.secure |= n.is_secure();
+            f.command |= nish_proto::secure_names::is_field_command(&n.name);
+        }
+        f
+    }
+
+    /// What a host approval of a headless act is about: this element in its window (and the
+    /// focused rows, when activating it pastes).
+    fn subject(&self, call: &Call) -> ActSubject<'_> {
+        let mut s = ActSubject {
             window_id: self.window.window_id,
             pid: self.window.pid,
-            role: Some(&self.node.role),
-            label: Some(&self.node.name),
+            named: Some(&self.node),
+            pointed: Under::NoPoint,
+            focus: None,
+            defaults: vec![],
+        };
+        self.with_focus_if_pasting(call, &mut s);
+        s
+    }
+
+    /// What a host approval of a takeover pointer act at `(x, y)` is about: the element it
+    /// names, and what lies under the point in this fresh read (unknown when the read was cut
+    /// short). A type_text's focusing click on its own field reaches nothing else.
+    fn subject_at(&self, call: &Call, x: i32, y: i32) -> ActSubject<'_> {
+        let skip = matches!(call, Call::TypeText { .. }).then_some(self.row);
+        let pointed = if self.truncated.is_some() {
+            Under::Unknown
+        } else {
+            Under::Rows(
+                reach::under_point(&self.before, x, y, skip)
+                    .into_iter()
+                    .map(|r| &self.before[r as usize])
+                    .collect(),
+            )
+        };
+        let mut s = ActSubject {
+            window_id: self.window.window_id,
+            pid: self.window.pid,
+            named: Some(&self.node),
+            pointed,
+            focus: None,
+            defaults: vec![],
+        };
+        self.with_focus_if_pasting(call, &mut s);
+        s
+    }
+
+    /// A click that reaches a menu item named Paste puts the clipboard into the focused field:
+    /// the window's focused rows are judged too.
+    fn with_focus_if_pasting<'a>(&'a self, call: &Call, s: &mut ActSubject<'a>) {
+        if !matches!(call, Call::Click(_) | Call::DoubleClick(_)) {
+            return;
+        }
+        let under: &[&Node] = match &s.pointed {
+            Under::Rows(r) => r,
+            _ => &[],
+        };
+        let pastes = s
+            .named
+            .iter()
+            .chain(under)
+            .any(|n| approvals::paste_label(&n.name));
+        if pastes {
+            s.focus = Some(
+                reach::focused(&self.before)
+                    .into_iter()
+                    .map(|r| &self.before[r as usize])
+                    .collect(),
+            );
         }
     }
 
@@ -260,6 +333,14 @@ impl<B: Backend> Engine<B> {
             at,
             popup,
             secure_rows: nodes.iter().any(Node::is_secure),
+        }
+    }
+
+    /// [`Self::target_facts`] of a pointer act at `(x, y)`: what lies under the point counts.
+    fn target_facts_at(&self, s: &Session, t: &Target, call: &Call, x: i32, y: i32) -> Facts {
+        Facts {
+            target: Some(t.fact_at(call, x, y)),
+            ..self.target_facts(s, t, None)
         }
     }
 
@@ -634,14 +715,15 @@ impl<B: Backend> Engine<B> {
         };
         // A host that approves this act is asked now; after its approval the target is read
         // again and must still be what the host approved.
-        let approval = match self.approve_act(s, call, &t.subject()).await {
+        let approval = match self.approve_act(s, call, &t.subject(call)).await {
             Ok(a) => a,
             Err(e) => {
                 self.end_watch(watch.take()).await;
                 return Err(e);
             }
         };
-        let (t, op, verify) = match approval {
+        let effect = approval.effect;
+        let (t, op, verify) = match approval.digest {
             None => (t, op, verify),
             Some(digest) => {
                 // The approval took its time: watch afresh from the second re-read.
@@ -654,7 +736,7 @@ impl<B: Backend> Engine<B> {
                         recheck_ms: began.elapsed().as_millis() as u64,
                         ..t
                     };
-                    self.check_approved(Some(&digest), call, &t.subject())?;
+                    self.check_approved(Some(&digest), call, &t.subject(call))?;
                     j.apply(&self.target_facts(s, &t, None))?;
                     let (op, verify) = Self::choose_semantic(call, &t)?;
                     Ok::<_, DriverError>((t, op, verify))
@@ -674,8 +756,12 @@ impl<B: Backend> Engine<B> {
             }
             _ => None,
         };
-        // A pause can land while the target was being re-read: judge again right before sending.
-        if let Err(e) = self.rejudge(s, call) {
+        // A pause can land while the target was being re-read, and the host can withdraw the
+        // call: judge again right before sending.
+        if let Err(e) = self
+            .rejudge(s, call)
+            .and_then(|_| super::withdraw::check().map_err(|e| e.with_effect("refused")))
+        {
             self.end_watch(watch.take()).await;
             return Err(e);
         }
@@ -698,8 +784,10 @@ impl<B: Backend> Engine<B> {
             }
         };
         let act_ms = started.elapsed().as_millis() as u64;
-        self.finish_act(s, call, &t, verify, path, false, text_len, act_ms, watch, j)
-            .await
+        self.finish_act(
+            s, call, &t, verify, effect, path, false, text_len, act_ms, watch, j,
+        )
+        .await
     }
 
     /// Starts watching the events of the token's application (its element), when the settle
@@ -782,6 +870,7 @@ impl<B: Backend> Engine<B> {
         call: &Call,
         t: &Target,
         verify: Verify,
+        effect: Effect,
         path: String,
         took_cursor: bool,
         text_len: Option<usize>,
@@ -789,24 +878,22 @@ impl<B: Backend> Engine<B> {
         watch: Option<u64>,
         j: &Judgement,
     ) -> ToolResult {
-        // The act was sent: what an Enter after it needs from the host changes.
+        // The act was sent: what an Enter after it needs from the host changes. Text put into
+        // a field (typed, pasted, a character key, a drop) counts; an Enter ends it. A popup
+        // menu it may have opened makes the next activating key ask (its items may not be in
+        // the window's read).
         {
             let mut core = s.core();
-            match call {
-                Call::TypeText { .. }
-                | Call::SetValue {
-                    value: NewValue::Text(_),
-                    ..
-                } => core.typed_since_enter = true,
-                Call::PressKey { key, .. }
-                    if crate::approvals::ends_in_enter(std::slice::from_ref(key)) =>
-                {
-                    core.typed_since_enter = false
-                }
-                Call::Hotkey { keys, .. } if crate::approvals::ends_in_enter(keys) => {
-                    core.typed_since_enter = false
-                }
-                _ => {}
+            if effect.types {
+                core.typed_since_enter = true;
+            }
+            if effect.enter {
+                core.typed_since_enter = false;
+            }
+            if effect.opens_popup {
+                core.popup_open = true;
+            } else if effect.closes_popup {
+                core.popup_open = false;
             }
         }
         let expect_own = !matches!(verify, Verify::None);

@@ -23,13 +23,27 @@ fn after_focusing_click(e: DriverError) -> DriverError {
     out
 }
 
-/// What a host approval of a key press is about: the focused window.
-fn window_subject(w: &WindowInfo) -> ActSubject<'static> {
+/// What a host approval of keys is about: the focused window, the focused rows of its fresh
+/// read (the keys go there), and its default buttons when the keys are an Enter.
+fn keys_subject<'a>(read: &'a Snapshot, keys: &[String]) -> ActSubject<'a> {
+    let nodes = &read.tree.nodes;
+    let rows = |r: Vec<u32>| {
+        r.into_iter()
+            .map(|r| &nodes[r as usize])
+            .collect::<Vec<_>>()
+    };
+    let enter = crate::approvals::key_kind(keys) == crate::approvals::KeyKind::Enter;
     ActSubject {
-        window_id: w.window_id,
-        pid: w.pid,
-        role: None,
-        label: None,
+        window_id: read.tree.window.window_id,
+        pid: read.tree.window.pid,
+        named: None,
+        pointed: Under::NoPoint,
+        focus: Some(rows(reach::focused(nodes))),
+        defaults: if enter {
+            rows(reach::defaults(nodes))
+        } else {
+            vec![]
+        },
     }
 }
 
@@ -51,6 +65,8 @@ impl<B: Backend> Engine<B> {
         op: SynthOp,
     ) -> Result<(), DriverError> {
         self.rejudge(s, call)?;
+        // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
+        super::super::withdraw::check()?;
         let stop = s.core().stop.clone();
         let outcome = self
             .bounded(
@@ -200,18 +216,22 @@ impl<B: Backend> Engine<B> {
             | Call::RightClick(PointerArgs { token, .. })
             | Call::TypeText { token, .. }
             | Call::Scroll { token, .. } => {
+                // Judged on what lies under the point in this fresh read, not on the element
+                // named: a container whose centre lies on a button clicks the button.
                 let t = self.synth_target(s, token, j).await?;
-                j.apply(&self.target_facts(s, &t, None))?;
-                let t = match self.approve_act(s, call, &t.subject()).await? {
-                    None => t,
+                let (x, y) = t.center()?;
+                j.apply(&self.target_facts_at(s, &t, call, x, y))?;
+                let approval = self.approve_act(s, call, &t.subject_at(call, x, y)).await?;
+                let (t, x, y) = match approval.digest {
+                    None => (t, x, y),
                     Some(digest) => {
                         let t = self.synth_target(s, token, j).await?;
-                        self.check_approved(Some(&digest), call, &t.subject())?;
-                        j.apply(&self.target_facts(s, &t, None))?;
-                        t
+                        let (x, y) = t.center()?;
+                        j.apply(&self.target_facts_at(s, &t, call, x, y))?;
+                        self.check_approved(Some(&digest), call, &t.subject_at(call, x, y))?;
+                        (t, x, y)
                     }
                 };
-                let (x, y) = t.center()?;
                 self.hit_test(&t.window, x, y).await?;
                 let click = |button, count| SynthOp::Click {
                     x,
@@ -276,6 +296,7 @@ impl<B: Backend> Engine<B> {
                     call,
                     &t,
                     verify,
+                    approval.effect,
                     path.into(),
                     true,
                     call.text_len(),
@@ -286,15 +307,30 @@ impl<B: Backend> Engine<B> {
                 .await
             }
             Call::Drag { from, to, .. } => {
+                // Judged on what it drops on, under the drop point in a fresh read: a field
+                // takes the dragged text (typing).
                 let (from_token, to_token) = (from, to);
                 let mut from = self.synth_target(s, from_token, j).await?;
                 let mut to = self.synth_target(s, to_token, j).await?;
+                if from.window.window_id != to.window.window_id {
+                    return Err(DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "drag works within one window",
+                    ));
+                }
                 j.apply(&self.target_facts(s, &from, Some(&to)))?;
-                if let Some(digest) = self.approve_act(s, call, &from.subject()).await? {
+                let mut a = from.center()?;
+                let mut b = to.center()?;
+                let approval = self
+                    .approve_act(s, call, &to.subject_at(call, b.0, b.1))
+                    .await?;
+                if let Some(digest) = approval.digest {
                     from = self.synth_target(s, from_token, j).await?;
                     to = self.synth_target(s, to_token, j).await?;
-                    self.check_approved(Some(&digest), call, &from.subject())?;
                     j.apply(&self.target_facts(s, &from, Some(&to)))?;
+                    a = from.center()?;
+                    b = to.center()?;
+                    self.check_approved(Some(&digest), call, &to.subject_at(call, b.0, b.1))?;
                 }
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
@@ -302,8 +338,6 @@ impl<B: Backend> Engine<B> {
                         "drag works within one window",
                     ));
                 }
-                let a = from.center()?;
-                let b = to.center()?;
                 self.hit_test(&from.window, a.0, a.1).await?;
                 self.hit_test(&from.window, b.0, b.1).await?;
                 self.send_synthetic(s, call, &from.window, SynthOp::Drag { from: a, to: b })
@@ -314,6 +348,7 @@ impl<B: Backend> Engine<B> {
                     call,
                     &from,
                     Verify::None,
+                    approval.effect,
                     "xtest:drag".into(),
                     true,
                     None,
@@ -324,14 +359,12 @@ impl<B: Backend> Engine<B> {
                 .await
             }
             Call::PressKey { .. } | Call::Hotkey { .. } => {
-                // The keys were checked by the judge; the focus is judged on a fresh read.
+                // The keys were checked by the judge. Judged on the focused element of a fresh
+                // read of the window holding the keyboard focus: an activating key is a click on
+                // it, a character or a paste types into it.
                 let keys = j.keys.clone();
                 let (mut w, mut popup) = self.keyboard_window(j).await?;
-                if let Some(digest) = self.approve_act(s, call, &window_subject(&w)).await? {
-                    (w, popup) = self.keyboard_window(j).await?;
-                    self.check_approved(Some(&digest), call, &window_subject(&w))?;
-                }
-                let before = self.read_window(s, &w).await?;
+                let mut before = self.read_window(s, &w).await?;
                 j.check_focus(&self.focus_fact(
                     s,
                     w.window_id,
@@ -339,6 +372,21 @@ impl<B: Backend> Engine<B> {
                     before.tree.truncated.is_some(),
                     popup,
                 ))?;
+                let approval = self
+                    .approve_act(s, call, &keys_subject(&before, &keys))
+                    .await?;
+                if let Some(digest) = approval.digest {
+                    (w, popup) = self.keyboard_window(j).await?;
+                    before = self.read_window(s, &w).await?;
+                    j.check_focus(&self.focus_fact(
+                        s,
+                        w.window_id,
+                        &before.tree.nodes,
+                        before.tree.truncated.is_some(),
+                        popup,
+                    ))?;
+                    self.check_approved(Some(&digest), call, &keys_subject(&before, &keys))?;
+                }
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
                     .await?;
                 let t = Target {
@@ -357,6 +405,7 @@ impl<B: Backend> Engine<B> {
                     call,
                     &t,
                     Verify::None,
+                    approval.effect,
                     "xtest:key".into(),
                     true,
                     None,

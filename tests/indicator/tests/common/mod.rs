@@ -870,6 +870,7 @@ pub fn consent_request(id: u64, apps: &[(&str, bool)]) -> ConsentDialog {
             program: HostProgram {
                 exe: "/usr/bin/test-host".into(),
                 pid: 4242,
+                script: String::new(),
             },
             apps: apps
                 .iter()
