@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
-"""Two attacks of a same-user process on the host side, on a real (nested) desktop with the
-real `nish-driver serve --backend linux`, its agents and the real `nish-mcp`:
+"""The host side on a real (nested) desktop with the real `nish-driver serve --backend linux`,
+its agents (the consent dialog is the indicator's) and the real `nish-mcp`:
+
+- a_withdrawn_start_session_closes_the_dialog: the official MCP client abandons start_session
+  while the person's dialog is on screen (the SDK sends `notifications/cancelled`): the dialog
+  goes away, the audit says `consent.withdrawn` and not the person's answer, and a new
+  start_session at once gets a dialog again (no cooldown), which the person allows.
+
+Two attacks of a same-user process:
 
 - host_runs_another_program: a host connects through its shim (a first call pins it: pid,
   start time, executable), then runs another program in the same process (exec), and that
@@ -14,7 +21,7 @@ real `nish-driver serve --backend linux`, its agents and the real `nish-mcp`:
   every `nish-driver stop` stops: the session ends (the host's next call answers
   `stopped_by_person`), audited as the kill switch from a terminal.
 
-    desktop_host_attacks.py --driver .../nish-driver --shim .../nish-mcp --app NAME
+    desktop_hosts.py --driver .../nish-driver --shim .../nish-mcp --app NAME
 """
 
 from __future__ import annotations
@@ -143,6 +150,45 @@ def host_runs_another_program(broker: h.Broker, person: h.Person, ns: argparse.N
     say("    the dialog showed and the person's Deny answered consent_denied")
 
 
+async def a_withdrawn_start_session_closes_the_dialog(broker: h.Broker, person: h.Person,
+                                                     ns: argparse.Namespace) -> None:
+    say("a_withdrawn_start_session_closes_the_dialog: the client gives up while the dialog is up")
+    async with h.host(ns.shim, broker, "withdraw-e2e", "2025-11-25") as c:
+        n = len(broker.audit_events())
+        shown: list[int] = []
+
+        async def give_up_once_shown(scope: anyio.CancelScope) -> None:
+            shown.append(await anyio.to_thread.run_sync(
+                lambda: person.wait_window("nish-driver consent: allow", timeout=30)))
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as scope:
+                tg.start_soon(give_up_once_shown, scope)
+                await c.call_tool("start_session", {"apps": [ns.app], "lease_minutes": 5})
+            check(scope.cancelled_caught and shown, "start_session answered before it was abandoned")
+        deadline = time.monotonic() + 10
+        while consent_windows(person):
+            check(time.monotonic() < deadline, "the consent dialog is still on screen")
+            await anyio.sleep(0.05)
+        say("    the dialog left the screen")
+        deadline = time.monotonic() + 10
+        while True:
+            events = broker.audit_events()[n:]
+            if any(e.get("event") == "consent.withdrawn" for e in events):
+                break
+            check(time.monotonic() < deadline, f"no consent.withdrawn: {events}")
+            await anyio.sleep(0.05)
+        check(not any(e.get("event") == "consent.answer" for e in events),
+              f"a withdrawal is not the person's answer: {events}")
+        say("    audit: consent.withdrawn, no consent.answer")
+        await h.start_with_consent(c, person, {"apps": [ns.app], "lease_minutes": 5})
+        st = await h.ok(c, "get_session_state")
+        check(st["state"] == "granted", f"start_session again: {st}")
+        say("    start_session again at once: a dialog (no cooldown), allowed by the person")
+        await h.ok(c, "end_session")
+
+
 async def stop_under_a_flood(broker: h.Broker, person: h.Person, ns: argparse.Namespace) -> None:
     say("stop_under_a_flood: a session the person allowed, then every connection held")
     async with h.host(ns.shim, broker, "flood-e2e", "2025-11-25") as c:
@@ -212,7 +258,9 @@ async def stop_under_a_flood(broker: h.Broker, person: h.Person, ns: argparse.Na
 async def run(ns: argparse.Namespace) -> None:
     broker = h.Broker(ns.driver, "linux")
     person = h.Person(broker.env)
-    cases = [("host_runs_another_program", lambda: anyio.to_thread.run_sync(
+    cases = [("a_withdrawn_start_session_closes_the_dialog",
+              lambda: a_withdrawn_start_session_closes_the_dialog(broker, person, ns)),
+             ("host_runs_another_program", lambda: anyio.to_thread.run_sync(
                   host_runs_another_program, broker, person, ns)),
              ("stop_under_a_flood", lambda: stop_under_a_flood(broker, person, ns))]
     failed: list[str] = []
