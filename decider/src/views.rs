@@ -70,6 +70,9 @@ pub struct ViewParams {
     pub max_elements: usize,
     /// Deepest level (below the root; skeleton levels for skeletons).
     pub max_depth: usize,
+    /// Most result bytes of a full or root read: the budget when the caller left
+    /// `max_elements` out (a default read), none when they asked for a row count.
+    pub max_bytes: usize,
 }
 
 impl ViewParams {
@@ -91,6 +94,11 @@ impl ViewParams {
             kind,
             max_elements: max_elements.map_or(def_n, |n| (n as usize).clamp(1, cap_n)),
             max_depth: max_depth.map_or(def_d, |d| (d as usize).clamp(1, 200)),
+            max_bytes: if max_elements.is_none() {
+                limits::FULL_MAX_BYTES
+            } else {
+                usize::MAX
+            },
         }
     }
 }
@@ -354,7 +362,7 @@ pub fn cut<'a>(
                 e.write_line(&mut text, rel, n);
                 text.push('\n');
                 let cost = row_bytes(&e, &text[before..]);
-                if !rows.is_empty() && bytes + cost > limits::FULL_MAX_BYTES {
+                if !rows.is_empty() && bytes.saturating_add(cost) > p.max_bytes {
                     text.truncate(before);
                     cut_reason = Some("max_bytes");
                     break;
@@ -804,7 +812,10 @@ mod tests {
             "s1",
             &nodes,
             None,
-            ViewParams::new(ViewKind::Full, Some(5000), None),
+            ViewParams {
+                max_elements: 5000,
+                ..ViewParams::new(ViewKind::Full, None, None)
+            },
         );
         assert_eq!(v.truncated_reason, Some("max_bytes"));
         assert!(
@@ -819,6 +830,15 @@ mod tests {
         let wire = json.len() + 2 * text.len();
         assert!(wire <= limits::FULL_MAX_BYTES + 64, "{wire}");
         assert_eq!(v.tree_text.lines().count(), v.rows.len());
+        // a caller who names a row count gets it
+        let v = cut(
+            "s1",
+            &nodes,
+            None,
+            ViewParams::new(ViewKind::Full, Some(5000), None),
+        );
+        assert_eq!(v.rows.len(), 5000);
+        assert_eq!(v.truncated_reason, Some("max_elements"));
         // under the budget, nothing changes
         let v = cut(
             "s1",
