@@ -26,7 +26,7 @@ use nish_atspi::failure::Failure;
 use crate::kept::Lookup;
 use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
-use crate::x11::X11;
+use crate::x11::{X11, blocking};
 
 /// How old the kept application list may be before a window of a process it has no
 /// application for makes the window list ask the registry again.
@@ -39,9 +39,6 @@ pub const CONCURRENT_WALKS: usize = 6;
 pub const WALKS_PER_APP: usize = 2;
 /// How long the window list waits for application names from the accessibility bus.
 pub const NAMES_WAIT: Duration = Duration::from_millis(400);
-/// How long any request waits for the X server (a server another client has grabbed answers
-/// nobody); the connection is made anew for the next request.
-pub const X11_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a probe waits for the accessibility bus.
 pub const PROBE_BUS_WAIT: Duration = Duration::from_secs(3);
 /// Longest time to read a settle's changed objects again (it falls back to a whole read).
@@ -78,17 +75,6 @@ fn walked(
     r: Result<(nish_proto::model::Tree, walk::WalkStats), Failure>,
 ) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
     r.map(|(tree, stats)| (Some(tree), stats))
-}
-
-/// Runs X11 work on a blocking thread, for at most [`X11_TIMEOUT`] (a thread the server never
-/// answers stays blocked; the request does not).
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    match tokio::time::timeout(X11_TIMEOUT, tokio::task::spawn_blocking(f)).await {
-        Ok(r) => r.map_err(|_| Failure::internal("X11 task failed"))?,
-        Err(_) => Err(Failure::backend("the X server did not answer in time")),
-    }
 }
 
 impl Reader {
@@ -150,7 +136,7 @@ impl Reader {
     /// The window list, bottom to top.
     pub async fn list_windows(&self) -> Result<Vec<WindowInfo>, Failure> {
         if crate::wayland::is_wayland() {
-            return crate::wayland::list_windows(&self.a11y).await;
+            return crate::wayland::list_windows(&self.a11y, NAMES_WAIT).await;
         }
         let x = self.x11().await?;
         let began = std::time::Instant::now();

@@ -27,6 +27,21 @@ use nish_atspi::failure::Failure;
 
 use crate::image::{self, PixelLayout};
 
+/// How long any request waits for the X server (a server another client has grabbed answers
+/// nobody); the connection is made anew for the next request.
+pub const X11_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs X11 work on a blocking thread, for at most [`X11_TIMEOUT`] (a thread the server never
+/// answers stays blocked; the request does not).
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(X11_TIMEOUT, tokio::task::spawn_blocking(f)).await {
+        Ok(r) => r.map_err(|_| Failure::internal("X11 task failed"))?,
+        Err(_) => Err(Failure::backend("the X server did not answer in time")),
+    }
+}
+
 /// Longest title kept, in characters.
 pub const TITLE_MAX_CHARS: usize = 512;
 
