@@ -17,7 +17,9 @@ use zbus::Connection;
 use zbus::export::futures_core::Stream;
 use zbus::zvariant::{OwnedObjectPath, Value};
 
-use super::{Ctx, cache_reply, read_structure};
+use super::cache::cache_reply;
+use super::ctx::Ctx;
+use super::live::read_structure;
 use nish_atspi::a11y::{A11y, APP_IN_FLIGHT, AppLink};
 use nish_atspi::tree::{Arena, Kids, MAX_CHILDREN, Obj, plan};
 
