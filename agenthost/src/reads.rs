@@ -37,9 +37,12 @@ pub(crate) async fn read_tree_kept(
     // to it.
     b.opener.allow_pid(window.pid);
     let wid = window.window_id;
-    let mut have = limits
-        .keep
-        .and(b.kept_trees.lock().ok().and_then(|mut k| k.have(&r, wid)));
+    let mut have = limits.keep.and(
+        b.held_trees
+            .lock()
+            .ok()
+            .and_then(|mut k| k.held_version(&r, wid)),
+    );
     loop {
         let call = ReadTree {
             window: window.clone(),
@@ -60,7 +63,7 @@ pub(crate) async fn read_tree_kept(
                 version,
                 ..
             } => {
-                if let Ok(mut k) = b.kept_trees.lock() {
+                if let Ok(mut k) = b.held_trees.lock() {
                     k.hold(&r, wid, version.filter(|_| limits.keep.is_some()), &tree);
                 }
                 b.note_toolkit(&tree, toolkit);
@@ -70,7 +73,7 @@ pub(crate) async fn read_tree_kept(
             // (any other version, or none was named) is asked for again, whole.
             TreeAnswer::Unchanged { version } => {
                 let held = b
-                    .kept_trees
+                    .held_trees
                     .lock()
                     .ok()
                     .filter(|_| have == Some(version))
