@@ -7,7 +7,7 @@ use nish_proto::model::Tree;
 
 /// The trees of the reader's kept walks last received (held here so that a read the same kept
 /// walk answers again needs no tree sent), by window id, with their versions
-/// ([`ReaderToBroker::Tree`]'s `version`). Versions are the reader's: only those of the reader
+/// (`TreeFreshness::version`). Versions are the reader's: only those of the reader
 /// process they came from are used (`reader` holds its allocation, so no other reader can
 /// be mistaken for it).
 pub(crate) struct HeldTrees<R> {

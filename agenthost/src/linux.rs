@@ -54,7 +54,7 @@ pub struct LinuxBackend {
     pub(crate) toolkits: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The trees of the reader's kept walks the broker holds, by window and version, so a read
     /// the same kept walk answers again needs no tree sent ([`BrokerToReader::ReadTree`]'s
-    /// `have`).
+    /// `Freshness::MayReuse` `have`).
     pub(crate) held_trees: std::sync::Mutex<HeldTrees<Agent<BrokerToReader, ReaderToBroker>>>,
     /// Opens the agents' connections and holds the input agent's act grant.
     pub(crate) opener: Arc<Opener>,

@@ -13,7 +13,7 @@ use nish_atspi::tree::MAX_CHILDREN;
 use nish_decider::views::{View, ViewKind, ViewParams, cut};
 use nish_proto::model::{Node, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
-use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{BrokerToReader, Freshness, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, PROTO_VERSION, Role};
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, AppHandle, Desktop, page};
@@ -158,7 +158,7 @@ impl ReaderProc {
             id,
             window: window.clone(),
             limits,
-            have: None,
+            freshness: Freshness::Walk,
         }) {
             ReaderToBroker::Tree { tree, walk_ms, .. } => Ok((tree, walk_ms)),
             other => Err(other),
@@ -548,7 +548,7 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
         id: a,
         window: w.clone(),
         limits: full(),
-        have: None,
+        freshness: Freshness::Walk,
     });
     r.send(&BrokerToReader::ListWindows { id: b });
     let mut got = [r.recv(), r.recv()];
@@ -1471,7 +1471,7 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                 id,
                 window: w_hung.clone(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             });
             asked.push((id, "hung"));
         }
@@ -1481,7 +1481,7 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                 id,
                 window: w.clone(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             });
             asked.push((id, what));
         }
@@ -1609,7 +1609,7 @@ fn a_grabbed_x_server_does_not_hold_up_the_reader() {
         id: ids[1],
         window: w.clone(),
         limits: WalkLimits::default(),
-        have: None,
+        freshness: Freshness::Walk,
     });
     r.send(&BrokerToReader::Capture {
         id: ids[2],
@@ -1688,7 +1688,7 @@ fn a_stopped_accessibility_bus_does_not_hold_up_the_reader() {
                 id: *id,
                 window: w.clone(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             });
         }
         let probe = r.id();
