@@ -28,9 +28,9 @@ use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
 use crate::x11::X11;
 
-/// How old the kept application list may be before a window of a process it has no
+/// How old the standing application list may be before a window of a process it has no
 /// application for makes the window list ask the registry again.
-pub const KEPT_ORDER_RECHECK: Duration = Duration::from_secs(1);
+pub const STANDING_ORDER_RECHECK: Duration = Duration::from_secs(1);
 
 /// Tree reads served at the same time; more wait their turn.
 pub const CONCURRENT_WALKS: usize = 6;
@@ -163,22 +163,22 @@ impl Reader {
         let x = self.x11().await?;
         let began = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + NAMES_WAIT;
-        let kept = self.a11y.kept_order();
+        let standing = self.a11y.standing_order();
         let x_list = async {
             let wins = blocking(move || x.list_windows())
                 .await
                 .inspect_err(|f| self.x11_failed(f))?;
             Ok::<_, Failure>((wins, began.elapsed()))
         };
-        let ((wins, x_done), (order, apps_done), order_kept) = match kept {
+        let ((wins, x_done), (order, apps_done), order_standing) = match standing {
             Some((order, age)) => {
                 let (wins, x_done) = x_list.await?;
                 let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
-                // A window of a process the kept list has no application for: the registry is
+                // A window of a process the standing list has no application for: the registry is
                 // asked again once the list is a while old (the application may have
                 // registered with a registry that started again, whose signals are not
                 // watched yet).
-                if age >= KEPT_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
+                if age >= STANDING_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
                     let order = self.a11y.app_order(deadline).await;
                     ((wins, x_done), (order, began.elapsed()), false)
                 } else {
@@ -204,7 +204,7 @@ impl Reader {
             windows = wins.len(),
             x_us = x_done.as_micros() as u64,
             apps_us = apps_done.as_micros() as u64,
-            apps_kept = order_kept,
+            apps_standing = order_standing,
             registry_signals = self.a11y.registry_signals(),
             total_us = began.elapsed().as_micros() as u64,
             "window list"

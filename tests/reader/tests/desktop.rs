@@ -920,12 +920,12 @@ fn the_window_list_asked_at_once_is_the_list_asked_one_by_one() {
     assert_eq!(old.title, "nish légacy window");
 }
 
-/// The window list kept between requests (the X server's events and the registry's
+/// The window list standing between requests (the X server's events and the registry's
 /// `ChildrenChanged`, both through the broker's D-Bus filter as the broker runs the reader)
 /// follows applications that come and go: each is listed by its accessible name once it
-/// registered, and not once it is gone; in between, lists are answered from what was kept.
+/// registered, and not once it is gone; in between, lists are answered from the standing one.
 #[test]
-fn the_kept_window_list_follows_applications_that_come_and_go() {
+fn the_standing_window_list_follows_applications_that_come_and_go() {
     let desk = Desktop::start().expect("start the desktop");
     let first = desk
         .spawn(App::Gtk3WidgetFactory)
@@ -950,27 +950,27 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
         },
     )
     .expect("listed");
-    let kept = |r: &ReaderProc| {
+    let standing = |r: &ReaderProc| {
         r.log
             .lock()
             .unwrap()
             .lines()
-            .filter(|l| l.contains("window list") && l.contains("apps_kept=true"))
+            .filter(|l| l.contains("window list") && l.contains("apps_standing=true"))
             .count()
     };
     poll(
-        "a window list answered from the kept one",
+        "a window list answered from the standing one",
         Duration::from_secs(10),
         || {
             let _ = r.windows();
-            Ok(if kept(&r) > 0 {
+            Ok(if standing(&r) > 0 {
                 Poll::Ready(())
             } else {
                 Poll::Pending("every list asked the registry".into())
             })
         },
     )
-    .expect("the kept list is used (the filter lets the registry's signal through)");
+    .expect("the standing list is used (the filter lets the registry's signal through)");
     // The registry's signals counted so far, as the reader's last window list logged them.
     let signals = |r: &ReaderProc| {
         r.log
@@ -1000,11 +1000,11 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
     )
     .expect("the new application is listed once it registered");
     assert!(named(&mut r, &first, "gtk3-widget-factory"));
-    let before = kept(&r);
+    let before = standing(&r);
     for _ in 0..5 {
         assert!(named(&mut r, &second, "gtk3-demo"));
     }
-    assert!(kept(&r) > before, "kept again after the change");
+    assert!(standing(&r) > before, "standing again after the change");
     // The registration was told by the registry's signal, through the broker's filter (not
     // found only by the reader's once-a-second recheck of an unknown pid).
     let signals_registered = signals(&r);
