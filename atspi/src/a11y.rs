@@ -223,17 +223,18 @@ pub struct A11y {
     frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
     flights: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
     caches: std::sync::Mutex<HashMap<String, Instant>>,
-    /// The registry's application list, kept while the registry reports no change to it.
-    registry: std::sync::Mutex<RegistryKept>,
+    /// The registry's application list, standing while the registry reports no change to it.
+    registry: std::sync::Mutex<RegistryAnswer>,
 }
 
-/// The longest the registry's kept answer is used ([`A11y::kept_order`]): a registry that
+/// The longest the registry's standing answer is used ([`A11y::standing_order`]): a registry that
 /// stopped sends nothing, and the one started after it is not watched until it is asked.
-pub const KEPT_ORDER_MAX_AGE: Duration = Duration::from_secs(2);
+pub const STANDING_ORDER_MAX_AGE: Duration = Duration::from_secs(2);
 
-/// The registry's application list kept between window lists ([`A11y::kept_order`]).
+/// The registry's application list as last answered, standing between window lists while
+/// its watch counts no change ([`A11y::standing_order`]).
 #[derive(Debug, Default)]
-struct RegistryKept {
+struct RegistryAnswer {
     watch: Option<RegistryWatch>,
     /// The bus names in the registry's order, the watch's change count before they were asked
     /// for, and when they were answered.
@@ -544,21 +545,21 @@ impl A11y {
         self.bus.lock().await.conn = None;
         self.apps.lock().await.clear();
         if let Ok(mut r) = self.registry.lock() {
-            *r = RegistryKept::default();
+            *r = RegistryAnswer::default();
         }
     }
 
     /// The registered applications' bus names in the registry's order as last asked for, and
     /// how long ago, while the registry has reported no application registering or leaving
     /// since (its `ChildrenChanged` on the desktop, watched from before the list was asked
-    /// for), for at most [`KEPT_ORDER_MAX_AGE`]. `None`: ask ([`A11y::app_order`]).
-    pub fn kept_order(&self) -> Option<(Vec<String>, Duration)> {
+    /// for), for at most [`STANDING_ORDER_MAX_AGE`]. `None`: ask ([`A11y::app_order`]).
+    pub fn standing_order(&self) -> Option<(Vec<String>, Duration)> {
         let r = self.registry.lock().ok()?;
         let w = r.watch.as_ref()?;
         let (at, names, when) = r.order.as_ref()?;
         let live = w.live.load(Ordering::SeqCst) && !w.task.is_finished();
         let age = when.elapsed();
-        (live && w.changes.load(Ordering::SeqCst) == *at && age < KEPT_ORDER_MAX_AGE)
+        (live && w.changes.load(Ordering::SeqCst) == *at && age < STANDING_ORDER_MAX_AGE)
             .then(|| (names.clone(), age))
     }
 
@@ -588,7 +589,7 @@ impl A11y {
     /// hung application delays nobody. Known bus names come from memory (bus names are never
     /// reused).
     ///
-    /// The answer is kept for [`A11y::kept_order`] when the registry's children were watched
+    /// The answer stands for [`A11y::standing_order`] when the registry's children were watched
     /// from before the call; the first call starts the watch.
     pub async fn apps(&self) -> Result<Vec<AppRef>, Failure> {
         let bus = self.bus().await.map_err(|p| p.failure())?;
@@ -702,7 +703,7 @@ impl A11y {
             return;
         };
         let Some(sender) = sender.filter(|s| s.starts_with(':')) else {
-            *r = RegistryKept::default();
+            *r = RegistryAnswer::default();
             return;
         };
         let current = r.watch.as_ref().is_some_and(|w| {
@@ -711,7 +712,7 @@ impl A11y {
                 && bus.unique_name().is_some_and(|n| n.as_str() == w.ours)
         });
         if !current {
-            *r = RegistryKept {
+            *r = RegistryAnswer {
                 watch: RegistryWatch::start(bus, &sender),
                 order: None,
             };

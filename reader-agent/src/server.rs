@@ -14,7 +14,7 @@ use nish_proto::model::WindowInfo;
 use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::reader::{
-    BrokerToReader, DesktopProbe, MAX_CHANGED, ReaderToBroker, WalkLimits,
+    BrokerToReader, DesktopProbe, Freshness, MAX_CHANGED, ReaderToBroker, TreeFreshness, WalkLimits,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
@@ -28,9 +28,9 @@ use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
 use crate::x11::{X11, blocking};
 
-/// How old the kept application list may be before a window of a process it has no
+/// How old the standing application list may be before a window of a process it has no
 /// application for makes the window list ask the registry again.
-pub const KEPT_ORDER_RECHECK: Duration = Duration::from_secs(1);
+pub const STANDING_ORDER_RECHECK: Duration = Duration::from_secs(1);
 
 /// Tree reads served at the same time; more wait their turn.
 pub const CONCURRENT_WALKS: usize = 6;
@@ -70,11 +70,19 @@ impl Default for Reader {
     }
 }
 
-/// A walk's result as [`Reader::read_tree`] gives it.
+/// What [`Reader::read_tree`] gives: the tree (`None` when the broker's stands), the walk's
+/// statistics (empty when not walked now), and how fresh the tree is.
+type ReadTree = (
+    Option<nish_proto::model::Tree>,
+    walk::WalkStats,
+    TreeFreshness,
+);
+
+/// A walk's result as [`Reader::read_tree`] gives it, not kept.
 fn walked(
     r: Result<(nish_proto::model::Tree, walk::WalkStats), Failure>,
-) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
-    r.map(|(tree, stats)| (Some(tree), stats))
+) -> Result<ReadTree, Failure> {
+    r.map(|(tree, stats)| (Some(tree), stats, TreeFreshness::Walked))
 }
 
 impl Reader {
@@ -141,22 +149,22 @@ impl Reader {
         let x = self.x11().await?;
         let began = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + NAMES_WAIT;
-        let kept = self.a11y.kept_order();
+        let standing = self.a11y.standing_order();
         let x_list = async {
             let wins = blocking(move || x.list_windows())
                 .await
                 .inspect_err(|f| self.x11_failed(f))?;
             Ok::<_, Failure>((wins, began.elapsed()))
         };
-        let ((wins, x_done), (order, apps_done), order_kept) = match kept {
+        let ((wins, x_done), (order, apps_done), order_standing) = match standing {
             Some((order, age)) => {
                 let (wins, x_done) = x_list.await?;
                 let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
-                // A window of a process the kept list has no application for: the registry is
+                // A window of a process the standing list has no application for: the registry is
                 // asked again once the list is a while old (the application may have
                 // registered with a registry that started again, whose signals are not
                 // watched yet).
-                if age >= KEPT_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
+                if age >= STANDING_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
                     let order = self.a11y.app_order(deadline).await;
                     ((wins, x_done), (order, began.elapsed()), false)
                 } else {
@@ -182,7 +190,7 @@ impl Reader {
             windows = wins.len(),
             x_us = x_done.as_micros() as u64,
             apps_us = apps_done.as_micros() as u64,
-            apps_kept = order_kept,
+            apps_standing = order_standing,
             registry_signals = self.a11y.registry_signals(),
             total_us = began.elapsed().as_micros() as u64,
             "window list"
@@ -203,14 +211,15 @@ impl Reader {
             .collect())
     }
 
-    /// One window's tree; `None` when the broker holds it already (`have`, the version of a
-    /// kept walk: [`ReaderToBroker::Unchanged`]).
+    /// One window's tree, walked now or the kept walk reused as `freshness` allows; the tree
+    /// is `None` when the broker holds it already ([`Freshness::MayReuse`]'s `have`, the
+    /// version of the kept walk: [`ReaderToBroker::Unchanged`]).
     pub async fn read_tree(
         &self,
         window: &WindowInfo,
         limits: &WalkLimits,
-        have: Option<u64>,
-    ) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
+        freshness: Freshness,
+    ) -> Result<ReadTree, Failure> {
         // A read waits its turn (for its app, then among all reads) no longer than its budget.
         let budget = Duration::from_millis(nish_atspi::tree::clamp_limits(limits).budget_ms);
         let app_turns = {
@@ -256,19 +265,23 @@ impl Reader {
         let win = u32::try_from(window.window_id).map_err(|_| {
             Failure::not_found(format!("window {} does not exist", window.window_id))
         })?;
+        // A light read that may reuse (an act's re-check) may be answered by the kept full walk
+        // of the same limits (its extents and action names come along); it is never kept
+        // itself.
+        let full = WalkLimits {
+            details: true,
+            ..*limits
+        };
+        let reuse = match freshness {
+            Freshness::Walk => None,
+            Freshness::MayReuse { generation, have } => Some((generation, have)),
+        };
         // The barrier of a kept walk of the window (every event the application sent before
         // now noted) runs while X answers the window's geometry; whether the kept walk may
         // answer is decided after both ([`crate::kept::Kept::peek`]).
         let began = Instant::now();
-        let pending = limits.keep.and_then(|_| {
-            self.kept.pending(
-                window,
-                &WalkLimits {
-                    details: true,
-                    ..*limits
-                },
-            )
-        });
+        let pending =
+            reuse.and_then(|(generation, _)| self.kept.pending(window, &full, generation));
         let barrier = async {
             let p = pending.as_ref()?;
             Some(self.barrier(p).await)
@@ -306,29 +319,21 @@ impl Reader {
                 return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
             }
         };
-        let Some(_) = limits.keep else {
-            // A walk without keep (an act's re-check after another act, a settle's read, a
-            // wait, a capture's re-read) may see what the kept walk does not: the next plain
-            // read walks too.
+        let Some((generation, have)) = reuse else {
+            // A walk now (an act's re-check after another act, a settle's read, a wait, a
+            // capture's re-read) may see what the kept walk does not: the next read walks too.
             self.kept.forget(window.window_id);
             return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         };
-        // A light read with keep (an act's re-check) may be answered by the kept full walk of
-        // the same limits (its extents and action names come along); it is never kept itself.
         let light = !limits.details;
         let under = crate::kept::Under {
             window: window.clone(),
             geometry: (geometry.client, geometry.wm_frame),
-            limits: WalkLimits {
-                details: true,
-                ..*limits
-            },
+            limits: full,
+            generation,
         };
-        let kept = |version| walk::WalkStats {
-            kept: true,
-            version: Some(version),
-            ..walk::WalkStats::default()
-        };
+        let reused =
+            |tree, reuse: crate::kept::Reuse| Ok((tree, walk::WalkStats::default(), reuse.into()));
         // The early barrier stands only for the entry it ran for ([`crate::kept::Kept::ordered`]).
         let early = pending.map(|p| p.entry).zip(ordered);
         let found = self
@@ -351,13 +356,13 @@ impl Reader {
             }
         };
         match found {
-            Some((entry, Lookup::Same(tree, version))) => {
+            Some((entry, Lookup::Same(tree, reuse))) => {
                 same(entry, true);
-                return Ok((Some(tree), kept(version)));
+                return reused(Some(tree), reuse);
             }
-            Some((entry, Lookup::Unchanged(version))) => {
+            Some((entry, Lookup::Unchanged(reuse))) => {
                 same(entry, false);
-                return Ok((None, kept(version)));
+                return reused(None, reuse);
             }
             Some((_, Lookup::Changed { entry, handles, .. })) => {
                 let fresh =
@@ -371,29 +376,39 @@ impl Reader {
                     us = began.elapsed().as_micros() as u64,
                     "kept walk: objects read again"
                 );
-                if let Some((tree, version)) = merged {
+                if let Some((tree, reuse)) = merged {
                     if light {
                         self.kept.rechecked(window.window_id, entry);
                     }
-                    return Ok((Some(tree), kept(version)));
+                    return reused(Some(tree), reuse);
                 }
             }
             None => {}
         }
         if light {
-            // Not answered: a light walk, as without keep.
+            // Not answered: a light walk, as a walk now (a light walk is never kept).
             self.kept.forget(window.window_id);
             return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         }
         // The match goes in before the walk begins, so a change during the walk is seen.
         let armed = self.arm_for(window, &geometry, budget).await;
-        let mut r = walk::read_tree(&self.a11y, window, geometry, limits).await;
-        if let (Some(armed), Ok((tree, stats))) = (armed, &mut r) {
-            stats.version =
-                self.kept
-                    .keep(under, armed, tree, &stats.toolkit, self.a11y.events_since());
-        }
-        walked(r)
+        let r = walk::read_tree(&self.a11y, window, geometry, limits).await;
+        let Some(armed) = armed else {
+            return walked(r);
+        };
+        r.map(|(tree, stats)| {
+            let kept = self.kept.keep(
+                under,
+                armed,
+                &tree,
+                &stats.toolkit,
+                self.a11y.events_since(),
+            );
+            let freshness = kept.map_or(TreeFreshness::Walked, |version| TreeFreshness::Kept {
+                version,
+            });
+            (Some(tree), stats, freshness)
+        })
     }
 
     /// The match on every object event of `window`'s application, in force before its walk
@@ -547,27 +562,30 @@ impl Reader {
                 id,
                 window,
                 limits,
-                have,
+                freshness,
             } => {
                 let start = Instant::now();
-                match self.read_tree(&window, &limits, have).await {
-                    Ok((None, stats)) => {
+                match self.read_tree(&window, &limits, freshness).await {
+                    Ok((None, _, fresh)) => {
                         tracing::info!(
                             id,
                             window = window.window_id,
                             pid = window.pid,
-                            kept = stats.kept,
+                            ?fresh,
                             "tree read: the broker's stands"
                         );
-                        match stats.version {
-                            Some(version) => ReaderToBroker::Unchanged { id, version },
-                            None => failed(
-                                id,
-                                &Failure::internal("an unchanged walk without a version"),
-                            ),
+                        match fresh {
+                            TreeFreshness::Reused { version, age_ms } => {
+                                ReaderToBroker::Unchanged {
+                                    id,
+                                    version,
+                                    age_ms,
+                                }
+                            }
+                            _ => failed(id, &Failure::internal("an unchanged walk not reused")),
                         }
                     }
-                    Ok((Some(tree), stats)) => {
+                    Ok((Some(tree), stats, fresh)) => {
                         self.watches.objects.remember(
                             window.window_id,
                             tree.nodes
@@ -584,16 +602,15 @@ impl Reader {
                             p2p = stats.p2p,
                             live = stats.live_objects,
                             ms = stats.ms_total,
-                            kept = stats.kept,
+                            ?fresh,
                             "tree read"
                         );
                         ReaderToBroker::Tree {
                             id,
                             tree,
                             walk_ms: start.elapsed().as_millis() as u64,
-                            kept: stats.kept,
                             toolkit: stats.toolkit.0.clone(),
-                            version: stats.version,
+                            freshness: fresh,
                         }
                     }
                     Err(f) => failed(id, &f),

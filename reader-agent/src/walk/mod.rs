@@ -79,11 +79,6 @@ pub struct WalkStats {
     pub ms_structure: u64,
     /// See `ms_frame`.
     pub ms_total: u64,
-    /// Not walked: the window's last walk answered ([`crate::kept`]).
-    pub kept: bool,
-    /// The kept walk's version ([`crate::kept`]) when the tree is one (answered from it, or
-    /// walked now and kept).
-    pub version: Option<u64>,
 }
 
 /// The X geometry of the window being read.

@@ -24,7 +24,7 @@ use nish_atspi::failure::Failure;
 
 use super::atoms::Atoms;
 use super::events::{Events, Geometry, Shared, watch_mask};
-use super::window::KeptList;
+use super::window::StandingList;
 
 /// The extensions the backend needs, by X name, as the probe reports them.
 pub const NEEDED_EXTENSIONS: &[&str] = &[
@@ -60,8 +60,9 @@ pub struct X11 {
     pub(super) xres: bool,
     /// Frames redirected for capture, with the time of their last capture.
     pub(super) redirected: Mutex<HashMap<Window, Instant>>,
-    /// The window list as last built, while no event has changed it ([`X11::list_windows`]).
-    pub(super) kept_list: Mutex<Option<KeptList>>,
+    /// The window list as last built, standing while no event has changed it
+    /// ([`X11::list_windows`]).
+    pub(super) standing_list: Mutex<Option<StandingList>>,
     /// Window lists built, counted for tests ([`X11::list_builds`]).
     pub(super) list_builds: std::sync::atomic::AtomicU64,
 }
@@ -173,7 +174,7 @@ impl X11 {
             damage,
             xres,
             redirected: Mutex::new(HashMap::new()),
-            kept_list: Mutex::new(None),
+            standing_list: Mutex::new(None),
             list_builds: std::sync::atomic::AtomicU64::new(0),
         })
     }

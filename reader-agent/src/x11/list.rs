@@ -11,7 +11,7 @@ use nish_atspi::agent::x11::{client_rect, conn_failure, frame_rect, reply_failur
 use nish_atspi::failure::Failure;
 
 use super::conn::{MAX_REDIRECTED, X11};
-use super::window::{KeptList, XWindow};
+use super::window::{StandingList, XWindow};
 
 /// Longest title kept, in characters.
 pub const TITLE_MAX_CHARS: usize = 512;
@@ -243,11 +243,11 @@ impl X11 {
     /// reparented twice), where asking window by window took about a dozen per window: a read
     /// looks its window up in this list, on a desktop of many windows too.
     ///
-    /// The list is kept between calls while the X server reports no change to it: the root's
+    /// The list stands between calls while the X server reports no change to it: the root's
     /// client list and active window, the listed windows' titles, classes, pids and states, and
     /// where any of them or their frames stand or whether they are mapped (the events are
     /// selected before the properties are read, so every change after a read is reported). A
-    /// call then costs one round trip, for the events sent before it. Kept only when the window
+    /// call then costs one round trip, for the events sent before it. It stands only when the window
     /// manager lists the clients in stacking order and frames each at most once.
     pub fn list_windows(&self) -> Result<Vec<XWindow>, Failure> {
         {
@@ -263,18 +263,18 @@ impl X11 {
             }
         }
         let changes = self.sync()?.list_changes;
-        let kept = self.kept_list.lock().ok().and_then(|k| {
+        let standing = self.standing_list.lock().ok().and_then(|k| {
             k.as_ref()
                 .filter(|k| k.changes == changes)
                 .map(|k| k.windows.clone())
         });
-        if let Some(windows) = kept {
+        if let Some(windows) = standing {
             return Ok(windows);
         }
         let (windows, keepable) = self.build_list()?;
-        if let Ok(mut k) = self.kept_list.lock() {
+        if let Ok(mut k) = self.standing_list.lock() {
             // The count from before the build: an event during it makes the next call build.
-            *k = keepable.then(|| KeptList {
+            *k = keepable.then(|| StandingList {
                 changes,
                 windows: windows.clone(),
             });
@@ -283,7 +283,7 @@ impl X11 {
     }
 
     /// How many times [`X11::list_windows`] asked the X server for the whole list (the other
-    /// calls answered with the kept one).
+    /// calls answered with the standing one).
     #[doc(hidden)]
     pub fn list_builds(&self) -> u64 {
         self.list_builds.load(std::sync::atomic::Ordering::Relaxed)

@@ -23,8 +23,9 @@ pub struct XWindow {
     pub visible: bool,
 }
 
-/// A window list kept from one build, with the count of list events it was built at.
-pub(super) struct KeptList {
+/// A window list from one build, with the count of list events it was built at: it stands
+/// while that count does.
+pub(super) struct StandingList {
     pub(super) changes: u64,
     pub(super) windows: Vec<XWindow>,
 }
