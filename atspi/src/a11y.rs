@@ -17,6 +17,7 @@ use tokio::sync::{Mutex, Notify, Semaphore};
 use zbus::Connection;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
+use crate::agent::connector::Connector;
 use crate::dbus::{CallError, Read, call, local_unix_address};
 use crate::failure::Failure;
 use crate::framematch::{Candidate, TOP_LEVEL_ROLES, Target, match_frame};
@@ -63,8 +64,8 @@ impl BusProblem {
 }
 
 /// The accessibility bus address: `AT_SPI_BUS_ADDRESS`, else `org.a11y.Bus.GetAddress` on the
-/// session bus. Only local Unix socket addresses are accepted. Used only without a broker
-/// ([`crate::agent::handed::Mode::Direct`]): an agent has no bus address in its environment.
+/// session bus. Only local Unix socket addresses are accepted. Used only by
+/// [`Connector::Direct`]: an agent has no bus address in its environment.
 pub async fn bus_address() -> Result<String, BusProblem> {
     if let Ok(a) = std::env::var("AT_SPI_BUS_ADDRESS")
         && !a.is_empty()
@@ -94,12 +95,12 @@ pub async fn bus_address() -> Result<String, BusProblem> {
     local_unix_address(&addr).ok_or(BusProblem::NotAdvertised)
 }
 
-/// Connects to the accessibility bus (a stream handed in by the broker in an agent, the
-/// advertised address otherwise) and checks that the registry answers.
-pub async fn connect_bus() -> Result<Connection, BusProblem> {
+/// Connects to the accessibility bus through `connector` (a stream handed in by the broker in
+/// an agent, the advertised address in-process) and checks that the registry answers.
+pub async fn connect_bus(connector: &Connector) -> Result<Connection, BusProblem> {
     let conn = tokio::time::timeout(SETUP_TIMEOUT, async {
-        match crate::agent::handed::mode() {
-            crate::agent::handed::Mode::Broker(h) => {
+        match connector {
+            Connector::Broker(h) => {
                 let fd = h
                     .connect(nish_proto::wire::ConnectTarget::A11yBus)
                     .await
@@ -112,7 +113,7 @@ pub async fn connect_bus() -> Result<Connection, BusProblem> {
                     .await
                     .map_err(|_| BusProblem::Unreachable)
             }
-            crate::agent::handed::Mode::Direct => {
+            Connector::Direct => {
                 let addr = bus_address().await?;
                 async {
                     zbus::connection::Builder::address(addr.as_str())?
@@ -208,9 +209,10 @@ impl AppLink {
 }
 
 /// The accessibility side of the reader: one bus connection (re-made when it breaks), the
-/// applications seen so far, and their direct links.
-#[derive(Debug, Default)]
+/// applications seen so far, and their direct links, all made through its [`Connector`].
+#[derive(Debug)]
 pub struct A11y {
+    connector: Connector,
     bus: Mutex<BusSlot>,
     apps: Apps,
     /// Woken whenever a name lookup ends.
@@ -464,20 +466,37 @@ pub struct AppRef {
 }
 
 impl A11y {
-    /// A reader with no connection yet.
-    pub fn new() -> Arc<A11y> {
-        Arc::new(A11y::default())
+    /// No connection yet: the bus and the links to applications are made through `connector`.
+    pub fn new(connector: Connector) -> Arc<A11y> {
+        Arc::new(A11y::with(connector, BusSlot::default()))
     }
 
     /// An accessibility side on `conn`, a bus connection made elsewhere (a test's private
-    /// bus).
+    /// bus); links to applications are made through `connector`.
     #[doc(hidden)]
-    pub fn on_bus(conn: Connection) -> Arc<A11y> {
-        let a = A11y::default();
-        if let Ok(mut slot) = a.bus.try_lock() {
-            slot.conn = Some(conn);
+    pub fn on_bus(conn: Connection, connector: Connector) -> Arc<A11y> {
+        let bus = BusSlot {
+            conn: Some(conn),
+            failed: None,
+        };
+        Arc::new(A11y::with(connector, bus))
+    }
+
+    fn with(connector: Connector, bus: BusSlot) -> A11y {
+        A11y {
+            connector,
+            bus: Mutex::new(bus),
+            apps: Apps::default(),
+            names: Arc::default(),
+            events_registered: Mutex::new(false),
+            events_since: std::sync::Mutex::default(),
+            actions: Arc::default(),
+            secure: Arc::default(),
+            frames: std::sync::Mutex::default(),
+            flights: std::sync::Mutex::default(),
+            caches: std::sync::Mutex::default(),
+            registry: std::sync::Mutex::default(),
         }
-        Arc::new(a)
     }
 
     /// The bus connection, connecting when there is none (and when the last attempt did not
@@ -492,7 +511,7 @@ impl A11y {
         {
             return Err(problem);
         }
-        match connect_bus().await {
+        match connect_bus(&self.connector).await {
             Ok(c) => {
                 guard.conn = Some(c.clone());
                 guard.failed = None;
@@ -846,7 +865,7 @@ impl A11y {
             P2p::NotOffered => return Ok(via_bus),
             P2p::Untried => {}
         }
-        let linked = open_p2p(&bus, bus_name).await?;
+        let linked = open_p2p(&self.connector, &bus, bus_name).await?;
         let mut apps = self.apps.lock().await;
         if let Some(e) = apps.get_mut(bus_name) {
             e.p2p = match &linked {
@@ -951,17 +970,22 @@ pub const EVENT_KINDS: &[&str] = &[
     "object:visible-data-changed",
 ];
 
-/// A peer-to-peer link to the application: `Ok(None)` when it offers none. In an agent the
-/// broker connects (after checking the application is in scope) and hands the stream in.
-async fn open_p2p(bus: &Connection, bus_name: &str) -> Result<Option<Connection>, Failure> {
+/// A peer-to-peer link to the application through `connector`: `Ok(None)` when it offers none.
+/// In an agent the broker connects (after checking the application is in scope) and hands the
+/// stream in; in-process the application is asked for its address on `bus`.
+async fn open_p2p(
+    connector: &Connector,
+    bus: &Connection,
+    bus_name: &str,
+) -> Result<Option<Connection>, Failure> {
     let failed = || {
         Failure::not_responding(format!(
             "the peer-to-peer link to {} could not be made",
             crate::states::clip_chars(bus_name.to_string(), 64)
         ))
     };
-    let conn = match crate::agent::handed::mode() {
-        crate::agent::handed::Mode::Broker(h) => {
+    let conn = match connector {
+        Connector::Broker(h) => {
             let target = nish_proto::wire::ConnectTarget::App {
                 bus_name: bus_name.to_string(),
             };
@@ -983,7 +1007,7 @@ async fn open_p2p(bus: &Connection, bus_name: &str) -> Result<Option<Connection>
             .map_err(|_| failed())?
             .map_err(|_| failed())?
         }
-        crate::agent::handed::Mode::Direct => {
+        Connector::Direct => {
             let Ok(addr) = call::<_, String>(
                 bus,
                 Some(bus_name),
