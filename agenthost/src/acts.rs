@@ -8,13 +8,14 @@ use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::indicator::BrokerToIndicator;
 use nish_proto::wire::input::{
-    self, ActPath, BrokerToInput, Expect, InputFailure, PersonInput, SemanticOp, SynthEnd,
+    self, ActPath, BrokerToInput, Expect, InputFailure, KeyboardFocus, PersonInput, SemanticOp,
+    SynthEnd,
 };
 
 use crate::act_grant::act_grant;
 use crate::agents::{RequestError, failure_to_error};
 use crate::failures::refused_before_sending;
-use crate::linux::{LinuxBackend, STOP_POLL};
+use crate::linux::{LinuxBackend, RELEASE_TIMEOUT, STOP_POLL};
 use crate::slot::CallKind;
 
 pub(crate) async fn semantic(
@@ -195,6 +196,27 @@ pub(crate) async fn synthetic(
             })
         }
     }
+}
+
+/// Where the X input focus is, asked of the input agent; `None` on Wayland (no X, no keys).
+pub(crate) async fn keyboard_focus(b: &LinuxBackend) -> Result<Option<KeyboardFocus>, DriverError> {
+    if crate::desktop::session_type().0 == "wayland" {
+        return Ok(None);
+    }
+    let agent = b.input().await?;
+    let focus = b
+        .input
+        .call(&agent, input::Focus, RELEASE_TIMEOUT, CallKind::Read)
+        .await?
+        .map_err(|f| failure_to_error("nish-input", &f.failure))?;
+    Ok(Some(KeyboardFocus {
+        chain: focus
+            .chain
+            .into_iter()
+            .take(KeyboardFocus::MAX_CHAIN)
+            .collect(),
+        popup: focus.popup,
+    }))
 }
 
 pub(crate) async fn release_all(b: &LinuxBackend) {

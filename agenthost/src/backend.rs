@@ -11,7 +11,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::ConsentAnswer;
-use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
 
@@ -138,6 +138,10 @@ impl Backend for LinuxBackend {
 
     async fn takeover_baseline(&self) {
         acts::takeover_baseline(self).await
+    }
+
+    async fn keyboard_focus(&self) -> Result<Option<KeyboardFocus>, DriverError> {
+        acts::keyboard_focus(self).await
     }
 
     async fn synthetic(

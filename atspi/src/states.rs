@@ -237,13 +237,10 @@ const NUMERIC_VALUE_ROLES: &[&str] = &[
 pub use nish_proto::model::is_text_input_role;
 
 /// True for a password or otherwise secure field: the `password_text` role, or a text input
-/// whose accessible name says it holds a secret in one of the languages of
-/// [`crate::secure::LEXICON`]. Errs towards secure.
+/// whose accessible name says it holds a secret (`nish_proto::secure_names`, the broker's one
+/// copy of the rule too). Errs towards secure.
 pub fn is_secure(role: &str, name: &str) -> bool {
-    if role == "password_text" {
-        return true;
-    }
-    is_text_input_role(role) && crate::secure::name_says_secure(name)
+    nish_proto::secure_names::secure_by_name(role, name)
 }
 
 /// Adds `State::Secure` when the element is secure.

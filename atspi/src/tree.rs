@@ -197,7 +197,34 @@ impl Arena {
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Obj> {
         self.objs.iter_mut()
     }
+}
 
+/// Every object, mutable, for the secure memory.
+impl AsMut<[Obj]> for Arena {
+    fn as_mut(&mut self) -> &mut [Obj] {
+        &mut self.objs
+    }
+}
+
+impl crate::secure::Walked for Obj {
+    fn bus(&self) -> &str {
+        &self.bus
+    }
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn states(&self) -> StateSet {
+        self.states
+    }
+    fn states_mut(&mut self) -> &mut StateSet {
+        &mut self.states
+    }
+    fn is_field(&self) -> bool {
+        nish_proto::model::is_field(&self.role, self.states, self.ifaces)
+    }
+}
+
+impl Arena {
     /// Number of objects.
     pub fn len(&self) -> usize {
         self.objs.len()

@@ -16,7 +16,7 @@ use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::ConsentAnswer;
-use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use tokio::sync::mpsc;
 
@@ -342,6 +342,16 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Takes the pointer's position now as the person-input baseline (takeover start, resume).
     fn takeover_baseline(&self) -> impl Future<Output = ()> + Send;
+
+    /// Where the X input focus is ([`KeyboardFocus`]: the window the X server sends keys to,
+    /// not the window manager's `_NET_ACTIVE_WINDOW`, which any client may set), and whether a
+    /// popup of its application is open. `Ok(None)` when this backend cannot tell (no X
+    /// display): the engine then judges keys on the window list's active window.
+    fn keyboard_focus(
+        &self,
+    ) -> impl Future<Output = Result<Option<KeyboardFocus>, DriverError>> + Send {
+        async { Ok(None) }
+    }
 
     /// Sends a synthetic batch for window `window_id` (pointer acts must land in it, keys and
     /// typing need it to hold the focus), checking for the person's input before every step.

@@ -441,6 +441,7 @@ pub fn input_kind(m: &InputToBroker) -> Msg {
         | InputToBroker::Ack { .. }
         | InputToBroker::Probe { .. }
         | InputToBroker::Clipboard { .. }
+        | InputToBroker::Focus { .. }
         | InputToBroker::Failed { .. } => Msg::Answer,
         InputToBroker::Person { .. } => Msg::Event,
         InputToBroker::Connect { .. } => Msg::Connect,

@@ -137,17 +137,6 @@ pub struct Grant {
     pub deadline_ms: u64,
 }
 
-impl Grant {
-    /// True when the process is one the person approved (pid and start time both match).
-    pub fn covers(&self, who: &ProcIdentity) -> bool {
-        self.apps.iter().any(|a| {
-            a.processes
-                .iter()
-                .any(|p| p.pid == who.pid && p.start_time == who.start_time && p.exe == who.exe)
-        })
-    }
-}
-
 /// The takeover part of the state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Takeover {

@@ -22,6 +22,11 @@
 //! field once secure stays secure in every later read (the reader does the same for its own
 //! life; this covers a reader that restarted). The memory is bounded and closed when full: an
 //! application whose secure handles do not fit has every field counted secure.
+//!
+//! And, per window it holds, whether the last row any read showed with the keyboard focus was
+//! secure ([`SnapshotStore::last_focus_secure`]): a popup menu takes the focus from the field
+//! that opened it (toolkits then show no focused row, or the menu's), and the judge must still
+//! know that the keys go to a menu acting on a secure field.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -84,6 +89,33 @@ pub struct SnapshotStore {
     retired: VecDeque<(String, Retired)>,
     /// Handles seen secure, by the pid of their window.
     secure: ClosedWhenFull<u32, String, SECURE_APPS, SECURE_HANDLES_PER_APP>,
+    /// Per window held: whether the last row seen with the keyboard focus was secure (`None`:
+    /// no read showed one yet).
+    last_focus: HashMap<u64, Option<bool>>,
+}
+
+/// Roles of menus and their items: while a menu is open they may show the keyboard focus, which
+/// belongs to the field that opened it.
+const MENU_ROLES: &[&str] = &[
+    "menu",
+    "menu_bar",
+    "menu_item",
+    "check_menu_item",
+    "radio_menu_item",
+    "tear_off_menu_item",
+    "popup_menu",
+    "separator",
+];
+
+/// The row that shows the keyboard focus (menus and their items aside), and whether it is
+/// secure.
+pub fn focused_row(nodes: &[Node]) -> Option<(u32, bool)> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.states.has(State::Focused) && !MENU_ROLES.contains(&n.role.as_str()))
+        .map(|(i, n)| (i as u32, n.is_secure()))
+        .reduce(|a, b| if a.1 { a } else { b })
 }
 
 impl SnapshotStore {
@@ -98,6 +130,9 @@ impl SnapshotStore {
     ) -> Arc<Snapshot> {
         self.keep_secure(tree.window.pid, &mut tree.nodes);
         let signature = structure_signature(&tree.nodes);
+        // Held from now on: its focus is remembered too.
+        self.last_focus.entry(tree.window.window_id).or_insert(None);
+        self.note_focus(tree.window.window_id, &tree.nodes);
         let row_labels = row_labels_hash(&tree.nodes);
         let wid = tree.window.window_id;
         let id = match self.by_window.get(&wid) {
@@ -143,6 +178,7 @@ impl SnapshotStore {
             };
             self.recorded_at.remove(&oldest);
             self.shown.remove(&oldest);
+            self.last_focus.remove(&oldest);
             if let Some(old) = self.by_window.remove(&oldest) {
                 self.retire(old.id.clone(), Retired::Forgotten);
             }
@@ -258,6 +294,23 @@ impl SnapshotStore {
         nish_proto::model::hide_inside_secure(nodes);
     }
 
+    /// Remembers whether the row that shows the keyboard focus in this read of a window the
+    /// store holds is secure ([`focused_row`]); a read that shows no focused row changes
+    /// nothing.
+    pub fn note_focus(&mut self, window_id: u64, nodes: &[Node]) {
+        if let (Some(last), Some((_, secure))) =
+            (self.last_focus.get_mut(&window_id), focused_row(nodes))
+        {
+            *last = Some(secure);
+        }
+    }
+
+    /// Whether the last row any read showed with the keyboard focus in this window was secure
+    /// (`None`: no read showed one, or the store does not hold the window).
+    pub fn last_focus_secure(&self, window_id: u64) -> Option<bool> {
+        self.last_focus.get(&window_id).copied().flatten()
+    }
+
     fn retire(&mut self, id: String, why: Retired) {
         if self.retired.len() >= RETIRED {
             self.retired.pop_front();
@@ -306,6 +359,7 @@ impl SnapshotStore {
     /// Forgets everything (end of session).
     pub fn clear(&mut self) {
         self.shown.clear();
+        self.last_focus.clear();
         self.recorded_at.clear();
         let ids: Vec<String> = self.by_window.drain().map(|(_, s)| s.id.clone()).collect();
         for id in ids {
@@ -616,6 +670,52 @@ mod tests {
                 "not a field: left as it is"
             );
         }
+    }
+
+    /// The focus's last place is remembered per window held: a read that shows no focused row
+    /// (a popup menu took it), or only a menu item, leaves it as it was.
+    #[test]
+    fn the_last_place_of_the_focus_is_remembered_per_window() {
+        let mut s = SnapshotStore::default();
+        let mut next = ids();
+        let read = |focus: Option<(usize, &'static str)>| {
+            let mut t = tree(4);
+            t.nodes[1].role = "entry".into();
+            t.nodes[1].name = "CVV".into();
+            t.nodes[1].states.insert(State::Secure);
+            t.nodes[2].role = "entry".into();
+            t.nodes[3].role = "menu_item".into();
+            if let Some((row, role)) = focus {
+                t.nodes[row].role = role.into();
+                t.nodes[row].states.insert(State::Focused);
+            }
+            t
+        };
+        assert_eq!(s.last_focus_secure(7), None);
+        s.note_focus(7, &read(Some((1, "entry"))).nodes);
+        assert_eq!(
+            s.last_focus_secure(7),
+            None,
+            "a window the store does not hold"
+        );
+        s.record(read(None), 0, &mut next);
+        assert_eq!(s.last_focus_secure(7), None, "held, no focus seen yet");
+        s.record(read(Some((1, "entry"))), 0, &mut next);
+        assert_eq!(s.last_focus_secure(7), Some(true));
+        s.record(read(None), 0, &mut next);
+        assert_eq!(
+            s.last_focus_secure(7),
+            Some(true),
+            "no focused row: as it was"
+        );
+        s.record(read(Some((3, "menu_item"))), 0, &mut next);
+        assert_eq!(s.last_focus_secure(7), Some(true), "a menu item: as it was");
+        s.record(read(Some((2, "entry"))), 0, &mut next);
+        assert_eq!(s.last_focus_secure(7), Some(false), "a plain field");
+        s.note_focus(7, &read(Some((1, "entry"))).nodes);
+        assert_eq!(s.last_focus_secure(7), Some(true));
+        s.clear();
+        assert_eq!(s.last_focus_secure(7), None);
     }
 
     #[test]

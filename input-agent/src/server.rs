@@ -74,6 +74,7 @@ enum XJob {
     Release { id: u64 },
     Watch { id: u64, on: bool },
     Probe { id: u64 },
+    Focus { id: u64 },
 }
 
 /// The X thread: the executor of synthetic acts, and the watcher of the person's input on a
@@ -129,7 +130,20 @@ fn spawn_x(
                     },
                     (XJob::Synth { id, .. }, None)
                     | (XJob::Release { id }, None)
-                    | (XJob::Watch { id, .. }, None) => unavailable(id),
+                    | (XJob::Watch { id, .. }, None)
+                    | (XJob::Focus { id }, None) => unavailable(id),
+                    (XJob::Focus { id }, Some(x)) => match x.keyboard_focus() {
+                        Ok(focus) => {
+                            tracing::debug!(
+                                id,
+                                depth = focus.chain.len(),
+                                popup = focus.popup,
+                                "keyboard focus"
+                            );
+                            InputToBroker::Focus { id, focus }
+                        }
+                        Err(f) => f.to_wire(id),
+                    },
                     (XJob::Synth { id, window, op }, Some(x)) => {
                         let t0 = Instant::now();
                         let r = x.run(id, window, &op);
@@ -291,6 +305,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
             BrokerToInput::ReleaseAll { id } => XJob::Release { id },
             BrokerToInput::Watch { id, on } => XJob::Watch { id, on },
             BrokerToInput::Probe { id } => XJob::Probe { id },
+            BrokerToInput::Focus { id } => XJob::Focus { id },
             BrokerToInput::ClipboardRead { id } => {
                 let (out, reads) = (out_tx.clone(), reads.clone());
                 tokio::task::spawn_blocking(move || {

@@ -13,6 +13,8 @@
 //! - [`schemas`]: the output schema of every tool and of the error envelope;
 //! - [`doctor`]: the backend registry, capabilities and the doctor report with its schema;
 //! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
+//! - [`secure_names`]: the names that make a field secure, and the commands that copy or paste
+//!   a field's text;
 //! - [`render`]: the text forms of results;
 //! - [`wire`]: the framed protocols between the broker, shims, terminal commands and
 //!   agents (the codec behind the `codec` feature).
@@ -35,6 +37,7 @@ pub mod errors;
 pub mod model;
 pub mod render;
 pub mod schemas;
+pub mod secure_names;
 pub mod tools;
 pub mod validate;
 pub mod wire;

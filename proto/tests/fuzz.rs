@@ -30,7 +30,8 @@ use nish_proto::wire::indicator::{
     IndicatorToBroker,
 };
 use nish_proto::wire::input::{
-    BrokerToInput, Expect, InputProbe, InputToBroker, PersonInput, SemanticOp, SynthEnd, SynthOp,
+    BrokerToInput, Expect, InputProbe, InputToBroker, KeyboardFocus, PersonInput, SemanticOp,
+    SynthEnd, SynthOp,
 };
 use nish_proto::wire::reader::{
     BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, SettleWait,
@@ -596,6 +597,7 @@ fn broker_to_input() -> impl Strategy<Value = BrokerToInput> {
         any::<u64>().prop_map(|id| BrokerToInput::ReleaseAll { id }),
         (any::<u64>(), any::<bool>()).prop_map(|(id, on)| BrokerToInput::Watch { id, on }),
         any::<u64>().prop_map(|id| BrokerToInput::Probe { id }),
+        any::<u64>().prop_map(|id| BrokerToInput::Focus { id }),
         any::<u64>().prop_map(|id| BrokerToInput::ClipboardRead { id }),
         (any::<u64>(), s(), s()).prop_map(|(id, owner, text)| BrokerToInput::ClipboardWrite {
             id,
@@ -639,6 +641,15 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
         (any::<u64>(), end).prop_map(|(id, end)| InputToBroker::Synth { id, end }),
         any::<u64>().prop_map(|id| InputToBroker::Ack { id }),
         (any::<u64>(), probe).prop_map(|(id, probe)| InputToBroker::Probe { id, probe }),
+        (
+            any::<u64>(),
+            proptest::collection::vec(any::<u64>(), 0..4),
+            any::<bool>()
+        )
+            .prop_map(|(id, chain, popup)| InputToBroker::Focus {
+                id,
+                focus: KeyboardFocus { chain, popup }
+            }),
         person_input().prop_map(|input| InputToBroker::Person { input }),
         (any::<u64>(), s()).prop_map(|(id, text)| InputToBroker::Clipboard { id, text }),
         (any::<u64>(), failure(), any::<bool>())
@@ -1068,6 +1079,17 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     message: "gone".into(),
                 },
                 sent: false,
+            }),
+        ),
+        (
+            "input-to-broker",
+            "seed-focus",
+            e(&InputToBroker::Focus {
+                id: 5,
+                focus: KeyboardFocus {
+                    chain: vec![4_194_312, 4_194_311],
+                    popup: true,
+                },
             }),
         ),
         (

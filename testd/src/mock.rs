@@ -5,7 +5,10 @@
 //! - `Notes` (pid 4101): buttons, a notebook, an entry, a password field, a check box, a toggle,
 //!   a spin button, a slider, an entry without EditableText (as Chromium's `<input>`), an image
 //!   without actions, a disabled button, a selectable list and a status bar;
-//! - `Mail` (pid 4102): two windows of the same name (for ambiguous_target);
+//! - `Mail` (pid 4102): two windows of the same name (for ambiguous_target), each with a
+//!   payment form whose field "CVV" is plain text to the app (secure by its name alone; the
+//!   mock sends its value, as a reader without the name rules would), a "Comment" field and an
+//!   Edit menu with Copy, Select All and Paste items;
 //! - `Atlas` (pid 4103): one dense window of 2,200+ elements (for skeleton reads and limits);
 //! - `Vault` (pid 4104): an app hosts do not ask for (for scope tests); its window covers part
 //!   of Notes, the Logo among it (for occlusion).
@@ -25,7 +28,7 @@ use nish_proto::model::{
     Ifaces, Node, ProcIdentity, Rect, State, StateSet, Tree, TruncReason, WindowInfo,
 };
 use nish_proto::wire::indicator::ConsentAnswer;
-use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
+use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
 use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -128,7 +131,13 @@ struct Desk {
     /// Where the driver last put the pointer (or where it was when the takeover began).
     baseline: Option<(i32, i32)>,
     person: Option<PausedReason>,
+    /// The window that holds the keyboard focus (the X input focus).
     active: u64,
+    /// What `_NET_ACTIVE_WINDOW` says when another client set it (`None`: the real one).
+    spoofed_active: Option<u64>,
+    /// The app (pid) with a popup menu open: it takes the keyboard focus from the field that
+    /// opened it, so no row of the app shows the focus meanwhile (as GTK does).
+    popup: Option<u32>,
     focused: Option<usize>,
     indicator: Option<(String, bool)>,
     clipboard: String,
@@ -230,6 +239,8 @@ impl Desk {
             baseline: None,
             person: None,
             active: 0x0040_0001,
+            spoofed_active: None,
+            popup: None,
             focused: None,
             indicator: None,
             clipboard: String::new(),
@@ -354,6 +365,22 @@ impl Desk {
             d.list_item(list, "Invoice", &["activate", "showMenu"]);
             let sb = d.add(Some(root), "status_bar", "");
             let status = d.add(Some(sb), "label", "1 unread");
+            // Last, so the rows before them stay where the tests know them.
+            let pay = d.add(Some(root), "panel", "Payment");
+            let cvv = d.add(Some(pay), "entry", "CVV");
+            let comment = d.add(Some(pay), "entry", "Comment");
+            for f in [cvv, comment] {
+                d.els[f].ifaces |= Ifaces::TEXT | Ifaces::EDITABLE_TEXT;
+                d.els[f].states.insert(State::Editable);
+                d.els[f].value = Some(String::new());
+            }
+            d.els[cvv].value = Some("8317".into());
+            let menu = d.add(Some(root), "menu", "Edit");
+            for n in ["Copy", "Select All", "Paste"] {
+                let item = d.add(Some(menu), "menu_item", n);
+                d.els[item].actions = vec!["click"];
+                d.els[item].ifaces |= Ifaces::ACTION;
+            }
             d.windows.push(Win {
                 window_id: 0x0050_0000 + k,
                 pid: 4102,
@@ -397,7 +424,7 @@ impl Desk {
             app: w.app.into(),
             title: w.title.into(),
             frame: w.frame,
-            active: w.window_id == self.active,
+            active: w.window_id == self.spoofed_active.unwrap_or(self.active),
             visible: true,
             stacking: stacking as u32,
         }
@@ -433,6 +460,10 @@ impl Desk {
             let mut st = e.states;
             if frame.y + frame.h > w.frame.y + w.frame.h {
                 st.remove(State::Showing);
+            }
+            if self.popup == Some(w.pid) {
+                // The open popup holds the focus: no row of its app shows it.
+                st.remove(State::Focused);
             }
             let over_depth = depth >= limits.max_depth;
             if over_depth && !e.children.is_empty() {
@@ -975,6 +1006,18 @@ impl MockBackend {
         self.desk.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Another client sets `_NET_ACTIVE_WINDOW` to `window` (`None`: the window manager's own
+    /// again): the window list calls it active, while the keyboard focus stays where it is.
+    pub fn spoof_active(&self, window: Option<u64>) {
+        self.desk().spoofed_active = window;
+    }
+
+    /// A popup menu of app `pid` opens (`None`: it closes), taking the keyboard focus from the
+    /// field that opened it.
+    pub fn open_popup(&self, pid: Option<u32>) {
+        self.desk().popup = pid;
+    }
+
     /// The pointer position and the active window (tests check headless acts leave them).
     pub fn pointer_and_active(&self) -> ((i32, i32), u64) {
         let d = self.desk();
@@ -1170,6 +1213,15 @@ impl Backend for MockBackend {
             },
             ..Default::default()
         })
+    }
+
+    async fn keyboard_focus(&self) -> Result<Option<KeyboardFocus>, DriverError> {
+        let d = self.desk();
+        let pid = d.win(d.active).map(|w| w.pid);
+        Ok(Some(KeyboardFocus {
+            chain: vec![d.active],
+            popup: pid.is_some() && d.popup == pid,
+        }))
     }
 
     async fn list_windows(&self) -> Result<Vec<WindowInfo>, DriverError> {

@@ -12,12 +12,22 @@ agents, Chromium on tests/pages/secrets.html and the GTK 3 app tests/apps/secret
   so is every token of the snapshot once the window is read again.
 - A button renamed under the same structure and taken in by a capped read that did not show
   it: its token is stale (nothing is clicked) until a read shows the new name.
+- Nothing leaves a secure field, in a takeover session: the red-team's sequence against the
+  GTK 3 field "CVV" (plain text to GTK, secure by its name): a click into it, then right click,
+  Up, Up, Return (Select All), right click, Down, Down, Return (Copy): each step refused; then
+  right click in another field, Down, Return (Paste): the other field does not read back the
+  CVV. The menu bar's Edit menu opened while the focus is in the CVV: its Copy and Select All
+  refused (headless and by pointer), and every key while the menu is open. Another client
+  setting `_NET_ACTIVE_WINDOW` to the app's second window: Ctrl+A and Ctrl+C still refused
+  (keys are judged where the X input focus is), and a paste in the second window does not
+  show the CVV. Chromium's CVV input: keys, a right click and a double click refused, Tab
+  sent.
 - A read cut short (the page grown past 5,000 elements): the capture is refused.
-- Canaries (typed text, the password, credential-looking values, the page's secret values)
-  appear in no audit record, no broker or agent log line and no error.
+- Canaries (typed text, the password, the CVV, credential-looking values, the page's secret
+  values) appear in no audit record, no broker or agent log line and no error.
 
     desktop_secrets.py --driver .../nish-driver --shim .../nish-mcp --gtk-pid N \\
-        --gtk-password TEXT --gtk-notes TEXT
+        --gtk-password TEXT --gtk-notes TEXT --gtk-cvv TEXT
 """
 
 from __future__ import annotations
@@ -225,6 +235,223 @@ async def renamed_behind_a_read(c, errors: Errors, ns: argparse.Namespace) -> No
     os.kill(ns.gtk_pid, signal.SIGHUP)  # back to "Save"
 
 
+# ---- nothing leaves a secure field (takeover) --------------------------------------------------
+
+GTK_TITLE = "nish secrets gtk3"
+SECOND_TITLE = "nish secrets gtk3 notes"
+
+
+def fg(e: dict) -> dict:
+    return {"element_token": e["element_token"], "delivery_mode": "foreground"}
+
+
+def short(tool: str, args: dict) -> str:
+    what = args.get("key") or "+".join(args.get("keys", [])) or args.get("element_token", "")
+    return f"{tool} {what}{' (foreground)' if args.get('delivery_mode') == 'foreground' else ''}"
+
+
+async def refused(c, errors: Errors, tool: str, args: dict, sent: list[str]) -> None:
+    """One step the driver must refuse with secure_field. A step that is not refused is
+    recorded in `sent` (and the attack goes on, so that a build that lets it through shows
+    where the secret ends up)."""
+    r = await c.call_tool(tool, args)
+    err = (r.structured_content or {}).get("error") or {}
+    if r.is_error and err.get("code") == "secure_field":
+        errors.seen.append(json.dumps(err, ensure_ascii=False))
+        check(err.get("effect") in (None, "refused"), str(err))
+        say(f"    {short(tool, args)}: refused (secure_field: {err.get('message')})")
+    else:
+        say(f"    {short(tool, args)}: NOT REFUSED: {h.text_of(r)[:160]}")
+        sent.append(short(tool, args))
+    await anyio.sleep(0.5)
+
+
+async def window_id(c, title: str) -> int:
+    ws = (await ok(c, "list_windows"))["windows"]
+    ids = [w["window_id"] for w in ws if w["app"] == GTK and w["title"] == title]
+    check(len(ids) == 1, f"one window {title!r}: {ws}")
+    return ids[0]
+
+
+async def read_w(c, wid: int) -> dict:
+    return await ok(c, "get_window_state", {"window_id": wid, "max_elements": 5000})
+
+
+async def focused_in(c, wid: int, label: str) -> dict:
+    """Reads window `wid` until its field `label` has the keyboard focus (5 s)."""
+    deadline = time.monotonic() + 5
+    while True:
+        r = await read_w(c, wid)
+        if "focused" in field(r, label)["states"]:
+            return r
+        check(time.monotonic() < deadline, f"{label!r} never took the focus: {field(r, label)}")
+        await anyio.sleep(0.1)
+
+
+async def click_elsewhere(c, wid: int) -> None:
+    """A click on the status label: closes a menu left open, reaches no field."""
+    r = await read_w(c, wid)
+    status = next(e for e in r["elements"] if e["role"] == "label" and e["label"].startswith("Status:"))
+    await ok(c, "click", fg(status))
+    await anyio.sleep(0.5)
+
+
+async def cvv_context_menu(c, errors: Errors, ns: argparse.Namespace, wid: int) -> list[str]:
+    """The red-team's sequence: every step up to the other field is refused, and the other
+    field does not read back the CVV. Returns the steps that were not refused."""
+    say("GTK 3: the red-team's copy of a field secure by its name (CVV, plain text to GTK)")
+    sent: list[str] = []
+    r = await read_w(c, wid)
+    cvv, note = field(r, "CVV"), field(r, "Billing note")
+    check("secure" in cvv["states"] and cvv.get("value") is None, f"secure by its name: {cvv}")
+    check("secure" not in note["states"], str(note))
+    await ok(c, "click", fg(cvv))
+    await focused_in(c, wid, "CVV")
+    say(f"  a single click put the caret in the CVV ({cvv['element_token']}); then the sequence:")
+    for tool, args in [("right_click", fg(cvv)), ("press_key", {"key": "Up"}),
+                       ("press_key", {"key": "Up"}), ("press_key", {"key": "Return"}),
+                       ("right_click", fg(cvv)), ("press_key", {"key": "Down"}),
+                       ("press_key", {"key": "Down"}), ("press_key", {"key": "Return"})]:
+        await refused(c, errors, tool, args, sent)
+    # The other field: its context menu's Paste. A click elsewhere goes; the keys go where the
+    # model may send them (or are refused: the field that had the focus last was secure).
+    await ok(c, "right_click", fg(note))
+    await anyio.sleep(0.6)
+    for k in ("Down", "Return"):
+        res = await c.call_tool("press_key", {"key": k})
+        code = (res.structured_content or {}).get("error", {}).get("code") if res.is_error else None
+        why = f"refused ({code}: {res.structured_content['error']['message']})" if code else "sent"
+        say(f"    press_key {k} (in the other field's menu): {why}")
+        await anyio.sleep(0.5)
+    await click_elsewhere(c, wid)
+    r = await read_w(c, wid)
+    value = field(r, "Billing note").get("value") or ""
+    if ns.gtk_cvv in json.dumps(r, ensure_ascii=False):
+        say("  LEAK: the other field reads back the CVV")
+        sent.append("the CVV was pasted into the other field")
+    else:
+        say(f"  the other field holds {len(value)} characters, not the CVV")
+    return sent
+
+
+async def cvv_edit_menu(c, errors: Errors, ns: argparse.Namespace, wid: int) -> list[str]:
+    """The menu bar's Edit menu opened while the focus is in the CVV: its Copy and Select All
+    refused, headless and by pointer, and every key while the menu is open."""
+    say("GTK 3: the menu bar's Edit menu while the focus is in the CVV")
+    sent: list[str] = []
+    r = await read_w(c, wid)
+    await ok(c, "click", fg(field(r, "CVV")))
+    r = await focused_in(c, wid, "CVV")
+    # A menu item with a submenu is a `menu` to GTK's accessibility.
+    edit = next(e for e in r["elements"] if e["role"] in ("menu", "menu_item") and e["label"] == "Edit")
+    await ok(c, "click", {"element_token": edit["element_token"]})
+    await anyio.sleep(0.6)
+    r = await read_w(c, wid)
+    items = {e["label"]: e for e in r["elements"] if e["role"] == "menu_item"}
+    if "offscreen" in items.get("Copy", {}).get("states", ["offscreen"]):
+        # The menu item's action did not open its menu: a click by pointer does (a click
+        # elsewhere than the secure field goes).
+        await ok(c, "click", fg(edit))
+        await anyio.sleep(0.6)
+        r = await read_w(c, wid)
+        items = {e["label"]: e for e in r["elements"] if e["role"] == "menu_item"}
+    check("offscreen" not in items["Copy"]["states"], f"the Edit menu is open: {items['Copy']}")
+    focus = [e["label"] for e in r["elements"] if "focused" in e["states"]]
+    say(f"  the Edit menu is open (rows showing the focus now: {focus})")
+    for tool, args in [("click", {"element_token": items["Select All"]["element_token"]}),
+                       ("click", {"element_token": items["Copy"]["element_token"]}),
+                       ("click", fg(items["Copy"])), ("press_key", {"key": "Down"}),
+                       ("press_key", {"key": "Return"}), ("press_key", {"key": "Escape"}),
+                       ("hotkey", {"keys": ["shift", "Tab"]})]:
+        await refused(c, errors, tool, args, sent)
+    await click_elsewhere(c, wid)
+    return sent
+
+
+def name_active(person: h.Person, wid: int) -> None:
+    """Another X client sets the root's `_NET_ACTIVE_WINDOW` (anyone may)."""
+    from Xlib import Xatom
+
+    d = person._display()
+    try:
+        root = d.screen().root
+        root.change_property(d.intern_atom("_NET_ACTIVE_WINDOW"), Xatom.WINDOW, 32, [wid])
+        d.sync()
+    finally:
+        d.close()
+
+
+async def cvv_other_window_named_active(c, errors: Errors, ns: argparse.Namespace, person: h.Person,
+                                        wid: int) -> list[str]:
+    """Keys are judged on the window that holds the X input focus: another client naming the
+    app's second window active does not let Ctrl+A and Ctrl+C into the CVV of the first, and a
+    paste into the second window does not show the CVV."""
+    say("GTK 3: another client names the app's second window active; the focus is in the CVV")
+    sent: list[str] = []
+    os.kill(ns.gtk_pid, signal.SIGWINCH)  # the app shows its second window
+    second_x = person.wait_window(SECOND_TITLE)
+    await anyio.sleep(1.0)
+    second = await window_id(c, SECOND_TITLE)
+    check(second == second_x, f"the list's id {second} is the X window {second_x}")
+    await ok(c, "bring_to_front", {"window_id": wid})
+    await anyio.sleep(0.5)
+    r = await read_w(c, wid)
+    await ok(c, "click", fg(field(r, "CVV")))
+    await focused_in(c, wid, "CVV")
+    name_active(person, second)
+    await anyio.sleep(0.5)
+    ws = {w["window_id"]: w for w in (await ok(c, "list_windows"))["windows"]}
+    check(ws[second]["active"] is True and ws[wid]["active"] is False,
+          f"the window list believes the other client: {ws[second]}, {ws[wid]}")
+    say(f"  the window list calls {second} active; the X input focus is in {wid}'s CVV")
+    for keys in (["ctrl", "a"], ["ctrl", "c"]):
+        await refused(c, errors, "hotkey", {"keys": keys}, sent)
+    r2 = await read_w(c, second)
+    await ok(c, "click", fg(field(r2, "Scratch")))
+    await focused_in(c, second, "Scratch")
+    await ok(c, "hotkey", {"keys": ["ctrl", "v"]})
+    await anyio.sleep(0.5)
+    r2 = await read_w(c, second)
+    if ns.gtk_cvv in json.dumps(r2, ensure_ascii=False):
+        say("  LEAK: the second window's field reads back the CVV")
+        sent.append("the CVV was pasted into the second window")
+    else:
+        say(f"  Ctrl+V in the second window's field: it holds "
+            f"{len(field(r2, 'Scratch').get('value') or '')} characters, not the CVV")
+    os.kill(ns.gtk_pid, signal.SIGWINCH)  # hidden again
+    await anyio.sleep(0.8)
+    return sent
+
+
+async def chromium_cvv(c, errors: Errors) -> list[str]:
+    """Chromium: the page's CVV input (text, secure by its name): keys, a right click and a
+    double click refused; Tab sent, and the focus moves on."""
+    say("Chromium: keys, a right click and a double click in the page's CVV input")
+    sent: list[str] = []
+    await ok(c, "bring_to_front", {"app": CHROMIUM})
+    await anyio.sleep(0.5)
+    r = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+    cvv = field(r, "CVV")
+    await ok(c, "click", fg(cvv))
+    deadline = time.monotonic() + 5
+    while "focused" not in field(r, "CVV")["states"]:
+        check(time.monotonic() < deadline, "the CVV input never took the focus")
+        await anyio.sleep(0.1)
+        r = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+    for tool, args in [("press_key", {"key": "Up"}), ("press_key", {"key": "Return"}),
+                       ("hotkey", {"keys": ["ctrl", "a"]}), ("hotkey", {"keys": ["ctrl", "c"]}),
+                       ("right_click", fg(cvv)), ("double_click", fg(cvv))]:
+        await refused(c, errors, tool, args, sent)
+    await ok(c, "press_key", {"key": "Tab"})
+    deadline = time.monotonic() + 5
+    while "focused" in field(r, "CVV")["states"]:
+        check(time.monotonic() < deadline, "Tab did not move the focus on")
+        await anyio.sleep(0.1)
+        r = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
+    say("  Tab sent, and the focus moved on")
+    return sent
+
+
 async def truncated_capture(c, errors: Errors) -> None:
     say("Chromium: a read cut short refuses the capture")
     ch = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
@@ -249,7 +476,8 @@ async def run(ns: argparse.Namespace) -> None:
     broker = h.Broker(ns.driver, "linux", env={"NISH_LOG": "debug"})
     person = h.Person(broker.env)
     errors = Errors()
-    canaries = PAGE_CANARIES + [TYPED, PW_TYPED, SET_CREDENTIAL, ns.gtk_password, "gtk-notes-canary"]
+    canaries = PAGE_CANARIES + [TYPED, PW_TYPED, SET_CREDENTIAL, ns.gtk_password, "gtk-notes-canary",
+                                ns.gtk_cvv]
     try:
         ctl = h.Control()
         async with h.host(ns.shim, broker, "secrets-e2e", "2025-11-25", ctl) as c:
@@ -259,6 +487,20 @@ async def run(ns: argparse.Namespace) -> None:
             await gtk_reveal_and_typing(c, errors, ns)
             await recycled_rows(c, errors, ns)
             await renamed_behind_a_read(c, errors, ns)
+            await ok(c, "end_session")
+            st = await h.start_with_consent(c, person, {"input": "takeover", "apps": [CHROMIUM, GTK]},
+                                            ("takeover",))
+            check(st["takeover"]["on"] is True, f"takeover: {st['takeover']}")
+            say("a takeover session: nothing leaves a secure field")
+            wid = await window_id(c, GTK_TITLE)
+            await ok(c, "bring_to_front", {"window_id": wid})
+            await anyio.sleep(0.5)
+            sent = await cvv_context_menu(c, errors, ns, wid)
+            sent += await cvv_edit_menu(c, errors, ns, wid)
+            sent += await cvv_other_window_named_active(c, errors, ns, person, wid)
+            sent += await chromium_cvv(c, errors)
+            check(not sent, f"steps at a secure field that were not refused: {sent}")
+            say("  every step at a secure field was refused, and no other field shows the CVV")
             await truncated_capture(c, errors)
             await ok(c, "end_session")
         with open(broker.audit, encoding="utf-8") as f:
@@ -288,6 +530,7 @@ def main() -> int:
     p.add_argument("--gtk-pid", type=int, required=True)
     p.add_argument("--gtk-password", required=True)
     p.add_argument("--gtk-notes", required=True)
+    p.add_argument("--gtk-cvv", required=True)
     ns = p.parse_args()
     anyio.run(run, ns)
     return 0

@@ -3,7 +3,10 @@
 //! Chromium on tests/pages/secrets.html and the GTK 3 app tests/apps/secrets_gtk3.py
 //! (tests/e2e/desktop_secrets.py). The canaries must appear in no audit record, log or error;
 //! the script checks the broker's audit file and log, and this test the host's own standard
-//! error (where nish-mcp logs).
+//! error (where nish-mcp logs). A takeover session then attacks the secure fields as a
+//! prompt-injected model would (the red-team's copy of a CVV through its context menu, the menu
+//! bar's Copy, keys behind a forged `_NET_ACTIVE_WINDOW`): every step is refused and no other
+//! field reads back the CVV.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +16,8 @@ use nish_testdesk::{App, Desktop, page};
 
 const GTK_PASSWORD: &str = "gtk-password-canary-7731";
 const GTK_NOTES: &str = "token: gtk-notes-canary-2290";
+/// The value of the GTK 3 field "CVV", plain text to GTK (secure by its name alone).
+const GTK_CVV: &str = "cvv-canary-3391";
 
 #[test]
 fn secrets_stay_secret_in_a_real_session() {
@@ -31,6 +36,8 @@ fn secrets_stay_secret_in_a_real_session() {
                 GTK_PASSWORD.into(),
                 "--notes".into(),
                 GTK_NOTES.into(),
+                "--cvv".into(),
+                GTK_CVV.into(),
             ],
         })
         .expect("the GTK 3 app");
@@ -60,7 +67,9 @@ fn secrets_stay_secret_in_a_real_session() {
         .arg("--gtk-password")
         .arg(GTK_PASSWORD)
         .arg("--gtk-notes")
-        .arg(GTK_NOTES);
+        .arg(GTK_NOTES)
+        .arg("--gtk-cvv")
+        .arg(GTK_CVV);
     let o = cmd.output().expect("python runs");
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -75,6 +84,7 @@ fn secrets_stay_secret_in_a_real_session() {
         "canary-",
         "typed-canary",
         "SetValueCanary",
+        GTK_CVV,
     ] {
         assert!(
             !stderr.contains(canary),

@@ -1,6 +1,6 @@
-//! The engine: sessions and every decision. It judges each call with the session state machine
-//! and the scope, asks the backend to do the work, re-validates what comes back, audits, and
-//! renders results in the contract's shapes.
+//! The engine: sessions and every tool. It has each call judged once (`crate::policy`), applies
+//! the judgement's terms to what it finds on the desktop, asks the backend to do the work,
+//! re-validates what comes back, audits, and renders results in the contract's shapes.
 
 use crate::audit_event::AuditEvent;
 use std::collections::{HashMap, VecDeque};
@@ -525,8 +525,8 @@ impl<B: Backend> Engine<B> {
         self.expire_if_due(s).await;
         // A call withdrawn while it waited for its turn does not start.
         withdraw::check()?;
-        // The one judgment of this call.
-        policy::judge(&s.state(), &call, self.now_ms())?;
+        // The one judgement of this call: its handler applies its terms to what it finds.
+        let j = policy::judge(&s.state(), &call, &policy::Facts::default(), self.now_ms())?;
         // No session starts and nothing acts while the audit cannot record it.
         if tool == Tool::StartSession || class == ToolClass::Act {
             self.audit.check().map_err(|why| {
@@ -555,12 +555,12 @@ impl<B: Backend> Engine<B> {
             Call::GetSessionState => Ok(Output::json(self.session_json(s))),
             Call::EndSession => self.teardown(s, Teardown::EndSession).await,
             Call::HealthReport => self.health_report().await,
-            Call::ListWindows => self.list_windows(s).await,
-            Call::GetWindowState(r) => self.get_window_state(s, &r).await,
-            Call::ClipboardRead => self.clipboard_read(s).await,
+            Call::ListWindows => self.list_windows(s, &j).await,
+            Call::GetWindowState(r) => self.get_window_state(s, &r, &j).await,
+            Call::ClipboardRead => self.clipboard_read(s, &j).await,
             // A wait only reads: withdrawn, it stops where it is.
             Call::WaitFor(w) => tokio::select! {
-                r = self.wait_for(s, &w) => r,
+                r = self.wait_for(s, &w, &j) => r,
                 () = withdraw::withdrawn() => Err(withdraw::error()),
             },
             Call::ListNotifications
@@ -574,7 +574,7 @@ impl<B: Backend> Engine<B> {
                 // one before it (when no act ran) lets the act's re-check use a kept walk.
                 let before = self.act_generation();
                 let _generation = Generation::bump(&self.act_generation, &self.acts_running);
-                self.act(s, &act, before).await
+                self.act(s, &act, before, &j).await
             }
         }
     }
@@ -593,10 +593,10 @@ impl<B: Backend> Engine<B> {
         only_act_since(&self.act_generation, &self.acts_running, before)
     }
 
-    /// Judges `call` again (right before a synthetic batch, or after waiting for the host): the
-    /// session may have been paused, stopped or revoked meanwhile.
-    fn rejudge(&self, s: &Session, call: &Call) -> Result<(), DriverError> {
-        policy::judge(&s.core().sm, call, self.now_ms())
+    /// Judges `call` again (right before a synthetic batch, after waiting for the host, before
+    /// each read of a wait): the session may have been paused, stopped or revoked meanwhile.
+    fn rejudge(&self, s: &Session, call: &Call) -> policy::Decision {
+        policy::judge(&s.core().sm, call, &policy::Facts::default(), self.now_ms())
     }
 
     fn rate_limit_act(&self, s: &Session) -> Result<(), DriverError> {

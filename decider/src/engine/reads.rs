@@ -1,5 +1,5 @@
 //! Reads: list_windows, get_window_state (full, skeleton, root, screenshot), clipboard_read,
-//! window targets and the scope check.
+//! and window targets, each under its judgement's terms (scope, captures, clipboard text).
 
 use crate::audit_event::AuditEvent;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::session_tools::app_matches;
 use super::{Engine, Output, Session, ToolResult};
 use crate::backend::{Backend, FrameOrigin};
+use crate::policy::{CaptureFact, Judgement, Reach, WindowFact};
 use crate::snapshots::Snapshot;
 use crate::views::{self, ViewKind, ViewParams};
 
@@ -28,33 +29,33 @@ pub(crate) fn window_json(w: &WindowInfo, origin: FrameOrigin) -> Value {
 }
 
 impl<B: Backend> Engine<B> {
-    /// True when the window's process is one the person approved (pid, start time and
-    /// executable re-checked now).
-    pub(crate) fn in_scope(&self, s: &Session, w: &WindowInfo) -> bool {
-        let Some(who) = self.backend.identity(w.pid) else {
-            return false;
-        };
-        s.core().sm.grant.as_ref().is_some_and(|g| g.covers(&who))
+    /// Which process window `pid`'s window belongs to now (pid, start time and executable
+    /// read again), reached as `reach`: the fact the judgement's scope is applied to.
+    pub(crate) fn window_fact(&self, reach: Reach, pid: u32) -> WindowFact {
+        WindowFact {
+            reach,
+            process: self.backend.identity(pid),
+        }
     }
 
-    /// Visible windows of approved apps, bottom to top.
+    /// Visible windows in the judgement's scope, bottom to top; and every window.
     pub(crate) async fn approved_windows(
         &self,
-        s: &Session,
+        j: &Judgement,
     ) -> Result<(Vec<WindowInfo>, Vec<WindowInfo>), DriverError> {
         let all = self
             .bounded_read("listing windows", self.backend.list_windows())
             .await?;
         let approved = all
             .iter()
-            .filter(|w| w.visible && self.in_scope(s, w))
+            .filter(|w| w.visible && j.admits(self.backend.identity(w.pid).as_ref()))
             .cloned()
             .collect();
         Ok((approved, all))
     }
 
-    pub(crate) async fn list_windows(&self, s: &Arc<Session>) -> ToolResult {
-        let (approved, _) = self.approved_windows(s).await?;
+    pub(crate) async fn list_windows(&self, s: &Arc<Session>, j: &Judgement) -> ToolResult {
+        let (approved, _) = self.approved_windows(j).await?;
         let origin = self.backend.frame_origin();
         self.audit.emit(
             AuditEvent::Read,
@@ -69,13 +70,13 @@ impl<B: Backend> Engine<B> {
     /// Resolves `pid` / `window_id` / `app` to one approved window (contract §2.3).
     pub(crate) async fn resolve_window(
         &self,
-        s: &Session,
+        j: &Judgement,
         target: &WindowTarget,
     ) -> Result<WindowInfo, DriverError> {
         let pid = target.pid.map(u64::from);
         let wid = target.window_id;
         let app = target.app.as_deref().filter(|a| !a.trim().is_empty());
-        let (approved, all) = self.approved_windows(s).await?;
+        let (approved, all) = self.approved_windows(j).await?;
         let candidates = |ws: &[&WindowInfo]| -> Vec<Candidate> {
             ws.iter()
                 .rev()
@@ -99,12 +100,7 @@ impl<B: Backend> Engine<B> {
                     format!("window {wid} does not belong to that pid"),
                 ));
             }
-            if !self.in_scope(s, w) {
-                return Err(DriverError::new(
-                    ErrorCode::AppNotInScope,
-                    format!("window {wid} belongs to an app that was not approved"),
-                ));
-            }
+            j.admit(&self.window_fact(Reach::Window(wid), w.pid))?;
             if !w.visible {
                 return Err(DriverError::new(
                     ErrorCode::WindowTargetNotFound,
@@ -121,11 +117,8 @@ impl<B: Backend> Engine<B> {
             if let Some(top) = mine.last() {
                 return Ok((*top).clone());
             }
-            if all.iter().any(|w| u64::from(w.pid) == pid) {
-                return Err(DriverError::new(
-                    ErrorCode::AppNotInScope,
-                    format!("pid {pid} belongs to an app that was not approved"),
-                ));
+            if let Some(w) = all.iter().find(|w| u64::from(w.pid) == pid) {
+                j.admit(&self.window_fact(Reach::Pid(w.pid), w.pid))?;
             }
             return Err(DriverError::new(
                 ErrorCode::WindowTargetNotFound,
@@ -255,6 +248,12 @@ impl<B: Backend> Engine<B> {
             }
         }
         for n in &mut tree.nodes {
+            // The secure-name rules again, a second line behind the reader's (one copy of
+            // them, `nish_proto::secure_names`): a field secure by its name is secure here
+            // whatever the reader said.
+            if nish_proto::secure_names::secure_by_name(&n.role, &n.name) {
+                n.states.insert(State::Secure);
+            }
             // Names and values are bounded here whatever the reader sent.
             if n.name.len() > 4096 {
                 n.name = n.name.chars().take(1024).collect();
@@ -293,13 +292,11 @@ impl<B: Backend> Engine<B> {
     pub(crate) async fn capture_json(
         &self,
         snap: &Snapshot,
+        j: &Judgement,
     ) -> Result<(Value, Image), DriverError> {
-        if snap.tree.truncated.is_some() {
-            return Err(DriverError::new(
-                ErrorCode::SecureField,
-                "the window's read was cut short, so secure fields past the cut could not be blacked out; no capture was taken",
-            ));
-        }
+        j.check_capture(&CaptureFact::Before {
+            cut_short: snap.tree.truncated.is_some(),
+        })?;
         self.rate_limit_capture()?;
         let secure: Vec<String> = snap
             .tree
@@ -327,22 +324,13 @@ impl<B: Backend> Engine<B> {
             )
             .await?;
         let after = self.validate_tree(after, window)?;
-        if after.truncated.is_some() {
-            return Err(DriverError::new(
-                ErrorCode::SecureField,
-                "the window's read after the capture was cut short; the capture was dropped",
-            ));
-        }
-        if after
-            .nodes
-            .iter()
-            .any(|n| n.is_secure() && !secure.contains(&n.handle))
-        {
-            return Err(DriverError::new(
-                ErrorCode::StaleElementToken,
-                "a secure field appeared while the capture was taken; the capture was dropped",
-            ));
-        }
+        j.check_capture(&CaptureFact::After {
+            cut_short: after.truncated.is_some(),
+            new_secure: after
+                .nodes
+                .iter()
+                .any(|n| n.is_secure() && !secure.contains(&n.handle)),
+        })?;
         let meta = json!({"mime": "image/png", "width": c.width, "height": c.height, "redacted": c.redacted,
                           "bytes": c.png.len()});
         Ok((
@@ -354,7 +342,12 @@ impl<B: Backend> Engine<B> {
         ))
     }
 
-    pub(crate) async fn get_window_state(&self, s: &Arc<Session>, args: &ReadArgs) -> ToolResult {
+    pub(crate) async fn get_window_state(
+        &self,
+        s: &Arc<Session>,
+        args: &ReadArgs,
+        j: &Judgement,
+    ) -> ToolResult {
         let root = args.root.as_ref();
         let skeleton = args.skeleton;
         let max_elements = args.max_elements.map(u64::from);
@@ -368,7 +361,7 @@ impl<B: Backend> Engine<B> {
                 };
                 let w = self
                     .resolve_window(
-                        s,
+                        j,
                         &WindowTarget {
                             window_id: Some(snap.tree.window.window_id),
                             ..WindowTarget::default()
@@ -378,7 +371,7 @@ impl<B: Backend> Engine<B> {
                 (w, ViewKind::Root(row), Some(snap.signature))
             }
             None => {
-                let w = self.resolve_window(s, &args.target).await?;
+                let w = self.resolve_window(j, &args.target).await?;
                 (
                     w,
                     if skeleton {
@@ -439,7 +432,7 @@ impl<B: Backend> Engine<B> {
         );
         let mut images = vec![];
         if args.include_screenshot {
-            let (meta, img) = self.capture_json(&snap).await?;
+            let (meta, img) = self.capture_json(&snap, j).await?;
             out["screenshot"] = meta;
             images.push(img);
         }
@@ -459,7 +452,7 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    pub(crate) async fn clipboard_read(&self, s: &Arc<Session>) -> ToolResult {
+    pub(crate) async fn clipboard_read(&self, s: &Arc<Session>, j: &Judgement) -> ToolResult {
         // The host is asked only when the read can happen.
         if !self.backend.clipboard_available().await {
             return Err(DriverError::new(
@@ -479,12 +472,9 @@ impl<B: Backend> Engine<B> {
         let text = self
             .bounded_read("reading the clipboard", self.backend.clipboard_read())
             .await?;
-        if crate::credentials::looks_like_credential(&text) {
+        if let Err(e) = j.check_clipboard(crate::credentials::looks_like_credential(&text)) {
             self.audit.emit(AuditEvent::Read, Some(&s.id), json!({"tool": Tool::ClipboardRead.name(), "length": text.chars().count(), "refused": "credential"}));
-            return Err(DriverError::new(
-                ErrorCode::SecureField,
-                "the clipboard holds credential-looking text",
-            ));
+            return Err(e);
         }
         let len = text.chars().count();
         self.audit.emit(

@@ -23,6 +23,7 @@ use super::reads::window_json;
 use super::{Engine, Output, Session, ToolResult};
 use crate::audit_event::AuditEvent;
 use crate::backend::Backend;
+use crate::policy::{Judgement, Reach};
 use crate::snapshots::Snapshot;
 use crate::views;
 
@@ -161,12 +162,17 @@ impl Look {
 }
 
 impl<B: Backend> Engine<B> {
-    pub(crate) async fn wait_for(&self, s: &Arc<Session>, args: &WaitArgs) -> ToolResult {
+    pub(crate) async fn wait_for(
+        &self,
+        s: &Arc<Session>,
+        args: &WaitArgs,
+        j: &Judgement,
+    ) -> ToolResult {
         let start = Instant::now();
         let bound = Duration::from_millis(args.timeout_ms);
         let call = Call::WaitFor(args.clone());
         let m = Matcher::new(args);
-        let window = self.resolve_window(s, &args.target).await?;
+        let window = self.resolve_window(j, &args.target).await?;
         let mut reads = 0u32;
         let mut wakes = 0u32;
         let mut cancel = s.cancel.subscribe();
@@ -351,19 +357,11 @@ impl<B: Backend> Engine<B> {
         bound: Duration,
         reads: &mut u32,
     ) -> Result<Look, DriverError> {
-        self.rejudge(s, call)?;
-        if !self.in_scope(s, window) {
-            return Err(DriverError::new(
-                ErrorCode::AppNotInScope,
-                format!(
-                    "window {} belongs to an app that is no longer approved",
-                    window.window_id
-                ),
-            ));
-        }
+        let j = self.rejudge(s, call)?;
+        j.admit(&self.window_fact(Reach::Window(window.window_id), window.pid))?;
         *reads += 1;
         if m.windows() {
-            let (approved, _) = self.approved_windows(s).await?;
+            let (approved, _) = self.approved_windows(&j).await?;
             return Ok(Look::Window(m.first_window(&approved, window.pid).cloned()));
         }
         let tree = self.light_read(window, start, bound).await?;
@@ -394,9 +392,10 @@ impl<B: Backend> Engine<B> {
             Look::Window(w) => {
                 // The matched window (or, when it went, nothing) is read for its snapshot.
                 if let Some(w) = w {
+                    let j = self.rejudge(s, &Call::WaitFor(args.clone()))?;
                     let w = self
                         .resolve_window(
-                            s,
+                            &j,
                             &WindowTarget {
                                 window_id: Some(w.window_id),
                                 ..WindowTarget::default()

@@ -6,7 +6,13 @@
 //! person's); for pointer acts the topmost window at the point belongs to the target window's X
 //! client (override-redirect popups and menus included; input shapes respected, so the
 //! indicator's click-through frame is not in the way, and its Continue button is); for keys and
-//! typing the keyboard focus is in the target window's client. Never the middle button.
+//! typing the keyboard focus (`GetInputFocus`) is in the target window itself: the focus window
+//! is the target or one of its descendants (another window of the same application is not
+//! enough). Never the middle button.
+//!
+//! The executor also says where the keyboard focus is ([`Executor::keyboard_focus`]), for the
+//! broker to judge keys on the window the X server sends them to, and whether a popup of its
+//! application is open.
 //!
 //! Every press and move is logged before it is sent. Whatever way an act ends, every key and
 //! button it holds is released, and so is anything an XTEST device still holds (read from the
@@ -19,10 +25,13 @@ use std::time::{Duration, Instant};
 
 use nish_atspi::agent::connector::{Connector, x11_connect};
 use nish_proto::errors::ErrorCode;
-use nish_proto::wire::input::{InputProbe, PersonInput, SynthEnd, SynthOp};
+use nish_proto::wire::input::{InputProbe, KeyboardFocus, PersonInput, SynthEnd, SynthOp};
 use x11rb::connection::{Connection, RequestConnection as _};
 use x11rb::protocol::xinput::{ConnectionExt as _, InputStateData};
-use x11rb::protocol::xproto::{Atom, ClientMessageEvent, ConnectionExt as _, EventMask, Window};
+use x11rb::protocol::xproto::{
+    Atom, AtomEnum, ClientMessageEvent, ConnectionExt as _, EventMask, MapState, Window,
+    WindowClass,
+};
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
@@ -93,6 +102,10 @@ pub struct Executor {
     shared: Arc<Shared>,
     keymap: Keymap,
     net_active_window: Atom,
+    /// `_NET_WM_WINDOW_TYPE`, and the types of override-redirect windows that are not popups
+    /// (tooltip, notification, drag icon).
+    net_wm_window_type: Atom,
+    not_popups: [Atom; 3],
     held_keys: Vec<u8>,
     held_buttons: Vec<u8>,
     /// A spare keycode borrowed for a character, with its original row.
@@ -156,6 +169,15 @@ impl Executor {
             .intern_atom(false, b"_NET_ACTIVE_WINDOW")?
             .reply()?
             .atom;
+        let atom = |name: &[u8]| -> anyhow::Result<Atom> {
+            Ok(conn.intern_atom(false, name)?.reply()?.atom)
+        };
+        let net_wm_window_type = atom(b"_NET_WM_WINDOW_TYPE")?;
+        let not_popups = [
+            atom(b"_NET_WM_WINDOW_TYPE_TOOLTIP")?,
+            atom(b"_NET_WM_WINDOW_TYPE_NOTIFICATION")?,
+            atom(b"_NET_WM_WINDOW_TYPE_DND")?,
+        ];
         let keymap = read_keymap(&conn)?;
         let devices = nish_xdev::Devices::read(&conn)?;
         Ok(Executor {
@@ -165,12 +187,116 @@ impl Executor {
             shared,
             keymap,
             net_active_window,
+            net_wm_window_type,
+            not_popups,
             held_keys: Vec::new(),
             held_buttons: Vec::new(),
             borrowed: None,
             sent: false,
             devices,
         })
+    }
+
+    /// Where the X input focus is: the focus window and its ancestors up to the root's child,
+    /// and whether a popup of its client (an override-redirect top-level window on screen that
+    /// does not say it is a tooltip, a notification or a drag icon) is mapped.
+    pub fn keyboard_focus(&mut self) -> Result<KeyboardFocus, ActFailure> {
+        let read = || -> Result<KeyboardFocus, Halt> {
+            let focus = self.conn.get_input_focus()?.reply()?.focus;
+            let chain = self.ancestors(focus)?;
+            let popup = match chain.first() {
+                Some(&w) => self.popup_of(w)?,
+                None => false,
+            };
+            Ok(KeyboardFocus {
+                chain: chain.into_iter().map(u64::from).collect(),
+                popup,
+            })
+        };
+        read().map_err(|h| match h {
+            Halt::Fail(f) => f,
+            _ => ActFailure::refused(ErrorCode::InternalError, "the focus could not be read"),
+        })
+    }
+
+    /// `w` and its ancestors up to the root's child, innermost first (at most
+    /// [`KeyboardFocus::MAX_CHAIN`]); empty for no window (`None`, `PointerRoot`) or the root.
+    fn ancestors(&self, w: Window) -> Result<Vec<Window>, Halt> {
+        let mut out = Vec::new();
+        if w <= 1 || w == self.root {
+            return Ok(out);
+        }
+        let mut w = w;
+        while out.len() < KeyboardFocus::MAX_CHAIN {
+            out.push(w);
+            let t = self.conn.query_tree(w)?.reply()?;
+            if t.parent == self.root || t.parent == x11rb::NONE {
+                break;
+            }
+            w = t.parent;
+        }
+        Ok(out)
+    }
+
+    /// True when a popup of `w`'s client is mapped: an override-redirect child of the root,
+    /// drawn (InputOutput, viewable, larger than a pixel, on screen) and not of a type that is
+    /// no popup. Its windows are asked at once, then answered (a window gone meanwhile counts
+    /// as none).
+    fn popup_of(&self, w: Window) -> Result<bool, Halt> {
+        /// Most top-level windows of the client looked at.
+        const MOST: usize = 512;
+        let client = self.client(w);
+        let tops: Vec<Window> = self
+            .conn
+            .query_tree(self.root)?
+            .reply()?
+            .children
+            .into_iter()
+            .filter(|c| self.client(*c) == client)
+            .take(MOST)
+            .collect();
+        let asked = tops
+            .iter()
+            .map(|&c| {
+                Ok((
+                    self.conn.get_window_attributes(c)?,
+                    self.conn.get_geometry(c)?,
+                    self.conn.get_property(
+                        false,
+                        c,
+                        self.net_wm_window_type,
+                        AtomEnum::ATOM,
+                        0,
+                        16,
+                    )?,
+                ))
+            })
+            .collect::<Result<Vec<_>, x11rb::errors::ConnectionError>>()?;
+        let root = self.conn.get_geometry(self.root)?.reply()?;
+        let mut popup = false;
+        for (attrs, geometry, kind) in asked {
+            let (Ok(a), Ok(g)) = (attrs.reply(), geometry.reply()) else {
+                continue;
+            };
+            let kinds: Vec<Atom> = kind
+                .reply()
+                .ok()
+                .and_then(|k| k.value32().map(|v| v.collect()))
+                .unwrap_or_default();
+            let drawn = a.override_redirect
+                && a.map_state == MapState::VIEWABLE
+                && a.class == WindowClass::INPUT_OUTPUT
+                && g.width > 1
+                && g.height > 1
+                && i32::from(g.x) + i32::from(g.width) > 0
+                && i32::from(g.y) + i32::from(g.height) > 0
+                && i32::from(g.x) < i32::from(root.width)
+                && i32::from(g.y) < i32::from(root.height);
+            if drawn && !kinds.iter().any(|k| self.not_popups.contains(k)) {
+                popup = true;
+            }
+        }
+        Ok(popup)
     }
 
     /// Runs one act; every path out releases what it holds.
@@ -428,10 +554,12 @@ impl Executor {
         Ok(())
     }
 
-    /// The keyboard focus must be in `window`'s client.
+    /// The keyboard focus must be in `window`: the focus window is it or one of its
+    /// descendants. (Another window of the same client is not enough: the broker judged the
+    /// keys on this window's contents.)
     fn focus(&mut self, window: Window) -> Result<(), Halt> {
         let f = self.conn.get_input_focus()?.reply()?.focus;
-        if f <= 1 || self.client(f) != self.client(window) {
+        if !self.ancestors(f)?.contains(&window) {
             return Err(ActFailure {
                 code: ErrorCode::FocusChanged,
                 message: format!("the keyboard focus is not in window {window}"),

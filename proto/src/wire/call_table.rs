@@ -63,6 +63,7 @@ pub fn table_markdown() -> String {
             N::ReleaseAll { .. } => row::<input::ReleaseAll>(a, "ReleaseAll"),
             N::Watch { .. } => row::<input::Watch>(a, "Watch"),
             N::Probe { .. } => row::<input::Probe>(a, "Probe"),
+            N::Focus { .. } => row::<input::Focus>(a, "Focus"),
             N::ClipboardRead { .. } => row::<input::ClipboardRead>(a, "ClipboardRead"),
             N::ClipboardWrite { .. } => row::<input::ClipboardWrite>(a, "ClipboardWrite"),
             N::ClipboardRelease { .. } => row::<input::ClipboardRelease>(a, "ClipboardRelease"),
@@ -201,6 +202,7 @@ mod samples {
             N::ReleaseAll { id: 1 },
             N::Watch { id: 1, on: true },
             N::Probe { id: 1 },
+            N::Focus { id: 1 },
             N::ClipboardRead { id: 1 },
             N::ClipboardWrite {
                 id: 1,
@@ -284,7 +286,7 @@ mod tests {
             "docs/architecture.md's table of agent calls is stale (NISH_BLESS_DOCS=1 rewrites it)"
         );
         // Every sample is one row, and every request that takes an answer has its call.
-        assert_eq!(want.lines().count(), 2 + 9 + 10 + 8);
+        assert_eq!(want.lines().count(), 2 + 9 + 11 + 8);
         assert!(want.contains("| reader | `ListWindows` | `ListWindows` | `Vec<WindowInfo>` |"));
     }
 }

@@ -205,6 +205,25 @@ pub enum SynthEnd {
     },
 }
 
+/// Where the X input focus is (`GetInputFocus`: what the X server sends keys to, not the window
+/// manager's `_NET_ACTIVE_WINDOW`, which any client may set), and whether a popup of its client
+/// is open.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyboardFocus {
+    /// The focus window and its ancestors up to the root's child, innermost first (at most
+    /// [`KeyboardFocus::MAX_CHAIN`]); empty when the focus is `None` or `PointerRoot`.
+    pub chain: Vec<u64>,
+    /// A popup of the focus window's X client is mapped: an override-redirect top-level window
+    /// on screen that does not say it is a tooltip, a notification or a drag icon (menus,
+    /// drop-downs and combo boxes' lists are such windows).
+    pub popup: bool,
+}
+
+impl KeyboardFocus {
+    /// The longest chain the agent sends and the broker takes.
+    pub const MAX_CHAIN: usize = 32;
+}
+
 /// What the input agent's X connection offers (for the doctor and the takeover offer).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputProbe {
@@ -342,6 +361,11 @@ pub enum BrokerToInput {
         /// What came with it, or why not.
         result: Connected,
     },
+    /// Where the X input focus is; answered with `Focus`.
+    Focus {
+        /// Request id.
+        id: u64,
+    },
 }
 
 /// From the input agent to the broker.
@@ -404,6 +428,13 @@ pub enum InputToBroker {
         /// What to connect to.
         target: ConnectTarget,
     },
+    /// The answer to `Focus`.
+    Focus {
+        /// Request id.
+        id: u64,
+        /// Where the focus is.
+        focus: KeyboardFocus,
+    },
 }
 
 // ---- the calls, each with its answer ----
@@ -432,6 +463,7 @@ impl Reply for InputToBroker {
             | InputToBroker::Synth { id, .. }
             | InputToBroker::Ack { id }
             | InputToBroker::Clipboard { id, .. }
+            | InputToBroker::Focus { id, .. }
             | InputToBroker::Probe { id, .. } => Some(*id),
         }
     }
@@ -495,6 +527,13 @@ pub struct Probe;
 call!(Probe => BrokerToInput, InputToBroker, InputProbe,
     |_c, id| BrokerToInput::Probe { id },
     InputToBroker::Probe { probe, .. } => probe);
+
+/// [`BrokerToInput::Focus`]: where the X input focus is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Focus;
+call!(Focus => BrokerToInput, InputToBroker, KeyboardFocus,
+    |_c, id| BrokerToInput::Focus { id },
+    InputToBroker::Focus { focus, .. } => focus);
 
 /// [`BrokerToInput::ClipboardRead`]: the selection's text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,10 +2,8 @@
 //! with a fresh re-check of the target before anything is sent, a settled read after it, an
 //! honest `effect`/`verified`, a bounded diff and the optional observation.
 
-mod keys;
 pub(super) mod reach;
 mod synthetic;
-
 
 use crate::audit_event::AuditEvent;
 use std::sync::Arc;
@@ -23,7 +21,9 @@ use super::approve::{ActSubject, Under};
 use super::{Engine, Output, Session, ToolResult};
 use crate::approvals::{self, Effect};
 use crate::backend::{Backend, SynthOp, SynthOutcome};
+use crate::policy::{Facts, Focus, FocusFact, Judgement, Reach, TargetFact};
 use crate::snapshots::Snapshot;
+use crate::snapshots::focused_row;
 use crate::views::{self, ViewKind, ViewParams, light_hash};
 
 /// Actions a click uses, in order of preference.
@@ -130,6 +130,29 @@ impl Target {
             .into_iter()
             .flatten()
             .any(|a| a.role == "combo_box" && a.states.has(State::Showing))
+    }
+
+    /// The element as the judgement's terms look at it.
+    fn fact(&self) -> TargetFact {
+        TargetFact {
+            row: self.row,
+            secure: self.node.is_secure(),
+            command: nish_proto::secure_names::is_field_command(&self.node.name),
+        }
+    }
+
+    /// The element as the judgement's terms look at it when a pointer act at `(x, y)` reaches
+    /// it: secure, or a field command, when the element named or anything under the point is
+    /// (a container whose centre lies on a secure field or on a Copy item).
+    fn fact_at(&self, call: &Call, x: i32, y: i32) -> TargetFact {
+        let mut f = self.fact();
+        let skip = matches!(call, Call::TypeText { .. }).then_some(self.row);
+        for r in reach::under_point(&self.before, x, y, skip) {
+            let n = &self.before[r as usize];
+            f.secure |= n.is_secure();
+            f.command |= nish_proto::secure_names::is_field_command(&n.name);
+        }
+        f
     }
 
     /// What a host approval of a headless act is about: this element in its window (and the
@@ -287,6 +310,57 @@ fn verified_of(v: &Verify, after: Option<&Node>) -> bool {
 }
 
 impl<B: Backend> Engine<B> {
+    /// Where the keyboard focus is in `window`, as `nodes` (a fresh read of it) show it, and,
+    /// when they show it nowhere, where the session's reads last saw it; `popup` as the backend
+    /// said (keys only).
+    pub(crate) fn focus_fact(
+        &self,
+        s: &Session,
+        window_id: u64,
+        nodes: &[Node],
+        cut_short: bool,
+        popup: bool,
+    ) -> FocusFact {
+        let at = match focused_row(nodes) {
+            Some((row, true)) => Focus::Secure { row },
+            Some((_, false)) => Focus::Plain,
+            None => Focus::Unseen {
+                cut_short,
+                last_secure: s.core().snaps.last_focus_secure(window_id),
+            },
+        };
+        FocusFact {
+            at,
+            popup,
+            secure_rows: nodes.iter().any(Node::is_secure),
+        }
+    }
+
+    /// [`Self::target_facts`] of a pointer act at `(x, y)`: what lies under the point counts.
+    fn target_facts_at(&self, s: &Session, t: &Target, call: &Call, x: i32, y: i32) -> Facts {
+        Facts {
+            target: Some(t.fact_at(call, x, y)),
+            ..self.target_facts(s, t, None)
+        }
+    }
+
+    /// The facts of an act on `t` (and a drag's other end): the element, and the keyboard
+    /// focus in its window.
+    fn target_facts(&self, s: &Session, t: &Target, drop: Option<&Target>) -> Facts {
+        Facts {
+            target: Some(t.fact()),
+            drop: drop.map(Target::fact),
+            focus: Some(self.focus_fact(
+                s,
+                t.window.window_id,
+                &t.before,
+                t.truncated.is_some(),
+                false,
+            )),
+            ..Facts::default()
+        }
+    }
+
     /// Does an act. `before` is the act generation before this act began (`None` when another
     /// act ran then).
     pub(crate) async fn act(
@@ -294,6 +368,7 @@ impl<B: Backend> Engine<B> {
         s: &Arc<Session>,
         call: &Call,
         before: Option<u64>,
+        j: &Judgement,
     ) -> ToolResult {
         self.rate_limit_act(s)?;
         if let Call::ClipboardWrite { text } = call {
@@ -313,20 +388,21 @@ impl<B: Backend> Engine<B> {
             ));
         }
         if call.synthetic() {
-            self.synthetic_act(s, call).await
+            self.synthetic_act(s, call, j).await
         } else {
-            self.semantic_act(s, call, before).await
+            self.semantic_act(s, call, before, j).await
         }
     }
 
     /// Resolves a token and re-reads its window: the structure must be the one the token was
-    /// issued from, and the app must still be an approved process. `before`: the act
+    /// issued from, and the app must still be in the judgement's scope. `before`: the act
     /// generation before the act began, when the re-read may be the reader's kept walk.
     async fn target(
         &self,
         s: &Session,
         token: &Token,
         before: Option<u64>,
+        j: &Judgement,
     ) -> Result<Target, DriverError> {
         let (snap, row) = {
             let core = s.core();
@@ -334,15 +410,7 @@ impl<B: Backend> Engine<B> {
         };
         let window = snap.tree.window.clone();
         // The process is re-identified now (pid, start time, executable).
-        if !self.in_scope(s, &window) {
-            return Err(DriverError::new(
-                ErrorCode::AppNotInScope,
-                format!(
-                    "window {} no longer belongs to an approved process",
-                    window.window_id
-                ),
-            ));
-        }
+        j.admit(&self.window_fact(Reach::Token(window.window_id), window.pid))?;
         // A row of a list, table or tree may have been recycled for another item under the same
         // structure (scrolling sends no event on some toolkits): its re-check walks.
         let recycled = views::recycled_rows(&snap.tree.nodes)
@@ -409,6 +477,7 @@ impl<B: Backend> Engine<B> {
         let (shown_name, shown) = {
             let mut core = s.core();
             core.snaps.keep_secure(snap.tree.window.pid, &mut fresh);
+            core.snaps.note_focus(window.window_id, &fresh);
             (
                 core.snaps.shown_name(&snap, row).map(str::to_string),
                 core.snaps.shown_rows(&snap),
@@ -537,12 +606,6 @@ impl<B: Backend> Engine<B> {
                 .map(|op| (op, Verify::None))
                 .ok_or_else(|| escalate("no_accessible_action", "the element has no menu action")),
             Call::TypeText { text, .. } => {
-                if n.is_secure() {
-                    return Err(DriverError::new(
-                        ErrorCode::SecureField,
-                        format!("element {} is a secure field", t.row),
-                    ));
-                }
                 if !n.ifaces.has(nish_proto::model::Ifaces::EDITABLE_TEXT) {
                     return Err(escalate(
                         "no_editable_text",
@@ -565,12 +628,6 @@ impl<B: Backend> Engine<B> {
                 ))
             }
             Call::SetValue { value: v, .. } => {
-                if n.is_secure() {
-                    return Err(DriverError::new(
-                        ErrorCode::SecureField,
-                        format!("element {} is a secure field", t.row),
-                    ));
-                }
                 let number = match v {
                     NewValue::Number(x) => Some(*x),
                     NewValue::Text(s) => s.trim().parse::<f64>().ok(),
@@ -619,6 +676,7 @@ impl<B: Backend> Engine<B> {
         s: &Arc<Session>,
         call: &Call,
         before: Option<u64>,
+        j: &Judgement,
     ) -> ToolResult {
         let token = match call {
             Call::Click(p) | Call::DoubleClick(p) | Call::RightClick(p) => &p.token,
@@ -635,7 +693,7 @@ impl<B: Backend> Engine<B> {
         // from that re-read.
         let began = Instant::now();
         let mut watch = self.watch_target(s, call, token).await;
-        let t = match self.target(s, token, before).await {
+        let t = match self.target(s, token, before, j).await {
             Ok(t) => Target {
                 recheck_ms: began.elapsed().as_millis() as u64,
                 ..t
@@ -645,7 +703,10 @@ impl<B: Backend> Engine<B> {
                 return Err(e);
             }
         };
-        let (op, verify) = match Self::choose_semantic(call, &t) {
+        let chosen = j
+            .apply(&self.target_facts(s, &t, None))
+            .and_then(|()| Self::choose_semantic(call, &t));
+        let (op, verify) = match chosen {
             Ok(v) => v,
             Err(e) => {
                 self.end_watch(watch.take()).await;
@@ -670,12 +731,13 @@ impl<B: Backend> Engine<B> {
                 watch = self.watch_target(s, call, token).await;
                 let again = async {
                     let began = Instant::now();
-                    let t = self.target(s, token, before).await?;
+                    let t = self.target(s, token, before, j).await?;
                     let t = Target {
                         recheck_ms: began.elapsed().as_millis() as u64,
                         ..t
                     };
                     self.check_approved(Some(&digest), call, &t.subject(call))?;
+                    j.apply(&self.target_facts(s, &t, None))?;
                     let (op, verify) = Self::choose_semantic(call, &t)?;
                     Ok::<_, DriverError>((t, op, verify))
                 };
@@ -698,7 +760,7 @@ impl<B: Backend> Engine<B> {
         // call: judge again right before sending.
         if let Err(e) = self
             .rejudge(s, call)
-            .and_then(|()| super::withdraw::check().map_err(|e| e.with_effect("refused")))
+            .and_then(|_| super::withdraw::check().map_err(|e| e.with_effect("refused")))
         {
             self.end_watch(watch.take()).await;
             return Err(e);
@@ -723,7 +785,7 @@ impl<B: Backend> Engine<B> {
         };
         let act_ms = started.elapsed().as_millis() as u64;
         self.finish_act(
-            s, call, &t, verify, effect, path, false, text_len, act_ms, watch,
+            s, call, &t, verify, effect, path, false, text_len, act_ms, watch, j,
         )
         .await
     }
@@ -735,7 +797,12 @@ impl<B: Backend> Engine<B> {
     /// any age (or kept from an earlier read by a settle that read only the objects that sent
     /// events): the window is read whole first, so the frame is where the element is now (the
     /// token stays valid when the structure is the same).
-    async fn synth_target(&self, s: &Session, token: &Token) -> Result<Target, DriverError> {
+    async fn synth_target(
+        &self,
+        s: &Session,
+        token: &Token,
+        j: &Judgement,
+    ) -> Result<Target, DriverError> {
         let (window, name, shown) = {
             let core = s.core();
             let (snap, row) = core.snaps.resolve(token, core.sm.epoch)?;
@@ -746,7 +813,7 @@ impl<B: Backend> Engine<B> {
             )
         };
         self.read_window(s, &window).await?;
-        let mut t = self.target(s, token, None).await?;
+        let mut t = self.target(s, token, None, j).await?;
         // The diff starts from the rows as shown before that read (same structure: the token
         // held).
         if let Some(shown) = shown
@@ -809,6 +876,7 @@ impl<B: Backend> Engine<B> {
         text_len: Option<usize>,
         act_ms: u64,
         watch: Option<u64>,
+        j: &Judgement,
     ) -> ToolResult {
         // The act was sent: what an Enter after it needs from the host changes. Text put into
         // a field (typed, pasted, a character key, a drop) counts; an Enter ends it. A popup
@@ -892,7 +960,7 @@ impl<B: Backend> Engine<B> {
         let mut images = vec![];
         if let Some(obs) = call.observe() {
             let (o, img) = self
-                .observe(s, obs, observed.as_deref(), after.as_ref().err())
+                .observe(s, obs, observed.as_deref(), after.as_ref().err(), j)
                 .await;
             out["observe"] = o;
             images.extend(img);
@@ -1030,6 +1098,7 @@ impl<B: Backend> Engine<B> {
         obs: Observe,
         snap: Option<&Snapshot>,
         read_error: Option<&DriverError>,
+        j: &Judgement,
     ) -> (Value, Option<nish_proto::wire::shim::Image>) {
         let (want_tree, want_shot) = (obs.tree, obs.screenshot);
         let Some(snap) = snap else {
@@ -1053,7 +1122,7 @@ impl<B: Backend> Engine<B> {
         }
         let mut image = None;
         if want_shot {
-            match self.capture_json(snap).await {
+            match self.capture_json(snap, j).await {
                 Ok((meta, img)) => {
                     o["screenshot"] = meta;
                     image = Some(img);

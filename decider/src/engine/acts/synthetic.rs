@@ -1,7 +1,6 @@
 //! Synthetic acts (takeover only): XTEST through the input agent, each point hit-tested
 //! against the windows above it, focus checked after a focusing click.
 
-use super::keys::{check_keys, leaves_a_field_alone};
 use super::*;
 
 /// How long a focusing click may take to give the target the keyboard focus.
@@ -46,37 +45,6 @@ fn keys_subject<'a>(read: &'a Snapshot, keys: &[String]) -> ActSubject<'a> {
             vec![]
         },
     }
-}
-
-/// Keys sent while the keyboard focus is in a secure field may neither write into it (a
-/// press_key is typing too) nor copy it (a copy, then a paste into a plain field, would show the
-/// secret in a read): only [`leaves_a_field_alone`] keys pass then. A read cut short that shows
-/// no focused row may have the focus past its cut, in a secure field: the same keys only.
-fn focus_not_secure(read: &Snapshot, keys: &[String]) -> Result<(), DriverError> {
-    if leaves_a_field_alone(keys) {
-        return Ok(());
-    }
-    let nodes = &read.tree.nodes;
-    let focused = || {
-        nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.states.has(State::Focused))
-    };
-    if let Some((r, _)) = focused().find(|(_, n)| n.is_secure()) {
-        return Err(DriverError::new(
-            ErrorCode::SecureField,
-            format!("the keyboard focus is in element {r}, a secure field"),
-        ));
-    }
-    if read.tree.truncated.is_some() && focused().next().is_none() {
-        return Err(DriverError::new(
-            ErrorCode::SecureField,
-            "the read was cut short and shows no focused element: the focus may be in a secure \
-             field past the cut",
-        ));
-    }
-    Ok(())
 }
 
 /// The topmost visible window at a screen point.
@@ -190,12 +158,32 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// The approved window that has the keyboard focus.
-    async fn focused_approved(&self, s: &Session) -> Result<WindowInfo, DriverError> {
+    /// The window that holds the keyboard focus, in the judgement's scope, and whether a popup
+    /// of its application is open: the window the X server sends keys to, as the backend reads
+    /// it (not the window manager's active window, which any client can name), found in the
+    /// window list as the focus window or its nearest listed ancestor.
+    async fn keyboard_window(&self, j: &Judgement) -> Result<(WindowInfo, bool), DriverError> {
         let all = self
             .bounded_read("listing windows", self.backend.list_windows())
             .await?;
-        let Some(w) = all.into_iter().find(|w| w.active) else {
+        let focus = self
+            .bounded_read(
+                "asking where the keyboard focus is",
+                self.backend.keyboard_focus(),
+            )
+            .await?;
+        let (w, popup) = match focus {
+            Some(f) => (
+                f.chain
+                    .iter()
+                    .take(nish_proto::wire::input::KeyboardFocus::MAX_CHAIN)
+                    .find_map(|id| all.iter().find(|w| w.window_id == *id))
+                    .cloned(),
+                f.popup,
+            ),
+            None => (all.into_iter().find(|w| w.active), false),
+        };
+        let Some(w) = w else {
             // Nothing was sent: focus_changed (unsafe) would say something may have happened.
             // The remedy is occluded's: read again, bring the window to the front.
             return Err(DriverError::new(
@@ -204,22 +192,15 @@ impl<B: Backend> Engine<B> {
             )
             .with_effect("refused"));
         };
-        if !self.in_scope(s, &w) {
-            return Err(DriverError::new(
-                ErrorCode::AppNotInScope,
-                format!(
-                    "the focused window {} belongs to an app that was not approved",
-                    w.window_id
-                ),
-            ));
-        }
-        Ok(w)
+        j.admit(&self.window_fact(Reach::Focus(w.window_id), w.pid))?;
+        Ok((w, popup))
     }
 
     pub(super) async fn synthetic_act(
         self: &Arc<Self>,
         s: &Arc<Session>,
         call: &Call,
+        j: &Judgement,
     ) -> ToolResult {
         let started = Instant::now();
         let tool = call.tool().name();
@@ -235,27 +216,18 @@ impl<B: Backend> Engine<B> {
             | Call::RightClick(PointerArgs { token, .. })
             | Call::TypeText { token, .. }
             | Call::Scroll { token, .. } => {
-                let secure = |t: &Target| {
-                    if matches!(call, Call::TypeText { .. }) && t.node.is_secure() {
-                        return Err(DriverError::new(
-                            ErrorCode::SecureField,
-                            format!("element {} is a secure field", t.row),
-                        ));
-                    }
-                    Ok(())
-                };
                 // Judged on what lies under the point in this fresh read, not on the element
                 // named: a container whose centre lies on a button clicks the button.
-                let t = self.synth_target(s, token).await?;
-                secure(&t)?;
+                let t = self.synth_target(s, token, j).await?;
                 let (x, y) = t.center()?;
+                j.apply(&self.target_facts_at(s, &t, call, x, y))?;
                 let approval = self.approve_act(s, call, &t.subject_at(call, x, y)).await?;
                 let (t, x, y) = match approval.digest {
                     None => (t, x, y),
                     Some(digest) => {
-                        let t = self.synth_target(s, token).await?;
-                        secure(&t)?;
+                        let t = self.synth_target(s, token, j).await?;
                         let (x, y) = t.center()?;
+                        j.apply(&self.target_facts_at(s, &t, call, x, y))?;
                         self.check_approved(Some(&digest), call, &t.subject_at(call, x, y))?;
                         (t, x, y)
                     }
@@ -330,6 +302,7 @@ impl<B: Backend> Engine<B> {
                     call.text_len(),
                     ms,
                     None,
+                    j,
                 ))
                 .await
             }
@@ -337,22 +310,24 @@ impl<B: Backend> Engine<B> {
                 // Judged on what it drops on, under the drop point in a fresh read: a field
                 // takes the dragged text (typing).
                 let (from_token, to_token) = (from, to);
-                let mut from = self.synth_target(s, from_token).await?;
-                let mut to = self.synth_target(s, to_token).await?;
+                let mut from = self.synth_target(s, from_token, j).await?;
+                let mut to = self.synth_target(s, to_token, j).await?;
                 if from.window.window_id != to.window.window_id {
                     return Err(DriverError::new(
                         ErrorCode::InvalidArguments,
                         "drag works within one window",
                     ));
                 }
+                j.apply(&self.target_facts(s, &from, Some(&to)))?;
                 let mut a = from.center()?;
                 let mut b = to.center()?;
                 let approval = self
                     .approve_act(s, call, &to.subject_at(call, b.0, b.1))
                     .await?;
                 if let Some(digest) = approval.digest {
-                    from = self.synth_target(s, from_token).await?;
-                    to = self.synth_target(s, to_token).await?;
+                    from = self.synth_target(s, from_token, j).await?;
+                    to = self.synth_target(s, to_token, j).await?;
+                    j.apply(&self.target_facts(s, &from, Some(&to)))?;
                     a = from.center()?;
                     b = to.center()?;
                     self.check_approved(Some(&digest), call, &to.subject_at(call, b.0, b.1))?;
@@ -379,28 +354,37 @@ impl<B: Backend> Engine<B> {
                     None,
                     ms,
                     None,
+                    j,
                 ))
                 .await
             }
             Call::PressKey { .. } | Call::Hotkey { .. } => {
-                let keys: Vec<String> = match call {
-                    Call::PressKey { key, .. } => vec![key.clone()],
-                    Call::Hotkey { keys, .. } => keys.clone(),
-                    _ => unreachable!("matched above"),
-                };
-                check_keys(&keys)?;
-                // Judged on the focused element of a fresh read of the focused window: an
-                // activating key is a click on it, a character or a paste types into it.
-                let mut w = self.focused_approved(s).await?;
+                // The keys were checked by the judge. Judged on the focused element of a fresh
+                // read of the window holding the keyboard focus: an activating key is a click on
+                // it, a character or a paste types into it.
+                let keys = j.keys.clone();
+                let (mut w, mut popup) = self.keyboard_window(j).await?;
                 let mut before = self.read_window(s, &w).await?;
-                focus_not_secure(&before, &keys)?;
+                j.check_focus(&self.focus_fact(
+                    s,
+                    w.window_id,
+                    &before.tree.nodes,
+                    before.tree.truncated.is_some(),
+                    popup,
+                ))?;
                 let approval = self
                     .approve_act(s, call, &keys_subject(&before, &keys))
                     .await?;
                 if let Some(digest) = approval.digest {
-                    w = self.focused_approved(s).await?;
+                    (w, popup) = self.keyboard_window(j).await?;
                     before = self.read_window(s, &w).await?;
-                    focus_not_secure(&before, &keys)?;
+                    j.check_focus(&self.focus_fact(
+                        s,
+                        w.window_id,
+                        &before.tree.nodes,
+                        before.tree.truncated.is_some(),
+                        popup,
+                    ))?;
                     self.check_approved(Some(&digest), call, &keys_subject(&before, &keys))?;
                 }
                 self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
@@ -427,11 +411,12 @@ impl<B: Backend> Engine<B> {
                     None,
                     ms,
                     None,
+                    j,
                 ))
                 .await
             }
             Call::BringToFront(target) => {
-                let w = self.resolve_window(s, target).await?;
+                let w = self.resolve_window(j, target).await?;
                 self.send_synthetic(
                     s,
                     call,
@@ -470,7 +455,7 @@ impl<B: Backend> Engine<B> {
                 duration_ms,
             } => {
                 let (x, y, window) = if let Some(tok) = token {
-                    let t = self.synth_target(s, tok).await?;
+                    let t = self.synth_target(s, tok, j).await?;
                     let (x, y) = t.center()?;
                     (x, y, t.window)
                 } else {
@@ -482,7 +467,7 @@ impl<B: Backend> Engine<B> {
                     };
                     let (x, y) = (*x as i32, *y as i32);
                     if *scope == Scope::Window {
-                        let w = self.focused_approved(s).await?;
+                        let (w, _) = self.keyboard_window(j).await?;
                         (w.frame.x + x, w.frame.y + y, w)
                     } else {
                         let all = self
@@ -494,12 +479,7 @@ impl<B: Backend> Engine<B> {
                                 "no approved window at that point",
                             )
                         })?;
-                        if !self.in_scope(s, &w) {
-                            return Err(DriverError::new(
-                                ErrorCode::AppNotInScope,
-                                "the point lies over an app that was not approved",
-                            ));
-                        }
+                        j.admit(&self.window_fact(Reach::Point, w.pid))?;
                         (x, y, w)
                     }
                 };
@@ -563,86 +543,5 @@ mod tests {
         ] {
             assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
         }
-    }
-
-    /// A read of a window with an entry (row 1) and a password field (row 2), the focus in
-    /// `focus` (a row, or none), cut short or not.
-    fn read(focus: Option<usize>, truncated: bool) -> Snapshot {
-        use nish_proto::model::{Ifaces, Node, Rect, StateSet, Tree, TruncReason};
-        let node = |role: &str, parent: Option<u32>| Node {
-            role: role.into(),
-            name: String::new(),
-            states: StateSet::EMPTY,
-            value: None,
-            actions: vec![],
-            frame: None,
-            parent,
-            depth: u16::from(parent.is_some()),
-            child_count: if parent.is_none() { 2 } else { 0 },
-            ifaces: Ifaces::default(),
-            handle: String::new(),
-        };
-        let mut nodes = vec![
-            node("frame", None),
-            node("entry", Some(0)),
-            node("password_text", Some(0)),
-        ];
-        if let Some(f) = focus {
-            nodes[f].states.insert(State::Focused);
-        }
-        Snapshot {
-            id: "s1".into(),
-            signature: 0,
-            row_labels: 0,
-            epoch: 0,
-            tree: Tree {
-                window: WindowInfo {
-                    window_id: 1,
-                    pid: 1,
-                    app: "a".into(),
-                    title: "t".into(),
-                    frame: Rect::new(0, 0, 10, 10),
-                    active: true,
-                    visible: true,
-                    stacking: 0,
-                },
-                nodes,
-                truncated: truncated.then_some(TruncReason::MaxElements),
-            },
-        }
-    }
-
-    #[test]
-    fn keys_are_judged_by_where_the_focus_is() {
-        let keys = |k: &[&str]| k.iter().map(|k| k.to_string()).collect::<Vec<_>>();
-        let (copy, tab, shift_tab) = (
-            keys(&["ctrl", "c"]),
-            keys(&["Tab"]),
-            keys(&["shift", "Tab"]),
-        );
-        let refused =
-            |r: Result<(), DriverError>| r.is_err_and(|e| e.code == ErrorCode::SecureField);
-        // In the password field: only keys that leave it alone.
-        assert!(refused(focus_not_secure(&read(Some(2), false), &copy)));
-        assert!(refused(focus_not_secure(
-            &read(Some(2), false),
-            &keys(&["a"])
-        )));
-        assert!(focus_not_secure(&read(Some(2), false), &tab).is_ok());
-        assert!(focus_not_secure(&read(Some(2), false), &shift_tab).is_ok());
-        let select = keys(&["shift", "Left"]);
-        assert!(refused(focus_not_secure(&read(Some(2), false), &select)));
-        assert!(focus_not_secure(&read(Some(2), false), &keys(&["Left"])).is_ok());
-        assert!(refused(focus_not_secure(
-            &read(Some(2), false),
-            &keys(&["ctrl", "Tab"])
-        )));
-        // In the entry, or nowhere in a whole read: any key.
-        assert!(focus_not_secure(&read(Some(1), false), &copy).is_ok());
-        assert!(focus_not_secure(&read(None, false), &copy).is_ok());
-        // A read cut short with no focused row: the focus may be past the cut.
-        assert!(refused(focus_not_secure(&read(None, true), &copy)));
-        assert!(focus_not_secure(&read(None, true), &tab).is_ok());
-        assert!(focus_not_secure(&read(Some(1), true), &copy).is_ok());
     }
 }

@@ -1,6 +1,7 @@
-//! Key names press_key and hotkey accept, and the combinations they never send.
+//! The keys press_key and hotkey may name, and the ones sent while the keyboard focus is in a
+//! secure field.
 
-use super::*;
+use nish_proto::errors::{DriverError, ErrorCode};
 
 /// Modifier names hotkey accepts before its last key.
 const MODIFIERS: &[&str] = &["ctrl", "control", "alt", "shift", "super", "meta"];
@@ -46,27 +47,14 @@ fn valid_key(k: &str) -> bool {
         .is_some_and(|n| (1..=24).contains(&n))
 }
 
-/// Keys that neither write into the focused field nor select or copy its text: a login form's
-/// Return, Tab (or Shift+Tab) to the next field, Escape, and moving the caret without a
-/// modifier (Shift with an arrow selects, and on X11 a selection is already a copy: the
-/// primary selection). The only keys sent while the keyboard focus is in a secure field.
-pub(super) fn leaves_a_field_alone(keys: &[String]) -> bool {
-    const ALONE: &[&str] = &[
-        "Return",
-        "Enter",
-        "Tab",
-        "Escape",
-        "Home",
-        "End",
-        "Page_Up",
-        "Page_Down",
-        "Up",
-        "Down",
-        "Left",
-        "Right",
-    ];
+/// Keys that move the keyboard focus out of a field and do nothing else to it: Tab, Shift+Tab,
+/// Escape. The only keys sent while the focus is in a secure field. (Any other key may act on
+/// the field: Return or an arrow picks an item of a menu the field opened, whose Copy and
+/// Select All take the field's text; Shift with an arrow selects, and on X11 a selection is
+/// already a copy, the primary selection.)
+pub fn moves_the_focus_out(keys: &[String]) -> bool {
     match keys {
-        [key] => ALONE.contains(&key.as_str()),
+        [key] => matches!(key.as_str(), "Tab" | "Escape"),
         [shift, tab] => shift.eq_ignore_ascii_case("shift") && tab == "Tab",
         _ => false,
     }
@@ -75,7 +63,7 @@ pub(super) fn leaves_a_field_alone(keys: &[String]) -> bool {
 /// Checks press_key and hotkey keys before anything is sent: known names, modifiers first, and
 /// none of the combinations reserved for the system and the person (the stop hotkey among
 /// them).
-pub(super) fn check_keys(keys: &[String]) -> Result<(), DriverError> {
+pub fn check_keys(keys: &[String]) -> Result<(), DriverError> {
     let (last, mods) = keys
         .split_last()
         .ok_or_else(|| DriverError::new(ErrorCode::InvalidArguments, "no key given"))?;
