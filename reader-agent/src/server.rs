@@ -21,6 +21,8 @@ use tokio::net::UnixStream;
 use tokio::sync::{Semaphore, mpsc};
 
 use nish_atspi::a11y::{self, A11y};
+use nish_atspi::agent::connector::Connector;
+use nish_atspi::agent::handed::{FdReader, Handover};
 use nish_atspi::failure::Failure;
 
 use crate::kept::Lookup;
@@ -47,6 +49,8 @@ pub const READ_OBJECTS_BUDGET: Duration = Duration::from_millis(1000);
 /// The reader's state shared by its requests.
 #[derive(Debug)]
 pub struct Reader {
+    /// How its connections are made (the broker's, in the binary).
+    connector: Connector,
     a11y: Arc<A11y>,
     x11: Mutex<Option<Arc<X11>>>,
     captures: Mutex<RateLimiter>,
@@ -54,20 +58,6 @@ pub struct Reader {
     app_walks: Mutex<std::collections::HashMap<u32, Arc<Semaphore>>>,
     watches: crate::events::Watches,
     kept: crate::kept::Kept,
-}
-
-impl Default for Reader {
-    fn default() -> Self {
-        Reader {
-            a11y: A11y::new(),
-            x11: Mutex::new(None),
-            captures: Mutex::new(RateLimiter::captures()),
-            walks: Semaphore::new(CONCURRENT_WALKS),
-            app_walks: Mutex::new(std::collections::HashMap::new()),
-            watches: crate::events::Watches::default(),
-            kept: crate::kept::Kept::default(),
-        }
-    }
 }
 
 /// What [`Reader::read_tree`] gives: the tree (`None` when the broker's stands), the walk's
@@ -86,9 +76,18 @@ fn walked(
 }
 
 impl Reader {
-    /// A reader with no connection yet.
-    pub fn new() -> Arc<Reader> {
-        Arc::new(Reader::default())
+    /// A reader with no connection yet; its connections are made through `connector`.
+    pub fn new(connector: Connector) -> Arc<Reader> {
+        Arc::new(Reader {
+            a11y: A11y::new(connector.clone()),
+            connector,
+            x11: Mutex::new(None),
+            captures: Mutex::new(RateLimiter::captures()),
+            walks: Semaphore::new(CONCURRENT_WALKS),
+            app_walks: Mutex::new(std::collections::HashMap::new()),
+            watches: crate::events::Watches::default(),
+            kept: crate::kept::Kept::default(),
+        })
     }
 
     /// The X connection, made when there is none. Never on a Wayland session: there the
@@ -105,7 +104,8 @@ impl Reader {
         {
             return Ok(x.clone());
         }
-        let x = Arc::new(blocking(X11::connect).await?);
+        let connector = self.connector.clone();
+        let x = Arc::new(blocking(move || X11::connect(&connector)).await?);
         *self.x11.lock().map_err(|_| Failure::internal("lock"))? = Some(x.clone());
         // Frames redirected for capture are released once idle; the task ends with the
         // connection.
@@ -514,7 +514,7 @@ impl Reader {
                 Err(f) => self.x11_failed(&f),
             }
         }
-        match tokio::time::timeout(PROBE_BUS_WAIT, a11y::connect_bus()).await {
+        match tokio::time::timeout(PROBE_BUS_WAIT, a11y::connect_bus(&self.connector)).await {
             Ok(Ok(_)) => p.atspi_ok = true,
             Ok(Err(problem)) => p.atspi_reason = Some(problem.reason().to_string()),
             Err(_) => {
@@ -551,7 +551,7 @@ impl Reader {
     }
 
     /// Answers one request (`None` for the broker's answer to a connection request, which
-    /// goes to the [`nish_atspi::agent::handed::Handover`]).
+    /// goes to the [`nish_atspi::agent::handed::Handover`] of the reader's connector).
     pub async fn handle(&self, req: BrokerToReader) -> Option<ReaderToBroker> {
         Some(match req {
             BrokerToReader::ListWindows { id } => match self.list_windows().await {
@@ -719,9 +719,7 @@ impl Reader {
                 ReaderToBroker::Rekept { id, moved }
             }
             BrokerToReader::Connected { id, result } => {
-                if let nish_atspi::agent::handed::Mode::Broker(h) =
-                    nish_atspi::agent::handed::mode()
-                {
+                if let Connector::Broker(h) = &self.connector {
                     h.answered(id, result);
                 }
                 return None;
@@ -787,18 +785,19 @@ fn encode_answer(msg: &ReaderToBroker) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
-/// are asked from the broker on this link ([`nish_atspi::agent::handed`]).
+/// are asked from the broker on this link: the reader's one [`Connector::Broker`], made here
+/// ([`nish_atspi::agent::handed`]).
 pub async fn serve(stream: UnixStream) -> anyhow::Result<()> {
-    let reader = Reader::new();
     let (rd, mut wr) = stream.into_split();
-    let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
+    let (mut rd, fds) = FdReader::new(rd);
 
     let (tx, mut rx) = mpsc::channel::<ReaderToBroker>(64);
     let ask = tx.clone();
-    nish_atspi::agent::handed::install(
+    let handover = Handover::new(
         move |id, target| ask.try_send(ReaderToBroker::Connect { id, target }).is_ok(),
         fds,
     );
+    let reader = Reader::new(Connector::Broker(handover.clone()));
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let buf = match encode_answer(&msg) {
@@ -823,9 +822,7 @@ pub async fn serve(stream: UnixStream) -> anyhow::Result<()> {
         tracing::debug!(id = request_id(&req), "request");
         if let BrokerToReader::Connected { id, result } = req {
             // In order, here: the descriptor that came with it is next in the queue.
-            if let nish_atspi::agent::handed::Mode::Broker(h) = nish_atspi::agent::handed::mode() {
-                h.answered(id, result);
-            }
+            handover.answered(id, result);
             continue;
         }
         let reader = reader.clone();

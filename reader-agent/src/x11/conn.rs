@@ -19,6 +19,7 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 
+use nish_atspi::agent::connector::Connector;
 use nish_atspi::agent::x11::{XDisplay, conn_failure, reply_failure};
 use nish_atspi::failure::Failure;
 
@@ -91,10 +92,10 @@ impl std::fmt::Debug for X11 {
 }
 
 impl X11 {
-    /// Connects to the X display: a connection handed in by the broker in an agent, `$DISPLAY`
-    /// otherwise.
-    pub fn connect() -> Result<X11, Failure> {
-        X11::with(XDisplay::connect()?)
+    /// Connects to the X display through `connector` (handed in by the broker in the agent,
+    /// `$DISPLAY` in-process).
+    pub fn connect(connector: &Connector) -> Result<X11, Failure> {
+        X11::with(XDisplay::connect(connector)?)
     }
 
     /// Connects to the X display `name` (such as `:5`), whatever the environment says.

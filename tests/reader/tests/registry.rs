@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nish_atspi::a11y::{A11y, REGISTRY, ROOT_PATH, STANDING_ORDER_MAX_AGE};
+use nish_atspi::agent::connector::Connector;
 use nish_testdesk::Desktop;
 use zbus::zvariant::OwnedObjectPath;
 
@@ -105,7 +106,7 @@ fn the_registrys_signal_ends_the_standing_list_and_a_new_registry_is_watched_ane
             .await
             .expect("the stand-in registry");
         let reader = connect(&addr).await;
-        let a11y = A11y::on_bus(reader.clone());
+        let a11y = A11y::on_bus(reader.clone(), Connector::Direct);
         a11y.apps().await.expect("the registry answers");
         for _ in 0..4 {
             assert!(
