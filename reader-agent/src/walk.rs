@@ -32,7 +32,7 @@ use nish_proto::wire::reader::WalkLimits;
 use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue};
 
 use nish_atspi::a11y::{
-    A11y, ActionNames, AppLink, FrameRef, Props, find_frame, name_and_count_of, props_from,
+    A11y, ActionNames, AppLink, FrameRef, Named, Props, find_frame, named_of, props_from,
 };
 use nish_atspi::dbus::{CallError, Read, call, call_msg};
 use nish_atspi::failure::Failure;
@@ -257,8 +257,8 @@ impl Ctx {
         r
     }
 
-    /// Role, name, states, interfaces and child count of one object (four calls, or five where
-    /// the name and the child count are asked one at a time).
+    /// Role, name, description, states, interfaces and child count of one object (four calls,
+    /// or six where the name, description and child count are asked one at a time).
     async fn props(&self, path: &str) -> Result<Props, CallError> {
         let named = async {
             if self.get_all {
@@ -268,7 +268,7 @@ impl Ctx {
                     &("org.a11y.atspi.Accessible",),
                 )
                 .await
-                .map(name_and_count_of)
+                .map(named_of)
             } else {
                 let get = |prop: &'static str| async move {
                     self.call::<_, OwnedValue>(
@@ -278,11 +278,17 @@ impl Ctx {
                     )
                     .await
                 };
-                let (name, count) = tokio::join!(get("Name"), get("ChildCount"));
-                Ok((
-                    String::try_from(name?).unwrap_or_default(),
-                    i32::try_from(count?).unwrap_or(0),
-                ))
+                let (name, description, count) =
+                    tokio::join!(get("Name"), get("Description"), get("ChildCount"));
+                // A description that cannot be read is none; the name and count must be.
+                Ok(Named {
+                    name: String::try_from(name?).unwrap_or_default(),
+                    description: description
+                        .ok()
+                        .and_then(|d| String::try_from(d).ok())
+                        .unwrap_or_default(),
+                    child_count: i32::try_from(count?).unwrap_or(0),
+                })
             }
         };
         let (role, named, states, ifaces) = tokio::join!(
@@ -557,6 +563,9 @@ pub async fn read_objects_with(
             ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
             ValueKind::None => {}
         }
+        if wants_attrs(o) {
+            jobs.push((i, Want::Attrs, o.path.clone()));
+        }
         if details && o.ifaces.has(Ifaces::COMPONENT) && o.states.has(State::Showing) {
             jobs.push((i, Want::Extents, o.path.clone()));
         }
@@ -579,6 +588,7 @@ pub async fn read_objects_with(
             Some(Ok(Got::Value(v))) => d.value = Some(v),
             Some(Ok(Got::Extents(e))) => d.frame = Some(e),
             Some(Ok(Got::Actions(a))) => d.actions = a,
+            Some(Ok(Got::Attrs(a))) => d.field_attrs = a,
             // What could not be read: the object is not known as it is now.
             _ => found[i] = None,
         }
@@ -777,7 +787,7 @@ fn arena_from_reply(
         let rows: Vec<CacheRow<'_>> = items
             .iter()
             .map(
-                |(o, _app, p, index, children, ifaces, name, role, _desc, states)| CacheRow {
+                |(o, _app, p, index, children, ifaces, name, role, description, states)| CacheRow {
                     bus: if own(o.0) { bus_name } else { o.0 },
                     path: o.1.as_str(),
                     parent_bus: if own(p.0) { bus_name } else { p.0 },
@@ -786,6 +796,7 @@ fn arena_from_reply(
                     child_count: *children,
                     ifaces: ifaces_from_names(ifaces),
                     name,
+                    description,
                     role: *role,
                     states: atspi_bits(states),
                 },
@@ -805,7 +816,7 @@ fn arena_from_reply(
         let rows: Vec<CacheRow<'_>> = items
             .iter()
             .map(
-                |(o, _app, p, children, ifaces, name, role, _desc, states)| {
+                |(o, _app, p, children, ifaces, name, role, description, states)| {
                     let bus = if own(o.0) { bus_name } else { o.0 };
                     let path = o.1.as_str();
                     CacheRow {
@@ -817,6 +828,7 @@ fn arena_from_reply(
                         child_count: children.len() as i32,
                         ifaces: ifaces_from_names(ifaces),
                         name,
+                        description,
                         role: *role,
                         states: atspi_bits(states),
                     }
@@ -1131,12 +1143,15 @@ enum Want {
     Actions,
     Text,
     Number,
+    /// A field's attributes that say what it takes (a search, a URL).
+    Attrs,
 }
 
 enum Got {
     Extents(Rect),
     Actions(Vec<String>),
     Value(String),
+    Attrs(Vec<(String, String)>),
 }
 
 /// Reads the details of every row; `None` in a slot means a call of that row timed out.
@@ -1172,6 +1187,9 @@ async fn read_details(
             ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
             ValueKind::None => {}
         }
+        if wants_attrs(o) {
+            jobs.push((i, Want::Attrs, o.path.clone()));
+        }
     }
     let rows_of: Vec<usize> = jobs.iter().map(|(row, _, _)| *row).collect();
     let results = nish_atspi::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
@@ -1191,6 +1209,7 @@ async fn read_details(
             Some(Ok(Got::Extents(e))) => slot.frame = Some(e),
             Some(Ok(Got::Actions(a))) => slot.actions = a,
             Some(Ok(Got::Value(v))) => slot.value = Some(v),
+            Some(Ok(Got::Attrs(a))) => slot.field_attrs = a,
             Some(Err(CallError::Timeout)) | Some(Err(CallError::Connection)) | None => {
                 out[row] = None
             }
@@ -1200,8 +1219,29 @@ async fn read_details(
     out
 }
 
+/// True for a field that is not secure: its attributes say whether it takes a search or a URL
+/// (`nish_proto::lexicon::field_kind`), one `GetAttributes` call in every read, light or full.
+fn wants_attrs(o: &nish_atspi::tree::Obj) -> bool {
+    let secure = o.states.has(State::Secure) || o.role == "password_text";
+    !secure && nish_proto::model::is_field(&o.role, o.states, o.ifaces)
+}
+
 async fn detail(ctx: &Ctx, want: Want, path: &str) -> Result<Got, CallError> {
     match want {
+        Want::Attrs => {
+            // Only the attributes the lexicon reads are kept, cut; an object that has no
+            // attributes (or answers the call with an error) has none.
+            match ctx
+                .call::<_, HashMap<String, String>>(path, Read::GetAttributes, &())
+                .await
+            {
+                Ok(all) => Ok(Got::Attrs(nish_proto::lexicon::field_attrs(
+                    all.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                ))),
+                Err(e @ (CallError::Timeout | CallError::Connection)) => Err(e),
+                Err(_) => Ok(Got::Attrs(vec![])),
+            }
+        }
         Want::Extents => {
             let (x, y, w, h): (i32, i32, i32, i32) =
                 ctx.call(path, Read::GetExtents, &(0u32,)).await?;
@@ -1406,6 +1446,8 @@ mod showing_tests {
         Node {
             role: "panel".into(),
             name: String::new(),
+            description: String::new(),
+            field_attrs: vec![],
             states: StateSet::of(states),
             value: None,
             actions: vec![],

@@ -271,6 +271,7 @@ mod tests {
             props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
+                description: String::new(),
                 states: vec![],
                 ifaces: vec![],
                 child_count: 0,
@@ -289,6 +290,7 @@ mod tests {
             props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
+                description: String::new(),
                 states: vec![],
                 ifaces: vec![],
                 child_count: 1,
