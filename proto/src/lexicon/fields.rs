@@ -19,13 +19,14 @@
 use super::skeleton::skeleton;
 
 /// What typing into a field is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FieldKind {
     /// A search.
     Search,
     /// An address (a URL, in a browser's address bar or a URL field).
     Url,
     /// Anything else: typing that may write a message.
+    #[default]
     Text,
 }
 

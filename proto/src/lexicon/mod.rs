@@ -673,6 +673,16 @@ mod tests {
         assert_eq!(k("共享文件夹"), None);
     }
 
+    /// What the documentation says the lexicon does not know (docs/contract.md, "Host
+    /// approvals"): other languages, words that confirm whatever was asked.
+    #[test]
+    fn what_it_does_not_know_reads_as_ordinary() {
+        for label in ["Skicka", "보내기", "Go", "Proceed", "Yes", "Continue", "OK", "Trash"] {
+            assert_eq!(consequence(label), None, "{label:?}");
+        }
+        assert_eq!(consequence("Empty Trash"), Some(Kind::Trashing));
+    }
+
     #[test]
     fn phrases_are_whole_words_of_the_skeleton() {
         assert!(has_words("Paste and Go", "paste"));
