@@ -677,7 +677,16 @@ mod tests {
     /// approvals"): other languages, words that confirm whatever was asked.
     #[test]
     fn what_it_does_not_know_reads_as_ordinary() {
-        for label in ["Skicka", "보내기", "Go", "Proceed", "Yes", "Continue", "OK", "Trash"] {
+        for label in [
+            "Skicka",
+            "보내기",
+            "Go",
+            "Proceed",
+            "Yes",
+            "Continue",
+            "OK",
+            "Trash",
+        ] {
             assert_eq!(consequence(label), None, "{label:?}");
         }
         assert_eq!(consequence("Empty Trash"), Some(Kind::Trashing));
