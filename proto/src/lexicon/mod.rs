@@ -8,13 +8,13 @@
 //!   publishing, paying, buying, ordering, deleting, removing, submitting, confirming, selling,
 //!   trashing, checking out, transferring, wiring money, signing, accepting, granting,
 //!   installing, sharing or inviting, in English, German, French, Spanish, Italian, Portuguese,
-//!   Dutch, Polish, Russian, Chinese or Japanese ([`terms`]);
+//!   Dutch, Polish, Russian, Chinese or Japanese (`terms`);
 //! - [`Verdict::NoText`]: an activatable element (a button, a link, a menu item:
 //!   [`ACTIVATABLE_ROLES`], or one the caller knows has an activating action) with no letter
 //!   or digit in any of the three, whose effect nothing tells;
 //! - [`Verdict::Ordinary`]: anything else.
 //!
-//! Every text is folded to its skeleton first ([`skeleton`]: confusables, zero-width and
+//! Every text is folded to its skeleton first ([`skeleton()`]: confusables, zero-width and
 //! format characters, combining marks, compatibility forms, case), so "Ѕend" with a Cyrillic
 //! "Ѕ", "ＳＥＮＤ", "S\u{200B}end" and "𝐒𝐞𝐧𝐝" read as "Send". Words are matched whole ("Send"
 //! and "Send now" are sending, "Sender" is not), with the inflected forms a language needs
@@ -24,11 +24,11 @@
 //! URL), by the field's role and object attributes, never by words of its label
 //! ("Recipient email address" is an ordinary field): see [`fields`].
 //!
-//! The compatibility table of the fold ([`compat`]) is Rust source generated from the Unicode
+//! The compatibility table of the fold (`compat`) is Rust source generated from the Unicode
 //! data of Python's `unicodedata` by `proto/tests/data/make_fold_table.py`: run
 //! `python3 proto/tests/data/make_fold_table.py` to regenerate it (it rewrites
 //! `proto/src/lexicon/compat.rs`, and says the Unicode version in its header). The words are
-//! in [`terms`], one file per group of languages. The corpus test `proto/tests/lexicon.rs`
+//! in `terms`, one file per group of languages. The corpus test `proto/tests/lexicon.rs`
 //! measures them on `proto/tests/data/lexicon_corpus.tsv` and prints the false-positive rate.
 //!
 //! What it cannot know: a label is app text, and an app may call its "Send" button anything

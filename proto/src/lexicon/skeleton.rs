@@ -12,7 +12,7 @@
 //!    variation selectors U+E0000..U+E0FFF, the braille blank U+2800), and combining marks
 //!    (U+0300..U+036F, U+0483..U+0489, U+1AB0..U+1AFF, U+1DC0..U+1DFF, U+20D0..U+20FF,
 //!    U+FE20..U+FE2F, the kana voicing marks U+3099..U+309C, U+FF9E..U+FF9F);
-//! 2. a compatibility form becomes its NFKD decomposition without marks ([`super::compat`],
+//! 2. a compatibility form becomes its NFKD decomposition without marks (`compat`,
 //!    generated from the Unicode data by `proto/tests/data/make_fold_table.py`), for Latin-1,
 //!    Latin Extended-A/B/C/D and Additional, spacing modifiers, Greek and Coptic, Greek
 //!    Extended, Cyrillic, superscripts and subscripts, letterlike symbols and number forms,
@@ -20,7 +20,7 @@
 //!    katakana and the mathematical alphanumeric symbols: "é" and "é" are "e", fullwidth "Ｓ",
 //!    mathematical "𝐒", circled "Ⓢ" are "S", "ﬁ" is "fi", halfwidth "ｿ" is "ソ", "й" is "и";
 //!    letters with a stroke or hook and no decomposition ("ł", "ø", "đ") lose it, "ß" is "ss";
-//! 3. a look-alike of a Latin letter in another script becomes that letter ([`confusable`],
+//! 3. a look-alike of a Latin letter in another script becomes that letter (`confusable`,
 //!    TS #39's prototypes for these letters, with small capitals taken to their letter):
 //!    Cyrillic "Ѕ" (U+0405) and "е" are "s" and "e", Greek "Ο" is "o", Armenian and Cherokee
 //!    look-alikes and Latin small capitals likewise; an uppercase look-alike is mapped before
