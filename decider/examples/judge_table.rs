@@ -3,7 +3,7 @@
 //! in every session state, then the judgement's terms on every kind of fact.
 
 fn main() {
-    print!("{}", nish_decider::policy::table_markdown());
+    print!("{}", nish_decider::policy::table::table_markdown());
     println!();
-    print!("{}", nish_decider::policy::terms_markdown());
+    print!("{}", nish_decider::policy::table::terms_markdown());
 }

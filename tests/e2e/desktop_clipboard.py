@@ -235,6 +235,11 @@ async def run(ns: argparse.Namespace) -> None:
     env = dict(broker.env)
     errors: list[str] = []
     try:
+        report = json.loads(broker.cli("doctor", "--json").stdout)
+        caps = {cap["name"]: cap["status"] for cap in report["capabilities"]}
+        check(report["ready"] is True and caps["clipboard_read"] == "available"
+              and caps["clipboard_write"] == "available", f"doctor with the broker running: {report}")
+        say("doctor: ready with the broker running; clipboard_read and clipboard_write available")
         ctl = h.Control()
         async with h.host(ns.shim, broker, "clipboard-e2e", "2025-11-25", ctl) as c:
             await first_session(c, ctl, person, env, errors, broker)

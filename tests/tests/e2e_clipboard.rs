@@ -1,7 +1,8 @@
 //! The X11 clipboard through a whole session on a nested test desktop: the official MCP Python
 //! client, nish-mcp with a control pipe, `nish-driver serve --backend linux` and its agents, and
 //! xclip as another program on the same display (tests/e2e/desktop_clipboard.py). Before it,
-//! this desktop's `nish-driver doctor --json` is validated against proto's doctor schema.
+//! this desktop's `nish-driver doctor --json` is validated against proto's doctor schema, and
+//! again, ready, once the script's broker runs.
 
 use std::time::Duration;
 
@@ -34,7 +35,27 @@ fn the_clipboard_round_trips_through_a_real_selection() {
         .map(|e| format!("{e} at {}", e.instance_path()))
         .collect();
     assert!(errs.is_empty(), "{errs:?}\n{report}");
-    assert_eq!(o.status.code(), Some(0), "ready: {report}");
+    // No broker runs yet (the script below starts one and asks the doctor again): the service
+    // is the one thing missing, so the report is not ready and says only that.
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "not ready without the service: {report}"
+    );
+    assert_eq!(report["ready"], false, "{report}");
+    for b in report["backends"].as_array().unwrap() {
+        if b["required"] == true && b["id"] != "service" {
+            assert_eq!(b["status"], "available", "{b}");
+        }
+    }
+    for p in report["probes"].as_array().unwrap() {
+        let want = if p["label"] == "service" {
+            "fail"
+        } else {
+            "ok"
+        };
+        assert_eq!(p["status"], want, "{p}");
+    }
     assert_eq!(report["session_type"], "x11");
     for name in ["clipboard_read", "clipboard_write"] {
         let cap = report["capabilities"]
