@@ -437,7 +437,6 @@ pub fn clamp_limits(l: &WalkLimits) -> WalkLimits {
         max_depth: l.max_depth.min(nish_proto::model::WALK_MAX_DEPTH),
         budget_ms: l.budget_ms.clamp(1, BUDGET_MAX_MS),
         details: l.details,
-        keep: l.keep,
     }
 }
 

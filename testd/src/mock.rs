@@ -29,7 +29,9 @@ use nish_proto::model::{
 };
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{
+    Freshness, SettleBounds, SettleReport, SettleWait, TreeFreshness, WalkLimits,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
@@ -815,11 +817,11 @@ pub struct MockBackend {
     last_acted: Mutex<Option<String>>,
     /// Whole reads of a window with details (frames) so far.
     full_reads: std::sync::atomic::AtomicUsize,
-    /// What each read that could have been answered by a kept walk was allowed
-    /// (`WalkLimits::keep`: the broker's act generation, or none).
-    keeps: Mutex<Vec<Option<u64>>>,
-    /// The `keep` of each light read (an act's re-check) so far.
-    light_keeps: Mutex<Vec<Option<u64>>>,
+    /// How fresh each full read that could have been answered by a kept walk asked to be
+    /// ([`Freshness`]: walk now, or the broker's act generation).
+    read_freshness: Mutex<Vec<Freshness>>,
+    /// The same of each light read (an act's re-check) so far.
+    light_freshness: Mutex<Vec<Freshness>>,
     /// When set, a plain read's walk is kept (by window, under its generation) and answers a
     /// later read under the same generation as it was, like a reader whose app sent no event:
     /// anything that changed since without one is missing from it.
@@ -875,8 +877,8 @@ impl MockBackend {
             objects_read: std::sync::atomic::AtomicUsize::new(0),
             last_acted: Mutex::new(None),
             full_reads: std::sync::atomic::AtomicUsize::new(0),
-            keeps: Mutex::new(vec![]),
-            light_keeps: Mutex::new(vec![]),
+            read_freshness: Mutex::new(vec![]),
+            light_freshness: Mutex::new(vec![]),
             kept: Mutex::new(None),
         }
     }
@@ -886,9 +888,9 @@ impl MockBackend {
         *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(Default::default());
     }
 
-    /// The `keep` of each light read (an act's re-check) so far.
-    pub fn light_keeps(&self) -> Vec<Option<u64>> {
-        self.light_keeps
+    /// How fresh each light read (an act's re-check) so far asked to be.
+    pub fn light_freshness(&self) -> Vec<Freshness> {
+        self.light_freshness
             .lock()
             .map(|k| k.clone())
             .unwrap_or_default()
@@ -984,8 +986,34 @@ impl MockBackend {
     }
 
     /// The `keep` of each plain read so far (the mock keeps no walk: it always walks).
-    pub fn keeps(&self) -> Vec<Option<u64>> {
-        self.keeps.lock().map(|k| k.clone()).unwrap_or_default()
+    pub fn read_freshness(&self) -> Vec<Freshness> {
+        self.read_freshness
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default()
+    }
+
+    /// Walks `window` now, leaving the kept walk as it is (whole reads with details counted).
+    fn walk_now(&self, window: &WindowInfo, limits: WalkLimits) -> Result<Tree, DriverError> {
+        if limits.details {
+            self.full_reads
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let d = self.desk();
+        let (i, w) = d
+            .windows
+            .iter()
+            .enumerate()
+            .find(|(_, w)| w.window_id == window.window_id)
+            .ok_or_else(|| {
+                DriverError::new(ErrorCode::WindowTargetNotFound, "the window is gone")
+            })?;
+        let (nodes, _, truncated) = d.walk(w, limits);
+        Ok(Tree {
+            window: d.window_info(w, i),
+            nodes,
+            truncated,
+        })
     }
 
     /// The handle of the element the last semantic act was on.
@@ -1276,47 +1304,53 @@ impl Backend for MockBackend {
             .collect())
     }
 
-    async fn read_tree_kept(
+    async fn read_tree_fresh(
         &self,
         window: &WindowInfo,
         limits: WalkLimits,
-    ) -> Result<(Tree, bool), DriverError> {
+        freshness: Freshness,
+    ) -> Result<(Tree, TreeFreshness), DriverError> {
         let log = if limits.details {
-            &self.keeps
+            &self.read_freshness
         } else {
-            &self.light_keeps
+            &self.light_freshness
         };
         if let Ok(mut k) = log.lock() {
-            k.push(limits.keep);
+            k.push(freshness);
         }
-        if let Some(g) = limits.keep
-            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+        let Some(g) = freshness.generation() else {
+            return self
+                .read_tree(window, limits)
+                .await
+                .map(|t| (t, TreeFreshness::Walked));
+        };
+        if let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
             && let Some((at, tree)) = map.get(&window.window_id)
             && *at == g
         {
-            return Ok((tree.clone(), true));
+            // The mock numbers no versions.
+            return Ok((
+                tree.clone(),
+                TreeFreshness::Reused {
+                    version: 0,
+                    age_ms: 0,
+                },
+            ));
         }
-        let tree = self.read_tree(window, limits).await?;
-        if let (Some(g), true) = (limits.keep, limits.details)
+        let tree = self.walk_now(window, limits)?;
+        if limits.details
             && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
         {
             map.insert(window.window_id, (g, tree.clone()));
+            return Ok((tree, TreeFreshness::Kept { version: 0 }));
         }
-        Ok((tree, false))
+        Ok((tree, TreeFreshness::Walked))
     }
 
     async fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> bool {
         // The reader's kept walk noted the act's events and reads those objects again at the
         // next read: the fake desktop as it is now.
-        let now = self
-            .read_tree(
-                window,
-                WalkLimits {
-                    keep: Some(to),
-                    ..WalkLimits::default()
-                },
-            )
-            .await;
+        let now = self.walk_now(window, WalkLimits::default());
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         match (
             kept.as_mut().and_then(|m| m.get_mut(&window.window_id)),
@@ -1336,31 +1370,11 @@ impl Backend for MockBackend {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
-        if limits.details {
-            self.full_reads
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        if limits.keep.is_none()
-            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
-        {
-            // A walk without keep: the next plain read walks too (as the reader).
+        if let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            // A walk now: the next plain read walks too (as the reader).
             map.remove(&window.window_id);
         }
-        let d = self.desk();
-        let (i, w) = d
-            .windows
-            .iter()
-            .enumerate()
-            .find(|(_, w)| w.window_id == window.window_id)
-            .ok_or_else(|| {
-                DriverError::new(ErrorCode::WindowTargetNotFound, "the window is gone")
-            })?;
-        let (nodes, _, truncated) = d.walk(w, limits);
-        Ok(Tree {
-            window: d.window_info(w, i),
-            nodes,
-            truncated,
-        })
+        self.walk_now(window, limits)
     }
 
     async fn capture(

@@ -39,7 +39,6 @@ fn limits(max_elements: u32, max_depth: u16) -> WalkLimits {
         max_depth,
         budget_ms: 1000,
         details: true,
-        keep: None,
     }
 }
 
@@ -907,7 +906,6 @@ fn limits_are_clamped() {
         max_depth: 9999,
         budget_ms: 10_000_000,
         details: true,
-        keep: None,
     });
     assert_eq!(l.max_elements, 1);
     assert_eq!(l.max_depth, nish_proto::model::WALK_MAX_DEPTH);
