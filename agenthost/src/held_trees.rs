@@ -37,6 +37,11 @@ fn tree_bytes(tree: &Tree) -> usize {
         .map(|n| {
             128 + n.role.len()
                 + n.name.len()
+                + n.description.len()
+                + n.field_attrs
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len() + 48)
+                    .sum::<usize>()
                 + n.handle.len()
                 + n.value.as_ref().map_or(0, String::len)
                 + n.actions.iter().map(|a| a.len() + 24).sum::<usize>()
@@ -147,6 +152,8 @@ mod tests {
         let row = nish_proto::model::Node {
             role: "label".into(),
             name: "x".repeat(64 << 10),
+            description: String::new(),
+            field_attrs: vec![],
             states: Default::default(),
             value: None,
             actions: vec![],

@@ -218,15 +218,19 @@ fn node() -> impl Strategy<Value = Node> {
             proptest::option::of(any::<u32>()),
         ),
         (any::<u16>(), any::<u32>(), any::<u16>(), s()),
+        (s(), proptest::collection::vec((s(), s()), 0..3)),
     )
         .prop_map(
             |(
                 (role, name, states, value),
                 (actions, frame, parent),
                 (depth, child_count, ifaces, handle),
+                (description, field_attrs),
             )| Node {
                 role,
                 name,
+                description,
+                field_attrs,
                 states: StateSet(states),
                 value,
                 actions,
@@ -1024,6 +1028,8 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     nodes: vec![Node {
                         role: "push_button".into(),
                         name: "Save".into(),
+                        description: "Save the file".into(),
+                        field_attrs: vec![("text-input-type".into(), "search".into())],
                         states: StateSet(0b1011),
                         value: None,
                         actions: vec!["click".into()],

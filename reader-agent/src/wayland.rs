@@ -273,6 +273,7 @@ mod tests {
             props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
+                description: String::new(),
                 states: vec![],
                 ifaces: vec![],
                 child_count: 0,
@@ -291,6 +292,7 @@ mod tests {
             props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
+                description: String::new(),
                 states: vec![],
                 ifaces: vec![],
                 child_count: 1,

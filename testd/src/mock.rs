@@ -93,6 +93,10 @@ enum Behavior {
 struct El {
     role: &'static str,
     name: String,
+    /// The accessible description (a tooltip).
+    description: String,
+    /// A field's attributes that say what it takes (`nish_proto::lexicon::FIELD_ATTRIBUTES`).
+    field_attrs: Vec<(String, String)>,
     states: StateSet,
     value: Option<String>,
     actions: Vec<&'static str>,
@@ -186,6 +190,8 @@ impl Desk {
         self.els.push(El {
             role,
             name: name.to_string(),
+            description: String::new(),
+            field_attrs: vec![],
             states: s,
             value: None,
             actions: vec![],
@@ -345,6 +351,32 @@ impl Desk {
         let status = d.add(Some(sb), "label", "Ready");
         // Last, so the layout of everything before it stays as the tests know it.
         d.button(sb, "Send", Behavior::Status("Sent"));
+        // Labels the lexicon reads that a list of words missed: right of the form, on frames of
+        // their own, after every row the tests knew before.
+        let shop = d.add(Some(root), "panel", "Shop");
+        d.els[shop].frame = Some(Rect::new(340, 100, 280, 300));
+        let bypasses = [
+            ("Sell", "", "Sold"),
+            ("Move to Trash", "", "Trashed"),
+            ("Check out", "", "Checked out"),
+            ("\u{405}end", "", "Sent"),
+            // An icon-only button: an arrow glyph, its tooltip says what it does.
+            ("\u{27A4}", "Send", "Sent"),
+        ];
+        for (i, (name, description, status)) in bypasses.into_iter().enumerate() {
+            let b = d.button(shop, name, Behavior::Status(status));
+            d.els[b].description = description.into();
+            d.els[b].frame = Some(Rect::new(350, 110 + 30 * i as i32, 200, 24));
+        }
+        let fields = [("Recipient email address", "email"), ("Find", "search")];
+        for (i, (name, input_type)) in fields.into_iter().enumerate() {
+            let f = d.add(Some(shop), "entry", name);
+            d.els[f].ifaces |= Ifaces::TEXT | Ifaces::EDITABLE_TEXT;
+            d.els[f].states.insert(State::Editable);
+            d.els[f].value = Some(String::new());
+            d.els[f].field_attrs = vec![("text-input-type".into(), input_type.into())];
+            d.els[f].frame = Some(Rect::new(350, 270 + 30 * i as i32, 200, 24));
+        }
         d.windows.push(Win {
             window_id: 0x0040_0001,
             pid: 4101,
@@ -415,6 +447,10 @@ impl Desk {
         d
     }
 
+    fn win_of_root(&self, root: usize) -> Option<&Win> {
+        self.windows.iter().find(|w| w.root == root)
+    }
+
     fn win(&self, window_id: u64) -> Option<&Win> {
         self.windows.iter().find(|w| w.window_id == window_id)
     }
@@ -479,6 +515,8 @@ impl Desk {
             nodes.push(Node {
                 role: e.role.into(),
                 name: e.name.clone(),
+                description: e.description.clone(),
+                field_attrs: e.field_attrs.clone(),
                 states: st,
                 value: if st.has(State::Secure) {
                     None
@@ -898,6 +936,11 @@ impl MockBackend {
         };
         let menu = d.add(Some(root), "menu", "Edit");
         let item = d.add(Some(menu), "menu_item", name);
+        // On frames of their own, right of Notes' form below its Shop panel: laid out by their
+        // rows they would lie past the window's bottom.
+        let at = d.win_of_root(root).map(|w| w.frame).unwrap_or_default();
+        d.els[menu].frame = Some(Rect::new(at.x + 300, at.y + 380, 220, 60));
+        d.els[item].frame = Some(Rect::new(at.x + 310, at.y + 390, 200, 24));
         d.els[item].actions = vec!["click"];
         d.els[item].ifaces |= Ifaces::ACTION;
         d.els[item].behavior = Behavior::Paste;

@@ -33,7 +33,7 @@ pub use bus::{
 pub use frames::{FrameRef, TopLevel, find_frame, top_levels};
 pub use link::{AppLink, P2P_TIMEOUT};
 pub use objects::{
-    Props, answers_get_all, extents, get_string_prop, name_and_count, name_and_count_of, props,
-    props_from, toolkit,
+    Named, Props, answers_get_all, extents, get_string_prop, named, named_of, props, props_from,
+    toolkit,
 };
 pub use registry::{EVENT_KINDS, STANDING_ORDER_MAX_AGE};

@@ -33,6 +33,8 @@ pub struct Props {
     pub role: u32,
     /// Name.
     pub name: String,
+    /// Description.
+    pub description: String,
     /// Raw AT-SPI state words.
     pub states: Vec<u32>,
     /// Interface names.
@@ -53,12 +55,14 @@ impl Props {
             &self.ifaces,
             self.child_count,
         )
+        .described(&self.description)
     }
 }
 
-/// Reads role, name, states, interfaces and child count of one object (four calls in flight).
+/// Reads role, name, description, states, interfaces and child count of one object (six calls
+/// in flight).
 ///
-/// The name and child count are asked one property at a time ([`name_and_count`]): Qt 5's
+/// The name, description and child count are asked one property at a time ([`named`]): Qt 5's
 /// adaptor answers `Properties.GetAll` with a message the bus refuses, and the bus then cuts
 /// the application's connection (its accessibility is gone until it restarts; measured with
 /// Qt 5.15.8).
@@ -67,20 +71,33 @@ pub async fn props(link: &AppLink, path: &str, timeout: Duration) -> Result<Prop
     let c = &link.conn;
     let (role, named, states, ifaces) = tokio::join!(
         call::<_, u32>(c, dest, path, Read::GetRole, &(), timeout),
-        name_and_count(c, dest, path, timeout),
+        named(c, dest, path, timeout),
         call::<_, Vec<u32>>(c, dest, path, Read::GetState, &(), timeout),
         call::<_, Vec<String>>(c, dest, path, Read::GetInterfaces, &(), timeout),
     );
     props_from(role, named, states, ifaces)
 }
 
-/// An object's name and child count, one `Properties.Get` each (both in flight together).
-pub async fn name_and_count(
+/// An object's name, description and child count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Named {
+    /// `Accessible.Name`.
+    pub name: String,
+    /// `Accessible.Description`.
+    pub description: String,
+    /// `Accessible.ChildCount`.
+    pub child_count: i32,
+}
+
+/// An object's name, description and child count, one `Properties.Get` each (all three in
+/// flight together). A description that cannot be read is empty; the name and child count
+/// must be read.
+pub async fn named(
     conn: &Connection,
     dest: Option<&str>,
     path: &str,
     timeout: Duration,
-) -> Result<(String, i32), CallError> {
+) -> Result<Named, CallError> {
     let get = |prop: &'static str| async move {
         call::<_, OwnedValue>(
             conn,
@@ -92,26 +109,37 @@ pub async fn name_and_count(
         )
         .await
     };
-    let (name, count) = tokio::join!(get("Name"), get("ChildCount"));
-    Ok((
-        String::try_from(name?).unwrap_or_default(),
-        i32::try_from(count?).unwrap_or(0),
-    ))
+    let (name, description, count) =
+        tokio::join!(get("Name"), get("Description"), get("ChildCount"));
+    Ok(Named {
+        name: String::try_from(name?).unwrap_or_default(),
+        description: description
+            .ok()
+            .and_then(|d| String::try_from(d).ok())
+            .unwrap_or_default(),
+        child_count: i32::try_from(count?).unwrap_or(0),
+    })
 }
 
-/// An object's name and child count from its `Properties.GetAll` answer (toolkits other than
-/// Qt; see [`props`]).
-pub fn name_and_count_of(all: HashMap<String, OwnedValue>) -> (String, i32) {
+/// An object's name, description and child count from its `Properties.GetAll` answer
+/// (toolkits other than Qt; see [`props`]).
+pub fn named_of(all: HashMap<String, OwnedValue>) -> Named {
     let mut all = all;
-    let name = all
-        .remove("Name")
-        .and_then(|v| String::try_from(v).ok())
-        .unwrap_or_default();
+    let mut text = |k: &str| {
+        all.remove(k)
+            .and_then(|v| String::try_from(v).ok())
+            .unwrap_or_default()
+    };
+    let (name, description) = (text("Name"), text("Description"));
     let child_count = all
         .remove("ChildCount")
         .and_then(|v| i32::try_from(v).ok())
         .unwrap_or(0);
-    (name, child_count)
+    Named {
+        name,
+        description,
+        child_count,
+    }
 }
 
 /// Whether `Properties.GetAll` may be sent to an application of `toolkit` (its
@@ -123,14 +151,19 @@ pub fn answers_get_all(toolkit: &str) -> bool {
 /// [`Props`] from the answers of the calls that read them.
 pub fn props_from(
     role: Result<u32, CallError>,
-    named: Result<(String, i32), CallError>,
+    named: Result<Named, CallError>,
     states: Result<Vec<u32>, CallError>,
     ifaces: Result<Vec<String>, CallError>,
 ) -> Result<Props, CallError> {
-    let (name, child_count) = named?;
+    let Named {
+        name,
+        description,
+        child_count,
+    } = named?;
     Ok(Props {
         role: role?,
         name,
+        description,
         states: states?,
         ifaces: ifaces?,
         child_count,

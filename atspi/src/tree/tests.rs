@@ -27,6 +27,7 @@ fn item(path: &str, parent: &str, index: i32, children: i32, role: u32) -> Cache
         child_count: children,
         ifaces: Ifaces(Ifaces::COMPONENT),
         name: leak(format!("n{path}")),
+        description: "",
         role,
         states: (1 << 25) | (1 << 30),
     }

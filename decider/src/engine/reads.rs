@@ -256,9 +256,18 @@ impl<B: Backend> Engine<B> {
             if nish_proto::secure_names::secure_by_name(&n.role, &n.name) {
                 n.states.insert(State::Secure);
             }
-            // Names and values are bounded here whatever the reader sent.
+            // Names, descriptions and values are bounded here whatever the reader sent, and
+            // only the field attributes the lexicon reads are kept, cut.
             if n.name.len() > 4096 {
                 n.name = n.name.chars().take(1024).collect();
+            }
+            if n.description.len() > 4096 {
+                n.description = n.description.chars().take(1024).collect();
+            }
+            if !n.field_attrs.is_empty() {
+                n.field_attrs = nish_proto::lexicon::field_attrs(
+                    n.field_attrs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                );
             }
             if n.is_secure() {
                 n.value = None;

@@ -133,7 +133,7 @@ pub(super) fn arena_from_reply(
         let rows: Vec<CacheRow<'_>> = items
             .iter()
             .map(
-                |(o, _app, p, index, children, ifaces, name, role, _desc, states)| CacheRow {
+                |(o, _app, p, index, children, ifaces, name, role, description, states)| CacheRow {
                     bus: if own(o.0) { bus_name } else { o.0 },
                     path: o.1.as_str(),
                     parent_bus: if own(p.0) { bus_name } else { p.0 },
@@ -142,6 +142,7 @@ pub(super) fn arena_from_reply(
                     child_count: *children,
                     ifaces: ifaces_from_names(ifaces),
                     name,
+                    description,
                     role: *role,
                     states: atspi_bits(states),
                 },
@@ -161,7 +162,7 @@ pub(super) fn arena_from_reply(
         let rows: Vec<CacheRow<'_>> = items
             .iter()
             .map(
-                |(o, _app, p, children, ifaces, name, role, _desc, states)| {
+                |(o, _app, p, children, ifaces, name, role, description, states)| {
                     let bus = if own(o.0) { bus_name } else { o.0 };
                     let path = o.1.as_str();
                     CacheRow {
@@ -173,6 +174,7 @@ pub(super) fn arena_from_reply(
                         child_count: children.len() as i32,
                         ifaces: ifaces_from_names(ifaces),
                         name,
+                        description,
                         role: *role,
                         states: atspi_bits(states),
                     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nish_proto::model::TruncReason;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
-use nish_atspi::a11y::{A11y, ActionNames, AppLink, Props, name_and_count_of, props_from};
+use nish_atspi::a11y::{A11y, ActionNames, AppLink, Named, Props, named_of, props_from};
 use nish_atspi::dbus::{CallError, Read, call};
 
 /// Timeout of one call during a walk (also bounded by the walk's budget).
@@ -161,8 +161,8 @@ impl Ctx {
         r
     }
 
-    /// Role, name, states, interfaces and child count of one object (four calls, or five where
-    /// the name and the child count are asked one at a time).
+    /// Role, name, description, states, interfaces and child count of one object (four calls,
+    /// or six where the name, description and child count are asked one at a time).
     pub(super) async fn props(&self, path: &str) -> Result<Props, CallError> {
         let named = async {
             if self.get_all {
@@ -172,7 +172,7 @@ impl Ctx {
                     &("org.a11y.atspi.Accessible",),
                 )
                 .await
-                .map(name_and_count_of)
+                .map(named_of)
             } else {
                 let get = |prop: &'static str| async move {
                     self.call::<_, OwnedValue>(
@@ -182,11 +182,17 @@ impl Ctx {
                     )
                     .await
                 };
-                let (name, count) = tokio::join!(get("Name"), get("ChildCount"));
-                Ok((
-                    String::try_from(name?).unwrap_or_default(),
-                    i32::try_from(count?).unwrap_or(0),
-                ))
+                let (name, description, count) =
+                    tokio::join!(get("Name"), get("Description"), get("ChildCount"));
+                // A description that cannot be read is none; the name and count must be.
+                Ok(Named {
+                    name: String::try_from(name?).unwrap_or_default(),
+                    description: description
+                        .ok()
+                        .and_then(|d| String::try_from(d).ok())
+                        .unwrap_or_default(),
+                    child_count: i32::try_from(count?).unwrap_or(0),
+                })
             }
         };
         let (role, named, states, ifaces) = tokio::join!(

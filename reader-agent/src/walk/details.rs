@@ -2,6 +2,7 @@
 //! could not all be read in time ends the tree.
 
 use nish_proto::model::{Ifaces, Rect, State, TruncReason};
+use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::zvariant::OwnedValue;
 
@@ -21,12 +22,15 @@ pub(super) enum Want {
     Actions,
     Text,
     Number,
+    /// A field's attributes that say what it takes (a search, a URL).
+    Attrs,
 }
 
 pub(super) enum Got {
     Extents(Rect),
     Actions(Vec<String>),
     Value(String),
+    Attrs(Vec<(String, String)>),
 }
 
 /// Reads the details of every row; `None` in a slot means a call of that row timed out.
@@ -62,6 +66,9 @@ pub(super) async fn read_details(
             ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
             ValueKind::None => {}
         }
+        if wants_attrs(o) {
+            jobs.push((i, Want::Attrs, o.path.clone()));
+        }
     }
     let rows_of: Vec<usize> = jobs.iter().map(|(row, _, _)| *row).collect();
     let results = nish_atspi::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
@@ -81,6 +88,7 @@ pub(super) async fn read_details(
             Some(Ok(Got::Extents(e))) => slot.frame = Some(e),
             Some(Ok(Got::Actions(a))) => slot.actions = a,
             Some(Ok(Got::Value(v))) => slot.value = Some(v),
+            Some(Ok(Got::Attrs(a))) => slot.field_attrs = a,
             Some(Err(CallError::Timeout)) | Some(Err(CallError::Connection)) | None => {
                 out[row] = None
             }
@@ -90,8 +98,29 @@ pub(super) async fn read_details(
     out
 }
 
+/// True for a field that is not secure: its attributes say whether it takes a search or a URL
+/// (`nish_proto::lexicon::field_kind`), one `GetAttributes` call in every read, light or full.
+pub(super) fn wants_attrs(o: &nish_atspi::tree::Obj) -> bool {
+    let secure = o.states.has(State::Secure) || o.role == "password_text";
+    !secure && nish_proto::model::is_field(&o.role, o.states, o.ifaces)
+}
+
 pub(super) async fn detail(ctx: &Ctx, want: Want, path: &str) -> Result<Got, CallError> {
     match want {
+        Want::Attrs => {
+            // Only the attributes the lexicon reads are kept, cut; an object that has no
+            // attributes (or answers the call with an error) has none.
+            match ctx
+                .call::<_, HashMap<String, String>>(path, Read::GetAttributes, &())
+                .await
+            {
+                Ok(all) => Ok(Got::Attrs(nish_proto::lexicon::field_attrs(
+                    all.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                ))),
+                Err(e @ (CallError::Timeout | CallError::Connection)) => Err(e),
+                Err(_) => Ok(Got::Attrs(vec![])),
+            }
+        }
         Want::Extents => {
             let (x, y, w, h): (i32, i32, i32, i32) =
                 ctx.call(path, Read::GetExtents, &(0u32,)).await?;

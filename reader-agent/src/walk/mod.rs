@@ -46,7 +46,7 @@ use self::cache::{arena_from_reply, cache_reply, realize};
 use self::ctx::Ctx;
 pub use self::ctx::{CALL_TIMEOUT, CHILD_POOL, DETAIL_POOL, LIST_POOL, PROPS_POOL};
 pub use self::details::MAX_ACTIONS;
-use self::details::{Got, Want, cut_at_first_incomplete, detail, read_details};
+use self::details::{Got, Want, cut_at_first_incomplete, detail, read_details, wants_attrs};
 use self::live::read_structure;
 
 /// The share of a walk's budget (in percent) for finding the window and reading its structure;
@@ -343,6 +343,9 @@ pub async fn read_objects_with(
             ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
             ValueKind::None => {}
         }
+        if wants_attrs(o) {
+            jobs.push((i, Want::Attrs, o.path.clone()));
+        }
         if details && o.ifaces.has(Ifaces::COMPONENT) && o.states.has(State::Showing) {
             jobs.push((i, Want::Extents, o.path.clone()));
         }
@@ -365,6 +368,7 @@ pub async fn read_objects_with(
             Some(Ok(Got::Value(v))) => d.value = Some(v),
             Some(Ok(Got::Extents(e))) => d.frame = Some(e),
             Some(Ok(Got::Actions(a))) => d.actions = a,
+            Some(Ok(Got::Attrs(a))) => d.field_attrs = a,
             // What could not be read: the object is not known as it is now.
             _ => found[i] = None,
         }
@@ -450,6 +454,8 @@ mod showing_tests {
         Node {
             role: "panel".into(),
             name: String::new(),
+            description: String::new(),
+            field_attrs: vec![],
             states: StateSet::of(states),
             value: None,
             actions: vec![],

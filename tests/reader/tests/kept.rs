@@ -118,6 +118,8 @@ fn node(app: &str, path: &str, role: &str, parent: Option<u32>, states: &[State]
     Node {
         role: role.into(),
         name: path.into(),
+        description: String::new(),
+        field_attrs: vec![],
         states: set,
         value: None,
         actions: vec![],
