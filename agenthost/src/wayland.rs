@@ -213,10 +213,10 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
 }
 
 impl PortalReport {
-    /// The `wayland-portal` registry entry and its probe line. With no portal answering:
-    /// `portal_unavailable`; a portal without RemoteDesktop or ScreenCast:
-    /// `compositor_unsupported`; both offered: still `planned` with `wayland_portal_not_built`,
-    /// as the driver does not use them yet.
+    /// The `wayland-portal` registry entry and its probe line, `planned` while the driver uses
+    /// no portal. With no portal answering: `portal_unavailable`; a portal without
+    /// RemoteDesktop or ScreenCast: `compositor_unsupported`; both offered:
+    /// `wayland_portal_not_built`.
     pub fn entry(&self) -> (BackendEntry, Probe) {
         let show = |name: &str, o: Offer| match o {
             Offer::Offered(v) => format!("{name} {v}"),
@@ -231,8 +231,10 @@ impl PortalReport {
         );
         let compositor = format!("compositor {}", self.compositor.label());
         let (status, reason, probe_status, message) = match (self.remote_desktop, self.screencast) {
+            // Planned in every case while the driver uses no portal: the reason says what the
+            // desktop offers, and no next step asks the person to install what is not used.
             (Offer::NoPortal, _) | (_, Offer::NoPortal) => (
-                BackendStatus::Unavailable,
+                BackendStatus::Planned,
                 "portal_unavailable",
                 "fail",
                 format!("no desktop portal answered on the session bus; {compositor}"),
@@ -246,7 +248,7 @@ impl PortalReport {
                 ),
             ),
             _ => (
-                BackendStatus::Unavailable,
+                BackendStatus::Planned,
                 "compositor_unsupported",
                 "fail",
                 format!("the desktop portal offers {offers}; {compositor}"),
@@ -440,19 +442,19 @@ mod tests {
             (
                 Offer::NoPortal,
                 Offer::NoPortal,
-                BackendStatus::Unavailable,
+                BackendStatus::Planned,
                 "portal_unavailable",
             ),
             (
                 Offer::Absent,
                 Offer::Offered(4),
-                BackendStatus::Unavailable,
+                BackendStatus::Planned,
                 "compositor_unsupported",
             ),
             (
                 Offer::Offered(1),
                 Offer::Absent,
-                BackendStatus::Unavailable,
+                BackendStatus::Planned,
                 "compositor_unsupported",
             ),
             (
