@@ -21,6 +21,7 @@ use crate::desktop::{
     AT_SPI_BUS_LAUNCHER, AT_SPI_REGISTRYD, App, DBUS_DAEMON, KEEP_ENV, entropy, private_dir,
     resolve,
 };
+use crate::mounts;
 use crate::procs::{self, ProcessId};
 use crate::wait::{Poll, poll};
 
@@ -136,6 +137,7 @@ impl WaylandDesktop {
     }
 
     fn start_session_bus(&mut self) -> Result<()> {
+        mounts::mask_document_portal(&self.dir)?;
         let socket = self.dir.join("bus");
         let args: Vec<OsString> = vec![
             "--session".into(),
@@ -359,7 +361,10 @@ impl WaylandDesktop {
             ("PATH".to_string(), path),
             ("LANG".to_string(), "C.UTF-8".to_string()),
             ("XDG_RUNTIME_DIR".to_string(), dir.clone()),
-            ("HOME".to_string(), dir),
+            ("HOME".to_string(), dir.clone()),
+            // What HOME implies; set because dbus-daemon looks up its home in the password
+            // database, not in HOME, and it must find the desktop's own service files.
+            ("XDG_DATA_HOME".to_string(), format!("{dir}/.local/share")),
             ("XDG_SESSION_TYPE".to_string(), "wayland".to_string()),
             ("WAYLAND_DISPLAY".to_string(), self.wayland_display.clone()),
             ("GDK_BACKEND".to_string(), "wayland".to_string()),
@@ -546,6 +551,7 @@ impl WaylandDesktop {
         }
         self.stopped = true;
         let survivors = self.procs.end_all(Duration::from_secs(3));
+        let unmounted = mounts::unmount_leftovers(&self.dir);
         let removed = if std::env::var_os(KEEP_ENV).is_some_and(|v| v == "1") {
             eprintln!(
                 "nish-testdesk: {KEEP_ENV}=1: keeping {} (logs in logs/)",
@@ -558,6 +564,7 @@ impl WaylandDesktop {
         if !survivors.is_empty() {
             return Err(procs::survivors_error(&survivors));
         }
+        unmounted?;
         removed.with_context(|| format!("removing {}", self.dir.display()))
     }
 }

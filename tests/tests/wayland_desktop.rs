@@ -145,4 +145,11 @@ fn wayland_desktop_activates_the_portal_against_bare_mutter() {
     std::thread::sleep(Duration::from_millis(300));
     let left = live_with_runtime_dir(&dir, &names);
     assert!(left.is_empty(), "outlived the desktop: {left:?}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let prefix = dir.to_string_lossy().into_owned();
+    assert!(
+        !mounts.lines().any(|l| l.contains(&prefix)),
+        "a mount outlived the desktop under {prefix}"
+    );
+    assert!(!dir.exists(), "{} was removed", dir.display());
 }
