@@ -90,9 +90,9 @@ pub fn tools_md() -> String {
          bound to its snapshot: each page reads the window again, judged as any read (the \
          session, its apps, a pause, secure fields), and when the window's structure, the names \
          in its lists or the session's epoch changed, or the snapshot is not this session's, \
-         the call fails with `stale_element_token`: read again. `root`, `skeleton`, \
-         `include_screenshot`, another `max_depth` or another window given with it fail with \
-         `invalid_arguments`; a continuation that does not parse too. Skeleton reads have none: \
+         the call fails with `stale_element_token`: read again. The first call's arguments \
+         may be sent again with it; `skeleton`, `include_screenshot`, another `root`, \
+         `max_depth` or window fail with `invalid_arguments`; a continuation that does not parse too. Skeleton reads have none: \
          use `max_elements` up to 200.\n"
     );
     let _ = writeln!(
@@ -109,7 +109,10 @@ pub fn tools_md() -> String {
          `outputSchema`, so MCP asks for no structured content; the driver keeps one in every \
          form. The byte budget counts what the form carries, so a page of one form holds more \
          rows: per row, the element JSON plus the text line twice (`both`), the text line once \
-         (`text`), the element JSON alone (`structured`).\n",
+         (`text`), the element JSON alone (`structured`). Measured on the mock's dense window \
+         (2,216 rows, `cargo test -p nish-testd --test contract fits -- --nocapture`): about \
+         260 bytes a row for `both`, 47 for `text`, 165 for `structured`; the slim structured \
+         content about 300 bytes. The default row count (250) holds in every form.\n",
         READ_SLIM_STRUCTURED_BYTES
     );
     for t in TOOLS {

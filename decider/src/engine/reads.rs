@@ -544,9 +544,11 @@ impl<B: Backend> Engine<B> {
                 format!("continue_from goes on with the read it came from; {what}"),
             )
         };
-        if args.root.is_some() {
+        if let Some(root) = &args.root
+            && (c.root != Some(root.index) || root.snapshot_id != c.snapshot_id)
+        {
             return Err(conflict(
-                "root is not given with it (the continuation names its view)",
+                "root is left out or the continuation's own (it names its view)",
             ));
         }
         if args.skeleton {
