@@ -356,6 +356,21 @@ async fn a_continuation_is_bound_to_its_snapshot_and_session() {
         e.err("stale_element_token")["disposition"]["retry"],
         "after_refresh"
     );
+    // The window changed unseen (a list row shows another item): the next page's read finds
+    // it.
+    let atlas = f.call("get_window_state", json!({"app": "Atlas"})).await;
+    let c_atlas = continuation(&atlas).unwrap();
+    f.engine.backend.rename_silently("Place 24.30", "Elsewhere");
+    let e = f
+        .call("get_window_state", json!({"continue_from": c_atlas}))
+        .await;
+    let err = e.err("stale_element_token");
+    let msg = err["message"].as_str().unwrap();
+    assert!(msg.contains("the window changed since snapshot"), "{msg}");
+    assert!(
+        !msg.contains("Elsewhere") && !msg.contains("Place"),
+        "{msg}"
+    );
     // A read again gives a continuation that works.
     let cut = f
         .call(
