@@ -10,6 +10,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use std::fmt::Write as _;
 
+use nish_proto::call::ResultForm;
 use nish_proto::model::{Node, TruncReason, escape_clip};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -73,6 +74,10 @@ pub struct ViewParams {
     /// Most result bytes of a full or root read: the budget when the caller left
     /// `max_elements` out (a default read), none when they asked for a row count.
     pub max_bytes: usize,
+    /// A full or root read's first row (a continuation's): rows before it are left out.
+    pub start: u32,
+    /// The forms the result carries: what a row costs of `max_bytes`.
+    pub form: ResultForm,
 }
 
 impl ViewParams {
@@ -99,7 +104,19 @@ impl ViewParams {
             } else {
                 usize::MAX
             },
+            start: 0,
+            form: ResultForm::Both,
         }
+    }
+
+    /// The same view from row `start` on (a continuation).
+    pub fn from_row(self, start: u32) -> Self {
+        ViewParams { start, ..self }
+    }
+
+    /// The same view for a result of form `form`.
+    pub fn in_form(self, form: ResultForm) -> Self {
+        ViewParams { form, ..self }
     }
 }
 
@@ -116,6 +133,9 @@ pub struct View<'a> {
     pub truncated_reason: Option<&'static str>,
     /// Row numbers included, in order.
     pub rows: Vec<u32>,
+    /// A full or root read cut by `max_elements` or `max_bytes`: the first row it left out,
+    /// where the next page starts (`continue_from`).
+    pub next: Option<u32>,
 }
 
 /// Roles the skeleton keeps when they have children (contract §3).
@@ -305,15 +325,22 @@ pub fn row(snapshot_id: &str, i: u32, n: &Node) -> (Value, String) {
     (serde_json::to_value(&e).unwrap_or(Value::Null), line)
 }
 
-/// Wire bytes one full-read row costs: its element object and, twice, its escaped text line.
-fn row_bytes(e: &Element<'_>, line: &str) -> usize {
-    let json = serde_json::to_vec(e).map_or(0, |v| v.len());
+/// Wire bytes one full-read row costs in a result of form `form`: its element object (in the
+/// structured content's `elements`) and its escaped text line, once in the text content and
+/// once in `tree_text` (both forms); the text form has the line once, the structured form the
+/// object alone.
+fn row_bytes(e: &Element<'_>, line: &str, form: ResultForm) -> usize {
+    let json = || serde_json::to_vec(e).map_or(0, |v| v.len()) + 1;
     let escaped = line.len()
         + line
             .bytes()
             .filter(|b| matches!(b, b'"' | b'\\' | b'\n'))
             .count();
-    json + 1 + 2 * escaped
+    match form {
+        ResultForm::Both => json() + 2 * escaped,
+        ResultForm::Text => escaped,
+        ResultForm::Structured => json(),
+    }
 }
 
 /// Cuts a view. `walk_truncated` is the walk's own truncation.
@@ -328,6 +355,7 @@ pub fn cut<'a>(
     let mut rows = Vec::new();
     let mut cut_reason: Option<&'static str> = None;
     let mut bytes = 0usize;
+    let mut next = None;
     match p.kind {
         ViewKind::Full | ViewKind::Root(_) => {
             let (start, end, base_depth) = match p.kind {
@@ -346,7 +374,7 @@ pub fn cut<'a>(
                 .iter()
                 .enumerate()
                 .take(end.min(nodes.len()))
-                .skip(start)
+                .skip(start.max(p.start as usize))
             {
                 let rel = (n.depth - base_depth) as usize;
                 if rel > p.max_depth {
@@ -355,16 +383,18 @@ pub fn cut<'a>(
                 }
                 if rows.len() >= p.max_elements {
                     cut_reason = Some("max_elements");
+                    next = Some(i as u32);
                     break;
                 }
                 let e = Element::new(snapshot_id, i as u32, n);
                 let before = text.len();
                 e.write_line(&mut text, rel, n);
                 text.push('\n');
-                let cost = row_bytes(&e, &text[before..]);
+                let cost = row_bytes(&e, &text[before..], p.form);
                 if !rows.is_empty() && bytes.saturating_add(cost) > p.max_bytes {
                     text.truncate(before);
                     cut_reason = Some("max_bytes");
+                    next = Some(i as u32);
                     break;
                 }
                 bytes += cost;
@@ -431,6 +461,7 @@ pub fn cut<'a>(
         truncated: truncated_reason.is_some(),
         truncated_reason,
         rows,
+        next,
     }
 }
 
@@ -850,6 +881,103 @@ mod tests {
         );
         assert!(!v.truncated);
         assert_eq!(v.rows.len(), 11);
+    }
+
+    /// Pages cut one after another from each page's `next` are the one unbounded read's rows,
+    /// in order: none twice, none skipped; for full and root reads, each form, page sizes by
+    /// rows and by bytes, and with a depth cut.
+    #[test]
+    fn pages_from_next_concatenate_to_the_unbounded_read() {
+        // A tree with depth: 40 panels of 30 rows each, every fifth with a child of its own.
+        let label = "y".repeat(60);
+        let mut nodes = vec![node("frame", "Big", None, 0, 40)];
+        for _ in 0..40 {
+            let p = nodes.len() as u32;
+            nodes.push(node("panel", "p", Some(0), 1, 30));
+            for k in 0..30 {
+                let me = nodes.len() as u32;
+                nodes.push(node(
+                    "push button",
+                    &label,
+                    Some(p),
+                    2,
+                    u32::from(k % 5 == 0),
+                ));
+                if k % 5 == 0 {
+                    nodes.push(node("label", "deep", Some(me), 3, 0));
+                }
+            }
+        }
+        let root = 1 + 37; // the second panel
+        assert_eq!(nodes[root].role, "panel");
+        for kind in [ViewKind::Full, ViewKind::Root(root as u32)] {
+            for depth in [None, Some(2)] {
+                let all = cut("s1", &nodes, None, ViewParams::new(kind, Some(5000), depth));
+                assert!(all.next.is_none());
+                for (max_elements, form) in [
+                    (Some(7), ResultForm::Both),
+                    (None, ResultForm::Both),
+                    (None, ResultForm::Text),
+                    (None, ResultForm::Structured),
+                ] {
+                    let mut p = ViewParams::new(kind, max_elements, depth).in_form(form);
+                    if max_elements.is_none() {
+                        // A small budget, so that the pages are many.
+                        p.max_bytes = 1_000;
+                    }
+                    let (mut rows, mut text, mut pages): (Vec<u32>, String, usize) =
+                        (vec![], String::new(), 0);
+                    let mut start = 0;
+                    loop {
+                        let v = cut("s1", &nodes, None, p.from_row(start));
+                        pages += 1;
+                        assert!(!v.rows.is_empty(), "every page has a row");
+                        rows.extend(&v.rows);
+                        text.push_str(&v.tree_text);
+                        match v.next {
+                            Some(n) => {
+                                assert!(v.truncated);
+                                assert!(n > *v.rows.last().unwrap());
+                                start = n;
+                            }
+                            None => break,
+                        }
+                    }
+                    assert!(pages > 2, "{kind:?} {form:?}: {pages} pages");
+                    assert_eq!(rows, all.rows, "{kind:?} {depth:?} {form:?}");
+                    assert_eq!(text, all.tree_text, "{kind:?} {depth:?} {form:?}");
+                }
+            }
+        }
+    }
+
+    /// The text form fits more rows under the budget than both forms, the structured form too.
+    #[test]
+    fn a_single_form_fits_more_rows() {
+        let label = "x".repeat(70);
+        let mut nodes = vec![node("frame", "Big", None, 0, 5000)];
+        for _ in 0..5000 {
+            nodes.push(node("push button", &label, Some(0), 1, 0));
+        }
+        let n = |form| {
+            cut(
+                "s1",
+                &nodes,
+                None,
+                ViewParams::new(ViewKind::Full, None, None).in_form(form),
+            )
+            .rows
+            .len()
+        };
+        let (both, text, structured) = (
+            n(ResultForm::Both),
+            n(ResultForm::Text),
+            n(ResultForm::Structured),
+        );
+        assert!(
+            text > both && structured > both,
+            "{both} {text} {structured}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::errors::{DriverError, ErrorCode};
-use crate::model::Token;
+use crate::model::{Continuation, Token};
 use crate::tools::{self, ToolClass, ToolDef};
 
 macro_rules! tools_enum {
@@ -181,6 +181,35 @@ pub struct ReadArgs {
     pub max_depth: Option<u32>,
     /// Capture the window too.
     pub include_screenshot: bool,
+    /// Resume a cut full or root read (an extension beyond contract 0.8).
+    pub continue_from: Option<Continuation>,
+    /// Which content forms the result carries (an extension beyond contract 0.8).
+    pub result_form: ResultForm,
+}
+
+/// Which content forms a read's result carries (`result_form`, an extension beyond contract
+/// 0.8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ResultForm {
+    /// The text content and the whole structured content (the contract's result).
+    #[default]
+    Both,
+    /// The text content with the rows; a slim structured content without `elements` and
+    /// `tree_text`.
+    Text,
+    /// The structured content with `elements` (no `tree_text`); a one-line text content.
+    Structured,
+}
+
+impl ResultForm {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultForm::Both => "both",
+            ResultForm::Text => "text",
+            ResultForm::Structured => "structured",
+        }
+    }
 }
 
 /// What wait_for waits for.
@@ -475,6 +504,20 @@ impl Call {
                 max_elements: a.u32("max_elements"),
                 max_depth: a.u32("max_depth"),
                 include_screenshot: a.bool("include_screenshot"),
+                continue_from: match a.str("continue_from") {
+                    None => None,
+                    Some(c) => Some(Continuation::parse(c).ok_or_else(|| {
+                        invalid(
+                            "continue_from is not a continuation a read gave; pass the \
+                             result's continue_from as it is, or read again",
+                        )
+                    })?),
+                },
+                result_form: match a.str("result_form") {
+                    Some("text") => ResultForm::Text,
+                    Some("structured") => ResultForm::Structured,
+                    _ => ResultForm::Both,
+                },
             }),
             Tool::Click => Call::Click(a.pointer()?),
             Tool::DoubleClick => Call::DoubleClick(a.pointer()?),

@@ -41,6 +41,10 @@ pub fn errors_md() -> String {
     s
 }
 
+/// About how many bytes the slim structured content of a `result_form: text` read has
+/// (measured on the mock: `testd/tests/contract.rs`, which checks it stays under this).
+pub const READ_SLIM_STRUCTURED_BYTES: usize = 400;
+
 fn class(c: ToolClass) -> &'static str {
     match c {
         ToolClass::Session => "session",
@@ -68,10 +72,48 @@ pub fn tools_md() -> String {
          near 25,000), counted as each row's element JSON plus its text line twice, since the \
          text content and `tree_text` both carry it. Rows go in document order (the window, \
          then each container before its children), so the rows that fit are the top of the \
-         tree; a read cut there says `truncated: true`, `truncated_reason: max_bytes`. Read \
-         the rest with `root=<token>` of a container further down, or `skeleton` first; a caller who names \
+         tree; a read cut there says `truncated: true`, `truncated_reason: max_bytes`. Read the rest with `continue_from` \
+         (below), `root=<token>` of a container further down, or `skeleton` first; a caller who names \
          `max_elements` gets that many rows whatever their size.\n",
         crate::model::READ_MAX_BYTES
+    );
+    let _ = writeln!(
+        s,
+        "**Continuing a cut read** (extension): a full or root read cut by the byte budget or \
+         by `max_elements` carries `continue_from` (in the structured content, and in the text \
+         content's line `more rows: continue_from \"...\"`). Call `get_window_state` again with \
+         `continue_from` set to it, as given, and the result has the rows that follow, in the \
+         same document order, under the same limits (`max_elements`, or the byte budget when it \
+         is left out; the same `max_depth`): the pages put together are the rows of one read \
+         without limits, none twice and none left out. The last page has no `continue_from`. \
+         The continuation is `<snapshot_id>/<full|rootN>/<row>/<max_depth>`, numbers only. It is \
+         bound to its snapshot: each page reads the window again, judged as any read (the \
+         session, its apps, a pause, secure fields), and when the window's structure, the names \
+         in its lists or the session's epoch changed, or the snapshot is not this session's, \
+         the call fails with `stale_element_token`: read again. The first call's arguments \
+         may be sent again with it; `skeleton`, `include_screenshot`, another `root`, \
+         `max_depth` or window fail with `invalid_arguments`; a continuation that does not parse too. Skeleton reads have none: \
+         use `max_elements` up to 200.\n"
+    );
+    let _ = writeln!(
+        s,
+        "**Result forms** (extension): `result_form` is `both` (default: the contract's result, \
+         the rows as text lines in the text content and in `tree_text`, and as `elements`), \
+         `text` or `structured`. `text` gives the text content as `both` does, and a slim \
+         structured content without `elements` and `tree_text`: `ok`, `snapshot_id`, `window`, \
+         `view`, `truncated`, `truncated_reason`, `element_count`, `continue_from`, \
+         `result_form` (about {} bytes), kept so the result is still the contract's envelope and \
+         a host reads where to continue as data. `structured` gives `elements` without \
+         `tree_text`, and a text content of the header lines only (no rows); a host that shows \
+         the model only the text content gets no rows from it. The tools advertise no MCP \
+         `outputSchema`, so MCP asks for no structured content; the driver keeps one in every \
+         form. The byte budget counts what the form carries, so a page of one form holds more \
+         rows: per row, the element JSON plus the text line twice (`both`), the text line once \
+         (`text`), the element JSON alone (`structured`). Measured on the mock's dense window \
+         (2,216 rows, `cargo test -p nish-testd --test contract fits -- --nocapture`): about \
+         260 bytes a row for `both`, 47 for `text`, 165 for `structured`; the slim structured \
+         content about 300 bytes. The default row count (250) holds in every form.\n",
+        READ_SLIM_STRUCTURED_BYTES
     );
     for t in TOOLS {
         let a = t.annotations();

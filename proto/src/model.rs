@@ -549,6 +549,74 @@ impl std::fmt::Display for Token {
     }
 }
 
+/// Where a cut full or root read resumes (`continue_from`, an extension beyond contract 0.8):
+/// `<snapshot_id>/<view>/<row>/<max_depth>`, e.g. `s3/full/412/25` or `s3/root7/90/25`. It
+/// carries numbers only, no application text: the snapshot the rows come from, the view
+/// (`full`, or `root` with the root's row), the first row not yet returned and the depth the
+/// read was cut to, so the next page has the same rows in the same order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Continuation {
+    /// The snapshot.
+    pub snapshot_id: String,
+    /// The root's row of a root (drill-down) read; `None` for a full read.
+    pub root: Option<u32>,
+    /// The first row the next page may return (document order).
+    pub next: u32,
+    /// The depth the read was cut to.
+    pub max_depth: u32,
+}
+
+impl Continuation {
+    /// Longest continuation, in bytes.
+    pub const MAX_LEN: usize = 64;
+
+    /// Parses `<snapshot_id>/<full|rootN>/<row>/<max_depth>`.
+    pub fn parse(s: &str) -> Option<Continuation> {
+        if s.len() > Self::MAX_LEN {
+            return None;
+        }
+        let mut parts = s.split('/');
+        let (id, view, next, depth) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        let number = |n: &str| -> Option<u32> {
+            if n.is_empty() || n.len() > 6 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            n.parse().ok()
+        };
+        let token = Token::parse(&format!("{id}:{}", number(next)?))?;
+        let root = match view {
+            "full" => None,
+            v => Some(number(v.strip_prefix("root")?)?),
+        };
+        Some(Continuation {
+            snapshot_id: token.snapshot_id,
+            root,
+            next: token.index,
+            max_depth: number(depth)?,
+        })
+    }
+}
+
+impl std::fmt::Display for Continuation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.root {
+            None => write!(
+                f,
+                "{}/full/{}/{}",
+                self.snapshot_id, self.next, self.max_depth
+            ),
+            Some(r) => write!(
+                f,
+                "{}/root{r}/{}/{}",
+                self.snapshot_id, self.next, self.max_depth
+            ),
+        }
+    }
+}
+
 /// Normalizes an AT-SPI role name (`push button`, `page-tab`) to the wire's snake_case.
 pub fn normalize_role(role: &str) -> String {
     role.trim().to_ascii_lowercase().replace([' ', '-'], "_")
@@ -557,6 +625,39 @@ pub fn normalize_role(role: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn continuations_parse_and_print_back() {
+        for s in ["s3/full/412/25", "s12/root7/90/200", "a1/root0/0/1"] {
+            let c = Continuation::parse(s).expect(s);
+            assert_eq!(c.to_string(), s);
+        }
+        let c = Continuation::parse("s3/root7/90/25").unwrap();
+        assert_eq!(
+            (c.snapshot_id.as_str(), c.root, c.next, c.max_depth),
+            ("s3", Some(7), 90, 25)
+        );
+        for bad in [
+            "",
+            "s3",
+            "s3:12",
+            "s3/full/12",
+            "s3/full/12/25/1",
+            "s3/part/12/25",
+            "s3/root/12/25",
+            "s3/rootx/12/25",
+            "s3/full/-1/25",
+            "s3/full/1234567/25",
+            "s-3/full/1/25",
+            "/full/1/25",
+            "s3/full/1/",
+            "s3/full/1/25 ",
+            "s3/full/\u{ff11}/25",
+        ] {
+            assert_eq!(Continuation::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(Continuation::parse(&"s".repeat(70)), None);
+    }
 
     #[test]
     fn escape_clips_and_escapes() {

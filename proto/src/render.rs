@@ -25,6 +25,13 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
 /// The text of a read (`get_window_state`) whose structured content is `v`, of `rows` rows
 /// (`v` may leave its `elements` out: the broker writes them straight).
 pub fn read_text(v: &Value, rows: usize) -> String {
+    read_text_with(v, rows, s(v, "tree_text"))
+}
+
+/// The text of a read as [`read_text`], with the rows' text lines `tree_text` (a result of the
+/// text form leaves them out of its structured content; one of the structured form has none).
+/// A cut read that may go on says where (`continue_from`, an extension).
+pub fn read_text_with(v: &Value, rows: usize, tree_text: &str) -> String {
     let w = &v["window"];
     let mut out = format!(
         "window {} pid {} app \"{}\" title \"{}\" | snapshot {} | view {} | {} rows{}{}\n",
@@ -50,7 +57,10 @@ pub fn read_text(v: &Value, rows: usize) -> String {
         },
     );
     out.push_str(&format!("tokens are {}:<N>\n", s(v, "snapshot_id")));
-    out.push_str(s(v, "tree_text"));
+    if let Some(c) = v.get("continue_from").and_then(Value::as_str) {
+        out.push_str(&format!("more rows: continue_from \"{c}\"\n"));
+    }
+    out.push_str(tree_text);
     out
 }
 

@@ -179,17 +179,22 @@ pub fn output_schema(tool: &str) -> Option<Value> {
             p["root"] = json!({"type": "string"});
             p["element_count"] = json!({"type": "integer"});
             p["screenshot"] = image_meta();
-            ok_object(
-                &[
-                    "snapshot_id",
-                    "truncated",
-                    "elements",
-                    "tree_text",
-                    "window",
-                    "view",
-                ],
-                p,
-            )
+            // Extensions beyond contract 0.8: where a cut read resumes, and the form asked
+            // for when it is not both.
+            p["continue_from"] =
+                json!({"type": "string", "maxLength": crate::model::Continuation::MAX_LEN});
+            p["result_form"] = json!({"enum": ["text", "structured"]});
+            let mut s = ok_object(&["snapshot_id", "truncated", "window", "view"], p);
+            // The contract's result (no result_form) has both elements and tree_text; the
+            // structured form has elements alone, the text form neither.
+            s["anyOf"] = json!([
+                {"required": ["elements", "tree_text"], "not": {"required": ["result_form"]}},
+                {"required": ["elements", "result_form"], "properties": {"result_form": {"const": "structured"}},
+                 "not": {"required": ["tree_text"]}},
+                {"required": ["result_form"], "properties": {"result_form": {"const": "text"}},
+                 "allOf": [{"not": {"required": ["elements"]}}, {"not": {"required": ["tree_text"]}}]},
+            ]);
+            s
         }
         "click" | "double_click" | "right_click" | "type_text" | "set_value" | "press_key"
         | "hotkey" | "scroll" | "drag" | "bring_to_front" | "move_cursor" => act_result(),

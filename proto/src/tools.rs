@@ -130,7 +130,7 @@ pub const TOOLS: &[ToolDef] = &[
         Read,
         false,
         true,
-        "Read a window's accessibility tree. Rows read [N] role \"label\"; act on a row with token <snapshot_id>:<N>. Dense apps: skeleton first, then root=<token> to drill down."
+        "Read a window's accessibility tree. Rows read [N] role \"label\"; act on a row with token <snapshot_id>:<N>. Dense apps: skeleton first, then root=<token> to drill down. A cut read gives continue_from for the next rows."
     ),
     t!(
         "click",
@@ -362,6 +362,16 @@ pub fn input_schema(name: &str) -> Option<Value> {
                 json!({"type": "integer", "minimum": 1, "maximum": 200}),
             );
             p.insert("include_screenshot".into(), json!({"type": "boolean"}));
+            p.insert(
+                "continue_from".into(),
+                json!({"type": "string", "maxLength": crate::model::Continuation::MAX_LEN,
+                       "description": "Extension: a cut read's continue_from, as given; returns the rows after it."}),
+            );
+            p.insert(
+                "result_form".into(),
+                json!({"type": "string", "enum": ["both", "text", "structured"],
+                       "description": "Extension: both (default), text (rows as text only) or structured (rows as elements only)."}),
+            );
             obj(Value::Object(p), &[])
         }
         "click" | "double_click" | "right_click" => obj(

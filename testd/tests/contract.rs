@@ -1632,44 +1632,78 @@ async fn read_only_annotations_hold_on_the_mock() {
 }
 
 /// Results that fit (issue 36): a default full read stays under the byte budget, counted as a
-/// host gets it (the text content plus the `structuredContent` JSON), and the figures per row of
-/// each form are printed (`cargo test -p nish-testd --test contract fits -- --nocapture`).
+/// host gets it (the text content plus the `structuredContent` JSON), in each result form; and
+/// the figures per row of each form are printed
+/// (`cargo test -p nish-testd --test contract fits -- --nocapture`).
 #[tokio::test]
 async fn a_default_read_fits_the_byte_budget_and_prints_bytes_per_row() {
     let f = Fixture::new(true);
     f.start_headless(&["Atlas"]).await;
     let sizes = |r: &Res| {
-        let rows = r.ok()["elements"].as_array().unwrap().len();
-        (rows, r.text.len(), r.v.to_string().len())
+        let v = r.ok();
+        let rows = match v["elements"].as_array() {
+            Some(e) => e.len(),
+            None => r
+                .text
+                .lines()
+                .filter(|l| l.trim_start().starts_with('['))
+                .count(),
+        };
+        (rows, r.text.len(), v.to_string().len())
     };
-    let default = f.call("get_window_state", json!({"app": "Atlas"})).await;
-    let (rows, text, structured) = sizes(&default);
-    assert!(rows > 0);
-    assert!(
-        text + structured <= nish_proto::model::READ_MAX_BYTES + 2_000,
-        "default read {} bytes",
-        text + structured
-    );
-    let big = f
-        .call(
-            "get_window_state",
-            json!({"app": "Atlas", "max_elements": 5000}),
-        )
-        .await;
-    let (big_rows, big_text, big_structured) = sizes(&big);
-    assert!(big_rows > rows, "a named row count is kept");
-    for (name, rows, text, structured) in [
-        ("default", rows, text, structured),
-        ("max_elements=5000", big_rows, big_text, big_structured),
-    ] {
-        println!(
-            "read {name}: {rows} rows; both {} B ({} B/row), text only {text} B ({} B/row), \
-             structured only {structured} B ({} B/row); budget {} B",
-            text + structured,
-            (text + structured) / rows,
-            text / rows,
-            structured / rows,
-            nish_proto::model::READ_MAX_BYTES
+    let mut default_rows = 0;
+    for form in ["both", "text", "structured"] {
+        let default = f
+            .call(
+                "get_window_state",
+                json!({"app": "Atlas", "result_form": form}),
+            )
+            .await;
+        let (rows, text, structured) = sizes(&default);
+        assert!(rows > 0);
+        assert!(
+            text + structured <= nish_proto::model::READ_MAX_BYTES + 2_000,
+            "default read ({form}) {} bytes",
+            text + structured
         );
+        if form == "both" {
+            default_rows = rows;
+        } else {
+            assert!(
+                rows >= default_rows,
+                "{form}: a single form holds as many rows"
+            );
+        }
+        let big = f
+            .call(
+                "get_window_state",
+                json!({"app": "Atlas", "max_elements": 5000, "result_form": form}),
+            )
+            .await;
+        let (big_rows, big_text, big_structured) = sizes(&big);
+        assert!(big_rows > rows, "a named row count is kept");
+        for (name, r, rows, text, structured) in [
+            ("default", &default, rows, text, structured),
+            (
+                "max_elements=5000",
+                &big,
+                big_rows,
+                big_text,
+                big_structured,
+            ),
+        ] {
+            println!(
+                "read {name}, result_form {form}: {rows} rows{}; {} B ({} B/row): text content \
+                 {text} B ({} B/row), structured content {structured} B ({} B/row); budget {} B",
+                r.ok()["truncated_reason"]
+                    .as_str()
+                    .map_or(String::new(), |c| format!(" (cut: {c})")),
+                text + structured,
+                (text + structured) / rows,
+                text / rows,
+                structured / rows,
+                nish_proto::model::READ_MAX_BYTES
+            );
+        }
     }
 }

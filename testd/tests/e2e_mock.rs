@@ -1,6 +1,6 @@
 //! The whole session on the mock desktop through the real binaries: the test daemon
 //! `nish-testd serve --backend mock` (the broker's decider over the mock desktop), `nish-mcp`,
-//! and the official MCP Python client (tests/e2e/mock_session.py),
+//! and the official MCP Python client (tests/e2e/mock_session.py, mock_paging.py),
 //! over the three protocol versions current clients speak.
 
 use std::path::PathBuf;
@@ -59,6 +59,35 @@ fn mcp_client_runs_a_whole_session_on_the_mock() {
         assert!(
             stdout.contains(&format!("== MCP {v}: connected")),
             "version {v} was not exercised:\n{stdout}"
+        );
+    }
+}
+
+/// Paging the mock's dense window to the end through the real shim, in each result form
+/// (tests/e2e/mock_paging.py): every row once, in order, and bad continuations refused in the
+/// envelope.
+#[test]
+fn mcp_client_pages_a_big_window_to_the_end() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/mock_paging.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg("--driver")
+        .arg(env!("CARGO_BIN_EXE_nish-testd"))
+        .arg("--shim")
+        .arg(bin("nish-mcp"))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the paging session failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    for form in ["both", "text", "structured"] {
+        assert!(
+            stdout.contains(&format!("result_form {form}: ")),
+            "form {form} was not paged:\n{stdout}"
         );
     }
 }

@@ -264,12 +264,24 @@ fn only_act_since(generation: &AtomicU64, running: &AtomicU64, before: u64) -> b
 pub(crate) struct Output {
     /// The structured content (a JSON object).
     pub value: Value,
-    /// A read's rows, as JSON text already, and how many: the structured content's `elements`,
-    /// added after `value`'s own fields when the result is written. A `Value` of thousands of
-    /// rows costs about ten times more to build and write than the rows written straight
-    /// (`views::Element`).
-    pub rows: Option<(usize, String)>,
+    /// A read's rows, written apart from `value` ([`ReadRows`]).
+    pub rows: Option<ReadRows>,
     pub images: Vec<Image>,
+}
+
+/// A read's rows as its result carries them, in the forms asked for (`result_form`).
+pub(crate) struct ReadRows {
+    /// How many.
+    pub count: usize,
+    /// The structured content's `elements` as JSON text already, added after `value`'s own
+    /// fields when the result is written; `None` leaves the field out (the text form). A
+    /// `Value` of thousands of rows costs about ten times more to build and write than the
+    /// rows written straight (`views::Element`).
+    pub elements: Option<String>,
+    /// The rows' text lines for the text content when `value` leaves its `tree_text` out (the
+    /// text form); `None`: the text content has `value`'s `tree_text` (none in the structured
+    /// form: a header only).
+    pub text: Option<String>,
 }
 
 impl Output {
@@ -285,11 +297,16 @@ impl Output {
     /// rows apart from a value that is not an object (never built so).
     fn written(&self, name: &str) -> Option<(String, String)> {
         match &self.rows {
-            Some((n, rows)) => self.value.is_object().then(|| {
-                (
-                    with_last_field(self.value.to_string(), "elements", rows),
-                    render::read_text(&self.value, *n),
-                )
+            Some(r) => self.value.is_object().then(|| {
+                let structured = match &r.elements {
+                    Some(rows) => with_last_field(self.value.to_string(), "elements", rows),
+                    None => self.value.to_string(),
+                };
+                let text = match &r.text {
+                    Some(t) => render::read_text_with(&self.value, r.count, t),
+                    None => render::read_text(&self.value, r.count),
+                };
+                (structured, text)
             }),
             None => Some((
                 self.value.to_string(),
@@ -1020,7 +1037,11 @@ mod output_tests {
                                "truncated": false, "tree_text": "[0] frame \"\"\n"});
         let apart = Output {
             value: whole.clone(),
-            rows: Some((2, rows.to_string())),
+            rows: Some(ReadRows {
+                count: 2,
+                elements: Some(rows.to_string()),
+                text: None,
+            }),
             images: vec![],
         };
         whole["elements"] = rows;
@@ -1034,7 +1055,11 @@ mod output_tests {
         assert!(text_apart.contains("| 2 rows"), "{text_apart}");
         let odd = Output {
             value: json!([1]),
-            rows: Some((0, "[]".into())),
+            rows: Some(ReadRows {
+                count: 0,
+                elements: Some("[]".into()),
+                text: None,
+            }),
             images: vec![],
         };
         assert!(odd.written("get_window_state").is_none());

@@ -4,15 +4,15 @@
 use crate::audit_event::AuditEvent;
 use std::sync::Arc;
 
-use nish_proto::call::{Call, ReadArgs, Tool, WindowTarget};
+use nish_proto::call::{Call, ReadArgs, ResultForm, Tool, WindowTarget};
 use nish_proto::errors::{CANDIDATE_APP_CHARS, Candidate, DriverError, ErrorCode};
-use nish_proto::model::{State, Tree, WindowInfo, escape_clip};
+use nish_proto::model::{Continuation, State, Token, Tree, WindowInfo, escape_clip};
 use nish_proto::wire::reader::{Freshness, TreeFreshness, WalkLimits};
 use nish_proto::wire::shim::Image;
 use serde_json::{Value, json};
 
 use super::session_tools::app_matches;
-use super::{Engine, Output, Session, ToolResult};
+use super::{Engine, Output, ReadRows, Session, ToolResult};
 use crate::backend::{Backend, FrameOrigin};
 use crate::policy::{CaptureFact, Judgement, Reach, WindowFact};
 use crate::snapshots::Snapshot;
@@ -362,10 +362,27 @@ impl<B: Backend> Engine<B> {
         let root = args.root.as_ref();
         let skeleton = args.skeleton;
         let max_elements = args.max_elements.map(u64::from);
-        let max_depth = args.max_depth.map(u64::from);
+        let mut max_depth = args.max_depth.map(u64::from);
         let began = std::time::Instant::now();
-        let (window, kind, root_sig) = match root {
-            Some(tok) => {
+        let mut continued = None;
+        let (window, kind, root_sig) = match (&args.continue_from, root) {
+            (Some(c), _) => {
+                let (snap, kind) = self.continued_snapshot(s, args, c)?;
+                // Judged as any read: the window named again, in scope now.
+                let w = self
+                    .resolve_window(
+                        j,
+                        &WindowTarget {
+                            window_id: Some(snap.tree.window.window_id),
+                            ..WindowTarget::default()
+                        },
+                    )
+                    .await?;
+                max_depth = Some(u64::from(c.max_depth));
+                continued = Some((c.snapshot_id.clone(), c.next));
+                (w, kind, None)
+            }
+            (None, Some(tok)) => {
                 let (snap, row) = {
                     let core = s.core();
                     core.snaps.resolve(tok, core.sm.epoch)?
@@ -381,7 +398,7 @@ impl<B: Backend> Engine<B> {
                     .await?;
                 (w, ViewKind::Root(row), Some(snap.signature))
             }
-            None => {
+            (None, None) => {
                 let w = self.resolve_window(j, &args.target).await?;
                 (
                     w,
@@ -409,12 +426,27 @@ impl<B: Backend> Engine<B> {
                 ),
             ));
         }
-        let view = views::cut(
-            &snap.id,
-            &snap.tree.nodes,
-            snap.tree.truncated,
-            ViewParams::new(kind, max_elements, max_depth),
-        );
+        let mut start = 0;
+        if let Some((id, next)) = &continued {
+            if *id != snap.id {
+                // The structure, the names in its lists or the epoch changed since the page
+                // before: its rows are not this snapshot's rows.
+                return Err(DriverError::new(
+                    ErrorCode::StaleElementToken,
+                    format!(
+                        "the window changed since snapshot {id} that continue_from is from; \
+                         read it again (the new snapshot is {})",
+                        snap.id
+                    ),
+                ));
+            }
+            start = *next;
+        }
+        let form = args.result_form;
+        let params = ViewParams::new(kind, max_elements, max_depth)
+            .from_row(start)
+            .in_form(form);
+        let view = views::cut(&snap.id, &snap.tree.nodes, snap.tree.truncated, params);
         let mut out = json!({
             "ok": true,
             "snapshot_id": snap.id,
@@ -423,15 +455,42 @@ impl<B: Backend> Engine<B> {
             "truncated": view.truncated,
             "truncated_reason": view.truncated_reason,
             "element_count": snap.tree.nodes.len(),
-            "tree_text": view.tree_text,
         });
+        if let Some(next) = view.next {
+            out["continue_from"] = json!(
+                Continuation {
+                    snapshot_id: snap.id.clone(),
+                    root: match kind {
+                        ViewKind::Root(r) => Some(r),
+                        _ => None,
+                    },
+                    next,
+                    max_depth: params.max_depth as u32,
+                }
+                .to_string()
+            );
+        }
         // The rows go as JSON text, written straight from the snapshot (see views::Element).
-        let rows_json = serde_json::to_string(&view.elements).map_err(|e| {
-            DriverError::new(
-                ErrorCode::InternalError,
-                format!("cannot write the rows: {e}"),
-            )
-        })?;
+        let rows_json = match form {
+            ResultForm::Text => None,
+            _ => Some(serde_json::to_string(&view.elements).map_err(|e| {
+                DriverError::new(
+                    ErrorCode::InternalError,
+                    format!("cannot write the rows: {e}"),
+                )
+            })?),
+        };
+        let rows_text = match form {
+            ResultForm::Both => {
+                out["tree_text"] = json!(view.tree_text);
+                None
+            }
+            ResultForm::Text => Some(view.tree_text),
+            ResultForm::Structured => None,
+        };
+        if form != ResultForm::Both {
+            out["result_form"] = json!(form.as_str());
+        }
         if let ViewKind::Root(r) = kind {
             out["root"] = json!(format!("{}:{}", snap.id, r));
         }
@@ -453,15 +512,99 @@ impl<B: Backend> Engine<B> {
             Some(&s.id),
             json!({"tool": Tool::GetWindowState.name(), "view": kind.as_str(), "window_id": window.window_id, "pid": window.pid,
                    "rows": view.rows.len(), "walked": snap.tree.nodes.len(), "kept": kept, "truncated": view.truncated,
+                   "continued": continued.is_some(), "form": form.as_str(),
                    "screenshot": !images.is_empty()}),
         );
         // Only a result that goes out shows its rows (a failed capture sends none).
         s.core().snaps.mark_shown(&snap, view.rows.iter().copied());
         Ok(Output {
             value: out,
-            rows: Some((view.rows.len(), rows_json)),
+            rows: Some(ReadRows {
+                count: view.rows.len(),
+                elements: rows_json,
+                text: rows_text,
+            }),
             images,
         })
+    }
+
+    /// The snapshot a continuation is from, and the view it goes on with; refused when other
+    /// arguments say something else (another view, window or depth, a screenshot), and, as an
+    /// element token of it would be, when the snapshot is not this session's current one of
+    /// its window.
+    fn continued_snapshot(
+        &self,
+        s: &Session,
+        args: &ReadArgs,
+        c: &Continuation,
+    ) -> Result<(Arc<Snapshot>, ViewKind), DriverError> {
+        let conflict = |what: &str| {
+            DriverError::new(
+                ErrorCode::InvalidArguments,
+                format!("continue_from goes on with the read it came from; {what}"),
+            )
+        };
+        if let Some(root) = &args.root
+            && (c.root != Some(root.index) || root.snapshot_id != c.snapshot_id)
+        {
+            return Err(conflict(
+                "root is left out or the continuation's own (it names its view)",
+            ));
+        }
+        if args.skeleton {
+            return Err(conflict("a skeleton read has no continuation"));
+        }
+        if args.include_screenshot {
+            return Err(conflict("include_screenshot is not given with it"));
+        }
+        if args.max_depth.is_some_and(|d| d != c.max_depth) {
+            return Err(conflict("max_depth is left out or the same as before"));
+        }
+        let (snap, _) = {
+            let core = s.core();
+            core.snaps
+                .resolve(
+                    &Token {
+                        snapshot_id: c.snapshot_id.clone(),
+                        index: c.root.unwrap_or(0),
+                    },
+                    core.sm.epoch,
+                )
+                .map_err(|e| match e.code {
+                    ErrorCode::StaleElementToken => DriverError::new(
+                        e.code,
+                        format!(
+                            "continue_from is from snapshot {}, which is not a current snapshot of \
+                         this session (the window changed, was not read recently, or the \
+                         continuation is another session's); read the window again",
+                            c.snapshot_id
+                        ),
+                    ),
+                    _ => e,
+                })?
+        };
+        let w = &snap.tree.window;
+        if args.target.window_id.is_some_and(|id| id != w.window_id)
+            || args.target.pid.is_some_and(|p| p != w.pid)
+            || args
+                .target
+                .app
+                .as_deref()
+                .is_some_and(|a| !a.trim().is_empty() && !app_matches(a, w))
+        {
+            return Err(conflict("it is from another window than the one named"));
+        }
+        if c.next as usize >= snap.tree.nodes.len() {
+            return Err(DriverError::new(
+                ErrorCode::ElementNotFound,
+                format!("snapshot {} has no row {}", snap.id, c.next),
+            ));
+        }
+        let kind = match c.root {
+            Some(r) => ViewKind::Root(r),
+            None => ViewKind::Full,
+        };
+        Ok((snap, kind))
     }
 
     pub(crate) async fn clipboard_read(&self, s: &Arc<Session>, j: &Judgement) -> ToolResult {
