@@ -33,6 +33,7 @@ use x11rb::wrapper::ConnectionExt as _;
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
 use crate::click::{ButtonEvent, RealClick};
+use crate::i18n::Messages;
 use crate::visible::{self, Rect};
 use crate::xui::{self, Ui, to_latin1};
 
@@ -42,16 +43,10 @@ pub const NAME_CHARS: usize = 48;
 pub const PROGRAM_CHARS: usize = 60;
 /// The top-level window's name.
 pub const TITLE: &str = "nish-driver consent";
-/// The takeover line, exactly as the contract words it.
+/// The takeover line in English, exactly as the contract words it (the catalogue's
+/// `takeover`).
+#[cfg(test)]
 pub const TAKEOVER_LINE: &str = "ALSO allow VISIBLE TAKEOVER";
-/// The clipboard line.
-pub const CLIPBOARD_LINE: &str = "Allow reading the clipboard";
-/// Shown when an administrator opted in to assistive tools that click through XTEST.
-pub const ASSISTIVE_LINE: &str =
-    "On this computer assistive tools may click for you, so any program could answer this.";
-/// What a headless session may do, in one plain line.
-pub const USE_LINE: &str =
-    "It may read the windows of the ticked apps and press, tick and fill in their controls.";
 
 /// What a control does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,12 +86,12 @@ pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
 }
 
 /// The line saying what name the program gives itself (escaped and cut: its own claim).
-pub fn claimed_line(claimed: &str) -> String {
+pub fn claimed_line(m: &Messages, claimed: &str) -> String {
     let claimed = escape_clip(claimed, NAME_CHARS);
     if claimed.is_empty() {
-        "It gives no name for itself.".to_string()
+        m.get("claimed_none").to_string()
     } else {
-        format!("It calls itself \"{claimed}\" (its own claim, not checked).")
+        m.fmt("claimed", &[("name", &claimed)])
     }
 }
 
@@ -113,42 +108,124 @@ fn path_end(s: &str) -> String {
 }
 
 /// The program line: the executable (its end kept when long) and the pid.
-pub fn program_line(exe: &str, pid: u32) -> String {
+pub fn program_line(m: &Messages, exe: &str, pid: u32) -> String {
     let exe = if exe.is_empty() {
-        "an unknown program".to_string()
+        m.get("program_unknown").to_string()
     } else {
         path_end(exe)
     };
     if pid == 0 {
-        format!("Program: {exe}")
+        m.fmt("program_no_pid", &[("exe", &exe)])
     } else {
-        format!("Program: {exe} (pid {pid})")
+        m.fmt("program", &[("exe", &exe), ("pid", &pid.to_string())])
     }
 }
 
 /// For an interpreter, the line naming the script it runs (its end kept when long), marked as
 /// what its command line says; none otherwise.
-pub fn script_line(script: &str) -> Option<String> {
-    (!script.is_empty())
-        .then(|| format!("Running: {} (as its command line says)", path_end(script)))
+pub fn script_line(m: &Messages, script: &str) -> Option<String> {
+    (!script.is_empty()).then(|| m.fmt("script", &[("script", &path_end(script))]))
 }
 
 /// The lease line.
-pub fn lease_line(minutes: u32) -> String {
+pub fn lease_line(m: &Messages, minutes: u32) -> String {
     match minutes {
-        1 => "Lease: 1 minute, then it must ask again.".to_string(),
-        m => format!("Lease: {m} minutes, then it must ask again."),
+        1 => m.get("lease_one").to_string(),
+        n => m.fmt("lease_many", &[("n", &n.to_string())]),
     }
 }
 
 /// An app line's label: its name and its window count.
-pub fn app_label(app: &ConsentApp) -> String {
+pub fn app_label(m: &Messages, app: &ConsentApp) -> String {
     let n = escape_clip(&app.name, NAME_CHARS);
-    let n = if n.is_empty() { "(no name)".into() } else { n };
-    match app.windows {
-        1 => format!("{n}  (1 window)"),
-        w => format!("{n}  ({w} windows)"),
+    let n = if n.is_empty() {
+        m.get("no_name").to_string()
+    } else {
+        n
+    };
+    let count = match app.windows {
+        1 => m.get("windows_one").to_string(),
+        w => m.fmt("windows_many", &[("n", &w.to_string())]),
+    };
+    format!("{n}  {count}")
+}
+
+/// The dialog's text for one request, in one language: what both dialogs (X11 and Wayland)
+/// draw, in this order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DialogText {
+    /// "A program asks to use your apps".
+    pub heading: String,
+    /// The program and its pid.
+    pub program: String,
+    /// An interpreter's script, as its command line says.
+    pub script: Option<String>,
+    /// The name the host claims.
+    pub claimed: String,
+    /// The lease.
+    pub lease: String,
+    /// What the session may do.
+    pub use_line: String,
+    /// The heading of the app lines (or that there is nothing to tick).
+    pub apps_heading: String,
+    /// How many requested apps are not open.
+    pub missing: Option<String>,
+    /// The takeover line.
+    pub takeover: String,
+    /// The two lines under it.
+    pub takeover_hints: [String; 2],
+    /// The clipboard line.
+    pub clipboard: String,
+    /// The assistive-input warning.
+    pub assistive: String,
+    /// The note on the timeout.
+    pub note: String,
+    /// Deny.
+    pub deny: String,
+    /// Allow.
+    pub allow: String,
+}
+
+impl DialogText {
+    /// The text of `req` in `m`'s language.
+    pub fn new(m: &Messages, req: &ConsentRequest) -> Self {
+        let secs = req.timeout().as_millis().div_ceil(1000).to_string();
+        DialogText {
+            heading: m.get("heading").into(),
+            program: program_line(m, &req.program.exe, req.program.pid),
+            script: script_line(m, &req.program.script),
+            claimed: claimed_line(m, &req.host_claimed),
+            lease: lease_line(m, req.lease_minutes),
+            use_line: m.get("use").into(),
+            apps_heading: m
+                .get(if req.apps.is_empty() {
+                    "apps_none"
+                } else {
+                    "apps"
+                })
+                .into(),
+            missing: match req.missing_requested {
+                0 => None,
+                1 => Some(m.get("missing_one").into()),
+                n => Some(m.fmt("missing_many", &[("n", &n.to_string())])),
+            },
+            takeover: m.get("takeover").into(),
+            takeover_hints: [
+                m.get("takeover_hint_1").into(),
+                m.get("takeover_hint_2").into(),
+            ],
+            clipboard: m.get("clipboard").into(),
+            assistive: m.get("assistive").into(),
+            note: m.fmt("note", &[("secs", &secs)]),
+            deny: m.get("deny").into(),
+            allow: m.get("allow").into(),
+        }
     }
+}
+
+/// The line saying how many app lines are not shown.
+pub fn hidden_line(m: &Messages, n: usize) -> String {
+    m.fmt("hidden", &[("n", &n.to_string())])
 }
 
 #[derive(Debug)]
@@ -220,7 +297,7 @@ pub const GAP: i16 = 12;
 /// The height of the dialog without its app rows and the line saying how many apps are not
 /// shown: its padding, text lines, checkbox lines, gaps and buttons, for a dialog whose big
 /// text (heading, checkbox lines, buttons) is `big` pixels high and whose small text is
-/// `small`. `assistive` adds the line [`ASSISTIVE_LINE`]. The X11 dialog and the Wayland one
+/// `small`. `assistive` adds the assistive-input line. The X11 dialog and the Wayland one
 /// (`crate::wl::layout`) lay out the same lines, so both size themselves with this.
 pub fn fixed_height(req: &ConsentRequest, assistive: bool, big: i32, small: i32) -> i32 {
     let (pad, gap) = (i32::from(PAD), i32::from(GAP));
@@ -274,32 +351,23 @@ impl Dialog {
         );
         let timeout = req.timeout();
 
-        let claimed = claimed_line(&req.host_claimed);
-        let heading = to_latin1("A program asks to use your apps");
-        let program = to_latin1(&program_line(&req.program.exe, req.program.pid));
-        let script = script_line(&req.program.script).map(|l| to_latin1(&l));
-        let claimed = to_latin1(&claimed);
-        let lease = to_latin1(&lease_line(req.lease_minutes));
-        let use_line = to_latin1(USE_LINE);
-        let apps_heading = to_latin1(if req.apps.is_empty() {
-            "No app has a window open: there is nothing to tick."
-        } else {
-            "Apps (only the ticked ones can be used):"
-        });
-        let missing = match req.missing_requested {
-            0 => None,
-            1 => Some(to_latin1("1 app it asked for is not open.")),
-            n => Some(to_latin1(&format!("{n} apps it asked for are not open."))),
-        };
-        let secs = timeout.as_millis().div_ceil(1000);
-        let note = to_latin1(&format!(
-            "Answer with a mouse click. No answer in {secs} s means Deny."
-        ));
-        let assistive_note = assistive.then(|| to_latin1(ASSISTIVE_LINE));
+        let t = DialogText::new(&ui.msgs, &req);
+        let heading = to_latin1(&t.heading);
+        let program = to_latin1(&t.program);
+        let script = t.script.as_deref().map(to_latin1);
+        let claimed = to_latin1(&t.claimed);
+        let lease = to_latin1(&t.lease);
+        let use_line = to_latin1(&t.use_line);
+        let apps_heading = to_latin1(&t.apps_heading);
+        let missing = t.missing.as_deref().map(to_latin1);
+        let note = to_latin1(&t.note);
+        let assistive_note = assistive.then(|| to_latin1(&t.assistive));
         let takeover_hints = [
-            to_latin1("Lets the AI move your pointer and type, with a red frame round"),
-            to_latin1("the screen. Your own mouse or keys pause it until you click Continue."),
+            to_latin1(&t.takeover_hints[0]),
+            to_latin1(&t.takeover_hints[1]),
         ];
+        let takeover_l = to_latin1(&t.takeover);
+        let clipboard_l = to_latin1(&t.clipboard);
 
         // Rows that fit on the screen; the rest of the apps are not shown and stay off.
         let fixed_h = fixed_height(&req, assistive, i32::from(lh), i32::from(hint_h)) as i16 + 40;
@@ -307,7 +375,10 @@ impl Dialog {
         let shown = req.apps.len().min(max_rows);
         let hidden = req.apps.len() - shown;
         let apps: Vec<ConsentApp> = req.apps.into_iter().take(shown).collect();
-        let app_labels: Vec<Vec<u8>> = apps.iter().map(|a| to_latin1(&app_label(a))).collect();
+        let app_labels: Vec<Vec<u8>> = apps
+            .iter()
+            .map(|a| to_latin1(&app_label(&ui.msgs, a)))
+            .collect();
 
         let box_w = box_size(lh);
         let mut width = 460i16;
@@ -327,7 +398,7 @@ impl Dialog {
         }
         for l in app_labels
             .iter()
-            .chain([to_latin1(TAKEOVER_LINE), to_latin1(CLIPBOARD_LINE)].iter())
+            .chain([takeover_l.clone(), clipboard_l.clone()].iter())
         {
             want(ui.text_width(l, s) + (box_w + 24) as u16);
         }
@@ -372,7 +443,7 @@ impl Dialog {
             lines.push(Line {
                 x: PAD + box_w + 16,
                 y: y + 2,
-                text: to_latin1(&format!("and {hidden} more apps, not shown: they stay off")),
+                text: to_latin1(&hidden_line(&ui.msgs, hidden)),
                 scale: 1,
                 color: ui.pal.hint,
             });
@@ -383,15 +454,7 @@ impl Dialog {
         }
         if req.takeover {
             y += 8;
-            specs.push((
-                Kind::Takeover,
-                PAD,
-                y,
-                row_w,
-                row_h,
-                to_latin1(TAKEOVER_LINE),
-                false,
-            ));
+            specs.push((Kind::Takeover, PAD, y, row_w, row_h, takeover_l, false));
             y += row_h;
             for h in takeover_hints {
                 lines.push(Line {
@@ -405,15 +468,7 @@ impl Dialog {
             }
         }
         if req.clipboard {
-            specs.push((
-                Kind::Clipboard,
-                PAD,
-                y,
-                row_w,
-                row_h,
-                to_latin1(CLIPBOARD_LINE),
-                false,
-            ));
+            specs.push((Kind::Clipboard, PAD, y, row_w, row_h, clipboard_l, false));
             y += row_h;
         }
         y += GAP;
@@ -421,8 +476,8 @@ impl Dialog {
             line(&mut lines, &mut y, a, 1, ui.pal.danger, hint_h + 4);
         }
         line(&mut lines, &mut y, note, 1, ui.pal.hint, hint_h + GAP);
-        let allow_l = to_latin1("Allow");
-        let deny_l = to_latin1("Deny");
+        let allow_l = to_latin1(&t.allow);
+        let deny_l = to_latin1(&t.deny);
         let bw = ui.text_width(&allow_l, s).max(ui.text_width(&deny_l, s)) as i16 + 56;
         specs.push((
             Kind::Deny,
@@ -885,37 +940,77 @@ mod tests {
 
     #[test]
     fn what_the_person_reads() {
+        let en = Messages::new("en");
         assert_eq!(
-            program_line("/usr/bin/python3.11", 4242),
+            program_line(&en, "/usr/bin/python3.11", 4242),
             "Program: /usr/bin/python3.11 (pid 4242)"
         );
-        assert_eq!(program_line("", 0), "Program: an unknown program");
+        assert_eq!(program_line(&en, "", 0), "Program: an unknown program");
         let long = format!("/opt/{}/host", "d".repeat(100));
-        let l = program_line(&long, 7);
+        let l = program_line(&en, &long, 7);
         assert!(
             l.contains("\u{2026}") && l.ends_with("dd/host (pid 7)"),
             "{l}"
         );
-        assert!(program_line("/tmp/a\nb", 1).contains("a\\nb"));
-        assert_eq!(script_line(""), None, "not an interpreter: no line");
+        assert!(program_line(&en, "/tmp/a\nb", 1).contains("a\\nb"));
+        assert_eq!(script_line(&en, ""), None, "not an interpreter: no line");
         assert_eq!(
-            script_line("/home/u/host.js").as_deref(),
+            script_line(&en, "/home/u/host.js").as_deref(),
             Some("Running: /home/u/host.js (as its command line says)")
         );
-        let l = script_line(&format!("/{}/x.py\n\u{202e}", "d".repeat(100))).unwrap();
+        let l = script_line(&en, &format!("/{}/x.py\n\u{202e}", "d".repeat(100))).unwrap();
         assert!(
             l.contains('\u{2026}') && l.contains("x.py\\n\\u{202e}"),
             "{l}"
         );
-        assert_eq!(lease_line(15), "Lease: 15 minutes, then it must ask again.");
-        assert_eq!(lease_line(1), "Lease: 1 minute, then it must ask again.");
+        assert_eq!(
+            lease_line(&en, 15),
+            "Lease: 15 minutes, then it must ask again."
+        );
+        assert_eq!(
+            lease_line(&en, 1),
+            "Lease: 1 minute, then it must ask again."
+        );
         let app = |w| ConsentApp {
             name: "Gedit".into(),
             ticked: false,
             windows: w,
         };
-        assert_eq!(app_label(&app(1)), "Gedit  (1 window)");
-        assert_eq!(app_label(&app(3)), "Gedit  (3 windows)");
+        assert_eq!(app_label(&en, &app(1)), "Gedit  (1 window)");
+        assert_eq!(app_label(&en, &app(3)), "Gedit  (3 windows)");
+    }
+
+    #[test]
+    fn the_english_takeover_line_is_the_contracts() {
+        assert_eq!(Messages::new("en").get("takeover"), TAKEOVER_LINE);
+        let de = DialogText::new(&Messages::new("de"), &request());
+        assert_eq!(de.allow, "Erlauben");
+        assert_eq!(
+            de.note,
+            "Antworten Sie mit einem Mausklick. Ohne Antwort in 60 s gilt Ablehnen."
+        );
+        assert!(
+            de.program.starts_with("Programm: /usr/bin/host"),
+            "{}",
+            de.program
+        );
+    }
+
+    fn request() -> ConsentRequest {
+        ConsentRequest {
+            host_claimed: "Host".into(),
+            program: nish_proto::wire::indicator::HostProgram {
+                exe: "/usr/bin/host".into(),
+                pid: 7,
+                script: String::new(),
+            },
+            apps: vec![],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: true,
+            clipboard: false,
+            timeout_ms: 60_000,
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod app;
 mod click;
 mod consent;
 mod hotkey;
+mod i18n;
 mod link;
 mod servertime;
 mod sys;
@@ -79,18 +80,21 @@ fn run(started: Started, pixels: anyhow::Result<sys::ShmMem>) -> anyhow::Result<
     if !started.report.detail.is_empty() {
         tracing::warn!("lock-down: {}", started.report.detail);
     }
+    let msgs = i18n::Messages::from_env();
+    tracing::info!("the consent dialog speaks {}", msgs.lang());
     let mut link = link::BrokerLink::new(started.link);
     let handed = match link.connect_display()? {
         link::HandedDisplay::X11(h) => h,
         link::HandedDisplay::Wayland(stream) => {
             let pixels = pixels.context("error making the dialog's shared memory")?;
-            let app = wl::WlApp::new(stream, pixels, link)?;
+            let app = wl::WlApp::new(stream, pixels, link, msgs)?;
             return Ok(app.run());
         }
     };
     drop(pixels);
     let (conn, screen) = x11_from_broker(handed)?;
-    let ui = xui::Ui::new(conn, screen).context("error setting up drawing on the X display")?;
+    let ui =
+        xui::Ui::new(conn, screen, msgs).context("error setting up drawing on the X display")?;
     ui_checks(&ui)?;
     let hotkey = hotkey::from_env();
     let app = app::App::new(ui, link, hotkey)?;

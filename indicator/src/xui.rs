@@ -537,11 +537,17 @@ pub struct Ui {
     pub font: TextFont,
     /// Colours.
     pub pal: Palette,
+    /// The dialog's fixed text, in the person's language.
+    pub msgs: crate::i18n::Messages,
 }
 
 impl Ui {
     /// Sets up drawing on the default screen of `conn`.
-    pub fn new(conn: Conn, screen_num: usize) -> Result<Self, ReplyOrIdError> {
+    pub fn new(
+        conn: Conn,
+        screen_num: usize,
+        msgs: crate::i18n::Messages,
+    ) -> Result<Self, ReplyOrIdError> {
         let screen = conn.setup().roots[screen_num].clone();
         let atoms = Atoms::intern(&conn)?;
         let font = TextFont::open(&conn, &screen)?;
@@ -552,6 +558,7 @@ impl Ui {
             atoms,
             font,
             pal,
+            msgs,
         })
     }
 

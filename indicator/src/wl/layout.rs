@@ -4,10 +4,8 @@
 use nish_proto::wire::indicator::{ConsentApp, ConsentRequest};
 
 use super::draw::{Size, color};
-use crate::consent::{
-    self, CLIPBOARD_LINE, Kind, TAKEOVER_LINE, USE_LINE, app_label, claimed_line, fixed_height,
-    lease_line, program_line, script_line,
-};
+use crate::consent::{self, DialogText, Kind, app_label, fixed_height, hidden_line};
+use crate::i18n::Messages;
 
 /// Padding inside the box (the X11 dialog's).
 const PAD: i32 = consent::PAD as i32;
@@ -64,58 +62,52 @@ pub struct Layout {
 pub const BOX: i32 = 18;
 
 /// Lays out `req` for a surface at most `max_w` x `max_h` pixels.
-pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
+pub fn layout(m: &Messages, req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
     let big = Size::Big.height();
     let small = Size::Small.height();
     let row_h = big + 14;
     let button_h = big + 16;
-    let timeout = req.timeout();
 
-    let claimed = claimed_line(&req.host_claimed);
-    let heading = "A program asks to use your apps".to_string();
-    let program = program_line(&req.program.exe, req.program.pid);
-    let script = script_line(&req.program.script);
-    let lease = lease_line(req.lease_minutes);
-    let apps_heading = if req.apps.is_empty() {
-        "No app has a window open: there is nothing to tick."
-    } else {
-        "Apps (only the ticked ones can be used):"
-    };
-    let missing = match req.missing_requested {
-        0 => None,
-        1 => Some("1 app it asked for is not open.".to_string()),
-        n => Some(format!("{n} apps it asked for are not open.")),
-    };
-    let secs = timeout.as_millis().div_ceil(1000);
-    let note = format!("Answer with a mouse click. No answer in {secs} s means Deny.");
-    let takeover_hints = [
-        "Lets the AI move your pointer and type, with a red frame round",
-        "the screen. Your own mouse or keys pause it until you click Continue.",
-    ];
+    let t = DialogText::new(m, req);
+    let DialogText {
+        heading,
+        program,
+        script,
+        claimed,
+        lease,
+        use_line,
+        apps_heading,
+        missing,
+        note,
+        takeover: takeover_l,
+        clipboard: clipboard_l,
+        ..
+    } = t.clone();
+    let takeover_hints = t.takeover_hints.clone();
 
     let fixed_h = fixed_height(req, false, big, small);
     let max_rows = ((max_h - fixed_h - small - 6) / row_h).max(1) as usize;
     let shown = req.apps.len().min(max_rows);
     let hidden = req.apps.len() - shown;
     let apps: Vec<ConsentApp> = req.apps.iter().take(shown).cloned().collect();
-    let app_labels: Vec<String> = apps.iter().map(app_label).collect();
+    let app_labels: Vec<String> = apps.iter().map(|a| app_label(m, a)).collect();
 
     let mut width = 460;
     let mut want = |w: i32| width = width.max(w + 2 * PAD);
     want(Size::Big.width(&heading));
-    for t in [&program, &claimed, &lease, USE_LINE, apps_heading, &note] {
+    for t in [&program, &claimed, &lease, &use_line, &apps_heading, &note] {
         want(Size::Small.width(t));
     }
     if let Some(t) = &script {
         want(Size::Small.width(t));
     }
-    for h in takeover_hints {
+    for h in &takeover_hints {
         want(Size::Small.width(h) + BOX + 16);
     }
     for l in app_labels
         .iter()
         .map(String::as_str)
-        .chain([TAKEOVER_LINE, CLIPBOARD_LINE])
+        .chain([takeover_l.as_str(), clipboard_l.as_str()])
     {
         want(Size::Big.width(l) + BOX + 24);
     }
@@ -170,19 +162,12 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
         small + 4,
     );
     let step = small + 4 + GAP;
-    line(
-        &mut lines,
-        &mut y,
-        USE_LINE.into(),
-        Size::Small,
-        color::TEXT,
-        step,
-    );
+    line(&mut lines, &mut y, use_line, Size::Small, color::TEXT, step);
     let step = small + 6;
     line(
         &mut lines,
         &mut y,
-        apps_heading.into(),
+        apps_heading,
         Size::Small,
         color::HINT,
         step,
@@ -199,7 +184,7 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
         y += row_h;
     }
     if hidden > 0 {
-        let text = format!("and {hidden} more apps, not shown: they stay off");
+        let text = hidden_line(m, hidden);
         lines.push(Line {
             x: PAD + BOX + 16,
             y: y + 2,
@@ -217,7 +202,7 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
         controls.push(Control {
             kind: Kind::Takeover,
             rect: row(PAD, y, row_h),
-            label: TAKEOVER_LINE.into(),
+            label: takeover_l,
             ticked: false,
         });
         y += row_h;
@@ -225,7 +210,7 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
             lines.push(Line {
                 x: PAD + BOX + 16,
                 y,
-                text: h.into(),
+                text: h,
                 size: Size::Small,
                 color: color::HINT,
             });
@@ -236,7 +221,7 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
         controls.push(Control {
             kind: Kind::Clipboard,
             rect: row(PAD, y, row_h),
-            label: CLIPBOARD_LINE.into(),
+            label: clipboard_l,
             ticked: false,
         });
         y += row_h;
@@ -250,7 +235,7 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
         color::HINT,
         small + GAP,
     );
-    let bw = Size::Big.width("Allow").max(Size::Big.width("Deny")) + 56;
+    let bw = Size::Big.width(&t.allow).max(Size::Big.width(&t.deny)) + 56;
     let button = |x| Rect {
         x,
         y,
@@ -260,13 +245,13 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
     controls.push(Control {
         kind: Kind::Deny,
         rect: button(width - PAD - 2 * bw - GAP),
-        label: "Deny".into(),
+        label: t.deny.clone(),
         ticked: false,
     });
     controls.push(Control {
         kind: Kind::Allow,
         rect: button(width - PAD - bw),
-        label: "Allow".into(),
+        label: t.allow.clone(),
         ticked: false,
     });
     y += button_h + PAD;
@@ -283,6 +268,10 @@ pub fn layout(req: &ConsentRequest, max_w: i32, max_h: i32) -> Layout {
 mod tests {
     use super::*;
     use nish_proto::wire::indicator::HostProgram;
+
+    fn en() -> Messages {
+        Messages::new("en")
+    }
 
     fn req(apps: usize) -> ConsentRequest {
         ConsentRequest {
@@ -309,13 +298,13 @@ mod tests {
 
     #[test]
     fn the_lines_are_the_x11_dialogs() {
-        let l = layout(&req(2), 1280, 800);
+        let l = layout(&en(), &req(2), 1280, 800);
         let texts: Vec<&str> = l.lines.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts[0], "A program asks to use your apps");
         assert_eq!(texts[1], "Program: /usr/bin/host (pid 7)");
         assert!(texts[2].contains("Host\\nX"), "{texts:?}");
         assert_eq!(texts[3], "Lease: 15 minutes, then it must ask again.");
-        assert_eq!(texts[4], USE_LINE);
+        assert_eq!(texts[4], en().get("use"));
         assert!(texts.contains(&"2 apps it asked for are not open."));
         assert!(texts.contains(&"Answer with a mouse click. No answer in 60 s means Deny."));
         let kinds: Vec<Kind> = l.controls.iter().map(|c| c.kind).collect();
@@ -342,7 +331,7 @@ mod tests {
     fn an_interpreters_script_has_its_line_under_the_program() {
         let mut r = req(1);
         r.program.script = "/home/u/host.js".into();
-        let l = layout(&r, 1280, 800);
+        let l = layout(&en(), &r, 1280, 800);
         let texts: Vec<&str> = l.lines.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts[1], "Program: /usr/bin/host (pid 7)");
         assert_eq!(
@@ -352,7 +341,7 @@ mod tests {
         let (big, small) = (Size::Big.height(), Size::Small.height());
         let r0 = ConsentRequest { apps: vec![], ..r };
         assert_eq!(
-            layout(&r0, 1280, 800).h,
+            layout(&en(), &r0, 1280, 800).h,
             fixed_height(&r0, false, big, small)
         );
     }
@@ -368,8 +357,12 @@ mod tests {
                 missing_requested: missing,
                 ..req(0)
             };
-            assert_eq!(layout(&r, 1280, 800).h, fixed_height(&r, false, big, small));
+            assert_eq!(
+                layout(&en(), &r, 1280, 800).h,
+                fixed_height(&r, false, big, small)
+            );
             let rows = layout(
+                &en(),
                 &ConsentRequest {
                     apps: req(3).apps,
                     ..r.clone()
@@ -383,7 +376,7 @@ mod tests {
 
     #[test]
     fn apps_that_do_not_fit_are_not_shown() {
-        let l = layout(&req(200), 1280, 800);
+        let l = layout(&en(), &req(200), 1280, 800);
         assert!(l.apps.len() < 200);
         assert!(l.h <= 800, "{}", l.h);
         assert!(

@@ -48,6 +48,7 @@ use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_ba
 use crate::app::Exit;
 use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON, Liveness, RealClick, TICK};
 use crate::consent::{Kind, TITLE, denied};
+use crate::i18n::Messages;
 use crate::link::{BrokerLink, Incoming};
 use crate::sys::ShmMem;
 use draw::{Canvas, Size, color};
@@ -150,6 +151,8 @@ struct State {
     last_driver_press: Option<Instant>,
     /// Answers to send to the broker.
     answers: Vec<(u64, ConsentAnswer)>,
+    /// The dialog's fixed text, in the person's language.
+    msgs: Messages,
 }
 
 impl State {
@@ -178,7 +181,7 @@ impl State {
         let (w, h) = d.size;
         let px = self.mem.bytes_mut(slot * SLOT_BYTES, (w * h * 4) as usize);
         let mut c = Canvas::new(px, w, h);
-        paint(&mut c, l, d.origin, d.activated, w, h);
+        paint(&mut c, l, d.origin, d.activated, w, h, &self.msgs);
         let buffer = pool.create_buffer(
             (slot * SLOT_BYTES) as i32,
             w,
@@ -263,7 +266,15 @@ impl State {
 }
 
 /// Paints the dimmed screen and the box at `origin`.
-fn paint(c: &mut Canvas<'_>, l: &Layout, origin: (i32, i32), activated: bool, w: i32, h: i32) {
+fn paint(
+    c: &mut Canvas<'_>,
+    l: &Layout,
+    origin: (i32, i32),
+    activated: bool,
+    w: i32,
+    h: i32,
+    m: &Messages,
+) {
     let (ox, oy) = origin;
     c.fill(0, 0, w, h, color::BACKDROP);
     c.fill(ox, oy, l.w, l.h, color::BG);
@@ -300,7 +311,7 @@ fn paint(c: &mut Canvas<'_>, l: &Layout, origin: (i32, i32), activated: bool, w:
         }
     }
     if !activated {
-        let t = "Click this window once to answer it.";
+        let t = m.get("wayland_focus");
         c.text(ox + 18, oy + l.h + 8, t, Size::Small, color::WHITE);
     }
 }
@@ -478,7 +489,7 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
             .layout
             .get_or_insert_with(|| {
                 let (mw, mh) = if w > 0 && h > 0 { (w, h) } else { (1280, 800) };
-                layout::layout(&d.req, mw, mh)
+                layout::layout(&state.msgs, &d.req, mw, mh)
             })
             .clone();
         // No size asked, or more than a buffer holds: the box alone.
@@ -589,6 +600,7 @@ impl WlApp {
         stream: std::os::unix::net::UnixStream,
         mem: ShmMem,
         link: BrokerLink,
+        msgs: Messages,
     ) -> anyhow::Result<WlApp> {
         let conn = Connection::from_socket(stream)
             .map_err(|e| anyhow::anyhow!("error using the handed Wayland connection: {e}"))?;
@@ -612,6 +624,7 @@ impl WlApp {
             batch_at: Instant::now(),
             last_driver_press: None,
             answers: Vec::new(),
+            msgs,
         };
         queue.roundtrip(&mut state)?;
         anyhow::ensure!(
@@ -939,10 +952,11 @@ mod tests {
             timeout_ms: 60_000,
         };
         let (w, h) = (1280, 800);
-        let l = layout::layout(&req, w, h);
+        let en = Messages::new("en");
+        let l = layout::layout(&en, &req, w, h);
         let origin = ((w - l.w) / 2, (h - l.h) / 2);
         let mut px = vec![0u8; (w * h * 4) as usize];
-        paint(&mut Canvas::new(&mut px, w, h), &l, origin, true, w, h);
+        paint(&mut Canvas::new(&mut px, w, h), &l, origin, true, w, h, &en);
         let at = |x: i32, y: i32| {
             let i = ((y * w + x) * 4) as usize;
             u32::from_le_bytes([px[i], px[i + 1], px[i + 2], 0])
