@@ -26,16 +26,18 @@ use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::Event;
 use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
-    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, Gcontext,
-    PropMode, StackMode, Window, WindowClass,
+    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, PropMode,
+    StackMode, Window, WindowClass,
 };
 use x11rb::wrapper::ConnectionExt as _;
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
 use crate::click::{ButtonEvent, RealClick};
 use crate::i18n::Messages;
+use crate::render::canvas::Canvas;
+use crate::render::{layout, layout::Layout, paint};
 use crate::visible::{self, Rect};
-use crate::xui::{self, Ui, to_latin1};
+use crate::xui::{self, Ui};
 
 /// Untrusted names (host, apps) are escaped and cut to this many characters.
 pub const NAME_CHARS: usize = 48;
@@ -61,12 +63,6 @@ pub enum Kind {
     Allow,
     /// The Deny button.
     Deny,
-}
-
-impl Kind {
-    fn is_checkbox(self) -> bool {
-        matches!(self, Kind::App(_) | Kind::Takeover | Kind::Clipboard)
-    }
 }
 
 /// The WM_NAME of a control window.
@@ -237,20 +233,6 @@ struct Control {
     y: i16,
     w: u16,
     h: u16,
-    ticked: bool,
-    label: Vec<u8>,
-}
-
-/// A control before its window exists: kind, x, y, width, height, label, ticked.
-type ControlSpec = (Kind, i16, i16, i16, i16, Vec<u8>, bool);
-
-#[derive(Debug)]
-struct Line {
-    x: i16,
-    y: i16,
-    text: Vec<u8>,
-    scale: u16,
-    color: u32,
 }
 
 /// What the dialog made of an event.
@@ -271,12 +253,16 @@ pub struct Dialog {
     pub deadline: Instant,
     top: Window,
     rect: Rect,
-    gc: Gcontext,
-    lines: Vec<Line>,
+    /// The lines and controls (tick states included), as drawn.
+    layout: Layout,
+    /// One window per control, in the layout's order.
     controls: Vec<Control>,
-    apps: Vec<ConsentApp>,
     click: RealClick,
-    hover: Option<Window>,
+    /// Hover and focus, as drawn.
+    state: paint::State,
+    /// The dialog's pixels (XRGB8888), drawn again when the state changes.
+    pixels: Vec<u8>,
+    drawn: Option<paint::State>,
 }
 
 /// A denial.
@@ -289,48 +275,6 @@ pub fn denied() -> ConsentAnswer {
     }
 }
 
-/// Padding inside the dialog (both dialogs, see [`fixed_height`]).
-pub const PAD: i16 = 18;
-/// Space between groups (both dialogs).
-pub const GAP: i16 = 12;
-
-/// The height of the dialog without its app rows and the line saying how many apps are not
-/// shown: its padding, text lines, checkbox lines, gaps and buttons, for a dialog whose big
-/// text (heading, checkbox lines, buttons) is `big` pixels high and whose small text is
-/// `small`. `assistive` adds the assistive-input line. The X11 dialog and the Wayland one
-/// (`crate::wl::layout`) lay out the same lines, so both size themselves with this.
-pub fn fixed_height(req: &ConsentRequest, assistive: bool, big: i32, small: i32) -> i32 {
-    let (pad, gap) = (i32::from(PAD), i32::from(GAP));
-    let row_h = big + 14;
-    let button_h = big + 16;
-    pad * 2
-        + (big + 6)
-        + 4 * (small + 4)
-        + if req.program.script.is_empty() {
-            0
-        } else {
-            small + 4
-        }
-        + gap
-        + (small + 6)
-        + if req.missing_requested != 0 {
-            small + 6
-        } else {
-            0
-        }
-        + if req.takeover {
-            8 + row_h + 2 * (small + 2)
-        } else {
-            0
-        }
-        + if req.clipboard { row_h } else { 0 }
-        + gap
-        + small
-        + if assistive { small + 4 } else { 0 }
-        + gap
-        + button_h
-}
-
 impl Dialog {
     /// Creates and maps the dialog, centred on the screen.
     pub fn open(
@@ -340,165 +284,20 @@ impl Dialog {
         now: Instant,
     ) -> Result<Self, ReplyOrIdError> {
         let ConsentDialog { id, request: req } = dialog;
-        let s = ui.font.big;
-        let lh = ui.font.height(s) as i16;
-        let hint_h = ui.font.height(1) as i16;
-        let row_h = lh + 14;
-        let button_h = lh + 16;
-        let (sw, sh) = (
-            ui.screen.width_in_pixels as i16,
-            ui.screen.height_in_pixels as i16,
-        );
         let timeout = req.timeout();
-
-        let t = DialogText::new(&ui.msgs, &req);
-        let heading = to_latin1(&t.heading);
-        let program = to_latin1(&t.program);
-        let script = t.script.as_deref().map(to_latin1);
-        let claimed = to_latin1(&t.claimed);
-        let lease = to_latin1(&t.lease);
-        let use_line = to_latin1(&t.use_line);
-        let apps_heading = to_latin1(&t.apps_heading);
-        let missing = t.missing.as_deref().map(to_latin1);
-        let note = to_latin1(&t.note);
-        let assistive_note = assistive.then(|| to_latin1(&t.assistive));
-        let takeover_hints = [
-            to_latin1(&t.takeover_hints[0]),
-            to_latin1(&t.takeover_hints[1]),
-        ];
-        let takeover_l = to_latin1(&t.takeover);
-        let clipboard_l = to_latin1(&t.clipboard);
-
-        // Rows that fit on the screen; the rest of the apps are not shown and stay off.
-        let fixed_h = fixed_height(&req, assistive, i32::from(lh), i32::from(hint_h)) as i16 + 40;
-        let max_rows = ((sh - fixed_h) / row_h).max(1) as usize;
-        let shown = req.apps.len().min(max_rows);
-        let hidden = req.apps.len() - shown;
-        let apps: Vec<ConsentApp> = req.apps.into_iter().take(shown).collect();
-        let app_labels: Vec<Vec<u8>> = apps
-            .iter()
-            .map(|a| to_latin1(&app_label(&ui.msgs, a)))
-            .collect();
-
-        let box_w = box_size(lh);
-        let mut width = 460i16;
-        let mut want = |w: u16| width = width.max(w as i16 + 2 * PAD);
-        want(ui.text_width(&heading, s));
-        for t in [&program, &claimed, &lease, &use_line, &apps_heading, &note] {
-            want(ui.text_width(t, 1));
-        }
-        if let Some(t) = &script {
-            want(ui.text_width(t, 1));
-        }
-        if let Some(a) = &assistive_note {
-            want(ui.text_width(a, 1));
-        }
-        for h in &takeover_hints {
-            want(ui.text_width(h, 1) + (box_w + 16) as u16);
-        }
-        for l in app_labels
-            .iter()
-            .chain([takeover_l.clone(), clipboard_l.clone()].iter())
-        {
-            want(ui.text_width(l, s) + (box_w + 24) as u16);
-        }
-        let width = width.min(sw - 40).max(200);
-
-        // Layout.
-        let mut lines = Vec::new();
-        let mut specs: Vec<ControlSpec> = Vec::new();
-        let mut y = PAD;
-        let line = |lines: &mut Vec<Line>, y: &mut i16, text: Vec<u8>, scale, color, step| {
-            lines.push(Line {
-                x: PAD,
-                y: *y,
-                text,
-                scale,
-                color,
-            });
-            *y += step;
-        };
-        line(&mut lines, &mut y, heading, s, ui.pal.text, lh + 6);
-        line(&mut lines, &mut y, program, 1, ui.pal.text, hint_h + 4);
-        if let Some(script) = script {
-            line(&mut lines, &mut y, script, 1, ui.pal.text, hint_h + 4);
-        }
-        line(&mut lines, &mut y, claimed, 1, ui.pal.hint, hint_h + 4);
-        line(&mut lines, &mut y, lease, 1, ui.pal.text, hint_h + 4);
-        line(
-            &mut lines,
-            &mut y,
-            use_line,
-            1,
-            ui.pal.text,
-            hint_h + 4 + GAP,
+        let (sw, sh) = (
+            i32::from(ui.screen.width_in_pixels),
+            i32::from(ui.screen.height_in_pixels),
         );
-        line(&mut lines, &mut y, apps_heading, 1, ui.pal.hint, hint_h + 6);
-        let row_w = width - 2 * PAD;
-        for (i, (a, label)) in apps.iter().zip(app_labels).enumerate() {
-            specs.push((Kind::App(i), PAD, y, row_w, row_h, label, a.ticked));
-            y += row_h;
-        }
-        if hidden > 0 {
-            lines.push(Line {
-                x: PAD + box_w + 16,
-                y: y + 2,
-                text: to_latin1(&hidden_line(&ui.msgs, hidden)),
-                scale: 1,
-                color: ui.pal.hint,
-            });
-            y += hint_h + 6;
-        }
-        if let Some(m) = missing {
-            line(&mut lines, &mut y, m, 1, ui.pal.hint, hint_h + 6);
-        }
-        if req.takeover {
-            y += 8;
-            specs.push((Kind::Takeover, PAD, y, row_w, row_h, takeover_l, false));
-            y += row_h;
-            for h in takeover_hints {
-                lines.push(Line {
-                    x: PAD + box_w + 16,
-                    y,
-                    text: h,
-                    scale: 1,
-                    color: ui.pal.hint,
-                });
-                y += hint_h + 2;
-            }
-        }
-        if req.clipboard {
-            specs.push((Kind::Clipboard, PAD, y, row_w, row_h, clipboard_l, false));
-            y += row_h;
-        }
-        y += GAP;
-        if let Some(a) = assistive_note {
-            line(&mut lines, &mut y, a, 1, ui.pal.danger, hint_h + 4);
-        }
-        line(&mut lines, &mut y, note, 1, ui.pal.hint, hint_h + GAP);
-        let allow_l = to_latin1(&t.allow);
-        let deny_l = to_latin1(&t.deny);
-        let bw = ui.text_width(&allow_l, s).max(ui.text_width(&deny_l, s)) as i16 + 56;
-        specs.push((
-            Kind::Deny,
-            width - PAD - 2 * bw - GAP,
-            y,
-            bw,
-            button_h,
-            deny_l,
-            false,
-        ));
-        specs.push((
-            Kind::Allow,
-            width - PAD - bw,
-            y,
-            bw,
-            button_h,
-            allow_l,
-            false,
-        ));
-        y += button_h + PAD;
-        let height = y.min(sh);
+        let layout = layout::layout(
+            &ui.msgs,
+            &ui.fonts,
+            &req,
+            assistive,
+            (sw - 40, sh - 40),
+            ui.scale,
+        );
+        let (width, height) = (layout.w.min(sw).max(1), layout.h.min(sh).max(1));
 
         // The top-level window, centred, override-redirect: nobody else places it.
         let conn = &ui.conn;
@@ -509,8 +308,8 @@ impl Dialog {
             COPY_DEPTH_FROM_PARENT,
             top,
             root,
-            x,
-            yy,
+            x as i16,
+            yy as i16,
             width as u16,
             height as u16,
             0,
@@ -538,50 +337,47 @@ impl Dialog {
         )?;
 
         let mut controls = Vec::new();
-        for (kind, cx, cy, cw, ch, label, ticked) in specs {
+        for c in &layout.controls {
             let win = conn.generate_id()?;
-            let bg = if kind.is_checkbox() {
-                ui.pal.bg
-            } else {
-                ui.pal.button
-            };
+            let r = c.rect;
             conn.create_window(
                 COPY_DEPTH_FROM_PARENT,
                 win,
                 top,
-                cx,
-                cy,
-                cw as u16,
-                ch as u16,
+                r.x as i16,
+                r.y as i16,
+                r.w.max(1) as u16,
+                r.h.max(1) as u16,
                 0,
                 WindowClass::INPUT_OUTPUT,
                 COPY_FROM_PARENT,
-                &CreateWindowAux::new().background_pixel(bg).event_mask(
-                    EventMask::EXPOSURE
-                        | EventMask::STRUCTURE_NOTIFY
-                        | EventMask::ENTER_WINDOW
-                        | EventMask::LEAVE_WINDOW,
-                ),
+                &CreateWindowAux::new()
+                    .background_pixel(ui.pal.bg)
+                    .event_mask(
+                        EventMask::EXPOSURE
+                            | EventMask::STRUCTURE_NOTIFY
+                            | EventMask::ENTER_WINDOW
+                            | EventMask::LEAVE_WINDOW,
+                    ),
             )?;
             // Button events through XInput 2 only: they carry the source device.
             select_buttons(conn, win)?;
-            let app_name = match kind {
-                Kind::App(i) => Some(apps[i].name.as_str()),
+            let app_name = match c.kind {
+                Kind::App(i) => Some(layout.apps[i].name.as_str()),
                 _ => None,
             };
-            xui::mark_and_name(conn, &ui.atoms, win, &control_name(kind, app_name))?;
+            xui::mark_and_name(conn, &ui.atoms, win, &control_name(c.kind, app_name))?;
             controls.push(Control {
                 win,
-                kind,
-                x: cx,
-                y: cy,
-                w: cw as u16,
-                h: ch as u16,
-                ticked,
-                label,
+                kind: c.kind,
+                x: r.x as i16,
+                y: r.y as i16,
+                w: r.w.max(1) as u16,
+                h: r.h.max(1) as u16,
             });
         }
-        let gc = xui::make_gc(conn, top, ui.font.id(), ui.pal.text)?;
+        // Deny is the default and has the focus ring.
+        let focus = layout.controls.iter().position(|c| c.kind == Kind::Deny);
         conn.map_subwindows(top)?;
         conn.map_window(top)?;
         conn.configure_window(top, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE))?;
@@ -591,17 +387,17 @@ impl Dialog {
             deadline: now + timeout,
             top,
             rect: Rect {
-                x: i32::from(x),
-                y: i32::from(yy),
-                w: i32::from(width),
-                h: i32::from(height),
+                x,
+                y: yy,
+                w: width,
+                h: height,
             },
-            gc,
-            lines,
+            pixels: Vec::new(),
+            drawn: None,
+            layout,
             controls,
-            apps,
             click: RealClick::new(now),
-            hover: None,
+            state: paint::State { hover: None, focus },
         })
     }
 
@@ -648,7 +444,6 @@ impl Dialog {
     /// Removes the dialog.
     pub fn close(self, ui: &Ui) -> Result<(), ReplyOrIdError> {
         ui.conn.destroy_window(self.top)?;
-        ui.conn.free_gc(self.gc)?;
         ui.conn.flush()?;
         Ok(())
     }
@@ -666,14 +461,15 @@ impl Dialog {
         if !allow {
             return denied();
         }
-        let ticked = |k: Kind| self.controls.iter().any(|c| c.kind == k && c.ticked);
+        let l = &self.layout;
+        let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
         ConsentAnswer {
             allow: true,
-            apps: self
+            apps: l
                 .controls
                 .iter()
                 .filter_map(|c| match c.kind {
-                    Kind::App(i) if c.ticked => Some(self.apps[i].name.clone()),
+                    Kind::App(i) if c.ticked => Some(l.apps[i].name.clone()),
                     _ => None,
                 })
                 .collect(),
@@ -769,7 +565,11 @@ impl Dialog {
                 return Ok(Outcome::Answer(denied()));
             }
             Event::EnterNotify(e) => self.set_hover(ui, Some(e.event))?,
-            Event::LeaveNotify(e) if self.hover == Some(e.event) => self.set_hover(ui, None)?,
+            Event::LeaveNotify(e)
+                if self.state.hover.map(|i| self.controls[i].win) == Some(e.event) =>
+            {
+                self.set_hover(ui, None)?
+            }
             _ => {}
         }
         Ok(Outcome::Nothing)
@@ -783,7 +583,9 @@ impl Dialog {
             Kind::Allow => Ok(Outcome::Answer(self.answer(true))),
             Kind::Deny => Ok(Outcome::Answer(self.answer(false))),
             _ => {
-                self.controls[i].ticked = !self.controls[i].ticked;
+                let c = &mut self.layout.controls[i];
+                c.ticked = !c.ticked;
+                self.drawn = None;
                 self.redraw(ui, win)?;
                 ui.conn.flush()?;
                 Ok(Outcome::Nothing)
@@ -792,93 +594,53 @@ impl Dialog {
     }
 
     fn set_hover(&mut self, ui: &mut Ui, win: Option<Window>) -> Result<(), ReplyOrIdError> {
-        let win = win.filter(|w| self.controls.iter().any(|c| c.win == *w));
-        if self.hover == win {
+        let hover = win.and_then(|w| self.controls.iter().position(|c| c.win == w));
+        if self.state.hover == hover {
             return Ok(());
         }
-        let old = std::mem::replace(&mut self.hover, win);
-        for w in [old, win].into_iter().flatten() {
+        let old = std::mem::replace(&mut self.state.hover, hover);
+        for i in [old, hover].into_iter().flatten() {
+            let w = self.controls[i].win;
             self.redraw(ui, w)?;
         }
         ui.conn.flush()?;
         Ok(())
     }
 
+    /// Puts the dialog's pixels into `win` (the dialog or a control), drawing them first when
+    /// the state changed since they were drawn.
     fn redraw(&mut self, ui: &mut Ui, win: Window) -> Result<(), ReplyOrIdError> {
-        let gc = self.gc;
-        let s = ui.font.big;
-        if win == self.top {
-            xui::set_fg(&ui.conn, gc, ui.pal.border)?;
-            let (w, h) = (self.rect.w as u16, self.rect.h as u16);
-            xui::outline(&ui.conn, self.top, gc, 0, 0, w, h, 2)?;
-            for l in &self.lines {
-                xui::set_fg(&ui.conn, gc, l.color)?;
-                ui.draw_text(self.top, gc, l.x, l.y, &l.text, l.scale)?;
-            }
-            return Ok(());
+        let l = &self.layout;
+        if self.drawn != Some(self.state) {
+            self.pixels.resize((l.w * l.h * 4) as usize, 0);
+            let mut c = Canvas::new(&mut self.pixels, l.w, l.h);
+            paint::paint_box(&mut c, &ui.fonts, &ui.theme, l, (0, 0), self.state);
+            self.drawn = Some(self.state);
         }
-        let Some(c) = self.controls.iter().find(|c| c.win == win) else {
+        let w_src = l.w as usize;
+        let (x, y, w, h) = if win == self.top {
+            (0, 0, self.rect.w, self.rect.h)
+        } else if let Some(c) = self.controls.iter().find(|c| c.win == win) {
+            (
+                i32::from(c.x),
+                i32::from(c.y),
+                i32::from(c.w),
+                i32::from(c.h),
+            )
+        } else {
             return Ok(());
         };
-        let hovered = self.hover == Some(win);
-        let (w, h) = (c.w, c.h);
-        let lh = ui.font.height(s);
-        let pal = ui.pal;
-        if c.kind.is_checkbox() {
-            xui::set_fg(&ui.conn, gc, if hovered { pal.hover } else { pal.bg })?;
-            xui::fill(&ui.conn, win, gc, 0, 0, w, h)?;
-            let bx = box_size(lh as i16);
-            let by = (h as i16 - bx) / 2;
-            xui::set_fg(&ui.conn, gc, pal.white)?;
-            xui::fill(&ui.conn, win, gc, 6, by, bx as u16, bx as u16)?;
-            xui::set_fg(&ui.conn, gc, pal.border)?;
-            xui::outline(&ui.conn, win, gc, 6, by, bx as u16, bx as u16, 2)?;
-            if c.ticked {
-                xui::set_fg(
-                    &ui.conn,
-                    gc,
-                    if c.kind == Kind::Takeover {
-                        pal.danger
-                    } else {
-                        pal.text
-                    },
-                )?;
-                xui::fill(
-                    &ui.conn,
-                    win,
-                    gc,
-                    10,
-                    by + 4,
-                    (bx - 8) as u16,
-                    (bx - 8) as u16,
-                )?;
-            }
-            let color = if c.kind == Kind::Takeover {
-                pal.danger
-            } else {
-                pal.text
-            };
-            xui::set_fg(&ui.conn, gc, color)?;
-            let label = c.label.clone();
-            ui.draw_text(win, gc, 6 + bx + 12, (h as i16 - lh as i16) / 2, &label, s)?;
-        } else {
-            xui::set_fg(&ui.conn, gc, if hovered { pal.hover } else { pal.button })?;
-            xui::fill(&ui.conn, win, gc, 0, 0, w, h)?;
-            xui::set_fg(&ui.conn, gc, pal.border)?;
-            xui::outline(&ui.conn, win, gc, 0, 0, w, h, if hovered { 3 } else { 2 })?;
-            let label = c.label.clone();
-            let tw = ui.text_width(&label, s) as i16;
-            xui::set_fg(&ui.conn, gc, pal.text)?;
-            ui.draw_text(
-                win,
-                gc,
-                (w as i16 - tw) / 2,
-                (h as i16 - lh as i16) / 2,
-                &label,
-                s,
-            )?;
-        }
-        Ok(())
+        let (w, h) = (w.min(l.w - x).max(0), h.min(l.h - y).max(0));
+        xui::put_pixels(
+            &ui.conn,
+            &ui.fmt,
+            win,
+            ui.gc,
+            &self.pixels,
+            w_src,
+            (x as usize, y as usize, w as usize, h as usize),
+            (0, 0),
+        )
     }
 }
 
@@ -892,11 +654,6 @@ pub fn select_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdErro
         }],
     )?;
     Ok(())
-}
-
-/// The checkbox's side for a line height.
-fn box_size(lh: i16) -> i16 {
-    lh.clamp(14, 22)
 }
 
 /// True when (x, y) lies inside a w x h window.

@@ -31,9 +31,6 @@
 //! visible to a client), and whether a pointer event came from a device or from a
 //! RemoteDesktop session (the compositor gives both the same way). See docs/security.md.
 
-pub mod draw;
-pub mod layout;
-
 use std::time::{Duration, Instant};
 
 use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
@@ -50,9 +47,12 @@ use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON, Liveness, RealClick, TIC
 use crate::consent::{Kind, TITLE, denied};
 use crate::i18n::Messages;
 use crate::link::{BrokerLink, Incoming};
+use crate::render::canvas::Canvas;
+use crate::render::fonts::Fonts;
+use crate::render::layout::{self, Layout};
+use crate::render::paint;
+use crate::render::theme::{self, Theme};
 use crate::sys::ShmMem;
-use draw::{Canvas, Size, color};
-use layout::{Layout, Rect};
 
 /// The shared memory: two buffers of up to 3840 x 2160 pixels (a sparse memfd: only drawn
 /// pages take memory).
@@ -151,8 +151,8 @@ struct State {
     last_driver_press: Option<Instant>,
     /// Answers to send to the broker.
     answers: Vec<(u64, ConsentAnswer)>,
-    /// The dialog's fixed text, in the person's language.
-    msgs: Messages,
+    /// Fonts, colours and fixed text.
+    look: Look,
 }
 
 impl State {
@@ -181,7 +181,7 @@ impl State {
         let (w, h) = d.size;
         let px = self.mem.bytes_mut(slot * SLOT_BYTES, (w * h * 4) as usize);
         let mut c = Canvas::new(px, w, h);
-        paint(&mut c, l, d.origin, d.activated, w, h, &self.msgs);
+        paint(&mut c, &self.look, l, d.origin, d.activated, (w, h));
         let buffer = pool.create_buffer(
             (slot * SLOT_BYTES) as i32,
             w,
@@ -265,54 +265,43 @@ impl State {
     }
 }
 
+/// What the Wayland dialog draws with: the fonts, the colours and the fixed text.
+#[derive(Debug)]
+pub struct Look {
+    /// The fonts (read before the lock-down).
+    pub fonts: Fonts,
+    /// The colours (light: a Wayland client has no colour-scheme setting without a bus).
+    pub theme: Theme,
+    /// The fixed text, in the person's language.
+    pub msgs: Messages,
+}
+
 /// Paints the dimmed screen and the box at `origin`.
 fn paint(
     c: &mut Canvas<'_>,
+    look: &Look,
     l: &Layout,
     origin: (i32, i32),
     activated: bool,
-    w: i32,
-    h: i32,
-    m: &Messages,
+    (w, h): (i32, i32),
 ) {
     let (ox, oy) = origin;
-    c.fill(0, 0, w, h, color::BACKDROP);
-    c.fill(ox, oy, l.w, l.h, color::BG);
-    c.outline(ox, oy, l.w, l.h, 2, color::BORDER);
-    for line in &l.lines {
-        c.text(ox + line.x, oy + line.y, &line.text, line.size, line.color);
-    }
-    let lh = Size::Big.height();
-    for ctl in &l.controls {
-        let Rect { x, y, w, h } = ctl.rect;
-        let (x, y) = (ox + x, oy + y);
-        let danger = ctl.kind == Kind::Takeover;
-        let ink = if danger { color::DANGER } else { color::TEXT };
-        if matches!(ctl.kind, Kind::Allow | Kind::Deny) {
-            c.fill(x, y, w, h, color::BUTTON);
-            c.outline(x, y, w, h, 2, color::BORDER);
-            let tw = Size::Big.width(&ctl.label);
-            c.text(
-                x + (w - tw) / 2,
-                y + (h - lh) / 2,
-                &ctl.label,
-                Size::Big,
-                ink,
-            );
-        } else {
-            let b = layout::BOX;
-            let by = y + (h - b) / 2;
-            c.fill(x + 6, by, b, b, color::WHITE);
-            c.outline(x + 6, by, b, b, 2, color::BORDER);
-            if ctl.ticked {
-                c.fill(x + 10, by + 4, b - 8, b - 8, ink);
-            }
-            c.text(x + 6 + b + 12, y + (h - lh) / 2, &ctl.label, Size::Big, ink);
-        }
-    }
+    c.fill(0, 0, w, h, look.theme.backdrop);
+    let focus = l.controls.iter().position(|c| c.kind == Kind::Deny);
+    let st = paint::State { hover: None, focus };
+    paint::paint_box(c, &look.fonts, &look.theme, l, origin, st);
     if !activated {
-        let t = m.get("wayland_focus");
-        c.text(ox + 18, oy + l.h + 8, t, Size::Small, color::WHITE);
+        let t = look.msgs.get("wayland_focus");
+        let m = &l.m;
+        c.text(
+            &look.fonts,
+            ox + m.pad,
+            oy + l.h + m.px(4),
+            m.small_h,
+            t,
+            m.body,
+            0xffffff,
+        );
     }
 }
 
@@ -489,7 +478,14 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
             .layout
             .get_or_insert_with(|| {
                 let (mw, mh) = if w > 0 && h > 0 { (w, h) } else { (1280, 800) };
-                layout::layout(&state.msgs, &d.req, mw, mh)
+                layout::layout(
+                    &state.look.msgs,
+                    &state.look.fonts,
+                    &d.req,
+                    false,
+                    (mw - 20, mh - 40),
+                    1.0,
+                )
             })
             .clone();
         // No size asked, or more than a buffer holds: the box alone.
@@ -601,6 +597,7 @@ impl WlApp {
         mem: ShmMem,
         link: BrokerLink,
         msgs: Messages,
+        fonts: Fonts,
     ) -> anyhow::Result<WlApp> {
         let conn = Connection::from_socket(stream)
             .map_err(|e| anyhow::anyhow!("error using the handed Wayland connection: {e}"))?;
@@ -624,7 +621,11 @@ impl WlApp {
             batch_at: Instant::now(),
             last_driver_press: None,
             answers: Vec::new(),
-            msgs,
+            look: Look {
+                fonts,
+                theme: theme::LIGHT,
+                msgs,
+            },
         };
         queue.roundtrip(&mut state)?;
         anyhow::ensure!(
@@ -952,24 +953,38 @@ mod tests {
             timeout_ms: 60_000,
         };
         let (w, h) = (1280, 800);
-        let en = Messages::new("en");
-        let l = layout::layout(&en, &req, w, h);
+        let look = Look {
+            fonts: Fonts::load(),
+            theme: theme::LIGHT,
+            msgs: Messages::new("en"),
+        };
+        let l = layout::layout(&look.msgs, &look.fonts, &req, false, (w - 20, h - 40), 1.0);
         let origin = ((w - l.w) / 2, (h - l.h) / 2);
         let mut px = vec![0u8; (w * h * 4) as usize];
-        paint(&mut Canvas::new(&mut px, w, h), &l, origin, true, w, h, &en);
+        paint(
+            &mut Canvas::new(&mut px, w, h),
+            &look,
+            &l,
+            origin,
+            true,
+            (w, h),
+        );
         let at = |x: i32, y: i32| {
             let i = ((y * w + x) * 4) as usize;
             u32::from_le_bytes([px[i], px[i + 1], px[i + 2], 0])
         };
-        assert_eq!(at(5, 5), color::BACKDROP);
-        assert_eq!(at(origin.0 + 5, origin.1 + 5), color::BG);
+        assert_eq!(at(5, 5), theme::LIGHT.backdrop);
+        assert_eq!(at(origin.0 + 5, origin.1 + 5), theme::LIGHT.bg);
         for c in &l.controls {
             let (x0, y0) = (origin.0 + c.rect.x, origin.1 + c.rect.y);
             let ink = (y0 + 3..y0 + c.rect.h - 3)
                 .flat_map(|y| (x0 + 30..x0 + c.rect.w - 3).map(move |x| (x, y)))
-                .filter(|&(x, y)| (at(x, y) & 0xff) < 0x60)
+                .filter(|&(x, y)| {
+                    let p = at(x, y);
+                    p != theme::LIGHT.bg && p != theme::LIGHT.button && p != theme::LIGHT.accent
+                })
                 .count();
-            assert!(ink > 40, "{:?}: {ink} dark pixels", c.kind);
+            assert!(ink > 40, "{:?}: {ink} text pixels", c.kind);
         }
     }
 }

@@ -769,21 +769,145 @@ fn a_takeover_frame_on_screen_does_not_disarm_the_dialog() {
     assert!(consent(ind.recv(Duration::from_secs(5)), 53).allow);
 }
 
+/// A request with these apps and neither extra line (small enough for scale 2 on the
+/// 1280x800 desktop).
+fn small_request(id: u64, apps: &[(&str, bool)]) -> nish_proto::wire::indicator::ConsentDialog {
+    let mut req = consent_request(id, apps);
+    req.request.takeover = false;
+    req.request.clipboard = false;
+    req
+}
+
+/// The pixels of a window's middle part (4 px inside its edges), as the screen shows them.
+fn inner_pixels(desk: &Desktop, w: Window) -> Vec<u8> {
+    let (_, _, ww, hh) = desk.geometry(w);
+    let img = desk
+        .conn
+        .get_image(
+            x11rb::protocol::xproto::ImageFormat::Z_PIXMAP,
+            w,
+            4,
+            4,
+            ww - 8,
+            hh - 8,
+            !0,
+        )
+        .unwrap()
+        .reply()
+        .unwrap();
+    img.data
+}
+
+/// Pixels (of 4 bytes) that differ between two pictures of one size.
+fn differing(a: &[u8], b: &[u8]) -> usize {
+    assert_eq!(a.len(), b.len(), "same size");
+    a.chunks(4)
+        .zip(b.chunks(4))
+        .filter(|(x, y)| x[..3] != y[..3])
+        .count()
+}
+
 #[test]
-fn with_only_the_fixed_font_text_is_drawn_twice_as_large() {
+fn apps_named_in_cyrillic_chinese_and_arabic_are_drawn_with_their_glyphs() {
     let desk = Desktop::start();
-    let mut ind = Indicator::spawn(&desk, &[("NISH_INDICATOR_FONT", "fixed")]);
-    show(&mut ind, 40, 60_000);
-    let c = controls(&desk);
-    desk.screenshot("consent-dialog-fixed-font.png");
-    // `fixed` is 13 px high; drawn at twice its size the app lines are over 26 px high.
-    let (_, _, _, row_h) = desk.geometry(c.gedit);
-    assert!(row_h >= 26 + 10, "row height {row_h}");
-    let dark = desk.dark_pixels(c.allow);
-    assert!(dark > 80, "no scaled text on Allow ({dark} dark pixels)");
-    desk.real_click(c.allow);
-    let a = consent(ind.recv(Duration::from_secs(5)), 40);
-    assert!(a.allow);
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let names = ["Калькулятор", "计算器", "الحاسبة"];
+    // The same lines three times: the real names, as many `?`, and as many characters no
+    // font has (drawn as empty boxes). The real names must look like neither.
+    let mut shots: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (id, variant) in [(90u64, 0), (91, 1), (92, 2)] {
+        let apps: Vec<String> = names
+            .iter()
+            .map(|n| match variant {
+                0 => n.to_string(),
+                1 => "?".repeat(n.chars().count()),
+                _ => "\u{10fffd}".repeat(n.chars().count()),
+            })
+            .collect();
+        let pairs: Vec<(&str, bool)> = apps.iter().map(|a| (a.as_str(), false)).collect();
+        show_consent(&mut ind, small_request(id, &pairs));
+        let top = desk.find_viewable("^nish-driver consent$");
+        let rows = desk.search("^nish-driver consent: app:");
+        assert_eq!(rows.len(), 3);
+        std::thread::sleep(Duration::from_millis(300));
+        if variant == 0 {
+            desk.screenshot("consent-dialog-scripts.png");
+        }
+        // In the dialog's order (top to bottom).
+        let mut rows: Vec<(i16, Window)> = rows.iter().map(|&w| (desk.geometry(w).1, w)).collect();
+        rows.sort();
+        shots.push(rows.iter().map(|&(_, w)| inner_pixels(&desk, w)).collect());
+        // The windows' UTF-8 names carry the names as sent.
+        if variant == 0 {
+            let utf8 = desk.intern("UTF8_STRING");
+            let net_wm_name = desk.intern("_NET_WM_NAME");
+            let got: Vec<String> = rows
+                .iter()
+                .map(|&(_, w)| {
+                    let r = desk
+                        .conn
+                        .get_property(false, w, net_wm_name, utf8, 0, 1024)
+                        .unwrap()
+                        .reply()
+                        .unwrap();
+                    String::from_utf8(r.value).unwrap()
+                })
+                .collect();
+            for n in names {
+                let want = format!("nish-driver consent: app:{n}");
+                assert!(got.contains(&want), "{want} not in {got:?}");
+            }
+        }
+        ind.send(BrokerToIndicator::CancelConsent { id });
+        assert!(gone(&desk, top));
+    }
+    for (i, n) in names.iter().enumerate() {
+        let (real, asks, boxes) = (&shots[0][i], &shots[1][i], &shots[2][i]);
+        let vs_q = differing(real, asks);
+        let vs_box = differing(real, boxes);
+        eprintln!("{n}: {vs_q} pixels differ from '?', {vs_box} from boxes");
+        assert!(
+            vs_q > 60,
+            "{n} looks like question marks ({vs_q} pixels differ)"
+        );
+        assert!(
+            vs_box > 60,
+            "{n} looks like empty boxes ({vs_box} pixels differ)"
+        );
+    }
+}
+
+#[test]
+fn lang_de_gives_the_german_dialog() {
+    let desk = Desktop::start();
+    let picture = |env: &[(&str, &str)], id: u64| {
+        let mut ind = Indicator::spawn(&desk, env);
+        show_consent(&mut ind, small_request(id, &[("Gedit", true)]));
+        let top = desk.find_viewable("^nish-driver consent$");
+        std::thread::sleep(Duration::from_millis(300));
+        let text = ocr(&desk, top, &format!("consent-lang-{id}"));
+        let deny = desk.find_viewable("^nish-driver consent: deny$");
+        let allow = desk.find_viewable("^nish-driver consent: allow$");
+        let px = (inner_pixels(&desk, deny), inner_pixels(&desk, allow));
+        ind.send(BrokerToIndicator::CancelConsent { id });
+        assert!(gone(&desk, top));
+        (text, px)
+    };
+    let (en, en_px) = picture(&[("LANG", "C.UTF-8")], 100);
+    let (de, de_px) = picture(&[("LANG", "de_DE.UTF-8")], 101);
+    // LC_ALL wins over LANG.
+    let (all, _) = picture(&[("LANG", "de_DE.UTF-8"), ("LC_ALL", "en_US.UTF-8")], 102);
+    eprintln!("English:\n{en}\nGerman:\n{de}");
+    for want in ["Programm", "Erlauben", "Ablehnen", "Minuten"] {
+        assert!(de.contains(want), "OCR did not find {want:?} in:\n{de}");
+    }
+    for want in ["Program:", "Allow", "Deny", "minutes"] {
+        assert!(en.contains(want), "OCR did not find {want:?} in:\n{en}");
+        assert!(all.contains(want), "LC_ALL: no {want:?} in:\n{all}");
+    }
+    assert!(!en.contains("Erlauben") && !all.contains("Erlauben"));
+    // The buttons' pixels differ (their labels do), whatever their sizes.
+    assert!(en_px.0 != de_px.0 && en_px.1 != de_px.1);
 }
 
 /// The text tesseract reads in a window (its pixels on screen, scaled up twice).

@@ -1,0 +1,173 @@
+//! The dialog's fonts: the system's, found with fontconfig's rules (`fontdb` reads
+//! `/etc/fonts/fonts.conf` and the directories it names, the person's own included), read
+//! into memory once, **before the lock-down** (after it the indicator may open no file), and
+//! rasterised with `ab_glyph`.
+//!
+//! One sans-serif family comes first (regular and bold); then, for every script in
+//! [`SCRIPT_SAMPLES`] that the fonts so far lack, the first face that has it. Each character
+//! is drawn with the first font of the chain that has a glyph for it; a character none has is
+//! drawn as an empty box, never as a `?`.
+
+use ab_glyph::{Font as _, FontRef, FontVec};
+
+/// Names a font family to try first (a fontconfig family name, such as `Noto Sans`).
+pub const FONT_ENV: &str = "NISH_INDICATOR_FONT";
+
+/// Sans-serif families tried in order for the first font (the desktops' own UI fonts first).
+const FAMILIES: &[&str] = &[
+    "Cantarell",
+    "Noto Sans",
+    "DejaVu Sans",
+    "Ubuntu",
+    "Liberation Sans",
+    "Roboto",
+    "Open Sans",
+    "Arial",
+    "FreeSans",
+];
+
+/// One character of each script the fallback fonts must cover if the system has a font for
+/// it: Latin Extended (Polish), Greek, Cyrillic, Hebrew, Arabic, Devanagari, Thai, Georgian,
+/// Hangul, Kana, CJK ideographs, and the full-width forms the Chinese and Japanese text uses.
+pub const SCRIPT_SAMPLES: &[char] = &[
+    'ł', 'Ω', 'Ж', 'א', 'ع', 'क', 'ก', 'ა', '한', 'あ', 'ア', '漢', '：', '「', '…',
+];
+
+/// A font of the chain.
+#[derive(Debug)]
+pub struct Face {
+    /// The font.
+    pub font: FontVec,
+    /// Its family (for logs and tests).
+    pub family: String,
+}
+
+/// The fonts the dialog draws with.
+#[derive(Debug, Default)]
+pub struct Fonts {
+    /// Every font read.
+    pub faces: Vec<Face>,
+    /// Regular text: indices into `faces`, in fallback order.
+    pub regular: Vec<usize>,
+    /// Bold text: the first family's bold face (when it has one), then the regular chain.
+    pub bold: Vec<usize>,
+}
+
+impl Fonts {
+    /// Finds and reads the system's fonts (call before the lock-down).
+    pub fn load() -> Fonts {
+        let started = std::time::Instant::now();
+        let mut db = fontdb::Database::new();
+        db.load_system_fonts();
+        let wanted = std::env::var(FONT_ENV).ok().filter(|v| !v.is_empty());
+        let fonts = Fonts::from_db(&db, wanted.as_deref());
+        let families: Vec<&str> = fonts.faces.iter().map(|f| f.family.as_str()).collect();
+        tracing::debug!(
+            "fonts: {} faces known, read {families:?} in {} ms",
+            db.len(),
+            started.elapsed().as_millis()
+        );
+        fonts
+    }
+
+    /// Chooses the chain from `db`, trying `wanted` first.
+    pub fn from_db(db: &fontdb::Database, wanted: Option<&str>) -> Fonts {
+        use fontdb::{Family, Query, Stretch, Style, Weight};
+        let mut regular: Vec<(fontdb::ID, Face)> = Vec::new();
+        let query = |name: &str, weight| {
+            db.query(&Query {
+                families: &[Family::Name(name)],
+                weight,
+                stretch: Stretch::Normal,
+                style: Style::Normal,
+            })
+        };
+        let mut bold = None;
+        for name in wanted.into_iter().chain(FAMILIES.iter().copied()) {
+            let Some(id) = query(name, Weight::NORMAL) else {
+                continue;
+            };
+            if let Some(face) = read(db, id) {
+                bold = query(name, Weight::BOLD)
+                    .filter(|b| *b != id && db.face(*b).is_some_and(|f| f.weight.0 >= 600))
+                    .and_then(|b| read(db, b));
+                regular.push((id, face));
+                break;
+            }
+        }
+        // Fallbacks: per script, the first face (upright, regular, proportional preferred)
+        // that has it.
+        let mut candidates: Vec<&fontdb::FaceInfo> = db.faces().collect();
+        candidates.sort_by_key(|f| {
+            (
+                f.style != Style::Normal,
+                f.weight.0.abs_diff(400),
+                f.monospaced,
+                !f.families.iter().any(|(n, _)| n.contains("Sans")),
+                f.families.first().map(|(n, _)| n.clone()),
+            )
+        });
+        if regular.is_empty()
+            && let Some(face) = candidates.first().and_then(|f| read(db, f.id))
+        {
+            regular.push((candidates[0].id, face));
+        }
+        for &c in SCRIPT_SAMPLES {
+            if regular.iter().any(|(_, f)| has(&f.font, c)) {
+                continue;
+            }
+            let found = candidates.iter().find(|f| {
+                !regular.iter().any(|(id, _)| *id == f.id)
+                    && db
+                        .with_face_data(f.id, |data, index| {
+                            FontRef::try_from_slice_and_index(data, index)
+                                .is_ok_and(|font| font.glyph_id(c).0 != 0)
+                        })
+                        .unwrap_or(false)
+            });
+            if let Some(f) = found
+                && let Some(face) = read(db, f.id)
+            {
+                regular.push((f.id, face));
+            }
+        }
+        let mut faces: Vec<Face> = regular.into_iter().map(|(_, f)| f).collect();
+        let regular: Vec<usize> = (0..faces.len()).collect();
+        let mut bold_chain = Vec::new();
+        if let Some(b) = bold {
+            faces.push(b);
+            bold_chain.push(faces.len() - 1);
+        }
+        bold_chain.extend(regular.iter().copied());
+        Fonts {
+            faces,
+            regular,
+            bold: bold_chain,
+        }
+    }
+
+    /// True when no font was found (the dialog then draws boxes for every character).
+    pub fn is_empty(&self) -> bool {
+        self.regular.is_empty()
+    }
+}
+
+/// True when `font` has a glyph for `c`.
+pub fn has(font: &FontVec, c: char) -> bool {
+    font.glyph_id(c).0 != 0
+}
+
+/// Reads face `id` into memory.
+fn read(db: &fontdb::Database, id: fontdb::ID) -> Option<Face> {
+    let family = db
+        .face(id)?
+        .families
+        .first()
+        .map(|(n, _)| n.clone())
+        .unwrap_or_default();
+    db.with_face_data(id, |data, index| {
+        FontVec::try_from_vec_and_index(data.to_vec(), index).ok()
+    })
+    .flatten()
+    .map(|font| Face { font, family })
+}
