@@ -23,6 +23,7 @@ mod sys;
 mod takeover;
 mod visible;
 mod wl;
+mod xsettings;
 mod xui;
 
 use anyhow::Context as _;

@@ -270,6 +270,65 @@ pub fn put_pixels(
     Ok(())
 }
 
+/// The screen's scale for the dialog: `Xft.dpi` / 96 from the `RESOURCE_MANAGER` property
+/// (what GNOME, KDE and `xrdb` publish), else 2 when RandR says the primary output has at
+/// least 192 dots per inch and 1200 lines (GNOME's rule), else 1.
+pub fn screen_scale(conn: &Conn, root: Window) -> f32 {
+    let resources = conn
+        .get_property(
+            false,
+            root,
+            AtomEnum::RESOURCE_MANAGER,
+            AtomEnum::STRING,
+            0,
+            1 << 16,
+        )
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .map(|r| String::from_utf8_lossy(&r.value).into_owned());
+    if let Some(dpi) = resources.as_deref().and_then(xft_dpi) {
+        return scale_for_dpi(dpi);
+    }
+    randr_scale(conn, root).unwrap_or(1.0)
+}
+
+/// `Xft.dpi` in an X resources string.
+pub fn xft_dpi(resources: &str) -> Option<f32> {
+    resources.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "Xft.dpi")
+            .then(|| v.trim().parse::<f32>().ok())
+            .flatten()
+            .filter(|d| d.is_finite() && *d > 0.0)
+    })
+}
+
+/// The scale for a resolution: dpi / 96 in quarter steps, between 1 and 4.
+pub fn scale_for_dpi(dpi: f32) -> f32 {
+    ((dpi / 96.0 * 4.0).round() / 4.0).clamp(1.0, 4.0)
+}
+
+fn randr_scale(conn: &Conn, root: Window) -> Option<f32> {
+    use x11rb::protocol::randr::ConnectionExt as _;
+    let primary = conn
+        .randr_get_output_primary(root)
+        .ok()?
+        .reply()
+        .ok()?
+        .output;
+    let info = conn.randr_get_output_info(primary, 0).ok()?.reply().ok()?;
+    if info.mm_width == 0 || info.crtc == 0 {
+        return None;
+    }
+    let crtc = conn.randr_get_crtc_info(info.crtc, 0).ok()?.reply().ok()?;
+    let dpi = f32::from(crtc.width) * 25.4 / info.mm_width as f32;
+    Some(if dpi >= 192.0 && crtc.height >= 1200 {
+        2.0
+    } else {
+        1.0
+    })
+}
+
 /// WM_NAME is Latin-1 (type STRING): names go there with anything else escaped as `\u{..}`
 /// (`_NET_WM_NAME` carries the UTF-8 name).
 fn latin1_name(name: &str) -> Vec<u8> {
@@ -302,7 +361,7 @@ pub struct Ui {
     pub fonts: Fonts,
     /// The dialog's colours.
     pub theme: Theme,
-    /// The dialog's scale.
+    /// The screen's scale (see [`screen_scale`]).
     pub scale: f32,
     /// The screen's pixel format.
     pub fmt: PixelFormat,
@@ -320,9 +379,9 @@ impl Ui {
     ) -> Result<Self, ReplyOrIdError> {
         let screen = conn.setup().roots[screen_num].clone();
         let atoms = Atoms::intern(&conn)?;
-        let theme = crate::render::theme::LIGHT;
+        let theme = crate::xsettings::theme(&conn, screen_num);
         let pal = Palette::alloc(&conn, &screen, &theme);
-        let scale = 1.0;
+        let scale = screen_scale(&conn, screen.root);
         let fmt = PixelFormat::of(&conn, &screen).ok_or(ReplyOrIdError::ConnectionError(
             x11rb::errors::ConnectionError::UnsupportedExtension,
         ))?;
@@ -418,5 +477,15 @@ mod tests {
         };
         assert_eq!(f16.pixel(0xffffff), 0xffff);
         assert_eq!(f16.convert(&src, 2, (0, 0, 1, 1)), vec![0x11, 0xaa, 0, 0]);
+    }
+
+    #[test]
+    fn the_scale_comes_from_xft_dpi() {
+        assert_eq!(xft_dpi("Xft.antialias:\t1\nXft.dpi:\t192\n"), Some(192.0));
+        assert_eq!(xft_dpi("Xft.dpi: x"), None);
+        assert_eq!(scale_for_dpi(96.0), 1.0);
+        assert_eq!(scale_for_dpi(192.0), 2.0);
+        assert_eq!(scale_for_dpi(144.0), 1.5);
+        assert_eq!(scale_for_dpi(40.0), 1.0);
     }
 }

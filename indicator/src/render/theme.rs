@@ -1,4 +1,4 @@
-//! The dialog's colours (0xRRGGBB).
+//! The dialog's colours, light and dark (0xRRGGBB).
 
 /// A colour scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,3 +59,44 @@ pub const LIGHT: Theme = Theme {
     focus: 0x1c63c8,
     backdrop: 0x3a3a3a,
 };
+
+/// The dark scheme.
+pub const DARK: Theme = Theme {
+    dark: true,
+    bg: 0x2b2b2f,
+    edge: 0x6a6a70,
+    text: 0xf2f2f2,
+    hint: 0xb4b4b8,
+    danger: 0xff8088,
+    hover: 0x3a3f4a,
+    check_bg: 0x1f1f22,
+    check_border: 0xa0a0a6,
+    button: 0x45454b,
+    button_hover: 0x55555c,
+    button_border: 0x6c6c72,
+    accent: 0x3584e4,
+    accent_hover: 0x4a94ef,
+    accent_text: 0xffffff,
+    focus: 0x78aeed,
+    backdrop: 0x101010,
+};
+
+/// The scheme for a GTK theme name (as XSETTINGS `Net/ThemeName` publishes it) or a
+/// `color-scheme` value: dark when it says so.
+pub fn from_name(name: &str) -> Theme {
+    let n = name.to_ascii_lowercase();
+    if n.contains("dark") { DARK } else { LIGHT }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dark_only_when_the_name_says_so() {
+        assert_eq!(from_name("Adwaita-dark"), DARK);
+        assert_eq!(from_name("prefer-dark"), DARK);
+        assert_eq!(from_name("Breeze"), LIGHT);
+        assert_eq!(from_name(""), LIGHT);
+    }
+}

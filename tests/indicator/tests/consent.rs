@@ -778,6 +778,129 @@ fn small_request(id: u64, apps: &[(&str, bool)]) -> nish_proto::wire::indicator:
     req
 }
 
+/// Sets the desktop's `Xft.dpi` (its RESOURCE_MANAGER, as GNOME and KDE do on a HiDPI
+/// screen) with xrdb.
+fn set_xft_dpi(desk: &Desktop, dpi: u32) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("xrdb")
+        .args(["-display", &desk.display, "-merge"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("xrdb runs (package x11-xserver-utils)");
+    writeln!(child.stdin.take().unwrap(), "Xft.dpi: {dpi}").unwrap();
+    assert!(child.wait().unwrap().success(), "xrdb failed");
+}
+
+#[test]
+fn scale_two_doubles_the_layout_and_clicks_still_answer() {
+    let desk = Desktop::start();
+    let size = |ind: &mut Indicator, id: u64| {
+        show_consent(ind, small_request(id, &[("Gedit", true)]));
+        let top = desk.find_viewable("^nish-driver consent$");
+        let row = desk.find_viewable("^nish-driver consent: app:Gedit$");
+        let allow = desk.find_viewable("^nish-driver consent: allow$");
+        // The line's place inside the dialog.
+        let (tx, ty, ..) = desk.geometry(top);
+        let (x, y, w, h) = desk.geometry(row);
+        (top, desk.geometry(top), (x - tx, y - ty, w, h), allow)
+    };
+    let mut one = Indicator::spawn(&desk, &[]);
+    let (top1, (_, _, w1, h1), (rx1, ry1, rw1, rh1), _) = size(&mut one, 80);
+    one.send(BrokerToIndicator::CancelConsent { id: 80 });
+    assert!(gone(&desk, top1));
+    drop(one);
+
+    set_xft_dpi(&desk, 192);
+    let mut two = Indicator::spawn(&desk, &[]);
+    let (top2, (_, _, w2, h2), (rx2, ry2, rw2, rh2), allow) = size(&mut two, 81);
+    eprintln!("scale 1: {w1}x{h1}, scale 2: {w2}x{h2}");
+    assert_eq!(h2, 2 * h1, "the height doubles");
+    assert!(w2.abs_diff(2 * w1) <= 4, "the width doubles: {w1} -> {w2}");
+    assert_eq!(
+        (rx2, ry2, rh2),
+        (2 * rx1, 2 * ry1, 2 * rh1),
+        "the app line doubles"
+    );
+    assert!(rw2.abs_diff(2 * rw1) <= 4, "{rw1} -> {rw2}");
+    // Text on Allow, and the person's click answers as at scale 1.
+    std::thread::sleep(Duration::from_millis(700));
+    let dark = desk.dark_pixels(allow);
+    assert!(dark > 80, "no text on Allow ({dark} dark pixels)");
+    desk.screenshot("consent-dialog-scale-2.png");
+    desk.real_click(allow);
+    let a = consent(two.recv(Duration::from_secs(5)), 81);
+    assert!(a.allow && a.apps == ["Gedit"], "{a:?}");
+    assert!(gone(&desk, top2));
+}
+
+/// Plays a desktop's XSETTINGS manager publishing `Net/ThemeName` = `theme`: owns
+/// `_XSETTINGS_S0` with a window carrying `_XSETTINGS_SETTINGS` (what gnome-settings-daemon
+/// does).
+fn publish_theme_name(desk: &Desktop, theme: &str) -> Window {
+    let mut v = vec![0u8, 0, 0, 0];
+    v.extend_from_slice(&1u32.to_le_bytes());
+    v.extend_from_slice(&1u32.to_le_bytes());
+    let name = b"Net/ThemeName";
+    v.extend_from_slice(&[1, 0]);
+    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    v.extend_from_slice(name);
+    v.resize(v.len().div_ceil(4) * 4, 0);
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v.extend_from_slice(&(theme.len() as u32).to_le_bytes());
+    v.extend_from_slice(theme.as_bytes());
+    v.resize(v.len().div_ceil(4) * 4, 0);
+    let w = desk.unmapped_test_window(0, 0, 1, 1);
+    let settings = desk.intern("_XSETTINGS_SETTINGS");
+    desk.conn
+        .change_property8(
+            x11rb::protocol::xproto::PropMode::REPLACE,
+            w,
+            settings,
+            settings,
+            &v,
+        )
+        .unwrap();
+    let sel = desk.intern("_XSETTINGS_S0");
+    desk.conn.set_selection_owner(w, sel, 0u32).unwrap();
+    desk.conn.sync().unwrap();
+    w
+}
+
+#[test]
+fn a_dark_desktop_theme_gives_the_dark_dialog() {
+    let desk = Desktop::start();
+    let bg = |desk: &Desktop| {
+        let mut ind = Indicator::spawn(desk, &[]);
+        show_consent(&mut ind, small_request(110, &[("Gedit", true)]));
+        let top = desk.find_viewable("^nish-driver consent$");
+        std::thread::sleep(Duration::from_millis(300));
+        let img = desk
+            .conn
+            .get_image(
+                x11rb::protocol::xproto::ImageFormat::Z_PIXMAP,
+                top,
+                6,
+                6,
+                1,
+                1,
+                !0,
+            )
+            .unwrap()
+            .reply()
+            .unwrap();
+        ind.send(BrokerToIndicator::CancelConsent { id: 110 });
+        assert!(gone(desk, top));
+        (img.data[2], img.data[1], img.data[0])
+    };
+    let light = bg(&desk);
+    let _manager = publish_theme_name(&desk, "Adwaita-dark");
+    let dark = bg(&desk);
+    eprintln!("light {light:?}, dark {dark:?}");
+    let luma = |(r, g, b): (u8, u8, u8)| u32::from(r) + u32::from(g) + u32::from(b);
+    assert!(luma(light) > 3 * 0xe0, "light background {light:?}");
+    assert!(luma(dark) < 3 * 0x50, "dark background {dark:?}");
+}
+
 /// The pixels of a window's middle part (4 px inside its edges), as the screen shows them.
 fn inner_pixels(desk: &Desktop, w: Window) -> Vec<u8> {
     let (_, _, ww, hh) = desk.geometry(w);
