@@ -51,6 +51,7 @@ pub(crate) async fn consent(
         Err(RequestError::TimedOut(_)) => ConsentAnswer {
             allow: false,
             apps: vec![],
+            programs: vec![],
             takeover: false,
             clipboard: false,
         },
@@ -61,15 +62,28 @@ pub(crate) async fn consent(
             return Err(b.indicator.failed(&ind, e, CallKind::Read).await);
         }
     };
-    // Re-validate: only apps the dialog listed, only lines it showed.
-    let listed: Vec<&str> = req.apps.iter().map(|a| a.name.as_str()).collect();
-    Ok(ConsentAnswer {
-        allow: answer.allow,
-        apps: answer
+    // Re-validate: only apps the dialog listed (name and program), only lines it showed; an
+    // answer whose programs do not pair with its apps grants no app.
+    let listed: Vec<(&str, &str)> = req
+        .apps
+        .iter()
+        .map(|a| (a.name.as_str(), a.program.as_str()))
+        .collect();
+    let (apps, programs): (Vec<String>, Vec<String>) = if answer.apps.len() == answer.programs.len()
+    {
+        answer
             .apps
             .into_iter()
-            .filter(|a| listed.contains(&a.as_str()))
-            .collect(),
+            .zip(answer.programs)
+            .filter(|(a, p)| listed.contains(&(a.as_str(), p.as_str())))
+            .unzip()
+    } else {
+        (vec![], vec![])
+    };
+    Ok(ConsentAnswer {
+        allow: answer.allow,
+        apps,
+        programs,
         takeover: answer.takeover && req.takeover,
         clipboard: answer.clipboard && req.clipboard,
     })

@@ -20,7 +20,7 @@
 use std::time::Instant;
 
 use nish_proto::model::escape_clip;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog, ConsentRequest};
+use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog};
 use x11rb::connection::Connection;
 use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::Event;
@@ -33,38 +33,15 @@ use x11rb::wrapper::ConnectionExt as _;
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
 use crate::click::{ButtonEvent, RealClick};
-use crate::i18n::Messages;
 use crate::render::canvas::Canvas;
 use crate::render::{layout, layout::Layout, paint};
+pub use crate::text::Kind;
+use crate::text::NAME_CHARS;
 use crate::visible::{self, Rect};
 use crate::xui::{self, Ui};
 
-/// Untrusted names (host, apps) are escaped and cut to this many characters.
-pub const NAME_CHARS: usize = 48;
-/// The program path is cut to this many characters (keeping its end).
-pub const PROGRAM_CHARS: usize = 60;
 /// The top-level window's name.
 pub const TITLE: &str = "nish-driver consent";
-/// The takeover line in English, exactly as the contract words it (the catalogue's
-/// `takeover`).
-#[cfg(test)]
-pub const TAKEOVER_LINE: &str = "ALSO allow VISIBLE TAKEOVER";
-
-/// What a control does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// The app line with this index in the request.
-    App(usize),
-    /// "ALSO allow VISIBLE TAKEOVER".
-    Takeover,
-    /// "Allow reading the clipboard".
-    Clipboard,
-    /// The Allow button.
-    Allow,
-    /// The Deny button.
-    Deny,
-}
-
 /// The WM_NAME of a control window.
 pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
     match kind {
@@ -79,149 +56,6 @@ pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
         Kind::Allow => format!("{TITLE}: allow"),
         Kind::Deny => format!("{TITLE}: deny"),
     }
-}
-
-/// The line saying what name the program gives itself (escaped and cut: its own claim).
-pub fn claimed_line(m: &Messages, claimed: &str) -> String {
-    let claimed = escape_clip(claimed, NAME_CHARS);
-    if claimed.is_empty() {
-        m.get("claimed_none").to_string()
-    } else {
-        m.fmt("claimed", &[("name", &claimed)])
-    }
-}
-
-/// `s`'s end, at most [`PROGRAM_CHARS`] characters, escaped.
-fn path_end(s: &str) -> String {
-    let chars: Vec<char> = s.chars().collect();
-    let tail: String = if chars.len() > PROGRAM_CHARS {
-        let keep: String = chars[chars.len() - (PROGRAM_CHARS - 1)..].iter().collect();
-        format!("\u{2026}{keep}")
-    } else {
-        s.to_string()
-    };
-    escape_clip(&tail, PROGRAM_CHARS + 8)
-}
-
-/// The program line: the executable (its end kept when long) and the pid.
-pub fn program_line(m: &Messages, exe: &str, pid: u32) -> String {
-    let exe = if exe.is_empty() {
-        m.get("program_unknown").to_string()
-    } else {
-        path_end(exe)
-    };
-    if pid == 0 {
-        m.fmt("program_no_pid", &[("exe", &exe)])
-    } else {
-        m.fmt("program", &[("exe", &exe), ("pid", &pid.to_string())])
-    }
-}
-
-/// For an interpreter, the line naming the script it runs (its end kept when long), marked as
-/// what its command line says; none otherwise.
-pub fn script_line(m: &Messages, script: &str) -> Option<String> {
-    (!script.is_empty()).then(|| m.fmt("script", &[("script", &path_end(script))]))
-}
-
-/// The lease line.
-pub fn lease_line(m: &Messages, minutes: u32) -> String {
-    match minutes {
-        1 => m.get("lease_one").to_string(),
-        n => m.fmt("lease_many", &[("n", &n.to_string())]),
-    }
-}
-
-/// An app line's label: its name and its window count.
-pub fn app_label(m: &Messages, app: &ConsentApp) -> String {
-    let n = escape_clip(&app.name, NAME_CHARS);
-    let n = if n.is_empty() {
-        m.get("no_name").to_string()
-    } else {
-        n
-    };
-    let count = match app.windows {
-        1 => m.get("windows_one").to_string(),
-        w => m.fmt("windows_many", &[("n", &w.to_string())]),
-    };
-    format!("{n}  {count}")
-}
-
-/// The dialog's text for one request, in one language: what both dialogs (X11 and Wayland)
-/// draw, in this order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DialogText {
-    /// "A program asks to use your apps".
-    pub heading: String,
-    /// The program and its pid.
-    pub program: String,
-    /// An interpreter's script, as its command line says.
-    pub script: Option<String>,
-    /// The name the host claims.
-    pub claimed: String,
-    /// The lease.
-    pub lease: String,
-    /// What the session may do.
-    pub use_line: String,
-    /// The heading of the app lines (or that there is nothing to tick).
-    pub apps_heading: String,
-    /// How many requested apps are not open.
-    pub missing: Option<String>,
-    /// The takeover line.
-    pub takeover: String,
-    /// The two lines under it.
-    pub takeover_hints: [String; 2],
-    /// The clipboard line.
-    pub clipboard: String,
-    /// The assistive-input warning.
-    pub assistive: String,
-    /// The note on the timeout.
-    pub note: String,
-    /// Deny.
-    pub deny: String,
-    /// Allow.
-    pub allow: String,
-}
-
-impl DialogText {
-    /// The text of `req` in `m`'s language.
-    pub fn new(m: &Messages, req: &ConsentRequest) -> Self {
-        let secs = req.timeout().as_millis().div_ceil(1000).to_string();
-        DialogText {
-            heading: m.get("heading").into(),
-            program: program_line(m, &req.program.exe, req.program.pid),
-            script: script_line(m, &req.program.script),
-            claimed: claimed_line(m, &req.host_claimed),
-            lease: lease_line(m, req.lease_minutes),
-            use_line: m.get("use").into(),
-            apps_heading: m
-                .get(if req.apps.is_empty() {
-                    "apps_none"
-                } else {
-                    "apps"
-                })
-                .into(),
-            missing: match req.missing_requested {
-                0 => None,
-                1 => Some(m.get("missing_one").into()),
-                n => Some(m.fmt("missing_many", &[("n", &n.to_string())])),
-            },
-            takeover: m.get("takeover").into(),
-            takeover_hints: [
-                m.get("takeover_hint_1").into(),
-                m.get("takeover_hint_2").into(),
-            ],
-            clipboard: m.get("clipboard").into(),
-            assistive: m.get("assistive").into(),
-            note: m.fmt("note", &[("secs", &secs)]),
-            deny: m.get("deny").into(),
-            allow: m.get("allow").into(),
-        }
-    }
-}
-
-/// The line saying how many app lines are not shown.
-pub fn hidden_line(m: &Messages, n: usize) -> String {
-    m.fmt("hidden", &[("n", &n.to_string())])
 }
 
 #[derive(Debug)]
@@ -270,8 +104,30 @@ pub fn denied() -> ConsentAnswer {
     ConsentAnswer {
         allow: false,
         apps: Vec::new(),
+        programs: Vec::new(),
         takeover: false,
         clipboard: false,
+    }
+}
+
+/// The answer the lines of `l` give when Allow is pressed: the ticked apps (their names
+/// exactly as the broker sent them, with their programs) and the ticked extra lines.
+pub fn allowed(l: &Layout) -> ConsentAnswer {
+    let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
+    let picked: Vec<&ConsentApp> = l
+        .controls
+        .iter()
+        .filter_map(|c| match c.kind {
+            Kind::App(i) if c.ticked => l.apps.get(i),
+            _ => None,
+        })
+        .collect();
+    ConsentAnswer {
+        allow: true,
+        apps: picked.iter().map(|a| a.name.clone()).collect(),
+        programs: picked.iter().map(|a| a.program.clone()).collect(),
+        takeover: ticked(Kind::Takeover),
+        clipboard: ticked(Kind::Clipboard),
     }
 }
 
@@ -458,23 +314,10 @@ impl Dialog {
     }
 
     fn answer(&self, allow: bool) -> ConsentAnswer {
-        if !allow {
-            return denied();
-        }
-        let l = &self.layout;
-        let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
-        ConsentAnswer {
-            allow: true,
-            apps: l
-                .controls
-                .iter()
-                .filter_map(|c| match c.kind {
-                    Kind::App(i) if c.ticked => Some(l.apps[i].name.clone()),
-                    _ => None,
-                })
-                .collect(),
-            takeover: ticked(Kind::Takeover),
-            clipboard: ticked(Kind::Clipboard),
+        if allow {
+            allowed(&self.layout)
+        } else {
+            denied()
         }
     }
 
@@ -693,81 +536,6 @@ mod tests {
         let long = "x".repeat(200);
         let n = control_name(Kind::App(0), Some(&long));
         assert!(n.chars().count() <= "nish-driver consent: app:".len() + NAME_CHARS + 1);
-    }
-
-    #[test]
-    fn what_the_person_reads() {
-        let en = Messages::new("en");
-        assert_eq!(
-            program_line(&en, "/usr/bin/python3.11", 4242),
-            "Program: /usr/bin/python3.11 (pid 4242)"
-        );
-        assert_eq!(program_line(&en, "", 0), "Program: an unknown program");
-        let long = format!("/opt/{}/host", "d".repeat(100));
-        let l = program_line(&en, &long, 7);
-        assert!(
-            l.contains("\u{2026}") && l.ends_with("dd/host (pid 7)"),
-            "{l}"
-        );
-        assert!(program_line(&en, "/tmp/a\nb", 1).contains("a\\nb"));
-        assert_eq!(script_line(&en, ""), None, "not an interpreter: no line");
-        assert_eq!(
-            script_line(&en, "/home/u/host.js").as_deref(),
-            Some("Running: /home/u/host.js (as its command line says)")
-        );
-        let l = script_line(&en, &format!("/{}/x.py\n\u{202e}", "d".repeat(100))).unwrap();
-        assert!(
-            l.contains('\u{2026}') && l.contains("x.py\\n\\u{202e}"),
-            "{l}"
-        );
-        assert_eq!(
-            lease_line(&en, 15),
-            "Lease: 15 minutes, then it must ask again."
-        );
-        assert_eq!(
-            lease_line(&en, 1),
-            "Lease: 1 minute, then it must ask again."
-        );
-        let app = |w| ConsentApp {
-            name: "Gedit".into(),
-            ticked: false,
-            windows: w,
-        };
-        assert_eq!(app_label(&en, &app(1)), "Gedit  (1 window)");
-        assert_eq!(app_label(&en, &app(3)), "Gedit  (3 windows)");
-    }
-
-    #[test]
-    fn the_english_takeover_line_is_the_contracts() {
-        assert_eq!(Messages::new("en").get("takeover"), TAKEOVER_LINE);
-        let de = DialogText::new(&Messages::new("de"), &request());
-        assert_eq!(de.allow, "Erlauben");
-        assert_eq!(
-            de.note,
-            "Antworten Sie mit einem Mausklick. Ohne Antwort in 60 s gilt Ablehnen."
-        );
-        assert!(
-            de.program.starts_with("Programm: /usr/bin/host"),
-            "{}",
-            de.program
-        );
-    }
-
-    fn request() -> ConsentRequest {
-        ConsentRequest {
-            host_claimed: "Host".into(),
-            program: nish_proto::wire::indicator::HostProgram {
-                exe: "/usr/bin/host".into(),
-                pid: 7,
-                script: String::new(),
-            },
-            apps: vec![],
-            missing_requested: 0,
-            lease_minutes: 15,
-            takeover: true,
-            clipboard: false,
-            timeout_ms: 60_000,
-        }
     }
 
     #[test]

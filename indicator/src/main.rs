@@ -21,6 +21,7 @@ mod render;
 mod servertime;
 mod sys;
 mod takeover;
+mod text;
 mod visible;
 mod wl;
 mod xsettings;

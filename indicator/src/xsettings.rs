@@ -10,7 +10,7 @@ use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
 
 use crate::render::theme::{self, Theme};
-use crate::xui::Conn;
+use x11rb::rust_connection::RustConnection as Conn;
 
 /// The dialog's colours for the desktop on `screen`.
 pub fn theme(conn: &Conn, screen: usize) -> Theme {

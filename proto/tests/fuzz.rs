@@ -658,11 +658,15 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
 }
 
 fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
-    let app = (s(), any::<bool>(), any::<u32>()).prop_map(|(name, ticked, windows)| ConsentApp {
-        name,
-        ticked,
-        windows,
-    });
+    let app =
+        (s(), any::<bool>(), any::<u32>(), s()).prop_map(|(name, ticked, windows, program)| {
+            ConsentApp {
+                name,
+                ticked,
+                windows,
+                program,
+            }
+        });
     let dialog = (
         (any::<u64>(), s(), s(), any::<u32>(), s()),
         (
@@ -723,15 +727,19 @@ fn indicator_to_broker() -> impl Strategy<Value = IndicatorToBroker> {
     let answer = (
         any::<bool>(),
         proptest::collection::vec(s(), 0..4),
+        proptest::collection::vec(s(), 0..4),
         any::<bool>(),
         any::<bool>(),
     )
-        .prop_map(|(allow, apps, takeover, clipboard)| ConsentAnswer {
-            allow,
-            apps,
-            takeover,
-            clipboard,
-        });
+        .prop_map(
+            |(allow, apps, programs, takeover, clipboard)| ConsentAnswer {
+                allow,
+                apps,
+                programs,
+                takeover,
+                clipboard,
+            },
+        );
     prop_oneof![
         lockdown().prop_map(IndicatorToBroker::Lockdown),
         (any::<u64>(), answer).prop_map(|(id, answer)| IndicatorToBroker::Consent { id, answer }),
@@ -1108,6 +1116,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                         name: "Notes".into(),
                         ticked: true,
                         windows: 1,
+                        program: "notes".into(),
                     }],
                     missing_requested: 0,
                     lease_minutes: 15,

@@ -1398,6 +1398,7 @@ impl Backend for MockBackend {
             _ => ConsentAnswer {
                 allow: false,
                 apps: vec![],
+                programs: vec![],
                 takeover: false,
                 clipboard: false,
             },
@@ -1813,6 +1814,7 @@ impl MockBackend {
                 let answer = ConsentAnswer {
                     allow: true,
                     apps: ticked.clone(),
+                    programs: vec![],
                     takeover: takeover && p.req.takeover,
                     clipboard: clipboard && p.req.clipboard,
                 };
@@ -1843,6 +1845,7 @@ impl MockBackend {
                 let _ = p.tx.send(ConsentAnswer {
                     allow: false,
                     apps: vec![],
+                    programs: vec![],
                     takeover: false,
                     clipboard: false,
                 });

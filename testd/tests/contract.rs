@@ -146,6 +146,12 @@ async fn the_dialog_lists_every_app_and_ticks_only_exact_names() {
         ],
         "every app with a visible window, only the exact name (case aside) ticked"
     );
+    let programs: Vec<&str> = d.apps.iter().map(|a| a.program.as_str()).collect();
+    assert_eq!(
+        programs,
+        ["atlas", "notes", "mail", "vault"],
+        "each line names its program, the executable's basename"
+    );
     assert_eq!(
         d.missing_requested, 2,
         "\"e\" and \"Nothing here\" are not open"

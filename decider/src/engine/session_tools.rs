@@ -50,6 +50,22 @@ pub(crate) fn app_matches(want: &str, w: &WindowInfo) -> bool {
     !want.is_empty() && (w.app.to_lowercase() == want || w.title.to_lowercase().contains(&want))
 }
 
+/// A program's name as the consent dialog shows it: its executable's basename (empty when
+/// unknown).
+pub fn program_name(exe: &str) -> String {
+    exe.rsplit('/').next().unwrap_or_default().to_string()
+}
+
+impl<B: Backend> Engine<B> {
+    /// The program behind a window's process (see [`program_name`]).
+    fn program_of(&self, pid: u32) -> String {
+        self.backend
+            .identity(pid)
+            .map(|id| program_name(&id.exe))
+            .unwrap_or_default()
+    }
+}
+
 impl<B: Backend> Engine<B> {
     /// The refusal of a consent whose host is not the pinned one any more, audited.
     fn host_changed(&self, s: &Session) -> DriverError {
@@ -215,16 +231,33 @@ impl<B: Backend> Engine<B> {
             .map(|w| w.trim().to_lowercase())
             .filter(|w| !w.is_empty())
             .collect();
+        // One line per app name and program (the executable's basename, from the kernel): two
+        // programs that give themselves one name are two lines. A line is ticked when its name
+        // equals a requested one and no other program gives itself that name (then the person
+        // picks).
         let mut apps: Vec<ConsentApp> = Vec::new();
         for w in windows.iter().filter(|w| w.visible) {
-            match apps.iter_mut().find(|a| a.name == w.app) {
+            let program = self.program_of(w.pid);
+            match apps
+                .iter_mut()
+                .find(|a| a.name == w.app && a.program == program)
+            {
                 Some(a) => a.windows += 1,
                 None => apps.push(ConsentApp {
                     name: w.app.clone(),
                     ticked: wanted.contains(&w.app.trim().to_lowercase()),
                     windows: 1,
+                    program,
                 }),
             }
+        }
+        let shared: Vec<String> = apps
+            .iter()
+            .filter(|a| apps.iter().filter(|b| b.name == a.name).count() > 1)
+            .map(|a| a.name.clone())
+            .collect();
+        for a in apps.iter_mut().filter(|a| shared.contains(&a.name)) {
+            a.ticked = false;
         }
         let mut missing: Vec<&String> = wanted
             .iter()
@@ -321,12 +354,15 @@ impl<B: Backend> Engine<B> {
             }
         };
 
-        // Bind each ticked app to the processes that have its windows now.
+        // Bind each ticked app to the processes of its program that have its windows now (an
+        // answer without programs, from an older indicator, binds by name alone).
         let mut grants: Vec<AppGrant> = Vec::new();
-        for name in &answer.apps {
+        for (i, name) in answer.apps.iter().enumerate() {
+            let program = answer.programs.get(i);
             let mut procs = Vec::new();
             for w in windows.iter().filter(|w| &w.app == name) {
                 if let Some(id) = self.backend.identity(w.pid)
+                    && program.is_none_or(|p| *p == program_name(&id.exe))
                     && !procs.contains(&id)
                 {
                     procs.push(id);

@@ -6,8 +6,8 @@ use nish_proto::wire::indicator::{ConsentApp, ConsentRequest};
 
 use super::canvas::{Style, text_width};
 use super::fonts::Fonts;
-use crate::consent::{DialogText, Kind, app_label, hidden_line};
 use crate::i18n::Messages;
+use crate::text::{DialogText, Kind, app_label, hidden_line};
 
 /// A rectangle in the box's coordinates.
 pub use nish_proto::model::Rect;
@@ -374,6 +374,7 @@ mod tests {
                     name: format!("app{i}"),
                     ticked: i == 0,
                     windows: 1,
+                    program: String::new(),
                 })
                 .collect(),
             missing_requested: 2,

@@ -4,7 +4,7 @@ use super::canvas::{Canvas, Style};
 use super::fonts::Fonts;
 use super::layout::{Ink, Layout, Rect};
 use super::theme::Theme;
-use crate::consent::Kind;
+use crate::text::Kind;
 
 /// What changes between two paints of one layout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -198,6 +198,7 @@ mod tests {
                     name: (*n).into(),
                     ticked: true,
                     windows: 1,
+                    program: String::new(),
                 })
                 .collect(),
             missing_requested: 0,

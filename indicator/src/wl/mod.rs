@@ -100,22 +100,9 @@ impl WlDialog {
     }
 
     fn answer(&self, allow: bool) -> ConsentAnswer {
-        let Some(l) = self.layout.as_ref().filter(|_| allow) else {
-            return denied();
-        };
-        let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
-        ConsentAnswer {
-            allow: true,
-            apps: l
-                .controls
-                .iter()
-                .filter_map(|c| match c.kind {
-                    Kind::App(i) if c.ticked => Some(l.apps[i].name.clone()),
-                    _ => None,
-                })
-                .collect(),
-            takeover: ticked(Kind::Takeover),
-            clipboard: ticked(Kind::Clipboard),
+        match self.layout.as_ref().filter(|_| allow) {
+            Some(l) => crate::consent::allowed(l),
+            None => denied(),
         }
     }
 
@@ -945,6 +932,7 @@ mod tests {
                 name: "gedit".into(),
                 ticked: true,
                 windows: 1,
+                program: String::new(),
             }],
             missing_requested: 0,
             lease_minutes: 15,

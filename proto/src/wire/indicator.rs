@@ -15,6 +15,11 @@ pub struct ConsentApp {
     pub ticked: bool,
     /// How many visible windows the app has now.
     pub windows: u32,
+    /// The program behind these windows: the basename of its processes' executable, from the
+    /// kernel (`/proc/<pid>/exe`), not from the app; empty when unknown. Windows of one name
+    /// but different programs are different lines, so two apps that call themselves the same
+    /// are told apart.
+    pub program: String,
 }
 
 /// The program that asks, as the kernel tells it (not as the host claims).
@@ -85,6 +90,8 @@ pub struct ConsentAnswer {
     pub allow: bool,
     /// Apps ticked when Allow was clicked.
     pub apps: Vec<String>,
+    /// The program of each ticked app (`ConsentApp::program`), in the order of `apps`.
+    pub programs: Vec<String>,
     /// "ALSO allow VISIBLE TAKEOVER" was ticked.
     pub takeover: bool,
     /// "Allow reading the clipboard" was ticked.

@@ -202,6 +202,7 @@ fn only_the_persons_clicks_answer_and_the_answer_carries_the_ticks() {
         ConsentAnswer {
             allow: true,
             apps: vec!["Gedit".into()],
+            programs: vec!["gedit".into()],
             takeover: true,
             clipboard: false,
         }
@@ -240,6 +241,7 @@ fn real_clicks_toggle_apps_and_deny_denies() {
         ConsentAnswer {
             allow: true,
             apps: vec!["Calculator".into()],
+            programs: vec!["calculator".into()],
             takeover: false,
             clipboard: true,
         }
@@ -290,6 +292,7 @@ fn a_click_soon_after_a_driver_press_is_ignored() {
         ConsentAnswer {
             allow: true,
             apps: vec!["Gedit".into()],
+            programs: vec!["gedit".into()],
             takeover: false,
             clipboard: false,
         }
@@ -998,6 +1001,39 @@ fn apps_named_in_cyrillic_chinese_and_arabic_are_drawn_with_their_glyphs() {
             "{n} looks like empty boxes ({vs_box} pixels differ)"
         );
     }
+}
+
+#[test]
+fn two_apps_of_one_name_are_told_apart_by_their_program() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let mut req = small_request(120, &[("Calculator", false), ("Calculator", false)]);
+    req.request.apps[0].program = "gnome-calculator".into();
+    req.request.apps[1].program = "evil-calc".into();
+    show_consent(&mut ind, req);
+    let top = desk.find_viewable("^nish-driver consent$");
+    let mut rows: Vec<(i16, Window)> = desk
+        .search("^nish-driver consent: app:Calculator$")
+        .into_iter()
+        .map(|w| (desk.geometry(w).1, w))
+        .collect();
+    rows.sort();
+    assert_eq!(rows.len(), 2, "one line per program");
+    std::thread::sleep(Duration::from_millis(700));
+    // The two lines read differently: each shows its program.
+    let text = ocr(&desk, top, "consent-same-name");
+    eprintln!("{text}");
+    assert!(
+        text.contains("gnome-calculator") && text.contains("evil-calc"),
+        "OCR did not find both programs in:\n{text}"
+    );
+    desk.real_click(rows[1].1);
+    std::thread::sleep(Duration::from_millis(100));
+    desk.real_click(desk.find_viewable("^nish-driver consent: allow$"));
+    let a = consent(ind.recv(Duration::from_secs(5)), 120);
+    assert!(a.allow);
+    assert_eq!(a.apps, ["Calculator"]);
+    assert_eq!(a.programs, ["evil-calc"], "the ticked line's program only");
 }
 
 #[test]

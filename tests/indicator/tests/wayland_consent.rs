@@ -307,11 +307,13 @@ fn request(id: u64) -> ConsentDialog {
                     name: "gedit".into(),
                     ticked: true,
                     windows: 1,
+                    program: "gedit".into(),
                 },
                 ConsentApp {
                     name: "calc".into(),
                     ticked: false,
                     windows: 2,
+                    program: "gnome-calculator".into(),
                 },
             ],
             missing_requested: 0,
@@ -353,6 +355,10 @@ fn the_person_answers_the_wayland_dialog_by_clicking_and_by_nothing_else() {
     let a = consent(ind.recv(ANSWER), 1);
     assert!(a.allow, "{a:?}");
     assert_eq!(a.apps, vec!["gedit".to_string(), "calc".to_string()]);
+    assert_eq!(
+        a.programs,
+        vec!["gedit".to_string(), "gnome-calculator".to_string()]
+    );
     assert!(!a.clipboard && !a.takeover);
 
     // Deny.

@@ -878,6 +878,9 @@ pub fn consent_request(id: u64, apps: &[(&str, bool)]) -> ConsentDialog {
                     name: (*name).into(),
                     ticked: *ticked,
                     windows: 1,
+                    // The program as the broker reads it from /proc: here the name in
+                    // lower case.
+                    program: name.to_lowercase(),
                 })
                 .collect(),
             missing_requested: 0,
