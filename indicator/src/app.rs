@@ -106,6 +106,39 @@ pub struct App {
     /// Events read but not handled yet (while waiting for the first stamp, or after a button
     /// event's visibility check), with their sequence numbers: handled first, in order.
     early: VecDeque<(Event, u64)>,
+    /// The keyboard mapping, for the dialog's keys.
+    keymap: Keymap,
+}
+
+/// The server's keyboard mapping: keycode to keysyms.
+#[derive(Debug, Default)]
+struct Keymap {
+    min: u8,
+    per: u8,
+    syms: Vec<u32>,
+}
+
+impl Keymap {
+    fn load(conn: &crate::xui::Conn) -> Result<Self, ReplyError> {
+        let (min, max) = (conn.setup().min_keycode, conn.setup().max_keycode);
+        let km = conn.get_keyboard_mapping(min, max - min + 1)?.reply()?;
+        Ok(Keymap {
+            min,
+            per: km.keysyms_per_keycode,
+            syms: km.keysyms,
+        })
+    }
+
+    /// The keycode's first keysym (0 when none).
+    fn keysym(&self, code: u32) -> u32 {
+        let Some(i) = (code as usize).checked_sub(usize::from(self.min)) else {
+            return 0;
+        };
+        self.syms
+            .get(i * usize::from(self.per))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 impl App {
@@ -152,6 +185,7 @@ impl App {
                 }
             }
         }
+        let keymap = Keymap::load(&ui.conn)?;
         let mut link = link;
         link.send(&IndicatorToBroker::Ready { hotkey_grabbed })?;
         ui.conn.flush()?;
@@ -170,6 +204,7 @@ impl App {
             live: Liveness::new(Instant::now()),
             clock,
             early,
+            keymap,
         })
     }
 
@@ -229,6 +264,54 @@ impl App {
                     t.rearm_continue(now, hidden_cause(why));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// An XInput 2 key press on the consent dialog (it has the focus): judged as a click's
+    /// press is (the source device, the dialog fully visible and unchanged since, armed, the
+    /// driver quiet). The key itself is never logged.
+    fn xi_key(&mut self, e: &xinput::KeyPressEvent, now: Instant) -> Result<(), Fail> {
+        if e.flags.contains(xinput::KeyEventFlags::KEY_REPEAT) {
+            return Ok(());
+        }
+        let Some(d) = &self.dialog else {
+            return Ok(());
+        };
+        if !d.owns(e.event) {
+            return Ok(());
+        }
+        let shift = e.mods.effective
+            & u32::from(u16::from(x11rb::protocol::xproto::KeyButMask::SHIFT))
+            != 0;
+        let Some(key) = consent::Key::of(self.keymap.keysym(e.detail), shift) else {
+            return Ok(());
+        };
+        let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
+        let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
+        let own = self.own_windows();
+        let root = self.ui.root();
+        let screen = self.screen_size();
+        let rect = d.rect();
+        let group: HashSet<Window> = d.windows().collect();
+        let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok()
+            && !self.changed_after_the_click(rect, &group)?;
+        let d = self.dialog.as_mut().expect("checked");
+        if !visible {
+            d.rearm(now, "not fully visible at a key event");
+        }
+        let outcome = d.key(&mut self.ui, key, real, visible, now)?;
+        match d.refusal() {
+            Some(why) => tracing::info!(
+                device = e.sourceid,
+                real,
+                visible,
+                "a key on the consent dialog did not count: {why:?}"
+            ),
+            None => tracing::info!(device = e.sourceid, "a key on the consent dialog counted"),
+        }
+        if let Outcome::Answer(answer) = outcome {
+            self.answer(answer)?;
         }
         Ok(())
     }
@@ -744,6 +827,7 @@ impl App {
                 if let Some(h) = &mut self.hotkey {
                     h.regrab(&self.ui.conn, root)?;
                 }
+                self.keymap = Keymap::load(&self.ui.conn)?;
                 return Ok(());
             }
             Event::XinputHierarchy(_) => {
@@ -755,6 +839,10 @@ impl App {
                 self.pump_link_now()?;
                 let press = matches!(ev, Event::XinputButtonPress(_));
                 return self.xi_button(e, press, now);
+            }
+            Event::XinputKeyPress(e) => {
+                self.pump_link_now()?;
+                return self.xi_key(e, now);
             }
             _ => {}
         }

@@ -216,6 +216,27 @@ impl RealClick {
         self.pressed = self.refused.is_none().then_some((ev.window, ev.at));
     }
 
+    /// A key press on the group (X11 only): counts under the rule of a click's press, with
+    /// no button and no pointer: from the person's own keyboard (a slave device that is not
+    /// XTEST's; SendEvent keys never reach XInput 2), the group fully visible, armed, and the
+    /// driver quiet. Returns whether it counts.
+    pub fn key(&mut self, real: bool, visible: bool, at: Instant) -> bool {
+        self.refused = if !real {
+            Some(Refusal::Synthetic)
+        } else if !visible {
+            Some(Refusal::Covered)
+        } else if let Some(r) = self.arming(at) {
+            Some(r)
+        } else if !self.quiet_at(at) {
+            Some(Refusal::DriverQuiet)
+        } else {
+            None
+        };
+        // A key in the middle of a click ends that click.
+        self.pressed = None;
+        self.refused.is_none()
+    }
+
     /// A release; returns the window to activate when the press and release make a real click.
     pub fn release(&mut self, ev: ButtonEvent) -> Option<u32> {
         if ev.button != u32::from(LEFT_BUTTON) {
@@ -251,6 +272,27 @@ impl RealClick {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_count_under_the_rule_of_a_click() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        assert!(!r.key(true, true, t0 + ms(100)), "arming");
+        assert!(matches!(r.refusal(), Some(Refusal::Arming { .. })));
+        let t = t0 + ARM_DELAY + ms(1);
+        assert!(!r.key(false, true, t), "XTEST");
+        assert_eq!(r.refusal(), Some(Refusal::Synthetic));
+        assert!(!r.key(true, false, t), "covered");
+        assert_eq!(r.refusal(), Some(Refusal::Covered));
+        assert!(r.key(true, true, t));
+        assert_eq!(r.refusal(), None);
+        r.driver_press(t);
+        assert!(!r.key(true, true, t + ms(1000)), "driver not quiet");
+        assert_eq!(r.refusal(), Some(Refusal::DriverQuiet));
+        assert!(r.key(true, true, t + DRIVER_QUIET));
+        r.rearm(t + DRIVER_QUIET, "focused");
+        assert!(!r.key(true, true, t + DRIVER_QUIET + ms(10)), "re-armed");
+    }
 
     #[test]
     fn a_wake_up_much_later_than_the_loop_allowed_is_a_stall() {

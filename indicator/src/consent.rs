@@ -4,8 +4,9 @@
 //! InputOutput child window named `nish-driver consent: <what>`, so scripts can find it by
 //! name, and it changes only on a real click of the person (see [`crate::click`]): XInput 2
 //! button events from a device that is not an XTEST device, while the dialog is fully visible
-//! and has been for the arming delay ([`crate::visible`]). Keys do nothing: the dialog never
-//! selects key events.
+//! and has been for the arming delay ([`crate::visible`]). On the person's keyboard, the same
+//! rule holds for a key ([`Key`], [`Dialog::key`]): Tab and Shift+Tab move the focus ring, Space
+//! ticks, Enter presses; Deny has the focus when it opens.
 //!
 //! The dialog is override-redirect so that the indicator alone decides where it is and what is
 //! stacked on it: it is centred, never moved (a move by another client is put back and
@@ -26,8 +27,8 @@ use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::Event;
 use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
-    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, PropMode,
-    StackMode, Window, WindowClass,
+    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, InputFocus,
+    PropMode, StackMode, Window, WindowClass,
 };
 use x11rb::wrapper::ConnectionExt as _;
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
@@ -97,6 +98,8 @@ pub struct Dialog {
     /// The dialog's pixels (XRGB8888), drawn again when the state changes.
     pixels: Vec<u8>,
     drawn: Option<paint::State>,
+    /// The window that had the input focus before the dialog took it (given back at close).
+    focus_before: Option<Window>,
 }
 
 /// A denial.
@@ -174,9 +177,14 @@ impl Dialog {
             &CreateWindowAux::new()
                 .override_redirect(1)
                 .background_pixel(ui.pal.bg)
-                .event_mask(EventMask::EXPOSURE | EventMask::STRUCTURE_NOTIFY),
+                .event_mask(
+                    EventMask::EXPOSURE | EventMask::STRUCTURE_NOTIFY | EventMask::FOCUS_CHANGE,
+                ),
         )?;
         xui::mark_and_name(conn, &ui.atoms, top, TITLE)?;
+        // Keys through XInput 2 only (they carry the source device), on the dialog, which takes
+        // the input focus when it is mapped.
+        select_keys(conn, top)?;
         conn.change_property32(
             PropMode::REPLACE,
             top,
@@ -254,6 +262,7 @@ impl Dialog {
             controls,
             click: RealClick::new(now),
             state: paint::State { hover: None, focus },
+            focus_before: None,
         })
     }
 
@@ -299,7 +308,16 @@ impl Dialog {
 
     /// Removes the dialog.
     pub fn close(self, ui: &Ui) -> Result<(), ReplyOrIdError> {
+        // The focus goes back where it was, if the dialog still has it (a window gone since, or
+        // not viewable, makes the server refuse: ignored).
+        let now = ui.conn.get_input_focus()?.reply()?.focus;
+        let give_back = self.focus_before.filter(|_| self.owns(now));
         ui.conn.destroy_window(self.top)?;
+        if let Some(w) = give_back {
+            ui.conn
+                .set_input_focus(InputFocus::POINTER_ROOT, w, x11rb::CURRENT_TIME)?
+                .ignore_error();
+        }
         ui.conn.flush()?;
         Ok(())
     }
@@ -351,7 +369,18 @@ impl Dialog {
     ) -> Result<Outcome, ReplyOrIdError> {
         match ev {
             Event::Expose(e) if e.count == 0 => self.redraw(ui, e.window)?,
-            Event::MapNotify(e) if e.window == self.top => self.click.rearm(now, "dialog mapped"),
+            Event::MapNotify(e) if e.window == self.top => {
+                self.click.rearm(now, "dialog mapped");
+                // The keyboard path: the dialog takes the focus (any client may take it away;
+                // then keys go elsewhere and do nothing here).
+                if self.focus_before.is_none() {
+                    let before = ui.conn.get_input_focus()?.reply()?.focus;
+                    self.focus_before = Some(before).filter(|w| !self.owns(*w));
+                }
+                ui.conn
+                    .set_input_focus(InputFocus::PARENT, self.top, x11rb::CURRENT_TIME)?;
+            }
+            Event::FocusIn(e) if e.event == self.top => self.click.rearm(now, "focused"),
             Event::ConfigureNotify(e) if e.window == self.top && e.event == self.top => {
                 // Any change of the dialog's own stacking or place re-arms it; a move or a
                 // resize by another client is also put back.
@@ -416,6 +445,54 @@ impl Dialog {
             _ => {}
         }
         Ok(Outcome::Nothing)
+    }
+
+    /// A key press on the dialog, judged by the caller's facts (device, visibility) and the
+    /// rule of a click ([`RealClick::key`]). The focus order is the controls' order: the app
+    /// lines, the takeover and clipboard lines, Deny, Allow.
+    pub fn key(
+        &mut self,
+        ui: &mut Ui,
+        key: Key,
+        real: bool,
+        visible: bool,
+        at: Instant,
+    ) -> Result<Outcome, ReplyOrIdError> {
+        if !self.click.key(real, visible, at) {
+            return Ok(Outcome::Nothing);
+        }
+        let n = self.controls.len();
+        let Some(focus) = self.state.focus.filter(|f| *f < n) else {
+            return Ok(Outcome::Nothing);
+        };
+        match key {
+            Key::Next | Key::Prev => {
+                let next = if key == Key::Next {
+                    (focus + 1) % n
+                } else {
+                    (focus + n - 1) % n
+                };
+                self.state.focus = Some(next);
+                for i in [focus, next] {
+                    let w = self.controls[i].win;
+                    self.redraw(ui, w)?;
+                }
+                ui.conn.flush()?;
+                Ok(Outcome::Nothing)
+            }
+            Key::Toggle => match self.controls[focus].kind {
+                Kind::Allow | Kind::Deny => Ok(Outcome::Nothing),
+                _ => {
+                    let w = self.controls[focus].win;
+                    self.activate(ui, w)
+                }
+            },
+            Key::Press => match self.controls[focus].kind {
+                Kind::Allow => Ok(Outcome::Answer(self.answer(true))),
+                Kind::Deny => Ok(Outcome::Answer(self.answer(false))),
+                _ => Ok(Outcome::Nothing),
+            },
+        }
     }
 
     fn activate(&mut self, ui: &mut Ui, win: Window) -> Result<Outcome, ReplyOrIdError> {
@@ -487,6 +564,45 @@ impl Dialog {
     }
 }
 
+/// Selects XInput 2 key presses (from every master keyboard) on `win`.
+pub fn select_keys(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdError> {
+    conn.xinput_xi_select_events(
+        win,
+        &[xinput::EventMask {
+            deviceid: 1, // XIAllMasterDevices
+            mask: vec![xinput::XIEventMask::KEY_PRESS],
+        }],
+    )?;
+    Ok(())
+}
+
+/// A key the dialog acts on (X11 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// Tab: the focus ring to the next control.
+    Next,
+    /// Shift+Tab: to the previous one.
+    Prev,
+    /// Space: tick or untick the focused line.
+    Toggle,
+    /// Enter: press the focused button.
+    Press,
+}
+
+impl Key {
+    /// The key for an X keysym, with Shift held or not; none for every other key.
+    pub fn of(keysym: u32, shift: bool) -> Option<Key> {
+        match keysym {
+            0xff09 if shift => Some(Key::Prev), // Tab
+            0xff09 => Some(Key::Next),
+            0xfe20 => Some(Key::Prev),           // ISO_Left_Tab
+            0x20 => Some(Key::Toggle),           // space
+            0xff0d | 0xff8d => Some(Key::Press), // Return, KP_Enter
+            _ => None,
+        }
+    }
+}
+
 /// Selects XInput 2 button presses and releases (from every master pointer) on `win`.
 pub fn select_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdError> {
     conn.xinput_xi_select_events(
@@ -536,6 +652,19 @@ mod tests {
         let long = "x".repeat(200);
         let n = control_name(Kind::App(0), Some(&long));
         assert!(n.chars().count() <= "nish-driver consent: app:".len() + NAME_CHARS + 1);
+    }
+
+    #[test]
+    fn only_tab_space_and_enter_are_keys_of_the_dialog() {
+        assert_eq!(Key::of(0xff09, false), Some(Key::Next));
+        assert_eq!(Key::of(0xff09, true), Some(Key::Prev));
+        assert_eq!(Key::of(0xfe20, false), Some(Key::Prev));
+        assert_eq!(Key::of(0x20, false), Some(Key::Toggle));
+        assert_eq!(Key::of(0xff0d, false), Some(Key::Press));
+        assert_eq!(Key::of(0xff8d, false), Some(Key::Press));
+        for other in [0x61, 0xff1b, 0xffe1, 0xff54] {
+            assert_eq!(Key::of(other, false), None);
+        }
     }
 
     #[test]

@@ -184,12 +184,13 @@ fn only_the_persons_clicks_answer_and_the_answer_carries_the_ticks() {
     desk.xtest_click(c.allow);
     ind.expect_silence(QUIET, "XTEST click on allow");
 
-    // Keys do nothing: the person's keys with the pointer on Allow, XTEST and SendEvent keys.
+    // XTEST and SendEvent keys do nothing (the person's keyboard is
+    // `the_persons_keyboard_answers_and_injected_keys_do_not`).
     let (ax, ay) = desk.center(c.allow);
     desk.move_pointer(ax, ay);
-    desk.person(&["key", "Return", "space", "KP_Enter", "alt+a"]);
-    desk.xdotool(&["key", "Return", "space"]);
-    desk.xdotool(&["key", "--window", &c.allow.to_string(), "Return"]);
+    desk.xdotool(&["key", "Tab", "Return", "space"]);
+    desk.xdotool(&["key", "--window", &c.allow.to_string(), "Tab", "Return"]);
+    desk.xdotool(&["key", "--window", &c.top.to_string(), "Tab", "Return"]);
     ind.expect_silence(QUIET, "keys on allow");
 
     // The person's click on the takeover line, then on Allow.
@@ -1034,6 +1035,81 @@ fn two_apps_of_one_name_are_told_apart_by_their_program() {
     assert!(a.allow);
     assert_eq!(a.apps, ["Calculator"]);
     assert_eq!(a.programs, ["evil-calc"], "the ticked line's program only");
+}
+
+#[test]
+fn the_persons_keyboard_answers_and_injected_keys_do_not() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    // An app of the person's (a window openbox manages) has the focus; the dialog takes it and
+    // gives it back.
+    let app = desk.conn.generate_id().unwrap();
+    desk.conn
+        .create_window(
+            x11rb::COPY_DEPTH_FROM_PARENT,
+            app,
+            desk.root,
+            20,
+            20,
+            200,
+            100,
+            0,
+            x11rb::protocol::xproto::WindowClass::INPUT_OUTPUT,
+            x11rb::COPY_FROM_PARENT,
+            &x11rb::protocol::xproto::CreateWindowAux::new().background_pixel(0x0020_6080),
+        )
+        .unwrap();
+    desk.conn.map_window(app).unwrap();
+    desk.conn.sync().unwrap();
+    wait_for(Duration::from_secs(3), || desk.viewable(app).then_some(()))
+        .expect("the app window is mapped");
+    desk.conn
+        .set_input_focus(
+            x11rb::protocol::xproto::InputFocus::PARENT,
+            app,
+            x11rb::CURRENT_TIME,
+        )
+        .unwrap();
+    desk.conn.sync().unwrap();
+    let focus = || desk.conn.get_input_focus().unwrap().reply().unwrap().focus;
+    show_consent(
+        &mut ind,
+        small_request(130, &[("Gedit", true), ("Calculator", false)]),
+    );
+    let top = desk.find_viewable("^nish-driver consent$");
+    assert!(
+        wait_for(Duration::from_secs(2), || (focus() == top).then_some(())).is_some(),
+        "the dialog has the focus"
+    );
+    // Within the arming delay the person's Enter (Deny has the focus) does nothing.
+    desk.person(&["key", "Return"]);
+    ind.expect_silence(QUIET, "Enter within the arming delay");
+    // Other programs' keys do nothing: XTEST (xdotool on the desktop) and SendEvent.
+    desk.xdotool(&["key", "Tab", "Return"]);
+    desk.xdotool(&["key", "--window", &top.to_string(), "Tab", "Return"]);
+    ind.expect_silence(QUIET, "XTEST and SendEvent keys");
+    desk.screenshot("consent-dialog-focus.png");
+    // The person's keyboard: Shift+Tab from Deny to the last app line, Space ticks it, Tab
+    // twice to Allow, Enter.
+    desk.person(&["key", "shift+Tab", "space", "Tab", "Tab", "Return"]);
+    let a = consent(ind.recv(Duration::from_secs(5)), 130);
+    assert!(a.allow, "{a:?}");
+    assert_eq!(a.apps, ["Gedit", "Calculator"]);
+    assert!(gone(&desk, top));
+    assert!(
+        wait_for(Duration::from_secs(2), || (focus() == app).then_some(())).is_some(),
+        "the focus went back to the app {app}, not {}",
+        focus()
+    );
+
+    // Enter on the focused Deny denies.
+    show_consent(&mut ind, small_request(131, &[("Gedit", true)]));
+    let top = desk.find_viewable("^nish-driver consent$");
+    std::thread::sleep(Duration::from_millis(700));
+    desk.person(&["key", "Return"]);
+    let a = consent(ind.recv(Duration::from_secs(5)), 131);
+    assert!(!a.allow && a.apps.is_empty(), "{a:?}");
+    assert!(gone(&desk, top));
 }
 
 #[test]
