@@ -4,8 +4,8 @@
 //! The broker connects to the compositor and hands the stream over; the protocol runs in pure
 //! Rust (`wayland-client`), the pixels are drawn in software into shared memory made before the
 //! lock-down ([`crate::sys::ShmMem`]). One `xdg_toplevel`, asked to be full screen, dims the
-//! screen and shows the dialog box in its middle, with the same lines and controls as the X11
-//! dialog ([`layout`]).
+//! screen and shows the dialog box in its middle, with the same layout and renderer as the X11
+//! dialog ([`crate::render`]), at the outputs' scale (`wl_output.scale`, as the buffer scale).
 //!
 //! What counts as the person's answer (the rule of [`crate::click::RealClick`], with the facts
 //! a Wayland client has):
@@ -73,8 +73,11 @@ struct WlDialog {
     toplevel: xdg_toplevel::XdgToplevel,
     /// Laid out at the first configure (the surface's size decides how many apps fit).
     layout: Option<Layout>,
-    /// The surface's size and where the box is in it.
+    /// The buffer's size (the surface's times `scale`) and where the box is in it, in buffer
+    /// pixels.
     size: (i32, i32),
+    /// The buffer scale the layout was made for (the outputs' scale, see [`State::scale`]).
+    scale: i32,
     origin: (i32, i32),
     /// The size and activation of the last toplevel configure, applied at the surface's.
     pending: ((i32, i32), bool),
@@ -90,6 +93,9 @@ impl WlDialog {
     /// The control under the surface point (x, y), by index.
     fn control_at(&self, x: f64, y: f64) -> Option<usize> {
         let l = self.layout.as_ref()?;
+        // Surface points to buffer pixels.
+        let s = f64::from(self.scale.max(1));
+        let (x, y) = (x * s, y * s);
         let (ox, oy) = (f64::from(self.origin.0), f64::from(self.origin.1));
         l.controls.iter().position(|c| {
             // Surface coordinates are fractional: a point is inside a pixel's rectangle
@@ -125,6 +131,8 @@ struct State {
     /// The outputs, bound only so that the compositor tells when the dialog's surface enters
     /// or leaves one (it names only outputs the client bound).
     outputs: Vec<wl_output::WlOutput>,
+    /// Each output's scale (`wl_output.scale`), by the output's index in `outputs`.
+    output_scales: Vec<i32>,
     pool: Option<wl_shm_pool::WlShmPool>,
     mem: ShmMem,
     busy: [bool; 2],
@@ -143,6 +151,17 @@ struct State {
 }
 
 impl State {
+    /// The buffer scale for the dialog: the largest output scale (1 to 3), so the text is
+    /// sharp on a HiDPI screen.
+    fn scale(&self) -> i32 {
+        self.output_scales
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .clamp(1, 3)
+    }
+
     /// Starts the arming delay again and distrusts every pointer point told before it ended
     /// (the dialog stalled, or its surface changed outputs).
     fn restart_trust(&mut self, now: Instant, cause: &'static str) {
@@ -179,6 +198,7 @@ impl State {
             slot,
         );
         self.busy[slot] = true;
+        d.surface.set_buffer_scale(d.scale);
         d.surface.attach(Some(&buffer), 0, 0);
         d.surface.damage_buffer(0, 0, w, h);
         d.surface.commit();
@@ -325,6 +345,7 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
             "wl_output" => {
                 let o = registry.bind(name, version.min(2), qh, ());
                 state.outputs.push(o);
+                state.output_scales.push(1);
             }
             _ => {}
         }
@@ -458,20 +479,31 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
         };
         xdg.ack_configure(serial);
         let now = Instant::now();
+        let scale = state.scale();
         let Some(d) = &mut state.dialog else { return };
         let ((pw, ph), activated) = d.pending;
-        let (mut w, mut h) = (pw, ph);
+        if d.scale != scale {
+            // Laid out again for the outputs' scale (a resize: re-armed below).
+            d.layout = None;
+            d.scale = scale;
+        }
+        // In buffer pixels: the surface's size times the scale.
+        let (mut w, mut h) = (pw * scale, ph * scale);
         let layout = d
             .layout
             .get_or_insert_with(|| {
-                let (mw, mh) = if w > 0 && h > 0 { (w, h) } else { (1280, 800) };
+                let (mw, mh) = if w > 0 && h > 0 {
+                    (w, h)
+                } else {
+                    (1280 * scale, 800 * scale)
+                };
                 layout::layout(
                     &state.look.msgs,
                     &state.look.fonts,
                     &d.req,
                     false,
-                    (mw - 20, mh - 40),
-                    1.0,
+                    (mw - 20 * scale, mh - 40 * scale),
+                    scale as f32,
                 )
             })
             .clone();
@@ -479,7 +511,9 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
         if w <= 0 || h <= 0 || (w as usize) * (h as usize) * 4 > SLOT_BYTES {
             (w, h) = (layout.w, layout.h);
         }
-        let (w, h) = (w.max(layout.w), h.max(layout.h));
+        // A buffer is a whole number of surface pixels.
+        let whole = |v: i32| (v.max(1) + scale - 1) / scale * scale;
+        let (w, h) = (whole(w.max(layout.w)), whole(h.max(layout.h)));
         if !d.configured {
             d.click.rearm(now, "shown");
             tracing::info!("consent {} shown", d.id);
@@ -498,13 +532,14 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
             d.origin = ((w - layout.w) / 2, (h - layout.h) / 2);
             for c in &layout.controls {
                 let r = c.rect;
+                // In surface coordinates (what the compositor's pointer points give).
                 tracing::info!(
                     "consent control {:?} at {},{} {}x{}",
                     c.kind,
-                    d.origin.0 + r.x,
-                    d.origin.1 + r.y,
-                    r.w,
-                    r.h
+                    (d.origin.0 + r.x) / scale,
+                    (d.origin.1 + r.y) / scale,
+                    r.w / scale,
+                    r.h / scale
                 );
             }
         }
@@ -541,7 +576,23 @@ impl Dispatch<wl_buffer::WlBuffer, usize> for State {
 delegate_noop!(State: wl_compositor::WlCompositor);
 delegate_noop!(State: wl_shm_pool::WlShmPool);
 delegate_noop!(State: ignore wl_shm::WlShm);
-delegate_noop!(State: ignore wl_output::WlOutput);
+impl Dispatch<wl_output::WlOutput, ()> for State {
+    fn event(
+        state: &mut Self,
+        output: &wl_output::WlOutput,
+        event: wl_output::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let wl_output::Event::Scale { factor } = event
+            && let Some(i) = state.outputs.iter().position(|o| o == output)
+            && let Some(s) = state.output_scales.get_mut(i)
+        {
+            *s = factor;
+        }
+    }
+}
 impl Dispatch<wl_surface::WlSurface, ()> for State {
     fn event(
         state: &mut Self,
@@ -599,6 +650,7 @@ impl WlApp {
             seat: None,
             pointer: None,
             outputs: Vec::new(),
+            output_scales: Vec::new(),
             pool: None,
             mem,
             busy: [false; 2],
@@ -894,6 +946,7 @@ impl WlApp {
             toplevel,
             layout: None,
             size: (0, 0),
+            scale: 1,
             origin: (0, 0),
             pending: ((0, 0), false),
             activated: false,
