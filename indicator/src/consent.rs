@@ -152,7 +152,10 @@ impl Dialog {
             &ui.msgs,
             &ui.fonts,
             &req,
-            assistive,
+            layout::Extras {
+                assistive,
+                keys: true,
+            },
             (sw - 40, sh - 40),
             ui.scale,
         );

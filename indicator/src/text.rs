@@ -143,7 +143,8 @@ pub struct DialogText {
 
 impl DialogText {
     /// The text of `req` in `m`'s language.
-    pub fn new(m: &Messages, req: &ConsentRequest) -> Self {
+    /// `keys`: the dialog takes keys (X11), and its note says so.
+    pub fn new(m: &Messages, req: &ConsentRequest, keys: bool) -> Self {
         let secs = req.timeout().as_millis().div_ceil(1000).to_string();
         DialogText {
             heading: m.get("heading").into(),
@@ -171,7 +172,7 @@ impl DialogText {
             ],
             clipboard: m.get("clipboard").into(),
             assistive: m.get("assistive").into(),
-            note: m.fmt("note", &[("secs", &secs)]),
+            note: m.fmt(if keys { "note_keys" } else { "note" }, &[("secs", &secs)]),
             deny: m.get("deny").into(),
             allow: m.get("allow").into(),
         }
@@ -245,7 +246,12 @@ mod tests {
     #[test]
     fn the_english_takeover_line_is_the_contracts() {
         assert_eq!(Messages::new("en").get("takeover"), TAKEOVER_LINE);
-        let de = DialogText::new(&Messages::new("de"), &request());
+        let de = DialogText::new(&Messages::new("de"), &request(), false);
+        let keys = DialogText::new(&Messages::new("en"), &request(), true);
+        assert_eq!(
+            keys.note,
+            "Answer with a click, or with Tab, Space and Enter. No answer in 60 s means Deny."
+        );
         assert_eq!(de.allow, "Erlauben");
         assert_eq!(
             de.note,

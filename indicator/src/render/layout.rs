@@ -141,17 +141,25 @@ impl Metrics {
     }
 }
 
-/// Lays out `req` for a box at most `max_w` x `max_h` pixels, at `scale`; `assistive` adds the
-/// warning that assistive tools may answer.
+/// What a dialog adds to the request's lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// The warning that assistive tools may answer (the administrator's XTEST opt-in).
+    pub assistive: bool,
+    /// The dialog takes the person's keys (X11): the note says so.
+    pub keys: bool,
+}
+
+/// Lays out `req` for a box at most `max_w` x `max_h` pixels, at `scale`.
 pub fn layout(
     msgs: &Messages,
     fonts: &Fonts,
     req: &ConsentRequest,
-    assistive: bool,
+    Extras { assistive, keys }: Extras,
     (max_w, max_h): (i32, i32),
     scale: f32,
 ) -> Layout {
-    let t = DialogText::new(msgs, req);
+    let t = DialogText::new(msgs, req, keys);
     let m = Metrics::at(scale);
     // The box without app lines decides how many fit.
     let fixed = build(msgs, fonts, &t, req, assistive, &[], 0, max_w, m).h;
@@ -386,7 +394,14 @@ mod tests {
     }
 
     fn lay(r: &ConsentRequest, scale: f32) -> Layout {
-        layout(&en(), &Fonts::load(), r, false, (1260, 780), scale)
+        layout(
+            &en(),
+            &Fonts::load(),
+            r,
+            Extras::default(),
+            (1260, 780),
+            scale,
+        )
     }
 
     #[test]
@@ -476,7 +491,7 @@ mod tests {
             ..req(2)
         };
         let fonts = Fonts::load();
-        let lay = |s| layout(&en(), &fonts, &r, false, (4000, 4000), s);
+        let lay = |s| layout(&en(), &fonts, &r, Extras::default(), (4000, 4000), s);
         let one = lay(1.0);
         let two = lay(2.0);
         assert_eq!(two.h, 2 * one.h);

@@ -230,7 +230,7 @@ mod tests {
             &Messages::new("en"),
             &fonts,
             &req(&["gedit"]),
-            false,
+            crate::render::layout::Extras::default(),
             (1280, 800),
             1.0,
         );

@@ -501,7 +501,7 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
                     &state.look.msgs,
                     &state.look.fonts,
                     &d.req,
-                    false,
+                    layout::Extras::default(),
                     (mw - 20 * scale, mh - 40 * scale),
                     scale as f32,
                 )
@@ -999,7 +999,14 @@ mod tests {
             theme: theme::LIGHT,
             msgs: Messages::new("en"),
         };
-        let l = layout::layout(&look.msgs, &look.fonts, &req, false, (w - 20, h - 40), 1.0);
+        let l = layout::layout(
+            &look.msgs,
+            &look.fonts,
+            &req,
+            layout::Extras::default(),
+            (w - 20, h - 40),
+            1.0,
+        );
         let origin = ((w - l.w) / 2, (h - l.h) / 2);
         let mut px = vec![0u8; (w * h * 4) as usize];
         paint(
