@@ -1,12 +1,16 @@
 //! The dialog's fonts: the system's, found with fontconfig's rules (`fontdb` reads
-//! `/etc/fonts/fonts.conf` and the directories it names, the person's own included), read
-//! into memory once, **before the lock-down** (after it the indicator may open no file), and
-//! rasterised with `ab_glyph`.
+//! `/etc/fonts/fonts.conf` and the directories it names), of which only files root owns and
+//! alone may write are kept (a font the person's user can write could be planted by any of
+//! their programs to draw one word where the text says another), read into memory once,
+//! **before the lock-down** (after it the indicator may open no file), and rasterised with
+//! `ab_glyph`.
 //!
 //! One sans-serif family comes first (regular and bold); then, for every script in
 //! [`SCRIPT_SAMPLES`] that the fonts so far lack, the first face that has it. Each character
 //! is drawn with the first font of the chain that has a glyph for it; a character none has is
 //! drawn as an empty box, never as a `?`.
+
+use std::os::unix::fs::MetadataExt as _;
 
 use ab_glyph::{Font as _, FontRef, FontVec};
 
@@ -59,12 +63,29 @@ impl Fonts {
         let started = std::time::Instant::now();
         let mut db = fontdb::Database::new();
         db.load_system_fonts();
+        // Only the system's own font files: a font the person's user can write (their own
+        // fonts, or a directory their fontconfig adds) could be planted by any program of that
+        // user to draw one word where the text says another.
+        let untrusted: Vec<fontdb::ID> = db
+            .faces()
+            .filter(|f| match &f.source {
+                fontdb::Source::File(path) => {
+                    !std::fs::metadata(path).is_ok_and(|m| trusted(m.uid(), m.mode()))
+                }
+                _ => true,
+            })
+            .map(|f| f.id)
+            .collect();
+        for id in &untrusted {
+            db.remove_face(*id);
+        }
         let wanted = std::env::var(FONT_ENV).ok().filter(|v| !v.is_empty());
         let fonts = Fonts::from_db(&db, wanted.as_deref());
         let families: Vec<&str> = fonts.faces.iter().map(|f| f.family.as_str()).collect();
         tracing::debug!(
-            "fonts: {} faces known, read {families:?} in {} ms",
+            "fonts: {} faces known ({} not the system's, left out), read {families:?} in {} ms",
             db.len(),
+            untrusted.len(),
             started.elapsed().as_millis()
         );
         fonts
@@ -152,6 +173,11 @@ impl Fonts {
     }
 }
 
+/// True for a font file root owns and only root may write (the system's own).
+pub fn trusted(uid: u32, mode: u32) -> bool {
+    uid == 0 && mode & 0o022 == 0
+}
+
 /// True when `font` has a glyph for `c`.
 pub fn has(font: &FontVec, c: char) -> bool {
     font.glyph_id(c).0 != 0
@@ -170,4 +196,17 @@ fn read(db: &fontdb::Database, id: fontdb::ID) -> Option<Face> {
     })
     .flatten()
     .map(|font| Face { font, family })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fonts_root_owns_and_alone_writes_are_read() {
+        assert!(trusted(0, 0o100644));
+        assert!(!trusted(1000, 0o100644), "the person's own font");
+        assert!(!trusted(0, 0o100666), "anyone may write it");
+        assert!(!trusted(0, 0o100664), "a group may write it");
+    }
 }
