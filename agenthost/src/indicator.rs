@@ -62,8 +62,13 @@ pub(crate) async fn consent(
             return Err(b.indicator.failed(&ind, e, CallKind::Read).await);
         }
     };
-    // Re-validate: only apps the dialog listed (name and program), only lines it showed; an
-    // answer whose programs do not pair with its apps grants no app.
+    Ok(revalidate(&req, answer))
+}
+
+/// The indicator's answer re-validated against the request: only apps the dialog listed (name
+/// and program together), only extra lines it showed; an answer whose programs do not pair
+/// with its apps grants no app.
+pub fn revalidate(req: &ConsentRequest, answer: ConsentAnswer) -> ConsentAnswer {
     let listed: Vec<(&str, &str)> = req
         .apps
         .iter()
@@ -80,13 +85,13 @@ pub(crate) async fn consent(
     } else {
         (vec![], vec![])
     };
-    Ok(ConsentAnswer {
+    ConsentAnswer {
         allow: answer.allow,
         apps,
         programs,
         takeover: answer.takeover && req.takeover,
         clipboard: answer.clipboard && req.clipboard,
-    })
+    }
 }
 
 pub(crate) async fn show_indicator(
@@ -174,5 +179,66 @@ pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
         && let Err(e) = b.input_ack(input::Watch { on: false }).await
     {
         tracing::warn!("the input agent did not stop watching: {}", e.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::wire::indicator::{ConsentApp, HostProgram};
+
+    fn line(name: &str, program: &str) -> ConsentApp {
+        ConsentApp {
+            name: name.into(),
+            ticked: false,
+            windows: 1,
+            program: program.into(),
+        }
+    }
+
+    fn answer(apps: &[&str], programs: &[&str]) -> ConsentAnswer {
+        ConsentAnswer {
+            allow: true,
+            apps: apps.iter().map(|a| a.to_string()).collect(),
+            programs: programs.iter().map(|p| p.to_string()).collect(),
+            takeover: true,
+            clipboard: true,
+        }
+    }
+
+    #[test]
+    fn only_listed_name_and_program_pairs_and_shown_lines_are_granted() {
+        let req = ConsentRequest {
+            host_claimed: String::new(),
+            program: HostProgram::default(),
+            apps: vec![
+                line("Calculator", "gnome-calculator"),
+                line("Calculator", "evil-calc"),
+            ],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: false,
+            clipboard: true,
+            timeout_ms: 60_000,
+        };
+        let a = revalidate(&req, answer(&["Calculator"], &["gnome-calculator"]));
+        assert_eq!(
+            (a.apps, a.programs),
+            (
+                vec!["Calculator".to_string()],
+                vec!["gnome-calculator".to_string()]
+            )
+        );
+        assert!(!a.takeover, "a line not shown is never granted");
+        assert!(a.clipboard);
+        // A program the dialog did not list with that name is dropped.
+        let a = revalidate(
+            &req,
+            answer(&["Calculator", "Calculator"], &["calc", "evil-calc"]),
+        );
+        assert_eq!(a.programs, ["evil-calc"]);
+        // Programs that do not pair with the apps: no app.
+        let a = revalidate(&req, answer(&["Calculator"], &[]));
+        assert!(a.apps.is_empty() && a.programs.is_empty());
     }
 }

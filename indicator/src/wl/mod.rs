@@ -294,8 +294,11 @@ fn paint(
 ) {
     let (ox, oy) = origin;
     c.fill(0, 0, w, h, look.theme.backdrop);
-    let focus = l.controls.iter().position(|c| c.kind == Kind::Deny);
-    let st = paint::State { hover: None, focus };
+    // No focus ring: the Wayland dialog takes no keys.
+    let st = paint::State {
+        hover: None,
+        focus: None,
+    };
     paint::paint_box(c, &look.fonts, &look.theme, l, origin, st);
     if !activated {
         let t = look.msgs.get("wayland_focus");
