@@ -12,7 +12,9 @@ use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{
+    Freshness, SettleBounds, SettleReport, SettleWait, TreeFreshness, WalkLimits,
+};
 use tokio::sync::mpsc;
 
 use crate::desktop::{proc_identity, session_type};
@@ -52,15 +54,18 @@ impl Backend for LinuxBackend {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
-        self.read_tree_kept(window, limits).await.map(|(t, _)| t)
+        self.read_tree_fresh(window, limits, Freshness::Walk)
+            .await
+            .map(|(t, _)| t)
     }
 
-    async fn read_tree_kept(
+    async fn read_tree_fresh(
         &self,
         window: &WindowInfo,
         limits: WalkLimits,
-    ) -> Result<(Tree, bool), DriverError> {
-        reads::read_tree_kept(self, window, limits).await
+        freshness: Freshness,
+    ) -> Result<(Tree, TreeFreshness), DriverError> {
+        reads::read_tree_fresh(self, window, limits, freshness).await
     }
 
     async fn watch_events(&self, window: &WindowInfo, element: &str) -> Option<u64> {

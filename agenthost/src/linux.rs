@@ -52,9 +52,10 @@ pub struct LinuxBackend {
     /// The toolkit each application reported with its last walk, by bus name (what length an
     /// act's typing must carry: [`nish_proto::wire::input::counts_utf16`]).
     pub(crate) toolkits: std::sync::Mutex<std::collections::HashMap<String, String>>,
-    /// The reader's kept walks the broker holds, so a read the same kept walk answers again
-    /// needs no tree sent ([`BrokerToReader::ReadTree`]'s `have`).
-    pub(crate) kept_trees: std::sync::Mutex<HeldTrees<Agent<BrokerToReader, ReaderToBroker>>>,
+    /// The trees of the reader's kept walks the broker holds, by window and version, so a read
+    /// the same kept walk answers again needs no tree sent ([`BrokerToReader::ReadTree`]'s
+    /// `Freshness::MayReuse` `have`).
+    pub(crate) held_trees: std::sync::Mutex<HeldTrees<Agent<BrokerToReader, ReaderToBroker>>>,
     /// Opens the agents' connections and holds the input agent's act grant.
     pub(crate) opener: Arc<Opener>,
 }
@@ -182,7 +183,7 @@ impl LinuxBackend {
             assistive,
             act_lock: Mutex::new(()),
             toolkits: std::sync::Mutex::new(std::collections::HashMap::new()),
-            kept_trees: std::sync::Mutex::new(HeldTrees::default()),
+            held_trees: std::sync::Mutex::new(HeldTrees::default()),
             opener,
         }
     }

@@ -1,5 +1,5 @@
-//! The reader's calls: the window list, walks (with the held trees of kept walks), the event
-//! watch and settle of an act, objects read again, captures.
+//! The reader's calls: the window list, walks (with the trees of the reader's kept walks held
+//! by version), the event watch and settle of an act, objects read again, captures.
 
 use std::time::Duration;
 
@@ -7,8 +7,8 @@ use nish_decider::backend::Capture;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{Node, Tree, WindowInfo};
 use nish_proto::wire::reader::{
-    self, ListWindows, ReadObjects, ReadTree, Rekeep, Settle, SettleBounds, SettleReport,
-    SettleWait, TreeAnswer, WalkLimits, Watch,
+    self, Freshness, ListWindows, ReadObjects, ReadTree, Rekeep, Settle, SettleBounds,
+    SettleReport, SettleWait, TreeAnswer, TreeFreshness, WalkLimits, Watch,
 };
 
 use crate::desktop::{session_type, wayland_capture_unsupported};
@@ -25,26 +25,37 @@ pub(crate) async fn list_windows(b: &LinuxBackend) -> Result<Vec<WindowInfo>, Dr
         .map_err(|f| read_failed(&f))
 }
 
-/// A window's tree, and whether it is a kept walk: when keeping is allowed, the version the
-/// agent host holds is named, and the reader answers that it stands instead of sending it again.
-pub(crate) async fn read_tree_kept(
+/// A window's tree and how fresh it is. When the read may reuse the reader's kept walk, the
+/// version of it the agent host holds is named, and the reader answers that it stands instead
+/// of sending it again.
+pub(crate) async fn read_tree_fresh(
     b: &LinuxBackend,
     window: &WindowInfo,
     limits: WalkLimits,
-) -> Result<(Tree, bool), DriverError> {
+    freshness: Freshness,
+) -> Result<(Tree, TreeFreshness), DriverError> {
     let r = b.reader().await?;
     // The window's app was matched to an approved one by the engine: the reader may link
     // to it.
     b.opener.allow_pid(window.pid);
     let wid = window.window_id;
-    let mut have = limits
-        .keep
-        .and(b.kept_trees.lock().ok().and_then(|mut k| k.have(&r, wid)));
+    let may_reuse = matches!(freshness, Freshness::MayReuse { .. });
+    let mut freshness = match freshness {
+        Freshness::Walk => Freshness::Walk,
+        Freshness::MayReuse { generation, .. } => Freshness::MayReuse {
+            generation,
+            have: b
+                .held_trees
+                .lock()
+                .ok()
+                .and_then(|mut k| k.held_version(&r, wid)),
+        },
+    };
     loop {
         let call = ReadTree {
             window: window.clone(),
             limits,
-            have,
+            freshness,
         };
         match b
             .reader
@@ -52,34 +63,55 @@ pub(crate) async fn read_tree_kept(
             .await?
             .map_err(|f| read_failed(&f))?
         {
-            // A kept tree is taken as kept only when keeping was allowed.
+            // A kept or reused tree is taken as one only when the read allowed reuse.
             TreeAnswer::Tree {
                 tree,
-                kept,
                 toolkit,
-                version,
+                freshness: fresh,
                 ..
             } => {
-                if let Ok(mut k) = b.kept_trees.lock() {
-                    k.hold(&r, wid, version.filter(|_| limits.keep.is_some()), &tree);
+                let fresh = if may_reuse {
+                    fresh
+                } else {
+                    TreeFreshness::Walked
+                };
+                if let Ok(mut k) = b.held_trees.lock() {
+                    k.hold(&r, wid, fresh.version(), &tree);
                 }
                 b.note_toolkit(&tree, toolkit);
-                return Ok((tree, kept && limits.keep.is_some()));
+                return Ok((tree, fresh));
             }
-            // The tree held of that version stands (as kept); one the agent host does not hold
+            // The tree held of that version stands (reused); one the agent host does not hold
             // (any other version, or none was named) is asked for again, whole.
-            TreeAnswer::Unchanged { version } => {
+            TreeAnswer::Unchanged { version, age_ms } => {
+                let named = match freshness {
+                    Freshness::MayReuse { have, .. } => have,
+                    Freshness::Walk => None,
+                };
                 let held = b
-                    .kept_trees
+                    .held_trees
                     .lock()
                     .ok()
-                    .filter(|_| have == Some(version))
+                    .filter(|_| named == Some(version))
                     .and_then(|mut k| k.tree(&r, wid, version));
-                match held {
-                    Some(tree) => return Ok((tree, true)),
-                    None if have.is_some() => have = None,
+                match (held, freshness) {
+                    (Some(tree), _) => {
+                        return Ok((tree, TreeFreshness::Reused { version, age_ms }));
+                    }
+                    (
+                        None,
+                        Freshness::MayReuse {
+                            generation,
+                            have: Some(_),
+                        },
+                    ) => {
+                        freshness = Freshness::MayReuse {
+                            generation,
+                            have: None,
+                        };
+                    }
                     // Named nothing, and told it stands: not an answer to this request.
-                    None => {
+                    (None, _) => {
                         return Err(DriverError::new(
                             ErrorCode::InternalError,
                             "the reader answered a walk with a version it was not asked about",
@@ -133,7 +165,8 @@ pub(crate) async fn settle_events(
         .ok()
 }
 
-/// Lets a kept walk that answered an act's re-check answer under the act's next generation.
+/// Lets the reader's kept walk that answered an act's re-check answer under the act's next
+/// generation.
 pub(crate) async fn rekeep(b: &LinuxBackend, window: &WindowInfo, from: u64, to: u64) -> bool {
     let Ok(r) = b.reader().await else {
         return false;

@@ -11,8 +11,9 @@
 //! - [`agent`]: what an agent process needs that is not AT-SPI, in one place: the `main` both
 //!   agent binaries run ([`agent::run`]: the agents' one start, `nish_sandbox::start::start`,
 //!   with lock-down first, `--self-test`, `--version`, `--fd N`, the broker's socket adopted,
-//!   the hello and the lock-down report; then the log and the runtime), the connections the
-//!   broker hands in ([`agent::handed`]), the Wayland session test ([`agent::is_wayland`]) and
+//!   the hello and the lock-down report; then the log and the runtime), the way connections are
+//!   made ([`agent::connector::Connector`], passed down from each agent's start), the
+//!   connections the broker hands in ([`agent::handed`]), the Wayland session test ([`agent::is_wayland`]) and
 //!   the X display with a
 //!   window's geometry ([`agent::x11::XDisplay`], under the reader's window list and captures
 //!   and the input agent's live geometry).

@@ -69,6 +69,8 @@ pub struct Obj {
     pub role: String,
     /// Accessible name, clipped to [`NAME_MAX_CHARS`].
     pub name: String,
+    /// Accessible description, clipped to [`NAME_MAX_CHARS`] (app text, like the name).
+    pub description: String,
     /// Model states (`Secure` included).
     pub states: StateSet,
     /// Interfaces.
@@ -122,6 +124,7 @@ impl Obj {
             path: path.to_string(),
             role,
             name,
+            description: String::new(),
             states: st,
             ifaces,
             child_count,
@@ -132,6 +135,12 @@ impl Obj {
                 Kids::Pending
             },
         }
+    }
+
+    /// The object with its accessible description, clipped to [`NAME_MAX_CHARS`].
+    pub fn described(mut self, description: &str) -> Obj {
+        self.description = clip_chars(description.to_string(), NAME_MAX_CHARS);
+        self
     }
 
     /// The handle the input agent acts on: `<bus name>|<object path>`.
@@ -255,6 +264,8 @@ pub struct CacheRow<'a> {
     pub ifaces: Ifaces,
     /// Accessible name.
     pub name: &'a str,
+    /// Accessible description.
+    pub description: &'a str,
     /// AT-SPI role number.
     pub role: u32,
     /// Raw AT-SPI state bits.
@@ -329,6 +340,7 @@ fn obj_of(it: &CacheRow<'_>, bus: &Arc<str>) -> Obj {
         it.ifaces,
         it.child_count,
     )
+    .described(it.description)
 }
 
 /// Builds an arena from all cache items (see [`cache_children`] for when children are known).
@@ -425,7 +437,6 @@ pub fn clamp_limits(l: &WalkLimits) -> WalkLimits {
         max_depth: l.max_depth.min(nish_proto::model::WALK_MAX_DEPTH),
         budget_ms: l.budget_ms.clamp(1, BUDGET_MAX_MS),
         details: l.details,
-        keep: l.keep,
     }
 }
 
@@ -587,6 +598,9 @@ pub struct Details {
     pub actions: Vec<String>,
     /// Value.
     pub value: Option<String>,
+    /// A field's attributes that say what it takes
+    /// (`nish_proto::lexicon::field_attrs`).
+    pub field_attrs: Vec<(String, String)>,
 }
 
 /// The model's nodes for numbered rows and their details (`details[i]` belongs to `rows[i]`).
@@ -611,6 +625,8 @@ pub fn build_nodes(arena: &Arena, rows: &[Row], details: Vec<Details>) -> Vec<No
             Node {
                 role: o.role.clone(),
                 name: o.name.clone(),
+                description: o.description.clone(),
+                field_attrs: d.field_attrs,
                 states,
                 value,
                 actions: d.actions,

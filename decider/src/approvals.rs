@@ -13,21 +13,26 @@
 //!
 //! A host opts in when it connects (`nish-mcp --approve-consequential`, `--approve-reads`; both
 //! need `--control-fd`). With `consequential` on, these need an approval each:
-//! - activating an element whose label reads as sending, posting, paying, buying, ordering,
-//!   deleting, removing, submitting, confirming or publishing ([`consequential_label`], a
-//!   lexicon in English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
-//!   Chinese and Japanese), or an activatable element with no text at all, or something a read
-//!   does not show (no focused element, a read cut short under a point);
-//! - putting text into a field that is not a search or address field
-//!   ([`search_or_address_field`]), or into a field the read does not show;
+//! - activating an element whose name or description reads as consequential ([`verdict`]:
+//!   `nish_proto::lexicon::judge`, which folds every text to a confusable skeleton first and
+//!   knows sending, paying, buying, deleting, selling, trashing, checking out, transferring,
+//!   signing, accepting, granting, installing, sharing, inviting and more in English, German,
+//!   French, Spanish, Italian, Portuguese, Dutch, Polish, Russian, Chinese and Japanese), or an
+//!   activatable element with no text at all in either, or something a read does not show (no
+//!   focused element, a read cut short under a point);
+//! - putting text into a field that is not a search or address field by its role and
+//!   attributes ([`search_or_address_field`]: `nish_proto::lexicon::field_kind`, never words of
+//!   its label), or into a field the read does not show;
 //! - Enter after text was put into a field in this session, until the next Enter.
 //!
 //! With `reads` on (contract §7.1, `approve_reads`), an act with `observe` is also a read and
 //! needs an approval (clipboard_read always needs one, whatever the host chose).
 //!
-//! Labels are app text: the policy only classifies them; they never reach an error message.
+//! Labels and descriptions are app text: the policy only classifies them; they never reach an
+//! error message.
 
 use nish_proto::call::Tool;
+use nish_proto::lexicon::{self, FieldKind, Verdict};
 
 /// What a host asked to approve, chosen when it connects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -78,6 +83,8 @@ pub struct Element<'a> {
     pub role: &'a str,
     /// The accessible name (app text).
     pub label: &'a str,
+    /// The accessible description (app text: GTK's tooltip, ARIA's description).
+    pub description: &'a str,
     /// Does something when activated (a button, link, menu item, check box, tab, or an element
     /// with an action that clicks, presses or activates it). Never a field or a window.
     pub activatable: bool,
@@ -87,6 +94,9 @@ pub struct Element<'a> {
     pub multi_line: bool,
     /// Activating it opens a popup (a menu, a combo box's list).
     pub popup: bool,
+    /// A field: what typing into it is, by its role and attributes
+    /// (`nish_proto::lexicon::field_kind`); `Text` for anything else.
+    pub field_kind: FieldKind,
 }
 
 /// What a takeover pointer act reaches under its point.
@@ -236,7 +246,7 @@ pub fn key_kind(keys: &[String]) -> KeyKind {
     KeyKind::Character
 }
 
-/// Words of a menu item that pastes (whole words, lowercase), in the 11 languages.
+/// Words of a menu item that pastes (whole words, compared as skeletons), in the 11 languages.
 const PASTE_WORDS: &[&str] = &[
     "paste",    // en
     "einfügen", // de
@@ -257,13 +267,12 @@ const PASTE_CJK: &[&str] = &["粘贴", "貼上", "贴上", "貼り付け", "貼�
 /// True when an element's label reads as pasting (a menu's Paste, "Paste and Go", "Einfügen",
 /// "貼り付け"...): activating it puts the clipboard into the focused field.
 pub fn paste_label(label: &str) -> bool {
-    let ws = words(label);
-    PASTE_WORDS.iter().any(|p| has_phrase(&ws, p)) || PASTE_CJK.iter().any(|s| label.contains(s))
-}
-
-/// An activatable element with no text at all.
-fn unlabelled(e: &Element<'_>) -> bool {
-    e.activatable && e.label.trim().is_empty()
+    if PASTE_WORDS.iter().any(|p| lexicon::has_words(label, p)) {
+        return true;
+    }
+    let label: String = label.chars().take(lexicon::MAX_TEXT_CHARS).collect();
+    let sk = lexicon::skeleton(&label);
+    PASTE_CJK.iter().any(|s| sk.contains(&lexicon::skeleton(s)))
 }
 
 /// What an act does, judged on the elements it reaches.
@@ -407,18 +416,19 @@ pub fn needs(prefs: HostApprovals, f: &ActFacts<'_>) -> Vec<Need> {
     let mut out = Vec::new();
     if prefs.consequential {
         let j = judge(f);
-        if j.activated.iter().any(|e| consequential_label(e.label)) {
+        let verdicts: Vec<Verdict> = j.activated.iter().map(verdict).collect();
+        if verdicts
+            .iter()
+            .any(|v| matches!(v, Verdict::Consequential(_)))
+        {
             out.push(Need::ConsequentialLabel);
-        } else if j.activated.iter().any(unlabelled) {
+        } else if verdicts.contains(&Verdict::NoText) {
             out.push(Need::NoLabel);
         } else if j.activates_unknown {
             out.push(Need::UnknownTarget);
         }
         if let Some(fields) = &j.types_into {
-            let search_only = !fields.is_empty()
-                && fields
-                    .iter()
-                    .all(|e| search_or_address_field(Some(e.role), Some(e.label)));
+            let search_only = !fields.is_empty() && fields.iter().all(search_or_address_field);
             if !search_only {
                 out.push(Need::Typing);
             }
@@ -433,216 +443,25 @@ pub fn needs(prefs: HostApprovals, f: &ActFacts<'_>) -> Vec<Need> {
     out
 }
 
-/// Words (whole words, lowercase) whose presence in a label makes a click consequential, in
-/// the languages of most desktop users. Scripts without spaces between words are matched as
-/// substrings ([`CJK_STEMS`]).
-const WORDS: &[&str] = &[
-    // en
-    "send",
-    "post",
-    "publish",
-    "pay",
-    "buy",
-    "order",
-    "purchase",
-    "checkout",
-    "delete",
-    "remove",
-    "submit",
-    "confirm",
-    "transfer",
-    "erase",
-    "discard",
-    "place order",
-    "pay now",
-    "buy now",
-    // de
-    "senden",
-    "absenden",
-    "abschicken",
-    "schicken",
-    "veröffentlichen",
-    "posten",
-    "bezahlen",
-    "zahlen",
-    "kaufen",
-    "bestellen",
-    "löschen",
-    "entfernen",
-    "bestätigen",
-    "einreichen",
-    "überweisen",
-    "jetzt kaufen",
-    "zahlungspflichtig bestellen",
-    // fr
-    "envoyer",
-    "publier",
-    "payer",
-    "acheter",
-    "commander",
-    "supprimer",
-    "effacer",
-    "retirer",
-    "soumettre",
-    "valider",
-    "confirmer",
-    "virement",
-    // es
-    "enviar",
-    "publicar",
-    "pagar",
-    "comprar",
-    "pedir",
-    "eliminar",
-    "borrar",
-    "quitar",
-    "confirmar",
-    "transferir",
-    // it
-    "invia",
-    "inviare",
-    "pubblica",
-    "pubblicare",
-    "paga",
-    "pagare",
-    "acquista",
-    "acquistare",
-    "compra",
-    "ordina",
-    "ordinare",
-    "elimina",
-    "eliminare",
-    "cancella",
-    "rimuovi",
-    "conferma",
-    "confermare",
-    // pt
-    "publicar",
-    "encomendar",
-    "excluir",
-    "apagar",
-    "remover",
-    "submeter",
-    // nl
-    "verzenden",
-    "versturen",
-    "verstuur",
-    "verzend",
-    "plaatsen",
-    "publiceren",
-    "betalen",
-    "kopen",
-    "bestellen",
-    "verwijderen",
-    "bevestigen",
-    "indienen",
-    // pl
-    "wyślij",
-    "wysłać",
-    "opublikuj",
-    "zapłać",
-    "kup",
-    "zamów",
-    "usuń",
-    "potwierdź",
-    "prześlij",
-    // ru
-    "отправить",
-    "отправь",
-    "опубликовать",
-    "оплатить",
-    "купить",
-    "заказать",
-    "удалить",
-    "подтвердить",
-    "перевести",
-];
-
-/// Stems matched anywhere in a label (Chinese and Japanese).
-const CJK_STEMS: &[&str] = &[
-    // zh
-    "发送", "提交", "发布", "支付", "付款", "购买", "下单", "删除", "移除", "确认", "转账",
-    // ja
-    "送信", "投稿", "公開", "支払", "購入", "注文", "削除", "確認", "確定", "提出",
-];
-
-/// Words of a search or address field's label or role.
-const SEARCH_WORDS: &[&str] = &[
-    "search",
-    "find",
-    "filter",
-    "address",
-    "url",
-    "location",
-    "go to", // en
-    "suche",
-    "suchen",
-    "adresse",
-    "filtern", // de
-    "rechercher",
-    "recherche",
-    "filtrer", // fr
-    "buscar",
-    "búsqueda",
-    "dirección",
-    "filtrar", // es
-    "cerca",
-    "cercare",
-    "ricerca",
-    "indirizzo",
-    "filtra", // it
-    "pesquisar",
-    "pesquisa",
-    "procurar",
-    "endereço", // pt
-    "zoeken",
-    "zoek",
-    "adres", // nl
-    "szukaj",
-    "wyszukaj",
-    "adres", // pl
-    "поиск",
-    "найти",
-    "адрес",
-    "фильтр", // ru
-];
-
-const SEARCH_CJK: &[&str] = &["搜索", "查找", "地址", "检索", "検索", "アドレス"];
-
-/// Lowercase words of `text` (letters and digits; anything else separates).
-fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// True when the whole word sequence `phrase` occurs in `ws`.
-fn has_phrase(ws: &[String], phrase: &str) -> bool {
-    let p: Vec<&str> = phrase.split(' ').collect();
-    ws.windows(p.len())
-        .any(|w| w.iter().zip(&p).all(|(a, b)| a == b))
-}
-
-/// True when a clicked element's label reads as sending, posting, paying, buying, ordering,
-/// deleting, removing, submitting, confirming or publishing.
-pub fn consequential_label(label: &str) -> bool {
-    let ws = words(label);
-    WORDS.iter().any(|p| has_phrase(&ws, p)) || CJK_STEMS.iter().any(|s| label.contains(s))
-}
-
-/// True for a search or address field (typing there needs no approval): its role, or a label
-/// with a search or address word.
-pub fn search_or_address_field(role: Option<&str>, label: Option<&str>) -> bool {
-    if role.is_some_and(|r| r.eq_ignore_ascii_case("search") || r == "search box") {
-        return true;
+/// What the lexicon says of activating `e` (`nish_proto::lexicon::judge`, on its name and
+/// description). A field is never consequential: a click on it puts the caret there.
+pub fn verdict(e: &Element<'_>) -> Verdict {
+    if e.field {
+        return Verdict::Ordinary;
     }
-    let Some(label) = label else {
-        return false;
-    };
-    let ws = words(label);
-    SEARCH_WORDS.iter().any(|p| has_phrase(&ws, p)) || SEARCH_CJK.iter().any(|s| label.contains(s))
+    lexicon::judge(&lexicon::Element {
+        role: e.role,
+        name: e.label,
+        description: e.description,
+        tooltip: "",
+        activatable: e.activatable,
+    })
+}
+
+/// True for a search or address field (typing there needs no approval), by its role and
+/// attributes (`nish_proto::lexicon::field_kind`), never by words of its label.
+pub fn search_or_address_field(e: &Element<'_>) -> bool {
+    e.field && e.field_kind != FieldKind::Text
 }
 
 #[cfg(test)]
@@ -668,6 +487,12 @@ mod tests {
             field: matches!(role, "entry" | "text"),
             multi_line: role == "text",
             popup: matches!(role, "combo_box" | "menu"),
+            description: "",
+            field_kind: if matches!(role, "entry" | "text") {
+                lexicon::field_kind(role, label, &[])
+            } else {
+                FieldKind::Text
+            },
         }
     }
 
@@ -729,6 +554,13 @@ mod tests {
             (Tool::Click, "push_button", "Отправить", false, &[], false, ON, vec![ConsequentialLabel]),
             (Tool::Click, "push_button", "发送", false, &[], false, ON, vec![ConsequentialLabel]),
             (Tool::Click, "push_button", "送信する", false, &[], false, ON, vec![ConsequentialLabel]),
+            // The lexicon's words beyond the first ten kinds, and look-alike letters.
+            (Tool::Click, "push_button", "Sell", false, &[], false, ON, vec![ConsequentialLabel]),
+            (Tool::Click, "menu_item", "Move to Trash", false, &[], false, ON, vec![ConsequentialLabel]),
+            (Tool::Click, "push_button", "Check out", false, &[], false, ON, vec![ConsequentialLabel]),
+            (Tool::Click, "push_button", "\u{405}end", false, &[], false, ON, vec![ConsequentialLabel]),
+            (Tool::Click, "push_button", "Install", false, &[], false, ON, vec![ConsequentialLabel]),
+            (Tool::Click, "link", "Invite", false, &[], false, ON, vec![ConsequentialLabel]),
             // Ordinary clicks, and words that only contain a stem.
             (Tool::Click, "push_button", "Open", false, &[], false, ON, vec![]),
             (Tool::Click, "push_button", "Sender", false, &[], false, ON, vec![]),
@@ -738,12 +570,15 @@ mod tests {
             // Typing.
             (Tool::TypeText, "text", "Message", false, &[], false, ON, vec![Typing]),
             (Tool::TypeText, "entry", "Search", false, &[], false, ON, vec![]),
-            (Tool::TypeText, "entry", "Address and search bar", false, &[], false, ON, vec![]),
+            // Words of a label do not make a search or address field (its role and attributes
+            // do: see `fields_are_told_by_role_and_attributes`).
+            (Tool::TypeText, "entry", "Address and search bar", false, &[], false, ON, vec![Typing]),
+            (Tool::TypeText, "entry", "Recipient email address", false, &[], false, ON, vec![Typing]),
             (Tool::TypeText, "entry", "Suchen", false, &[], false, ON, vec![]),
             (Tool::TypeText, "entry", "検索", false, &[], false, ON, vec![]),
             (Tool::TypeText, "entry", "", false, &[], false, ON, vec![Typing]),
             (Tool::SetValue, "text", "Subject", false, &[], false, ON, vec![Typing]),
-            (Tool::SetValue, "entry", "Filter", false, &[], false, ON, vec![]),
+            (Tool::SetValue, "entry", "Filter", false, &[], false, ON, vec![Typing]),
             // Enter after typing, not before, not other keys (the focus in a single-line entry).
             (Tool::PressKey, "", "", true, &enter, false, ON, vec![EnterAfterTyping]),
             (Tool::Hotkey, "", "", true, &ctrl_enter, false, ON, vec![EnterAfterTyping]),
@@ -777,6 +612,83 @@ mod tests {
                 "{tool:?} {label:?} {keys:?} {prefs:?}"
             );
         }
+    }
+
+    /// The description is read as the name is: an icon-only button whose description (GTK's
+    /// tooltip) says "Send" asks; one with no text at all asks `no_label`.
+    #[test]
+    fn descriptions_are_judged_and_elements_without_text_ask() {
+        use Need::*;
+        let click = |e: Element<'_>| {
+            let mut f = ActFacts::new(Tool::Click);
+            f.named = Some(e);
+            needs(ON, &f)
+        };
+        let icon = |description| Element {
+            description,
+            ..el("push_button", "")
+        };
+        assert_eq!(click(icon("Send")), vec![ConsequentialLabel]);
+        assert_eq!(
+            click(icon("S\u{200B}end the message")),
+            vec![ConsequentialLabel]
+        );
+        assert_eq!(click(icon("")), vec![NoLabel]);
+        assert_eq!(click(icon("\u{200B} ")), vec![NoLabel]);
+        assert!(click(icon("Open")).is_empty());
+        // A labelled button whose description reads as consequential asks too.
+        let ok = Element {
+            description: "Deletes the account",
+            ..el("push_button", "OK")
+        };
+        assert_eq!(click(ok), vec![ConsequentialLabel]);
+        // A click on a field only puts the caret there, whatever its label.
+        assert!(click(el("entry", "Send a message")).is_empty());
+    }
+
+    /// Search and address fields are told by their role and attributes, never by their label.
+    #[test]
+    fn fields_are_told_by_role_and_attributes() {
+        use Need::*;
+        let typed = |e: Element<'_>| {
+            let mut f = ActFacts::new(Tool::TypeText);
+            f.named = Some(e);
+            needs(ON, &f)
+        };
+        let with = |label, attrs: &[(&str, &str)]| {
+            let attrs = lexicon::field_attrs(attrs.iter().copied());
+            Element {
+                field_kind: lexicon::field_kind("entry", label, &attrs),
+                ..el("entry", "")
+            }
+        };
+        assert!(
+            typed(with(
+                "Address and search bar",
+                &[("class", "OmniboxViewViews")]
+            ))
+            .is_empty()
+        );
+        assert!(typed(with("Find", &[("text-input-type", "search")])).is_empty());
+        assert!(typed(with("Q", &[("xml-roles", "searchbox")])).is_empty());
+        assert!(typed(with("Website", &[("text-input-type", "url")])).is_empty());
+        assert_eq!(
+            typed(with(
+                "Recipient email address",
+                &[("text-input-type", "email")]
+            )),
+            vec![Typing]
+        );
+        // GTK 3's search entry, named by the toolkit, whole.
+        assert!(typed(el("entry", "Search")).is_empty());
+        assert_eq!(typed(el("entry", "Search and send")), vec![Typing]);
+        // A focused button is no search field, whatever its label.
+        let ks = keys(&["x"]);
+        let focus = [el("push_button", "Search")];
+        let mut f = ActFacts::new(Tool::PressKey);
+        f.keys = &ks;
+        f.focus = &focus;
+        assert_eq!(needs(ON, &f), vec![Typing]);
     }
 
     #[test]

@@ -17,7 +17,9 @@ use nish_proto::errors::DriverError;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{
+    Freshness, SettleBounds, SettleReport, SettleWait, TreeFreshness, WalkLimits,
+};
 use tokio::sync::mpsc;
 
 use nish_proto::atspi_calls::ActMethod;
@@ -229,14 +231,21 @@ pub trait Backend: Send + Sync + 'static {
         limits: WalkLimits,
     ) -> impl Future<Output = Result<Tree, DriverError>> + Send;
 
-    /// Walks one window's accessibility tree, or answers with its kept walk when `limits.keep`
-    /// allows it (`nish_reader::kept`); true when the tree was kept, not walked now.
-    fn read_tree_kept(
+    /// Reads one window's accessibility tree: walked now, or the reader's kept walk reused
+    /// when `freshness` allows it and the kept walk may answer (`nish_reader::may_answer`);
+    /// with how fresh the tree is. Without a kept walk, a walk ([`Backend::read_tree`]).
+    fn read_tree_fresh(
         &self,
         window: &WindowInfo,
         limits: WalkLimits,
-    ) -> impl Future<Output = Result<(Tree, bool), DriverError>> + Send {
-        async move { self.read_tree(window, limits).await.map(|t| (t, false)) }
+        freshness: Freshness,
+    ) -> impl Future<Output = Result<(Tree, TreeFreshness), DriverError>> + Send {
+        let _ = freshness;
+        async move {
+            self.read_tree(window, limits)
+                .await
+                .map(|t| (t, TreeFreshness::Walked))
+        }
     }
 
     /// After an act whose re-check was `window`'s kept walk (kept under act generation `from`)

@@ -396,6 +396,8 @@ mod tests {
                     "label".into()
                 },
                 name: String::new(),
+                description: String::new(),
+                field_attrs: vec![],
                 states: StateSet::EMPTY,
                 value: None,
                 actions: vec![],

@@ -651,6 +651,8 @@ mod tests {
         Node {
             role: role.into(),
             name: name.into(),
+            description: String::new(),
+            field_attrs: vec![],
             states: StateSet::of(&[
                 State::Enabled,
                 State::Sensitive,

@@ -220,14 +220,14 @@ mod tests {
     #[test]
     fn the_reads_the_filter_refuses_are_never_named() {
         use nish_proto::atspi_calls::Agent;
-        // The filter refuses the input agent `Properties.GetAll`: its sources, and the shared
-        // library's it calls, never send one.
+        // The filter refuses the input agent `Properties.GetAll` and `Accessible.GetAttributes`
+        // (the reader's only): its sources, and the shared library's it calls, never send one.
         let refused: Vec<_> = nish_atspi::dbus::Read::ALL
             .iter()
             .filter(|r| !r.row().senders.any_time(Agent::Input))
             .map(|r| format!("{r:?}"))
             .collect();
-        assert_eq!(refused, ["GetAllProperties"]);
+        assert_eq!(refused, ["GetAttributes", "GetAllProperties"]);
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut seen = 0;
         for dir in [root.join("src"), root.join("../atspi/src")] {

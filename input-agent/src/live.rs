@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nish_atspi::a11y::{A11y, AppLink, ROOT_PATH, extents, get_string_prop, props};
+use nish_atspi::agent::connector::Connector;
 use nish_atspi::agent::x11::XDisplay;
 use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::failure::Failure;
@@ -142,9 +143,10 @@ pub fn decode_ref(v: &Value<'_>) -> Option<(String, String)> {
 }
 
 /// The reads behind every act: bus, application links, toolkits and the X display, kept
-/// between requests.
-#[derive(Debug, Default)]
+/// between requests and made through its [`Connector`].
+#[derive(Debug)]
 pub struct Desk {
+    connector: Connector,
     a11y: Arc<A11y>,
     registered: Mutex<HashSet<String>>,
     toolkits: Mutex<HashMap<String, Toolkit>>,
@@ -152,9 +154,15 @@ pub struct Desk {
 }
 
 impl Desk {
-    /// Nothing connected yet.
-    pub fn new() -> Desk {
-        Desk::default()
+    /// Nothing connected yet; connections are made through `connector`.
+    pub fn new(connector: Connector) -> Desk {
+        Desk {
+            a11y: A11y::new(connector.clone()),
+            connector,
+            registered: Mutex::default(),
+            toolkits: Mutex::default(),
+            x11: Mutex::default(),
+        }
     }
 
     /// The accessibility side (bus and links).
@@ -434,8 +442,9 @@ impl Desk {
             match g.as_ref() {
                 Some(x) => x.clone(),
                 None => {
+                    let connector = self.connector.clone();
                     let x = Arc::new(
-                        tokio::task::spawn_blocking(XDisplay::connect)
+                        tokio::task::spawn_blocking(move || XDisplay::connect(&connector))
                             .await
                             .map_err(|_| Failure::internal("X11 task failed"))??,
                     );

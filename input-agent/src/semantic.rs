@@ -31,6 +31,7 @@
 use std::time::Instant;
 
 use nish_atspi::a11y::AppLink;
+use nish_atspi::agent::connector::Connector;
 use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::states::format_number;
 use nish_proto::errors::ErrorCode;
@@ -186,15 +187,17 @@ fn as_i32(v: &OwnedValue) -> Result<i32, ActFailure> {
 }
 
 /// The headless half of the input agent.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Semantic {
     desk: Desk,
 }
 
 impl Semantic {
-    /// Nothing connected yet.
-    pub fn new() -> Semantic {
-        Semantic::default()
+    /// Nothing connected yet; connections are made through `connector`.
+    pub fn new(connector: Connector) -> Semantic {
+        Semantic {
+            desk: Desk::new(connector),
+        }
     }
 
     /// Does one act; the path taken (`atspi_action:<name>`, `atspi_selection`,

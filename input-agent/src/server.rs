@@ -16,6 +16,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use nish_atspi::agent::connector::Connector;
+use nish_atspi::agent::handed::{FdReader, Handover};
 use nish_proto::errors::ErrorCode;
 use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{FrameError, aio, encode};
@@ -76,9 +78,11 @@ enum XJob {
 }
 
 /// The X thread: the executor of synthetic acts, and the watcher of the person's input on a
-/// thread of its own. Without a display every job answers `backend_unavailable`.
+/// thread of its own, each on a connection made through `connector`. Without a display every
+/// job answers `backend_unavailable`.
 fn spawn_x(
     shared: Arc<Shared>,
+    connector: Connector,
     jobs: std::sync::mpsc::Receiver<XJob>,
     out: mpsc::UnboundedSender<InputToBroker>,
 ) -> anyhow::Result<()> {
@@ -86,13 +90,13 @@ fn spawn_x(
         .name("x-executor".into())
         .spawn(move || {
             let (watch_tx, watch_rx) = std::sync::mpsc::channel::<watcher::WatchCmd>();
-            let mut exec = match Executor::connect(shared.clone()) {
+            let mut exec = match Executor::connect(shared.clone(), &connector) {
                 Ok(x) => {
-                    let (sh, tx) = (shared.clone(), out.clone());
+                    let (sh, tx, c) = (shared.clone(), out.clone(), connector.clone());
                     let w = std::thread::Builder::new()
                         .name("x-watcher".into())
                         .spawn(move || {
-                            let r = watcher::run(sh, watch_rx, |input| {
+                            let r = watcher::run(sh, &c, watch_rx, |input| {
                                 let _ = tx.send(InputToBroker::Person { input });
                             });
                             if let Err(e) = r {
@@ -122,7 +126,7 @@ fn spawn_x(
                 let answer = match (job, exec.as_mut()) {
                     (XJob::Probe { id }, _) => InputToBroker::Probe {
                         id,
-                        probe: xtest::probe(),
+                        probe: xtest::probe(&connector),
                     },
                     (XJob::Synth { id, .. }, None)
                     | (XJob::Release { id }, None)
@@ -195,9 +199,9 @@ fn spawn_x(
 }
 
 /// Reads the clipboard (bounded by [`clipboard::READ_TIMEOUT`]); logs the length only.
-fn clipboard_read(id: u64) -> InputToBroker {
+fn clipboard_read(reads: &clipboard::Reads, id: u64) -> InputToBroker {
     let t0 = Instant::now();
-    let r = clipboard::read(None, clipboard::READ_TIMEOUT);
+    let r = reads.read(clipboard::READ_TIMEOUT);
     let us = t0.elapsed().as_micros() as u64;
     match r {
         Ok(text) => {
@@ -236,17 +240,19 @@ async fn write_msg<W: AsyncWrite + Unpin, T: serde::Serialize>(
 }
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
-/// are asked from the broker on this link (`nish_atspi::agent::handed`).
+/// are asked from the broker on this link: the agent's one [`Connector::Broker`], made here
+/// (`nish_atspi::agent::handed`).
 pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
-    let semantic = Semantic::new();
     let (rd, mut wr) = stream.into_split();
-    let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
+    let (mut rd, fds) = FdReader::new(rd);
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<InputToBroker>();
     let ask = out_tx.clone();
-    nish_atspi::agent::handed::install(
+    let handover = Handover::new(
         move |id, target| ask.send(InputToBroker::Connect { id, target }).is_ok(),
         fds,
     );
+    let connector = Connector::Broker(handover.clone());
+    let semantic = Semantic::new(connector.clone());
     let writer = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             if write_msg(&mut wr, &m).await.is_err() {
@@ -265,9 +271,10 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
         }
     });
     let shared = Arc::new(Shared::default());
-    let owner = clipboard::Owner::start(None)?;
+    let owner = clipboard::Owner::start(connector.clone())?;
+    let reads = Arc::new(clipboard::Reads::new(connector.clone()));
     let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
-    spawn_x(shared.clone(), job_rx, out_tx.clone())?;
+    spawn_x(shared.clone(), connector, job_rx, out_tx.clone())?;
     let result = loop {
         let req: BrokerToInput = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
             Ok(r) => r,
@@ -277,11 +284,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
         let job = match req {
             BrokerToInput::Connected { id, result } => {
                 // In order, here: the descriptor that came with it is next in the queue.
-                if let nish_atspi::agent::handed::Mode::Broker(h) =
-                    nish_atspi::agent::handed::mode()
-                {
-                    h.answered(id, result);
-                }
+                handover.answered(id, result);
                 continue;
             }
             BrokerToInput::Semantic { id, target, op } => {
@@ -304,9 +307,9 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
             BrokerToInput::Probe { id } => XJob::Probe { id },
             BrokerToInput::Focus { id } => XJob::Focus { id },
             BrokerToInput::ClipboardRead { id } => {
-                let out = out_tx.clone();
+                let (out, reads) = (out_tx.clone(), reads.clone());
                 tokio::task::spawn_blocking(move || {
-                    let _ = out.send(clipboard_read(id));
+                    let _ = out.send(clipboard_read(&reads, id));
                 });
                 continue;
             }

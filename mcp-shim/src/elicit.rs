@@ -129,8 +129,8 @@ async fn ask(peer: &Peer<RoleServer>, ev: &Value) -> bool {
 }
 
 /// What the person reads: what would happen and why they are asked. Built from the broker's
-/// description of the act (its label is app text, already escaped and cut by the broker, and
-/// shown in quotes as the app's own words).
+/// description of the act (its labels and descriptions are app text, already escaped and cut by
+/// the broker, and shown in quotes as the app's own words).
 pub fn message(ev: &Value) -> String {
     let tool = ev["tool"].as_str().unwrap_or("a tool");
     let a = &ev["action"];
@@ -139,9 +139,14 @@ pub fn message(ev: &Value) -> String {
     )];
     let element = |v: &Value| -> String {
         let role = v["role"].as_str().unwrap_or("element").replace('_', " ");
-        match v["label"].as_str() {
+        let named = match v["label"].as_str() {
             Some(l) if !l.is_empty() => format!("{role} \"{l}\""),
             _ => format!("{role} with no label"),
+        };
+        // The description (an icon-only button's tooltip), when the element has one.
+        match v["description"].as_str() {
+            Some(d) if !d.is_empty() => format!("{named} described \"{d}\""),
+            _ => named,
         }
     };
     if a["role"].is_string() {
@@ -232,6 +237,14 @@ mod tests {
                        "under_point": [{"role": "push_button", "label": "Send"}]}});
         let m = message(&ev);
         assert!(m.contains("Under the pointer: push button \"Send\""), "{m}");
+        let ev = json!({"event": "approval.request", "id": "a6", "tool": "click",
+            "reasons": ["consequential_label"],
+            "action": {"role": "push_button", "label": "", "description": "Send"}});
+        let m = message(&ev);
+        assert!(
+            m.contains("On: push button with no label described \"Send\""),
+            "{m}"
+        );
         let ev = json!({"event": "approval.request", "id": "a4", "tool": "type_text",
             "reasons": ["typing"], "action": {"role": "entry", "label": "", "text_len": 12}});
         let m = message(&ev);

@@ -155,6 +155,9 @@ call_table! {
         GetState => ("org.a11y.atspi.Accessible", "GetState", "", Agents),
         /// `Accessible.GetInterfaces`.
         GetInterfaces => ("org.a11y.atspi.Accessible", "GetInterfaces", "", Agents),
+        /// `Accessible.GetAttributes`: the reader's only, for a field's attributes that say
+        /// whether it takes a search or a URL (`nish_proto::lexicon::field_kind`).
+        GetAttributes => ("org.a11y.atspi.Accessible", "GetAttributes", "", Reader),
         /// `Properties.Get` (the property is named in the body).
         GetProperty => ("org.freedesktop.DBus.Properties", "Get", "ss", Agents),
         /// `Properties.GetAll` (the interface is named in the body): the reader's only. Qt 5

@@ -12,6 +12,8 @@
 //!   arguments; [`control`]: the host's control verbs, typed;
 //! - [`schemas`]: the output schema of every tool and of the error envelope;
 //! - [`doctor`]: the backend registry, capabilities and the doctor report with its schema;
+//! - [`lexicon`]: which labels read as consequential (folded to a confusable skeleton first) and
+//!   which text fields take a search or an address;
 //! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
 //! - [`secure_names`]: the names that make a field secure, and the commands that copy or paste
 //!   a field's text;
@@ -34,6 +36,7 @@ pub mod credentials;
 pub mod docs;
 pub mod doctor;
 pub mod errors;
+pub mod lexicon;
 pub mod model;
 pub mod render;
 pub mod schemas;

@@ -285,6 +285,15 @@ pub struct Node {
     pub role: String,
     /// The accessible name, raw: untrusted app text, escaped only when rendered.
     pub name: String,
+    /// The accessible description, raw: app text like the name (GTK gives a tooltip as the
+    /// description, Chromium `aria-description` or a `title` the name does not use). The
+    /// broker's approval judge reads it and a host's approval request shows it; the model's
+    /// reads do not ([`crate::lexicon`]).
+    pub description: String,
+    /// Of a field: the object attributes that say what it takes (a search, a URL:
+    /// [`crate::lexicon::FIELD_ATTRIBUTES`], values cut to
+    /// [`crate::lexicon::fields::ATTR_VALUE_MAX_CHARS`]); empty for anything else.
+    pub field_attrs: Vec<(String, String)>,
     /// States.
     pub states: StateSet,
     /// The value (text contents or a number); always `None` for secure fields and for values
@@ -314,9 +323,6 @@ impl Node {
     }
 }
 
-/// Rows inside a secure field carry nothing of it: a field whose text lives in child rows (an
-/// editable region whose paragraphs are children, say) would otherwise show its secret as their
-/// names. Every descendant of a secure row (rows in document order, parents first) loses its
 /// Roles that take typed text or a typed number (a PIN or a card code in a web page's
 /// `<input type=number>` is a spin button).
 pub fn is_text_input_role(role: &str) -> bool {
@@ -332,7 +338,10 @@ pub fn is_field(role: &str, states: StateSet, ifaces: Ifaces) -> bool {
     states.has(State::Editable) || ifaces.has(Ifaces::EDITABLE_TEXT) || is_text_input_role(role)
 }
 
-/// name and value and is marked secure itself; the structure stays as it is.
+/// Rows inside a secure field carry nothing of it: a field whose text lives in child rows (an
+/// editable region whose paragraphs are children, say) would otherwise show its secret as their
+/// names. Every descendant of a secure row (rows in document order, parents first) loses its
+/// name, description and value and is marked secure itself; the structure stays as it is.
 pub fn hide_inside_secure(nodes: &mut [Node]) {
     for i in 0..nodes.len() {
         let inside = nodes[i]
@@ -343,6 +352,7 @@ pub fn hide_inside_secure(nodes: &mut [Node]) {
         if inside {
             let n = &mut nodes[i];
             n.name.clear();
+            n.description.clear();
             n.value = None;
             n.states.insert(State::Secure);
         }
@@ -358,10 +368,10 @@ pub const MAX_CHANGED: usize = 32;
 
 /// A window's rows after a change from the rows before it (`before`: the rows re-read right
 /// before an act while the app's events were watched, or a kept walk) and the objects that sent
-/// events since, read again (`fresh`, one slot per handle of `changed`): their names, states and values replace the
-/// rows'. `None`, so that the whole window is read, when an object could not be read or is
-/// not a row, or when its role or interfaces changed or it started or stopped showing (the
-/// rows a walk lists would change). Frames and action names stay those of the rows before.
+/// events since, read again (`fresh`, one slot per handle of `changed`): their names,
+/// descriptions, states, values and field attributes replace the rows'. `None`, so that the
+/// whole window is read, when an object could not be read or is not a row, or when its role or
+/// interfaces changed or it started or stopped showing (the rows a walk lists would change). Frames and action names stay those of the rows before.
 ///
 /// With `details`, the objects were read with their extents and action names, and those replace
 /// the rows' too. A row whose secure state changed is never merged (a field that turned secure
@@ -398,8 +408,10 @@ pub fn merge_changed(
             return None;
         }
         n.name = f.name;
+        n.description = f.description;
         n.states = f.states;
         n.value = f.value;
+        n.field_attrs = f.field_attrs;
         if details {
             n.frame = f.frame;
             n.actions = f.actions;
@@ -575,6 +587,8 @@ mod tests {
         let node = |role: &str, name: &str, parent: Option<u32>| Node {
             role: role.into(),
             name: name.into(),
+            description: String::new(),
+            field_attrs: vec![],
             states: StateSet::EMPTY,
             value: Some(name.into()),
             actions: vec![],
@@ -645,6 +659,8 @@ mod merge_tests {
         Node {
             role: "check_box".into(),
             name: name.into(),
+            description: String::new(),
+            field_attrs: vec![],
             states: set,
             value: None,
             actions: vec!["click".into()],

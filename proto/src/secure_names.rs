@@ -10,6 +10,9 @@
 //! broker's judge refuses the field commands while the keyboard focus is in a secure field.
 //! Names are app text: these functions only classify them.
 
+use std::sync::OnceLock;
+
+use crate::lexicon::skeleton::{ignorable, push_letters};
 use crate::model::is_text_input_role;
 
 /// Where a lexicon entry must stand in a folded name.
@@ -25,8 +28,9 @@ pub enum At {
 
 use At::{Anywhere, Word, WordStart};
 
-/// Words and phrases that make a text input a secure field, folded as [`fold`] folds names
-/// (lower case, diacritics removed, punctuation and camel-case boundaries as single spaces).
+/// Words and phrases that make a text input a secure field, compared with a name once both are
+/// folded ([`fold`]: lower case, diacritics removed, look-alikes as the Latin letter they look
+/// like, punctuation and camel-case boundaries as single spaces).
 /// English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian, Chinese and
 /// Japanese at least, for passwords, passphrases, PINs, card security codes (CVV/CVC), one-time
 /// and verification codes, security codes, card numbers and API secrets.
@@ -223,36 +227,6 @@ pub const LEXICON: &[(&str, At)] = &[
     ("รหัสผ่าน", Anywhere),
 ];
 
-/// A Latin, Greek or Cyrillic letter without its diacritics (lower case in, lower case out).
-fn base_letter(c: char) -> char {
-    match c {
-        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'ā' | 'ą' | 'ă' => 'a',
-        'ç' | 'ć' | 'č' => 'c',
-        'ď' | 'đ' => 'd',
-        'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ę' | 'ě' => 'e',
-        'ì' | 'í' | 'î' | 'ï' | 'ı' => 'i',
-        'ł' => 'l',
-        'ñ' | 'ń' | 'ň' => 'n',
-        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ő' => 'o',
-        'ř' => 'r',
-        'ś' | 'š' | 'ş' | 'ș' => 's',
-        'ť' | 'ţ' | 'ț' => 't',
-        'ù' | 'ú' | 'û' | 'ü' | 'ů' | 'ű' => 'u',
-        'ý' | 'ÿ' => 'y',
-        'ź' | 'ż' | 'ž' => 'z',
-        'ά' => 'α',
-        'έ' => 'ε',
-        'ή' => 'η',
-        'ί' | 'ϊ' | 'ΐ' => 'ι',
-        'ό' => 'ο',
-        'ύ' | 'ϋ' | 'ΰ' => 'υ',
-        'ώ' => 'ω',
-        'ς' => 'σ',
-        'ё' => 'е',
-        c => c,
-    }
-}
-
 /// Punctuation, spaces and symbols: word separators in a folded name. Letters and marks of
 /// every script are kept (a virama or a tone mark is part of its word).
 fn separator(c: char) -> bool {
@@ -266,36 +240,46 @@ fn separator(c: char) -> bool {
 }
 
 /// A name folded for matching: camel-case boundaries become spaces (`newPassword`,
-/// `cardNumber`), then lower case without diacritics (`ß` as `ss`), every run of separators
-/// one space, with a space at each end.
+/// `cardNumber`), then each character as the lexicon's skeleton folds it without merging
+/// look-alike Latin letters (`crate::lexicon::skeleton::push_letters`: zero-width and format
+/// characters dropped, diacritics and compatibility forms removed, look-alikes from other
+/// scripts as the Latin letter they look like, lower case, `ß` as `ss`), every run of
+/// separators one space, with a space at each end. The entries of [`LEXICON`] and
+/// [`FIELD_COMMANDS`] are folded the same way before they are compared.
 pub fn fold(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 2);
     out.push(' ');
     let mut prev: Option<char> = None;
-    let push = |out: &mut String, c: char| {
-        if separator(c) {
-            if !out.ends_with(' ') {
-                out.push(' ');
-            }
-        } else if c == 'ß' {
-            out.push_str("ss");
-        } else {
-            out.push(base_letter(c));
+    let space = |out: &mut String| {
+        if !out.ends_with(' ') {
+            out.push(' ');
         }
     };
     for c in name.chars() {
+        // Zero-width and format characters are nothing, not separators (a soft hyphen, a word
+        // joiner inside "Pass\u{2060}word").
+        if ignorable(c) {
+            continue;
+        }
         if prev.is_some_and(|p| p.is_lowercase()) && c.is_uppercase() {
-            push(&mut out, ' ');
+            space(&mut out);
         }
         prev = Some(c);
-        for l in c.to_lowercase() {
-            push(&mut out, l);
+        if separator(c) {
+            space(&mut out);
+        } else {
+            push_letters(c, &mut out);
         }
     }
-    if !out.ends_with(' ') {
-        out.push(' ');
-    }
+    space(&mut out);
     out
+}
+
+/// The entries of a list folded as names are, without the spaces at the ends.
+fn folded<T: Copy>(list: &[(&str, T)]) -> Vec<(String, T)> {
+    list.iter()
+        .map(|(e, t)| (fold(e).trim().to_string(), *t))
+        .collect()
 }
 
 fn found(folded: &str, entry: &str, at: At) -> bool {
@@ -311,8 +295,10 @@ pub fn name_says_secure(name: &str) -> bool {
     if name.trim().is_empty() {
         return false;
     }
-    let folded = fold(name);
-    LEXICON.iter().any(|(e, at)| found(&folded, e, *at))
+    static ENTRIES: OnceLock<Vec<(String, At)>> = OnceLock::new();
+    let entries = ENTRIES.get_or_init(|| folded(LEXICON));
+    let name = fold(name);
+    entries.iter().any(|(e, at)| found(&name, e, *at))
 }
 
 /// True for a secure field by its role or its name: the `password_text` role, or a text input
@@ -323,7 +309,7 @@ pub fn secure_by_name(role: &str, name: &str) -> bool {
 }
 
 /// The commands that select, copy, cut or paste the text of the field that has the keyboard
-/// focus, as a menu item or a button names them (folded as [`fold`] folds names), in English,
+/// focus, as a menu item or a button names them (compared once folded, as [`LEXICON`]), in English,
 /// German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian, Chinese and Japanese.
 /// A label is such a command when it begins with one of these, as whole words (scripts without
 /// spaces: as a prefix): `Copy`, `Copy Ctrl+C`, `Select All`, `复制(C)`.
@@ -398,9 +384,17 @@ pub const FIELD_COMMANDS: &[&str] = &[
 pub fn is_field_command(label: &str) -> bool {
     // Mnemonic marks (GTK's `_`, Qt's `&`) may split a word: `Cu_t`, `&Copy`.
     let plain: String = label.chars().filter(|c| !matches!(c, '_' | '&')).collect();
+    static COMMANDS: OnceLock<Vec<(String, ())>> = OnceLock::new();
+    let commands = COMMANDS.get_or_init(|| {
+        let list: Vec<(&str, ())> = FIELD_COMMANDS.iter().map(|c| (*c, ())).collect();
+        folded(&list)
+    });
     let folded = fold(&plain);
-    FIELD_COMMANDS.iter().any(|c| {
-        let Some(rest) = folded.strip_prefix(' ').and_then(|f| f.strip_prefix(c)) else {
+    commands.iter().any(|(c, _)| {
+        let Some(rest) = folded
+            .strip_prefix(' ')
+            .and_then(|f| f.strip_prefix(c.as_str()))
+        else {
             return false;
         };
         // Whole words, where words have spaces between them; a prefix in scripts without.
@@ -555,9 +549,37 @@ mod tests {
         assert_eq!(fold("newPassword"), " new password ");
         assert_eq!(fold("Code de sécurité:"), " code de securite ");
         assert_eq!(fold("Kartenprüfnummer"), " kartenprufnummer ");
-        assert_eq!(fold("ПИН-код"), " пин код ");
+        assert_eq!(fold("ПИН-код"), fold("пин код"));
         assert_eq!(fold("Straße"), " strasse ");
         assert_eq!(fold("请输入密码："), " 请输入密码 ");
+        // One fold of confusables with the lexicon's skeleton: look-alikes, fullwidth forms,
+        // zero-width characters; "1" and "l" stay apart.
+        assert_eq!(fold("Pаsswоrd"), " password "); // Cyrillic а and о
+        assert_eq!(fold("ＰＡＳＳＷＯＲＤ"), " password ");
+        assert_eq!(fold("Pass\u{200B}word"), " password ");
+        assert_eq!(fold("ΚΩΔΙΚΟΣ"), fold("κωδικος"));
+        assert_ne!(fold("PLN"), fold("PIN"));
+    }
+
+    /// Look-alike spellings of a secure name or a field command are still one.
+    #[test]
+    fn look_alikes_are_secure_names_and_commands() {
+        for name in [
+            "Pаssword",         // Cyrillic а
+            "ＰＩＮ",           // fullwidth
+            "C\u{200B}VV",      // a zero-width space
+            "𝐏𝐚𝐬𝐬𝐰𝐨𝐫𝐝",         // mathematical bold
+            "Раss\u{00AD}word", // Cyrillic Р and а, a soft hyphen
+            "Pass\u{2060}word", // a word joiner
+        ] {
+            assert!(name_says_secure(name), "{name:?}");
+        }
+        for name in ["Amount (PLN)", "Kwota PLN", "P1N pad"] {
+            assert!(!name_says_secure(name), "{name:?}");
+        }
+        for label in ["Сору", "Ｐａｓｔｅ", "Cu\u{200D}t"] {
+            assert!(is_field_command(label), "{label:?}");
+        }
     }
 
     #[test]

@@ -34,8 +34,8 @@ use nish_proto::wire::input::{
     SynthEnd, SynthOp,
 };
 use nish_proto::wire::reader::{
-    BrokerToReader, DesktopProbe, ReaderToBroker, SettleBounds, SettleReport, SettleWait,
-    WalkLimits,
+    BrokerToReader, DesktopProbe, Freshness, ReaderToBroker, SettleBounds, SettleReport,
+    SettleWait, TreeFreshness, WalkLimits,
 };
 use nish_proto::wire::shim::{ApproveOpts, BrokerToShim, CallResult, Image, ShimToBroker};
 use nish_proto::wire::{
@@ -218,15 +218,19 @@ fn node() -> impl Strategy<Value = Node> {
             proptest::option::of(any::<u32>()),
         ),
         (any::<u16>(), any::<u32>(), any::<u16>(), s()),
+        (s(), proptest::collection::vec((s(), s()), 0..3)),
     )
         .prop_map(
             |(
                 (role, name, states, value),
                 (actions, frame, parent),
                 (depth, child_count, ifaces, handle),
+                (description, field_attrs),
             )| Node {
                 role,
                 name,
+                description,
+                field_attrs,
                 states: StateSet(states),
                 value,
                 actions,
@@ -348,32 +352,29 @@ fn broker_to_cli() -> impl Strategy<Value = BrokerToCli> {
 }
 
 fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
-    let limits = (
-        any::<u32>(),
-        any::<u16>(),
-        any::<u64>(),
-        any::<bool>(),
-        any::<Option<u64>>(),
-    )
-        .prop_map(
-            |(max_elements, max_depth, budget_ms, details, keep)| WalkLimits {
-                max_elements,
-                max_depth,
-                budget_ms,
-                details,
-                keep,
-            },
-        );
+    let limits = (any::<u32>(), any::<u16>(), any::<u64>(), any::<bool>()).prop_map(
+        |(max_elements, max_depth, budget_ms, details)| WalkLimits {
+            max_elements,
+            max_depth,
+            budget_ms,
+            details,
+        },
+    );
+    let freshness = prop_oneof![
+        Just(Freshness::Walk),
+        (any::<u64>(), any::<Option<u64>>())
+            .prop_map(|(generation, have)| Freshness::MayReuse { generation, have }),
+    ];
     prop_oneof![
         any::<u64>().prop_map(|id| BrokerToReader::ListWindows { id }),
-        (any::<u64>(), window(), limits, any::<Option<u64>>()).prop_map(
-            |(id, window, limits, have)| BrokerToReader::ReadTree {
+        (any::<u64>(), window(), limits, freshness).prop_map(|(id, window, limits, freshness)| {
+            BrokerToReader::ReadTree {
                 id,
                 window,
                 limits,
-                have
+                freshness,
             }
-        ),
+        }),
         (any::<u64>(), window(), proptest::collection::vec(s(), 0..4))
             .prop_map(|(id, window, secure)| BrokerToReader::Capture { id, window, secure }),
         any::<u64>().prop_map(|id| BrokerToReader::Probe { id }),
@@ -407,6 +408,14 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
             from: n[2],
             to: n[3]
         }),
+    ]
+}
+
+fn tree_freshness() -> impl Strategy<Value = TreeFreshness> {
+    prop_oneof![
+        Just(TreeFreshness::Walked),
+        any::<u64>().prop_map(|version| TreeFreshness::Kept { version }),
+        any::<[u64; 2]>().prop_map(|[version, age_ms]| TreeFreshness::Reused { version, age_ms }),
     ]
 }
 
@@ -459,25 +468,20 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
         lockdown().prop_map(ReaderToBroker::Lockdown),
         (any::<u64>(), proptest::collection::vec(window(), 0..3))
             .prop_map(|(id, windows)| ReaderToBroker::Windows { id, windows }),
-        (
-            any::<u64>(),
-            tree,
-            any::<u64>(),
-            any::<bool>(),
-            s(),
-            any::<Option<u64>>()
-        )
-            .prop_map(|(id, tree, walk_ms, kept, toolkit, version)| {
-                ReaderToBroker::Tree {
-                    id,
-                    tree,
-                    walk_ms,
-                    kept,
-                    toolkit,
-                    version,
-                }
-            }),
-        any::<[u64; 2]>().prop_map(|[id, version]| ReaderToBroker::Unchanged { id, version }),
+        (any::<u64>(), tree, any::<u64>(), s(), tree_freshness()).prop_map(
+            |(id, tree, walk_ms, toolkit, freshness)| ReaderToBroker::Tree {
+                id,
+                tree,
+                walk_ms,
+                toolkit,
+                freshness,
+            }
+        ),
+        any::<[u64; 3]>().prop_map(|[id, version, age_ms]| ReaderToBroker::Unchanged {
+            id,
+            version,
+            age_ms
+        }),
         (any::<u64>(), any::<[u32; 3]>(), bytes()).prop_map(|(id, n, data)| ReaderToBroker::Png {
             id,
             width: n[0],
@@ -1016,7 +1020,10 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                 id: 9,
                 window: win.clone(),
                 limits: WalkLimits::default(),
-                have: Some(3),
+                freshness: Freshness::MayReuse {
+                    generation: 8,
+                    have: Some(3),
+                },
             }),
         ),
         (
@@ -1029,6 +1036,8 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     nodes: vec![Node {
                         role: "push_button".into(),
                         name: "Save".into(),
+                        description: "Save the file".into(),
+                        field_attrs: vec![("text-input-type".into(), "search".into())],
                         states: StateSet(0b1011),
                         value: None,
                         actions: vec!["click".into()],
@@ -1042,15 +1051,18 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                     truncated: Some(TruncReason::TimeBudget),
                 },
                 walk_ms: 12,
-                kept: false,
                 toolkit: "GTK".into(),
-                version: Some(3),
+                freshness: TreeFreshness::Kept { version: 3 },
             }),
         ),
         (
             "reader-to-broker",
             "seed-unchanged",
-            e(&ReaderToBroker::Unchanged { id: 10, version: 3 }),
+            e(&ReaderToBroker::Unchanged {
+                id: 10,
+                version: 3,
+                age_ms: 40,
+            }),
         ),
         (
             "reader-to-broker",

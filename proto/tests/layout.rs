@@ -20,19 +20,10 @@ use std::path::{Path, PathBuf};
 const MAX_LINES: usize = 1200;
 
 /// Files over [`MAX_LINES`] still to be split.
-const KNOWN_LONG: &[&str] = &[
-    "atspi/src/a11y.rs",
-    "reader-agent/src/walk.rs",
-    "reader-agent/src/x11.rs",
-];
+const KNOWN_LONG: &[&str] = &[];
 
 /// Loops of files still to be broken, each named by every file in it.
-const KNOWN_LOOPS: &[&[&str]] = &[&[
-    "reader-agent/src/capture.rs",
-    "reader-agent/src/server.rs",
-    "reader-agent/src/walk.rs",
-    "reader-agent/src/wayland.rs",
-]];
+const KNOWN_LOOPS: &[&[&str]] = &[];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -19,6 +19,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use nish_atspi::a11y::A11y;
+use nish_atspi::agent::connector::Connector;
 use nish_proto::model::WindowInfo;
 use nish_proto::wire::reader::WalkLimits;
 use nish_reader::walk::{XGeometry, read_tree};
@@ -79,7 +80,7 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
     if let Some(v) = arg(&args, "--budget-ms") {
         limits.budget_ms = v.parse()?;
     }
-    let x = X11::connect().map_err(|f| anyhow::anyhow!("{f}"))?;
+    let x = X11::connect(&Connector::Direct).map_err(|f| anyhow::anyhow!("{f}"))?;
     if let Some(rounds) = arg(&args, "--list") {
         return list_windows(&x, rounds.parse()?);
     }
@@ -106,7 +107,7 @@ async fn run(args: Vec<String>) -> anyhow::Result<()> {
         client: w.frame,
         wm_frame: w.wm_frame,
     };
-    let a11y = A11y::new();
+    let a11y = A11y::new(Connector::Direct);
     let mut times = Vec::with_capacity(n);
     let mut last = None;
     for _ in 0..n.max(1) {

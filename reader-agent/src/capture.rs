@@ -37,7 +37,6 @@
 //! the cut), and checks after the capture that no secure field appeared that its walk did not
 //! name.
 
-use crate::server::blocking;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +49,7 @@ use nish_atspi::dbus::{CallError, Read, call};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{atspi_bits, map_states};
 
-use crate::x11::{Capture, Drawn, Grab, X11};
+use crate::x11::{Capture, Drawn, Grab, X11, blocking};
 
 /// Timeout of one extents or state call.
 pub const FIELD_TIMEOUT: Duration = Duration::from_millis(1000);

@@ -1,48 +1,30 @@
-//! Kept walks: a window's last walk answers a plain read again, with only what changed read
-//! again.
+//! The kept walk: the reader's one walk cache. A window's last walk answers a read that may
+//! reuse it ([`nish_proto::wire::reader::Freshness::MayReuse`]: the broker asks so for
+//! `get_window_state` and for an act's re-check when no other act came since), with only what
+//! changed read again.
 //!
-//! For a read that allows it ([`WalkLimits::keep`]: the broker sets it for `get_window_state`
-//! and for an act's re-check when no other act came since, never for a settle, a capture or a
-//! wait), the reader first adds one
-//! match on the accessibility bus,
+//! Before such a read walks, the reader adds one match on the accessibility bus,
 //! `type='signal',sender='<app>',interface='org.a11y.atspi.Event.Object'` (every object event
 //! of the application: the kinds the reader registered for are all object events, and
 //! applications send only the kinds some client registered for; the broker's filter lets the
-//! reader add no wider rule), and only then walks. A task notes the application's events: the
-//! object paths of state, text and value changes (at most [`MAX_CHANGED`]); anything else
-//! (children added or removed, a property change such as a name or a parent, more objects, the
-//! bus closing, [`KEEP_FOR_MS`] going by) ends the keep (the match is removed). A later read
-//! answers with the kept walk only when all of these hold:
+//! reader add no wider rule). A task notes the application's events: the object paths of
+//! state, text and value changes (at most [`MAX_CHANGED`]); anything else (children added or
+//! removed, a property change such as a name or a parent, more objects, the bus closing,
+//! [`KEEP_FOR_MS`] going by) ends the keep (the match is removed).
 //!
-//! - the keep is still in force, and the walk is at most [`KEEP_FOR_MS`] old;
-//! - the walk was not cut short by its time budget or an application that stopped answering;
-//! - the same window, with the same title, frame and other fields of the broker's window list;
-//! - the same X geometry of the window and of its window-manager frame, read again now;
-//! - the same limits and the same act generation (any act begins or ends a generation, so no
-//!   act of any session happened in between, except one that settled by its events alone and
-//!   handed the walk on: [`Kept::rekeep`]);
-//! - the reader had asked the registry to forward events at least [`EVENTS_SETTLED`] before the
-//!   walk began (applications learn of it some time after, and send nothing before);
-//! - no walk of the window without keep came since (the server forgets the kept walk then);
-//! - and [`Kept::barrier`]: one `Peer.Ping` to the application through the bus answered, and
-//!   every event delivered before the answer noted, so none is still in flight. The ping goes
-//!   out while X answers the geometry (for a kept walk of the same window fields and limits,
-//!   [`Kept::pending`]); the kept walk answers only when it was answered for that very walk.
-//!
-//! When objects sent state, text or value changes since (the walk's own reads make GTK 3 send
-//! some), those objects are read again ([`crate::walk::read_objects_with`], with their extents
-//! and action names, within [`REREAD_BUDGET`]) and merged into the kept walk
-//! ([`nish_proto::model::merge_changed`], as the act's settle does) — only for a toolkit that
-//! sends an event for every object it changes ([`trusts_object_events`]), only when every one
-//! is a row of the walk and none is a secure field or inside one, and only while no other read
-//! is merging; otherwise the window is walked again. Events from the application's other
-//! windows count too. Each kept walk has an id: a read's lookup and merge act only on the walk
-//! it began with ([`Kept::peek`], [`Kept::get`], [`Kept::merge`]).
-//!
-//! A light read with keep (an act's re-check of the window's structure) may be answered by the
-//! kept full walk of otherwise the same limits; a light walk is never kept. After an act that
-//! settled by its events alone, the broker may move the kept walk to the generation after the
-//! act ([`Kept::rekeep`]); the events since the walk stay noted.
+//! Whether the kept walk answers a later read, and whether a walk is kept at all, is
+//! [`crate::may_answer`]'s one pure function over the facts gathered here; docs/architecture.md
+//! shows its table. A read with [`nish_proto::wire::reader::Freshness::Walk`] forgets the
+//! window's kept walk (the server does), and a light walk is never kept. The barrier
+//! ([`Kept::barrier`]) goes out while X answers the geometry ([`Kept::pending`]) and stands
+//! only for the very walk it ran for ([`Kept::ordered`]). When objects sent changes (the walk's
+//! own reads make GTK 3 send some; events of the application's other windows count too) they
+//! are read again ([`crate::walk::read_objects_with`], within [`REREAD_BUDGET`]) and merged
+//! ([`Kept::merge`], [`nish_proto::model::merge_changed`]), while no other read merges. Each
+//! kept walk has an id: a read's lookup and merge act only on the walk it began with
+//! ([`Kept::peek`], [`Kept::get`], [`Kept::merge`]). After an act that settled by its events
+//! alone, the broker may move the kept walk to the generation after the act
+//! ([`Kept::rekeep`]); the events since the walk stay noted.
 //!
 //! Scrolling or moving inside a window sends no AT-SPI event on some toolkits: such a change
 //! can be missing from a read for at most [`KEEP_FOR_MS`]. The element an act is on is always
@@ -54,13 +36,14 @@ use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt as _;
 use nish_proto::model::{Rect, Tree, TruncReason, WindowInfo};
-use nish_proto::wire::reader::{KEEP_FOR_MS, MAX_CHANGED, WalkLimits};
+use nish_proto::wire::reader::{KEEP_FOR_MS, MAX_CHANGED, TreeFreshness, WalkLimits};
 use zbus::Connection;
+
+use crate::may_answer::{Answer, Facts, may_answer};
+pub use crate::may_answer::{BARRIER_WAIT, EVENTS_SETTLED};
 
 /// Windows whose last walk is kept at once; the oldest goes first.
 pub const MAX_KEPT: usize = 4;
-/// How long after the reader asked for events a walk may be kept.
-pub const EVENTS_SETTLED: Duration = Duration::from_millis(1000);
 
 /// What the application's events since the match say.
 #[derive(Debug, Default)]
@@ -76,9 +59,6 @@ struct Seen {
 
 /// Longest wait for the bus to add a match; the read then walks without keeping.
 pub const ARM_WAIT: Duration = Duration::from_millis(200);
-/// Longest wait for the application's answer that orders its events before a kept walk is
-/// used ([`Kept::barrier`]).
-pub const BARRIER_WAIT: Duration = Duration::from_millis(200);
 
 /// Longest time a read spends reading changed objects again before it walks instead.
 pub const REREAD_BUDGET: Duration = Duration::from_millis(250);
@@ -217,11 +197,19 @@ impl Armed {
         })
     }
 
+    /// An event ended the keep, or the bus closed (the task ended).
+    fn ended(&self) -> bool {
+        !self.seen.lock().is_ok_and(|s| !s.stale) || self.task.is_finished()
+    }
+
+    /// Milliseconds since the match went in.
+    fn age_ms(&self) -> u64 {
+        u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Still in force: nothing made the window's walk stale, within the keep's time.
     fn in_force(&self) -> bool {
-        self.seen.lock().is_ok_and(|s| !s.stale)
-            && !self.task.is_finished()
-            && self.began.elapsed() < Duration::from_millis(KEEP_FOR_MS)
+        !self.ended() && crate::may_answer::young(self.age_ms())
     }
 
     /// The objects that sent state, text or value changes since the last call (taken: events
@@ -241,8 +229,10 @@ pub struct Under {
     pub window: WindowInfo,
     /// The window's X geometry and its window-manager frame's, read right before the walk.
     pub geometry: (Rect, Option<Rect>),
-    /// The limits, the act generation included.
+    /// The limits (a full walk's: a light read may be answered by the kept full walk).
     pub limits: WalkLimits,
+    /// The broker's act generation ([`nish_proto::wire::reader::Freshness::MayReuse`]).
+    pub generation: u64,
 }
 
 #[derive(Debug)]
@@ -267,15 +257,76 @@ struct Entry {
     rechecked: bool,
 }
 
+impl Entry {
+    /// The facts of this kept walk for a read of `window` with `limits` under `generation`,
+    /// the window at X geometry `geometry` (`None`: not read yet, taken as the same), before
+    /// the barrier and before the changes are looked at (taken as answered and none).
+    fn facts(
+        &self,
+        window: &WindowInfo,
+        geometry: Option<&(Rect, Option<Rect>)>,
+        limits: &WalkLimits,
+        generation: u64,
+    ) -> Facts {
+        Facts {
+            merging: self.merging,
+            keep_ended: self.armed.ended(),
+            age_ms: self.armed.age_ms(),
+            same_window: self.under.window == *window,
+            same_geometry: geometry.is_none_or(|g| self.under.geometry == *g),
+            same_limits: self.under.limits == *limits,
+            same_generation: self.under.generation == generation,
+            trusted_toolkit: self.trusted,
+            // Kept only when the walk's own rows held ([`Kept::keep`]).
+            ..Facts::ALL_HOLD
+        }
+    }
+
+    /// What a read needs to order this walk's events ([`Kept::barrier`]).
+    fn peeked(&self) -> Peeked {
+        Peeked {
+            entry: self.id,
+            app: self.armed.app.clone(),
+            sync: self.armed.sync.clone(),
+        }
+    }
+
+    /// What a read answered by this walk as it is now says of its freshness.
+    fn reused(&self) -> Reuse {
+        Reuse {
+            version: self.version,
+            age_ms: self.armed.age_ms(),
+        }
+    }
+}
+
+/// Which kept walk answered a read: its version and age.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reuse {
+    /// The version ([`TreeFreshness::Reused`]).
+    pub version: u64,
+    /// Milliseconds since the kept walk began.
+    pub age_ms: u64,
+}
+
+impl From<Reuse> for TreeFreshness {
+    fn from(r: Reuse) -> TreeFreshness {
+        TreeFreshness::Reused {
+            version: r.version,
+            age_ms: r.age_ms,
+        }
+    }
+}
+
 /// What [`Kept::get`] found.
 #[derive(Debug, PartialEq)]
 pub enum Lookup {
     /// Nothing sent an event since the kept walk (or since the last read of it): the walk
     /// answers as it is, with its version.
-    Same(Tree, u64),
-    /// As [`Lookup::Same`], when the reader already holds the walk's very version (`have` of
+    Same(Tree, Reuse),
+    /// As [`Lookup::Same`], when the broker already holds the walk's very version (`have` of
     /// [`Kept::get`]): nothing needs to be sent.
-    Unchanged(u64),
+    Unchanged(Reuse),
     /// Objects of the kept walk sent state, text or value changes: read them again
     /// ([`crate::walk::read_objects`]) and give the result to [`Kept::merge`].
     Changed {
@@ -346,78 +397,103 @@ fn open_handles(tree: &Tree, app: &str, paths: &[String]) -> Option<Vec<String>>
 }
 
 impl Kept {
-    /// The kept walk of `window` for a read of `limits` (as [`Under`] has them), whatever the
-    /// window's X geometry, when its keep is in force and no read merges it: its barrier
-    /// ([`Kept::barrier`]) may run while the read asks X for the geometry. Changes nothing;
-    /// [`Kept::peek`] decides after, with the geometry.
-    pub fn pending(&self, window: &WindowInfo, limits: &WalkLimits) -> Option<Peeked> {
+    /// The kept walk of `window` for a read of `limits` (as [`Under`] has them) under
+    /// `generation`, whatever the window's X geometry, when it may answer but for the geometry,
+    /// the barrier and the changes ([`may_answer`]): its barrier ([`Kept::barrier`]) may run
+    /// while the read asks X for the geometry. Changes nothing; [`Kept::peek`] decides after,
+    /// with the geometry.
+    pub fn pending(
+        &self,
+        window: &WindowInfo,
+        limits: &WalkLimits,
+        generation: u64,
+    ) -> Option<Peeked> {
         let map = self.map.lock().ok()?;
         let e = map.get(&window.window_id)?;
-        let fits = e.under.window == *window && e.under.limits == *limits;
-        (fits && !e.merging && e.armed.in_force()).then(|| Peeked {
-            entry: e.id,
-            app: e.armed.app.clone(),
-            sync: e.armed.sync.clone(),
-        })
+        may_answer(&e.facts(window, None, limits, generation))
+            .is_ok()
+            .then(|| e.peeked())
     }
 
     /// The kept walk of `under.window` that a read may use once its events are ordered
-    /// ([`Kept::barrier`]): same window, geometry and limits, the keep in force, no other read
-    /// merging. `None` otherwise (and the kept walk is forgotten, unless another read is
-    /// merging it).
+    /// ([`Kept::barrier`]): it may answer but for the barrier and the changes ([`may_answer`]).
+    /// `None` otherwise (and the kept walk is forgotten, unless another read is merging it).
     pub fn peek(&self, under: &Under) -> Option<Peeked> {
         let mut map = self.map.lock().ok()?;
         let id = under.window.window_id;
         let e = map.get(&id)?;
-        if e.merging {
-            // Another read is merging: this one walks, and the kept walk stays.
-            return None;
+        let facts = e.facts(
+            &under.window,
+            Some(&under.geometry),
+            &under.limits,
+            under.generation,
+        );
+        match may_answer(&facts) {
+            Ok(_) => Some(e.peeked()),
+            Err(reason) => {
+                tracing::debug!(reason = reason.as_str(), "kept walk: not used");
+                if reason.forgets() {
+                    map.remove(&id);
+                }
+                None
+            }
         }
-        if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() {
-            return Some(Peeked {
-                entry: e.id,
-                app: e.armed.app.clone(),
-                sync: e.armed.sync.clone(),
-            });
-        }
-        map.remove(&id);
-        None
     }
 
-    /// The kept walk `entry` of `under.window`, when every condition of the module holds (after
-    /// [`Kept::peek`] and its barrier): as it is ([`Lookup::Unchanged`] when it is version
-    /// `have`, which the broker holds), or with the objects to read again. `None` (and the kept
-    /// walk is forgotten, unless it is another entry now) otherwise.
-    pub fn get(&self, under: &Under, entry: u64, have: Option<u64>) -> Option<Lookup> {
+    /// The kept walk `entry` of `under.window`, once its barrier was made (`answered`: the
+    /// application answered it), when [`may_answer`] says it answers: as it is
+    /// ([`Lookup::Unchanged`] when it is version `have`, which the broker holds), or with the
+    /// objects to read again. `None` otherwise, and the kept walk is forgotten unless the
+    /// reason leaves it (another read merges it, or it is another entry now).
+    pub fn get(
+        &self,
+        under: &Under,
+        entry: u64,
+        answered: bool,
+        have: Option<u64>,
+    ) -> Option<Lookup> {
         let mut map = self.map.lock().ok()?;
         let id = under.window.window_id;
         let e = map.get_mut(&id)?;
-        if e.id != entry || e.merging {
-            // A newer walk was kept meanwhile (its events are not ordered yet), or another
-            // read merges: this one walks.
-            return None;
-        }
-        if under.limits.keep.is_some() && e.under == *under && e.armed.in_force() {
-            let paths = e.armed.take_paths();
-            if paths.is_empty() {
-                if have == Some(e.version) {
-                    return Some(Lookup::Unchanged(e.version));
-                }
-                return Some(Lookup::Same(e.tree.clone(), e.version));
-            }
-            if e.trusted
-                && let Some(handles) = open_handles(&e.tree, &e.armed.app, &paths)
-            {
+        let mut facts = Facts {
+            barrier_answered: answered,
+            same_entry: e.id == entry,
+            ..e.facts(
+                &under.window,
+                Some(&under.geometry),
+                &under.limits,
+                under.generation,
+            )
+        };
+        // The changes are taken (for this read to read again) only when every other row holds.
+        let paths = if may_answer(&facts).is_ok() {
+            e.armed.take_paths()
+        } else {
+            Vec::new()
+        };
+        let handles = open_handles(&e.tree, &e.armed.app, &paths);
+        facts.changed = !paths.is_empty();
+        facts.changed_open = handles.is_some();
+        facts.broker_holds_it = have == Some(e.version);
+        match may_answer(&facts) {
+            Ok(Answer::Tree) => Some(Lookup::Same(e.tree.clone(), e.reused())),
+            Ok(Answer::Stands) => Some(Lookup::Unchanged(e.reused())),
+            Ok(Answer::ReadAgain) => {
                 e.merging = true;
-                return Some(Lookup::Changed {
+                Some(Lookup::Changed {
                     entry,
                     tree: e.tree.clone(),
-                    handles,
-                });
+                    handles: handles.unwrap_or_default(),
+                })
+            }
+            Err(reason) => {
+                tracing::debug!(reason = reason.as_str(), "kept walk: not used");
+                if reason.forgets() {
+                    map.remove(&id);
+                }
+                None
             }
         }
-        map.remove(&id);
-        None
     }
 
     /// The kept walk `entry` of `window_id` with `handles` read again (`fresh`, one slot per
@@ -434,7 +510,7 @@ impl Kept {
         entry: u64,
         handles: &[String],
         fresh: Option<Vec<Option<nish_proto::model::Node>>>,
-    ) -> Option<(Tree, u64)> {
+    ) -> Option<(Tree, Reuse)> {
         let mut map = self.map.lock().ok()?;
         let e = map.get_mut(&window_id)?;
         if e.id != entry {
@@ -451,7 +527,7 @@ impl Kept {
             Some(nodes) => {
                 e.tree.nodes = nodes;
                 e.version = self.next_id();
-                Some((e.tree.clone(), e.version))
+                Some((e.tree.clone(), e.reused()))
             }
             None => {
                 map.remove(&window_id);
@@ -461,10 +537,10 @@ impl Kept {
     }
 
     /// Keeps `tree`, walked under `under` with `armed` in force since before the walk began by
-    /// a toolkit `toolkit`, when the walk's window belongs to the armed application, was not
-    /// cut short by time or an application that stopped answering (cut by the limits is the
-    /// same every time), and events were forwarded long enough before (`events_since`). The
-    /// kept walk's version when kept.
+    /// a toolkit `toolkit`, when it would answer a read just like its own at once
+    /// ([`may_answer`] with the walk's own facts: complete, of the armed application, events
+    /// forwarded long enough before (`events_since`), the keep in force). The kept walk's
+    /// version when kept.
     pub fn keep(
         &self,
         under: Under,
@@ -473,19 +549,23 @@ impl Kept {
         toolkit: &(String, String),
         events_since: Option<Instant>,
     ) -> Option<u64> {
-        let complete = matches!(
-            tree.truncated,
-            None | Some(TruncReason::MaxElements | TruncReason::MaxDepth)
-        );
-        let same_app = tree.nodes.first().is_some_and(|n| {
-            n.handle
-                .split_once('|')
-                .is_some_and(|(bus, _)| bus == armed.app)
-        });
-        let settled = events_since.is_some_and(|t| t + EVENTS_SETTLED <= armed.began);
-        let in_force = armed.in_force();
-        if !(complete && same_app && settled && in_force && under.limits.keep.is_some()) {
-            tracing::debug!(complete, same_app, settled, in_force, "walk not kept");
+        let facts = Facts {
+            complete: matches!(
+                tree.truncated,
+                None | Some(TruncReason::MaxElements | TruncReason::MaxDepth)
+            ),
+            same_app: tree.nodes.first().is_some_and(|n| {
+                n.handle
+                    .split_once('|')
+                    .is_some_and(|(bus, _)| bus == armed.app)
+            }),
+            events_settled: events_since.is_some_and(|t| t + EVENTS_SETTLED <= armed.began),
+            keep_ended: armed.ended(),
+            age_ms: armed.age_ms(),
+            ..Facts::ALL_HOLD
+        };
+        if let Err(reason) = may_answer(&facts) {
+            tracing::debug!(reason = reason.as_str(), "walk not kept");
             return None;
         }
         let mut map = self.map.lock().ok()?;
@@ -553,9 +633,9 @@ impl Kept {
     /// The kept walk a read under `under` may use ([`Kept::peek`], then [`Kept::get`]), with
     /// its entry, once its events are ordered (`have`: as [`Kept::get`]). `early` is the entry a
     /// barrier already ran for while the read asked X for the geometry ([`Kept::pending`]) and
-    /// whether it answered: it stands only for that very entry. A walk kept since (a newer entry, whose match may not
-    /// have noted what the application sent) is ordered by `barrier` now. A failed barrier
-    /// forgets the kept walk.
+    /// whether it answered: it stands only for that very entry. A walk kept since (a newer
+    /// entry, whose match may not have noted what the application sent) is ordered by `barrier`
+    /// now. A failed barrier forgets the kept walk.
     pub async fn ordered<F, Fut>(
         &self,
         under: &Under,
@@ -573,11 +653,7 @@ impl Kept {
             Some((e, answered)) if e == entry => answered,
             _ => barrier(p).await,
         };
-        if !answered {
-            self.forget(under.window.window_id);
-            return None;
-        }
-        Some((entry, self.get(under, entry, have)?))
+        Some((entry, self.get(under, entry, answered, have)?))
     }
 
     /// Notes that kept walk `entry` of `window_id` answered an act's re-check (a light read).
@@ -600,12 +676,12 @@ impl Kept {
         };
         match map.get_mut(&window_id) {
             Some(e)
-                if e.under.limits.keep == Some(from)
+                if e.under.generation == from
                     && e.rechecked
                     && e.armed.in_force()
                     && !e.merging =>
             {
-                e.under.limits.keep = Some(to);
+                e.under.generation = to;
                 e.rechecked = false;
                 true
             }

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod events;
 pub mod image;
 pub mod kept;
+pub mod may_answer;
 pub mod ratelimit;
 pub mod server;
 pub mod walk;

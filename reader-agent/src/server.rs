@@ -14,23 +14,25 @@ use nish_proto::model::WindowInfo;
 use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::reader::{
-    BrokerToReader, DesktopProbe, MAX_CHANGED, ReaderToBroker, WalkLimits,
+    BrokerToReader, DesktopProbe, Freshness, MAX_CHANGED, ReaderToBroker, TreeFreshness, WalkLimits,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::{Semaphore, mpsc};
 
 use nish_atspi::a11y::{self, A11y};
+use nish_atspi::agent::connector::Connector;
+use nish_atspi::agent::handed::{FdReader, Handover};
 use nish_atspi::failure::Failure;
 
 use crate::kept::Lookup;
 use crate::ratelimit::RateLimiter;
 use crate::walk::{self, XGeometry};
-use crate::x11::X11;
+use crate::x11::{X11, blocking};
 
-/// How old the kept application list may be before a window of a process it has no
+/// How old the standing application list may be before a window of a process it has no
 /// application for makes the window list ask the registry again.
-pub const KEPT_ORDER_RECHECK: Duration = Duration::from_secs(1);
+pub const STANDING_ORDER_RECHECK: Duration = Duration::from_secs(1);
 
 /// Tree reads served at the same time; more wait their turn.
 pub const CONCURRENT_WALKS: usize = 6;
@@ -39,9 +41,6 @@ pub const CONCURRENT_WALKS: usize = 6;
 pub const WALKS_PER_APP: usize = 2;
 /// How long the window list waits for application names from the accessibility bus.
 pub const NAMES_WAIT: Duration = Duration::from_millis(400);
-/// How long any request waits for the X server (a server another client has grabbed answers
-/// nobody); the connection is made anew for the next request.
-pub const X11_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a probe waits for the accessibility bus.
 pub const PROBE_BUS_WAIT: Duration = Duration::from_secs(3);
 /// Longest time to read a settle's changed objects again (it falls back to a whole read).
@@ -50,6 +49,8 @@ pub const READ_OBJECTS_BUDGET: Duration = Duration::from_millis(1000);
 /// The reader's state shared by its requests.
 #[derive(Debug)]
 pub struct Reader {
+    /// How its connections are made (the broker's, in the binary).
+    connector: Connector,
     a11y: Arc<A11y>,
     x11: Mutex<Option<Arc<X11>>>,
     captures: Mutex<RateLimiter>,
@@ -59,42 +60,34 @@ pub struct Reader {
     kept: crate::kept::Kept,
 }
 
-impl Default for Reader {
-    fn default() -> Self {
-        Reader {
-            a11y: A11y::new(),
+/// What [`Reader::read_tree`] gives: the tree (`None` when the broker's stands), the walk's
+/// statistics (empty when not walked now), and how fresh the tree is.
+type ReadTree = (
+    Option<nish_proto::model::Tree>,
+    walk::WalkStats,
+    TreeFreshness,
+);
+
+/// A walk's result as [`Reader::read_tree`] gives it, not kept.
+fn walked(
+    r: Result<(nish_proto::model::Tree, walk::WalkStats), Failure>,
+) -> Result<ReadTree, Failure> {
+    r.map(|(tree, stats)| (Some(tree), stats, TreeFreshness::Walked))
+}
+
+impl Reader {
+    /// A reader with no connection yet; its connections are made through `connector`.
+    pub fn new(connector: Connector) -> Arc<Reader> {
+        Arc::new(Reader {
+            a11y: A11y::new(connector.clone()),
+            connector,
             x11: Mutex::new(None),
             captures: Mutex::new(RateLimiter::captures()),
             walks: Semaphore::new(CONCURRENT_WALKS),
             app_walks: Mutex::new(std::collections::HashMap::new()),
             watches: crate::events::Watches::default(),
             kept: crate::kept::Kept::default(),
-        }
-    }
-}
-
-/// A walk's result as [`Reader::read_tree`] gives it.
-fn walked(
-    r: Result<(nish_proto::model::Tree, walk::WalkStats), Failure>,
-) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
-    r.map(|(tree, stats)| (Some(tree), stats))
-}
-
-/// Runs X11 work on a blocking thread, for at most [`X11_TIMEOUT`] (a thread the server never
-/// answers stays blocked; the request does not).
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    match tokio::time::timeout(X11_TIMEOUT, tokio::task::spawn_blocking(f)).await {
-        Ok(r) => r.map_err(|_| Failure::internal("X11 task failed"))?,
-        Err(_) => Err(Failure::backend("the X server did not answer in time")),
-    }
-}
-
-impl Reader {
-    /// A reader with no connection yet.
-    pub fn new() -> Arc<Reader> {
-        Arc::new(Reader::default())
+        })
     }
 
     /// The X connection, made when there is none. Never on a Wayland session: there the
@@ -111,7 +104,8 @@ impl Reader {
         {
             return Ok(x.clone());
         }
-        let x = Arc::new(blocking(X11::connect).await?);
+        let connector = self.connector.clone();
+        let x = Arc::new(blocking(move || X11::connect(&connector)).await?);
         *self.x11.lock().map_err(|_| Failure::internal("lock"))? = Some(x.clone());
         // Frames redirected for capture are released once idle; the task ends with the
         // connection.
@@ -150,27 +144,27 @@ impl Reader {
     /// The window list, bottom to top.
     pub async fn list_windows(&self) -> Result<Vec<WindowInfo>, Failure> {
         if crate::wayland::is_wayland() {
-            return crate::wayland::list_windows(&self.a11y).await;
+            return crate::wayland::list_windows(&self.a11y, NAMES_WAIT).await;
         }
         let x = self.x11().await?;
         let began = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + NAMES_WAIT;
-        let kept = self.a11y.kept_order();
+        let standing = self.a11y.standing_order();
         let x_list = async {
             let wins = blocking(move || x.list_windows())
                 .await
                 .inspect_err(|f| self.x11_failed(f))?;
             Ok::<_, Failure>((wins, began.elapsed()))
         };
-        let ((wins, x_done), (order, apps_done), order_kept) = match kept {
+        let ((wins, x_done), (order, apps_done), order_standing) = match standing {
             Some((order, age)) => {
                 let (wins, x_done) = x_list.await?;
                 let pids: Vec<u32> = wins.iter().map(|w| w.pid).filter(|p| *p != 0).collect();
-                // A window of a process the kept list has no application for: the registry is
+                // A window of a process the standing list has no application for: the registry is
                 // asked again once the list is a while old (the application may have
                 // registered with a registry that started again, whose signals are not
                 // watched yet).
-                if age >= KEPT_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
+                if age >= STANDING_ORDER_RECHECK && !self.a11y.pids_known(&order, &pids).await {
                     let order = self.a11y.app_order(deadline).await;
                     ((wins, x_done), (order, began.elapsed()), false)
                 } else {
@@ -196,7 +190,7 @@ impl Reader {
             windows = wins.len(),
             x_us = x_done.as_micros() as u64,
             apps_us = apps_done.as_micros() as u64,
-            apps_kept = order_kept,
+            apps_standing = order_standing,
             registry_signals = self.a11y.registry_signals(),
             total_us = began.elapsed().as_micros() as u64,
             "window list"
@@ -217,14 +211,15 @@ impl Reader {
             .collect())
     }
 
-    /// One window's tree; `None` when the broker holds it already (`have`, the version of a
-    /// kept walk: [`ReaderToBroker::Unchanged`]).
+    /// One window's tree, walked now or the kept walk reused as `freshness` allows; the tree
+    /// is `None` when the broker holds it already ([`Freshness::MayReuse`]'s `have`, the
+    /// version of the kept walk: [`ReaderToBroker::Unchanged`]).
     pub async fn read_tree(
         &self,
         window: &WindowInfo,
         limits: &WalkLimits,
-        have: Option<u64>,
-    ) -> Result<(Option<nish_proto::model::Tree>, walk::WalkStats), Failure> {
+        freshness: Freshness,
+    ) -> Result<ReadTree, Failure> {
         // A read waits its turn (for its app, then among all reads) no longer than its budget.
         let budget = Duration::from_millis(nish_atspi::tree::clamp_limits(limits).budget_ms);
         let app_turns = {
@@ -270,19 +265,23 @@ impl Reader {
         let win = u32::try_from(window.window_id).map_err(|_| {
             Failure::not_found(format!("window {} does not exist", window.window_id))
         })?;
+        // A light read that may reuse (an act's re-check) may be answered by the kept full walk
+        // of the same limits (its extents and action names come along); it is never kept
+        // itself.
+        let full = WalkLimits {
+            details: true,
+            ..*limits
+        };
+        let reuse = match freshness {
+            Freshness::Walk => None,
+            Freshness::MayReuse { generation, have } => Some((generation, have)),
+        };
         // The barrier of a kept walk of the window (every event the application sent before
         // now noted) runs while X answers the window's geometry; whether the kept walk may
         // answer is decided after both ([`crate::kept::Kept::peek`]).
         let began = Instant::now();
-        let pending = limits.keep.and_then(|_| {
-            self.kept.pending(
-                window,
-                &WalkLimits {
-                    details: true,
-                    ..*limits
-                },
-            )
-        });
+        let pending =
+            reuse.and_then(|(generation, _)| self.kept.pending(window, &full, generation));
         let barrier = async {
             let p = pending.as_ref()?;
             Some(self.barrier(p).await)
@@ -320,29 +319,21 @@ impl Reader {
                 return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
             }
         };
-        let Some(_) = limits.keep else {
-            // A walk without keep (an act's re-check after another act, a settle's read, a
-            // wait, a capture's re-read) may see what the kept walk does not: the next plain
-            // read walks too.
+        let Some((generation, have)) = reuse else {
+            // A walk now (an act's re-check after another act, a settle's read, a wait, a
+            // capture's re-read) may see what the kept walk does not: the next read walks too.
             self.kept.forget(window.window_id);
             return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         };
-        // A light read with keep (an act's re-check) may be answered by the kept full walk of
-        // the same limits (its extents and action names come along); it is never kept itself.
         let light = !limits.details;
         let under = crate::kept::Under {
             window: window.clone(),
             geometry: (geometry.client, geometry.wm_frame),
-            limits: WalkLimits {
-                details: true,
-                ..*limits
-            },
+            limits: full,
+            generation,
         };
-        let kept = |version| walk::WalkStats {
-            kept: true,
-            version: Some(version),
-            ..walk::WalkStats::default()
-        };
+        let reused =
+            |tree, reuse: crate::kept::Reuse| Ok((tree, walk::WalkStats::default(), reuse.into()));
         // The early barrier stands only for the entry it ran for ([`crate::kept::Kept::ordered`]).
         let early = pending.map(|p| p.entry).zip(ordered);
         let found = self
@@ -365,13 +356,13 @@ impl Reader {
             }
         };
         match found {
-            Some((entry, Lookup::Same(tree, version))) => {
+            Some((entry, Lookup::Same(tree, reuse))) => {
                 same(entry, true);
-                return Ok((Some(tree), kept(version)));
+                return reused(Some(tree), reuse);
             }
-            Some((entry, Lookup::Unchanged(version))) => {
+            Some((entry, Lookup::Unchanged(reuse))) => {
                 same(entry, false);
-                return Ok((None, kept(version)));
+                return reused(None, reuse);
             }
             Some((_, Lookup::Changed { entry, handles, .. })) => {
                 let fresh =
@@ -385,29 +376,39 @@ impl Reader {
                     us = began.elapsed().as_micros() as u64,
                     "kept walk: objects read again"
                 );
-                if let Some((tree, version)) = merged {
+                if let Some((tree, reuse)) = merged {
                     if light {
                         self.kept.rechecked(window.window_id, entry);
                     }
-                    return Ok((Some(tree), kept(version)));
+                    return reused(Some(tree), reuse);
                 }
             }
             None => {}
         }
         if light {
-            // Not answered: a light walk, as without keep.
+            // Not answered: a light walk, as a walk now (a light walk is never kept).
             self.kept.forget(window.window_id);
             return walked(walk::read_tree(&self.a11y, window, geometry, limits).await);
         }
         // The match goes in before the walk begins, so a change during the walk is seen.
         let armed = self.arm_for(window, &geometry, budget).await;
-        let mut r = walk::read_tree(&self.a11y, window, geometry, limits).await;
-        if let (Some(armed), Ok((tree, stats))) = (armed, &mut r) {
-            stats.version =
-                self.kept
-                    .keep(under, armed, tree, &stats.toolkit, self.a11y.events_since());
-        }
-        walked(r)
+        let r = walk::read_tree(&self.a11y, window, geometry, limits).await;
+        let Some(armed) = armed else {
+            return walked(r);
+        };
+        r.map(|(tree, stats)| {
+            let kept = self.kept.keep(
+                under,
+                armed,
+                &tree,
+                &stats.toolkit,
+                self.a11y.events_since(),
+            );
+            let freshness = kept.map_or(TreeFreshness::Walked, |version| TreeFreshness::Kept {
+                version,
+            });
+            (Some(tree), stats, freshness)
+        })
     }
 
     /// The match on every object event of `window`'s application, in force before its walk
@@ -513,7 +514,7 @@ impl Reader {
                 Err(f) => self.x11_failed(&f),
             }
         }
-        match tokio::time::timeout(PROBE_BUS_WAIT, a11y::connect_bus()).await {
+        match tokio::time::timeout(PROBE_BUS_WAIT, a11y::connect_bus(&self.connector)).await {
             Ok(Ok(_)) => p.atspi_ok = true,
             Ok(Err(problem)) => p.atspi_reason = Some(problem.reason().to_string()),
             Err(_) => {
@@ -550,7 +551,7 @@ impl Reader {
     }
 
     /// Answers one request (`None` for the broker's answer to a connection request, which
-    /// goes to the [`nish_atspi::agent::handed::Handover`]).
+    /// goes to the [`nish_atspi::agent::handed::Handover`] of the reader's connector).
     pub async fn handle(&self, req: BrokerToReader) -> Option<ReaderToBroker> {
         Some(match req {
             BrokerToReader::ListWindows { id } => match self.list_windows().await {
@@ -561,27 +562,30 @@ impl Reader {
                 id,
                 window,
                 limits,
-                have,
+                freshness,
             } => {
                 let start = Instant::now();
-                match self.read_tree(&window, &limits, have).await {
-                    Ok((None, stats)) => {
+                match self.read_tree(&window, &limits, freshness).await {
+                    Ok((None, _, fresh)) => {
                         tracing::info!(
                             id,
                             window = window.window_id,
                             pid = window.pid,
-                            kept = stats.kept,
+                            ?fresh,
                             "tree read: the broker's stands"
                         );
-                        match stats.version {
-                            Some(version) => ReaderToBroker::Unchanged { id, version },
-                            None => failed(
-                                id,
-                                &Failure::internal("an unchanged walk without a version"),
-                            ),
+                        match fresh {
+                            TreeFreshness::Reused { version, age_ms } => {
+                                ReaderToBroker::Unchanged {
+                                    id,
+                                    version,
+                                    age_ms,
+                                }
+                            }
+                            _ => failed(id, &Failure::internal("an unchanged walk not reused")),
                         }
                     }
-                    Ok((Some(tree), stats)) => {
+                    Ok((Some(tree), stats, fresh)) => {
                         self.watches.objects.remember(
                             window.window_id,
                             tree.nodes
@@ -598,16 +602,15 @@ impl Reader {
                             p2p = stats.p2p,
                             live = stats.live_objects,
                             ms = stats.ms_total,
-                            kept = stats.kept,
+                            ?fresh,
                             "tree read"
                         );
                         ReaderToBroker::Tree {
                             id,
                             tree,
                             walk_ms: start.elapsed().as_millis() as u64,
-                            kept: stats.kept,
                             toolkit: stats.toolkit.0.clone(),
-                            version: stats.version,
+                            freshness: fresh,
                         }
                     }
                     Err(f) => failed(id, &f),
@@ -716,9 +719,7 @@ impl Reader {
                 ReaderToBroker::Rekept { id, moved }
             }
             BrokerToReader::Connected { id, result } => {
-                if let nish_atspi::agent::handed::Mode::Broker(h) =
-                    nish_atspi::agent::handed::mode()
-                {
+                if let Connector::Broker(h) = &self.connector {
                     h.answered(id, result);
                 }
                 return None;
@@ -784,18 +785,19 @@ fn encode_answer(msg: &ReaderToBroker) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Serves the broker on `stream` until it closes the connection. Connections to the desktop
-/// are asked from the broker on this link ([`nish_atspi::agent::handed`]).
+/// are asked from the broker on this link: the reader's one [`Connector::Broker`], made here
+/// ([`nish_atspi::agent::handed`]).
 pub async fn serve(stream: UnixStream) -> anyhow::Result<()> {
-    let reader = Reader::new();
     let (rd, mut wr) = stream.into_split();
-    let (mut rd, fds) = nish_atspi::agent::handed::FdReader::new(rd);
+    let (mut rd, fds) = FdReader::new(rd);
 
     let (tx, mut rx) = mpsc::channel::<ReaderToBroker>(64);
     let ask = tx.clone();
-    nish_atspi::agent::handed::install(
+    let handover = Handover::new(
         move |id, target| ask.try_send(ReaderToBroker::Connect { id, target }).is_ok(),
         fds,
     );
+    let reader = Reader::new(Connector::Broker(handover.clone()));
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let buf = match encode_answer(&msg) {
@@ -820,9 +822,7 @@ pub async fn serve(stream: UnixStream) -> anyhow::Result<()> {
         tracing::debug!(id = request_id(&req), "request");
         if let BrokerToReader::Connected { id, result } = req {
             // In order, here: the descriptor that came with it is next in the queue.
-            if let nish_atspi::agent::handed::Mode::Broker(h) = nish_atspi::agent::handed::mode() {
-                h.answered(id, result);
-            }
+            handover.answered(id, result);
             continue;
         }
         let reader = reader.clone();

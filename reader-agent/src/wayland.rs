@@ -29,6 +29,7 @@
 //!   one last (on top).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use nish_proto::model::{Rect, State, WindowInfo};
 
@@ -106,8 +107,9 @@ fn window_frame(extents: Option<Rect>) -> Rect {
     Rect::new(0, 0, e.w.max(0), e.h.max(0))
 }
 
-/// The window list (see the module documentation), the active window last.
-pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
+/// The window list (see the module documentation), the active window last; the applications'
+/// names are waited for at most `names_wait`.
+pub async fn list_windows(a11y: &A11y, names_wait: Duration) -> Result<Vec<WindowInfo>, Failure> {
     let apps = a11y.apps().await?;
     let mut wins: Vec<WindowInfo> = Vec::new();
     for app in apps {
@@ -148,7 +150,7 @@ pub async fn list_windows(a11y: &A11y) -> Result<Vec<WindowInfo>, Failure> {
     // Names are asked of the applications in the background; wait for them as on X11.
     let mut pids: Vec<u32> = wins.iter().map(|w| w.pid).collect();
     pids.dedup();
-    let names = a11y.names_by_pid(&pids, crate::server::NAMES_WAIT).await;
+    let names = a11y.names_by_pid(&pids, names_wait).await;
     for w in wins.iter_mut() {
         if w.app.is_empty()
             && let Some(n) = names.get(&w.pid)
@@ -271,6 +273,7 @@ mod tests {
             props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
+                description: String::new(),
                 states: vec![],
                 ifaces: vec![],
                 child_count: 0,
@@ -289,6 +292,7 @@ mod tests {
             props: nish_atspi::a11y::Props {
                 role: 23,
                 name: String::new(),
+                description: String::new(),
                 states: vec![],
                 ifaces: vec![],
                 child_count: 1,

@@ -29,7 +29,9 @@ use nish_proto::model::{
 };
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{
+    Freshness, SettleBounds, SettleReport, SettleWait, TreeFreshness, WalkLimits,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
@@ -91,6 +93,10 @@ enum Behavior {
 struct El {
     role: &'static str,
     name: String,
+    /// The accessible description (a tooltip).
+    description: String,
+    /// A field's attributes that say what it takes (`nish_proto::lexicon::FIELD_ATTRIBUTES`).
+    field_attrs: Vec<(String, String)>,
     states: StateSet,
     value: Option<String>,
     actions: Vec<&'static str>,
@@ -184,6 +190,8 @@ impl Desk {
         self.els.push(El {
             role,
             name: name.to_string(),
+            description: String::new(),
+            field_attrs: vec![],
             states: s,
             value: None,
             actions: vec![],
@@ -343,6 +351,32 @@ impl Desk {
         let status = d.add(Some(sb), "label", "Ready");
         // Last, so the layout of everything before it stays as the tests know it.
         d.button(sb, "Send", Behavior::Status("Sent"));
+        // Labels the lexicon reads that a list of words missed: right of the form, on frames of
+        // their own, after every row the tests knew before.
+        let shop = d.add(Some(root), "panel", "Shop");
+        d.els[shop].frame = Some(Rect::new(340, 100, 280, 300));
+        let bypasses = [
+            ("Sell", "", "Sold"),
+            ("Move to Trash", "", "Trashed"),
+            ("Check out", "", "Checked out"),
+            ("\u{405}end", "", "Sent"),
+            // An icon-only button: an arrow glyph, its tooltip says what it does.
+            ("\u{27A4}", "Send", "Sent"),
+        ];
+        for (i, (name, description, status)) in bypasses.into_iter().enumerate() {
+            let b = d.button(shop, name, Behavior::Status(status));
+            d.els[b].description = description.into();
+            d.els[b].frame = Some(Rect::new(350, 110 + 30 * i as i32, 200, 24));
+        }
+        let fields = [("Recipient email address", "email"), ("Find", "search")];
+        for (i, (name, input_type)) in fields.into_iter().enumerate() {
+            let f = d.add(Some(shop), "entry", name);
+            d.els[f].ifaces |= Ifaces::TEXT | Ifaces::EDITABLE_TEXT;
+            d.els[f].states.insert(State::Editable);
+            d.els[f].value = Some(String::new());
+            d.els[f].field_attrs = vec![("text-input-type".into(), input_type.into())];
+            d.els[f].frame = Some(Rect::new(350, 270 + 30 * i as i32, 200, 24));
+        }
         d.windows.push(Win {
             window_id: 0x0040_0001,
             pid: 4101,
@@ -413,6 +447,10 @@ impl Desk {
         d
     }
 
+    fn win_of_root(&self, root: usize) -> Option<&Win> {
+        self.windows.iter().find(|w| w.root == root)
+    }
+
     fn win(&self, window_id: u64) -> Option<&Win> {
         self.windows.iter().find(|w| w.window_id == window_id)
     }
@@ -477,6 +515,8 @@ impl Desk {
             nodes.push(Node {
                 role: e.role.into(),
                 name: e.name.clone(),
+                description: e.description.clone(),
+                field_attrs: e.field_attrs.clone(),
                 states: st,
                 value: if st.has(State::Secure) {
                     None
@@ -777,11 +817,11 @@ pub struct MockBackend {
     last_acted: Mutex<Option<String>>,
     /// Whole reads of a window with details (frames) so far.
     full_reads: std::sync::atomic::AtomicUsize,
-    /// What each read that could have been answered by a kept walk was allowed
-    /// (`WalkLimits::keep`: the broker's act generation, or none).
-    keeps: Mutex<Vec<Option<u64>>>,
-    /// The `keep` of each light read (an act's re-check) so far.
-    light_keeps: Mutex<Vec<Option<u64>>>,
+    /// How fresh each full read that could have been answered by a kept walk asked to be
+    /// ([`Freshness`]: walk now, or the broker's act generation).
+    read_freshness: Mutex<Vec<Freshness>>,
+    /// The same of each light read (an act's re-check) so far.
+    light_freshness: Mutex<Vec<Freshness>>,
     /// When set, a plain read's walk is kept (by window, under its generation) and answers a
     /// later read under the same generation as it was, like a reader whose app sent no event:
     /// anything that changed since without one is missing from it.
@@ -837,8 +877,8 @@ impl MockBackend {
             objects_read: std::sync::atomic::AtomicUsize::new(0),
             last_acted: Mutex::new(None),
             full_reads: std::sync::atomic::AtomicUsize::new(0),
-            keeps: Mutex::new(vec![]),
-            light_keeps: Mutex::new(vec![]),
+            read_freshness: Mutex::new(vec![]),
+            light_freshness: Mutex::new(vec![]),
             kept: Mutex::new(None),
         }
     }
@@ -848,9 +888,9 @@ impl MockBackend {
         *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(Default::default());
     }
 
-    /// The `keep` of each light read (an act's re-check) so far.
-    pub fn light_keeps(&self) -> Vec<Option<u64>> {
-        self.light_keeps
+    /// How fresh each light read (an act's re-check) so far asked to be.
+    pub fn light_freshness(&self) -> Vec<Freshness> {
+        self.light_freshness
             .lock()
             .map(|k| k.clone())
             .unwrap_or_default()
@@ -896,6 +936,11 @@ impl MockBackend {
         };
         let menu = d.add(Some(root), "menu", "Edit");
         let item = d.add(Some(menu), "menu_item", name);
+        // On frames of their own, right of Notes' form below its Shop panel: laid out by their
+        // rows they would lie past the window's bottom.
+        let at = d.win_of_root(root).map(|w| w.frame).unwrap_or_default();
+        d.els[menu].frame = Some(Rect::new(at.x + 300, at.y + 380, 220, 60));
+        d.els[item].frame = Some(Rect::new(at.x + 310, at.y + 390, 200, 24));
         d.els[item].actions = vec!["click"];
         d.els[item].ifaces |= Ifaces::ACTION;
         d.els[item].behavior = Behavior::Paste;
@@ -941,8 +986,34 @@ impl MockBackend {
     }
 
     /// The `keep` of each plain read so far (the mock keeps no walk: it always walks).
-    pub fn keeps(&self) -> Vec<Option<u64>> {
-        self.keeps.lock().map(|k| k.clone()).unwrap_or_default()
+    pub fn read_freshness(&self) -> Vec<Freshness> {
+        self.read_freshness
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default()
+    }
+
+    /// Walks `window` now, leaving the kept walk as it is (whole reads with details counted).
+    fn walk_now(&self, window: &WindowInfo, limits: WalkLimits) -> Result<Tree, DriverError> {
+        if limits.details {
+            self.full_reads
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let d = self.desk();
+        let (i, w) = d
+            .windows
+            .iter()
+            .enumerate()
+            .find(|(_, w)| w.window_id == window.window_id)
+            .ok_or_else(|| {
+                DriverError::new(ErrorCode::WindowTargetNotFound, "the window is gone")
+            })?;
+        let (nodes, _, truncated) = d.walk(w, limits);
+        Ok(Tree {
+            window: d.window_info(w, i),
+            nodes,
+            truncated,
+        })
     }
 
     /// The handle of the element the last semantic act was on.
@@ -1233,47 +1304,53 @@ impl Backend for MockBackend {
             .collect())
     }
 
-    async fn read_tree_kept(
+    async fn read_tree_fresh(
         &self,
         window: &WindowInfo,
         limits: WalkLimits,
-    ) -> Result<(Tree, bool), DriverError> {
+        freshness: Freshness,
+    ) -> Result<(Tree, TreeFreshness), DriverError> {
         let log = if limits.details {
-            &self.keeps
+            &self.read_freshness
         } else {
-            &self.light_keeps
+            &self.light_freshness
         };
         if let Ok(mut k) = log.lock() {
-            k.push(limits.keep);
+            k.push(freshness);
         }
-        if let Some(g) = limits.keep
-            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+        let Some(g) = freshness.generation() else {
+            return self
+                .read_tree(window, limits)
+                .await
+                .map(|t| (t, TreeFreshness::Walked));
+        };
+        if let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
             && let Some((at, tree)) = map.get(&window.window_id)
             && *at == g
         {
-            return Ok((tree.clone(), true));
+            // The mock numbers no versions.
+            return Ok((
+                tree.clone(),
+                TreeFreshness::Reused {
+                    version: 0,
+                    age_ms: 0,
+                },
+            ));
         }
-        let tree = self.read_tree(window, limits).await?;
-        if let (Some(g), true) = (limits.keep, limits.details)
+        let tree = self.walk_now(window, limits)?;
+        if limits.details
             && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
         {
             map.insert(window.window_id, (g, tree.clone()));
+            return Ok((tree, TreeFreshness::Kept { version: 0 }));
         }
-        Ok((tree, false))
+        Ok((tree, TreeFreshness::Walked))
     }
 
     async fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> bool {
         // The reader's kept walk noted the act's events and reads those objects again at the
         // next read: the fake desktop as it is now.
-        let now = self
-            .read_tree(
-                window,
-                WalkLimits {
-                    keep: Some(to),
-                    ..WalkLimits::default()
-                },
-            )
-            .await;
+        let now = self.walk_now(window, WalkLimits::default());
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         match (
             kept.as_mut().and_then(|m| m.get_mut(&window.window_id)),
@@ -1293,31 +1370,11 @@ impl Backend for MockBackend {
         window: &WindowInfo,
         limits: WalkLimits,
     ) -> Result<Tree, DriverError> {
-        if limits.details {
-            self.full_reads
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        if limits.keep.is_none()
-            && let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
-        {
-            // A walk without keep: the next plain read walks too (as the reader).
+        if let Some(map) = self.kept.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            // A walk now: the next plain read walks too (as the reader).
             map.remove(&window.window_id);
         }
-        let d = self.desk();
-        let (i, w) = d
-            .windows
-            .iter()
-            .enumerate()
-            .find(|(_, w)| w.window_id == window.window_id)
-            .ok_or_else(|| {
-                DriverError::new(ErrorCode::WindowTargetNotFound, "the window is gone")
-            })?;
-        let (nodes, _, truncated) = d.walk(w, limits);
-        Ok(Tree {
-            window: d.window_info(w, i),
-            nodes,
-            truncated,
-        })
+        self.walk_now(window, limits)
     }
 
     async fn capture(

@@ -30,7 +30,9 @@ use nish_decider::backend::{
 use nish_proto::doctor::DoctorReport;
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::input::{ActPath, Expect, SemanticOp};
-use nish_proto::wire::reader::{SettleBounds, SettleReport, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{
+    Freshness, SettleBounds, SettleReport, SettleWait, TreeFreshness, WalkLimits,
+};
 use tokio::sync::mpsc;
 
 /// The directory variable.
@@ -196,12 +198,13 @@ impl<B: Backend> Backend for FileConsent<B> {
         self.inner.read_tree(window, limits)
     }
 
-    fn read_tree_kept(
+    fn read_tree_fresh(
         &self,
         window: &WindowInfo,
         limits: WalkLimits,
-    ) -> impl Future<Output = Result<(Tree, bool), DriverError>> + Send {
-        self.inner.read_tree_kept(window, limits)
+        freshness: Freshness,
+    ) -> impl Future<Output = Result<(Tree, TreeFreshness), DriverError>> + Send {
+        self.inner.read_tree_fresh(window, limits, freshness)
     }
 
     fn rekeep(&self, window: &WindowInfo, from: u64, to: u64) -> impl Future<Output = bool> + Send {

@@ -642,3 +642,75 @@ async fn keys_after_a_right_click_ask_until_the_menu_is_closed() {
     unasked(&f, "press_key", json!({"key": "Return"})).await;
     assert_eq!(status(&f).await, "Submitted");
 }
+
+// The lexicon: labels a list of words missed, each of which went through unasked before.
+
+/// "Sell", "Move to Trash", "Check out", a Cyrillic "Ѕend" and an icon-only button (an arrow
+/// glyph) whose description (its tooltip) says "Send" each ask, and a denial sends nothing.
+#[tokio::test]
+async fn labels_the_lexicon_reads_ask_and_a_denial_sends_nothing() {
+    let f = Fixture::approving(cfg(), CONSEQUENTIAL);
+    started(&f, false).await;
+    for label in [
+        "Sell",
+        "Move to Trash",
+        "Check out",
+        "\u{405}end",
+        "\u{27A4}",
+    ] {
+        let r = f.read("Notes").await;
+        let token = Fixture::token(&r, "push_button", label);
+        let (ev, res) = answered(&f, "click", json!({"element_token": token}), false).await;
+        assert_eq!(ev["reasons"], json!(["consequential_label"]), "{label:?}");
+        assert_eq!(ev["action"]["label"], label);
+        assert_eq!(res.err("consent_denied")["effect"], "refused", "{label:?}");
+        assert_eq!(status(&f).await, "Ready", "a denied {label:?} sent nothing");
+    }
+    // The host is shown the description the judge read; the model's read does not carry it.
+    let r = f.read("Notes").await;
+    let icon = Fixture::element(&r, "push_button", "\u{27A4}");
+    assert!(icon.get("description").is_none(), "{icon}");
+    let token = icon["element_token"].as_str().unwrap().to_string();
+    let (ev, res) = answered(&f, "click", json!({"element_token": token}), true).await;
+    assert_eq!(ev["action"]["description"], "Send");
+    res.ok();
+    assert_eq!(status(&f).await, "Sent");
+}
+
+/// Typing into "Recipient email address" asks ("address" in a label says nothing of the field);
+/// typing into a field whose attributes say it takes a search does not.
+#[tokio::test]
+async fn a_field_is_a_search_field_by_its_attributes_not_by_its_label() {
+    let f = Fixture::approving(cfg(), CONSEQUENTIAL);
+    started(&f, false).await;
+    let r = f.read("Notes").await;
+    let to = Fixture::token(&r, "entry", "Recipient email address");
+    let (ev, res) = answered(
+        &f,
+        "type_text",
+        json!({"element_token": to, "text": "boss@example.com"}),
+        false,
+    )
+    .await;
+    assert_eq!(ev["reasons"], json!(["typing"]));
+    assert_eq!(res.err("consent_denied")["effect"], "refused");
+    assert_eq!(
+        f.engine
+            .backend
+            .value_of("Recipient email address")
+            .as_deref(),
+        Some("")
+    );
+    let r = f.read("Notes").await;
+    let find = Fixture::token(&r, "entry", "Find");
+    unasked(
+        &f,
+        "type_text",
+        json!({"element_token": find, "text": "invoices"}),
+    )
+    .await;
+    assert_eq!(
+        f.engine.backend.value_of("Find").as_deref(),
+        Some("invoices")
+    );
+}

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{Fixture, Res};
+use nish_proto::wire::reader::Freshness;
 use nish_testd::person::PersonOp;
 use serde_json::{Value, json};
 
@@ -564,10 +565,9 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     // A plain read keeps its walk; the act right after it is re-checked from it.
     let r = f.read("Notes").await;
     let g0 = backend
-        .keeps()
+        .read_freshness()
         .last()
-        .copied()
-        .flatten()
+        .and_then(|f| f.generation())
         .expect("a plain read may be kept");
     let c = f
         .call(
@@ -577,8 +577,8 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
         .await;
     assert_eq!(c.ok()["effect"], "confirmed");
     assert_eq!(
-        backend.light_keeps(),
-        [Some(g0)],
+        backend.light_freshness(),
+        [Freshness::may_reuse(g0)],
         "the re-check may use the walk kept under the generation before the act"
     );
     assert_eq!(recheck(), ["kept"]);
@@ -592,12 +592,16 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
         .await;
     assert_eq!(c2.ok()["effect"], "confirmed");
     assert_eq!(recheck(), ["kept", "walk"]);
-    let light = backend.light_keeps();
-    assert!(light[1].is_some_and(|g| g > g0), "{light:?}");
+    let light = backend.light_freshness();
+    assert!(light[1].generation().is_some_and(|g| g > g0), "{light:?}");
 
     // A lost event: the app renames the check box without sending one.
     let r = f.read("Notes").await;
-    let g = backend.keeps().last().copied().flatten().unwrap();
+    let g = backend
+        .read_freshness()
+        .last()
+        .and_then(|f| f.generation())
+        .unwrap();
     let bold = Fixture::token(&r, "check_box", "Bold");
     backend.rename_silently("Bold", "Delete everything");
     let states = |r: &Value, name: &str| {
@@ -614,8 +618,8 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
         .await
         .err("stale_element_token");
     assert_eq!(
-        backend.light_keeps().last(),
-        Some(&Some(g)),
+        backend.light_freshness().last(),
+        Some(&Freshness::may_reuse(g)),
         "the kept walk answered the re-check"
     );
     assert_eq!(recheck().len(), 2, "no act was done");
@@ -638,9 +642,10 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     assert_eq!(recheck().len(), 3, "no act was done");
     assert!(
         backend
-            .light_keeps()
+            .light_freshness()
             .last()
             .unwrap()
+            .generation()
             .is_some_and(|g2| g2 > g),
         "an act came since the read: the re-check walked"
     );
@@ -658,9 +663,9 @@ async fn an_acts_recheck_may_use_the_kept_walk_and_a_lost_event_still_makes_the_
     let row = Fixture::token(&now, "list_item", "Row 2");
     f.call("click", json!({"element_token": row})).await.ok();
     assert_eq!(
-        backend.light_keeps().last(),
-        Some(&None),
-        "no keep for a list row"
+        backend.light_freshness().last(),
+        Some(&Freshness::Walk),
+        "no reuse for a list row"
     );
     assert_eq!(recheck().last().map(String::as_str), Some("walk"));
 }

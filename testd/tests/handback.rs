@@ -577,7 +577,7 @@ async fn one_takeover_at_a_time() {
 }
 
 /// A plain read hands the reader the broker's act generation, under which alone a kept walk
-/// may answer it (`nish_reader::kept`): an act, the person's pause and a resume each move it, so
+/// may answer it (`nish_reader::may_answer`): an act, the person's pause and a resume each move it, so
 /// no walk kept before them answers a read after.
 #[tokio::test]
 async fn acts_pauses_and_resumes_move_the_generation_that_kept_walks_are_under() {
@@ -586,10 +586,9 @@ async fn acts_pauses_and_resumes_move_the_generation_that_kept_walks_are_under()
     let last = || {
         f.engine
             .backend
-            .keeps()
+            .read_freshness()
             .last()
-            .copied()
-            .flatten()
+            .and_then(|f| f.generation())
             .expect("a plain read may be kept")
     };
     let r = f.read("Notes").await;

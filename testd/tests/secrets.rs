@@ -105,6 +105,16 @@ async fn captures_black_out_the_secure_fields_they_name() {
 const MAIL: [u64; 2] = [0x0050_0001, 0x0050_0002];
 const CVV_VALUE: &str = "8317";
 
+/// Whether `s` holds the CVV's value as a number of its own: the audit's times and counts are
+/// numbers too, and may hold its digits inside a longer one.
+fn holds_cvv(s: &str) -> bool {
+    s.match_indices(CVV_VALUE).any(|(i, m)| {
+        let before = s[..i].chars().next_back();
+        let after = s[i + m.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_digit()) && !after.is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
 async fn mail(f: &Fixture, k: usize) -> Value {
     f.call(
         "get_window_state",
@@ -155,7 +165,7 @@ async fn a_field_secure_by_its_name_alone_is_secure_in_the_broker_too() {
     let cvv = Fixture::element(&r, "entry", "CVV");
     assert!(states(&r, "entry", "CVV").contains(&"secure".to_string()));
     assert_eq!(cvv["value"], Value::Null);
-    assert!(!r.to_string().contains(CVV_VALUE), "the value never leaves");
+    assert!(!holds_cvv(&r.to_string()), "the value never leaves");
     assert!(!states(&r, "entry", "Comment").contains(&"secure".to_string()));
     let t = Fixture::token(&r, "entry", "CVV");
     f.call("type_text", json!({"element_token": t, "text": "1"}))
@@ -242,9 +252,9 @@ async fn nothing_leaves_a_field_secure_by_its_name() {
     )
     .await
     .ok();
-    assert!(!mail(&f, 0).await.to_string().contains(CVV_VALUE));
+    assert!(!holds_cvv(&mail(&f, 0).await.to_string()));
     assert!(
-        !f.audit().iter().any(|a| a.to_string().contains(CVV_VALUE)),
+        !f.audit().iter().any(|a| holds_cvv(&a.to_string())),
         "the audit never holds the value"
     );
 }

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use nish_proto::model::{Tree, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
-use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{BrokerToReader, Freshness, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -234,7 +234,7 @@ impl Reader {
             id,
             window: window.clone(),
             limits,
-            have: None,
+            freshness: Freshness::Walk,
         })? {
             ReaderToBroker::Tree { tree, .. } => Ok((tree, t.elapsed())),
             ReaderToBroker::Failed { failure, .. } => {
@@ -246,29 +246,34 @@ impl Reader {
 }
 
 impl Reader {
-    /// A plain read that may be answered by the window's kept walk (`WalkLimits::keep` with
-    /// act generation `generation`); the tree and whether it was kept.
-    pub fn read_kept(&mut self, window: &WindowInfo, generation: u64) -> Result<(Tree, bool)> {
-        self.read_keep(
+    /// A plain read that may be answered by the window's kept walk (act generation
+    /// `generation`); the tree and whether the kept walk was reused.
+    pub fn read_reusing(&mut self, window: &WindowInfo, generation: u64) -> Result<(Tree, bool)> {
+        self.read_fresh(
             window,
-            WalkLimits {
-                keep: Some(generation),
-                ..WalkLimits::default()
-            },
+            WalkLimits::default(),
+            Freshness::may_reuse(generation),
         )
     }
 
-    /// A read of `window` with `limits` (their keep included); the tree and whether it was the
-    /// kept walk.
-    pub fn read_keep(&mut self, window: &WindowInfo, limits: WalkLimits) -> Result<(Tree, bool)> {
+    /// A read of `window` with `limits`, as fresh as `freshness` asks; the tree and whether
+    /// the kept walk was reused.
+    pub fn read_fresh(
+        &mut self,
+        window: &WindowInfo,
+        limits: WalkLimits,
+        freshness: Freshness,
+    ) -> Result<(Tree, bool)> {
         let id = self.0.id();
         match self.0.ask(&BrokerToReader::ReadTree {
             id,
             window: window.clone(),
             limits,
-            have: None,
+            freshness,
         })? {
-            ReaderToBroker::Tree { tree, kept, .. } => Ok((tree, kept)),
+            ReaderToBroker::Tree {
+                tree, freshness, ..
+            } => Ok((tree, freshness.reused())),
             ReaderToBroker::Failed { failure, .. } => {
                 bail!("read failed: {} {}", failure.code, failure.message)
             }
@@ -288,11 +293,8 @@ impl Reader {
         self.0.ask(&BrokerToReader::ReadTree {
             id,
             window: window.clone(),
-            limits: WalkLimits {
-                keep: Some(generation),
-                ..WalkLimits::default()
-            },
-            have,
+            limits: WalkLimits::default(),
+            freshness: Freshness::MayReuse { generation, have },
         })
     }
 

@@ -3,7 +3,8 @@
 //! `--approve-consequential` and a control pipe, `nish-driver serve --backend linux` and its
 //! agents, and the GTK 3 app tests/apps/approvals_gtk3.py (tests/e2e/desktop_approvals.py);
 //! with Chromium on tests/pages/approvals.html too, acts judged by what they reach in a
-//! takeover session (tests/e2e/desktop_approval_effects.py).
+//! takeover session (tests/e2e/desktop_approval_effects.py) and labels read by the lexicon
+//! (tests/e2e/desktop_approval_lexicon.py).
 
 use std::path::Path;
 use std::time::Duration;
@@ -49,6 +50,21 @@ fn consequential_acts_wait_for_the_hosts_approval_on_a_real_desktop() {
 /// nothing.
 #[test]
 fn acts_are_judged_by_what_they_reach_on_a_real_desktop() {
+    on_gtk3_and_chromium("desktop_approval_effects.py");
+}
+
+/// "Sell", "Move to Trash", "Check out", a Cyrillic "Ѕend", an icon-only button whose
+/// description says "Send" and typing into "Recipient email address", in the GTK 3 app and in a
+/// Chromium page: each asks the host, and a denial sends nothing; typing into the page's search
+/// field asks nothing (tests/e2e/desktop_approval_lexicon.py).
+#[test]
+fn labels_are_read_by_the_lexicon_on_a_real_desktop() {
+    on_gtk3_and_chromium("desktop_approval_lexicon.py");
+}
+
+/// Runs `script` (tests/e2e) against the GTK 3 approvals app and Chromium on
+/// tests/pages/approvals.html, on a nested private desktop; it must pass every check.
+fn on_gtk3_and_chromium(script_name: &str) {
     let desk = Desktop::builder()
         .nested(true)
         .start()
@@ -76,7 +92,7 @@ fn acts_are_judged_by_what_they_reach_on_a_real_desktop() {
     )
     .expect("the page's tree");
     let mut cmd = desk.command(python().expect("python with the MCP SDK"));
-    cmd.arg(script("desktop_approval_effects.py"))
+    cmd.arg(script(script_name))
         .arg("--driver")
         .arg(workspace_bin("nish-driver").expect("nish-driver"))
         .arg("--shim")
@@ -86,7 +102,7 @@ fn acts_are_judged_by_what_they_reach_on_a_real_desktop() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.success(),
-        "the approval effects session failed:\n{stdout}\n{stderr}"
+        "{script_name} failed:\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
     println!("{stdout}");

@@ -15,8 +15,8 @@
 //!   link was opened to that name and its pid), the same object path, the one method that act
 //!   uses (`Properties.Set` only of `org.a11y.atspi.Value` / `CurrentValue`, read from the first
 //!   two arguments of the input agent's own message). No grant: every such call is refused.
-//!   The input agent may not send `Properties.GetAll` (the table gives it the reader only),
-//!   which only the reader needs.
+//!   The input agent may not send `Properties.GetAll` nor `Accessible.GetAttributes` (the
+//!   table gives them to the reader only), which only the reader needs.
 //!
 //! From the agent to the bus, the D-Bus authentication lines are relayed as they are, except
 //! `NEGOTIATE_UNIX_FD`, which the filter answers `ERROR` itself (no descriptor passing); after

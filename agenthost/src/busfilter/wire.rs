@@ -202,6 +202,11 @@ mod names {
         n.len() <= 255 && element(n, false, false)
     }
 
+    /// A unique name: `:` then elements that may start with a digit.
+    pub(super) fn unique_name(n: &str) -> bool {
+        n.starts_with(':') && bus_name(n)
+    }
+
     /// A unique name (`:` then elements that may start with a digit) or a well-known one.
     pub(super) fn bus_name(n: &str) -> bool {
         if n.len() > 255 {
@@ -342,7 +347,9 @@ pub fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
                     1 => names::object_path(&s),
                     2 | 4 => names::interface(&s),
                     3 => names::member(&s),
-                    6 | 7 => names::bus_name(&s),
+                    6 => names::bus_name(&s),
+                    // The sender is the bus's to set, and always a unique name.
+                    7 => names::unique_name(&s),
                     _ => true,
                 };
                 if !valid {

@@ -4,15 +4,14 @@
 //! seccomp filter refuses `socket` and `connect` once it is locked down, so this is the only
 //! way an agent reaches the X server, the accessibility bus or an application.
 //!
-//! The agent binaries install a [`Handover`] before serving ([`install`]). Without one (the
-//! library used in-process by tests and examples) connections are made directly from the
-//! environment, as a normal client would ([`Mode::Direct`]); a binary never runs that way.
+//! An agent binary makes its [`Handover`] when it starts serving the broker ([`Handover::new`])
+//! and passes it, as [`super::connector::Connector::Broker`], to everything that connects.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -48,48 +47,27 @@ impl std::fmt::Debug for Handover {
     }
 }
 
-static HANDOVER: OnceLock<Arc<Handover>> = OnceLock::new();
-
-/// How connections are made in this process.
-#[derive(Clone, Debug)]
-pub enum Mode {
-    /// Asked from the broker (the agent binaries).
-    Broker(Arc<Handover>),
-    /// Directly from the environment (the library in-process, in tests).
-    Direct,
-}
-
-/// The mode of this process.
-pub fn mode() -> Mode {
-    match HANDOVER.get() {
-        Some(h) => Mode::Broker(h.clone()),
-        None => Mode::Direct,
-    }
-}
-
-/// Installs the handover of this process (once; later calls are ignored). `send` queues a
-/// request for the broker and says whether it was queued.
-pub fn install(
-    send: impl Fn(u64, ConnectTarget) -> bool + Send + Sync + 'static,
-    fds: Arc<Mutex<VecDeque<OwnedFd>>>,
-) -> Arc<Handover> {
-    HANDOVER
-        .get_or_init(|| {
-            Arc::new(Handover {
-                send: Box::new(send),
-                pending: Mutex::new(HashMap::new()),
-                next: AtomicU64::new(1),
-                fds,
-            })
-        })
-        .clone()
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Handover {
+    /// The agent's side of the broker's connection service on its link: `send` queues a
+    /// request for the broker and says whether it was queued; `fds` is the queue the link's
+    /// [`FdReader`] fills. The server answers each `Connected` of the broker with
+    /// [`Handover::answered`], in the order they come.
+    pub fn new(
+        send: impl Fn(u64, ConnectTarget) -> bool + Send + Sync + 'static,
+        fds: Arc<Mutex<VecDeque<OwnedFd>>>,
+    ) -> Arc<Handover> {
+        Arc::new(Handover {
+            send: Box::new(send),
+            pending: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            fds,
+        })
+    }
+
     fn ask(&self, target: ConnectTarget, waiter: Waiter) -> Result<u64, Failure> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         lock(&self.pending).insert(id, waiter);
@@ -260,21 +238,4 @@ pub fn x11_stream(
         return Err(Failure::backend("the X screen does not exist"));
     }
     Ok((std::os::unix::net::UnixStream::from(fd), setup, screen))
-}
-
-/// An X connection: from the broker in an agent, from `$DISPLAY` otherwise. Blocking.
-pub fn x11_connect() -> Result<(x11rb::rust_connection::RustConnection, usize), Failure> {
-    use x11rb::rust_connection::{DefaultStream, RustConnection};
-    match mode() {
-        Mode::Broker(h) => {
-            let (s, setup, screen) = x11_stream(&h)?;
-            let (stream, _) = DefaultStream::from_unix_stream(s)
-                .map_err(|e| Failure::backend(format!("X11 stream: {e}")))?;
-            let conn = RustConnection::for_connected_stream(stream, setup)
-                .map_err(|e| Failure::backend(format!("cannot use the X connection: {e}")))?;
-            Ok((conn, screen))
-        }
-        Mode::Direct => RustConnection::connect(None)
-            .map_err(|e| Failure::backend(format!("cannot open the X display: {e}"))),
-    }
 }

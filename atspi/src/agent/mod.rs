@@ -1,7 +1,8 @@
 //! What an agent process (the reader, the input agent) needs around its accessibility reads,
 //! none of it AT-SPI: its `main` ([`run`]: the agents' one start, `nish_sandbox::start::start`,
-//! then the log and the runtime), the connections the broker hands in ([`handed`]), which kind
-//! of session this is ([`is_wayland`]), and the X display with a window's geometry
+//! then the log and the runtime), the way connections are made ([`connector::Connector`],
+//! passed down from each agent's start) and the connections the broker hands in ([`handed`]),
+//! which kind of session this is ([`is_wayland`]), and the X display with a window's geometry
 //! ([`x11::XDisplay`]).
 //!
 //! The indicator starts the same way (`nish_sandbox::start::start`) but is no accessibility
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use nish_sandbox::LockdownReport;
 use nish_sandbox::start::{LogSink, Start, Started};
 
+pub mod connector;
 pub mod handed;
 pub mod x11;
 

@@ -1,6 +1,7 @@
-//! The X display as both agents see it: one connection (handed in by the broker in an agent,
-//! from `$DISPLAY` otherwise) and a client window's geometry. The reader's X11 side (the window
-//! list, captures) is built on it; the input agent reads window geometry with it.
+//! The X display as both agents see it: one connection (made through the agent's
+//! [`Connector`]: handed in by the broker in an agent, from `$DISPLAY` in-process) and a client
+//! window's geometry. The reader's X11 side (the window list, captures) is built on it; the
+//! input agent reads window geometry with it.
 //!
 //! Every call here blocks on the X connection; run it on a blocking thread.
 
@@ -12,6 +13,7 @@ use x11rb::protocol::xproto::{
 };
 use x11rb::rust_connection::RustConnection;
 
+use super::connector::Connector;
 use crate::failure::Failure;
 
 /// A connection to the X display, with the root window of its screen.
@@ -70,13 +72,13 @@ pub fn frame_rect(g: &GetGeometryReply) -> Rect {
 }
 
 impl XDisplay {
-    /// Connects to the X display: a connection handed in by the broker in an agent, `$DISPLAY`
-    /// otherwise. None on a Wayland session.
-    pub fn connect() -> Result<XDisplay, Failure> {
+    /// Connects to the X display through `connector` (handed in by the broker in an agent,
+    /// `$DISPLAY` in-process). None on a Wayland session.
+    pub fn connect(connector: &Connector) -> Result<XDisplay, Failure> {
         if super::is_wayland() {
             return Err(Failure::backend("no X connection on a Wayland session"));
         }
-        let (conn, screen) = super::handed::x11_connect()?;
+        let (conn, screen) = super::connector::x11_connect(connector)?;
         let root = conn.setup().roots[screen].root;
         Ok(XDisplay { conn, root, screen })
     }

@@ -27,6 +27,7 @@ fn item(path: &str, parent: &str, index: i32, children: i32, role: u32) -> Cache
         child_count: children,
         ifaces: Ifaces(Ifaces::COMPONENT),
         name: leak(format!("n{path}")),
+        description: "",
         role,
         states: (1 << 25) | (1 << 30),
     }
@@ -38,7 +39,6 @@ fn limits(max_elements: u32, max_depth: u16) -> WalkLimits {
         max_depth,
         budget_ms: 1000,
         details: true,
-        keep: None,
     }
 }
 
@@ -906,7 +906,6 @@ fn limits_are_clamped() {
         max_depth: 9999,
         budget_ms: 10_000_000,
         details: true,
-        keep: None,
     });
     assert_eq!(l.max_elements, 1);
     assert_eq!(l.max_depth, nish_proto::model::WALK_MAX_DEPTH);

@@ -147,8 +147,8 @@ impl<B: Backend> Engine<B> {
     }
 
     /// What the host is shown of an act: the tool, the window, the named element's role and
-    /// label, what lies under a takeover pointer act's point, the focused elements keys go to
-    /// and the default buttons a Return may activate (labels cut to 80), lengths and key names
+    /// label (and description, when it has one), what lies under a takeover pointer act's point, the focused elements keys go to
+    /// and the default buttons a Return may activate (labels and descriptions cut to 80), lengths and key names
     /// it sent itself, and what it asked to observe. Never the typed text.
     fn act_description(call: &Call, subject: &ActSubject<'_>) -> Value {
         let keys =
@@ -161,13 +161,16 @@ impl<B: Backend> Engine<B> {
             Call::Drag { to, .. } => Some(to.to_string()),
             _ => None,
         };
-        // At most SHOWN_ROWS of each list (the digest binds them all).
-        let rows = |r: &[&Node]| -> Value {
-            r.iter()
-                .take(SHOWN_ROWS)
-                .map(|n| json!({"role": n.role, "label": escape_clip(&n.name, 80)}))
-                .collect()
+        // At most SHOWN_ROWS of each list (the digest binds them all). A row's description
+        // (an icon-only button's tooltip) is shown when it has one: the judge reads it.
+        let row = |n: &Node| -> Value {
+            let mut v = json!({"role": n.role, "label": escape_clip(&n.name, 80)});
+            if !n.description.is_empty() {
+                v["description"] = json!(escape_clip(&n.description, 80));
+            }
+            v
         };
+        let rows = |r: &[&Node]| -> Value { r.iter().take(SHOWN_ROWS).map(|n| row(n)).collect() };
         let mut out = json!({
             "tool": call.tool().name(),
             "window_id": subject.window_id,
@@ -179,6 +182,9 @@ impl<B: Backend> Engine<B> {
             "keys": keys,
             "observe": call.observe().map(|o| json!({"tree": o.tree, "screenshot": o.screenshot})),
         });
+        if let Some(n) = subject.named.filter(|n| !n.description.is_empty()) {
+            out["description"] = json!(escape_clip(&n.description, 80));
+        }
         match &subject.pointed {
             Under::NoPoint => {}
             Under::Rows(r) => out["under_point"] = rows(r),

@@ -209,7 +209,7 @@ pub struct Engine<B: Backend> {
     stops: AtomicU64,
     /// The act generation: bumped when any act begins and when it ends, at a pause or resume,
     /// and when held input is released. A plain read hands it to the reader, which answers with
-    /// a window's kept walk only under the same generation (`nish_reader::kept`), so no act of
+    /// a window's kept walk only under the same generation (`nish_reader::may_answer`), so no act of
     /// any session lies between the walk and the read, except an act that handed the walk on
     /// after it settled by its events alone (`BrokerToReader::Rekeep`; an act's re-check hands
     /// the generation from before its act).

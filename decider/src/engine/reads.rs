@@ -7,7 +7,7 @@ use std::sync::Arc;
 use nish_proto::call::{Call, ReadArgs, Tool, WindowTarget};
 use nish_proto::errors::{CANDIDATE_APP_CHARS, Candidate, DriverError, ErrorCode};
 use nish_proto::model::{State, Tree, WindowInfo, escape_clip};
-use nish_proto::wire::reader::WalkLimits;
+use nish_proto::wire::reader::{Freshness, TreeFreshness, WalkLimits};
 use nish_proto::wire::shim::Image;
 use serde_json::{Value, json};
 
@@ -158,32 +158,34 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Reads a window for a plain read (`get_window_state`): the reader may answer with the
-    /// window's last walk when nothing was seen to change since (`WalkLimits::keep`). Never
-    /// for an act's settle or a wait: they read the window now (an act's re-check has its own
-    /// rule: `acts::target`).
-    /// True in the second place when the tree was the kept walk.
-    pub(crate) async fn read_window_kept(
+    /// window's kept walk under the act generation now ([`Freshness::MayReuse`]). Never for an
+    /// act's settle or a wait: they read the window now (an act's re-check has its own rule:
+    /// `acts::target`). With how fresh the tree is.
+    pub(crate) async fn read_window_reusing(
         &self,
         s: &Session,
         w: &WindowInfo,
-    ) -> Result<(Arc<Snapshot>, bool), DriverError> {
+    ) -> Result<(Arc<Snapshot>, TreeFreshness), DriverError> {
         let Some(generation) = self.act_generation() else {
             // An act runs: walk.
-            return Ok((self.read_window(s, w).await?, false));
+            return Ok((self.read_window(s, w).await?, TreeFreshness::Walked));
         };
-        let limits = WalkLimits {
-            keep: Some(generation),
-            ..WalkLimits::default()
-        };
-        let (tree, kept) = self
-            .bounded_read("reading the window", self.backend.read_tree_kept(w, limits))
+        let (tree, fresh) = self
+            .bounded_read(
+                "reading the window",
+                self.backend.read_tree_fresh(
+                    w,
+                    WalkLimits::default(),
+                    Freshness::may_reuse(generation),
+                ),
+            )
             .await?;
-        if kept && self.act_generation() != Some(generation) {
+        if fresh.reused() && self.act_generation() != Some(generation) {
             // An act (or a pause or resume) began or ended while the read waited its turn, or
             // one runs now: the kept walk may be from before it. Walk now.
-            return Ok((self.read_window(s, w).await?, false));
+            return Ok((self.read_window(s, w).await?, TreeFreshness::Walked));
         }
-        Ok((self.record_tree(s, w, tree)?, kept))
+        Ok((self.record_tree(s, w, tree)?, fresh))
     }
 
     async fn read_window_with(
@@ -254,9 +256,18 @@ impl<B: Backend> Engine<B> {
             if nish_proto::secure_names::secure_by_name(&n.role, &n.name) {
                 n.states.insert(State::Secure);
             }
-            // Names and values are bounded here whatever the reader sent.
+            // Names, descriptions and values are bounded here whatever the reader sent, and
+            // only the field attributes the lexicon reads are kept, cut.
             if n.name.len() > 4096 {
                 n.name = n.name.chars().take(1024).collect();
+            }
+            if n.description.len() > 4096 {
+                n.description = n.description.chars().take(1024).collect();
+            }
+            if !n.field_attrs.is_empty() {
+                n.field_attrs = nish_proto::lexicon::field_attrs(
+                    n.field_attrs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                );
             }
             if n.is_secure() {
                 n.value = None;
@@ -384,7 +395,8 @@ impl<B: Backend> Engine<B> {
             }
         };
         let resolved = began.elapsed();
-        let (snap, kept) = self.read_window_kept(s, &window).await?;
+        let (snap, fresh) = self.read_window_reusing(s, &window).await?;
+        let kept = fresh.reused();
         let read = began.elapsed() - resolved;
         if let Some(sig) = root_sig
             && sig != snap.signature

@@ -1,6 +1,6 @@
 //! The X11 clipboard (contract §5.2): the CLIPBOARD selection, as ICCCM describes it.
 //!
-//! - [`read`] asks the selection's owner to convert to `UTF8_STRING`, then to `STRING` (Latin-1),
+//! - [`Reads::read`] asks the selection's owner to convert to `UTF8_STRING`, then to `STRING` (Latin-1),
 //!   on a connection and a requestor window of its own. An owner that offers an incremental
 //!   transfer (`INCR`) is refused, and so is text larger than [`MAX_READ_BYTES`]. The whole read,
 //!   the owner's answer included, ends by its deadline: an owner that never answers gives
@@ -11,13 +11,15 @@
 //!   that owner (the session ended), when another program takes the selection, or when the
 //!   agent exits (its X connection closes).
 //!
-//! Every X call waits at most its deadline ([`xconn`]). Logs carry lengths, never text.
+//! Both connect through the agent's [`Connector`] (the broker's, in the agent). Every X call
+//! waits at most its deadline ([`xconn`]). Logs carry lengths, never text.
 
 pub mod xconn;
 
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use nish_atspi::agent::connector::Connector;
 use nish_proto::errors::ErrorCode;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use x11rb::connection::{Connection, RequestConnection as _};
@@ -161,36 +163,51 @@ enum Converted {
     Text(String),
 }
 
-/// The connection and requestor window reads use, kept from one read to the next: a run of
-/// reads costs one display connection, not one each (the broker bounds the display connections
-/// an agent is handed in its life, `docs/security.md`). Made anew after any read that did not
-/// end cleanly, so that a late answer of an owner that timed out never reaches another read.
-static READER: Mutex<Option<(XConn, Window)>> = Mutex::new(None);
-
-/// Reads the CLIPBOARD selection's text on `display` (`None`: `$DISPLAY`), within `limit`.
-/// Nobody owning the selection reads as empty text.
-pub fn read(display: Option<&str>, limit: Duration) -> Result<String, ActFailure> {
-    let deadline = Instant::now() + limit;
-    let mut kept = READER.lock().unwrap_or_else(|e| e.into_inner());
-    let (x, win) = match kept.take() {
-        Some(k) if display.is_none() => k,
-        _ => {
-            let x =
-                XConn::connect(display, deadline).map_err(|e| unavailable("the clipboard", e))?;
-            let win = x
-                .within(deadline, |_| own_window(&x, EventMask::NO_EVENT))
-                .map_err(|e| unavailable("the clipboard", e))?;
-            (x, win)
-        }
-    };
-    let r = read_on(&x, win, deadline, limit);
-    if r.is_ok() && display.is_none() {
-        *kept = Some((x, win));
-    }
-    r
+/// The clipboard's reads: their connector, and the connection and requestor window they use,
+/// kept from one read to the next: a run of reads costs one display connection, not one each
+/// (the broker bounds the display connections an agent is handed in its life,
+/// `docs/security.md`). Made anew after any read that did not end cleanly, so that a late
+/// answer of an owner that timed out never reaches another read. One at a time.
+#[derive(Debug)]
+pub struct Reads {
+    connector: Connector,
+    kept: Mutex<Option<(XConn, Window)>>,
 }
 
-/// [`read`] on a connection and requestor window.
+impl Reads {
+    /// No connection yet; it is made through `connector` at the first read.
+    pub fn new(connector: Connector) -> Reads {
+        Reads {
+            connector,
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// Reads the CLIPBOARD selection's text within `limit`. Nobody owning the selection reads
+    /// as empty text.
+    pub fn read(&self, limit: Duration) -> Result<String, ActFailure> {
+        let deadline = Instant::now() + limit;
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let (x, win) = match kept.take() {
+            Some(k) => k,
+            None => {
+                let x = XConn::connect(&self.connector, deadline)
+                    .map_err(|e| unavailable("the clipboard", e))?;
+                let win = x
+                    .within(deadline, |_| own_window(&x, EventMask::NO_EVENT))
+                    .map_err(|e| unavailable("the clipboard", e))?;
+                (x, win)
+            }
+        };
+        let r = read_on(&x, win, deadline, limit);
+        if r.is_ok() {
+            *kept = Some((x, win));
+        }
+        r
+    }
+}
+
+/// [`Reads::read`] on a connection and requestor window.
 fn read_on(
     x: &XConn,
     win: Window,
@@ -334,13 +351,13 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// Starts the owner thread for `display` (`None`: `$DISPLAY`); it connects only while it
-    /// owns the selection.
-    pub fn start(display: Option<String>) -> std::io::Result<Owner> {
+    /// Starts the owner thread; it connects through `connector`, only while it owns the
+    /// selection.
+    pub fn start(connector: Connector) -> std::io::Result<Owner> {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("x-clipboard".into())
-            .spawn(move || owner_thread(display, rx))?;
+            .spawn(move || owner_thread(&connector, rx))?;
         Ok(Owner { tx })
     }
 
@@ -373,7 +390,7 @@ impl Owner {
     }
 }
 
-fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
+fn owner_thread(connector: &Connector, rx: mpsc::Receiver<OwnerCmd>) {
     let mut held: Option<Held> = None;
     // The connection of the last ownership, kept for the next one when it ended cleanly (given
     // up, or another program took the selection): one display connection for a run of
@@ -405,7 +422,7 @@ fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
                         h.text = text;
                         retake(&mut h).map(|()| h)
                     }
-                    None => take(display.as_deref(), spare.take(), owner, text),
+                    None => take(connector, spare.take(), owner, text),
                 };
                 let _ = done.send(match r {
                     Ok(h) => {
@@ -450,7 +467,7 @@ fn owner_thread(display: Option<String>, rx: mpsc::Receiver<OwnerCmd>) {
 /// Connects (or uses `spare`, the last ownership's connection), makes a window and owns the
 /// selection.
 fn take(
-    display: Option<&str>,
+    connector: &Connector,
     spare: Option<XConn>,
     owner: String,
     text: String,
@@ -458,7 +475,7 @@ fn take(
     let deadline = Instant::now() + CALL_TIMEOUT;
     let x = match spare {
         Some(x) => x,
-        None => XConn::connect(display, deadline).map_err(|e| unavailable("the clipboard", e))?,
+        None => XConn::connect(connector, deadline).map_err(|e| unavailable("the clipboard", e))?,
     };
     let (atoms, win, max_bytes) = x.within(deadline, |c| -> Result<_, ActFailure> {
         let atoms =

@@ -11,6 +11,8 @@ use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use nish_atspi::agent::connector::Connector;
+use nish_atspi::agent::handed::x11_stream;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use x11rb::reexports::x11rb_protocol::parse_display::parse_display;
 use x11rb::reexports::x11rb_protocol::xauth::get_auth;
@@ -105,17 +107,15 @@ impl std::fmt::Debug for XConn {
 }
 
 impl XConn {
-    /// Connects to `display` (`None`: `$DISPLAY`); the whole handshake ends by `deadline`.
-    pub fn connect(display: Option<&str>, deadline: Instant) -> Result<XConn, String> {
+    /// Connects through `connector`: handed in by the broker, or to `$DISPLAY` with the whole
+    /// handshake ending by `deadline`.
+    pub fn connect(connector: &Connector, deadline: Instant) -> Result<XConn, String> {
         if nish_atspi::agent::is_wayland() {
             return Err("no X connection on a Wayland session".into());
         }
-        if display.is_none()
-            && let nish_atspi::agent::handed::Mode::Broker(h) = nish_atspi::agent::handed::mode()
-        {
+        if let Connector::Broker(h) = connector {
             // In the agent: the broker connects and runs the handshake.
-            let (s, setup, screen) =
-                nish_atspi::agent::handed::x11_stream(&h).map_err(|f| f.message)?;
+            let (s, setup, screen) = x11_stream(h).map_err(|f| f.message)?;
             let (inner, _) = DefaultStream::from_unix_stream(s)
                 .map_err(|e| format!("cannot use the X connection: {e}"))?;
             let stream = DeadlineStream {
@@ -127,7 +127,7 @@ impl XConn {
             let _ = deadline;
             return Ok(XConn { conn, screen });
         }
-        let parsed = parse_display(display).map_err(|e| format!("no X display: {e}"))?;
+        let parsed = parse_display(None).map_err(|e| format!("no X display: {e}"))?;
         let screen = usize::from(parsed.screen);
         let mut last = String::from("no address to connect to");
         for addr in parsed.connect_instruction() {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use nish_atspi::agent::connector::{Connector, x11_connect};
 use nish_proto::wire::input::PersonInput;
 use nish_xdev::{Devices, Source};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -41,8 +42,8 @@ pub struct WatchCmd {
     pub done: std::sync::mpsc::Sender<anyhow::Result<()>>,
 }
 
-/// Connects to the display and watches until the connection fails. `report` gets each first
-/// person input while watching; `cmds` starts and stops watching.
+/// Connects to the display through `connector` and watches until the connection fails.
+/// `report` gets each first person input while watching; `cmds` starts and stops watching.
 ///
 /// Starting is done here, on the watcher's own connection, in order: a round trip to the server
 /// (every event it generated before is then queued), every queued event dropped (input from
@@ -50,11 +51,11 @@ pub struct WatchCmd {
 /// taking over again), the pointer read as the baseline, then watching.
 pub fn run(
     shared: Arc<Shared>,
+    connector: &Connector,
     cmds: std::sync::mpsc::Receiver<WatchCmd>,
     report: impl Fn(PersonInput),
 ) -> anyhow::Result<()> {
-    let (conn, screen) =
-        nish_atspi::agent::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
+    let (conn, screen) = x11_connect(connector).map_err(|f| anyhow::anyhow!(f.message))?;
     let root = conn.setup().roots[screen].root;
     let mut devices = Devices::load(
         &conn,

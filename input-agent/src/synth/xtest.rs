@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use nish_atspi::agent::connector::{Connector, x11_connect};
 use nish_proto::errors::ErrorCode;
 use nish_proto::wire::input::{InputProbe, KeyboardFocus, PersonInput, SynthEnd, SynthOp};
 use x11rb::connection::{Connection, RequestConnection as _};
@@ -123,12 +124,13 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-/// What the display offers, for the doctor (no executor needed).
-pub fn probe() -> InputProbe {
+/// What the display offers, for the doctor (no executor needed), on a connection of its own
+/// made through `connector`.
+pub fn probe(connector: &Connector) -> InputProbe {
     if nish_atspi::agent::is_wayland() {
         return InputProbe::default();
     }
-    let Ok((conn, _)) = nish_atspi::agent::handed::x11_connect() else {
+    let Ok((conn, _)) = x11_connect(connector) else {
         return InputProbe::default();
     };
     let present = |name| conn.extension_information(name).ok().flatten().is_some();
@@ -148,14 +150,13 @@ pub fn probe() -> InputProbe {
 }
 
 impl Executor {
-    /// Connects to the display.
-    pub fn connect(shared: Arc<Shared>) -> anyhow::Result<Self> {
+    /// Connects to the display through `connector`.
+    pub fn connect(shared: Arc<Shared>, connector: &Connector) -> anyhow::Result<Self> {
         anyhow::ensure!(
             !nish_atspi::agent::is_wayland(),
             "no X connection on a Wayland session"
         );
-        let (conn, screen) =
-            nish_atspi::agent::handed::x11_connect().map_err(|f| anyhow::anyhow!(f.message))?;
+        let (conn, screen) = x11_connect(connector).map_err(|f| anyhow::anyhow!(f.message))?;
         let setup = conn.setup();
         let root = setup.roots[screen].root;
         let mask = setup.resource_id_mask;

@@ -105,7 +105,9 @@ mod samples {
         BrokerToIndicator as I, ConsentDialog, ConsentRequest, HostProgram,
     };
     use crate::wire::input::{BrokerToInput as N, Expect, SemanticOp, SynthOp};
-    use crate::wire::reader::{BrokerToReader as R, SettleBounds, SettleWait, WalkLimits};
+    use crate::wire::reader::{
+        BrokerToReader as R, Freshness, SettleBounds, SettleWait, WalkLimits,
+    };
 
     fn window() -> WindowInfo {
         WindowInfo {
@@ -134,7 +136,7 @@ mod samples {
                 id: 1,
                 window: window(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             },
             R::Capture {
                 id: 1,

@@ -18,22 +18,92 @@ pub struct WalkLimits {
     /// states, structure and text values only) a walk makes far fewer calls; the broker uses it
     /// to re-check a window's structure right before an act.
     pub details: bool,
-    /// Set by the broker for a plain read of a window, and for an act's re-check (a light read)
-    /// when no other act came since (never for a settle, a capture's re-read or a wait): the
-    /// broker's act generation (bumped when any act begins and when it ends, and at a pause or
-    /// resume; for a re-check, the one before its act began). A light read with keep may be
-    /// answered by the kept full walk; a light walk is never kept. The reader may then
-    /// answer with the window's last walk when that walk had the same limits and generation,
-    /// the window's X geometry is the same, the application sent no event since the walk began
-    /// but state, text or value changes of its rows (those rows are read again), and the walk
-    /// is at most [`KEEP_FOR_MS`] old ([`ReaderToBroker::Tree`]'s `kept`; the rules are
-    /// `nish_reader::kept`'s).
-    pub keep: Option<u64>,
 }
 
 /// How long a window's walk may answer later reads when nothing was seen to change: the bound
 /// on how old a read can be when an application changed without sending any event.
 pub const KEEP_FOR_MS: u64 = 2000;
+
+/// How fresh a read must be: walked now, or possibly answered by the window's kept walk (the
+/// reader's one walk cache; when it may answer is `nish_reader::may_answer`'s table, shown in
+/// docs/architecture.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Freshness {
+    /// Walk now. The window's kept walk, if any, is forgotten: this walk may see what it does
+    /// not, so the next read walks too. For an act's settle, a capture's re-read, a wait, and an
+    /// act's re-check after another act.
+    Walk,
+    /// The window's kept walk may answer. For a plain read of a window, and for an act's
+    /// re-check (a light read, which the kept full walk may answer; a light walk is never kept)
+    /// when no other act came since.
+    MayReuse {
+        /// The broker's act generation: bumped when any act begins and when it ends, and at a
+        /// pause or resume; for a re-check, the one before its act began. A walk kept under
+        /// another generation never answers.
+        generation: u64,
+        /// The version of the window's kept walk the broker holds ([`TreeFreshness`]'s
+        /// `version`): when that very version would answer, the reader answers
+        /// [`ReaderToBroker::Unchanged`] instead of sending the same tree again.
+        have: Option<u64>,
+    },
+}
+
+impl Freshness {
+    /// A read the kept walk may answer under act generation `generation`, by a broker that
+    /// holds none of its trees (the agent host names the version it holds).
+    pub fn may_reuse(generation: u64) -> Freshness {
+        Freshness::MayReuse {
+            generation,
+            have: None,
+        }
+    }
+
+    /// The act generation the read may reuse a walk under; `None` for a walk now.
+    pub fn generation(self) -> Option<u64> {
+        match self {
+            Freshness::Walk => None,
+            Freshness::MayReuse { generation, .. } => Some(generation),
+        }
+    }
+}
+
+/// How fresh a tree the reader sends is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TreeFreshness {
+    /// Walked now, and not kept: no later read is answered by it.
+    Walked,
+    /// Walked now and kept: later reads may be answered by it, as version `version`.
+    Kept {
+        /// Unique among the trees the reader's kept walks gave: a version is never given to
+        /// another tree.
+        version: u64,
+    },
+    /// Not walked now: the window's kept walk answered (the objects that sent changes since
+    /// read again), in version `version`.
+    Reused {
+        /// The version (as [`TreeFreshness::Kept`]'s; a merge of changed objects is a new one).
+        version: u64,
+        /// Milliseconds since the kept walk began.
+        age_ms: u64,
+    },
+}
+
+impl TreeFreshness {
+    /// The tree is the window's kept walk (walked now and kept, or reused) in this version.
+    pub fn version(self) -> Option<u64> {
+        match self {
+            TreeFreshness::Walked => None,
+            TreeFreshness::Kept { version } | TreeFreshness::Reused { version, .. } => {
+                Some(version)
+            }
+        }
+    }
+
+    /// Not walked now: the kept walk answered.
+    pub fn reused(self) -> bool {
+        matches!(self, TreeFreshness::Reused { .. })
+    }
+}
 
 impl Default for WalkLimits {
     fn default() -> Self {
@@ -42,7 +112,6 @@ impl Default for WalkLimits {
             max_depth: crate::model::WALK_MAX_DEPTH,
             budget_ms: crate::model::WALK_BUDGET_MS,
             details: true,
-            keep: None,
         }
     }
 }
@@ -84,10 +153,8 @@ pub enum BrokerToReader {
         window: WindowInfo,
         /// Limits.
         limits: WalkLimits,
-        /// The version of the window's kept walk the broker holds ([`ReaderToBroker::Tree`]'s
-        /// `version`), with `limits.keep`: when that very version would answer, the reader
-        /// answers [`ReaderToBroker::Unchanged`] instead of sending the same tree again.
-        have: Option<u64>,
+        /// Walk now, or the kept walk may answer.
+        freshness: Freshness,
     },
     /// Capture one window's own contents as PNG, with every secure field blacked out where it
     /// is when the image is taken: the reader reads the fields' extents and the window's
@@ -255,27 +322,25 @@ pub enum ReaderToBroker {
         id: u64,
         /// The tree.
         tree: Tree,
-        /// Milliseconds the walk took.
+        /// Milliseconds the read took.
         walk_ms: u64,
-        /// The tree is the window's last walk, kept (see [`WalkLimits::keep`]), not walked now.
-        kept: bool,
         /// The application's `ToolkitName` as it reports it (at most 32 characters); empty
-        /// when the tree was not walked now (a kept walk). The broker binds the length an
-        /// act's typing must carry to it (Qt counts UTF-16 units, the others UTF-8 bytes).
+        /// when the tree was not walked now (reused). The broker binds the length an act's
+        /// typing must carry to it (Qt counts UTF-16 units, the others UTF-8 bytes).
         toolkit: String,
-        /// The tree is the window's kept walk (answered from it, or walked now and kept) in
-        /// this version, unique among the reader's kept trees: a version is never given to
-        /// another tree. `None` when the walk is not kept.
-        version: Option<u64>,
+        /// Walked now (and kept or not), or the kept walk reused.
+        freshness: TreeFreshness,
     },
-    /// The answer to a [`BrokerToReader::ReadTree`] whose `have` is the version that would
-    /// answer: the broker's tree of that version stands, as kept (`kept` of
-    /// [`ReaderToBroker::Tree`]).
+    /// The answer to a [`BrokerToReader::ReadTree`] whose [`Freshness::MayReuse`] `have` is
+    /// the version that would answer: the broker's tree of that version stands, reused as
+    /// [`TreeFreshness::Reused`].
     Unchanged {
         /// Request id.
         id: u64,
         /// The version.
         version: u64,
+        /// Milliseconds since the kept walk began.
+        age_ms: u64,
     },
     /// A capture.
     Png {
@@ -394,8 +459,8 @@ pub struct ReadTree {
     pub window: WindowInfo,
     /// Limits.
     pub limits: WalkLimits,
-    /// The version of the window's kept walk the broker holds.
-    pub have: Option<u64>,
+    /// Walk now, or the kept walk may answer.
+    pub freshness: Freshness,
 }
 
 /// What a [`ReadTree`] answers.
@@ -405,19 +470,19 @@ pub enum TreeAnswer {
     Tree {
         /// The tree.
         tree: Tree,
-        /// Milliseconds the walk took.
+        /// Milliseconds the read took.
         walk_ms: u64,
-        /// The tree is the window's kept walk, not walked now.
-        kept: bool,
         /// The application's toolkit name as it reports it.
         toolkit: String,
-        /// The kept walk's version, when kept.
-        version: Option<u64>,
+        /// Walked now (and kept or not), or the kept walk reused.
+        freshness: TreeFreshness,
     },
     /// The version the broker holds stands ([`ReaderToBroker::Unchanged`]).
     Unchanged {
         /// The version.
         version: u64,
+        /// Milliseconds since the kept walk began.
+        age_ms: u64,
     },
 }
 
@@ -431,7 +496,7 @@ impl super::call::Call for ReadTree {
             id,
             window: self.window,
             limits: self.limits,
-            have: self.have,
+            freshness: self.freshness,
         }
     }
 
@@ -447,18 +512,18 @@ impl super::call::Call for ReadTree {
             ReaderToBroker::Tree {
                 tree,
                 walk_ms,
-                kept,
                 toolkit,
-                version,
+                freshness,
                 ..
             } => Ok(TreeAnswer::Tree {
                 tree,
                 walk_ms,
-                kept,
                 toolkit,
-                version,
+                freshness,
             }),
-            ReaderToBroker::Unchanged { version, .. } => Ok(TreeAnswer::Unchanged { version }),
+            ReaderToBroker::Unchanged {
+                version, age_ms, ..
+            } => Ok(TreeAnswer::Unchanged { version, age_ms }),
             other => Err(other),
         }
     }

@@ -13,7 +13,7 @@ use nish_atspi::tree::MAX_CHILDREN;
 use nish_decider::views::{View, ViewKind, ViewParams, cut};
 use nish_proto::model::{Node, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
-use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{BrokerToReader, Freshness, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, PROTO_VERSION, Role};
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, AppHandle, Desktop, page};
@@ -158,7 +158,7 @@ impl ReaderProc {
             id,
             window: window.clone(),
             limits,
-            have: None,
+            freshness: Freshness::Walk,
         }) {
             ReaderToBroker::Tree { tree, walk_ms, .. } => Ok((tree, walk_ms)),
             other => Err(other),
@@ -548,7 +548,7 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
         id: a,
         window: w.clone(),
         limits: full(),
-        have: None,
+        freshness: Freshness::Walk,
     });
     r.send(&BrokerToReader::ListWindows { id: b });
     let mut got = [r.recv(), r.recv()];
@@ -920,12 +920,12 @@ fn the_window_list_asked_at_once_is_the_list_asked_one_by_one() {
     assert_eq!(old.title, "nish légacy window");
 }
 
-/// The window list kept between requests (the X server's events and the registry's
+/// The window list standing between requests (the X server's events and the registry's
 /// `ChildrenChanged`, both through the broker's D-Bus filter as the broker runs the reader)
 /// follows applications that come and go: each is listed by its accessible name once it
-/// registered, and not once it is gone; in between, lists are answered from what was kept.
+/// registered, and not once it is gone; in between, lists are answered from the standing one.
 #[test]
-fn the_kept_window_list_follows_applications_that_come_and_go() {
+fn the_standing_window_list_follows_applications_that_come_and_go() {
     let desk = Desktop::start().expect("start the desktop");
     let first = desk
         .spawn(App::Gtk3WidgetFactory)
@@ -950,27 +950,27 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
         },
     )
     .expect("listed");
-    let kept = |r: &ReaderProc| {
+    let standing = |r: &ReaderProc| {
         r.log
             .lock()
             .unwrap()
             .lines()
-            .filter(|l| l.contains("window list") && l.contains("apps_kept=true"))
+            .filter(|l| l.contains("window list") && l.contains("apps_standing=true"))
             .count()
     };
     poll(
-        "a window list answered from the kept one",
+        "a window list answered from the standing one",
         Duration::from_secs(10),
         || {
             let _ = r.windows();
-            Ok(if kept(&r) > 0 {
+            Ok(if standing(&r) > 0 {
                 Poll::Ready(())
             } else {
                 Poll::Pending("every list asked the registry".into())
             })
         },
     )
-    .expect("the kept list is used (the filter lets the registry's signal through)");
+    .expect("the standing list is used (the filter lets the registry's signal through)");
     // The registry's signals counted so far, as the reader's last window list logged them.
     let signals = |r: &ReaderProc| {
         r.log
@@ -1000,11 +1000,11 @@ fn the_kept_window_list_follows_applications_that_come_and_go() {
     )
     .expect("the new application is listed once it registered");
     assert!(named(&mut r, &first, "gtk3-widget-factory"));
-    let before = kept(&r);
+    let before = standing(&r);
     for _ in 0..5 {
         assert!(named(&mut r, &second, "gtk3-demo"));
     }
-    assert!(kept(&r) > before, "kept again after the change");
+    assert!(standing(&r) > before, "standing again after the change");
     // The registration was told by the registry's signal, through the broker's filter (not
     // found only by the reader's once-a-second recheck of an unknown pid).
     let signals_registered = signals(&r);
@@ -1471,7 +1471,7 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                 id,
                 window: w_hung.clone(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             });
             asked.push((id, "hung"));
         }
@@ -1481,7 +1481,7 @@ fn a_hung_app_and_a_starting_chromium_do_not_hold_up_the_reader() {
                 id,
                 window: w.clone(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             });
             asked.push((id, what));
         }
@@ -1609,7 +1609,7 @@ fn a_grabbed_x_server_does_not_hold_up_the_reader() {
         id: ids[1],
         window: w.clone(),
         limits: WalkLimits::default(),
-        have: None,
+        freshness: Freshness::Walk,
     });
     r.send(&BrokerToReader::Capture {
         id: ids[2],
@@ -1688,7 +1688,7 @@ fn a_stopped_accessibility_bus_does_not_hold_up_the_reader() {
                 id: *id,
                 window: w.clone(),
                 limits: WalkLimits::default(),
-                have: None,
+                freshness: Freshness::Walk,
             });
         }
         let probe = r.id();

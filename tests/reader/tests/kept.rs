@@ -1,7 +1,7 @@
 //! Kept walks ([`nish_reader::kept`]) on a real accessibility bus, with a stand-in application
 //! that sends AT-SPI object events the way toolkits do: a kept walk answers only while every
-//! condition holds; a state change of one of its rows names that row to be read again, and any
-//! other event of the application ends it.
+//! row of [`nish_reader::may_answer`]'s table holds; a state change of one of its rows names
+//! that row to be read again, and any other event of the application ends it.
 //!
 //! The tests with stand-in applications only take turns on one desktop; the one that starts
 //! gtk3-widget-factory and the reader has a desktop of its own.
@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use nish_proto::model::{Ifaces, Node, Rect, State, StateSet, Tree, TruncReason, WindowInfo};
-use nish_proto::wire::reader::{KEEP_FOR_MS, ReaderToBroker, WalkLimits};
-use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Lookup, Under};
+use nish_proto::wire::reader::{Freshness, KEEP_FOR_MS, ReaderToBroker, TreeFreshness, WalkLimits};
+use nish_reader::kept::{Armed, EVENTS_SETTLED, Kept, Lookup, Reuse, Under};
 use nish_testdesk::{Desktop, Shared};
 
 mod common;
@@ -51,20 +51,33 @@ async fn sync(kept: &Kept, reader: &zbus::Connection) -> bool {
 }
 
 /// A read's lookup of the kept walk (its barrier made before with [`sync`]), by a broker that
-/// holds no tree; a tree's version is left out (0).
+/// holds no tree; a tree's version and age are left out (0).
 fn look(kept: &Kept, u: &Under) -> Option<Lookup> {
     unversioned(look_with(kept, u, None))
 }
 
-/// As [`look`], by a broker that holds version `have`, versions as given.
+/// As [`look`], by a broker that holds version `have`, versions as given (ages left out).
 fn look_with(kept: &Kept, u: &Under, have: Option<u64>) -> Option<Lookup> {
     let p = kept.peek(u)?;
-    kept.get(u, p.entry, have)
+    ageless(kept.get(u, p.entry, true, have))
+}
+
+/// The kept walk of version `version` (of age 0, as the lookups here give it).
+fn v(version: u64) -> Reuse {
+    Reuse { version, age_ms: 0 }
 }
 
 fn unversioned(l: Option<Lookup>) -> Option<Lookup> {
     l.map(|l| match l {
-        Lookup::Same(tree, _) => Lookup::Same(tree, 0),
+        Lookup::Same(tree, _) => Lookup::Same(tree, v(0)),
+        other => other,
+    })
+}
+
+fn ageless(l: Option<Lookup>) -> Option<Lookup> {
+    l.map(|l| match l {
+        Lookup::Same(tree, r) => Lookup::Same(tree, v(r.version)),
+        Lookup::Unchanged(r) => Lookup::Unchanged(v(r.version)),
         other => other,
     })
 }
@@ -92,10 +105,8 @@ fn under(generation: u64) -> Under {
     Under {
         geometry: (w.frame, None),
         window: w,
-        limits: WalkLimits {
-            keep: Some(generation),
-            ..WalkLimits::default()
-        },
+        limits: WalkLimits::default(),
+        generation,
     }
 }
 
@@ -107,6 +118,8 @@ fn node(app: &str, path: &str, role: &str, parent: Option<u32>, states: &[State]
     Node {
         role: role.into(),
         name: path.into(),
+        description: String::new(),
+        field_attrs: vec![],
         states: set,
         value: None,
         actions: vec![],
@@ -165,10 +178,13 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
 
         // Kept, and answered under the same window, geometry, limits and generation.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert_eq!(look(&kept, &under(1)), Some(Lookup::Same(tree(&name), 0)));
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(tree(&name), 0)),
+            Some(Lookup::Same(tree(&name), v(0)))
+        );
+        assert_eq!(
+            look(&kept, &under(1)),
+            Some(Lookup::Same(tree(&name), v(0))),
             "again"
         );
 
@@ -214,7 +230,7 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         assert!(merged.nodes[1].states.has(State::Checked));
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(merged, 0)),
+            Some(Lookup::Same(merged, v(0))),
             "the merged walk"
         );
 
@@ -239,14 +255,14 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         );
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(tree(&name), 0)),
+            Some(Lookup::Same(tree(&name), v(0))),
             "the newer walk as it was"
         );
         // A lookup with the entry of before a newer keep walks, and leaves the newer one.
         let before = kept.peek(&under(1)).expect("kept");
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
         assert_eq!(
-            kept.get(&under(1), before.entry, None),
+            kept.get(&under(1), before.entry, true, None),
             None,
             "another entry"
         );
@@ -346,17 +362,13 @@ fn a_kept_walk_answers_only_while_nothing_was_seen_to_change() {
         kept.keep(under(1), arm().await, &capped, &gtk3(), long_ago);
         assert_eq!(
             look(&kept, &under(1)),
-            Some(Lookup::Same(capped, 0)),
+            Some(Lookup::Same(capped, v(0))),
             "cut by the limits is kept"
         );
         kept.forget(7);
         let other_name = other.unique_name().unwrap().to_string();
         kept.keep(under(1), arm().await, &tree(&other_name), &gtk3(), long_ago);
         assert_eq!(look(&kept, &under(1)), None, "the walk is another app's");
-        let mut plain = under(1);
-        plain.limits.keep = None;
-        kept.keep(plain.clone(), arm().await, &tree(&name), &gtk3(), long_ago);
-        assert_eq!(look(&kept, &plain), None, "the read did not allow keeping");
 
         // Moved to another generation only after an act's re-check used the walk, and only
         // from the generation it is kept under.
@@ -427,18 +439,18 @@ fn a_broker_that_holds_the_kept_walks_version_is_told_so_and_only_then() {
         // Holding nothing, or another version: the tree is sent, with its version.
         assert_eq!(
             look_with(&kept, &under(1), None),
-            Some(Lookup::Same(tree(&name), first))
+            Some(Lookup::Same(tree(&name), v(first)))
         );
         assert_eq!(
             look_with(&kept, &under(1), Some(first + 1000)),
-            Some(Lookup::Same(tree(&name), first)),
+            Some(Lookup::Same(tree(&name), v(first))),
             "another version held"
         );
         // Holding that very version: nothing is sent, as often as asked.
         for _ in 0..2 {
             assert_eq!(
                 look_with(&kept, &under(1), Some(first)),
-                Some(Lookup::Unchanged(first))
+                Some(Lookup::Unchanged(v(first)))
             );
         }
 
@@ -455,15 +467,16 @@ fn a_broker_that_holds_the_kept_walks_version_is_told_so_and_only_then() {
         let (merged, second) = kept
             .merge(7, entry, &handles, Some(vec![Some(now)]))
             .expect("merged");
+        let second = second.version;
         assert_ne!(second, first, "a merge is a new version");
         assert_eq!(
             look_with(&kept, &under(1), Some(first)),
-            Some(Lookup::Same(merged.clone(), second)),
+            Some(Lookup::Same(merged.clone(), v(second))),
             "the version of before the merge is not the merged walk"
         );
         assert_eq!(
             look_with(&kept, &under(1), Some(second)),
-            Some(Lookup::Unchanged(second))
+            Some(Lookup::Unchanged(v(second)))
         );
 
         // A walk kept again, even of the same rows, is a new version; an ended keep tells
@@ -474,7 +487,7 @@ fn a_broker_that_holds_the_kept_walks_version_is_told_so_and_only_then() {
         assert!(third != first && third != second);
         assert_eq!(
             look_with(&kept, &under(1), Some(second)),
-            Some(Lookup::Same(merged, third))
+            Some(Lookup::Same(merged, v(third)))
         );
         assert_eq!(
             look_with(&kept, &under(2), Some(third)),
@@ -506,15 +519,15 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     };
 
     // The first read registers for events; no walk is kept until a second later.
-    let (_, kept) = r.read_kept(&w, 1).expect("read");
+    let (_, kept) = r.read_reusing(&w, 1).expect("read");
     assert!(!kept, "the first read walks");
     std::thread::sleep(EVENTS_SETTLED + Duration::from_millis(200));
-    let (walked, kept) = r.read_kept(&w, 1).expect("read");
+    let (walked, kept) = r.read_reusing(&w, 1).expect("read");
     assert!(!kept, "this read walks, and keeps its walk");
     // GTK 3 sends state changes for objects the walk read (check and radio buttons of a
     // popover): the next read reads those again instead of walking, and shows what a walk
     // would.
-    let (again, kept) = r.read_kept(&w, 1).expect("read");
+    let (again, kept) = r.read_reusing(&w, 1).expect("read");
     assert!(kept, "answered from the kept walk");
     assert_eq!(rows(&again), rows(&walked));
     assert_eq!(rows(&again), rows(&fresh(&mut r)), "as a walk now reads it");
@@ -530,31 +543,30 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
                 && !n.states.has(State::Indeterminate)
         })
         .expect("the check button");
-    // That walk (no keep) ended the keep: this read walks and keeps again.
-    let (_, kept) = r.read_kept(&w, 1).expect("read");
-    assert!(!kept, "a walk without keep came in between");
-    let (_, kept) = r.read_kept(&w, 1).expect("read");
+    // That walk (a walk now) ended the keep: this read walks and keeps again.
+    let (_, kept) = r.read_reusing(&w, 1).expect("read");
+    assert!(!kept, "a walk now came in between");
+    let (_, kept) = r.read_reusing(&w, 1).expect("read");
     assert!(kept, "kept before the change");
     // A broker that holds that walk's version is told so instead of sent it again; one that
     // holds another version is sent the tree.
     let v = match r.read_have(&w, 1, None).expect("read") {
         ReaderToBroker::Tree {
-            version: Some(v),
-            kept: true,
+            freshness: TreeFreshness::Reused { version, age_ms },
             ..
-        } => v,
-        other => panic!("a kept tree with its version: {other:?}"),
+        } if age_ms < KEEP_FOR_MS => version,
+        other => panic!("a reused tree with its version: {other:?}"),
     };
     for _ in 0..2 {
         let got = r.read_have(&w, 1, Some(v)).expect("read");
         assert!(
-            matches!(got, ReaderToBroker::Unchanged { version, .. } if version == v),
+            matches!(got, ReaderToBroker::Unchanged { version, age_ms, .. } if version == v && age_ms < KEEP_FOR_MS),
             "{got:?}"
         );
     }
     let got = r.read_have(&w, 1, Some(v + 1)).expect("read");
     assert!(
-        matches!(&got, ReaderToBroker::Tree { version: Some(n), tree, .. } if *n == v && rows(tree) == rows(&walked)),
+        matches!(&got, ReaderToBroker::Tree { freshness: TreeFreshness::Reused { version: n, .. }, tree, .. } if *n == v && rows(tree) == rows(&walked)),
         "another version held: {got:?}"
     );
     let before = walked.nodes[row].states.has(State::Checked);
@@ -571,7 +583,7 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     // The click's event reaches the reader within a moment.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let now = loop {
-        let (t, _) = r.read_kept(&w, 1).expect("read");
+        let (t, _) = r.read_reusing(&w, 1).expect("read");
         if t.nodes[row].states.has(State::Checked) != before {
             break t;
         }
@@ -585,10 +597,11 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     // sent, in another version.
     match r.read_have(&w, 1, Some(v)).expect("read") {
         ReaderToBroker::Tree {
-            tree,
-            version: Some(n),
-            ..
+            tree, freshness, ..
         } => {
+            let n = freshness
+                .version()
+                .expect("the changed tree is kept, with its version");
             assert_ne!(n, v, "a changed walk is a new version");
             assert_eq!(rows(&tree), rows(&now));
         }
@@ -599,14 +612,15 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     let checked_now = |t: &Tree| t.nodes[row].states.has(State::Checked);
     // An act's re-check (a light read) under the same generation is the kept walk, rows as
     // a walk reads them.
-    let light = |g: Option<u64>| WalkLimits {
+    let light = WalkLimits {
         details: false,
-        keep: g,
         ..WalkLimits::default()
     };
-    let (_, kept) = r.read_kept(&w, 1).expect("read");
-    assert!(!kept, "the walk just above (no keep) ended the keep");
-    let (checked, kept) = r.read_keep(&w, light(Some(1))).expect("read");
+    let (_, kept) = r.read_reusing(&w, 1).expect("read");
+    assert!(!kept, "the walk just above (a walk now) ended the keep");
+    let (checked, kept) = r
+        .read_fresh(&w, light, Freshness::may_reuse(1))
+        .expect("read");
     assert!(kept, "the re-check from the kept walk");
     assert_eq!(rows(&checked), rows(&now));
     // The act settled by events: the broker moves the kept walk to the generation after the
@@ -616,12 +630,14 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
         "not the generation it was kept under"
     );
     assert!(r.rekeep(&w, 1, 3).expect("rekeep"), "moved");
-    let (_, kept) = r.read_keep(&w, light(Some(1))).expect("read");
+    let (_, kept) = r
+        .read_fresh(&w, light, Freshness::may_reuse(1))
+        .expect("read");
     assert!(!kept, "no longer under the generation before the act");
     // That light walk (not answered) was not kept, and ended the keep.
-    let (_, kept) = r.read_kept(&w, 3).expect("read");
+    let (_, kept) = r.read_reusing(&w, 3).expect("read");
     assert!(!kept, "a light walk came in between");
-    let (_, kept) = r.read_kept(&w, 3).expect("read");
+    let (_, kept) = r.read_reusing(&w, 3).expect("read");
     assert!(kept);
     assert!(
         !r.rekeep(&w, 3, 5).expect("rekeep"),
@@ -630,7 +646,9 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     // The next act's re-check uses it; the act (here another client's click, as the input
     // agent's would be) comes before the broker moves the walk; its event stays noted, and the
     // read after shows its effect.
-    let (checked, kept) = r.read_keep(&w, light(Some(3))).expect("read");
+    let (checked, kept) = r
+        .read_fresh(&w, light, Freshness::may_reuse(3))
+        .expect("read");
     assert!(kept, "the re-check");
     let was = checked_now(&checked);
     let out = desk
@@ -645,7 +663,7 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
         !r.rekeep(&w, 5, 7).expect("rekeep"),
         "moved again only after another re-check"
     );
-    let (after, kept) = r.read_kept(&w, 5).expect("read");
+    let (after, kept) = r.read_reusing(&w, 5).expect("read");
     assert!(kept, "answered under the generation it was moved to");
     assert_ne!(
         checked_now(&after),
@@ -655,7 +673,7 @@ fn gtk3_reads_are_answered_from_the_kept_walk_and_show_the_apps_own_changes() {
     assert_eq!(rows(&after), rows(&fresh(&mut r)), "as a walk now reads it");
 
     // Another act generation: walked.
-    let (_, kept) = r.read_kept(&w, 6).expect("read");
+    let (_, kept) = r.read_reusing(&w, 6).expect("read");
     assert!(!kept, "an act came in between");
     desk.kill_app(&app).expect("kill");
 }
@@ -678,6 +696,7 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
         let kept = Kept::default();
         let arm = || async { Armed::arm(&reader, &name).await.expect("a match") };
         let limits = under(1).limits;
+        let generation = under(1).generation;
         let calls = std::cell::Cell::new(0u32);
         let counted = |p: nish_reader::kept::Peeked| {
             calls.set(calls.get() + 1);
@@ -688,10 +707,14 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
         // The race: the early barrier ran for one walk, a newer walk was kept, the
         // application changed a row. The newer walk is ordered again and shows the change.
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        let early = kept.pending(&window(), &limits).expect("pending");
+        let early = kept
+            .pending(&window(), &limits, generation)
+            .expect("pending");
         assert!(Kept::barrier(&reader, &early.app, &early.sync).await);
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        let newer = kept.pending(&window(), &limits).expect("the newer walk");
+        let newer = kept
+            .pending(&window(), &limits, generation)
+            .expect("the newer walk");
         assert_ne!(newer.entry, early.entry);
         emit(&app, "/w7/check").await;
         let got = kept
@@ -713,7 +736,9 @@ fn an_early_barrier_orders_only_the_kept_walk_it_ran_for() {
         // The early barrier of the very walk found stands: no second one.
         calls.set(0);
         kept.keep(under(1), arm().await, &tree(&name), &gtk3(), long_ago);
-        let early = kept.pending(&window(), &limits).expect("pending");
+        let early = kept
+            .pending(&window(), &limits, generation)
+            .expect("pending");
         assert!(Kept::barrier(&reader, &early.app, &early.sync).await);
         let got = kept
             .ordered(&under(1), Some((early.entry, true)), None, counted)

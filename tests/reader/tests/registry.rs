@@ -1,17 +1,18 @@
-//! The kept application list ([`A11y::kept_order`]) on a real D-Bus daemon, with a stand-in
+//! The standing application list ([`A11y::standing_order`]) on a real D-Bus daemon, with a stand-in
 //! registry that owns `org.a11y.atspi.Registry`, answers `GetChildren` on the desktop with a
 //! list the test sets, and sends `ChildrenChanged` when the test says so.
 //!
-//! The list is kept only while the registry has said nothing since it was asked for: a
-//! signal of the registry ends it, a signal sent by anyone else does not keep it alive longer,
-//! and a registry that started again (another unique name) is watched anew before its list is
-//! kept. The stand-in also changes its list without a signal, to show the list answered is the
-//! kept one (and so that an "ended" below means the signal ended it).
+//! The list stands only while the registry has said nothing since it was asked for: a
+//! signal of the registry ends it, a signal sent by anyone else does not make it stand longer,
+//! and a registry that started again (another unique name) is watched anew before its list
+//! stands. The stand-in also changes its list without a signal, to show the list answered is the
+//! standing one (and so that an "ended" below means the signal ended it).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nish_atspi::a11y::{A11y, KEPT_ORDER_MAX_AGE, REGISTRY, ROOT_PATH};
+use nish_atspi::a11y::{A11y, REGISTRY, ROOT_PATH, STANDING_ORDER_MAX_AGE};
+use nish_atspi::agent::connector::Connector;
 use nish_testdesk::Desktop;
 use zbus::zvariant::OwnedObjectPath;
 
@@ -62,31 +63,34 @@ async fn registry(addr: &str, children: &Children) -> zbus::Result<zbus::Connect
     Ok(c)
 }
 
-/// Asks the registry until the answer is kept (the watch's match is added in the background
+/// Asks the registry until the answer stands (the watch's match is added in the background
 /// after the first answer), within 10 s.
-async fn kept_after_asking(a11y: &A11y) -> Vec<String> {
+async fn standing_after_asking(a11y: &A11y) -> Vec<String> {
     let end = Instant::now() + Duration::from_secs(10);
     loop {
         a11y.apps().await.expect("the registry answers");
-        if let Some((order, _)) = a11y.kept_order() {
+        if let Some((order, _)) = a11y.standing_order() {
             return order;
         }
-        assert!(Instant::now() < end, "the registry's answer was never kept");
+        assert!(Instant::now() < end, "the registry's answer never stood");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Waits until the kept list has ended, within 10 s.
+/// Waits until the standing list has ended, within 10 s.
 async fn ended(a11y: &A11y, what: &str) {
     let end = Instant::now() + Duration::from_secs(10);
-    while a11y.kept_order().is_some() {
-        assert!(Instant::now() < end, "{what}: the kept list did not end");
+    while a11y.standing_order().is_some() {
+        assert!(
+            Instant::now() < end,
+            "{what}: the standing list did not end"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
 #[test]
-fn the_registrys_signal_ends_the_kept_list_and_a_new_registry_is_watched_anew() {
+fn the_registrys_signal_ends_the_standing_list_and_a_new_registry_is_watched_anew() {
     let desk = Desktop::builder()
         .window_manager(false)
         .atspi(false)
@@ -102,50 +106,50 @@ fn the_registrys_signal_ends_the_kept_list_and_a_new_registry_is_watched_anew() 
             .await
             .expect("the stand-in registry");
         let reader = connect(&addr).await;
-        let a11y = A11y::on_bus(reader.clone());
+        let a11y = A11y::on_bus(reader.clone(), Connector::Direct);
         a11y.apps().await.expect("the registry answers");
         for _ in 0..4 {
             assert!(
-                a11y.kept_order().is_none(),
-                "the first answer is not kept: the registry's signals were not watched yet"
+                a11y.standing_order().is_none(),
+                "the first answer does not stand: the registry's signals were not watched yet"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_eq!(kept_after_asking(&a11y).await, vec![first_name.clone()]);
+        assert_eq!(standing_after_asking(&a11y).await, vec![first_name.clone()]);
 
-        // The registry lists another application but says nothing: the kept list stands.
+        // The registry lists another application but says nothing: the standing list stands.
         let second = connect(&addr).await;
         let second_name = second.unique_name().expect("a name").to_string();
         children.lock().unwrap().push(second_name.clone());
         drain(&reg, &reader).await;
-        let (kept, _) = a11y.kept_order().expect("nothing said: still kept");
-        assert_eq!(kept, vec![first_name.clone()]);
+        let (standing, _) = a11y.standing_order().expect("nothing said: still standing");
+        assert_eq!(standing, vec![first_name.clone()]);
 
         // Anyone else's ChildrenChanged on a desktop path is not the registry's word.
         children_changed(&second).await;
         drain(&second, &reader).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(
-            a11y.kept_order().is_some(),
+            a11y.standing_order().is_some(),
             "another sender's signal is not watched"
         );
 
-        // The registry's own signal ends it; the next answer is kept again, with both.
+        // The registry's own signal ends it; the next answer stands again, with both.
         children_changed(&reg).await;
         ended(&a11y, "the registry's signal").await;
         let both = vec![first_name.clone(), second_name.clone()];
-        assert_eq!(kept_after_asking(&a11y).await, both);
-        let kept_at = Instant::now();
+        assert_eq!(standing_after_asking(&a11y).await, both);
+        let standing_at = Instant::now();
 
-        // The registry starts again (another unique name): its list is not kept until it is
+        // The registry starts again (another unique name): its list does not stand until it is
         // watched, and then its signals end it.
         reg.close().await.expect("the old registry leaves");
-        // A registry that stopped sends nothing more: what was kept of it ends by its age.
+        // A registry that stopped sends nothing more: what stood of it ends by its age.
         ended(&a11y, "the old registry left").await;
-        let age = kept_at.elapsed();
+        let age = standing_at.elapsed();
         assert!(
-            age <= KEPT_ORDER_MAX_AGE + Duration::from_millis(500),
-            "kept {age:?} after the registry's last answer"
+            age <= STANDING_ORDER_MAX_AGE + Duration::from_millis(500),
+            "standing {age:?} after the registry's last answer"
         );
         let restarted: Children = Arc::new(Mutex::new(vec![second_name.clone()]));
         let end = Instant::now() + Duration::from_secs(10);
@@ -164,12 +168,15 @@ fn the_registrys_signal_ends_the_kept_list_and_a_new_registry_is_watched_anew() 
         // before it, so a change between the two would go unseen.
         for _ in 0..4 {
             assert!(
-                a11y.kept_order().is_none(),
-                "a new registry's first answer is not kept: its signals were not watched yet"
+                a11y.standing_order().is_none(),
+                "a new registry's first answer does not stand: its signals were not watched yet"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_eq!(kept_after_asking(&a11y).await, vec![second_name.clone()]);
+        assert_eq!(
+            standing_after_asking(&a11y).await,
+            vec![second_name.clone()]
+        );
         children_changed(&reg2).await;
         ended(&a11y, "the new registry's signal").await;
     });

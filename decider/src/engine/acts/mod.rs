@@ -14,7 +14,7 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::Token;
 use nish_proto::model::{Node, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::input::{Expect, SemanticOp};
-use nish_proto::wire::reader::{MAX_CHANGED, SettleBounds, SettleWait, WalkLimits};
+use nish_proto::wire::reader::{Freshness, MAX_CHANGED, SettleBounds, SettleWait, WalkLimits};
 use serde_json::{Value, json};
 
 use super::approve::{ActSubject, Under};
@@ -107,9 +107,9 @@ struct Target {
     row: u32,
     node: Node,
     window: WindowInfo,
-    /// The re-check before the act was answered by the reader's kept walk, kept under this
-    /// act generation (the one before the act).
-    kept_under: Option<u64>,
+    /// The re-check before the act reused the reader's kept walk, under this act generation
+    /// (the one before the act).
+    reused_under: Option<u64>,
     /// Milliseconds the re-check took (with the event watch begun before it), for the audit.
     recheck_ms: u64,
 }
@@ -427,20 +427,17 @@ impl<B: Backend> Engine<B> {
             details: false,
             ..WalkLimits::default()
         };
-        let keep = before.filter(|g| recycled.is_none() && self.only_act_since(*g));
-        let (mut light, mut recheck_kept) = self
+        let may_reuse = before.filter(|g| recycled.is_none() && self.only_act_since(*g));
+        let freshness = may_reuse.map_or(Freshness::Walk, Freshness::may_reuse);
+        let (mut light, fresh) = self
             .bounded_read(
                 "re-reading the window",
-                self.backend.read_tree_kept(
-                    &window,
-                    WalkLimits {
-                        keep,
-                        ..light_limits
-                    },
-                ),
+                self.backend
+                    .read_tree_fresh(&window, light_limits, freshness),
             )
             .await?;
-        if recheck_kept && !keep.is_some_and(|g| self.only_act_since(g)) {
+        let mut recheck_reused = fresh.reused();
+        if recheck_reused && !may_reuse.is_some_and(|g| self.only_act_since(g)) {
             // Another act began or ended, or a pause or resume came, while the read waited:
             // the kept walk may be from before it.
             light = self
@@ -449,9 +446,9 @@ impl<B: Backend> Engine<B> {
                     self.backend.read_tree(&window, light_limits),
                 )
                 .await?;
-            recheck_kept = false;
+            recheck_reused = false;
         }
-        let kept_under = keep.filter(|_| recheck_kept);
+        let reused_under = may_reuse.filter(|_| recheck_reused);
         let light = self.validate_tree(light, &window)?;
         if views::structure_signature(&light.nodes) != snap.signature {
             return Err(DriverError::new(
@@ -527,7 +524,7 @@ impl<B: Backend> Engine<B> {
             row,
             node,
             window,
-            kept_under,
+            reused_under,
             recheck_ms: 0,
         })
     }
@@ -851,7 +848,7 @@ impl<B: Backend> Engine<B> {
             row,
             node,
             window: snap.tree.window.clone(),
-            kept_under: None,
+            reused_under: None,
             recheck_ms: 0,
         };
         match Self::choose_semantic(call, &t) {
@@ -909,7 +906,7 @@ impl<B: Backend> Engine<B> {
         // walk: that walk, with the events since noted, may answer the next read or re-check
         // (after this act's generation ends) as the settle did; no other act, pause or resume
         // came meanwhile.
-        let rekept = match t.kept_under {
+        let rekept = match t.reused_under {
             Some(g0)
                 if settle_by == "events_objects"
                     && settled
@@ -971,7 +968,7 @@ impl<B: Backend> Engine<B> {
             json!({"tool": call.tool().name(), "mode": if call.synthetic() { "takeover" } else { "headless" }, "path": out["path"],
                    "effect": out["effect"], "verified": verified, "readback": readback, "window_id": t.window.window_id,
                    "pid": t.window.pid, "role": t.node.role, "text_len": text_len, "act_ms": act_ms, "settle_ms": settle_ms, "settle_by": settle_by,
-                   "recheck": if t.kept_under.is_some() { "kept" } else { "walk" }, "recheck_ms": t.recheck_ms, "rekept": rekept}),
+                   "recheck": if t.reused_under.is_some() { "kept" } else { "walk" }, "recheck_ms": t.recheck_ms, "rekept": rekept}),
         );
         Ok(Output {
             value: out,

@@ -3,25 +3,10 @@
 //! focused element keys go to, the default button a Return in a field activates. No AT-SPI call
 //! of its own: the rows are the read the act makes anyway.
 
+use nish_proto::lexicon::{self, FieldKind};
 use nish_proto::model::{Node, State, is_field};
 
 use crate::approvals::Element;
-
-/// Roles that do something when activated, whatever actions they list.
-const ACTIVATABLE_ROLES: &[&str] = &[
-    "push_button",
-    "toggle_button",
-    "push_button_menu",
-    "link",
-    "menu_item",
-    "check_menu_item",
-    "radio_menu_item",
-    "check_box",
-    "radio_button",
-    "switch",
-    "page_tab",
-    "button",
-];
 
 /// Action names that activate an element (a click, a press, a toggle, a link's jump...).
 /// `clickAncestor` (Chromium, on the rows inside a clickable one) is not among them: the row
@@ -54,23 +39,31 @@ const WHOLE_WINDOW_ROLES: &[&str] = &[
 /// Most focused rows and default buttons judged per act (a read may mark a few stale ones).
 pub(super) const MOST_ROWS: usize = 8;
 
-/// How the policy sees a row.
+/// How the policy sees a row: activatable by its role (`nish_proto::lexicon::ACTIVATABLE_ROLES`,
+/// the one list) or an activating action, a field and what typing into it is by its role and
+/// attributes.
 pub(in crate::engine) fn element_of(n: &Node) -> Element<'_> {
     let field = is_field(&n.role, n.states, n.ifaces);
     let role = n.role.as_str();
     let activatable = !field
         && !WHOLE_WINDOW_ROLES.contains(&role)
-        && (ACTIVATABLE_ROLES.contains(&role)
+        && (lexicon::activatable_role(role)
             || n.actions
                 .iter()
                 .any(|a| ACTIVATING_ACTIONS.contains(&a.as_str())));
     Element {
         role,
         label: &n.name,
+        description: &n.description,
         activatable,
         field,
         multi_line: field && n.states.has(State::MultiLine),
         popup: n.states.has(State::HasPopup) || POPUP_ROLES.contains(&role),
+        field_kind: if field {
+            lexicon::field_kind(role, &n.name, &n.field_attrs)
+        } else {
+            FieldKind::Text
+        },
     }
 }
 
@@ -167,6 +160,8 @@ mod tests {
         Node {
             role: role.into(),
             name: name.into(),
+            description: String::new(),
+            field_attrs: vec![],
             states: StateSet::of(&[State::Showing, State::Visible, State::Enabled]),
             value: None,
             actions: vec![],

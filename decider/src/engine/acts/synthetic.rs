@@ -396,7 +396,7 @@ impl<B: Backend> Engine<B> {
                     truncated: before.tree.truncated,
                     row: 0,
                     window: w,
-                    kept_under: None,
+                    reused_under: None,
                     recheck_ms: 0,
                 };
                 let ms = started.elapsed().as_millis() as u64;

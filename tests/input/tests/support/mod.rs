@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nish_proto::model::{Node, Tree, WindowInfo};
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
-use nish_proto::wire::reader::{BrokerToReader, ReaderToBroker, WalkLimits};
+use nish_proto::wire::reader::{BrokerToReader, Freshness, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{AppHandle, Desktop};
@@ -155,7 +155,7 @@ impl Reader {
             id,
             window: window.clone(),
             limits,
-            have: None,
+            freshness: Freshness::Walk,
         }) {
             ReaderToBroker::Tree { tree, .. } => Ok(tree),
             other => Err(other),

@@ -1,12 +1,12 @@
-//! The kept window list ([`X11::list_windows`]) attacked on a real X server (a private Xvfb).
+//! The standing window list ([`X11::list_windows`]) attacked on a real X server (a private Xvfb).
 //! The test's other X client plays the window manager: it frames client windows, lists them
 //! in `_NET_CLIENT_LIST_STACKING`, names the active one, and changes each thing the list
 //! reports, one at a time, between two lists of the reader's connection.
 //!
 //! After every change, the reader's list must equal the list asked window by window, request
-//! by request ([`X11::list_windows_one_by_one`], never kept), must differ from the one before
+//! by request ([`X11::list_windows_one_by_one`], never standing), must differ from the one before
 //! (the change shows), and must have been built again; with nothing changed, it must be the
-//! kept one (no build), so an "equal" after a change means the event was seen and judged. Each
+//! standing one (no build), so an "equal" after a change means the event was seen and judged. Each
 //! change is followed by a round trip on the other client's connection, so the server has made
 //! it and queued its events before the reader's next list, whose own round trip reads them.
 
@@ -209,7 +209,7 @@ fn setup() -> Option<Setup> {
 
 impl Setup {
     /// The reader's list, checked against the list asked window by window, and whether it was
-    /// built (not the kept one).
+    /// built (not the standing one).
     fn list(&self) -> (Vec<XWindow>, bool) {
         let builds = self.reader.list_builds();
         let l = self.reader.list_windows().expect("the window list");
@@ -225,7 +225,7 @@ impl Setup {
         (l, built)
     }
 
-    /// The list after `change`: built again, different from `before`, then kept.
+    /// The list after `change`: built again, different from `before`, then standing.
     fn changed(&self, what: &str, before: &[XWindow], change: impl FnOnce(&Wm)) -> Vec<XWindow> {
         change(&self.wm);
         self.wm.sync();
@@ -235,7 +235,7 @@ impl Setup {
         let (again, built) = self.list();
         assert!(
             !built,
-            "{what}: with nothing changed since, the list is kept"
+            "{what}: with nothing changed since, the list stands"
         );
         assert_eq!(again, after, "{what}");
         after
@@ -252,12 +252,12 @@ fn every_change_to_the_list_is_seen_and_nothing_else_rebuilds_it() {
     let (first, built) = s.list();
     assert!(built, "the first list is built");
     assert_eq!(first.len(), 2, "{first:?}");
-    // Nothing done, again and again: the kept list, no build. A list that was built every time
+    // Nothing done, again and again: the standing list, no build. A list that was built every time
     // would make every "built again" below pass for nothing.
     for _ in 0..5 {
         s.wm.sync();
         let (l, built) = s.list();
-        assert!(!built, "nothing changed: the kept list");
+        assert!(!built, "nothing changed: the standing list");
         assert_eq!(l, first);
     }
     let title = |l: &[XWindow], w: Window| l.iter().find(|x| x.id == w).map(|x| x.title.clone());
@@ -343,13 +343,13 @@ fn every_change_to_the_list_is_seen_and_nothing_else_rebuilds_it() {
     });
     assert_eq!(title(&l, b.client), None);
     assert!(!l.is_empty());
-    // Destroyed while still listed: gone from the list, and not kept while its id is listed
-    // (selecting its events fails each time); kept again once the list drops it.
+    // Destroyed while still listed: gone from the list, and not standing while its id is listed
+    // (selecting its events fails each time); standing again once the list drops it.
     s.wm.done("destroy the client", s.wm.conn.destroy_window(a.client));
     s.wm.sync();
     for _ in 0..2 {
         let (l, built) = s.list();
-        assert!(built, "a listed id that names no window: not kept");
+        assert!(built, "a listed id that names no window: not standing");
         assert!(l.is_empty(), "a window that is gone is not listed: {l:?}");
     }
     s.wm.stacking(&[c.client]);
@@ -360,7 +360,7 @@ fn every_change_to_the_list_is_seen_and_nothing_else_rebuilds_it() {
 }
 
 #[test]
-fn changes_to_what_the_list_does_not_show_keep_it_and_forged_events_are_not_counted() {
+fn changes_to_what_the_list_does_not_show_leave_it_standing_and_forged_events_are_not_counted() {
     let Some(s) = setup() else { return };
     let a = s.wm.framed((10, 10, 300, 200), "nish one");
     s.wm.stacking(&[a.client]);
@@ -409,7 +409,7 @@ fn changes_to_what_the_list_does_not_show_keep_it_and_forged_events_are_not_coun
 }
 
 #[test]
-fn a_list_without_the_stacking_order_or_with_a_frame_in_a_frame_is_never_kept() {
+fn a_list_without_the_stacking_order_or_with_a_frame_in_a_frame_never_stands() {
     let Some(s) = setup() else { return };
     let a = s.wm.framed((10, 10, 300, 200), "nish one");
     // Only _NET_CLIENT_LIST: the order comes from the root's children, asked each time.
@@ -448,9 +448,9 @@ fn a_list_without_the_stacking_order_or_with_a_frame_in_a_frame_is_never_kept() 
 
 /// A client may list a window id before the window exists (or the window may come into being
 /// between the reader's selecting its events and reading it): the selection fails, so the list
-/// is not kept, and a window made later inside a frame the reader does not watch still shows.
+/// does not stand, and a window made later inside a frame the reader does not watch still shows.
 #[test]
-fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() {
+fn a_listed_window_whose_events_could_not_be_selected_never_stands_unwatched() {
     let Some(s) = setup() else { return };
     let a = s.wm.framed((10, 10, 300, 200), "nish one");
     let later = s.wm.conn.generate_id().expect("a window id");
@@ -461,7 +461,7 @@ fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() 
     let (_, built) = s.list();
     assert!(
         built,
-        "a listed window whose events were not selected: not kept"
+        "a listed window whose events were not selected: not standing"
     );
     // The window now comes into being inside an unwatched parent: no event reaches the reader.
     let parent = s.wm.window(s.wm.root, (400, 100, 300, 240));
@@ -491,7 +491,7 @@ fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() 
             .any(|w| w.id == later && w.title == "nish made later"),
         "{l:?}"
     );
-    // Watched now: kept, and its changes seen.
+    // Watched now: standing, and its changes seen.
     let (_, built) = s.list();
     assert!(!built, "its events are selected now");
     s.changed("the late window renamed", &l, |wm| {
@@ -503,7 +503,7 @@ fn a_listed_window_whose_events_could_not_be_selected_is_never_kept_unwatched() 
 /// are no client's and are never listed; and the reader never selects a client's events on
 /// them: X keeps one mask per connection and window, so the root's (its children's moves and
 /// mappings) would be replaced, and the frame's moves and unmappings below would go unseen in
-/// the kept list.
+/// the standing list.
 #[test]
 fn the_root_or_the_readers_own_window_listed_as_a_client_is_not_one() {
     let Some(s) = setup() else { return };
@@ -525,7 +525,7 @@ fn the_root_or_the_readers_own_window_listed_as_a_client_is_not_one() {
     let (l, _) = s.list();
     assert_eq!(l, first);
     let (_, built) = s.list();
-    assert!(!built, "nothing changed since: kept");
+    assert!(!built, "nothing changed since: standing");
     // Each of these was reported only by the root's events.
     let l = s.changed("the frame moved", &l, |wm| {
         wm.configure(a.frame, &ConfigureWindowAux::new().x(200).y(150));

@@ -17,8 +17,11 @@ use zbus::Connection;
 use zbus::export::futures_core::Stream;
 use zbus::zvariant::{OwnedObjectPath, Value};
 
-use super::{Ctx, cache_reply, read_structure};
+use super::cache::cache_reply;
+use super::ctx::Ctx;
+use super::live::read_structure;
 use nish_atspi::a11y::{A11y, APP_IN_FLIGHT, AppLink};
+use nish_atspi::agent::connector::Connector;
 use nish_atspi::tree::{Arena, Kids, MAX_CHILDREN, Obj, plan};
 
 const FRAME: u32 = 23;
@@ -257,7 +260,7 @@ fn a_huge_list_is_read_by_index_only_as_far_as_the_cap() {
 async fn huge_list() {
     let items = 50_000;
     let (link, seen) = fake_app(items, Duration::ZERO, false).await;
-    let a11y = A11y::default();
+    let a11y = A11y::new(Connector::Direct);
     let bus = link.bus_name.clone();
     let c = ctx(link, &a11y, Duration::from_secs(60));
     let (mut arena, root) = frame_arena(&bus);
@@ -323,7 +326,7 @@ async fn in_flight() {
     // An app answering everything at once after 3 ms: only the reader limits what it has in
     // flight. Three walks of it at the same time.
     let (link, seen) = fake_app(3000, Duration::from_millis(3), false).await;
-    let a11y = Arc::new(A11y::default());
+    let a11y = A11y::new(Connector::Direct);
     let walks: Vec<_> = (0..3)
         .map(|_| {
             let c = ctx(link.clone(), &a11y, Duration::from_secs(60));
@@ -362,7 +365,7 @@ async fn slow_app() {
     // One call at a time, 5 ms each: 1,000 items would take 25 s; the phase is 1.5 s.
     let phase = Duration::from_millis(1500);
     let (link, seen) = fake_app(50_000, Duration::from_millis(5), true).await;
-    let a11y = A11y::default();
+    let a11y = A11y::new(Connector::Direct);
     let bus = link.bus_name.clone();
     let c = ctx(link, &a11y, phase);
     let (mut arena, root) = frame_arena(&bus);
@@ -411,7 +414,7 @@ fn a_cache_too_slow_for_the_walk_is_skipped_for_a_while() {
 
 async fn slow_cache() {
     let (link, _) = fake_app(10, Duration::ZERO, false).await;
-    let a11y = A11y::default();
+    let a11y = A11y::new(Connector::Direct);
     let bus = link.bus_name.clone();
     assert!(a11y.use_cache(&bus));
     let c = ctx(link, &a11y, Duration::from_millis(300));

@@ -1,0 +1,43 @@
+//! How an agent's code makes its connections: the [`Connector`], chosen once where a process
+//! starts and passed down to everything that connects (the accessibility bus and the
+//! peer-to-peer links, `crate::a11y`; the X display, [`x11_connect`] and the input agent's
+//! clipboard). Nothing in this crate or the agents picks a way to connect on its own.
+//!
+//! The agent binaries serve with [`Connector::Broker`] only: their lock-down refuses `socket`
+//! and `connect`, so the broker connects for them ([`super::handed`]). [`Connector::Direct`]
+//! is the library used in-process (tests, examples), connecting from the environment as a
+//! normal client would.
+
+use std::sync::Arc;
+
+use x11rb::rust_connection::{DefaultStream, RustConnection};
+
+use super::handed::{Handover, x11_stream};
+use crate::failure::Failure;
+
+/// The way connections are made, handed to each thing that connects.
+#[derive(Clone, Debug)]
+pub enum Connector {
+    /// Asked from the broker on the agent's link (the agent binaries, made by their `serve`).
+    Broker(Arc<Handover>),
+    /// Made directly from the environment (`$DISPLAY`, the advertised accessibility bus, an
+    /// application's own address): the library in-process, in tests and examples.
+    Direct,
+}
+
+/// An X connection through `connector`: handed in by the broker, or from `$DISPLAY`, with its
+/// screen number. Blocking; call it from a blocking thread.
+pub fn x11_connect(connector: &Connector) -> Result<(RustConnection, usize), Failure> {
+    match connector {
+        Connector::Broker(h) => {
+            let (s, setup, screen) = x11_stream(h)?;
+            let (stream, _) = DefaultStream::from_unix_stream(s)
+                .map_err(|e| Failure::backend(format!("X11 stream: {e}")))?;
+            let conn = RustConnection::for_connected_stream(stream, setup)
+                .map_err(|e| Failure::backend(format!("cannot use the X connection: {e}")))?;
+            Ok((conn, screen))
+        }
+        Connector::Direct => RustConnection::connect(None)
+            .map_err(|e| Failure::backend(format!("cannot open the X display: {e}"))),
+    }
+}

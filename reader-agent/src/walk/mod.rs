@@ -1,0 +1,497 @@
+//! Walking one window's accessibility tree, fast.
+//!
+//! 1. The window's application and top-level accessible are found by pid and geometry
+//!    ([`nish_atspi::a11y::find_frame`]), over a peer-to-peer link when the application offers one.
+//! 2. `Cache.GetItems` gives role, name, states, interfaces, child count and parent of every
+//!    object of the application in one reply (GTK 3 answers it once a client registered for
+//!    events or linked peer-to-peer; GTK 4 always). The window's subtree is assembled from it.
+//! 3. What the cache leaves out (children of objects that manage their descendants, or a
+//!    toolkit without the cache) is read live, level by level, with many calls in flight, and
+//!    only for objects the limits admit. A short children list comes in one `GetChildren`; a
+//!    longer one one index at a time, only as far as the rows left and
+//!    [`MAX_CHILDREN`](nish_atspi::tree::MAX_CHILDREN) admit: a 50,000-row GTK 3 table or a
+//!    group of 20,000 Chromium buttons costs the app a thousand small calls, not one call that
+//!    makes it build (GTK 3) or walk (Chromium, quadratic) every child. A child count the
+//!    cache does not know is asked for before the children.
+//! 4. Extents, action names and values are read for the numbered rows that have them, many in
+//!    flight. Secure rows are never asked for a value.
+//!
+//! Every call has a timeout and waits its turn among the calls in flight to its application
+//! ([`nish_atspi::a11y::APP_IN_FLIGHT`] over every walk of it). A call that times out before the walk's deadline
+//! marks the application as not responding: the walk stops calling it, objects whose children
+//! were not read are numbered as leaves and the tree says `app_not_responding` (or
+//! `time_budget` when the deadline passed). A walk that has no more than the window's own row to
+//! show for it fails with `app_not_responding` instead of answering a one-row tree.
+//!
+//! Here are the walk itself and the re-read of single objects; step 2 is in `cache`, step 3
+//! in `live`, step 4 in `details`, and the calls' turns and timeouts in `ctx`.
+
+mod cache;
+mod ctx;
+mod details;
+mod live;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
+use nish_proto::wire::reader::WalkLimits;
+
+use nish_atspi::a11y::{A11y, FrameRef, find_frame};
+use nish_atspi::failure::Failure;
+use nish_atspi::states::{ValueKind, value_kind};
+use nish_atspi::tree::{Arena, Details, Key, Plan, build_nodes, clamp_limits, plan};
+
+use self::cache::{arena_from_reply, cache_reply, realize};
+use self::ctx::Ctx;
+pub use self::ctx::{CALL_TIMEOUT, CHILD_POOL, DETAIL_POOL, LIST_POOL, PROPS_POOL};
+pub use self::details::MAX_ACTIONS;
+use self::details::{Got, Want, cut_at_first_incomplete, detail, read_details, wants_attrs};
+use self::live::read_structure;
+
+/// The share of a walk's budget (in percent) for finding the window and reading its structure;
+/// the rest is kept for the rows' extents, actions and values, so a walk whose structure took
+/// long still has the time to give the rows it found.
+pub const STRUCTURE_SHARE: u32 = 60;
+
+/// How a walk went, for logs and the benchmark.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// `Cache.GetItems` answered.
+    pub cache: bool,
+    /// Items the cache returned (whole application).
+    pub cache_items: usize,
+    /// Objects read live.
+    pub live_objects: usize,
+    /// Objects whose children were listed so that the toolkit adds them to its cache.
+    pub realized: usize,
+    /// Detail calls made.
+    pub detail_calls: usize,
+    /// The application was reached peer-to-peer.
+    pub p2p: bool,
+    /// Toolkit name and version.
+    pub toolkit: (String, String),
+    /// Milliseconds the first `Cache.GetItems` took (asked, answered and decoded).
+    pub ms_cache: u64,
+    /// Milliseconds until the frame was found, the structure was complete, and the end.
+    pub ms_frame: u64,
+    /// See `ms_frame`.
+    pub ms_structure: u64,
+    /// See `ms_frame`.
+    pub ms_total: u64,
+}
+
+/// The X geometry of the window being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XGeometry {
+    /// The client window in screen coordinates.
+    pub client: Rect,
+    /// The window manager's frame, when reparented.
+    pub wm_frame: Option<Rect>,
+}
+
+/// Reads one window's tree.
+pub async fn read_tree(
+    a11y: &A11y,
+    window: &WindowInfo,
+    geometry: XGeometry,
+    limits: &WalkLimits,
+) -> Result<(Tree, WalkStats), Failure> {
+    let start = Instant::now();
+    let limits = clamp_limits(limits);
+    let deadline = start + Duration::from_millis(limits.budget_ms);
+    let mut stats = WalkStats::default();
+
+    let found = async {
+        if crate::wayland::is_wayland() {
+            crate::wayland::find_frame(a11y, window).await
+        } else {
+            find_frame(a11y, window, geometry.client, geometry.wm_frame).await
+        }
+    };
+    let frame = match tokio::time::timeout_at(deadline.into(), found).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(Failure::not_responding(format!(
+                "the application of pid {} did not answer in time",
+                window.pid
+            )));
+        }
+    };
+    stats.p2p = frame.link.p2p;
+    stats.toolkit = frame.toolkit.clone();
+    stats.ms_frame = start.elapsed().as_millis() as u64;
+
+    let ctx = Ctx::new(
+        a11y,
+        frame.link.clone(),
+        frame.toolkit.0.eq_ignore_ascii_case("gtk"),
+        nish_atspi::a11y::answers_get_all(&frame.toolkit.0),
+        start,
+        deadline,
+    );
+
+    // The structure: from the cache when it answers, else live from the frame, within its share
+    // of the budget.
+    ctx.phase_until(start + Duration::from_millis(limits.budget_ms) * STRUCTURE_SHARE / 100);
+    let cap = limits.max_elements as usize;
+    let t_cache = Instant::now();
+    let reply = if a11y.use_cache(&frame.link.bus_name) {
+        cache_reply(a11y, &ctx).await
+    } else {
+        None
+    };
+    let mut arena = match reply {
+        Some(msg) => match arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap) {
+            Some((arena, items)) => {
+                stats.cache = true;
+                stats.cache_items = items;
+                arena
+            }
+            None => Arena::new(),
+        },
+        None => Arena::new(),
+    };
+    stats.ms_cache = t_cache.elapsed().as_millis() as u64;
+    if ctx.dead.load(Ordering::Relaxed) {
+        if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+            a11y.drop_link(&ctx.link.bus_name).await;
+        }
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} stopped answering",
+            window.pid
+        )));
+    }
+    // GTK 4 adds objects to its cache only once a client has asked for them: walk the
+    // children lists (one call per object instead of five) and ask the cache again.
+    if stats.cache && realizes_on_read(&frame.toolkit) {
+        let pending = match arena.key(&frame.link.bus_name, &frame.path) {
+            Some(root) => plan(&arena, root, &limits, true, TruncReason::TimeBudget)
+                .pending
+                .iter()
+                .map(|k| arena.get(*k).path.clone())
+                .collect(),
+            None => vec![frame.path.clone()],
+        };
+        if !pending.is_empty() {
+            stats.realized = realize(&ctx, pending, limits.max_elements as usize).await;
+            if let Some(msg) = cache_reply(a11y, &ctx).await
+                && let Some((a, items)) =
+                    arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap)
+            {
+                stats.cache_items = items;
+                arena = a;
+            }
+        }
+    }
+    let root = match arena.key(&frame.link.bus_name, &frame.path) {
+        Some(k) => k,
+        None => {
+            stats.cache = false;
+            arena = Arena::new();
+            let p = &frame.props;
+            arena.insert(p.to_obj(&frame.link.bus_name, &frame.path))
+        }
+    };
+
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let p = plan(&arena, root, &limits, true, TruncReason::TimeBudget);
+        for k in p.pending.iter().take(5) {
+            let o = arena.get(*k);
+            tracing::debug!(
+                role = %o.role,
+                child_count = o.child_count,
+                manages = o.states.has(State::ManagesDescendants),
+                "pending after the cache"
+            );
+        }
+    }
+    stats.live_objects = read_structure(&ctx, &mut arena, root, &limits).await;
+    // Before any value is read: a field once seen secure stays secure.
+    a11y.secure_memory().apply(&ctx.link.bus_name, &mut arena);
+    let mut final_plan = plan(&arena, root, &limits, false, ctx.reason());
+    stats.ms_structure = start.elapsed().as_millis() as u64;
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&ctx.link.bus_name).await;
+    }
+    if only_the_window(&final_plan) {
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} did not answer in time",
+            window.pid
+        )));
+    }
+
+    // The rows' details get the rest of the budget.
+    ctx.phase_until(deadline);
+    let details = read_details(&ctx, &arena, &final_plan, &frame, limits.details).await;
+    stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
+    let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
+    if only_the_window(&final_plan) {
+        return Err(Failure::not_responding(format!(
+            "the application of pid {} did not answer in time",
+            window.pid
+        )));
+    }
+
+    let mut nodes = build_nodes(&arena, &final_plan.rows, details);
+    showing_from_visible(&mut nodes);
+    // On Wayland frames are in the window's own coordinates: a toplevel that reports a
+    // position (an XWayland app's X coordinates) has its elements moved to its corner.
+    let wayland_offset = crate::wayland::is_wayland()
+        .then_some(frame.extents)
+        .flatten()
+        .filter(|e| (e.x, e.y) != (0, 0))
+        .map(|e| (-e.x, -e.y));
+    if let Some((dx, dy)) =
+        wayland_offset.or_else(|| window_relative_offset(&frame, geometry.client))
+    {
+        for n in nodes.iter_mut() {
+            if let Some(f) = n.frame.as_mut() {
+                f.x += dx;
+                f.y += dy;
+            }
+        }
+    }
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&ctx.link.bus_name).await;
+    }
+    stats.ms_total = start.elapsed().as_millis() as u64;
+    Ok((
+        Tree {
+            window: window.clone(),
+            nodes,
+            truncated: final_plan.truncated,
+        },
+        stats,
+    ))
+}
+
+/// Reads the objects named by `handles` (`<bus>|<path>`, all of one application) again, one by
+/// one, within `budget`: role, name, states, interfaces and value, as a walk reads them (a field
+/// remembered as secure, or secure now, gives no value; credential-looking values are withheld).
+/// No extents, action names or children: the slots' `parent`, `depth`, `child_count`, `frame`
+/// and `actions` are empty. `None` for an object that could not be read (gone, a handle of
+/// another application, or no answer in time).
+pub async fn read_objects(
+    a11y: &A11y,
+    handles: &[String],
+    budget: Duration,
+) -> Result<Vec<Option<nish_proto::model::Node>>, Failure> {
+    read_objects_with(a11y, handles, budget, false).await
+}
+
+/// [`read_objects`], with `details` each object's extents (when it is showing) and action names
+/// too, as a walk reads them.
+pub async fn read_objects_with(
+    a11y: &A11y,
+    handles: &[String],
+    budget: Duration,
+    details: bool,
+) -> Result<Vec<Option<nish_proto::model::Node>>, Failure> {
+    let start = Instant::now();
+    let Some(bus) = handles
+        .first()
+        .and_then(|h| h.split_once('|'))
+        .map(|(b, _)| b.to_string())
+    else {
+        return Ok(vec![]);
+    };
+    let link = a11y.link(&bus).await?;
+    // `GetAll` only to an application whose toolkit a remembered frame of it names as one that
+    // answers it; else names and child counts one at a time.
+    let get_all = a11y
+        .known_toolkit(&bus)
+        .is_some_and(|t| nish_atspi::a11y::answers_get_all(&t));
+    let ctx = Ctx::new(a11y, link, false, get_all, start, start + budget);
+    ctx.phase_until(start + budget);
+    let paths: Vec<Option<String>> = handles
+        .iter()
+        .map(|h| {
+            h.split_once('|')
+                .filter(|(b, p)| *b == bus && p.starts_with('/'))
+                .map(|(_, p)| p.to_string())
+        })
+        .collect();
+    let read = nish_atspi::pool::run(paths.clone(), PROPS_POOL, |path| {
+        let ctx = ctx.clone();
+        async move {
+            match path {
+                Some(p) => ctx.props(&p).await.ok(),
+                None => None,
+            }
+        }
+    })
+    .await;
+    let mut arena = Arena::new();
+    let mut keys: Vec<Option<Key>> = Vec::with_capacity(paths.len());
+    for (path, props) in paths.iter().zip(read) {
+        keys.push(match (path, props.flatten()) {
+            (Some(path), Some(p)) => Some(arena.insert(p.to_obj(&bus, path))),
+            _ => None,
+        });
+    }
+    // Before any value is read: a field once seen secure stays secure.
+    a11y.secure_memory().apply(&bus, &mut arena);
+    let mut jobs: Vec<(usize, Want, String)> = vec![];
+    for (i, k) in keys.iter().enumerate() {
+        let Some(k) = k else { continue };
+        let o = arena.get(*k);
+        let secure = o.states.has(State::Secure) || o.role == "password_text";
+        match value_kind(&o.role, o.states, o.ifaces) {
+            _ if secure => {}
+            ValueKind::Text => jobs.push((i, Want::Text, o.path.clone())),
+            ValueKind::Number => jobs.push((i, Want::Number, o.path.clone())),
+            ValueKind::None => {}
+        }
+        if wants_attrs(o) {
+            jobs.push((i, Want::Attrs, o.path.clone()));
+        }
+        if details && o.ifaces.has(Ifaces::COMPONENT) && o.states.has(State::Showing) {
+            jobs.push((i, Want::Extents, o.path.clone()));
+        }
+        if details && o.ifaces.has(Ifaces::ACTION) {
+            jobs.push((i, Want::Actions, o.path.clone()));
+        }
+    }
+    let slots: Vec<usize> = jobs.iter().map(|(i, _, _)| *i).collect();
+    let values = nish_atspi::pool::run(jobs, DETAIL_POOL, |(_, want, path)| {
+        let ctx = ctx.clone();
+        async move { detail(&ctx, want, &path).await }
+    })
+    .await;
+    let mut found: Vec<Option<Details>> = vec![Some(Details::default()); keys.len()];
+    for (i, v) in slots.into_iter().zip(values) {
+        let Some(d) = found[i].as_mut() else {
+            continue;
+        };
+        match v {
+            Some(Ok(Got::Value(v))) => d.value = Some(v),
+            Some(Ok(Got::Extents(e))) => d.frame = Some(e),
+            Some(Ok(Got::Actions(a))) => d.actions = a,
+            Some(Ok(Got::Attrs(a))) => d.field_attrs = a,
+            // What could not be read: the object is not known as it is now.
+            _ => found[i] = None,
+        }
+    }
+    if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
+        a11y.drop_link(&bus).await;
+    }
+    Ok(keys
+        .into_iter()
+        .zip(found)
+        .map(|(k, d)| {
+            let (k, d) = (k?, d?);
+            let row = nish_atspi::tree::Row {
+                key: k,
+                parent: None,
+                depth: 0,
+                child_rows: 0,
+            };
+            build_nodes(&arena, &[row], vec![d]).pop()
+        })
+        .collect())
+}
+
+/// True when a walk that the app or the time cut short has nothing but the window's own row to
+/// show: that is a failure (`app_not_responding`), never a one-row tree.
+fn only_the_window(p: &Plan) -> bool {
+    p.rows.len() <= 1
+        && matches!(
+            p.truncated,
+            Some(TruncReason::TimeBudget) | Some(TruncReason::AppNotResponding)
+        )
+}
+
+/// GTK 4.8 sets `showing` on no element below its window. When a tree has no showing row below
+/// the window but does have visible ones, a row whose own and every ancestor's `visible` state is
+/// set is reported as showing, so that such a toolkit's tree reads like every other one (and
+/// the broker's and the input agent's showing checks mean the same thing for it).
+fn showing_from_visible(nodes: &mut [nish_proto::model::Node]) {
+    if nodes.len() < 2 || nodes[1..].iter().any(|n| n.states.has(State::Showing)) {
+        return;
+    }
+    if !nodes[0].states.has(State::Showing) {
+        return;
+    }
+    let mut visible_chain = vec![false; nodes.len()];
+    visible_chain[0] = true;
+    for i in 1..nodes.len() {
+        let parent_ok = nodes[i].parent.is_some_and(|p| visible_chain[p as usize]);
+        visible_chain[i] = parent_ok && nodes[i].states.has(State::Visible);
+        if visible_chain[i] {
+            nodes[i].states.insert(State::Showing);
+        }
+    }
+}
+
+/// GTK 4 on X11 reports extents relative to its window, whatever coordinate type is asked
+/// for: its frame sits at 0,0, inset by the margin its surface keeps round the window (5 px each
+/// side without a compositor). Those are moved to screen coordinates by the window's position
+/// and that margin, taken as even on both sides.
+pub(crate) fn window_relative_offset(frame: &FrameRef, client: Rect) -> Option<(i32, i32)> {
+    let e = frame.extents?;
+    let gtk4 = realizes_on_read(&frame.toolkit);
+    if !(gtk4 && e.x == 0 && e.y == 0) {
+        return None;
+    }
+    let mx = ((client.w - e.w) / 2).clamp(0, 64);
+    let my = ((client.h - e.h) / 2).clamp(0, 64);
+    let off = (client.x + mx, client.y + my);
+    (off != (0, 0)).then_some(off)
+}
+
+/// True for toolkits whose cache holds only objects a client has already asked for (GTK 4).
+fn realizes_on_read(toolkit: &(String, String)) -> bool {
+    toolkit.0.eq_ignore_ascii_case("gtk") && toolkit.1.starts_with("4.")
+}
+
+#[cfg(test)]
+mod showing_tests {
+    use super::showing_from_visible;
+    use nish_proto::model::{Ifaces, Node, State, StateSet};
+
+    fn node(parent: Option<u32>, states: &[State]) -> Node {
+        Node {
+            role: "panel".into(),
+            name: String::new(),
+            description: String::new(),
+            field_attrs: vec![],
+            states: StateSet::of(states),
+            value: None,
+            actions: vec![],
+            frame: None,
+            parent,
+            depth: parent.map_or(0, |_| 1),
+            child_count: 0,
+            ifaces: Ifaces::default(),
+            handle: String::new(),
+        }
+    }
+
+    #[test]
+    fn visible_chains_become_showing_only_where_nothing_shows() {
+        let mut gtk4 = vec![
+            node(None, &[State::Showing, State::Visible]),
+            node(Some(0), &[State::Visible]),
+            node(Some(1), &[State::Visible]),
+            node(Some(0), &[]),
+            node(Some(3), &[State::Visible]),
+        ];
+        showing_from_visible(&mut gtk4);
+        let showing: Vec<bool> = gtk4.iter().map(|n| n.states.has(State::Showing)).collect();
+        assert_eq!(showing, vec![true, true, true, false, false]);
+        let mut gtk3 = vec![
+            node(None, &[State::Showing, State::Visible]),
+            node(Some(0), &[State::Visible, State::Showing]),
+            node(Some(0), &[State::Visible]),
+        ];
+        showing_from_visible(&mut gtk3);
+        assert!(
+            !gtk3[2].states.has(State::Showing),
+            "a toolkit that sets showing is left alone"
+        );
+    }
+}
+
+#[cfg(test)]
+mod fake_app_tests;
