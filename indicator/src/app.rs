@@ -269,29 +269,34 @@ impl App {
     }
 
     /// An XInput 2 key press on the consent dialog (it has the focus): judged as a click's
-    /// press is (the source device, the dialog fully visible and unchanged since, armed, the
-    /// driver quiet). The key itself is never logged.
+    /// press is (the source device, the focus a real click gave the dialog, the dialog fully
+    /// visible and unchanged since, armed, the driver quiet). Every key press but a modifier's,
+    /// auto-repeats too, re-arms. The key itself is never logged.
     fn xi_key(&mut self, e: &xinput::KeyPressEvent, now: Instant) -> Result<(), Fail> {
-        if e.flags.contains(xinput::KeyEventFlags::KEY_REPEAT) {
-            return Ok(());
-        }
-        let Some(d) = &self.dialog else {
+        let Some(d) = &mut self.dialog else {
             return Ok(());
         };
         if !d.owns(e.event) {
             return Ok(());
         }
+        let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
+        if e.flags.contains(xinput::KeyEventFlags::KEY_REPEAT) {
+            d.rearm(now, "a key pressed");
+            return Ok(());
+        }
         let shift = e.mods.effective
             & u32::from(u16::from(x11rb::protocol::xproto::KeyButMask::SHIFT))
             != 0;
-        let Some(key) = consent::Key::of(self.keymap.keysym(e.detail), shift) else {
+        let keysym = self.keymap.keysym(e.detail);
+        if consent::is_modifier(keysym) {
             return Ok(());
-        };
-        let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
+        }
+        let key = consent::Key::of(keysym, shift);
         let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
         let own = self.own_windows();
         let root = self.ui.root();
         let screen = self.screen_size();
+        let d = self.dialog.as_ref().expect("checked");
         let rect = d.rect();
         let group: HashSet<Window> = d.windows().collect();
         let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok()
@@ -828,6 +833,10 @@ impl App {
                     h.regrab(&self.ui.conn, root)?;
                 }
                 self.keymap = Keymap::load(&self.ui.conn)?;
+                // A key may now make another keysym (a letter typed elsewhere, Return here).
+                if let Some(d) = &mut self.dialog {
+                    d.rearm(now, "keyboard mapping changed");
+                }
                 return Ok(());
             }
             Event::XinputHierarchy(_) => {
@@ -877,7 +886,7 @@ impl App {
         if let Some(d) = &mut self.dialog
             && win.is_some_and(|w| d.owns(w))
         {
-            if let Outcome::Answer(answer) = d.handle(&mut self.ui, &ev, now)? {
+            if let Outcome::Answer(answer) = d.handle(&mut self.ui, &ev, seq, now)? {
                 self.answer(answer)?;
             }
             return Ok(());
@@ -931,6 +940,7 @@ fn event_window(ev: &Event) -> Option<u32> {
         Event::ConfigureNotify(e) if e.event == e.window => e.window,
         Event::ReparentNotify(e) if e.event == e.window => e.window,
         Event::VisibilityNotify(e) => e.window,
+        Event::FocusIn(e) | Event::FocusOut(e) => e.event,
         _ => return None,
     })
 }

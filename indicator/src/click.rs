@@ -12,7 +12,8 @@
 //! - and come at least [`DRIVER_QUIET`] after the broker's last `DriverPress` (defence in depth:
 //!   the driver's own clicks are XTEST clicks, refused by the device rule already).
 //!
-//! Keys never activate anything. The rule is a pure state machine over facts and times the
+//! Keys follow the same rule ([`RealClick::key`]), and only once a real click gave the
+//! dialog the focus. The rule is a pure state machine over facts and times the
 //! caller passes in, so it is tested without X.
 
 use std::time::{Duration, Instant};
@@ -135,6 +136,9 @@ pub enum Refusal {
     NoPress,
     /// Released on another control than the one pressed.
     OtherControl,
+    /// A key while the dialog did not hold the focus a real click on it gave it (no click
+    /// yet, or a focus change the indicator did not make since).
+    NoFocus,
 }
 
 /// The state of the rule for one group of controls.
@@ -218,11 +222,16 @@ impl RealClick {
 
     /// A key press on the group (X11 only): counts under the rule of a click's press, with
     /// no button and no pointer: from the person's own keyboard (a slave device that is not
-    /// XTEST's; SendEvent keys never reach XInput 2), the group fully visible, armed, and the
-    /// driver quiet. Returns whether it counts.
-    pub fn key(&mut self, real: bool, visible: bool, at: Instant) -> bool {
+    /// XTEST's; SendEvent keys never reach XInput 2), while the group holds the focus a real
+    /// click on it gave it (`focused`), fully visible, armed, and the driver quiet. Every key
+    /// press, counted or not, starts the arming delay again: a key counts only after 500 ms
+    /// without one, so a burst of typing meant for another window never does. Returns whether
+    /// it counts.
+    pub fn key(&mut self, real: bool, visible: bool, focused: bool, at: Instant) -> bool {
         self.refused = if !real {
             Some(Refusal::Synthetic)
+        } else if !focused {
+            Some(Refusal::NoFocus)
         } else if !visible {
             Some(Refusal::Covered)
         } else if let Some(r) = self.arming(at) {
@@ -232,8 +241,8 @@ impl RealClick {
         } else {
             None
         };
-        // A key in the middle of a click ends that click.
-        self.pressed = None;
+        // Also ends a click in progress.
+        self.rearm(at, "a key pressed");
         self.refused.is_none()
     }
 
@@ -277,21 +286,42 @@ mod tests {
     fn keys_count_under_the_rule_of_a_click() {
         let t0 = Instant::now();
         let mut r = RealClick::new(t0);
-        assert!(!r.key(true, true, t0 + ms(100)), "arming");
+        assert!(!r.key(true, true, true, t0 + ms(100)), "arming");
         assert!(matches!(r.refusal(), Some(Refusal::Arming { .. })));
-        let t = t0 + ARM_DELAY + ms(1);
-        assert!(!r.key(false, true, t), "XTEST");
+        // Every key, counted or not, re-arms: the next one counts 500 ms later.
+        let mut t = t0 + ms(100) + ARM_DELAY;
+        assert!(!r.key(false, true, true, t), "XTEST");
         assert_eq!(r.refusal(), Some(Refusal::Synthetic));
-        assert!(!r.key(true, false, t), "covered");
+        t += ARM_DELAY;
+        assert!(!r.key(true, false, true, t), "covered");
         assert_eq!(r.refusal(), Some(Refusal::Covered));
-        assert!(r.key(true, true, t));
+        t += ARM_DELAY;
+        assert!(!r.key(true, true, false, t), "no focus from a click");
+        assert_eq!(r.refusal(), Some(Refusal::NoFocus));
+        t += ARM_DELAY;
+        assert!(r.key(true, true, true, t));
         assert_eq!(r.refusal(), None);
+        assert!(
+            !r.key(true, true, true, t + ms(200)),
+            "a key right after a key"
+        );
+        assert!(matches!(
+            r.refusal(),
+            Some(Refusal::Arming {
+                cause: "a key pressed",
+                ..
+            })
+        ));
+        t += ms(200) + ARM_DELAY;
         r.driver_press(t);
-        assert!(!r.key(true, true, t + ms(1000)), "driver not quiet");
+        assert!(!r.key(true, true, true, t + ms(1000)), "driver not quiet");
         assert_eq!(r.refusal(), Some(Refusal::DriverQuiet));
-        assert!(r.key(true, true, t + DRIVER_QUIET));
-        r.rearm(t + DRIVER_QUIET, "focused");
-        assert!(!r.key(true, true, t + DRIVER_QUIET + ms(10)), "re-armed");
+        assert!(r.key(true, true, true, t + DRIVER_QUIET));
+        r.rearm(t + DRIVER_QUIET + ARM_DELAY, "focused");
+        assert!(
+            !r.key(true, true, true, t + DRIVER_QUIET + ARM_DELAY + ms(10)),
+            "re-armed"
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! button events from a device that is not an XTEST device, while the dialog is fully visible
 //! and has been for the arming delay ([`crate::visible`]). On the person's keyboard, the same
 //! rule holds for a key ([`Key`], [`Dialog::key`]): Tab and Shift+Tab move the focus ring, Space
-//! ticks, Enter presses; Deny has the focus when it opens.
+//! ticks, Enter presses; Deny has the focus ring when it opens. The dialog does not take the
+//! input focus when it opens: keys count only after a real click on the dialog gave it the
+//! focus, and only while that focus was held without a break (any focus change the indicator
+//! did not make turns keys off until the next real click).
 //!
 //! The dialog is override-redirect so that the indicator alone decides where it is and what is
 //! stacked on it: it is centred, never moved (a move by another client is put back and
@@ -100,6 +103,12 @@ pub struct Dialog {
     drawn: Option<paint::State>,
     /// The window that had the input focus before the dialog took it (given back at close).
     focus_before: Option<Window>,
+    /// The sequence number of the indicator's own last SetInputFocus (after a real click on the
+    /// dialog). A focus event on the dialog with a later sequence number was caused by another
+    /// client's request (or a grab).
+    focus_set: Option<u64>,
+    /// Keys count: a real click gave the dialog the focus and nobody else changed it since.
+    keys: bool,
 }
 
 /// A denial.
@@ -185,9 +194,10 @@ impl Dialog {
                 ),
         )?;
         xui::mark_and_name(conn, &ui.atoms, top, TITLE)?;
-        // Keys through XInput 2 only (they carry the source device), on the dialog, which takes
-        // the input focus when it is mapped.
-        select_keys(conn, top)?;
+        // Keys through XInput 2 only (they carry the source device), on the dialog, which gets
+        // the input focus from a real click on it. Button events on the dialog itself are that
+        // click (on a control it also activates the control).
+        select_keys_and_buttons(conn, top)?;
         conn.change_property32(
             PropMode::REPLACE,
             top,
@@ -266,6 +276,8 @@ impl Dialog {
             click: RealClick::new(now),
             state: paint::State { hover: None, focus },
             focus_before: None,
+            focus_set: None,
+            keys: false,
         })
     }
 
@@ -342,12 +354,59 @@ impl Dialog {
         }
     }
 
-    /// The control window an XInput 2 button event landed on, with its size.
+    /// The dialog window (a control or the dialog itself) an XInput 2 button event landed on,
+    /// with its size.
     pub fn control_size(&self, win: Window) -> Option<(u16, u16)> {
+        if win == self.top {
+            return Some((self.rect.w as u16, self.rect.h as u16));
+        }
         self.controls
             .iter()
             .find(|c| c.win == win)
             .map(|c| (c.w, c.h))
+    }
+
+    /// Whether keys count now: a real click gave the dialog the focus and no focus change
+    /// since came from anyone else.
+    pub fn keys_on(&self) -> bool {
+        self.keys
+    }
+
+    /// After a real click on the dialog: the dialog takes the input focus, and keys count
+    /// from now on, as long as it holds it without a break.
+    fn take_focus(&mut self, ui: &mut Ui) -> Result<(), ReplyOrIdError> {
+        let before = ui.conn.get_input_focus()?.reply()?.focus;
+        if self.focus_before.is_none() {
+            self.focus_before = Some(before).filter(|w| !self.owns(*w));
+        }
+        let set = ui
+            .conn
+            .set_input_focus(InputFocus::PARENT, self.top, x11rb::CURRENT_TIME)?
+            .sequence_number();
+        // Focus events from this request carry its sequence number; any later one is another
+        // client's doing. Whatever happened between the two requests shows in the answer.
+        let now = ui.conn.get_input_focus()?.reply()?.focus;
+        self.focus_set = Some(set);
+        self.keys = now == self.top;
+        if !self.keys {
+            tracing::info!("the consent dialog did not get the focus: keys stay off");
+        }
+        Ok(())
+    }
+
+    /// A focus event on the dialog with sequence number `seq`.
+    fn focus_event(&mut self, seq: u64, now: Instant) {
+        if self.focus_set.is_some_and(|s| seq <= s) {
+            // The indicator's own doing (or from before it).
+            return;
+        }
+        if self.keys {
+            tracing::info!(
+                "the consent dialog's focus changed by another client: keys off until a click"
+            );
+            self.keys = false;
+        }
+        self.click.rearm(now, "focus changed");
     }
 
     /// A button press on a control, judged by the caller's facts (device, visibility).
@@ -358,32 +417,32 @@ impl Dialog {
     /// A button release on a control; activates it when press and release make a real click.
     pub fn release(&mut self, ui: &mut Ui, ev: ButtonEvent) -> Result<Outcome, ReplyOrIdError> {
         match self.click.release(ev) {
-            Some(win) => self.activate(ui, win),
+            Some(win) => {
+                self.take_focus(ui)?;
+                self.activate(ui, win)
+            }
             None => Ok(Outcome::Nothing),
         }
     }
 
-    /// Handles a core X event for one of the dialog's windows.
+    /// Handles a core X event for one of the dialog's windows; `seq` is the sequence number
+    /// the event carries.
     pub fn handle(
         &mut self,
         ui: &mut Ui,
         ev: &Event,
+        seq: u64,
         now: Instant,
     ) -> Result<Outcome, ReplyOrIdError> {
         match ev {
             Event::Expose(e) if e.count == 0 => self.redraw(ui, e.window)?,
             Event::MapNotify(e) if e.window == self.top => {
+                // Not focused: the person may be typing elsewhere (see `take_focus`).
                 self.click.rearm(now, "dialog mapped");
-                // The keyboard path: the dialog takes the focus (any client may take it away;
-                // then keys go elsewhere and do nothing here).
-                if self.focus_before.is_none() {
-                    let before = ui.conn.get_input_focus()?.reply()?.focus;
-                    self.focus_before = Some(before).filter(|w| !self.owns(*w));
-                }
-                ui.conn
-                    .set_input_focus(InputFocus::PARENT, self.top, x11rb::CURRENT_TIME)?;
             }
-            Event::FocusIn(e) if e.event == self.top => self.click.rearm(now, "focused"),
+            Event::FocusIn(e) | Event::FocusOut(e) if e.event == self.top => {
+                self.focus_event(seq, now)
+            }
             Event::ConfigureNotify(e) if e.window == self.top && e.event == self.top => {
                 // Any change of the dialog's own stacking or place re-arms it; a move or a
                 // resize by another client is also put back.
@@ -450,20 +509,25 @@ impl Dialog {
         Ok(Outcome::Nothing)
     }
 
-    /// A key press on the dialog, judged by the caller's facts (device, visibility) and the
-    /// rule of a click ([`RealClick::key`]). The focus order is the controls' order: the app
-    /// lines, the takeover and clipboard lines, Deny, Allow.
+    /// A key press on the dialog (`None`: a key the dialog does not use), judged by the
+    /// caller's facts (device, visibility), the focus a real click gave the dialog and the rule
+    /// of a click ([`RealClick::key`]); every key press re-arms. The focus order is the
+    /// controls' order: the app lines, the takeover and clipboard lines, Deny, Allow.
     pub fn key(
         &mut self,
         ui: &mut Ui,
-        key: Key,
+        key: Option<Key>,
         real: bool,
         visible: bool,
         at: Instant,
     ) -> Result<Outcome, ReplyOrIdError> {
-        if !self.click.key(real, visible, at) {
+        let focused = self.keys_on();
+        if !self.click.key(real, visible, focused, at) {
             return Ok(Outcome::Nothing);
         }
+        let Some(key) = key else {
+            return Ok(Outcome::Nothing);
+        };
         let n = self.controls.len();
         let Some(focus) = self.state.focus.filter(|f| *f < n) else {
             return Ok(Outcome::Nothing);
@@ -567,13 +631,18 @@ impl Dialog {
     }
 }
 
-/// Selects XInput 2 key presses (from every master keyboard) on `win`.
-pub fn select_keys(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdError> {
+/// Selects XInput 2 key presses and button presses and releases (from every master device)
+/// on `win` (one mask: a second selection for the same device would replace the first).
+pub fn select_keys_and_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdError> {
     conn.xinput_xi_select_events(
         win,
         &[xinput::EventMask {
             deviceid: 1, // XIAllMasterDevices
-            mask: vec![xinput::XIEventMask::KEY_PRESS],
+            mask: vec![
+                xinput::XIEventMask::KEY_PRESS
+                    | xinput::XIEventMask::BUTTON_PRESS
+                    | xinput::XIEventMask::BUTTON_RELEASE,
+            ],
         }],
     )?;
     Ok(())
@@ -590,6 +659,12 @@ pub enum Key {
     Toggle,
     /// Enter: press the focused button.
     Press,
+}
+
+/// Whether an X keysym is a modifier (Shift, Control, Alt, Super, AltGr and the like): its
+/// press neither counts nor re-arms, so Shift+Tab works.
+pub fn is_modifier(keysym: u32) -> bool {
+    matches!(keysym, 0xffe1..=0xffee | 0xfe01..=0xfe13)
 }
 
 impl Key {
@@ -659,6 +734,8 @@ mod tests {
 
     #[test]
     fn only_tab_space_and_enter_are_keys_of_the_dialog() {
+        assert!(is_modifier(0xffe1) && is_modifier(0xffea) && is_modifier(0xfe03));
+        assert!(!is_modifier(0xff09) && !is_modifier(0x20) && !is_modifier(0x61));
         assert_eq!(Key::of(0xff09, false), Some(Key::Next));
         assert_eq!(Key::of(0xff09, true), Some(Key::Prev));
         assert_eq!(Key::of(0xfe20, false), Some(Key::Prev));

@@ -1072,26 +1072,63 @@ fn the_persons_keyboard_answers_and_injected_keys_do_not() {
         .unwrap();
     desk.conn.sync().unwrap();
     let focus = || desk.conn.get_input_focus().unwrap().reply().unwrap().focus;
+    // Keys from the person's keyboard wait 600 ms each: every key press re-arms the dialog.
+    let key = |k: &str| {
+        std::thread::sleep(Duration::from_millis(600));
+        desk.person(&["key", k]);
+    };
+    // A click into the dialog, on its own background (no control there).
+    let click_in = |top: u32| {
+        let (x, y, _, _) = desk.geometry(top);
+        desk.real_click_at(x + 3, y + 3);
+    };
     show_consent(
         &mut ind,
         small_request(130, &[("Gedit", true), ("Calculator", false)]),
     );
     let top = desk.find_viewable("^nish-driver consent$");
+    // The dialog does not take the focus: the person may be typing into the app. Their keys,
+    // the routine Tab then Enter, go to the app and do nothing here.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(focus(), app, "the dialog did not take the focus");
+    key("Tab");
+    key("Return");
+    ind.expect_silence(QUIET, "the person's keys before any click");
+    // Another client gives the dialog the focus (XSetInputFocus): keys still do nothing.
+    desk.xdotool(&["windowfocus", "--sync", &top.to_string()]);
+    assert_eq!(focus(), top);
+    key("Return");
+    ind.expect_silence(
+        QUIET,
+        "the person's Enter after another client focused the dialog",
+    );
+    // The person clicks into the dialog: it takes the focus.
+    click_in(top);
     assert!(
         wait_for(Duration::from_secs(2), || (focus() == top).then_some(())).is_some(),
-        "the dialog has the focus"
+        "a click gives the dialog the focus"
     );
-    // Within the arming delay the person's Enter (Deny has the focus) does nothing.
-    desk.person(&["key", "Return"]);
-    ind.expect_silence(QUIET, "Enter within the arming delay");
-    // Other programs' keys do nothing: XTEST (xdotool on the desktop) and SendEvent.
+    // Within the arming delay after a key, the person's Enter does nothing (Tab counts and
+    // moves the ring from Deny to Allow; Enter right after it does not press Allow).
+    std::thread::sleep(Duration::from_millis(700));
+    desk.person(&["key", "Tab", "Return"]);
+    ind.expect_silence(QUIET, "Enter right after a key");
+    // Other programs' keys do nothing: XTEST (xdotool on the desktop) and SendEvent. (The next
+    // key from the person's keyboard switches the master keyboard back to its own keymap: a
+    // MappingNotify, which re-arms; a Shift press, which neither counts nor re-arms, takes it.)
     desk.xdotool(&["key", "Tab", "Return"]);
     desk.xdotool(&["key", "--window", &top.to_string(), "Tab", "Return"]);
     ind.expect_silence(QUIET, "XTEST and SendEvent keys");
     desk.screenshot("consent-dialog-focus.png");
-    // The person's keyboard: Shift+Tab from Deny to the last app line, Space ticks it, Tab
-    // twice to Allow, Enter.
-    desk.person(&["key", "shift+Tab", "space", "Tab", "Tab", "Return"]);
+    desk.person(&["key", "Shift_L"]);
+    // The person's keyboard: Shift+Tab back to Deny and on to the last app line, Space ticks
+    // it, Tab twice to Allow, Enter.
+    key("shift+Tab");
+    key("shift+Tab");
+    key("space");
+    key("Tab");
+    key("Tab");
+    key("Return");
     let a = consent(ind.recv(Duration::from_secs(5)), 130);
     assert!(a.allow, "{a:?}");
     assert_eq!(a.apps, ["Gedit", "Calculator"]);
@@ -1102,11 +1139,19 @@ fn the_persons_keyboard_answers_and_injected_keys_do_not() {
         focus()
     );
 
-    // Enter on the focused Deny denies.
+    // Enter on the focused Deny denies, after a click into the dialog.
     show_consent(&mut ind, small_request(131, &[("Gedit", true)]));
     let top = desk.find_viewable("^nish-driver consent$");
     std::thread::sleep(Duration::from_millis(700));
-    desk.person(&["key", "Return"]);
+    click_in(top);
+    // Another client moves the focus away and back: keys are off until the next click.
+    desk.xdotool(&["windowfocus", "--sync", &app.to_string()]);
+    desk.xdotool(&["windowfocus", "--sync", &top.to_string()]);
+    key("Return");
+    ind.expect_silence(QUIET, "Enter after another client moved the focus");
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    key("Return");
     let a = consent(ind.recv(Duration::from_secs(5)), 131);
     assert!(!a.allow && a.apps.is_empty(), "{a:?}");
     assert!(gone(&desk, top));
