@@ -183,19 +183,55 @@ pub fn has(font: &FontVec, c: char) -> bool {
     font.glyph_id(c).0 != 0
 }
 
-/// Reads face `id` into memory.
+/// The largest font file read (the biggest CJK collections are a few tens of MiB).
+const MAX_FONT_FILE: u64 = 256 << 20;
+
+/// Reads a font file through one handle: opened without following a symlink at its end, then
+/// checked on that handle (a regular file root owns and only root may write) and read through
+/// it, so what is checked is what is read (a path flipped after a check by path is not).
+pub fn read_trusted(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || !trusted(m.uid(), m.mode()) || m.len() > MAX_FONT_FILE {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(m.len() as usize);
+    f.take(MAX_FONT_FILE).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Reads face `id` into memory: a font file only through [`read_trusted`], never by path
+/// again (fontdb would map it by path).
 fn read(db: &fontdb::Database, id: fontdb::ID) -> Option<Face> {
-    let family = db
-        .face(id)?
+    let info = db.face(id)?;
+    let family = info
         .families
         .first()
         .map(|(n, _)| n.clone())
         .unwrap_or_default();
-    db.with_face_data(id, |data, index| {
-        FontVec::try_from_vec_and_index(data.to_vec(), index).ok()
-    })
-    .flatten()
-    .map(|font| Face { font, family })
+    let font = match &info.source {
+        fontdb::Source::File(path) => {
+            let bytes = read_trusted(path);
+            if bytes.is_none() {
+                tracing::debug!("a font file is not the system's: left out");
+            }
+            FontVec::try_from_vec_and_index(bytes?, info.index).ok()?
+        }
+        fontdb::Source::Binary(_) => db
+            .with_face_data(id, |data, index| {
+                FontVec::try_from_vec_and_index(data.to_vec(), index).ok()
+            })
+            .flatten()?,
+        // Mapped by path elsewhere: not read.
+        fontdb::Source::SharedFile(..) => return None,
+    };
+    Some(Face { font, family })
 }
 
 #[cfg(test)]
@@ -208,5 +244,38 @@ mod tests {
         assert!(!trusted(1000, 0o100644), "the person's own font");
         assert!(!trusted(0, 0o100666), "anyone may write it");
         assert!(!trusted(0, 0o100664), "a group may write it");
+    }
+
+    #[test]
+    fn the_check_is_on_the_handle_that_is_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("nish-fonts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        // A font file the test user owns (as root: given to nobody), planted where a user font
+        // directory would be: refused whatever its path.
+        let own = dir.join("planted.ttf");
+        std::fs::write(&own, b"not really a font").unwrap();
+        if std::fs::metadata(&own).unwrap().uid() == 0 {
+            nix::unistd::chown(&own, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        }
+        assert_eq!(read_trusted(&own), None, "a user-owned font");
+        // A root-owned file read directly is read; through a symlink it is not (the link can
+        // be flipped between a check and a read).
+        let system = std::path::Path::new("/etc/passwd");
+        if std::fs::metadata(system).is_ok_and(|m| trusted(m.uid(), m.mode())) {
+            assert!(read_trusted(system).is_some_and(|b| !b.is_empty()));
+            let link = dir.join("link.ttf");
+            std::os::unix::fs::symlink(system, &link).unwrap();
+            assert_eq!(read_trusted(&link), None, "a symlink is not followed");
+        }
+        // Root's own file that others may write is refused too.
+        if nix::unistd::geteuid().is_root() {
+            let loose = dir.join("loose.ttf");
+            std::fs::write(&loose, b"x").unwrap();
+            std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o666)).unwrap();
+            assert_eq!(read_trusted(&loose), None, "writable by others");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
