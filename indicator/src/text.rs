@@ -83,8 +83,33 @@ pub fn lease_line(m: &Messages, minutes: u32) -> String {
     }
 }
 
-/// An app line's label: its name, its program (the executable's basename, from the kernel:
-/// two apps giving themselves one name are told apart by it) and its window count.
+/// An app's program path as its line shows it, escaped: whole when short, else its first two
+/// components, `…` and its end (`/home/u/…/gnome-calculator`), so a cut path keeps where it
+/// lives and cannot pass for a system path.
+pub fn program_short(path: &str) -> String {
+    let whole = escape_clip(path, usize::MAX);
+    if whole.chars().count() <= NAME_CHARS {
+        return whole;
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    // "/home/u/x/y": ["", "home", "u", "x", "y"]; a relative path has no leading "".
+    let head_n = if path.starts_with('/') { 3 } else { 2 };
+    let head = escape_clip(&parts[..head_n.min(parts.len())].join("/"), NAME_CHARS / 2);
+    let base = parts.last().copied().unwrap_or_default();
+    let chars: Vec<char> = base.chars().collect();
+    let room = NAME_CHARS.saturating_sub(head.chars().count() + 3).max(8);
+    let end: String = if chars.len() > room {
+        let keep: String = chars[chars.len() - (room - 1)..].iter().collect();
+        format!("\u{2026}{keep}")
+    } else {
+        base.to_string()
+    };
+    format!("{head}/\u{2026}/{}", escape_clip(&end, usize::MAX))
+}
+
+/// An app line's label: its name, its program (the executable's full path, from the kernel:
+/// two apps giving themselves one name are told apart by it, also when their executables share
+/// a basename) and its window count.
 pub fn app_label(m: &Messages, app: &ConsentApp) -> String {
     let n = escape_clip(&app.name, NAME_CHARS);
     let n = if n.is_empty() {
@@ -92,7 +117,7 @@ pub fn app_label(m: &Messages, app: &ConsentApp) -> String {
     } else {
         n
     };
-    let p = escape_clip(&app.program, NAME_CHARS);
+    let p = program_short(&app.program);
     let n = if p.is_empty() {
         n
     } else {
@@ -241,6 +266,20 @@ mod tests {
             app_label(&en, &named("x\u{202e}y")),
             "Gedit \u{b7} x\\u{202e}y  (1 window)"
         );
+    }
+
+    #[test]
+    fn a_long_program_path_keeps_its_first_two_components_and_its_end() {
+        assert_eq!(program_short("/usr/bin/gedit"), "/usr/bin/gedit");
+        let long = "/home/u/.local/share/some/deep/place/bin/gnome-calculator";
+        assert_eq!(program_short(long), "/home/u/\u{2026}/gnome-calculator");
+        // A cut path never looks like a system one: its first two components stay.
+        let spoof = "/home/u/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/usr/bin/gnome-calculator";
+        assert!(program_short(spoof).starts_with("/home/u/"));
+        let very = format!("/opt/x/{}", "c".repeat(200));
+        let short = program_short(&very);
+        assert!(short.starts_with("/opt/x/\u{2026}/\u{2026}c"), "{short}");
+        assert!(short.chars().count() <= NAME_CHARS + 4, "{short}");
     }
 
     #[test]

@@ -50,18 +50,14 @@ pub(crate) fn app_matches(want: &str, w: &WindowInfo) -> bool {
     !want.is_empty() && (w.app.to_lowercase() == want || w.title.to_lowercase().contains(&want))
 }
 
-/// A program's name as the consent dialog shows it: its executable's basename (empty when
-/// unknown).
-pub fn program_name(exe: &str) -> String {
-    exe.rsplit('/').next().unwrap_or_default().to_string()
-}
-
 impl<B: Backend> Engine<B> {
-    /// The program behind a window's process (see [`program_name`]).
+    /// The program behind a window's process: its executable's full path, from the kernel
+    /// (empty when unknown). Not the basename: any program of the person's user can be
+    /// `~/.local/bin/gnome-calculator`.
     fn program_of(&self, pid: u32) -> String {
         self.backend
             .identity(pid)
-            .map(|id| program_name(&id.exe))
+            .map(|id| id.exe)
             .unwrap_or_default()
     }
 }
@@ -231,8 +227,9 @@ impl<B: Backend> Engine<B> {
             .map(|w| w.trim().to_lowercase())
             .filter(|w| !w.is_empty())
             .collect();
-        // One line per app name and program (the executable's basename, from the kernel): two
-        // programs that give themselves one name are two lines. A line is ticked when its name
+        // One line per app name and program (the executable's full path, from the kernel): two
+        // programs that give themselves one name are two lines, also when their executables
+        // share a basename. A line is ticked when its name
         // equals a requested one and no other program gives itself that name (then the person
         // picks).
         let mut apps: Vec<ConsentApp> = Vec::new();
@@ -354,15 +351,19 @@ impl<B: Backend> Engine<B> {
             }
         };
 
-        // Bind each ticked app to the processes of its program that have its windows now (an
-        // answer without programs, from an older indicator, binds by name alone).
+        // Bind each ticked app to the processes of its program (the executable's full path)
+        // that have its windows now. An answer whose programs do not pair with its apps grants
+        // no app.
         let mut grants: Vec<AppGrant> = Vec::new();
-        for (i, name) in answer.apps.iter().enumerate() {
-            let program = answer.programs.get(i);
+        let paired = answer.programs.len() == answer.apps.len();
+        if !paired {
+            tracing::warn!("a consent answer's programs do not pair with its apps: no app granted");
+        }
+        for (name, program) in answer.apps.iter().zip(&answer.programs).filter(|_| paired) {
             let mut procs = Vec::new();
             for w in windows.iter().filter(|w| &w.app == name) {
                 if let Some(id) = self.backend.identity(w.pid)
-                    && program.is_none_or(|p| *p == program_name(&id.exe))
+                    && *program == id.exe
                     && !procs.contains(&id)
                 {
                     procs.push(id);

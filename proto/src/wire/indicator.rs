@@ -15,10 +15,11 @@ pub struct ConsentApp {
     pub ticked: bool,
     /// How many visible windows the app has now.
     pub windows: u32,
-    /// The program behind these windows: the basename of its processes' executable, from the
+    /// The program behind these windows: the full path of its processes' executable, from the
     /// kernel (`/proc/<pid>/exe`), not from the app; empty when unknown. Windows of one name
-    /// but different programs are different lines, so two apps that call themselves the same
-    /// are told apart.
+    /// but different programs (executables at different paths, also of one basename) are
+    /// different lines, so two apps that call themselves the same are told apart, and the
+    /// grant binds to that path.
     pub program: String,
 }
 
@@ -90,7 +91,8 @@ pub struct ConsentAnswer {
     pub allow: bool,
     /// Apps ticked when Allow was clicked.
     pub apps: Vec<String>,
-    /// The program of each ticked app (`ConsentApp::program`), in the order of `apps`.
+    /// The program of each ticked app (`ConsentApp::program`, a full path), in the order of
+    /// `apps`; an answer with not exactly one per app grants no app.
     pub programs: Vec<String>,
     /// "ALSO allow VISIBLE TAKEOVER" was ticked.
     pub takeover: bool,
