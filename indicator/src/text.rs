@@ -107,21 +107,23 @@ pub fn program_short(path: &str) -> String {
     format!("{head}/\u{2026}/{}", escape_clip(&end, usize::MAX))
 }
 
-/// An app line's label: its name, its program (the executable's full path, from the kernel:
-/// two apps giving themselves one name are told apart by it, also when their executables share
-/// a basename) and its window count.
+/// An app line's label: its program first (the executable's full path, from the kernel: two
+/// apps giving themselves one name are told apart by it, also when their executables share a
+/// basename), then the name the app gives itself in quotes, as its own claim, then its window
+/// count. The program comes first so a long name cannot push it off the line, and the name
+/// cannot forge it: it is escaped (`"` included), so it cannot end its quotes.
 pub fn app_label(m: &Messages, app: &ConsentApp) -> String {
     let n = escape_clip(&app.name, NAME_CHARS);
     let n = if n.is_empty() {
         m.get("no_name").to_string()
     } else {
-        n
+        format!("\"{n}\"")
     };
     let p = program_short(&app.program);
     let n = if p.is_empty() {
         n
     } else {
-        format!("{n} \u{b7} {p}")
+        format!("{p} \u{2014} {n}")
     };
     let count = match app.windows {
         1 => m.get("windows_one").to_string(),
@@ -252,20 +254,57 @@ mod tests {
             windows: w,
             program: String::new(),
         };
-        assert_eq!(app_label(&en, &app(1)), "Gedit  (1 window)");
-        assert_eq!(app_label(&en, &app(3)), "Gedit  (3 windows)");
+        assert_eq!(app_label(&en, &app(1)), "\"Gedit\"  (1 window)");
+        assert_eq!(app_label(&en, &app(3)), "\"Gedit\"  (3 windows)");
         let named = |p: &str| ConsentApp {
             program: p.into(),
             ..app(1)
         };
         assert_eq!(
-            app_label(&en, &named("gedit")),
-            "Gedit \u{b7} gedit  (1 window)"
+            app_label(&en, &named("/usr/bin/gedit")),
+            "/usr/bin/gedit \u{2014} \"Gedit\"  (1 window)"
         );
         assert_eq!(
             app_label(&en, &named("x\u{202e}y")),
-            "Gedit \u{b7} x\\u{202e}y  (1 window)"
+            "x\\u{202e}y \u{2014} \"Gedit\"  (1 window)"
         );
+    }
+
+    #[test]
+    fn an_app_name_cannot_forge_the_program_or_its_own_quotes() {
+        let en = Messages::new("en");
+        let line = |name: &str| {
+            app_label(
+                &en,
+                &ConsentApp {
+                    name: name.into(),
+                    ticked: false,
+                    windows: 1,
+                    program: "/home/u/.local/bin/evil".into(),
+                },
+            )
+        };
+        // A name that reads like a whole line of the real app's.
+        let forged = line("Calculator \u{b7} gnome-calculator  (1 window)");
+        assert!(
+            forged.starts_with("/home/u/.local/bin/evil \u{2014} \"Calculator"),
+            "{forged}"
+        );
+        let forged = line("/usr/bin/gnome-calculator \u{2014} \"Calculator\"  (1 window)");
+        assert!(
+            forged.starts_with("/home/u/.local/bin/evil \u{2014} \"/usr/bin/"),
+            "the kernel's program first: {forged}"
+        );
+        // Its quotes cannot be closed from inside: a `"` in the name is escaped.
+        let quoted = line("Calc\" (1 window) /usr/bin/x \u{2014} \"y");
+        assert_eq!(
+            quoted.matches('"').count(),
+            quoted.matches("\\\"").count() + 2
+        );
+        // A long name is cut; the program stays whole at the start.
+        let long = line(&"W".repeat(500));
+        assert!(long.starts_with("/home/u/.local/bin/evil \u{2014} \"WWW"));
+        assert!(long.chars().count() < 120, "{long}");
     }
 
     #[test]

@@ -1009,8 +1009,9 @@ fn two_apps_of_one_name_are_told_apart_by_their_program() {
     let desk = Desktop::start();
     let mut ind = Indicator::spawn(&desk, &[]);
     let mut req = small_request(120, &[("Calculator", false), ("Calculator", false)]);
-    req.request.apps[0].program = "gnome-calculator".into();
-    req.request.apps[1].program = "evil-calc".into();
+    req.request.apps[0].program = "/usr/bin/gnome-calculator".into();
+    // The same basename in the user's own directory: another program.
+    req.request.apps[1].program = "/home/u/.local/bin/gnome-calculator".into();
     show_consent(&mut ind, req);
     let top = desk.find_viewable("^nish-driver consent$");
     let mut rows: Vec<(i16, Window)> = desk
@@ -1025,7 +1026,8 @@ fn two_apps_of_one_name_are_told_apart_by_their_program() {
     let text = ocr(&desk, top, "consent-same-name");
     eprintln!("{text}");
     assert!(
-        text.contains("gnome-calculator") && text.contains("evil-calc"),
+        text.contains("usr/bin/gnome-calculator")
+            && text.contains("home/u/.local/bin/gnome-calculator"),
         "OCR did not find both programs in:\n{text}"
     );
     desk.real_click(rows[1].1);
@@ -1034,7 +1036,11 @@ fn two_apps_of_one_name_are_told_apart_by_their_program() {
     let a = consent(ind.recv(Duration::from_secs(5)), 120);
     assert!(a.allow);
     assert_eq!(a.apps, ["Calculator"]);
-    assert_eq!(a.programs, ["evil-calc"], "the ticked line's program only");
+    assert_eq!(
+        a.programs,
+        ["/home/u/.local/bin/gnome-calculator"],
+        "the ticked line's program only"
+    );
 }
 
 #[test]
