@@ -7,6 +7,8 @@
 //! those capabilities are `planned` with `wayland_portal_not_built`, and their tools answer as
 //! with any capability that is not there (start_session's takeover is off with
 //! `takeover_unavailable`, a capture is `unsupported`, the clipboard `backend_unavailable`).
+//! The doctor's `wayland-portal` entry says whether a desktop portal answers on the session bus,
+//! which of those interfaces it offers (with their versions) and which compositor is behind it.
 
 use nish_proto::doctor::{
     BackendEntry, BackendStatus, CAPABILITIES, CapStatus, Capability, DoctorReport, Permission,
@@ -22,10 +24,11 @@ const PORTAL: &str = "wayland_portal_not_built";
 /// Longest wait for the desktop portal's answer (it may be started on demand by the bus).
 const PORTAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// What the desktop's portal says of `org.freedesktop.portal.GlobalShortcuts`, the only way a
-/// Wayland client can have a stop hotkey (GNOME 43's portal has none).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Shortcuts {
+/// What the desktop's portal says of one of its interfaces (e.g.
+/// `org.freedesktop.portal.GlobalShortcuts`, the only way a Wayland client can have a stop
+/// hotkey; GNOME 43's portal has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
     /// The portal offers it, at this interface version.
     Offered(u32),
     /// The portal answers but has no such interface.
@@ -34,18 +37,18 @@ pub enum Shortcuts {
     NoPortal,
 }
 
-impl Shortcuts {
+impl Offer {
     /// The kill-switch line of the doctor's probes.
     pub fn kill_switch_message(&self) -> String {
         let head = "nish-driver stop works; no stop hotkey on Wayland";
         match self {
-            Shortcuts::Offered(v) => format!(
+            Offer::Offered(v) => format!(
                 "{head}: the desktop's portal offers GlobalShortcuts (version {v}), which the driver does not use yet"
             ),
-            Shortcuts::Absent => {
+            Offer::Absent => {
                 format!("{head}: the desktop's portal has no GlobalShortcuts interface")
             }
-            Shortcuts::NoPortal => {
+            Offer::NoPortal => {
                 format!(
                     "{head}: no desktop portal answered on the session bus (GlobalShortcuts needs one)"
                 )
@@ -55,7 +58,7 @@ impl Shortcuts {
 
     /// Sorts the portal's error for the version property: the portal or the bus never answered
     /// for it (no such name, activation failed, no reply) or the interface is not there.
-    fn of_error(name: &str) -> Shortcuts {
+    fn of_error(name: &str) -> Offer {
         let no_portal = [
             "ServiceUnknown",
             "NameHasNoOwner",
@@ -68,49 +71,197 @@ impl Shortcuts {
                 .iter()
                 .any(|n| name == format!("org.freedesktop.DBus.Error.{n}"))
         {
-            Shortcuts::NoPortal
+            Offer::NoPortal
         } else {
-            Shortcuts::Absent
+            Offer::Absent
         }
     }
 }
 
 /// Asks the desktop portal on the session bus `session_bus` (a local Unix address) for the
 /// GlobalShortcuts interface version, bounded by [`PORTAL_TIMEOUT`].
-pub async fn global_shortcuts(session_bus: Option<&str>) -> Shortcuts {
-    let Some(addr) = session_bus.and_then(nish_proto::wire::local_unix_address) else {
-        return Shortcuts::NoPortal;
+pub async fn global_shortcuts(session_bus: Option<&str>) -> Offer {
+    let Some(conn) = session_conn(session_bus).await else {
+        return Offer::NoPortal;
     };
-    let asked = tokio::time::timeout(PORTAL_TIMEOUT, async {
-        let conn = zbus::connection::Builder::address(addr.as_str())?
+    portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await
+}
+
+/// A connection to the session bus `session_bus` (a local Unix address only), bounded by
+/// [`PORTAL_TIMEOUT`].
+async fn session_conn(session_bus: Option<&str>) -> Option<zbus::Connection> {
+    let addr = session_bus.and_then(nish_proto::wire::local_unix_address)?;
+    tokio::time::timeout(PORTAL_TIMEOUT, async {
+        zbus::connection::Builder::address(addr.as_str())
+            .ok()?
             .build()
-            .await?;
-        Ok::<_, zbus::Error>(
-            conn.call_method(
-                Some("org.freedesktop.portal.Desktop"),
-                "/org/freedesktop/portal/desktop",
-                Some("org.freedesktop.DBus.Properties"),
-                "Get",
-                &("org.freedesktop.portal.GlobalShortcuts", "version"),
-            )
-            .await,
-        )
+            .await
+            .ok()
     })
-    .await;
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Asks the desktop portal for the version of `interface`, bounded by [`PORTAL_TIMEOUT`] (the
+/// call may start the portal by D-Bus activation).
+async fn portal_interface(conn: &zbus::Connection, interface: &str) -> Offer {
+    let asked = tokio::time::timeout(
+        PORTAL_TIMEOUT,
+        conn.call_method(
+            Some("org.freedesktop.portal.Desktop"),
+            "/org/freedesktop/portal/desktop",
+            Some("org.freedesktop.DBus.Properties"),
+            "Get",
+            &(interface, "version"),
+        ),
+    )
+    .await
+    .map(Ok::<_, zbus::Error>);
     match asked {
         Ok(Ok(Ok(reply))) => reply
             .body()
             .deserialize::<zbus::zvariant::OwnedValue>()
             .ok()
             .and_then(|v| u32::try_from(v).ok())
-            .map_or(Shortcuts::Absent, Shortcuts::Offered),
-        Ok(Ok(Err(zbus::Error::MethodError(name, _, _)))) => Shortcuts::of_error(name.as_str()),
+            .map_or(Offer::Absent, Offer::Offered),
+        Ok(Ok(Err(zbus::Error::MethodError(name, _, _)))) => Offer::of_error(name.as_str()),
         Ok(Ok(Err(zbus::Error::FDO(e)))) => {
             use zbus::DBusError as _;
-            Shortcuts::of_error(e.name().as_str())
+            Offer::of_error(e.name().as_str())
         }
-        // No session bus connection, another failure, or no answer in time.
-        _ => Shortcuts::NoPortal,
+        // Another failure, or no answer in time.
+        _ => Offer::NoPortal,
+    }
+}
+
+/// What the doctor learns of the desktop portal and the compositor behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortalReport {
+    /// `org.freedesktop.portal.RemoteDesktop`.
+    pub remote_desktop: Offer,
+    /// `org.freedesktop.portal.ScreenCast`.
+    pub screencast: Offer,
+    /// `org.freedesktop.portal.GlobalShortcuts`.
+    pub shortcuts: Offer,
+    /// The compositor, as its well-known names on the session bus say.
+    pub compositor: Compositor,
+}
+
+/// The compositor of a Wayland session, from the names it owns on the session bus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compositor {
+    /// GNOME's mutter (`org.gnome.Mutter.RemoteDesktop`).
+    Mutter,
+    /// KDE's KWin (`org.kde.KWin`).
+    Kwin,
+    /// None of the names the driver knows.
+    Unknown,
+}
+
+impl Compositor {
+    fn label(self) -> &'static str {
+        match self {
+            Compositor::Mutter => "GNOME (mutter)",
+            Compositor::Kwin => "KDE (KWin)",
+            Compositor::Unknown => "not recognised",
+        }
+    }
+}
+
+/// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
+/// versions and for the compositor's names, each bounded by [`PORTAL_TIMEOUT`].
+pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
+    let Some(conn) = session_conn(session_bus).await else {
+        return PortalReport {
+            remote_desktop: Offer::NoPortal,
+            screencast: Offer::NoPortal,
+            shortcuts: Offer::NoPortal,
+            compositor: Compositor::Unknown,
+        };
+    };
+    let has_owner = |name: &'static str| {
+        let conn = conn.clone();
+        async move {
+            let asked = tokio::time::timeout(
+                PORTAL_TIMEOUT,
+                conn.call_method(
+                    Some("org.freedesktop.DBus"),
+                    "/org/freedesktop/DBus",
+                    Some("org.freedesktop.DBus"),
+                    "NameHasOwner",
+                    &(name,),
+                ),
+            )
+            .await;
+            matches!(asked, Ok(Ok(r)) if r.body().deserialize::<bool>().unwrap_or(false))
+        }
+    };
+    let compositor = if has_owner("org.gnome.Mutter.RemoteDesktop").await {
+        Compositor::Mutter
+    } else if has_owner("org.kde.KWin").await {
+        Compositor::Kwin
+    } else {
+        Compositor::Unknown
+    };
+    PortalReport {
+        remote_desktop: portal_interface(&conn, "org.freedesktop.portal.RemoteDesktop").await,
+        screencast: portal_interface(&conn, "org.freedesktop.portal.ScreenCast").await,
+        shortcuts: portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await,
+        compositor,
+    }
+}
+
+impl PortalReport {
+    /// The `wayland-portal` registry entry and its probe line, `planned` while the driver uses
+    /// no portal. With no portal answering: `portal_unavailable`; a portal without
+    /// RemoteDesktop or ScreenCast: `compositor_unsupported`; both offered:
+    /// `wayland_portal_not_built`.
+    pub fn entry(&self) -> (BackendEntry, Probe) {
+        let show = |name: &str, o: Offer| match o {
+            Offer::Offered(v) => format!("{name} {v}"),
+            Offer::Absent => format!("no {name}"),
+            Offer::NoPortal => format!("{name} not answered"),
+        };
+        let offers = format!(
+            "{}, {}, {}",
+            show("RemoteDesktop", self.remote_desktop),
+            show("ScreenCast", self.screencast),
+            show("GlobalShortcuts", self.shortcuts)
+        );
+        let compositor = format!("compositor {}", self.compositor.label());
+        let (status, reason, probe_status, message) = match (self.remote_desktop, self.screencast) {
+            // Planned in every case while the driver uses no portal: the reason says what the
+            // desktop offers, and no next step asks the person to install what is not used.
+            (Offer::NoPortal, _) | (_, Offer::NoPortal) => (
+                BackendStatus::Planned,
+                "portal_unavailable",
+                "fail",
+                format!("no desktop portal answered on the session bus; {compositor}"),
+            ),
+            (Offer::Offered(_), Offer::Offered(_)) => (
+                BackendStatus::Planned,
+                PORTAL,
+                "ok",
+                format!(
+                    "the desktop portal offers {offers}; {compositor}; the driver does not use the portals yet"
+                ),
+            ),
+            _ => (
+                BackendStatus::Planned,
+                "compositor_unsupported",
+                "fail",
+                format!("the desktop portal offers {offers}; {compositor}"),
+            ),
+        };
+        (
+            BackendEntry::not_available("wayland-portal", false, status, reason),
+            Probe {
+                label: "desktop portal".into(),
+                status: probe_status.into(),
+                message,
+            },
+        )
     }
 }
 
@@ -171,18 +322,16 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
             Some(step)
         }
     };
-    backends.push(BackendEntry::not_available(
-        "wayland-portal",
-        false,
-        BackendStatus::Planned,
-        PORTAL,
-    ));
-    let shortcuts = global_shortcuts(
+    let portal = portal_report(
         crate::handover::Endpoints::from_env()
             .session_bus
             .as_deref(),
     )
     .await;
+    let (entry, probe) = portal.entry();
+    backends.push(entry);
+    probes.push(probe);
+    let shortcuts = portal.shortcuts;
     probes.push(Probe {
         label: "kill switch".into(),
         status: "ok".into(),
@@ -245,39 +394,27 @@ mod tests {
     #[test]
     fn the_portal_s_errors_are_sorted() {
         for (name, want) in [
-            (
-                "org.freedesktop.DBus.Error.ServiceUnknown",
-                Shortcuts::NoPortal,
-            ),
-            (
-                "org.freedesktop.DBus.Error.NameHasNoOwner",
-                Shortcuts::NoPortal,
-            ),
+            ("org.freedesktop.DBus.Error.ServiceUnknown", Offer::NoPortal),
+            ("org.freedesktop.DBus.Error.NameHasNoOwner", Offer::NoPortal),
             (
                 "org.freedesktop.DBus.Error.Spawn.ChildExited",
-                Shortcuts::NoPortal,
+                Offer::NoPortal,
             ),
-            ("org.freedesktop.DBus.Error.NoReply", Shortcuts::NoPortal),
-            (
-                "org.freedesktop.DBus.Error.UnknownInterface",
-                Shortcuts::Absent,
-            ),
-            (
-                "org.freedesktop.DBus.Error.UnknownProperty",
-                Shortcuts::Absent,
-            ),
-            ("org.freedesktop.DBus.Error.InvalidArgs", Shortcuts::Absent),
+            ("org.freedesktop.DBus.Error.NoReply", Offer::NoPortal),
+            ("org.freedesktop.DBus.Error.UnknownInterface", Offer::Absent),
+            ("org.freedesktop.DBus.Error.UnknownProperty", Offer::Absent),
+            ("org.freedesktop.DBus.Error.InvalidArgs", Offer::Absent),
         ] {
-            assert_eq!(Shortcuts::of_error(name), want, "{name}");
+            assert_eq!(Offer::of_error(name), want, "{name}");
         }
     }
 
     #[test]
     fn each_answer_has_its_own_line() {
         let lines = [
-            Shortcuts::Offered(1).kill_switch_message(),
-            Shortcuts::Absent.kill_switch_message(),
-            Shortcuts::NoPortal.kill_switch_message(),
+            Offer::Offered(1).kill_switch_message(),
+            Offer::Absent.kill_switch_message(),
+            Offer::NoPortal.kill_switch_message(),
         ];
         assert!(lines[0].contains("offers GlobalShortcuts (version 1)"));
         assert!(lines[1].contains("has no GlobalShortcuts"));
@@ -290,12 +427,83 @@ mod tests {
         }
     }
 
+    fn report(rd: Offer, sc: Offer) -> PortalReport {
+        PortalReport {
+            remote_desktop: rd,
+            screencast: sc,
+            shortcuts: Offer::Absent,
+            compositor: Compositor::Mutter,
+        }
+    }
+
+    #[test]
+    fn the_portal_entry_carries_the_reserved_codes() {
+        for (rd, sc, status, code) in [
+            (
+                Offer::NoPortal,
+                Offer::NoPortal,
+                BackendStatus::Planned,
+                "portal_unavailable",
+            ),
+            (
+                Offer::Absent,
+                Offer::Offered(4),
+                BackendStatus::Planned,
+                "compositor_unsupported",
+            ),
+            (
+                Offer::Offered(1),
+                Offer::Absent,
+                BackendStatus::Planned,
+                "compositor_unsupported",
+            ),
+            (
+                Offer::Offered(1),
+                Offer::Offered(4),
+                BackendStatus::Planned,
+                "wayland_portal_not_built",
+            ),
+        ] {
+            let (entry, probe) = report(rd, sc).entry();
+            assert_eq!(entry.id, "wayland-portal");
+            assert!(!entry.required);
+            assert_eq!(entry.status, status, "{rd:?} {sc:?}");
+            assert_eq!(entry.reason_code.as_deref(), Some(code), "{rd:?} {sc:?}");
+            assert!(nish_proto::doctor::REASON_CODES.contains(&code));
+            assert_eq!(probe.label, "desktop portal");
+            assert!(
+                probe.message.contains("GNOME (mutter)"),
+                "{}",
+                probe.message
+            );
+        }
+        let (_, probe) = report(Offer::Offered(1), Offer::Offered(4)).entry();
+        assert!(
+            probe
+                .message
+                .contains("RemoteDesktop 1, ScreenCast 4, no GlobalShortcuts"),
+            "{}",
+            probe.message
+        );
+    }
+
+    #[tokio::test]
+    async fn no_session_bus_is_no_portal_report() {
+        let r = portal_report(None).await;
+        assert_eq!(r.remote_desktop, Offer::NoPortal);
+        assert_eq!(r.compositor, Compositor::Unknown);
+        assert_eq!(
+            r.entry().0.reason_code.as_deref(),
+            Some("portal_unavailable")
+        );
+    }
+
     #[tokio::test]
     async fn no_session_bus_is_no_portal() {
-        assert_eq!(global_shortcuts(None).await, Shortcuts::NoPortal);
+        assert_eq!(global_shortcuts(None).await, Offer::NoPortal);
         assert_eq!(
             global_shortcuts(Some("tcp:host=127.0.0.1,port=1")).await,
-            Shortcuts::NoPortal
+            Offer::NoPortal
         );
     }
 }

@@ -29,6 +29,8 @@ pub mod limits {
     pub const FULL_MAX_DEPTH: usize = 25;
     /// Full and root reads: most rows a caller may ask for.
     pub const FULL_MAX_ELEMENTS_CAP: usize = 5000;
+    /// Full and root reads: most result bytes (see [`nish_proto::model::READ_MAX_BYTES`]).
+    pub const FULL_MAX_BYTES: usize = nish_proto::model::READ_MAX_BYTES;
     /// Skeleton: default rows.
     pub const SKELETON_MAX_ELEMENTS: usize = 60;
     /// Skeleton: most rows a caller may ask for.
@@ -68,6 +70,9 @@ pub struct ViewParams {
     pub max_elements: usize,
     /// Deepest level (below the root; skeleton levels for skeletons).
     pub max_depth: usize,
+    /// Most result bytes of a full or root read: the budget when the caller left
+    /// `max_elements` out (a default read), none when they asked for a row count.
+    pub max_bytes: usize,
 }
 
 impl ViewParams {
@@ -89,6 +94,11 @@ impl ViewParams {
             kind,
             max_elements: max_elements.map_or(def_n, |n| (n as usize).clamp(1, cap_n)),
             max_depth: max_depth.map_or(def_d, |d| (d as usize).clamp(1, 200)),
+            max_bytes: if max_elements.is_none() {
+                limits::FULL_MAX_BYTES
+            } else {
+                usize::MAX
+            },
         }
     }
 }
@@ -295,6 +305,17 @@ pub fn row(snapshot_id: &str, i: u32, n: &Node) -> (Value, String) {
     (serde_json::to_value(&e).unwrap_or(Value::Null), line)
 }
 
+/// Wire bytes one full-read row costs: its element object and, twice, its escaped text line.
+fn row_bytes(e: &Element<'_>, line: &str) -> usize {
+    let json = serde_json::to_vec(e).map_or(0, |v| v.len());
+    let escaped = line.len()
+        + line
+            .bytes()
+            .filter(|b| matches!(b, b'"' | b'\\' | b'\n'))
+            .count();
+    json + 1 + 2 * escaped
+}
+
 /// Cuts a view. `walk_truncated` is the walk's own truncation.
 pub fn cut<'a>(
     snapshot_id: &str,
@@ -306,6 +327,7 @@ pub fn cut<'a>(
     let mut text = String::new();
     let mut rows = Vec::new();
     let mut cut_reason: Option<&'static str> = None;
+    let mut bytes = 0usize;
     match p.kind {
         ViewKind::Full | ViewKind::Root(_) => {
             let (start, end, base_depth) = match p.kind {
@@ -335,10 +357,18 @@ pub fn cut<'a>(
                     cut_reason = Some("max_elements");
                     break;
                 }
-                rows.push(i as u32);
                 let e = Element::new(snapshot_id, i as u32, n);
+                let before = text.len();
                 e.write_line(&mut text, rel, n);
                 text.push('\n');
+                let cost = row_bytes(&e, &text[before..]);
+                if !rows.is_empty() && bytes.saturating_add(cost) > p.max_bytes {
+                    text.truncate(before);
+                    cut_reason = Some("max_bytes");
+                    break;
+                }
+                bytes += cost;
+                rows.push(i as u32);
                 elements.push(e);
             }
         }
@@ -771,6 +801,55 @@ mod tests {
         );
         assert_eq!(v.rows, vec![0, 1, 3]);
         assert_eq!(v.truncated_reason, Some("max_depth"));
+    }
+
+    #[test]
+    fn full_read_stops_at_the_byte_budget() {
+        let label = "x".repeat(70);
+        let mut nodes = vec![node("frame", "Big", None, 0, 5000)];
+        for _ in 0..5000 {
+            nodes.push(node("push button", &label, Some(0), 1, 0));
+        }
+        let v = cut(
+            "s1",
+            &nodes,
+            None,
+            ViewParams {
+                max_elements: 5000,
+                ..ViewParams::new(ViewKind::Full, None, None)
+            },
+        );
+        assert_eq!(v.truncated_reason, Some("max_bytes"));
+        assert!(
+            v.rows.len() >= 100 && v.rows.len() < 5000,
+            "{}",
+            v.rows.len()
+        );
+        // rows are a prefix in document order, none skipped
+        assert!(v.rows.iter().enumerate().all(|(k, r)| *r as usize == k));
+        let json = serde_json::to_string(&elements_value(&v.elements)).unwrap();
+        let text = serde_json::to_string(&v.tree_text).unwrap();
+        let wire = json.len() + 2 * text.len();
+        assert!(wire <= limits::FULL_MAX_BYTES + 64, "{wire}");
+        assert_eq!(v.tree_text.lines().count(), v.rows.len());
+        // a caller who names a row count gets it
+        let v = cut(
+            "s1",
+            &nodes,
+            None,
+            ViewParams::new(ViewKind::Full, Some(5000), None),
+        );
+        assert_eq!(v.rows.len(), 5000);
+        assert_eq!(v.truncated_reason, Some("max_elements"));
+        // under the budget, nothing changes
+        let v = cut(
+            "s1",
+            &nodes[..11],
+            None,
+            ViewParams::new(ViewKind::Full, None, None),
+        );
+        assert!(!v.truncated);
+        assert_eq!(v.rows.len(), 11);
     }
 
     #[test]

@@ -61,6 +61,18 @@ pub fn tools_md() -> String {
          `extensions`, and a host that ignores them loses nothing.\n",
         crate::CONTRACT_VERSION
     );
+    let _ = writeln!(
+        s,
+        "**Results that fit** (extension): the rows of a default full or root `get_window_state` result \
+         (no `max_elements` given) stay under {} bytes on the wire (about 20,000 tokens at 4 bytes a token; hosts cut tool results \
+         near 25,000), counted as each row's element JSON plus its text line twice, since the \
+         text content and `tree_text` both carry it. Rows go in document order (the window, \
+         then each container before its children), so the rows that fit are the top of the \
+         tree; a read cut there says `truncated: true`, `truncated_reason: max_bytes`. Read \
+         the rest with `root=<token>` of a container further down, or `skeleton` first; a caller who names \
+         `max_elements` gets that many rows whatever their size.\n",
+        crate::model::READ_MAX_BYTES
+    );
     for t in TOOLS {
         let a = t.annotations();
         if t.extension {

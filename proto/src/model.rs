@@ -461,6 +461,11 @@ pub struct Tree {
 pub const WALK_MAX_ELEMENTS: usize = 5000;
 /// Deepest level one walk reads.
 pub const WALK_MAX_DEPTH: u16 = 200;
+/// Most bytes a default full or root read's result carries (no `max_elements` given) (an extension: `truncated_reason`
+/// `max_bytes`). About 20,000 tokens at 4 bytes a token, under what hosts pass to a model
+/// (some cut tool results near 25,000 tokens); counted as each row's element JSON plus its
+/// escaped text line twice (the text content and `tree_text` both carry it).
+pub const READ_MAX_BYTES: usize = 80_000;
 /// Time budget of one walk, in milliseconds.
 pub const WALK_BUDGET_MS: u64 = 2500;
 

@@ -27,6 +27,9 @@
 //!   windows, and their elements' frames are moved so the window's corner is 0,0.
 //! - **stacking**: unknown on Wayland; the windows are listed in registry order with the active
 //!   one last (on top).
+//! - **system prompts**: the windows of the applications in [`SYSTEM_PROMPTS`] (the desktop
+//!   portal's dialogs, where the person grants remote control or screen sharing) are never
+//!   listed, and a window id naming one is not found: the driver never reads or acts on them.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -37,6 +40,19 @@ use nish_atspi::a11y::{A11y, FrameRef, SETUP_TIMEOUT, TopLevel, props, top_level
 use nish_atspi::failure::Failure;
 use nish_atspi::framematch::TOP_LEVEL_ROLES;
 use nish_atspi::states::{atspi_bits, map_states, role_name};
+
+/// AT-SPI application names of the system's own prompts (the desktop portal's dialog
+/// services), whose windows the reader never lists, reads or finds.
+pub const SYSTEM_PROMPTS: &[&str] = &[
+    "xdg-desktop-portal-gnome",
+    "xdg-desktop-portal-gtk",
+    "xdg-desktop-portal-kde",
+];
+
+/// True when `app` (an AT-SPI application name) is one of [`SYSTEM_PROMPTS`].
+pub fn is_system_prompt(app: &str) -> bool {
+    SYSTEM_PROMPTS.contains(&app)
+}
 
 /// The largest bus-name serial a window id can carry (ids stay below 2^53).
 pub const MAX_SERIAL: u64 = (1 << 21) - 1;
@@ -116,7 +132,7 @@ pub async fn list_windows(a11y: &A11y, names_wait: Duration) -> Result<Vec<Windo
         let Some(pid) = app.pid.filter(|p| *p != 0) else {
             continue;
         };
-        if serial(&app.bus_name).is_none() {
+        if serial(&app.bus_name).is_none() || app.name.as_deref().is_some_and(is_system_prompt) {
             continue;
         }
         // Through the bus: a listing names no target, so the broker opens no peer-to-peer link
@@ -158,6 +174,7 @@ pub async fn list_windows(a11y: &A11y, names_wait: Duration) -> Result<Vec<Windo
             w.app = n.clone();
         }
     }
+    wins.retain(|w| !is_system_prompt(&w.app));
     // The active window on top; the rest keep registry order.
     wins.sort_by_key(|w| w.active);
     for (i, w) in wins.iter_mut().enumerate() {
@@ -220,6 +237,9 @@ async fn discover(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Failure>
     if app.pid != Some(window.pid) || window.pid == 0 {
         return Err(gone());
     }
+    if app.name.as_deref().is_some_and(is_system_prompt) {
+        return Err(gone());
+    }
     let link = a11y.link(&bus_name).await?;
     let tops = top_levels(a11y, &link).await.ok_or_else(|| {
         Failure::not_responding(format!(
@@ -244,6 +264,25 @@ async fn discover(a11y: &A11y, window: &WindowInfo) -> Result<FrameRef, Failure>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_portal_dialog_services_are_system_prompts() {
+        for app in [
+            "xdg-desktop-portal-gnome",
+            "xdg-desktop-portal-gtk",
+            "xdg-desktop-portal-kde",
+        ] {
+            assert!(is_system_prompt(app), "{app}");
+        }
+        for app in [
+            "gtk4-demo",
+            "xdg-desktop-portal",
+            "",
+            "Xdg-desktop-portal-gnome",
+        ] {
+            assert!(!is_system_prompt(app), "{app}");
+        }
+    }
 
     #[test]
     fn window_ids_round_trip_and_stay_exact_in_json() {

@@ -1692,3 +1692,46 @@ async fn read_only_annotations_hold_on_the_mock() {
         "an act must change it (the check is not vacuous)"
     );
 }
+
+/// Results that fit (issue 36): a default full read stays under the byte budget, counted as a
+/// host gets it (the text content plus the `structuredContent` JSON), and the figures per row of
+/// each form are printed (`cargo test -p nish-testd --test contract fits -- --nocapture`).
+#[tokio::test]
+async fn a_default_read_fits_the_byte_budget_and_prints_bytes_per_row() {
+    let f = Fixture::new(true);
+    f.start_headless(&["Atlas"]).await;
+    let sizes = |r: &Res| {
+        let rows = r.ok()["elements"].as_array().unwrap().len();
+        (rows, r.text.len(), r.v.to_string().len())
+    };
+    let default = f.call("get_window_state", json!({"app": "Atlas"})).await;
+    let (rows, text, structured) = sizes(&default);
+    assert!(rows > 0);
+    assert!(
+        text + structured <= nish_proto::model::READ_MAX_BYTES + 2_000,
+        "default read {} bytes",
+        text + structured
+    );
+    let big = f
+        .call(
+            "get_window_state",
+            json!({"app": "Atlas", "max_elements": 5000}),
+        )
+        .await;
+    let (big_rows, big_text, big_structured) = sizes(&big);
+    assert!(big_rows > rows, "a named row count is kept");
+    for (name, rows, text, structured) in [
+        ("default", rows, text, structured),
+        ("max_elements=5000", big_rows, big_text, big_structured),
+    ] {
+        println!(
+            "read {name}: {rows} rows; both {} B ({} B/row), text only {text} B ({} B/row), \
+             structured only {structured} B ({} B/row); budget {} B",
+            text + structured,
+            (text + structured) / rows,
+            text / rows,
+            structured / rows,
+            nish_proto::model::READ_MAX_BYTES
+        );
+    }
+}

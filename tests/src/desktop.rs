@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use x11rb::rust_connection::RustConnection;
 
 use crate::atspi::{self, AtspiApp, AtspiDocument};
+use crate::mounts;
 use crate::procs::{self, ProcessId};
 use crate::wait::{Poll, poll};
 use crate::x11::{self, Pointer, XWindow};
@@ -472,6 +473,7 @@ impl Desktop {
 
     fn start_session_bus(&mut self) -> Result<()> {
         let role = "dbus-daemon";
+        mounts::mask_document_portal(&self.dir)?;
         let socket = self.dir.join("bus");
         let args: Vec<OsString> = vec![
             "--session".into(),
@@ -657,7 +659,10 @@ impl Desktop {
             ("LANG".to_string(), "C.UTF-8".to_string()),
             ("DISPLAY".to_string(), self.display_name()),
             ("XDG_RUNTIME_DIR".to_string(), dir.clone()),
-            ("HOME".to_string(), dir),
+            ("HOME".to_string(), dir.clone()),
+            // What HOME implies; set because dbus-daemon looks up its home in the password
+            // database, not in HOME, and it must find the desktop's own service files.
+            ("XDG_DATA_HOME".to_string(), format!("{dir}/.local/share")),
             ("XDG_SESSION_TYPE".to_string(), "x11".to_string()),
         ];
         if !self.session_bus.is_empty() {
@@ -885,6 +890,7 @@ impl Desktop {
         // Close our X connection first so Xvfb has no client of ours left.
         self.x = None;
         let survivors = self.procs.end_all(Duration::from_secs(3));
+        let unmounted = mounts::unmount_leftovers(&self.dir);
         // Xvfb removes its socket and lock when it ends by SIGTERM; after a SIGKILL they stay.
         for n in std::iter::once(self.display).chain(self.person_display) {
             let lock = PathBuf::from(format!("/tmp/.X{n}-lock"));
@@ -905,6 +911,7 @@ impl Desktop {
         if !survivors.is_empty() {
             return Err(procs::survivors_error(&survivors));
         }
+        unmounted?;
         removed.with_context(|| format!("removing {}", self.dir.display()))
     }
 }

@@ -17,6 +17,10 @@
 //!   only when it is on);
 //! - openbox (waiting for `_NET_SUPPORTING_WM_CHECK`).
 //!
+//! Both desktops mask the document portal on their session bus (its FUSE mount at
+//! `$XDG_RUNTIME_DIR/doc` is of no use here and, left by a daemon killed under load, blocks the
+//! teardown), and the teardown lazily unmounts anything still mounted in the directory.
+//!
 //! [`WaylandDesktop::start`] brings up the same in a GNOME Wayland session instead: a private
 //! session bus, `mutter --headless --wayland --no-x11` with one 1280x800 virtual monitor, and
 //! AT-SPI; apps run as native Wayland clients and no X server runs.
@@ -55,6 +59,7 @@ mod atspi;
 pub mod dbus;
 
 mod desktop;
+mod mounts;
 mod procs;
 pub mod session;
 mod shared;

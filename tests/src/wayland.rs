@@ -21,10 +21,13 @@ use crate::desktop::{
     AT_SPI_BUS_LAUNCHER, AT_SPI_REGISTRYD, App, DBUS_DAEMON, KEEP_ENV, entropy, private_dir,
     resolve,
 };
+use crate::mounts;
 use crate::procs::{self, ProcessId};
 use crate::wait::{Poll, poll};
 
 const MUTTER: &str = "/usr/bin/mutter";
+const PIPEWIRE: &str = "/usr/bin/pipewire";
+const WIREPLUMBER: &str = "/usr/bin/wireplumber";
 
 /// Executables of X servers: none of them may run on (or for) a Wayland desktop.
 pub const X_SERVERS: &[&str] = &["Xwayland", "Xvfb", "Xephyr", "Xorg", "X"];
@@ -68,17 +71,26 @@ impl WaylandDesktop {
     /// Starts the desktop: session bus, mutter, the AT-SPI bus launcher and registry, with
     /// `org.a11y.Status.IsEnabled` set as a screen reader would (Chromium reads it at start).
     pub fn start() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner(false)
+        WaylandDesktop::start_inner(false, false)
+    }
+
+    /// Like [`WaylandDesktop::start`], plus `pipewire` and `wireplumber` (same runtime dir and
+    /// session bus), and returns once the desktop portal, started by D-Bus activation on the
+    /// private session bus (frontend `xdg-desktop-portal`, backend `xdg-desktop-portal-gnome`,
+    /// no gnome-shell), answers for `org.freedesktop.portal.RemoteDesktop`. The activated
+    /// portal processes are children of this desktop's `dbus-daemon`, so the teardown ends them.
+    pub fn start_with_portal() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner(false, true)
     }
 
     /// Like [`WaylandDesktop::start`], but mutter runs XWayland (no `--no-x11`), and the start
     /// waits until its display accepts an X client. The X display is reachable only through
     /// [`WaylandDesktop::x_command`]; [`WaylandDesktop::env`] still has no `DISPLAY`.
     pub fn start_with_xwayland() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner(true)
+        WaylandDesktop::start_inner(true, false)
     }
 
-    fn start_inner(xwayland: bool) -> Result<WaylandDesktop> {
+    fn start_inner(xwayland: bool, portal: bool) -> Result<WaylandDesktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
         let procs = procs::Group::new(&dir);
@@ -99,6 +111,9 @@ impl WaylandDesktop {
         desk.start_session_bus()?;
         desk.start_mutter(xwayland)?;
         desk.start_atspi()?;
+        if portal {
+            desk.start_portal()?;
+        }
         desk.startup = t0.elapsed();
         Ok(desk)
     }
@@ -122,6 +137,7 @@ impl WaylandDesktop {
     }
 
     fn start_session_bus(&mut self) -> Result<()> {
+        mounts::mask_document_portal(&self.dir)?;
         let socket = self.dir.join("bus");
         let args: Vec<OsString> = vec![
             "--session".into(),
@@ -269,6 +285,69 @@ impl WaylandDesktop {
         atspi::wait_registry(a11y, self.start_deadline)
     }
 
+    /// PipeWire and WirePlumber, then the portal by activation: waits until the frontend
+    /// reports a RemoteDesktop version.
+    fn start_portal(&mut self) -> Result<()> {
+        for (role, program) in [("pipewire", PIPEWIRE), ("wireplumber", WIREPLUMBER)] {
+            if !Path::new(program).exists() {
+                bail!("{program} is not installed (scripts/ensure-deps.sh installs it)");
+            }
+            self.launch(role, Path::new(program), &[])?;
+        }
+        poll(
+            "the desktop portal (D-Bus activation)",
+            self.start_deadline,
+            || {
+                Ok(
+                    match self.portal_version("org.freedesktop.portal.RemoteDesktop") {
+                        Ok(v) => Poll::Ready(v),
+                        Err(e) => Poll::Pending(format!("{e:#}")),
+                    },
+                )
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The `version` property of a desktop portal interface (e.g.
+    /// `org.freedesktop.portal.ScreenCast`) on this desktop's session bus, read with `gdbus`
+    /// (the call activates the portal if it is not running yet). An error when the frontend
+    /// does not offer the interface.
+    pub fn portal_version(&self, interface: &str) -> Result<u32> {
+        let out = self
+            .command("/usr/bin/gdbus")
+            .args([
+                "call",
+                "--session",
+                "--timeout",
+                "10",
+                "--dest",
+                "org.freedesktop.portal.Desktop",
+                "--object-path",
+                "/org/freedesktop/portal/desktop",
+                "--method",
+                "org.freedesktop.DBus.Properties.Get",
+                interface,
+                "version",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .context("running gdbus")?;
+        if !out.status.success() {
+            bail!(
+                "{interface}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        // gdbus prints e.g. "(<uint32 1>,)".
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split("uint32 ")
+            .nth(1)
+            .and_then(|r| r.split('>').next())
+            .and_then(|n| n.trim().parse().ok())
+            .with_context(|| format!("{interface}: unexpected answer {}", text.trim()))
+    }
+
     /// The environment for children: `PATH`, `LANG`, `XDG_RUNTIME_DIR` and `HOME` (both the
     /// private directory), `XDG_SESSION_TYPE=wayland`, `WAYLAND_DISPLAY`, `GDK_BACKEND=wayland`
     /// and `DBUS_SESSION_BUS_ADDRESS`. No `DISPLAY`. Apply it to a cleared environment.
@@ -282,7 +361,10 @@ impl WaylandDesktop {
             ("PATH".to_string(), path),
             ("LANG".to_string(), "C.UTF-8".to_string()),
             ("XDG_RUNTIME_DIR".to_string(), dir.clone()),
-            ("HOME".to_string(), dir),
+            ("HOME".to_string(), dir.clone()),
+            // What HOME implies; set because dbus-daemon looks up its home in the password
+            // database, not in HOME, and it must find the desktop's own service files.
+            ("XDG_DATA_HOME".to_string(), format!("{dir}/.local/share")),
             ("XDG_SESSION_TYPE".to_string(), "wayland".to_string()),
             ("WAYLAND_DISPLAY".to_string(), self.wayland_display.clone()),
             ("GDK_BACKEND".to_string(), "wayland".to_string()),
@@ -469,6 +551,7 @@ impl WaylandDesktop {
         }
         self.stopped = true;
         let survivors = self.procs.end_all(Duration::from_secs(3));
+        let unmounted = mounts::unmount_leftovers(&self.dir);
         let removed = if std::env::var_os(KEEP_ENV).is_some_and(|v| v == "1") {
             eprintln!(
                 "nish-testdesk: {KEEP_ENV}=1: keeping {} (logs in logs/)",
@@ -481,6 +564,7 @@ impl WaylandDesktop {
         if !survivors.is_empty() {
             return Err(procs::survivors_error(&survivors));
         }
+        unmounted?;
         removed.with_context(|| format!("removing {}", self.dir.display()))
     }
 }

@@ -87,3 +87,59 @@ fn the_reader_on_wayland_opens_no_x_display_even_when_given_one() {
     assert!(x_reader.probe().expect("probe").display_ok);
     assert!(x_clients(&desk) > before, "the control reader connected");
 }
+
+/// The portal's own dialog (app `xdg-desktop-portal-gnome`, frame "Remote desktop"), shown by a
+/// client asking the RemoteDesktop portal, is on AT-SPI, but the reader never lists it.
+#[test]
+fn the_reader_on_wayland_never_lists_the_portal_dialog() {
+    use nish_testdesk::WaylandDesktop;
+    let desk = WaylandDesktop::start_with_portal().expect("the Wayland desktop with portal");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/portal_remote_desktop.py");
+    let mut asker = desk
+        .command("/usr/bin/python3")
+        .arg(&script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the portal client starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let dialog = loop {
+        let apps = desk.atspi_apps().unwrap_or_default();
+        if let Some(a) = apps
+            .into_iter()
+            .find(|a| a.name == "xdg-desktop-portal-gnome" && a.frames > 0)
+        {
+            break a;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the portal dialog did not show on AT-SPI"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let bin = workspace_bin("nish-reader").expect("nish-reader is built");
+    let mut reader = Reader(
+        AgentProc::start_cmd(
+            desk.command(&bin),
+            &desk.env(),
+            &bin,
+            Role::Reader,
+            true,
+            |m: &ReaderToBroker| match m {
+                ReaderToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )
+        .expect("the reader starts"),
+    );
+    let windows = reader.windows().expect("the window list");
+    let _ = asker.kill();
+    let _ = asker.wait();
+    assert!(
+        windows
+            .iter()
+            .all(|w| w.pid != dialog.pid && !w.app.starts_with("xdg-desktop-portal")),
+        "the portal dialog is listed: {windows:?}"
+    );
+}

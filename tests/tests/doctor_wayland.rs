@@ -1,7 +1,8 @@
 //! The doctor on the Wayland test desktop (mutter headless, no X server): session type
 //! `wayland`, ready for headless work, the X11 backend not required, reads and headless acts
 //! available, takeover, its indicator and capture planned with `wayland_portal_not_built`; the
-//! agents it starts get no `DISPLAY`.
+//! agents it starts get no `DISPLAY`; the desktop portal (activated on the private bus against
+//! bare mutter) and its versions in the `desktop portal` probe.
 
 use nish_testdesk::WaylandDesktop;
 use nish_testdesk::session::workspace_bin;
@@ -16,7 +17,7 @@ fn cap<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn the_doctor_on_wayland_is_ready_for_headless_work() {
-    let desk = WaylandDesktop::start().expect("the Wayland desktop");
+    let desk = WaylandDesktop::start_with_portal().expect("the Wayland desktop with portal");
     let driver = workspace_bin("nish-driver").expect("nish-driver is built");
     // The service runs, as on a person's desktop: the doctor asks it (without a broker that
     // answers, the report is never ready).
@@ -107,5 +108,17 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
             .is_some_and(|m| m.contains(desk.wayland_display())),
         "{display}"
     );
+    let portal = report["probes"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["label"] == "desktop portal"))
+        .expect("a desktop portal probe");
+    let message = portal["message"].as_str().unwrap_or_default();
+    assert_eq!(portal["status"], "ok", "{portal}");
+    // Debian 12: xdg-desktop-portal 1.16 with the GNOME 43 backend.
+    assert!(
+        message.contains("RemoteDesktop 1, ScreenCast 4, no GlobalShortcuts"),
+        "{portal}"
+    );
+    assert!(message.contains("compositor GNOME (mutter)"), "{portal}");
     assert!(desk.x_servers().is_empty(), "no X server ran");
 }

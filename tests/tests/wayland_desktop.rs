@@ -72,3 +72,84 @@ fn wayland_desktop_runs_gtk3_gtk4_and_chromium_without_an_x_server() {
     }
     assert!(!dir.exists(), "the private directory is removed");
 }
+
+/// Live processes whose environment has this desktop's `XDG_RUNTIME_DIR` and whose executable
+/// name is one of `names`.
+fn live_with_runtime_dir(dir: &std::path::Path, names: &[&str]) -> Vec<(u32, String)> {
+    let want = format!("XDG_RUNTIME_DIR={}", dir.display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // The executable's name from argv[0] (`comm` is cut at 15 bytes).
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let comm = String::from_utf8_lossy(argv0)
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if !names.contains(&comm.as_str()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.contains(") Z ") {
+            continue;
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if environ.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            found.push((pid, comm));
+        }
+    }
+    found
+}
+
+#[test]
+fn wayland_desktop_activates_the_portal_against_bare_mutter() {
+    let mut desk = WaylandDesktop::start_with_portal().expect("the Wayland desktop with portal");
+    // Debian 12 (xdg-desktop-portal 1.16, -gnome 43): RemoteDesktop 1, ScreenCast 4, no
+    // GlobalShortcuts.
+    let rd = desk
+        .portal_version("org.freedesktop.portal.RemoteDesktop")
+        .expect("RemoteDesktop portal");
+    let sc = desk
+        .portal_version("org.freedesktop.portal.ScreenCast")
+        .expect("ScreenCast portal");
+    assert!(rd >= 1, "RemoteDesktop version {rd}");
+    assert!(sc >= 4, "ScreenCast version {sc}");
+    eprintln!(
+        "portal: RemoteDesktop {rd}, ScreenCast {sc}, GlobalShortcuts {:?}, startup {:?}",
+        desk.portal_version("org.freedesktop.portal.GlobalShortcuts")
+            .map_err(|e| format!("{e:#}")),
+        desk.startup_time()
+    );
+    let names = [
+        "xdg-desktop-portal",
+        "xdg-desktop-portal-gnome",
+        "pipewire",
+        "wireplumber",
+    ];
+    let dir = desk.dir().to_path_buf();
+    let running = live_with_runtime_dir(&dir, &names);
+    for want in names {
+        assert!(
+            running.iter().any(|(_, c)| c == want),
+            "{want} runs for this desktop: {running:?}"
+        );
+    }
+    assert_eq!(desk.x_servers(), Vec::<String>::new(), "no X server");
+    desk.stop().expect("teardown");
+    std::thread::sleep(Duration::from_millis(300));
+    let left = live_with_runtime_dir(&dir, &names);
+    assert!(left.is_empty(), "outlived the desktop: {left:?}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let prefix = dir.to_string_lossy().into_owned();
+    assert!(
+        !mounts.lines().any(|l| l.contains(&prefix)),
+        "a mount outlived the desktop under {prefix}"
+    );
+    assert!(!dir.exists(), "{} was removed", dir.display());
+}

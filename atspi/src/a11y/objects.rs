@@ -111,14 +111,26 @@ pub async fn named(
     };
     let (name, description, count) =
         tokio::join!(get("Name"), get("Description"), get("ChildCount"));
-    Ok(Named {
-        name: String::try_from(name?).unwrap_or_default(),
-        description: description
-            .ok()
-            .and_then(|d| String::try_from(d).ok())
-            .unwrap_or_default(),
-        child_count: i32::try_from(count?).unwrap_or(0),
-    })
+    Named::from_answers(name, description, count)
+}
+
+impl Named {
+    /// From the answers to `Properties.Get` of `Name`, `Description` and `ChildCount`: a
+    /// description that cannot be read is empty; the name and child count must be read.
+    pub fn from_answers(
+        name: Result<OwnedValue, CallError>,
+        description: Result<OwnedValue, CallError>,
+        count: Result<OwnedValue, CallError>,
+    ) -> Result<Named, CallError> {
+        Ok(Named {
+            name: String::try_from(name?).unwrap_or_default(),
+            description: description
+                .ok()
+                .and_then(|d| String::try_from(d).ok())
+                .unwrap_or_default(),
+            child_count: i32::try_from(count?).unwrap_or(0),
+        })
+    }
 }
 
 /// An object's name, description and child count from its `Properties.GetAll` answer

@@ -184,15 +184,7 @@ impl Ctx {
                 };
                 let (name, description, count) =
                     tokio::join!(get("Name"), get("Description"), get("ChildCount"));
-                // A description that cannot be read is none; the name and count must be.
-                Ok(Named {
-                    name: String::try_from(name?).unwrap_or_default(),
-                    description: description
-                        .ok()
-                        .and_then(|d| String::try_from(d).ok())
-                        .unwrap_or_default(),
-                    child_count: i32::try_from(count?).unwrap_or(0),
-                })
+                Named::from_answers(name, description, count)
             }
         };
         let (role, named, states, ifaces) = tokio::join!(
