@@ -37,7 +37,7 @@ fn main() -> std::process::ExitCode {
     // RLIMIT_FSIZE to 0). Sparse, so unused on X. Close-on-exec, so never taken for the
     // broker's descriptor.
     let pixels = sys::ShmMem::new(wl::POOL_BYTES);
-    // The fonts, found with fontconfig's rules and read into memory now: after the lock-down
+    // The fonts, from the system font directories, read into memory now: after the lock-down
     // the indicator may open no file.
     let fonts = if quick_exit() {
         render::fonts::Fonts::default()

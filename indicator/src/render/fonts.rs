@@ -1,5 +1,7 @@
-//! The dialog's fonts: the system's, found with fontconfig's rules (`fontdb` reads
-//! `/etc/fonts/fonts.conf` and the directories it names), of which only files root owns and
+//! The dialog's fonts: the system's, from the system font directories fontconfig's own
+//! configuration names on every major distribution ([`SYSTEM_FONT_DIRS`]; the person's
+//! fontconfig files are not read: any program of that user could write them, to point the scan
+//! at a huge tree or at files the dialog would then parse), of which only files root owns and
 //! alone may write are kept (a font the person's user can write could be planted by any of
 //! their programs to draw one word where the text says another), read into memory once,
 //! **before the lock-down** (after it the indicator may open no file), and rasterised with
@@ -57,12 +59,18 @@ pub struct Fonts {
     pub bold: Vec<usize>,
 }
 
+/// Where the system's fonts are: the directories `/etc/fonts/fonts.conf` names besides the
+/// user's own on Debian, Ubuntu, Fedora and Arch.
+pub const SYSTEM_FONT_DIRS: &[&str] = &["/usr/share/fonts", "/usr/local/share/fonts"];
+
 impl Fonts {
     /// Finds and reads the system's fonts (call before the lock-down).
     pub fn load() -> Fonts {
         let started = std::time::Instant::now();
         let mut db = fontdb::Database::new();
-        db.load_system_fonts();
+        for dir in SYSTEM_FONT_DIRS {
+            db.load_fonts_dir(dir);
+        }
         // Only the system's own font files: a font the person's user can write (their own
         // fonts, or a directory their fontconfig adds) could be planted by any program of that
         // user to draw one word where the text says another.
