@@ -162,6 +162,8 @@ pub struct DialogText {
     pub assistive: String,
     /// The note on the timeout.
     pub note: String,
+    /// The line under it on X11, where keys answer after a click on the dialog.
+    pub keys_note: Option<String>,
     /// Deny.
     pub deny: String,
     /// Allow.
@@ -199,7 +201,8 @@ impl DialogText {
             ],
             clipboard: m.get("clipboard").into(),
             assistive: m.get("assistive").into(),
-            note: m.fmt(if keys { "note_keys" } else { "note" }, &[("secs", &secs)]),
+            note: m.fmt("note", &[("secs", &secs)]),
+            keys_note: keys.then(|| m.get("note_keys").into()),
             deny: m.get("deny").into(),
             allow: m.get("allow").into(),
         }
@@ -328,8 +331,13 @@ mod tests {
         let keys = DialogText::new(&Messages::new("en"), &request(), true);
         assert_eq!(
             keys.note,
-            "Answer with a click, or with Tab, Space and Enter. No answer in 60 s means Deny."
+            "Answer with a mouse click. No answer in 60 s means Deny."
         );
+        assert_eq!(
+            keys.keys_note.as_deref(),
+            Some("After a click on this window, Tab, Space and Enter answer too.")
+        );
+        assert_eq!(de.keys_note, None);
         assert_eq!(de.allow, "Erlauben");
         assert_eq!(
             de.note,

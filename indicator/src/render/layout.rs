@@ -104,7 +104,7 @@ pub struct Metrics {
 impl Metrics {
     /// The lengths at scale `s`.
     pub fn at(s: f32) -> Metrics {
-        let s = s.clamp(0.5, 4.0);
+        let s = s.clamp(MIN_SCALE, MAX_SCALE);
         let px = |n: i32| (n as f32 * s).round() as i32;
         Metrics {
             s,
@@ -150,8 +150,36 @@ pub struct Extras {
     pub keys: bool,
 }
 
-/// Lays out `req` for a box at most `max_w` x `max_h` pixels, at `scale`.
+/// Lays out `req` for a box at most `max_w` x `max_h` pixels, at `scale`, or at a smaller
+/// scale (down to [`MIN_SCALE`]) when the box would not fit the screen at `scale`: the scale
+/// comes from same-user settings (`Xft.dpi`), and a hostile value must not push the buttons or
+/// a line off the screen.
 pub fn layout(
+    msgs: &Messages,
+    fonts: &Fonts,
+    req: &ConsentRequest,
+    extras: Extras,
+    (max_w, max_h): (i32, i32),
+    scale: f32,
+) -> Layout {
+    let mut scale = scale.clamp(MIN_SCALE, MAX_SCALE);
+    loop {
+        let l = layout_at(msgs, fonts, req, extras, (max_w, max_h), scale);
+        if (l.w <= max_w && l.h <= max_h) || scale <= MIN_SCALE {
+            return l;
+        }
+        let ratio = (max_w as f32 / l.w as f32).min(max_h as f32 / l.h as f32);
+        // A step down each round: text widths do not scale exactly linearly (hinting, rounding).
+        scale = (scale * ratio.min(0.95)).max(MIN_SCALE);
+    }
+}
+
+/// The smallest scale the dialog is drawn at.
+pub const MIN_SCALE: f32 = 0.5;
+/// The largest.
+pub const MAX_SCALE: f32 = 4.0;
+
+fn layout_at(
     msgs: &Messages,
     fonts: &Fonts,
     req: &ConsentRequest,
@@ -209,7 +237,7 @@ fn build(
     ] {
         want(width_of(s, m.body));
     }
-    for s in t.script.iter().chain(t.missing.iter()) {
+    for s in t.script.iter().chain(&t.missing).chain(&t.keys_note) {
         want(width_of(s, m.body));
     }
     if assistive {
@@ -330,7 +358,13 @@ fn build(
     if assistive {
         line(&mut y, pad, &t.assistive, m.body, Ink::Danger, sh, m.px(4));
     }
-    line(&mut y, pad, &t.note, m.body, Ink::Hint, sh, m.gap);
+    match &t.keys_note {
+        Some(k) => {
+            line(&mut y, pad, &t.note, m.body, Ink::Hint, sh, 0);
+            line(&mut y, pad, k, m.body, Ink::Hint, sh, m.gap);
+        }
+        None => line(&mut y, pad, &t.note, m.body, Ink::Hint, sh, m.gap),
+    }
     let button = |x| Rect {
         x,
         y,
@@ -504,5 +538,37 @@ mod tests {
                 a.kind
             );
         }
+    }
+
+    #[test]
+    fn a_hostile_scale_still_fits_the_screen() {
+        // Xft.dpi is a same-user setting: 384 dpi (scale 4) on a small screen must not push the
+        // buttons or any line off it.
+        let fonts = Fonts::load();
+        let extras = Extras {
+            assistive: true,
+            keys: true,
+        };
+        for lang in ["en", "de", "ru"] {
+            for (w, h) in [(1280, 800), (800, 600), (640, 480)] {
+                let l = layout(&Messages::new(lang), &fonts, &req(5), extras, (w, h), 4.0);
+                assert!(l.w <= w && l.h <= h, "{lang} {w}x{h}: box {}x{}", l.w, l.h);
+                assert!(l.m.s < 4.0, "{lang} {w}x{h}: scale {}", l.m.s);
+                for c in &l.controls {
+                    let r = c.rect;
+                    assert!(
+                        r.x >= 0 && r.y >= 0 && r.x + r.w <= l.w && r.y + r.h <= l.h,
+                        "{lang} {w}x{h}: {:?} at {r:?} outside {}x{}",
+                        c.kind,
+                        l.w,
+                        l.h
+                    );
+                }
+                assert!(l.controls.iter().any(|c| c.kind == Kind::Allow));
+            }
+        }
+        // A scale that fits is kept.
+        let l = layout(&en(), &fonts, &req(2), Extras::default(), (4000, 4000), 2.0);
+        assert_eq!(l.m.s, 2.0);
     }
 }
