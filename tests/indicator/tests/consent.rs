@@ -1172,6 +1172,9 @@ fn lang_de_gives_the_german_dialog() {
         let top = desk.find_viewable("^nish-driver consent$");
         std::thread::sleep(Duration::from_millis(300));
         let text = ocr(&desk, top, &format!("consent-lang-{id}"));
+        if id == 101 {
+            desk.screenshot("consent-dialog-de.png");
+        }
         let deny = desk.find_viewable("^nish-driver consent: deny$");
         let allow = desk.find_viewable("^nish-driver consent: allow$");
         let px = (inner_pixels(&desk, deny), inner_pixels(&desk, allow));
