@@ -133,11 +133,16 @@ impl Keymap {
 
     /// A keycode with no keysym at all, to borrow for a character the keymap lacks.
     pub fn spare(&self) -> Option<u8> {
-        // From the top: low keycodes are the ones real keyboards use.
+        self.spares().next()
+    }
+
+    /// Every keycode with no keysym at all, from the top (low keycodes are the ones real
+    /// keyboards use).
+    pub fn spares(&self) -> impl Iterator<Item = u8> + '_ {
         (0..self.rows())
             .rev()
-            .find(|&i| self.row(i).iter().all(|&s| s == NO_SYMBOL))
-            .and_then(|i| self.min.checked_add(i as u8))
+            .filter(|&i| self.row(i).iter().all(|&s| s == NO_SYMBOL))
+            .filter_map(|i| self.min.checked_add(i as u8))
     }
 
     /// The row of `keycode` (for restoring it after a borrow).
@@ -150,6 +155,16 @@ impl Keymap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spares_are_every_empty_keycode_from_the_top() {
+        let mut k = map();
+        assert_eq!(k.spares().collect::<Vec<_>>(), vec![11]);
+        // Two more empty rows at the top.
+        k.syms.extend([0, 0, 0, 0]);
+        assert_eq!(k.spares().collect::<Vec<_>>(), vec![14, 13, 11]);
+        assert_eq!(k.spare(), Some(14));
+    }
 
     fn map() -> Keymap {
         // keycodes 8..=12, 2 per keycode: a/A, 1/!, Return, (empty), Shift_L.

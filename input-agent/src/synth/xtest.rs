@@ -16,8 +16,9 @@
 //!
 //! Every press and move is logged before it is sent. Whatever way an act ends, every key and
 //! button it holds is released, and so is anything an XTEST device still holds (read from the
-//! XTEST devices' own state, never the master's: the person's held keys are left alone). Characters missing from the keymap are typed through a spare keycode
-//! mapped for the purpose and restored afterwards.
+//! XTEST devices' own state, never the master's: the person's held keys are left alone). Characters missing from the keymap are typed through spare keycodes
+//! mapped for the purpose (one for each distinct character while spares last) and restored
+//! when the act ends.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -48,6 +49,11 @@ pub const GLIDE_STEP: Duration = Duration::from_millis(10);
 const WHEEL_DELAY: Duration = Duration::from_millis(12);
 /// After borrowing a keycode for a character, apps need a moment to read the new mapping.
 const REMAP_SETTLE: Duration = Duration::from_millis(30);
+/// Before a borrowed keycode is mapped again (to another character, or back to its own row),
+/// the apps must have turned its last press into a character: a toolkit that reads the keymap
+/// lazily turns a queued press into whatever the key means when it gets to it, so a remap too
+/// soon types the new character twice (seen on a loaded machine with a 30 ms pause).
+const REUSE_SETTLE: Duration = Duration::from_millis(150);
 /// Longest glide or drag.
 const MAX_GLIDE: Duration = Duration::from_secs(10);
 
@@ -108,12 +114,24 @@ pub struct Executor {
     not_popups: [Atom; 3],
     held_keys: Vec<u8>,
     held_buttons: Vec<u8>,
-    /// A spare keycode borrowed for a character, with its original row.
-    borrowed: Option<(u8, Vec<u32>)>,
+    /// Spare keycodes borrowed for characters the keymap lacks, least recently used first:
+    /// each distinct character of an act gets its own while spares last, so a keycode is not
+    /// remapped while an app may still be reading its last press.
+    borrowed: Vec<Borrowed>,
     /// Something was sent in the current act.
     sent: bool,
     /// The input devices (for the XTEST devices' own key and button state).
     devices: nish_xdev::Devices,
+}
+
+/// A spare keycode mapped to a character for the current act.
+#[derive(Debug)]
+struct Borrowed {
+    keycode: u8,
+    /// Its own row, restored when the act ends.
+    row: Vec<u32>,
+    /// The keysym it is mapped to now.
+    sym: u32,
 }
 
 impl std::fmt::Debug for Executor {
@@ -191,7 +209,7 @@ impl Executor {
             not_popups,
             held_keys: Vec::new(),
             held_buttons: Vec::new(),
-            borrowed: None,
+            borrowed: Vec::new(),
             sent: false,
             devices,
         })
@@ -676,20 +694,44 @@ impl Executor {
         Ok(())
     }
 
-    /// Maps a spare keycode to `sym` (the row is restored when the act ends).
+    /// A spare keycode mapped to `sym` (rows are restored when the act ends): the one already
+    /// mapped to it, else a spare not borrowed yet, else the least recently used borrowed one,
+    /// after [`REUSE_SETTLE`].
     fn borrow_for(&mut self, sym: u32) -> Result<u8, Halt> {
-        let kc = match &self.borrowed {
-            Some((kc, _)) => *kc,
-            None => {
-                let kc = self.keymap.spare().ok_or_else(|| {
-                    ActFailure::refused(
-                        ErrorCode::NotActionable,
-                        "the keyboard has no spare key for a character it lacks",
-                    )
-                })?;
+        if let Some(i) = self.borrowed.iter().position(|b| b.sym == sym) {
+            let b = self.borrowed.remove(i);
+            let kc = b.keycode;
+            self.borrowed.push(b);
+            return Ok(kc);
+        }
+        let fresh = self
+            .keymap
+            .spares()
+            .find(|kc| !self.borrowed.iter().any(|b| b.keycode == *kc));
+        let kc = match fresh {
+            Some(kc) => {
                 let row = self.keymap.row_of(kc).unwrap_or_default();
-                self.borrowed = Some((kc, row));
+                self.borrowed.push(Borrowed {
+                    keycode: kc,
+                    row,
+                    sym,
+                });
                 kc
+            }
+            None if !self.borrowed.is_empty() => {
+                let mut b = self.borrowed.remove(0);
+                std::thread::sleep(REUSE_SETTLE);
+                b.sym = sym;
+                let kc = b.keycode;
+                self.borrowed.push(b);
+                kc
+            }
+            None => {
+                return Err(ActFailure::refused(
+                    ErrorCode::NotActionable,
+                    "the keyboard has no spare key for a character it lacks",
+                )
+                .into());
             }
         };
         let per = self.keymap.per;
@@ -749,11 +791,18 @@ impl Executor {
                 }
             }
         }
-        if let Some((kc, row)) = self.borrowed.take() {
+        if !self.borrowed.is_empty() {
+            // The apps turn the last presses into characters before the keys lose them.
+            let _ = self.conn.flush();
+            std::thread::sleep(REUSE_SETTLE);
+        }
+        for b in std::mem::take(&mut self.borrowed) {
             let per = self.keymap.per.max(1);
-            let mut row = row;
+            let mut row = b.row;
             row.resize(per, NO_SYMBOL);
-            let _ = self.conn.change_keyboard_mapping(1, kc, per as u8, &row);
+            let _ = self
+                .conn
+                .change_keyboard_mapping(1, b.keycode, per as u8, &row);
         }
         let _ = self.conn.flush();
         let _ = self.conn.get_input_focus().map(|c| c.reply());
