@@ -139,6 +139,17 @@ impl Keymap {
             .copied()
             .unwrap_or(0)
     }
+
+    /// The keycodes whose first keysym answers the dialog (Tab, Space, Enter...), with it.
+    fn answer_keys(&self) -> Vec<(usize, u32)> {
+        let per = usize::from(self.per).max(1);
+        self.syms
+            .chunks(per)
+            .enumerate()
+            .filter(|(_, row)| consent::Key::of(row[0], false).is_some())
+            .map(|(i, row)| (i + usize::from(self.min), row[0]))
+            .collect()
+    }
 }
 
 impl App {
@@ -292,7 +303,10 @@ impl App {
             return Ok(());
         }
         let key = consent::Key::of(keysym, shift);
-        let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
+        // A real keyboard, through the core keyboard: the master whose focus the person's click
+        // gave the dialog (a key through another master follows that master's focus).
+        let real = e.deviceid == nish_xdev::CORE_KEYBOARD
+            && self.devices.is_real(&self.ui.conn, e.sourceid)?;
         let own = self.own_windows();
         let root = self.ui.root();
         let screen = self.screen_size();
@@ -332,7 +346,10 @@ impl App {
         // Judged when the server says it happened, not when it is handled: a click the
         // indicator handles late (made to fall behind) is as early as it really was.
         let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
-        let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
+        // A real device, through the core pointer (the one cursor the person sees: a device
+        // moved to a master of another program's making drives a cursor of its own).
+        let real = e.deviceid == nish_xdev::CORE_POINTER
+            && self.devices.is_real(&self.ui.conn, e.sourceid)?;
         let (x, y) = (fp1616(e.event_x), fp1616(e.event_y));
         let own = self.own_windows();
         let root = self.ui.root();
@@ -832,15 +849,32 @@ impl App {
                 if let Some(h) = &mut self.hotkey {
                     h.regrab(&self.ui.conn, root)?;
                 }
+                let before = self.keymap.answer_keys();
                 self.keymap = Keymap::load(&self.ui.conn)?;
-                // A key may now make another keysym (a letter typed elsewhere, Return here).
+                // When a key that answers the dialog now makes another keysym (the Tab the
+                // person presses next is Return here), keys stop counting until the person
+                // clicks again. Any other change (the person's other keyboard, with the same
+                // layout, after another device's key) re-arms only.
                 if let Some(d) = &mut self.dialog {
-                    d.rearm(now, "keyboard mapping changed");
+                    if self.keymap.answer_keys() == before {
+                        d.rearm(now, "keyboard mapping changed");
+                    } else {
+                        d.keys_off(now, "the keys that answer the dialog were remapped");
+                    }
                 }
                 return Ok(());
             }
             Event::XinputHierarchy(_) => {
                 self.devices.refresh(&self.ui.conn)?;
+                // A master added or a device moved to another master: the person's keyboard
+                // may now reach the dialog through a master whose focus is not the one the
+                // click gave. Keys off until the next click; the click's arming starts again.
+                if let Some(d) = &mut self.dialog {
+                    d.keys_off(now, "input devices changed");
+                }
+                if let Some(t) = &mut self.takeover {
+                    t.rearm_continue(now, "input devices changed");
+                }
                 return Ok(());
             }
             Event::XinputButtonPress(e) | Event::XinputButtonRelease(e) => {

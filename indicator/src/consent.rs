@@ -394,6 +394,17 @@ impl Dialog {
         Ok(())
     }
 
+    /// Keys stop counting until the next real click, and the arming delay starts again: the
+    /// keyboard mapping or the input devices changed (a key may now make another keysym, or
+    /// reach the dialog through another master).
+    pub fn keys_off(&mut self, now: Instant, cause: &'static str) {
+        if self.keys {
+            tracing::info!("consent dialog keys off until a click: {cause}");
+            self.keys = false;
+        }
+        self.click.rearm(now, cause);
+    }
+
     /// A focus event on the dialog with sequence number `seq`.
     fn focus_event(&mut self, seq: u64, now: Instant) {
         if self.focus_set.is_some_and(|s| seq <= s) {

@@ -1155,8 +1155,32 @@ fn the_persons_keyboard_answers_and_injected_keys_do_not() {
     desk.xdotool(&["windowfocus", "--sync", &top.to_string()]);
     key("Return");
     ind.expect_silence(QUIET, "Enter after another client moved the focus");
+    // Another program remaps the keys: the person's Tab now makes Return (one Tab moved the
+    // ring to Allow; the next, read as Enter, would press it). Keys are off until a click.
     std::thread::sleep(Duration::from_millis(700));
     click_in(top);
+    key("Tab");
+    let tab_line = desk
+        .run("xmodmap", &["-pke"])
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some("Tab"))
+        .expect("a Tab key in the keymap")
+        .to_string();
+    desk.run("xmodmap", &["-e", "keysym Tab = Return"]);
+    key("Tab");
+    ind.expect_silence(QUIET, "the person's Tab remapped to Return");
+    desk.run("xmodmap", &["-e", &tab_line]);
+    // Another program adds a master keyboard (a device can then reach the dialog through a
+    // focus the person's click did not give): keys off until a click.
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    desk.run("xinput", &["create-master", "other"]);
+    key("Return");
+    ind.expect_silence(QUIET, "Enter after a master was added");
+    // The ring is on Allow (the Tab above): back to Deny, then Enter.
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    key("shift+Tab");
     key("Return");
     let a = consent(ind.recv(Duration::from_secs(5)), 131);
     assert!(!a.allow && a.apps.is_empty(), "{a:?}");

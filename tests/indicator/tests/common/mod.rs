@@ -259,6 +259,22 @@ impl Desktop {
         xdotool_on(&self.display, args)
     }
 
+    /// Runs `program` with `args` on the desktop (another program of the session, e.g. xmodmap
+    /// or xinput); returns its stdout, and panics when it fails.
+    pub fn run(&self, program: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .env("DISPLAY", &self.display)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs xdotool as the person: on the outer display, so the desktop gets it from its real
     /// input devices.
     pub fn person(&self, args: &[&str]) -> (bool, String) {
