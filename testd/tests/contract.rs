@@ -247,6 +247,35 @@ async fn a_program_of_the_same_basename_elsewhere_is_another_line() {
     }
 }
 
+/// Programs whose names only look like a requested app's ("notes ", one with a Cyrillic "о")
+/// are other lines, and with them present no line of that look is pre-ticked: the person picks.
+#[tokio::test]
+async fn names_that_look_alike_are_never_pre_ticked() {
+    let f = Fixture::new(true);
+    f.engine
+        .backend
+        .add_program_window("notes ", "/home/u/.local/bin/notes-a");
+    f.engine
+        .backend
+        .add_program_window("N\u{043e}tes", "/home/u/.local/bin/notes-b");
+    let call = f.call("start_session", json!({"apps": ["Notes"]}));
+    let look = async {
+        let d = dialog_shown(&f).await;
+        f.person(PersonOp::Deny).await;
+        d
+    };
+    let (r, d) = tokio::join!(call, look);
+    let lines: Vec<(&str, bool)> = d
+        .apps
+        .iter()
+        .filter(|a| a.program.contains("notes"))
+        .map(|a| (a.program.as_str(), a.ticked))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines.iter().all(|(_, t)| !t), "none pre-ticked: {lines:?}");
+    r.err("consent_denied");
+}
+
 /// A child process to play a shim: its host program is this test binary, or /bin/sh when
 /// started through the shell (the shell's child is then the shim, see [`child_of`]).
 fn fake_shim(via_shell: bool) -> std::process::Child {

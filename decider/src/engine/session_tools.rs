@@ -248,13 +248,19 @@ impl<B: Backend> Engine<B> {
                 }),
             }
         }
-        let shared: Vec<String> = apps
+        // Names that look alike count as one name: "Calculator", "calculator ", and one with a
+        // Cyrillic "а" are one skeleton, so none of those lines is pre-ticked.
+        let look = |name: &str| nish_proto::lexicon::skeleton(name.trim());
+        let looks: Vec<String> = apps.iter().map(|a| look(&a.name)).collect();
+        let shared: Vec<String> = looks
             .iter()
-            .filter(|a| apps.iter().filter(|b| b.name == a.name).count() > 1)
-            .map(|a| a.name.clone())
+            .filter(|k| looks.iter().filter(|o| o == k).count() > 1)
+            .cloned()
             .collect();
-        for a in apps.iter_mut().filter(|a| shared.contains(&a.name)) {
-            a.ticked = false;
+        for (a, k) in apps.iter_mut().zip(&looks) {
+            if shared.contains(k) {
+                a.ticked = false;
+            }
         }
         let mut missing: Vec<&String> = wanted
             .iter()
