@@ -120,11 +120,12 @@ pub fn app_label(m: &Messages, app: &ConsentApp) -> String {
         format!("\"{n}\"")
     };
     let p = program_short(&app.program);
-    let n = if p.is_empty() {
-        n
+    let p = if p.is_empty() {
+        m.get("program_unknown").to_string()
     } else {
-        format!("{p} \u{2014} {n}")
+        p
     };
+    let n = format!("{p} \u{2014} {n}");
     let count = match app.windows {
         1 => m.get("windows_one").to_string(),
         w => m.fmt("windows_many", &[("n", &w.to_string())]),
@@ -257,8 +258,15 @@ mod tests {
             windows: w,
             program: String::new(),
         };
-        assert_eq!(app_label(&en, &app(1)), "\"Gedit\"  (1 window)");
-        assert_eq!(app_label(&en, &app(3)), "\"Gedit\"  (3 windows)");
+        // A program the kernel does not name says so, first.
+        assert_eq!(
+            app_label(&en, &app(1)),
+            "an unknown program \u{2014} \"Gedit\"  (1 window)"
+        );
+        assert_eq!(
+            app_label(&en, &app(3)),
+            "an unknown program \u{2014} \"Gedit\"  (3 windows)"
+        );
         let named = |p: &str| ConsentApp {
             program: p.into(),
             ..app(1)

@@ -242,7 +242,10 @@ impl<B: Backend> Engine<B> {
                 Some(a) => a.windows += 1,
                 None => apps.push(ConsentApp {
                     name: w.app.clone(),
-                    ticked: wanted.contains(&w.app.trim().to_lowercase()),
+                    // A program the kernel does not name (an executable it will not show, as
+                    // for a process that made itself non-dumpable) is never pre-ticked: its
+                    // line cannot tell it from another of the same name.
+                    ticked: !program.is_empty() && wanted.contains(&w.app.trim().to_lowercase()),
                     windows: 1,
                     program,
                 }),
