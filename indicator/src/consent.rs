@@ -157,6 +157,8 @@ impl Dialog {
             i32::from(ui.screen.width_in_pixels),
             i32::from(ui.screen.height_in_pixels),
         );
+        // Below the band where a takeover's label and Continue sit (above every window).
+        let band = crate::xui::takeover_band(ui.scale).min(sh / 2);
         let layout = layout::layout(
             &ui.msgs,
             &ui.fonts,
@@ -165,7 +167,7 @@ impl Dialog {
                 assistive,
                 keys: true,
             },
-            (sw - 40, sh - 40),
+            (sw - 40, sh - band - 20),
             ui.scale,
         );
         let (width, height) = (layout.w.min(sw).max(1), layout.h.min(sh).max(1));
@@ -174,7 +176,10 @@ impl Dialog {
         let conn = &ui.conn;
         let root = ui.screen.root;
         let top = conn.generate_id()?;
-        let (x, yy) = (((sw - width) / 2).max(0), ((sh - height) / 2).max(0));
+        let (x, yy) = (
+            ((sw - width) / 2).max(0),
+            (band + (sh - band - height) / 2).max(0),
+        );
         conn.create_window(
             COPY_DEPTH_FROM_PARENT,
             top,

@@ -446,6 +446,15 @@ impl Ui {
     }
 }
 
+/// The height, at scale `s`, of the band at the top of the screen where the takeover's label
+/// and its Continue button sit (`takeover.rs` places them: the frame, 4 px, the label of one
+/// line and 8 px, 6 px, the button of one line and 12 px), plus a margin. The consent dialog
+/// stays below it: those windows are raised above every other, and must never hide its lines.
+pub fn takeover_band(s: f32) -> i32 {
+    let px = |n: f32| (n * s).round() as i32;
+    6 + 4 + px(24.0 + 8.0) + 6 + px(24.0 + 12.0) + 8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

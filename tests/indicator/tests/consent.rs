@@ -773,6 +773,46 @@ fn a_takeover_frame_on_screen_does_not_disarm_the_dialog() {
     assert!(consent(ind.recv(Duration::from_secs(5)), 53).allow);
 }
 
+/// A paused takeover's label and Continue sit above every window at the top of the screen:
+/// a tall consent dialog at scale 2 stays below them, so they hide none of its lines.
+#[test]
+fn the_takeover_label_and_continue_never_hide_the_dialog() {
+    let desk = Desktop::start();
+    set_xft_dpi(&desk, 192);
+    let mut ind = Indicator::spawn(&desk, &[]);
+    ind.send(BrokerToIndicator::ShowTakeover {
+        session: "mcp:test:1".into(),
+        paused: true,
+    });
+    assert!(matches!(
+        ind.recv(Duration::from_secs(5)),
+        Some(IndicatorToBroker::TakeoverShown { .. })
+    ));
+    let names: Vec<String> = (0..12).map(|i| format!("App {i}")).collect();
+    let apps: Vec<(&str, bool)> = names.iter().map(|n| (n.as_str(), false)).collect();
+    show_consent(&mut ind, consent_request(54, &apps));
+    let top = desk.find_viewable("^nish-driver consent$");
+    let label = desk.find_viewable("^nish-driver indicator: label$");
+    let cont = desk.find_viewable("^nish-driver indicator: continue$");
+    let (dx, dy, dw, dh) = desk.geometry(top);
+    for (what, w) in [("label", label), ("Continue", cont)] {
+        let (x, y, ww, wh) = desk.geometry(w);
+        let apart = x as i32 + ww as i32 <= dx as i32
+            || dx as i32 + dw as i32 <= x as i32
+            || y as i32 + wh as i32 <= dy as i32
+            || dy as i32 + dh as i32 <= y as i32;
+        assert!(
+            apart,
+            "the {what} at {:?} overlaps the dialog at {:?}",
+            (x, y, ww, wh),
+            (dx, dy, dw, dh)
+        );
+    }
+    assert!(dy as i32 + dh as i32 <= 800, "the dialog fits the screen");
+    ind.send(BrokerToIndicator::CancelConsent { id: 54 });
+    assert!(gone(&desk, top));
+}
+
 /// A request with these apps and neither extra line (small enough for scale 2 on the
 /// 1280x800 desktop).
 fn small_request(id: u64, apps: &[(&str, bool)]) -> nish_proto::wire::indicator::ConsentDialog {
