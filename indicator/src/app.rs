@@ -351,6 +351,7 @@ impl App {
         let real = e.deviceid == nish_xdev::CORE_POINTER
             && self.devices.is_real(&self.ui.conn, e.sourceid)?;
         let (x, y) = (fp1616(e.event_x), fp1616(e.event_y));
+        let root_at = (fp1616(e.root_x), fp1616(e.root_y));
         let own = self.own_windows();
         let root = self.ui.root();
         let screen = self.screen_size();
@@ -374,6 +375,7 @@ impl App {
                 real,
                 visible,
                 inside: inside(x, y, w, h),
+                placed: self.dialog.as_ref().is_some_and(|d| d.placed(root_at)),
                 at: now,
             };
             let d = self.dialog.as_mut().expect("checked");
@@ -417,6 +419,10 @@ impl App {
                 real,
                 visible,
                 inside: inside(x, y, w, h),
+                placed: self
+                    .takeover
+                    .as_ref()
+                    .is_some_and(|t| t.continue_placed(root_at)),
                 at: now,
             };
             let t = self.takeover.as_mut().expect("checked");
@@ -715,7 +721,8 @@ impl App {
                     }
                     return Ok(());
                 }
-                match Dialog::open(&mut self.ui, req, self.devices.accept_xtest, now) {
+                let takeover = self.takeover.is_some();
+                match Dialog::open(&mut self.ui, req, self.devices.accept_xtest, takeover, now) {
                     Ok(mut d) => {
                         if let Some(t) = self.last_driver_press {
                             d.driver_press(t);
@@ -882,6 +889,25 @@ impl App {
                 self.pump_link_now()?;
                 let press = matches!(ev, Event::XinputButtonPress(_));
                 return self.xi_button(e, press, now);
+            }
+            Event::XinputMotion(e) => {
+                // Where the person's own device puts the pointer over the dialog or Continue;
+                // a program's move (XTEST, a warp) re-arms them.
+                let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
+                // (XTEST moves and warps both come with the master as their source; with the
+                // administrator's opt-in to XTEST clicks, a program's move counts too.)
+                let real = e.deviceid == nish_xdev::CORE_POINTER
+                    && (self.devices.is_real(&self.ui.conn, e.sourceid)?
+                        || (self.devices.accept_xtest && e.sourceid == nish_xdev::CORE_POINTER));
+                let at = (fp1616(e.root_x), fp1616(e.root_y));
+                if let Some(d) = &mut self.dialog
+                    && d.owns(e.event)
+                {
+                    d.motion(real, at, now);
+                } else if let Some(t) = &mut self.takeover {
+                    t.continue_motion(e.event, real, at, now);
+                }
+                return Ok(());
             }
             Event::XinputKeyPress(e) => {
                 self.pump_link_now()?;

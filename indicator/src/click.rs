@@ -106,6 +106,9 @@ pub struct ButtonEvent {
     pub visible: bool,
     /// The pointer is inside the window's bounds.
     pub inside: bool,
+    /// The pointer is where the person's own device last put it (X11: no program warped or
+    /// moved it since; always true where no other client can move the pointer).
+    pub placed: bool,
     /// When it was read.
     pub at: Instant,
 }
@@ -122,6 +125,9 @@ pub enum Refusal {
     Covered,
     /// The pointer was outside the control.
     Outside,
+    /// The pointer is not where the person's own device last put it: a program moved it
+    /// (XTEST, a warp), or no move of the person's over the controls was seen yet.
+    Moved,
     /// Inside the arming delay; `cause` says what (re)started it, `early` by how much the
     /// press came too soon.
     Arming {
@@ -149,6 +155,9 @@ pub struct RealClick {
     last_driver_press: Option<Instant>,
     pressed: Option<(u32, Instant)>,
     refused: Option<Refusal>,
+    /// Where the person's own device last moved the pointer over the controls (root
+    /// coordinates), while no program has moved it since.
+    pointer: Option<(i32, i32)>,
 }
 
 impl RealClick {
@@ -160,7 +169,32 @@ impl RealClick {
             last_driver_press: None,
             pressed: None,
             refused: None,
+            pointer: None,
         }
+    }
+
+    /// The pointer moved over the controls to `at` (root coordinates): by the person's own
+    /// device through the core pointer (`real`), or by a program (an XTEST device, a warp),
+    /// which starts the arming delay again and leaves no place a click may count at until
+    /// the person moves it.
+    pub fn motion(&mut self, real: bool, at: (i32, i32), now: Instant) {
+        if real {
+            self.pointer = Some(at);
+        } else {
+            self.pointer = None;
+            self.rearm(now, "the pointer was moved by a program");
+        }
+    }
+
+    /// Where the pointer is when the controls are shown (the core pointer's own position, as
+    /// the server reports it): a click there, with no move since, counts.
+    pub fn pointer_at_show(&mut self, at: Option<(i32, i32)>) {
+        self.pointer = at;
+    }
+
+    /// Whether the pointer at `at` is where the person's own device last put it.
+    pub fn placed(&self, at: (i32, i32)) -> bool {
+        self.pointer == Some(at)
     }
 
     /// The controls were (re)shown, uncovered or moved at `now` (`cause` says which, for the
@@ -205,6 +239,8 @@ impl RealClick {
             Some(Refusal::Covered)
         } else if !ev.inside {
             Some(Refusal::Outside)
+        } else if !ev.placed {
+            Some(Refusal::Moved)
         } else if let Some(r) = self.arming(ev.at) {
             Some(r)
         } else if !self.quiet_at(ev.at) {
@@ -367,6 +403,7 @@ mod tests {
             real: true,
             visible: true,
             inside: true,
+            placed: true,
             at,
         }
     }
@@ -385,6 +422,31 @@ mod tests {
         assert!(ARM_DELAY >= Duration::from_millis(500));
         // Consumed: a second release alone does nothing.
         assert_eq!(r.release(ev(7, t0 + ms(600))), None);
+    }
+
+    #[test]
+    fn a_pointer_a_program_moved_does_not_click() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        // No move of the person's seen yet: nowhere is "placed".
+        assert!(!r.placed((10, 10)));
+        r.motion(true, (10, 10), t0 + ms(100));
+        assert!(r.placed((10, 10)) && !r.placed((40, 10)));
+        // The press the caller found elsewhere (a warp with no event) is refused.
+        let mut p = ev(7, t0 + ms(600));
+        p.placed = false;
+        r.press(p);
+        assert_eq!(r.refusal(), Some(Refusal::Moved));
+        assert_eq!(r.release(ev(7, t0 + ms(650))), None);
+        // A program's move (XTEST) forgets the place and re-arms.
+        r.motion(false, (40, 10), t0 + ms(700));
+        assert!(!r.placed((40, 10)) && !r.placed((10, 10)));
+        r.press(ev(7, t0 + ms(900)));
+        assert!(matches!(r.refusal(), Some(Refusal::Arming { .. })));
+        // The person's own move, then a click after the delay, counts.
+        r.motion(true, (40, 10), t0 + ms(1000));
+        r.press(ev(7, t0 + ms(1250)));
+        assert_eq!(r.release(ev(7, t0 + ms(1300))), Some(7));
     }
 
     #[test]

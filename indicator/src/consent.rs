@@ -144,11 +144,13 @@ pub fn allowed(l: &Layout) -> ConsentAnswer {
 }
 
 impl Dialog {
-    /// Creates and maps the dialog, centred on the screen.
+    /// Creates and maps the dialog, centred on the screen; below the takeover's label and
+    /// Continue when a takeover is on screen (`takeover`).
     pub fn open(
         ui: &mut Ui,
         dialog: ConsentDialog,
         assistive: bool,
+        takeover: bool,
         now: Instant,
     ) -> Result<Self, ReplyOrIdError> {
         let ConsentDialog { id, request: req } = dialog;
@@ -157,8 +159,14 @@ impl Dialog {
             i32::from(ui.screen.width_in_pixels),
             i32::from(ui.screen.height_in_pixels),
         );
-        // Below the band where a takeover's label and Continue sit (above every window).
-        let band = crate::xui::takeover_band(ui.scale).min(sh / 2);
+        // Below the band where a takeover's label and Continue sit (above every window). A
+        // takeover only starts after a consent, and one dialog shows at a time, so one that is
+        // not on screen now does not come while this dialog is.
+        let band = if takeover {
+            crate::xui::takeover_band(ui.scale).min(sh / 2)
+        } else {
+            0
+        };
         let layout = layout::layout(
             &ui.msgs,
             &ui.fonts,
@@ -278,7 +286,11 @@ impl Dialog {
             drawn: None,
             layout,
             controls,
-            click: RealClick::new(now),
+            click: {
+                let mut c = RealClick::new(now);
+                c.pointer_at_show(crate::xui::core_pointer(&ui.conn, root));
+                c
+            },
             state: paint::State { hover: None, focus },
             focus_before: None,
             focus_set: None,
@@ -319,6 +331,16 @@ impl Dialog {
     /// Why the last press or release on a control did not count, if it did not.
     pub fn refusal(&self) -> Option<crate::click::Refusal> {
         self.click.refusal()
+    }
+
+    /// The pointer moved over the dialog (see [`RealClick::motion`]).
+    pub fn motion(&mut self, real: bool, at: (i32, i32), now: Instant) {
+        self.click.motion(real, at, now);
+    }
+
+    /// Whether the pointer at `at` is where the person's own device last put it.
+    pub fn placed(&self, at: (i32, i32)) -> bool {
+        self.click.placed(at)
     }
 
     /// The broker announced a driver button press.
@@ -657,7 +679,8 @@ pub fn select_keys_and_buttons(conn: &xui::Conn, win: Window) -> Result<(), Repl
             mask: vec![
                 xinput::XIEventMask::KEY_PRESS
                     | xinput::XIEventMask::BUTTON_PRESS
-                    | xinput::XIEventMask::BUTTON_RELEASE,
+                    | xinput::XIEventMask::BUTTON_RELEASE
+                    | xinput::XIEventMask::MOTION,
             ],
         }],
     )?;
@@ -703,7 +726,11 @@ pub fn select_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdErro
         win,
         &[xinput::EventMask {
             deviceid: 1, // XIAllMasterDevices
-            mask: vec![xinput::XIEventMask::BUTTON_PRESS | xinput::XIEventMask::BUTTON_RELEASE],
+            mask: vec![
+                xinput::XIEventMask::BUTTON_PRESS
+                    | xinput::XIEventMask::BUTTON_RELEASE
+                    | xinput::XIEventMask::MOTION,
+            ],
         }],
     )?;
     Ok(())

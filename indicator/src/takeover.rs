@@ -432,6 +432,7 @@ impl Takeover {
                 crate::consent::select_buttons(&ui.conn, win)?;
                 xui::mark_and_name(&ui.conn, &ui.atoms, win, CONTINUE_NAME)?;
                 let mut click = RealClick::new(now);
+                click.pointer_at_show(xui::core_pointer(&ui.conn, ui.root()));
                 if let Some(t) = self.last_driver_press {
                     click.driver_press(t);
                 }
@@ -648,6 +649,22 @@ impl Takeover {
             },
             children: Vec::new(),
         })
+    }
+
+    /// The pointer moved over Continue (see [`RealClick::motion`]); false when `win` is not it.
+    pub fn continue_motion(&mut self, win: u32, real: bool, at: (i32, i32), now: Instant) -> bool {
+        match &mut self.button {
+            Some(b) if b.win == win => {
+                b.click.motion(real, at, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the pointer at `at` is where the person's own device last put it over Continue.
+    pub fn continue_placed(&self, at: (i32, i32)) -> bool {
+        self.button.as_ref().is_some_and(|b| b.click.placed(at))
     }
 
     /// Starts the Continue button's arming delay again.

@@ -446,6 +446,26 @@ impl Ui {
     }
 }
 
+/// Where the core pointer is (root coordinates), asked of the core pointer itself (not of this
+/// client's "client pointer", which another client may set to a pointer of its own).
+pub fn core_pointer(conn: &Conn, root: u32) -> Option<(i32, i32)> {
+    use x11rb::protocol::xinput::ConnectionExt as _;
+    match conn
+        .xinput_xi_query_pointer(root, nish_xdev::CORE_POINTER)
+        .map(|c| c.reply())
+    {
+        Ok(Ok(r)) => Some((r.root_x >> 16, r.root_y >> 16)),
+        Ok(Err(e)) => {
+            tracing::warn!("the core pointer's position: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("the core pointer's position: {e}");
+            None
+        }
+    }
+}
+
 /// The height, at scale `s`, of the band at the top of the screen where the takeover's label
 /// and its Continue button sit (`takeover.rs` places them: the frame, 4 px, the label of one
 /// line and 8 px, 6 px, the button of one line and 12 px), plus a margin. The consent dialog

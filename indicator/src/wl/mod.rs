@@ -234,6 +234,8 @@ impl State {
             real: true,
             visible: d.configured && d.activated,
             inside: hit.is_some(),
+            // No other Wayland client can move the pointer.
+            placed: true,
             at: now,
         };
         tracing::info!(

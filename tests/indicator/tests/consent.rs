@@ -773,6 +773,56 @@ fn a_takeover_frame_on_screen_does_not_disarm_the_dialog() {
     assert!(consent(ind.recv(Duration::from_secs(5)), 53).allow);
 }
 
+/// The person's pointer rests on Deny; another program moves it onto Allow (an XTEST move, or
+/// a warp), and the person's click lands there: it does not count. After the person moves the
+/// pointer themselves, their click answers.
+#[test]
+fn a_click_where_a_program_moved_the_pointer_does_not_count() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, 55, 60_000);
+    let c = controls(&desk);
+    let (dx, dy) = desk.center(c.deny);
+    let (ax, ay) = desk.center(c.allow);
+    std::thread::sleep(Duration::from_millis(700));
+    for (how, args) in [
+        (
+            "an XTEST move",
+            vec!["mousemove".to_string(), ax.to_string(), ay.to_string()],
+        ),
+        (
+            "a warp",
+            vec![
+                "mousemove".to_string(),
+                "--window".to_string(),
+                desk.root.to_string(),
+                ax.to_string(),
+                ay.to_string(),
+            ],
+        ),
+    ] {
+        desk.move_pointer(dx, dy);
+        std::thread::sleep(Duration::from_millis(700));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _) = desk.xdotool(&args);
+        assert!(ok, "{how}");
+        let there = wait_for(Duration::from_secs(3), || {
+            let p = desk.conn.query_pointer(desk.root).ok()?.reply().ok()?;
+            (p.root_x == ax && p.root_y == ay).then_some(())
+        });
+        assert!(there.is_some(), "{how}: the pointer is on Allow");
+        std::thread::sleep(Duration::from_millis(700));
+        let (ok, _) = desk.person(&["click", "1"]);
+        assert!(ok);
+        ind.expect_silence(QUIET, &format!("the person's click after {how}"));
+    }
+    // The person moves it themselves (off and back onto Deny), and clicks.
+    desk.move_pointer(dx + 3, dy);
+    desk.real_click_at(dx, dy);
+    let a = consent(ind.recv(Duration::from_secs(5)), 55);
+    assert!(!a.allow, "{a:?}");
+}
+
 /// A paused takeover's label and Continue sit above every window at the top of the screen:
 /// a tall consent dialog at scale 2 stays below them, so they hide none of its lines.
 #[test]
