@@ -482,7 +482,12 @@ fn read_args(msg: &zbus::Message, sig: &str) -> Option<Args> {
     if body.len() > MAX_BODY {
         return None;
     }
+    // zvariant writes a body of several arguments as one structure: `(ss)` for `ss`.
     let got = body.signature().to_string();
+    let got = match got.strip_prefix('(').and_then(|g| g.strip_suffix(')')) {
+        Some(inner) if sig.len() > 1 => inner.to_string(),
+        _ => got,
+    };
     if got != sig {
         return None;
     }
@@ -508,7 +513,8 @@ async fn send_reply(
         Reply::Str(v) => conn.reply(hdr, &v).await,
         Reply::U32(v) => conn.reply(hdr, &v).await,
         Reply::I32(v) => conn.reply(hdr, &v).await,
-        Reply::Ref(v) => conn.reply(hdr, &v).await,
+        // One `(so)` argument, not two.
+        Reply::Ref(v) => conn.reply(hdr, &(v,)).await,
         Reply::Refs(v) => conn.reply(hdr, &v).await,
         Reply::States(v) => conn.reply(hdr, &v).await,
         Reply::Strs(v) => conn.reply(hdr, &v).await,
