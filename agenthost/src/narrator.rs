@@ -777,6 +777,34 @@ mod tests {
     }
 
     #[test]
+    fn arguments_are_read_only_as_the_read_takes_them() {
+        let msg = |build: &dyn Fn(zbus::message::Builder<'static>) -> zbus::Message| {
+            build(
+                zbus::Message::method_call(ROOT_PATH, "Get")
+                    .unwrap()
+                    .interface(PROPERTIES)
+                    .unwrap(),
+            )
+        };
+        let two = msg(&|b| b.build(&(ACCESSIBLE, "Name")).unwrap());
+        assert_eq!(
+            read_args(&two, "ss"),
+            Some(Args::Str2(ACCESSIBLE.into(), "Name".into()))
+        );
+        assert_eq!(read_args(&two, "s"), None);
+        assert_eq!(read_args(&two, "i"), None);
+        let int = msg(&|b| b.build(&(3i32,)).unwrap());
+        assert_eq!(read_args(&int, "i"), Some(Args::Int(3)));
+        assert_eq!(read_args(&int, "u"), None);
+        let none = msg(&|b| b.build(&()).unwrap());
+        assert_eq!(read_args(&none, ""), Some(Args::None));
+        assert_eq!(read_args(&none, "i"), None);
+        let big = "N".repeat(MAX_BODY + 1);
+        let big = msg(&|b| b.build(&(ACCESSIBLE, big.as_str())).unwrap());
+        assert_eq!(read_args(&big, "ss"), None, "a large body is not read");
+    }
+
+    #[test]
     fn only_reads_are_answered() {
         let n = Narration::new(&request(), &shown(Some(3))).unwrap();
         let call = |path: &str, iface: &str, member: &str, args: Args| {
