@@ -40,6 +40,8 @@ pub(crate) async fn consent(
         }
     }
     let mut guard = Cancel(Some((ind.clone(), id)));
+    // The dialog's text for screen readers, while its call runs (see `crate::narrator`).
+    let _narration = narrate(b, id, &req);
     let answer = ind.call(id, call, timeout + Duration::from_secs(5)).await;
     let answer = match answer {
         Ok(Ok(answer)) => {
@@ -64,6 +66,44 @@ pub(crate) async fn consent(
     };
     Ok(revalidate(&req, answer))
 }
+
+/// Serves the text of consent dialog `id` on the accessibility bus from when the indicator says
+/// it is on screen until the returned guard is dropped (the dialog's call ended, whichever
+/// way).
+fn narrate(b: &LinuxBackend, id: u64, req: &ConsentRequest) -> impl Drop {
+    struct Narrating(Arc<std::sync::Mutex<crate::linux::IndicatorWaiters>>, u64);
+    impl Drop for Narrating {
+        fn drop(&mut self) {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .narrations
+                .remove(&self.1);
+        }
+    }
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    {
+        let mut w = b
+            .indicator_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // The indicator shows one dialog at a time; a few calls may overlap while one ends.
+        if w.narrations.len() >= MAX_NARRATIONS {
+            w.narrations.clear();
+        }
+        w.narrations.insert(id, tx);
+    }
+    let opener = b.opener.clone();
+    tokio::spawn(crate::narrator::serve(
+        async move { opener.a11y_address().await.ok() },
+        req.clone(),
+        rx,
+    ));
+    Narrating(b.indicator_answers.clone(), id)
+}
+
+/// Consent dialogs read out at once, at most (the indicator shows one at a time).
+const MAX_NARRATIONS: usize = 4;
 
 /// The indicator's answer re-validated against the request: only apps the dialog listed (name
 /// and program together), only extra lines it showed; an answer whose programs do not pair

@@ -8,7 +8,7 @@ use std::collections::{HashSet, VecDeque};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
+use nish_proto::wire::indicator::{BrokerToIndicator, ConsentShown, IndicatorToBroker};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use x11rb::connection::Connection;
 use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
@@ -108,6 +108,8 @@ pub struct App {
     early: VecDeque<(Event, u64)>,
     /// The keyboard mapping, for the dialog's keys.
     keymap: Keymap,
+    /// What the broker was last told the open dialog shows.
+    told: Option<(u64, ConsentShown)>,
 }
 
 /// The server's keyboard mapping: keycode to keysyms.
@@ -216,6 +218,7 @@ impl App {
             clock,
             early,
             keymap,
+            told: None,
         })
     }
 
@@ -464,6 +467,7 @@ impl App {
                     .map(|()| None),
                 None => self.step(),
             };
+            let turn = turn.and_then(|t| self.tell_shown().map(|()| t));
             match turn {
                 Ok(None) => {}
                 Ok(Some(exit)) => return exit,
@@ -480,6 +484,21 @@ impl App {
                 }
             }
         }
+    }
+
+    /// Tells the broker what the open dialog shows, when that changed since it was last told.
+    fn tell_shown(&mut self) -> Result<(), Fail> {
+        let Some(d) = &self.dialog else {
+            self.told = None;
+            return Ok(());
+        };
+        let now = (d.id, d.shown(self.ui.msgs.lang()));
+        if self.told.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        let (id, shown) = now.clone();
+        self.told = Some(now);
+        self.send(IndicatorToBroker::ConsentShown { id, shown })
     }
 
     fn send(&mut self, msg: IndicatorToBroker) -> Result<(), Fail> {

@@ -24,7 +24,9 @@
 use std::time::Instant;
 
 use nish_proto::model::escape_clip;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog};
+use nish_proto::wire::indicator::{
+    ConsentAnswer, ConsentApp, ConsentControl, ConsentDialog, ConsentShown, ShownControl,
+};
 use x11rb::connection::Connection;
 use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::Event;
@@ -109,6 +111,40 @@ pub struct Dialog {
     focus_set: Option<u64>,
     /// Keys count: a real click gave the dialog the focus and nobody else changed it since.
     keys: bool,
+    /// The dialog shows the assistive-input warning.
+    assistive: bool,
+}
+
+/// What the dialog laid out as `l` shows, with the focus ring on control `focus`: what the
+/// broker's text-only accessible reads out.
+pub fn shown(
+    l: &Layout,
+    focus: Option<usize>,
+    lang: &str,
+    keys: bool,
+    assistive: bool,
+) -> ConsentShown {
+    let controls = l
+        .controls
+        .iter()
+        .map(|c| ShownControl {
+            control: match c.kind {
+                Kind::App(i) => ConsentControl::App(u32::try_from(i).unwrap_or(u32::MAX)),
+                Kind::Takeover => ConsentControl::Takeover,
+                Kind::Clipboard => ConsentControl::Clipboard,
+                Kind::Allow => ConsentControl::Allow,
+                Kind::Deny => ConsentControl::Deny,
+            },
+            ticked: c.ticked,
+        })
+        .collect();
+    ConsentShown {
+        lang: lang.to_string(),
+        controls,
+        focus: focus.and_then(|f| u32::try_from(f).ok()),
+        keys,
+        assistive,
+    }
 }
 
 /// A denial.
@@ -295,7 +331,13 @@ impl Dialog {
             focus_before: None,
             focus_set: None,
             keys: false,
+            assistive,
         })
+    }
+
+    /// What it shows now (see [`shown`]).
+    pub fn shown(&self, lang: &str) -> ConsentShown {
+        shown(&self.layout, self.state.focus, lang, true, self.assistive)
     }
 
     /// True when `win` is the dialog or one of its controls.

@@ -33,7 +33,9 @@
 
 use std::time::{Duration, Instant};
 
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentShown, IndicatorToBroker,
+};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use wayland_client::protocol::{
     wl_buffer, wl_compositor, wl_output, wl_pointer, wl_registry, wl_seat, wl_shm, wl_shm_pool,
@@ -631,6 +633,8 @@ pub struct WlApp {
     state: State,
     /// Whether the event loop kept running (beats when it woke from its poll, after reading).
     live: Liveness,
+    /// What the broker was last told the open dialog shows.
+    told: Option<(u64, ConsentShown)>,
 }
 
 impl WlApp {
@@ -700,6 +704,7 @@ impl WlApp {
             queue,
             state,
             live: Liveness::new(Instant::now()),
+            told: None,
         })
     }
 
@@ -745,8 +750,25 @@ impl WlApp {
         Ok(())
     }
 
+    /// Tells the broker what the open dialog shows (once it is laid out and configured), when
+    /// that changed since it was last told. No focus ring: the Wayland dialog takes no keys.
+    fn tell_shown(&mut self) -> Result<(), Fail> {
+        let now = self.state.dialog.as_ref().and_then(|d| {
+            let l = d.layout.as_ref().filter(|_| d.configured)?;
+            let lang = self.state.look.msgs.lang();
+            Some((d.id, crate::consent::shown(l, None, lang, false, false)))
+        });
+        if now.is_none() || self.told == now {
+            self.told = now;
+            return Ok(());
+        }
+        self.told = now.clone();
+        let (id, shown) = now.expect("checked");
+        self.send(IndicatorToBroker::ConsentShown { id, shown })
+    }
+
     fn step(&mut self) -> anyhow::Result<Option<Exit>> {
-        match self.turn() {
+        match self.turn().and_then(|t| self.tell_shown().map(|()| t)) {
             Ok(v) => Ok(v),
             Err(Fail::Broker(e)) => {
                 tracing::info!("broker link ended: {e}");

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Desktop, Indicator, consent_request, show_consent, wait_for};
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentControl, ConsentShown, IndicatorToBroker,
+};
 use x11rb::connection::Connection;
 use x11rb::protocol::shape::{ConnectionExt as _, SK, SO};
 use x11rb::protocol::xproto::{
@@ -218,8 +220,32 @@ fn real_clicks_toggle_apps_and_deny_denies() {
     let mut ind = Indicator::spawn(&desk, &[]);
     show(&mut ind, 8, 60_000);
     let c = controls(&desk);
+    // The dialog says what it shows (for the broker's text-only accessible): its lines, their
+    // ticks, the focus ring on Deny; then each tick as it changes.
+    let ticks = |s: &ConsentShown| -> Vec<(ConsentControl, bool)> {
+        s.controls.iter().map(|c| (c.control, c.ticked)).collect()
+    };
+    let (id, first) = ind
+        .shown(Duration::from_secs(5))
+        .expect("what the dialog shows");
+    assert_eq!(id, 8);
+    assert_eq!(
+        ticks(&first),
+        [
+            (ConsentControl::App(0), true),
+            (ConsentControl::App(1), false),
+            (ConsentControl::Takeover, false),
+            (ConsentControl::Clipboard, false),
+            (ConsentControl::Deny, false),
+            (ConsentControl::Allow, false),
+        ]
+    );
+    assert_eq!(first.focus, Some(4), "Deny has the focus ring");
+    assert!(first.keys && first.lang == "en", "{first:?}");
     // Untick Gedit, tick Calculator and the clipboard, then Deny: nothing is granted.
     desk.real_click(c.gedit);
+    let (_, unticked) = ind.shown(Duration::from_secs(5)).expect("the tick told");
+    assert_eq!(ticks(&unticked)[0], (ConsentControl::App(0), false));
     desk.real_click(c.calculator);
     desk.real_click(c.clipboard);
     ind.expect_silence(Duration::from_millis(300), "checkbox clicks");

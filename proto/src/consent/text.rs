@@ -1,12 +1,12 @@
 //! The consent dialog's text for one request in one language ([`DialogText`]): the fixed
-//! text from the catalogues ([`crate::i18n`]) with the request's untrusted parts (the program
+//! text from the catalogues ([`super::i18n`]) with the request's untrusted parts (the program
 //! path, the names) escaped and cut. Both dialogs (X11 and Wayland) lay out and draw these
 //! lines, and [`Kind`] names their controls.
 
-use nish_proto::model::escape_clip;
-use nish_proto::wire::indicator::{ConsentApp, ConsentRequest};
+use crate::model::escape_clip;
+use crate::wire::indicator::{ConsentApp, ConsentRequest};
 
-use crate::i18n::Messages;
+use super::i18n::Messages;
 
 /// Untrusted names (host, apps) are escaped and cut to this many characters.
 pub const NAME_CHARS: usize = 48;
@@ -361,7 +361,7 @@ mod tests {
     fn request() -> ConsentRequest {
         ConsentRequest {
             host_claimed: "Host".into(),
-            program: nish_proto::wire::indicator::HostProgram {
+            program: crate::wire::indicator::HostProgram {
                 exe: "/usr/bin/host".into(),
                 pid: 7,
                 script: String::new(),

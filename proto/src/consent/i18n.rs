@@ -1,5 +1,5 @@
 //! The consent dialog's fixed text in the person's language: message catalogues under
-//! `indicator/i18n/<lang>.txt` (built into the binary), chosen from `LC_ALL`, `LC_MESSAGES`
+//! `proto/i18n/<lang>.txt` (built into the binary), chosen from `LC_ALL`, `LC_MESSAGES`
 //! and `LANG` (the first one set and not empty, as gettext does), English when none matches.
 //!
 //! A catalogue is UTF-8, one message a line, `key = text`; lines starting with `#` are
@@ -12,16 +12,16 @@ use std::collections::HashMap;
 
 /// Every catalogue: its language code and its text.
 pub const CATALOGUES: &[(&str, &str)] = &[
-    ("en", include_str!("../i18n/en.txt")),
-    ("de", include_str!("../i18n/de.txt")),
-    ("fr", include_str!("../i18n/fr.txt")),
-    ("es", include_str!("../i18n/es.txt")),
-    ("it", include_str!("../i18n/it.txt")),
-    ("pt", include_str!("../i18n/pt.txt")),
-    ("pl", include_str!("../i18n/pl.txt")),
-    ("ru", include_str!("../i18n/ru.txt")),
-    ("zh", include_str!("../i18n/zh.txt")),
-    ("ja", include_str!("../i18n/ja.txt")),
+    ("en", include_str!("../../i18n/en.txt")),
+    ("de", include_str!("../../i18n/de.txt")),
+    ("fr", include_str!("../../i18n/fr.txt")),
+    ("es", include_str!("../../i18n/es.txt")),
+    ("it", include_str!("../../i18n/it.txt")),
+    ("pt", include_str!("../../i18n/pt.txt")),
+    ("pl", include_str!("../../i18n/pl.txt")),
+    ("ru", include_str!("../../i18n/ru.txt")),
+    ("zh", include_str!("../../i18n/zh.txt")),
+    ("ja", include_str!("../../i18n/ja.txt")),
 ];
 
 /// The language code (a [`CATALOGUES`] key) for a locale name such as `de_DE.UTF-8`,
