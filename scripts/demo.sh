@@ -3,8 +3,8 @@
 # in it, a private D-Bus, the AT-SPI bus, openbox, GTK 3, GTK 4 and Chromium), driven by the
 # official MCP Python client through nish-mcp and the nish-driver broker with its sandboxed
 # agents. The person is played with xdotool on the outer X server (a real device for the
-# desktop). Prints each step and saves screenshots (the consent dialog, a capture) to demo-out/
-# (or the folder given). `scripts/demo.sh --wayland` runs the headless session on a private
+# desktop). Prints each step and saves screenshots (the consent dialog, a capture; then the
+# dialog in German and at scale 2) to demo-out/ (or the folder given). `scripts/demo.sh --wayland` runs the headless session on a private
 # GNOME Wayland desktop instead.
 #
 # It builds only what the demo runs: the daemon, the shim, the three agents and the demo
@@ -24,4 +24,11 @@ target_dir="$(cargo metadata --format-version 1 --no-deps | "$NISH_PYTHON" -c 'i
 if [ "${1:-}" = "--wayland" ]; then
     exec "$target_dir/debug/nish-demo" --wayland
 fi
-exec "$target_dir/debug/nish-demo" "${1:-demo-out}"
+out="${1:-demo-out}"
+"$target_dir/debug/nish-demo" "$out"
+# The consent dialog in German and at scale 2 (Xft.dpi 192), as the indicator's own tests show
+# it on a private desktop; they save the screen to the folder.
+echo "the consent dialog in German and at scale 2:"
+NISH_SCREENSHOT_DIR="$(cd "$out" && pwd)" cargo test -q -p nish-indicator-tests --test consent -- \
+    --exact lang_de_gives_the_german_dialog scale_two_doubles_the_layout_and_clicks_still_answer
+echo "screenshots: $out/consent-dialog-de.png, $out/consent-dialog-scale-2.png"

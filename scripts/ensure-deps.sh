@@ -44,9 +44,10 @@ minimal_packages=(python3-venv python3-pip python3-yaml python3-tomli systemd ut
 # an X server, whose XTEST clients must not reach the Wayland consent dialog; PyQt5 runs the Qt
 # app of the Qt typing test; pipewire, wireplumber and the desktop portal with its GNOME
 # backend let the Wayland test desktop start the portals by D-Bus activation against bare
-# mutter).
+# mutter). The consent dialog draws with the system's fonts: DejaVu for Latin, Greek, Cyrillic
+# and Arabic, WenQuanYi Micro Hei (5 MB, the smallest) for Chinese and Japanese.
 desktop_packages=(
-    xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core
+    xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core fonts-wqy-microhei
     tesseract-ocr tesseract-ocr-eng
     xdotool xinput xclip
     dbus dbus-x11 at-spi2-core libatk-adaptor

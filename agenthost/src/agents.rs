@@ -47,6 +47,7 @@ pub const ENV_WHITELIST: &[&str] = &[
     "HOME",
     "LANG",
     "LC_ALL",
+    "LC_MESSAGES",
     "NISH_LOG",
     "RUST_BACKTRACE",
     "NISH_STOP_HOTKEY",

@@ -40,6 +40,8 @@ pub(crate) async fn consent(
         }
     }
     let mut guard = Cancel(Some((ind.clone(), id)));
+    // The dialog's text for screen readers, while its call runs (see `crate::narrator`).
+    let _narration = narrate(b, id, &req);
     let answer = ind.call(id, call, timeout + Duration::from_secs(5)).await;
     let answer = match answer {
         Ok(Ok(answer)) => {
@@ -51,6 +53,7 @@ pub(crate) async fn consent(
         Err(RequestError::TimedOut(_)) => ConsentAnswer {
             allow: false,
             apps: vec![],
+            programs: vec![],
             takeover: false,
             clipboard: false,
         },
@@ -61,18 +64,74 @@ pub(crate) async fn consent(
             return Err(b.indicator.failed(&ind, e, CallKind::Read).await);
         }
     };
-    // Re-validate: only apps the dialog listed, only lines it showed.
-    let listed: Vec<&str> = req.apps.iter().map(|a| a.name.as_str()).collect();
-    Ok(ConsentAnswer {
-        allow: answer.allow,
-        apps: answer
+    Ok(revalidate(&req, answer))
+}
+
+/// Serves the text of consent dialog `id` on the accessibility bus from when the indicator says
+/// it is on screen until the returned guard is dropped (the dialog's call ended, whichever
+/// way).
+fn narrate(b: &LinuxBackend, id: u64, req: &ConsentRequest) -> impl Drop {
+    struct Narrating(Arc<std::sync::Mutex<crate::linux::IndicatorWaiters>>, u64);
+    impl Drop for Narrating {
+        fn drop(&mut self) {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .narrations
+                .remove(&self.1);
+        }
+    }
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    {
+        let mut w = b
+            .indicator_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // The indicator shows one dialog at a time; a few calls may overlap while one ends.
+        if w.narrations.len() >= MAX_NARRATIONS {
+            w.narrations.clear();
+        }
+        w.narrations.insert(id, tx);
+    }
+    let opener = b.opener.clone();
+    tokio::spawn(crate::narrator::serve(
+        async move { opener.a11y_address().await.ok() },
+        req.clone(),
+        rx,
+    ));
+    Narrating(b.indicator_answers.clone(), id)
+}
+
+/// Consent dialogs read out at once, at most (the indicator shows one at a time).
+const MAX_NARRATIONS: usize = 4;
+
+/// The indicator's answer re-validated against the request: only apps the dialog listed (name
+/// and program together), only extra lines it showed; an answer whose programs do not pair
+/// with its apps grants no app.
+pub fn revalidate(req: &ConsentRequest, answer: ConsentAnswer) -> ConsentAnswer {
+    let listed: Vec<(&str, &str)> = req
+        .apps
+        .iter()
+        .map(|a| (a.name.as_str(), a.program.as_str()))
+        .collect();
+    let (apps, programs): (Vec<String>, Vec<String>) = if answer.apps.len() == answer.programs.len()
+    {
+        answer
             .apps
             .into_iter()
-            .filter(|a| listed.contains(&a.as_str()))
-            .collect(),
+            .zip(answer.programs)
+            .filter(|(a, p)| listed.contains(&(a.as_str(), p.as_str())))
+            .unzip()
+    } else {
+        (vec![], vec![])
+    };
+    ConsentAnswer {
+        allow: answer.allow,
+        apps,
+        programs,
         takeover: answer.takeover && req.takeover,
         clipboard: answer.clipboard && req.clipboard,
-    })
+    }
 }
 
 pub(crate) async fn show_indicator(
@@ -160,5 +219,66 @@ pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
         && let Err(e) = b.input_ack(input::Watch { on: false }).await
     {
         tracing::warn!("the input agent did not stop watching: {}", e.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::wire::indicator::{ConsentApp, HostProgram};
+
+    fn line(name: &str, program: &str) -> ConsentApp {
+        ConsentApp {
+            name: name.into(),
+            ticked: false,
+            windows: 1,
+            program: program.into(),
+        }
+    }
+
+    fn answer(apps: &[&str], programs: &[&str]) -> ConsentAnswer {
+        ConsentAnswer {
+            allow: true,
+            apps: apps.iter().map(|a| a.to_string()).collect(),
+            programs: programs.iter().map(|p| p.to_string()).collect(),
+            takeover: true,
+            clipboard: true,
+        }
+    }
+
+    #[test]
+    fn only_listed_name_and_program_pairs_and_shown_lines_are_granted() {
+        let req = ConsentRequest {
+            host_claimed: String::new(),
+            program: HostProgram::default(),
+            apps: vec![
+                line("Calculator", "gnome-calculator"),
+                line("Calculator", "evil-calc"),
+            ],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: false,
+            clipboard: true,
+            timeout_ms: 60_000,
+        };
+        let a = revalidate(&req, answer(&["Calculator"], &["gnome-calculator"]));
+        assert_eq!(
+            (a.apps, a.programs),
+            (
+                vec!["Calculator".to_string()],
+                vec!["gnome-calculator".to_string()]
+            )
+        );
+        assert!(!a.takeover, "a line not shown is never granted");
+        assert!(a.clipboard);
+        // A program the dialog did not list with that name is dropped.
+        let a = revalidate(
+            &req,
+            answer(&["Calculator", "Calculator"], &["calc", "evil-calc"]),
+        );
+        assert_eq!(a.programs, ["evil-calc"]);
+        // Programs that do not pair with the apps: no app.
+        let a = revalidate(&req, answer(&["Calculator"], &[]));
+        assert!(a.apps.is_empty() && a.programs.is_empty());
     }
 }

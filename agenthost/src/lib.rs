@@ -28,6 +28,7 @@ pub mod held_trees;
 pub mod indicator;
 pub mod linux;
 pub mod messages;
+pub mod narrator;
 pub mod procstatus;
 pub mod reads;
 pub mod slot;

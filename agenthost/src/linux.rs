@@ -70,6 +70,12 @@ pub(crate) struct IndicatorWaiters {
     pub(crate) on: std::collections::HashSet<String>,
     /// The running indicator grabbed the stop hotkey (`None` until it said).
     pub(crate) hotkey_grabbed: Option<bool>,
+    /// Open consent dialogs by id: what each shows, for its text-only accessible
+    /// ([`crate::narrator`]).
+    pub(crate) narrations: std::collections::HashMap<
+        u64,
+        tokio::sync::watch::Sender<Option<nish_proto::wire::indicator::ConsentShown>>,
+    >,
 }
 
 /// Longest wait for the takeover frame to be on screen.
@@ -347,6 +353,12 @@ fn indicator_on_start(
                         w.on.insert(session.clone());
                         if let Some(tx) = w.shown.remove(&session) {
                             let _ = tx.send(());
+                        }
+                    }
+                    IndicatorToBroker::ConsentShown { id, shown } => {
+                        let w = waiters.lock().unwrap_or_else(|e| e.into_inner());
+                        if let Some(tx) = w.narrations.get(&id) {
+                            tx.send_replace(Some(shown));
                         }
                     }
                     IndicatorToBroker::Continue { session } => {

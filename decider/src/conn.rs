@@ -454,6 +454,7 @@ pub fn indicator_kind(m: &IndicatorToBroker) -> Msg {
         IndicatorToBroker::Lockdown(_) => Msg::Lockdown,
         IndicatorToBroker::Consent { .. } => Msg::Answer,
         IndicatorToBroker::TakeoverShown { .. }
+        | IndicatorToBroker::ConsentShown { .. }
         | IndicatorToBroker::Continue { .. }
         | IndicatorToBroker::TakeoverLost { .. }
         | IndicatorToBroker::Stop

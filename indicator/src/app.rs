@@ -8,7 +8,7 @@ use std::collections::{HashSet, VecDeque};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
+use nish_proto::wire::indicator::{BrokerToIndicator, ConsentShown, IndicatorToBroker};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use x11rb::connection::Connection;
 use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
@@ -106,6 +106,52 @@ pub struct App {
     /// Events read but not handled yet (while waiting for the first stamp, or after a button
     /// event's visibility check), with their sequence numbers: handled first, in order.
     early: VecDeque<(Event, u64)>,
+    /// The keyboard mapping, for the dialog's keys.
+    keymap: Keymap,
+    /// What the broker was last told the open dialog shows.
+    told: Option<(u64, ConsentShown)>,
+}
+
+/// The server's keyboard mapping: keycode to keysyms.
+#[derive(Debug, Default)]
+struct Keymap {
+    min: u8,
+    per: u8,
+    syms: Vec<u32>,
+}
+
+impl Keymap {
+    fn load(conn: &crate::xui::Conn) -> Result<Self, ReplyError> {
+        let (min, max) = (conn.setup().min_keycode, conn.setup().max_keycode);
+        let km = conn.get_keyboard_mapping(min, max - min + 1)?.reply()?;
+        Ok(Keymap {
+            min,
+            per: km.keysyms_per_keycode,
+            syms: km.keysyms,
+        })
+    }
+
+    /// The keycode's first keysym (0 when none).
+    fn keysym(&self, code: u32) -> u32 {
+        let Some(i) = (code as usize).checked_sub(usize::from(self.min)) else {
+            return 0;
+        };
+        self.syms
+            .get(i * usize::from(self.per))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The keycodes whose first keysym answers the dialog (Tab, Space, Enter...), with it.
+    fn answer_keys(&self) -> Vec<(usize, u32)> {
+        let per = usize::from(self.per).max(1);
+        self.syms
+            .chunks(per)
+            .enumerate()
+            .filter(|(_, row)| consent::Key::of(row[0], false).is_some())
+            .map(|(i, row)| (i + usize::from(self.min), row[0]))
+            .collect()
+    }
 }
 
 impl App {
@@ -152,6 +198,7 @@ impl App {
                 }
             }
         }
+        let keymap = Keymap::load(&ui.conn)?;
         let mut link = link;
         link.send(&IndicatorToBroker::Ready { hotkey_grabbed })?;
         ui.conn.flush()?;
@@ -170,6 +217,8 @@ impl App {
             live: Liveness::new(Instant::now()),
             clock,
             early,
+            keymap,
+            told: None,
         })
     }
 
@@ -233,6 +282,62 @@ impl App {
         Ok(())
     }
 
+    /// An XInput 2 key press on the consent dialog (it has the focus): judged as a click's
+    /// press is (the source device, the focus a real click gave the dialog, the dialog fully
+    /// visible and unchanged since, armed, the driver quiet). Every key press but a modifier's,
+    /// auto-repeats too, re-arms. The key itself is never logged.
+    fn xi_key(&mut self, e: &xinput::KeyPressEvent, now: Instant) -> Result<(), Fail> {
+        let Some(d) = &mut self.dialog else {
+            return Ok(());
+        };
+        if !d.owns(e.event) {
+            return Ok(());
+        }
+        let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
+        if e.flags.contains(xinput::KeyEventFlags::KEY_REPEAT) {
+            d.rearm(now, "a key pressed");
+            return Ok(());
+        }
+        let shift = e.mods.effective
+            & u32::from(u16::from(x11rb::protocol::xproto::KeyButMask::SHIFT))
+            != 0;
+        let keysym = self.keymap.keysym(e.detail);
+        if consent::is_modifier(keysym) {
+            return Ok(());
+        }
+        let key = consent::Key::of(keysym, shift);
+        // A real keyboard, through the core keyboard: the master whose focus the person's click
+        // gave the dialog (a key through another master follows that master's focus).
+        let real = e.deviceid == nish_xdev::CORE_KEYBOARD
+            && self.devices.is_real(&self.ui.conn, e.sourceid)?;
+        let own = self.own_windows();
+        let root = self.ui.root();
+        let screen = self.screen_size();
+        let d = self.dialog.as_ref().expect("checked");
+        let rect = d.rect();
+        let group: HashSet<Window> = d.windows().collect();
+        let visible = visible::check(&self.ui.conn, root, screen, &d.target(), &own)?.is_ok()
+            && !self.changed_after_the_click(rect, &group)?;
+        let d = self.dialog.as_mut().expect("checked");
+        if !visible {
+            d.rearm(now, "not fully visible at a key event");
+        }
+        let outcome = d.key(&mut self.ui, key, real, visible, now)?;
+        match d.refusal() {
+            Some(why) => tracing::info!(
+                device = e.sourceid,
+                real,
+                visible,
+                "a key on the consent dialog did not count: {why:?}"
+            ),
+            None => tracing::info!(device = e.sourceid, "a key on the consent dialog counted"),
+        }
+        if let Outcome::Answer(answer) = outcome {
+            self.answer(answer)?;
+        }
+        Ok(())
+    }
+
     /// An XInput 2 button press or release on one of the indicator's controls.
     fn xi_button(
         &mut self,
@@ -244,8 +349,12 @@ impl App {
         // Judged when the server says it happened, not when it is handled: a click the
         // indicator handles late (made to fall behind) is as early as it really was.
         let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
-        let real = self.devices.is_real(&self.ui.conn, e.sourceid)?;
+        // A real device, through the core pointer (the one cursor the person sees: a device
+        // moved to a master of another program's making drives a cursor of its own).
+        let real = e.deviceid == nish_xdev::CORE_POINTER
+            && self.devices.is_real(&self.ui.conn, e.sourceid)?;
         let (x, y) = (fp1616(e.event_x), fp1616(e.event_y));
+        let root_at = (fp1616(e.root_x), fp1616(e.root_y));
         let own = self.own_windows();
         let root = self.ui.root();
         let screen = self.screen_size();
@@ -269,6 +378,7 @@ impl App {
                 real,
                 visible,
                 inside: inside(x, y, w, h),
+                placed: self.dialog.as_ref().is_some_and(|d| d.placed(root_at)),
                 at: now,
             };
             let d = self.dialog.as_mut().expect("checked");
@@ -312,6 +422,10 @@ impl App {
                 real,
                 visible,
                 inside: inside(x, y, w, h),
+                placed: self
+                    .takeover
+                    .as_ref()
+                    .is_some_and(|t| t.continue_placed(root_at)),
                 at: now,
             };
             let t = self.takeover.as_mut().expect("checked");
@@ -353,6 +467,7 @@ impl App {
                     .map(|()| None),
                 None => self.step(),
             };
+            let turn = turn.and_then(|t| self.tell_shown().map(|()| t));
             match turn {
                 Ok(None) => {}
                 Ok(Some(exit)) => return exit,
@@ -369,6 +484,21 @@ impl App {
                 }
             }
         }
+    }
+
+    /// Tells the broker what the open dialog shows, when that changed since it was last told.
+    fn tell_shown(&mut self) -> Result<(), Fail> {
+        let Some(d) = &self.dialog else {
+            self.told = None;
+            return Ok(());
+        };
+        let now = (d.id, d.shown(self.ui.msgs.lang()));
+        if self.told.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        let (id, shown) = now.clone();
+        self.told = Some(now);
+        self.send(IndicatorToBroker::ConsentShown { id, shown })
     }
 
     fn send(&mut self, msg: IndicatorToBroker) -> Result<(), Fail> {
@@ -610,7 +740,8 @@ impl App {
                     }
                     return Ok(());
                 }
-                match Dialog::open(&mut self.ui, req, self.devices.accept_xtest, now) {
+                let takeover = self.takeover.is_some();
+                match Dialog::open(&mut self.ui, req, self.devices.accept_xtest, takeover, now) {
                     Ok(mut d) => {
                         if let Some(t) = self.last_driver_press {
                             d.driver_press(t);
@@ -744,10 +875,32 @@ impl App {
                 if let Some(h) = &mut self.hotkey {
                     h.regrab(&self.ui.conn, root)?;
                 }
+                let before = self.keymap.answer_keys();
+                self.keymap = Keymap::load(&self.ui.conn)?;
+                // When a key that answers the dialog now makes another keysym (the Tab the
+                // person presses next is Return here), keys stop counting until the person
+                // clicks again. Any other change (the person's other keyboard, with the same
+                // layout, after another device's key) re-arms only.
+                if let Some(d) = &mut self.dialog {
+                    if self.keymap.answer_keys() == before {
+                        d.rearm(now, "keyboard mapping changed");
+                    } else {
+                        d.keys_off(now, "the keys that answer the dialog were remapped");
+                    }
+                }
                 return Ok(());
             }
             Event::XinputHierarchy(_) => {
                 self.devices.refresh(&self.ui.conn)?;
+                // A master added or a device moved to another master: the person's keyboard
+                // may now reach the dialog through a master whose focus is not the one the
+                // click gave. Keys off until the next click; the click's arming starts again.
+                if let Some(d) = &mut self.dialog {
+                    d.keys_off(now, "input devices changed");
+                }
+                if let Some(t) = &mut self.takeover {
+                    t.rearm_continue(now, "input devices changed");
+                }
                 return Ok(());
             }
             Event::XinputButtonPress(e) | Event::XinputButtonRelease(e) => {
@@ -755,6 +908,29 @@ impl App {
                 self.pump_link_now()?;
                 let press = matches!(ev, Event::XinputButtonPress(_));
                 return self.xi_button(e, press, now);
+            }
+            Event::XinputMotion(e) => {
+                // Where the person's own device puts the pointer over the dialog or Continue;
+                // a program's move (XTEST, a warp) re-arms them.
+                let now = self.clock.local(e.time).map_or(now, |t| t.min(now));
+                // (XTEST moves and warps both come with the master as their source; with the
+                // administrator's opt-in to XTEST clicks, a program's move counts too.)
+                let real = e.deviceid == nish_xdev::CORE_POINTER
+                    && (self.devices.is_real(&self.ui.conn, e.sourceid)?
+                        || (self.devices.accept_xtest && e.sourceid == nish_xdev::CORE_POINTER));
+                let at = (fp1616(e.root_x), fp1616(e.root_y));
+                if let Some(d) = &mut self.dialog
+                    && d.owns(e.event)
+                {
+                    d.motion(real, at, now);
+                } else if let Some(t) = &mut self.takeover {
+                    t.continue_motion(e.event, real, at, now);
+                }
+                return Ok(());
+            }
+            Event::XinputKeyPress(e) => {
+                self.pump_link_now()?;
+                return self.xi_key(e, now);
             }
             _ => {}
         }
@@ -789,7 +965,7 @@ impl App {
         if let Some(d) = &mut self.dialog
             && win.is_some_and(|w| d.owns(w))
         {
-            if let Outcome::Answer(answer) = d.handle(&mut self.ui, &ev, now)? {
+            if let Outcome::Answer(answer) = d.handle(&mut self.ui, &ev, seq, now)? {
                 self.answer(answer)?;
             }
             return Ok(());
@@ -843,6 +1019,7 @@ fn event_window(ev: &Event) -> Option<u32> {
         Event::ConfigureNotify(e) if e.event == e.window => e.window,
         Event::ReparentNotify(e) if e.event == e.window => e.window,
         Event::VisibilityNotify(e) => e.window,
+        Event::FocusIn(e) | Event::FocusOut(e) => e.event,
         _ => return None,
     })
 }

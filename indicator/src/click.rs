@@ -12,7 +12,8 @@
 //! - and come at least [`DRIVER_QUIET`] after the broker's last `DriverPress` (defence in depth:
 //!   the driver's own clicks are XTEST clicks, refused by the device rule already).
 //!
-//! Keys never activate anything. The rule is a pure state machine over facts and times the
+//! Keys follow the same rule ([`RealClick::key`]), and only once a real click gave the
+//! dialog the focus. The rule is a pure state machine over facts and times the
 //! caller passes in, so it is tested without X.
 
 use std::time::{Duration, Instant};
@@ -105,6 +106,9 @@ pub struct ButtonEvent {
     pub visible: bool,
     /// The pointer is inside the window's bounds.
     pub inside: bool,
+    /// The pointer is where the person's own device last put it (X11: no program warped or
+    /// moved it since; always true where no other client can move the pointer).
+    pub placed: bool,
     /// When it was read.
     pub at: Instant,
 }
@@ -121,6 +125,9 @@ pub enum Refusal {
     Covered,
     /// The pointer was outside the control.
     Outside,
+    /// The pointer is not where the person's own device last put it: a program moved it
+    /// (XTEST, a warp), or no move of the person's over the controls was seen yet.
+    Moved,
     /// Inside the arming delay; `cause` says what (re)started it, `early` by how much the
     /// press came too soon.
     Arming {
@@ -135,6 +142,9 @@ pub enum Refusal {
     NoPress,
     /// Released on another control than the one pressed.
     OtherControl,
+    /// A key while the dialog did not hold the focus a real click on it gave it (no click
+    /// yet, or a focus change the indicator did not make since).
+    NoFocus,
 }
 
 /// The state of the rule for one group of controls.
@@ -145,6 +155,9 @@ pub struct RealClick {
     last_driver_press: Option<Instant>,
     pressed: Option<(u32, Instant)>,
     refused: Option<Refusal>,
+    /// Where the person's own device last moved the pointer over the controls (root
+    /// coordinates), while no program has moved it since.
+    pointer: Option<(i32, i32)>,
 }
 
 impl RealClick {
@@ -156,7 +169,32 @@ impl RealClick {
             last_driver_press: None,
             pressed: None,
             refused: None,
+            pointer: None,
         }
+    }
+
+    /// The pointer moved over the controls to `at` (root coordinates): by the person's own
+    /// device through the core pointer (`real`), or by a program (an XTEST device, a warp),
+    /// which starts the arming delay again and leaves no place a click may count at until
+    /// the person moves it.
+    pub fn motion(&mut self, real: bool, at: (i32, i32), now: Instant) {
+        if real {
+            self.pointer = Some(at);
+        } else {
+            self.pointer = None;
+            self.rearm(now, "the pointer was moved by a program");
+        }
+    }
+
+    /// Where the pointer is when the controls are shown (the core pointer's own position, as
+    /// the server reports it): a click there, with no move since, counts.
+    pub fn pointer_at_show(&mut self, at: Option<(i32, i32)>) {
+        self.pointer = at;
+    }
+
+    /// Whether the pointer at `at` is where the person's own device last put it.
+    pub fn placed(&self, at: (i32, i32)) -> bool {
+        self.pointer == Some(at)
     }
 
     /// The controls were (re)shown, uncovered or moved at `now` (`cause` says which, for the
@@ -201,6 +239,8 @@ impl RealClick {
             Some(Refusal::Covered)
         } else if !ev.inside {
             Some(Refusal::Outside)
+        } else if !ev.placed {
+            Some(Refusal::Moved)
         } else if let Some(r) = self.arming(ev.at) {
             Some(r)
         } else if !self.quiet_at(ev.at) {
@@ -214,6 +254,32 @@ impl RealClick {
     pub fn press(&mut self, ev: ButtonEvent) {
         self.refused = self.judge_press(&ev);
         self.pressed = self.refused.is_none().then_some((ev.window, ev.at));
+    }
+
+    /// A key press on the group (X11 only): counts under the rule of a click's press, with
+    /// no button and no pointer: from the person's own keyboard (a slave device that is not
+    /// XTEST's; SendEvent keys never reach XInput 2), while the group holds the focus a real
+    /// click on it gave it (`focused`), fully visible, armed, and the driver quiet. Every key
+    /// press, counted or not, starts the arming delay again: a key counts only after 500 ms
+    /// without one, so a burst of typing meant for another window never does. Returns whether
+    /// it counts.
+    pub fn key(&mut self, real: bool, visible: bool, focused: bool, at: Instant) -> bool {
+        self.refused = if !real {
+            Some(Refusal::Synthetic)
+        } else if !focused {
+            Some(Refusal::NoFocus)
+        } else if !visible {
+            Some(Refusal::Covered)
+        } else if let Some(r) = self.arming(at) {
+            Some(r)
+        } else if !self.quiet_at(at) {
+            Some(Refusal::DriverQuiet)
+        } else {
+            None
+        };
+        // Also ends a click in progress.
+        self.rearm(at, "a key pressed");
+        self.refused.is_none()
     }
 
     /// A release; returns the window to activate when the press and release make a real click.
@@ -251,6 +317,48 @@ impl RealClick {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_count_under_the_rule_of_a_click() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        assert!(!r.key(true, true, true, t0 + ms(100)), "arming");
+        assert!(matches!(r.refusal(), Some(Refusal::Arming { .. })));
+        // Every key, counted or not, re-arms: the next one counts 500 ms later.
+        let mut t = t0 + ms(100) + ARM_DELAY;
+        assert!(!r.key(false, true, true, t), "XTEST");
+        assert_eq!(r.refusal(), Some(Refusal::Synthetic));
+        t += ARM_DELAY;
+        assert!(!r.key(true, false, true, t), "covered");
+        assert_eq!(r.refusal(), Some(Refusal::Covered));
+        t += ARM_DELAY;
+        assert!(!r.key(true, true, false, t), "no focus from a click");
+        assert_eq!(r.refusal(), Some(Refusal::NoFocus));
+        t += ARM_DELAY;
+        assert!(r.key(true, true, true, t));
+        assert_eq!(r.refusal(), None);
+        assert!(
+            !r.key(true, true, true, t + ms(200)),
+            "a key right after a key"
+        );
+        assert!(matches!(
+            r.refusal(),
+            Some(Refusal::Arming {
+                cause: "a key pressed",
+                ..
+            })
+        ));
+        t += ms(200) + ARM_DELAY;
+        r.driver_press(t);
+        assert!(!r.key(true, true, true, t + ms(1000)), "driver not quiet");
+        assert_eq!(r.refusal(), Some(Refusal::DriverQuiet));
+        assert!(r.key(true, true, true, t + DRIVER_QUIET));
+        r.rearm(t + DRIVER_QUIET + ARM_DELAY, "focused");
+        assert!(
+            !r.key(true, true, true, t + DRIVER_QUIET + ARM_DELAY + ms(10)),
+            "re-armed"
+        );
+    }
 
     #[test]
     fn a_wake_up_much_later_than_the_loop_allowed_is_a_stall() {
@@ -295,6 +403,7 @@ mod tests {
             real: true,
             visible: true,
             inside: true,
+            placed: true,
             at,
         }
     }
@@ -313,6 +422,31 @@ mod tests {
         assert!(ARM_DELAY >= Duration::from_millis(500));
         // Consumed: a second release alone does nothing.
         assert_eq!(r.release(ev(7, t0 + ms(600))), None);
+    }
+
+    #[test]
+    fn a_pointer_a_program_moved_does_not_click() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        // No move of the person's seen yet: nowhere is "placed".
+        assert!(!r.placed((10, 10)));
+        r.motion(true, (10, 10), t0 + ms(100));
+        assert!(r.placed((10, 10)) && !r.placed((40, 10)));
+        // The press the caller found elsewhere (a warp with no event) is refused.
+        let mut p = ev(7, t0 + ms(600));
+        p.placed = false;
+        r.press(p);
+        assert_eq!(r.refusal(), Some(Refusal::Moved));
+        assert_eq!(r.release(ev(7, t0 + ms(650))), None);
+        // A program's move (XTEST) forgets the place and re-arms.
+        r.motion(false, (40, 10), t0 + ms(700));
+        assert!(!r.placed((40, 10)) && !r.placed((10, 10)));
+        r.press(ev(7, t0 + ms(900)));
+        assert!(matches!(r.refusal(), Some(Refusal::Arming { .. })));
+        // The person's own move, then a click after the delay, counts.
+        r.motion(true, (40, 10), t0 + ms(1000));
+        r.press(ev(7, t0 + ms(1250)));
+        assert_eq!(r.release(ev(7, t0 + ms(1300))), Some(7));
     }
 
     #[test]

@@ -4,8 +4,12 @@
 //! InputOutput child window named `nish-driver consent: <what>`, so scripts can find it by
 //! name, and it changes only on a real click of the person (see [`crate::click`]): XInput 2
 //! button events from a device that is not an XTEST device, while the dialog is fully visible
-//! and has been for the arming delay ([`crate::visible`]). Keys do nothing: the dialog never
-//! selects key events.
+//! and has been for the arming delay ([`crate::visible`]). On the person's keyboard, the same
+//! rule holds for a key ([`Key`], [`Dialog::key`]): Tab and Shift+Tab move the focus ring, Space
+//! ticks, Enter presses; Deny has the focus ring when it opens. The dialog does not take the
+//! input focus when it opens: keys count only after a real click on the dialog gave it the
+//! focus, and only while that focus was held without a break (any focus change the indicator
+//! did not make turns keys off until the next real click).
 //!
 //! The dialog is override-redirect so that the indicator alone decides where it is and what is
 //! stacked on it: it is centred, never moved (a move by another client is put back and
@@ -20,60 +24,30 @@
 use std::time::Instant;
 
 use nish_proto::model::escape_clip;
-use nish_proto::wire::indicator::{ConsentAnswer, ConsentApp, ConsentDialog, ConsentRequest};
+use nish_proto::wire::indicator::{
+    ConsentAnswer, ConsentApp, ConsentControl, ConsentDialog, ConsentShown, ShownControl,
+};
 use x11rb::connection::Connection;
 use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::Event;
 use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
-    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, Gcontext,
+    AtomEnum, ConfigureWindowAux, ConnectionExt as _, CreateWindowAux, EventMask, InputFocus,
     PropMode, StackMode, Window, WindowClass,
 };
 use x11rb::wrapper::ConnectionExt as _;
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
 use crate::click::{ButtonEvent, RealClick};
+use crate::render::canvas::Canvas;
+use crate::render::{layout, layout::Layout, paint};
+pub use crate::text::Kind;
+use crate::text::NAME_CHARS;
 use crate::visible::{self, Rect};
-use crate::xui::{self, Ui, to_latin1};
+use crate::xui::{self, Ui};
 
-/// Untrusted names (host, apps) are escaped and cut to this many characters.
-pub const NAME_CHARS: usize = 48;
-/// The program path is cut to this many characters (keeping its end).
-pub const PROGRAM_CHARS: usize = 60;
 /// The top-level window's name.
 pub const TITLE: &str = "nish-driver consent";
-/// The takeover line, exactly as the contract words it.
-pub const TAKEOVER_LINE: &str = "ALSO allow VISIBLE TAKEOVER";
-/// The clipboard line.
-pub const CLIPBOARD_LINE: &str = "Allow reading the clipboard";
-/// Shown when an administrator opted in to assistive tools that click through XTEST.
-pub const ASSISTIVE_LINE: &str =
-    "On this computer assistive tools may click for you, so any program could answer this.";
-/// What a headless session may do, in one plain line.
-pub const USE_LINE: &str =
-    "It may read the windows of the ticked apps and press, tick and fill in their controls.";
-
-/// What a control does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// The app line with this index in the request.
-    App(usize),
-    /// "ALSO allow VISIBLE TAKEOVER".
-    Takeover,
-    /// "Allow reading the clipboard".
-    Clipboard,
-    /// The Allow button.
-    Allow,
-    /// The Deny button.
-    Deny,
-}
-
-impl Kind {
-    fn is_checkbox(self) -> bool {
-        matches!(self, Kind::App(_) | Kind::Takeover | Kind::Clipboard)
-    }
-}
-
 /// The WM_NAME of a control window.
 pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
     match kind {
@@ -90,67 +64,6 @@ pub fn control_name(kind: Kind, app_name: Option<&str>) -> String {
     }
 }
 
-/// The line saying what name the program gives itself (escaped and cut: its own claim).
-pub fn claimed_line(claimed: &str) -> String {
-    let claimed = escape_clip(claimed, NAME_CHARS);
-    if claimed.is_empty() {
-        "It gives no name for itself.".to_string()
-    } else {
-        format!("It calls itself \"{claimed}\" (its own claim, not checked).")
-    }
-}
-
-/// `s`'s end, at most [`PROGRAM_CHARS`] characters, escaped.
-fn path_end(s: &str) -> String {
-    let chars: Vec<char> = s.chars().collect();
-    let tail: String = if chars.len() > PROGRAM_CHARS {
-        let keep: String = chars[chars.len() - (PROGRAM_CHARS - 1)..].iter().collect();
-        format!("\u{2026}{keep}")
-    } else {
-        s.to_string()
-    };
-    escape_clip(&tail, PROGRAM_CHARS + 8)
-}
-
-/// The program line: the executable (its end kept when long) and the pid.
-pub fn program_line(exe: &str, pid: u32) -> String {
-    let exe = if exe.is_empty() {
-        "an unknown program".to_string()
-    } else {
-        path_end(exe)
-    };
-    if pid == 0 {
-        format!("Program: {exe}")
-    } else {
-        format!("Program: {exe} (pid {pid})")
-    }
-}
-
-/// For an interpreter, the line naming the script it runs (its end kept when long), marked as
-/// what its command line says; none otherwise.
-pub fn script_line(script: &str) -> Option<String> {
-    (!script.is_empty())
-        .then(|| format!("Running: {} (as its command line says)", path_end(script)))
-}
-
-/// The lease line.
-pub fn lease_line(minutes: u32) -> String {
-    match minutes {
-        1 => "Lease: 1 minute, then it must ask again.".to_string(),
-        m => format!("Lease: {m} minutes, then it must ask again."),
-    }
-}
-
-/// An app line's label: its name and its window count.
-pub fn app_label(app: &ConsentApp) -> String {
-    let n = escape_clip(&app.name, NAME_CHARS);
-    let n = if n.is_empty() { "(no name)".into() } else { n };
-    match app.windows {
-        1 => format!("{n}  (1 window)"),
-        w => format!("{n}  ({w} windows)"),
-    }
-}
-
 #[derive(Debug)]
 struct Control {
     win: Window,
@@ -160,20 +73,6 @@ struct Control {
     y: i16,
     w: u16,
     h: u16,
-    ticked: bool,
-    label: Vec<u8>,
-}
-
-/// A control before its window exists: kind, x, y, width, height, label, ticked.
-type ControlSpec = (Kind, i16, i16, i16, i16, Vec<u8>, bool);
-
-#[derive(Debug)]
-struct Line {
-    x: i16,
-    y: i16,
-    text: Vec<u8>,
-    scale: u16,
-    color: u32,
 }
 
 /// What the dialog made of an event.
@@ -194,12 +93,58 @@ pub struct Dialog {
     pub deadline: Instant,
     top: Window,
     rect: Rect,
-    gc: Gcontext,
-    lines: Vec<Line>,
+    /// The lines and controls (tick states included), as drawn.
+    layout: Layout,
+    /// One window per control, in the layout's order.
     controls: Vec<Control>,
-    apps: Vec<ConsentApp>,
     click: RealClick,
-    hover: Option<Window>,
+    /// Hover and focus, as drawn.
+    state: paint::State,
+    /// The dialog's pixels (XRGB8888), drawn again when the state changes.
+    pixels: Vec<u8>,
+    drawn: Option<paint::State>,
+    /// The window that had the input focus before the dialog took it (given back at close).
+    focus_before: Option<Window>,
+    /// The sequence number of the indicator's own last SetInputFocus (after a real click on the
+    /// dialog). A focus event on the dialog with a later sequence number was caused by another
+    /// client's request (or a grab).
+    focus_set: Option<u64>,
+    /// Keys count: a real click gave the dialog the focus and nobody else changed it since.
+    keys: bool,
+    /// The dialog shows the assistive-input warning.
+    assistive: bool,
+}
+
+/// What the dialog laid out as `l` shows, with the focus ring on control `focus`: what the
+/// broker's text-only accessible reads out.
+pub fn shown(
+    l: &Layout,
+    focus: Option<usize>,
+    lang: &str,
+    keys: bool,
+    assistive: bool,
+) -> ConsentShown {
+    let controls = l
+        .controls
+        .iter()
+        .map(|c| ShownControl {
+            control: match c.kind {
+                Kind::App(i) => ConsentControl::App(u32::try_from(i).unwrap_or(u32::MAX)),
+                Kind::Takeover => ConsentControl::Takeover,
+                Kind::Clipboard => ConsentControl::Clipboard,
+                Kind::Allow => ConsentControl::Allow,
+                Kind::Deny => ConsentControl::Deny,
+            },
+            ticked: c.ticked,
+        })
+        .collect();
+    ConsentShown {
+        lang: lang.to_string(),
+        controls,
+        focus: focus.and_then(|f| u32::try_from(f).ok()),
+        keys,
+        assistive,
+    }
 }
 
 /// A denial.
@@ -207,255 +152,84 @@ pub fn denied() -> ConsentAnswer {
     ConsentAnswer {
         allow: false,
         apps: Vec::new(),
+        programs: Vec::new(),
         takeover: false,
         clipboard: false,
     }
 }
 
-/// Padding inside the dialog (both dialogs, see [`fixed_height`]).
-pub const PAD: i16 = 18;
-/// Space between groups (both dialogs).
-pub const GAP: i16 = 12;
-
-/// The height of the dialog without its app rows and the line saying how many apps are not
-/// shown: its padding, text lines, checkbox lines, gaps and buttons, for a dialog whose big
-/// text (heading, checkbox lines, buttons) is `big` pixels high and whose small text is
-/// `small`. `assistive` adds the line [`ASSISTIVE_LINE`]. The X11 dialog and the Wayland one
-/// (`crate::wl::layout`) lay out the same lines, so both size themselves with this.
-pub fn fixed_height(req: &ConsentRequest, assistive: bool, big: i32, small: i32) -> i32 {
-    let (pad, gap) = (i32::from(PAD), i32::from(GAP));
-    let row_h = big + 14;
-    let button_h = big + 16;
-    pad * 2
-        + (big + 6)
-        + 4 * (small + 4)
-        + if req.program.script.is_empty() {
-            0
-        } else {
-            small + 4
-        }
-        + gap
-        + (small + 6)
-        + if req.missing_requested != 0 {
-            small + 6
-        } else {
-            0
-        }
-        + if req.takeover {
-            8 + row_h + 2 * (small + 2)
-        } else {
-            0
-        }
-        + if req.clipboard { row_h } else { 0 }
-        + gap
-        + small
-        + if assistive { small + 4 } else { 0 }
-        + gap
-        + button_h
+/// The answer the lines of `l` give when Allow is pressed: the ticked apps (their names
+/// exactly as the broker sent them, with their programs) and the ticked extra lines.
+pub fn allowed(l: &Layout) -> ConsentAnswer {
+    let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
+    let picked: Vec<&ConsentApp> = l
+        .controls
+        .iter()
+        .filter_map(|c| match c.kind {
+            Kind::App(i) if c.ticked => l.apps.get(i),
+            _ => None,
+        })
+        .collect();
+    ConsentAnswer {
+        allow: true,
+        apps: picked.iter().map(|a| a.name.clone()).collect(),
+        programs: picked.iter().map(|a| a.program.clone()).collect(),
+        takeover: ticked(Kind::Takeover),
+        clipboard: ticked(Kind::Clipboard),
+    }
 }
 
 impl Dialog {
-    /// Creates and maps the dialog, centred on the screen.
+    /// Creates and maps the dialog, centred on the screen; below the takeover's label and
+    /// Continue when a takeover is on screen (`takeover`).
     pub fn open(
         ui: &mut Ui,
         dialog: ConsentDialog,
         assistive: bool,
+        takeover: bool,
         now: Instant,
     ) -> Result<Self, ReplyOrIdError> {
         let ConsentDialog { id, request: req } = dialog;
-        let s = ui.font.big;
-        let lh = ui.font.height(s) as i16;
-        let hint_h = ui.font.height(1) as i16;
-        let row_h = lh + 14;
-        let button_h = lh + 16;
-        let (sw, sh) = (
-            ui.screen.width_in_pixels as i16,
-            ui.screen.height_in_pixels as i16,
-        );
         let timeout = req.timeout();
-
-        let claimed = claimed_line(&req.host_claimed);
-        let heading = to_latin1("A program asks to use your apps");
-        let program = to_latin1(&program_line(&req.program.exe, req.program.pid));
-        let script = script_line(&req.program.script).map(|l| to_latin1(&l));
-        let claimed = to_latin1(&claimed);
-        let lease = to_latin1(&lease_line(req.lease_minutes));
-        let use_line = to_latin1(USE_LINE);
-        let apps_heading = to_latin1(if req.apps.is_empty() {
-            "No app has a window open: there is nothing to tick."
-        } else {
-            "Apps (only the ticked ones can be used):"
-        });
-        let missing = match req.missing_requested {
-            0 => None,
-            1 => Some(to_latin1("1 app it asked for is not open.")),
-            n => Some(to_latin1(&format!("{n} apps it asked for are not open."))),
-        };
-        let secs = timeout.as_millis().div_ceil(1000);
-        let note = to_latin1(&format!(
-            "Answer with a mouse click. No answer in {secs} s means Deny."
-        ));
-        let assistive_note = assistive.then(|| to_latin1(ASSISTIVE_LINE));
-        let takeover_hints = [
-            to_latin1("Lets the AI move your pointer and type, with a red frame round"),
-            to_latin1("the screen. Your own mouse or keys pause it until you click Continue."),
-        ];
-
-        // Rows that fit on the screen; the rest of the apps are not shown and stay off.
-        let fixed_h = fixed_height(&req, assistive, i32::from(lh), i32::from(hint_h)) as i16 + 40;
-        let max_rows = ((sh - fixed_h) / row_h).max(1) as usize;
-        let shown = req.apps.len().min(max_rows);
-        let hidden = req.apps.len() - shown;
-        let apps: Vec<ConsentApp> = req.apps.into_iter().take(shown).collect();
-        let app_labels: Vec<Vec<u8>> = apps.iter().map(|a| to_latin1(&app_label(a))).collect();
-
-        let box_w = box_size(lh);
-        let mut width = 460i16;
-        let mut want = |w: u16| width = width.max(w as i16 + 2 * PAD);
-        want(ui.text_width(&heading, s));
-        for t in [&program, &claimed, &lease, &use_line, &apps_heading, &note] {
-            want(ui.text_width(t, 1));
-        }
-        if let Some(t) = &script {
-            want(ui.text_width(t, 1));
-        }
-        if let Some(a) = &assistive_note {
-            want(ui.text_width(a, 1));
-        }
-        for h in &takeover_hints {
-            want(ui.text_width(h, 1) + (box_w + 16) as u16);
-        }
-        for l in app_labels
-            .iter()
-            .chain([to_latin1(TAKEOVER_LINE), to_latin1(CLIPBOARD_LINE)].iter())
-        {
-            want(ui.text_width(l, s) + (box_w + 24) as u16);
-        }
-        let width = width.min(sw - 40).max(200);
-
-        // Layout.
-        let mut lines = Vec::new();
-        let mut specs: Vec<ControlSpec> = Vec::new();
-        let mut y = PAD;
-        let line = |lines: &mut Vec<Line>, y: &mut i16, text: Vec<u8>, scale, color, step| {
-            lines.push(Line {
-                x: PAD,
-                y: *y,
-                text,
-                scale,
-                color,
-            });
-            *y += step;
-        };
-        line(&mut lines, &mut y, heading, s, ui.pal.text, lh + 6);
-        line(&mut lines, &mut y, program, 1, ui.pal.text, hint_h + 4);
-        if let Some(script) = script {
-            line(&mut lines, &mut y, script, 1, ui.pal.text, hint_h + 4);
-        }
-        line(&mut lines, &mut y, claimed, 1, ui.pal.hint, hint_h + 4);
-        line(&mut lines, &mut y, lease, 1, ui.pal.text, hint_h + 4);
-        line(
-            &mut lines,
-            &mut y,
-            use_line,
-            1,
-            ui.pal.text,
-            hint_h + 4 + GAP,
+        let (sw, sh) = (
+            i32::from(ui.screen.width_in_pixels),
+            i32::from(ui.screen.height_in_pixels),
         );
-        line(&mut lines, &mut y, apps_heading, 1, ui.pal.hint, hint_h + 6);
-        let row_w = width - 2 * PAD;
-        for (i, (a, label)) in apps.iter().zip(app_labels).enumerate() {
-            specs.push((Kind::App(i), PAD, y, row_w, row_h, label, a.ticked));
-            y += row_h;
-        }
-        if hidden > 0 {
-            lines.push(Line {
-                x: PAD + box_w + 16,
-                y: y + 2,
-                text: to_latin1(&format!("and {hidden} more apps, not shown: they stay off")),
-                scale: 1,
-                color: ui.pal.hint,
-            });
-            y += hint_h + 6;
-        }
-        if let Some(m) = missing {
-            line(&mut lines, &mut y, m, 1, ui.pal.hint, hint_h + 6);
-        }
-        if req.takeover {
-            y += 8;
-            specs.push((
-                Kind::Takeover,
-                PAD,
-                y,
-                row_w,
-                row_h,
-                to_latin1(TAKEOVER_LINE),
-                false,
-            ));
-            y += row_h;
-            for h in takeover_hints {
-                lines.push(Line {
-                    x: PAD + box_w + 16,
-                    y,
-                    text: h,
-                    scale: 1,
-                    color: ui.pal.hint,
-                });
-                y += hint_h + 2;
-            }
-        }
-        if req.clipboard {
-            specs.push((
-                Kind::Clipboard,
-                PAD,
-                y,
-                row_w,
-                row_h,
-                to_latin1(CLIPBOARD_LINE),
-                false,
-            ));
-            y += row_h;
-        }
-        y += GAP;
-        if let Some(a) = assistive_note {
-            line(&mut lines, &mut y, a, 1, ui.pal.danger, hint_h + 4);
-        }
-        line(&mut lines, &mut y, note, 1, ui.pal.hint, hint_h + GAP);
-        let allow_l = to_latin1("Allow");
-        let deny_l = to_latin1("Deny");
-        let bw = ui.text_width(&allow_l, s).max(ui.text_width(&deny_l, s)) as i16 + 56;
-        specs.push((
-            Kind::Deny,
-            width - PAD - 2 * bw - GAP,
-            y,
-            bw,
-            button_h,
-            deny_l,
-            false,
-        ));
-        specs.push((
-            Kind::Allow,
-            width - PAD - bw,
-            y,
-            bw,
-            button_h,
-            allow_l,
-            false,
-        ));
-        y += button_h + PAD;
-        let height = y.min(sh);
+        // Below the band where a takeover's label and Continue sit (above every window). A
+        // takeover only starts after a consent, and one dialog shows at a time, so one that is
+        // not on screen now does not come while this dialog is.
+        let band = if takeover {
+            crate::xui::takeover_band(ui.scale).min(sh / 2)
+        } else {
+            0
+        };
+        let layout = layout::layout(
+            &ui.msgs,
+            &ui.fonts,
+            &req,
+            layout::Extras {
+                assistive,
+                keys: true,
+            },
+            (sw - 40, sh - band - 20),
+            ui.scale,
+        );
+        let (width, height) = (layout.w.min(sw).max(1), layout.h.min(sh).max(1));
 
         // The top-level window, centred, override-redirect: nobody else places it.
         let conn = &ui.conn;
         let root = ui.screen.root;
         let top = conn.generate_id()?;
-        let (x, yy) = (((sw - width) / 2).max(0), ((sh - height) / 2).max(0));
+        let (x, yy) = (
+            ((sw - width) / 2).max(0),
+            (band + (sh - band - height) / 2).max(0),
+        );
         conn.create_window(
             COPY_DEPTH_FROM_PARENT,
             top,
             root,
-            x,
-            yy,
+            x as i16,
+            yy as i16,
             width as u16,
             height as u16,
             0,
@@ -464,9 +238,15 @@ impl Dialog {
             &CreateWindowAux::new()
                 .override_redirect(1)
                 .background_pixel(ui.pal.bg)
-                .event_mask(EventMask::EXPOSURE | EventMask::STRUCTURE_NOTIFY),
+                .event_mask(
+                    EventMask::EXPOSURE | EventMask::STRUCTURE_NOTIFY | EventMask::FOCUS_CHANGE,
+                ),
         )?;
         xui::mark_and_name(conn, &ui.atoms, top, TITLE)?;
+        // Keys through XInput 2 only (they carry the source device), on the dialog, which gets
+        // the input focus from a real click on it. Button events on the dialog itself are that
+        // click (on a control it also activates the control).
+        select_keys_and_buttons(conn, top)?;
         conn.change_property32(
             PropMode::REPLACE,
             top,
@@ -483,50 +263,47 @@ impl Dialog {
         )?;
 
         let mut controls = Vec::new();
-        for (kind, cx, cy, cw, ch, label, ticked) in specs {
+        for c in &layout.controls {
             let win = conn.generate_id()?;
-            let bg = if kind.is_checkbox() {
-                ui.pal.bg
-            } else {
-                ui.pal.button
-            };
+            let r = c.rect;
             conn.create_window(
                 COPY_DEPTH_FROM_PARENT,
                 win,
                 top,
-                cx,
-                cy,
-                cw as u16,
-                ch as u16,
+                r.x as i16,
+                r.y as i16,
+                r.w.max(1) as u16,
+                r.h.max(1) as u16,
                 0,
                 WindowClass::INPUT_OUTPUT,
                 COPY_FROM_PARENT,
-                &CreateWindowAux::new().background_pixel(bg).event_mask(
-                    EventMask::EXPOSURE
-                        | EventMask::STRUCTURE_NOTIFY
-                        | EventMask::ENTER_WINDOW
-                        | EventMask::LEAVE_WINDOW,
-                ),
+                &CreateWindowAux::new()
+                    .background_pixel(ui.pal.bg)
+                    .event_mask(
+                        EventMask::EXPOSURE
+                            | EventMask::STRUCTURE_NOTIFY
+                            | EventMask::ENTER_WINDOW
+                            | EventMask::LEAVE_WINDOW,
+                    ),
             )?;
             // Button events through XInput 2 only: they carry the source device.
             select_buttons(conn, win)?;
-            let app_name = match kind {
-                Kind::App(i) => Some(apps[i].name.as_str()),
+            let app_name = match c.kind {
+                Kind::App(i) => Some(layout.apps[i].name.as_str()),
                 _ => None,
             };
-            xui::mark_and_name(conn, &ui.atoms, win, &control_name(kind, app_name))?;
+            xui::mark_and_name(conn, &ui.atoms, win, &control_name(c.kind, app_name))?;
             controls.push(Control {
                 win,
-                kind,
-                x: cx,
-                y: cy,
-                w: cw as u16,
-                h: ch as u16,
-                ticked,
-                label,
+                kind: c.kind,
+                x: r.x as i16,
+                y: r.y as i16,
+                w: r.w.max(1) as u16,
+                h: r.h.max(1) as u16,
             });
         }
-        let gc = xui::make_gc(conn, top, ui.font.id(), ui.pal.text)?;
+        // Deny is the default and has the focus ring.
+        let focus = layout.controls.iter().position(|c| c.kind == Kind::Deny);
         conn.map_subwindows(top)?;
         conn.map_window(top)?;
         conn.configure_window(top, &ConfigureWindowAux::new().stack_mode(StackMode::ABOVE))?;
@@ -536,18 +313,31 @@ impl Dialog {
             deadline: now + timeout,
             top,
             rect: Rect {
-                x: i32::from(x),
-                y: i32::from(yy),
-                w: i32::from(width),
-                h: i32::from(height),
+                x,
+                y: yy,
+                w: width,
+                h: height,
             },
-            gc,
-            lines,
+            pixels: Vec::new(),
+            drawn: None,
+            layout,
             controls,
-            apps,
-            click: RealClick::new(now),
-            hover: None,
+            click: {
+                let mut c = RealClick::new(now);
+                c.pointer_at_show(crate::xui::core_pointer(&ui.conn, root));
+                c
+            },
+            state: paint::State { hover: None, focus },
+            focus_before: None,
+            focus_set: None,
+            keys: false,
+            assistive,
         })
+    }
+
+    /// What it shows now (see [`shown`]).
+    pub fn shown(&self, lang: &str) -> ConsentShown {
+        shown(&self.layout, self.state.focus, lang, true, self.assistive)
     }
 
     /// True when `win` is the dialog or one of its controls.
@@ -585,6 +375,16 @@ impl Dialog {
         self.click.refusal()
     }
 
+    /// The pointer moved over the dialog (see [`RealClick::motion`]).
+    pub fn motion(&mut self, real: bool, at: (i32, i32), now: Instant) {
+        self.click.motion(real, at, now);
+    }
+
+    /// Whether the pointer at `at` is where the person's own device last put it.
+    pub fn placed(&self, at: (i32, i32)) -> bool {
+        self.click.placed(at)
+    }
+
     /// The broker announced a driver button press.
     pub fn driver_press(&mut self, now: Instant) {
         self.click.driver_press(now);
@@ -592,8 +392,16 @@ impl Dialog {
 
     /// Removes the dialog.
     pub fn close(self, ui: &Ui) -> Result<(), ReplyOrIdError> {
+        // The focus goes back where it was, if the dialog still has it (a window gone since, or
+        // not viewable, makes the server refuse: ignored).
+        let now = ui.conn.get_input_focus()?.reply()?.focus;
+        let give_back = self.focus_before.filter(|_| self.owns(now));
         ui.conn.destroy_window(self.top)?;
-        ui.conn.free_gc(self.gc)?;
+        if let Some(w) = give_back {
+            ui.conn
+                .set_input_focus(InputFocus::POINTER_ROOT, w, x11rb::CURRENT_TIME)?
+                .ignore_error();
+        }
         ui.conn.flush()?;
         Ok(())
     }
@@ -608,31 +416,77 @@ impl Dialog {
     }
 
     fn answer(&self, allow: bool) -> ConsentAnswer {
-        if !allow {
-            return denied();
-        }
-        let ticked = |k: Kind| self.controls.iter().any(|c| c.kind == k && c.ticked);
-        ConsentAnswer {
-            allow: true,
-            apps: self
-                .controls
-                .iter()
-                .filter_map(|c| match c.kind {
-                    Kind::App(i) if c.ticked => Some(self.apps[i].name.clone()),
-                    _ => None,
-                })
-                .collect(),
-            takeover: ticked(Kind::Takeover),
-            clipboard: ticked(Kind::Clipboard),
+        if allow {
+            allowed(&self.layout)
+        } else {
+            denied()
         }
     }
 
-    /// The control window an XInput 2 button event landed on, with its size.
+    /// The dialog window (a control or the dialog itself) an XInput 2 button event landed on,
+    /// with its size.
     pub fn control_size(&self, win: Window) -> Option<(u16, u16)> {
+        if win == self.top {
+            return Some((self.rect.w as u16, self.rect.h as u16));
+        }
         self.controls
             .iter()
             .find(|c| c.win == win)
             .map(|c| (c.w, c.h))
+    }
+
+    /// Whether keys count now: a real click gave the dialog the focus and no focus change
+    /// since came from anyone else.
+    pub fn keys_on(&self) -> bool {
+        self.keys
+    }
+
+    /// After a real click on the dialog: the dialog takes the input focus, and keys count
+    /// from now on, as long as it holds it without a break.
+    fn take_focus(&mut self, ui: &mut Ui) -> Result<(), ReplyOrIdError> {
+        let before = ui.conn.get_input_focus()?.reply()?.focus;
+        if self.focus_before.is_none() {
+            self.focus_before = Some(before).filter(|w| !self.owns(*w));
+        }
+        let set = ui
+            .conn
+            .set_input_focus(InputFocus::PARENT, self.top, x11rb::CURRENT_TIME)?
+            .sequence_number();
+        // Focus events from this request carry its sequence number; any later one is another
+        // client's doing. Whatever happened between the two requests shows in the answer.
+        let now = ui.conn.get_input_focus()?.reply()?.focus;
+        self.focus_set = Some(set);
+        self.keys = now == self.top;
+        if !self.keys {
+            tracing::info!("the consent dialog did not get the focus: keys stay off");
+        }
+        Ok(())
+    }
+
+    /// Keys stop counting until the next real click, and the arming delay starts again: the
+    /// keyboard mapping or the input devices changed (a key may now make another keysym, or
+    /// reach the dialog through another master).
+    pub fn keys_off(&mut self, now: Instant, cause: &'static str) {
+        if self.keys {
+            tracing::info!("consent dialog keys off until a click: {cause}");
+            self.keys = false;
+        }
+        self.click.rearm(now, cause);
+    }
+
+    /// A focus event on the dialog with sequence number `seq`.
+    fn focus_event(&mut self, seq: u64, now: Instant) {
+        if self.focus_set.is_some_and(|s| seq <= s) {
+            // The indicator's own doing (or from before it).
+            return;
+        }
+        if self.keys {
+            tracing::info!(
+                "the consent dialog's focus changed by another client: keys off until a click"
+            );
+            self.keys = false;
+        }
+        self.click.rearm(now, "focus changed");
     }
 
     /// A button press on a control, judged by the caller's facts (device, visibility).
@@ -643,21 +497,32 @@ impl Dialog {
     /// A button release on a control; activates it when press and release make a real click.
     pub fn release(&mut self, ui: &mut Ui, ev: ButtonEvent) -> Result<Outcome, ReplyOrIdError> {
         match self.click.release(ev) {
-            Some(win) => self.activate(ui, win),
+            Some(win) => {
+                self.take_focus(ui)?;
+                self.activate(ui, win)
+            }
             None => Ok(Outcome::Nothing),
         }
     }
 
-    /// Handles a core X event for one of the dialog's windows.
+    /// Handles a core X event for one of the dialog's windows; `seq` is the sequence number
+    /// the event carries.
     pub fn handle(
         &mut self,
         ui: &mut Ui,
         ev: &Event,
+        seq: u64,
         now: Instant,
     ) -> Result<Outcome, ReplyOrIdError> {
         match ev {
             Event::Expose(e) if e.count == 0 => self.redraw(ui, e.window)?,
-            Event::MapNotify(e) if e.window == self.top => self.click.rearm(now, "dialog mapped"),
+            Event::MapNotify(e) if e.window == self.top => {
+                // Not focused: the person may be typing elsewhere (see `take_focus`).
+                self.click.rearm(now, "dialog mapped");
+            }
+            Event::FocusIn(e) | Event::FocusOut(e) if e.event == self.top => {
+                self.focus_event(seq, now)
+            }
             Event::ConfigureNotify(e) if e.window == self.top && e.event == self.top => {
                 // Any change of the dialog's own stacking or place re-arms it; a move or a
                 // resize by another client is also put back.
@@ -714,10 +579,67 @@ impl Dialog {
                 return Ok(Outcome::Answer(denied()));
             }
             Event::EnterNotify(e) => self.set_hover(ui, Some(e.event))?,
-            Event::LeaveNotify(e) if self.hover == Some(e.event) => self.set_hover(ui, None)?,
+            Event::LeaveNotify(e)
+                if self.state.hover.map(|i| self.controls[i].win) == Some(e.event) =>
+            {
+                self.set_hover(ui, None)?
+            }
             _ => {}
         }
         Ok(Outcome::Nothing)
+    }
+
+    /// A key press on the dialog (`None`: a key the dialog does not use), judged by the
+    /// caller's facts (device, visibility), the focus a real click gave the dialog and the rule
+    /// of a click ([`RealClick::key`]); every key press re-arms. The focus order is the
+    /// controls' order: the app lines, the takeover and clipboard lines, Deny, Allow.
+    pub fn key(
+        &mut self,
+        ui: &mut Ui,
+        key: Option<Key>,
+        real: bool,
+        visible: bool,
+        at: Instant,
+    ) -> Result<Outcome, ReplyOrIdError> {
+        let focused = self.keys_on();
+        if !self.click.key(real, visible, focused, at) {
+            return Ok(Outcome::Nothing);
+        }
+        let Some(key) = key else {
+            return Ok(Outcome::Nothing);
+        };
+        let n = self.controls.len();
+        let Some(focus) = self.state.focus.filter(|f| *f < n) else {
+            return Ok(Outcome::Nothing);
+        };
+        match key {
+            Key::Next | Key::Prev => {
+                let next = if key == Key::Next {
+                    (focus + 1) % n
+                } else {
+                    (focus + n - 1) % n
+                };
+                self.state.focus = Some(next);
+                for i in [focus, next] {
+                    let w = self.controls[i].win;
+                    self.redraw(ui, w)?;
+                }
+                ui.conn.flush()?;
+                Ok(Outcome::Nothing)
+            }
+            Key::Toggle => match self.controls[focus].kind {
+                Kind::Allow | Kind::Deny => Ok(Outcome::Nothing),
+                _ => {
+                    let w = self.controls[focus].win;
+                    self.activate(ui, w)
+                }
+            },
+            Key::Press => match self.controls[focus].kind {
+                Kind::Allow => Ok(Outcome::Answer(self.answer(true))),
+                Kind::Deny => Ok(Outcome::Answer(self.answer(false))),
+                _ => Ok(Outcome::Nothing),
+            },
+        }
     }
 
     fn activate(&mut self, ui: &mut Ui, win: Window) -> Result<Outcome, ReplyOrIdError> {
@@ -728,7 +650,9 @@ impl Dialog {
             Kind::Allow => Ok(Outcome::Answer(self.answer(true))),
             Kind::Deny => Ok(Outcome::Answer(self.answer(false))),
             _ => {
-                self.controls[i].ticked = !self.controls[i].ticked;
+                let c = &mut self.layout.controls[i];
+                c.ticked = !c.ticked;
+                self.drawn = None;
                 self.redraw(ui, win)?;
                 ui.conn.flush()?;
                 Ok(Outcome::Nothing)
@@ -737,93 +661,104 @@ impl Dialog {
     }
 
     fn set_hover(&mut self, ui: &mut Ui, win: Option<Window>) -> Result<(), ReplyOrIdError> {
-        let win = win.filter(|w| self.controls.iter().any(|c| c.win == *w));
-        if self.hover == win {
+        let hover = win.and_then(|w| self.controls.iter().position(|c| c.win == w));
+        if self.state.hover == hover {
             return Ok(());
         }
-        let old = std::mem::replace(&mut self.hover, win);
-        for w in [old, win].into_iter().flatten() {
+        let old = std::mem::replace(&mut self.state.hover, hover);
+        for i in [old, hover].into_iter().flatten() {
+            let w = self.controls[i].win;
             self.redraw(ui, w)?;
         }
         ui.conn.flush()?;
         Ok(())
     }
 
+    /// Puts the dialog's pixels into `win` (the dialog or a control), drawing them first when
+    /// the state changed since they were drawn.
     fn redraw(&mut self, ui: &mut Ui, win: Window) -> Result<(), ReplyOrIdError> {
-        let gc = self.gc;
-        let s = ui.font.big;
-        if win == self.top {
-            xui::set_fg(&ui.conn, gc, ui.pal.border)?;
-            let (w, h) = (self.rect.w as u16, self.rect.h as u16);
-            xui::outline(&ui.conn, self.top, gc, 0, 0, w, h, 2)?;
-            for l in &self.lines {
-                xui::set_fg(&ui.conn, gc, l.color)?;
-                ui.draw_text(self.top, gc, l.x, l.y, &l.text, l.scale)?;
-            }
-            return Ok(());
+        let l = &self.layout;
+        if self.drawn != Some(self.state) {
+            self.pixels.resize((l.w * l.h * 4) as usize, 0);
+            let mut c = Canvas::new(&mut self.pixels, l.w, l.h);
+            paint::paint_box(&mut c, &ui.fonts, &ui.theme, l, (0, 0), self.state);
+            self.drawn = Some(self.state);
         }
-        let Some(c) = self.controls.iter().find(|c| c.win == win) else {
+        let w_src = l.w as usize;
+        let (x, y, w, h) = if win == self.top {
+            (0, 0, self.rect.w, self.rect.h)
+        } else if let Some(c) = self.controls.iter().find(|c| c.win == win) {
+            (
+                i32::from(c.x),
+                i32::from(c.y),
+                i32::from(c.w),
+                i32::from(c.h),
+            )
+        } else {
             return Ok(());
         };
-        let hovered = self.hover == Some(win);
-        let (w, h) = (c.w, c.h);
-        let lh = ui.font.height(s);
-        let pal = ui.pal;
-        if c.kind.is_checkbox() {
-            xui::set_fg(&ui.conn, gc, if hovered { pal.hover } else { pal.bg })?;
-            xui::fill(&ui.conn, win, gc, 0, 0, w, h)?;
-            let bx = box_size(lh as i16);
-            let by = (h as i16 - bx) / 2;
-            xui::set_fg(&ui.conn, gc, pal.white)?;
-            xui::fill(&ui.conn, win, gc, 6, by, bx as u16, bx as u16)?;
-            xui::set_fg(&ui.conn, gc, pal.border)?;
-            xui::outline(&ui.conn, win, gc, 6, by, bx as u16, bx as u16, 2)?;
-            if c.ticked {
-                xui::set_fg(
-                    &ui.conn,
-                    gc,
-                    if c.kind == Kind::Takeover {
-                        pal.danger
-                    } else {
-                        pal.text
-                    },
-                )?;
-                xui::fill(
-                    &ui.conn,
-                    win,
-                    gc,
-                    10,
-                    by + 4,
-                    (bx - 8) as u16,
-                    (bx - 8) as u16,
-                )?;
-            }
-            let color = if c.kind == Kind::Takeover {
-                pal.danger
-            } else {
-                pal.text
-            };
-            xui::set_fg(&ui.conn, gc, color)?;
-            let label = c.label.clone();
-            ui.draw_text(win, gc, 6 + bx + 12, (h as i16 - lh as i16) / 2, &label, s)?;
-        } else {
-            xui::set_fg(&ui.conn, gc, if hovered { pal.hover } else { pal.button })?;
-            xui::fill(&ui.conn, win, gc, 0, 0, w, h)?;
-            xui::set_fg(&ui.conn, gc, pal.border)?;
-            xui::outline(&ui.conn, win, gc, 0, 0, w, h, if hovered { 3 } else { 2 })?;
-            let label = c.label.clone();
-            let tw = ui.text_width(&label, s) as i16;
-            xui::set_fg(&ui.conn, gc, pal.text)?;
-            ui.draw_text(
-                win,
-                gc,
-                (w as i16 - tw) / 2,
-                (h as i16 - lh as i16) / 2,
-                &label,
-                s,
-            )?;
+        let (w, h) = (w.min(l.w - x).max(0), h.min(l.h - y).max(0));
+        xui::put_pixels(
+            &ui.conn,
+            &ui.fmt,
+            win,
+            ui.gc,
+            &self.pixels,
+            w_src,
+            (x as usize, y as usize, w as usize, h as usize),
+            (0, 0),
+        )
+    }
+}
+
+/// Selects XInput 2 key presses and button presses and releases (from every master device)
+/// on `win` (one mask: a second selection for the same device would replace the first).
+pub fn select_keys_and_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdError> {
+    conn.xinput_xi_select_events(
+        win,
+        &[xinput::EventMask {
+            deviceid: 1, // XIAllMasterDevices
+            mask: vec![
+                xinput::XIEventMask::KEY_PRESS
+                    | xinput::XIEventMask::BUTTON_PRESS
+                    | xinput::XIEventMask::BUTTON_RELEASE
+                    | xinput::XIEventMask::MOTION,
+            ],
+        }],
+    )?;
+    Ok(())
+}
+
+/// A key the dialog acts on (X11 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// Tab: the focus ring to the next control.
+    Next,
+    /// Shift+Tab: to the previous one.
+    Prev,
+    /// Space: tick or untick the focused line.
+    Toggle,
+    /// Enter: press the focused button.
+    Press,
+}
+
+/// Whether an X keysym is a modifier (Shift, Control, Alt, Super, AltGr and the like): its
+/// press neither counts nor re-arms, so Shift+Tab works.
+pub fn is_modifier(keysym: u32) -> bool {
+    matches!(keysym, 0xffe1..=0xffee | 0xfe01..=0xfe13)
+}
+
+impl Key {
+    /// The key for an X keysym, with Shift held or not; none for every other key.
+    pub fn of(keysym: u32, shift: bool) -> Option<Key> {
+        match keysym {
+            0xff09 if shift => Some(Key::Prev), // Tab
+            0xff09 => Some(Key::Next),
+            0xfe20 => Some(Key::Prev),           // ISO_Left_Tab
+            0x20 => Some(Key::Toggle),           // space
+            0xff0d | 0xff8d => Some(Key::Press), // Return, KP_Enter
+            _ => None,
         }
-        Ok(())
     }
 }
 
@@ -833,15 +768,14 @@ pub fn select_buttons(conn: &xui::Conn, win: Window) -> Result<(), ReplyOrIdErro
         win,
         &[xinput::EventMask {
             deviceid: 1, // XIAllMasterDevices
-            mask: vec![xinput::XIEventMask::BUTTON_PRESS | xinput::XIEventMask::BUTTON_RELEASE],
+            mask: vec![
+                xinput::XIEventMask::BUTTON_PRESS
+                    | xinput::XIEventMask::BUTTON_RELEASE
+                    | xinput::XIEventMask::MOTION,
+            ],
         }],
     )?;
     Ok(())
-}
-
-/// The checkbox's side for a line height.
-fn box_size(lh: i16) -> i16 {
-    lh.clamp(14, 22)
 }
 
 /// True when (x, y) lies inside a w x h window.
@@ -884,38 +818,18 @@ mod tests {
     }
 
     #[test]
-    fn what_the_person_reads() {
-        assert_eq!(
-            program_line("/usr/bin/python3.11", 4242),
-            "Program: /usr/bin/python3.11 (pid 4242)"
-        );
-        assert_eq!(program_line("", 0), "Program: an unknown program");
-        let long = format!("/opt/{}/host", "d".repeat(100));
-        let l = program_line(&long, 7);
-        assert!(
-            l.contains("\u{2026}") && l.ends_with("dd/host (pid 7)"),
-            "{l}"
-        );
-        assert!(program_line("/tmp/a\nb", 1).contains("a\\nb"));
-        assert_eq!(script_line(""), None, "not an interpreter: no line");
-        assert_eq!(
-            script_line("/home/u/host.js").as_deref(),
-            Some("Running: /home/u/host.js (as its command line says)")
-        );
-        let l = script_line(&format!("/{}/x.py\n\u{202e}", "d".repeat(100))).unwrap();
-        assert!(
-            l.contains('\u{2026}') && l.contains("x.py\\n\\u{202e}"),
-            "{l}"
-        );
-        assert_eq!(lease_line(15), "Lease: 15 minutes, then it must ask again.");
-        assert_eq!(lease_line(1), "Lease: 1 minute, then it must ask again.");
-        let app = |w| ConsentApp {
-            name: "Gedit".into(),
-            ticked: false,
-            windows: w,
-        };
-        assert_eq!(app_label(&app(1)), "Gedit  (1 window)");
-        assert_eq!(app_label(&app(3)), "Gedit  (3 windows)");
+    fn only_tab_space_and_enter_are_keys_of_the_dialog() {
+        assert!(is_modifier(0xffe1) && is_modifier(0xffea) && is_modifier(0xfe03));
+        assert!(!is_modifier(0xff09) && !is_modifier(0x20) && !is_modifier(0x61));
+        assert_eq!(Key::of(0xff09, false), Some(Key::Next));
+        assert_eq!(Key::of(0xff09, true), Some(Key::Prev));
+        assert_eq!(Key::of(0xfe20, false), Some(Key::Prev));
+        assert_eq!(Key::of(0x20, false), Some(Key::Toggle));
+        assert_eq!(Key::of(0xff0d, false), Some(Key::Press));
+        assert_eq!(Key::of(0xff8d, false), Some(Key::Press));
+        for other in [0x61, 0xff1b, 0xffe1, 0xff54] {
+            assert_eq!(Key::of(other, false), None);
+        }
     }
 
     #[test]

@@ -15,12 +15,16 @@ mod app;
 mod click;
 mod consent;
 mod hotkey;
+use nish_proto::consent::i18n;
 mod link;
+mod render;
 mod servertime;
 mod sys;
 mod takeover;
+use nish_proto::consent::text;
 mod visible;
 mod wl;
+mod xsettings;
 mod xui;
 
 use anyhow::Context as _;
@@ -33,6 +37,13 @@ fn main() -> std::process::ExitCode {
     // RLIMIT_FSIZE to 0). Sparse, so unused on X. Close-on-exec, so never taken for the
     // broker's descriptor.
     let pixels = sys::ShmMem::new(wl::POOL_BYTES);
+    // The fonts, from the system font directories, read into memory now: after the lock-down
+    // the indicator may open no file.
+    let fonts = if quick_exit() {
+        render::fonts::Fonts::default()
+    } else {
+        render::fonts::Fonts::load()
+    };
     // The agents' one start: lock-down before anything else runs (and before any thread
     // exists), `--self-test`, `--version`, the broker's socket, the hello and the report.
     let agent = nish_sandbox::start::Agent {
@@ -65,7 +76,10 @@ fn main() -> std::process::ExitCode {
             .init();
     }
 
-    match run(started, pixels) {
+    if fonts.is_empty() {
+        tracing::warn!("no font found: the dialog's text shows as boxes");
+    }
+    match run(started, pixels, fonts) {
         Ok(app::Exit::BrokerClosed) => std::process::ExitCode::SUCCESS,
         Ok(app::Exit::DisplayLost) => std::process::ExitCode::FAILURE,
         Err(e) => {
@@ -75,22 +89,34 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(started: Started, pixels: anyhow::Result<sys::ShmMem>) -> anyhow::Result<app::Exit> {
+/// `--version` and `--self-test` need no fonts.
+fn quick_exit() -> bool {
+    std::env::args().any(|a| a == "--version" || a == "--self-test")
+}
+
+fn run(
+    started: Started,
+    pixels: anyhow::Result<sys::ShmMem>,
+    fonts: render::fonts::Fonts,
+) -> anyhow::Result<app::Exit> {
     if !started.report.detail.is_empty() {
         tracing::warn!("lock-down: {}", started.report.detail);
     }
+    let msgs = i18n::Messages::from_env();
+    tracing::info!("the consent dialog speaks {}", msgs.lang());
     let mut link = link::BrokerLink::new(started.link);
     let handed = match link.connect_display()? {
         link::HandedDisplay::X11(h) => h,
         link::HandedDisplay::Wayland(stream) => {
             let pixels = pixels.context("error making the dialog's shared memory")?;
-            let app = wl::WlApp::new(stream, pixels, link)?;
+            let app = wl::WlApp::new(stream, pixels, link, msgs, fonts)?;
             return Ok(app.run());
         }
     };
     drop(pixels);
     let (conn, screen) = x11_from_broker(handed)?;
-    let ui = xui::Ui::new(conn, screen).context("error setting up drawing on the X display")?;
+    let ui = xui::Ui::new(conn, screen, msgs, fonts)
+        .context("error setting up drawing on the X display")?;
     ui_checks(&ui)?;
     let hotkey = hotkey::from_env();
     let app = app::App::new(ui, link, hotkey)?;

@@ -26,13 +26,13 @@ use x11rb::protocol::Event;
 use x11rb::protocol::shape::{self, ConnectionExt as _};
 use x11rb::protocol::xproto::{
     ChangeWindowAttributesAux, ClipOrdering, ConfigureWindowAux, ConnectionExt as _,
-    CreateWindowAux, EventMask, Gcontext, Rectangle, StackMode, Visibility, Window, WindowClass,
+    CreateWindowAux, EventMask, Rectangle, StackMode, Visibility, Window, WindowClass,
 };
 use x11rb::{COPY_DEPTH_FROM_PARENT, COPY_FROM_PARENT};
 
 use crate::click::{ButtonEvent, RealClick};
 use crate::visible;
-use crate::xui::{self, Ui, to_latin1};
+use crate::xui::{self, Ui, rgb};
 
 /// The frame window's name.
 pub const FRAME_NAME: &str = "nish-driver indicator: frame";
@@ -42,7 +42,7 @@ pub const LABEL_NAME: &str = "nish-driver indicator: label";
 pub const CONTINUE_NAME: &str = "nish-driver indicator: continue";
 /// The label while the AI is in control.
 pub const ACTIVE_TEXT: &str = "nish-driver: AI takeover active";
-/// The label while paused (the middle dot is Latin-1 0xB7, which core fonts have).
+/// The label while paused.
 pub const PAUSED_TEXT: &str = "You took over \u{b7} Continue when ready";
 /// The button's text.
 pub const CONTINUE_TEXT: &str = "Continue";
@@ -100,7 +100,6 @@ pub struct Takeover {
     frame_mapped: bool,
     label_mapped: bool,
     dimmed: bool,
-    gc: Gcontext,
     last_raise: Option<Instant>,
     raise_pending: bool,
     last_driver_press: Option<Instant>,
@@ -185,7 +184,6 @@ impl Takeover {
             0,
             &[],
         )?;
-        let gc = xui::make_gc(conn, label, ui.font.id(), ui.pal.white)?;
 
         let mut sessions = BTreeMap::new();
         sessions.insert(
@@ -211,7 +209,6 @@ impl Takeover {
             frame_mapped: false,
             label_mapped: false,
             dimmed: false,
-            gc,
             last_raise: None,
             raise_pending: false,
             last_driver_press,
@@ -288,7 +285,6 @@ impl Takeover {
         }
         ui.conn.destroy_window(self.label)?;
         ui.conn.destroy_window(self.frame)?;
-        ui.conn.free_gc(self.gc)?;
         ui.conn.flush()?;
         Ok(())
     }
@@ -372,7 +368,9 @@ impl Takeover {
         first: bool,
     ) -> Result<(), ReplyOrIdError> {
         let dim = self.all_paused();
-        let s = ui.font.big;
+        let style = ui.label_style();
+        let pad = |n: f32| (n * ui.scale).round() as u16;
+        let line_h = pad(24.0);
         // Label and Continue sit at the top centre of the primary monitor.
         let primary = self.monitors.first().copied().unwrap_or(self.frame_geom);
         let centre =
@@ -384,9 +382,9 @@ impl Takeover {
             ui.conn.change_window_attributes(self.frame, &aux)?;
             ui.conn.change_window_attributes(self.label, &aux)?;
             ui.conn.clear_area(false, self.frame, 0, 0, 0, 0)?;
-            let text = to_latin1(if dim { PAUSED_TEXT } else { ACTIVE_TEXT });
-            let w = ui.text_width(&text, s) + 32;
-            let h = ui.font.height(s) + 12;
+            let text = if dim { PAUSED_TEXT } else { ACTIVE_TEXT };
+            let w = ui.text_width(text, style) + pad(32.0);
+            let h = line_h + pad(8.0);
             self.label_geom = Geom {
                 x: centre(w),
                 y: primary.y + FRAME_WIDTH as i16 + 4,
@@ -399,9 +397,8 @@ impl Takeover {
         let want_button = self.any_paused();
         match (&self.button, want_button) {
             (None, true) => {
-                let text = to_latin1(CONTINUE_TEXT);
-                let w = ui.text_width(&text, s) + 48;
-                let h = ui.font.height(s) + 14;
+                let w = ui.text_width(CONTINUE_TEXT, style) + pad(48.0);
+                let h = line_h + pad(12.0);
                 let geom = Geom {
                     x: centre(w),
                     y: self.label_geom.y + self.label_geom.h as i16 + 6,
@@ -435,6 +432,7 @@ impl Takeover {
                 crate::consent::select_buttons(&ui.conn, win)?;
                 xui::mark_and_name(&ui.conn, &ui.atoms, win, CONTINUE_NAME)?;
                 let mut click = RealClick::new(now);
+                click.pointer_at_show(xui::core_pointer(&ui.conn, ui.root()));
                 if let Some(t) = self.last_driver_press {
                     click.driver_press(t);
                 }
@@ -653,6 +651,22 @@ impl Takeover {
         })
     }
 
+    /// The pointer moved over Continue (see [`RealClick::motion`]); false when `win` is not it.
+    pub fn continue_motion(&mut self, win: u32, real: bool, at: (i32, i32), now: Instant) -> bool {
+        match &mut self.button {
+            Some(b) if b.win == win => {
+                b.click.motion(real, at, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the pointer at `at` is where the person's own device last put it over Continue.
+    pub fn continue_placed(&self, at: (i32, i32)) -> bool {
+        self.button.as_ref().is_some_and(|b| b.click.placed(at))
+    }
+
     /// Starts the Continue button's arming delay again.
     pub fn rearm_continue(&mut self, now: Instant, cause: &'static str) {
         if let Some(b) = &mut self.button {
@@ -703,55 +717,34 @@ impl Takeover {
     }
 
     fn redraw(&mut self, ui: &mut Ui, win: Window) -> Result<(), ReplyOrIdError> {
-        let s = ui.font.big;
-        let lh = ui.font.height(s) as i16;
+        let style = ui.label_style();
+        let fonts = &ui.fonts;
         if win == self.label {
-            let text = to_latin1(if self.dimmed {
+            let text = if self.dimmed {
                 PAUSED_TEXT
             } else {
                 ACTIVE_TEXT
-            });
-            let tw = ui.text_width(&text, s) as i16;
+            };
+            let bg = if self.dimmed { rgb::RED_DIM } else { rgb::RED };
             let g = self.label_geom;
-            xui::set_fg(&ui.conn, self.gc, ui.pal.white)?;
-            ui.draw_text(
-                win,
-                self.gc,
-                (g.w as i16 - tw) / 2,
-                (g.h as i16 - lh) / 2,
-                &text,
-                s,
-            )?;
+            let tw = i32::from(ui.text_width(text, style));
+            let (w, h) = (i32::from(g.w), i32::from(g.h));
+            ui.paint_window(win, g.w, g.h, |c| {
+                c.fill(0, 0, w, h, bg);
+                c.text(fonts, (w - tw) / 2, 0, h, text, style, rgb::WHITE);
+            })?;
         } else if let Some(b) = &self.button
             && b.win == win
         {
             let g = b.geom;
-            let hover = b.hover;
-            let pal = ui.pal;
-            xui::set_fg(&ui.conn, self.gc, pal.white)?;
-            xui::fill(&ui.conn, win, self.gc, 0, 0, g.w, g.h)?;
-            xui::set_fg(&ui.conn, self.gc, pal.red_dim)?;
-            xui::outline(
-                &ui.conn,
-                win,
-                self.gc,
-                0,
-                0,
-                g.w,
-                g.h,
-                if hover { 4 } else { 2 },
-            )?;
-            let text = to_latin1(CONTINUE_TEXT);
-            let tw = ui.text_width(&text, s) as i16;
-            xui::set_fg(&ui.conn, self.gc, pal.text)?;
-            ui.draw_text(
-                win,
-                self.gc,
-                (g.w as i16 - tw) / 2,
-                (g.h as i16 - lh) / 2,
-                &text,
-                s,
-            )?;
+            let t = if b.hover { 4 } else { 2 };
+            let tw = i32::from(ui.text_width(CONTINUE_TEXT, style));
+            let (w, h) = (i32::from(g.w), i32::from(g.h));
+            ui.paint_window(win, g.w, g.h, |c| {
+                c.fill(0, 0, w, h, rgb::WHITE);
+                c.outline(0, 0, w, h, t, rgb::RED_DIM);
+                c.text(fonts, (w - tw) / 2, 0, h, CONTINUE_TEXT, style, rgb::TEXT);
+            })?;
         }
         Ok(())
     }
@@ -872,8 +865,22 @@ mod tests {
     }
 
     #[test]
-    fn paused_text_is_latin1() {
-        assert!(to_latin1(PAUSED_TEXT).contains(&0xb7));
-        assert!(!to_latin1(PAUSED_TEXT).contains(&b'?'));
+    fn the_labels_have_glyphs_in_the_systems_fonts() {
+        let fonts = crate::render::fonts::Fonts::load();
+        if fonts.is_empty() {
+            eprintln!("no system font: skipped");
+            return;
+        }
+        for text in [PAUSED_TEXT, ACTIVE_TEXT, CONTINUE_TEXT] {
+            for c in text.chars().filter(|c| !c.is_whitespace()) {
+                assert!(
+                    fonts
+                        .bold
+                        .iter()
+                        .any(|&i| crate::render::fonts::has(&fonts.faces[i].font, c)),
+                    "{c:?} of {text:?}"
+                );
+            }
+        }
     }
 }

@@ -1,19 +1,17 @@
-//! Plain X11 drawing helpers: atoms, colours, a core font with optional pixel scaling, window
-//! names and the own-window mark.
-//!
-//! Text uses X core fonts, which are Latin-1 (ISO 8859-1): every string is converted with
-//! [`to_latin1`] (anything outside Latin-1 shows as `?`). The only font every X server has is
-//! `fixed` (6x13 pixels); when no larger core font is installed the text is drawn at twice its
-//! size by reading the glyphs back once and painting each pixel as a 2x2 rectangle.
+//! Plain X11 helpers: atoms, colours, window names and the own-window mark, and putting the
+//! software-drawn pixels of `crate::render` into windows (PutImage in the screen's pixel
+//! format). There is no text drawing of X's own here: no core fonts, no Latin-1.
 
-use std::collections::HashMap;
-
-use x11rb::connection::Connection;
+use x11rb::connection::{Connection, RequestConnection as _};
 use x11rb::errors::ReplyOrIdError;
 use x11rb::protocol::xproto::{
-    Atom, AtomEnum, ChangeGCAux, ConnectionExt as _, CreateGCAux, Drawable, Font, Gcontext,
-    ImageFormat, ImageOrder, PropMode, Rectangle, Screen, Window,
+    Atom, AtomEnum, ConnectionExt as _, CreateGCAux, Drawable, Gcontext, ImageFormat, ImageOrder,
+    PropMode, Screen, Window,
 };
+
+use crate::render::canvas::{Canvas, Style, text_width};
+use crate::render::fonts::Fonts;
+use crate::render::theme::Theme;
 use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
 
@@ -73,7 +71,7 @@ pub fn mark_and_name(
         win,
         AtomEnum::WM_NAME,
         AtomEnum::STRING,
-        &to_latin1(name),
+        &latin1_name(name),
     )?;
     conn.change_property8(
         PropMode::REPLACE,
@@ -83,22 +81,6 @@ pub fn mark_and_name(
         name.as_bytes(),
     )?;
     Ok(())
-}
-
-/// Converts text for a Latin-1 core font: Latin-1 characters pass, the ellipsis becomes
-/// `...`, control characters and everything else become `?`.
-pub fn to_latin1(s: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    for c in s.chars() {
-        let u = c as u32;
-        match c {
-            '\u{2026}' => out.extend_from_slice(b"..."),
-            _ if u < 0x20 || (0x7f..0xa0).contains(&u) => out.push(b'?'),
-            _ if u <= 0xff => out.push(u as u8),
-            _ => out.push(b'?'),
-        }
-    }
-    out
 }
 
 /// An RGB colour.
@@ -119,384 +101,34 @@ pub fn alloc_color(conn: &Conn, screen: &Screen, c: Rgb) -> u32 {
     }
 }
 
-/// Names a core font (XLFD or alias) to try before the built-in list.
-pub const FONT_ENV: &str = "NISH_INDICATOR_FONT";
-
-/// Core fonts tried in order; the first that opens is used. All are Latin-1 or Unicode fonts
-/// whose first 256 code points are Latin-1.
-const FONT_CANDIDATES: &[&str] = &[
-    "-misc-fixed-bold-r-normal--18-*-*-*-c-*-iso8859-1",
-    "-misc-fixed-medium-r-normal--18-*-*-*-c-*-iso8859-1",
-    "-misc-fixed-bold-r-normal--15-*-*-*-c-*-iso8859-1",
-    "-misc-fixed-medium-r-normal--14-*-*-*-c-*-iso8859-1",
-    "9x15bold",
-    "9x15",
-    "fixed",
-];
-
-/// A core font with its metrics and a cache of scaled glyph runs.
-#[derive(Debug)]
-pub struct TextFont {
-    font: Font,
-    /// Pixels above the baseline.
-    pub ascent: u16,
-    /// Pixels below the baseline.
-    pub descent: u16,
-    /// Scale for headings and buttons: 1 with a large font, 2 with the small `fixed`.
-    pub big: u16,
-    widths: HashMap<Vec<u8>, u16>,
-    runs: HashMap<Vec<u8>, Vec<Rectangle>>,
-    scratch_gc: Gcontext,
-}
-
-impl TextFont {
-    /// Opens the best available font.
-    pub fn open(conn: &Conn, screen: &Screen) -> Result<Self, ReplyOrIdError> {
-        let font = conn.generate_id()?;
-        let wanted = std::env::var(FONT_ENV).ok().filter(|v| !v.is_empty());
-        let mut chosen = None;
-        for name in wanted
-            .iter()
-            .map(String::as_str)
-            .chain(FONT_CANDIDATES.iter().copied())
-        {
-            if conn.open_font(font, name.as_bytes())?.check().is_ok() {
-                chosen = Some(name.to_string());
-                break;
-            }
-        }
-        let Some(chosen) = chosen else {
-            return Err(ReplyOrIdError::ConnectionError(
-                x11rb::errors::ConnectionError::UnknownError,
-            ));
-        };
-        let info = conn.query_font(font)?.reply()?;
-        let ascent = info.font_ascent.max(1) as u16;
-        let descent = info.font_descent.max(0) as u16;
-        let big = if ascent + descent < 16 { 2 } else { 1 };
-        tracing::debug!(
-            "font {chosen}, {} px, heading scale {big}",
-            ascent + descent
-        );
-        let scratch_gc = conn.generate_id()?;
-        conn.create_gc(
-            scratch_gc,
-            screen.root,
-            &CreateGCAux::new()
-                .font(font)
-                .foreground(screen.white_pixel)
-                .background(screen.black_pixel)
-                .graphics_exposures(0),
-        )?;
-        Ok(TextFont {
-            font,
-            ascent,
-            descent,
-            big,
-            widths: HashMap::new(),
-            runs: HashMap::new(),
-            scratch_gc,
-        })
-    }
-
-    /// The font id (for GCs).
-    pub fn id(&self) -> Font {
-        self.font
-    }
-
-    /// Line height at `scale`.
-    pub fn height(&self, scale: u16) -> u16 {
-        (self.ascent + self.descent) * scale
-    }
-
-    /// Width of Latin-1 `text` at `scale`.
-    pub fn width(&mut self, conn: &Conn, text: &[u8], scale: u16) -> u16 {
-        if let Some(w) = self.widths.get(text) {
-            return w * scale;
-        }
-        let chars: Vec<x11rb::protocol::xproto::Char2b> = text
-            .iter()
-            .map(|&b| x11rb::protocol::xproto::Char2b { byte1: 0, byte2: b })
-            .collect();
-        let w = conn
-            .query_text_extents(self.font, &chars)
-            .ok()
-            .and_then(|c| c.reply().ok())
-            .map(|r| r.overall_width.max(0) as u16)
-            .unwrap_or((text.len() as u16).saturating_mul(self.ascent));
-        self.widths.insert(text.to_vec(), w);
-        w * scale
-    }
-
-    /// Draws Latin-1 `text` with its top-left corner at (x, y). `gc` must carry this font and
-    /// the foreground colour; the background is left as it is.
-    #[allow(clippy::too_many_arguments)]
-    pub fn draw(
-        &mut self,
-        conn: &Conn,
-        screen: &Screen,
-        target: Drawable,
-        gc: Gcontext,
-        x: i16,
-        y: i16,
-        text: &[u8],
-        scale: u16,
-    ) -> Result<(), ReplyOrIdError> {
-        if text.is_empty() {
-            return Ok(());
-        }
-        if scale <= 1 {
-            for (i, chunk) in text.chunks(250).enumerate() {
-                let off = if i == 0 {
-                    0
-                } else {
-                    self.width(conn, &text[..i * 250], 1) as i16
-                };
-                conn.poly_text8(
-                    target,
-                    gc,
-                    x + off,
-                    y + self.ascent as i16,
-                    &text_items(chunk),
-                )?;
-            }
-            return Ok(());
-        }
-        if !self.runs.contains_key(text) {
-            let runs = self.rasterize(conn, screen, text)?;
-            self.runs.insert(text.to_vec(), runs);
-        }
-        let s = scale as i16;
-        let rects: Vec<Rectangle> = self.runs[text]
-            .iter()
-            .map(|r| Rectangle {
-                x: x + r.x * s,
-                y: y + r.y * s,
-                width: r.width * scale,
-                height: r.height * scale,
-            })
-            .collect();
-        for chunk in rects.chunks(4000) {
-            conn.poly_fill_rectangle(target, gc, chunk)?;
-        }
-        Ok(())
-    }
-
-    /// Draws `text` once into a scratch pixmap, reads it back and returns the lit pixels as
-    /// horizontal runs (unscaled, relative to the top-left corner).
-    fn rasterize(
-        &mut self,
-        conn: &Conn,
-        screen: &Screen,
-        text: &[u8],
-    ) -> Result<Vec<Rectangle>, ReplyOrIdError> {
-        let w = self.width(conn, text, 1).max(1);
-        let h = self.height(1).max(1);
-        let pm = conn.generate_id()?;
-        conn.create_pixmap(screen.root_depth, pm, screen.root, w, h)?;
-        conn.change_gc(
-            self.scratch_gc,
-            &ChangeGCAux::new().foreground(screen.black_pixel),
-        )?;
-        conn.poly_fill_rectangle(
-            pm,
-            self.scratch_gc,
-            &[Rectangle {
-                x: 0,
-                y: 0,
-                width: w,
-                height: h,
-            }],
-        )?;
-        conn.change_gc(
-            self.scratch_gc,
-            &ChangeGCAux::new().foreground(screen.white_pixel),
-        )?;
-        for (i, chunk) in text.chunks(250).enumerate() {
-            let off = if i == 0 {
-                0
-            } else {
-                self.width(conn, &text[..i * 250], 1) as i16
-            };
-            conn.poly_text8(
-                pm,
-                self.scratch_gc,
-                off,
-                self.ascent as i16,
-                &text_items(chunk),
-            )?;
-        }
-        let img = conn
-            .get_image(ImageFormat::Z_PIXMAP, pm, 0, 0, w, h, !0)?
-            .reply();
-        conn.free_pixmap(pm)?;
-        let img = img?;
-        let setup = conn.setup();
-        let bpp = setup
-            .pixmap_formats
-            .iter()
-            .find(|f| f.depth == img.depth)
-            .map(|f| (f.bits_per_pixel, f.scanline_pad))
-            .unwrap_or((32, 32));
-        let (bits, pad) = (usize::from(bpp.0), usize::from(bpp.1).max(8));
-        let stride = (usize::from(w) * bits).div_ceil(pad) * pad / 8;
-        let bytes = bits / 8;
-        let msb = setup.image_byte_order == ImageOrder::MSB_FIRST;
-        let black = screen.black_pixel;
-        let mut runs = Vec::new();
-        for row in 0..usize::from(h) {
-            let mut start: Option<usize> = None;
-            for col in 0..=usize::from(w) {
-                let lit = col < usize::from(w) && {
-                    let off = row * stride + col * bytes;
-                    let px = img.data.get(off..off + bytes).map_or(0, |b| {
-                        if msb {
-                            b.iter().fold(0u32, |a, &v| (a << 8) | u32::from(v))
-                        } else {
-                            b.iter().rev().fold(0u32, |a, &v| (a << 8) | u32::from(v))
-                        }
-                    });
-                    px != black
-                };
-                match (lit, start) {
-                    (true, None) => start = Some(col),
-                    (false, Some(s)) => {
-                        runs.push(Rectangle {
-                            x: s as i16,
-                            y: row as i16,
-                            width: (col - s) as u16,
-                            height: 1,
-                        });
-                        start = None;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(runs)
-    }
-}
-
-/// PolyText8 items for up to 254 bytes: one item with delta 0.
-fn text_items(text: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(text.len() + 2);
-    v.push(text.len() as u8);
-    v.push(0);
-    v.extend_from_slice(text);
-    v
-}
-
-/// A graphics context for `target`'s depth with the font and a foreground colour.
-pub fn make_gc(
-    conn: &Conn,
-    target: Drawable,
-    font: Font,
-    fg: u32,
-) -> Result<Gcontext, ReplyOrIdError> {
+/// A graphics context for `target`'s depth with a foreground colour.
+pub fn make_gc(conn: &Conn, target: Drawable, fg: u32) -> Result<Gcontext, ReplyOrIdError> {
     let gc = conn.generate_id()?;
     conn.create_gc(
         gc,
         target,
-        &CreateGCAux::new()
-            .font(font)
-            .foreground(fg)
-            .graphics_exposures(0),
+        &CreateGCAux::new().foreground(fg).graphics_exposures(0),
     )?;
     Ok(gc)
 }
 
-/// Sets a GC's foreground.
-pub fn set_fg(conn: &Conn, gc: Gcontext, fg: u32) -> Result<(), ReplyOrIdError> {
-    conn.change_gc(gc, &ChangeGCAux::new().foreground(fg))?;
-    Ok(())
+/// The takeover frame's colours (0xRRGGBB), for the software-drawn label and button too.
+pub mod rgb {
+    /// The active frame and label.
+    pub const RED: u32 = 0xe01b24;
+    /// The paused (dimmed) frame and label.
+    pub const RED_DIM: u32 = 0x8a3b3b;
+    /// White.
+    pub const WHITE: u32 = 0xffffff;
+    /// The Continue button's text.
+    pub const TEXT: u32 = 0x1b1b1b;
 }
 
-/// Fills a rectangle.
-pub fn fill(
-    conn: &Conn,
-    target: Drawable,
-    gc: Gcontext,
-    x: i16,
-    y: i16,
-    w: u16,
-    h: u16,
-) -> Result<(), ReplyOrIdError> {
-    conn.poly_fill_rectangle(
-        target,
-        gc,
-        &[Rectangle {
-            x,
-            y,
-            width: w,
-            height: h,
-        }],
-    )?;
-    Ok(())
-}
-
-/// Draws a rectangle outline `t` pixels thick inside (x, y, w, h).
-#[allow(clippy::too_many_arguments)]
-pub fn outline(
-    conn: &Conn,
-    target: Drawable,
-    gc: Gcontext,
-    x: i16,
-    y: i16,
-    w: u16,
-    h: u16,
-    t: u16,
-) -> Result<(), ReplyOrIdError> {
-    let ti = t as i16;
-    conn.poly_fill_rectangle(
-        target,
-        gc,
-        &[
-            Rectangle {
-                x,
-                y,
-                width: w,
-                height: t,
-            },
-            Rectangle {
-                x,
-                y: y + h as i16 - ti,
-                width: w,
-                height: t,
-            },
-            Rectangle {
-                x,
-                y,
-                width: t,
-                height: h,
-            },
-            Rectangle {
-                x: x + w as i16 - ti,
-                y,
-                width: t,
-                height: h,
-            },
-        ],
-    )?;
-    Ok(())
-}
-
-/// The colours the indicator uses.
+/// The colours the indicator gives the X server (window backgrounds), as pixel values.
 #[derive(Clone, Copy, Debug)]
 pub struct Palette {
-    /// Dialog background.
+    /// The dialog's background.
     pub bg: u32,
-    /// Hovered row background.
-    pub hover: u32,
-    /// Main text.
-    pub text: u32,
-    /// Secondary text.
-    pub hint: u32,
-    /// The takeover line's text.
-    pub danger: u32,
-    /// Checkbox and button borders.
-    pub border: u32,
-    /// Button face.
-    pub button: u32,
     /// White.
     pub white: u32,
     /// The active frame and label.
@@ -507,24 +139,212 @@ pub struct Palette {
 
 impl Palette {
     /// Allocates the palette.
-    pub fn alloc(conn: &Conn, screen: &Screen) -> Self {
-        let c = |rgb| alloc_color(conn, screen, rgb);
+    pub fn alloc(conn: &Conn, screen: &Screen, theme: &Theme) -> Self {
+        let c = |v: u32| alloc_color(conn, screen, Rgb((v >> 16) as u8, (v >> 8) as u8, v as u8));
         Palette {
-            bg: c(Rgb(0xf4, 0xf4, 0xf2)),
-            hover: c(Rgb(0xe2, 0xe8, 0xf0)),
-            text: c(Rgb(0x1b, 0x1b, 0x1b)),
-            hint: c(Rgb(0x55, 0x55, 0x55)),
-            danger: c(Rgb(0xb0, 0x00, 0x14)),
-            border: c(Rgb(0x33, 0x33, 0x33)),
-            button: c(Rgb(0xdd, 0xdd, 0xda)),
-            white: c(Rgb(0xff, 0xff, 0xff)),
-            red: c(Rgb(0xe0, 0x1b, 0x24)),
-            red_dim: c(Rgb(0x8a, 0x3b, 0x3b)),
+            bg: c(theme.bg),
+            white: c(rgb::WHITE),
+            red: c(rgb::RED),
+            red_dim: c(rgb::RED_DIM),
         }
     }
 }
 
-/// Everything drawing needs: the connection, the screen, atoms, font and colours.
+/// How the screen lays out a pixel, for PutImage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PixelFormat {
+    /// The screen's depth.
+    pub depth: u8,
+    /// Bits per pixel in an image (8, 16, 24 or 32).
+    pub bpp: u8,
+    /// Scanline padding in bits.
+    pub pad: u8,
+    /// Most significant byte first.
+    pub msb: bool,
+    /// The visual's channel masks.
+    pub masks: [u32; 3],
+}
+
+impl PixelFormat {
+    /// The default screen's format (its root visual), if it is a true-colour one.
+    pub fn of(conn: &Conn, screen: &Screen) -> Option<Self> {
+        let setup = conn.setup();
+        let visual = screen
+            .allowed_depths
+            .iter()
+            .flat_map(|d| d.visuals.iter())
+            .find(|v| v.visual_id == screen.root_visual)?;
+        let f = setup
+            .pixmap_formats
+            .iter()
+            .find(|f| f.depth == screen.root_depth)?;
+        let masks = [visual.red_mask, visual.green_mask, visual.blue_mask];
+        (masks.iter().all(|m| *m != 0) && matches!(f.bits_per_pixel, 16 | 24 | 32)).then_some(
+            PixelFormat {
+                depth: screen.root_depth,
+                bpp: f.bits_per_pixel,
+                pad: f.scanline_pad.max(8),
+                msb: setup.image_byte_order == ImageOrder::MSB_FIRST,
+                masks,
+            },
+        )
+    }
+
+    /// The pixel value of an 0xRRGGBB colour.
+    pub fn pixel(&self, c: u32) -> u32 {
+        let chan = |v: u32, m: u32| {
+            let bits = m.count_ones().min(8);
+            ((v & 0xff) >> (8 - bits)) << m.trailing_zeros()
+        };
+        chan(c >> 16, self.masks[0]) | chan(c >> 8, self.masks[1]) | chan(c, self.masks[2])
+    }
+
+    /// The bytes of a `w` x `h` region at (sx, sy) of an XRGB8888 picture `w_src` pixels
+    /// wide, in this format.
+    pub fn convert(
+        &self,
+        src: &[u8],
+        w_src: usize,
+        (sx, sy, w, h): (usize, usize, usize, usize),
+    ) -> Vec<u8> {
+        let bytes = usize::from(self.bpp) / 8;
+        let pad = usize::from(self.pad);
+        let stride = (w * usize::from(self.bpp)).div_ceil(pad) * pad / 8;
+        let mut out = vec![0u8; stride * h];
+        for row in 0..h {
+            for col in 0..w {
+                let i = ((sy + row) * w_src + sx + col) * 4;
+                let c = src
+                    .get(i..i + 4)
+                    .map_or(0, |p| u32::from_le_bytes([p[0], p[1], p[2], 0]));
+                let v = self.pixel(c);
+                let o = row * stride + col * bytes;
+                for b in 0..bytes {
+                    let shift = if self.msb { 8 * (bytes - 1 - b) } else { 8 * b };
+                    out[o + b] = (v >> shift) as u8;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Puts a region of an XRGB8888 picture into `win` at (dx, dy), in as many PutImage requests
+/// as the server's request size needs.
+#[allow(clippy::too_many_arguments)]
+pub fn put_pixels(
+    conn: &Conn,
+    fmt: &PixelFormat,
+    win: Drawable,
+    gc: Gcontext,
+    src: &[u8],
+    w_src: usize,
+    (sx, sy, w, h): (usize, usize, usize, usize),
+    (dx, dy): (i16, i16),
+) -> Result<(), ReplyOrIdError> {
+    if w == 0 || h == 0 {
+        return Ok(());
+    }
+    let stride =
+        (w * usize::from(fmt.bpp)).div_ceil(usize::from(fmt.pad)) * usize::from(fmt.pad) / 8;
+    let max = conn.maximum_request_bytes().saturating_sub(64).max(stride);
+    let rows = (max / stride).max(1);
+    let mut y = 0;
+    while y < h {
+        let n = rows.min(h - y);
+        let data = fmt.convert(src, w_src, (sx, sy + y, w, n));
+        conn.put_image(
+            ImageFormat::Z_PIXMAP,
+            win,
+            gc,
+            w as u16,
+            n as u16,
+            dx,
+            dy + y as i16,
+            0,
+            fmt.depth,
+            &data,
+        )?;
+        y += n;
+    }
+    Ok(())
+}
+
+/// The screen's scale for the dialog: `Xft.dpi` / 96 from the `RESOURCE_MANAGER` property
+/// (what GNOME, KDE and `xrdb` publish), else 2 when RandR says the primary output has at
+/// least 192 dots per inch and 1200 lines (GNOME's rule), else 1.
+pub fn screen_scale(conn: &Conn, root: Window) -> f32 {
+    let resources = conn
+        .get_property(
+            false,
+            root,
+            AtomEnum::RESOURCE_MANAGER,
+            AtomEnum::STRING,
+            0,
+            1 << 16,
+        )
+        .ok()
+        .and_then(|c| c.reply().ok())
+        .map(|r| String::from_utf8_lossy(&r.value).into_owned());
+    if let Some(dpi) = resources.as_deref().and_then(xft_dpi) {
+        return scale_for_dpi(dpi);
+    }
+    randr_scale(conn, root).unwrap_or(1.0)
+}
+
+/// `Xft.dpi` in an X resources string.
+pub fn xft_dpi(resources: &str) -> Option<f32> {
+    resources.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "Xft.dpi")
+            .then(|| v.trim().parse::<f32>().ok())
+            .flatten()
+            .filter(|d| d.is_finite() && *d > 0.0)
+    })
+}
+
+/// The scale for a resolution: dpi / 96 in quarter steps, between 1 and 4.
+pub fn scale_for_dpi(dpi: f32) -> f32 {
+    ((dpi / 96.0 * 4.0).round() / 4.0).clamp(1.0, 4.0)
+}
+
+fn randr_scale(conn: &Conn, root: Window) -> Option<f32> {
+    use x11rb::protocol::randr::ConnectionExt as _;
+    let primary = conn
+        .randr_get_output_primary(root)
+        .ok()?
+        .reply()
+        .ok()?
+        .output;
+    let info = conn.randr_get_output_info(primary, 0).ok()?.reply().ok()?;
+    if info.mm_width == 0 || info.crtc == 0 {
+        return None;
+    }
+    let crtc = conn.randr_get_crtc_info(info.crtc, 0).ok()?.reply().ok()?;
+    let dpi = f32::from(crtc.width) * 25.4 / info.mm_width as f32;
+    Some(if dpi >= 192.0 && crtc.height >= 1200 {
+        2.0
+    } else {
+        1.0
+    })
+}
+
+/// WM_NAME is Latin-1 (type STRING): names go there with anything else escaped as `\u{..}`
+/// (`_NET_WM_NAME` carries the UTF-8 name).
+fn latin1_name(name: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len());
+    for c in name.chars() {
+        let u = c as u32;
+        if (0x20..0x7f).contains(&u) || (0xa0..=0xff).contains(&u) {
+            out.push(u as u8);
+        } else {
+            out.extend_from_slice(format!("\\u{{{u:x}}}").as_bytes());
+        }
+    }
+    out
+}
+
+/// Everything drawing needs: the connection, the screen, atoms, fonts, colours and scale.
 #[derive(Debug)]
 pub struct Ui {
     /// The X connection.
@@ -533,25 +353,54 @@ pub struct Ui {
     pub screen: Screen,
     /// Interned atoms.
     pub atoms: Atoms,
-    /// The text font.
-    pub font: TextFont,
-    /// Colours.
+    /// Window background colours.
     pub pal: Palette,
+    /// The dialog's fixed text, in the person's language.
+    pub msgs: crate::i18n::Messages,
+    /// The fonts (read before the lock-down).
+    pub fonts: Fonts,
+    /// The dialog's colours.
+    pub theme: Theme,
+    /// The screen's scale (see [`screen_scale`]).
+    pub scale: f32,
+    /// The screen's pixel format.
+    pub fmt: PixelFormat,
+    /// A GC for PutImage on the screen's depth.
+    pub gc: Gcontext,
 }
 
 impl Ui {
     /// Sets up drawing on the default screen of `conn`.
-    pub fn new(conn: Conn, screen_num: usize) -> Result<Self, ReplyOrIdError> {
+    pub fn new(
+        conn: Conn,
+        screen_num: usize,
+        msgs: crate::i18n::Messages,
+        fonts: Fonts,
+    ) -> Result<Self, ReplyOrIdError> {
         let screen = conn.setup().roots[screen_num].clone();
         let atoms = Atoms::intern(&conn)?;
-        let font = TextFont::open(&conn, &screen)?;
-        let pal = Palette::alloc(&conn, &screen);
+        let theme = crate::xsettings::theme(&conn, screen_num);
+        let pal = Palette::alloc(&conn, &screen, &theme);
+        let scale = screen_scale(&conn, screen.root);
+        let fmt = PixelFormat::of(&conn, &screen).ok_or(ReplyOrIdError::ConnectionError(
+            x11rb::errors::ConnectionError::UnsupportedExtension,
+        ))?;
+        let gc = make_gc(&conn, screen.root, screen.black_pixel)?;
+        tracing::info!(
+            "the consent dialog: scale {scale}, {} colours",
+            if theme.dark { "dark" } else { "light" }
+        );
         Ok(Ui {
             conn,
             screen,
             atoms,
-            font,
             pal,
+            msgs,
+            fonts,
+            theme,
+            scale,
+            fmt,
+            gc,
         })
     }
 
@@ -560,24 +409,70 @@ impl Ui {
         self.screen.root
     }
 
-    /// Width of `text` (Latin-1) at `scale`.
-    pub fn text_width(&mut self, text: &[u8], scale: u16) -> u16 {
-        self.font.width(&self.conn, text, scale)
+    /// The takeover label's and Continue button's text style.
+    pub fn label_style(&self) -> Style {
+        Style {
+            px: 15.0 * self.scale,
+            bold: true,
+        }
     }
 
-    /// Draws `text` (Latin-1) at (x, y) (top-left) with `gc`'s foreground.
-    pub fn draw_text(
-        &mut self,
-        target: Drawable,
-        gc: Gcontext,
-        x: i16,
-        y: i16,
-        text: &[u8],
-        scale: u16,
-    ) -> Result<(), ReplyOrIdError> {
-        self.font
-            .draw(&self.conn, &self.screen, target, gc, x, y, text, scale)
+    /// Width of `text` in `style`.
+    pub fn text_width(&self, text: &str, style: Style) -> u16 {
+        text_width(&self.fonts, text, style).clamp(0, i32::from(u16::MAX)) as u16
     }
+
+    /// Draws a `w` x `h` picture with `draw` and puts it into `win` at (0, 0).
+    pub fn paint_window(
+        &self,
+        win: Window,
+        w: u16,
+        h: u16,
+        draw: impl FnOnce(&mut Canvas<'_>),
+    ) -> Result<(), ReplyOrIdError> {
+        let (w, h) = (usize::from(w), usize::from(h));
+        let mut px = vec![0u8; w * h * 4];
+        draw(&mut Canvas::new(&mut px, w as i32, h as i32));
+        put_pixels(
+            &self.conn,
+            &self.fmt,
+            win,
+            self.gc,
+            &px,
+            w,
+            (0, 0, w, h),
+            (0, 0),
+        )
+    }
+}
+
+/// Where the core pointer is (root coordinates), asked of the core pointer itself (not of this
+/// client's "client pointer", which another client may set to a pointer of its own).
+pub fn core_pointer(conn: &Conn, root: u32) -> Option<(i32, i32)> {
+    use x11rb::protocol::xinput::ConnectionExt as _;
+    match conn
+        .xinput_xi_query_pointer(root, nish_xdev::CORE_POINTER)
+        .map(|c| c.reply())
+    {
+        Ok(Ok(r)) => Some((r.root_x >> 16, r.root_y >> 16)),
+        Ok(Err(e)) => {
+            tracing::warn!("the core pointer's position: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("the core pointer's position: {e}");
+            None
+        }
+    }
+}
+
+/// The height, at scale `s`, of the band at the top of the screen where the takeover's label
+/// and its Continue button sit (`takeover.rs` places them: the frame, 4 px, the label of one
+/// line and 8 px, 6 px, the button of one line and 12 px), plus a margin. The consent dialog
+/// stays below it: those windows are raised above every other, and must never hide its lines.
+pub fn takeover_band(s: f32) -> i32 {
+    let px = |n: f32| (n * s).round() as i32;
+    6 + 4 + px(24.0 + 8.0) + 6 + px(24.0 + 12.0) + 8
 }
 
 #[cfg(test)]
@@ -585,19 +480,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn latin1_conversion() {
-        assert_eq!(to_latin1("abc"), b"abc");
-        assert_eq!(
-            to_latin1("You took over \u{b7} Continue"),
-            b"You took over \xb7 Continue"
-        );
-        assert_eq!(to_latin1("caf\u{e9}"), b"caf\xe9");
-        assert_eq!(to_latin1("a\u{2026}"), b"a...");
-        assert_eq!(to_latin1("\u{65e5}\n\u{85}"), b"???");
+    fn window_names_in_latin1_escape_the_rest() {
+        assert_eq!(latin1_name("ab caf\u{e9}"), b"ab caf\xe9");
+        assert_eq!(latin1_name("\u{65e5}\n"), b"\\u{65e5}\\u{a}");
     }
 
     #[test]
-    fn text_items_shape() {
-        assert_eq!(text_items(b"hi"), vec![2, 0, b'h', b'i']);
+    fn pixels_in_the_screens_format() {
+        let f = PixelFormat {
+            depth: 24,
+            bpp: 32,
+            pad: 32,
+            msb: false,
+            masks: [0xff0000, 0xff00, 0xff],
+        };
+        assert_eq!(f.pixel(0x123456), 0x123456);
+        let src = 0xff12_3456u32.to_le_bytes().repeat(2);
+        assert_eq!(f.convert(&src, 2, (1, 0, 1, 1)), vec![0x56, 0x34, 0x12, 0]);
+        let f16 = PixelFormat {
+            depth: 16,
+            bpp: 16,
+            pad: 32,
+            msb: true,
+            masks: [0xf800, 0x07e0, 0x001f],
+        };
+        assert_eq!(f16.pixel(0xffffff), 0xffff);
+        assert_eq!(f16.convert(&src, 2, (0, 0, 1, 1)), vec![0x11, 0xaa, 0, 0]);
+    }
+
+    #[test]
+    fn the_scale_comes_from_xft_dpi() {
+        assert_eq!(xft_dpi("Xft.antialias:\t1\nXft.dpi:\t192\n"), Some(192.0));
+        assert_eq!(xft_dpi("Xft.dpi: x"), None);
+        assert_eq!(scale_for_dpi(96.0), 1.0);
+        assert_eq!(scale_for_dpi(192.0), 2.0);
+        assert_eq!(scale_for_dpi(144.0), 1.5);
+        assert_eq!(scale_for_dpi(40.0), 1.0);
     }
 }

@@ -18,6 +18,8 @@
 //! - [`secure_names`]: the names that make a field secure, and the commands that copy or paste
 //!   a field's text;
 //! - [`render`]: the text forms of results;
+//! - [`consent`]: the consent dialog's text in the person's language (catalogues and lines), for
+//!   the indicator that draws it and the broker's text-only accessible that reads it out;
 //! - [`wire`]: the framed protocols between the broker, shims, terminal commands and
 //!   agents (the codec behind the `codec` feature).
 //!
@@ -31,6 +33,7 @@
 pub mod atspi_calls;
 pub mod bounded;
 pub mod call;
+pub mod consent;
 pub mod control;
 pub mod credentials;
 pub mod docs;

@@ -26,8 +26,8 @@ use nish_proto::model::{Ifaces, Node, Rect, StateSet, Token, Tree, TruncReason, 
 use nish_proto::wire::cli::{BrokerToCli, CliToBroker};
 use nish_proto::wire::codec::{self, FrameCutter, FrameError};
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentAnswer, ConsentApp, ConsentDialog, ConsentRequest, HostProgram,
-    IndicatorToBroker,
+    BrokerToIndicator, ConsentAnswer, ConsentApp, ConsentControl, ConsentDialog, ConsentRequest,
+    ConsentShown, HostProgram, IndicatorToBroker, ShownControl,
 };
 use nish_proto::wire::input::{
     BrokerToInput, Expect, InputProbe, InputToBroker, KeyboardFocus, PersonInput, SemanticOp,
@@ -662,11 +662,15 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
 }
 
 fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
-    let app = (s(), any::<bool>(), any::<u32>()).prop_map(|(name, ticked, windows)| ConsentApp {
-        name,
-        ticked,
-        windows,
-    });
+    let app =
+        (s(), any::<bool>(), any::<u32>(), s()).prop_map(|(name, ticked, windows, program)| {
+            ConsentApp {
+                name,
+                ticked,
+                windows,
+                program,
+            }
+        });
     let dialog = (
         (any::<u64>(), s(), s(), any::<u32>(), s()),
         (
@@ -727,18 +731,54 @@ fn indicator_to_broker() -> impl Strategy<Value = IndicatorToBroker> {
     let answer = (
         any::<bool>(),
         proptest::collection::vec(s(), 0..4),
+        proptest::collection::vec(s(), 0..4),
         any::<bool>(),
         any::<bool>(),
     )
-        .prop_map(|(allow, apps, takeover, clipboard)| ConsentAnswer {
-            allow,
-            apps,
-            takeover,
-            clipboard,
-        });
+        .prop_map(
+            |(allow, apps, programs, takeover, clipboard)| ConsentAnswer {
+                allow,
+                apps,
+                programs,
+                takeover,
+                clipboard,
+            },
+        );
     prop_oneof![
         lockdown().prop_map(IndicatorToBroker::Lockdown),
         (any::<u64>(), answer).prop_map(|(id, answer)| IndicatorToBroker::Consent { id, answer }),
+        (
+            any::<u64>(),
+            s(),
+            proptest::collection::vec((0u32..6, any::<u32>(), any::<bool>()), 0..6),
+            proptest::option::of(any::<u32>()),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(id, lang, controls, focus, keys, assistive)| {
+                IndicatorToBroker::ConsentShown {
+                    id,
+                    shown: ConsentShown {
+                        lang,
+                        controls: controls
+                            .into_iter()
+                            .map(|(k, i, ticked)| ShownControl {
+                                control: match k {
+                                    0 => ConsentControl::App(i),
+                                    1 => ConsentControl::Takeover,
+                                    2 => ConsentControl::Clipboard,
+                                    3 => ConsentControl::Deny,
+                                    _ => ConsentControl::Allow,
+                                },
+                                ticked,
+                            })
+                            .collect(),
+                        focus,
+                        keys,
+                        assistive,
+                    },
+                }
+            }),
         s().prop_map(|session| IndicatorToBroker::TakeoverShown { session }),
         s().prop_map(|session| IndicatorToBroker::Continue { session }),
         (s(), s())
@@ -1120,6 +1160,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
                         name: "Notes".into(),
                         ticked: true,
                         windows: 1,
+                        program: "notes".into(),
                     }],
                     missing_requested: 0,
                     lease_minutes: 15,
@@ -1146,6 +1187,33 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             e(&IndicatorToBroker::Connect {
                 id: 1,
                 target: ConnectTarget::X11,
+            }),
+        ),
+        (
+            "indicator-to-broker",
+            "seed-consent-shown",
+            e(&IndicatorToBroker::ConsentShown {
+                id: 3,
+                shown: ConsentShown {
+                    lang: "de".into(),
+                    controls: vec![
+                        ShownControl {
+                            control: ConsentControl::App(0),
+                            ticked: true,
+                        },
+                        ShownControl {
+                            control: ConsentControl::Deny,
+                            ticked: false,
+                        },
+                        ShownControl {
+                            control: ConsentControl::Allow,
+                            ticked: false,
+                        },
+                    ],
+                    focus: Some(1),
+                    keys: true,
+                    assistive: false,
+                },
             }),
         ),
         (

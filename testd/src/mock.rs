@@ -45,8 +45,9 @@ use nish_decider::session::PausedReason;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PersonOp {
     /// Clicks Allow in the pending consent dialog, with these apps ticked (`None`: the apps the
-    /// dialog ticked itself, or every listed app when it ticked none) and these extra lines
-    /// ticked.
+    /// dialog ticked itself, or every listed app when it ticked none; an entry is a line's
+    /// name, ticking every line of it, or a line's program path, ticking that line) and these
+    /// extra lines ticked.
     Approve {
         /// Apps to tick.
         apps: Option<Vec<String>>,
@@ -1115,6 +1116,32 @@ impl MockBackend {
         self.desk().held.clone()
     }
 
+    /// Opens a window of app `app` in a new process of the executable `exe` (another program
+    /// giving itself an app's name); returns its pid.
+    pub fn add_program_window(&self, app: &str, exe: &str) -> u32 {
+        let mut d = self.desk();
+        let pid = 4200 + d.procs.len() as u32;
+        d.procs.push(ProcIdentity {
+            pid,
+            start_time: u64::from(pid) * 7,
+            exe: exe.into(),
+        });
+        let app: &'static str = Box::leak(app.to_string().into_boxed_str());
+        let root = d.add(None, "frame", app);
+        d.windows.push(Win {
+            window_id: 0x0090_0000 + u64::from(pid),
+            pid,
+            app,
+            title: app,
+            frame: Rect::new(1000, 500, 200, 150),
+            root,
+            status: None,
+            list: None,
+            entry: None,
+        });
+        pid
+    }
+
     /// The consent dialog on screen now, as the person would read it.
     pub fn open_dialog(&self) -> Option<ConsentRequest> {
         self.pending
@@ -1455,6 +1482,7 @@ impl Backend for MockBackend {
             _ => ConsentAnswer {
                 allow: false,
                 apps: vec![],
+                programs: vec![],
                 takeover: false,
                 clipboard: false,
             },
@@ -1850,33 +1878,28 @@ impl MockBackend {
                         "no consent dialog is open",
                     ));
                 };
-                let listed: Vec<String> = p.req.apps.iter().map(|a| a.name.clone()).collect();
-                let preticked: Vec<String> = p
-                    .req
-                    .apps
-                    .iter()
-                    .filter(|a| a.ticked)
-                    .map(|a| a.name.clone())
-                    .collect();
-                let ticked: Vec<String> = match apps {
-                    Some(want) => listed
+                let lines = &p.req.apps;
+                let ticked: Vec<&nish_proto::wire::indicator::ConsentApp> = match apps {
+                    Some(want) => lines
                         .iter()
-                        .filter(|n| want.iter().any(|w| w == *n))
-                        .cloned()
+                        .filter(|a| want.iter().any(|w| *w == a.name || *w == a.program))
                         .collect(),
-                    None if preticked.is_empty() => listed.clone(),
-                    None => preticked,
+                    None if lines.iter().all(|a| !a.ticked) => lines.iter().collect(),
+                    None => lines.iter().filter(|a| a.ticked).collect(),
                 };
+                let programs: Vec<String> = ticked.iter().map(|a| a.program.clone()).collect();
+                let ticked: Vec<String> = ticked.iter().map(|a| a.name.clone()).collect();
                 let answer = ConsentAnswer {
                     allow: true,
                     apps: ticked.clone(),
+                    programs,
                     takeover: takeover && p.req.takeover,
                     clipboard: clipboard && p.req.clipboard,
                 };
                 let msg = format!(
                     "allowed {} of {} listed apps{}{}",
                     ticked.len(),
-                    listed.len(),
+                    p.req.apps.len(),
                     if answer.takeover { ", takeover" } else { "" },
                     if answer.clipboard { ", clipboard" } else { "" }
                 );
@@ -1900,6 +1923,7 @@ impl MockBackend {
                 let _ = p.tx.send(ConsentAnswer {
                     allow: false,
                     apps: vec![],
+                    programs: vec![],
                     takeover: false,
                     clipboard: false,
                 });

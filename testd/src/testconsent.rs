@@ -101,6 +101,7 @@ pub async fn consent(req: &ConsentRequest) -> Result<ConsentAnswer, DriverError>
     let denied = ConsentAnswer {
         allow: false,
         apps: vec![],
+        programs: vec![],
         takeover: false,
         clipboard: false,
     };
@@ -119,6 +120,7 @@ pub async fn consent(req: &ConsentRequest) -> Result<ConsentAnswer, DriverError>
             return Ok(ConsentAnswer {
                 allow: v["allow"].as_bool() == Some(true),
                 apps,
+                programs: vec![],
                 takeover: false,
                 clipboard: false,
             });
@@ -160,6 +162,7 @@ impl<B: Backend> FileConsent<B> {
         Some(consent(req).await.map(|a| ConsentAnswer {
             allow: a.allow,
             apps: a.apps.into_iter().filter(|n| listed.contains(n)).collect(),
+            programs: vec![],
             takeover: false,
             clipboard: false,
         }))

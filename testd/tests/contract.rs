@@ -147,6 +147,17 @@ async fn the_dialog_lists_every_app_and_ticks_only_exact_names() {
         ],
         "every app with a visible window, only the exact name (case aside) ticked"
     );
+    let programs: Vec<&str> = d.apps.iter().map(|a| a.program.as_str()).collect();
+    assert_eq!(
+        programs,
+        [
+            "/usr/bin/atlas",
+            "/usr/bin/notes",
+            "/usr/bin/mail",
+            "/usr/bin/vault"
+        ],
+        "each line names its program, the executable's full path"
+    );
     assert_eq!(
         d.missing_requested, 2,
         "\"e\" and \"Nothing here\" are not open"
@@ -183,6 +194,86 @@ async fn the_dialog_lists_every_app_and_ticks_only_exact_names() {
             .unwrap()
             .contains("no app")
     );
+}
+
+/// A program in another directory that gives itself an app's name and has the app's basename
+/// is another line, not pre-ticked, and ticking one line does not grant the other.
+#[tokio::test]
+async fn a_program_of_the_same_basename_elsewhere_is_another_line() {
+    let f = Fixture::new(true);
+    let impostor = f
+        .engine
+        .backend
+        .add_program_window("Notes", "/home/u/.local/bin/notes");
+    // Ticking the impostor's line grants its process only; ticking the real one, the real
+    // one's only.
+    for (program, pid) in [
+        ("/home/u/.local/bin/notes", impostor),
+        ("/usr/bin/notes", 4101),
+    ] {
+        let call = f.call("start_session", json!({"apps": ["Notes"]}));
+        let look = async {
+            let d = dialog_shown(&f).await;
+            f.person(PersonOp::Approve {
+                apps: Some(vec![program.into()]),
+                takeover: false,
+                clipboard: false,
+            })
+            .await;
+            d
+        };
+        let (r, d) = tokio::join!(call, look);
+        let notes: Vec<(&str, bool)> = d
+            .apps
+            .iter()
+            .filter(|a| a.name == "Notes")
+            .map(|a| (a.program.as_str(), a.ticked))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                ("/usr/bin/notes", false),
+                ("/home/u/.local/bin/notes", false)
+            ],
+            "two lines, neither pre-ticked"
+        );
+        let v = r.ok();
+        assert_eq!(
+            v["apps"],
+            json!([{"app": "Notes", "pids": [pid]}]),
+            "{program}"
+        );
+        f.call("end_session", json!({})).await.ok();
+    }
+}
+
+/// Programs whose names only look like a requested app's ("notes ", one with a Cyrillic "о")
+/// are other lines, and with them present no line of that look is pre-ticked: the person picks.
+#[tokio::test]
+async fn names_that_look_alike_are_never_pre_ticked() {
+    let f = Fixture::new(true);
+    f.engine
+        .backend
+        .add_program_window("notes ", "/home/u/.local/bin/notes-a");
+    f.engine
+        .backend
+        .add_program_window("N\u{043e}tes", "/home/u/.local/bin/notes-b");
+    let call = f.call("start_session", json!({"apps": ["Notes"]}));
+    let look = async {
+        let d = dialog_shown(&f).await;
+        f.person(PersonOp::Deny).await;
+        d
+    };
+    let (r, d) = tokio::join!(call, look);
+    let lines: Vec<(&str, bool)> = d
+        .apps
+        .iter()
+        .filter(|a| a.program.contains("notes"))
+        .map(|a| (a.program.as_str(), a.ticked))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines.iter().all(|(_, t)| !t), "none pre-ticked: {lines:?}");
+    r.err("consent_denied");
 }
 
 /// A child process to play a shim: its host program is this test binary, or /bin/sh when

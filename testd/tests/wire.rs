@@ -570,6 +570,7 @@ fn agent_frame(peer: Peer, kind: Msg, id: u64) -> Vec<u8> {
             answer: ConsentAnswer {
                 allow: false,
                 apps: vec![],
+                programs: vec![],
                 takeover: false,
                 clipboard: false,
             },

@@ -24,6 +24,12 @@ use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _, Window};
 /// `XIAllDevices`.
 const ALL_DEVICES: u16 = 0;
 
+/// The core pointer master ("Virtual core pointer"): the server makes it first, so its id is
+/// always 2. A master any client adds (`XIChangeHierarchy`) gets another id, whatever its name.
+pub const CORE_POINTER: u16 = 2;
+/// The core keyboard master ("Virtual core keyboard"), always id 3.
+pub const CORE_KEYBOARD: u16 = 3;
+
 /// Where an input event came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {

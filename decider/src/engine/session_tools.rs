@@ -51,6 +51,18 @@ pub(crate) fn app_matches(want: &str, w: &WindowInfo) -> bool {
 }
 
 impl<B: Backend> Engine<B> {
+    /// The program behind a window's process: its executable's full path, from the kernel
+    /// (empty when unknown). Not the basename: any program of the person's user can be
+    /// `~/.local/bin/gnome-calculator`.
+    fn program_of(&self, pid: u32) -> String {
+        self.backend
+            .identity(pid)
+            .map(|id| id.exe)
+            .unwrap_or_default()
+    }
+}
+
+impl<B: Backend> Engine<B> {
     /// The refusal of a consent whose host is not the pinned one any more, audited.
     fn host_changed(&self, s: &Session) -> DriverError {
         self.audit.emit(
@@ -215,15 +227,42 @@ impl<B: Backend> Engine<B> {
             .map(|w| w.trim().to_lowercase())
             .filter(|w| !w.is_empty())
             .collect();
+        // One line per app name and program (the executable's full path, from the kernel): two
+        // programs that give themselves one name are two lines, also when their executables
+        // share a basename. A line is ticked when its name
+        // equals a requested one and no other program gives itself that name (then the person
+        // picks).
         let mut apps: Vec<ConsentApp> = Vec::new();
         for w in windows.iter().filter(|w| w.visible) {
-            match apps.iter_mut().find(|a| a.name == w.app) {
+            let program = self.program_of(w.pid);
+            match apps
+                .iter_mut()
+                .find(|a| a.name == w.app && a.program == program)
+            {
                 Some(a) => a.windows += 1,
                 None => apps.push(ConsentApp {
                     name: w.app.clone(),
-                    ticked: wanted.contains(&w.app.trim().to_lowercase()),
+                    // A program the kernel does not name (an executable it will not show, as
+                    // for a process that made itself non-dumpable) is never pre-ticked: its
+                    // line cannot tell it from another of the same name.
+                    ticked: !program.is_empty() && wanted.contains(&w.app.trim().to_lowercase()),
                     windows: 1,
+                    program,
                 }),
+            }
+        }
+        // Names that look alike count as one name: "Calculator", "calculator ", and one with a
+        // Cyrillic "а" are one skeleton, so none of those lines is pre-ticked.
+        let look = |name: &str| nish_proto::lexicon::skeleton(name.trim());
+        let looks: Vec<String> = apps.iter().map(|a| look(&a.name)).collect();
+        let shared: Vec<String> = looks
+            .iter()
+            .filter(|k| looks.iter().filter(|o| o == k).count() > 1)
+            .cloned()
+            .collect();
+        for (a, k) in apps.iter_mut().zip(&looks) {
+            if shared.contains(k) {
+                a.ticked = false;
             }
         }
         let mut missing: Vec<&String> = wanted
@@ -321,12 +360,19 @@ impl<B: Backend> Engine<B> {
             }
         };
 
-        // Bind each ticked app to the processes that have its windows now.
+        // Bind each ticked app to the processes of its program (the executable's full path)
+        // that have its windows now. An answer whose programs do not pair with its apps grants
+        // no app.
         let mut grants: Vec<AppGrant> = Vec::new();
-        for name in &answer.apps {
+        let paired = answer.programs.len() == answer.apps.len();
+        if !paired {
+            tracing::warn!("a consent answer's programs do not pair with its apps: no app granted");
+        }
+        for (name, program) in answer.apps.iter().zip(&answer.programs).filter(|_| paired) {
             let mut procs = Vec::new();
             for w in windows.iter().filter(|w| &w.app == name) {
                 if let Some(id) = self.backend.identity(w.pid)
+                    && *program == id.exe
                     && !procs.contains(&id)
                 {
                     procs.push(id);

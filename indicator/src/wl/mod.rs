@@ -4,8 +4,8 @@
 //! The broker connects to the compositor and hands the stream over; the protocol runs in pure
 //! Rust (`wayland-client`), the pixels are drawn in software into shared memory made before the
 //! lock-down ([`crate::sys::ShmMem`]). One `xdg_toplevel`, asked to be full screen, dims the
-//! screen and shows the dialog box in its middle, with the same lines and controls as the X11
-//! dialog ([`layout`]).
+//! screen and shows the dialog box in its middle, with the same layout and renderer as the X11
+//! dialog ([`crate::render`]), at the outputs' scale (`wl_output.scale`, as the buffer scale).
 //!
 //! What counts as the person's answer (the rule of [`crate::click::RealClick`], with the facts
 //! a Wayland client has):
@@ -31,12 +31,11 @@
 //! visible to a client), and whether a pointer event came from a device or from a
 //! RemoteDesktop session (the compositor gives both the same way). See docs/security.md.
 
-pub mod draw;
-pub mod layout;
-
 use std::time::{Duration, Instant};
 
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentShown, IndicatorToBroker,
+};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use wayland_client::protocol::{
     wl_buffer, wl_compositor, wl_output, wl_pointer, wl_registry, wl_seat, wl_shm, wl_shm_pool,
@@ -48,10 +47,14 @@ use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_ba
 use crate::app::Exit;
 use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON, Liveness, RealClick, TICK};
 use crate::consent::{Kind, TITLE, denied};
+use crate::i18n::Messages;
 use crate::link::{BrokerLink, Incoming};
+use crate::render::canvas::Canvas;
+use crate::render::fonts::Fonts;
+use crate::render::layout::{self, Layout};
+use crate::render::paint;
+use crate::render::theme::{self, Theme};
 use crate::sys::ShmMem;
-use draw::{Canvas, Size, color};
-use layout::{Layout, Rect};
 
 /// The shared memory: two buffers of up to 3840 x 2160 pixels (a sparse memfd: only drawn
 /// pages take memory).
@@ -72,8 +75,11 @@ struct WlDialog {
     toplevel: xdg_toplevel::XdgToplevel,
     /// Laid out at the first configure (the surface's size decides how many apps fit).
     layout: Option<Layout>,
-    /// The surface's size and where the box is in it.
+    /// The buffer's size (the surface's times `scale`) and where the box is in it, in buffer
+    /// pixels.
     size: (i32, i32),
+    /// The buffer scale the layout was made for (the outputs' scale, see [`State::scale`]).
+    scale: i32,
     origin: (i32, i32),
     /// The size and activation of the last toplevel configure, applied at the surface's.
     pending: ((i32, i32), bool),
@@ -89,6 +95,9 @@ impl WlDialog {
     /// The control under the surface point (x, y), by index.
     fn control_at(&self, x: f64, y: f64) -> Option<usize> {
         let l = self.layout.as_ref()?;
+        // Surface points to buffer pixels.
+        let s = f64::from(self.scale.max(1));
+        let (x, y) = (x * s, y * s);
         let (ox, oy) = (f64::from(self.origin.0), f64::from(self.origin.1));
         l.controls.iter().position(|c| {
             // Surface coordinates are fractional: a point is inside a pixel's rectangle
@@ -99,22 +108,9 @@ impl WlDialog {
     }
 
     fn answer(&self, allow: bool) -> ConsentAnswer {
-        let Some(l) = self.layout.as_ref().filter(|_| allow) else {
-            return denied();
-        };
-        let ticked = |k: Kind| l.controls.iter().any(|c| c.kind == k && c.ticked);
-        ConsentAnswer {
-            allow: true,
-            apps: l
-                .controls
-                .iter()
-                .filter_map(|c| match c.kind {
-                    Kind::App(i) if c.ticked => Some(l.apps[i].name.clone()),
-                    _ => None,
-                })
-                .collect(),
-            takeover: ticked(Kind::Takeover),
-            clipboard: ticked(Kind::Clipboard),
+        match self.layout.as_ref().filter(|_| allow) {
+            Some(l) => crate::consent::allowed(l),
+            None => denied(),
         }
     }
 
@@ -137,6 +133,8 @@ struct State {
     /// The outputs, bound only so that the compositor tells when the dialog's surface enters
     /// or leaves one (it names only outputs the client bound).
     outputs: Vec<wl_output::WlOutput>,
+    /// Each output's scale (`wl_output.scale`), by the output's index in `outputs`.
+    output_scales: Vec<i32>,
     pool: Option<wl_shm_pool::WlShmPool>,
     mem: ShmMem,
     busy: [bool; 2],
@@ -150,9 +148,22 @@ struct State {
     last_driver_press: Option<Instant>,
     /// Answers to send to the broker.
     answers: Vec<(u64, ConsentAnswer)>,
+    /// Fonts, colours and fixed text.
+    look: Look,
 }
 
 impl State {
+    /// The buffer scale for the dialog: the largest output scale (1 to 3), so the text is
+    /// sharp on a HiDPI screen.
+    fn scale(&self) -> i32 {
+        self.output_scales
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .clamp(1, 3)
+    }
+
     /// Starts the arming delay again and distrusts every pointer point told before it ended
     /// (the dialog stalled, or its surface changed outputs).
     fn restart_trust(&mut self, now: Instant, cause: &'static str) {
@@ -178,7 +189,7 @@ impl State {
         let (w, h) = d.size;
         let px = self.mem.bytes_mut(slot * SLOT_BYTES, (w * h * 4) as usize);
         let mut c = Canvas::new(px, w, h);
-        paint(&mut c, l, d.origin, d.activated, w, h);
+        paint(&mut c, &self.look, l, d.origin, d.activated, (w, h));
         let buffer = pool.create_buffer(
             (slot * SLOT_BYTES) as i32,
             w,
@@ -189,6 +200,7 @@ impl State {
             slot,
         );
         self.busy[slot] = true;
+        d.surface.set_buffer_scale(d.scale);
         d.surface.attach(Some(&buffer), 0, 0);
         d.surface.damage_buffer(0, 0, w, h);
         d.surface.commit();
@@ -224,6 +236,8 @@ impl State {
             real: true,
             visible: d.configured && d.activated,
             inside: hit.is_some(),
+            // No other Wayland client can move the pointer.
+            placed: true,
             at: now,
         };
         tracing::info!(
@@ -262,46 +276,46 @@ impl State {
     }
 }
 
+/// What the Wayland dialog draws with: the fonts, the colours and the fixed text.
+#[derive(Debug)]
+pub struct Look {
+    /// The fonts (read before the lock-down).
+    pub fonts: Fonts,
+    /// The colours (light: a Wayland client has no colour-scheme setting without a bus).
+    pub theme: Theme,
+    /// The fixed text, in the person's language.
+    pub msgs: Messages,
+}
+
 /// Paints the dimmed screen and the box at `origin`.
-fn paint(c: &mut Canvas<'_>, l: &Layout, origin: (i32, i32), activated: bool, w: i32, h: i32) {
+fn paint(
+    c: &mut Canvas<'_>,
+    look: &Look,
+    l: &Layout,
+    origin: (i32, i32),
+    activated: bool,
+    (w, h): (i32, i32),
+) {
     let (ox, oy) = origin;
-    c.fill(0, 0, w, h, color::BACKDROP);
-    c.fill(ox, oy, l.w, l.h, color::BG);
-    c.outline(ox, oy, l.w, l.h, 2, color::BORDER);
-    for line in &l.lines {
-        c.text(ox + line.x, oy + line.y, &line.text, line.size, line.color);
-    }
-    let lh = Size::Big.height();
-    for ctl in &l.controls {
-        let Rect { x, y, w, h } = ctl.rect;
-        let (x, y) = (ox + x, oy + y);
-        let danger = ctl.kind == Kind::Takeover;
-        let ink = if danger { color::DANGER } else { color::TEXT };
-        if matches!(ctl.kind, Kind::Allow | Kind::Deny) {
-            c.fill(x, y, w, h, color::BUTTON);
-            c.outline(x, y, w, h, 2, color::BORDER);
-            let tw = Size::Big.width(&ctl.label);
-            c.text(
-                x + (w - tw) / 2,
-                y + (h - lh) / 2,
-                &ctl.label,
-                Size::Big,
-                ink,
-            );
-        } else {
-            let b = layout::BOX;
-            let by = y + (h - b) / 2;
-            c.fill(x + 6, by, b, b, color::WHITE);
-            c.outline(x + 6, by, b, b, 2, color::BORDER);
-            if ctl.ticked {
-                c.fill(x + 10, by + 4, b - 8, b - 8, ink);
-            }
-            c.text(x + 6 + b + 12, y + (h - lh) / 2, &ctl.label, Size::Big, ink);
-        }
-    }
+    c.fill(0, 0, w, h, look.theme.backdrop);
+    // No focus ring: the Wayland dialog takes no keys.
+    let st = paint::State {
+        hover: None,
+        focus: None,
+    };
+    paint::paint_box(c, &look.fonts, &look.theme, l, origin, st);
     if !activated {
-        let t = "Click this window once to answer it.";
-        c.text(ox + 18, oy + l.h + 8, t, Size::Small, color::WHITE);
+        let t = look.msgs.get("wayland_focus");
+        let m = &l.m;
+        c.text(
+            &look.fonts,
+            ox + m.pad,
+            oy + l.h + m.px(4),
+            m.small_h,
+            t,
+            m.body,
+            0xffffff,
+        );
     }
 }
 
@@ -338,6 +352,7 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
             "wl_output" => {
                 let o = registry.bind(name, version.min(2), qh, ());
                 state.outputs.push(o);
+                state.output_scales.push(1);
             }
             _ => {}
         }
@@ -471,21 +486,41 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
         };
         xdg.ack_configure(serial);
         let now = Instant::now();
+        let scale = state.scale();
         let Some(d) = &mut state.dialog else { return };
         let ((pw, ph), activated) = d.pending;
-        let (mut w, mut h) = (pw, ph);
+        if d.scale != scale {
+            // Laid out again for the outputs' scale (a resize: re-armed below).
+            d.layout = None;
+            d.scale = scale;
+        }
+        // In buffer pixels: the surface's size times the scale.
+        let (mut w, mut h) = (pw * scale, ph * scale);
         let layout = d
             .layout
             .get_or_insert_with(|| {
-                let (mw, mh) = if w > 0 && h > 0 { (w, h) } else { (1280, 800) };
-                layout::layout(&d.req, mw, mh)
+                let (mw, mh) = if w > 0 && h > 0 {
+                    (w, h)
+                } else {
+                    (1280 * scale, 800 * scale)
+                };
+                layout::layout(
+                    &state.look.msgs,
+                    &state.look.fonts,
+                    &d.req,
+                    layout::Extras::default(),
+                    (mw - 20 * scale, mh - 40 * scale),
+                    scale as f32,
+                )
             })
             .clone();
         // No size asked, or more than a buffer holds: the box alone.
         if w <= 0 || h <= 0 || (w as usize) * (h as usize) * 4 > SLOT_BYTES {
             (w, h) = (layout.w, layout.h);
         }
-        let (w, h) = (w.max(layout.w), h.max(layout.h));
+        // A buffer is a whole number of surface pixels.
+        let whole = |v: i32| (v.max(1) + scale - 1) / scale * scale;
+        let (w, h) = (whole(w.max(layout.w)), whole(h.max(layout.h)));
         if !d.configured {
             d.click.rearm(now, "shown");
             tracing::info!("consent {} shown", d.id);
@@ -504,13 +539,14 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
             d.origin = ((w - layout.w) / 2, (h - layout.h) / 2);
             for c in &layout.controls {
                 let r = c.rect;
+                // In surface coordinates (what the compositor's pointer points give).
                 tracing::info!(
                     "consent control {:?} at {},{} {}x{}",
                     c.kind,
-                    d.origin.0 + r.x,
-                    d.origin.1 + r.y,
-                    r.w,
-                    r.h
+                    (d.origin.0 + r.x) / scale,
+                    (d.origin.1 + r.y) / scale,
+                    r.w / scale,
+                    r.h / scale
                 );
             }
         }
@@ -547,7 +583,23 @@ impl Dispatch<wl_buffer::WlBuffer, usize> for State {
 delegate_noop!(State: wl_compositor::WlCompositor);
 delegate_noop!(State: wl_shm_pool::WlShmPool);
 delegate_noop!(State: ignore wl_shm::WlShm);
-delegate_noop!(State: ignore wl_output::WlOutput);
+impl Dispatch<wl_output::WlOutput, ()> for State {
+    fn event(
+        state: &mut Self,
+        output: &wl_output::WlOutput,
+        event: wl_output::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let wl_output::Event::Scale { factor } = event
+            && let Some(i) = state.outputs.iter().position(|o| o == output)
+            && let Some(s) = state.output_scales.get_mut(i)
+        {
+            *s = factor;
+        }
+    }
+}
 impl Dispatch<wl_surface::WlSurface, ()> for State {
     fn event(
         state: &mut Self,
@@ -581,6 +633,8 @@ pub struct WlApp {
     state: State,
     /// Whether the event loop kept running (beats when it woke from its poll, after reading).
     live: Liveness,
+    /// What the broker was last told the open dialog shows.
+    told: Option<(u64, ConsentShown)>,
 }
 
 impl WlApp {
@@ -589,6 +643,8 @@ impl WlApp {
         stream: std::os::unix::net::UnixStream,
         mem: ShmMem,
         link: BrokerLink,
+        msgs: Messages,
+        fonts: Fonts,
     ) -> anyhow::Result<WlApp> {
         let conn = Connection::from_socket(stream)
             .map_err(|e| anyhow::anyhow!("error using the handed Wayland connection: {e}"))?;
@@ -603,6 +659,7 @@ impl WlApp {
             seat: None,
             pointer: None,
             outputs: Vec::new(),
+            output_scales: Vec::new(),
             pool: None,
             mem,
             busy: [false; 2],
@@ -612,6 +669,11 @@ impl WlApp {
             batch_at: Instant::now(),
             last_driver_press: None,
             answers: Vec::new(),
+            look: Look {
+                fonts,
+                theme: theme::LIGHT,
+                msgs,
+            },
         };
         queue.roundtrip(&mut state)?;
         anyhow::ensure!(
@@ -642,6 +704,7 @@ impl WlApp {
             queue,
             state,
             live: Liveness::new(Instant::now()),
+            told: None,
         })
     }
 
@@ -687,8 +750,25 @@ impl WlApp {
         Ok(())
     }
 
+    /// Tells the broker what the open dialog shows (once it is laid out and configured), when
+    /// that changed since it was last told. No focus ring: the Wayland dialog takes no keys.
+    fn tell_shown(&mut self) -> Result<(), Fail> {
+        let now = self.state.dialog.as_ref().and_then(|d| {
+            let l = d.layout.as_ref().filter(|_| d.configured)?;
+            let lang = self.state.look.msgs.lang();
+            Some((d.id, crate::consent::shown(l, None, lang, false, false)))
+        });
+        if now.is_none() || self.told == now {
+            self.told = now;
+            return Ok(());
+        }
+        self.told = now.clone();
+        let (id, shown) = now.expect("checked");
+        self.send(IndicatorToBroker::ConsentShown { id, shown })
+    }
+
     fn step(&mut self) -> anyhow::Result<Option<Exit>> {
-        match self.turn() {
+        match self.turn().and_then(|t| self.tell_shown().map(|()| t)) {
             Ok(v) => Ok(v),
             Err(Fail::Broker(e)) => {
                 tracing::info!("broker link ended: {e}");
@@ -893,6 +973,7 @@ impl WlApp {
             toplevel,
             layout: None,
             size: (0, 0),
+            scale: 1,
             origin: (0, 0),
             pending: ((0, 0), false),
             activated: false,
@@ -931,6 +1012,7 @@ mod tests {
                 name: "gedit".into(),
                 ticked: true,
                 windows: 1,
+                program: String::new(),
             }],
             missing_requested: 0,
             lease_minutes: 15,
@@ -939,23 +1021,45 @@ mod tests {
             timeout_ms: 60_000,
         };
         let (w, h) = (1280, 800);
-        let l = layout::layout(&req, w, h);
+        let look = Look {
+            fonts: Fonts::load(),
+            theme: theme::LIGHT,
+            msgs: Messages::new("en"),
+        };
+        let l = layout::layout(
+            &look.msgs,
+            &look.fonts,
+            &req,
+            layout::Extras::default(),
+            (w - 20, h - 40),
+            1.0,
+        );
         let origin = ((w - l.w) / 2, (h - l.h) / 2);
         let mut px = vec![0u8; (w * h * 4) as usize];
-        paint(&mut Canvas::new(&mut px, w, h), &l, origin, true, w, h);
+        paint(
+            &mut Canvas::new(&mut px, w, h),
+            &look,
+            &l,
+            origin,
+            true,
+            (w, h),
+        );
         let at = |x: i32, y: i32| {
             let i = ((y * w + x) * 4) as usize;
             u32::from_le_bytes([px[i], px[i + 1], px[i + 2], 0])
         };
-        assert_eq!(at(5, 5), color::BACKDROP);
-        assert_eq!(at(origin.0 + 5, origin.1 + 5), color::BG);
+        assert_eq!(at(5, 5), theme::LIGHT.backdrop);
+        assert_eq!(at(origin.0 + 5, origin.1 + 5), theme::LIGHT.bg);
         for c in &l.controls {
             let (x0, y0) = (origin.0 + c.rect.x, origin.1 + c.rect.y);
             let ink = (y0 + 3..y0 + c.rect.h - 3)
                 .flat_map(|y| (x0 + 30..x0 + c.rect.w - 3).map(move |x| (x, y)))
-                .filter(|&(x, y)| (at(x, y) & 0xff) < 0x60)
+                .filter(|&(x, y)| {
+                    let p = at(x, y);
+                    p != theme::LIGHT.bg && p != theme::LIGHT.button && p != theme::LIGHT.accent
+                })
                 .count();
-            assert!(ink > 40, "{:?}: {ink} dark pixels", c.kind);
+            assert!(ink > 40, "{:?}: {ink} text pixels", c.kind);
         }
     }
 }

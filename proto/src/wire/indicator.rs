@@ -15,6 +15,12 @@ pub struct ConsentApp {
     pub ticked: bool,
     /// How many visible windows the app has now.
     pub windows: u32,
+    /// The program behind these windows: the full path of its processes' executable, from the
+    /// kernel (`/proc/<pid>/exe`), not from the app; empty when unknown. Windows of one name
+    /// but different programs (executables at different paths, also of one basename) are
+    /// different lines, so two apps that call themselves the same are told apart, and the
+    /// grant binds to that path.
+    pub program: String,
 }
 
 /// The program that asks, as the kernel tells it (not as the host claims).
@@ -85,10 +91,54 @@ pub struct ConsentAnswer {
     pub allow: bool,
     /// Apps ticked when Allow was clicked.
     pub apps: Vec<String>,
+    /// The program of each ticked app (`ConsentApp::program`, a full path), in the order of
+    /// `apps`; an answer with not exactly one per app grants no app.
+    pub programs: Vec<String>,
     /// "ALSO allow VISIBLE TAKEOVER" was ticked.
     pub takeover: bool,
     /// "Allow reading the clipboard" was ticked.
     pub clipboard: bool,
+}
+
+/// A control of the consent dialog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConsentControl {
+    /// The app line of the request's app with this index.
+    App(u32),
+    /// "ALSO allow VISIBLE TAKEOVER".
+    Takeover,
+    /// "Allow reading the clipboard".
+    Clipboard,
+    /// Deny.
+    Deny,
+    /// Allow.
+    Allow,
+}
+
+/// One control as the dialog shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShownControl {
+    /// Which control.
+    pub control: ConsentControl,
+    /// Its tick (false for the buttons).
+    pub ticked: bool,
+}
+
+/// What an open consent dialog shows now, beyond its request: which controls, in their order
+/// (the app lines the dialog had room for), their ticks and the focus ring. The broker's
+/// text-only accessible reads it out; it never changes an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsentShown {
+    /// The dialog's language (a catalogue code, `crate::consent::i18n::CATALOGUES`).
+    pub lang: String,
+    /// The controls, in the dialog's order.
+    pub controls: Vec<ShownControl>,
+    /// The index in `controls` of the control with the focus ring.
+    pub focus: Option<u32>,
+    /// The dialog says that keys answer after a click (X11).
+    pub keys: bool,
+    /// The dialog warns that assistive tools may click for the person.
+    pub assistive: bool,
 }
 
 /// From the broker to the indicator.
@@ -149,6 +199,14 @@ pub enum IndicatorToBroker {
         id: u64,
         /// The answer.
         answer: ConsentAnswer,
+    },
+    /// The consent dialog `id` is on screen and shows this (sent when it opens and again when
+    /// a tick or the focus ring moves).
+    ConsentShown {
+        /// Request id.
+        id: u64,
+        /// What it shows.
+        shown: ConsentShown,
     },
     /// The frame is on screen.
     TakeoverShown {

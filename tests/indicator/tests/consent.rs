@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Desktop, Indicator, consent_request, show_consent, wait_for};
-use nish_proto::wire::indicator::{BrokerToIndicator, ConsentAnswer, IndicatorToBroker};
+use nish_proto::wire::indicator::{
+    BrokerToIndicator, ConsentAnswer, ConsentControl, ConsentShown, IndicatorToBroker,
+};
 use x11rb::connection::Connection;
 use x11rb::protocol::shape::{ConnectionExt as _, SK, SO};
 use x11rb::protocol::xproto::{
@@ -184,12 +186,13 @@ fn only_the_persons_clicks_answer_and_the_answer_carries_the_ticks() {
     desk.xtest_click(c.allow);
     ind.expect_silence(QUIET, "XTEST click on allow");
 
-    // Keys do nothing: the person's keys with the pointer on Allow, XTEST and SendEvent keys.
+    // XTEST and SendEvent keys do nothing (the person's keyboard is
+    // `the_persons_keyboard_answers_and_injected_keys_do_not`).
     let (ax, ay) = desk.center(c.allow);
     desk.move_pointer(ax, ay);
-    desk.person(&["key", "Return", "space", "KP_Enter", "alt+a"]);
-    desk.xdotool(&["key", "Return", "space"]);
-    desk.xdotool(&["key", "--window", &c.allow.to_string(), "Return"]);
+    desk.xdotool(&["key", "Tab", "Return", "space"]);
+    desk.xdotool(&["key", "--window", &c.allow.to_string(), "Tab", "Return"]);
+    desk.xdotool(&["key", "--window", &c.top.to_string(), "Tab", "Return"]);
     ind.expect_silence(QUIET, "keys on allow");
 
     // The person's click on the takeover line, then on Allow.
@@ -202,6 +205,7 @@ fn only_the_persons_clicks_answer_and_the_answer_carries_the_ticks() {
         ConsentAnswer {
             allow: true,
             apps: vec!["Gedit".into()],
+            programs: vec!["gedit".into()],
             takeover: true,
             clipboard: false,
         }
@@ -216,8 +220,32 @@ fn real_clicks_toggle_apps_and_deny_denies() {
     let mut ind = Indicator::spawn(&desk, &[]);
     show(&mut ind, 8, 60_000);
     let c = controls(&desk);
+    // The dialog says what it shows (for the broker's text-only accessible): its lines, their
+    // ticks, the focus ring on Deny; then each tick as it changes.
+    let ticks = |s: &ConsentShown| -> Vec<(ConsentControl, bool)> {
+        s.controls.iter().map(|c| (c.control, c.ticked)).collect()
+    };
+    let (id, first) = ind
+        .shown(Duration::from_secs(5))
+        .expect("what the dialog shows");
+    assert_eq!(id, 8);
+    assert_eq!(
+        ticks(&first),
+        [
+            (ConsentControl::App(0), true),
+            (ConsentControl::App(1), false),
+            (ConsentControl::Takeover, false),
+            (ConsentControl::Clipboard, false),
+            (ConsentControl::Deny, false),
+            (ConsentControl::Allow, false),
+        ]
+    );
+    assert_eq!(first.focus, Some(4), "Deny has the focus ring");
+    assert!(first.keys && first.lang == "en", "{first:?}");
     // Untick Gedit, tick Calculator and the clipboard, then Deny: nothing is granted.
     desk.real_click(c.gedit);
+    let (_, unticked) = ind.shown(Duration::from_secs(5)).expect("the tick told");
+    assert_eq!(ticks(&unticked)[0], (ConsentControl::App(0), false));
     desk.real_click(c.calculator);
     desk.real_click(c.clipboard);
     ind.expect_silence(Duration::from_millis(300), "checkbox clicks");
@@ -240,6 +268,7 @@ fn real_clicks_toggle_apps_and_deny_denies() {
         ConsentAnswer {
             allow: true,
             apps: vec!["Calculator".into()],
+            programs: vec!["calculator".into()],
             takeover: false,
             clipboard: true,
         }
@@ -290,6 +319,7 @@ fn a_click_soon_after_a_driver_press_is_ignored() {
         ConsentAnswer {
             allow: true,
             apps: vec!["Gedit".into()],
+            programs: vec!["gedit".into()],
             takeover: false,
             clipboard: false,
         }
@@ -769,21 +799,544 @@ fn a_takeover_frame_on_screen_does_not_disarm_the_dialog() {
     assert!(consent(ind.recv(Duration::from_secs(5)), 53).allow);
 }
 
+/// The person's pointer rests on Deny; another program moves it onto Allow (an XTEST move, or
+/// a warp), and the person's click lands there: it does not count. After the person moves the
+/// pointer themselves, their click answers.
 #[test]
-fn with_only_the_fixed_font_text_is_drawn_twice_as_large() {
+fn a_click_where_a_program_moved_the_pointer_does_not_count() {
     let desk = Desktop::start();
-    let mut ind = Indicator::spawn(&desk, &[("NISH_INDICATOR_FONT", "fixed")]);
-    show(&mut ind, 40, 60_000);
+    let mut ind = Indicator::spawn(&desk, &[]);
+    show(&mut ind, 55, 60_000);
     let c = controls(&desk);
-    desk.screenshot("consent-dialog-fixed-font.png");
-    // `fixed` is 13 px high; drawn at twice its size the app lines are over 26 px high.
-    let (_, _, _, row_h) = desk.geometry(c.gedit);
-    assert!(row_h >= 26 + 10, "row height {row_h}");
-    let dark = desk.dark_pixels(c.allow);
-    assert!(dark > 80, "no scaled text on Allow ({dark} dark pixels)");
-    desk.real_click(c.allow);
-    let a = consent(ind.recv(Duration::from_secs(5)), 40);
+    let (dx, dy) = desk.center(c.deny);
+    let (ax, ay) = desk.center(c.allow);
+    std::thread::sleep(Duration::from_millis(700));
+    for (how, args) in [
+        (
+            "an XTEST move",
+            vec!["mousemove".to_string(), ax.to_string(), ay.to_string()],
+        ),
+        (
+            "a warp",
+            vec![
+                "mousemove".to_string(),
+                "--window".to_string(),
+                desk.root.to_string(),
+                ax.to_string(),
+                ay.to_string(),
+            ],
+        ),
+    ] {
+        desk.move_pointer(dx, dy);
+        std::thread::sleep(Duration::from_millis(700));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _) = desk.xdotool(&args);
+        assert!(ok, "{how}");
+        let there = wait_for(Duration::from_secs(3), || {
+            let p = desk.conn.query_pointer(desk.root).ok()?.reply().ok()?;
+            (p.root_x == ax && p.root_y == ay).then_some(())
+        });
+        assert!(there.is_some(), "{how}: the pointer is on Allow");
+        std::thread::sleep(Duration::from_millis(700));
+        let (ok, _) = desk.person(&["click", "1"]);
+        assert!(ok);
+        ind.expect_silence(QUIET, &format!("the person's click after {how}"));
+    }
+    // The person moves it themselves (off and back onto Deny), and clicks.
+    desk.move_pointer(dx + 3, dy);
+    desk.real_click_at(dx, dy);
+    let a = consent(ind.recv(Duration::from_secs(5)), 55);
+    assert!(!a.allow, "{a:?}");
+}
+
+/// A paused takeover's label and Continue sit above every window at the top of the screen:
+/// a tall consent dialog at scale 2 stays below them, so they hide none of its lines.
+#[test]
+fn the_takeover_label_and_continue_never_hide_the_dialog() {
+    let desk = Desktop::start();
+    set_xft_dpi(&desk, 192);
+    let mut ind = Indicator::spawn(&desk, &[]);
+    ind.send(BrokerToIndicator::ShowTakeover {
+        session: "mcp:test:1".into(),
+        paused: true,
+    });
+    assert!(matches!(
+        ind.recv(Duration::from_secs(5)),
+        Some(IndicatorToBroker::TakeoverShown { .. })
+    ));
+    let names: Vec<String> = (0..12).map(|i| format!("App {i}")).collect();
+    let apps: Vec<(&str, bool)> = names.iter().map(|n| (n.as_str(), false)).collect();
+    show_consent(&mut ind, consent_request(54, &apps));
+    let top = desk.find_viewable("^nish-driver consent$");
+    let label = desk.find_viewable("^nish-driver indicator: label$");
+    let cont = desk.find_viewable("^nish-driver indicator: continue$");
+    let (dx, dy, dw, dh) = desk.geometry(top);
+    for (what, w) in [("label", label), ("Continue", cont)] {
+        let (x, y, ww, wh) = desk.geometry(w);
+        let apart = x as i32 + ww as i32 <= dx as i32
+            || dx as i32 + dw as i32 <= x as i32
+            || y as i32 + wh as i32 <= dy as i32
+            || dy as i32 + dh as i32 <= y as i32;
+        assert!(
+            apart,
+            "the {what} at {:?} overlaps the dialog at {:?}",
+            (x, y, ww, wh),
+            (dx, dy, dw, dh)
+        );
+    }
+    assert!(dy as i32 + dh as i32 <= 800, "the dialog fits the screen");
+    ind.send(BrokerToIndicator::CancelConsent { id: 54 });
+    assert!(gone(&desk, top));
+}
+
+/// A request with these apps and neither extra line (small enough for scale 2 on the
+/// 1280x800 desktop).
+fn small_request(id: u64, apps: &[(&str, bool)]) -> nish_proto::wire::indicator::ConsentDialog {
+    let mut req = consent_request(id, apps);
+    req.request.takeover = false;
+    req.request.clipboard = false;
+    req
+}
+
+/// Sets the desktop's `Xft.dpi` (its RESOURCE_MANAGER, as GNOME and KDE do on a HiDPI
+/// screen) with xrdb.
+fn set_xft_dpi(desk: &Desktop, dpi: u32) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("xrdb")
+        .args(["-display", &desk.display, "-merge"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("xrdb runs (package x11-xserver-utils)");
+    writeln!(child.stdin.take().unwrap(), "Xft.dpi: {dpi}").unwrap();
+    assert!(child.wait().unwrap().success(), "xrdb failed");
+}
+
+#[test]
+fn scale_two_doubles_the_layout_and_clicks_still_answer() {
+    let desk = Desktop::start();
+    let size = |ind: &mut Indicator, id: u64| {
+        show_consent(ind, small_request(id, &[("Gedit", true)]));
+        let top = desk.find_viewable("^nish-driver consent$");
+        let row = desk.find_viewable("^nish-driver consent: app:Gedit$");
+        let allow = desk.find_viewable("^nish-driver consent: allow$");
+        // The line's place inside the dialog.
+        let (tx, ty, ..) = desk.geometry(top);
+        let (x, y, w, h) = desk.geometry(row);
+        (top, desk.geometry(top), (x - tx, y - ty, w, h), allow)
+    };
+    let mut one = Indicator::spawn(&desk, &[]);
+    let (top1, (_, _, w1, h1), (rx1, ry1, rw1, rh1), _) = size(&mut one, 80);
+    one.send(BrokerToIndicator::CancelConsent { id: 80 });
+    assert!(gone(&desk, top1));
+    drop(one);
+
+    set_xft_dpi(&desk, 192);
+    let mut two = Indicator::spawn(&desk, &[]);
+    let (top2, (_, _, w2, h2), (rx2, ry2, rw2, rh2), allow) = size(&mut two, 81);
+    eprintln!("scale 1: {w1}x{h1}, scale 2: {w2}x{h2}");
+    assert_eq!(h2, 2 * h1, "the height doubles");
+    assert!(w2.abs_diff(2 * w1) <= 4, "the width doubles: {w1} -> {w2}");
+    assert_eq!(
+        (rx2, ry2, rh2),
+        (2 * rx1, 2 * ry1, 2 * rh1),
+        "the app line doubles"
+    );
+    assert!(rw2.abs_diff(2 * rw1) <= 4, "{rw1} -> {rw2}");
+    // Text on Allow, and the person's click answers as at scale 1.
+    std::thread::sleep(Duration::from_millis(700));
+    let dark = desk.dark_pixels(allow);
+    assert!(dark > 80, "no text on Allow ({dark} dark pixels)");
+    desk.screenshot("consent-dialog-scale-2.png");
+    desk.real_click(allow);
+    let a = consent(two.recv(Duration::from_secs(5)), 81);
+    assert!(a.allow && a.apps == ["Gedit"], "{a:?}");
+    assert!(gone(&desk, top2));
+}
+
+/// Plays a desktop's XSETTINGS manager publishing `Net/ThemeName` = `theme`: owns
+/// `_XSETTINGS_S0` with a window carrying `_XSETTINGS_SETTINGS` (what gnome-settings-daemon
+/// does).
+fn publish_theme_name(desk: &Desktop, theme: &str) -> Window {
+    let mut v = vec![0u8, 0, 0, 0];
+    v.extend_from_slice(&1u32.to_le_bytes());
+    v.extend_from_slice(&1u32.to_le_bytes());
+    let name = b"Net/ThemeName";
+    v.extend_from_slice(&[1, 0]);
+    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    v.extend_from_slice(name);
+    v.resize(v.len().div_ceil(4) * 4, 0);
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v.extend_from_slice(&(theme.len() as u32).to_le_bytes());
+    v.extend_from_slice(theme.as_bytes());
+    v.resize(v.len().div_ceil(4) * 4, 0);
+    let w = desk.unmapped_test_window(0, 0, 1, 1);
+    let settings = desk.intern("_XSETTINGS_SETTINGS");
+    desk.conn
+        .change_property8(
+            x11rb::protocol::xproto::PropMode::REPLACE,
+            w,
+            settings,
+            settings,
+            &v,
+        )
+        .unwrap();
+    let sel = desk.intern("_XSETTINGS_S0");
+    desk.conn.set_selection_owner(w, sel, 0u32).unwrap();
+    desk.conn.sync().unwrap();
+    w
+}
+
+#[test]
+fn a_dark_desktop_theme_gives_the_dark_dialog() {
+    let desk = Desktop::start();
+    let bg = |desk: &Desktop| {
+        let mut ind = Indicator::spawn(desk, &[]);
+        show_consent(&mut ind, small_request(110, &[("Gedit", true)]));
+        let top = desk.find_viewable("^nish-driver consent$");
+        std::thread::sleep(Duration::from_millis(300));
+        let img = desk
+            .conn
+            .get_image(
+                x11rb::protocol::xproto::ImageFormat::Z_PIXMAP,
+                top,
+                6,
+                6,
+                1,
+                1,
+                !0,
+            )
+            .unwrap()
+            .reply()
+            .unwrap();
+        ind.send(BrokerToIndicator::CancelConsent { id: 110 });
+        assert!(gone(desk, top));
+        (img.data[2], img.data[1], img.data[0])
+    };
+    let light = bg(&desk);
+    let _manager = publish_theme_name(&desk, "Adwaita-dark");
+    let dark = bg(&desk);
+    eprintln!("light {light:?}, dark {dark:?}");
+    let luma = |(r, g, b): (u8, u8, u8)| u32::from(r) + u32::from(g) + u32::from(b);
+    assert!(luma(light) > 3 * 0xe0, "light background {light:?}");
+    assert!(luma(dark) < 3 * 0x50, "dark background {dark:?}");
+}
+
+/// The pixels of a window's middle part (4 px inside its edges), as the screen shows them.
+fn inner_pixels(desk: &Desktop, w: Window) -> Vec<u8> {
+    let (_, _, ww, hh) = desk.geometry(w);
+    let img = desk
+        .conn
+        .get_image(
+            x11rb::protocol::xproto::ImageFormat::Z_PIXMAP,
+            w,
+            4,
+            4,
+            ww - 8,
+            hh - 8,
+            !0,
+        )
+        .unwrap()
+        .reply()
+        .unwrap();
+    img.data
+}
+
+/// Pixels (of 4 bytes) that differ between two pictures of one size.
+fn differing(a: &[u8], b: &[u8]) -> usize {
+    assert_eq!(a.len(), b.len(), "same size");
+    a.chunks(4)
+        .zip(b.chunks(4))
+        .filter(|(x, y)| x[..3] != y[..3])
+        .count()
+}
+
+#[test]
+fn apps_named_in_cyrillic_chinese_and_arabic_are_drawn_with_their_glyphs() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let names = ["Калькулятор", "计算器", "الحاسبة"];
+    // The same lines three times: the real names, as many `?`, and as many characters no
+    // font has (drawn as empty boxes). The real names must look like neither.
+    let mut shots: Vec<Vec<Vec<u8>>> = Vec::new();
+    for (id, variant) in [(90u64, 0), (91, 1), (92, 2)] {
+        let apps: Vec<String> = names
+            .iter()
+            .map(|n| match variant {
+                0 => n.to_string(),
+                1 => "?".repeat(n.chars().count()),
+                _ => "\u{10fffd}".repeat(n.chars().count()),
+            })
+            .collect();
+        let pairs: Vec<(&str, bool)> = apps.iter().map(|a| (a.as_str(), false)).collect();
+        show_consent(&mut ind, small_request(id, &pairs));
+        let top = desk.find_viewable("^nish-driver consent$");
+        let rows = desk.search("^nish-driver consent: app:");
+        assert_eq!(rows.len(), 3);
+        std::thread::sleep(Duration::from_millis(300));
+        if variant == 0 {
+            desk.screenshot("consent-dialog-scripts.png");
+        }
+        // In the dialog's order (top to bottom).
+        let mut rows: Vec<(i16, Window)> = rows.iter().map(|&w| (desk.geometry(w).1, w)).collect();
+        rows.sort();
+        shots.push(rows.iter().map(|&(_, w)| inner_pixels(&desk, w)).collect());
+        // The windows' UTF-8 names carry the names as sent.
+        if variant == 0 {
+            let utf8 = desk.intern("UTF8_STRING");
+            let net_wm_name = desk.intern("_NET_WM_NAME");
+            let got: Vec<String> = rows
+                .iter()
+                .map(|&(_, w)| {
+                    let r = desk
+                        .conn
+                        .get_property(false, w, net_wm_name, utf8, 0, 1024)
+                        .unwrap()
+                        .reply()
+                        .unwrap();
+                    String::from_utf8(r.value).unwrap()
+                })
+                .collect();
+            for n in names {
+                let want = format!("nish-driver consent: app:{n}");
+                assert!(got.contains(&want), "{want} not in {got:?}");
+            }
+        }
+        ind.send(BrokerToIndicator::CancelConsent { id });
+        assert!(gone(&desk, top));
+    }
+    for (i, n) in names.iter().enumerate() {
+        let (real, asks, boxes) = (&shots[0][i], &shots[1][i], &shots[2][i]);
+        let vs_q = differing(real, asks);
+        let vs_box = differing(real, boxes);
+        eprintln!("{n}: {vs_q} pixels differ from '?', {vs_box} from boxes");
+        assert!(
+            vs_q > 60,
+            "{n} looks like question marks ({vs_q} pixels differ)"
+        );
+        assert!(
+            vs_box > 60,
+            "{n} looks like empty boxes ({vs_box} pixels differ)"
+        );
+    }
+}
+
+#[test]
+fn two_apps_of_one_name_are_told_apart_by_their_program() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let mut req = small_request(120, &[("Calculator", false), ("Calculator", false)]);
+    req.request.apps[0].program = "/usr/bin/gnome-calculator".into();
+    // The same basename in the user's own directory: another program.
+    req.request.apps[1].program = "/home/u/.local/bin/gnome-calculator".into();
+    show_consent(&mut ind, req);
+    let top = desk.find_viewable("^nish-driver consent$");
+    let mut rows: Vec<(i16, Window)> = desk
+        .search("^nish-driver consent: app:Calculator$")
+        .into_iter()
+        .map(|w| (desk.geometry(w).1, w))
+        .collect();
+    rows.sort();
+    assert_eq!(rows.len(), 2, "one line per program");
+    std::thread::sleep(Duration::from_millis(700));
+    // The two lines read differently: each shows its program.
+    let text = ocr(&desk, top, "consent-same-name");
+    eprintln!("{text}");
+    assert!(
+        text.contains("usr/bin/gnome-calculator")
+            && text.contains("home/u/.local/bin/gnome-calculator"),
+        "OCR did not find both programs in:\n{text}"
+    );
+    desk.real_click(rows[1].1);
+    std::thread::sleep(Duration::from_millis(100));
+    desk.real_click(desk.find_viewable("^nish-driver consent: allow$"));
+    let a = consent(ind.recv(Duration::from_secs(5)), 120);
     assert!(a.allow);
+    assert_eq!(a.apps, ["Calculator"]);
+    assert_eq!(
+        a.programs,
+        ["/home/u/.local/bin/gnome-calculator"],
+        "the ticked line's program only"
+    );
+}
+
+#[test]
+fn the_persons_keyboard_answers_and_injected_keys_do_not() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    // An app of the person's (a window openbox manages) has the focus; the dialog takes it and
+    // gives it back.
+    let app = desk.conn.generate_id().unwrap();
+    desk.conn
+        .create_window(
+            x11rb::COPY_DEPTH_FROM_PARENT,
+            app,
+            desk.root,
+            20,
+            20,
+            200,
+            100,
+            0,
+            x11rb::protocol::xproto::WindowClass::INPUT_OUTPUT,
+            x11rb::COPY_FROM_PARENT,
+            &x11rb::protocol::xproto::CreateWindowAux::new().background_pixel(0x0020_6080),
+        )
+        .unwrap();
+    desk.conn.map_window(app).unwrap();
+    desk.conn.sync().unwrap();
+    wait_for(Duration::from_secs(3), || desk.viewable(app).then_some(()))
+        .expect("the app window is mapped");
+    desk.conn
+        .set_input_focus(
+            x11rb::protocol::xproto::InputFocus::PARENT,
+            app,
+            x11rb::CURRENT_TIME,
+        )
+        .unwrap();
+    desk.conn.sync().unwrap();
+    let focus = || desk.conn.get_input_focus().unwrap().reply().unwrap().focus;
+    // Keys from the person's keyboard wait 600 ms each: every key press re-arms the dialog.
+    let key = |k: &str| {
+        std::thread::sleep(Duration::from_millis(600));
+        desk.person(&["key", k]);
+    };
+    // A click into the dialog, on its own background (no control there).
+    let click_in = |top: u32| {
+        let (x, y, _, _) = desk.geometry(top);
+        desk.real_click_at(x + 3, y + 3);
+    };
+    show_consent(
+        &mut ind,
+        small_request(130, &[("Gedit", true), ("Calculator", false)]),
+    );
+    let top = desk.find_viewable("^nish-driver consent$");
+    // The dialog does not take the focus: the person may be typing into the app. Their keys,
+    // the routine Tab then Enter, go to the app and do nothing here.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(focus(), app, "the dialog did not take the focus");
+    key("Tab");
+    key("Return");
+    ind.expect_silence(QUIET, "the person's keys before any click");
+    // Another client gives the dialog the focus (XSetInputFocus): keys still do nothing.
+    desk.xdotool(&["windowfocus", "--sync", &top.to_string()]);
+    assert_eq!(focus(), top);
+    key("Return");
+    ind.expect_silence(
+        QUIET,
+        "the person's Enter after another client focused the dialog",
+    );
+    // The person clicks into the dialog: it takes the focus.
+    click_in(top);
+    assert!(
+        wait_for(Duration::from_secs(2), || (focus() == top).then_some(())).is_some(),
+        "a click gives the dialog the focus"
+    );
+    // Within the arming delay after a key, the person's Enter does nothing (Tab counts and
+    // moves the ring from Deny to Allow; Enter right after it does not press Allow).
+    std::thread::sleep(Duration::from_millis(700));
+    desk.person(&["key", "Tab", "Return"]);
+    ind.expect_silence(QUIET, "Enter right after a key");
+    // Other programs' keys do nothing: XTEST (xdotool on the desktop) and SendEvent. (The next
+    // key from the person's keyboard switches the master keyboard back to its own keymap: a
+    // MappingNotify, which re-arms; a Shift press, which neither counts nor re-arms, takes it.)
+    desk.xdotool(&["key", "Tab", "Return"]);
+    desk.xdotool(&["key", "--window", &top.to_string(), "Tab", "Return"]);
+    ind.expect_silence(QUIET, "XTEST and SendEvent keys");
+    desk.screenshot("consent-dialog-focus.png");
+    desk.person(&["key", "Shift_L"]);
+    // The person's keyboard: Shift+Tab back to Deny and on to the last app line, Space ticks
+    // it, Tab twice to Allow, Enter.
+    key("shift+Tab");
+    key("shift+Tab");
+    key("space");
+    key("Tab");
+    key("Tab");
+    key("Return");
+    let a = consent(ind.recv(Duration::from_secs(5)), 130);
+    assert!(a.allow, "{a:?}");
+    assert_eq!(a.apps, ["Gedit", "Calculator"]);
+    assert!(gone(&desk, top));
+    assert!(
+        wait_for(Duration::from_secs(2), || (focus() == app).then_some(())).is_some(),
+        "the focus went back to the app {app}, not {}",
+        focus()
+    );
+
+    // Enter on the focused Deny denies, after a click into the dialog.
+    show_consent(&mut ind, small_request(131, &[("Gedit", true)]));
+    let top = desk.find_viewable("^nish-driver consent$");
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    // Another client moves the focus away and back: keys are off until the next click.
+    desk.xdotool(&["windowfocus", "--sync", &app.to_string()]);
+    desk.xdotool(&["windowfocus", "--sync", &top.to_string()]);
+    key("Return");
+    ind.expect_silence(QUIET, "Enter after another client moved the focus");
+    // Another program remaps the keys: the person's Tab now makes Return (one Tab moved the
+    // ring to Allow; the next, read as Enter, would press it). Keys are off until a click.
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    key("Tab");
+    let tab_line = desk
+        .run("xmodmap", &["-pke"])
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some("Tab"))
+        .expect("a Tab key in the keymap")
+        .to_string();
+    desk.run("xmodmap", &["-e", "keysym Tab = Return"]);
+    key("Tab");
+    ind.expect_silence(QUIET, "the person's Tab remapped to Return");
+    desk.run("xmodmap", &["-e", &tab_line]);
+    // Another program adds a master keyboard (a device can then reach the dialog through a
+    // focus the person's click did not give): keys off until a click.
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    desk.run("xinput", &["create-master", "other"]);
+    key("Return");
+    ind.expect_silence(QUIET, "Enter after a master was added");
+    // The ring is on Allow (the Tab above): back to Deny, then Enter.
+    std::thread::sleep(Duration::from_millis(700));
+    click_in(top);
+    key("shift+Tab");
+    key("Return");
+    let a = consent(ind.recv(Duration::from_secs(5)), 131);
+    assert!(!a.allow && a.apps.is_empty(), "{a:?}");
+    assert!(gone(&desk, top));
+}
+
+#[test]
+fn lang_de_gives_the_german_dialog() {
+    let desk = Desktop::start();
+    let picture = |env: &[(&str, &str)], id: u64| {
+        let mut ind = Indicator::spawn(&desk, env);
+        show_consent(&mut ind, small_request(id, &[("Gedit", true)]));
+        let top = desk.find_viewable("^nish-driver consent$");
+        std::thread::sleep(Duration::from_millis(300));
+        let text = ocr(&desk, top, &format!("consent-lang-{id}"));
+        if id == 101 {
+            desk.screenshot("consent-dialog-de.png");
+        }
+        let deny = desk.find_viewable("^nish-driver consent: deny$");
+        let allow = desk.find_viewable("^nish-driver consent: allow$");
+        let px = (inner_pixels(&desk, deny), inner_pixels(&desk, allow));
+        ind.send(BrokerToIndicator::CancelConsent { id });
+        assert!(gone(&desk, top));
+        (text, px)
+    };
+    let (en, en_px) = picture(&[("LANG", "C.UTF-8")], 100);
+    let (de, de_px) = picture(&[("LANG", "de_DE.UTF-8")], 101);
+    // LC_ALL wins over LANG.
+    let (all, _) = picture(&[("LANG", "de_DE.UTF-8"), ("LC_ALL", "en_US.UTF-8")], 102);
+    eprintln!("English:\n{en}\nGerman:\n{de}");
+    for want in ["Programm", "Erlauben", "Ablehnen", "Minuten"] {
+        assert!(de.contains(want), "OCR did not find {want:?} in:\n{de}");
+    }
+    for want in ["Program:", "Allow", "Deny", "minutes"] {
+        assert!(en.contains(want), "OCR did not find {want:?} in:\n{en}");
+        assert!(all.contains(want), "LC_ALL: no {want:?} in:\n{all}");
+    }
+    assert!(!en.contains("Erlauben") && !all.contains("Erlauben"));
+    // The buttons' pixels differ (their labels do), whatever their sizes.
+    assert!(en_px.0 != de_px.0 && en_px.1 != de_px.1);
 }
 
 /// The text tesseract reads in a window (its pixels on screen, scaled up twice).

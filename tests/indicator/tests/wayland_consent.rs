@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use nish_agenthost::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentApp, ConsentDialog, ConsentRequest, HostProgram, IndicatorToBroker,
+    BrokerToIndicator, ConsentApp, ConsentControl, ConsentDialog, ConsentRequest, ConsentShown,
+    HostProgram, IndicatorToBroker,
 };
 use nish_proto::wire::{AgentFailure, ConnectTarget, Hello, MAX_FRAME_BYTES, Role};
 use nish_testdesk::WaylandDesktop;
@@ -119,6 +120,7 @@ struct Indicator {
     child: Child,
     sock: UnixStream,
     rx: Receiver<IndicatorToBroker>,
+    shown: Receiver<(u64, ConsentShown)>,
     log: Receiver<String>,
 }
 
@@ -181,11 +183,12 @@ impl Indicator {
                 hotkey_grabbed: false
             }
         );
-        let rx = common::indicator_messages(reader);
+        let common::Messages { rx, shown } = common::indicator_messages(reader);
         Indicator {
             child,
             sock: mine,
             rx,
+            shown,
             log,
         }
     }
@@ -307,11 +310,13 @@ fn request(id: u64) -> ConsentDialog {
                     name: "gedit".into(),
                     ticked: true,
                     windows: 1,
+                    program: "gedit".into(),
                 },
                 ConsentApp {
                     name: "calc".into(),
                     ticked: false,
                     windows: 2,
+                    program: "gnome-calculator".into(),
                 },
             ],
             missing_requested: 0,
@@ -345,14 +350,41 @@ fn the_person_answers_the_wayland_dialog_by_clicking_and_by_nothing_else() {
     let at = ind.show(request(1));
     ind.wait_log("consent dialog focus changed activated=true", ANSWER);
     std::thread::sleep(ARMED);
+    // The dialog says what it shows (for the broker's text-only accessible): no focus ring,
+    // no keys; then the tick.
+    let ticks = |s: &ConsentShown| -> Vec<(ConsentControl, bool)> {
+        s.controls.iter().map(|c| (c.control, c.ticked)).collect()
+    };
+    let (id, first) = ind
+        .shown
+        .recv_timeout(ANSWER)
+        .expect("what the dialog shows");
+    assert_eq!(id, 1);
+    assert_eq!(
+        (first.focus, first.keys, first.lang.as_str()),
+        (None, false, "en")
+    );
+    assert!(
+        ticks(&first).contains(&(ConsentControl::App(1), false)),
+        "{first:?}"
+    );
     person.move_to(at["App(1)"].0, at["App(1)"].1);
     person.click();
     ind.expect_silence(Duration::from_millis(300), "a tick");
+    let (_, ticked) = ind.shown.recv_timeout(ANSWER).expect("the tick told");
+    assert!(
+        ticks(&ticked).contains(&(ConsentControl::App(1), true)),
+        "{ticked:?}"
+    );
     person.move_to(at["Allow"].0, at["Allow"].1);
     person.click();
     let a = consent(ind.recv(ANSWER), 1);
     assert!(a.allow, "{a:?}");
     assert_eq!(a.apps, vec!["gedit".to_string(), "calc".to_string()]);
+    assert_eq!(
+        a.programs,
+        vec!["gedit".to_string(), "gnome-calculator".to_string()]
+    );
     assert!(!a.clipboard && !a.takeover);
 
     // Deny.

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use nish_proto::wire::codec;
 use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentApp, ConsentDialog, ConsentRequest, HostProgram, IndicatorToBroker,
+    BrokerToIndicator, ConsentApp, ConsentDialog, ConsentRequest, ConsentShown, HostProgram,
+    IndicatorToBroker,
 };
 use nish_proto::wire::{ConnectTarget, Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use x11rb::connection::Connection;
@@ -257,6 +258,22 @@ impl Desktop {
     /// whether it succeeded.
     pub fn xdotool(&self, args: &[&str]) -> (bool, String) {
         xdotool_on(&self.display, args)
+    }
+
+    /// Runs `program` with `args` on the desktop (another program of the session, e.g. xmodmap
+    /// or xinput); returns its stdout, and panics when it fails.
+    pub fn run(&self, program: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .env("DISPLAY", &self.display)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Runs xdotool as the person: on the outer display, so the desktop gets it from its real
@@ -723,17 +740,34 @@ impl Drop for Crawl {
 
 /// The indicator's messages on `reader` (the broker's end), read on a thread of their own from
 /// now on.
-pub fn indicator_messages(mut reader: UnixStream) -> Receiver<IndicatorToBroker> {
+pub fn indicator_messages(mut reader: UnixStream) -> Messages {
     reader.set_read_timeout(None).unwrap();
     let (tx, rx) = channel();
+    let (shown_tx, shown) = channel();
     std::thread::spawn(move || {
         while let Ok(m) = codec::read_frame::<_, IndicatorToBroker>(&mut reader, MAX_FRAME_BYTES) {
-            if tx.send(m).is_err() {
+            // What the dialog shows goes apart: it answers nothing, and the tests that wait for
+            // an answer read on.
+            let sent = match m {
+                IndicatorToBroker::ConsentShown { id, shown } => {
+                    shown_tx.send((id, shown)).map_err(|_| ())
+                }
+                m => tx.send(m).map_err(|_| ()),
+            };
+            if sent.is_err() {
                 break;
             }
         }
     });
-    rx
+    Messages { rx, shown }
+}
+
+/// What an indicator sent: its answers and events, and apart what its dialog shows.
+pub struct Messages {
+    /// Every message but `ConsentShown`.
+    pub rx: Receiver<IndicatorToBroker>,
+    /// The `ConsentShown` messages: (dialog id, what it shows).
+    pub shown: Receiver<(u64, ConsentShown)>,
 }
 
 /// The real `nish-indicator`, with the test playing the broker.
@@ -741,6 +775,7 @@ pub struct Indicator {
     child: Child,
     sock: Option<UnixStream>,
     rx: Receiver<IndicatorToBroker>,
+    shown: Receiver<(u64, ConsentShown)>,
     /// The lock-down report it sent.
     pub lockdown: LockdownReport,
     /// It said the stop hotkey is grabbed.
@@ -801,11 +836,12 @@ impl Indicator {
         let IndicatorToBroker::Ready { hotkey_grabbed } = ready else {
             panic!("the message after Connect must be Ready, got {ready:?}");
         };
-        let rx = indicator_messages(reader);
+        let Messages { rx, shown } = indicator_messages(reader);
         Indicator {
             child,
             sock: Some(mine),
             rx,
+            shown,
             lockdown,
             hotkey_grabbed,
         }
@@ -828,6 +864,12 @@ impl Indicator {
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => None,
         }
+    }
+
+    /// The next `ConsentShown` within `timeout`: (dialog id, what it shows).
+    #[allow(dead_code)]
+    pub fn shown(&self, timeout: Duration) -> Option<(u64, ConsentShown)> {
+        self.shown.recv_timeout(timeout).ok()
     }
 
     /// Asserts nothing arrives within `d`.
@@ -878,6 +920,9 @@ pub fn consent_request(id: u64, apps: &[(&str, bool)]) -> ConsentDialog {
                     name: (*name).into(),
                     ticked: *ticked,
                     windows: 1,
+                    // The program as the broker reads it from /proc: here the name in
+                    // lower case.
+                    program: name.to_lowercase(),
                 })
                 .collect(),
             missing_requested: 0,
