@@ -606,3 +606,29 @@ impl A11y {
         }
     }
 }
+
+#[cfg(test)]
+mod cache_memory_tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_too_slow_is_skipped_for_the_apps_life_and_the_memory_is_bounded() {
+        let a = A11y::new(Connector::Direct);
+        assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::Unknown);
+        a.judge_cache(":1.5", CacheVerdict::Answers);
+        assert!(a.use_cache(":1.5"));
+        a.skip_cache(":1.5");
+        assert!(!a.use_cache(":1.5"));
+        // A later answer, or a request to forget, does not undo it.
+        a.judge_cache(":1.5", CacheVerdict::Answers);
+        a.judge_cache(":1.5", CacheVerdict::Unknown);
+        assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::TooSlow);
+        // Filling the memory with apps whose cache answers forgets those, not the slow one.
+        for i in 0..FRAME_MEMORY * 2 {
+            a.judge_cache(&format!(":2.{i}"), CacheVerdict::Answers);
+        }
+        assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::TooSlow);
+        let held = a.caches.lock().unwrap().len();
+        assert!(held <= FRAME_MEMORY, "{held} apps remembered");
+    }
+}
