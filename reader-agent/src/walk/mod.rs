@@ -271,10 +271,7 @@ pub async fn read_tree(
         a11y.drop_link(&ctx.link.bus_name).await;
     }
     if only_the_window(&final_plan) {
-        return Err(Failure::not_responding(format!(
-            "the application of pid {} did not answer in time",
-            window.pid
-        )));
+        return Err(nothing_read(&ctx, window.pid));
     }
 
     // The rows' details get the rest of the budget (of a bounded walk's share).
@@ -287,10 +284,7 @@ pub async fn read_tree(
     stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
     let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
     if only_the_window(&final_plan) {
-        return Err(Failure::not_responding(format!(
-            "the application of pid {} did not answer in time",
-            window.pid
-        )));
+        return Err(nothing_read(&ctx, window.pid));
     }
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
@@ -458,8 +452,27 @@ fn only_the_window(p: &Plan) -> bool {
     p.rows.len() <= 1
         && matches!(
             p.truncated,
-            Some(TruncReason::TimeBudget) | Some(TruncReason::AppNotResponding)
+            Some(TruncReason::TimeBudget)
+                | Some(TruncReason::AppNotResponding)
+                | Some(TruncReason::AppTooLarge)
         )
+}
+
+/// The failure of a walk that read nothing below the window, saying why and what the next
+/// read does.
+fn nothing_read(ctx: &Ctx, pid: u32) -> Failure {
+    if ctx.is_bounded() && !ctx.dead.load(Ordering::Relaxed) {
+        Failure::not_responding(format!(
+            "the application of pid {pid} did not answer in time: it is too large for \
+             whole-window reads and may still be busy with one; its windows are read bounded \
+             from now on (the top structure first, at most {BOUNDED_CHILDREN} children per \
+             container)"
+        ))
+    } else {
+        Failure::not_responding(format!(
+            "the application of pid {pid} did not answer in time"
+        ))
+    }
 }
 
 /// GTK 4.8 sets `showing` on no element below its window. When a tree has no showing row below
