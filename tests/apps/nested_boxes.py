@@ -6,8 +6,9 @@ list, for reads of huge windows of any shape.
 
 The window, top to bottom: a tool bar ("Tools", buttons "Refresh" and "Filter"), a scrolled
 vertical box ("Frames") of FRAMES frames ("Frame 1" ...), each holding a horizontal box of four
-labels ("Label 1.1" ... "Label 1.4") and four buttons ("Button 1.1" ... "Button 1.4"), then a
-status bar ("Status"). With 4,500 frames GTK 3 holds about 50,000 accessible objects (each
+labels ("Label 1.1" ... "Label 1.4") and four buttons ("Button 1.1" ... "Button 1.4"), the
+first frame also a password field ("Password", holding "nested-secret-FRAMES"), then a status
+bar ("Status"). With 4,500 frames GTK 3 holds about 50,000 accessible objects (each
 button's label is one more), and answers a whole-cache call or a children list of the box
 only after seconds of its own work. With `--other`, the same application shows a second,
 small window titled TITLE (a button "Other button" and a label "Other label"), shown before
@@ -60,6 +61,12 @@ for i in range(1, a.frames + 1):
         row.pack_start(Gtk.Label(label="Label %d.%d" % (i, j)), False, False, 0)
     for j in range(1, 5):
         row.pack_start(Gtk.Button(label="Button %d.%d" % (i, j)), False, False, 0)
+    if i == 1:
+        # A password field holding a secret, for the secure-field rules on bounded reads.
+        secret = Gtk.Entry(visibility=False)
+        secret.set_text("nested-secret-%d" % a.frames)
+        secret.get_accessible().set_name("Password")
+        row.pack_start(secret, False, False, 0)
     frame.add(row)
     frames.pack_start(frame, False, False, 0)
 scroll.add(frames)

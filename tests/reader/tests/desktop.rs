@@ -1492,6 +1492,21 @@ fn a_gtk3_window_of_50000_nested_objects_gives_rows_on_every_read() {
         assert!(took < bound, "read {i} took {took:?}");
         // Landmarks first: the tool bar before the deep leaves.
         row_of(&t, "tool_bar", "Tools");
+        // The secure-field rules hold on the bounded read: the first frame's password field is
+        // read, secure, with no value, and its secret is nowhere.
+        let pw = row_of(&t, "password_text", "Password");
+        assert!(t.nodes[pw].is_secure() && t.nodes[pw].value.is_none());
+        assert!(
+            t.nodes.iter().all(|n| {
+                !n.name.contains("nested-secret")
+                    && !n
+                        .value
+                        .as_deref()
+                        .unwrap_or_default()
+                        .contains("nested-secret")
+            }),
+            "the secret in a row"
+        );
         // The app is free right after: its other window is read at once.
         let t0 = Instant::now();
         let got = r.tree(&other, WalkLimits::default());
