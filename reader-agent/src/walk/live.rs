@@ -8,7 +8,7 @@ use nish_proto::model::{State, TruncReason};
 use nish_proto::wire::reader::WalkLimits;
 use zbus::zvariant::OwnedValue;
 
-use nish_atspi::a11y::Props;
+use nish_atspi::a11y::{Props, ROOT_PATH};
 use nish_atspi::dbus::{CallError, Read};
 #[cfg(test)]
 use nish_atspi::tree::MAX_CHILDREN;
@@ -65,8 +65,48 @@ pub const FIRST_LOOK_TOO_MANY: u64 = 4000;
 /// counts; not those of objects that manage their descendants, which the toolkit's cache leaves
 /// out). Lists it cut short are left pending, so a walk goes on from what it read.
 pub(super) async fn first_look(ctx: &Arc<Ctx>, arena: &mut Arena, root: Key) -> u64 {
+    look(ctx, arena, root, FIRST_LOOK_ROWS).await
+}
+
+/// A first look at the application's other top-level windows than `frame_path`, in the rows a
+/// first look at the window read for left unused (the whole-cache call lists them too): how
+/// many children their objects announce in all. Nothing of them is kept.
+pub(super) async fn first_look_elsewhere(
+    ctx: &Arc<Ctx>,
+    frame_path: &str,
+    rows_used: usize,
+) -> u64 {
+    let mut rows_left = (FIRST_LOOK_ROWS as usize).saturating_sub(rows_used);
+    let Ok(tops) = ctx
+        .call::<_, Vec<ObjRefWire>>(ROOT_PATH, Read::GetChildren, &())
+        .await
+    else {
+        return 0;
+    };
+    let bus = ctx.link.bus_name.clone();
+    let mut total = 0;
+    for (b, p) in tops {
+        let p = p.as_str();
+        if !(b.is_empty() || b == bus) || p == frame_path {
+            continue;
+        }
+        if rows_left < 2 || ctx.stopped() || total >= FIRST_LOOK_TOO_MANY {
+            break;
+        }
+        let Ok(props) = ctx.props(p).await else {
+            continue;
+        };
+        let mut arena = Arena::new();
+        let root = arena.insert(props.to_obj(&bus, p));
+        total += look(ctx, &mut arena, root, rows_left as u32).await;
+        rows_left = rows_left.saturating_sub(arena.len());
+    }
+    total
+}
+
+async fn look(ctx: &Arc<Ctx>, arena: &mut Arena, root: Key, rows: u32) -> u64 {
     let limits = WalkLimits {
-        max_elements: FIRST_LOOK_ROWS,
+        max_elements: rows,
         ..WalkLimits::default()
     };
     for _ in 0..FIRST_LOOK_LEVELS {

@@ -50,7 +50,7 @@ pub use self::ctx::{
 pub use self::details::MAX_ACTIONS;
 use self::details::{Got, Want, cut_at_first_incomplete, detail, read_details, wants_attrs};
 pub use self::live::{FIRST_LOOK_LEVELS, FIRST_LOOK_ROWS};
-use self::live::{FIRST_LOOK_TOO_MANY, first_look, read_structure};
+use self::live::{FIRST_LOOK_TOO_MANY, first_look, first_look_elsewhere, read_structure};
 
 /// The share of a walk's budget (in percent) for finding the window and reading its structure;
 /// the rest is kept for the rows' extents, actions and values, so a walk whose structure took
@@ -155,14 +155,20 @@ pub async fn read_tree(
         let k = a.insert(frame.props.to_obj(&bus, &frame.path));
         (a, k)
     };
-    // An application whose whole-cache call was never judged gets a first look at its window
-    // (GTK 3's cache holds every object of the application): too many objects for the cache,
-    // and it is read bounded from then on. The look's rows are the walk's first rows.
+    // An application whose whole-cache call was never judged gets a first look at its window,
+    // then at its other windows in the rows left (GTK 3's cache holds every object of the
+    // application): too many objects for the cache, and it is read bounded from then on. The
+    // look's rows at the window are the walk's first rows.
     let mut looked = None;
     if a11y.cache_verdict(&bus) == CacheVerdict::Unknown && caches_everything(&frame.toolkit) {
         ctx.phase_until(start + budget * FIRST_LOOK_SHARE / 100);
         let (mut a, root) = frame_arena();
-        let announced = first_look(&ctx, &mut a, root).await;
+        let mut announced = first_look(&ctx, &mut a, root).await;
+        // The cache lists every window of the application: a small window of an application
+        // with a huge one is no cheaper.
+        if announced < FIRST_LOOK_TOO_MANY {
+            announced += first_look_elsewhere(&ctx, &frame.path, a.len()).await;
+        }
         tracing::debug!(
             announced,
             objects = a.len(),

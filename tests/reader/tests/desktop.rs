@@ -1523,6 +1523,30 @@ fn a_gtk3_window_of_50000_nested_objects_gives_rows_on_every_read() {
             "the other window took {took:?}"
         );
     }
+
+    // A fresh reader whose first read of the app is of its small window: the app is not asked
+    // for its whole cache either (which lists the huge window too), so it stays free.
+    drop(r);
+    let (mut r, _, _) = ReaderProc::spawn(&desk);
+    r.windows();
+    for (i, w) in [&other, &big, &other].into_iter().enumerate() {
+        let t0 = Instant::now();
+        let got = r.tree(w, WalkLimits::default());
+        let took = t0.elapsed();
+        let (t, _) = got.unwrap_or_else(|e| panic!("read {i} failed after {took:?}: {e:?}"));
+        eprintln!(
+            "small window first, read {i}: {} rows in {took:?}, {:?}",
+            t.nodes.len(),
+            t.truncated
+        );
+        if w.title == big.title {
+            assert!(t.nodes.len() >= 100 && t.truncated == Some(TruncReason::AppTooLarge));
+            assert!(took < bound, "read {i} took {took:?}");
+        } else {
+            row_of(&t, "push_button", "Other button");
+            assert!(took < Duration::from_millis(500), "read {i} took {took:?}");
+        }
+    }
 }
 
 /// What the reader may take at most for a window list (its name wait is 400 ms) and for a read
