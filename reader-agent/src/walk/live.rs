@@ -50,7 +50,7 @@ pub(super) async fn read_structure(
     read
 }
 
-/// Rows a first look at a window reads at most ([`first_look`]).
+/// Rows a first look at a window reads at most (`first_look`).
 pub const FIRST_LOOK_ROWS: u32 = 64;
 /// Levels below the window a first look reads at most.
 pub const FIRST_LOOK_LEVELS: usize = 6;

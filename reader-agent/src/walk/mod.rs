@@ -23,6 +23,15 @@
 //! `time_budget` when the deadline passed). A walk that has no more than the window's own row to
 //! show for it fails with `app_not_responding` instead of answering a one-row tree.
 //!
+//! An application too large for its whole-cache call (GTK 3 lists every object of every window
+//! in it, 50,000 objects in 4.6 s, answering nothing else meanwhile) is read bounded instead:
+//! step 2 is left out, step 3 gives each container at most
+//! [`BOUNDED_CHILDREN`] children, the walk answers within [`BOUNDED_SHARE`] of its budget, and
+//! what it leaves out says `app_too_large`. The reader learns it for the application's life
+//! ([`nish_atspi::a11y::CacheVerdict`]): from a first look at the window and the application's
+//! other windows (`live::first_look`, before its cache is asked the first time), or from a
+//! cache that did not answer in time.
+//!
 //! Here are the walk itself and the re-read of single objects; step 2 is in `cache`, step 3
 //! in `live`, step 4 in `details`, and the calls' turns and timeouts in `ctx`.
 
