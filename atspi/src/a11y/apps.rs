@@ -231,7 +231,7 @@ impl A11y {
 
     /// Remembers what the application's cache was seen to cost. A verdict of too slow stands
     /// for the application's life (a later answer does not undo it). At most
-    /// [`FRAME_MEMORY`] applications are remembered: when full, the applications whose cache
+    /// 1,024 applications are remembered: when full, the applications whose cache
     /// answers are forgotten first (a first look tells again), so that filling the memory
     /// does not make the reader ask a slow application's cache again.
     pub fn judge_cache(&self, bus_name: &str, verdict: CacheVerdict) {
