@@ -470,7 +470,8 @@ pub struct Plan {
 /// limits.
 fn rank(r: TruncReason) -> u8 {
     match r {
-        TruncReason::AppNotResponding => 4,
+        TruncReason::AppNotResponding => 5,
+        TruncReason::AppTooLarge => 4,
         TruncReason::TimeBudget => 3,
         TruncReason::MaxElements => 2,
         TruncReason::MaxDepth => 1,
@@ -491,7 +492,8 @@ fn note(truncated: &mut Option<TruncReason>, r: TruncReason) {
 /// are numbered as leaves and the numbering goes on after them. A container numbers at most
 /// [`MAX_CHILDREN`] children (reason `max_elements`); the numbering ends only at the row limit
 /// or at the end of a [`Kids::Partial`] list. When several reasons apply, the tree gives the
-/// app's (`app_not_responding`), then `time_budget`, then `max_elements`, then `max_depth`.
+/// app's (`app_not_responding`), then the reader's cut of an app too large to read whole
+/// (`app_too_large`), then `time_budget`, then `max_elements`, then `max_depth`.
 /// Objects met a second time (a cycle or a shared child) are skipped.
 pub fn plan(
     arena: &Arena,

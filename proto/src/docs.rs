@@ -115,6 +115,20 @@ pub fn tools_md() -> String {
          content about 300 bytes. The default row count (250) holds in every form.\n",
         READ_SLIM_STRUCTURED_BYTES
     );
+    let _ = writeln!(
+        s,
+        "**Huge windows** (extension): an application too large for its whole-tree calls (a \
+         GTK 3 window of tens of thousands of objects, whose whole-cache call would keep it busy \
+         for seconds) is read bounded: breadth-first, the window's top structure before deep \
+         leaves, at most {} children per container, within {}% of the read's budget. Its reads \
+         say `truncated: true`, `truncated_reason: app_too_large` (the reader's own cut, not \
+         the limits'). The reader learns this once per application (from a first look at a \
+         window or from a whole-cache call that did not answer in time) and keeps to it for \
+         the application's life; secure fields are withheld as on every read. A container \
+         cut this way shows its first children only; the rest are not read.\n",
+        crate::model::BOUNDED_CHILDREN,
+        crate::model::BOUNDED_SHARE
+    );
     for t in TOOLS {
         let a = t.annotations();
         if t.extension {

@@ -432,6 +432,10 @@ pub enum TruncReason {
     TimeBudget,
     /// The app stopped answering part-way.
     AppNotResponding,
+    /// The reader's own cut of an app too large to read whole in the time budget (its
+    /// whole-tree calls too slow for it): the window was read breadth-first, its top structure
+    /// first, a bounded number of children per container.
+    AppTooLarge,
 }
 
 impl TruncReason {
@@ -442,6 +446,7 @@ impl TruncReason {
             TruncReason::MaxDepth => "max_depth",
             TruncReason::TimeBudget => "time_budget",
             TruncReason::AppNotResponding => "app_not_responding",
+            TruncReason::AppTooLarge => "app_too_large",
         }
     }
 }
@@ -468,6 +473,11 @@ pub const WALK_MAX_DEPTH: u16 = 200;
 pub const READ_MAX_BYTES: usize = 80_000;
 /// Time budget of one walk, in milliseconds.
 pub const WALK_BUDGET_MS: u64 = 2500;
+/// Children per container a bounded walk reads (an application too large for its whole-tree
+/// calls: [`TruncReason::AppTooLarge`]).
+pub const BOUNDED_CHILDREN: usize = 100;
+/// The share of its budget (in percent) within which a bounded walk answers.
+pub const BOUNDED_SHARE: u32 = 60;
 
 /// Escapes untrusted text for a one-line rendering and cuts it to at most `max_chars`
 /// characters, escapes and the ellipsis included.

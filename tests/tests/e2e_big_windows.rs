@@ -1,7 +1,8 @@
 //! Big windows through the real broker: tests/e2e/big_windows.py drives the official MCP Python
 //! client, nish-mcp and nish-driver serve --backend linux against a GTK 3 window with a list of
-//! 50,000 rows, with an app on the accessibility bus that never answers; the person answers the
-//! consent dialog from a real device (a nested desktop).
+//! 50,000 rows and a GTK 3 window of about 50,000 objects in nested boxes, with an app on the
+//! accessibility bus that never answers; the person answers the consent dialog from a real
+//! device (a nested desktop).
 
 use std::time::Duration;
 
@@ -28,6 +29,14 @@ fn big_windows_read_through_the_broker() {
         .expect("the 50,000-row list");
     desk.wait_atspi_app(big.pid, Duration::from_secs(45))
         .expect("the list on the registry");
+    let nested = desk
+        .spawn(python_app(
+            "nested_boxes.py",
+            &["--frames", "4500", "--other", "nish nested other"],
+        ))
+        .expect("the nested boxes");
+    desk.wait_atspi_app(nested.pid, Duration::from_secs(90))
+        .expect("the nested boxes on the registry");
     desk.spawn(python_app("never_answers.py", &[]))
         .expect("the app that never answers");
     let out = desk

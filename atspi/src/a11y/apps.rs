@@ -87,16 +87,28 @@ pub struct A11y {
     /// The windows' top-level accessibles found before (`frames.rs`).
     pub(super) frames: std::sync::Mutex<HashMap<(u64, u32), KnownFrame>>,
     flights: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
-    caches: std::sync::Mutex<HashMap<String, Instant>>,
+    /// What each application's whole-cache call was seen to cost ([`CacheVerdict`]).
+    caches: std::sync::Mutex<HashMap<String, CacheVerdict>>,
     /// The registry's application list, standing while the registry reports no change to it.
     registry: std::sync::Mutex<RegistryAnswer>,
 }
 
-/// How long an application whose cache did not answer within half a walk's budget is walked
-/// live instead. `Cache.GetItems` lists every object of the whole application: Chromium takes
-/// most of a second for a page of 20,000 buttons, and an application many times larger would
-/// spend every walk's budget on it.
-pub const CACHE_SKIP_FOR: Duration = Duration::from_secs(60);
+/// What the reader learned of an application's whole-cache call (`Cache.GetItems`), which
+/// lists every object of the whole application: Chromium takes most of a second for a page of
+/// 20,000 buttons, and GTK 3 about 4.6 s for 50,000 objects (during which it answers nothing
+/// else). Kept for the application's life on the bus (its unique name), forgotten when it
+/// leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheVerdict {
+    /// Not asked yet (nor judged by a first look at a window).
+    Unknown,
+    /// It answered within a walk's share of the budget.
+    Answers,
+    /// Too slow for a walk: it did not answer in time, or a first look at one of the
+    /// application's windows showed too many objects for it. Walks read the application live,
+    /// bounded, and never ask it again.
+    TooSlow,
+}
 /// Calls in flight to one application at once, over every walk of it: enough to keep a fast
 /// application busy, few enough that a slow one has little left to answer once a walk has
 /// given up on it (the calls still queued in it are answered into the void).
@@ -201,20 +213,43 @@ impl A11y {
         self.secure.clone()
     }
 
-    /// False while the application's cache is known to be too slow to ask.
+    /// False once the application's cache is known to be too slow to ask.
     pub fn use_cache(&self, bus_name: &str) -> bool {
-        let map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(bus_name)
-            .is_none_or(|since| since.elapsed() >= CACHE_SKIP_FOR)
+        self.cache_verdict(bus_name) != CacheVerdict::TooSlow
     }
 
-    /// Remembers that the application's cache was too slow.
+    /// What is known of the application's whole-cache call.
+    pub fn cache_verdict(&self, bus_name: &str) -> CacheVerdict {
+        let map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(bus_name).copied().unwrap_or(CacheVerdict::Unknown)
+    }
+
+    /// Remembers that the application's cache was too slow, for the application's life.
     pub fn skip_cache(&self, bus_name: &str) {
+        self.judge_cache(bus_name, CacheVerdict::TooSlow);
+    }
+
+    /// Remembers what the application's cache was seen to cost. A verdict of too slow stands
+    /// for the application's life (a later answer does not undo it). At most
+    /// 1,024 applications are remembered: when full, the applications whose cache
+    /// answers are forgotten first (a first look tells again), so that filling the memory
+    /// does not make the reader ask a slow application's cache again.
+    pub fn judge_cache(&self, bus_name: &str, verdict: CacheVerdict) {
         let mut map = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= FRAME_MEMORY {
-            map.clear();
+        if map.get(bus_name) == Some(&CacheVerdict::TooSlow) {
+            return;
         }
-        map.insert(bus_name.to_string(), Instant::now());
+        if verdict == CacheVerdict::Unknown {
+            map.remove(bus_name);
+            return;
+        }
+        if map.len() >= FRAME_MEMORY && !map.contains_key(bus_name) {
+            map.retain(|_, v| *v == CacheVerdict::TooSlow);
+            if map.len() >= FRAME_MEMORY {
+                map.clear();
+            }
+        }
+        map.insert(bus_name.to_string(), verdict);
     }
 
     /// The limit of calls in flight to one application (see [`APP_IN_FLIGHT`]).
@@ -569,5 +604,31 @@ impl A11y {
         if all && let Ok(mut g) = self.events_since.lock() {
             *g = Some(Instant::now());
         }
+    }
+}
+
+#[cfg(test)]
+mod cache_memory_tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_too_slow_is_skipped_for_the_apps_life_and_the_memory_is_bounded() {
+        let a = A11y::new(Connector::Direct);
+        assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::Unknown);
+        a.judge_cache(":1.5", CacheVerdict::Answers);
+        assert!(a.use_cache(":1.5"));
+        a.skip_cache(":1.5");
+        assert!(!a.use_cache(":1.5"));
+        // A later answer, or a request to forget, does not undo it.
+        a.judge_cache(":1.5", CacheVerdict::Answers);
+        a.judge_cache(":1.5", CacheVerdict::Unknown);
+        assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::TooSlow);
+        // Filling the memory with apps whose cache answers forgets those, not the slow one.
+        for i in 0..FRAME_MEMORY * 2 {
+            a.judge_cache(&format!(":2.{i}"), CacheVerdict::Answers);
+        }
+        assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::TooSlow);
+        let held = a.caches.lock().unwrap().len();
+        assert!(held <= FRAME_MEMORY, "{held} apps remembered");
     }
 }

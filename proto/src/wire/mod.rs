@@ -25,7 +25,7 @@ pub mod shim;
 pub mod trust;
 
 /// Version of these wire protocols; bumped on any incompatible change of a message enum.
-pub const PROTO_VERSION: u32 = 19;
+pub const PROTO_VERSION: u32 = 20;
 
 /// Largest frame any peer accepts (screen captures are the largest messages).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;

@@ -12,6 +12,7 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 use nish_atspi::a11y::{A11y, ActionNames, AppLink, Named, Props, named_of, props_from};
 use nish_atspi::dbus::{CallError, Read, call};
+use nish_atspi::tree::MAX_CHILDREN;
 
 /// Timeout of one call during a walk (also bounded by the walk's budget).
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -48,8 +49,17 @@ pub(super) struct Ctx {
     pub(super) out_of_time: AtomicBool,
     /// The connection itself failed (a direct link is dropped after the walk).
     pub(super) broken: AtomicBool,
+    /// The application is too large for its whole-tree calls: the walk reads it bounded
+    /// ([`BOUNDED_CHILDREN`] children per container), and what time leaves out is its cut
+    /// (`app_too_large`).
+    pub(super) bounded: AtomicBool,
     pub(super) calls: AtomicUsize,
 }
+
+/// Children per container a bounded walk reads (an application too large for its whole-tree
+/// calls), so that the walk reaches past a container of thousands to what it holds and what
+/// follows it.
+pub const BOUNDED_CHILDREN: usize = nish_proto::model::BOUNDED_CHILDREN;
 
 impl Ctx {
     /// The calls of one walk (or one re-read of objects) of the application `link` reaches,
@@ -74,6 +84,7 @@ impl Ctx {
             dead: AtomicBool::new(false),
             out_of_time: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            bounded: AtomicBool::new(false),
             calls: AtomicUsize::new(0),
         })
     }
@@ -130,8 +141,34 @@ impl Ctx {
     pub(super) fn reason(&self) -> TruncReason {
         if self.dead.load(Ordering::Relaxed) {
             TruncReason::AppNotResponding
+        } else if self.is_bounded() {
+            TruncReason::AppTooLarge
         } else {
             TruncReason::TimeBudget
+        }
+    }
+
+    /// The walk reads the application bounded (see [`Ctx::bounded`]).
+    pub(super) fn is_bounded(&self) -> bool {
+        self.bounded.load(Ordering::Relaxed)
+    }
+
+    /// Children per container the walk reads: [`BOUNDED_CHILDREN`] when bounded, else
+    /// [`MAX_CHILDREN`].
+    pub(super) fn children_cap(&self) -> usize {
+        if self.is_bounded() {
+            BOUNDED_CHILDREN
+        } else {
+            MAX_CHILDREN
+        }
+    }
+
+    /// Why a list cut at [`Ctx::children_cap`] is cut.
+    pub(super) fn cap_reason(&self) -> TruncReason {
+        if self.is_bounded() {
+            TruncReason::AppTooLarge
+        } else {
+            TruncReason::MaxElements
         }
     }
 

@@ -18,8 +18,9 @@ use zbus::export::futures_core::Stream;
 use zbus::zvariant::{OwnedObjectPath, Value};
 
 use super::cache::cache_reply;
+use super::ctx::BOUNDED_CHILDREN;
 use super::ctx::Ctx;
-use super::live::read_structure;
+use super::live::{FIRST_LOOK_TOO_MANY, first_look, read_structure};
 use nish_atspi::a11y::{A11y, APP_IN_FLIGHT, AppLink};
 use nish_atspi::agent::connector::Connector;
 use nish_atspi::tree::{Arena, Kids, MAX_CHILDREN, Obj, plan};
@@ -213,6 +214,7 @@ fn ctx(link: AppLink, a11y: &A11y, phase: Duration) -> Arc<Ctx> {
         dead: AtomicBool::new(false),
         out_of_time: AtomicBool::new(false),
         broken: AtomicBool::new(false),
+        bounded: AtomicBool::new(false),
         calls: AtomicUsize::new(0),
     };
     c.phase_until(start + phase);
@@ -423,4 +425,51 @@ async fn slow_cache() {
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert!(!c.dead.load(Ordering::SeqCst));
     assert!(!a11y.use_cache(&bus), "the next walks read live");
+}
+
+#[test]
+fn a_first_look_finds_a_huge_container_and_the_walk_goes_on_bounded() {
+    run(first_look_then_bounded());
+}
+
+async fn first_look_then_bounded() {
+    let (link, seen) = fake_app(5000, Duration::ZERO, false).await;
+    let a11y = A11y::new(Connector::Direct);
+    let bus = link.bus_name.clone();
+    let c = ctx(link, &a11y, Duration::from_secs(5));
+    let (mut arena, root) = frame_arena(&bus);
+    let announced = first_look(&c, &mut arena, root).await;
+    assert!(announced >= FIRST_LOOK_TOO_MANY, "{announced}");
+    // The look read the frame's children and their counts, not the list's items.
+    assert!(arena.key(&bus, "/status").is_some());
+    assert!(arena.len() < 20, "{} objects", arena.len());
+    // Bounded from here: the list gives its first BOUNDED_CHILDREN items, one index at a time,
+    // and the status bar after it is read.
+    c.bounded.store(true, Ordering::SeqCst);
+    read_structure(&c, &mut arena, root, &limits()).await;
+    let p = plan(&arena, root, &limits(), false, c.reason());
+    assert_eq!(p.truncated, Some(TruncReason::AppTooLarge));
+    let got = paths(&arena, &p);
+    let items = got.iter().filter(|p| p.starts_with("/i/")).count();
+    assert_eq!(items, BOUNDED_CHILDREN);
+    assert_eq!(got.last().unwrap(), "/status", "what follows the list");
+    let list = arena.key(&bus, "/list").unwrap();
+    assert!(matches!(
+        arena.get(list).kids,
+        Kids::Cut(_, TruncReason::AppTooLarge)
+    ));
+    assert_eq!(
+        seen.children_of.lock().unwrap().get("/list"),
+        None,
+        "never the whole list of thousands"
+    );
+    assert!(
+        seen.index_of
+            .lock()
+            .unwrap()
+            .get("/list")
+            .copied()
+            .unwrap_or(0)
+            <= BOUNDED_CHILDREN
+    );
 }

@@ -23,6 +23,15 @@
 //! `time_budget` when the deadline passed). A walk that has no more than the window's own row to
 //! show for it fails with `app_not_responding` instead of answering a one-row tree.
 //!
+//! An application too large for its whole-cache call (GTK 3 lists every object of every window
+//! in it, 50,000 objects in 4.6 s, answering nothing else meanwhile) is read bounded instead:
+//! step 2 is left out, step 3 gives each container at most
+//! [`BOUNDED_CHILDREN`] children, the walk answers within [`BOUNDED_SHARE`] of its budget, and
+//! what it leaves out says `app_too_large`. The reader learns it for the application's life
+//! ([`nish_atspi::a11y::CacheVerdict`]): from a first look at the window and the application's
+//! other windows (`live::first_look`, before its cache is asked the first time), or from a
+//! cache that did not answer in time.
+//!
 //! Here are the walk itself and the re-read of single objects; step 2 is in `cache`, step 3
 //! in `live`, step 4 in `details`, and the calls' turns and timeouts in `ctx`.
 
@@ -37,22 +46,37 @@ use std::time::{Duration, Instant};
 use nish_proto::model::{Ifaces, Rect, State, Tree, TruncReason, WindowInfo};
 use nish_proto::wire::reader::WalkLimits;
 
-use nish_atspi::a11y::{A11y, FrameRef, find_frame};
+use nish_atspi::a11y::{A11y, CacheVerdict, FrameRef, find_frame};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{ValueKind, value_kind};
 use nish_atspi::tree::{Arena, Details, Key, Plan, build_nodes, clamp_limits, plan};
 
 use self::cache::{arena_from_reply, cache_reply, realize};
 use self::ctx::Ctx;
-pub use self::ctx::{CALL_TIMEOUT, CHILD_POOL, DETAIL_POOL, LIST_POOL, PROPS_POOL};
+pub use self::ctx::{
+    BOUNDED_CHILDREN, CALL_TIMEOUT, CHILD_POOL, DETAIL_POOL, LIST_POOL, PROPS_POOL,
+};
 pub use self::details::MAX_ACTIONS;
 use self::details::{Got, Want, cut_at_first_incomplete, detail, read_details, wants_attrs};
-use self::live::read_structure;
+pub use self::live::{FIRST_LOOK_LEVELS, FIRST_LOOK_ROWS};
+use self::live::{FIRST_LOOK_TOO_MANY, first_look, first_look_elsewhere, read_structure};
 
 /// The share of a walk's budget (in percent) for finding the window and reading its structure;
 /// the rest is kept for the rows' extents, actions and values, so a walk whose structure took
 /// long still has the time to give the rows it found.
 pub const STRUCTURE_SHARE: u32 = 60;
+
+/// The share of the budget (in percent) by which the first look at a window of an application
+/// never judged ends ([`live::FIRST_LOOK_ROWS`] rows at most: a few calls' time).
+pub const FIRST_LOOK_SHARE: u32 = 20;
+
+/// The structure's share of the budget (in percent) in a bounded walk (an application too large
+/// for its whole-tree calls), and the share by which the whole walk ends: a huge window is
+/// answered within [`BOUNDED_SHARE`] of the budget with the rows read by then, and the
+/// application is left free to answer the next request.
+pub const BOUNDED_STRUCTURE_SHARE: u32 = 40;
+/// See [`BOUNDED_STRUCTURE_SHARE`].
+pub const BOUNDED_SHARE: u32 = nish_proto::model::BOUNDED_SHARE;
 
 /// How a walk went, for logs and the benchmark.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -133,26 +157,68 @@ pub async fn read_tree(
 
     // The structure: from the cache when it answers, else live from the frame, within its share
     // of the budget.
-    ctx.phase_until(start + Duration::from_millis(limits.budget_ms) * STRUCTURE_SHARE / 100);
+    let budget = Duration::from_millis(limits.budget_ms);
+    let bus = frame.link.bus_name.clone();
+    let frame_arena = || {
+        let mut a = Arena::new();
+        let k = a.insert(frame.props.to_obj(&bus, &frame.path));
+        (a, k)
+    };
+    // An application whose whole-cache call was never judged gets a first look at its window,
+    // then at its other windows in the rows left (GTK 3's cache holds every object of the
+    // application): too many objects for the cache, and it is read bounded from then on. The
+    // look's rows at the window are the walk's first rows.
+    let mut looked = None;
+    if a11y.cache_verdict(&bus) == CacheVerdict::Unknown && caches_everything(&frame.toolkit) {
+        ctx.phase_until(start + budget * FIRST_LOOK_SHARE / 100);
+        let (mut a, root) = frame_arena();
+        let mut announced = first_look(&ctx, &mut a, root).await;
+        // The cache lists every window of the application: a small window of an application
+        // with a huge one is no cheaper.
+        if announced < FIRST_LOOK_TOO_MANY {
+            announced += first_look_elsewhere(&ctx, &frame.path, a.len()).await;
+        }
+        tracing::debug!(
+            announced,
+            objects = a.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "first look"
+        );
+        if announced >= FIRST_LOOK_TOO_MANY {
+            a11y.skip_cache(&bus);
+        }
+        looked = Some(a);
+    }
+    if !a11y.use_cache(&bus) {
+        ctx.bounded.store(true, Ordering::Relaxed);
+    }
+    let structure_share = if ctx.is_bounded() {
+        BOUNDED_STRUCTURE_SHARE
+    } else {
+        STRUCTURE_SHARE
+    };
+    ctx.phase_until(start + budget * structure_share / 100);
     let cap = limits.max_elements as usize;
     let t_cache = Instant::now();
-    let reply = if a11y.use_cache(&frame.link.bus_name) {
-        cache_reply(a11y, &ctx).await
-    } else {
+    let reply = if ctx.is_bounded() || ctx.dead.load(Ordering::Relaxed) {
         None
+    } else {
+        cache_reply(a11y, &ctx).await
     };
-    let mut arena = match reply {
-        Some(msg) => match arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap) {
-            Some((arena, items)) => {
-                stats.cache = true;
-                stats.cache_items = items;
-                arena
-            }
-            None => Arena::new(),
-        },
-        None => Arena::new(),
-    };
+    let mut arena = None;
+    if let Some(msg) = reply {
+        a11y.judge_cache(&bus, CacheVerdict::Answers);
+        if let Some((a, items)) = arena_from_reply(&msg, &bus, &frame.path, cap) {
+            stats.cache = true;
+            stats.cache_items = items;
+            arena = Some(a);
+        }
+    }
     stats.ms_cache = t_cache.elapsed().as_millis() as u64;
+    if !a11y.use_cache(&bus) {
+        // Too slow, now or before: what time leaves out is the reader's cut.
+        ctx.bounded.store(true, Ordering::Relaxed);
+    }
     if ctx.dead.load(Ordering::Relaxed) {
         if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
             a11y.drop_link(&ctx.link.bus_name).await;
@@ -164,33 +230,38 @@ pub async fn read_tree(
     }
     // GTK 4 adds objects to its cache only once a client has asked for them: walk the
     // children lists (one call per object instead of five) and ask the cache again.
-    if stats.cache && realizes_on_read(&frame.toolkit) {
-        let pending = match arena.key(&frame.link.bus_name, &frame.path) {
-            Some(root) => plan(&arena, root, &limits, true, TruncReason::TimeBudget)
+    if stats.cache
+        && realizes_on_read(&frame.toolkit)
+        && let Some(a) = arena.as_mut()
+    {
+        let pending = match a.key(&bus, &frame.path) {
+            Some(root) => plan(a, root, &limits, true, TruncReason::TimeBudget)
                 .pending
                 .iter()
-                .map(|k| arena.get(*k).path.clone())
+                .map(|k| a.get(*k).path.clone())
                 .collect(),
             None => vec![frame.path.clone()],
         };
         if !pending.is_empty() {
             stats.realized = realize(&ctx, pending, limits.max_elements as usize).await;
             if let Some(msg) = cache_reply(a11y, &ctx).await
-                && let Some((a, items)) =
-                    arena_from_reply(&msg, &frame.link.bus_name, &frame.path, cap)
+                && let Some((fresh, items)) = arena_from_reply(&msg, &bus, &frame.path, cap)
             {
                 stats.cache_items = items;
-                arena = a;
+                *a = fresh;
             }
         }
     }
-    let root = match arena.key(&frame.link.bus_name, &frame.path) {
-        Some(k) => k,
+    // The cache's arena when it holds the window, else the first look's rows, else the window
+    // alone; the rest is read live.
+    let (mut arena, root) = match arena.and_then(|a| a.key(&bus, &frame.path).map(|k| (a, k))) {
+        Some(found) => found,
         None => {
             stats.cache = false;
-            arena = Arena::new();
-            let p = &frame.props;
-            arena.insert(p.to_obj(&frame.link.bus_name, &frame.path))
+            match looked.and_then(|a| a.key(&bus, &frame.path).map(|k| (a, k))) {
+                Some(found) => found,
+                None => frame_arena(),
+            }
         }
     };
 
@@ -215,22 +286,20 @@ pub async fn read_tree(
         a11y.drop_link(&ctx.link.bus_name).await;
     }
     if only_the_window(&final_plan) {
-        return Err(Failure::not_responding(format!(
-            "the application of pid {} did not answer in time",
-            window.pid
-        )));
+        return Err(nothing_read(&ctx, window.pid));
     }
 
-    // The rows' details get the rest of the budget.
-    ctx.phase_until(deadline);
+    // The rows' details get the rest of the budget (of a bounded walk's share).
+    if ctx.is_bounded() {
+        ctx.phase_until(start + budget * BOUNDED_SHARE / 100);
+    } else {
+        ctx.phase_until(deadline);
+    }
     let details = read_details(&ctx, &arena, &final_plan, &frame, limits.details).await;
     stats.detail_calls = ctx.calls.load(Ordering::Relaxed);
     let details = cut_at_first_incomplete(&mut final_plan, details, ctx.reason());
     if only_the_window(&final_plan) {
-        return Err(Failure::not_responding(format!(
-            "the application of pid {} did not answer in time",
-            window.pid
-        )));
+        return Err(nothing_read(&ctx, window.pid));
     }
 
     let mut nodes = build_nodes(&arena, &final_plan.rows, details);
@@ -398,8 +467,27 @@ fn only_the_window(p: &Plan) -> bool {
     p.rows.len() <= 1
         && matches!(
             p.truncated,
-            Some(TruncReason::TimeBudget) | Some(TruncReason::AppNotResponding)
+            Some(TruncReason::TimeBudget)
+                | Some(TruncReason::AppNotResponding)
+                | Some(TruncReason::AppTooLarge)
         )
+}
+
+/// The failure of a walk that read nothing below the window, saying why and what the next
+/// read does.
+fn nothing_read(ctx: &Ctx, pid: u32) -> Failure {
+    if ctx.is_bounded() && !ctx.dead.load(Ordering::Relaxed) {
+        Failure::not_responding(format!(
+            "the application of pid {pid} did not answer in time: it is too large for \
+             whole-window reads and may still be busy with one; its windows are read bounded \
+             from now on (the top structure first, at most {BOUNDED_CHILDREN} children per \
+             container)"
+        ))
+    } else {
+        Failure::not_responding(format!(
+            "the application of pid {pid} did not answer in time"
+        ))
+    }
 }
 
 /// GTK 4.8 sets `showing` on no element below its window. When a tree has no showing row below
@@ -438,6 +526,13 @@ pub(crate) fn window_relative_offset(frame: &FrameRef, client: Rect) -> Option<(
     let my = ((client.h - e.h) / 2).clamp(0, 64);
     let off = (client.x + mx, client.y + my);
     (off != (0, 0)).then_some(off)
+}
+
+/// True for toolkits whose cache holds every object of the application but for the children of
+/// objects that manage their descendants (GTK 3, through its accessibility bridge), so that the
+/// cost of the whole-cache call grows with the application.
+fn caches_everything(toolkit: &(String, String)) -> bool {
+    toolkit.0.eq_ignore_ascii_case("gtk") && toolkit.1.starts_with("3.")
 }
 
 /// True for toolkits whose cache holds only objects a client has already asked for (GTK 4).
