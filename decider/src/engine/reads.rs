@@ -38,14 +38,26 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Visible windows in the judgement's scope, bottom to top; and every window.
+    /// True when `w` is one of the desktop's own prompts: its process's executable, read now,
+    /// is one of [`nish_proto::prompts::PROGRAMS`], or its app calls itself by a prompt's
+    /// accessibility name.
+    pub(crate) fn is_system_prompt(&self, w: &WindowInfo) -> bool {
+        let process = self.backend.identity(w.pid);
+        nish_proto::prompts::is_system_prompt(process.as_ref().map(|p| p.exe.as_str()), &w.app)
+    }
+
+    /// Visible windows in the judgement's scope, bottom to top; and every window but the
+    /// desktop's own prompts, which no window id, pid or app name finds (they are left out
+    /// here, not in the backend's list, so a point over one or the keyboard focus in one still
+    /// sees it and the judge refuses it).
     pub(crate) async fn approved_windows(
         &self,
         j: &Judgement,
     ) -> Result<(Vec<WindowInfo>, Vec<WindowInfo>), DriverError> {
-        let all = self
+        let mut all = self
             .bounded_read("listing windows", self.backend.list_windows())
             .await?;
+        all.retain(|w| !self.is_system_prompt(w));
         let approved = all
             .iter()
             .filter(|w| w.visible && j.admits(self.backend.identity(w.pid).as_ref()))
