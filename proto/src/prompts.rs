@@ -140,7 +140,6 @@ mod tests {
             "/usr/lib/x86_64-linux-gnu/libexec/polkit-kde-authentication-agent-1",
             "/usr/libexec/polkit-mate-authentication-agent-1",
             "/usr/bin/lxpolkit",
-            "/usr/bin/gnome-shell",
             "/usr/libexec/gcr-prompter",
             "/usr/libexec/gcr4-prompter",
             "/usr/bin/ksecretd",
@@ -157,6 +156,22 @@ mod tests {
         ] {
             assert!(is_prompt_exe(exe), "{exe}");
             assert!(is_system_prompt(Some(exe), "Anything"), "{exe}");
+        }
+    }
+
+    #[test]
+    fn every_listed_program_is_a_prompt_in_any_directory() {
+        for p in PROGRAMS {
+            for dir in [
+                "/usr/bin",
+                "/usr/libexec",
+                "/usr/lib/x86_64-linux-gnu/libexec",
+            ] {
+                let exe = format!("{dir}/{p}");
+                assert!(is_prompt_exe(&exe), "{exe}");
+                assert!(is_prompt_exe(&format!("{exe} (deleted)")), "{exe}");
+            }
+            assert!(!is_prompt_exe(&format!("/usr/bin/{p}-helper")), "{p}");
         }
     }
 
