@@ -15,6 +15,8 @@
 //! - [`lexicon`]: which labels read as consequential (folded to a confusable skeleton first) and
 //!   which text fields take a search or an address;
 //! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
+//! - [`prompts`]: the desktop's own prompts (portal dialogs, polkit agents, keyring and
+//!   password prompts), known by their executables, which the driver never lists or touches;
 //! - [`secure_names`]: the names that make a field secure, and the commands that copy or paste
 //!   a field's text;
 //! - [`render`]: the text forms of results;
@@ -41,6 +43,7 @@ pub mod doctor;
 pub mod errors;
 pub mod lexicon;
 pub mod model;
+pub mod prompts;
 pub mod render;
 pub mod schemas;
 pub mod secure_names;

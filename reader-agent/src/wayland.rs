@@ -27,9 +27,11 @@
 //!   windows, and their elements' frames are moved so the window's corner is 0,0.
 //! - **stacking**: unknown on Wayland; the windows are listed in registry order with the active
 //!   one last (on top).
-//! - **system prompts**: the windows of the applications in [`SYSTEM_PROMPTS`] (the desktop
-//!   portal's dialogs, where the person grants remote control or screen sharing) are never
-//!   listed, and a window id naming one is not found: the driver never reads or acts on them.
+//! - **system prompts**: the windows of the applications whose accessibility name is one of
+//!   [`nish_proto::prompts::APPS`] (the desktop portal's dialogs, where the person grants remote
+//!   control or screen sharing, polkit agents, keyring prompters) are never listed, and a window
+//!   id naming one is not found. This is the second signal; the broker decides by each
+//!   window's executable ([`nish_proto::prompts::PROGRAMS`]) on X11 and Wayland alike.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -41,17 +43,10 @@ use nish_atspi::failure::Failure;
 use nish_atspi::framematch::TOP_LEVEL_ROLES;
 use nish_atspi::states::{atspi_bits, map_states, role_name};
 
-/// AT-SPI application names of the system's own prompts (the desktop portal's dialog
-/// services), whose windows the reader never lists, reads or finds.
-pub const SYSTEM_PROMPTS: &[&str] = &[
-    "xdg-desktop-portal-gnome",
-    "xdg-desktop-portal-gtk",
-    "xdg-desktop-portal-kde",
-];
-
-/// True when `app` (an AT-SPI application name) is one of [`SYSTEM_PROMPTS`].
+/// True when `app` (an AT-SPI application name) names one of the system's own prompts
+/// ([`nish_proto::prompts::APPS`]), whose windows the reader never lists, reads or finds.
 pub fn is_system_prompt(app: &str) -> bool {
-    SYSTEM_PROMPTS.contains(&app)
+    nish_proto::prompts::is_prompt_app(app)
 }
 
 /// The largest bus-name serial a window id can carry (ids stay below 2^53).

@@ -965,6 +965,56 @@ impl MockBackend {
         }
     }
 
+    /// Opens a window titled `title` of a new process that runs `exe` and calls its app
+    /// `app`, on top of every other and holding the keyboard focus, as a dialog that asks for
+    /// the person's passphrase and answer would: a secure field named Passphrase and an Allow
+    /// button. Returns
+    /// the process's pid and the window's id.
+    pub fn add_program_window(
+        &self,
+        app: &'static str,
+        title: &'static str,
+        exe: &str,
+    ) -> (u32, u64) {
+        let mut d = self.desk();
+        let pid = d.procs.iter().map(|p| p.pid).max().unwrap_or(4100) + 1;
+        d.procs.push(ProcIdentity {
+            pid,
+            start_time: u64::from(pid) * 7,
+            exe: exe.into(),
+        });
+        let window_id = 0x0070_0000 + u64::from(pid);
+        let root = d.add(None, "dialog", title);
+        let pw = d.add(Some(root), "password_text", "Passphrase");
+        d.els[pw].ifaces |= Ifaces::TEXT | Ifaces::EDITABLE_TEXT;
+        d.els[pw].value = Some(String::new());
+        d.els[pw].states.insert(State::Editable);
+        d.els[pw].states.insert(State::Secure);
+        d.button(root, "Allow", Behavior::Status("Allowed"));
+        let status = d.add(Some(root), "label", "Waiting for an answer");
+        d.windows.push(Win {
+            window_id,
+            pid,
+            app,
+            title,
+            frame: Rect::new(380, 300, 420, 240),
+            root,
+            status: Some(status),
+            list: None,
+            entry: None,
+        });
+        d.active = window_id;
+        d.focus(pw);
+        (pid, window_id)
+    }
+
+    /// The status line of the window `window_id` (what its buttons last did), when it has one.
+    pub fn status_of(&self, window_id: u64) -> Option<String> {
+        let d = self.desk();
+        let s = d.win(window_id)?.status?;
+        Some(d.els[s].name.clone())
+    }
+
     /// The element that has the keyboard focus now, by name.
     pub fn focused_name(&self) -> Option<String> {
         let d = self.desk();

@@ -89,7 +89,9 @@ fn the_reader_on_wayland_opens_no_x_display_even_when_given_one() {
 }
 
 /// The portal's own dialog (app `xdg-desktop-portal-gnome`, frame "Remote desktop"), shown by a
-/// client asking the RemoteDesktop portal, is on AT-SPI, but the reader never lists it.
+/// client asking the RemoteDesktop portal, is on AT-SPI, but the reader never lists it; and its
+/// process's executable, as the kernel reports it, is one of the desktop's prompts, which the
+/// broker refuses by (`nish_proto::prompts`) whatever the app calls itself.
 #[test]
 fn the_reader_on_wayland_never_lists_the_portal_dialog() {
     use nish_testdesk::WaylandDesktop;
@@ -118,6 +120,14 @@ fn the_reader_on_wayland_never_lists_the_portal_dialog() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
+    let exe = std::fs::read_link(format!("/proc/{}/exe", dialog.pid))
+        .expect("the dialog's executable is readable")
+        .display()
+        .to_string();
+    assert!(
+        nish_proto::prompts::is_prompt_exe(&exe),
+        "the portal dialog's executable {exe} is not a listed prompt"
+    );
     let bin = workspace_bin("nish-reader").expect("nish-reader is built");
     let mut reader = Reader(
         AgentProc::start_cmd(

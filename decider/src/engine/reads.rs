@@ -28,6 +28,11 @@ pub(crate) fn window_json(w: &WindowInfo, origin: FrameOrigin) -> Value {
            "origin": origin.as_str()})
 }
 
+/// True when `w`, whose process is `process` now, is one of the desktop's own prompts.
+fn prompt(w: &WindowInfo, process: Option<&nish_proto::model::ProcIdentity>) -> bool {
+    nish_proto::prompts::is_system_prompt(process.map(|p| p.exe.as_str()), &w.app)
+}
+
 impl<B: Backend> Engine<B> {
     /// Which process window `pid`'s window belongs to now (pid, start time and executable
     /// read again), reached as `reach`: the fact the judgement's scope is applied to.
@@ -38,19 +43,36 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Visible windows in the judgement's scope, bottom to top; and every window.
+    /// True when `w` is one of the desktop's own prompts: its process's executable, read now,
+    /// is one of [`nish_proto::prompts::PROGRAMS`], or its app calls itself by a prompt's
+    /// accessibility name.
+    pub(crate) fn is_system_prompt(&self, w: &WindowInfo) -> bool {
+        prompt(w, self.backend.identity(w.pid).as_ref())
+    }
+
+    /// Visible windows in the judgement's scope, bottom to top; and every window but the
+    /// desktop's own prompts, which no window id, pid or app name finds (they are left out
+    /// here, not in the backend's list, so a point over one or the keyboard focus in one still
+    /// sees it and the judge refuses it).
     pub(crate) async fn approved_windows(
         &self,
         j: &Judgement,
     ) -> Result<(Vec<WindowInfo>, Vec<WindowInfo>), DriverError> {
-        let all = self
+        let listed = self
             .bounded_read("listing windows", self.backend.list_windows())
             .await?;
-        let approved = all
-            .iter()
-            .filter(|w| w.visible && j.admits(self.backend.identity(w.pid).as_ref()))
-            .cloned()
-            .collect();
+        let mut all = Vec::with_capacity(listed.len());
+        let mut approved = Vec::new();
+        for w in listed {
+            let process = self.backend.identity(w.pid);
+            if prompt(&w, process.as_ref()) {
+                continue;
+            }
+            if w.visible && j.admits(process.as_ref()) {
+                approved.push(w.clone());
+            }
+            all.push(w);
+        }
         Ok((approved, all))
     }
 

@@ -201,15 +201,20 @@ impl<B: Backend> Engine<B> {
         })?;
 
         // The dialog lists every app with a visible window (what the bounded listing could
-        // see), and ticks those whose name equals one the host asked for. Nothing about the
-        // windows is answered before the person has seen the dialog.
+        // see) but the desktop's own prompts, and ticks those whose name equals one the host
+        // asked for. Nothing about the windows is answered before the person has seen the
+        // dialog.
         let windows = match tokio::time::timeout(
             self.cfg.consent_list_bound,
             self.backend.list_windows(),
         )
         .await
         {
-            Ok(r) => r?,
+            Ok(r) => {
+                let mut windows = r?;
+                windows.retain(|w| !self.is_system_prompt(w));
+                windows
+            }
             Err(_) => {
                 // Nothing was shown or granted (retry safe).
                 return Err(DriverError::new(

@@ -28,7 +28,8 @@
 //!
 //! The judgement's terms, and what they decide about the facts:
 //! - [`Scope`]: which processes' windows the call may touch (the ones the person approved, each
-//!   re-identified by pid, start time and executable when the call reaches it), or none
+//!   re-identified by pid, start time and executable when the call reaches it, and never one
+//!   whose executable is one of the desktop's own prompts, `nish_proto::prompts`), or none
 //!   (`app_not_in_scope`);
 //! - [`TargetUse`]: what the call does to the element it names. Nothing leaves a secure field
 //!   (`secure_field`): writing into it, opening its context menu (a right click), selecting
@@ -351,9 +352,12 @@ impl Judgement {
         Ok(())
     }
 
-    /// True when the scope holds the process (`None`: it is gone).
+    /// True when the scope holds the process (`None`: it is gone). A process that runs one of
+    /// the desktop's own prompts ([`nish_proto::prompts::PROGRAMS`], by its executable) is never
+    /// in scope, whatever was granted.
     pub fn admits(&self, process: Option<&ProcIdentity>) -> bool {
         match (&self.scope, process) {
+            (Scope::Processes(_), Some(p)) if nish_proto::prompts::is_prompt_exe(&p.exe) => false,
             (Scope::Processes(ps), Some(p)) => ps.contains(p),
             _ => false,
         }

@@ -19,6 +19,16 @@ fn approved_process() -> ProcIdentity {
     }
 }
 
+/// A process the tables' sessions approved that runs one of the desktop's own prompts (the
+/// portal's dialog service): granted, and still never in scope.
+fn prompt_process() -> ProcIdentity {
+    ProcIdentity {
+        pid: 4103,
+        start_time: 11,
+        exe: "/usr/libexec/xdg-desktop-portal-gnome".into(),
+    }
+}
+
 /// The session states the table shows, each built through the state machine's own
 /// transitions.
 pub fn table_states(now_ms: u64) -> Vec<(&'static str, SessionState)> {
@@ -312,6 +322,15 @@ pub fn terms_facts() -> Vec<(&'static str, Facts)> {
             }),
         ),
         (
+            "a system prompt, granted",
+            with(&|f| {
+                f.window = Some(WindowFact {
+                    reach: Reach::Window(3),
+                    process: Some(prompt_process()),
+                })
+            }),
+        ),
+        (
             "target secure",
             with(&|f| f.target = element(1, true, false)),
         ),
@@ -391,7 +410,7 @@ pub fn terms_facts() -> Vec<(&'static str, Facts)> {
 }
 
 /// The session the terms' table judges in: a takeover with clipboard reading, on one approved
-/// process.
+/// process and one granted process that runs a system prompt.
 pub(super) fn terms_state(now_ms: u64) -> SessionState {
     use crate::session::{AppGrant, Grant};
     let mut s = SessionState::default();
@@ -400,7 +419,7 @@ pub(super) fn terms_state(now_ms: u64) -> SessionState {
         Grant {
             apps: vec![AppGrant {
                 name: "App".into(),
-                processes: vec![approved_process()],
+                processes: vec![approved_process(), prompt_process()],
             }],
             clipboard_read: true,
             lease_s: 60,

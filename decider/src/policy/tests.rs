@@ -84,7 +84,9 @@ fn expected_term(call: &Call, column: &str) -> &'static str {
             | "popup open, focus never seen, secure rows"
     );
     match column {
-        "another app" | "approved pid, restarted" if scoped => "app_not_in_scope",
+        "another app" | "approved pid, restarted" | "a system prompt, granted" if scoped => {
+            "app_not_in_scope"
+        }
         "target secure"
             if matches!(
                 tool,
