@@ -968,9 +968,8 @@ impl MockBackend {
     /// Opens a window titled `title` of a new process that runs `exe` and calls its app
     /// `app`, on top of every other and holding the keyboard focus, as a dialog that asks for
     /// the person's passphrase and answer would: a secure field named Passphrase and an Allow
-    /// button. Returns
-    /// the process's pid and the window's id.
-    pub fn add_program_window(
+    /// button. Returns the process's pid and the window's id.
+    pub fn add_prompt_window(
         &self,
         app: &'static str,
         title: &'static str,

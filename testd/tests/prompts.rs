@@ -94,7 +94,7 @@ async fn not_found_by_any_name(f: &Fixture, pid: u32, window_id: u64, app: &str,
 #[tokio::test]
 async fn a_keyring_prompt_is_not_listed_offered_or_found() {
     let f = Fixture::new(true);
-    let (pid, wid) = f.engine.backend.add_program_window(
+    let (pid, wid) = f.engine.backend.add_prompt_window(
         "Keyring",
         "Unlock Login Keyring",
         "/usr/libexec/gcr-prompter",
@@ -125,7 +125,7 @@ async fn a_keyring_prompt_is_not_listed_offered_or_found() {
 async fn a_prompt_that_calls_itself_by_an_approved_apps_name_is_still_a_prompt() {
     let f = Fixture::new(true);
     // A polkit agent whose app calls itself Notes: its executable decides.
-    let (pid, wid) = f.engine.backend.add_program_window(
+    let (pid, wid) = f.engine.backend.add_prompt_window(
         "Notes",
         "Authentication Required",
         "/usr/lib/policykit-1-gnome/polkit-gnome-authentication-agent-1",
@@ -167,7 +167,7 @@ async fn a_portal_dialog_known_only_by_its_app_name_is_not_listed() {
     let f = Fixture::new(true);
     // The second signal: an executable that says nothing (an interpreter) and the portal's
     // accessibility name.
-    let (pid, wid) = f.engine.backend.add_program_window(
+    let (pid, wid) = f.engine.backend.add_prompt_window(
         "xdg-desktop-portal-gnome",
         "Remote desktop",
         "/usr/bin/python3",
@@ -195,7 +195,7 @@ async fn nothing_reaches_a_prompt_that_opens_over_an_approved_app() {
     // The person granted everything, then the prompt opens on top with the keyboard focus
     // (as the portal's dialog does when another program asks for remote control).
     f.start_takeover(&["Notes"]).await;
-    let (_, wid) = f.engine.backend.add_program_window(
+    let (_, wid) = f.engine.backend.add_prompt_window(
         "Remote desktop",
         "Allow remote interaction?",
         "/usr/libexec/xdg-desktop-portal-gnome",
@@ -248,7 +248,7 @@ async fn an_app_that_runs_a_prompts_executable_name_only_hides_itself() {
     let (_, wid) = f
         .engine
         .backend
-        .add_program_window("Notes", "Notes", "/tmp/evil/pinentry-qt");
+        .add_prompt_window("Notes", "Notes", "/tmp/evil/pinentry-qt");
     let (started, offered) = start_all(&f, false).await;
     for app in ["Notes", "Mail", "Atlas", "Vault"] {
         assert!(offered.contains(&app.to_string()), "{app} in {offered:?}");
