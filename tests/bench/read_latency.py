@@ -137,6 +137,12 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
         walks = [float(m.group(1)) for l in lines if "kept=true" not in l
                  for m in [re.search(r" ms=(\d+)", l)] if m]
         kept = sum(1 for l in lines if "kept=true" in l)
+        keep = os.environ.get("NISH_BENCH_KEEP_LOG")
+        if keep:
+            # The broker's whole log (its agents' too), for where a read's time goes.
+            with open(os.path.join(broker.dir, "broker.log"), "rb") as src, \
+                    open(f"{keep}.{ns.app}.{os.getpid()}.{time.monotonic_ns()}.log", "wb") as dst:
+                dst.write(src.read())
         if os.environ.get("NISH_BENCH_LOG"):
             print("\n".join(l for l in open(os.path.join(broker.dir, "broker.log"), errors="replace").read().splitlines() if "kept" in l or "window list" in l)[-4000:])
         return cold, warm, r, walks, kept, forms

@@ -15,7 +15,8 @@
 //! `cargo build --release -p nish-reader --example walk`), and the sizes of each result form
 //! (`both`, `text`, `structured`) and of the default read (no `max_elements`); a summary table of
 //! every window ends the run. `NISH_BENCH_APPS` (comma-separated: `gtk3-widget-factory`,
-//! `gtk4-demo`, `chromium`) reads only those windows.
+//! `gtk4-demo`, `chromium`) reads only those windows; `NISH_BENCH_KEEP_LOG=<path>` copies each
+//! broker's whole log to `<path>.<window>.*.log`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -94,6 +95,10 @@ fn main() -> Result<()> {
         if let Ok(log) = std::env::var("NISH_BENCH_LOG") {
             // The broker's and agents' log filter, and the kept-walk lines printed.
             cmd.env("NISH_BENCH_LOG", log);
+        }
+        if let Ok(keep) = std::env::var("NISH_BENCH_KEEP_LOG") {
+            // Where each broker's whole log is copied (`<path>.<window>.<n>.log`).
+            cmd.env("NISH_BENCH_KEEP_LOG", keep);
         }
         if let Ok(dump) = std::env::var("NISH_BENCH_DUMP") {
             // Where the last warm read's result is written (`<path>.<window>.json`).
