@@ -9,6 +9,16 @@ environment with the app started; prints markdown.
 
     read_latency.py --driver .../nish-driver --shim .../nish-mcp --pid PID --app NAME
                     [--brokers 5] [--warm 7] [--ts-client tests/bench/ts]
+                    [--walk .../examples/walk] [--summary PATH]
+
+With `--walk` (reader-agent/examples/walk, release build), each round also runs that walker in a
+fresh process for one walk of the same window (`walk --pid PID -n 1`: the reader's own walk code,
+in-process, with no broker, sandbox, filter or MCP), alternately before and after the round's
+broker, and prints its first walk beside the broker's first read after consent, with the ratio.
+
+Each broker also reads the window once in each result form (`both`, `text`, `structured`, with
+`max_elements` 5000) and once with the defaults (no `max_elements`: the byte budget), and the
+sizes of the last broker's results are printed. `--summary PATH` writes the figures as JSON.
 
 With `--ts-client` (a folder where `npm ci` installed tests/bench/ts), each round also starts a
 fresh broker for the official MCP TypeScript client (tests/bench/ts/read_latency.mjs, run by
@@ -64,10 +74,11 @@ def wire_bytes(result) -> dict[str, int]:
     }
 
 
-async def read(c, pid: int):
+async def read(c, pid: int, extra: dict | None = None):
     LAST_PARSE_MS[0] = float("nan")
+    args = {"pid": pid, "max_elements": 5000} if extra is None else {"pid": pid, **extra}
     t0 = time.perf_counter()
-    r = await c.call_tool("get_window_state", {"pid": pid, "max_elements": 5000})
+    r = await c.call_tool("get_window_state", args)
     ms = (time.perf_counter() - t0) * 1000
     check(r.is_error is False, f"read failed: {h.text_of(r)}")
     return ms, r
@@ -76,7 +87,25 @@ async def read(c, pid: int):
 PARSES: list[float] = []
 
 
-async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object, list[float], int]:
+FORMS = ("both", "text", "structured")
+
+
+def sizes(r) -> dict:
+    """A result's sizes as the client received it: the text content (UTF-8 bytes of the text, and
+    as a JSON string on the wire) and the structured content (compact JSON)."""
+    sc = r.structured_content
+    text = "".join(c.text for c in r.content if c.type == "text")
+    b = wire_bytes(r)
+    # Rows in the result: its elements, or (the text form has none) its text's row lines.
+    rows = (len(sc["elements"]) if "elements" in sc
+            else sum(1 for l in text.splitlines() if re.match(r"\s*\[\d+\] ", l)))
+    return {"rows": rows,
+            "text_utf8": len(text.encode()), "text": b["text"], "structured": b["structured"],
+            "truncated": sc.get("truncated"), "truncated_reason": sc.get("truncated_reason"),
+            "continue_from": sc.get("continue_from") is not None}
+
+
+async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object, list[float], int, dict]:
     # The reader logs each walk's own time ("tree read ... ms=N") at info.
     broker = h.Broker(ns.driver, "linux", {"NISH_LOG": os.environ.get("NISH_BENCH_LOG", "info")})
     person = h.Person(broker.env)
@@ -94,6 +123,12 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
                 warm.append(ms)
                 if LAST_PARSE_MS[0] == LAST_PARSE_MS[0]:
                     PARSES.append(LAST_PARSE_MS[0])
+            forms = {}
+            for form in FORMS:
+                _, rf = await read(c, ns.pid, {"max_elements": 5000, "result_form": form})
+                forms[form] = sizes(rf)
+            _, rd = await read(c, ns.pid, {})
+            forms["default"] = sizes(rd)
             await h.ok(c, "end_session")
         broker.log.flush()
         with open(os.path.join(broker.dir, "broker.log"), encoding="utf-8", errors="replace") as f:
@@ -102,9 +137,15 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
         walks = [float(m.group(1)) for l in lines if "kept=true" not in l
                  for m in [re.search(r" ms=(\d+)", l)] if m]
         kept = sum(1 for l in lines if "kept=true" in l)
+        keep = os.environ.get("NISH_BENCH_KEEP_LOG")
+        if keep:
+            # The broker's whole log (its agents' too), for where a read's time goes.
+            with open(os.path.join(broker.dir, "broker.log"), "rb") as src, \
+                    open(f"{keep}.{ns.app}.{os.getpid()}.{time.monotonic_ns()}.log", "wb") as dst:
+                dst.write(src.read())
         if os.environ.get("NISH_BENCH_LOG"):
             print("\n".join(l for l in open(os.path.join(broker.dir, "broker.log"), errors="replace").read().splitlines() if "kept" in l or "window list" in l)[-4000:])
-        return cold, warm, r, walks, kept
+        return cold, warm, r, walks, kept, forms
     finally:
         broker.stop()
 
@@ -136,6 +177,17 @@ def pyatspi_walk(pid: int, frame: dict, repeats: int) -> tuple[int, list[float]]
     return out["nodes"], out["ms"]
 
 
+def plain_walk(walk: str, pid: int) -> tuple[int, float]:
+    """One walk of the window by the reader's own walk code in a fresh process (no broker,
+    sandbox, filter or MCP): its nodes and the walk's milliseconds."""
+    p = subprocess.run([walk, "--pid", str(pid), "-n", "1"], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"walk: {p.stderr[-2000:]}")
+    line = p.stdout.strip().splitlines()[-1]
+    f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+    return int(f["nodes"]), float(f["first_ms"])
+
+
 def fmt(v: list[float]) -> str:
     return f"{min(v):.1f} / {statistics.median(v):.1f}"
 
@@ -152,9 +204,23 @@ async def run(ns: argparse.Namespace) -> None:
     ts_colds: list[float] = []
     ts_warms: list[float] = []
     ts_parses: list[float] = []
+    plain: list[float] = []
+    plain_nodes = 0
+    cold_walks: list[float] = []
+    forms: dict = {}
     # Brokers and walker runs interleave, so the machine's drift hits both.
     for i in range(ns.brokers):
-        cold, warm, last, w, k = await one_broker(ns)
+        # The plain walk alternately before and after the broker, so neither is always the first
+        # to touch the window after the other.
+        if ns.walk and i % 2 == 0:
+            plain_nodes, ms = plain_walk(ns.walk, ns.pid)
+            plain.append(ms)
+        cold, warm, last, w, k, forms = await one_broker(ns)
+        if ns.walk and i % 2 == 1:
+            plain_nodes, ms = plain_walk(ns.walk, ns.pid)
+            plain.append(ms)
+        if w:
+            cold_walks.append(w[0])
         walks.extend(w)
         kept += k
         colds.append(cold)
@@ -189,11 +255,39 @@ async def run(ns: argparse.Namespace) -> None:
         if ts_parses:
             print(f"| of a warm read, the TypeScript client's own parse of the result line | {fmt(ts_parses)} |")
     print(f"| pyatspi walker, one walk | {fmt(walker)} |")
+    if plain:
+        print(f"\nfirst read after consent against a plain walker's first walk "
+              f"(reader-agent/examples/walk -n 1, a fresh process; {plain_nodes} nodes):\n")
+        print("| first read | min / median | MCP / walker (median) |")
+        print("|---|---|---|")
+        print(f"| plain walker's first walk (fresh process) | {fmt(plain)} | |")
+        print(f"| MCP get_window_state right after consent (fresh broker) | {fmt(colds)} | "
+              f"{statistics.median(colds) / statistics.median(plain):.2f}x |")
+        if cold_walks:
+            print(f"| of it, the broker's reader's first walk (its log, whole ms) | {fmt(cold_walks)} | "
+                  f"{statistics.median(cold_walks) / statistics.median(plain):.2f}x |")
     print(f"\nreads answered by the window's kept walk (no walk): {kept} of {ns.brokers * (ns.warm + 1)}\n")
     total = b["structured"] + b["text"]
     print(f"bytes per row on the wire: {total / rows:.1f} (structured {b['structured'] / rows:.1f}, "
           f"of it elements {b['elements'] / rows:.1f} and tree_text {b['tree_text'] / rows:.1f}; "
           f"text content {b['text'] / rows:.1f})")
+    print(f"\nresult forms ({ns.app}, max_elements 5000, and the default read with no max_elements); "
+          "bytes as the client received them: text content as a JSON string, structured content "
+          "as compact JSON\n")
+    print("| read | rows | truncated | text content B | structured content B | total B | text / row | structured / row | total / row |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, f in forms.items():
+        rows_f = max(1, f["rows"])
+        cut = f"{f['truncated_reason'] or 'yes'}" if f["truncated"] else "no"
+        label = f"result_form {name}" if name in FORMS else "default (no max_elements)"
+        print(f"| {label} | {f['rows']} | {cut} | {f['text']} | {f['structured']} | "
+              f"{f['text'] + f['structured']} | {f['text'] / rows_f:.1f} | "
+              f"{f['structured'] / rows_f:.1f} | {(f['text'] + f['structured']) / rows_f:.1f} |")
+    if ns.summary:
+        with open(ns.summary, "w", encoding="utf-8") as f:
+            json.dump({"app": ns.app, "rows": rows, "cold": colds, "plain": plain,
+                       "plain_nodes": plain_nodes, "cold_walks": cold_walks, "pyatspi": walker,
+                       "pyatspi_nodes": nodes, "forms": forms}, f)
     dump = os.environ.get("NISH_BENCH_DUMP")
     if dump:
         # The last warm read's result as the host received it, for a look at where its bytes go.
@@ -216,6 +310,8 @@ def main() -> int:
     p.add_argument("--warm", type=int, default=7)
     p.add_argument("--sample", type=int, default=0)
     p.add_argument("--ts-client", default="")
+    p.add_argument("--walk", default="")
+    p.add_argument("--summary", default="")
     anyio.run(run, p.parse_args())
     return 0
 
