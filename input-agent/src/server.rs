@@ -85,8 +85,8 @@ fn spawn_x(
     connector: Connector,
     jobs: std::sync::mpsc::Receiver<XJob>,
     out: mpsc::UnboundedSender<InputToBroker>,
-) -> anyhow::Result<()> {
-    std::thread::Builder::new()
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let handle = std::thread::Builder::new()
         .name("x-executor".into())
         .spawn(move || {
             let (watch_tx, watch_rx) = std::sync::mpsc::channel::<watcher::WatchCmd>();
@@ -195,7 +195,7 @@ fn spawn_x(
                 x.release_all();
             }
         })?;
-    Ok(())
+    Ok(handle)
 }
 
 /// Reads the clipboard (bounded by [`clipboard::READ_TIMEOUT`]); logs the length only.
@@ -274,7 +274,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
     let owner = clipboard::Owner::start(connector.clone())?;
     let reads = Arc::new(clipboard::Reads::new(connector.clone()));
     let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
-    spawn_x(shared.clone(), connector, job_rx, out_tx.clone())?;
+    let x_thread = spawn_x(shared.clone(), connector, job_rx, out_tx.clone())?;
     let result = loop {
         let req: BrokerToInput = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
             Ok(r) => r,
@@ -358,10 +358,18 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
             break Err(anyhow::anyhow!("the X thread stopped"));
         }
     };
+    // The link is closed (the broker is gone) or broken: nothing more can be answered. A
+    // headless act in flight, which may wait for a link only the broker could hand in, and the
+    // writer, whose queue the hand-over's closure still holds a sender of, would wait forever:
+    // both are ended, so the agent exits instead of staying behind its broker. The X thread
+    // ends its act (each is bounded; its answer finds no writer) and releases every key and
+    // button it holds before the agent exits: no key stays down.
     drop(jobs);
     drop(acts);
+    actor.abort();
+    writer.abort();
     let _ = actor.await;
-    drop(out_tx);
     let _ = writer.await;
+    let _ = tokio::task::spawn_blocking(move || x_thread.join()).await;
     result
 }

@@ -129,6 +129,22 @@ impl AgentProc {
         self.next
     }
 
+    /// Closes this end of the agent's link, as a broker that died would, and waits up to
+    /// `within` for the agent to exit: its exit status, or `None` when it still runs.
+    pub fn close_link(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        let end = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn ask<In: Serialize, Out: DeserializeOwned>(&mut self, msg: &In) -> Result<Out> {
         write_frame(&mut self.sock, msg, MAX_FRAME_BYTES)?;
         Ok(read_frame(&mut self.sock, MAX_FRAME_BYTES)?)
@@ -350,6 +366,21 @@ impl Input {
             desk,
             bin,
             Role::Input,
+            |m: &InputToBroker| match m {
+                InputToBroker::Lockdown(r) => Some(r.clone()),
+                _ => None,
+            },
+        )?))
+    }
+
+    /// Starts the input agent on the Wayland test desktop.
+    pub fn start_wayland(desk: &crate::WaylandDesktop, bin: &Path) -> Result<Input> {
+        Ok(Input(AgentProc::start_cmd(
+            desk.command(bin),
+            &desk.env(),
+            bin,
+            Role::Input,
+            true,
             |m: &InputToBroker| match m {
                 InputToBroker::Lockdown(r) => Some(r.clone()),
                 _ => None,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use nish_proto::wire::Role;
 use nish_proto::wire::reader::ReaderToBroker;
 use nish_proto::wire::reader::WalkLimits;
-use nish_testdesk::agents::{AgentProc, Reader};
+use nish_testdesk::agents::{AgentProc, Input, Reader};
 use nish_testdesk::session::workspace_bin;
 use nish_testdesk::{App, Desktop};
 
@@ -152,4 +152,35 @@ fn the_reader_on_wayland_never_lists_the_portal_dialog() {
             .all(|w| w.pid != dialog.pid && !w.app.starts_with("xdg-desktop-portal")),
         "the portal dialog is listed: {windows:?}"
     );
+}
+
+/// A broker that dies (SIGKILL: nothing is sent) leaves no agent behind: the reader and the
+/// input agent see their link close and exit, on Wayland (where the input agent once stayed,
+/// its writer waiting on a channel its own hand-over still held) and on X11.
+#[test]
+fn agents_exit_when_their_broker_is_gone() {
+    let input = workspace_bin("nish-input").expect("nish-input is built");
+    let reader = workspace_bin("nish-reader").expect("nish-reader is built");
+    let wl = nish_testdesk::WaylandDesktop::start().expect("the Wayland desktop");
+    let x = Desktop::start().expect("the X desktop");
+    let within = Duration::from_secs(5);
+    let mut agents: Vec<(&str, AgentProc)> = vec![
+        (
+            "input, Wayland",
+            Input::start_wayland(&wl, &input).expect("input").0,
+        ),
+        (
+            "reader, Wayland",
+            Reader::start_wayland(&wl, &reader).expect("reader").0,
+        ),
+        ("input, X11", Input::start(&x, &input).expect("input").0),
+        ("reader, X11", Reader::start(&x, &reader).expect("reader").0),
+    ];
+    for (what, agent) in &mut agents {
+        let status = agent.close_link(within);
+        assert!(
+            status.is_some(),
+            "the {what} agent still runs {within:?} after its link closed"
+        );
+    }
 }
