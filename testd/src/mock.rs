@@ -1191,6 +1191,32 @@ impl MockBackend {
         pid
     }
 
+    /// Opens a window of app `app` whose process is `pid`, running `exe` (e.g. this test's
+    /// own process, standing in for the broker's); returns the window's id.
+    pub fn add_window_of(&self, app: &str, exe: &str, pid: u32) -> u64 {
+        let mut d = self.desk();
+        d.procs.push(ProcIdentity {
+            pid,
+            start_time: 1,
+            exe: exe.into(),
+        });
+        let app: &'static str = Box::leak(app.to_string().into_boxed_str());
+        let root = d.add(None, "frame", app);
+        let window_id = 0x00a0_0000;
+        d.windows.push(Win {
+            window_id,
+            pid,
+            app,
+            title: app,
+            frame: Rect::new(900, 400, 200, 150),
+            root,
+            status: None,
+            list: None,
+            entry: None,
+        });
+        window_id
+    }
+
     /// The consent dialog on screen now, as the person would read it.
     pub fn open_dialog(&self) -> Option<ConsentRequest> {
         self.pending

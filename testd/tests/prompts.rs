@@ -262,3 +262,23 @@ async fn an_app_that_runs_a_prompts_executable_name_only_hides_itself() {
     let read = f.read("Notes").await;
     assert_eq!(read["window"]["window_id"], json!(0x0040_0001));
 }
+
+/// The driver's own objects (on Wayland, the consent dialog's narration is an application of
+/// the broker's process) are never listed, offered or found, whatever they are called.
+#[tokio::test]
+async fn the_drivers_own_process_is_not_listed_offered_or_found() {
+    let f = Fixture::new(true);
+    let pid = std::process::id();
+    let app = "nish-driver consent";
+    let wid = f
+        .engine
+        .backend
+        .add_window_of(app, "/usr/bin/nish-driver", pid);
+    let (_, offered) = start_all(&f, false).await;
+    assert!(offered.contains(&"Notes".to_string()), "{offered:?}");
+    assert!(!offered.contains(&app.to_string()), "{offered:?}");
+    let (ids, pids) = listed(&f).await;
+    assert!(!ids.is_empty());
+    assert!(!ids.contains(&wid) && !pids.contains(&u64::from(pid)));
+    not_found_by_any_name(&f, pid, wid, app, &[app]).await;
+}

@@ -28,9 +28,12 @@ pub(crate) fn window_json(w: &WindowInfo, origin: FrameOrigin) -> Value {
            "origin": origin.as_str()})
 }
 
-/// True when `w`, whose process is `process` now, is one of the desktop's own prompts.
+/// True when `w`, whose process is `process` now, is one of the desktop's own prompts, or the
+/// driver's own: a window of this very process (on Wayland, the consent dialog's read-only
+/// narration on the accessibility bus is an application of the broker's process).
 fn prompt(w: &WindowInfo, process: Option<&nish_proto::model::ProcIdentity>) -> bool {
-    nish_proto::prompts::is_system_prompt(process.map(|p| p.exe.as_str()), &w.app)
+    w.pid == std::process::id()
+        || nish_proto::prompts::is_system_prompt(process.map(|p| p.exe.as_str()), &w.app)
 }
 
 impl<B: Backend> Engine<B> {
