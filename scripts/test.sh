@@ -13,7 +13,8 @@
 # the mock contract and hand-back tests, the mock end-to-end session, the daemon, the sandbox
 # and the shim; no X server, Wayland compositor or browser. The desktop tier is the test-only
 # crates outside the default members: the agents on private headless desktops, and the
-# end-to-end sessions driven by the official MCP Python client.
+# end-to-end sessions driven by the official MCP Python client. Last, the whole workspace is
+# built in release, and the release daemon is checked for test doubles.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -83,5 +84,13 @@ for p in "${desktop_tier[@]}"; do
     packages+=(-p "$p")
 done
 cargo test "${packages[@]}" -- --test-threads="$threads"
+
+# What a packager builds: the whole workspace in release, with every test-only crate beside the
+# daemon (cargo unifies features over what one build selects). Its nish-driver must hold no
+# test double either.
+step "release build: cargo build --workspace --release --bins"
+cargo build --workspace --release --bins
+NISH_DAEMON_BIN="$repo/target/release/nish-driver" \
+    cargo test -p nish-driver --test daemon -- --exact the_daemon_has_no_test_doubles
 
 step "all tests passed"

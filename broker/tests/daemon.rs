@@ -138,24 +138,54 @@ fn holds(path: &str, needle: &str) -> bool {
     bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
+/// The daemon this test looks at: the one `cargo test` built, or the one `NISH_DAEMON_BIN`
+/// names (scripts/test.sh's release step points it at `cargo build --workspace --release`'s,
+/// the build a packager runs, with every workspace crate built beside it).
+fn daemon_bin() -> String {
+    std::env::var("NISH_DAEMON_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
+/// `bin args`' output, once it has exited; a program that takes the arguments and goes on
+/// serving (as a daemon with a mock backend would) fails the test instead of hanging it.
+fn refused(bin: &str, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{bin} {args:?} took its arguments and ran on");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn the_daemon_has_no_test_doubles() {
+    let bin = daemon_bin();
+    eprintln!("checking {bin}");
     // No mock backend: `serve` takes no backend at all, and there is no simulated person.
-    let out = Command::new(BIN)
-        .args([
+    let out = refused(
+        &bin,
+        &[
             "serve",
             "--backend",
             "mock",
             "--socket",
             "/nonexistent/broker.sock",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(out.status.code(), Some(2), "clap refuses the argument");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unexpected argument '--backend'"), "{err}");
     for cmd in ["person", "mock-person"] {
-        let out = Command::new(BIN).arg(cmd).output().unwrap();
+        let out = refused(&bin, &[cmd]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("unrecognized subcommand"), "{cmd}: {err}");
@@ -163,7 +193,7 @@ fn the_daemon_has_no_test_doubles() {
     // None of the tests' switches or doubles is in the binary: not the consent-by-files
     // directory, not the benchmark's filter-off and settle switches, not the code that would
     // serve them (its symbols would be there, as the decider's are).
-    assert!(holds(BIN, "nish_decider"), "the check sees symbols at all");
+    assert!(holds(&bin, "nish_decider"), "the check sees symbols at all");
     for needle in [
         "NISH_TEST_CONSENT_DIR",
         "NISH_BENCH_READER_FILTER",
@@ -172,7 +202,7 @@ fn the_daemon_has_no_test_doubles() {
         "MockBackend",
         "nish_testd",
     ] {
-        assert!(!holds(BIN, needle), "nish-driver holds {needle}");
+        assert!(!holds(&bin, needle), "{bin} holds {needle}");
     }
     // The agent host can make an opener without the agents' filters (for the benchmark's
     // side-by-side run in nish-testd); the daemon's own sources never ask for one.
@@ -216,11 +246,11 @@ fn the_daemon_has_no_test_doubles() {
             "nish-driver depends on {test_crate}"
         );
     }
-    // What this test looks at is the binary `cargo test` built, whose features include the
-    // dev-dependencies' (a superset of `cargo build --workspace`'s). A release build
-    // (`cargo build --workspace --release`, what scripts/package.sh and a packager run) has the
-    // same graph and compiles the same code: no workspace crate of a shipped program switches
-    // on `debug_assertions`.
+    // scripts/test.sh runs this test a second time on the daemon of
+    // `cargo build --workspace --release` (what scripts/package.sh and a packager run). A run
+    // on `cargo test`'s debug build alone still says something of the release build: no
+    // workspace crate of a shipped program switches on `debug_assertions`, so both compile the
+    // same code.
     let mut dirs = std::collections::BTreeSet::new();
     for package in [
         "nish-driver",
