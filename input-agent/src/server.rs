@@ -8,13 +8,16 @@
 //! `Cancel` (which needs no answer) reaches an act in progress at once. While watching, the
 //! first input of the person is sent unasked ([`InputToBroker::Person`]). Frames are the `nish_proto::wire::codec` frames,
 //! at most [`MAX_FRAME_BYTES`]. A frame that does not decode ends the agent (the broker
-//! restarts it). The agent exits when the broker closes the socket.
+//! restarts it). The agent exits when the broker closes the socket: a synthetic act in progress
+//! stops at once (before its next key, press or move; it is never reported done), every key and
+//! button held is released, and the X thread is waited for at most 2 s.
 //!
 //! Logs (standard error, piped by the broker) name the request id, the kind of act, the path,
 //! the code of a failure and, for text, its length: never text, values or app names.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use nish_atspi::agent::connector::Connector;
 use nish_atspi::agent::handed::{FdReader, Handover};
@@ -25,7 +28,7 @@ use nish_proto::wire::input::{
     BrokerToInput, Expect, InputToBroker, SemanticOp, SynthEnd, SynthOp,
 };
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::clipboard;
 use crate::failure::ActFailure;
@@ -77,18 +80,26 @@ enum XJob {
     Focus { id: u64 },
 }
 
+/// How long the agent waits, once its link closed, for the X thread to end its act and release
+/// what it holds; an X request that never returns (another client's server grab) does not keep
+/// the agent alive past it.
+const X_THREAD_EXIT: Duration = Duration::from_secs(2);
+
 /// The X thread: the executor of synthetic acts, and the watcher of the person's input on a
 /// thread of its own, each on a connection made through `connector`. Without a display every
-/// job answers `backend_unavailable`.
+/// job answers `backend_unavailable`. The receiver returned learns when the thread ends (its
+/// sender is dropped then, also by a panic).
 fn spawn_x(
     shared: Arc<Shared>,
     connector: Connector,
     jobs: std::sync::mpsc::Receiver<XJob>,
     out: mpsc::UnboundedSender<InputToBroker>,
-) -> anyhow::Result<std::thread::JoinHandle<()>> {
+) -> anyhow::Result<(std::thread::JoinHandle<()>, oneshot::Receiver<()>)> {
+    let (ended, ended_rx) = oneshot::channel::<()>();
     let handle = std::thread::Builder::new()
         .name("x-executor".into())
         .spawn(move || {
+            let _ended = ended;
             let (watch_tx, watch_rx) = std::sync::mpsc::channel::<watcher::WatchCmd>();
             let mut exec = match Executor::connect(shared.clone(), &connector) {
                 Ok(x) => {
@@ -123,6 +134,10 @@ fn spawn_x(
                 .to_wire(id)
             };
             for job in jobs {
+                if shared.gone.load(Ordering::SeqCst) {
+                    // Acts still queued are not started.
+                    break;
+                }
                 let answer = match (job, exec.as_mut()) {
                     (XJob::Probe { id }, _) => InputToBroker::Probe {
                         id,
@@ -195,7 +210,7 @@ fn spawn_x(
                 x.release_all();
             }
         })?;
-    Ok(handle)
+    Ok((handle, ended_rx))
 }
 
 /// Reads the clipboard (bounded by [`clipboard::READ_TIMEOUT`]); logs the length only.
@@ -274,7 +289,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
     let owner = clipboard::Owner::start(connector.clone())?;
     let reads = Arc::new(clipboard::Reads::new(connector.clone()));
     let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
-    let x_thread = spawn_x(shared.clone(), connector, job_rx, out_tx.clone())?;
+    let (x_thread, x_ended) = spawn_x(shared.clone(), connector, job_rx, out_tx.clone())?;
     let result = loop {
         let req: BrokerToInput = match aio::read_frame(&mut rd, MAX_FRAME_BYTES).await {
             Ok(r) => r,
@@ -292,9 +307,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
                 continue;
             }
             BrokerToInput::Cancel { id } => {
-                shared
-                    .cancelled
-                    .store(id, std::sync::atomic::Ordering::SeqCst);
+                shared.cancelled.store(id, Ordering::SeqCst);
                 continue;
             }
             BrokerToInput::Synthetic { id, window_id, op } => XJob::Synth {
@@ -358,18 +371,31 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
             break Err(anyhow::anyhow!("the X thread stopped"));
         }
     };
-    // The link is closed (the broker is gone) or broken: nothing more can be answered. A
-    // headless act in flight, which may wait for a link only the broker could hand in, and the
-    // writer, whose queue the hand-over's closure still holds a sender of, would wait forever:
-    // both are ended, so the agent exits instead of staying behind its broker. The X thread
-    // ends its act (each is bounded; its answer finds no writer) and releases every key and
-    // button it holds before the agent exits: no key stays down.
+    // The link is closed (the broker is gone) or broken: nothing more can be answered, and the
+    // indicator's frame may be off the screen already. First of all, no more synthetic input:
+    // the act in progress stops at its next step (before its next key, press or move) and the
+    // acts queued behind it are not started. A headless act in flight, which may wait for a
+    // link only the broker could hand in, and the writer, whose queue the hand-over's closure
+    // still holds a sender of, would wait forever: both are ended, so the agent exits instead
+    // of staying behind its broker. The X thread releases every key and button it holds
+    // before the agent exits, so no key stays down; it is waited for at most
+    // `X_THREAD_EXIT`, as an X request may never return.
+    shared.gone.store(true, Ordering::SeqCst);
     drop(jobs);
     drop(acts);
     actor.abort();
     writer.abort();
     let _ = actor.await;
     let _ = writer.await;
-    let _ = tokio::task::spawn_blocking(move || x_thread.join()).await;
+    // `Ok` or `Err(RecvError)`: the thread ended (its sender went with it).
+    if tokio::time::timeout(X_THREAD_EXIT, x_ended).await.is_ok() {
+        let _ = x_thread.join();
+    } else {
+        // Left behind: it ends with the process.
+        tracing::error!(
+            "the X thread did not finish within {X_THREAD_EXIT:?} after the link closed; \
+             exiting without it"
+        );
+    }
     result
 }

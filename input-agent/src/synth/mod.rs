@@ -5,8 +5,9 @@
 //!
 //! - the [`xtest::Executor`] sends what the broker asks, one act at a time, checking before every
 //!   step (each click, each 10 ms glide step, each typed character) that the person did nothing,
-//!   that the broker did not cancel, that the pointer is where the driver left it (8 px), and
-//!   that the target still holds the point (pointer acts) or the keyboard focus (keys, typing).
+//!   that the broker did not cancel and is not gone (its link closed; checked again before every
+//!   press and move), that the pointer is where the driver left it (8 px), and that the target
+//!   still holds the point (pointer acts) or the keyboard focus (keys, typing).
 //!   Every press, release and move is logged before it is sent ([`sendlog`]); every path out of
 //!   an act releases every key and button the driver holds.
 //! - the [`watcher`] reads XInput 2 raw events of every device: input from a real device is the
@@ -41,6 +42,10 @@ pub struct Shared {
     person: Mutex<Option<PersonInput>>,
     /// The request id of the act the broker cancelled.
     pub cancelled: AtomicU64,
+    /// The broker is gone (the link closed): the indicator's frame may be off the screen
+    /// already, so nothing more is sent; the act in progress stops at its next step, as for a
+    /// cancel.
+    pub gone: AtomicBool,
     /// An act is running: the executor checks the pointer itself (the watcher's own check would
     /// race the executor's moves).
     pub busy: AtomicBool,

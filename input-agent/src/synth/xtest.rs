@@ -1,9 +1,11 @@
 //! The executor: sends one synthetic act with XTEST, checking before every step.
 //!
 //! Before every step (each click, each 10 ms glide step, each wheel step, each typed
-//! character): the broker did not cancel this act; the person did nothing (the watcher's
-//! record, and the pointer read here: more than 8 px from where the driver left it is the
-//! person's); for pointer acts the topmost window at the point belongs to the target window's X
+//! character): the broker did not cancel this act and is still there (its link did not close:
+//! the indicator's frame may be gone with it, so no press or move is sent once it closed, not
+//! even between the keys of one step); the person did nothing (the watcher's record, and the
+//! pointer read here: more than 8 px from where the driver left it is the person's); for
+//! pointer acts the topmost window at the point belongs to the target window's X
 //! client (override-redirect popups and menus included; input shapes respected, so the
 //! indicator's click-through frame is not in the way, and its Continue button is); for keys and
 //! typing the keyboard focus (`GetInputFocus`) is in the target window itself: the focus window
@@ -70,6 +72,8 @@ enum Halt {
     Person(PersonInput),
     /// The broker cancelled it.
     Cancelled,
+    /// The broker is gone (its link closed).
+    Gone,
     /// A check refused the next step.
     Fail(ActFailure),
 }
@@ -346,6 +350,11 @@ impl Executor {
             Ok(()) => Ok(SynthEnd::Done),
             Err(Halt::Person(reason)) => Ok(SynthEnd::Stopped { reason, typed }),
             Err(Halt::Cancelled) => Ok(SynthEnd::Cancelled { typed }),
+            // Stopped, never done; there is nobody to tell but the log.
+            Err(Halt::Gone) => {
+                tracing::info!(id, typed, "synthetic act stopped: the broker is gone");
+                Ok(SynthEnd::Cancelled { typed })
+            }
             Err(Halt::Fail(f)) if self.sent || f.sent => Ok(SynthEnd::Broke {
                 failure: nish_proto::wire::AgentFailure {
                     code: f.code.as_str().to_string(),
@@ -521,6 +530,7 @@ impl Executor {
 
     /// The checks before every step.
     fn check(&mut self, id: u64) -> Result<(), Halt> {
+        self.still_there()?;
         if self.shared.cancelled.load(Ordering::SeqCst) == id {
             return Err(Halt::Cancelled);
         }
@@ -535,6 +545,15 @@ impl Executor {
                     self.shared.person().unwrap_or(PersonInput::PointerMoved),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The broker is still there: checked at every step and again before every press and
+    /// move, so nothing more is sent once its link closed.
+    fn still_there(&self) -> Result<(), Halt> {
+        if self.shared.gone.load(Ordering::SeqCst) {
+            return Err(Halt::Gone);
         }
         Ok(())
     }
@@ -601,6 +620,7 @@ impl Executor {
             x.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16,
             y.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16,
         );
+        self.still_there()?;
         self.shared.moved_to((i32::from(px), i32::from(py)));
         self.shared.log().log(Sent::Motion, Instant::now());
         self.fake(MOTION_NOTIFY, 0, px, py)?;
@@ -632,6 +652,7 @@ impl Executor {
 
     fn button(&mut self, b: u8, down: bool) -> Result<(), Halt> {
         if down {
+            self.still_there()?;
             self.shared.log().log(Sent::Button(b), Instant::now());
             self.held_buttons.push(b);
             self.fake(BUTTON_PRESS, b, 0, 0)
@@ -643,6 +664,7 @@ impl Executor {
 
     fn key(&mut self, kc: u8, down: bool) -> Result<(), Halt> {
         if down {
+            self.still_there()?;
             self.shared.log().log(Sent::Key(kc), Instant::now());
             self.held_keys.push(kc);
             self.fake(KEY_PRESS, kc, 0, 0)
