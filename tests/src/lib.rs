@@ -73,7 +73,7 @@ pub use atspi::{AtspiApp, AtspiDocument};
 pub use desktop::{App, AppHandle, Desktop, DesktopBuilder, KEEP_ENV};
 pub use procs::ProcessId;
 pub use shared::{Shared, SharedGuard};
-pub use wayland::{WaylandApp, WaylandDesktop, X_SERVERS};
+pub use wayland::{Compositor, WaylandApp, WaylandDesktop, X_SERVERS};
 pub use x11::{Pointer, REQUIRED_EXTENSIONS, XWindow};
 
 /// A test app shipped in `tests/apps/` (a Python script; run it with [`App::Command`]).
