@@ -6,8 +6,9 @@ Consent: the session is granted by the person's click on Allow on the real conse
 native Wayland client in nish-indicator, handed sway's socket by the broker); wlroots'
 virtual-pointer protocol plays their pointer (tests/indicator/tests/wayland/wlr_person.py). Before
 the click the test asks sway (its IPC, $SWAYSOCK) that the focused window is the dialog, full
-screen, on the connection the broker handed the indicator. A later request is answered by a click on Deny. nish-driver
-has no other way to answer.
+screen, on the connection the broker handed the indicator. For a later request sway focuses
+another window; a click on the dialog's Allow then does not count, and a click on Deny, past the
+arming delay, refuses. nish-driver has no other way to answer.
 
 Then: list_windows (only the approved app), a read, headless acts (an AT-SPI action and a value)
 each verified by a read-back, and an unapproved app's window out of scope.
@@ -25,12 +26,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import anyio
 
 import nishhost as h
 from nishhost import check, fails, ok, say
-from wayland_session import DialogPerson, act, environ_of, in_thread
+from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
 
 GTK3 = "gtk3-widget-factory"
 WLR_PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "indicator", "tests",
@@ -68,6 +70,66 @@ def dialog_is_focused_full_screen(broker: h.Broker) -> None:
         f"{v['app_id']}), full screen {v['rect']}")
 
 
+def swaymsg(*args: str) -> None:
+    subprocess.run(["/usr/bin/swaymsg", *args], check=True, capture_output=True)
+
+
+def wait_log(dialog: DialogPerson, start: int, what: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while what not in (text := dialog.log_since(start)):
+        check(time.monotonic() < deadline, f"the broker's log never said {what!r}")
+        time.sleep(0.05)
+    return text
+
+
+def controls(text: str) -> dict[str, tuple[int, int, int, int]]:
+    """The consent controls as the indicator's last layout in `text` placed them, in the
+    dialog's surface: name -> (x, y, w, h)."""
+    return {m[1]: (int(m[2]), int(m[3]), int(m[4]), int(m[5])) for m in CONTROL.finditer(text)}
+
+
+def unfocused_click_then_deny(dialog: DialogPerson) -> dict:
+    """The dialog comes up focused and full screen; sway focuses another window (as a person's
+    key binding would): the dialog is no longer full screen (sway tiles it beside the apps) nor
+    activated. A click on its Allow, which sway answers by focusing it, does not count (a press
+    counts only while the dialog is the activated toplevel, the arming delay after it became
+    it); past the arming delay a click on Deny counts."""
+    start = dialog.seen
+    wait_log(dialog, start, "consent dialog focus changed activated=true", timeout=30)
+    swaymsg(f"[app_id=\"{GTK3}\"]", "focus")
+    wait_log(dialog, start, "consent dialog focus changed activated=false")
+    view = next(v for v in sway_views() if v.get("app_id") == "nish-driver")
+    check(view.get("focused") is False and view.get("fullscreen_mode") == 0, f"the dialog: {view}")
+    ox = view["rect"]["x"] + view["window_rect"]["x"]
+    oy = view["rect"]["y"] + view["window_rect"]["y"]
+    surface_w = view["window_rect"]["width"]
+    time.sleep(1.0)  # a layout for the new size is logged before the focus change
+    at = controls(dialog.log_since(start))
+    say(f"    sway: another window focused; the dialog tiled at {(ox, oy)} {surface_w}x"
+        f"{view['window_rect']['height']}, not full screen; its controls now {at}")
+    x, y, w, h = at["Allow"]
+    # Inside both the control and the surface (a tiled dialog can be narrower than its box).
+    px = ox + x + min(w, surface_w - x) / 2
+    py = oy + y + h / 2
+    mark = len(dialog.log_since(0).encode())
+    dialog.click((px, py))
+    text = wait_log(dialog, mark, "did not count")
+    wait_log(dialog, mark, "consent dialog focus changed activated=true")
+    said = [l.split("INFO ")[-1].removesuffix(' agent="nish-indicator"') for l in text.splitlines()
+            if "button event" in l or "did not count" in l]
+    check(any("press=true activated=false control=Some(Allow)" in l for l in said),
+          f"the press reached the dialog's Allow while it was not activated: {said}")
+    say(f"    person: clicked Allow at ({px}, {py}) on the unfocused dialog: {said}")
+    time.sleep(1.0)  # past the arming delay
+    view = next(v for v in sway_views() if v.get("app_id") == "nish-driver")
+    check(view.get("focused") is True, f"the click focused the dialog: {view}")
+    x, y, w, h = controls(dialog.log_since(start))["Deny"]
+    dialog.click((ox + x + w / 2, oy + y + h / 2))
+    say(f"    person: clicked Deny at {dialog.at} on the focused dialog")
+    dialog.seen = len(dialog.log_since(0).encode())
+    return {"clicked": "Deny"}
+
+
 async def run(ns: argparse.Namespace) -> None:
     check("DISPLAY" not in os.environ, "the sway desktop has no DISPLAY")
     check(os.environ.get("XDG_SESSION_TYPE") == "wayland" and os.environ.get("WAYLAND_DISPLAY"),
@@ -90,7 +152,7 @@ async def run(ns: argparse.Namespace) -> None:
             dialog = DialogPerson(broker, person=WLR_PERSON, keyboard=False)
             def allow() -> dict:
                 try:
-                    return dialog.answer(True, shown=lambda: dialog_is_focused_full_screen(broker))
+                    return dialog.answer(True, shown=lambda _at: dialog_is_focused_full_screen(broker))
                 except BaseException as e:
                     say(f"    person: {e!r} (the request times out as denied)")
                     raise
@@ -141,8 +203,9 @@ async def run(ns: argparse.Namespace) -> None:
             check(r["ended"] is True, str(r))
             say("end_session: ended")
 
-            say("start_session again; the person clicks Deny on the dialog")
-            t, got = in_thread(lambda: dialog.answer(False))
+            say("start_session again; another window takes focus; a click on Allow on the unfocused "
+                "dialog does not count; then the person clicks Deny")
+            t, got = in_thread(lambda: unfocused_click_then_deny(dialog))
             await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
             t.join()
             check(not isinstance(got[0], BaseException), f"the person: {got[0]}")

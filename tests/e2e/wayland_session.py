@@ -120,7 +120,8 @@ class DialogPerson:
 
     def answer(self, allow: bool, timeout: float = 30.0, shown=None) -> dict:
         """Waits for the next dialog and clicks Allow or Deny once it is focused and armed
-        (`shown`: called once the dialog says it is focused, before the click)."""
+        (`shown`: called with the controls' centres once the dialog says it is focused, before
+        the click)."""
         deadline = time.monotonic() + timeout
         while True:
             with open(self.log, "rb") as f:
@@ -133,15 +134,25 @@ class DialogPerson:
             time.sleep(0.05)
         self.seen += len(text.encode())
         if shown is not None:
-            shown()
+            shown(at)
         time.sleep(1.0)  # past the arming delay
-        x, y = at["Allow" if allow else "Deny"]
+        self.click(at["Allow" if allow else "Deny"])
+        say(f"    person: clicked {'Allow' if allow else 'Deny'} at {self.at} on the dialog")
+        return {"clicked": "Allow" if allow else "Deny"}
+
+    def click(self, at: tuple[float, float]) -> None:
+        """Moves the pointer to `at` and clicks the left button there."""
+        x, y = at
         self.say(f"move {x - self.at[0]} {y - self.at[1]}")
         self.at = (x, y)
         self.say("button 1")
         self.say("button 0")
-        say(f"    person: clicked {'Allow' if allow else 'Deny'} at ({x}, {y}) on the dialog")
-        return {"clicked": "Allow" if allow else "Deny"}
+
+    def log_since(self, start: int) -> str:
+        """The broker's log from byte `start` on."""
+        with open(self.log, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")
 
     def stop(self) -> None:
         self.proc.stdin.close()
