@@ -103,7 +103,8 @@ def unfocused_click_then_deny(dialog: DialogPerson) -> dict:
     ox = view["rect"]["x"] + view["window_rect"]["x"]
     oy = view["rect"]["y"] + view["window_rect"]["y"]
     surface_w = view["window_rect"]["width"]
-    time.sleep(1.0)  # a layout for the new size is logged before the focus change
+    # Past the arming delay since the resize, at a point told afresh: only the focus is missing.
+    time.sleep(1.0)
     at = controls(dialog.log_since(start))
     say(f"    sway: another window focused; the dialog tiled at {(ox, oy)} {surface_w}x"
         f"{view['window_rect']['height']}, not full screen; its controls now {at}")
