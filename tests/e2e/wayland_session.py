@@ -94,20 +94,22 @@ CONTROL = re.compile(r"consent control (\w+) at (\d+),(\d+) (\d+)x(\d+)")
 
 
 class DialogPerson:
-    """The person at the real consent dialog: mutter's RemoteDesktop API plays their pointer;
-    where Allow and Deny are comes from the indicator's log lines in the broker's log (the
-    dialog is full screen, so its coordinates are the screen's)."""
+    """The person at the real consent dialog: mutter's RemoteDesktop API plays their pointer
+    (`person`: another player of person.py's commands, e.g. wlr_person.py on sway); where Allow
+    and Deny are comes from the indicator's log lines in the broker's log (the dialog is full
+    screen, so its coordinates are the screen's)."""
 
-    def __init__(self, broker: h.Broker) -> None:
+    def __init__(self, broker: h.Broker, person: str = PERSON, keyboard: bool = True) -> None:
         self.log = os.path.join(broker.dir, "broker.log")
-        self.proc = subprocess.Popen(["/usr/bin/python3", PERSON], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(["/usr/bin/python3", person], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
-        check(self.proc.stdout.readline().strip() == "ready", "the RemoteDesktop session starts")
+        check(self.proc.stdout.readline().strip() == "ready", "the person's pointer starts")
         self.say("corner")
         self.at = (0.0, 0.0)
-        # A keyboard on the seat: without one no window is ever focused (activated).
-        self.say("key 0xffe1 1")
-        self.say("key 0xffe1 0")
+        if keyboard:
+            # A keyboard on mutter's seat: without one no window is ever focused (activated).
+            self.say("key 0xffe1 1")
+            self.say("key 0xffe1 0")
         self.seen = os.path.getsize(self.log)
 
     def say(self, cmd: str) -> None:
@@ -116,8 +118,10 @@ class DialogPerson:
         line = self.proc.stdout.readline().strip()
         check(line == "ok", f"person: {cmd}: {line}")
 
-    def answer(self, allow: bool, timeout: float = 30.0) -> dict:
-        """Waits for the next dialog and clicks Allow or Deny once it is focused and armed."""
+    def answer(self, allow: bool, timeout: float = 30.0, shown=None) -> dict:
+        """Waits for the next dialog and clicks Allow or Deny once it is focused and armed
+        (`shown`: called with the controls' centres once the dialog says it is focused, before
+        the click)."""
         deadline = time.monotonic() + timeout
         while True:
             with open(self.log, "rb") as f:
@@ -129,14 +133,26 @@ class DialogPerson:
             check(time.monotonic() < deadline, "no consent dialog came")
             time.sleep(0.05)
         self.seen += len(text.encode())
+        if shown is not None:
+            shown(at)
         time.sleep(1.0)  # past the arming delay
-        x, y = at["Allow" if allow else "Deny"]
+        self.click(at["Allow" if allow else "Deny"])
+        say(f"    person: clicked {'Allow' if allow else 'Deny'} at {self.at} on the dialog")
+        return {"clicked": "Allow" if allow else "Deny"}
+
+    def click(self, at: tuple[float, float]) -> None:
+        """Moves the pointer to `at` and clicks the left button there."""
+        x, y = at
         self.say(f"move {x - self.at[0]} {y - self.at[1]}")
         self.at = (x, y)
         self.say("button 1")
         self.say("button 0")
-        say(f"    person: clicked {'Allow' if allow else 'Deny'} at ({x}, {y}) on the dialog")
-        return {"clicked": "Allow" if allow else "Deny"}
+
+    def log_since(self, start: int) -> str:
+        """The broker's log from byte `start` on."""
+        with open(self.log, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")
 
     def stop(self) -> None:
         self.proc.stdin.close()

@@ -24,6 +24,7 @@
 //! [`WaylandDesktop::start`] brings up the same in a GNOME Wayland session instead: a private
 //! session bus, `mutter --headless --wayland --no-x11` with one 1280x800 virtual monitor, and
 //! AT-SPI; apps run as native Wayland clients and no X server runs.
+//! [`WaylandDesktop::start_sway`] does the same with sway (wlroots) headless as the compositor.
 //!
 //! Every wait polls with a deadline and names what did not come up. [`Desktop::spawn`] starts
 //! GTK 3, GTK 4 or Chromium apps and returns once their window is managed;
@@ -73,7 +74,7 @@ pub use atspi::{AtspiApp, AtspiDocument};
 pub use desktop::{App, AppHandle, Desktop, DesktopBuilder, KEEP_ENV};
 pub use procs::ProcessId;
 pub use shared::{Shared, SharedGuard};
-pub use wayland::{WaylandApp, WaylandDesktop, X_SERVERS};
+pub use wayland::{Compositor, WaylandApp, WaylandDesktop, X_SERVERS};
 pub use x11::{Pointer, REQUIRED_EXTENSIONS, XWindow};
 
 /// A test app shipped in `tests/apps/` (a Python script; run it with [`App::Command`]).

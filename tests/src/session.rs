@@ -229,3 +229,59 @@ pub fn run_wayland_session(sd: &WaylandSessionDesktop, demo: bool) -> Result<Out
     }
     Ok(cmd.output()?)
 }
+
+/// The desktop of sway_session.py: the Wayland test desktop on sway (headless, no X server)
+/// with gtk3-widget-factory and gtk3-demo (never approved), native Wayland clients on the
+/// accessibility registry.
+#[allow(missing_debug_implementations)]
+pub struct SwaySessionDesktop {
+    /// The desktop.
+    pub desk: crate::WaylandDesktop,
+    /// The apps, in start order.
+    pub apps: Vec<crate::WaylandApp>,
+    /// gtk3-demo's window id as the driver gives it on Wayland (computed independently).
+    pub unapproved_window: u64,
+}
+
+/// Starts the sway desktop of sway_session.py and its apps.
+pub fn sway_session_desktop() -> Result<SwaySessionDesktop> {
+    let desk = crate::WaylandDesktop::start_sway()?;
+    let mut apps = Vec::new();
+    for app in [App::Gtk3WidgetFactory, App::Gtk3Demo] {
+        apps.push(desk.spawn(app)?);
+    }
+    let unapproved_window = desk
+        .window_ids(&apps[1])?
+        .first()
+        .copied()
+        .context("gtk3-demo has no top-level accessible")?;
+    Ok(SwaySessionDesktop {
+        desk,
+        apps,
+        unapproved_window,
+    })
+}
+
+/// Runs sway_session.py with the real `nish-driver` in the sway desktop's environment, plus
+/// `SWAYSOCK` (the test asks sway which window is focused; the driver never does).
+pub fn run_sway_session(sd: &SwaySessionDesktop, demo: bool) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.env(
+        "SWAYSOCK",
+        sd.desk
+            .sway_socket()
+            .context("the sway desktop has an IPC socket")?,
+    )
+    .arg(script("sway_session.py"))
+    .arg("--driver")
+    .arg(workspace_bin("nish-driver")?)
+    .arg("--shim")
+    .arg(workspace_bin("nish-mcp")?)
+    .arg("--unapproved-window")
+    .arg(sd.unapproved_window.to_string());
+    if demo {
+        cmd.stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::inherit());
+    }
+    Ok(cmd.output()?)
+}

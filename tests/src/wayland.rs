@@ -3,6 +3,13 @@
 //! No X server runs: mutter starts no XWayland, and the environment given to apps has no
 //! `DISPLAY`.
 //!
+//! [`WaylandDesktop::start_sway`] runs sway (wlroots) instead of mutter, with the same buses:
+//! headless (`WLR_BACKENDS=headless`, no input devices, one 1280x800 output), no XWayland.
+//! sway refuses to start where it could regain root, so it runs in a user namespace of its own
+//! (`unshare --user`) whose only user (65534) is this process's user: inside it sway cannot
+//! become root, and outside it sway is this user, as any compositor of the person's session
+//! is (the broker refuses a compositor of another user).
+//!
 //! One variant, [`WaylandDesktop::start_with_xwayland`], runs mutter without `--no-x11`: mutter
 //! 43 then starts Xwayland with itself (rootless, its own Xauthority cookie in
 //! `XDG_RUNTIME_DIR`), so a test can play an X client on that display, e.g. an attacker sending
@@ -26,6 +33,9 @@ use crate::procs::{self, ProcessId};
 use crate::wait::{Poll, poll};
 
 const MUTTER: &str = "/usr/bin/mutter";
+const SWAY: &str = "/usr/bin/sway";
+const SWAYMSG: &str = "/usr/bin/swaymsg";
+const UNSHARE: &str = "/usr/bin/unshare";
 const PIPEWIRE: &str = "/usr/bin/pipewire";
 const WIREPLUMBER: &str = "/usr/bin/wireplumber";
 
@@ -49,7 +59,16 @@ pub struct WaylandApp {
     pub ready_after: Duration,
 }
 
-/// A private headless GNOME Wayland desktop. Dropping it (or [`WaylandDesktop::stop`]) ends
+/// The compositor a [`WaylandDesktop`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compositor {
+    /// GNOME's mutter, headless ([`WaylandDesktop::start`]).
+    Mutter,
+    /// sway (wlroots), headless ([`WaylandDesktop::start_sway`]).
+    Sway,
+}
+
+/// A private headless Wayland desktop (GNOME's mutter, or sway). Dropping it (or [`WaylandDesktop::stop`]) ends
 /// every process it started, and their descendants, and removes its directory.
 #[derive(Debug)]
 pub struct WaylandDesktop {
@@ -65,13 +84,24 @@ pub struct WaylandDesktop {
     stopped: bool,
     /// With XWayland: its display (`:N`) and Xauthority file.
     xwayland: Option<(String, PathBuf)>,
+    compositor: Compositor,
+    /// With sway: its IPC socket (`SWAYSOCK`).
+    swaysock: Option<PathBuf>,
 }
 
 impl WaylandDesktop {
     /// Starts the desktop: session bus, mutter, the AT-SPI bus launcher and registry, with
     /// `org.a11y.Status.IsEnabled` set as a screen reader would (Chromium reads it at start).
     pub fn start() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner(false, false)
+        WaylandDesktop::start_inner(Compositor::Mutter, false, false)
+    }
+
+    /// Like [`WaylandDesktop::start`] with sway (wlroots 0.15 in sway 1.7) as the compositor:
+    /// headless, one 1280x800 output `HEADLESS-1`, no XWayland, no input device until a client
+    /// makes a virtual one; run in its own user namespace (see the module's text). Its Wayland
+    /// socket is the one sway picks in the private directory.
+    pub fn start_sway() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner(Compositor::Sway, false, false)
     }
 
     /// Like [`WaylandDesktop::start`], plus `pipewire` and `wireplumber` (same runtime dir and
@@ -80,24 +110,28 @@ impl WaylandDesktop {
     /// no gnome-shell), answers for `org.freedesktop.portal.RemoteDesktop`. The activated
     /// portal processes are children of this desktop's `dbus-daemon`, so the teardown ends them.
     pub fn start_with_portal() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner(false, true)
+        WaylandDesktop::start_inner(Compositor::Mutter, false, true)
     }
 
     /// Like [`WaylandDesktop::start`], but mutter runs XWayland (no `--no-x11`), and the start
     /// waits until its display accepts an X client. The X display is reachable only through
     /// [`WaylandDesktop::x_command`]; [`WaylandDesktop::env`] still has no `DISPLAY`.
     pub fn start_with_xwayland() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner(true, false)
+        WaylandDesktop::start_inner(Compositor::Mutter, true, false)
     }
 
-    fn start_inner(xwayland: bool, portal: bool) -> Result<WaylandDesktop> {
+    fn start_inner(compositor: Compositor, xwayland: bool, portal: bool) -> Result<WaylandDesktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
         let procs = procs::Group::new(&dir);
         std::fs::create_dir(dir.join("logs"))?;
         let mut desk = WaylandDesktop {
             dir,
-            wayland_display: format!("wayland-nish-{:08x}", entropy() >> 32),
+            // sway names its own socket (found once it listens).
+            wayland_display: match compositor {
+                Compositor::Mutter => format!("wayland-nish-{:08x}", entropy() >> 32),
+                Compositor::Sway => String::new(),
+            },
             session_bus: String::new(),
             a11y_bus: String::new(),
             procs,
@@ -107,9 +141,14 @@ impl WaylandDesktop {
             startup: Duration::ZERO,
             stopped: false,
             xwayland: None,
+            compositor,
+            swaysock: None,
         };
         desk.start_session_bus()?;
-        desk.start_mutter(xwayland)?;
+        match compositor {
+            Compositor::Mutter => desk.start_mutter(xwayland)?,
+            Compositor::Sway => desk.start_sway_compositor()?,
+        }
         desk.start_atspi()?;
         if portal {
             desk.start_portal()?;
@@ -216,6 +255,108 @@ impl WaylandDesktop {
             self.xwayland = Some(self.wait_xwayland(&id)?);
         }
         Ok(())
+    }
+
+    /// sway in a user namespace of its own (uid and gid 65534 there, this process's outside),
+    /// with a config that turns XWayland off and sets the output's size, then waits until its
+    /// Wayland socket (`wayland-N` in the private directory) and IPC socket accept a client.
+    fn start_sway_compositor(&mut self) -> Result<()> {
+        for program in [SWAY, UNSHARE] {
+            if !Path::new(program).exists() {
+                bail!("{program} is not installed (scripts/ensure-deps.sh installs it)");
+            }
+        }
+        let config = self.dir.join("sway.config");
+        std::fs::write(
+            &config,
+            "xwayland disable\n\
+             output HEADLESS-1 resolution 1280x800 position 0 0\n\
+             focus_follows_mouse no\n",
+        )?;
+        let args: Vec<OsString> = vec![
+            "--user".into(),
+            "--map-user=65534".into(),
+            "--map-group=65534".into(),
+            "--".into(),
+            SWAY.into(),
+            "--config".into(),
+            config.into(),
+        ];
+        let mut env = self.env();
+        env.extend(
+            [
+                ("WLR_BACKENDS", "headless"),
+                ("WLR_LIBINPUT_NO_DEVICES", "1"),
+                ("WLR_RENDERER", "pixman"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let (id, _) = self
+            .procs
+            .launch("sway", Path::new(UNSHARE), &args, &env, None)?;
+        let (display, swaysock) = poll(
+            "sway's Wayland and IPC sockets",
+            self.start_deadline,
+            || {
+                self.check_running(&id)?;
+                let names: Vec<String> = std::fs::read_dir(&self.dir)?
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                let display = names.iter().find(|n| {
+                    n.strip_prefix("wayland-")
+                        .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+                });
+                let ipc = names
+                    .iter()
+                    .find(|n| n.starts_with("sway-ipc.") && n.ends_with(".sock"));
+                let (Some(display), Some(ipc)) = (display, ipc) else {
+                    return Ok(Poll::Pending(format!("sockets so far: {names:?}")));
+                };
+                for socket in [display, ipc] {
+                    if let Err(e) = std::os::unix::net::UnixStream::connect(self.dir.join(socket)) {
+                        return Ok(Poll::Pending(format!("{socket}: {e}")));
+                    }
+                }
+                Ok(Poll::Ready((display.clone(), self.dir.join(ipc))))
+            },
+        )?;
+        self.wayland_display = display;
+        self.swaysock = Some(swaysock);
+        Ok(())
+    }
+
+    /// With sway: runs `swaymsg` with `args` on its IPC socket and returns its output (e.g.
+    /// `-t get_tree`: JSON with each window's pid, app id, rectangle, focus and fullscreen).
+    pub fn swaymsg(&self, args: &[&str]) -> Result<String> {
+        let sock = self
+            .swaysock
+            .as_ref()
+            .context("swaymsg: this desktop does not run sway")?;
+        let out = self
+            .command(SWAYMSG)
+            .env("SWAYSOCK", sock)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .context("running swaymsg")?;
+        if !out.status.success() {
+            bail!(
+                "swaymsg {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// With sway: its IPC socket (for `SWAYSOCK`).
+    pub fn sway_socket(&self) -> Option<&Path> {
+        self.swaysock.as_deref()
+    }
+
+    /// The compositor this desktop runs.
+    pub fn compositor(&self) -> Compositor {
+        self.compositor
     }
 
     /// Waits for mutter's XWayland: the display number from mutter's log line "Using public
@@ -366,9 +507,12 @@ impl WaylandDesktop {
             // database, not in HOME, and it must find the desktop's own service files.
             ("XDG_DATA_HOME".to_string(), format!("{dir}/.local/share")),
             ("XDG_SESSION_TYPE".to_string(), "wayland".to_string()),
-            ("WAYLAND_DISPLAY".to_string(), self.wayland_display.clone()),
             ("GDK_BACKEND".to_string(), "wayland".to_string()),
         ];
+        // Empty only while sway starts (it names its own socket).
+        if !self.wayland_display.is_empty() {
+            env.push(("WAYLAND_DISPLAY".to_string(), self.wayland_display.clone()));
+        }
         if !self.session_bus.is_empty() {
             env.push((
                 "DBUS_SESSION_BUS_ADDRESS".to_string(),
