@@ -9,7 +9,9 @@ Headless only: windows and reads come from AT-SPI, acts are AT-SPI actions and v
 Consent: the main session, whose list_windows, reads and acts follow, is granted by the person's
 click on Allow on the real consent dialog (a native Wayland client in nish-indicator), with
 mutter's RemoteDesktop API playing their pointer (tests/indicator/tests/wayland/person.py), the
-way a person's device arrives; a later request is answered by a click on Deny. One separate,
+way a person's device arrives; the kill switch from a terminal (`stop`) ends it, and the host's
+next call answers `stopped_by_person`; a later request, from a new connection, is answered by a
+click on Deny. One separate,
 earlier request is answered through files in a private directory ($NISH_TEST_CONSENT_DIR, which
 only the test daemon reads; nish-driver has no such path) only so that the test can check what a
 request shows (its app lines with their window counts and ticks, the asking program), which the
@@ -368,10 +370,19 @@ async def run(ns: argparse.Namespace) -> None:
             say("scope: an app the person did not approve")
             await fails(c, "get_window_state", {"window_id": ns.unapproved_window}, "app_not_in_scope")
 
-            r = await ok(c, "end_session")
-            check(r["ended"] is True, str(r))
-            say("end_session: ended")
+            say("kill switch: `nish-driver stop` from a terminal")
+            before = len(broker.audit_events())
+            p = broker.cli("stop")
+            check(p.stdout.startswith("stopped "), f"nish-driver stop: {p.stdout}")
+            await fails(c, "get_window_state", {"pid": pid}, "stopped_by_person")
+            stops = [e for e in broker.audit_events()[before:]
+                     if e.get("event") == "stop" and e.get("origin") == "terminal"]
+            check(len(stops) == 1, f"the stop audited from a terminal: {stops}")
+            say(f"  {p.stdout.strip()}; the host's next call answers stopped_by_person")
 
+        # A stopped host's calls answer stopped_by_person from then on; the person's Deny is
+        # asked by a new connection of the same program.
+        async with h.host(ns.shim, broker, "wayland-e2e", "2025-11-25") as c:
             say("start_session again; the person clicks Deny on the dialog")
             t, got = in_thread(lambda: dialog.answer(False))
             await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
