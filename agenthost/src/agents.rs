@@ -11,7 +11,7 @@
 //! connection closed, the agent dropped). How it ended ([`AgentExit`]) is published to whoever
 //! supervises the agent (the Linux backend's slots restart it).
 //!
-//! The connection follows the permission table of [`crate::conn`]: after the lock-down only
+//! The connection follows the permission table of the broker's `conn` module: after the lock-down only
 //! answers (and, from the indicator, its events). A second lock-down report, an answer to a
 //! request never made, a frame that does not decode, or more unsolicited messages than
 //! [`EVENT_QUEUE`] waiting is a violation: the agent is cut off (its connection closed, its

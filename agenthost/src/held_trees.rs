@@ -1,4 +1,4 @@
-//! The trees of the reader's kept walks that the agent host holds ([`HeldTrees`]), by window
+//! The trees of the reader's kept walks that the agent host holds (`HeldTrees`), by window
 //! and version: held trees, not a walk cache (the reader's kept walk decides what is fresh).
 
 use std::sync::Arc;

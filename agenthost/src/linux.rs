@@ -2,10 +2,10 @@
 //! supervises — `nish-reader` for reads and captures, `nish-indicator` for the consent dialog
 //! and the takeover frame, `nish-input` for acts.
 //!
-//! Each agent runs in a supervised [`Slot`]: started on first use (the indicator when the
+//! Each agent runs in a supervised `Slot`: started on first use (the indicator when the
 //! service starts), reaped the moment it exits (the audit gets `agent.exit` with its status) and
-//! started again on its own with backoff ([`restart_delay`]: the first restart at once, then
-//! 250 ms doubling to at most 5 s; an agent that ran [`STABLE_RUN`] starts the count again). A
+//! started again on its own with backoff ([`restart_delay`](crate::slot::restart_delay): the first restart at once, then
+//! 250 ms doubling to at most 5 s; an agent that ran [`STABLE_RUN`](crate::slot::STABLE_RUN) starts the count again). A
 //! call that finds its agent down answers at once with the time of the next start in its
 //! message. What the answer's code is depends on what happened (the contract's dispositions):
 //! a read, or an act refused before anything was sent, answers `rate_limited` (retry `safe`:

@@ -1,4 +1,4 @@
-//! One supervised agent ([`Slot`]): started on first use, reaped the moment it exits, started
+//! One supervised agent (`Slot`): started on first use, reaped the moment it exits, started
 //! again with backoff ([`restart_delay`]), and the error a call gets when it finds its agent
 //! down or loses it.
 

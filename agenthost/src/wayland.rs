@@ -79,7 +79,7 @@ impl Offer {
 }
 
 /// Asks the desktop portal on the session bus `session_bus` (a local Unix address) for the
-/// GlobalShortcuts interface version, bounded by [`PORTAL_TIMEOUT`].
+/// GlobalShortcuts interface version, bounded by `PORTAL_TIMEOUT` (3 s).
 pub async fn global_shortcuts(session_bus: Option<&str>) -> Offer {
     let Some(conn) = session_conn(session_bus).await else {
         return Offer::NoPortal;
@@ -170,7 +170,7 @@ impl Compositor {
 }
 
 /// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
-/// versions and for the compositor's names, each bounded by [`PORTAL_TIMEOUT`].
+/// versions and for the compositor's names, each bounded by `PORTAL_TIMEOUT`.
 pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
     let Some(conn) = session_conn(session_bus).await else {
         return PortalReport {

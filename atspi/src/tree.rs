@@ -343,7 +343,7 @@ fn obj_of(it: &CacheRow<'_>, bus: &Arc<str>) -> Obj {
     .described(it.description)
 }
 
-/// Builds an arena from all cache items (see [`cache_children`] for when children are known).
+/// Builds an arena from all cache items (see `cache_children` for when children are known).
 pub fn arena_from_cache(items: &[CacheRow<'_>]) -> Arena {
     let kids = cache_children(items);
     let mut arena = Arena::new();

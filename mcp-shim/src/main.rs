@@ -32,8 +32,8 @@ use nish_proto::wire::shim::ApproveOpts;
 #[derive(Debug, Parser)]
 #[command(name = "nish-mcp", version = nish_proto::DRIVER_VERSION)]
 struct Args {
-    /// The broker's socket [default: $XDG_RUNTIME_DIR/nish-driver/broker.sock, or
-    /// /tmp/nish-driver-<uid>/broker.sock without XDG_RUNTIME_DIR].
+    /// The broker's socket (default: $XDG_RUNTIME_DIR/nish-driver/broker.sock, or
+    /// /tmp/nish-driver-UID/broker.sock without XDG_RUNTIME_DIR).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
 

@@ -273,8 +273,8 @@ const SPARSE_VOWELS: f64 = 0.25;
 
 /// A word of 16–512 characters that mixes lower-case letters, upper-case letters and digits
 /// (or letters, digits and at least two symbols), has none of the ordinary shapes, and breaks
-/// into short tokens (a mean under [`RANDOM_MEAN_TOKEN`], or under [`SPARSE_MEAN_TOKEN`] with
-/// fewer than [`SPARSE_VOWELS`] of its letters vowels): a random key or password rather than a
+/// into short tokens (a mean under `RANDOM_MEAN_TOKEN`, or under `SPARSE_MEAN_TOKEN` with
+/// fewer than `SPARSE_VOWELS` of its letters vowels): a random key or password rather than a
 /// word, a name or an id made of words.
 pub fn random_secret_word(word: &str) -> bool {
     let n = word.chars().count();

@@ -16,7 +16,7 @@
 //!    process), at most [`MAX_OPEN_FILES`] descriptors. An agent's logs must therefore go to a
 //!    pipe or a socket, not to a regular file.
 //! 3. Every capability dropped: bounding, ambient, inheritable, effective, permitted.
-//! 4. Landlock ([`landlock_rules`]): every write-type file right and `execute` handled with no
+//! 4. Landlock (`landlock_rules`): every write-type file right and `execute` handled with no
 //!    rule granting any of them, so no path anywhere can be created, written, truncated, removed
 //!    or executed; TCP bind and connect handled with no port allowed; signals scoped to the
 //!    agent itself. For every agent ([`Profile::connections_handed_in`]) reading files and
@@ -24,7 +24,7 @@
 //!    the agent's own /proc entry (nothing of the person's: no home, no runtime directory, no
 //!    /tmp), and abstract Unix sockets are scoped. On an older kernel
 //!    what its ABI supports is enforced; the report's `detail` names what the ABI leaves open.
-//! 5. seccomp ([`seccomp_filters`]), on every thread of the process: `socket`/`socketpair` with
+//! 5. seccomp (`seccomp_filters`), on every thread of the process: `socket`/`socketpair` with
 //!    a domain other than `AF_UNIX` fail with `EACCES`; `execve`, `execveat`, `ptrace`,
 //!    `process_vm_readv`, `process_vm_writev` and `io_uring_setup` fail with `EPERM`; for every
 //!    agent ([`Profile::connections_handed_in`]) `socket` and `connect` fail with `EPERM` too

@@ -32,7 +32,7 @@ use std::sync::{Mutex, MutexGuard, Once, TryLockError};
 use anyhow::Result;
 
 /// A desktop (a [`crate::Desktop`] or a [`crate::WaylandDesktop`]) for the tests of one binary:
-/// started on first use, one test at a time, torn down at exit. See the [module](self).
+/// started on first use, one test at a time, torn down at exit. See the module's doc.
 pub struct Shared<T: Send + 'static> {
     start: fn() -> Result<T>,
     slot: Mutex<Option<T>>,

@@ -46,7 +46,7 @@ pub enum Args {
     },
     /// `SetTextContents(s text)`: this text.
     Text(String),
-    /// `Properties.Set(s, s, v)` of [`SETTABLE`]: a double of these bits.
+    /// `Properties.Set(s, s, v)` of [`SETTABLE`](nish_proto::atspi_calls::SETTABLE): a double of these bits.
     Number(u64),
 }
 

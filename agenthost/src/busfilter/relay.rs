@@ -36,7 +36,7 @@ pub(super) enum Step {
 pub(super) const STEPS_QUEUED: usize = 64;
 
 /// Longest message an agent may send (the bus's and the apps' answers may be longer, up to
-/// [`MAX_MESSAGE`]): the agents' calls are small, the longest a set_value of 10,000 characters;
+/// [`MAX_MESSAGE`](super::wire::MAX_MESSAGE)): the agents' calls are small, the longest a set_value of 10,000 characters;
 /// the relay holds one message whole before it judges it.
 pub const MAX_AGENT_MESSAGE: usize = 1 << 20;
 

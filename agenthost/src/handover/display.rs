@@ -102,7 +102,7 @@ pub struct WaylandPin(Mutex<Option<CompositorId>>);
 pub struct CompositorId {
     /// The listener's pid (the process that called `listen`).
     pub pid: u32,
-    /// Its start time (field 22 of /proc/<pid>/stat): a reused pid differs here.
+    /// Its start time (field 22 of `/proc/<pid>/stat`): a reused pid differs here.
     pub start_time: u64,
     /// The socket file's device and inode.
     pub dev: u64,

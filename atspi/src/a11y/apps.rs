@@ -569,7 +569,7 @@ impl A11y {
     /// Asks the registry, once per reader, to forward the object events the reader uses:
     /// children-changed (GTK 3 answers `Cache.GetItems` only once some client has registered
     /// for events), and the state, property, text and value changes an act's settle waits for
-    /// ([`crate::events`]). Toolkits send only events some client registered for.
+    /// (the reader's event registration). Toolkits send only events some client registered for.
     pub async fn register_events(&self) {
         let mut done = self.events_registered.lock().await;
         if *done {

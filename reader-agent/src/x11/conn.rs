@@ -48,7 +48,7 @@ pub struct DisplayProbe {
 }
 
 /// A connection to the X display. Its events are taken as they come by a thread of its own
-/// ([`Shared::take_events`]), so a client that makes the X server send many (any client may
+/// (`Shared::take_events`), so a client that makes the X server send many (any client may
 /// change the root window's properties as fast as it likes) never leaves them piled up: the
 /// reader keeps what it needs of each and drops it.
 pub struct X11 {
