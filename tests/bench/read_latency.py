@@ -133,10 +133,11 @@ async def one_broker(ns: argparse.Namespace) -> tuple[float, list[float], object
         broker.log.flush()
         with open(os.path.join(broker.dir, "broker.log"), encoding="utf-8", errors="replace") as f:
             lines = [l for l in f.read().splitlines() if "tree read" in l]
-        # Walks only: a read answered by the window's kept walk logs kept=true (and no walk).
-        walks = [float(m.group(1)) for l in lines if "kept=true" not in l
+        # Walks only: a read answered by the window's kept walk logs its freshness as
+        # `fresh=Reused {...}` (and made no walk).
+        walks = [float(m.group(1)) for l in lines if "fresh=Reused" not in l
                  for m in [re.search(r" ms=(\d+)", l)] if m]
-        kept = sum(1 for l in lines if "kept=true" in l)
+        kept = sum(1 for l in lines if "fresh=Reused" in l)
         keep = os.environ.get("NISH_BENCH_KEEP_LOG")
         if keep:
             # The broker's whole log (its agents' too), for where a read's time goes.
