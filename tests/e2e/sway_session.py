@@ -10,7 +10,9 @@ screen, on the connection the broker handed the indicator. For a later request s
 another window; a click on the dialog's Allow then does not count, and a click on Deny, past the
 arming delay, refuses. nish-driver has no other way to answer.
 
-Then: list_windows (only the approved app), a read, headless acts (an AT-SPI action and a value)
+First the doctor names the compositor sway (wlroots), from the executable of the process that
+serves the Wayland socket (sway owns no name on the session bus). Then: list_windows (only the
+approved app), a read, headless acts (an AT-SPI action and a value)
 each verified by a read-back, and an unapproved app's window out of scope.
 
 Run inside the sway desktop's environment; the caller has started gtk3-widget-factory and
@@ -143,7 +145,11 @@ async def run(ns: argparse.Namespace) -> None:
         caps = {c["name"]: c for c in report["capabilities"]}
         for n in ("read_tree", "act_semantic"):
             check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
-        say(f"doctor: ready on sway's {os.environ['WAYLAND_DISPLAY']}; read_tree and act_semantic available")
+        portal = [p for p in report["probes"] if p["label"] == "desktop portal"]
+        check(len(portal) == 1 and "compositor sway (wlroots)" in portal[0]["message"],
+              f"the doctor names sway, by the executable serving the Wayland socket: {portal}")
+        say(f"doctor: ready on sway's {os.environ['WAYLAND_DISPLAY']}; read_tree and act_semantic available; "
+            f"desktop portal: {portal[0]['message']}")
         async with h.host(ns.shim, broker, "sway-e2e", "2025-11-25") as c:
             say("MCP: connected to nish-mcp")
             await fails(c, "list_windows", {}, "no_session")
