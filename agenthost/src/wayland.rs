@@ -144,17 +144,22 @@ pub struct PortalReport {
     pub screencast: Offer,
     /// `org.freedesktop.portal.GlobalShortcuts`.
     pub shortcuts: Offer,
-    /// The compositor, as its well-known names on the session bus say.
+    /// The compositor, as its well-known names on the session bus say (see [`doctor`] for
+    /// the one recognised by the executable serving the Wayland socket).
     pub compositor: Compositor,
 }
 
-/// The compositor of a Wayland session, from the names it owns on the session bus.
+/// The compositor of a Wayland session, from the names it owns on the session bus, or from
+/// the executable of the process serving the Wayland socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compositor {
     /// GNOME's mutter (`org.gnome.Mutter.RemoteDesktop`).
     Mutter,
     /// KDE's KWin (`org.kde.KWin`).
     Kwin,
+    /// sway (wlroots), which owns no name on the session bus: recognised by the executable
+    /// (`sway`) of the process serving the Wayland socket.
+    Sway,
     /// None of the names the driver knows.
     Unknown,
 }
@@ -164,7 +169,17 @@ impl Compositor {
         match self {
             Compositor::Mutter => "GNOME (mutter)",
             Compositor::Kwin => "KDE (KWin)",
+            Compositor::Sway => "sway (wlroots)",
             Compositor::Unknown => "not recognised",
+        }
+    }
+
+    /// The compositor an executable path (`/proc/<pid>/exe` of the socket's listener) names,
+    /// by its file name.
+    pub fn of_exe(exe: &str) -> Option<Compositor> {
+        match std::path::Path::new(exe).file_name()?.to_str()? {
+            "sway" => Some(Compositor::Sway),
+            _ => None,
         }
     }
 }
@@ -322,12 +337,22 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
             Some(step)
         }
     };
-    let portal = portal_report(
+    let mut portal = portal_report(
         crate::handover::Endpoints::from_env()
             .session_bus
             .as_deref(),
     )
     .await;
+    // sway owns no name on the session bus: the process serving the Wayland socket (connected
+    // to and checked as for the consent dialog) says it by its executable.
+    let opener = b.opener.clone();
+    let served_by = tokio::task::spawn_blocking(move || opener.wayland_compositor_exe())
+        .await
+        .ok()
+        .flatten();
+    if let Some(c) = served_by.as_deref().and_then(Compositor::of_exe) {
+        portal.compositor = c;
+    }
     let (entry, probe) = portal.entry();
     backends.push(entry);
     probes.push(probe);
@@ -485,6 +510,21 @@ mod tests {
             "{}",
             probe.message
         );
+    }
+
+    #[test]
+    fn sway_is_recognised_by_its_executable_s_name() {
+        assert_eq!(Compositor::of_exe("/usr/bin/sway"), Some(Compositor::Sway));
+        assert_eq!(Compositor::Sway.label(), "sway (wlroots)");
+        for other in [
+            "/usr/bin/sway-bar",
+            "/usr/bin/mutter",
+            "/tmp/sway/gnome-shell",
+            "",
+            "/",
+        ] {
+            assert_eq!(Compositor::of_exe(other), None, "{other}");
+        }
     }
 
     #[tokio::test]

@@ -6,12 +6,16 @@ Consent: the session is granted by the person's click on Allow on the real conse
 native Wayland client in nish-indicator, handed sway's socket by the broker); wlroots'
 virtual-pointer protocol plays their pointer (tests/indicator/tests/wayland/wlr_person.py). Before
 the click the test asks sway (its IPC, $SWAYSOCK) that the focused window is the dialog, full
-screen, on the connection the broker handed the indicator. For a later request sway focuses
-another window; a click on the dialog's Allow then does not count, and a click on Deny, past the
-arming delay, refuses. nish-driver has no other way to answer.
+screen, on the connection the broker handed the indicator. sway tiles the dialog when another
+window takes the focus: the dialog lays its box out again for the tiled size (every control inside
+the window), and a click on the centre of Allow there, once sway focuses the dialog again, grants.
+For a last request sway focuses another window; a click on the dialog's Allow then does not count,
+and a click on Deny, past the arming delay, refuses. nish-driver has no other way to answer.
 
-Then: list_windows (only the approved app), a read, headless acts (an AT-SPI action and a value)
-each verified by a read-back, and an unapproved app's window out of scope.
+First the doctor names the compositor sway (wlroots), from the executable of the process that
+serves the Wayland socket (sway owns no name on the session bus). Then: list_windows (only the
+approved app), a read, headless acts (an AT-SPI action and a value) each verified by a read-back,
+and an unapproved app's window out of scope.
 
 Run inside the sway desktop's environment; the caller has started gtk3-widget-factory and
 gtk3-demo (not requested), native Wayland clients.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -33,6 +38,8 @@ import anyio
 import nishhost as h
 from nishhost import check, fails, ok, say
 from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
+
+LAID = re.compile(r"consent dialog laid out: box \d+x\d+ in a \d+x\d+ surface at scale \d+")
 
 GTK3 = "gtk3-widget-factory"
 WLR_PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "indicator", "tests",
@@ -88,6 +95,26 @@ def controls(text: str) -> dict[str, tuple[int, int, int, int]]:
     return {m[1]: (int(m[2]), int(m[3]), int(m[4]), int(m[5])) for m in CONTROL.finditer(text)}
 
 
+def tiled_at(view: dict) -> tuple[int, int, int, int]:
+    """Where sway shows a window's surface on the screen, and its size: x, y, w, h."""
+    r, wr = view["rect"], view["window_rect"]
+    return r["x"] + wr["x"], r["y"] + wr["y"], wr["width"], wr["height"]
+
+
+def controls_inside(dialog: DialogPerson, start: int, surface_w: int, surface_h: int) -> dict:
+    """The dialog's controls as last laid out (from the log since `start`), checked to lie
+    inside its `surface_w` x `surface_h` surface: the dialog lays its box out again for the size
+    sway gives it, smaller text rather than a button cut off."""
+    text = dialog.log_since(start)
+    at = controls(text)
+    for name in ("Deny", "Allow"):
+        x, y, w, h = at[name]
+        check(x >= 0 and y >= 0 and x + w <= surface_w and y + h <= surface_h,
+              f"{name} at {at[name]} lies inside the dialog's {surface_w}x{surface_h} surface "
+              f"(as laid out: {LAID.findall(text)[-1:]})")
+    return at
+
+
 def unfocused_click_then_deny(dialog: DialogPerson) -> dict:
     """The dialog comes up focused and full screen; sway focuses another window (as a person's
     key binding would): the dialog is no longer full screen (sway tiles it beside the apps) nor
@@ -100,18 +127,14 @@ def unfocused_click_then_deny(dialog: DialogPerson) -> dict:
     wait_log(dialog, start, "consent dialog focus changed activated=false")
     view = next(v for v in sway_views() if v.get("app_id") == "nish-driver")
     check(view.get("focused") is False and view.get("fullscreen_mode") == 0, f"the dialog: {view}")
-    ox = view["rect"]["x"] + view["window_rect"]["x"]
-    oy = view["rect"]["y"] + view["window_rect"]["y"]
-    surface_w = view["window_rect"]["width"]
+    ox, oy, surface_w, surface_h = tiled_at(view)
     # Past the arming delay since the resize, at a point told afresh: only the focus is missing.
     time.sleep(1.0)
-    at = controls(dialog.log_since(start))
-    say(f"    sway: another window focused; the dialog tiled at {(ox, oy)} {surface_w}x"
-        f"{view['window_rect']['height']}, not full screen; its controls now {at}")
+    at = controls_inside(dialog, start, surface_w, surface_h)
+    say(f"    sway: another window focused; the dialog tiled at {(ox, oy)} {surface_w}x{surface_h}, "
+        f"not full screen; laid out again, its controls now {at}")
     x, y, w, h = at["Allow"]
-    # Inside both the control and the surface (a tiled dialog can be narrower than its box).
-    px = ox + x + min(w, surface_w - x) / 2
-    py = oy + y + h / 2
+    px, py = ox + x + w / 2, oy + y + h / 2
     mark = len(dialog.log_since(0).encode())
     dialog.click((px, py))
     text = wait_log(dialog, mark, "did not count")
@@ -131,6 +154,32 @@ def unfocused_click_then_deny(dialog: DialogPerson) -> dict:
     return {"clicked": "Deny"}
 
 
+def tiled_then_allow(dialog: DialogPerson) -> dict:
+    """The dialog comes up focused and full screen; sway focuses another window, which tiles
+    the dialog (narrower than its full-screen box); sway focuses the dialog again. Its box, laid
+    out again for the tiled size, shows Allow whole inside the window: a click on Allow's
+    centre, past the arming delay after the dialog was laid out again and focused, counts."""
+    start = dialog.seen
+    wait_log(dialog, start, "consent dialog focus changed activated=true", timeout=30)
+    swaymsg(f"[app_id=\"{GTK3}\"]", "focus")
+    wait_log(dialog, start, "consent dialog focus changed activated=false")
+    mark = len(dialog.log_since(0).encode())
+    swaymsg("[app_id=\"nish-driver\"]", "focus")
+    wait_log(dialog, mark, "consent dialog focus changed activated=true")
+    view = next(v for v in sway_views() if v.get("app_id") == "nish-driver")
+    check(view.get("focused") is True and view.get("fullscreen_mode") == 0,
+          f"the dialog is focused and tiled: {view}")
+    ox, oy, surface_w, surface_h = tiled_at(view)
+    time.sleep(1.0)  # past the arming delay
+    at = controls_inside(dialog, start, surface_w, surface_h)
+    x, y, w, h = at["Allow"]
+    dialog.click((ox + x + w / 2, oy + y + h / 2))
+    say(f"    person: the dialog tiled at {(ox, oy)} {surface_w}x{surface_h} and focused again; "
+        f"clicked the centre of Allow {at['Allow']} at {dialog.at}")
+    dialog.seen = len(dialog.log_since(0).encode())
+    return {"clicked": "Allow"}
+
+
 async def run(ns: argparse.Namespace) -> None:
     check("DISPLAY" not in os.environ, "the sway desktop has no DISPLAY")
     check(os.environ.get("XDG_SESSION_TYPE") == "wayland" and os.environ.get("WAYLAND_DISPLAY"),
@@ -143,7 +192,11 @@ async def run(ns: argparse.Namespace) -> None:
         caps = {c["name"]: c for c in report["capabilities"]}
         for n in ("read_tree", "act_semantic"):
             check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
-        say(f"doctor: ready on sway's {os.environ['WAYLAND_DISPLAY']}; read_tree and act_semantic available")
+        portal = [p for p in report["probes"] if p["label"] == "desktop portal"]
+        check(len(portal) == 1 and "compositor sway (wlroots)" in portal[0]["message"],
+              f"the doctor names sway, by the executable serving the Wayland socket: {portal}")
+        say(f"doctor: ready on sway's {os.environ['WAYLAND_DISPLAY']}; read_tree and act_semantic available; "
+            f"desktop portal: {portal[0]['message']}")
         async with h.host(ns.shim, broker, "sway-e2e", "2025-11-25") as c:
             say("MCP: connected to nish-mcp")
             await fails(c, "list_windows", {}, "no_session")
@@ -200,6 +253,18 @@ async def run(ns: argparse.Namespace) -> None:
             say("scope: an app the person did not approve")
             await fails(c, "get_window_state", {"window_id": ns.unapproved_window}, "app_not_in_scope")
 
+            r = await ok(c, "end_session")
+            check(r["ended"] is True, str(r))
+            say("end_session: ended")
+
+            say("start_session again; sway tiles the dialog (another window focused), then "
+                "focuses it again; the person clicks the centre of Allow as laid out in the tiled window")
+            t, got = in_thread(lambda: tiled_then_allow(dialog))
+            st = await ok(c, "start_session", {"apps": [GTK3]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            check([a["app"].lower() for a in st["apps"]] == [GTK3], f"granted apps {st['apps']}")
+            say(f"  granted by the click on the tiled dialog: {[a['app'] for a in st['apps']]}")
             r = await ok(c, "end_session")
             check(r["ended"] is True, str(r))
             say("end_session: ended")

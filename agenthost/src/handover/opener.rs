@@ -74,6 +74,18 @@ impl Opener {
         self.wayland_pin.pinned()
     }
 
+    /// The executable (`/proc/<pid>/exe`) of the process that serves the Wayland compositor's
+    /// socket: connected to as for the indicator ([`open_wayland`]: the listener runs as this
+    /// user and is the one pinned), then the pinned listener's executable, if that process
+    /// still runs (the same start time). `None` when either fails: nothing the environment or
+    /// an app names stands in for it.
+    pub fn wayland_compositor_exe(&self) -> Option<String> {
+        let _connected = open_wayland(&self.ep, &self.wayland_pin).ok()?;
+        let id = self.wayland_pin.pinned()?;
+        let p = crate::desktop::proc_identity(id.pid)?;
+        (p.start_time == id.start_time && !p.exe.is_empty()).then_some(p.exe)
+    }
+
     /// Where refusals of [`Holdings`] go from now on (at most [`HELD_REPORTS_PER_SECOND`]).
     pub fn on_held_refusal(&self, f: OnHeldRefusal) {
         *self

@@ -6,6 +6,9 @@
 //! lock-down ([`crate::sys::ShmMem`]). One `xdg_toplevel`, asked to be full screen, dims the
 //! screen and shows the dialog box in its middle, with the same layout and renderer as the X11
 //! dialog ([`crate::render`]), at the outputs' scale (`wl_output.scale`, as the buffer scale).
+//! The compositor may give it another size (sway tiles it beside the other windows when one of
+//! them takes the focus): the box is laid out again for each new size, its text smaller when
+//! it would not fit, so that every control stays inside the window.
 //!
 //! What counts as the person's answer (the rule of [`crate::click::RealClick`], with the facts
 //! a Wayland client has):
@@ -73,8 +76,11 @@ struct WlDialog {
     surface: wl_surface::WlSurface,
     xdg: xdg_surface::XdgSurface,
     toplevel: xdg_toplevel::XdgToplevel,
-    /// Laid out at the first configure (the surface's size decides how many apps fit).
+    /// Laid out for the size of the last configure (the surface's size decides how many apps
+    /// fit and how large the text is), again whenever a configure gives another size or scale.
     layout: Option<Layout>,
+    /// The room (in buffer pixels) and the scale `layout` was made for.
+    laid_for: ((i32, i32), i32),
     /// The buffer's size (the surface's times `scale`) and where the box is in it, in buffer
     /// pixels.
     size: (i32, i32),
@@ -274,6 +280,27 @@ impl State {
             }
         }
     }
+}
+
+/// `new`, a layout of the same request for another size, with the boxes the person ticked or
+/// cleared on `old`: an app line by the app's name (a smaller size can show fewer apps: one no
+/// longer shown is not allowed, as on a dialog that never showed it), the takeover and
+/// clipboard lines by kind.
+fn keep_ticks(old: &Layout, mut new: Layout) -> Layout {
+    for c in &mut new.controls {
+        let was = match c.kind {
+            Kind::App(i) => new.apps.get(i).and_then(|a| {
+                old.controls.iter().find(|o| {
+                    matches!(o.kind, Kind::App(j) if old.apps.get(j).is_some_and(|b| b.name == a.name))
+                })
+            }),
+            k => old.controls.iter().find(|o| o.kind == k),
+        };
+        if let Some(o) = was {
+            c.ticked = o.ticked;
+        }
+    }
+    new
 }
 
 /// What the Wayland dialog draws with: the fonts, the colours and the fixed text.
@@ -489,31 +516,34 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
         let scale = state.scale();
         let Some(d) = &mut state.dialog else { return };
         let ((pw, ph), activated) = d.pending;
-        if d.scale != scale {
-            // Laid out again for the outputs' scale (a resize: re-armed below).
-            d.layout = None;
-            d.scale = scale;
-        }
         // In buffer pixels: the surface's size times the scale.
         let (mut w, mut h) = (pw * scale, ph * scale);
-        let layout = d
-            .layout
-            .get_or_insert_with(|| {
-                let (mw, mh) = if w > 0 && h > 0 {
-                    (w, h)
-                } else {
-                    (1280 * scale, 800 * scale)
-                };
-                layout::layout(
-                    &state.look.msgs,
-                    &state.look.fonts,
-                    &d.req,
-                    layout::Extras::default(),
-                    (mw - 20 * scale, mh - 40 * scale),
-                    scale as f32,
-                )
-            })
-            .clone();
+        // The room the box has: the asked size (a tiled window can be much smaller than the
+        // screen), or a screen's when none is asked; never more than a buffer holds.
+        let room = if w > 0 && h > 0 {
+            (w.min(3840), h.min(2160))
+        } else {
+            (1280 * scale, 800 * scale)
+        };
+        // Laid out again for another size or scale: the controls move (re-armed below).
+        let relaid = d.layout.is_none() || d.laid_for != (room, scale);
+        if relaid {
+            let l = layout::layout(
+                &state.look.msgs,
+                &state.look.fonts,
+                &d.req,
+                layout::Extras::default(),
+                (room.0 - 20 * scale, room.1 - 40 * scale),
+                scale as f32,
+            );
+            d.layout = Some(match d.layout.take() {
+                Some(old) => keep_ticks(&old, l),
+                None => l,
+            });
+            d.laid_for = (room, scale);
+            d.scale = scale;
+        }
+        let layout = d.layout.clone().expect("laid out above");
         // No size asked, or more than a buffer holds: the box alone.
         if w <= 0 || h <= 0 || (w as usize) * (h as usize) * 4 > SLOT_BYTES {
             (w, h) = (layout.w, layout.h);
@@ -525,7 +555,7 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
             d.click.rearm(now, "shown");
             tracing::info!("consent {} shown", d.id);
         }
-        if (w, h) != d.size {
+        if (w, h) != d.size || relaid {
             d.click.rearm(now, "resized");
             d.placed_at = now;
         }
@@ -535,8 +565,17 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
         if !activated && d.activated {
             d.click.rearm(now, "lost focus");
         }
-        if (w, h) != d.size || !d.configured {
+        if (w, h) != d.size || relaid || !d.configured {
             d.origin = ((w - layout.w) / 2, (h - layout.h) / 2);
+            // Sizes only (no text of the request).
+            tracing::info!(
+                "consent dialog laid out: box {}x{} in a {}x{} surface at scale {}",
+                layout.w / scale,
+                layout.h / scale,
+                w / scale,
+                h / scale,
+                scale
+            );
             for c in &layout.controls {
                 let r = c.rect;
                 // In surface coordinates (what the compositor's pointer points give).
@@ -972,6 +1011,7 @@ impl WlApp {
             xdg,
             toplevel,
             layout: None,
+            laid_for: ((0, 0), 0),
             size: (0, 0),
             scale: 1,
             origin: (0, 0),
@@ -998,6 +1038,73 @@ enum Fail {
 mod tests {
     use super::*;
     use nish_proto::wire::indicator::{ConsentApp, ConsentRequest, HostProgram};
+
+    #[test]
+    fn a_box_laid_out_again_for_a_tiled_size_fits_it_and_keeps_the_person_s_ticks() {
+        let app = |name: &str| ConsentApp {
+            name: name.into(),
+            ticked: true,
+            windows: 1,
+            program: String::new(),
+        };
+        let req = ConsentRequest {
+            host_claimed: "Test Host".into(),
+            program: HostProgram {
+                exe: "/usr/bin/test-host".into(),
+                pid: 4242,
+                script: String::new(),
+            },
+            apps: vec![app("gedit"), app("gnome-calculator")],
+            missing_requested: 0,
+            lease_minutes: 15,
+            takeover: true,
+            clipboard: true,
+            timeout_ms: 60_000,
+        };
+        let (msgs, fonts) = (Messages::new("en"), Fonts::load());
+        let at = |room: (i32, i32)| {
+            layout::layout(
+                &msgs,
+                &fonts,
+                &req,
+                layout::Extras::default(),
+                (room.0 - 20, room.1 - 40),
+                1.0,
+            )
+        };
+        let mut full = at((1280, 800));
+        // The person clears the first app and ticks the clipboard on the full-screen box.
+        for c in &mut full.controls {
+            match c.kind {
+                Kind::App(0) => c.ticked = false,
+                Kind::Clipboard => c.ticked = true,
+                _ => {}
+            }
+        }
+        // sway's tiled size (measured): narrower than the full-screen box.
+        let (tw, th) = (422, 773);
+        assert!(full.w > tw, "the full-screen box is {} wide", full.w);
+        let tiled = keep_ticks(&full, at((tw, th)));
+        assert!(tiled.w <= tw && tiled.h <= th, "{}x{}", tiled.w, tiled.h);
+        for c in &tiled.controls {
+            let r = c.rect;
+            assert!(
+                r.x >= 0 && r.y >= 0 && r.x + r.w <= tiled.w && r.y + r.h <= tiled.h,
+                "{:?} at {r:?} in {}x{}",
+                c.kind,
+                tiled.w,
+                tiled.h
+            );
+        }
+        let answer = crate::consent::allowed(&tiled);
+        assert_eq!(answer.apps, ["gnome-calculator"]);
+        assert!(answer.clipboard && !answer.takeover);
+        // Without the ticks carried over, the request's own would answer.
+        assert_eq!(
+            crate::consent::allowed(&at((tw, th))).apps,
+            ["gedit", "gnome-calculator"]
+        );
+    }
 
     #[test]
     fn the_box_sits_in_the_middle_and_every_control_has_its_label_drawn() {
