@@ -283,20 +283,13 @@ impl State {
 }
 
 /// `new`, a layout of the same request for another size, with the boxes the person ticked or
-/// cleared on `old`: an app line by the app's name (a smaller size can show fewer apps: one no
-/// longer shown is not allowed, as on a dialog that never showed it), the takeover and
-/// clipboard lines by kind.
+/// cleared on `old`. App lines are matched by their place in the request (both layouts show a
+/// prefix of its apps, so `Kind::App(i)` is the request's `i`th app in both): two lines of the
+/// same name from different programs keep their own ticks. A line no longer shown is not
+/// allowed, as on a dialog that never showed it; one shown only now has the request's tick.
 fn keep_ticks(old: &Layout, mut new: Layout) -> Layout {
     for c in &mut new.controls {
-        let was = match c.kind {
-            Kind::App(i) => new.apps.get(i).and_then(|a| {
-                old.controls.iter().find(|o| {
-                    matches!(o.kind, Kind::App(j) if old.apps.get(j).is_some_and(|b| b.name == a.name))
-                })
-            }),
-            k => old.controls.iter().find(|o| o.kind == k),
-        };
-        if let Some(o) = was {
+        if let Some(o) = old.controls.iter().find(|o| o.kind == c.kind) {
             c.ticked = o.ticked;
         }
     }
@@ -1103,6 +1096,41 @@ mod tests {
         assert_eq!(
             crate::consent::allowed(&at((tw, th))).apps,
             ["gedit", "gnome-calculator"]
+        );
+
+        // Two lines of one name from two programs keep their own ticks: the person's tick
+        // on one never spreads to the other.
+        let twin = |program: &str| {
+            let mut a = app("gedit");
+            a.ticked = false;
+            a.program = program.into();
+            a
+        };
+        let req2 = ConsentRequest {
+            apps: vec![twin("/usr/bin/gedit"), twin("/tmp/x/gedit")],
+            ..req.clone()
+        };
+        let at2 = |room: (i32, i32)| {
+            layout::layout(
+                &msgs,
+                &fonts,
+                &req2,
+                layout::Extras::default(),
+                (room.0 - 20, room.1 - 40),
+                1.0,
+            )
+        };
+        let mut full = at2((1280, 800));
+        for c in &mut full.controls {
+            if c.kind == Kind::App(1) {
+                c.ticked = true;
+            }
+        }
+        let tiled = keep_ticks(&full, at2((tw, th)));
+        assert_eq!(
+            crate::consent::allowed(&tiled).programs,
+            ["/tmp/x/gedit"],
+            "only the line the person ticked"
         );
     }
 
