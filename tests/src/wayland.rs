@@ -38,6 +38,8 @@ const SWAYMSG: &str = "/usr/bin/swaymsg";
 const UNSHARE: &str = "/usr/bin/unshare";
 const PIPEWIRE: &str = "/usr/bin/pipewire";
 const WIREPLUMBER: &str = "/usr/bin/wireplumber";
+/// Where the portal backends' `.portal` files are installed.
+const SYSTEM_PORTALS: &str = "/usr/share/xdg-desktop-portal/portals";
 
 /// Executables of X servers: none of them may run on (or for) a Wayland desktop.
 pub const X_SERVERS: &[&str] = &["Xwayland", "Xvfb", "Xephyr", "Xorg", "X"];
@@ -175,8 +177,35 @@ impl WaylandDesktop {
         self.procs.check_running(id)
     }
 
+    /// The portal backends the desktop ships. The portal frontend picks among the backends
+    /// installed on the machine and falls back to any that offers an interface
+    /// (xdg-desktop-portal 1.16): with KDE's backend installed beside GNOME's, a GNOME desktop
+    /// would seem to offer KDE's GlobalShortcuts. Each desktop sees its own desktop's backends
+    /// only (`XDG_DESKTOP_PORTAL_DIR`), as a machine with one desktop does.
+    fn portals(&self) -> &'static [&'static str] {
+        match self.compositor {
+            Compositor::Mutter => &["gnome.portal", "gtk.portal"],
+            Compositor::Sway => &["wlr.portal", "gtk.portal"],
+        }
+    }
+
+    /// Copies the desktop's portal backends that are installed into its own portal directory.
+    fn choose_portals(&self) -> Result<()> {
+        let dir = self.dir.join("portals");
+        std::fs::create_dir_all(&dir)?;
+        for name in self.portals() {
+            let from = Path::new(SYSTEM_PORTALS).join(name);
+            if from.exists() {
+                std::fs::copy(&from, dir.join(name))
+                    .with_context(|| format!("copying {}", from.display()))?;
+            }
+        }
+        Ok(())
+    }
+
     fn start_session_bus(&mut self) -> Result<()> {
         mounts::mask_document_portal(&self.dir)?;
+        self.choose_portals()?;
         let socket = self.dir.join("bus");
         let args: Vec<OsString> = vec![
             "--session".into(),
@@ -490,8 +519,9 @@ impl WaylandDesktop {
     }
 
     /// The environment for children: `PATH`, `LANG`, `XDG_RUNTIME_DIR` and `HOME` (both the
-    /// private directory), `XDG_SESSION_TYPE=wayland`, `WAYLAND_DISPLAY`, `GDK_BACKEND=wayland`
-    /// and `DBUS_SESSION_BUS_ADDRESS`. No `DISPLAY`. Apply it to a cleared environment.
+    /// private directory), `XDG_SESSION_TYPE=wayland`, `WAYLAND_DISPLAY`, `GDK_BACKEND=wayland`,
+    /// `XDG_DESKTOP_PORTAL_DIR` (the desktop's own portal backends) and
+    /// `DBUS_SESSION_BUS_ADDRESS`. No `DISPLAY`. Apply it to a cleared environment.
     pub fn env(&self) -> Vec<(String, String)> {
         let path = std::env::var("PATH")
             .ok()
@@ -508,6 +538,10 @@ impl WaylandDesktop {
             ("XDG_DATA_HOME".to_string(), format!("{dir}/.local/share")),
             ("XDG_SESSION_TYPE".to_string(), "wayland".to_string()),
             ("GDK_BACKEND".to_string(), "wayland".to_string()),
+            (
+                "XDG_DESKTOP_PORTAL_DIR".to_string(),
+                format!("{dir}/portals"),
+            ),
         ];
         // Empty only while sway starts (it names its own socket).
         if !self.wayland_display.is_empty() {
