@@ -24,7 +24,8 @@
 //! [`WaylandDesktop::start`] brings up the same in a GNOME Wayland session instead: a private
 //! session bus, `mutter --headless --wayland --no-x11` with one 1280x800 virtual monitor, and
 //! AT-SPI; apps run as native Wayland clients and no X server runs.
-//! [`WaylandDesktop::start_sway`] does the same with sway (wlroots) headless as the compositor.
+//! [`WaylandDesktop::start_sway`] does the same with sway (wlroots) headless as the compositor,
+//! [`WaylandDesktop::start_kwin`] with KDE's KWin on a virtual framebuffer.
 //!
 //! Every wait polls with a deadline and names what did not come up. [`Desktop::spawn`] starts
 //! GTK 3, GTK 4 or Chromium apps and returns once their window is managed;

@@ -285,3 +285,48 @@ pub fn run_sway_session(sd: &SwaySessionDesktop, demo: bool) -> Result<Output> {
     }
     Ok(cmd.output()?)
 }
+
+/// The desktop of kwin_session.py, of the same shape as sway's.
+pub type KwinSessionDesktop = SwaySessionDesktop;
+
+/// Starts the desktop of kwin_session.py: the Wayland test desktop on KWin (virtual
+/// framebuffer, no X server) with gtk3-widget-factory and gtk3-demo (never approved), native
+/// Wayland clients on the accessibility registry.
+pub fn kwin_session_desktop() -> Result<KwinSessionDesktop> {
+    let desk = crate::WaylandDesktop::start_kwin()?;
+    let mut apps = Vec::new();
+    for app in [App::Gtk3WidgetFactory, App::Gtk3Demo] {
+        apps.push(desk.spawn(app)?);
+    }
+    let unapproved_window = desk
+        .window_ids(&apps[1])?
+        .first()
+        .copied()
+        .context("gtk3-demo has no top-level accessible")?;
+    Ok(KwinSessionDesktop {
+        desk,
+        apps,
+        unapproved_window,
+    })
+}
+
+/// Runs kwin_session.py with the real `nish-driver` in the KWin desktop's environment, told
+/// where KWin's log is (the test asks KWin which window is active by a script, whose answer
+/// lands there; the driver never does).
+pub fn run_kwin_session(sd: &KwinSessionDesktop) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("kwin_session.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--unapproved-window")
+        .arg(sd.unapproved_window.to_string())
+        .arg("--kwin-log")
+        .arg(
+            sd.desk
+                .kwin_log()
+                .context("the KWin desktop has a KWin log")?,
+        );
+    Ok(cmd.output()?)
+}

@@ -10,6 +10,13 @@
 //! become root, and outside it sway is this user, as any compositor of the person's session
 //! is (the broker refuses a compositor of another user).
 //!
+//! [`WaylandDesktop::start_kwin`] runs KDE's KWin (`kwin_wayland --virtual --no-lockscreen`,
+//! one 1280x800 output, no XWayland) with the same buses, and `XDG_CURRENT_DESKTOP=KDE` as a
+//! Plasma session has (the desktop portal, activated on the session bus, then picks its KDE
+//! backend). The packaged `kwin_wayland` carries a file capability (`cap_sys_resource`), which
+//! a container without that capability refuses to execute ("Operation not permitted"); the
+//! desktop runs a plain copy of it, made in its private directory.
+//!
 //! One variant, [`WaylandDesktop::start_with_xwayland`], runs mutter without `--no-x11`: mutter
 //! 43 then starts Xwayland with itself (rootless, its own Xauthority cookie in
 //! `XDG_RUNTIME_DIR`), so a test can play an X client on that display, e.g. an attacker sending
@@ -35,6 +42,7 @@ use crate::wait::{Poll, poll};
 const MUTTER: &str = "/usr/bin/mutter";
 const SWAY: &str = "/usr/bin/sway";
 const SWAYMSG: &str = "/usr/bin/swaymsg";
+const KWIN: &str = "/usr/bin/kwin_wayland";
 const UNSHARE: &str = "/usr/bin/unshare";
 const PIPEWIRE: &str = "/usr/bin/pipewire";
 const WIREPLUMBER: &str = "/usr/bin/wireplumber";
@@ -68,9 +76,11 @@ pub enum Compositor {
     Mutter,
     /// sway (wlroots), headless ([`WaylandDesktop::start_sway`]).
     Sway,
+    /// KDE's KWin, on a virtual framebuffer ([`WaylandDesktop::start_kwin`]).
+    Kwin,
 }
 
-/// A private headless Wayland desktop (GNOME's mutter, or sway). Dropping it (or [`WaylandDesktop::stop`]) ends
+/// A private headless Wayland desktop (GNOME's mutter, sway or KWin). Dropping it (or [`WaylandDesktop::stop`]) ends
 /// every process it started, and their descendants, and removes its directory.
 #[derive(Debug)]
 pub struct WaylandDesktop {
@@ -106,6 +116,15 @@ impl WaylandDesktop {
         WaylandDesktop::start_inner(Compositor::Sway, false, false)
     }
 
+    /// Like [`WaylandDesktop::start`] with KDE's KWin 5.27 as the compositor: `kwin_wayland
+    /// --virtual --no-lockscreen` (a plain copy of it, see the module's text), one 1280x800
+    /// output, no XWayland; the environment has `XDG_CURRENT_DESKTOP=KDE`, so the desktop
+    /// portal, when something activates it, uses its KDE backend (`xdg-desktop-portal-kde`),
+    /// whose RemoteDesktop drives KWin's fake input.
+    pub fn start_kwin() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner(Compositor::Kwin, false, false)
+    }
+
     /// Like [`WaylandDesktop::start`], plus `pipewire` and `wireplumber` (same runtime dir and
     /// session bus), and returns once the desktop portal, started by D-Bus activation on the
     /// private session bus (frontend `xdg-desktop-portal`, backend `xdg-desktop-portal-gnome`,
@@ -131,7 +150,9 @@ impl WaylandDesktop {
             dir,
             // sway names its own socket (found once it listens).
             wayland_display: match compositor {
-                Compositor::Mutter => format!("wayland-nish-{:08x}", entropy() >> 32),
+                Compositor::Mutter | Compositor::Kwin => {
+                    format!("wayland-nish-{:08x}", entropy() >> 32)
+                }
                 Compositor::Sway => String::new(),
             },
             session_bus: String::new(),
@@ -150,6 +171,7 @@ impl WaylandDesktop {
         match compositor {
             Compositor::Mutter => desk.start_mutter(xwayland)?,
             Compositor::Sway => desk.start_sway_compositor()?,
+            Compositor::Kwin => desk.start_kwin_compositor()?,
         }
         desk.start_atspi()?;
         if portal {
@@ -355,6 +377,139 @@ impl WaylandDesktop {
         Ok(())
     }
 
+    /// KWin on a virtual framebuffer, from a plain copy of `kwin_wayland` (no file
+    /// capability), then waits until its Wayland socket accepts a client and it owns
+    /// `org.kde.KWin` on the session bus (the name a Plasma session's programs, the driver's
+    /// doctor among them, know it by).
+    fn start_kwin_compositor(&mut self) -> Result<()> {
+        if !Path::new(KWIN).exists() {
+            bail!("{KWIN} is not installed (scripts/ensure-deps.sh installs it)");
+        }
+        let copy = self.dir.join("kwin_wayland");
+        std::fs::copy(KWIN, &copy).context("copying kwin_wayland")?;
+        let args: Vec<OsString> = vec![
+            "--virtual".into(),
+            "--no-lockscreen".into(),
+            "--width".into(),
+            "1280".into(),
+            "--height".into(),
+            "800".into(),
+            "--socket".into(),
+            self.wayland_display.clone().into(),
+        ];
+        let id = self.launch("kwin_wayland", &copy, &args)?;
+        let socket = self.wayland_socket();
+        poll("KWin's Wayland socket", self.start_deadline, || {
+            self.check_running(&id)?;
+            Ok(match std::os::unix::net::UnixStream::connect(&socket) {
+                Ok(_) => Poll::Ready(()),
+                Err(e) => Poll::Pending(format!("{}: {e}", socket.display())),
+            })
+        })?;
+        poll(
+            "org.kde.KWin on the session bus",
+            self.start_deadline,
+            || {
+                self.check_running(&id)?;
+                Ok(if self.has_bus_name("org.kde.KWin")? {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending("not owned yet".into())
+                })
+            },
+        )
+    }
+
+    /// Whether `name` has an owner on this desktop's session bus (asked with `gdbus`).
+    pub fn has_bus_name(&self, name: &str) -> Result<bool> {
+        let out = self
+            .command("/usr/bin/gdbus")
+            .args([
+                "call",
+                "--session",
+                "--dest",
+                "org.freedesktop.DBus",
+                "--object-path",
+                "/org/freedesktop/DBus",
+                "--method",
+                "org.freedesktop.DBus.NameHasOwner",
+                name,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .context("running gdbus")?;
+        if !out.status.success() {
+            bail!(
+                "NameHasOwner {name}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).contains("true"))
+    }
+
+    /// With KWin: its windows as KWin's scripting API (`workspace.clientList()`) gives them,
+    /// one JSON object each: `class` (resource class: the app id), `caption`, `pid` (KWin's,
+    /// from the client's socket credentials), `active`, `fullScreen`, `x`, `y`, `width`,
+    /// `height`. A script is loaded through `org.kde.kwin.Scripting` on the session bus; it
+    /// prints its answer to KWin's log, where this reads it.
+    pub fn kwin_windows(&self) -> Result<Vec<serde_json::Value>> {
+        if self.compositor != Compositor::Kwin {
+            bail!("kwin_windows: this desktop does not run KWin");
+        }
+        let n = self.app_counter.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("nish-query-{n}-{:08x}", entropy() >> 32);
+        let script = self.dir.join(format!("{tag}.js"));
+        std::fs::write(&script, kwin_query_script(&tag))?;
+        let gdbus = |method: &str, args: &[&str]| -> Result<()> {
+            let out = self
+                .command("/usr/bin/gdbus")
+                .args([
+                    "call",
+                    "--session",
+                    "--dest",
+                    "org.kde.KWin",
+                    "--object-path",
+                    "/Scripting",
+                    "--method",
+                ])
+                .arg(format!("org.kde.kwin.Scripting.{method}"))
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .context("running gdbus")?;
+            if !out.status.success() {
+                bail!(
+                    "KWin {method}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            Ok(())
+        };
+        gdbus("loadScript", &[&script.to_string_lossy(), &tag])?;
+        gdbus("start", &[])?;
+        let log = self.procs.log_path("kwin_wayland");
+        let head = format!("js: {tag} ");
+        let lines = poll("KWin's answer to a script", self.start_deadline, || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<String> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix(&head).map(str::to_string))
+                .collect();
+            Ok(if lines.last().is_some_and(|l| l == "end") {
+                Poll::Ready(lines)
+            } else {
+                Poll::Pending(format!("{} lines so far", lines.len()))
+            })
+        })?;
+        gdbus("unloadScript", &[&tag])?;
+        let _ = std::fs::remove_file(&script);
+        lines
+            .iter()
+            .filter(|l| *l != "end")
+            .map(|l| serde_json::from_str(l).with_context(|| format!("KWin said {l}")))
+            .collect()
+    }
+
     /// With sway: runs `swaymsg` with `args` on its IPC socket and returns its output (e.g.
     /// `-t get_tree`: JSON with each window's pid, app id, rectangle, focus and fullscreen).
     pub fn swaymsg(&self, args: &[&str]) -> Result<String> {
@@ -376,6 +531,11 @@ impl WaylandDesktop {
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// With KWin: the file its output goes to (where a script's `print` lands).
+    pub fn kwin_log(&self) -> Option<PathBuf> {
+        (self.compositor == Compositor::Kwin).then(|| self.procs.log_path("kwin_wayland"))
     }
 
     /// With sway: its IPC socket (for `SWAYSOCK`).
@@ -543,6 +703,9 @@ impl WaylandDesktop {
                 format!("{dir}/portals"),
             ),
         ];
+        if self.compositor == Compositor::Kwin {
+            env.push(("XDG_CURRENT_DESKTOP".to_string(), "KDE".to_string()));
+        }
         // Empty only while sway starts (it names its own socket).
         if !self.wayland_display.is_empty() {
             env.push(("WAYLAND_DISPLAY".to_string(), self.wayland_display.clone()));
@@ -745,6 +908,22 @@ impl WaylandDesktop {
         unmounted?;
         removed.with_context(|| format!("removing {}", self.dir.display()))
     }
+}
+
+/// The KWin script of [`WaylandDesktop::kwin_windows`]: one line per window, then `end`, each
+/// after `tag`.
+fn kwin_query_script(tag: &str) -> String {
+    format!(
+        r#"var all = workspace.clientList();
+for (var i = 0; i < all.length; i++) {{
+    var c = all[i];
+    print("{tag} " + JSON.stringify({{class: String(c.resourceClass), caption: String(c.caption),
+        pid: c.pid, active: c.active, fullScreen: c.fullScreen, x: c.x, y: c.y,
+        width: c.width, height: c.height}}));
+}}
+print("{tag} end");
+"#
+    )
 }
 
 impl Drop for WaylandDesktop {

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""A nish-driver session on KDE's KWin (`kwin_wayland --virtual`), no X server: the official MCP
+Python client through the real `nish-mcp` and `nish-driver serve` with its reader and input
+agents.
+
+Doctor: ready on Wayland, the compositor named KDE (KWin), and what KDE's desktop portal offers
+(RemoteDesktop, ScreenCast, GlobalShortcuts, with their versions).
+
+Consent: the session is granted by the person's click on Allow on the real consent dialog (a
+native Wayland client in nish-indicator, handed KWin's socket by the broker); the KDE desktop
+portal's RemoteDesktop plays their pointer (tests/indicator/tests/wayland/kde_person.py). Before
+the click the test asks KWin (a script through its org.kde.kwin.Scripting, the answer read from
+KWin's log) that the active window is the dialog, full screen, on the connection the broker
+handed the indicator. nish-driver has no other way to answer.
+
+Then: list_windows (only the approved app), a read, headless acts (an AT-SPI action and a value)
+each verified by a read-back, an unapproved app's window out of scope, and the kill switch from a
+terminal (`nish-driver stop`): the host's next call answers stopped_by_person, the stop audited
+from a terminal. A later request, from a new connection, is answered by a click on Deny.
+
+Run inside the KWin desktop's environment; the caller has started gtk3-widget-factory and
+gtk3-demo (not requested), native Wayland clients.
+
+    kwin_session.py --driver .../nish-driver --shim .../nish-mcp --unapproved-window ID \
+        --kwin-log .../kwin_wayland.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import anyio
+
+import nishhost as h
+from nishhost import check, fails, ok, say
+from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
+
+GTK3 = "gtk3-widget-factory"
+KDE_PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "indicator", "tests",
+                          "wayland", "kde_person.py")
+QUERY = """var all = workspace.clientList();
+for (var i = 0; i < all.length; i++) {
+    var c = all[i];
+    print("TAG " + JSON.stringify({class: String(c.resourceClass), pid: c.pid, active: c.active,
+        fullScreen: c.fullScreen, x: c.x, y: c.y, width: c.width, height: c.height}));
+}
+print("TAG end");
+"""
+ACTIVATE = """var all = workspace.clientList();
+for (var i = 0; i < all.length; i++) {
+    if (String(all[i].resourceClass) == CLASS) { workspace.activeClient = all[i]; }
+}
+print("TAG end");
+"""
+
+
+class Kwin:
+    """Asks KWin for its windows: a script loaded through org.kde.kwin.Scripting prints them to
+    KWin's log."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+        self.n = 0
+
+    def gdbus(self, method: str, *args: str) -> None:
+        subprocess.run(["/usr/bin/gdbus", "call", "--session", "--dest", "org.kde.KWin",
+                        "--object-path", "/Scripting", "--method",
+                        f"org.kde.kwin.Scripting.{method}", *args],
+                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
+
+    def windows(self) -> list[dict]:
+        return [json.loads(l) for l in self.run(QUERY)]
+
+    def activate(self, cls: str) -> None:
+        """Makes KWin activate the window of resource class `cls` (as a person's Alt+Tab
+        would)."""
+        self.run(ACTIVATE.replace("CLASS", json.dumps(cls)))
+
+    def run(self, script: str) -> list[str]:
+        """Runs a KWin script whose lines print after the word TAG and end with `TAG end`;
+        returns the lines before `end`."""
+        self.n += 1
+        tag = f"nish-e2e-{os.getpid()}-{self.n}"
+        path = os.path.join(os.environ["XDG_RUNTIME_DIR"], f"{tag}.js")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(script.replace("TAG", tag))
+        self.gdbus("loadScript", path, tag)
+        self.gdbus("start")
+        head = f"js: {tag} "
+        deadline = time.monotonic() + 10
+        while True:
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                lines = [l[len(head):].rstrip("\n") for l in f if l.startswith(head)]
+            if lines and lines[-1] == "end":
+                break
+            check(time.monotonic() < deadline, "KWin never answered the script")
+            time.sleep(0.05)
+        self.gdbus("unloadScript", tag)
+        os.remove(path)
+        return lines[:-1]
+
+
+def dialog_is_active_full_screen(kwin: Kwin, broker: h.Broker) -> None:
+    """KWin's view of the dialog: the active window, full screen (1280x800 at 0,0), of class
+    nish-driver. KWin names a Wayland window's pid from its client's socket credentials: the
+    broker connects to KWin and hands the connection to the indicator, so the dialog's pid there
+    is the broker's."""
+    wins = kwin.windows()
+    active = [w for w in wins if w["active"]]
+    check(len(active) == 1, f"one active window: {wins}")
+    w = active[0]
+    check("nish-indicator" in broker.children(), "the indicator runs")
+    check(w["class"] == "nish-driver" and w["pid"] == broker.proc.pid,
+          f"the active window is the dialog on the broker's (pid {broker.proc.pid}) connection: {w}")
+    check(w["fullScreen"] is True and (w["x"], w["y"], w["width"], w["height"]) == (0, 0, 1280, 800),
+          f"the dialog is full screen: {w}")
+    say(f"    KWin: the active window is the dialog (class {w['class']}, the broker's connection, pid "
+        f"{w['pid']}), full screen {w['width']}x{w['height']}")
+
+
+def wait_log(dialog: DialogPerson, start: int, what: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while what not in (text := dialog.log_since(start)):
+        check(time.monotonic() < deadline, f"the broker's log never said {what!r}")
+        time.sleep(0.05)
+    return text
+
+
+def inside(w: dict, at: tuple[float, float]) -> bool:
+    return w["x"] <= at[0] < w["x"] + w["width"] and w["y"] <= at[1] < w["y"] + w["height"]
+
+
+def button_events(text: str) -> list[str]:
+    return [l.split("INFO ")[-1].removesuffix(' agent="nish-indicator"') for l in text.splitlines()
+            if "button event" in l or "did not count" in l]
+
+
+def covered_click_then_deny(dialog: DialogPerson, kwin: Kwin) -> dict:
+    """The dialog comes up active and full screen; KWin activates another window (as a
+    person's Alt+Tab would). Measured on KWin 5.27: the dialog stays full screen but is no longer
+    active, and the active window is stacked above it. A click where the dialog's Allow is lands
+    on that window, and the dialog gets no event at all; a click on a part of the dialog no
+    window covers reaches it while it is not activated (which does not count) and makes KWin
+    activate it; past the arming delay a click on Deny counts."""
+    start = dialog.seen
+    wait_log(dialog, start, "consent dialog focus changed activated=true", timeout=30)
+    kwin.activate(GTK3)
+    wait_log(dialog, start, "consent dialog focus changed activated=false")
+    wins = {w["class"]: w for w in kwin.windows()}
+    d, g = wins["nish-driver"], wins[GTK3]
+    check(d["active"] is False and d["fullScreen"] is True and g["active"] is True,
+          f"KWin activated {GTK3}; the dialog stays full screen, not active: {wins}")
+    time.sleep(1.0)  # past the arming delay since the dialog lost focus
+    at = {m[1]: (int(m[2]) + int(m[4]) / 2, int(m[3]) + int(m[5]) / 2)
+          for m in CONTROL.finditer(dialog.log_since(start))}
+    check(inside(g, at["Allow"]), f"{GTK3} {g} covers the dialog's Allow at {at['Allow']}")
+    mark = len(dialog.log_since(0).encode())
+    dialog.click(at["Allow"])
+    time.sleep(1.0)
+    check(button_events(dialog.log_since(mark)) == [],
+          f"a click on the covered Allow reached the dialog: {button_events(dialog.log_since(mark))}")
+    wins = {w["class"]: w for w in kwin.windows()}
+    check(wins[GTK3]["active"] is True and wins["nish-driver"]["active"] is False,
+          f"the click went to the active window above the dialog: {wins}")
+    say(f"    person: clicked Allow at {at['Allow']} on the dialog under the active {GTK3} "
+        f"({g['x']},{g['y']} {g['width']}x{g['height']}): the dialog got no event")
+    # A point of the dialog no other window covers.
+    free = next(p for p in ((2.0, 2.0), (1277.0, 2.0), (2.0, 797.0), (1277.0, 797.0))
+                if not any(inside(w, p) for c, w in wins.items() if c != "nish-driver"))
+    mark = len(dialog.log_since(0).encode())
+    dialog.click(free)
+    text = wait_log(dialog, mark, "consent dialog focus changed activated=true")
+    said = button_events(text)
+    check(any("press=true activated=false control=None" in l for l in said),
+          f"the press reached the dialog while it was not activated: {said}")
+    check(next(w for w in kwin.windows() if w["class"] == "nish-driver")["active"] is True,
+          "the click made KWin activate the dialog")
+    say(f"    person: clicked the dialog's uncovered corner {free}: KWin activated it; {said}")
+    time.sleep(1.0)  # past the arming delay
+    mark = len(dialog.log_since(0).encode())
+    dialog.click(at["Deny"])
+    said = button_events(wait_log(dialog, mark, "press=false activated=true control=Some(Deny)"))
+    check(not any("did not count" in l for l in said), f"the click on Deny counted: {said}")
+    say(f"    person: clicked Deny at {at['Deny']} on the active dialog: {said}")
+    dialog.seen = len(dialog.log_since(0).encode())
+    return {"clicked": "Deny"}
+
+
+async def run(ns: argparse.Namespace) -> None:
+    check("DISPLAY" not in os.environ, "the KWin desktop has no DISPLAY")
+    check(os.environ.get("XDG_SESSION_TYPE") == "wayland" and os.environ.get("WAYLAND_DISPLAY"),
+          "run in the KWin desktop's environment")
+    check(os.environ.get("XDG_CURRENT_DESKTOP") == "KDE", "a KDE session's XDG_CURRENT_DESKTOP")
+    kwin = Kwin(ns.kwin_log)
+    broker = h.Broker(ns.driver, "linux")
+    try:
+        t0 = time.monotonic()
+        report = json.loads(broker.cli("doctor", "--json").stdout)
+        check(report["ready"] is True and report["session_type"] == "wayland", f"doctor: {report}")
+        caps = {c["name"]: c for c in report["capabilities"]}
+        for n in ("read_tree", "act_semantic"):
+            check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
+        probes = {p["label"]: p for p in report["probes"]}
+        portal = probes["desktop portal"]
+        # xdg-desktop-portal 1.16 with KDE's 5.27 backend (Debian 12).
+        check(portal["status"] == "ok" and portal["message"].startswith(
+            "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; compositor KDE (KWin)"),
+            f"doctor's desktop portal probe: {portal}")
+        kill = probes["kill switch"]
+        check(kill["message"] == "nish-driver stop works; no stop hotkey on Wayland: the desktop's portal "
+              "offers GlobalShortcuts (version 1), which the driver does not use yet", f"doctor: {kill}")
+        say(f"doctor ({time.monotonic() - t0:.1f} s): ready on KWin's {os.environ['WAYLAND_DISPLAY']}; "
+            f"read_tree and act_semantic available; {portal['message']}")
+        async with h.host(ns.shim, broker, "kwin-e2e", "2025-11-25") as c:
+            say("MCP: connected to nish-mcp")
+            await fails(c, "list_windows", {}, "no_session")
+
+            say(f"start_session {{apps: [{GTK3}]}}: the person clicks Allow on the consent dialog "
+                "(a native Wayland client; the click comes through the KDE portal's RemoteDesktop)")
+            dialog = DialogPerson(broker, person=KDE_PERSON, keyboard=False)
+
+            def allow() -> dict:
+                try:
+                    return dialog.answer(True, shown=lambda _at: dialog_is_active_full_screen(kwin, broker))
+                except BaseException as e:
+                    say(f"    person: {e!r} (the request times out as denied)")
+                    raise
+
+            t, got = in_thread(allow)
+            st = await ok(c, "start_session", {"apps": [GTK3]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            check([a["app"].lower() for a in st["apps"]] == [GTK3], f"granted apps {st['apps']}")
+            check(st["input"] == "headless", f"input {st['input']}")
+            say(f"  granted by the click: {[(a['app'], a['pids']) for a in st['apps']]}, input {st['input']}")
+
+            wins = await ok(c, "list_windows")
+            say(f"list_windows: {[(w['app'], w['pid'], w['window_id'], w['title']) for w in wins['windows']]}")
+            names = [w["app"].lower() for w in wins["windows"]]
+            check(names == [GTK3], f"only the approved app is listed: {names}")
+            w = wins["windows"][0]
+            check(w["origin"] == "window" and (w["frame"]["x"], w["frame"]["y"]) == (0, 0) and w["frame"]["w"] > 0,
+                  f"the window's frame is in its own coordinates: {w}")
+            check((1 << 32) < w["window_id"] < (1 << 53), f"a Wayland window id: {w}")
+            target = {"window_id": w["window_id"]}
+
+            g3 = await ok(c, "get_window_state", {**target, "max_elements": 5000})
+            check(len(g3["elements"]) > 100, f"a full read: {len(g3['elements'])} rows")
+            say(f"read: {len(g3['elements'])} rows (of {g3['element_count']}), snapshot {g3['snapshot_id']}")
+
+            say(f"headless acts on {GTK3}:")
+            cb = next(e for e in g3["elements"] if e["role"] == "check_box" and e["label"] == "checkbutton"
+                      and not set(e["states"]) & {"disabled", "checked", "indeterminate"})
+            a = await act(c, "click", {"element_token": cb["element_token"]}, f"click check button {cb['element_token']}")
+            check(a["effect"] == "confirmed" and a["verified"] is True, str(a))
+            check(a["path"].startswith("atspi_action:"), f"an AT-SPI action: {a['path']}")
+            now = await ok(c, "get_window_state", {**target, "max_elements": 5000})
+            check("checked" in now["elements"][cb["element_index"]]["states"], "the check button reads back checked")
+            entry = next(e for e in now["elements"] if e["role"] == "text" and e.get("value") == "entry"
+                         and "disabled" not in e["states"])
+            a = await act(c, "set_value", {"element_token": entry["element_token"], "value": "set on KWin"},
+                          "set_value on the entry")
+            check(a["readback"] == "match" and a["effect"] == "confirmed", str(a))
+            now = await ok(c, "get_window_state", {**target, "max_elements": 5000})
+            check(now["elements"][entry["element_index"]].get("value") == "set on KWin", "the entry reads back")
+            say("  the check button reads back checked, the entry reads back its new value")
+
+            say("scope: an app the person did not approve")
+            await fails(c, "get_window_state", {"window_id": ns.unapproved_window}, "app_not_in_scope")
+
+            say("kill switch: `nish-driver stop` from a terminal")
+            before = len(broker.audit_events())
+            p = broker.cli("stop")
+            check(p.stdout.startswith("stopped "), f"nish-driver stop: {p.stdout}")
+            await fails(c, "get_window_state", target, "stopped_by_person")
+            stops = [e for e in broker.audit_events()[before:]
+                     if e.get("event") == "stop" and e.get("origin") == "terminal"]
+            check(len(stops) == 1, f"the stop audited from a terminal: {stops}")
+            say(f"  {p.stdout.strip()}; the host's next call answers stopped_by_person")
+
+        # A stopped host's calls answer stopped_by_person from then on; the person's Deny is
+        # asked by a new connection of the same program.
+        async with h.host(ns.shim, broker, "kwin-e2e", "2025-11-25") as c:
+            say("start_session again; KWin activates another window, which covers the dialog; the "
+                "person's click on the covered Allow does not reach it; they click the dialog, then Deny")
+            t, got = in_thread(lambda: covered_click_then_deny(dialog, kwin))
+            t0 = time.monotonic()
+            await fails(c, "start_session", {"apps": [GTK3]}, "consent_denied")
+            took = time.monotonic() - t0
+            t.join()
+            check(took < 30, f"refused by the click, not by the request's time-out: {took:.1f} s")
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            dialog.stop()
+
+        kids = broker.children()
+        say(f"agents: {kids}")
+        check("nish-indicator" in kids, f"the indicator (the dialog) runs: {kids}")
+        for name, pid in kids.items():
+            env = environ_of(pid)
+            check(env is not None, f"{name}'s environment is readable by the test (root)")
+            check(not any(v.startswith(b"DISPLAY=") or v.startswith(b"XAUTHORITY=") for v in env),
+                  f"{name} was given an X display")
+        events = [e["event"] for e in broker.audit_events()]
+        for want in ("consent.request", "consent.answer", "session.start", "read", "act", "session.end"):
+            check(want in events, f"audit lacks {want}: {sorted(set(events))}")
+        say(f"audit: {len(events)} events")
+    except BaseException:
+        say("broker log:\n" + broker.log_text())
+        raise
+    finally:
+        broker.stop()
+    say("ALL CHECKS PASSED")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True, help="nish-driver")
+    p.add_argument("--shim", required=True)
+    p.add_argument("--unapproved-window", type=int, required=True)
+    p.add_argument("--kwin-log", required=True)
+    ns = p.parse_args()
+    anyio.run(run, ns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
