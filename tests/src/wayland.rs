@@ -208,6 +208,7 @@ impl WaylandDesktop {
         match self.compositor {
             Compositor::Mutter => &["gnome.portal", "gtk.portal"],
             Compositor::Sway => &["wlr.portal", "gtk.portal"],
+            Compositor::Kwin => &["kde.portal"],
         }
     }
 
