@@ -8,8 +8,9 @@ virtual-pointer protocol plays their pointer (tests/indicator/tests/wayland/wlr_
 the click the test asks sway (its IPC, $SWAYSOCK) that the focused window is the dialog, full
 screen, on the connection the broker handed the indicator. sway tiles the dialog when another
 window takes the focus: the dialog lays its box out again for the tiled size (every control inside
-the window), and a click on the centre of Allow there, once sway focuses the dialog again, grants.
-For a last request sway focuses another window; a click on the dialog's Allow then does not count,
+the window), and a click on the centre of Allow there, once sway focuses the dialog again, grants;
+`nish-driver stop` from a terminal then ends that session (the host's next call answers
+`stopped_by_person`). For a last request, from a new connection, sway focuses another window; a click on the dialog's Allow then does not count,
 and a click on Deny, past the arming delay, refuses. nish-driver has no other way to answer.
 
 First the doctor names the compositor sway (wlroots), from the executable of the process that
@@ -265,10 +266,19 @@ async def run(ns: argparse.Namespace) -> None:
             check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
             check([a["app"].lower() for a in st["apps"]] == [GTK3], f"granted apps {st['apps']}")
             say(f"  granted by the click on the tiled dialog: {[a['app'] for a in st['apps']]}")
-            r = await ok(c, "end_session")
-            check(r["ended"] is True, str(r))
-            say("end_session: ended")
 
+            say("kill switch: `nish-driver stop` from a terminal")
+            before = len(broker.audit_events())
+            p = broker.cli("stop")
+            check(p.stdout.startswith("stopped "), f"nish-driver stop: {p.stdout}")
+            await fails(c, "get_window_state", {"app": GTK3}, "stopped_by_person")
+            stops = [e for e in broker.audit_events()[before:]
+                     if e.get("event") == "stop" and e.get("origin") == "terminal"]
+            check(len(stops) == 1, f"the stop audited from a terminal: {stops}")
+            say(f"  {p.stdout.strip()}; the host's next call answers stopped_by_person")
+
+        # A stopped host stays stopped: the person's Deny is asked by a new connection.
+        async with h.host(ns.shim, broker, "sway-e2e", "2025-11-25") as c:
             say("start_session again; another window takes focus; a click on Allow on the unfocused "
                 "dialog does not count; then the person clicks Deny")
             t, got = in_thread(lambda: unfocused_click_then_deny(dialog))
