@@ -40,6 +40,17 @@ pub fn python() -> Result<PathBuf> {
     Ok(p)
 }
 
+/// The standard output of a host-side script's run (`tests/e2e/*.py`), once it is known to
+/// have passed: it exited 0 and printed `ALL CHECKS PASSED`. Panics, with both outputs and
+/// `what` (what failed), otherwise.
+pub fn passed(o: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{what}:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    stdout
+}
+
 /// An end-to-end script in tests/e2e.
 pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e").join(name)

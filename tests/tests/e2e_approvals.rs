@@ -46,13 +46,7 @@ fn consequential_acts_wait_for_the_hosts_approval_on_a_real_desktop() {
         .arg("--shim")
         .arg(workspace_bin("nish-mcp").expect("nish-mcp"));
     let o = cmd.output().expect("python runs");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "the approvals session failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    let stdout = nish_testdesk::session::passed(&o, "the approvals session failed");
     println!("{stdout}");
 }
 
@@ -110,12 +104,6 @@ fn on_gtk3_and_chromium(script_name: &str) {
         .arg("--shim")
         .arg(workspace_bin("nish-mcp").expect("nish-mcp"));
     let o = cmd.output().expect("python runs");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "{script_name} failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    let stdout = nish_testdesk::session::passed(&o, &format!("{script_name} failed"));
     println!("{stdout}");
 }

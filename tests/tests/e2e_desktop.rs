@@ -9,13 +9,7 @@ fn a_real_session_reads_gtk3_gtk4_and_chromium() {
     let sd = session_desktop().expect("the test desktop and its apps come up");
     let out = sd.desk.dir().join("e2e-out");
     let o = run_desktop_session(&sd, &out, false).expect("python runs");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "the desktop session failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    let stdout = nish_testdesk::session::passed(&o, "the desktop session failed");
     for f in ["consent-dialog.png", "chromium-window.png"] {
         let bytes = std::fs::read(out.join(f)).unwrap_or_default();
         assert!(bytes.starts_with(b"\x89PNG"), "{f} was not saved as a PNG");

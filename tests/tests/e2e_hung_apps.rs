@@ -36,11 +36,6 @@ fn calls_stay_bounded_beside_a_hung_app_and_a_starting_chromium() {
         .arg(page)
         .output()
         .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("ALL CHECKS PASSED"),
-        "hung_apps.py failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = nish_testdesk::session::passed(&out, "hung_apps.py failed");
     println!("{stdout}");
 }

@@ -9,13 +9,7 @@ fn a_visible_takeover_that_the_person_always_wins() {
     let sd = takeover_desktop().expect("the nested test desktop and its apps come up");
     let out = sd.desk.dir().join("takeover-out");
     let o = run_desktop_takeover(&sd, &out, false).expect("python runs");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "the takeover session failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    let stdout = nish_testdesk::session::passed(&o, "the takeover session failed");
     let shot = std::fs::read(out.join("takeover-frame.png")).unwrap_or_default();
     assert!(
         shot.starts_with(b"\x89PNG"),

@@ -133,13 +133,7 @@ fn the_reader_lists_and_reads_gtk3_and_gtk4_windows_on_sway() {
 fn a_headless_session_on_sway_is_granted_by_a_click_on_the_dialog_then_reads_and_acts() {
     let sd = sway_session_desktop().expect("the sway desktop and its apps come up");
     let out = run_sway_session(&sd, false).expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the sway session failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+    let stdout = nish_testdesk::session::passed(&out, "the sway session failed");
     assert_eq!(
         sd.desk.x_servers(),
         Vec::<String>::new(),
