@@ -121,7 +121,7 @@ fn every_reason_the_doctor_can_emit_is_listed() {
     let linux = read("agenthost/src/linux.rs");
     let desktop = read("agenthost/src/desktop.rs");
     let doctor = read("agenthost/src/doctor.rs");
-    let mock = read("testd/src/mock.rs");
+    let mock = read("testd/src/mock/backend.rs");
     let wayland = read("agenthost/src/wayland.rs");
     let proto = read("proto/src/doctor.rs");
     // Where reports are built (the whole of the doctor's files), and every helper that hands
