@@ -138,6 +138,17 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
         "{portal}"
     );
     assert!(message.contains("compositor GNOME (mutter)"), "{portal}");
+    // No GlobalShortcuts: the service binds no stop hotkey, and the probe says why.
+    let kill = report["probes"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["label"] == "kill switch"))
+        .expect("a kill switch probe");
+    assert_eq!(
+        kill["message"],
+        "nish-driver stop works; no stop hotkey on Wayland: the desktop's portal has no \
+         GlobalShortcuts interface",
+        "{kill}"
+    );
     assert!(desk.x_servers().is_empty(), "no X server ran");
 }
 
