@@ -28,6 +28,7 @@ impl Backend for LinuxBackend {
 
     fn start(self: &Arc<Self>) {
         self.keep_indicator();
+        self.keep_stop_shortcut();
     }
 
     fn frame_origin(&self) -> nish_decider::backend::FrameOrigin {

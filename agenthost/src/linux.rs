@@ -58,6 +58,9 @@ pub struct LinuxBackend {
     pub(crate) held_trees: std::sync::Mutex<HeldTrees<Agent<BrokerToReader, ReaderToBroker>>>,
     /// Opens the agents' connections and holds the input agent's act grant.
     pub(crate) opener: Arc<Opener>,
+    /// The stop hotkey through the desktop portal on a Wayland session (started by
+    /// [`LinuxBackend::keep_stop_shortcut`]).
+    pub(crate) stop_shortcut: Arc<crate::shortcuts::StopShortcut>,
 }
 
 /// Most applications whose toolkit is remembered; the memory is emptied when full.
@@ -178,6 +181,7 @@ impl LinuxBackend {
                 assistive.accept_xtest_clicks,
             ),
         );
+        let stop_shortcut = Arc::new(crate::shortcuts::StopShortcut::new(events_tx.clone()));
         LinuxBackend {
             reader,
             input,
@@ -191,6 +195,7 @@ impl LinuxBackend {
             toolkits: std::sync::Mutex::new(std::collections::HashMap::new()),
             held_trees: std::sync::Mutex::new(HeldTrees::default()),
             opener,
+            stop_shortcut,
         }
     }
 
@@ -262,6 +267,17 @@ impl LinuxBackend {
                 tracing::warn!("the indicator cannot start: {}", e.message);
             }
         });
+    }
+
+    /// Binds the stop hotkey through the desktop portal's GlobalShortcuts while the service
+    /// runs on a Wayland session ([`crate::shortcuts`]). Never on X11, where the indicator
+    /// grabs it.
+    pub(crate) fn keep_stop_shortcut(&self) {
+        let (st, why) = session_type();
+        if why.is_some() || st != "wayland" {
+            return;
+        }
+        self.stop_shortcut.start(Endpoints::from_env().session_bus);
     }
 
     pub(crate) async fn reader(

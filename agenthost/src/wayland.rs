@@ -9,6 +9,8 @@
 //! `takeover_unavailable`, a capture is `unsupported`, the clipboard `backend_unavailable`).
 //! The doctor's `wayland-portal` entry says whether a desktop portal answers on the session bus,
 //! which of those interfaces it offers (with their versions) and which compositor is behind it.
+//! The one portal interface the driver uses is GlobalShortcuts, for the stop hotkey
+//! ([`crate::shortcuts`]); the `kill switch` probe says whether it is bound and its trigger.
 
 use nish_proto::doctor::{
     BackendEntry, BackendStatus, CAPABILITIES, CapStatus, Capability, DoctorReport, Permission,
@@ -17,123 +19,11 @@ use nish_proto::doctor::{
 
 use crate::doctor::{INPUT, READER, agent_start_failure, atspi_and_sandbox};
 use crate::linux::LinuxBackend;
+pub use crate::portal::Offer;
+use crate::portal::{PORTAL_TIMEOUT, portal_interface, session_conn};
 
 /// The reason of every capability the portals would bring.
 const PORTAL: &str = "wayland_portal_not_built";
-
-/// Longest wait for the desktop portal's answer (it may be started on demand by the bus).
-const PORTAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// What the desktop's portal says of one of its interfaces (e.g.
-/// `org.freedesktop.portal.GlobalShortcuts`, the only way a Wayland client can have a stop
-/// hotkey; GNOME 43's portal has none).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Offer {
-    /// The portal offers it, at this interface version.
-    Offered(u32),
-    /// The portal answers but has no such interface.
-    Absent,
-    /// No portal answered on the session bus (none installed, none running, no session bus).
-    NoPortal,
-}
-
-impl Offer {
-    /// The kill-switch line of the doctor's probes.
-    pub fn kill_switch_message(&self) -> String {
-        let head = "nish-driver stop works; no stop hotkey on Wayland";
-        match self {
-            Offer::Offered(v) => format!(
-                "{head}: the desktop's portal offers GlobalShortcuts (version {v}), which the driver does not use yet"
-            ),
-            Offer::Absent => {
-                format!("{head}: the desktop's portal has no GlobalShortcuts interface")
-            }
-            Offer::NoPortal => {
-                format!(
-                    "{head}: no desktop portal answered on the session bus (GlobalShortcuts needs one)"
-                )
-            }
-        }
-    }
-
-    /// Sorts the portal's error for the version property: the portal or the bus never answered
-    /// for it (no such name, activation failed, no reply) or the interface is not there.
-    fn of_error(name: &str) -> Offer {
-        let no_portal = [
-            "ServiceUnknown",
-            "NameHasNoOwner",
-            "NoReply",
-            "TimedOut",
-            "Timeout",
-        ];
-        if name.starts_with("org.freedesktop.DBus.Error.Spawn")
-            || no_portal
-                .iter()
-                .any(|n| name == format!("org.freedesktop.DBus.Error.{n}"))
-        {
-            Offer::NoPortal
-        } else {
-            Offer::Absent
-        }
-    }
-}
-
-/// Asks the desktop portal on the session bus `session_bus` (a local Unix address) for the
-/// GlobalShortcuts interface version, bounded by `PORTAL_TIMEOUT` (3 s).
-pub async fn global_shortcuts(session_bus: Option<&str>) -> Offer {
-    let Some(conn) = session_conn(session_bus).await else {
-        return Offer::NoPortal;
-    };
-    portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await
-}
-
-/// A connection to the session bus `session_bus` (a local Unix address only), bounded by
-/// [`PORTAL_TIMEOUT`].
-async fn session_conn(session_bus: Option<&str>) -> Option<zbus::Connection> {
-    let addr = session_bus.and_then(nish_proto::wire::local_unix_address)?;
-    tokio::time::timeout(PORTAL_TIMEOUT, async {
-        zbus::connection::Builder::address(addr.as_str())
-            .ok()?
-            .build()
-            .await
-            .ok()
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
-/// Asks the desktop portal for the version of `interface`, bounded by [`PORTAL_TIMEOUT`] (the
-/// call may start the portal by D-Bus activation).
-async fn portal_interface(conn: &zbus::Connection, interface: &str) -> Offer {
-    let asked = tokio::time::timeout(
-        PORTAL_TIMEOUT,
-        conn.call_method(
-            Some("org.freedesktop.portal.Desktop"),
-            "/org/freedesktop/portal/desktop",
-            Some("org.freedesktop.DBus.Properties"),
-            "Get",
-            &(interface, "version"),
-        ),
-    )
-    .await
-    .map(Ok::<_, zbus::Error>);
-    match asked {
-        Ok(Ok(Ok(reply))) => reply
-            .body()
-            .deserialize::<zbus::zvariant::OwnedValue>()
-            .ok()
-            .and_then(|v| u32::try_from(v).ok())
-            .map_or(Offer::Absent, Offer::Offered),
-        Ok(Ok(Err(zbus::Error::MethodError(name, _, _)))) => Offer::of_error(name.as_str()),
-        Ok(Ok(Err(zbus::Error::FDO(e)))) => {
-            use zbus::DBusError as _;
-            Offer::of_error(e.name().as_str())
-        }
-        // Another failure, or no answer in time.
-        _ => Offer::NoPortal,
-    }
-}
 
 /// What the doctor learns of the desktop portal and the compositor behind it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -359,11 +249,13 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
     let (entry, probe) = portal.entry();
     backends.push(entry);
     probes.push(probe);
-    let shortcuts = portal.shortcuts;
+    // The stop hotkey the service binds through the portal (waiting for its first binding to
+    // settle), or what the portal answered here.
+    let hotkey = b.stop_shortcut.settled().await;
     probes.push(Probe {
         label: "kill switch".into(),
         status: "ok".into(),
-        message: shortcuts.kill_switch_message(),
+        message: hotkey.kill_switch_message(portal.shortcuts),
     });
     let caps = CAPABILITIES
         .iter()
@@ -418,42 +310,6 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_portal_s_errors_are_sorted() {
-        for (name, want) in [
-            ("org.freedesktop.DBus.Error.ServiceUnknown", Offer::NoPortal),
-            ("org.freedesktop.DBus.Error.NameHasNoOwner", Offer::NoPortal),
-            (
-                "org.freedesktop.DBus.Error.Spawn.ChildExited",
-                Offer::NoPortal,
-            ),
-            ("org.freedesktop.DBus.Error.NoReply", Offer::NoPortal),
-            ("org.freedesktop.DBus.Error.UnknownInterface", Offer::Absent),
-            ("org.freedesktop.DBus.Error.UnknownProperty", Offer::Absent),
-            ("org.freedesktop.DBus.Error.InvalidArgs", Offer::Absent),
-        ] {
-            assert_eq!(Offer::of_error(name), want, "{name}");
-        }
-    }
-
-    #[test]
-    fn each_answer_has_its_own_line() {
-        let lines = [
-            Offer::Offered(1).kill_switch_message(),
-            Offer::Absent.kill_switch_message(),
-            Offer::NoPortal.kill_switch_message(),
-        ];
-        assert!(lines[0].contains("offers GlobalShortcuts (version 1)"));
-        assert!(lines[1].contains("has no GlobalShortcuts"));
-        assert!(lines[2].contains("no desktop portal answered"));
-        for l in lines {
-            assert!(
-                l.starts_with("nish-driver stop works; no stop hotkey"),
-                "{l}"
-            );
-        }
-    }
 
     fn report(rd: Offer, sc: Offer) -> PortalReport {
         PortalReport {
@@ -544,15 +400,6 @@ mod tests {
         assert_eq!(
             r.entry().0.reason_code.as_deref(),
             Some("portal_unavailable")
-        );
-    }
-
-    #[tokio::test]
-    async fn no_session_bus_is_no_portal() {
-        assert_eq!(global_shortcuts(None).await, Offer::NoPortal);
-        assert_eq!(
-            global_shortcuts(Some("tcp:host=127.0.0.1,port=1")).await,
-            Offer::NoPortal
         );
     }
 }

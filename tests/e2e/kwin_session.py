@@ -3,8 +3,9 @@
 Python client through the real `nish-mcp` and `nish-driver serve` with its reader and input
 agents.
 
-Doctor: ready on Wayland, the compositor named KDE (KWin), and what KDE's desktop portal offers
-(RemoteDesktop, ScreenCast, GlobalShortcuts, with their versions).
+Doctor: ready on Wayland, the compositor named KDE (KWin), what KDE's desktop portal offers
+(RemoteDesktop, ScreenCast, GlobalShortcuts, with their versions), and the stop hotkey bound
+through the portal's GlobalShortcuts with the trigger KDE reports (Ctrl+Alt+Shift+Esc).
 
 Consent: the session is granted by the person's click on Allow on the real consent dialog (a
 native Wayland client in nish-indicator, handed KWin's socket by the broker); the KDE desktop
@@ -16,7 +17,17 @@ handed the indicator. nish-driver has no other way to answer.
 Then: list_windows (only the approved app), a read, headless acts (an AT-SPI action and a value)
 each verified by a read-back, an unapproved app's window out of scope, and the kill switch from a
 terminal (`nish-driver stop`): the host's next call answers stopped_by_person, the stop audited
-from a terminal. A later request, from a new connection, is answered by a click on Deny.
+from a terminal. A second session, granted by a click from a new connection: another process of
+the same user emits the portal's `Activated` signal for the broker's shortcut session (broadcast
+and sent to the broker alone), which stops nothing; then the person presses
+Ctrl+Alt+Shift+Escape (their keyboard played through the same portal's RemoteDesktop, which KWin
+takes as the person's, its global shortcuts included): the host's next call answers
+stopped_by_person, the stop audited with origin `hotkey`. A later request, from a new
+connection, is answered by a click on Deny. Then the portal frontend exits: the broker's log
+says the stop hotkey is gone, then it is bound again on the activated portal, the doctor says
+so, and the person's press is audited as the stop hotkey again. Last, the person gives the
+shortcut another key in KDE's settings (kglobalaccel): the doctor shows it, the old key stops
+nothing, the new one stops.
 
 Run inside the KWin desktop's environment; the caller has started gtk3-widget-factory and
 gtk3-demo (not requested), native Wayland clients.
@@ -41,6 +52,11 @@ from nishhost import check, fails, ok, say
 from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
 
 GTK3 = "gtk3-widget-factory"
+# Ctrl, Alt, Shift and Escape (X keysyms): the stop hotkey the broker asks the portal for.
+STOP_KEYS = (0xffe3, 0xffe9, 0xffe1, 0xff1b)
+BOUND = ("the stop hotkey works through the desktop portal's GlobalShortcuts: Ctrl+Alt+Shift+Esc "
+         "(the desktop's shortcut settings can change it); nish-driver stop works too")
+PORTAL_PATH = "/org/freedesktop/portal/desktop"
 KDE_PERSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "indicator", "tests",
                           "wayland", "kde_person.py")
 QUERY = """var all = workspace.clientList();
@@ -131,6 +147,134 @@ def wait_log(dialog: DialogPerson, start: int, what: str, timeout: float = 10.0)
     return text
 
 
+def press_stop_hotkey(person: DialogPerson) -> None:
+    """The person presses Ctrl+Alt+Shift+Escape and lets go."""
+    for k in STOP_KEYS:
+        person.say(f"key {k:#x} 1")
+    for k in reversed(STOP_KEYS):
+        person.say(f"key {k:#x} 0")
+
+
+def dbus(method: str, *args: str) -> str:
+    return subprocess.run(["/usr/bin/gdbus", "call", "--session", "--dest", "org.freedesktop.DBus",
+                           "--object-path", "/org/freedesktop/DBus", "--method",
+                           f"org.freedesktop.DBus.{method}", *args],
+                          check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL).stdout
+
+
+def pid_of(name: str) -> int | None:
+    try:
+        return int(dbus("GetConnectionUnixProcessID", name).split("uint32 ")[1].split(",")[0])
+    except subprocess.CalledProcessError:
+        return None
+
+
+def connections_of(pid: int) -> list[str]:
+    """The unique names on the session bus of process `pid`."""
+    names = [n.strip(" '") for n in dbus("ListNames").strip("()[],\n").split(",")]
+    return [n for n in names if n.startswith(":") and pid_of(n) == pid]
+
+
+def forge_activated(broker: h.Broker) -> list[str]:
+    """Another process of the person's (gdbus) emits GlobalShortcuts.Activated for the shortcut
+    session of each of the broker's connections (its handle follows the portal's rule: the
+    unique name and the token), once broadcast and once sent to the broker alone. Returns the
+    session handles forged."""
+    forged = []
+    for name in connections_of(broker.proc.pid):
+        session = f"{PORTAL_PATH}/session/{name[1:].replace('.', '_')}/nish_driver_stop"
+        for dest in ([], ["--dest", name]):
+            subprocess.run(["/usr/bin/gdbus", "emit", "--session", *dest, "--object-path", PORTAL_PATH,
+                            "--signal", "org.freedesktop.portal.GlobalShortcuts.Activated",
+                            f"objectpath '{session}'", "'stop'", "uint64 1", "@a{sv} {}"],
+                           check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        forged.append(session)
+    return forged
+
+
+def wait_stop(broker: h.Broker, before: int, origin: str, timeout: float = 5.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        stops = [e for e in broker.audit_events()[before:] if e.get("event") == "stop"]
+        if stops:
+            check([e.get("origin") for e in stops] == [origin], f"one stop, from the {origin}: {stops}")
+            return stops
+        check(time.monotonic() < deadline, f"no stop from the {origin} within {timeout} s")
+        time.sleep(0.05)
+
+
+def kill_switch(broker: h.Broker) -> str:
+    report = json.loads(broker.cli("doctor", "--json").stdout)
+    return next(p for p in report["probes"] if p["label"] == "kill switch")["message"]
+
+
+def portal_restarts(broker: h.Broker) -> None:
+    """The portal frontend exits (as when it crashes or is upgraded): the broker's shortcut
+    session is gone; its log and the doctor say so, then it binds again on the portal D-Bus
+    activation starts, and the person's press stops again."""
+    frontend = pid_of("org.freedesktop.portal.Desktop")
+    check(frontend is not None, "the portal frontend runs")
+    with open(f"/proc/{frontend}/comm", encoding="utf-8") as f:
+        check(f.read().strip() == "xdg-desktop-por", "the owner of org.freedesktop.portal.Desktop is the frontend")
+    log = os.path.join(broker.dir, "broker.log")
+    start = os.path.getsize(log)
+    os.kill(frontend, 15)
+    deadline = time.monotonic() + 15
+    while True:
+        with open(log, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        if "the stop hotkey is bound through the desktop portal" in text:
+            break
+        check(time.monotonic() < deadline, f"the stop hotkey was not bound again: {text}")
+        time.sleep(0.05)
+    check("the stop hotkey is gone: the desktop portal left the session bus" in text,
+          f"the broker's log says the stop hotkey was gone: {text}")
+    check(kill_switch(broker) == BOUND, "the doctor says the stop hotkey is bound again")
+    again = pid_of("org.freedesktop.portal.Desktop")
+    check(again not in (None, frontend), f"a new portal frontend ({again}) was activated")
+    say(f"    the portal frontend (pid {frontend}) exited: the broker's log said the stop hotkey was "
+        f"gone; bound again on the new frontend (pid {again})")
+    # The person's RemoteDesktop session went with the old frontend: a new one plays the keys.
+    person = DialogPerson(broker, person=KDE_PERSON, keyboard=False)
+    before = len(broker.audit_events())
+    press_stop_hotkey(person)
+    stops = wait_stop(broker, before, "hotkey")
+    say(f"    the person pressed Ctrl+Alt+Shift+Escape again: {stops}")
+    person_rebinds(broker, person)
+    person.stop()
+
+
+def person_rebinds(broker: h.Broker, person: DialogPerson) -> None:
+    """The person gives the stop shortcut another key in the desktop's settings (kglobalaccel's
+    setForeignShortcut, as KDE's System Settings does): the portal reports the change, the
+    doctor shows the new trigger, the old key stops nothing and the new one stops."""
+    ctrl, shift, f11 = 0x04000000, 0x02000000, 0x0100003A  # Qt's key codes
+    subprocess.run(["/usr/bin/gdbus", "call", "--session", "--dest", "org.kde.kglobalaccel",
+                    "--object-path", "/kglobalaccel", "--method",
+                    "org.kde.KGlobalAccel.setForeignShortcut",
+                    "['nish_driver_stop', 'stop', 'nish_driver_stop', 'Stop nish-driver']",
+                    f"[{ctrl | shift | f11}]"],
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    want = BOUND.replace("Ctrl+Alt+Shift+Esc", "Ctrl+Shift+F11")
+    deadline = time.monotonic() + 5
+    while (said := kill_switch(broker)) != want:
+        check(time.monotonic() < deadline, f"the doctor never showed the new trigger: {said}")
+        time.sleep(0.1)
+    before = len(broker.audit_events())
+    press_stop_hotkey(person)
+    time.sleep(1.0)
+    stops = [e for e in broker.audit_events()[before:] if e.get("event") == "stop"]
+    check(stops == [], f"the old key stopped: {stops}")
+    for k in (0xffe3, 0xffe1, 0xffc8):  # Ctrl, Shift, F11
+        person.say(f"key {k:#x} 1")
+    for k in (0xffc8, 0xffe1, 0xffe3):
+        person.say(f"key {k:#x} 0")
+    stops = wait_stop(broker, before, "hotkey")
+    say(f"    the person set Ctrl+Shift+F11 in the desktop's settings: the doctor shows it, "
+        f"Ctrl+Alt+Shift+Escape stops nothing, Ctrl+Shift+F11 stops: {stops}")
+
+
 def inside(w: dict, at: tuple[float, float]) -> bool:
     return w["x"] <= at[0] < w["x"] + w["width"] and w["y"] <= at[1] < w["y"] + w["height"]
 
@@ -212,10 +356,9 @@ async def run(ns: argparse.Namespace) -> None:
             "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; compositor KDE (KWin)"),
             f"doctor's desktop portal probe: {portal}")
         kill = probes["kill switch"]
-        check(kill["message"] == "nish-driver stop works; no stop hotkey on Wayland: the desktop's portal "
-              "offers GlobalShortcuts (version 1), which the driver does not use yet", f"doctor: {kill}")
+        check(kill["status"] == "ok" and kill["message"] == BOUND, f"doctor: {kill}")
         say(f"doctor ({time.monotonic() - t0:.1f} s): ready on KWin's {os.environ['WAYLAND_DISPLAY']}; "
-            f"read_tree and act_semantic available; {portal['message']}")
+            f"read_tree and act_semantic available; {portal['message']}; {kill['message']}")
         async with h.host(ns.shim, broker, "kwin-e2e", "2025-11-25") as c:
             say("MCP: connected to nish-mcp")
             await fails(c, "list_windows", {}, "no_session")
@@ -283,6 +426,39 @@ async def run(ns: argparse.Namespace) -> None:
             check(len(stops) == 1, f"the stop audited from a terminal: {stops}")
             say(f"  {p.stdout.strip()}; the host's next call answers stopped_by_person")
 
+        # The stop hotkey, through the desktop portal; a new connection (the stopped one answers
+        # stopped_by_person from then on) and a new grant.
+        async with h.host(ns.shim, broker, "kwin-e2e", "2025-11-25") as c:
+            say(f"start_session {{apps: [{GTK3}]}} again, from a new connection: the person clicks Allow")
+            # The pointer leaves Allow first: the dialog counts a click only where the pointer
+            # moved after it settled.
+            dialog.say("corner")
+            dialog.at = (0.0, 0.0)
+            t, got = in_thread(lambda: dialog.answer(True))
+            await ok(c, "start_session", {"apps": [GTK3]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            target = {"window_id": (await ok(c, "list_windows"))["windows"][0]["window_id"]}
+
+            say("a forged stop hotkey: another process of the person's emits the portal's Activated")
+            before = len(broker.audit_events())
+            forged = forge_activated(broker)
+            check(forged, "the broker has a connection on the session bus")
+            time.sleep(1.0)
+            await ok(c, "get_window_state", target)
+            stops = [e for e in broker.audit_events()[before:] if e.get("event") == "stop"]
+            check(stops == [], f"a forged Activated stopped nothing: {stops}")
+            say(f"  Activated for {forged}, broadcast and sent to the broker: nothing stopped, the "
+                "host's next call answers")
+
+            say("the person presses the stop hotkey, Ctrl+Alt+Shift+Escape (their keyboard through "
+                "the KDE portal's RemoteDesktop)")
+            press_stop_hotkey(dialog)
+            stops = wait_stop(broker, before, "hotkey")
+            await fails(c, "get_window_state", target, "stopped_by_person")
+            check(stops[0].get("sessions") == 1, f"the one session stopped: {stops}")
+            say(f"  audited {stops}; the host's next call answers stopped_by_person")
+
         # A stopped host's calls answer stopped_by_person from then on; the person's Deny is
         # asked by a new connection of the same program.
         async with h.host(ns.shim, broker, "kwin-e2e", "2025-11-25") as c:
@@ -309,6 +485,9 @@ async def run(ns: argparse.Namespace) -> None:
         for want in ("consent.request", "consent.answer", "session.start", "read", "act", "session.end"):
             check(want in events, f"audit lacks {want}: {sorted(set(events))}")
         say(f"audit: {len(events)} events")
+
+        say("the desktop portal's frontend exits; later the person changes the key")
+        portal_restarts(broker)
     except BaseException:
         say("broker log:\n" + broker.log_text())
         raise

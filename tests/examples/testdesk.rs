@@ -10,7 +10,8 @@
 //!
 //! `app:<script> [args]` runs a test app from `tests/apps/` with python3. With `--wayland` first,
 //! the desktop is the private GNOME Wayland one (mutter headless, no X server) and the apps run
-//! as native Wayland clients (gtk3, gtk3-demo, gtk4, chromium:<page>).
+//! as native Wayland clients (gtk3, gtk3-demo, gtk4, chromium:<page>); with `--kwin` first, the
+//! same with KDE's KWin as the compositor.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -18,8 +19,12 @@ use std::time::Duration;
 use nish_testdesk::{App, Desktop, page};
 
 /// The GNOME Wayland desktop of `--wayland`.
-fn wayland(apps: &[String]) -> anyhow::Result<()> {
-    let desk = nish_testdesk::WaylandDesktop::start()?;
+fn wayland(kwin: bool, apps: &[String]) -> anyhow::Result<()> {
+    let desk = if kwin {
+        nish_testdesk::WaylandDesktop::start_kwin()?
+    } else {
+        nish_testdesk::WaylandDesktop::start()?
+    };
     for (k, v) in desk.env() {
         println!("export {k}='{v}'");
     }
@@ -56,8 +61,10 @@ fn wayland(apps: &[String]) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().is_some_and(|a| a == "--wayland") {
-        return wayland(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("--wayland") => return wayland(false, &args[1..]),
+        Some("--kwin") => return wayland(true, &args[1..]),
+        _ => {}
     }
     let desk = Desktop::start()?;
     for (k, v) in desk.env() {

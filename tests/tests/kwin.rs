@@ -3,7 +3,9 @@
 //! same private session and accessibility buses as on mutter). The reader lists and reads GTK
 //! 3, GTK 4 and Qt 5 windows there; a real session (tests/e2e/kwin_session.py) is granted by the
 //! person's click on the native consent dialog (the click played through the KDE desktop
-//! portal's RemoteDesktop), then lists, reads and acts headless, and ends by the kill switch.
+//! portal's RemoteDesktop), then lists, reads and acts headless, and ends by the kill switch; a
+//! second one ends by the stop hotkey the driver binds through the portal's GlobalShortcuts
+//! (pressed through the same portal's keyboard), which a forged signal does not stop.
 
 use std::path::Path;
 

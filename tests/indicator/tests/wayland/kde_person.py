@@ -9,6 +9,8 @@ Reads the commands of person.py (mutter's), one a line, and answers `ok` (or `er
                     screen-cast stream, which this session does not have)
   corner            to the top-left corner (a large motion up and left, clamped)
   button 1|0        left button press (1) or release (0)
+  key KEYSYM 1|0    a key press or release (X keysym, decimal or 0x hex; NotifyKeyboardKeysym):
+                    KWin takes it as the person's, its global shortcuts included
 """
 
 import sys
@@ -80,8 +82,8 @@ def main() -> None:
                         [{"session_handle_token": GLib.Variant("s", "nish_person")}])["session_handle"]
     p.request("SelectDevices", "(oa{sv})", [session, {"types": GLib.Variant("u", KEYBOARD | POINTER)}])
     started = p.request("Start", "(osa{sv})", [session, "", {}])
-    if not started.get("devices", 0) & POINTER:
-        raise SystemExit(f"the portal granted no pointer: {started}")
+    if started.get("devices", 0) & (KEYBOARD | POINTER) != KEYBOARD | POINTER:
+        raise SystemExit(f"the portal granted no pointer and keyboard: {started}")
     print(f"kde_person: the portal granted devices {started.get('devices')} in "
           f"{time.monotonic() - t0:.2f}s", file=sys.stderr, flush=True)
     print("ready", flush=True)
@@ -98,6 +100,8 @@ def main() -> None:
                 motion(float(w[1]), float(w[2]))
             elif w[0] == "corner":
                 motion(-20000.0, -20000.0)
+            elif w[0] == "key":
+                p.notify(session, "NotifyKeyboardKeysym", "(oa{sv}iu)", int(w[1], 0), 1 if w[2] == "1" else 0)
             elif w[0] == "button":
                 p.notify(session, "NotifyPointerButton", "(oa{sv}iu)", BTN_LEFT, 1 if w[1] == "1" else 0)
             else:
