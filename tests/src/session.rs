@@ -174,6 +174,26 @@ pub fn run_desktop_takeover(sd: &SessionDesktop, out: &Path, demo: bool) -> Resu
     Ok(cmd.output()?)
 }
 
+/// A Wayland session script (`name` in tests/e2e) in `desk`'s environment, run against the
+/// built `driver` (`nish-driver` or `nish-testd`) and `nish-mcp`, told the window of the app
+/// the person never approves.
+fn wayland_script(
+    desk: &crate::WaylandDesktop,
+    name: &str,
+    driver: &str,
+    unapproved_window: u64,
+) -> Result<std::process::Command> {
+    let mut cmd = desk.command(python()?);
+    cmd.arg(script(name))
+        .arg("--driver")
+        .arg(workspace_bin(driver)?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--unapproved-window")
+        .arg(unapproved_window.to_string());
+    Ok(cmd)
+}
+
 /// The desktop of wayland_session.py: the Wayland test desktop (mutter headless, no X server)
 /// with two gtk3-widget-factory windows (an ambiguous target), gtk4-demo, gtk3-demo (never
 /// approved) and Chromium on form.html, all native Wayland clients on the accessibility
@@ -224,15 +244,13 @@ pub fn wayland_session_desktop() -> Result<WaylandSessionDesktop> {
 /// Runs wayland_session.py in the Wayland desktop's environment (`demo`: its output goes to
 /// this process's).
 pub fn run_wayland_session(sd: &WaylandSessionDesktop, demo: bool) -> Result<Output> {
-    let mut cmd = sd.desk.command(python()?);
     // The test daemon: one early request is answered through files (NISH_TEST_CONSENT_DIR).
-    cmd.arg(script("wayland_session.py"))
-        .arg("--driver")
-        .arg(workspace_bin("nish-testd")?)
-        .arg("--shim")
-        .arg(workspace_bin("nish-mcp")?)
-        .arg("--unapproved-window")
-        .arg(sd.unapproved_window.to_string());
+    let mut cmd = wayland_script(
+        &sd.desk,
+        "wayland_session.py",
+        "nish-testd",
+        sd.unapproved_window,
+    )?;
     if demo {
         cmd.arg("--demo");
         cmd.stdout(std::process::Stdio::inherit())
@@ -256,7 +274,11 @@ pub struct SwaySessionDesktop {
 
 /// Starts the sway desktop of sway_session.py and its apps.
 pub fn sway_session_desktop() -> Result<SwaySessionDesktop> {
-    let desk = crate::WaylandDesktop::start_sway()?;
+    with_two_apps(crate::WaylandDesktop::start_sway()?)
+}
+
+/// gtk3-widget-factory and gtk3-demo (never approved) started on `desk`.
+fn with_two_apps(desk: crate::WaylandDesktop) -> Result<SwaySessionDesktop> {
     let mut apps = Vec::new();
     for app in [App::Gtk3WidgetFactory, App::Gtk3Demo] {
         apps.push(desk.spawn(app)?);
@@ -276,20 +298,18 @@ pub fn sway_session_desktop() -> Result<SwaySessionDesktop> {
 /// Runs sway_session.py with the real `nish-driver` in the sway desktop's environment, plus
 /// `SWAYSOCK` (the test asks sway which window is focused; the driver never does).
 pub fn run_sway_session(sd: &SwaySessionDesktop, demo: bool) -> Result<Output> {
-    let mut cmd = sd.desk.command(python()?);
+    let mut cmd = wayland_script(
+        &sd.desk,
+        "sway_session.py",
+        "nish-driver",
+        sd.unapproved_window,
+    )?;
     cmd.env(
         "SWAYSOCK",
         sd.desk
             .sway_socket()
             .context("the sway desktop has an IPC socket")?,
-    )
-    .arg(script("sway_session.py"))
-    .arg("--driver")
-    .arg(workspace_bin("nish-driver")?)
-    .arg("--shim")
-    .arg(workspace_bin("nish-mcp")?)
-    .arg("--unapproved-window")
-    .arg(sd.unapproved_window.to_string());
+    );
     if demo {
         cmd.stdout(std::process::Stdio::inherit())
             .stderr(std::process::Stdio::inherit());
@@ -304,40 +324,23 @@ pub type KwinSessionDesktop = SwaySessionDesktop;
 /// framebuffer, no X server) with gtk3-widget-factory and gtk3-demo (never approved), native
 /// Wayland clients on the accessibility registry.
 pub fn kwin_session_desktop() -> Result<KwinSessionDesktop> {
-    let desk = crate::WaylandDesktop::start_kwin()?;
-    let mut apps = Vec::new();
-    for app in [App::Gtk3WidgetFactory, App::Gtk3Demo] {
-        apps.push(desk.spawn(app)?);
-    }
-    let unapproved_window = desk
-        .window_ids(&apps[1])?
-        .first()
-        .copied()
-        .context("gtk3-demo has no top-level accessible")?;
-    Ok(KwinSessionDesktop {
-        desk,
-        apps,
-        unapproved_window,
-    })
+    with_two_apps(crate::WaylandDesktop::start_kwin()?)
 }
 
 /// Runs kwin_session.py with the real `nish-driver` in the KWin desktop's environment, told
 /// where KWin's log is (the test asks KWin which window is active by a script, whose answer
 /// lands there; the driver never does).
 pub fn run_kwin_session(sd: &KwinSessionDesktop) -> Result<Output> {
-    let mut cmd = sd.desk.command(python()?);
-    cmd.arg(script("kwin_session.py"))
-        .arg("--driver")
-        .arg(workspace_bin("nish-driver")?)
-        .arg("--shim")
-        .arg(workspace_bin("nish-mcp")?)
-        .arg("--unapproved-window")
-        .arg(sd.unapproved_window.to_string())
-        .arg("--kwin-log")
-        .arg(
-            sd.desk
-                .kwin_log()
-                .context("the KWin desktop has a KWin log")?,
-        );
+    let mut cmd = wayland_script(
+        &sd.desk,
+        "kwin_session.py",
+        "nish-driver",
+        sd.unapproved_window,
+    )?;
+    cmd.arg("--kwin-log").arg(
+        sd.desk
+            .kwin_log()
+            .context("the KWin desktop has a KWin log")?,
+    );
     Ok(cmd.output()?)
 }
