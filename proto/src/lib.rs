@@ -12,6 +12,7 @@
 //!   arguments; [`control`]: the host's control verbs, typed;
 //! - [`schemas`]: the output schema of every tool and of the error envelope;
 //! - [`doctor`]: the backend registry, capabilities and the doctor report with its schema;
+//! - [`keysyms`]: the keysyms of typed characters and of the key names the tools accept;
 //! - [`lexicon`]: which labels read as consequential (folded to a confusable skeleton first) and
 //!   which text fields take a search or an address;
 //! - [`model`]: windows, walked trees, states, element tokens and escaping of app text;
@@ -41,6 +42,7 @@ pub mod credentials;
 pub mod docs;
 pub mod doctor;
 pub mod errors;
+pub mod keysyms;
 pub mod lexicon;
 pub mod model;
 pub mod prompts;
