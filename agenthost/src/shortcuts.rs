@@ -38,14 +38,12 @@ use nish_decider::backend::BackendEvent;
 use tokio::sync::{mpsc, watch};
 use zbus::zvariant::{ObjectPath, OwnedValue, Value};
 
-use crate::portal::Offer;
+use crate::portal::{
+    Ask, CALL_TIMEOUT, Offer, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner,
+    owner_changes, sender_of, signal_from, subscribe,
+};
 
-/// The portal frontend's well-known name and object.
-const PORTAL: &str = "org.freedesktop.portal.Desktop";
-const PORTAL_PATH: &str = "/org/freedesktop/portal/desktop";
 const SHORTCUTS: &str = "org.freedesktop.portal.GlobalShortcuts";
-const REQUEST: &str = "org.freedesktop.portal.Request";
-const SESSION: &str = "org.freedesktop.portal.Session";
 
 /// The one shortcut's id.
 pub const SHORTCUT_ID: &str = "stop";
@@ -58,16 +56,12 @@ pub const PREFERRED_TRIGGER: &str = "CTRL+ALT+SHIFT+Escape";
 /// (and whatever the person changed in it) under the application id and this token.
 pub const SESSION_TOKEN: &str = "nish_driver_stop";
 
-/// Longest wait for a method's reply (the call may start the portal by D-Bus activation).
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for `CreateSession`'s answer.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for `BindShortcuts`' answer: the desktop may ask the person in a dialog.
 const BIND_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest the doctor waits for the first binding to settle.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Signals queued per subscription before the oldest are dropped.
-const QUEUED: usize = 64;
 /// A binding that held this long starts the backoff again from its first step.
 const STABLE: Duration = Duration::from_secs(60);
 
@@ -299,6 +293,15 @@ fn lost(why: impl std::fmt::Display) -> Ended {
     Ended::Lost(crate::agents::clean_message(&why.to_string()))
 }
 
+impl From<Refusal> for Ended {
+    fn from(r: Refusal) -> Ended {
+        match r {
+            Refusal::Declined => Ended::Declined,
+            Refusal::Failed(why) => Ended::Lost(why),
+        }
+    }
+}
+
 /// Counts the handle tokens of this process's requests.
 static REQUESTS: AtomicU32 = AtomicU32::new(0);
 
@@ -315,53 +318,30 @@ struct Binding {
 
 impl Binding {
     async fn open(conn: &zbus::Connection) -> Result<Binding, Ended> {
-        let me = conn
-            .unique_name()
-            .ok_or_else(|| lost("no unique name on the session bus"))?
-            .as_str()
-            .to_string();
+        let sender = sender_of(conn).ok_or_else(|| lost("no unique name on the session bus"))?;
         let portal = name_owner(conn, PORTAL).await?;
-        // The portal's paths for this connection: its unique name without ':' and '.' as '_'.
-        let sender = me.trim_start_matches(':').replace('.', "_");
         let session_path = format!("{PORTAL_PATH}/session/{sender}/{SESSION_TOKEN}");
         let signal = |iface: &'static str, member: &'static str| {
-            zbus::MatchRule::builder()
-                .msg_type(zbus::message::Type::Signal)
-                .sender(portal.as_str())
-                .and_then(|b| b.interface(iface))
-                .and_then(|b| b.member(member))
+            signal_from(portal.as_str(), iface, member)
         };
         // Subscribed before any request, so no answer or signal comes before its reader.
-        let subscribe = |rule: zbus::Result<zbus::match_rule::Builder<'_>>| {
-            let rule = rule.map(|b| zbus::OwnedMatchRule::from(b.build()));
-            async move {
-                let rule = rule.map_err(lost)?;
-                tokio::time::timeout(
-                    CALL_TIMEOUT,
-                    zbus::MessageStream::for_match_rule(rule, conn, Some(QUEUED)),
-                )
-                .await
-                .map_err(|_| lost("the session bus did not answer a subscription in time"))?
-                .map_err(lost)
-            }
-        };
-        let mut responses = subscribe(signal(REQUEST, "Response")).await?;
-        let activated =
-            subscribe(signal(SHORTCUTS, "Activated").and_then(|b| b.path(PORTAL_PATH))).await?;
-        let changed =
-            subscribe(signal(SHORTCUTS, "ShortcutsChanged").and_then(|b| b.path(PORTAL_PATH)))
-                .await?;
-        let closed =
-            subscribe(signal(SESSION, "Closed").and_then(|b| b.path(session_path.clone()))).await?;
-        let owner = subscribe(
-            zbus::MatchRule::builder()
-                .msg_type(zbus::message::Type::Signal)
-                .sender("org.freedesktop.DBus")
-                .and_then(|b| b.interface("org.freedesktop.DBus"))
-                .and_then(|b| b.member("NameOwnerChanged"))
-                .and_then(|b| b.add_arg(PORTAL)),
+        let mut responses = subscribe(conn, signal(REQUEST, "Response")).await?;
+        let activated = subscribe(
+            conn,
+            signal(SHORTCUTS, "Activated").and_then(|b| b.path(PORTAL_PATH)),
         )
         .await?;
+        let changed = subscribe(
+            conn,
+            signal(SHORTCUTS, "ShortcutsChanged").and_then(|b| b.path(PORTAL_PATH)),
+        )
+        .await?;
+        let closed = subscribe(
+            conn,
+            signal(SESSION, "Closed").and_then(|b| b.path(session_path.clone())),
+        )
+        .await?;
+        let owner = subscribe(conn, owner_changes(PORTAL)).await?;
         // The portal may have changed hands while subscribing: the subscriptions name the
         // owner asked first.
         if name_owner(conn, PORTAL).await? != portal {
@@ -380,6 +360,7 @@ impl Binding {
             conn,
             portal: &portal,
             sender: &sender,
+            iface: SHORTCUTS,
         };
 
         let mut options: HashMap<&str, Value> = HashMap::new();
@@ -549,80 +530,6 @@ impl Binding {
     }
 }
 
-/// A request to the portal that answers by its `Request.Response` signal.
-struct Ask<'a> {
-    conn: &'a zbus::Connection,
-    portal: &'a str,
-    sender: &'a str,
-}
-
-impl Ask<'_> {
-    async fn request<B>(
-        &self,
-        method: &str,
-        body: &B,
-        token: &str,
-        responses: &mut zbus::MessageStream,
-        timeout: Duration,
-    ) -> Result<HashMap<String, OwnedValue>, Ended>
-    where
-        B: serde::Serialize + zbus::zvariant::DynamicType,
-    {
-        let expected = format!("{PORTAL_PATH}/request/{}/{token}", self.sender);
-        let reply = tokio::time::timeout(
-            CALL_TIMEOUT,
-            self.conn.call_method(
-                Some(self.portal),
-                PORTAL_PATH,
-                Some(SHORTCUTS),
-                method,
-                body,
-            ),
-        )
-        .await
-        .map_err(|_| {
-            lost(format!(
-                "the desktop portal did not answer {method} in time"
-            ))
-        })?
-        .map_err(|e| lost(format!("{method}: {e}")))?;
-        let handle = reply
-            .body()
-            .deserialize::<ObjectPath<'_>>()
-            .map(|p| p.to_string())
-            .map_err(|e| lost(format!("{method}: {e}")))?;
-        let wait = async {
-            while let Some(m) = responses.next().await {
-                let Ok(m) = m else { continue };
-                let header = m.header();
-                let path = header.path().map(|p| p.as_str());
-                if header.sender().map(|s| s.as_str()) != Some(self.portal)
-                    || (path != Some(expected.as_str()) && path != Some(handle.as_str()))
-                {
-                    continue;
-                }
-                return m
-                    .body()
-                    .deserialize::<(u32, HashMap<String, OwnedValue>)>()
-                    .map_err(|e| lost(format!("{method}: {e}")));
-            }
-            Err(lost("the session bus connection ended"))
-        };
-        let (code, results) = tokio::time::timeout(timeout, wait).await.map_err(|_| {
-            lost(format!(
-                "the desktop portal did not answer {method} in time"
-            ))
-        })??;
-        match code {
-            0 => Ok(results),
-            1 => Err(Ended::Declined),
-            c => Err(lost(format!(
-                "the desktop portal answered {method} with {c}"
-            ))),
-        }
-    }
-}
-
 /// On KDE (kglobalaccel on the session bus, which KWin hosts on Wayland), whether the stop
 /// shortcut holds a key there: its component is named by the portal's application id (empty
 /// for a program outside a sandbox) and [`SESSION_TOKEN`]. `None` when kglobalaccel does not
@@ -708,24 +615,6 @@ type KdeShortcut = (
 fn kde_stop_has_key(infos: &[KdeShortcut]) -> Option<bool> {
     let stop = infos.iter().find(|i| i.0 == SHORTCUT_ID)?;
     Some(stop.6.iter().any(|k| *k != 0))
-}
-
-/// The unique name owning `name`, bounded by [`CALL_TIMEOUT`].
-async fn name_owner(conn: &zbus::Connection, name: &str) -> Result<String, Ended> {
-    let reply = tokio::time::timeout(
-        CALL_TIMEOUT,
-        conn.call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetNameOwner",
-            &(name,),
-        ),
-    )
-    .await
-    .map_err(|_| lost("the session bus did not answer in time"))?
-    .map_err(|_| lost("the desktop portal is not on the session bus"))?;
-    reply.body().deserialize::<String>().map_err(lost)
 }
 
 #[cfg(test)]
