@@ -57,6 +57,12 @@ pub enum BackendEvent {
     },
     /// The person pressed the stop hotkey.
     StopHotkey,
+    /// The takeover's remote-desktop session ended by the desktop's side (the person's Stop in
+    /// its remote-control indicator, the portal gone): the kill switch.
+    RemoteControlEnded {
+        /// A fixed sentence.
+        why: String,
+    },
     /// An agent broke its protocol and was cut off (connection closed, process killed).
     AgentCutOff(AgentViolation),
     /// An agent started and locked down.

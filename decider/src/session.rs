@@ -47,6 +47,9 @@ pub enum PausedReason {
     KeyPressed,
     /// A button the driver did not send.
     ButtonPressed,
+    /// Input the driver did not send, of a kind the desktop does not tell (Wayland: mutter's
+    /// idle monitor resets on every input and says nothing more).
+    PersonInput,
 }
 
 impl PausedReason {
@@ -56,6 +59,7 @@ impl PausedReason {
             PausedReason::PointerMoved => "pointer_moved",
             PausedReason::KeyPressed => "key_pressed",
             PausedReason::ButtonPressed => "button_pressed",
+            PausedReason::PersonInput => "person_input",
         }
     }
 }

@@ -82,7 +82,7 @@ fn session_state() -> Value {
             "takeover": {"type": "object", "required": ["on", "indicator", "paused"],
                          "properties": {"on": {"type": "boolean"}, "indicator": {"type": "boolean"},
                                         "paused": {"type": "boolean"},
-                                        "paused_reason": {"enum": ["pointer_moved", "key_pressed", "button_pressed"]},
+                                        "paused_reason": {"enum": ["pointer_moved", "key_pressed", "button_pressed", "person_input"]},
                                         "reason": {"type": "string"}}},
             "apps": {"type": "array", "items": {"type": "object", "required": ["app", "pids"],
                      "properties": {"app": {"type": "string"}, "pids": {"type": "array", "items": {"type": "integer"}}}}},
@@ -260,7 +260,7 @@ fn error_object() -> Value {
                "escalation": {"type": "object", "required": ["recommend", "reason"]},
                "effect": {"enum": ["refused", "stopped"]},
                "typed_characters": {"type": "integer"},
-               "paused_reason": {"enum": ["pointer_moved", "key_pressed", "button_pressed"]}}})
+               "paused_reason": {"enum": ["pointer_moved", "key_pressed", "button_pressed", "person_input"]}}})
 }
 
 /// The `structuredContent` schema of every failed call (contract §2.1).

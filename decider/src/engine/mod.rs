@@ -758,6 +758,10 @@ impl<B: Backend> Engine<B> {
             BackendEvent::StopHotkey => {
                 self.stop_all("hotkey").await;
             }
+            BackendEvent::RemoteControlEnded { why } => {
+                tracing::warn!("{why}");
+                self.stop_all("remote_desktop").await;
+            }
             BackendEvent::CallRefused(r) => {
                 let method = r.method.map_or("other", |m| m.spec().1);
                 self.audit.emit(

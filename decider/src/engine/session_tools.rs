@@ -17,6 +17,9 @@ use crate::session::{AppGrant, Grant, InputMode, Phase};
 
 /// Longest lease, in seconds.
 const MAX_LEASE_S: u64 = 3600;
+/// Longest wait for the takeover indicator: the backend bounds its own wait (3 s on X11; on
+/// Wayland the person's answer in the desktop's dialog, at most 120 s, comes first).
+const INDICATOR_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// The one consent dialog slot, held by a session while its dialog is up; released on drop.
 struct ConsentSlot<'a> {
@@ -424,13 +427,20 @@ impl<B: Backend> Engine<B> {
                     reason = Some("lease_held".into());
                 } else {
                     let paused = s.core().sm.paused.is_some();
-                    match self
-                        .bounded(
-                            "showing the indicator",
-                            self.backend.show_indicator(&s.id, paused),
-                        )
-                        .await
-                    {
+                    // The backend bounds the wait itself: on Wayland it includes the person's
+                    // answer in the desktop's own dialog (at most 120 s).
+                    let shown = tokio::time::timeout(
+                        INDICATOR_TIMEOUT,
+                        self.backend.show_indicator(&s.id, paused),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(DriverError::new(
+                            ErrorCode::Timeout,
+                            "showing the indicator took too long",
+                        ))
+                    });
+                    match shown {
                         Ok(()) => {
                             takeover_on = true;
                             self.backend.takeover_baseline().await;
@@ -440,7 +450,12 @@ impl<B: Backend> Engine<B> {
                                 .takeover_holder
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner()) = None;
-                            reason = Some(format!("indicator_unavailable: {}", e.code.as_str()));
+                            reason = Some(if e.code == ErrorCode::CapabilityNotConsented {
+                                // The person declined in the desktop's own dialog.
+                                "not_granted".to_string()
+                            } else {
+                                format!("indicator_unavailable: {}", e.code.as_str())
+                            });
                         }
                     }
                 }

@@ -2,6 +2,7 @@
 //! against the windows above it, focus checked after a focusing click.
 
 use super::*;
+use crate::backend::FrameOrigin;
 
 /// How long a focusing click may take to give the target the keyboard focus.
 const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -232,7 +233,13 @@ impl<B: Backend> Engine<B> {
                         (t, x, y)
                     }
                 };
-                self.hit_test(&t.window, x, y).await?;
+                // On Wayland the backend sends no pointer input (a window's place on the
+                // screen is not known): there is nothing to hit-test, and a pointer act is
+                // refused by the backend before anything is sent.
+                let wayland = self.backend.frame_origin() == FrameOrigin::Window;
+                if !wayland {
+                    self.hit_test(&t.window, x, y).await?;
+                }
                 let click = |button, count| SynthOp::Click {
                     x,
                     y,
@@ -267,6 +274,29 @@ impl<B: Backend> Engine<B> {
                         Verify::None,
                         "xtest:scroll",
                     ),
+                    Call::TypeText { text, .. } if wayland => {
+                        // No focusing click on Wayland: the keys go only into a field that
+                        // holds the keyboard focus, in the window the desktop gives the keys.
+                        let (w, _) = self.keyboard_window(j).await?;
+                        if w.window_id != t.window.window_id || !t.node.states.has(State::Focused)
+                        {
+                            return Err(DriverError::new(
+                                ErrorCode::Unsupported,
+                                "on Wayland the driver cannot click a field to focus it, and \
+                                 this field does not hold the keyboard focus; nothing was sent",
+                            )
+                            .with_effect("refused"));
+                        }
+                        let before = t.node.value.clone().unwrap_or_default();
+                        (
+                            SynthOp::Type { text: text.clone() },
+                            Verify::Insert {
+                                before,
+                                text: text.clone(),
+                            },
+                            "portal:type",
+                        )
+                    }
                     Call::TypeText { text, .. } => {
                         // Focus the field with a click, wait until the field itself says it has
                         // the focus (the app handles the click before the keys), then type.
@@ -285,7 +315,7 @@ impl<B: Backend> Engine<B> {
                     _ => unreachable!("matched above"),
                 };
                 let sent = self.send_synthetic(s, call, &t.window, op).await;
-                if matches!(call, Call::TypeText { .. }) {
+                if matches!(call, Call::TypeText { .. }) && !wayland {
                     sent.map_err(after_focusing_click)?;
                 } else {
                     sent?;
@@ -406,7 +436,12 @@ impl<B: Backend> Engine<B> {
                     &t,
                     Verify::None,
                     approval.effect,
-                    "xtest:key".into(),
+                    if self.backend.frame_origin() == FrameOrigin::Window {
+                        "portal:key"
+                    } else {
+                        "xtest:key"
+                    }
+                    .into(),
                     true,
                     None,
                     ms,
