@@ -86,6 +86,13 @@ pub(crate) async fn semantic(
 /// watcher) on the input agent's connection, and the indicator up with the stop hotkey
 /// grabbed.
 pub(crate) async fn takeover_available(b: &LinuxBackend) -> bool {
+    if b.on_wayland() {
+        // The desktop portal's RemoteDesktop and mutter's idle monitor, and the indicator's
+        // surface (crate::remote); the stop hotkey is the portal's where it has one, and
+        // `nish-driver stop` and the desktop's own remote-control indicator always.
+        return crate::remote::available(b.session_bus().as_deref()).await
+            && b.indicator().await.is_ok();
+    }
     let Ok(p) = b.input_probe().await else {
         return false;
     };
@@ -106,6 +113,10 @@ pub(crate) async fn takeover_available(b: &LinuxBackend) -> bool {
 }
 
 pub(crate) async fn takeover_baseline(b: &LinuxBackend) {
+    if b.on_wayland() {
+        b.remote.watch(b.session_bus());
+        return;
+    }
     if let Err(e) = b.input_ack(input::Watch { on: true }).await {
         tracing::warn!("the input agent did not start watching: {}", e.message);
     }
@@ -117,6 +128,10 @@ pub(crate) async fn synthetic(
     window_id: u64,
     stop: StopFlag,
 ) -> Result<SynthOutcome, DriverError> {
+    if b.on_wayland() {
+        let _ = window_id;
+        return b.remote.synthetic(op, stop).await;
+    }
     let agent = b.input().await.map_err(|e| e.with_effect("refused"))?;
     if op.presses_a_button()
         && let Some(ind) = b.indicator.current().await
@@ -220,6 +235,10 @@ pub(crate) async fn keyboard_focus(b: &LinuxBackend) -> Result<Option<KeyboardFo
 }
 
 pub(crate) async fn release_all(b: &LinuxBackend) {
+    if b.on_wayland() {
+        b.remote.release_all().await;
+        return;
+    }
     if b.input.current().await.is_none() {
         return;
     }

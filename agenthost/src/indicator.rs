@@ -139,6 +139,22 @@ pub(crate) async fn show_indicator(
     session: &str,
     paused: bool,
 ) -> Result<(), DriverError> {
+    if b.on_wayland() {
+        // The desktop's dialog first (the person allows remote control there, after the
+        // driver's own), then the driver's own surface; without it, no takeover.
+        b.remote.begin(b.session_bus().as_deref(), session).await?;
+        let shown = show_surface(b, session, paused).await;
+        if shown.is_err() {
+            b.remote.end(session).await;
+        }
+        return shown;
+    }
+    show_surface(b, session, paused).await
+}
+
+/// Shows the indicator's takeover frame (X11) or surface (Wayland) and waits for it to be on
+/// screen.
+async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(), DriverError> {
     let ind = b.indicator().await?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let already = {
@@ -213,6 +229,11 @@ pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
                 session: session.into(),
             })
             .await;
+    }
+    if b.on_wayland() {
+        // The engine raised the act's stop flag first: the act under way sends nothing more.
+        b.remote.end(session).await;
+        return;
     }
     // One takeover at a time: with its frame gone, nobody's input is watched.
     if b.input.current().await.is_some()

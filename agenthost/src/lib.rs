@@ -10,6 +10,7 @@
 //! - [`wayland`]: the doctor on a Wayland session;
 //! - [`portal`]: the desktop portal's answers on the session bus;
 //! - [`shortcuts`]: the stop hotkey on a Wayland session, through the desktop portal;
+//! - [`remote`]: visible takeover on a Wayland session, through the desktop portal;
 //! - [`handover`]: the connections opened for agents and handed over;
 //! - [`busfilter`]: the agents' D-Bus filter;
 //! - [`procstatus`]: an agent's lock-down as the kernel shows it;
@@ -34,6 +35,7 @@ pub mod narrator;
 pub mod portal;
 pub mod procstatus;
 pub mod reads;
+pub mod remote;
 pub mod shortcuts;
 pub mod slot;
 pub mod sys;

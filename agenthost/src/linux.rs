@@ -61,6 +61,8 @@ pub struct LinuxBackend {
     /// The stop hotkey through the desktop portal on a Wayland session (started by
     /// [`LinuxBackend::keep_stop_shortcut`]).
     pub(crate) stop_shortcut: Arc<crate::shortcuts::StopShortcut>,
+    /// Visible takeover on a Wayland session, through the desktop portal.
+    pub(crate) remote: Arc<crate::remote::Takeover>,
 }
 
 /// Most applications whose toolkit is remembered; the memory is emptied when full.
@@ -182,6 +184,7 @@ impl LinuxBackend {
             ),
         );
         let stop_shortcut = Arc::new(crate::shortcuts::StopShortcut::new(events_tx.clone()));
+        let remote = Arc::new(crate::remote::Takeover::new(events_tx.clone()));
         LinuxBackend {
             reader,
             input,
@@ -196,6 +199,7 @@ impl LinuxBackend {
             held_trees: std::sync::Mutex::new(HeldTrees::default()),
             opener,
             stop_shortcut,
+            remote,
         }
     }
 
@@ -272,6 +276,16 @@ impl LinuxBackend {
     /// Binds the stop hotkey through the desktop portal's GlobalShortcuts while the service
     /// runs on a Wayland session ([`crate::shortcuts`]). Never on X11, where the indicator
     /// grabs it.
+    /// True on a Wayland session (no X: takeover through the desktop portal).
+    pub(crate) fn on_wayland(&self) -> bool {
+        session_type().0 == "wayland"
+    }
+
+    /// The session bus's address, for the desktop portal.
+    pub(crate) fn session_bus(&self) -> Option<String> {
+        Endpoints::from_env().session_bus
+    }
+
     pub(crate) fn keep_stop_shortcut(&self) {
         let (st, why) = session_type();
         if why.is_some() || st != "wayland" {
@@ -393,7 +407,9 @@ fn indicator_on_start(
                         let _ = events.send(BackendEvent::StopHotkey);
                     }
                     IndicatorToBroker::Ready { hotkey_grabbed } => {
-                        if !hotkey_grabbed {
+                        // On Wayland no client grabs keys: the stop hotkey is the desktop
+                        // portal's (crate::shortcuts) and takeover does not wait for a grab.
+                        if !hotkey_grabbed && session_type().0 != "wayland" {
                             tracing::warn!(
                                 "the stop hotkey could not be grabbed: takeover is not offered"
                             );

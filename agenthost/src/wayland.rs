@@ -2,15 +2,17 @@
 //!
 //! On Wayland the backend works headless through AT-SPI alone and makes no X connection (its
 //! agents get no `DISPLAY`; see `agents::agent_env`). Reads and headless acts need only the
-//! accessibility bus and the agents; visible takeover, its indicator and hand-back, window
-//! capture and the clipboard need the portals (RemoteDesktop, ScreenCast), which are not built:
-//! those capabilities are `planned` with `wayland_portal_not_built`, and their tools answer as
-//! with any capability that is not there (start_session's takeover is off with
-//! `takeover_unavailable`, a capture is `unsupported`, the clipboard `backend_unavailable`).
+//! accessibility bus and the agents. Visible takeover (keys and typing, no pointer), its
+//! surface and hand-back go through the portal's RemoteDesktop and mutter's idle monitor
+//! ([`crate::remote`]): available where both answer (GNOME), else `planned` with
+//! `wayland_portal_not_built` (KDE, wlroots) or `portal_unavailable`. Window capture and the
+//! clipboard need ScreenCast and a clipboard protocol, which are not built: `planned` with
+//! `wayland_portal_not_built`, and their tools answer as with any capability that is not there
+//! (a capture is `unsupported`, the clipboard `backend_unavailable`).
 //! The doctor's `wayland-portal` entry says whether a desktop portal answers on the session bus,
 //! which of those interfaces it offers (with their versions) and which compositor is behind it.
-//! The one portal interface the driver uses is GlobalShortcuts, for the stop hotkey
-//! ([`crate::shortcuts`]); the `kill switch` probe says whether it is bound and its trigger.
+//! GlobalShortcuts gives the stop hotkey ([`crate::shortcuts`]); the `kill switch` probe says
+//! whether it is bound and its trigger.
 
 use nish_proto::doctor::{
     BackendEntry, BackendStatus, CAPABILITIES, CapStatus, Capability, DoctorReport, Permission,
@@ -37,6 +39,9 @@ pub struct PortalReport {
     /// The compositor, as its well-known names on the session bus say (see [`doctor`] for
     /// the one recognised by the executable serving the Wayland socket).
     pub compositor: Compositor,
+    /// Visible takeover works here: RemoteDesktop and mutter's idle monitor
+    /// ([`crate::remote::available`]).
+    pub takeover: bool,
 }
 
 /// The compositor of a Wayland session, from the names it owns on the session bus, or from
@@ -86,6 +91,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
             screencast: Offer::NoPortal,
             shortcuts: Offer::NoPortal,
             compositor: Compositor::Unknown,
+            takeover: false,
         };
     };
     let has_owner = |name: &'static str| {
@@ -117,6 +123,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
         screencast: portal_interface(&conn, "org.freedesktop.portal.ScreenCast").await,
         shortcuts: portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await,
         compositor,
+        takeover: false,
     }
 }
 
@@ -147,6 +154,15 @@ impl PortalReport {
                 "fail",
                 format!("no desktop portal answered on the session bus; {compositor}"),
             ),
+            (Offer::Offered(_), _) if self.takeover => (
+                BackendStatus::Available,
+                "",
+                "ok",
+                format!(
+                    "the desktop portal offers {offers}; {compositor}; visible takeover goes through \
+                     RemoteDesktop (keyboard only), capture does not use ScreenCast yet"
+                ),
+            ),
             (Offer::Offered(_), Offer::Offered(_)) => (
                 BackendStatus::Planned,
                 PORTAL,
@@ -162,8 +178,19 @@ impl PortalReport {
                 format!("the desktop portal offers {offers}; {compositor}"),
             ),
         };
+        let entry = if status == BackendStatus::Available {
+            BackendEntry {
+                id: "wayland-portal".into(),
+                status,
+                required: false,
+                reason_code: None,
+                action: None,
+            }
+        } else {
+            BackendEntry::not_available("wayland-portal", false, status, reason)
+        };
         (
-            BackendEntry::not_available("wayland-portal", false, status, reason),
+            entry,
             Probe {
                 label: "desktop portal".into(),
                 status: probe_status.into(),
@@ -246,6 +273,12 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
     if let Some(c) = served_by.as_deref().and_then(Compositor::of_exe) {
         portal.compositor = c;
     }
+    portal.takeover = crate::remote::available(
+        crate::handover::Endpoints::from_env()
+            .session_bus
+            .as_deref(),
+    )
+    .await;
     let (entry, probe) = portal.entry();
     backends.push(entry);
     probes.push(probe);
@@ -277,6 +310,18 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                         .and_then(|e| e.reason_code.clone());
                     let action = r.as_deref().map(|r| action_for(r).to_string());
                     (CapStatus::Unavailable, r, action)
+                }
+                "input_takeover" | "takeover_indicator" | "takeover_handback" if portal.takeover => {
+                    (CapStatus::Available, None, None)
+                }
+                "input_takeover" | "takeover_indicator" | "takeover_handback"
+                    if portal.remote_desktop == Offer::NoPortal =>
+                {
+                    (
+                        CapStatus::Unavailable,
+                        Some("portal_unavailable".to_string()),
+                        Some(action_for("portal_unavailable").to_string()),
+                    )
                 }
                 n if n.contains("notification") => (
                     CapStatus::Unsupported,
@@ -317,6 +362,7 @@ mod tests {
             screencast: sc,
             shortcuts: Offer::Absent,
             compositor: Compositor::Mutter,
+            takeover: false,
         }
     }
 

@@ -1,0 +1,696 @@
+//! Visible takeover on a Wayland session, through the desktop portal's RemoteDesktop
+//! (`org.freedesktop.portal.RemoteDesktop`) and, for the person's own input, mutter's idle
+//! monitor (`org.gnome.Mutter.IdleMonitor`).
+//!
+//! A Wayland client cannot send input to other clients; the portal lets a program do so after
+//! the person allowed it in the desktop's own dialog. The broker process (never an agent: the
+//! agents have no session bus) holds the session on one connection of its own, for as long as
+//! the takeover lasts:
+//!
+//! 1. the person has ticked the takeover line in the driver's own consent dialog (the root of
+//!    consent: the desktop's dialog can be answered by any local client, see docs/security.md);
+//! 2. [`RemoteSession::start`]: `CreateSession`, `SelectDevices` with the keyboard only (the
+//!    driver sends no pointer input on Wayland: it cannot know where a window is on the
+//!    screen), `Start`, which shows the desktop's dialog; only the person answers it (the
+//!    driver never reads or acts on it, `nish_proto::prompts`), within [`GRANT_TIMEOUT`];
+//! 3. keys and typed characters go as `NotifyKeyboardKeysym`, each checked before it is sent
+//!    (the engine's stop flag, the person's input) and each answered by the portal before the
+//!    next; every key pressed is released on every way out ([`Takeover::release_all`]);
+//! 4. the session's `Session.Closed` (the person's Stop in the desktop's remote-control
+//!    indicator), the portal frontend leaving the bus, a portal backend leaving it (mutter then
+//!    ends the session and the frontend says nothing), or the connection failing: all are the
+//!    kill switch ([`BackendEvent::RemoteControlEnded`]), unless the driver closed the session
+//!    itself.
+//!
+//! The person's input: mutter's idle monitor resets on every input, injected input included.
+//! Every [`POLL`], and right before each of the driver's keys, the idle time is read; an input
+//! later than the driver's last key (plus [`SLACK`]) is not the driver's: it is the person's
+//! ([`person_input_after`]), reported once ([`BackendEvent::PersonInput`] with
+//! `person_input`: the monitor does not say whether it was a key, a button or the pointer), and
+//! the act under way stops before its next key. The driver's last key is when the compositor
+//! stamped it, read back from the idle monitor after each key (the portal answers before the
+//! compositor has the key). What it cannot tell apart: input of the person
+//! made while the driver's own keys come faster than the poll (typing), which is seen at the
+//! next pause between keys; and input of another program through another remote-desktop
+//! session, which counts as the person's (the safe side).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt as _;
+use nish_decider::backend::{BackendEvent, StopFlag, SynthOutcome};
+use nish_decider::session::PausedReason;
+use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::keysyms::{keysym_for_char, keysym_for_name};
+use nish_proto::wire::input::SynthOp;
+use tokio::sync::mpsc;
+use zbus::zvariant::{ObjectPath, Value};
+
+use crate::portal::{
+    Ask, CALL_TIMEOUT, Offer, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner,
+    owner_changes, sender_of, signal_from, subscribe,
+};
+
+const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
+const IDLE_MONITOR: &str = "org.gnome.Mutter.IdleMonitor";
+const IDLE_MONITOR_PATH: &str = "/org/gnome/Mutter/IdleMonitor/Core";
+/// The names of the portal's backends (`org.freedesktop.impl.portal.desktop.gnome`, `.kde`...).
+const BACKENDS: &str = "org.freedesktop.impl.portal.desktop";
+/// `SelectDevices`' keyboard bit.
+const KEYBOARD: u32 = 1;
+
+/// Longest wait for the person's answer in the desktop's dialog.
+pub const GRANT_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the idle monitor is read while a takeover watches for the person.
+pub const POLL: Duration = Duration::from_millis(10);
+/// How much later than the driver's last key an input must be to count as the person's (the
+/// idle time is in whole milliseconds).
+pub const SLACK: Duration = Duration::from_millis(5);
+/// Longest wait for the idle monitor to show a key the driver sent.
+const CONFIRM_TIMEOUT: Duration = Duration::from_millis(200);
+/// How much earlier than the send an input shown by the idle monitor may be and still be the
+/// driver's key (its idle time is in whole milliseconds, read after the question was sent).
+const CONFIRM_TOLERANCE: Duration = Duration::from_millis(2);
+/// The pause between typed characters.
+const TYPE_DELAY: Duration = Duration::from_millis(6);
+/// Longest wait for one key's answer from the portal.
+const KEY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// True when an input `idle` before the moment `asked` (when the idle time was asked for) is
+/// later than the driver's last key, stamped at `last_sent` as the idle monitor showed it, by
+/// more than [`SLACK`]: the person's (or another program's), never the driver's own.
+pub fn person_input_after(asked: Instant, idle: Duration, last_sent: Instant) -> bool {
+    match asked.checked_sub(idle) {
+        Some(input_at) => input_at > last_sent + SLACK,
+        None => false,
+    }
+}
+
+/// Counts the handle tokens of this process's requests.
+static REQUESTS: AtomicU32 = AtomicU32::new(0);
+
+fn token(what: &str) -> String {
+    format!(
+        "nish_{what}_{}_{}",
+        std::process::id(),
+        REQUESTS.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether this session can have a takeover on Wayland: the portal offers RemoteDesktop and
+/// mutter's idle monitor answers (without it the person's input could not pause the driver).
+pub async fn available(session_bus: Option<&str>) -> bool {
+    let Some(conn) = crate::portal::session_conn(session_bus).await else {
+        return false;
+    };
+    if !matches!(
+        crate::portal::portal_interface(&conn, REMOTE_DESKTOP).await,
+        Offer::Offered(_)
+    ) {
+        return false;
+    }
+    idle_time(&conn).await.is_some()
+}
+
+/// Mutter's idle time, bounded by [`CALL_TIMEOUT`].
+async fn idle_time(conn: &zbus::Connection) -> Option<Duration> {
+    let reply = tokio::time::timeout(
+        CALL_TIMEOUT,
+        conn.call_method(
+            Some(IDLE_MONITOR),
+            IDLE_MONITOR_PATH,
+            Some(IDLE_MONITOR),
+            "GetIdletime",
+            &(),
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    reply
+        .body()
+        .deserialize::<u64>()
+        .ok()
+        .map(Duration::from_millis)
+}
+
+/// A started remote-desktop session of the portal, on its own connection.
+struct RemoteSession {
+    conn: zbus::Connection,
+    portal: String,
+    handle: String,
+    /// Set before the driver closes the session itself: its `Closed` is then no kill switch.
+    closing: Arc<AtomicBool>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl RemoteSession {
+    /// Starts a session with the keyboard; `ended` is sent once when the session ends by
+    /// anything but [`RemoteSession::close`].
+    async fn start(
+        session_bus: Option<&str>,
+        ended: mpsc::UnboundedSender<BackendEvent>,
+    ) -> Result<RemoteSession, DriverError> {
+        let unavailable = |why: String| {
+            DriverError::new(
+                ErrorCode::BackendUnavailable,
+                format!("no remote-desktop session: {why}"),
+            )
+        };
+        let refused = |r: Refusal| match r {
+            Refusal::Declined => DriverError::new(
+                ErrorCode::CapabilityNotConsented,
+                "the person did not allow remote control in the desktop's dialog",
+            ),
+            Refusal::Failed(why) => unavailable(why),
+        };
+        let conn = crate::portal::session_conn(session_bus)
+            .await
+            .ok_or_else(|| unavailable("no session bus".into()))?;
+        let sender =
+            sender_of(&conn).ok_or_else(|| unavailable("no name on the session bus".into()))?;
+        let portal = name_owner(&conn, PORTAL).await.map_err(refused)?;
+        let session_token = token("takeover");
+        let handle = format!("{PORTAL_PATH}/session/{sender}/{session_token}");
+        // Subscribed before any request, so no answer or signal comes before its reader.
+        let mut responses = subscribe(&conn, signal_from(&portal, REQUEST, "Response"))
+            .await
+            .map_err(refused)?;
+        let closed = subscribe(
+            &conn,
+            signal_from(&portal, SESSION, "Closed").and_then(|b| b.path(handle.clone())),
+        )
+        .await
+        .map_err(refused)?;
+        let frontend = subscribe(&conn, owner_changes(PORTAL))
+            .await
+            .map_err(refused)?;
+        let backends = subscribe(
+            &conn,
+            zbus::MatchRule::builder()
+                .msg_type(zbus::message::Type::Signal)
+                .sender("org.freedesktop.DBus")
+                .and_then(|b| b.interface("org.freedesktop.DBus"))
+                .and_then(|b| b.member("NameOwnerChanged"))
+                .and_then(|b| b.arg0ns(BACKENDS)),
+        )
+        .await
+        .map_err(refused)?;
+        let ask = Ask {
+            conn: &conn,
+            portal: &portal,
+            sender: &sender,
+            iface: REMOTE_DESKTOP,
+        };
+        let create = token("create");
+        let mut options: HashMap<&str, Value> = HashMap::new();
+        options.insert("handle_token", Value::from(create.as_str()));
+        options.insert("session_handle_token", Value::from(session_token.as_str()));
+        let results = ask
+            .request(
+                "CreateSession",
+                &(options,),
+                &create,
+                &mut responses,
+                CALL_TIMEOUT,
+            )
+            .await
+            .map_err(refused)?;
+        let got = results
+            .get("session_handle")
+            .and_then(|v| v.try_clone().ok())
+            .and_then(|v| match v.into() {
+                Value::Str(s) => Some(s.to_string()),
+                Value::ObjectPath(p) => Some(p.to_string()),
+                _ => None,
+            });
+        if got.as_deref() != Some(handle.as_str()) {
+            // The Closed subscription names the handle the specification derives.
+            return Err(unavailable(
+                "the desktop portal gave the session an unexpected handle".into(),
+            ));
+        }
+        let session = RemoteSession {
+            conn: conn.clone(),
+            portal: portal.clone(),
+            handle: handle.clone(),
+            closing: Arc::new(AtomicBool::new(false)),
+            watcher: tokio::spawn(async {}),
+        };
+        let path = ObjectPath::try_from(handle.as_str())
+            .map_err(|e| unavailable(e.to_string()))?
+            .into_owned();
+        let select = token("select");
+        let mut options: HashMap<&str, Value> = HashMap::new();
+        options.insert("handle_token", Value::from(select.as_str()));
+        options.insert("types", Value::from(KEYBOARD));
+        if let Err(r) = ask
+            .request(
+                "SelectDevices",
+                &(path.clone(), options),
+                &select,
+                &mut responses,
+                CALL_TIMEOUT,
+            )
+            .await
+        {
+            session.close().await;
+            return Err(refused(r));
+        }
+        let start = token("start");
+        let mut options: HashMap<&str, Value> = HashMap::new();
+        options.insert("handle_token", Value::from(start.as_str()));
+        let started = match ask
+            .request(
+                "Start",
+                &(path, "", options),
+                &start,
+                &mut responses,
+                GRANT_TIMEOUT,
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(r) => {
+                session.close().await;
+                return Err(refused(r));
+            }
+        };
+        let devices = started
+            .get("devices")
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0);
+        if devices & KEYBOARD == 0 {
+            session.close().await;
+            return Err(DriverError::new(
+                ErrorCode::CapabilityNotConsented,
+                "the desktop's dialog did not allow the keyboard",
+            ));
+        }
+        let closing = session.closing.clone();
+        let watcher = tokio::spawn(watch_end(closed, frontend, backends, closing, ended));
+        Ok(RemoteSession { watcher, ..session })
+    }
+
+    /// Sends one key press or release and waits for the portal's answer.
+    async fn key(&self, keysym: u32, pressed: bool) -> Result<(), String> {
+        let path = ObjectPath::try_from(self.handle.as_str()).map_err(|e| e.to_string())?;
+        let options: HashMap<&str, Value> = HashMap::new();
+        tokio::time::timeout(
+            KEY_TIMEOUT,
+            self.conn.call_method(
+                Some(self.portal.as_str()),
+                PORTAL_PATH,
+                Some(REMOTE_DESKTOP),
+                "NotifyKeyboardKeysym",
+                &(path, options, keysym as i32, u32::from(pressed)),
+            ),
+        )
+        .await
+        .map_err(|_| "the desktop portal did not answer a key in time".to_string())?
+        .map(|_| ())
+        .map_err(|e| crate::agents::clean_message(&e.to_string()))
+    }
+
+    /// Closes the session (no kill switch follows), bounded.
+    async fn close(self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.watcher.abort();
+        let _ = tokio::time::timeout(
+            CALL_TIMEOUT,
+            self.conn
+                .call_method(Some(self.portal.as_str()), self.handle.as_str(), Some(SESSION), "Close", &()),
+        )
+        .await;
+    }
+}
+
+/// Waits for the end of a started session and sends the kill switch, unless the driver is
+/// closing it.
+async fn watch_end(
+    mut closed: zbus::MessageStream,
+    mut frontend: zbus::MessageStream,
+    mut backends: zbus::MessageStream,
+    closing: Arc<AtomicBool>,
+    ended: mpsc::UnboundedSender<BackendEvent>,
+) {
+    let why = tokio::select! {
+        _ = closed.next() => "the desktop ended the remote-desktop session",
+        _ = frontend.next() => "the desktop portal left the session bus",
+        _ = backends.next() => "a desktop portal backend left the session bus",
+    };
+    if closing.load(Ordering::SeqCst) {
+        return;
+    }
+    tracing::warn!("{why}: stopping every session");
+    let _ = ended.send(BackendEvent::RemoteControlEnded { why: why.into() });
+}
+
+/// The takeover's remote-desktop side on a Wayland session: the portal session, the keys the
+/// driver holds, and the watch for the person's input.
+pub struct Takeover {
+    events: mpsc::UnboundedSender<BackendEvent>,
+    active: tokio::sync::Mutex<Option<(String, RemoteSession)>>,
+    /// Counts [`Takeover::end`]s: a start under way gives up when it changes.
+    cancel: tokio::sync::watch::Sender<u64>,
+    /// When the portal answered the driver's last key (or the watch began).
+    last_sent: Mutex<Instant>,
+    /// Keysyms pressed and not yet released.
+    held: Mutex<Vec<u32>>,
+    /// The person's input is watched.
+    watching: AtomicBool,
+    /// The person's input was seen since the watch began.
+    person: AtomicBool,
+    /// A poll of the idle monitor runs.
+    polling: AtomicBool,
+    /// Keys sent whose input the idle monitor has not shown yet: the poll judges nothing.
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Debug for Takeover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Takeover")
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Takeover {
+    /// No session; `events` is where the kill switch and the person's input go.
+    pub fn new(events: mpsc::UnboundedSender<BackendEvent>) -> Self {
+        Takeover {
+            events,
+            active: tokio::sync::Mutex::new(None),
+            cancel: tokio::sync::watch::Sender::new(0),
+            last_sent: Mutex::new(Instant::now()),
+            held: Mutex::new(Vec::new()),
+            watching: AtomicBool::new(false),
+            person: AtomicBool::new(false),
+            polling: AtomicBool::new(false),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Starts the portal session for `session` (the desktop's dialog asks the person), unless
+    /// it holds one already. [`Takeover::end`] while the dialog is open ends the wait: the
+    /// session is then never used.
+    pub async fn begin(&self, session_bus: Option<&str>, session: &str) -> Result<(), DriverError> {
+        {
+            let mut active = self.active.lock().await;
+            if active.as_ref().is_some_and(|(s, _)| s == session) {
+                return Ok(());
+            }
+            if let Some((_, old)) = active.take() {
+                self.release(&old).await;
+                old.close().await;
+            }
+        }
+        let mut cancel = self.cancel.subscribe();
+        cancel.borrow_and_update();
+        let ended = || {
+            DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "the takeover ended while the desktop's dialog was open",
+            )
+        };
+        let started = tokio::select! {
+            r = RemoteSession::start(session_bus, self.events.clone()) => r?,
+            // Dropping the start drops its connection: the portal closes what it began.
+            _ = cancel.changed() => return Err(ended()),
+        };
+        let mut active = self.active.lock().await;
+        if cancel.has_changed().unwrap_or(true) {
+            drop(active);
+            started.close().await;
+            return Err(ended());
+        }
+        tracing::info!("the person allowed remote control in the desktop's dialog");
+        *active = Some((session.to_string(), started));
+        Ok(())
+    }
+
+    /// Ends the portal session of `session`, if it holds one, after releasing every key; ends
+    /// a wait for the desktop's dialog too.
+    pub async fn end(&self, session: &str) {
+        self.unwatch();
+        self.cancel.send_modify(|g| *g = g.wrapping_add(1));
+        let mut active = self.active.lock().await;
+        if active.as_ref().is_some_and(|(s, _)| s == session)
+            && let Some((_, r)) = active.take()
+        {
+            self.release(&r).await;
+            r.close().await;
+        }
+    }
+
+    /// Releases every key the driver holds.
+    pub async fn release_all(&self) {
+        let active = self.active.lock().await;
+        if let Some((_, r)) = active.as_ref() {
+            self.release(r).await;
+        } else {
+            lock(&self.held).clear();
+        }
+    }
+
+    /// Starts watching for the person's input now (a takeover began or resumed).
+    pub fn watch(self: &Arc<Self>, session_bus: Option<String>) {
+        *lock(&self.last_sent) = Instant::now();
+        self.person.store(false, Ordering::SeqCst);
+        self.watching.store(true, Ordering::SeqCst);
+        if self.polling.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.poll(session_bus.as_deref()).await;
+            me.polling.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Stops watching.
+    pub fn unwatch(&self) {
+        self.watching.store(false, Ordering::SeqCst);
+    }
+
+    async fn poll(&self, session_bus: Option<&str>) {
+        let Some(conn) = crate::portal::session_conn(session_bus).await else {
+            tracing::warn!("no session bus: the person's input cannot be watched");
+            let _ = self.events.send(BackendEvent::RemoteControlEnded {
+                why: "the person's input cannot be watched".into(),
+            });
+            return;
+        };
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        while self.watching.load(Ordering::SeqCst) {
+            tick.tick().await;
+            let asked = Instant::now();
+            let Some(idle) = idle_time(&conn).await else {
+                tracing::warn!("the idle monitor did not answer: the takeover ends");
+                let _ = self.events.send(BackendEvent::RemoteControlEnded {
+                    why: "the idle monitor did not answer".into(),
+                });
+                return;
+            };
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                self.judge(asked, idle);
+            }
+        }
+    }
+
+    /// Releases every held key, last pressed first, bounded per key.
+    async fn release(&self, r: &RemoteSession) {
+        let keys: Vec<u32> = std::mem::take(&mut *lock(&self.held));
+        for k in keys.iter().rev() {
+            if let Err(why) = self.send_key(r, *k, false).await {
+                tracing::warn!("a held key was not released: {why}");
+            }
+        }
+    }
+
+    /// Sends one key and waits (at most [`CONFIRM_TIMEOUT`]) until the idle monitor shows an
+    /// input at or after the send: the portal may answer before the compositor has the key,
+    /// so the time the compositor stamped it, not the portal's answer, is the driver's last
+    /// input. Meanwhile the poll judges nothing.
+    async fn send_key(&self, r: &RemoteSession, keysym: u32, pressed: bool) -> Result<(), String> {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let sent_at = Instant::now();
+        let sent = r.key(keysym, pressed).await;
+        let mut seen = None;
+        if sent.is_ok() {
+            let deadline = sent_at + CONFIRM_TIMEOUT;
+            loop {
+                let asked = Instant::now();
+                let Some(idle) = idle_time(&r.conn).await else {
+                    break;
+                };
+                if let Some(at) = asked.checked_sub(idle)
+                    && at + CONFIRM_TOLERANCE >= sent_at
+                {
+                    seen = Some(at);
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        {
+            let mut last = lock(&self.last_sent);
+            // Not seen in time: counted from now, so a later reset reads as the person's (a
+            // pause too many, never one too few).
+            let at = seen.unwrap_or_else(Instant::now);
+            if at > *last {
+                *last = at;
+            }
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        sent
+    }
+
+    /// Sorts one reading of the idle monitor: input later than the driver's last key is the
+    /// person's, reported once per watch. True when the person's input has been seen.
+    fn judge(&self, asked: Instant, idle: Duration) -> bool {
+        let last = *lock(&self.last_sent);
+        if self.watching.load(Ordering::SeqCst)
+            && person_input_after(asked, idle, last)
+            && !self.person.swap(true, Ordering::SeqCst)
+        {
+            tracing::info!("the person's own input during a takeover (idle monitor)");
+            self.watching.store(false, Ordering::SeqCst);
+            let _ = self.events.send(BackendEvent::PersonInput {
+                reason: PausedReason::PersonInput,
+            });
+        }
+        self.person.load(Ordering::SeqCst)
+    }
+
+    /// Sends a synthetic batch: keys and typing only (no pointer input on Wayland), each key
+    /// checked for the stop flag and the person's input before it is sent.
+    pub async fn synthetic(&self, op: SynthOp, stop: StopFlag) -> Result<SynthOutcome, DriverError> {
+        let keysyms: Vec<Vec<u32>> = match &op {
+            SynthOp::Keys { keys } => {
+                let mut syms = Vec::with_capacity(keys.len());
+                for k in keys {
+                    syms.push(keysym_for_name(k).ok_or_else(|| {
+                        DriverError::new(ErrorCode::InvalidArguments, "a key name is not known")
+                            .with_effect("refused")
+                    })?);
+                }
+                vec![syms]
+            }
+            SynthOp::Type { text } => {
+                let mut chars = Vec::new();
+                for c in text.chars() {
+                    chars.push(vec![keysym_for_char(c).ok_or_else(|| {
+                        DriverError::new(
+                            ErrorCode::InvalidArguments,
+                            "the text holds a control character that is not typed",
+                        )
+                        .with_effect("refused")
+                    })?]);
+                }
+                chars
+            }
+            _ => {
+                return Err(DriverError::new(
+                    ErrorCode::Unsupported,
+                    "on Wayland the driver sends no pointer input: a window's place on the \
+                     screen is not known; nothing was sent",
+                )
+                .with_effect("refused"));
+            }
+        };
+        let typing = matches!(op, SynthOp::Type { .. });
+        let active = self.active.lock().await;
+        let Some((_, r)) = active.as_ref() else {
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "no remote-desktop session; nothing was sent",
+            )
+            .with_effect("refused"));
+        };
+        let mut typed = 0u64;
+        for (i, combo) in keysyms.iter().enumerate() {
+            // The idle monitor read right before each key too: the person's input between
+            // two of the driver's keys is seen before the next key hides it.
+            let asked = Instant::now();
+            if let Some(idle) = idle_time(&r.conn).await {
+                self.judge(asked, idle);
+            }
+            let why_not = if stop.is_raised() {
+                Some(Ok(SynthOutcome::Cancelled { typed }))
+            } else if self.person.load(Ordering::SeqCst) {
+                Some(Ok(SynthOutcome::Stopped {
+                    reason: PausedReason::PersonInput,
+                    typed,
+                }))
+            } else {
+                None
+            };
+            if let Some(out) = why_not {
+                self.release(r).await;
+                return out;
+            }
+            let sent = async {
+                for k in combo {
+                    lock(&self.held).push(*k);
+                    self.send_key(r, *k, true).await?;
+                }
+                for k in combo.iter().rev() {
+                    self.send_key(r, *k, false).await?;
+                    let mut held = lock(&self.held);
+                    if let Some(at) = held.iter().rposition(|h| h == k) {
+                        held.remove(at);
+                    }
+                }
+                Ok::<(), String>(())
+            }
+            .await;
+            if let Err(why) = sent {
+                self.release(r).await;
+                let mut e = DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    format!("the remote-desktop session failed: {why}"),
+                );
+                e.effect = Some(if i == 0 { "refused" } else { "stopped" }.into());
+                if typing {
+                    e.typed_characters = Some(typed);
+                }
+                return Err(e);
+            }
+            if typing {
+                typed += 1;
+                tokio::time::sleep(TYPE_DELAY).await;
+            }
+        }
+        Ok(SynthOutcome::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_input_after_the_driver_s_last_key_is_the_person_s() {
+        let t0 = Instant::now();
+        let last = t0 + Duration::from_millis(100);
+        // Asked at 150 ms: idle 50 ms is the driver's key at 100 ms.
+        assert!(!person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(50), last));
+        // Idle 60 ms: before the driver's key, so older input (and the driver's key reset it).
+        assert!(!person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(60), last));
+        // Within the slack: the idle time's rounding.
+        assert!(!person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(46), last));
+        // 20 ms after the driver's key: the person's.
+        assert!(person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(30), last));
+        // An idle time longer than the clock's past: never the person's.
+        assert!(!person_input_after(t0, Duration::from_secs(1_000_000_000), last));
+    }
+}
