@@ -58,7 +58,7 @@ desktop_packages=(
     mutter xwayland sway kwin-wayland xdg-desktop-portal-kde qtwayland5
     pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome
     gtk-3-examples gtk-4-examples
-    python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 python3-xlib python3-pyatspi
+    python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 gir1.2-gtk-4.0 python3-xlib python3-pyatspi
     python3-pyqt5
     chromium
 )

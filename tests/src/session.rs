@@ -344,3 +344,36 @@ pub fn run_kwin_session(sd: &KwinSessionDesktop) -> Result<Output> {
     );
     Ok(cmd.output()?)
 }
+
+/// The desktop of wayland_takeover.py: the Wayland test desktop with the desktop portal
+/// (mutter headless, the portal and its GNOME backend by D-Bus activation, PipeWire) and the
+/// GTK 4 form (`tests/apps/form_gtk4.py`, a native Wayland client on the accessibility
+/// registry).
+#[allow(missing_debug_implementations)]
+pub struct WaylandTakeoverDesktop {
+    /// The desktop.
+    pub desk: crate::WaylandDesktop,
+    /// The form.
+    pub form: crate::WaylandApp,
+}
+
+/// Starts [`WaylandTakeoverDesktop`].
+pub fn wayland_takeover_desktop() -> Result<WaylandTakeoverDesktop> {
+    let desk = crate::WaylandDesktop::start_with_portal()?;
+    let form = desk.spawn(App::Command {
+        program: "/usr/bin/python3".into(),
+        args: vec![crate::test_app("form_gtk4.py").into()],
+    })?;
+    Ok(WaylandTakeoverDesktop { desk, form })
+}
+
+/// Runs wayland_takeover.py with the real `nish-driver` in the desktop's environment.
+pub fn run_wayland_takeover(sd: &WaylandTakeoverDesktop) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("wayland_takeover.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?);
+    Ok(cmd.output()?)
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""A GTK 4 form for the takeover tests on Wayland (the person's app, not part of the driver):
+an application "nish-form-gtk4" whose window "nish-driver GTK 4 form" has an entry "Your name"
+holding the keyboard focus from the start, a password entry "Password" and a button "Save".
+The entry's text is what its accessible shows, so a test reads back what was typed."""
+
+import sys
+
+import gi
+
+gi.require_version("Gtk", "4.0")
+from gi.repository import GLib, Gtk  # noqa: E402
+
+NAME = "nish-form-gtk4"
+
+
+def on_activate(app: Gtk.Application) -> None:
+    win = Gtk.ApplicationWindow(application=app, title="nish-driver GTK 4 form")
+    win.set_default_size(480, 240)
+    box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
+    for side in ("top", "bottom", "start", "end"):
+        getattr(box, f"set_margin_{side}")(16)
+    name = Gtk.Entry()
+    name.update_property([Gtk.AccessibleProperty.LABEL], ["Your name"])
+    password = Gtk.PasswordEntry()
+    password.update_property([Gtk.AccessibleProperty.LABEL], ["Password"])
+    save = Gtk.Button(label="Save")
+    for w in (Gtk.Label(label="Your name"), name, Gtk.Label(label="Password"), password, save):
+        box.append(w)
+    win.set_child(box)
+    win.present()
+    name.grab_focus()
+
+
+def main() -> int:
+    GLib.set_prgname(NAME)
+    GLib.set_application_name(NAME)
+    app = Gtk.Application(application_id="org.nishdriver.FormGtk4")
+    app.connect("activate", on_activate)
+    return app.run([sys.argv[0]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

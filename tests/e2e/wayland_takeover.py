@@ -1,0 +1,266 @@
+"""Visible takeover on the Wayland test desktop (mutter headless, the desktop portal by D-Bus
+activation with its GNOME backend, no gnome-shell, no X server), through the official MCP Python
+client, nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
+(tests/apps/form_gtk4.py, a native Wayland client):
+
+- the person ticks the takeover line in the driver's own consent dialog and clicks Allow (their
+  pointer played through mutter's RemoteDesktop API, as in wayland_session.py); then the
+  desktop's own "Remote desktop" dialog asks, and the person answers it with their keyboard
+  (portal_dialog_person.py): Escape once (the takeover is not granted), then the switch and
+  Share;
+- foreground typing lands in the GTK 4 entry (read back), press_key too; a pointer act is
+  refused before anything is sent (the driver cannot know where a window is on Wayland);
+- the person's own key, and their pointer, pause the driver (takeover.paused with
+  person_input); acts are refused while paused; the host's takeover.resume resumes; the pause
+  latency (the person's input to the host's event) is measured over repeated trials;
+- the person's pointer during a long typing stops it part-way (user_took_over, typed_characters
+  fewer than the text's);
+- the desktop portal's backend leaving the bus (mutter then ends the remote-desktop session
+  and the frontend says nothing) stops everything: the kill switch, audited with origin
+  remote_desktop.
+
+    wayland_takeover.py --driver .../nish-driver --shim .../nish-mcp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import anyio
+
+import nishhost as h
+from nishhost import check, fails, ok, say
+from wayland_session import PERSON, DialogPerson, in_thread
+
+APP = "nish-form-gtk4"
+HERE = os.path.dirname(os.path.abspath(__file__))
+PORTAL_PERSON = os.path.join(HERE, "portal_dialog_person.py")
+TRIALS = 20
+
+
+def portal_dialog(answer: str) -> str:
+    r = subprocess.run(["/usr/bin/python3", PORTAL_PERSON, PERSON, answer, "--timeout", "30"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        # Said at once: the driver's start_session waits for the dialog meanwhile.
+        print(f"the person at the portal's dialog failed: {r.stdout} {r.stderr}", file=sys.stderr, flush=True)
+    check(r.returncode == 0, f"the person at the portal's dialog: {r.stdout} {r.stderr}")
+    return r.stdout.strip()
+
+
+def consent_with_takeover(dialog: DialogPerson, portal_answer: str):
+    """The person ticks the takeover line and clicks Allow, then answers the desktop's dialog."""
+
+    def tick(at: dict) -> None:
+        check("Takeover" in at, f"the dialog shows the takeover line: {sorted(at)}")
+        # A click the dialog does not count (it was re-armed: a stall of the indicator under
+        # load, a new output) ticks nothing: the person looks and clicks again.
+        for _ in range(5):
+            time.sleep(1.0)  # past the arming delay
+            start = os.path.getsize(dialog.log)
+            dialog.click(at["Takeover"])
+            time.sleep(0.3)
+            text = dialog.log_since(start)
+            if "control=Some(Takeover)" in text and "did not count" not in text:
+                return
+        check(False, "the dialog never counted the person's click on the takeover line")
+
+    def run() -> str:
+        dialog.answer(True, shown=tick)
+        return portal_dialog(portal_answer)
+
+    return in_thread(run)
+
+
+async def read_entry(c, label: str = "Your name") -> dict:
+    r = await ok(c, "get_window_state", {"app": APP})
+    for e in r["elements"]:
+        if e["role"] in ("text", "entry") and e["label"] == label:
+            return e
+    raise AssertionError(f"no entry {label!r}: {[(e['role'], e['label']) for e in r['elements']]}")
+
+
+async def reads_back(c, want: str) -> dict:
+    deadline = time.monotonic() + 5
+    while True:
+        e = await read_entry(c)
+        if e.get("value") == want:
+            return e
+        check(time.monotonic() < deadline, f"the entry reads {e.get('value')!r}, not {want!r}")
+        await anyio.sleep(0.1)
+
+
+def on_this_bus(pid: int) -> bool:
+    """Whether process `pid` runs on this desktop's session bus (other test desktops may run)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return False
+    return f"DBUS_SESSION_BUS_ADDRESS={os.environ['DBUS_SESSION_BUS_ADDRESS']}".encode() in env
+
+
+def audit(broker: h.Broker) -> list[dict]:
+    with open(broker.audit, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+async def run(ns: argparse.Namespace) -> None:
+    check("DISPLAY" not in os.environ, "the Wayland desktop has no DISPLAY")
+    broker = h.Broker(ns.driver, "linux")
+    try:
+        report = json.loads(broker.cli("doctor", "--json").stdout)
+        caps = {c["name"]: c for c in report["capabilities"]}
+        for n in ("input_takeover", "takeover_indicator", "takeover_handback"):
+            check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
+        check(caps["capture_window"]["status"] == "planned", f"doctor: {caps['capture_window']}")
+        entry = next(b for b in report["backends"] if b["id"] == "wayland-portal")
+        check(entry["status"] == "available", f"doctor: {entry}")
+        say("doctor: input_takeover, takeover_indicator and takeover_handback available on Wayland "
+            "(the portal's RemoteDesktop and mutter's idle monitor); capture_window planned")
+        ctl = h.Control()
+        async with h.host(ns.shim, broker, "wayland-takeover", "2025-11-25", ctl) as c:
+            dialog = DialogPerson(broker)
+
+            say("start_session {input: takeover}: the person ticks the takeover line and clicks Allow, "
+                "then presses Escape in the desktop's own dialog")
+            t, got = consent_with_takeover(dialog, "deny")
+            st = await ok(c, "start_session", {"input": "takeover", "apps": [APP]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            check(st["input"] == "headless" and st["takeover"]["on"] is False
+                  and st["takeover"].get("reason") == "not_granted", f"declined in the desktop's dialog: {st}")
+            say(f"  {got[0]}; takeover {st['takeover']}")
+            e = await read_entry(c)
+            await fails(c, "type_text", {"element_token": e["element_token"], "text": "x",
+                                         "delivery_mode": "foreground"}, "requires_takeover")
+            await ok(c, "end_session")
+
+            say("start_session {input: takeover} again: the person allows it in both dialogs")
+            t, got = consent_with_takeover(dialog, "allow")
+            st = await ok(c, "start_session", {"input": "takeover", "apps": [APP]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            check(st["input"] == "takeover" and st["takeover"]["on"] is True, f"takeover: {st}")
+            sid = st["session"]
+            say(f"  {got[0]}; takeover {st['takeover']}")
+
+            e = await read_entry(c)
+            check("focused" in e["states"], f"the entry holds the keyboard focus: {e}")
+            a = await ok(c, "type_text", {"element_token": e["element_token"], "text": "Ada Lovelace",
+                                          "delivery_mode": "foreground"})
+            check(a["path"] == "portal:type", str(a))
+            await reads_back(c, "Ada Lovelace")
+            say(f"  foreground type_text: effect {a['effect']}, path {a['path']}; the GTK 4 entry reads back 'Ada Lovelace'")
+            a = await ok(c, "press_key", {"key": "BackSpace"})
+            check(a["path"] == "portal:key", str(a))
+            await reads_back(c, "Ada Lovelac")
+            say("  press_key BackSpace: the entry reads back 'Ada Lovelac'")
+            r = await ok(c, "get_window_state", {"app": APP})
+            save = h.find(r, "push_button", "Save")
+            err = await fails(c, "click", {"element_token": save["element_token"], "delivery_mode": "foreground"},
+                              "unsupported")
+            check(err.get("effect") == "refused", str(err))
+            say("  a foreground click: unsupported, refused before anything was sent (no pointer input on Wayland)")
+
+            say("the person presses a key of their own")
+            dialog.say("key 0xffe1 1")
+            dialog.say("key 0xffe1 0")
+            ev = await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+            check(ev["session"] == sid and ev["reason"] == "person_input", f"paused: {ev}")
+            st = await ok(c, "get_session_state")
+            check(st["takeover"]["paused"] is True and st["takeover"]["paused_reason"] == "person_input", str(st))
+            err = await fails(c, "press_key", {"key": "BackSpace"}, "user_took_over")
+            check(err.get("effect") == "refused", str(err))
+            await reads_back(c, "Ada Lovelac")
+            say("  takeover.paused (person_input); press_key refused with user_took_over; nothing was sent")
+            ctl.send({"method": "takeover.resume", "params": {"session": sid}})
+            await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
+            say("  the host's takeover.resume (after its own Resume click): takeover.resumed")
+
+            say(f"the person's pointer pauses the driver: {TRIALS} trials, the move to the host's event")
+            waits = []
+            for i in range(TRIALS):
+                await anyio.sleep(0.3)
+                t0 = time.monotonic()
+                dialog.say(f"move {3 if i % 2 else -3} 2")
+                await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+                waits.append((time.monotonic() - t0) * 1000)
+                ctl.send({"method": "takeover.resume", "params": {"session": sid}})
+                await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
+            waits.sort()
+            p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))]
+            say(f"  pause latency over {TRIALS}: median {statistics.median(waits):.1f} ms, "
+                f"p99 {p99:.1f} ms, max {waits[-1]:.1f} ms (measured, not asserted)")
+
+            say("the person moves their pointer while the driver types a long text")
+            e = await read_entry(c)
+            text = "x" * 400
+
+            def person_moves() -> None:
+                time.sleep(0.4)
+                for _ in range(5):
+                    dialog.say("move 4 0")
+                    time.sleep(0.02)
+
+            mover, _ = in_thread(person_moves)
+            res = await c.call_tool("type_text", {"element_token": e["element_token"], "text": text,
+                                                  "delivery_mode": "foreground"})
+            mover.join()
+            check(res.is_error, f"the typing should stop: {res.structured_content}")
+            err = res.structured_content["error"]
+            check(err["code"] == "user_took_over" and err["effect"] == "stopped"
+                  and err["paused_reason"] == "person_input"
+                  and 0 < err["typed_characters"] < len(text), str(err))
+            await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+            typed = (await read_entry(c)).get("value", "")
+            check(typed == "Ada Lovelac" + "x" * err["typed_characters"],
+                  f"the entry holds what was reported typed: {len(typed)} characters")
+            say(f"  type_text: user_took_over, stopped after {err['typed_characters']} of {len(text)} characters; "
+                "the entry holds exactly those")
+            ctl.send({"method": "takeover.resume", "params": {"session": sid}})
+            await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
+
+            say("the desktop portal's backend leaves the bus: the kill switch")
+            pids = [p for p in subprocess.run(["pgrep", "-f", "xdg-desktop-portal-gnome"], capture_output=True,
+                                              text=True).stdout.split() if on_this_bus(int(p))]
+            check(len(pids) == 1, f"one portal backend runs on this desktop's bus: {pids}")
+            os.kill(int(pids[0]), signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while True:
+                stops = [a for a in audit(broker) if a.get("event") == "stop"]
+                if stops:
+                    break
+                check(time.monotonic() < deadline, "no stop was audited")
+                await anyio.sleep(0.1)
+            check(stops[-1]["origin"] == "remote_desktop" and stops[-1]["sessions"] >= 1, str(stops[-1]))
+            await fails(c, "press_key", {"key": "BackSpace"}, "stopped_by_person")
+            say(f"  audited stop, origin {stops[-1]['origin']}, sessions {stops[-1]['sessions']}; "
+                "the next act: stopped_by_person")
+            dialog.stop()
+    except BaseException:
+        print(broker.log_text(), file=sys.stderr)
+        raise
+    finally:
+        broker.stop()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True)
+    p.add_argument("--shim", required=True)
+    ns = p.parse_args()
+    anyio.run(run, ns)
+    say("wayland takeover: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
