@@ -1,20 +1,24 @@
 //! The consent dialog's surface: its layout for the size the compositor gives, and its
 //! picture.
 
-use wayland_client::protocol::wl_surface;
+use wayland_client::Dispatch;
+use wayland_client::protocol::{wl_buffer, wl_surface};
 use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel};
 
 use nish_proto::wire::indicator::ConsentAnswer;
 
-use crate::click::RealClick;
+use std::time::Instant;
+
+use super::SLOT_BYTES;
+use super::buffers::{Buffers, DIALOG_SLOTS};
+use super::gate::Gate;
 use crate::consent::denied;
 use crate::i18n::Messages;
 use crate::render::canvas::Canvas;
 use crate::render::fonts::Fonts;
-use crate::render::layout::Layout;
+use crate::render::layout::{self, Layout};
 use crate::render::paint;
 use crate::render::theme::Theme;
-use std::time::Instant;
 
 /// An open dialog.
 #[derive(Debug)]
@@ -36,14 +40,9 @@ pub(super) struct WlDialog {
     /// The buffer scale the layout was made for (the outputs' scale, see [`State::scale`]).
     pub(super) scale: i32,
     pub(super) origin: (i32, i32),
-    /// The size and activation of the last toplevel configure, applied at the surface's.
-    pub(super) pending: ((i32, i32), bool),
-    pub(super) activated: bool,
-    pub(super) configured: bool,
     pub(super) dirty: bool,
-    pub(super) click: RealClick,
-    /// When the surface was last shown or resized.
-    pub(super) placed_at: Instant,
+    /// The click rule's facts (configured, focus, placement).
+    pub(super) gate: Gate,
 }
 
 impl WlDialog {
@@ -73,6 +72,103 @@ impl WlDialog {
         self.toplevel.destroy();
         self.xdg.destroy();
         self.surface.destroy();
+    }
+
+    /// The surface configure at `now` with the outputs' `scale`: lays the box out for the size
+    /// the toplevel's configure asked, re-arms on every change, and marks it to be drawn.
+    pub(super) fn configure(&mut self, look: &Look, scale: i32, now: Instant) {
+        let d = self;
+        let (pw, ph) = d.gate.pending.0;
+        // In buffer pixels: the surface's size times the scale.
+        let (mut w, mut h) = (pw * scale, ph * scale);
+        // The room the box has: the asked size (a tiled window can be much smaller than the
+        // screen), or a screen's when none is asked; never more than a buffer holds.
+        let room = if w > 0 && h > 0 {
+            (w.min(3840), h.min(2160))
+        } else {
+            (1280 * scale, 800 * scale)
+        };
+        // Laid out again for another size or scale: the controls move (re-armed below).
+        let relaid = d.layout.is_none() || d.laid_for != (room, scale);
+        if relaid {
+            let l = layout::layout(
+                &look.msgs,
+                &look.fonts,
+                &d.req,
+                layout::Extras::default(),
+                (room.0 - 20 * scale, room.1 - 40 * scale),
+                scale as f32,
+            );
+            d.layout = Some(match d.layout.take() {
+                Some(old) => keep_ticks(&old, l),
+                None => l,
+            });
+            d.laid_for = (room, scale);
+            d.scale = scale;
+        }
+        let layout = d.layout.clone().expect("laid out above");
+        // No size asked, or more than a buffer holds: the box alone.
+        if w <= 0 || h <= 0 || (w as usize) * (h as usize) * 4 > SLOT_BYTES {
+            (w, h) = (layout.w, layout.h);
+        }
+        // A buffer is a whole number of surface pixels.
+        let whole = |v: i32| (v.max(1) + scale - 1) / scale * scale;
+        let (w, h) = (whole(w.max(layout.w)), whole(h.max(layout.h)));
+        if !d.gate.configured {
+            tracing::info!("consent {} shown", d.id);
+        }
+        let first = !d.gate.configured;
+        let moved = (w, h) != d.size || relaid;
+        d.gate.configure(now, moved);
+        if moved || first {
+            d.origin = ((w - layout.w) / 2, (h - layout.h) / 2);
+            // Sizes only (no text of the request).
+            tracing::info!(
+                "consent dialog laid out: box {}x{} in a {}x{} surface at scale {}",
+                layout.w / scale,
+                layout.h / scale,
+                w / scale,
+                h / scale,
+                scale
+            );
+            for c in &layout.controls {
+                let r = c.rect;
+                // In surface coordinates (what the compositor's pointer points give).
+                tracing::info!(
+                    "consent control {:?} at {},{} {}x{}",
+                    c.kind,
+                    (d.origin.0 + r.x) / scale,
+                    (d.origin.1 + r.y) / scale,
+                    r.w / scale,
+                    r.h / scale
+                );
+            }
+        }
+        d.size = (w, h);
+        d.dirty = true;
+    }
+
+    /// Draws the dialog into a free buffer of its own and commits it (when one is free; else
+    /// at the next release).
+    pub(super) fn draw<D>(&mut self, buf: &mut Buffers<'_, D>, look: &Look)
+    where
+        D: Dispatch<wl_buffer::WlBuffer, usize> + 'static,
+    {
+        if !self.gate.configured || !self.dirty {
+            return;
+        }
+        let Some(l) = &self.layout else { return };
+        let (origin, activated) = (self.origin, self.gate.activated);
+        let drawn = buf.commit(
+            DIALOG_SLOTS,
+            &self.surface,
+            self.scale,
+            self.size,
+            |c, size| paint(c, look, l, origin, activated, size),
+        );
+        if drawn {
+            self.dirty = false;
+        }
     }
 }
 

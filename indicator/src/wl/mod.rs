@@ -1,17 +1,28 @@
-//! The consent dialog as a native Wayland client, for a Wayland session (no XWayland: an X
-//! client there can be clicked by any other X client).
+//! The indicator as a native Wayland client, for a Wayland session (no XWayland: an X client
+//! there can be clicked by any other X client): the consent dialog ([`dialog`]) and the
+//! takeover surface ([`takeover`]), each one `xdg_toplevel`; both may be up at once.
 //!
 //! The broker connects to the compositor and hands the stream over; the protocol runs in pure
 //! Rust (`wayland-client`), the pixels are drawn in software into shared memory made before the
-//! lock-down ([`crate::sys::ShmMem`]). One `xdg_toplevel`, asked to be full screen, dims the
+//! lock-down ([`crate::sys::ShmMem`]). The dialog's toplevel, asked to be full screen, dims the
 //! screen and shows the dialog box in its middle, with the same layout and renderer as the X11
 //! dialog ([`crate::render`]), at the outputs' scale (`wl_output.scale`, as the buffer scale).
 //! The compositor may give it another size (sway tiles it beside the other windows when one of
 //! them takes the focus): the box is laid out again for each new size, its text smaller when
 //! it would not fit, so that every control stays inside the window.
 //!
-//! What counts as the person's answer (the rule of [`crate::click::RealClick`], with the facts
-//! a Wayland client has):
+//! The takeover surface is shown when the broker asks (`ShowTakeover`): not full screen and not
+//! on top (no Wayland client can keep a window on top where there is no layer-shell, as on
+//! GNOME), the X11 label's text and red, and while paused Continue. `TakeoverShown` follows
+//! once the compositor configured it and its first picture is committed; when the compositor
+//! connection fails every takeover ends (`TakeoverLost` "display_lost", as on X11). A close
+//! request is ignored, as on the dialog.
+//!
+//! The event handlers are in [`state`]; the click rule's facts per toplevel in [`gate`]; the
+//! shared memory's buffers in [`buffers`].
+//!
+//! What counts as the person's answer on the dialog, and as their click on Continue (the rule
+//! of [`crate::click::RealClick`], with the facts a Wayland client has):
 //! - only a left-button press and release on the same control, from the compositor's
 //!   `wl_pointer` (a Wayland client gets input from nobody else);
 //! - only while the dialog is the focused toplevel (`xdg_toplevel` state `activated`): a press
@@ -34,8 +45,11 @@
 //! visible to a client), and whether a pointer event came from a device or from a
 //! RemoteDesktop session (the compositor gives both the same way). See docs/security.md.
 
+mod buffers;
 mod dialog;
+mod gate;
 mod state;
+mod takeover;
 
 use std::time::{Duration, Instant};
 
@@ -44,7 +58,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use wayland_client::{Connection, EventQueue};
 
 use crate::app::Exit;
-use crate::click::{Liveness, RealClick, TICK};
+use crate::click::{Liveness, TICK};
 use crate::consent::{TITLE, denied};
 use crate::i18n::Messages;
 use crate::link::{BrokerLink, Incoming};
@@ -52,19 +66,20 @@ use crate::render::fonts::Fonts;
 use crate::render::theme;
 use crate::sys::ShmMem;
 use dialog::{Look, WlDialog};
+use gate::Gate;
 use state::State;
+use takeover::WlTakeover;
 
-/// The shared memory: two buffers of up to 3840 x 2160 pixels (a sparse memfd: only drawn
-/// pages take memory).
-pub const POOL_BYTES: usize = 2 * SLOT_BYTES;
-pub(super) const SLOT_BYTES: usize = 3840 * 2160 * 4;
-/// Linux's `BTN_LEFT`, the left button in `wl_pointer.button`.
-pub(super) const BTN_LEFT: u32 = 0x110;
-/// The `xdg_toplevel` state `activated`.
-pub(super) const ACTIVATED: u32 = 4;
+/// The shared memory: two buffers of up to 3840 x 2160 pixels for the consent dialog and two
+/// small ones for the takeover surface (a sparse memfd: only drawn pages take memory).
+pub const POOL_BYTES: usize = 2 * SLOT_BYTES + 2 * TAKEOVER_SLOT_BYTES;
+/// One consent dialog buffer's bytes.
+const SLOT_BYTES: usize = 3840 * 2160 * 4;
+/// One takeover surface buffer's bytes (its size at scale 3 with room to spare).
+const TAKEOVER_SLOT_BYTES: usize = 1600 * 400 * 4;
 
-/// The indicator on a Wayland session: the consent dialog only (no takeover frame and no stop
-/// hotkey: the broker offers neither there).
+/// The indicator on a Wayland session: the consent dialog and the takeover surface (no stop
+/// hotkey: on Wayland the broker has it through the desktop portal).
 #[derive(Debug)]
 pub struct WlApp {
     link: BrokerLink,
@@ -102,13 +117,16 @@ impl WlApp {
             output_scales: Vec::new(),
             pool: None,
             mem,
-            busy: [false; 2],
+            busy: [false; 4],
             dialog: None,
+            takeover: None,
+            pointer_on: None,
             pointer_at: None,
             pointer_told_at: None,
             batch_at: Instant::now(),
             last_driver_press: None,
             answers: Vec::new(),
+            continues: Vec::new(),
             look: Look {
                 fonts,
                 theme: theme::LIGHT,
@@ -170,14 +188,32 @@ impl WlApp {
                             answer: denied(),
                         });
                     }
+                    // As on X11: the takeover ends at once.
+                    if let Some(t) = self.state.takeover.take() {
+                        for session in t.sessions() {
+                            let _ = self.link.send(&IndicatorToBroker::TakeoverLost {
+                                session,
+                                reason: "display_lost".into(),
+                            });
+                        }
+                    }
                     return Exit::DisplayLost;
                 }
             }
         }
     }
 
-    /// Sends the answers the handlers made; closes the answered dialog.
+    /// Sends the answers the handlers made (closes the answered dialog), the Continue clicks,
+    /// and that the takeover surface is shown.
     fn flush_answers(&mut self) -> Result<(), Fail> {
+        for session in std::mem::take(&mut self.state.continues) {
+            self.send(IndicatorToBroker::Continue { session })?;
+        }
+        let shown = self.state.takeover.as_mut().map(|t| t.shown_notes());
+        for session in shown.unwrap_or_default() {
+            tracing::info!("takeover indicator shown");
+            self.send(IndicatorToBroker::TakeoverShown { session })?;
+        }
         for (id, answer) in std::mem::take(&mut self.state.answers) {
             if let Some(d) = self.state.dialog.take_if(|d| d.id == id) {
                 d.destroy();
@@ -194,7 +230,7 @@ impl WlApp {
     /// that changed since it was last told. No focus ring: the Wayland dialog takes no keys.
     fn tell_shown(&mut self) -> Result<(), Fail> {
         let now = self.state.dialog.as_ref().and_then(|d| {
-            let l = d.layout.as_ref().filter(|_| d.configured)?;
+            let l = d.layout.as_ref().filter(|_| d.gate.configured)?;
             let lang = self.state.look.msgs.lang();
             Some((d.id, crate::consent::shown(l, None, lang, false, false)))
         });
@@ -240,6 +276,11 @@ impl WlApp {
                     .min(TICK)
             })
             .unwrap_or(Duration::from_secs(5));
+        // Continue can be clicked: a stall must be seen as with the dialog.
+        let timeout = match self.state.takeover {
+            Some(_) => timeout.min(TICK),
+            None => timeout,
+        };
         let ms = timeout.as_millis().clamp(1, 5000) as u16;
         self.live.waiting(Duration::from_millis(u64::from(ms)));
         let (link_ready, wl_ready) = {
@@ -268,13 +309,18 @@ impl WlApp {
         let stall = self.live.beat(now);
         self.state.batch_at = now;
         if let Some(gap) = stall
-            && self.state.dialog.is_some()
+            && (self.state.dialog.is_some() || self.state.takeover.is_some())
         {
+            let what = match (&self.state.dialog, &self.state.takeover) {
+                (Some(_), Some(_)) => "the consent dialog is re-armed, and Continue",
+                (Some(_), None) => "the consent dialog is re-armed",
+                _ => "Continue is re-armed",
+            };
             tracing::info!(
                 gap_ms = gap.as_millis() as u64,
-                "the indicator did not run for a while: the consent dialog is re-armed"
+                "the indicator did not run for a while: {what}"
             );
-            self.state.restart_trust(now, "stalled");
+            self.state.restart_trust(now, "stalled", None);
         }
         if wl_ready {
             self.queue
@@ -328,6 +374,9 @@ impl WlApp {
         if let Some(d) = self.state.dialog.take() {
             d.destroy();
         }
+        if let Some(t) = self.state.takeover.take() {
+            t.destroy();
+        }
         let _ = self.conn.flush();
         let _ = self.queue.roundtrip(&mut self.state);
     }
@@ -345,7 +394,10 @@ impl WlApp {
             BrokerToIndicator::DriverPress => {
                 self.state.last_driver_press = Some(now);
                 if let Some(d) = &mut self.state.dialog {
-                    d.click.driver_press(now);
+                    d.gate.click.driver_press(now);
+                }
+                if let Some(t) = &mut self.state.takeover {
+                    t.gate.click.driver_press(now);
                 }
             }
             BrokerToIndicator::ShowConsent(req) => {
@@ -370,15 +422,32 @@ impl WlApp {
                     d.destroy();
                 }
             }
-            BrokerToIndicator::ShowTakeover { session, .. } => {
-                // Never offered on Wayland (no takeover there); said so rather than ignored.
-                tracing::warn!("no takeover frame on Wayland");
-                self.send(IndicatorToBroker::TakeoverLost {
-                    session,
-                    reason: "display_lost".into(),
-                })?;
+            BrokerToIndicator::ShowTakeover { session, paused } => match &mut self.state.takeover {
+                Some(t) => t.add_session(session, paused, now),
+                None => self.open_takeover(session, paused, now)?,
+            },
+            BrokerToIndicator::SetPaused { session, paused } => {
+                if !self
+                    .state
+                    .takeover
+                    .as_mut()
+                    .is_some_and(|t| t.set_paused(&session, paused, now))
+                {
+                    tracing::debug!("SetPaused for a session without a takeover");
+                }
+                self.state.draw();
             }
-            BrokerToIndicator::SetPaused { .. } | BrokerToIndicator::HideTakeover { .. } => {}
+            BrokerToIndicator::HideTakeover { session } => {
+                let t = &mut self.state.takeover;
+                if t.as_mut().is_some_and(|t| t.remove_session(&session, now)) {
+                    tracing::info!("takeover hidden for a session");
+                }
+                if let Some(t) = t.take_if(|t| t.is_empty()) {
+                    tracing::info!("takeover surface removed");
+                    t.destroy();
+                }
+                self.state.draw();
+            }
             BrokerToIndicator::Connected { id, .. } => {
                 tracing::debug!("an answer to connection request {id} nobody waits for");
             }
@@ -400,10 +469,7 @@ impl WlApp {
         toplevel.set_fullscreen(None);
         surface.commit();
         let timeout = dialog.request.timeout();
-        let mut click = RealClick::new(now);
-        if let Some(t) = st.last_driver_press {
-            click.driver_press(t);
-        }
+        let gate = Gate::new(("consent dialog", "dialog"), now, st.last_driver_press);
         st.dialog = Some(WlDialog {
             id: dialog.id,
             deadline: now + timeout,
@@ -416,13 +482,40 @@ impl WlApp {
             size: (0, 0),
             scale: 1,
             origin: (0, 0),
-            pending: ((0, 0), false),
-            activated: false,
-            configured: false,
             dirty: true,
-            click,
-            placed_at: now,
+            gate,
         });
+    }
+
+    /// Shows the takeover surface for `session`; the broker is told it is shown once the
+    /// compositor configured it and its first picture is committed.
+    fn open_takeover(&mut self, session: String, paused: bool, now: Instant) -> Result<(), Fail> {
+        let scale = self.state.scale();
+        let st = &mut self.state;
+        let (Some(compositor), Some(wm)) = (&st.compositor, &st.wm) else {
+            // As on X11 when the frame cannot be made: the takeover is not granted.
+            tracing::warn!("no takeover surface without a compositor");
+            return self.send(IndicatorToBroker::TakeoverLost {
+                session,
+                reason: "display_lost".into(),
+            });
+        };
+        tracing::info!(paused, "takeover surface requested");
+        let surface = compositor.create_surface(&st.qh, ());
+        let xdg = wm.get_xdg_surface(&surface, &st.qh, ());
+        let toplevel = xdg.get_toplevel(&st.qh, ());
+        st.takeover = Some(WlTakeover::new(
+            surface,
+            xdg,
+            toplevel,
+            &st.look.fonts,
+            scale,
+            session,
+            paused,
+            now,
+            st.last_driver_press,
+        ));
+        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
 //! The Wayland client's state and its event handlers: the globals, the seat's pointer, the
-//! toplevel's configures, the buffers.
+//! toplevels' configures, the buffers.
 
 use std::time::Instant;
 
@@ -11,13 +11,19 @@ use wayland_client::protocol::{
 use wayland_client::{Connection, Dispatch, QueueHandle, WEnum, delegate_noop};
 use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_base};
 
-use super::dialog::{Look, WlDialog, keep_ticks, paint};
-use super::{ACTIVATED, BTN_LEFT, SLOT_BYTES};
-use crate::click::{ARM_DELAY, ButtonEvent, LEFT_BUTTON};
+use super::buffers::Buffers;
+use super::dialog::{Look, WlDialog};
+use super::gate;
+use super::takeover::WlTakeover;
 use crate::consent::{Kind, denied};
-use crate::render::canvas::Canvas;
-use crate::render::layout;
 use crate::sys::ShmMem;
+
+/// Which surface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum On {
+    Dialog,
+    Takeover,
+}
 
 /// Everything the Wayland event handlers see.
 #[derive(Debug)]
@@ -35,9 +41,12 @@ pub(super) struct State {
     pub(super) output_scales: Vec<i32>,
     pub(super) pool: Option<wl_shm_pool::WlShmPool>,
     pub(super) mem: ShmMem,
-    pub(super) busy: [bool; 2],
+    pub(super) busy: [bool; 4],
     pub(super) dialog: Option<WlDialog>,
-    /// The pointer is on the dialog's surface, at this surface point.
+    pub(super) takeover: Option<WlTakeover>,
+    /// Which of the two surfaces the pointer is on.
+    pub(super) pointer_on: Option<On>,
+    /// The pointer is on that surface, at this surface point.
     pub(super) pointer_at: Option<(f64, f64)>,
     /// When the compositor last told where the pointer is (enter or motion).
     pub(super) pointer_told_at: Option<Instant>,
@@ -46,12 +55,14 @@ pub(super) struct State {
     pub(super) last_driver_press: Option<Instant>,
     /// Answers to send to the broker.
     pub(super) answers: Vec<(u64, ConsentAnswer)>,
+    /// Sessions the person continued with a counted click on the takeover surface's Continue.
+    pub(super) continues: Vec<String>,
     /// Fonts, colours and fixed text.
     pub(super) look: Look,
 }
 
 impl State {
-    /// The buffer scale for the dialog: the largest output scale (1 to 3), so the text is
+    /// The buffer scale for the surfaces: the largest output scale (1 to 3), so the text is
     /// sharp on a HiDPI screen.
     pub(super) fn scale(&self) -> i32 {
         self.output_scales
@@ -63,112 +74,101 @@ impl State {
     }
 
     /// Starts the arming delay again and distrusts every pointer point told before it ended
-    /// (the dialog stalled, or its surface changed outputs).
-    pub(super) fn restart_trust(&mut self, now: Instant, cause: &'static str) {
-        let Some(d) = &mut self.dialog else { return };
-        d.click.rearm(now, cause);
-        d.placed_at = now;
+    /// (the indicator stalled, or a surface changed outputs): for `on`, or both.
+    pub(super) fn restart_trust(&mut self, now: Instant, cause: &'static str, on: Option<On>) {
+        if on != Some(On::Takeover)
+            && let Some(d) = &mut self.dialog
+        {
+            d.gate.replace(now, cause);
+        }
+        if on != Some(On::Dialog)
+            && let Some(t) = &mut self.takeover
+        {
+            t.gate.replace(now, cause);
+        }
         self.pointer_told_at = None;
     }
 
-    /// Draws the dialog into a free buffer and commits it (when a buffer is free; else at the
-    /// next release).
+    /// Draws the surfaces that changed into free buffers and commits them (when a buffer is
+    /// free; else at the next release).
     pub(super) fn draw(&mut self) {
-        let Some(d) = &mut self.dialog else { return };
-        if !d.configured || !d.dirty {
-            return;
+        let State {
+            qh,
+            pool,
+            mem,
+            busy,
+            dialog,
+            takeover,
+            look,
+            ..
+        } = self;
+        let Some(pool) = pool.as_ref() else { return };
+        let mut buf = Buffers::new(mem, pool, busy, qh);
+        if let Some(d) = dialog {
+            d.draw(&mut buf, look);
         }
-        let (Some(pool), Some(l)) = (&self.pool, &d.layout) else {
-            return;
-        };
-        let Some(slot) = self.busy.iter().position(|b| !b) else {
-            return;
-        };
-        let (w, h) = d.size;
-        let px = self.mem.bytes_mut(slot * SLOT_BYTES, (w * h * 4) as usize);
-        let mut c = Canvas::new(px, w, h);
-        paint(&mut c, &self.look, l, d.origin, d.activated, (w, h));
-        let buffer = pool.create_buffer(
-            (slot * SLOT_BYTES) as i32,
-            w,
-            h,
-            w * 4,
-            wl_shm::Format::Xrgb8888,
-            &self.qh,
-            slot,
-        );
-        self.busy[slot] = true;
-        d.surface.set_buffer_scale(d.scale);
-        d.surface.attach(Some(&buffer), 0, 0);
-        d.surface.damage_buffer(0, 0, w, h);
-        d.surface.commit();
-        d.dirty = false;
+        if let Some(t) = takeover {
+            t.draw(&mut buf, &look.fonts);
+        }
+    }
+
+    /// Which of our surfaces `s` is.
+    fn which(&self, s: &wl_surface::WlSurface) -> Option<On> {
+        if self.dialog.as_ref().is_some_and(|d| &d.surface == s) {
+            Some(On::Dialog)
+        } else if self.takeover.as_ref().is_some_and(|t| &t.surface == s) {
+            Some(On::Takeover)
+        } else {
+            None
+        }
     }
 
     pub(super) fn button(&mut self, button: u32, pressed: bool, now: Instant) {
-        let Some(d) = &mut self.dialog else { return };
-        let Some((x, y)) = self.pointer_at else {
+        let (Some((x, y)), Some(on)) = (self.pointer_at, self.pointer_on) else {
             return;
         };
-        // The point must have been told after the surface settled: during mutter's map
-        // animation (250 ms, the surface scaled up from its middle) the compositor gives
-        // points on the animated surface, and it tells nothing new when the animation ends
-        // under a resting pointer.
-        let settled = self
-            .pointer_told_at
-            .is_some_and(|t| t >= d.placed_at + ARM_DELAY);
-        let hit = d.control_at(x, y).filter(|_| settled);
-        if !settled {
-            tracing::info!(
-                "a button event at a point told before the dialog settled: not on a control"
-            );
-        }
-        let ev = ButtonEvent {
-            window: hit.map_or(u32::MAX, |i| i as u32),
-            button: if button == BTN_LEFT {
-                u32::from(LEFT_BUTTON)
-            } else {
-                0
-            },
-            // A Wayland client cannot tell a device's pointer from a RemoteDesktop session's.
-            real: true,
-            visible: d.configured && d.activated,
-            inside: hit.is_some(),
-            // No other Wayland client can move the pointer.
-            placed: true,
-            at: now,
-        };
-        tracing::info!(
-            press = pressed,
-            activated = d.activated,
-            control = ?hit.and_then(|i| d.layout.as_ref().map(|l| l.controls[i].kind)),
-            "button event on the consent dialog"
-        );
-        let activate = if pressed {
-            d.click.press(ev);
-            None
-        } else {
-            d.click.release(ev)
-        };
-        if let Some(why) = d.click.refusal() {
-            tracing::info!(
-                press = pressed,
-                "a button event on a consent control did not count: {why:?}"
-            );
-        }
-        let Some(i) = activate else { return };
-        let Some(l) = &mut d.layout else { return };
-        match l.controls[i as usize].kind {
-            Kind::Allow => {
-                let a = d.answer(true);
-                self.answers.push((d.id, a));
+        let told = self.pointer_told_at;
+        match on {
+            On::Dialog => {
+                let Some(d) = &mut self.dialog else { return };
+                let hit = d.control_at(x, y);
+                tracing::info!(
+                    press = pressed,
+                    activated = d.gate.activated,
+                    control = ?hit.and_then(|i| d.layout.as_ref().map(|l| l.controls[i].kind)),
+                    "button event on the consent dialog"
+                );
+                let Some(i) = d.gate.button(hit, button, pressed, told, now) else {
+                    return;
+                };
+                let Some(l) = &mut d.layout else { return };
+                match l.controls[i].kind {
+                    Kind::Allow => {
+                        let a = d.answer(true);
+                        self.answers.push((d.id, a));
+                    }
+                    Kind::Deny => self.answers.push((d.id, denied())),
+                    _ => {
+                        let c = &mut l.controls[i];
+                        c.ticked = !c.ticked;
+                        d.dirty = true;
+                        self.draw();
+                    }
+                }
             }
-            Kind::Deny => self.answers.push((d.id, denied())),
-            _ => {
-                let c = &mut l.controls[i as usize];
-                c.ticked = !c.ticked;
-                d.dirty = true;
-                self.draw();
+            On::Takeover => {
+                let Some(t) = &mut self.takeover else { return };
+                let hit = t.control_at(x, y);
+                tracing::info!(
+                    press = pressed,
+                    activated = t.gate.activated,
+                    on_continue = hit.is_some(),
+                    "button event on the takeover surface"
+                );
+                if t.gate.button(hit, button, pressed, told, now).is_some() {
+                    tracing::info!("Continue clicked");
+                    self.continues.extend(t.paused_sessions());
+                }
             }
         }
     }
@@ -244,21 +244,29 @@ impl Dispatch<wl_pointer::WlPointer, ()> for State {
         _: &Connection,
         _: &QueueHandle<Self>,
     ) {
-        let ours = |s: &wl_surface::WlSurface, st: &State| {
-            st.dialog.as_ref().is_some_and(|d| &d.surface == s)
-        };
         match event {
             wl_pointer::Event::Enter {
                 surface,
                 surface_x,
                 surface_y,
                 ..
-            } if ours(&surface, state) => {
-                tracing::debug!("pointer entered the consent dialog at ({surface_x}, {surface_y})");
+            } => {
+                let Some(on) = state.which(&surface) else {
+                    return;
+                };
+                let what = match on {
+                    On::Dialog => "the consent dialog",
+                    On::Takeover => "the takeover surface",
+                };
+                tracing::debug!("pointer entered {what} at ({surface_x}, {surface_y})");
+                state.pointer_on = Some(on);
                 state.pointer_at = Some((surface_x, surface_y));
                 state.pointer_told_at = Some(state.batch_at);
             }
-            wl_pointer::Event::Leave { .. } => state.pointer_at = None,
+            wl_pointer::Event::Leave { .. } => {
+                state.pointer_at = None;
+                state.pointer_on = None;
+            }
             wl_pointer::Event::Motion {
                 surface_x,
                 surface_y,
@@ -268,7 +276,7 @@ impl Dispatch<wl_pointer::WlPointer, ()> for State {
                 state.pointer_told_at = Some(state.batch_at);
             }
             // Timed when read, not when handled: a stall between the two is not time the
-            // person saw the dialog.
+            // person saw the surface.
             wl_pointer::Event::Button {
                 button,
                 state: WEnum::Value(s),
@@ -297,31 +305,33 @@ impl Dispatch<xdg_wm_base::XdgWmBase, ()> for State {
         }
     }
 }
-
 impl Dispatch<xdg_toplevel::XdgToplevel, ()> for State {
     fn event(
         state: &mut Self,
-        _: &xdg_toplevel::XdgToplevel,
+        toplevel: &xdg_toplevel::XdgToplevel,
         event: xdg_toplevel::Event,
         _: &(),
         _: &Connection,
         _: &QueueHandle<Self>,
     ) {
-        let Some(d) = &mut state.dialog else { return };
+        let gate = if let Some(d) = state.dialog.as_mut().filter(|d| &d.toplevel == toplevel) {
+            &mut d.gate
+        } else if let Some(t) = state.takeover.as_mut().filter(|t| &t.toplevel == toplevel) {
+            &mut t.gate
+        } else {
+            return;
+        };
         match event {
             xdg_toplevel::Event::Configure {
                 width,
                 height,
                 states,
-            } => {
-                let activated = states
-                    .chunks_exact(4)
-                    .any(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]) == ACTIVATED);
-                d.pending = ((width, height), activated);
-            }
+            } => gate.pending = ((width, height), gate::activated(&states)),
             // A close request comes from the compositor's own shortcut or button: the dialog
-            // stays (only a click on Deny or the timeout denies).
-            xdg_toplevel::Event::Close => tracing::info!("close request ignored"),
+            // stays (only a click on Deny or the timeout denies), and so does the takeover
+            // surface (the person ends a takeover with the stop hotkey or `nish-driver stop`,
+            // or pauses it by taking over).
+            xdg_toplevel::Event::Close => tracing::info!("{} close request ignored", gate.what),
             _ => {}
         }
     }
@@ -342,88 +352,13 @@ impl Dispatch<xdg_surface::XdgSurface, ()> for State {
         xdg.ack_configure(serial);
         let now = Instant::now();
         let scale = state.scale();
-        let Some(d) = &mut state.dialog else { return };
-        let ((pw, ph), activated) = d.pending;
-        // In buffer pixels: the surface's size times the scale.
-        let (mut w, mut h) = (pw * scale, ph * scale);
-        // The room the box has: the asked size (a tiled window can be much smaller than the
-        // screen), or a screen's when none is asked; never more than a buffer holds.
-        let room = if w > 0 && h > 0 {
-            (w.min(3840), h.min(2160))
+        if let Some(d) = state.dialog.as_mut().filter(|d| &d.xdg == xdg) {
+            d.configure(&state.look, scale, now);
+        } else if let Some(t) = state.takeover.as_mut().filter(|t| &t.xdg == xdg) {
+            t.configure(&state.look.fonts, scale, now);
         } else {
-            (1280 * scale, 800 * scale)
-        };
-        // Laid out again for another size or scale: the controls move (re-armed below).
-        let relaid = d.layout.is_none() || d.laid_for != (room, scale);
-        if relaid {
-            let l = layout::layout(
-                &state.look.msgs,
-                &state.look.fonts,
-                &d.req,
-                layout::Extras::default(),
-                (room.0 - 20 * scale, room.1 - 40 * scale),
-                scale as f32,
-            );
-            d.layout = Some(match d.layout.take() {
-                Some(old) => keep_ticks(&old, l),
-                None => l,
-            });
-            d.laid_for = (room, scale);
-            d.scale = scale;
+            return;
         }
-        let layout = d.layout.clone().expect("laid out above");
-        // No size asked, or more than a buffer holds: the box alone.
-        if w <= 0 || h <= 0 || (w as usize) * (h as usize) * 4 > SLOT_BYTES {
-            (w, h) = (layout.w, layout.h);
-        }
-        // A buffer is a whole number of surface pixels.
-        let whole = |v: i32| (v.max(1) + scale - 1) / scale * scale;
-        let (w, h) = (whole(w.max(layout.w)), whole(h.max(layout.h)));
-        if !d.configured {
-            d.click.rearm(now, "shown");
-            tracing::info!("consent {} shown", d.id);
-        }
-        if (w, h) != d.size || relaid {
-            d.click.rearm(now, "resized");
-            d.placed_at = now;
-        }
-        if activated && !d.activated {
-            d.click.rearm(now, "focused");
-        }
-        if !activated && d.activated {
-            d.click.rearm(now, "lost focus");
-        }
-        if (w, h) != d.size || relaid || !d.configured {
-            d.origin = ((w - layout.w) / 2, (h - layout.h) / 2);
-            // Sizes only (no text of the request).
-            tracing::info!(
-                "consent dialog laid out: box {}x{} in a {}x{} surface at scale {}",
-                layout.w / scale,
-                layout.h / scale,
-                w / scale,
-                h / scale,
-                scale
-            );
-            for c in &layout.controls {
-                let r = c.rect;
-                // In surface coordinates (what the compositor's pointer points give).
-                tracing::info!(
-                    "consent control {:?} at {},{} {}x{}",
-                    c.kind,
-                    (d.origin.0 + r.x) / scale,
-                    (d.origin.1 + r.y) / scale,
-                    r.w / scale,
-                    r.h / scale
-                );
-            }
-        }
-        d.size = (w, h);
-        if activated != d.activated {
-            tracing::info!(activated, "consent dialog focus changed");
-        }
-        d.activated = activated;
-        d.configured = true;
-        d.dirty = true;
         state.draw();
     }
 }
@@ -482,10 +417,14 @@ impl Dispatch<wl_surface::WlSurface, ()> for State {
             wl_surface::Event::Leave { .. } => "left an output",
             _ => return,
         };
-        if !state.dialog.as_ref().is_some_and(|d| &d.surface == surface) {
+        let Some(on) = state.which(surface) else {
             return;
-        }
-        tracing::info!("consent dialog {cause}: re-armed");
-        state.restart_trust(Instant::now(), cause);
+        };
+        let what = match on {
+            On::Dialog => "consent dialog",
+            On::Takeover => "takeover surface",
+        };
+        tracing::info!("{what} {cause}: re-armed");
+        state.restart_trust(Instant::now(), cause, Some(on));
     }
 }
