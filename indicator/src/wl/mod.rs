@@ -25,14 +25,17 @@
 //! of [`crate::click::RealClick`], with the facts a Wayland client has):
 //! - only a left-button press and release on the same control, from the compositor's
 //!   `wl_pointer` (a Wayland client gets input from nobody else);
-//! - only while the dialog is the focused toplevel (`xdg_toplevel` state `activated`): a press
-//!   while another window has focus, or the press that gives the dialog focus, never counts;
-//! - only [`crate::click::ARM_DELAY`] after the dialog was shown, resized or got focus back;
+//! - only while its surface is the focused toplevel (`xdg_toplevel` state `activated`): a
+//!   press while another window has focus, or the press that gives the surface focus, never
+//!   counts;
+//! - only [`crate::click::ARM_DELAY`] after the surface was shown, resized or got focus back
+//!   (and Continue appeared);
 //! - only at a pointer point the compositor told at least the arming delay after the surface
-//!   was shown or resized (during mutter's map animation the points are on the animated
-//!   surface, and none is told again when it ends under a resting pointer);
-//! - never a key: the dialog asks the seat for no keyboard at all, so no key event reaches it;
-//!   a close request (a key shortcut of the compositor) is ignored;
+//!   was shown or resized (or Continue appeared; during mutter's map animation the points are
+//!   on the animated surface, and none is told again when it ends under a resting pointer);
+//! - never a key: the indicator asks the seat for no keyboard at all, so no key event reaches
+//!   it; a close request (a key shortcut of the compositor) is ignored;
+//! - never within [`crate::click::DRIVER_QUIET`] of the driver's own press (`DriverPress`);
 //! - events are timed when they were read from the compositor's socket, and a stall of the
 //!   indicator (its event loop did not run for [`crate::click::STALL_MARGIN`] past its poll timeout, as when
 //!   another process of the user stops it with `SIGSTOP`) starts the arming delay and the
@@ -423,7 +426,11 @@ impl WlApp {
                 }
             }
             BrokerToIndicator::ShowTakeover { session, paused } => match &mut self.state.takeover {
-                Some(t) => t.add_session(session, paused, now),
+                Some(t) => {
+                    t.add_session(session, paused, now);
+                    // Continue may have appeared.
+                    self.state.draw();
+                }
                 None => self.open_takeover(session, paused, now)?,
             },
             BrokerToIndicator::SetPaused { session, paused } => {

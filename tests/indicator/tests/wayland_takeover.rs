@@ -7,7 +7,8 @@
 //! answers nothing); SetPaused brings Continue; a click on Continue right after it appeared,
 //! a click within 1.5 s of the driver's own press (DriverPress) and keys answer nothing; the
 //! person's click after the arming delay answers Continue; a consent dialog can show over it
-//! and be answered by its own click while the takeover is on; HideTakeover removes the
+//! and be answered by its own click while the takeover is on; a second session's ShowTakeover
+//! is answered at once and shares the surface; HideTakeover of the last session removes the
 //! surface (a click where it was reaches nothing of the indicator's); and when the
 //! compositor's connection ends, the takeover ends with TakeoverLost "display_lost".
 //!
@@ -205,9 +206,27 @@ fn the_wayland_takeover_surface_shows_pauses_continues_on_a_click_and_goes() {
     }
     ind.expect_silence(Duration::from_millis(300), "the takeover after the dialog");
 
-    // Hidden: gone from the screen (a click where Continue was reaches nothing of ours).
+    // A second session shares the surface: told at once; hiding the first keeps it.
+    let other = || "mcp:other:4343".to_string();
+    ind.send(BrokerToIndicator::ShowTakeover {
+        session: other(),
+        paused: false,
+    });
+    assert_eq!(
+        ind.recv(ANSWER),
+        Some(IndicatorToBroker::TakeoverShown { session: other() })
+    );
     ind.drain_log();
     ind.send(BrokerToIndicator::HideTakeover { session: session() });
+    ind.wait_log("takeover hidden for a session", ANSWER);
+    std::thread::sleep(Duration::from_millis(300));
+    while let Ok(l) = ind.log.try_recv() {
+        assert!(!l.contains("takeover surface removed"), "{l}");
+    }
+
+    // Hidden: gone from the screen (a click where Continue was reaches nothing of ours).
+    ind.drain_log();
+    ind.send(BrokerToIndicator::HideTakeover { session: other() });
     ind.wait_log("takeover surface removed", ANSWER);
     std::thread::sleep(ARMED);
     person.move_to(cont.0 + 1.0, cont.1);
