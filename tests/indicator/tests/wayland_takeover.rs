@@ -5,7 +5,8 @@
 //! What it shows: ShowTakeover is answered with TakeoverShown once the surface is on screen
 //! (configured, its first picture committed); while active it has no control (a click on it
 //! answers nothing); SetPaused brings Continue; a click on Continue right after it appeared,
-//! a click within 1.5 s of the driver's own press (DriverPress) and keys answer nothing; the
+//! keys, a click made while the indicator was stopped (`SIGSTOP`, continued 700 ms later)
+//! and a click within 1.5 s of the driver's own press (DriverPress) answer nothing; the
 //! person's click after the arming delay answers Continue; a consent dialog can show over it
 //! and be answered by its own click while the takeover is on; a second session's ShowTakeover
 //! is answered at once and shares the surface; HideTakeover of the last session removes the
@@ -152,7 +153,26 @@ fn the_wayland_takeover_surface_shows_pauses_continues_on_a_click_and_goes() {
     }
     ind.expect_silence(Duration::from_millis(800), "Return and space");
 
-    // Within 1.5 s of the driver's own press: nothing.
+    // A click made while the indicator was stopped (`SIGSTOP`, as another process of the
+    // person's user may do) counts not when it is continued: the stall re-arms Continue.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(ind.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("stopped");
+    std::thread::sleep(Duration::from_millis(100));
+    person.move_to(cont.0 + 1.0, cont.1);
+    person.move_to(cont.0, cont.1);
+    person.click();
+    std::thread::sleep(Duration::from_millis(600));
+    ind.drain_log();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("continued");
+    ind.wait_log("did not run for a while: Continue is re-armed", ANSWER);
+    ind.expect_silence(
+        Duration::from_millis(800),
+        "a click made while the indicator was stopped",
+    );
+
+    // Within 1.5 s of the driver's own press: nothing (at a point told after the stall).
+    person.move_to(cont.0 + 1.0, cont.1);
+    person.move_to(cont.0, cont.1);
     ind.drain_log();
     ind.send(BrokerToIndicator::DriverPress);
     std::thread::sleep(Duration::from_millis(300));
