@@ -69,7 +69,8 @@ impl Gate {
     pub(super) fn configure(&mut self, now: Instant, moved: bool) -> bool {
         let activated = self.pending.1;
         if !self.configured {
-            self.click.rearm(now, "shown");
+            // Mapped with the buffer committed after this: points told before are not on it.
+            self.replace(now, "shown");
         }
         if moved {
             self.replace(now, "resized");
