@@ -8,6 +8,8 @@
 //! XTEST, what another program (or the driver) can inject; `--window` clicks are SendEvent.
 #![allow(dead_code)]
 
+pub mod wayland;
+
 use std::io::{BufRead, BufReader};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
