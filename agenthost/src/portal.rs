@@ -164,7 +164,11 @@ impl Ask<'_> {
             ),
         )
         .await
-        .map_err(|_| failed(format!("the desktop portal did not answer {method} in time")))?
+        .map_err(|_| {
+            failed(format!(
+                "the desktop portal did not answer {method} in time"
+            ))
+        })?
         .map_err(|e| failed(format!("{method}: {e}")))?;
         let handle = reply
             .body()
@@ -188,9 +192,11 @@ impl Ask<'_> {
             }
             Err(failed("the session bus connection ended"))
         };
-        let (code, results) = tokio::time::timeout(timeout, wait)
-            .await
-            .map_err(|_| failed(format!("the desktop portal did not answer {method} in time")))??;
+        let (code, results) = tokio::time::timeout(timeout, wait).await.map_err(|_| {
+            failed(format!(
+                "the desktop portal did not answer {method} in time"
+            ))
+        })??;
         match code {
             0 => Ok(results),
             1 => Err(Refusal::Declined),
@@ -224,7 +230,9 @@ pub(crate) async fn subscribe(
     conn: &zbus::Connection,
     rule: zbus::Result<zbus::match_rule::Builder<'_>>,
 ) -> Result<zbus::MessageStream, Refusal> {
-    let rule = rule.map(|b| zbus::OwnedMatchRule::from(b.build())).map_err(failed)?;
+    let rule = rule
+        .map(|b| zbus::OwnedMatchRule::from(b.build()))
+        .map_err(failed)?;
     tokio::time::timeout(
         CALL_TIMEOUT,
         zbus::MessageStream::for_match_rule(rule, conn, Some(QUEUED)),

@@ -320,8 +320,13 @@ impl RemoteSession {
         self.watcher.abort();
         let _ = tokio::time::timeout(
             CALL_TIMEOUT,
-            self.conn
-                .call_method(Some(self.portal.as_str()), self.handle.as_str(), Some(SESSION), "Close", &()),
+            self.conn.call_method(
+                Some(self.portal.as_str()),
+                self.handle.as_str(),
+                Some(SESSION),
+                "Close",
+                &(),
+            ),
         )
         .await;
     }
@@ -573,7 +578,11 @@ impl Takeover {
 
     /// Sends a synthetic batch: keys and typing only (no pointer input on Wayland), each key
     /// checked for the stop flag and the person's input before it is sent.
-    pub async fn synthetic(&self, op: SynthOp, stop: StopFlag) -> Result<SynthOutcome, DriverError> {
+    pub async fn synthetic(
+        &self,
+        op: SynthOp,
+        stop: StopFlag,
+    ) -> Result<SynthOutcome, DriverError> {
         let keysyms: Vec<Vec<u32>> = match &op {
             SynthOp::Keys { keys } => {
                 let mut syms = Vec::with_capacity(keys.len());
@@ -683,14 +692,34 @@ mod tests {
         let t0 = Instant::now();
         let last = t0 + Duration::from_millis(100);
         // Asked at 150 ms: idle 50 ms is the driver's key at 100 ms.
-        assert!(!person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(50), last));
+        assert!(!person_input_after(
+            t0 + Duration::from_millis(150),
+            Duration::from_millis(50),
+            last
+        ));
         // Idle 60 ms: before the driver's key, so older input (and the driver's key reset it).
-        assert!(!person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(60), last));
+        assert!(!person_input_after(
+            t0 + Duration::from_millis(150),
+            Duration::from_millis(60),
+            last
+        ));
         // Within the slack: the idle time's rounding.
-        assert!(!person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(46), last));
+        assert!(!person_input_after(
+            t0 + Duration::from_millis(150),
+            Duration::from_millis(46),
+            last
+        ));
         // 20 ms after the driver's key: the person's.
-        assert!(person_input_after(t0 + Duration::from_millis(150), Duration::from_millis(30), last));
+        assert!(person_input_after(
+            t0 + Duration::from_millis(150),
+            Duration::from_millis(30),
+            last
+        ));
         // An idle time longer than the clock's past: never the person's.
-        assert!(!person_input_after(t0, Duration::from_secs(1_000_000_000), last));
+        assert!(!person_input_after(
+            t0,
+            Duration::from_secs(1_000_000_000),
+            last
+        ));
     }
 }

@@ -321,9 +321,8 @@ impl Binding {
         let sender = sender_of(conn).ok_or_else(|| lost("no unique name on the session bus"))?;
         let portal = name_owner(conn, PORTAL).await?;
         let session_path = format!("{PORTAL_PATH}/session/{sender}/{SESSION_TOKEN}");
-        let signal = |iface: &'static str, member: &'static str| {
-            signal_from(portal.as_str(), iface, member)
-        };
+        let signal =
+            |iface: &'static str, member: &'static str| signal_from(portal.as_str(), iface, member);
         // Subscribed before any request, so no answer or signal comes before its reader.
         let mut responses = subscribe(conn, signal(REQUEST, "Response")).await?;
         let activated = subscribe(

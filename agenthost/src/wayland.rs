@@ -311,7 +311,9 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                     let action = r.as_deref().map(|r| action_for(r).to_string());
                     (CapStatus::Unavailable, r, action)
                 }
-                "input_takeover" | "takeover_indicator" | "takeover_handback" if portal.takeover => {
+                "input_takeover" | "takeover_indicator" | "takeover_handback"
+                    if portal.takeover =>
+                {
                     (CapStatus::Available, None, None)
                 }
                 "input_takeover" | "takeover_indicator" | "takeover_handback"
@@ -414,6 +416,31 @@ mod tests {
                 .contains("RemoteDesktop 1, ScreenCast 4, no GlobalShortcuts"),
             "{}",
             probe.message
+        );
+    }
+
+    #[test]
+    fn the_portal_entry_is_available_where_takeover_works() {
+        let mut r = report(Offer::Offered(1), Offer::Offered(4));
+        r.takeover = true;
+        let (entry, probe) = r.entry();
+        assert_eq!(entry.status, BackendStatus::Available);
+        assert_eq!(entry.reason_code, None);
+        assert_eq!(entry.action, None);
+        assert_eq!(probe.status, "ok");
+        assert!(
+            probe
+                .message
+                .contains("visible takeover goes through RemoteDesktop"),
+            "{}",
+            probe.message
+        );
+        // Without a portal, takeover is never reported working.
+        let mut r = report(Offer::NoPortal, Offer::NoPortal);
+        r.takeover = true;
+        assert_eq!(
+            r.entry().0.reason_code.as_deref(),
+            Some("portal_unavailable")
         );
     }
 

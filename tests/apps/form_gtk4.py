@@ -2,7 +2,10 @@
 """A GTK 4 form for the takeover tests on Wayland (the person's app, not part of the driver):
 an application "nish-form-gtk4" whose window "nish-driver GTK 4 form" has an entry "Your name"
 holding the keyboard focus from the start, a password entry "Password" and a button "Save".
-The entry's text is what its accessible shows, so a test reads back what was typed."""
+The entry's text is what its accessible shows, so a test reads back what was typed. The window
+is maximized, so on the test desktop's one monitor its own coordinates are the screen's (a
+Wayland client learns no window position), and its fields start 240 px down, below where
+mutter places a small window such as the driver's takeover surface."""
 
 import sys
 
@@ -18,8 +21,9 @@ def on_activate(app: Gtk.Application) -> None:
     win = Gtk.ApplicationWindow(application=app, title="nish-driver GTK 4 form")
     win.set_default_size(480, 240)
     box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
-    for side in ("top", "bottom", "start", "end"):
+    for side in ("bottom", "start", "end"):
         getattr(box, f"set_margin_{side}")(16)
+    box.set_margin_top(240)
     name = Gtk.Entry()
     name.update_property([Gtk.AccessibleProperty.LABEL], ["Your name"])
     password = Gtk.PasswordEntry()
@@ -28,6 +32,7 @@ def on_activate(app: Gtk.Application) -> None:
     for w in (Gtk.Label(label="Your name"), name, Gtk.Label(label="Password"), password, save):
         box.append(w)
     win.set_child(box)
+    win.maximize()
     win.present()
     name.grab_focus()
 

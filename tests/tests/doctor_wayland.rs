@@ -1,6 +1,6 @@
 //! The doctor on the Wayland test desktop (mutter headless, no X server): session type
-//! `wayland`, ready for headless work, the X11 backend not required, reads and headless acts
-//! available, takeover, its indicator and capture planned with `wayland_portal_not_built`; the
+//! `wayland`, ready for headless work, the X11 backend not required, reads, headless acts and
+//! takeover (through the portal) available, capture planned with `wayland_portal_not_built`; the
 //! agents it starts get no `DISPLAY`; the desktop portal (activated on the private bus against
 //! bare mutter) and its versions in the `desktop portal` probe. On KWin: the compositor named
 //! KDE (KWin), what KDE's portal offers (GlobalShortcuts among it) and the stop hotkey the
@@ -95,19 +95,21 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
     assert_eq!(backend("x11")["required"], false);
     assert_eq!(backend("atspi")["status"], "available");
     assert_eq!(backend("atspi")["required"], true);
-    assert_eq!(backend("wayland-portal")["status"], "planned");
-    assert_eq!(
-        backend("wayland-portal")["reason_code"],
-        "wayland_portal_not_built"
-    );
-    for name in ["read_tree", "act_semantic"] {
+    // Takeover goes through the portal's RemoteDesktop and mutter's idle monitor.
+    assert_eq!(backend("wayland-portal")["status"], "available");
+    assert_eq!(backend("wayland-portal")["reason_code"], Value::Null);
+    for name in [
+        "read_tree",
+        "act_semantic",
+        "input_takeover",
+        "takeover_indicator",
+        "takeover_handback",
+    ] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
-    for name in ["input_takeover", "capture_window", "takeover_indicator"] {
-        let c = cap(&report, name);
-        assert_eq!(c["status"], "planned", "{name}");
-        assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
-    }
+    let c = cap(&report, "capture_window");
+    assert_eq!(c["status"], "planned");
+    assert_eq!(c["reason_code"], "wayland_portal_not_built");
     assert_eq!(
         report["next_steps"],
         Value::Array(vec![]),
@@ -135,6 +137,10 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
     // lacks to any other backend installed, KDE's among them).
     assert!(
         message.contains("RemoteDesktop 1, ScreenCast 4, no GlobalShortcuts"),
+        "{portal}"
+    );
+    assert!(
+        message.contains("visible takeover goes through RemoteDesktop"),
         "{portal}"
     );
     assert!(message.contains("compositor GNOME (mutter)"), "{portal}");
@@ -165,6 +171,7 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
     for name in ["read_tree", "act_semantic"] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
+    // KWin has no mutter idle monitor: takeover there is not built.
     for name in ["input_takeover", "capture_window", "takeover_indicator"] {
         let c = cap(&report, name);
         assert_eq!(c["status"], "planned", "{name}");

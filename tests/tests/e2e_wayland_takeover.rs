@@ -12,10 +12,6 @@ fn a_takeover_on_wayland_goes_through_the_portal_and_the_person_wins() {
     let sd = wayland_takeover_desktop().expect("the Wayland desktop with portal and the form");
     let out = run_wayland_takeover(&sd).expect("python runs");
     let stdout = nish_testdesk::session::passed(&out, "the Wayland takeover failed");
-    assert!(
-        stdout.contains("wayland takeover: all checks passed"),
-        "{stdout}"
-    );
     assert_eq!(
         sd.desk.x_servers(),
         Vec::<String>::new(),

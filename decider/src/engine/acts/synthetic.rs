@@ -278,8 +278,7 @@ impl<B: Backend> Engine<B> {
                         // No focusing click on Wayland: the keys go only into a field that
                         // holds the keyboard focus, in the window the desktop gives the keys.
                         let (w, _) = self.keyboard_window(j).await?;
-                        if w.window_id != t.window.window_id || !t.node.states.has(State::Focused)
-                        {
+                        if w.window_id != t.window.window_id || !t.node.states.has(State::Focused) {
                             return Err(DriverError::new(
                                 ErrorCode::Unsupported,
                                 "on Wayland the driver cannot click a field to focus it, and \
@@ -430,24 +429,26 @@ impl<B: Backend> Engine<B> {
                     recheck_ms: 0,
                 };
                 let ms = started.elapsed().as_millis() as u64;
-                Box::pin(self.finish_act(
-                    s,
-                    call,
-                    &t,
-                    Verify::None,
-                    approval.effect,
-                    if self.backend.frame_origin() == FrameOrigin::Window {
-                        "portal:key"
-                    } else {
-                        "xtest:key"
-                    }
-                    .into(),
-                    true,
-                    None,
-                    ms,
-                    None,
-                    j,
-                ))
+                Box::pin(
+                    self.finish_act(
+                        s,
+                        call,
+                        &t,
+                        Verify::None,
+                        approval.effect,
+                        if self.backend.frame_origin() == FrameOrigin::Window {
+                            "portal:key"
+                        } else {
+                            "xtest:key"
+                        }
+                        .into(),
+                        true,
+                        None,
+                        ms,
+                        None,
+                        j,
+                    ),
+                )
                 .await
             }
             Call::BringToFront(target) => {
