@@ -368,8 +368,8 @@ pub struct Takeover {
     watching: AtomicBool,
     /// The person's input was seen since the watch began.
     person: AtomicBool,
-    /// A poll of the idle monitor runs.
-    polling: AtomicBool,
+    /// The poll of the idle monitor, while a takeover lasts.
+    poll: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Keys sent whose input the idle monitor has not shown yet: the poll judges nothing.
     in_flight: std::sync::atomic::AtomicUsize,
 }
@@ -395,7 +395,7 @@ impl Takeover {
             held: Mutex::new(Vec::new()),
             watching: AtomicBool::new(false),
             person: AtomicBool::new(false),
-            polling: AtomicBool::new(false),
+            poll: Mutex::new(None),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -441,7 +441,7 @@ impl Takeover {
     /// Ends the portal session of `session`, if it holds one, after releasing every key; ends
     /// a wait for the desktop's dialog too.
     pub async fn end(&self, session: &str) {
-        self.unwatch();
+        self.stop_poll();
         self.cancel.send_modify(|g| *g = g.wrapping_add(1));
         let mut active = self.active.lock().await;
         if active.as_ref().is_some_and(|(s, _)| s == session)
@@ -467,19 +467,28 @@ impl Takeover {
         *lock(&self.last_sent) = Instant::now();
         self.person.store(false, Ordering::SeqCst);
         self.watching.store(true, Ordering::SeqCst);
-        if self.polling.swap(true, Ordering::SeqCst) {
-            return;
+        // One poll for the takeover's life: it goes on through pauses (judging nothing while
+        // not watching), so a resume right after a pause never finds it ending.
+        let mut poll = lock(&self.poll);
+        if poll.as_ref().is_none_or(|p| p.is_finished()) {
+            let me = self.clone();
+            *poll = Some(tokio::spawn(async move {
+                me.poll(session_bus.as_deref()).await;
+            }));
         }
-        let me = self.clone();
-        tokio::spawn(async move {
-            me.poll(session_bus.as_deref()).await;
-            me.polling.store(false, Ordering::SeqCst);
-        });
     }
 
     /// Stops watching.
     pub fn unwatch(&self) {
         self.watching.store(false, Ordering::SeqCst);
+    }
+
+    /// Stops watching and ends the poll (the takeover ended).
+    fn stop_poll(&self) {
+        self.unwatch();
+        if let Some(p) = lock(&self.poll).take() {
+            p.abort();
+        }
     }
 
     async fn poll(&self, session_bus: Option<&str>) {
@@ -492,8 +501,11 @@ impl Takeover {
         };
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        while self.watching.load(Ordering::SeqCst) {
+        loop {
             tick.tick().await;
+            if !self.watching.load(Ordering::SeqCst) {
+                continue;
+            }
             let asked = Instant::now();
             let Some(idle) = idle_time(&conn).await else {
                 tracing::warn!("the idle monitor did not answer: the takeover ends");

@@ -13,7 +13,7 @@ client, nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
 - the person's own key, and their pointer, pause the driver (takeover.paused with
   person_input); acts are refused while paused; the host's takeover.resume resumes; the pause
   latency (the person's input to the host's event) is measured over repeated trials;
-- the person's pointer during a long typing stops it part-way (user_took_over, typed_characters
+- the person's pointer during a typing stops it part-way (user_took_over, typed_characters
   fewer than the text's);
 - the desktop portal's backend leaving the bus (mutter then ends the remote-desktop session
   and the frontend says nothing) stops everything: the kill switch, audited with origin
@@ -218,17 +218,21 @@ async def run(ns: argparse.Namespace) -> None:
 
             say("the person moves their pointer while the driver types a long text")
             e = await read_entry(c)
-            text = "x" * 400
+            # Short enough that the entry's value reads back whole (values are cut at 200
+            # characters), long enough to be under way when the person moves.
+            text = "x" * 180
+            typing = [True]
 
             def person_moves() -> None:
-                time.sleep(0.4)
-                for _ in range(5):
+                time.sleep(0.1)
+                while typing[0]:
                     dialog.say("move 4 0")
                     time.sleep(0.02)
 
             mover, _ = in_thread(person_moves)
             res = await c.call_tool("type_text", {"element_token": e["element_token"], "text": text,
                                                   "delivery_mode": "foreground"})
+            typing[0] = False
             mover.join()
             check(res.is_error, f"the typing should stop: {res.structured_content}")
             err = res.structured_content["error"]
