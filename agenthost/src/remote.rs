@@ -13,26 +13,34 @@
 //!    driver sends no pointer input on Wayland: it cannot know where a window is on the
 //!    screen), `Start`, which shows the desktop's dialog; only the person answers it (the
 //!    driver never reads or acts on it, `nish_proto::prompts`), within [`GRANT_TIMEOUT`];
-//! 3. keys and typed characters go as `NotifyKeyboardKeysym`, each checked before it is sent
-//!    (the engine's stop flag, the person's input) and each answered by the portal before the
-//!    next; every key pressed is released on every way out ([`Takeover::release_all`]);
+//! 3. keys and typed characters go as `NotifyKeyboardKeysym`; before every key event (each
+//!    press and each release) the engine's stop flag, the caller (a batch whose caller went
+//!    away stops) and the idle monitor are checked; after each, the driver waits until the idle
+//!    monitor shows it (a key it never shows stops the act); every key pressed is released on
+//!    every way out, and a release that fails ends the portal session;
 //! 4. the session's `Session.Closed` (the person's Stop in the desktop's remote-control
-//!    indicator), the portal frontend leaving the bus, a portal backend leaving it (mutter then
-//!    ends the session and the frontend says nothing), or the connection failing: all are the
-//!    kill switch ([`BackendEvent::RemoteControlEnded`]), unless the driver closed the session
-//!    itself.
+//!    indicator), the portal frontend, mutter, the idle monitor's name or a portal backend
+//!    leaving the bus or changing hands (mutter ends the session when a backend dies, and the
+//!    frontend says nothing), the connection failing, or the idle monitor not answering: all
+//!    are the kill switch ([`BackendEvent::RemoteControlEnded`]), unless the driver closed the
+//!    session itself.
+//!
+//! Who answers: the portal's name must be held by the desktop portal's program (by the
+//! executable of its process), and the idle monitor is asked of mutter's unique name, which
+//! must own `org.gnome.Mutter.RemoteDesktop` too (mutter lets another process take the idle
+//! monitor's name over).
 //!
 //! The person's input: mutter's idle monitor resets on every input, injected input included.
-//! Every [`POLL`], and right before each of the driver's keys, the idle time is read; an input
-//! later than the driver's last key (plus [`SLACK`]) is not the driver's: it is the person's
-//! ([`person_input_after`]), reported once ([`BackendEvent::PersonInput`] with
+//! Every [`POLL`], and right before each of the driver's key events, the idle time is read; an
+//! input later than the driver's last key (plus [`SLACK`]) is not the driver's: it is the
+//! person's ([`person_input_after`]), reported once ([`BackendEvent::PersonInput`] with
 //! `person_input`: the monitor does not say whether it was a key, a button or the pointer), and
-//! the act under way stops before its next key. The driver's last key is when the compositor
-//! stamped it, read back from the idle monitor after each key (the portal answers before the
-//! compositor has the key). What it cannot tell apart: input of the person
-//! made while the driver's own keys come faster than the poll (typing), which is seen at the
-//! next pause between keys; and input of another program through another remote-desktop
-//! session, which counts as the person's (the safe side).
+//! the act under way stops before its next key event. The driver's last key is when the
+//! compositor stamped it, read back from the idle monitor after each key (the portal answers
+//! before the compositor has the key). What it cannot tell apart: an input of the person's
+//! made in the moment between the driver's check and its next key (that key hides it; a
+//! later input of theirs is seen), and input of another program through another
+//! remote-desktop session, which counts as the person's (the safe side).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -56,6 +64,9 @@ use crate::portal::{
 const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
 const IDLE_MONITOR: &str = "org.gnome.Mutter.IdleMonitor";
 const IDLE_MONITOR_PATH: &str = "/org/gnome/Mutter/IdleMonitor/Core";
+const MUTTER_REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
+/// The portal frontend's executable's file name.
+const PORTAL_EXE: &str = "xdg-desktop-portal";
 /// The names of the portal's backends (`org.freedesktop.impl.portal.desktop.gnome`, `.kde`...).
 const BACKENDS: &str = "org.freedesktop.impl.portal.desktop";
 /// `SelectDevices`' keyboard bit.
@@ -111,15 +122,28 @@ pub async fn available(session_bus: Option<&str>) -> bool {
     ) {
         return false;
     }
-    idle_time(&conn).await.is_some()
+    let Some(mutter) = mutter(&conn).await else {
+        return false;
+    };
+    idle_time(&conn, &mutter).await.is_some()
 }
 
-/// Mutter's idle time, bounded by [`CALL_TIMEOUT`].
-async fn idle_time(conn: &zbus::Connection) -> Option<Duration> {
+/// Mutter's unique name on the session bus: the owner of its idle monitor's name, only when
+/// the same connection owns `org.gnome.Mutter.RemoteDesktop` too (mutter lets another
+/// process take the idle monitor's name over; a process that did would answer for the
+/// person's input).
+async fn mutter(conn: &zbus::Connection) -> Option<String> {
+    let idle = name_owner(conn, IDLE_MONITOR).await.ok()?;
+    let rd = name_owner(conn, MUTTER_REMOTE_DESKTOP).await.ok()?;
+    (idle == rd).then_some(idle)
+}
+
+/// Mutter's idle time, asked of `mutter` (its unique name), bounded by [`CALL_TIMEOUT`].
+async fn idle_time(conn: &zbus::Connection, mutter: &str) -> Option<Duration> {
     let reply = tokio::time::timeout(
         CALL_TIMEOUT,
         conn.call_method(
-            Some(IDLE_MONITOR),
+            Some(mutter),
             IDLE_MONITOR_PATH,
             Some(IDLE_MONITOR),
             "GetIdletime",
@@ -151,6 +175,7 @@ impl RemoteSession {
     /// anything but [`RemoteSession::close`].
     async fn start(
         session_bus: Option<&str>,
+        mutter: &str,
         ended: mpsc::UnboundedSender<BackendEvent>,
     ) -> Result<RemoteSession, DriverError> {
         let unavailable = |why: String| {
@@ -172,6 +197,13 @@ impl RemoteSession {
         let sender =
             sender_of(&conn).ok_or_else(|| unavailable("no name on the session bus".into()))?;
         let portal = name_owner(&conn, PORTAL).await.map_err(refused)?;
+        // The name's owner must be the desktop's portal program: another process of the
+        // person's could own the name first and take every key typed.
+        if !is_portal_program(&conn, &portal).await {
+            return Err(unavailable(
+                "the desktop portal's name is held by another program".into(),
+            ));
+        }
         let session_token = token("takeover");
         let handle = format!("{PORTAL_PATH}/session/{sender}/{session_token}");
         // Subscribed before any request, so no answer or signal comes before its reader.
@@ -185,6 +217,13 @@ impl RemoteSession {
         .await
         .map_err(refused)?;
         let frontend = subscribe(&conn, owner_changes(PORTAL))
+            .await
+            .map_err(refused)?;
+        // Mutter itself (its unique name) and the idle monitor's name.
+        let compositor = subscribe(&conn, owner_changes(mutter))
+            .await
+            .map_err(refused)?;
+        let idle = subscribe(&conn, owner_changes(IDLE_MONITOR))
             .await
             .map_err(refused)?;
         let backends = subscribe(
@@ -232,7 +271,7 @@ impl RemoteSession {
                 "the desktop portal gave the session an unexpected handle".into(),
             ));
         }
-        let session = RemoteSession {
+        let mut session = RemoteSession {
             conn: conn.clone(),
             portal: portal.clone(),
             handle: handle.clone(),
@@ -290,8 +329,13 @@ impl RemoteSession {
             ));
         }
         let closing = session.closing.clone();
-        let watcher = tokio::spawn(watch_end(closed, frontend, backends, closing, ended));
-        Ok(RemoteSession { watcher, ..session })
+        session.watcher = tokio::spawn(watch_end(
+            closed,
+            [frontend, compositor, idle, backends],
+            closing,
+            ended,
+        ));
+        Ok(session)
     }
 
     /// Sends one key press or release and waits for the portal's answer.
@@ -333,18 +377,32 @@ impl RemoteSession {
 }
 
 /// Waits for the end of a started session and sends the kill switch, unless the driver is
-/// closing it.
+/// closing it: its `Session.Closed`, or a name among `owners` (the portal frontend's, mutter's
+/// unique name, the idle monitor's, the portal backends') lost or taken over by another
+/// connection. A name newly taken (a backend started on demand) is no end.
 async fn watch_end(
     mut closed: zbus::MessageStream,
-    mut frontend: zbus::MessageStream,
-    mut backends: zbus::MessageStream,
+    owners: [zbus::MessageStream; 4],
     closing: Arc<AtomicBool>,
     ended: mpsc::UnboundedSender<BackendEvent>,
 ) {
-    let why = tokio::select! {
-        _ = closed.next() => "the desktop ended the remote-desktop session",
-        _ = frontend.next() => "the desktop portal left the session bus",
-        _ = backends.next() => "a desktop portal backend left the session bus",
+    let [mut frontend, mut compositor, mut idle, mut backends] = owners;
+    let lost = |m: Option<zbus::Result<zbus::Message>>| match m {
+        Some(Ok(m)) => m
+            .body()
+            .deserialize::<(String, String, String)>()
+            .is_ok_and(|(_, old, _)| !old.is_empty()),
+        Some(Err(_)) => false,
+        None => true,
+    };
+    let why = loop {
+        tokio::select! {
+            _ = closed.next() => break "the desktop ended the remote-desktop session",
+            m = frontend.next() => if lost(m) { break "the desktop portal left the session bus" },
+            m = compositor.next() => if lost(m) { break "the compositor left the session bus" },
+            m = idle.next() => if lost(m) { break "the idle monitor changed hands" },
+            m = backends.next() => if lost(m) { break "a desktop portal backend left the session bus" },
+        }
     };
     if closing.load(Ordering::SeqCst) {
         return;
@@ -353,14 +411,49 @@ async fn watch_end(
     let _ = ended.send(BackendEvent::RemoteControlEnded { why: why.into() });
 }
 
+impl Drop for RemoteSession {
+    fn drop(&mut self) {
+        // Closed or not, its watcher goes with it; dropping the connection ends the portal's
+        // session.
+        self.closing.store(true, Ordering::SeqCst);
+        self.watcher.abort();
+    }
+}
+
+/// Whether the connection `name` (a unique name) belongs to the desktop portal's program, by
+/// the executable of its process.
+async fn is_portal_program(conn: &zbus::Connection, name: &str) -> bool {
+    let Ok(Ok(reply)) = tokio::time::timeout(
+        CALL_TIMEOUT,
+        conn.call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetConnectionUnixProcessID",
+            &(name,),
+        ),
+    )
+    .await
+    else {
+        return false;
+    };
+    let Ok(pid) = reply.body().deserialize::<u32>() else {
+        return false;
+    };
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n == PORTAL_EXE))
+        .unwrap_or(false)
+}
+
 /// The takeover's remote-desktop side on a Wayland session: the portal session, the keys the
 /// driver holds, and the watch for the person's input.
 pub struct Takeover {
     events: mpsc::UnboundedSender<BackendEvent>,
-    active: tokio::sync::Mutex<Option<(String, RemoteSession)>>,
+    active: tokio::sync::Mutex<Option<Active>>,
     /// Counts [`Takeover::end`]s: a start under way gives up when it changes.
     cancel: tokio::sync::watch::Sender<u64>,
-    /// When the portal answered the driver's last key (or the watch began).
+    /// When the compositor stamped the driver's last key (or the watch began).
     last_sent: Mutex<Instant>,
     /// Keysyms pressed and not yet released.
     held: Mutex<Vec<u32>>,
@@ -372,6 +465,14 @@ pub struct Takeover {
     poll: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Keys sent whose input the idle monitor has not shown yet: the poll judges nothing.
     in_flight: std::sync::atomic::AtomicUsize,
+    /// Mutter's unique name, pinned when the takeover began: the idle monitor is asked there.
+    mutter: Mutex<Option<String>>,
+}
+
+/// The portal session of one takeover.
+struct Active {
+    session: String,
+    remote: RemoteSession,
 }
 
 impl std::fmt::Debug for Takeover {
@@ -382,6 +483,31 @@ impl std::fmt::Debug for Takeover {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counts a key in flight for as long as it lives (also when the act's future is dropped).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::SeqCst);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Raises a flag when dropped: the caller of an act went away (the engine's time bound).
+struct RaiseOnDrop(Arc<AtomicBool>);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Takeover {
@@ -397,6 +523,7 @@ impl Takeover {
             person: AtomicBool::new(false),
             poll: Mutex::new(None),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            mutter: Mutex::new(None),
         }
     }
 
@@ -406,12 +533,12 @@ impl Takeover {
     pub async fn begin(&self, session_bus: Option<&str>, session: &str) -> Result<(), DriverError> {
         {
             let mut active = self.active.lock().await;
-            if active.as_ref().is_some_and(|(s, _)| s == session) {
+            if active.as_ref().is_some_and(|a| a.session == session) {
                 return Ok(());
             }
-            if let Some((_, old)) = active.take() {
-                self.release(&old).await;
-                old.close().await;
+            if let Some(old) = active.take() {
+                self.release(&old.remote).await;
+                old.remote.close().await;
             }
         }
         let mut cancel = self.cancel.subscribe();
@@ -422,8 +549,20 @@ impl Takeover {
                 "the takeover ended while the desktop's dialog was open",
             )
         };
+        let conn = crate::portal::session_conn(session_bus).await;
+        let mutter = match &conn {
+            Some(c) => mutter(c).await,
+            None => None,
+        }
+        .ok_or_else(|| {
+            DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "mutter's idle monitor does not answer as mutter: the person's input could not \
+                 be watched",
+            )
+        })?;
         let started = tokio::select! {
-            r = RemoteSession::start(session_bus, self.events.clone()) => r?,
+            r = RemoteSession::start(session_bus, &mutter, self.events.clone()) => r?,
             // Dropping the start drops its connection: the portal closes what it began.
             _ = cancel.changed() => return Err(ended()),
         };
@@ -434,7 +573,11 @@ impl Takeover {
             return Err(ended());
         }
         tracing::info!("the person allowed remote control in the desktop's dialog");
-        *active = Some((session.to_string(), started));
+        *lock(&self.mutter) = Some(mutter);
+        *active = Some(Active {
+            session: session.to_string(),
+            remote: started,
+        });
         Ok(())
     }
 
@@ -444,19 +587,19 @@ impl Takeover {
         self.stop_poll();
         self.cancel.send_modify(|g| *g = g.wrapping_add(1));
         let mut active = self.active.lock().await;
-        if active.as_ref().is_some_and(|(s, _)| s == session)
-            && let Some((_, r)) = active.take()
+        if active.as_ref().is_some_and(|a| a.session == session)
+            && let Some(a) = active.take()
         {
-            self.release(&r).await;
-            r.close().await;
+            self.release(&a.remote).await;
+            a.remote.close().await;
         }
     }
 
     /// Releases every key the driver holds.
     pub async fn release_all(&self) {
         let active = self.active.lock().await;
-        if let Some((_, r)) = active.as_ref() {
-            self.release(r).await;
+        if let Some(a) = active.as_ref() {
+            self.release(&a.remote).await;
         } else {
             lock(&self.held).clear();
         }
@@ -491,12 +634,18 @@ impl Takeover {
         }
     }
 
+    fn ended(&self, why: &str) {
+        tracing::warn!("{why}: the takeover ends");
+        let _ = self
+            .events
+            .send(BackendEvent::RemoteControlEnded { why: why.into() });
+    }
+
     async fn poll(&self, session_bus: Option<&str>) {
-        let Some(conn) = crate::portal::session_conn(session_bus).await else {
-            tracing::warn!("no session bus: the person's input cannot be watched");
-            let _ = self.events.send(BackendEvent::RemoteControlEnded {
-                why: "the person's input cannot be watched".into(),
-            });
+        let mutter = lock(&self.mutter).clone();
+        let (Some(conn), Some(mutter)) = (crate::portal::session_conn(session_bus).await, mutter)
+        else {
+            self.ended("the person's input cannot be watched");
             return;
         };
         let mut tick = tokio::time::interval(POLL);
@@ -506,26 +655,28 @@ impl Takeover {
             if !self.watching.load(Ordering::SeqCst) {
                 continue;
             }
-            let asked = Instant::now();
-            let Some(idle) = idle_time(&conn).await else {
-                tracing::warn!("the idle monitor did not answer: the takeover ends");
-                let _ = self.events.send(BackendEvent::RemoteControlEnded {
-                    why: "the idle monitor did not answer".into(),
-                });
+            let Some(idle) = idle_time(&conn, &mutter).await else {
+                self.ended("the idle monitor did not answer");
                 return;
             };
+            // Timed at the answer: the input looks later, never earlier, than it was (the
+            // person's side).
+            let answered = Instant::now();
             if self.in_flight.load(Ordering::SeqCst) == 0 {
-                self.judge(asked, idle);
+                self.judge(answered, idle);
             }
         }
     }
 
-    /// Releases every held key, last pressed first, bounded per key.
+    /// Releases every held key, last pressed first, bounded per key. A key not released ends
+    /// the portal session (the compositor then releases what its device holds).
     async fn release(&self, r: &RemoteSession) {
         let keys: Vec<u32> = std::mem::take(&mut *lock(&self.held));
         for k in keys.iter().rev() {
-            if let Err(why) = self.send_key(r, *k, false).await {
+            if let Err(why) = r.key(*k, false).await {
                 tracing::warn!("a held key was not released: {why}");
+                self.ended("a held key was not released");
+                return;
             }
         }
     }
@@ -533,50 +684,49 @@ impl Takeover {
     /// Sends one key and waits (at most [`CONFIRM_TIMEOUT`]) until the idle monitor shows an
     /// input at or after the send: the portal may answer before the compositor has the key,
     /// so the time the compositor stamped it, not the portal's answer, is the driver's last
-    /// input. Meanwhile the poll judges nothing.
-    async fn send_key(&self, r: &RemoteSession, keysym: u32, pressed: bool) -> Result<(), String> {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
+    /// input. Meanwhile the poll judges nothing. A key the idle monitor never shows is an
+    /// error: the act stops (the key may not have been given, or the monitor may not be
+    /// telling).
+    async fn send_key(
+        &self,
+        r: &RemoteSession,
+        mutter: &str,
+        keysym: u32,
+        pressed: bool,
+    ) -> Result<(), String> {
+        let _flight = InFlight::new(&self.in_flight);
         let sent_at = Instant::now();
-        let sent = r.key(keysym, pressed).await;
-        let mut seen = None;
-        if sent.is_ok() {
-            let deadline = sent_at + CONFIRM_TIMEOUT;
-            loop {
-                let asked = Instant::now();
-                let Some(idle) = idle_time(&r.conn).await else {
-                    break;
-                };
-                if let Some(at) = asked.checked_sub(idle)
-                    && at + CONFIRM_TOLERANCE >= sent_at
-                {
-                    seen = Some(at);
-                    break;
+        r.key(keysym, pressed).await?;
+        let deadline = sent_at + CONFIRM_TIMEOUT;
+        loop {
+            // Timed at the question: the driver's key looks earlier, never later, than it was
+            // (the person's side).
+            let asked = Instant::now();
+            let Some(idle) = idle_time(&r.conn, mutter).await else {
+                return Err("the idle monitor did not answer".into());
+            };
+            if let Some(at) = asked.checked_sub(idle)
+                && at + CONFIRM_TOLERANCE >= sent_at
+            {
+                let mut last = lock(&self.last_sent);
+                if at > *last {
+                    *last = at;
                 }
-                if Instant::now() >= deadline {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                return Ok(());
             }
-        }
-        {
-            let mut last = lock(&self.last_sent);
-            // Not seen in time: counted from now, so a later reset reads as the person's (a
-            // pause too many, never one too few).
-            let at = seen.unwrap_or_else(Instant::now);
-            if at > *last {
-                *last = at;
+            if Instant::now() >= deadline {
+                return Err("the compositor did not show the driver's key".into());
             }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        sent
     }
 
     /// Sorts one reading of the idle monitor: input later than the driver's last key is the
     /// person's, reported once per watch. True when the person's input has been seen.
-    fn judge(&self, asked: Instant, idle: Duration) -> bool {
+    fn judge(&self, at: Instant, idle: Duration) -> bool {
         let last = *lock(&self.last_sent);
         if self.watching.load(Ordering::SeqCst)
-            && person_input_after(asked, idle, last)
+            && person_input_after(at, idle, last)
             && !self.person.swap(true, Ordering::SeqCst)
         {
             tracing::info!("the person's own input during a takeover (idle monitor)");
@@ -588,103 +738,109 @@ impl Takeover {
         self.person.load(Ordering::SeqCst)
     }
 
-    /// Sends a synthetic batch: keys and typing only (no pointer input on Wayland), each key
-    /// checked for the stop flag and the person's input before it is sent.
+    /// Sends a synthetic batch: keys and typing only (no pointer input on Wayland). Before
+    /// every key event (each press and each release) the stop flag and the idle monitor are
+    /// checked. The batch runs in a task of its own: when the caller goes away (the engine's
+    /// time bound), it stops before its next key and releases what it holds.
     pub async fn synthetic(
-        &self,
+        self: &Arc<Self>,
         op: SynthOp,
         stop: StopFlag,
     ) -> Result<SynthOutcome, DriverError> {
-        let keysyms: Vec<Vec<u32>> = match &op {
-            SynthOp::Keys { keys } => {
-                let mut syms = Vec::with_capacity(keys.len());
-                for k in keys {
-                    syms.push(keysym_for_name(k).ok_or_else(|| {
-                        DriverError::new(ErrorCode::InvalidArguments, "a key name is not known")
-                            .with_effect("refused")
-                    })?);
-                }
-                vec![syms]
-            }
-            SynthOp::Type { text } => {
-                let mut chars = Vec::new();
-                for c in text.chars() {
-                    chars.push(vec![keysym_for_char(c).ok_or_else(|| {
-                        DriverError::new(
-                            ErrorCode::InvalidArguments,
-                            "the text holds a control character that is not typed",
-                        )
-                        .with_effect("refused")
-                    })?]);
-                }
-                chars
-            }
-            _ => {
-                return Err(DriverError::new(
-                    ErrorCode::Unsupported,
-                    "on Wayland the driver sends no pointer input: a window's place on the \
-                     screen is not known; nothing was sent",
-                )
-                .with_effect("refused"));
-            }
-        };
+        let batch = keysyms_of(&op)?;
         let typing = matches!(op, SynthOp::Type { .. });
+        let gone = Arc::new(AtomicBool::new(false));
+        let _caller = RaiseOnDrop(gone.clone());
+        let me = self.clone();
+        tokio::spawn(async move { me.run(batch, typing, stop, gone).await })
+            .await
+            .unwrap_or_else(|_| {
+                Err(DriverError::new(
+                    ErrorCode::InternalError,
+                    "the keys' task ended early; every key it held was released",
+                ))
+            })
+    }
+
+    async fn run(
+        &self,
+        batch: Vec<Vec<u32>>,
+        typing: bool,
+        stop: StopFlag,
+        gone: Arc<AtomicBool>,
+    ) -> Result<SynthOutcome, DriverError> {
         let active = self.active.lock().await;
-        let Some((_, r)) = active.as_ref() else {
+        let Some(r) = active.as_ref().map(|a| &a.remote) else {
             return Err(DriverError::new(
                 ErrorCode::BackendUnavailable,
                 "no remote-desktop session; nothing was sent",
             )
             .with_effect("refused"));
         };
+        let Some(mutter) = lock(&self.mutter).clone() else {
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "no idle monitor; nothing was sent",
+            )
+            .with_effect("refused"));
+        };
         let mut typed = 0u64;
-        for (i, combo) in keysyms.iter().enumerate() {
-            // The idle monitor read right before each key too: the person's input between
-            // two of the driver's keys is seen before the next key hides it.
-            let asked = Instant::now();
-            if let Some(idle) = idle_time(&r.conn).await {
-                self.judge(asked, idle);
-            }
-            let why_not = if stop.is_raised() {
-                Some(Ok(SynthOutcome::Cancelled { typed }))
-            } else if self.person.load(Ordering::SeqCst) {
-                Some(Ok(SynthOutcome::Stopped {
-                    reason: PausedReason::PersonInput,
-                    typed,
-                }))
-            } else {
-                None
-            };
-            if let Some(out) = why_not {
-                self.release(r).await;
-                return out;
-            }
-            let sent = async {
-                for k in combo {
-                    lock(&self.held).push(*k);
-                    self.send_key(r, *k, true).await?;
+        let mut sent_any = false;
+        for combo in &batch {
+            let events = combo
+                .iter()
+                .map(|k| (*k, true))
+                .chain(combo.iter().rev().map(|k| (*k, false)));
+            for (k, pressed) in events {
+                // Before every key event: the stop flag, the caller, and the idle monitor (the
+                // person's input between two of the driver's keys is seen before the next
+                // key hides it).
+                let checked = idle_time(&r.conn, &mutter).await;
+                let answered = Instant::now();
+                let person = match checked {
+                    Some(idle) => self.judge(answered, idle),
+                    None => {
+                        self.release(r).await;
+                        return Err(self.broke(
+                            "the idle monitor did not answer",
+                            sent_any,
+                            typing.then_some(typed),
+                        ));
+                    }
+                };
+                let out = if stop.is_raised() || gone.load(Ordering::SeqCst) {
+                    Some(SynthOutcome::Cancelled { typed })
+                } else if person {
+                    Some(SynthOutcome::Stopped {
+                        reason: PausedReason::PersonInput,
+                        typed,
+                    })
+                } else {
+                    None
+                };
+                if let Some(out) = out {
+                    self.release(r).await;
+                    return Ok(out);
                 }
-                for k in combo.iter().rev() {
-                    self.send_key(r, *k, false).await?;
+                if pressed {
+                    lock(&self.held).push(k);
+                }
+                let sent = self.send_key(r, &mutter, k, pressed).await;
+                sent_any = true;
+                if !pressed {
                     let mut held = lock(&self.held);
-                    if let Some(at) = held.iter().rposition(|h| h == k) {
+                    if let Some(at) = held.iter().rposition(|h| *h == k) {
                         held.remove(at);
                     }
                 }
-                Ok::<(), String>(())
-            }
-            .await;
-            if let Err(why) = sent {
-                self.release(r).await;
-                let mut e = DriverError::new(
-                    ErrorCode::BackendUnavailable,
-                    format!("the remote-desktop session failed: {why}"),
-                );
-                e.effect = Some(if i == 0 { "refused" } else { "stopped" }.into());
-                if typing {
-                    e.typed_characters = Some(typed);
+                if let Err(why) = sent {
+                    self.release(r).await;
+                    return Err(self.broke(
+                        &format!("the remote-desktop session failed: {why}"),
+                        true,
+                        typing.then_some(typed),
+                    ));
                 }
-                return Err(e);
             }
             if typing {
                 typed += 1;
@@ -692,6 +848,48 @@ impl Takeover {
             }
         }
         Ok(SynthOutcome::Done)
+    }
+
+    fn broke(&self, why: &str, sent_any: bool, typed: Option<u64>) -> DriverError {
+        let mut e = DriverError::new(ErrorCode::BackendUnavailable, why.to_string());
+        e.effect = Some(if sent_any { "stopped" } else { "refused" }.into());
+        e.typed_characters = typed;
+        e
+    }
+}
+
+/// The keysyms of a synthetic batch: one combination for keys, one a character for typing;
+/// pointer acts are refused (a window's place on the screen is not known on Wayland).
+fn keysyms_of(op: &SynthOp) -> Result<Vec<Vec<u32>>, DriverError> {
+    match op {
+        SynthOp::Keys { keys } => {
+            let mut syms = Vec::with_capacity(keys.len());
+            for k in keys {
+                syms.push(keysym_for_name(k).ok_or_else(|| {
+                    DriverError::new(ErrorCode::InvalidArguments, "a key name is not known")
+                        .with_effect("refused")
+                })?);
+            }
+            Ok(vec![syms])
+        }
+        SynthOp::Type { text } => text
+            .chars()
+            .map(|c| {
+                keysym_for_char(c).map(|k| vec![k]).ok_or_else(|| {
+                    DriverError::new(
+                        ErrorCode::InvalidArguments,
+                        "the text holds a control character that is not typed",
+                    )
+                    .with_effect("refused")
+                })
+            })
+            .collect(),
+        _ => Err(DriverError::new(
+            ErrorCode::Unsupported,
+            "on Wayland the driver sends no pointer input: a window's place on the screen is \
+             not known; nothing was sent",
+        )
+        .with_effect("refused")),
     }
 }
 

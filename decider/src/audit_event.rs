@@ -253,7 +253,9 @@ impl AuditEvent {
             AuditEvent::TakeoverResumed => r#"`by` (`indicator`/`host`), `at_ms`"#,
             AuditEvent::ControlRefused => r#"`method`, `reason`"#,
             AuditEvent::LeaseExpired => r#""#,
-            AuditEvent::Stop => r#"`origin` (`terminal`, `hotkey`, `shutdown`), `sessions`"#,
+            AuditEvent::Stop => {
+                r#"`origin` (`terminal`, `hotkey`, `shutdown`, `remote_desktop`: the desktop ended the Wayland takeover's portal session), `sessions`"#
+            }
             AuditEvent::AgentStart => {
                 r#"`agent`, `pid`, `restart` (an earlier instance ran and ended)"#
             }

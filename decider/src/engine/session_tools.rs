@@ -18,8 +18,9 @@ use crate::session::{AppGrant, Grant, InputMode, Phase};
 /// Longest lease, in seconds.
 const MAX_LEASE_S: u64 = 3600;
 /// Longest wait for the takeover indicator: the backend bounds its own wait (3 s on X11; on
-/// Wayland the person's answer in the desktop's dialog, at most 120 s, comes first).
-const INDICATOR_TIMEOUT: Duration = Duration::from_secs(150);
+/// Wayland the person's answer in the desktop's dialog, at most 120 s, and the portal's
+/// other requests, at most about 50 s, come first).
+const INDICATOR_TIMEOUT: Duration = Duration::from_secs(200);
 
 /// The one consent dialog slot, held by a session while its dialog is up; released on drop.
 struct ConsentSlot<'a> {

@@ -182,7 +182,15 @@ impl<B: Backend> Engine<B> {
                     .cloned(),
                 f.popup,
             ),
-            None => (all.into_iter().find(|w| w.active), false),
+            None => {
+                // No display to ask (Wayland): the windows' own `active` states, which an app
+                // reports about itself; trusted only when exactly one window claims it.
+                let mut active = all.into_iter().filter(|w| w.active);
+                match (active.next(), active.next()) {
+                    (Some(w), None) => (Some(w), false),
+                    _ => (None, false),
+                }
+            }
         };
         let Some(w) = w else {
             // Nothing was sent: focus_changed (unsafe) would say something may have happened.
@@ -211,6 +219,27 @@ impl<B: Backend> Engine<B> {
                    "settle": {"ms": started.elapsed().as_millis() as u64, "settled": true},
                    "window_id": window_id})
         };
+        // On Wayland no pointer input at all: refused here, before any approval is asked for
+        // an act that could not happen.
+        if self.backend.frame_origin() == FrameOrigin::Window
+            && matches!(
+                call,
+                Call::Click(_)
+                    | Call::DoubleClick(_)
+                    | Call::RightClick(_)
+                    | Call::Scroll { .. }
+                    | Call::Drag { .. }
+                    | Call::MoveCursor { .. }
+                    | Call::BringToFront(_)
+            )
+        {
+            return Err(DriverError::new(
+                ErrorCode::Unsupported,
+                "on Wayland the driver sends no pointer input: a window's place on the screen \
+                 is not known; nothing was sent",
+            )
+            .with_effect("refused"));
+        }
         match call {
             Call::Click(PointerArgs { token, .. })
             | Call::DoubleClick(PointerArgs { token, .. })
