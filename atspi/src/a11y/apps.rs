@@ -104,8 +104,9 @@ pub enum CacheVerdict {
     Unknown,
     /// It answered within a walk's share of the budget.
     Answers,
-    /// Too slow for a walk: it did not answer in time, or a first look at one of the
-    /// application's windows showed too many objects for it. Walks read the application live,
+    /// Too slow for a walk: it did not answer in the time a walk gave it (a second at least:
+    /// the reader's `CACHE_TRIAL`), or a first look at one of the application's windows showed
+    /// too many objects for it. Walks read the application live,
     /// bounded, and never ask it again.
     TooSlow,
 }

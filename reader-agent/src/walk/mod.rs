@@ -30,7 +30,9 @@
 //! what it leaves out says `app_too_large`. The reader learns it for the application's life
 //! ([`nish_atspi::a11y::CacheVerdict`]): from a first look at the window and the application's
 //! other windows (`live::first_look`, before its cache is asked the first time), or from a
-//! cache that did not answer in time.
+//! cache that did not answer in time. The cache is asked only by a walk with [`CACHE_TRIAL`] left
+//! for it, so that an application slow to show its window (busy with something else) is never
+//! judged by a call cut short; such a walk reads live, unbounded, and the next walk asks again.
 //!
 //! Here are the walk itself and the re-read of single objects; step 2 is in `cache`, step 3
 //! in `live`, step 4 in `details`, and the calls' turns and timeouts in `ctx`.
@@ -51,6 +53,7 @@ use nish_atspi::failure::Failure;
 use nish_atspi::states::{ValueKind, value_kind};
 use nish_atspi::tree::{Arena, Details, Key, Plan, build_nodes, clamp_limits, plan};
 
+pub use self::cache::CACHE_TRIAL;
 use self::cache::{arena_from_reply, cache_reply, realize};
 use self::ctx::Ctx;
 pub use self::ctx::{
