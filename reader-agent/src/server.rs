@@ -601,6 +601,8 @@ impl Reader {
                             cache = stats.cache,
                             p2p = stats.p2p,
                             live = stats.live_objects,
+                            ms_frame = stats.ms_frame,
+                            ms_cache = stats.ms_cache,
                             ms = stats.ms_total,
                             ?fresh,
                             "tree read"

@@ -24,6 +24,13 @@ pub(crate) const AT_SPI_REGISTRYD: &str = "/usr/libexec/at-spi2-registryd";
 const OPENBOX: &str = "/usr/bin/openbox";
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The portal backends an X11 desktop ships: GTK's, the generic one a desktop without its own
+/// (openbox) uses. Without a portal directory of its own, the portal frontend that Chromium
+/// activates on the session bus would start every backend the machine has (xdg-desktop-portal
+/// 1.16 falls back to any that offers an interface): GNOME's and KDE's too, beside the app
+/// under test, as no machine with one desktop does.
+const X11_PORTALS: &[&str] = &["gtk.portal"];
+
 /// Set to `1` to keep the private directory (with every process's log in `logs/`) at teardown.
 pub const KEEP_ENV: &str = "NISH_TESTDESK_KEEP";
 
@@ -474,6 +481,7 @@ impl Desktop {
     fn start_session_bus(&mut self) -> Result<()> {
         let role = "dbus-daemon";
         mounts::mask_document_portal(&self.dir)?;
+        mounts::choose_portals(&self.dir, X11_PORTALS)?;
         let socket = self.dir.join("bus");
         let args: Vec<OsString> = vec![
             "--session".into(),
@@ -643,7 +651,8 @@ impl Desktop {
     }
 
     /// The environment for children: `PATH`, `LANG`, `DISPLAY`, `DBUS_SESSION_BUS_ADDRESS`,
-    /// `XDG_RUNTIME_DIR`, `HOME` (both the private directory), `XDG_SESSION_TYPE=x11`, and on a
+    /// `XDG_RUNTIME_DIR`, `HOME` (both the private directory), `XDG_SESSION_TYPE=x11`,
+    /// `XDG_DESKTOP_PORTAL_DIR` (the desktop's own portal backends), and on a
     /// nested desktop `NISH_PERSON_DISPLAY` (the outer display, for scripts that play the person).
     /// Nothing else: apply it to a cleared environment (see [`Desktop::command`]), so
     /// `NO_AT_BRIDGE`, `GTK_A11Y`, `WAYLAND_DISPLAY` and `AT_SPI_BUS_ADDRESS` are unset and apps
@@ -664,6 +673,10 @@ impl Desktop {
             // database, not in HOME, and it must find the desktop's own service files.
             ("XDG_DATA_HOME".to_string(), format!("{dir}/.local/share")),
             ("XDG_SESSION_TYPE".to_string(), "x11".to_string()),
+            (
+                "XDG_DESKTOP_PORTAL_DIR".to_string(),
+                format!("{dir}/portals"),
+            ),
         ];
         if !self.session_bus.is_empty() {
             env.push((

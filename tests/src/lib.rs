@@ -19,7 +19,9 @@
 //!
 //! Both desktops mask the document portal on their session bus (its FUSE mount at
 //! `$XDG_RUNTIME_DIR/doc` is of no use here and, left by a daemon killed under load, blocks the
-//! teardown), and the teardown lazily unmounts anything still mounted in the directory.
+//! teardown), and the teardown lazily unmounts anything still mounted in the directory. Each
+//! desktop's portal frontend sees its own desktop's portal backends only
+//! (`XDG_DESKTOP_PORTAL_DIR`): GTK's on X11, not every backend the machine has.
 //!
 //! [`WaylandDesktop::start`] brings up the same in a GNOME Wayland session instead: a private
 //! session bus, `mutter --headless --wayland --no-x11` with one 1280x800 virtual monitor, and

@@ -1,4 +1,5 @@
-//! Keeping FUSE mounts out of a private desktop's directory, and removing any left behind.
+//! Keeping FUSE mounts out of a private desktop's directory, and removing any left behind; and
+//! the desktop's own portal backends, the other part of its session bus's portal setup.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -22,6 +23,25 @@ pub(crate) fn mask_document_portal(dir: &Path) -> Result<()> {
         "[D-BUS Service]\nName=org.freedesktop.portal.Documents\nExec=/bin/false\n",
     )
     .with_context(|| format!("writing {}", file.display()))
+}
+
+/// Where the portal backends' `.portal` files are installed.
+const SYSTEM_PORTALS: &str = "/usr/share/xdg-desktop-portal/portals";
+
+/// Copies the portal backends `names` (`.portal` files) that are installed into `dir/portals`,
+/// the desktop's `XDG_DESKTOP_PORTAL_DIR`: the portal frontend, when something activates it on
+/// the desktop's session bus, sees and starts those backends only.
+pub(crate) fn choose_portals(dir: &Path, names: &[&str]) -> Result<()> {
+    let dir = dir.join("portals");
+    std::fs::create_dir_all(&dir)?;
+    for name in names {
+        let from = Path::new(SYSTEM_PORTALS).join(name);
+        if from.exists() {
+            std::fs::copy(&from, dir.join(name))
+                .with_context(|| format!("copying {}", from.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Mount points at or under `dir`, from `/proc/self/mountinfo` (field 5, octal escapes

@@ -46,8 +46,6 @@ const KWIN: &str = "/usr/bin/kwin_wayland";
 const UNSHARE: &str = "/usr/bin/unshare";
 const PIPEWIRE: &str = "/usr/bin/pipewire";
 const WIREPLUMBER: &str = "/usr/bin/wireplumber";
-/// Where the portal backends' `.portal` files are installed.
-const SYSTEM_PORTALS: &str = "/usr/share/xdg-desktop-portal/portals";
 
 /// Executables of X servers: none of them may run on (or for) a Wayland desktop.
 pub const X_SERVERS: &[&str] = &["Xwayland", "Xvfb", "Xephyr", "Xorg", "X"];
@@ -214,16 +212,7 @@ impl WaylandDesktop {
 
     /// Copies the desktop's portal backends that are installed into its own portal directory.
     fn choose_portals(&self) -> Result<()> {
-        let dir = self.dir.join("portals");
-        std::fs::create_dir_all(&dir)?;
-        for name in self.portals() {
-            let from = Path::new(SYSTEM_PORTALS).join(name);
-            if from.exists() {
-                std::fs::copy(&from, dir.join(name))
-                    .with_context(|| format!("copying {}", from.display()))?;
-            }
-        }
-        Ok(())
+        mounts::choose_portals(&self.dir, self.portals())
     }
 
     fn start_session_bus(&mut self) -> Result<()> {

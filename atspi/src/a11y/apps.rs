@@ -89,6 +89,8 @@ pub struct A11y {
     flights: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
     /// What each application's whole-cache call was seen to cost ([`CacheVerdict`]).
     caches: std::sync::Mutex<HashMap<String, CacheVerdict>>,
+    /// When a walk last found each application busy ([`A11y::note_busy`]).
+    busy: std::sync::Mutex<HashMap<String, Instant>>,
     /// The registry's application list, standing while the registry reports no change to it.
     registry: std::sync::Mutex<RegistryAnswer>,
 }
@@ -104,11 +106,21 @@ pub enum CacheVerdict {
     Unknown,
     /// It answered within a walk's share of the budget.
     Answers,
-    /// Too slow for a walk: it did not answer in time, or a first look at one of the
-    /// application's windows showed too many objects for it. Walks read the application live,
+    /// Too slow for a walk: it did not answer in the time a walk gave it (a second at least:
+    /// the reader's `CACHE_TRIAL`), or a first look at one of the application's windows showed
+    /// too many objects for it. Walks read the application live,
     /// bounded, and never ask it again.
     TooSlow,
 }
+/// How long after a walk found an application busy (slow to show its window, or not answering)
+/// its whole-cache call is neither asked nor judged: a few walks' time, long enough to see past a
+/// burst of the application's own work (Chromium building the objects of a page it just loaded,
+/// tens of seconds of its CPU on a busy machine) and short enough that the cache of an
+/// application that settled is judged within seconds. A cache asked meanwhile would tell how busy
+/// the application is, not how large its cache is, and a timeout would mark it too slow for
+/// its life.
+pub const BUSY_MEMORY: Duration = Duration::from_secs(10);
+
 /// Calls in flight to one application at once, over every walk of it: enough to keep a fast
 /// application busy, few enough that a slow one has little left to answer once a walk has
 /// given up on it (the calls still queued in it are answered into the void).
@@ -168,6 +180,7 @@ impl A11y {
             frames: std::sync::Mutex::default(),
             flights: std::sync::Mutex::default(),
             caches: std::sync::Mutex::default(),
+            busy: std::sync::Mutex::default(),
             registry: std::sync::Mutex::default(),
         }
     }
@@ -250,6 +263,28 @@ impl A11y {
             }
         }
         map.insert(bus_name.to_string(), verdict);
+    }
+
+    /// Remembers that a walk found the application busy: its cache is neither asked nor judged
+    /// for [`BUSY_MEMORY`] from now. At most 1,024 applications are remembered (the oldest
+    /// marks are dropped first).
+    pub fn note_busy(&self, bus_name: &str) {
+        let mut map = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if map.len() >= FRAME_MEMORY && !map.contains_key(bus_name) {
+            map.retain(|_, at| now.duration_since(*at) < BUSY_MEMORY);
+            if map.len() >= FRAME_MEMORY {
+                map.clear();
+            }
+        }
+        map.insert(bus_name.to_string(), now);
+    }
+
+    /// True while a walk found the application busy less than [`BUSY_MEMORY`] ago.
+    pub fn recently_busy(&self, bus_name: &str) -> bool {
+        let map = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(bus_name)
+            .is_some_and(|at| at.elapsed() < BUSY_MEMORY)
     }
 
     /// The limit of calls in flight to one application (see [`APP_IN_FLIGHT`]).
@@ -380,6 +415,9 @@ impl A11y {
             }
             if let Ok(mut c) = self.caches.lock() {
                 c.remove(&g);
+            }
+            if let Ok(mut b) = self.busy.lock() {
+                b.remove(&g);
             }
         }
         self.ask_names(&bus, &mut apps);
@@ -629,6 +667,26 @@ mod cache_memory_tests {
         }
         assert_eq!(a.cache_verdict(":1.5"), CacheVerdict::TooSlow);
         let held = a.caches.lock().unwrap().len();
+        assert!(held <= FRAME_MEMORY, "{held} apps remembered");
+    }
+
+    #[test]
+    fn an_app_found_busy_is_remembered_a_while_and_the_memory_is_bounded() {
+        let a = A11y::new(Connector::Direct);
+        assert!(!a.recently_busy(":1.5"));
+        a.note_busy(":1.5");
+        assert!(a.recently_busy(":1.5"));
+        assert!(!a.recently_busy(":1.6"), "another app is not busy");
+        // A mark older than BUSY_MEMORY has run out.
+        a.busy
+            .lock()
+            .unwrap()
+            .insert(":1.7".into(), Instant::now() - BUSY_MEMORY);
+        assert!(!a.recently_busy(":1.7"));
+        for i in 0..FRAME_MEMORY * 2 {
+            a.note_busy(&format!(":2.{i}"));
+        }
+        let held = a.busy.lock().unwrap().len();
         assert!(held <= FRAME_MEMORY, "{held} apps remembered");
     }
 }

@@ -26,7 +26,7 @@ mod objects;
 mod registry;
 
 pub use actions::{ACTION_MEMORY, ActionNames};
-pub use apps::{A11y, APP_IN_FLIGHT, AppRef, CacheVerdict, NAME_RETRY};
+pub use apps::{A11y, APP_IN_FLIGHT, AppRef, BUSY_MEMORY, CacheVerdict, NAME_RETRY};
 pub use bus::{
     BUS_RETRY, BusProblem, REGISTRY, ROOT_PATH, SETUP_TIMEOUT, bus_address, connect_bus,
 };

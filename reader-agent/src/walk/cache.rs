@@ -73,8 +73,20 @@ pub(super) async fn realize(ctx: &Arc<Ctx>, paths: Vec<String>, max: usize) -> u
     listed
 }
 
+/// The least time a walk must have left to ask for the whole cache: the call's trial. A cache
+/// that does not answer within it is judged too slow for the application's life; a walk with
+/// less time left (its frame search took long: an application busy with something else, such
+/// as building the objects of a page it just loaded) reads live instead, and the cache is
+/// neither asked nor judged. Asking it anyway would only tell how busy the application was,
+/// not how large its cache is, and would keep it busy with a reply nobody waits for, making the
+/// next walk's frame search slow in turn. Two thirds of the structure's share of a default
+/// walk's budget (1.5 s), so that a walk whose frame search is quick gives the cache its trial.
+pub const CACHE_TRIAL: Duration = Duration::from_millis(1000);
+
 /// `Cache.GetItems`, activating GTK 3's cache by registering for events when it does not
-/// answer yet. `None` when the application has no cache.
+/// answer yet. `None` when the application has no cache, when the walk has less than
+/// [`CACHE_TRIAL`] left for it (not asked), or when it did not answer within the time the walk
+/// had left (at least [`CACHE_TRIAL`]: then the application is remembered as too slow for it).
 pub(super) async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message> {
     for attempt in 0..2 {
         // The cache reply may be large: it gets the phase's whole time left (once asked, the
@@ -82,6 +94,13 @@ pub(super) async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message>
         let t = ctx
             .timeout()?
             .max(ctx.phase_end().saturating_duration_since(Instant::now()));
+        if t < CACHE_TRIAL {
+            tracing::debug!(
+                ms = t.as_millis() as u64,
+                "too little time left for the cache's trial: read live"
+            );
+            return None;
+        }
         let r = call_msg(
             &ctx.link.conn,
             ctx.link.dest(),
@@ -98,7 +117,8 @@ pub(super) async fn cache_reply(a11y: &A11y, ctx: &Ctx) -> Option<zbus::Message>
                 a11y.register_events().await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            // Too slow for the walk: read live (next time, and for a while).
+            // Too slow with its trial's time: the application is read live and bounded from
+            // now on.
             Err(CallError::Timeout) => {
                 tracing::debug!(
                     ms = t.as_millis() as u64,

@@ -17,11 +17,11 @@ use zbus::Connection;
 use zbus::export::futures_core::Stream;
 use zbus::zvariant::{OwnedObjectPath, Value};
 
-use super::cache::cache_reply;
+use super::cache::{CACHE_TRIAL, cache_reply};
 use super::ctx::BOUNDED_CHILDREN;
 use super::ctx::Ctx;
 use super::live::{FIRST_LOOK_TOO_MANY, first_look, read_structure};
-use nish_atspi::a11y::{A11y, APP_IN_FLIGHT, AppLink};
+use nish_atspi::a11y::{A11y, APP_IN_FLIGHT, AppLink, CacheVerdict};
 use nish_atspi::agent::connector::Connector;
 use nish_atspi::tree::{Arena, Kids, MAX_CHILDREN, Obj, plan};
 
@@ -44,6 +44,8 @@ struct Seen {
     children_of: Mutex<HashMap<String, usize>>,
     /// `GetChildAtIndex` calls by path.
     index_of: Mutex<HashMap<String, usize>>,
+    /// `Cache.GetItems` calls.
+    cache_asked: AtomicUsize,
 }
 
 /// One of the fake app's objects.
@@ -128,6 +130,7 @@ async fn answer(conn: &Connection, msg: &zbus::Message, items: usize, seen: &See
             conn.reply(&h, &((me, k),)).await
         }
         ("GetItems", _) => {
+            seen.cache_asked.fetch_add(1, Ordering::SeqCst);
             // A cache that takes longer than any walk, then lists nothing.
             tokio::time::sleep(Duration::from_secs(5)).await;
             let none: Vec<((String, OwnedObjectPath),)> = Vec::new();
@@ -415,16 +418,75 @@ fn a_cache_too_slow_for_the_walk_is_skipped_for_a_while() {
 }
 
 async fn slow_cache() {
-    let (link, _) = fake_app(10, Duration::ZERO, false).await;
+    let (link, seen) = fake_app(10, Duration::ZERO, false).await;
     let a11y = A11y::new(Connector::Direct);
     let bus = link.bus_name.clone();
     assert!(a11y.use_cache(&bus));
-    let c = ctx(link, &a11y, Duration::from_millis(300));
+    // The walk has the cache's trial left, and a little more.
+    let phase = CACHE_TRIAL + Duration::from_millis(200);
+    let c = ctx(link, &a11y, phase);
     let t0 = Instant::now();
     assert!(cache_reply(&a11y, &c).await.is_none());
-    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < phase + Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(seen.cache_asked.load(Ordering::SeqCst), 1);
     assert!(!c.dead.load(Ordering::SeqCst));
     assert!(!a11y.use_cache(&bus), "the next walks read live");
+    assert_eq!(a11y.cache_verdict(&bus), CacheVerdict::TooSlow);
+}
+
+#[test]
+fn a_walk_with_less_than_the_caches_trial_left_neither_asks_nor_judges_it() {
+    run(cache_without_its_trial());
+}
+
+async fn cache_without_its_trial() {
+    // A walk whose frame search took most of the structure's share (the app was busy): what
+    // is left would tell how busy the app is, not how large its cache is.
+    let (link, seen) = fake_app(10, Duration::ZERO, false).await;
+    let a11y = A11y::new(Connector::Direct);
+    let bus = link.bus_name.clone();
+    let c = ctx(link, &a11y, CACHE_TRIAL - Duration::from_millis(100));
+    let t0 = Instant::now();
+    assert!(cache_reply(&a11y, &c).await.is_none());
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(
+        seen.cache_asked.load(Ordering::SeqCst),
+        0,
+        "the app is not kept busy with a reply nobody waits for"
+    );
+    assert!(!c.dead.load(Ordering::SeqCst));
+    assert!(!c.is_bounded());
+    assert_eq!(
+        a11y.cache_verdict(&bus),
+        CacheVerdict::Unknown,
+        "not judged: the next walk asks again"
+    );
+    // The walk reads live in the time it has: the list's first items and the status bar.
+    let (mut arena, root) = frame_arena(&bus);
+    read_structure(&c, &mut arena, root, &limits()).await;
+    let p = plan(&arena, root, &limits(), false, c.reason());
+    let got = paths(&arena, &p);
+    assert_eq!(got.last().unwrap(), "/status", "{got:?}");
+    assert!(got.iter().any(|p| p == "/i/0"), "{got:?}");
+}
+
+#[test]
+fn a_default_walk_with_a_quick_frame_search_gives_the_cache_its_trial() {
+    let default = Duration::from_millis(nish_proto::model::WALK_BUDGET_MS);
+    let structure = default * super::STRUCTURE_SHARE / 100;
+    // A frame search and a first look of a few calls each leave the cache its trial.
+    assert!(
+        CACHE_TRIAL + Duration::from_millis(300) <= structure,
+        "{CACHE_TRIAL:?} of {structure:?}"
+    );
 }
 
 #[test]

@@ -30,7 +30,12 @@
 //! what it leaves out says `app_too_large`. The reader learns it for the application's life
 //! ([`nish_atspi::a11y::CacheVerdict`]): from a first look at the window and the application's
 //! other windows (`live::first_look`, before its cache is asked the first time), or from a
-//! cache that did not answer in time.
+//! cache that did not answer in time. The cache is asked only by a walk with [`CACHE_TRIAL`] left
+//! for it, and not while the application is busy: a walk that found it slow to show its window
+//! (too little time left for the trial) or not answering marks it busy for
+//! [`nish_atspi::a11y::BUSY_MEMORY`], and meanwhile walks read it live, unbounded, so that a
+//! burst of its own work (Chromium building the objects of a page it just loaded) is never taken
+//! for a cache too slow for its life.
 //!
 //! Here are the walk itself and the re-read of single objects; step 2 is in `cache`, step 3
 //! in `live`, step 4 in `details`, and the calls' turns and timeouts in `ctx`.
@@ -51,6 +56,7 @@ use nish_atspi::failure::Failure;
 use nish_atspi::states::{ValueKind, value_kind};
 use nish_atspi::tree::{Arena, Details, Key, Plan, build_nodes, clamp_limits, plan};
 
+pub use self::cache::CACHE_TRIAL;
 use self::cache::{arena_from_reply, cache_reply, realize};
 use self::ctx::Ctx;
 pub use self::ctx::{
@@ -200,10 +206,21 @@ pub async fn read_tree(
     ctx.phase_until(start + budget * structure_share / 100);
     let cap = limits.max_elements as usize;
     let t_cache = Instant::now();
-    let reply = if ctx.is_bounded() || ctx.dead.load(Ordering::Relaxed) {
-        None
-    } else {
+    let step = cache_step(
+        ctx.is_bounded() || ctx.dead.load(Ordering::Relaxed),
+        ctx.phase_end().saturating_duration_since(t_cache),
+        a11y.recently_busy(&bus),
+    );
+    if step == CacheStep::Short {
+        a11y.note_busy(&bus);
+    }
+    if step != CacheStep::Ask {
+        tracing::debug!(?step, "the cache is not asked");
+    }
+    let reply = if step == CacheStep::Ask {
         cache_reply(a11y, &ctx).await
+    } else {
+        None
     };
     let mut arena = None;
     if let Some(msg) = reply {
@@ -220,6 +237,7 @@ pub async fn read_tree(
         ctx.bounded.store(true, Ordering::Relaxed);
     }
     if ctx.dead.load(Ordering::Relaxed) {
+        a11y.note_busy(&bus);
         if ctx.broken.load(Ordering::Relaxed) && ctx.link.p2p {
             a11y.drop_link(&ctx.link.bus_name).await;
         }
@@ -461,6 +479,36 @@ pub async fn read_objects_with(
         .collect())
 }
 
+/// What a walk does about the application's whole-cache call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CacheStep {
+    /// Ask it, with the time left (at least [`CACHE_TRIAL`]); a timeout judges it too slow.
+    Ask,
+    /// Not asked: the application is read bounded, or stopped answering.
+    Never,
+    /// Not asked nor judged: the walk has less than [`CACHE_TRIAL`] left (its frame search or
+    /// first look took long): the application is busy, and is remembered so. The walk reads
+    /// live, unbounded.
+    Short,
+    /// Not asked nor judged: a walk found the application busy less than
+    /// [`nish_atspi::a11y::BUSY_MEMORY`] ago. The walk reads live, unbounded.
+    Busy,
+}
+
+/// The walk's [`CacheStep`]: `never` when it reads bounded or the app stopped answering, `left`
+/// the structure's time left, `busy` whether a walk found the app busy a moment ago.
+fn cache_step(never: bool, left: Duration, busy: bool) -> CacheStep {
+    if never {
+        CacheStep::Never
+    } else if left < CACHE_TRIAL {
+        CacheStep::Short
+    } else if busy {
+        CacheStep::Busy
+    } else {
+        CacheStep::Ask
+    }
+}
+
 /// True when a walk that the app or the time cut short has nothing but the window's own row to
 /// show: that is a failure (`app_not_responding`), never a one-row tree.
 fn only_the_window(p: &Plan) -> bool {
@@ -538,6 +586,36 @@ fn caches_everything(toolkit: &(String, String)) -> bool {
 /// True for toolkits whose cache holds only objects a client has already asked for (GTK 4).
 fn realizes_on_read(toolkit: &(String, String)) -> bool {
     toolkit.0.eq_ignore_ascii_case("gtk") && toolkit.1.starts_with("4.")
+}
+
+#[cfg(test)]
+mod cache_step_tests {
+    use super::{CACHE_TRIAL, CacheStep, STRUCTURE_SHARE, cache_step};
+    use std::time::Duration;
+
+    #[test]
+    fn the_cache_is_asked_only_with_its_trial_left_and_an_app_not_found_busy() {
+        let default = Duration::from_millis(nish_proto::model::WALK_BUDGET_MS);
+        let share = default * STRUCTURE_SHARE / 100;
+        assert_eq!(cache_step(false, share, false), CacheStep::Ask);
+        assert_eq!(cache_step(false, CACHE_TRIAL, false), CacheStep::Ask);
+        // A frame search that took most of the share: the app is busy, and marked so.
+        let short = CACHE_TRIAL - Duration::from_millis(1);
+        assert_eq!(cache_step(false, short, false), CacheStep::Short);
+        assert_eq!(cache_step(false, short, true), CacheStep::Short);
+        // Found busy a moment ago: not asked even with the whole share, and not marked again
+        // (the mark runs out while walks go on).
+        assert_eq!(cache_step(false, share, true), CacheStep::Busy);
+        // Bounded, or the app stopped answering: never.
+        assert_eq!(cache_step(true, share, false), CacheStep::Never);
+        assert_eq!(cache_step(true, short, true), CacheStep::Never);
+    }
+
+    #[test]
+    fn the_caches_trial_is_two_thirds_of_a_default_walks_structure_share() {
+        let default = Duration::from_millis(nish_proto::model::WALK_BUDGET_MS);
+        assert_eq!(CACHE_TRIAL, default * STRUCTURE_SHARE / 100 * 2 / 3);
+    }
 }
 
 #[cfg(test)]
