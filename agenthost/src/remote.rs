@@ -78,7 +78,7 @@ pub const GRANT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const POLL: Duration = Duration::from_millis(10);
 /// How much later than the driver's last key an input must be to count as the person's (the
 /// idle time is in whole milliseconds).
-pub const SLACK: Duration = Duration::from_millis(5);
+pub const SLACK: Duration = Duration::from_millis(2);
 /// Longest wait for the idle monitor to show a key the driver sent.
 const CONFIRM_TIMEOUT: Duration = Duration::from_millis(200);
 /// How much earlier than the send an input shown by the idle monitor may be and still be the
@@ -89,9 +89,12 @@ const TYPE_DELAY: Duration = Duration::from_millis(6);
 /// Longest wait for one key's answer from the portal.
 const KEY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// True when an input `idle` before the moment `asked` (when the idle time was asked for) is
-/// later than the driver's last key, stamped at `last_sent` as the idle monitor showed it, by
-/// more than [`SLACK`]: the person's (or another program's), never the driver's own.
+/// True when an input `idle` before the moment `asked` (when the idle time was asked for, so
+/// the input came no earlier than `asked - idle`) is surely later than the driver's last key,
+/// stamped at `last_sent` (the latest the idle monitor's answer allowed), by more than
+/// [`SLACK`] (the idle time is in whole milliseconds): the person's (or another program's),
+/// never the driver's own. An input within one bus round trip of the driver's key is not told
+/// apart.
 pub fn person_input_after(asked: Instant, idle: Duration, last_sent: Instant) -> bool {
     match asked.checked_sub(idle) {
         Some(input_at) => input_at > last_sent + SLACK,
@@ -655,15 +658,14 @@ impl Takeover {
             if !self.watching.load(Ordering::SeqCst) {
                 continue;
             }
+            // Timed at the question: the latest input is no earlier than `asked - idle`.
+            let asked = Instant::now();
             let Some(idle) = idle_time(&conn, &mutter).await else {
                 self.ended("the idle monitor did not answer");
                 return;
             };
-            // Timed at the answer: the input looks later, never earlier, than it was (the
-            // person's side).
-            let answered = Instant::now();
             if self.in_flight.load(Ordering::SeqCst) == 0 {
-                self.judge(answered, idle);
+                self.judge(asked, idle);
             }
         }
     }
@@ -699,18 +701,22 @@ impl Takeover {
         r.key(keysym, pressed).await?;
         let deadline = sent_at + CONFIRM_TIMEOUT;
         loop {
-            // Timed at the question: the driver's key looks earlier, never later, than it was
-            // (the person's side).
+            // The latest input lies between `asked - idle` and `answered - idle`: shown once
+            // its earliest time is the send's, and stamped at its latest (so the driver's own
+            // key is never taken for the person's, whatever the bus's delays).
             let asked = Instant::now();
             let Some(idle) = idle_time(&r.conn, mutter).await else {
                 return Err("the idle monitor did not answer".into());
             };
-            if let Some(at) = asked.checked_sub(idle)
-                && at + CONFIRM_TOLERANCE >= sent_at
+            let answered = Instant::now();
+            if asked
+                .checked_sub(idle)
+                .is_some_and(|at| at + CONFIRM_TOLERANCE >= sent_at)
+                && let Some(latest) = answered.checked_sub(idle)
             {
                 let mut last = lock(&self.last_sent);
-                if at > *last {
-                    *last = at;
+                if latest > *last {
+                    *last = latest;
                 }
                 return Ok(());
             }
@@ -729,7 +735,14 @@ impl Takeover {
             && person_input_after(at, idle, last)
             && !self.person.swap(true, Ordering::SeqCst)
         {
-            tracing::info!("the person's own input during a takeover (idle monitor)");
+            tracing::info!(
+                idle_ms = idle.as_millis() as u64,
+                after_ms = at
+                    .checked_sub(idle)
+                    .and_then(|i| i.checked_duration_since(last))
+                    .map_or(0, |d| d.as_millis() as u64),
+                "the person's own input during a takeover (idle monitor)"
+            );
             self.watching.store(false, Ordering::SeqCst);
             let _ = self.events.send(BackendEvent::PersonInput {
                 reason: PausedReason::PersonInput,
@@ -795,10 +808,9 @@ impl Takeover {
                 // Before every key event: the stop flag, the caller, and the idle monitor (the
                 // person's input between two of the driver's keys is seen before the next
                 // key hides it).
-                let checked = idle_time(&r.conn, &mutter).await;
-                let answered = Instant::now();
-                let person = match checked {
-                    Some(idle) => self.judge(answered, idle),
+                let asked = Instant::now();
+                let person = match idle_time(&r.conn, &mutter).await {
+                    Some(idle) => self.judge(asked, idle),
                     None => {
                         self.release(r).await;
                         return Err(self.broke(
@@ -916,7 +928,13 @@ mod tests {
         // Within the slack: the idle time's rounding.
         assert!(!person_input_after(
             t0 + Duration::from_millis(150),
-            Duration::from_millis(46),
+            Duration::from_millis(48),
+            last
+        ));
+        // Just past it.
+        assert!(person_input_after(
+            t0 + Duration::from_millis(150),
+            Duration::from_millis(47),
             last
         ));
         // 20 ms after the driver's key: the person's.

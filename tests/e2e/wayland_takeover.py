@@ -163,6 +163,9 @@ async def run(ns: argparse.Namespace) -> None:
                 "keyboard), refused before anything was sent")
             f = e["frame"]
             dialog.click((f["x"] + f["w"] / 2, f["y"] + f["h"] / 2))
+            # mutter stamps a RemoteDesktop event when its input thread takes it, after the
+            # call returns: the person's click is whole before the host resumes.
+            await anyio.sleep(0.5)
             ev = await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
             check(ev["reason"] == "person_input", f"paused: {ev}")
             ctl.send({"method": "takeover.resume", "params": {"session": sid}})
