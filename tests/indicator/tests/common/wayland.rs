@@ -8,6 +8,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nish_agenthost::handover::{Endpoints, WaylandPin, answer, open_wayland, send_with_fd};
@@ -100,6 +101,8 @@ pub struct Indicator {
     pub rx: Receiver<IndicatorToBroker>,
     pub shown: Receiver<(u64, ConsentShown)>,
     pub log: Receiver<String>,
+    /// Every log line so far, in order: the waits on `log` consume its lines, this keeps them.
+    logged: Arc<Mutex<Vec<String>>>,
 }
 
 impl Indicator {
@@ -117,9 +120,12 @@ impl Indicator {
         drop(cmd);
         let err = child.stderr.take().unwrap();
         let (log_tx, log) = channel();
+        let logged = Arc::new(Mutex::new(Vec::new()));
+        let all = Arc::clone(&logged);
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
                 eprintln!("[indicator] {line}");
+                all.lock().unwrap().push(line.clone());
                 let _ = log_tx.send(line);
             }
         });
@@ -168,7 +174,15 @@ impl Indicator {
             rx,
             shown,
             log,
+            logged,
         }
+    }
+
+    /// The log lines from the `from`th on (in the order logged; none consumed), and the count
+    /// of lines so far (a mark for the next call).
+    pub fn logged(&self, from: usize) -> (Vec<String>, usize) {
+        let all = self.logged.lock().unwrap();
+        (all.get(from..).unwrap_or_default().to_vec(), all.len())
     }
 
     pub fn send(&mut self, msg: BrokerToIndicator) {
