@@ -113,7 +113,21 @@ impl X11 {
     /// The window's own contents (read through Composite from its window-manager frame, so
     /// windows above it do not show), with `redact` (screen rectangles) blacked out, as PNG.
     pub fn capture(&self, win: Window, redact: &[Rect]) -> Result<Capture, Failure> {
-        self.grab(win)?.redacted_png(redact)
+        let top = self.redirect(win)?;
+        let png = self.grab_from(win, top)?.redacted_png(redact);
+        self.used(top);
+        png
+    }
+
+    /// The frame `top` was used for a capture now: its idle time counts from here, after the
+    /// capture's repaint wait and encoding (counted from the capture's start, a slow capture
+    /// could have its frame released as soon as it returned).
+    fn used(&self, top: Window) {
+        if let Ok(mut set) = self.redirected.lock()
+            && let Some(t) = set.get_mut(&top)
+        {
+            *t = Instant::now();
+        }
     }
 
     /// Unredirects the frames not captured for `idle` (redirected by this connection for a
@@ -159,7 +173,9 @@ impl X11 {
     /// frame, so windows above it do not show.
     pub fn grab(&self, win: Window) -> Result<Grab, Failure> {
         let top = self.redirect(win)?;
-        self.grab_from(win, top)
+        let grab = self.grab_from(win, top);
+        self.used(top);
+        grab
     }
 
     /// Makes sure `win`'s frame is redirected (and, the first time, repainted into its pixmap),
