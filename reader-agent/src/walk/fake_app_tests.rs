@@ -170,8 +170,10 @@ async fn fake_app(items: usize, delay: Duration, one_at_a_time: bool) -> (AppLin
     let (server, client) = (server.expect("server"), client.expect("client"));
     let seen = Arc::new(Seen::default());
     let s2 = seen.clone();
+    // Made before the link is handed out: a stream sees only the messages that arrive after it
+    // exists, and the walk may call at once (a stream made in the task could miss that call).
+    let mut stream = zbus::MessageStream::from(&server);
     tokio::spawn(async move {
-        let mut stream = zbus::MessageStream::from(&server);
         while let Some(Ok(msg)) =
             std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await
         {
@@ -422,10 +424,10 @@ async fn slow_cache() {
     let a11y = A11y::new(Connector::Direct);
     let bus = link.bus_name.clone();
     assert!(a11y.use_cache(&bus));
-    // The walk has the cache's trial left, and more: a loaded machine may take a while
-    // between making the walk's context and asking the cache, and with less than the trial
-    // left the walk would not ask at all (see `cache_without_its_trial`). The cache takes 5 s
-    // whatever the walk's time.
+    // The walk has the cache's trial left, and more: with less than the trial left it would
+    // not ask at all (see `cache_without_its_trial`), and a loaded machine may take a while
+    // between making the walk's context and asking. The cache takes 5 s whatever the walk's
+    // time.
     let phase = CACHE_TRIAL + Duration::from_millis(1000);
     let c = ctx(link, &a11y, phase);
     let t0 = Instant::now();
