@@ -25,7 +25,7 @@ use nish_proto::errors::ErrorCode;
 use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{FrameError, aio, encode};
 use nish_proto::wire::input::{
-    BrokerToInput, Expect, InputToBroker, SemanticOp, SynthEnd, SynthOp,
+    BrokerToInput, Expect, InputProbe, InputToBroker, SemanticOp, SynthEnd, SynthOp,
 };
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -214,7 +214,7 @@ fn spawn_x(
 }
 
 /// Reads the clipboard (bounded by [`clipboard::READ_TIMEOUT`]); logs the length only.
-fn clipboard_read(reads: &clipboard::Reads, id: u64) -> InputToBroker {
+fn clipboard_read(reads: &clipboard::Clipboard, id: u64) -> InputToBroker {
     let t0 = Instant::now();
     let r = reads.read(clipboard::READ_TIMEOUT);
     let us = t0.elapsed().as_micros() as u64;
@@ -286,8 +286,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
         }
     });
     let shared = Arc::new(Shared::default());
-    let owner = clipboard::Owner::start(connector.clone())?;
-    let reads = Arc::new(clipboard::Reads::new(connector.clone()));
+    let clip = Arc::new(clipboard::Clipboard::start(connector.clone())?);
     let (jobs, job_rx) = std::sync::mpsc::channel::<XJob>();
     let (x_thread, x_ended) = spawn_x(shared.clone(), connector, job_rx, out_tx.clone())?;
     let result = loop {
@@ -317,12 +316,24 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
             },
             BrokerToInput::ReleaseAll { id } => XJob::Release { id },
             BrokerToInput::Watch { id, on } => XJob::Watch { id, on },
+            BrokerToInput::Probe { id } if clip.is_wayland() => {
+                // No X on Wayland: the probe says whether the compositor offers the clipboard.
+                let (out, clip) = (out_tx.clone(), clip.clone());
+                tokio::task::spawn_blocking(move || {
+                    let probe = InputProbe {
+                        clipboard_ok: clip.wayland_offered(),
+                        ..InputProbe::default()
+                    };
+                    let _ = out.send(InputToBroker::Probe { id, probe });
+                });
+                continue;
+            }
             BrokerToInput::Probe { id } => XJob::Probe { id },
             BrokerToInput::Focus { id } => XJob::Focus { id },
             BrokerToInput::ClipboardRead { id } => {
-                let (out, reads) = (out_tx.clone(), reads.clone());
+                let (out, clip) = (out_tx.clone(), clip.clone());
                 tokio::task::spawn_blocking(move || {
-                    let _ = out.send(clipboard_read(&reads, id));
+                    let _ = out.send(clipboard_read(&clip, id));
                 });
                 continue;
             }
@@ -333,7 +344,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
             } => {
                 let len = text.chars().count();
                 // Sent now, so the owner thread does the broker's commands in their order.
-                let answer = owner.set(who, text);
+                let answer = clip.set(who, text);
                 let out = out_tx.clone();
                 tokio::task::spawn_blocking(move || {
                     let msg = match clipboard::Owner::wait_set(answer) {
@@ -357,7 +368,7 @@ pub async fn serve(stream: tokio::net::UnixStream) -> anyhow::Result<()> {
                 continue;
             }
             BrokerToInput::ClipboardRelease { id, owner: who } => {
-                let answer = owner.release(who);
+                let answer = clip.release(who);
                 let out = out_tx.clone();
                 tokio::task::spawn_blocking(move || {
                     let released = clipboard::Owner::wait_release(answer);

@@ -633,11 +633,13 @@ fn input_to_broker() -> impl Strategy<Value = InputToBroker> {
         any::<bool>(),
         proptest::option::of(any::<(u16, u16)>()),
         proptest::option::of(any::<(u16, u16)>()),
+        any::<bool>(),
     )
-        .prop_map(|(display_ok, xtest, xinput)| InputProbe {
+        .prop_map(|(display_ok, xtest, xinput, clipboard_ok)| InputProbe {
             display_ok,
             xtest,
             xinput,
+            clipboard_ok,
         });
     prop_oneof![
         lockdown().prop_map(InputToBroker::Lockdown),

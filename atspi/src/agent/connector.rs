@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use x11rb::rust_connection::{DefaultStream, RustConnection};
 
+use nish_proto::wire::{ConnectTarget, Handed};
+
 use super::handed::{Handover, x11_stream};
 use crate::failure::Failure;
 
@@ -39,5 +41,33 @@ pub fn x11_connect(connector: &Connector) -> Result<(RustConnection, usize), Fai
         }
         Connector::Direct => RustConnection::connect(None)
             .map_err(|e| Failure::backend(format!("cannot open the X display: {e}"))),
+    }
+}
+
+/// A connected stream to the Wayland compositor through `connector`: handed in by the broker
+/// (which checks that the listener runs as its own user), or from `$WAYLAND_DISPLAY` (relative
+/// to `$XDG_RUNTIME_DIR`). Blocking; call it from a blocking thread.
+pub fn wayland_connect(connector: &Connector) -> Result<std::os::unix::net::UnixStream, Failure> {
+    match connector {
+        Connector::Broker(h) => match h.connect_blocking(ConnectTarget::Wayland)? {
+            (Handed::Wayland, Some(fd)) => Ok(std::os::unix::net::UnixStream::from(fd)),
+            _ => Err(Failure::backend(
+                "the broker handed something else than a Wayland connection",
+            )),
+        },
+        Connector::Direct => {
+            let display = std::env::var_os("WAYLAND_DISPLAY")
+                .ok_or_else(|| Failure::backend("WAYLAND_DISPLAY is not set"))?;
+            let path = std::path::Path::new(&display);
+            let path = if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                let dir = std::env::var_os("XDG_RUNTIME_DIR")
+                    .ok_or_else(|| Failure::backend("XDG_RUNTIME_DIR is not set"))?;
+                std::path::Path::new(&dir).join(path)
+            };
+            std::os::unix::net::UnixStream::connect(path)
+                .map_err(|e| Failure::backend(format!("cannot connect to Wayland: {e}")))
+        }
     }
 }

@@ -13,7 +13,11 @@
 //!
 //! Both connect through the agent's [`Connector`] (the broker's, in the agent). Every X call
 //! waits at most its deadline ([`xconn`]). Logs carry lengths, never text.
+//!
+//! On a Wayland session the clipboard is wlroots' data-control protocol instead
+//! ([`wayland`]); [`Clipboard`] is the one the agent's session has.
 
+pub mod wayland;
 pub mod xconn;
 
 use std::sync::{Mutex, mpsc};
@@ -45,6 +49,74 @@ pub const MAX_READ_BYTES: u32 = 1 << 20;
 const TICK: Duration = Duration::from_millis(20);
 
 type Conn = RustConnection<DeadlineStream>;
+
+/// The clipboard of the agent's session: the X11 CLIPBOARD selection, or on Wayland the
+/// compositor's data-control protocol.
+#[derive(Debug)]
+pub enum Clipboard {
+    /// The X11 selection: its owner thread and its reads.
+    X11 {
+        /// The owner thread.
+        owner: Owner,
+        /// The reads.
+        reads: Box<Reads>,
+    },
+    /// Wayland's data-control.
+    Wayland(wayland::WlClipboard),
+}
+
+impl Clipboard {
+    /// The clipboard of the session the agent runs in; nothing connects until it is used.
+    pub fn start(connector: Connector) -> std::io::Result<Clipboard> {
+        Ok(if nish_atspi::agent::is_wayland() {
+            Clipboard::Wayland(wayland::WlClipboard::start(connector)?)
+        } else {
+            Clipboard::X11 {
+                owner: Owner::start(connector.clone())?,
+                reads: Box::new(Reads::new(connector)),
+            }
+        })
+    }
+
+    /// Whether this is the Wayland clipboard.
+    pub fn is_wayland(&self) -> bool {
+        matches!(self, Clipboard::Wayland(_))
+    }
+
+    /// On Wayland, whether the compositor offers data-control to the agent (connecting the
+    /// first time; bounded). False on X11, whose probe is the display's.
+    pub fn wayland_offered(&self) -> bool {
+        match self {
+            Clipboard::Wayland(w) => w.offered().is_ok(),
+            Clipboard::X11 { .. } => false,
+        }
+    }
+
+    /// Reads the clipboard's text within `limit`; nobody holding it reads as empty text.
+    /// Blocking.
+    pub fn read(&self, limit: Duration) -> Result<String, ActFailure> {
+        match self {
+            Clipboard::X11 { reads, .. } => reads.read(limit),
+            Clipboard::Wayland(w) => w.read(limit),
+        }
+    }
+
+    /// Holds `text` for `owner`; the outcome comes on the receiver ([`Owner::wait_set`]).
+    pub fn set(&self, owner: String, text: String) -> mpsc::Receiver<Result<(), ActFailure>> {
+        match self {
+            Clipboard::X11 { owner: o, .. } => o.set(owner, text),
+            Clipboard::Wayland(w) => w.set(owner, text),
+        }
+    }
+
+    /// Gives the clipboard up if `owner` (`None`: anyone) holds it ([`Owner::wait_release`]).
+    pub fn release(&self, owner: Option<String>) -> mpsc::Receiver<bool> {
+        match self {
+            Clipboard::X11 { owner: o, .. } => o.release(owner),
+            Clipboard::Wayland(w) => w.release(owner),
+        }
+    }
+}
 
 /// The atoms the clipboard uses.
 #[derive(Clone, Copy, Debug)]

@@ -168,6 +168,7 @@ pub fn probe(connector: &Connector) -> InputProbe {
         display_ok: true,
         xtest,
         xinput,
+        clipboard_ok: true,
     }
 }
 

@@ -224,7 +224,8 @@ impl KeyboardFocus {
     pub const MAX_CHAIN: usize = 32;
 }
 
-/// What the input agent's X connection offers (for the doctor and the takeover offer).
+/// What the input agent's display connection offers (for the doctor, the takeover offer and
+/// the clipboard).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputProbe {
     /// The X display could be opened.
@@ -233,6 +234,10 @@ pub struct InputProbe {
     pub xtest: Option<(u16, u16)>,
     /// XInput version, when present.
     pub xinput: Option<(u16, u16)>,
+    /// The clipboard can be used: the X display opened (X11), or the Wayland compositor offers
+    /// wlroots' data-control protocol to the agent.
+    #[serde(default)]
+    pub clipboard_ok: bool,
 }
 
 /// The way a headless act reached the app: the contract's `path` of an act's result.
