@@ -908,11 +908,14 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
                         code: ErrorCode::Unsupported.as_str().to_string(),
                         message: "the indicator is handed a display connection only".into(),
                     })
-                } else if peer != Peer::Indicator && target == ConnectTarget::Wayland {
-                    // Only the indicator draws; the agents read and act through AT-SPI.
+                } else if !matches!(peer, Peer::Indicator | Peer::Input)
+                    && target == ConnectTarget::Wayland
+                {
+                    // The indicator draws and the input agent holds the clipboard (the
+                    // compositor's data-control); the reader reads through AT-SPI only.
                     Err(AgentFailure {
                         code: ErrorCode::Unsupported.as_str().to_string(),
-                        message: "only the indicator is handed a Wayland connection".into(),
+                        message: "the reader is handed no Wayland connection".into(),
                     })
                 } else {
                     opener.open_for_agent(&target, peer, &held).await

@@ -125,7 +125,7 @@ impl Backend for LinuxBackend {
         acts::takeover_available(self).await
     }
 
-    /// The clipboard works when the input agent runs and its X connection opens.
+    /// The clipboard works when the input agent runs and its display offers one.
     async fn clipboard_available(&self) -> bool {
         clipboard::clipboard_available(self).await
     }

@@ -1,4 +1,5 @@
-//! The clipboard, through the input agent's own X connection.
+//! The clipboard, through the input agent's own display connection: the X11 selection, or on
+//! Wayland the compositor's data-control protocol (KWin, wlroots).
 
 use nish_proto::errors::DriverError;
 use nish_proto::wire::input;
@@ -7,9 +8,9 @@ use crate::agents::failure_to_error;
 use crate::linux::{CLIPBOARD_TIMEOUT, LinuxBackend};
 use crate::slot::CallKind;
 
-/// The clipboard works when the input agent runs and its X connection opens.
+/// The clipboard works when the input agent runs and its display offers one.
 pub(crate) async fn clipboard_available(b: &LinuxBackend) -> bool {
-    b.input_probe().await.is_ok_and(|p| p.display_ok)
+    b.input_probe().await.is_ok_and(|p| p.clipboard_ok)
 }
 
 /// The CLIPBOARD selection's text.

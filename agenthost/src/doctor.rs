@@ -349,7 +349,7 @@ async fn act_side(b: &LinuxBackend, e: &mut Entries) -> ActSide {
         xinput_ok: ip.xinput.is_some_and(|v| v >= (2, 1)),
         xres_ok: xres,
         indicator_ok: hotkey == Some(true),
-        clipboard_ok: ip.display_ok,
+        clipboard_ok: ip.clipboard_ok,
         input_failed,
     }
 }

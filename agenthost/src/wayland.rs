@@ -5,10 +5,12 @@
 //! accessibility bus and the agents. Visible takeover (keys and typing, no pointer), its
 //! surface and hand-back go through the portal's RemoteDesktop and mutter's idle monitor
 //! ([`crate::remote`]): available where both answer (GNOME), else `planned` with
-//! `wayland_portal_not_built` (KDE, wlroots) or `portal_unavailable`. Window capture and the
-//! clipboard need ScreenCast and a clipboard protocol, which are not built: `planned` with
-//! `wayland_portal_not_built`, and their tools answer as with any capability that is not there
-//! (a capture is `unsupported`, the clipboard `backend_unavailable`).
+//! `wayland_portal_not_built` (KDE, wlroots) or `portal_unavailable`. The clipboard is the
+//! input agent's, through the compositor's data-control protocol where it offers it (KWin,
+//! wlroots): available there; on GNOME (the portal's Clipboard, GNOME 45+) `planned` with
+//! `wayland_portal_not_built`; on another compositor without it `unavailable` with
+//! `compositor_unsupported`. Window capture needs ScreenCast, which is not built: `planned`
+//! with `wayland_portal_not_built`, and the tool answers `unsupported`.
 //! The doctor's `wayland-portal` entry says whether a desktop portal answers on the session bus,
 //! which of those interfaces it offers (with their versions) and which compositor is behind it.
 //! GlobalShortcuts gives the stop hotkey ([`crate::shortcuts`]); the `kill switch` probe says
@@ -245,8 +247,12 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
         }
     }
     // Headless acts go through the input agent (AT-SPI only here).
+    let mut clipboard_ok = false;
     let input_failed = match b.input_probe().await {
-        Ok(_) => None,
+        Ok(p) => {
+            clipboard_ok = p.clipboard_ok;
+            None
+        }
         Err(e) => {
             let (_, step) = agent_start_failure(INPUT, &e);
             probes.push(Probe {
@@ -323,6 +329,20 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                         CapStatus::Unavailable,
                         Some("portal_unavailable".to_string()),
                         Some(action_for("portal_unavailable").to_string()),
+                    )
+                }
+                "clipboard_read" | "clipboard_write" if clipboard_ok => {
+                    (CapStatus::Available, None, None)
+                }
+                // GNOME's clipboard for a background client is the portal's (GNOME 45+),
+                // planned; elsewhere the compositor offers no data-control to the agent.
+                "clipboard_read" | "clipboard_write"
+                    if input_failed.is_none() && portal.compositor != Compositor::Mutter =>
+                {
+                    (
+                        CapStatus::Unavailable,
+                        Some("compositor_unsupported".to_string()),
+                        Some(action_for("compositor_unsupported").to_string()),
                     )
                 }
                 n if n.contains("notification") => (

@@ -70,7 +70,7 @@ pub fn action_for(reason: &str) -> &'static str {
             "Sign in to an X11 session; Wayland sessions are not supported yet."
         }
         "wayland_portal_not_built" => {
-            "On Wayland the driver reads and acts through accessibility today; visible takeover, window capture and the clipboard need the desktop portals, which are planned. Nothing to do now."
+            "On Wayland the driver reads and acts through accessibility; what this needs of the desktop portals (window capture, and on some desktops visible takeover or the clipboard) is planned. Nothing to do now."
         }
         "portal_unavailable" => "Install and start xdg-desktop-portal for your desktop.",
         "portal_screencast_denied" => {

@@ -1,10 +1,11 @@
 //! The doctor on the Wayland test desktop (mutter headless, no X server): session type
 //! `wayland`, ready for headless work, the X11 backend not required, reads, headless acts and
-//! takeover (through the portal) available, capture planned with `wayland_portal_not_built`; the
+//! takeover (through the portal) available, capture and the clipboard planned with
+//! `wayland_portal_not_built`; the
 //! agents it starts get no `DISPLAY`; the desktop portal (activated on the private bus against
 //! bare mutter) and its versions in the `desktop portal` probe. On KWin: the compositor named
-//! KDE (KWin), what KDE's portal offers (GlobalShortcuts among it) and the stop hotkey the
-//! service bound there.
+//! KDE (KWin), what KDE's portal offers (GlobalShortcuts among it), the stop hotkey the
+//! service bound there, and the clipboard available (KWin's data-control).
 
 use nish_testdesk::WaylandDesktop;
 use nish_testdesk::session::workspace_bin;
@@ -107,9 +108,13 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
     ] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
-    let c = cap(&report, "capture_window");
-    assert_eq!(c["status"], "planned");
-    assert_eq!(c["reason_code"], "wayland_portal_not_built");
+    // Capture (ScreenCast) is not built; mutter offers no data-control, and GNOME's clipboard
+    // portal (GNOME 45+) is not built.
+    for name in ["capture_window", "clipboard_read", "clipboard_write"] {
+        let c = cap(&report, name);
+        assert_eq!(c["status"], "planned", "{name}");
+        assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
+    }
     assert_eq!(
         report["next_steps"],
         Value::Array(vec![]),
@@ -176,6 +181,10 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
         let c = cap(&report, name);
         assert_eq!(c["status"], "planned", "{name}");
         assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
+    }
+    // The clipboard: KWin offers wlroots' data-control to the input agent.
+    for name in ["clipboard_read", "clipboard_write"] {
+        assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
     assert!(
         probe(&report, "display server")["message"]

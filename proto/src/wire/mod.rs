@@ -186,7 +186,8 @@ pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
 /// A connection an agent asks the broker for. No agent opens a socket of its own: the broker
 /// connects, checks the peer, and hands the descriptor over on the agent's link (`SCM_RIGHTS`,
 /// attached to the first byte of the answer's frame). The indicator may ask only for
-/// [`ConnectTarget::X11`] and [`ConnectTarget::Wayland`]; no other agent for the latter.
+/// [`ConnectTarget::X11`] and [`ConnectTarget::Wayland`]; of the other agents only the input
+/// agent may ask for the latter (the clipboard, through the compositor's data-control).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnectTarget {
     /// The X display, the setup handshake already done by the broker.
@@ -201,8 +202,9 @@ pub enum ConnectTarget {
         /// The application's unique bus name (`:1.42`).
         bus_name: String,
     },
-    /// The Wayland compositor's socket (`WAYLAND_DISPLAY`), for the indicator on a Wayland
-    /// session: connected by the broker, which checks that the listener runs as its own user.
+    /// The Wayland compositor's socket (`WAYLAND_DISPLAY`), for the indicator and the input
+    /// agent's clipboard on a Wayland session: connected by the broker, which checks that the
+    /// listener runs as its own user.
     Wayland,
 }
 
