@@ -47,7 +47,8 @@ minimal_packages=(python3-venv python3-pip python3-yaml python3-tomli systemd ut
 # mutter; sway (with swaymsg) is the wlroots compositor of the sway tests, started headless in
 # a user namespace by util-linux's unshare; kwin-wayland is KDE Plasma's compositor of the KWin
 # tests, with the KDE desktop portal, whose RemoteDesktop plays the person there, and
-# qtwayland5, which the portal and the Qt app need on Wayland). The consent dialog draws with the system's fonts: DejaVu for Latin, Greek, Cyrillic
+# qtwayland5, which the portal and the Qt app need on Wayland; wl-clipboard is the other
+# Wayland client that reads and holds the clipboard in the sway and KWin tests). The consent dialog draws with the system's fonts: DejaVu for Latin, Greek, Cyrillic
 # and Arabic, WenQuanYi Micro Hei (5 MB, the smallest) for Chinese and Japanese.
 desktop_packages=(
     xvfb xserver-xephyr xauth x11-utils x11-xserver-utils xfonts-base fonts-dejavu-core fonts-wqy-microhei
@@ -55,7 +56,7 @@ desktop_packages=(
     xdotool xinput xclip
     dbus dbus-x11 at-spi2-core libatk-adaptor
     openbox
-    mutter xwayland sway kwin-wayland xdg-desktop-portal-kde qtwayland5
+    mutter xwayland sway kwin-wayland xdg-desktop-portal-kde qtwayland5 wl-clipboard
     pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome
     gtk-3-examples gtk-4-examples
     python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 gir1.2-gtk-4.0 python3-xlib python3-pyatspi

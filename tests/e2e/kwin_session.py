@@ -22,8 +22,9 @@ the same user emits the portal's `Activated` signal for the broker's shortcut se
 and sent to the broker alone), which stops nothing; then the person presses
 Ctrl+Alt+Shift+Escape (their keyboard played through the same portal's RemoteDesktop, which KWin
 takes as the person's, its global shortcuts included): the host's next call answers
-stopped_by_person, the stop audited with origin `hotkey`. A later request, from a new
-connection, is answered by a click on Deny. Then the portal frontend exits: the broker's log
+stopped_by_person, the stop audited with origin `hotkey`. A session with the clipboard line
+ticked by the person writes and reads the clipboard through KWin's data-control protocol
+(wayland_clipboard.py). A later request, from a new connection, is answered by a click on Deny. Then the portal frontend exits: the broker's log
 says the stop hotkey is gone, then it is bound again on the activated portal, the doctor says
 so, and the person's press is audited as the stop hotkey again. Last, the person gives the
 shortcut another key in KDE's settings (kglobalaccel): the doctor shows it, the old key stops
@@ -48,6 +49,7 @@ import time
 import anyio
 
 import nishhost as h
+import wayland_clipboard
 from nishhost import check, fails, ok, say
 from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
 
@@ -458,6 +460,11 @@ async def run(ns: argparse.Namespace) -> None:
             await fails(c, "get_window_state", target, "stopped_by_person")
             check(stops[0].get("sessions") == 1, f"the one session stopped: {stops}")
             say(f"  audited {stops}; the host's next call answers stopped_by_person")
+
+        # The clipboard through KWin's data-control, a new connection with a control pipe.
+        dialog.say("corner")
+        dialog.at = (0.0, 0.0)
+        await wayland_clipboard.session(ns, broker, dialog, GTK3, "kwin-clipboard")
 
         # A stopped host's calls answer stopped_by_person from then on; the person's Deny is
         # asked by a new connection of the same program.

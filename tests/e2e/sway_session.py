@@ -10,7 +10,8 @@ screen, on the connection the broker handed the indicator. sway tiles the dialog
 window takes the focus: the dialog lays its box out again for the tiled size (every control inside
 the window), and a click on the centre of Allow there, once sway focuses the dialog again, grants;
 `nish-driver stop` from a terminal then ends that session (the host's next call answers
-`stopped_by_person`). For a last request, from a new connection, sway focuses another window; a click on the dialog's Allow then does not count,
+`stopped_by_person`). A session with the clipboard line ticked by the person then writes and
+reads the clipboard through sway's data-control protocol (wayland_clipboard.py). For a last request, from a new connection, sway focuses another window; a click on the dialog's Allow then does not count,
 and a click on Deny, past the arming delay, refuses. nish-driver has no other way to answer.
 
 First the doctor names the compositor sway (wlroots), from the executable of the process that
@@ -37,6 +38,7 @@ import time
 import anyio
 
 import nishhost as h
+import wayland_clipboard
 from nishhost import check, fails, ok, say
 from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
 
@@ -276,6 +278,9 @@ async def run(ns: argparse.Namespace) -> None:
                      if e.get("event") == "stop" and e.get("origin") == "terminal"]
             check(len(stops) == 1, f"the stop audited from a terminal: {stops}")
             say(f"  {p.stdout.strip()}; the host's next call answers stopped_by_person")
+
+        # The clipboard through sway's data-control, a new connection with a control pipe.
+        await wayland_clipboard.session(ns, broker, dialog, GTK3, "sway-clipboard")
 
         # A stopped host stays stopped: the person's Deny is asked by a new connection.
         async with h.host(ns.shim, broker, "sway-e2e", "2025-11-25") as c:
