@@ -8,12 +8,12 @@ use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::wire::indicator::BrokerToIndicator;
 use nish_proto::wire::input::{
-    self, ActPath, BrokerToInput, Expect, InputFailure, KeyboardFocus, PersonInput, SemanticOp,
-    SynthEnd,
+    self, ActPath, BrokerToInput, Expect, InputFailure, InputToBroker, KeyboardFocus, PersonInput,
+    SemanticOp, SynthEnd,
 };
 
 use crate::act_grant::act_grant;
-use crate::agents::{RequestError, failure_to_error};
+use crate::agents::{Agent, RequestError, failure_to_error};
 use crate::failures::refused_before_sending;
 use crate::linux::{LinuxBackend, RELEASE_TIMEOUT, STOP_POLL};
 use crate::slot::CallKind;
@@ -122,6 +122,25 @@ pub(crate) async fn takeover_baseline(b: &LinuxBackend) {
     }
 }
 
+/// Cancels a synthetic batch whose caller went away before its answer (see [`synthetic`]).
+struct CancelOnDrop<'a> {
+    agent: &'a Agent<BrokerToInput, InputToBroker>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::info!(
+                id = self.id,
+                "synthetic input: its caller went away; cancelled"
+            );
+            let _ = self.agent.queue(BrokerToInput::Cancel { id: self.id });
+        }
+    }
+}
+
 pub(crate) async fn synthetic(
     b: &LinuxBackend,
     op: SynthOp,
@@ -142,6 +161,14 @@ pub(crate) async fn synthetic(
     }
     let id = agent.next_id();
     let kind = op.kind();
+    // The engine's time bound may drop this call: the agent then stops before its next key,
+    // press or move, and releases what it holds, instead of typing on after the host was
+    // answered.
+    let mut cancel = CancelOnDrop {
+        agent: &agent,
+        id,
+        armed: true,
+    };
     let request = agent.call(
         id,
         input::Synthetic { window_id, op },
@@ -151,7 +178,10 @@ pub(crate) async fn synthetic(
     let mut cancelled = false;
     let answer = loop {
         tokio::select! {
-            a = &mut request => break a,
+            a = &mut request => {
+                cancel.armed = false;
+                break a;
+            }
             _ = tokio::time::sleep(STOP_POLL), if !cancelled => {
                 if stop.is_raised() {
                     cancelled = true;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::backend::FrameOrigin;
+use std::time::Duration;
 
 /// How long a focusing click may take to give the target the keyboard focus.
 const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -55,6 +56,23 @@ fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
         .max_by_key(|w| w.stacking)
 }
 
+/// The time a batch takes at its pace, beyond the engine's bound: typing at most
+/// [`PACE_PER_KEY`] a character (the slowest backend's: about 20 ms on Wayland, with a check of
+/// the person's input before every key event; 6 ms on X11), keys the same for each key of a
+/// combination, a glide its duration.
+pub(crate) fn paced(op: &SynthOp) -> Duration {
+    let keys = |n: usize| PACE_PER_KEY.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+    match op {
+        SynthOp::Type { text } => keys(text.chars().count()),
+        SynthOp::Keys { keys: k } => keys(k.iter().map(|c| c.split('+').count()).sum()),
+        SynthOp::Move { duration_ms, .. } => Duration::from_millis(*duration_ms),
+        _ => Duration::ZERO,
+    }
+}
+
+/// The most one key event of a batch is given (see [`paced`]).
+pub(crate) const PACE_PER_KEY: Duration = Duration::from_millis(30);
+
 impl<B: Backend> Engine<B> {
     /// Runs one synthetic batch for `window`, after judging the session once more right before
     /// it.
@@ -69,12 +87,27 @@ impl<B: Backend> Engine<B> {
         // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
         super::super::withdraw::check()?;
         let stop = s.core().stop.clone();
-        let outcome = self
-            .bounded(
-                "synthetic input",
-                self.backend.synthetic(op, window.window_id, stop),
-            )
-            .await?;
+        // The engine's bound is for a call that hangs; a long text takes its pace on top.
+        let bound = self.cfg.backend_timeout + paced(&op);
+        let outcome =
+            match tokio::time::timeout(bound, self.backend.synthetic(op, window.window_id, stop))
+                .await
+            {
+                Ok(r) => r?,
+                // Dropped: the backend stops the batch before its next key, press or move and
+                // releases what it holds; part of it may have been sent.
+                Err(_) => {
+                    return Err(DriverError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the synthetic input took longer than {} ms and was stopped; part of it \
+                         may have been sent: read the window again before acting",
+                        bound.as_millis()
+                    ),
+                )
+                .with_effect("stopped"));
+                }
+            };
         match outcome {
             SynthOutcome::Done => Ok(()),
             SynthOutcome::Stopped { reason, typed } => {
@@ -577,6 +610,43 @@ impl<B: Backend> Engine<B> {
 mod tests {
     use super::*;
     use nish_proto::errors::Retry;
+
+    #[test]
+    fn a_long_text_is_given_its_pace_beyond_the_bound() {
+        // The longest type_text (10000 characters) at Wayland's measured pace (about 20 ms a
+        // character, checks included) fits; a short one adds little to the bound for a hang.
+        let long = SynthOp::Type {
+            text: "é".repeat(10_000),
+        };
+        assert!(paced(&long) >= Duration::from_millis(20) * 10_000);
+        assert_eq!(
+            paced(&SynthOp::Type { text: "ab".into() }),
+            PACE_PER_KEY * 2
+        );
+        assert_eq!(
+            paced(&SynthOp::Keys {
+                keys: vec!["ctrl+shift+t".into(), "Return".into()]
+            }),
+            PACE_PER_KEY * 4
+        );
+        assert_eq!(
+            paced(&SynthOp::Move {
+                x: 1,
+                y: 1,
+                duration_ms: 700
+            }),
+            Duration::from_millis(700)
+        );
+        assert_eq!(
+            paced(&SynthOp::Click {
+                x: 1,
+                y: 1,
+                button: 1,
+                count: 1
+            }),
+            Duration::ZERO
+        );
+    }
 
     #[test]
     fn a_type_text_failure_after_its_focusing_click_never_says_nothing_happened() {
