@@ -157,6 +157,25 @@ async def run(ns: argparse.Namespace) -> None:
                 f"given back): effect {a['effect']}, the entry now reads {value!r}")
             check(held_keys(person) == [], f"keys held after typing: {held_keys(person)}")
 
+            # A long text runs past the engine's 10 s bound for a call that hangs: it is given
+            # its pace, typed whole, and answered done (not a timeout with the agent typing on).
+            long_text = "-" + "long " * 400
+            t0 = time.monotonic()
+            a = await ok(c, "type_text", {"element_token": entry["element_token"], "text": long_text,
+                                          "delivery_mode": "foreground"})
+            took = time.monotonic() - t0
+            check(a["path"] == "xtest:type", str(a))
+            check(took > 10.0, f"{len(long_text)} characters at the X11 pace take more than 10 s: {took:.1f} s")
+            check(held_keys(person) == [], f"keys held after the long text: {held_keys(person)}")
+            r = await ok(c, "get_window_state", {"app": GTK3, "max_elements": 5000})
+            value = r["elements"][entry["element_index"]].get("value") or ""
+            check(value.startswith("entry-typed Ü€ñøßåÜ€-long long"), f"the entry reads back: {value[:80]!r}")
+            say(f"  a text of {len(long_text)} characters: typed whole in {took:.1f} s (past the 10 s "
+                f"bound for a hang), answered {a['effect']}")
+            # The entry as it was (the steps below count what they type into it).
+            a = await ok(c, "set_value", {"element_token": entry["element_token"], "value": value.split("-long")[0]})
+            check(a["readback"] == "match", str(a))
+
             # ---- a second host's consent while the frame is on screen -----------------------
             say("a second host asks while the takeover frame is on screen")
             async with h.host(ns.shim, broker, "second-host", "2025-11-25") as c2:
