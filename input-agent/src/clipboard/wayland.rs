@@ -502,7 +502,7 @@ impl Link {
         Ok(())
     }
 
-    /// Clears the selection if `owner` (`None`: anyone) holds it: whether something was
+    /// Gives the selection up if `owner` (`None`: anyone) holds it: whether something was
     /// released, and whether the link is still good.
     fn release(&mut self, owner: Option<&str>) -> (bool, bool) {
         // First the events so far: a program that took the selection meanwhile keeps it.
@@ -514,8 +514,10 @@ impl Link {
         if !mine {
             return (false, ok);
         }
+        // Only the source is destroyed: the compositor clears the selection if it is still the
+        // agent's. Setting no selection would clear whatever the seat holds, the text of a
+        // program that copied since the round trip included.
         if let Some(h) = self.held.take() {
-            self.device.set_selection(None);
             h.source.destroy();
         }
         let ok = ok && self.conn.flush().is_ok();
