@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nish_proto::errors::ErrorCode;
 use nish_proto::wire::{AgentFailure, ConnectTarget, Handed, MAX_BUS_NAME};
@@ -12,6 +12,9 @@ use nish_proto::wire::{AgentFailure, ConnectTarget, Handed, MAX_BUS_NAME};
 use crate::busfilter::{Grants, Link, Policy};
 
 use super::display::{CompositorId, WaylandPin, open_wayland, open_x11};
+
+/// How long the compositor may take to accept a connection an agent asked for.
+const WAYLAND_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 use super::endpoints::{Endpoints, connect_dbus_address, peer_pid};
 use super::hand::{CONNECT_TIMEOUT, Opened, P2P_TIMEOUT, REACHABLE_FOR, failure, unavailable};
 use super::holdings::{
@@ -30,7 +33,7 @@ pub struct Opener {
     /// The second of the last held refusal reported (since `born`) and the reports in it.
     held_reports: Mutex<(u64, u64)>,
     born: Instant,
-    wayland_pin: WaylandPin,
+    wayland_pin: Arc<WaylandPin>,
     /// The reader's and the input agent's bus links go through their filters.
     filters: bool,
 }
@@ -55,7 +58,7 @@ impl Opener {
             on_held_refusal: Mutex::new(None),
             held_reports: Mutex::new((0, 0)),
             born: Instant::now(),
-            wayland_pin: WaylandPin::default(),
+            wayland_pin: Arc::default(),
             filters: true,
         }
     }
@@ -343,7 +346,20 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
-            ConnectTarget::Wayland => open_wayland(&self.ep, &self.wayland_pin).map(|o| (o, 0)),
+            ConnectTarget::Wayland => {
+                // Off the runtime's workers, and bounded: a socket whose listener never
+                // accepts (its queue full, the compositor stopped) must not hold the broker.
+                let (ep, pin) = (self.ep.clone(), self.wayland_pin.clone());
+                let task = tokio::task::spawn_blocking(move || open_wayland(&ep, &pin));
+                match tokio::time::timeout(WAYLAND_CONNECT_TIMEOUT, task).await {
+                    Ok(Ok(r)) => r.map(|o| (o, 0)),
+                    Ok(Err(_)) => Err(unavailable("the Wayland connect task failed")),
+                    Err(_) => Err(unavailable(format!(
+                        "the Wayland compositor did not accept a connection within {} ms",
+                        WAYLAND_CONNECT_TIMEOUT.as_millis()
+                    ))),
+                }
+            }
         }
     }
 
