@@ -232,7 +232,12 @@ impl LinuxBackend {
             .call(&agent, input::Probe, Duration::from_secs(5), CallKind::Read)
             .await?
             .map_err(|f| failure_to_error("nish-input", &f.failure))?;
-        *self.input_probe.lock().await = Some(probe.clone());
+        // On Wayland a clipboard check that failed may have failed for now only (a first
+        // connection slow to set up): asked again next time. The agent remembers a compositor
+        // without data-control, so asking again costs no connection there.
+        if probe.clipboard_ok || !self.on_wayland() {
+            *self.input_probe.lock().await = Some(probe.clone());
+        }
         Ok(probe)
     }
 
