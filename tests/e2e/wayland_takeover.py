@@ -45,6 +45,24 @@ PORTAL_PERSON = os.path.join(HERE, "portal_dialog_person.py")
 TRIALS = 20
 
 
+def person_quiet(quiet_ms: int = 300, timeout: float = 10.0) -> None:
+    """Waits until the person's last input is `quiet_ms` old, as mutter's idle monitor tells
+    (asked on the desktop's session bus with gdbus). mutter stamps a RemoteDesktop event when
+    its input thread takes it, after the call returned: under load the release of the person's
+    click may come well after the click, and a resume before it would see it as new input."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run(["/usr/bin/gdbus", "call", "--session", "--dest", "org.gnome.Mutter.IdleMonitor",
+                            "--object-path", "/org/gnome/Mutter/IdleMonitor/Core", "--method",
+                            "org.gnome.Mutter.IdleMonitor.GetIdletime"], capture_output=True, text=True)
+        check(r.returncode == 0, f"GetIdletime: {r.stderr}")
+        idle = int(r.stdout.strip().strip("(),").split()[-1])
+        if idle >= quiet_ms:
+            return
+        check(time.monotonic() < deadline, f"the person's input did not settle within {timeout} s")
+        time.sleep(0.05)
+
+
 def portal_dialog(answer: str) -> str:
     r = subprocess.run(["/usr/bin/python3", PORTAL_PERSON, PERSON, answer, "--timeout", "30"],
                        capture_output=True, text=True, timeout=120)
@@ -168,6 +186,7 @@ async def run(ns: argparse.Namespace) -> None:
             await anyio.sleep(0.5)
             ev = await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
             check(ev["reason"] == "person_input", f"paused: {ev}")
+            await anyio.to_thread.run_sync(person_quiet)
             ctl.send({"method": "takeover.resume", "params": {"session": sid}})
             await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
             e = await read_entry(c)
@@ -200,6 +219,7 @@ async def run(ns: argparse.Namespace) -> None:
             check(err.get("effect") == "refused", str(err))
             await reads_back(c, "Ada Lovelac")
             say("  takeover.paused (person_input); press_key refused with user_took_over; nothing was sent")
+            await anyio.to_thread.run_sync(person_quiet)
             ctl.send({"method": "takeover.resume", "params": {"session": sid}})
             await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
             say("  the host's takeover.resume (after its own Resume click): takeover.resumed")
@@ -212,6 +232,7 @@ async def run(ns: argparse.Namespace) -> None:
                 dialog.say(f"move {3 if i % 2 else -3} 2")
                 await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
                 waits.append((time.monotonic() - t0) * 1000)
+                await anyio.to_thread.run_sync(person_quiet)
                 ctl.send({"method": "takeover.resume", "params": {"session": sid}})
                 await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
             waits.sort()
@@ -248,6 +269,7 @@ async def run(ns: argparse.Namespace) -> None:
                   f"the entry holds what was reported typed: {len(typed)} characters")
             say(f"  type_text: user_took_over, stopped after {err['typed_characters']} of {len(text)} characters; "
                 "the entry holds exactly those")
+            await anyio.to_thread.run_sync(person_quiet)
             ctl.send({"method": "takeover.resume", "params": {"session": sid}})
             await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
 
