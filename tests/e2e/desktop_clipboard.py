@@ -97,34 +97,7 @@ def input_starts(broker: h.Broker) -> list[dict]:
 
 
 async def read(c, ctl: h.Control, approve: bool):
-    """clipboard_read, with the host answering its approval request on the control pipe."""
-    seen: list[dict] = []
-    failed: list[BaseException] = []
-
-    def answer() -> None:
-        try:
-            ev = ctl.wait_for(lambda e: e.get("event") == "approval.request", "the approval request", 20)
-            seen.append(ev)
-            ctl.send({"method": "approval.answer", "params": {"id": ev["id"], "approve": approve}})
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            failed.append(e)
-
-    t = threading.Thread(target=answer)
-    t.start()
-    try:
-        r = await c.call_tool("clipboard_read", {})
-    finally:
-        t.join()
-    if failed:
-        raise failed[0]
-    check(seen and seen[0]["tool"] == "clipboard_read", f"approval request: {seen}")
-    check(not any(x in json.dumps(seen[0]) for x in CANARIES), "the approval request carries no text")
-    return r
-
-
-def error_of(r) -> dict:
-    check(r.is_error is True, f"expected an error, got {r.structured_content}")
-    return r.structured_content["error"]
+    return await h.clipboard_read(c, ctl, approve, CANARIES)
 
 
 async def start_with_clipboard(c, person: h.Person) -> dict:
@@ -190,7 +163,7 @@ async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str]
         say(f"  {RUN} approved reads in a row: all returned xclip's text on one X connection, "
             "the input agent not started again")
         r = await read(c, ctl, False)
-        e = error_of(r)
+        e = h.error_of(r)
         check(e["code"] == "consent_denied", str(e))
         errors.append(json.dumps(e))
         check("clip-canary" not in h.text_of(r), "a refused read returns nothing")
@@ -201,7 +174,7 @@ async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str]
     holder = Holder(env, CREDENTIAL)
     try:
         r = await read(c, ctl, True)
-        e = error_of(r)
+        e = h.error_of(r)
         check(e["code"] == "secure_field", str(e))
         errors.append(json.dumps(e) + h.text_of(r))
         say("a credential-looking text: refused (secure_field), the text in no error")
@@ -211,7 +184,7 @@ async def first_session(c, ctl: h.Control, person: h.Person, env: dict[str, str]
     holder = Holder(env, INCR_TEXT)
     try:
         r = await read(c, ctl, True)
-        e = error_of(r)
+        e = h.error_of(r)
         check(e["code"] == "unsupported" and "INCR" in e["message"], str(e))
         errors.append(json.dumps(e) + h.text_of(r))
         say(f"an incremental transfer ({len(INCR_TEXT)} bytes from xclip): refused (unsupported)")

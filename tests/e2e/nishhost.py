@@ -281,6 +281,39 @@ async def fails(c: Any, tool: str, args: dict[str, Any] | None, code: str) -> di
     return err
 
 
+def error_of(r: Any) -> dict[str, Any]:
+    """The error of a tool result that must have failed (its code not yet known)."""
+    check(r.is_error is True, f"expected an error, got {r.structured_content}")
+    return r.structured_content["error"]
+
+
+async def clipboard_read(c: Any, ctl: Control, approve: bool, canaries: tuple[str, ...]) -> Any:
+    """clipboard_read, the host answering its approval request on the control pipe; the
+    request must carry none of `canaries` (no clipboard text reaches the host's prompt)."""
+    seen: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    def answer() -> None:
+        try:
+            ev = ctl.wait_for(lambda e: e.get("event") == "approval.request", "the approval request", 20)
+            seen.append(ev)
+            ctl.send({"method": "approval.answer", "params": {"id": ev["id"], "approve": approve}})
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            failed.append(e)
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        r = await c.call_tool("clipboard_read", {})
+    finally:
+        t.join()
+    if failed:
+        raise failed[0]
+    check(bool(seen) and seen[0]["tool"] == "clipboard_read", f"approval request: {seen}")
+    check(not any(x in json.dumps(seen[0]) for x in canaries), "the approval request carries no text")
+    return r
+
+
 def find(read: dict[str, Any], role: str, label: str) -> dict[str, Any]:
     for e in read["elements"]:
         if e["role"] == role and e["label"] == label:

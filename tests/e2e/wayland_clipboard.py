@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 
 import nishhost as h
@@ -100,34 +99,7 @@ def tick_then_allow(dialog: DialogPerson, line: str):
 
 
 async def read(c, ctl: h.Control, approve: bool):
-    """clipboard_read, the host answering its approval request on the control pipe."""
-    seen: list[dict] = []
-    failed: list[BaseException] = []
-
-    def answer() -> None:
-        try:
-            ev = ctl.wait_for(lambda e: e.get("event") == "approval.request", "the approval request", 20)
-            seen.append(ev)
-            ctl.send({"method": "approval.answer", "params": {"id": ev["id"], "approve": approve}})
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            failed.append(e)
-
-    t = threading.Thread(target=answer)
-    t.start()
-    try:
-        r = await c.call_tool("clipboard_read", {})
-    finally:
-        t.join()
-    if failed:
-        raise failed[0]
-    check(seen and seen[0]["tool"] == "clipboard_read", f"approval request: {seen}")
-    check(not any(x in json.dumps(seen[0]) for x in CANARIES), "the approval request carries no text")
-    return r
-
-
-def error_of(r) -> dict:
-    check(r.is_error is True, f"expected an error, got {r.structured_content}")
-    return r.structured_content["error"]
+    return await h.clipboard_read(c, ctl, approve, CANARIES)
 
 
 def doctor_has_clipboard(broker: h.Broker) -> None:
@@ -171,7 +143,7 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
                   f"wl-copy's text: {h.text_of(r)}")
             say(f"clipboard_read (approved) of wl-copy's text: {len(OTHER)} characters")
             r = await read(c, ctl, False)
-            e = error_of(r)
+            e = h.error_of(r)
             check(e["code"] == "consent_denied", str(e))
             check("clip-canary" not in h.text_of(r), "a refused read returns nothing")
             errors.append(json.dumps(e))
@@ -182,7 +154,7 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
         holder = WlCopy(CREDENTIAL)
         try:
             r = await read(c, ctl, True)
-            e = error_of(r)
+            e = h.error_of(r)
             check(e["code"] == "secure_field", str(e))
             errors.append(json.dumps(e) + h.text_of(r))
             say("a credential-looking text: refused (secure_field), the text in no error")
@@ -192,7 +164,7 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
         holder = WlCopy(HUGE)
         try:
             r = await read(c, ctl, True)
-            e = error_of(r)
+            e = h.error_of(r)
             check(e["code"] == "unsupported" and "larger than" in e["message"], str(e))
             say(f"a text of {len(HUGE)} bytes (more than 1 MiB) from wl-copy: refused (unsupported)")
         finally:
@@ -205,7 +177,7 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
             t0 = time.monotonic()
             r = await read(c, ctl, True)
             took = time.monotonic() - t0
-            e = error_of(r)
+            e = h.error_of(r)
             check(e["code"] == "app_not_responding", str(e))
             check(took < 6.0, f"the read ended by its deadline: {took:.1f} s")
             say(f"an owner that never sends its text (nish-clip-stall): app_not_responding after "
