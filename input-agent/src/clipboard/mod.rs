@@ -102,18 +102,27 @@ impl Clipboard {
     }
 
     /// Holds `text` for `owner`; the outcome comes on the receiver ([`Owner::wait_set`]).
+    /// Commands are done in the order they are sent.
     pub fn set(&self, owner: String, text: String) -> mpsc::Receiver<Result<(), ActFailure>> {
-        match self {
-            Clipboard::X11 { owner: o, .. } => o.set(owner, text),
-            Clipboard::Wayland(w) => w.set(owner, text),
-        }
+        let (done, answer) = mpsc::channel();
+        self.own(OwnerCmd::Set { owner, text, done });
+        answer
     }
 
-    /// Gives the clipboard up if `owner` (`None`: anyone) holds it ([`Owner::wait_release`]).
+    /// Gives the clipboard up if `owner` (`None`: anyone) holds it; the receiver says whether
+    /// it did ([`Owner::wait_release`]).
     pub fn release(&self, owner: Option<String>) -> mpsc::Receiver<bool> {
+        let (done, answer) = mpsc::channel();
+        self.own(OwnerCmd::Release { owner, done });
+        answer
+    }
+
+    /// Hands an owner command to the thread that holds the selection. A thread that stopped
+    /// drops it, and its receiver then answers as a thread that did not answer.
+    fn own(&self, cmd: OwnerCmd) {
         match self {
-            Clipboard::X11 { owner: o, .. } => o.release(owner),
-            Clipboard::Wayland(w) => w.release(owner),
+            Clipboard::X11 { owner, .. } => drop(owner.tx.send(cmd)),
+            Clipboard::Wayland(w) => w.own(cmd),
         }
     }
 }
@@ -384,7 +393,8 @@ fn convert(
     }
 }
 
-/// A command for the owner thread.
+/// A command for the thread that holds the selection (X11's owner thread, Wayland's
+/// clipboard thread).
 #[derive(Debug)]
 pub enum OwnerCmd {
     /// Own the selection with this text, for this owner.
@@ -433,30 +443,14 @@ impl Owner {
         Ok(Owner { tx })
     }
 
-    /// Asks the thread to own the selection with `text` for `owner`; the outcome comes on the
-    /// returned receiver (see [`Owner::wait_set`]). Commands are done in the order they are sent.
-    pub fn set(&self, owner: String, text: String) -> mpsc::Receiver<Result<(), ActFailure>> {
-        let (done, answer) = mpsc::channel();
-        let _ = self.tx.send(OwnerCmd::Set { owner, text, done });
-        answer
-    }
-
-    /// Waits (bounded) for the outcome of [`Owner::set`].
+    /// Waits (bounded) for the outcome of [`Clipboard::set`].
     pub fn wait_set(answer: mpsc::Receiver<Result<(), ActFailure>>) -> Result<(), ActFailure> {
         answer
             .recv_timeout(CALL_TIMEOUT * 4)
             .map_err(|_| unavailable("the clipboard", "its thread did not answer"))?
     }
 
-    /// Asks the thread to give the selection up if `owner` (`None`: anyone) holds it; the
-    /// returned receiver says whether it did.
-    pub fn release(&self, owner: Option<String>) -> mpsc::Receiver<bool> {
-        let (done, answer) = mpsc::channel();
-        let _ = self.tx.send(OwnerCmd::Release { owner, done });
-        answer
-    }
-
-    /// Waits (bounded) for the outcome of [`Owner::release`].
+    /// Waits (bounded) for the outcome of [`Clipboard::release`].
     pub fn wait_release(answer: mpsc::Receiver<bool>) -> bool {
         answer.recv_timeout(CALL_TIMEOUT * 4).unwrap_or(false)
     }

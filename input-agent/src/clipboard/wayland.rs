@@ -41,7 +41,7 @@ use wayland_protocols_wlr::data_control::v1::client::{
     zwlr_data_control_source_v1::{self, ZwlrDataControlSourceV1},
 };
 
-use super::{CALL_TIMEOUT, MAX_READ_BYTES};
+use super::{CALL_TIMEOUT, MAX_READ_BYTES, OwnerCmd};
 use crate::failure::ActFailure;
 
 /// The text types the driver reads and offers, in the order it prefers them.
@@ -65,15 +65,7 @@ enum Cmd {
         deadline: Instant,
         done: mpsc::Sender<Result<String, ActFailure>>,
     },
-    Set {
-        owner: String,
-        text: String,
-        done: mpsc::Sender<Result<(), ActFailure>>,
-    },
-    Release {
-        owner: Option<String>,
-        done: mpsc::Sender<bool>,
-    },
+    Own(OwnerCmd),
     Offered {
         done: mpsc::Sender<Result<(), ActFailure>>,
     },
@@ -109,19 +101,9 @@ impl WlClipboard {
             .map_err(|_| unavailable("its thread did not answer"))?
     }
 
-    /// Asks the thread to own the selection with `text` for `owner` (see
-    /// [`super::Owner::set`]).
-    pub fn set(&self, owner: String, text: String) -> mpsc::Receiver<Result<(), ActFailure>> {
-        let (done, answer) = mpsc::channel();
-        let _ = self.tx.send(Cmd::Set { owner, text, done });
-        answer
-    }
-
-    /// Asks the thread to give the selection up if `owner` (`None`: anyone) holds it.
-    pub fn release(&self, owner: Option<String>) -> mpsc::Receiver<bool> {
-        let (done, answer) = mpsc::channel();
-        let _ = self.tx.send(Cmd::Release { owner, done });
-        answer
+    /// Hands the thread a set or a release (see [`super::Clipboard::set`]).
+    pub(super) fn own(&self, cmd: OwnerCmd) {
+        let _ = self.tx.send(Cmd::Own(cmd));
     }
 
     /// Whether the compositor offers the data-control protocol to the agent (connecting if it
@@ -212,7 +194,7 @@ fn do_cmd(
 ) {
     // A command that needs no connection when there is none.
     if link.is_none()
-        && let Cmd::Release { done, .. } = cmd
+        && let Cmd::Own(OwnerCmd::Release { done, .. }) = cmd
     {
         let _ = done.send(false);
         return;
@@ -239,9 +221,9 @@ fn do_cmd(
                 );
                 match cmd {
                     Cmd::Read { done, .. } => drop(done.send(Err(f))),
-                    Cmd::Set { done, .. } => drop(done.send(Err(f))),
+                    Cmd::Own(OwnerCmd::Set { done, .. }) => drop(done.send(Err(f))),
                     Cmd::Offered { done } => drop(done.send(Err(f))),
-                    Cmd::Release { done, .. } => drop(done.send(false)),
+                    Cmd::Own(OwnerCmd::Release { done, .. }) => drop(done.send(false)),
                 }
                 return;
             }
@@ -255,7 +237,7 @@ fn do_cmd(
             let _ = done.send(r);
             broken
         }
-        Cmd::Set { owner, text, done } => {
+        Cmd::Own(OwnerCmd::Set { owner, text, done }) => {
             let len = text.chars().count();
             let r = l.set(owner, text);
             match &r {
@@ -270,7 +252,7 @@ fn do_cmd(
             let _ = done.send(r);
             broken
         }
-        Cmd::Release { owner, done } => {
+        Cmd::Own(OwnerCmd::Release { owner, done }) => {
             let (released, ok) = l.release(owner.as_deref());
             let _ = done.send(released);
             !ok
