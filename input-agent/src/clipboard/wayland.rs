@@ -54,6 +54,9 @@ const MAX_TYPE_LEN: usize = 255;
 const SETUP_TIMEOUT: Duration = Duration::from_millis(2000);
 /// How long the thread waits for a command before it reads the compositor's events again.
 const TICK: Duration = Duration::from_millis(50);
+/// How many selections one read reads, one after the other, while each ends empty and is
+/// replaced meanwhile.
+const READ_TRIES: usize = 3;
 
 fn unavailable(e: impl std::fmt::Display) -> ActFailure {
     ActFailure::refused(ErrorCode::BackendUnavailable, format!("the clipboard: {e}"))
@@ -394,17 +397,42 @@ impl Link {
         Ok(())
     }
 
+    /// Reads the selection's text by `deadline`. A copy that replaces the selection while its
+    /// text is read may end the old owner's pipe empty (the old owner is told its copy is
+    /// over): empty text is the answer only while the selection is still the one read, else
+    /// the new selection is read, [`READ_TRIES`] times at most.
     fn read(&mut self, deadline: Instant) -> Result<String, ActFailure> {
         let limit = deadline.saturating_duration_since(Instant::now());
-        self.sync(deadline)?;
-        if let Some(h) = &self.held {
-            // The agent's own selection (no other program took it since: the round trip
-            // brought any cancellation).
-            return Ok(h.text.clone());
+        let mut last: Option<ObjectId> = None;
+        for _ in 0..READ_TRIES {
+            self.sync(deadline)?;
+            if let Some(h) = &self.held {
+                // The agent's own selection (no other program took it since: the round trip
+                // brought any cancellation).
+                return Ok(h.text.clone());
+            }
+            let Some(offer) = self.state.selection.clone() else {
+                return Ok(String::new());
+            };
+            if last.as_ref() == Some(&offer.id()) {
+                return Ok(String::new());
+            }
+            let text = self.read_offer(&offer, deadline, limit)?;
+            if !text.is_empty() {
+                return Ok(text);
+            }
+            last = Some(offer.id());
         }
-        let Some(offer) = self.state.selection.clone() else {
-            return Ok(String::new());
-        };
+        Ok(String::new())
+    }
+
+    /// Reads one offer's text by `deadline` (`limit` for the message).
+    fn read_offer(
+        &mut self,
+        offer: &ZwlrDataControlOfferV1,
+        deadline: Instant,
+        limit: Duration,
+    ) -> Result<String, ActFailure> {
         let types = self
             .state
             .offers
@@ -697,11 +725,17 @@ impl Dispatch<ZwlrDataControlOfferV1, ()> for State {
     ) {
         if let zwlr_data_control_offer_v1::Event::Offer { mime_type } = event
             && let Some(types) = state.offers.get_mut(&offer.id())
-            && types.len() < MAX_TYPES
-            && mime_type.len() <= MAX_TYPE_LEN
         {
-            types.push(mime_type);
+            keep_type(types, mime_type);
         }
+    }
+}
+
+/// Notes one type an offer announced: the first [`MAX_TYPES`] names of at most
+/// [`MAX_TYPE_LEN`] bytes (an owner may announce any number of any length).
+fn keep_type(types: &mut Vec<String>, mime_type: String) {
+    if types.len() < MAX_TYPES && mime_type.len() <= MAX_TYPE_LEN {
+        types.push(mime_type);
     }
 }
 
@@ -730,6 +764,21 @@ impl Dispatch<ZwlrDataControlSourceV1, ()> for State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_offer_keeps_its_first_64_short_type_names() {
+        let mut types = Vec::new();
+        keep_type(&mut types, "x".repeat(MAX_TYPE_LEN + 1));
+        keep_type(&mut types, "y".repeat(MAX_TYPE_LEN));
+        assert_eq!(types.len(), 1, "a name over 255 bytes is not kept");
+        for i in 0..1000 {
+            keep_type(&mut types, format!("application/x-{i}"));
+        }
+        keep_type(&mut types, TEXT_TYPES[0].to_string());
+        assert_eq!(types.len(), MAX_TYPES);
+        assert_eq!(types[MAX_TYPES - 1], "application/x-62");
+        assert!(!types.iter().any(|t| t == TEXT_TYPES[0]));
+    }
 
     #[test]
     fn a_slow_requestor_does_not_hold_the_thread() {
