@@ -9,8 +9,12 @@ KWin), through a whole session: used by sway_session.py and kwin_session.py.
 - clipboard_read of the driver's own text, then of what wl-copy holds: each asked on the host's
   control pipe first, approved, the same text; a refused read returns no text; a
   credential-looking text is refused as secure_field, a text over 1 MiB as unsupported, and an
-  owner that never sends its text (nish-clip-stall) as app_not_responding by the read's
+  owner that never sends its text (nish-clip-hostile stall) as app_not_responding by the read's
   deadline, after which the clipboard works on.
+- Hostile programs (nish-clip-hostile): a copy replaced while the driver reads it reads as the
+  new copy, not as empty text; an owner announcing 200 long junk types before its text type
+  is read as holding no text (the agent keeps 64 names); 200 requests for the driver's text
+  that are never read hold its clipboard thread about a second, not one per request.
 - end_session: the driver's text is gone from the clipboard (wl-paste finds nothing).
 - The input agent's log and the audit carry the texts' lengths, never the texts.
 """
@@ -21,6 +25,8 @@ import json
 import os
 import subprocess
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import nishhost as h
 from nishhost import check, ok, say
@@ -34,6 +40,8 @@ OTHER = "held by wl-copy: clip-canary-o"
 CREDENTIAL = "password=clip-canary-Secr3t!"
 CANARIES = ("clip-canary",)
 HUGE = "clip-canary-h " * 100_000
+BIG = "clip-canary-b " * 7_000
+SWITCHED = "switched copy: clip-canary-s"
 
 
 def wl_paste() -> str | None:
@@ -100,6 +108,19 @@ def tick_then_allow(dialog: DialogPerson, line: str):
 
 async def read(c, ctl: h.Control, approve: bool):
     return await h.clipboard_read(c, ctl, approve, CANARIES)
+
+
+@contextmanager
+def hostile(ns, mode: str) -> Iterator[None]:
+    """nish-clip-hostile in `mode`, ready, for the block's length."""
+    p = subprocess.Popen([os.path.join(os.path.dirname(ns.driver), "nish-clip-hostile"), mode],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline().strip() == "ready", f"nish-clip-hostile {mode} is ready")
+        yield
+    finally:
+        p.kill()
+        p.wait(timeout=10)
 
 
 def doctor_has_clipboard(broker: h.Broker) -> None:
@@ -170,21 +191,42 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
         finally:
             holder.stop()
 
-        stall = subprocess.Popen([os.path.join(os.path.dirname(ns.driver), "nish-clip-stall")],
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            check(stall.stdout.readline().strip() == "ready", "nish-clip-stall holds the clipboard")
+        with hostile(ns, "stall"):
             t0 = time.monotonic()
             r = await read(c, ctl, True)
             took = time.monotonic() - t0
             e = h.error_of(r)
             check(e["code"] == "app_not_responding", str(e))
             check(took < 6.0, f"the read ended by its deadline: {took:.1f} s")
-            say(f"an owner that never sends its text (nish-clip-stall): app_not_responding after "
-                f"{took:.1f} s (approval included)")
-        finally:
-            stall.kill()
-            stall.wait(timeout=10)
+            say(f"an owner that never sends its text (nish-clip-hostile stall): app_not_responding "
+                f"after {took:.1f} s (approval included)")
+
+        with hostile(ns, "switch"):
+            r = await read(c, ctl, True)
+            check(r.is_error is False and r.structured_content["text"] == SWITCHED,
+                  f"a copy replaced during the read: the new copy's text, not empty: {h.text_of(r)}")
+            say("a copy replaced while the driver read it, its pipe closed empty "
+                "(nish-clip-hostile switch): the read answers the new copy's text")
+
+        with hostile(ns, "many-types"):
+            r = await read(c, ctl, True)
+            e = h.error_of(r)
+            check(e["code"] == "unsupported" and "no text" in e["message"], str(e))
+            say("an owner announcing 200 junk types of 250 bytes before its text type "
+                "(nish-clip-hostile many-types): the agent keeps the first 64, finds no text "
+                "(unsupported) and works on")
+
+        await ok(c, "clipboard_write", {"text": BIG})
+        with hostile(ns, "flood"):
+            t0 = time.monotonic()
+            r = await read(c, ctl, True)
+            took = time.monotonic() - t0
+            check(r.is_error is False and r.structured_content["text"] == BIG,
+                  f"the driver's own text under a flood of requests: {h.text_of(r)[:200]}")
+            check(took < 6.0, f"the flood held the clipboard for {took:.1f} s")
+            say(f"200 requests for the driver's {len(BIG)} characters, none read "
+                f"(nish-clip-hostile flood): clipboard_read answered in {took:.1f} s "
+                "(approval included)")
 
         await ok(c, "clipboard_write", {"text": WRITTEN})
         check(wl_paste() == WRITTEN, "the driver holds the clipboard again")

@@ -1,11 +1,23 @@
-//! `nish-clip-stall`: a hostile clipboard owner on a Wayland compositor with wlroots'
-//! data-control protocol (sway, KWin), for the clipboard tests. It copies a text type and never
-//! sends it: every request's pipe is kept open, unwritten, until the program is killed. It
-//! prints `ready` once the compositor has its selection.
+//! `nish-clip-hostile MODE`: a hostile clipboard program on a Wayland compositor with wlroots'
+//! data-control protocol (sway, KWin), for the clipboard tests. It prints `ready` once it has
+//! done what its mode does first, and runs until it is killed (an owner also ends when another
+//! program copies).
 //!
-//! A reader that waits for the owner's text without a deadline would wait forever here.
+//! - `stall`: copies a text type and never sends it: every request's pipe is kept open,
+//!   unwritten. A reader that waits for the owner's text without a deadline waits forever.
+//! - `many-types`: copies with [`JUNK_TYPES`] junk type names of [`JUNK_LEN`] bytes first,
+//!   then a text type: a reader that keeps the first 64 names never sees the text type. (Not
+//!   more: a compositor on libwayland 1.21 disconnects a client whose events fill its socket,
+//!   and every data-control client gets each name; megabytes of names end the connections.)
+//! - `switch`: copies a text type; at the first request it copies anew (a second source, with
+//!   [`SWITCHED`]) and only then closes the first request's pipe unwritten, as a program does
+//!   whose copy another copy replaced. A reader that takes the closed pipe for the clipboard's
+//!   text answers empty text while the clipboard holds [`SWITCHED`].
+//! - `flood`: copies nothing; it asks whoever holds the clipboard for its text [`FLOOD`] times
+//!   and never reads a pipe. An owner that serves each request until the requestor reads is
+//!   held for as long as this program lives.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd as _, OwnedFd};
 
 use wayland_client::protocol::{wl_registry, wl_seat};
 use wayland_client::{Connection, Dispatch, Proxy, QueueHandle, event_created_child};
@@ -16,43 +28,141 @@ use wayland_protocols_wlr::data_control::v1::client::{
     zwlr_data_control_source_v1::{self, ZwlrDataControlSourceV1},
 };
 
+/// The text `switch` copies second.
+const SWITCHED: &str = "switched copy: clip-canary-s";
+/// The junk type names `many-types` offers before its text type.
+const JUNK_TYPES: usize = 200;
+/// The length of each junk type name (the agent keeps names of up to 255 bytes).
+const JUNK_LEN: usize = 250;
+/// The requests `flood` makes.
+const FLOOD: usize = 200;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Stall,
+    ManyTypes,
+    Switch,
+    Flood,
+}
+
 #[derive(Default)]
-struct Stall {
+struct Hostile {
+    mode: Option<Mode>,
     seat: Option<wl_seat::WlSeat>,
     manager: Option<ZwlrDataControlManagerV1>,
+    device: Option<ZwlrDataControlDeviceV1>,
+    /// The first source (`switch`: the one whose request is left unwritten).
+    first: Option<ZwlrDataControlSourceV1>,
+    /// The selection's offer as the compositor last announced it.
+    selection: Option<ZwlrDataControlOfferV1>,
     /// The requests' pipes, held open and never written.
     held: Vec<OwnedFd>,
+    /// `switch`: the first request's pipe, closed once the second copy is in place.
+    to_close: Option<OwnedFd>,
+    switched: bool,
+    /// The source the compositor last took (`switch`: the second).
+    current: Option<ZwlrDataControlSourceV1>,
+    /// Requests this program answered with text.
+    answered: usize,
+    /// The current source was cancelled: another program copied. (KWin 5.27 cancels a
+    /// replaced source twice, so cancellations are not counted.)
     cancelled: bool,
 }
 
 fn main() -> anyhow::Result<()> {
+    let mode = match std::env::args().nth(1).as_deref() {
+        Some("stall") => Mode::Stall,
+        Some("many-types") => Mode::ManyTypes,
+        Some("switch") => Mode::Switch,
+        Some("flood") => Mode::Flood,
+        _ => anyhow::bail!("usage: nish-clip-hostile stall|many-types|switch|flood"),
+    };
     let conn = Connection::connect_to_env()?;
     let mut queue = conn.new_event_queue();
     let qh = queue.handle();
     conn.display().get_registry(&qh, ());
-    let mut st = Stall::default();
+    let mut st = Hostile {
+        mode: Some(mode),
+        ..Hostile::default()
+    };
     queue.roundtrip(&mut st)?;
     let (Some(seat), Some(manager)) = (st.seat.clone(), st.manager.clone()) else {
         anyhow::bail!("the compositor offers no seat or no data-control");
     };
     let device = manager.get_data_device(&seat, &qh, ());
+    st.device = Some(device.clone());
+    queue.roundtrip(&mut st)?;
+    if mode == Mode::Flood {
+        let Some(offer) = st.selection.clone() else {
+            anyhow::bail!("nothing is copied: nobody to flood");
+        };
+        for _ in 0..FLOOD {
+            let (reader, writer) = std::io::pipe()?;
+            offer.receive("text/plain;charset=utf-8".into(), writer.as_fd());
+            drop(writer);
+            st.held.push(OwnedFd::from(reader));
+        }
+        queue.roundtrip(&mut st)?;
+        println!("ready");
+        loop {
+            queue.blocking_dispatch(&mut st)?;
+        }
+    }
     let source = manager.create_data_source(&qh, ());
+    if mode == Mode::ManyTypes {
+        for i in 0..JUNK_TYPES {
+            source.offer(format!(
+                "application/x-junk-{i:03}-{}",
+                "j".repeat(JUNK_LEN - 23)
+            ));
+            if i % 2 == 0 {
+                flush(&conn)?;
+            }
+        }
+    }
     source.offer("text/plain;charset=utf-8".into());
     source.offer("text/plain".into());
     device.set_selection(Some(&source));
+    st.first = Some(source.clone());
+    st.current = Some(source);
     queue.roundtrip(&mut st)?;
     println!("ready");
-    while !st.cancelled {
+    loop {
         queue.blocking_dispatch(&mut st)?;
+        if st.switched
+            && let Some(fd) = st.to_close.take()
+        {
+            // The second copy is the compositor's before the first request's pipe closes.
+            queue.roundtrip(&mut st)?;
+            drop(fd);
+        }
+        if st.cancelled {
+            break;
+        }
     }
     eprintln!(
-        "nish-clip-stall: another program copied; held {} pipes",
-        st.held.len()
+        "nish-clip-hostile: another program copied; held {} pipes, answered {}",
+        st.held.len(),
+        st.answered
     );
     Ok(())
 }
 
-impl Dispatch<wl_registry::WlRegistry, ()> for Stall {
+/// Sends what is queued, waiting while the compositor's socket is full.
+fn flush(conn: &Connection) -> anyhow::Result<()> {
+    loop {
+        match conn.flush() {
+            Err(wayland_client::backend::WaylandError::Io(e))
+                if e.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+impl Dispatch<wl_registry::WlRegistry, ()> for Hostile {
     fn event(
         st: &mut Self,
         registry: &wl_registry::WlRegistry,
@@ -74,7 +184,7 @@ impl Dispatch<wl_registry::WlRegistry, ()> for Stall {
     }
 }
 
-impl Dispatch<wl_seat::WlSeat, ()> for Stall {
+impl Dispatch<wl_seat::WlSeat, ()> for Hostile {
     fn event(
         _: &mut Self,
         _: &wl_seat::WlSeat,
@@ -86,7 +196,7 @@ impl Dispatch<wl_seat::WlSeat, ()> for Stall {
     }
 }
 
-impl Dispatch<ZwlrDataControlManagerV1, ()> for Stall {
+impl Dispatch<ZwlrDataControlManagerV1, ()> for Hostile {
     fn event(
         _: &mut Self,
         _: &ZwlrDataControlManagerV1,
@@ -98,23 +208,26 @@ impl Dispatch<ZwlrDataControlManagerV1, ()> for Stall {
     }
 }
 
-impl Dispatch<ZwlrDataControlDeviceV1, ()> for Stall {
+impl Dispatch<ZwlrDataControlDeviceV1, ()> for Hostile {
     fn event(
-        _: &mut Self,
+        st: &mut Self,
         _: &ZwlrDataControlDeviceV1,
-        _: zwlr_data_control_device_v1::Event,
+        event: zwlr_data_control_device_v1::Event,
         _: &(),
         _: &Connection,
         _: &QueueHandle<Self>,
     ) {
+        if let zwlr_data_control_device_v1::Event::Selection { id } = event {
+            st.selection = id;
+        }
     }
 
-    event_created_child!(Stall, ZwlrDataControlDeviceV1, [
+    event_created_child!(Hostile, ZwlrDataControlDeviceV1, [
         zwlr_data_control_device_v1::EVT_DATA_OFFER_OPCODE => (ZwlrDataControlOfferV1, ()),
     ]);
 }
 
-impl Dispatch<ZwlrDataControlOfferV1, ()> for Stall {
+impl Dispatch<ZwlrDataControlOfferV1, ()> for Hostile {
     fn event(
         _: &mut Self,
         _: &ZwlrDataControlOfferV1,
@@ -126,18 +239,47 @@ impl Dispatch<ZwlrDataControlOfferV1, ()> for Stall {
     }
 }
 
-impl Dispatch<ZwlrDataControlSourceV1, ()> for Stall {
+impl Dispatch<ZwlrDataControlSourceV1, ()> for Hostile {
     fn event(
         st: &mut Self,
-        _: &ZwlrDataControlSourceV1,
+        source: &ZwlrDataControlSourceV1,
         event: zwlr_data_control_source_v1::Event,
         _: &(),
         _: &Connection,
-        _: &QueueHandle<Self>,
+        qh: &QueueHandle<Self>,
     ) {
         match event {
-            zwlr_data_control_source_v1::Event::Send { fd, .. } => st.held.push(fd),
-            zwlr_data_control_source_v1::Event::Cancelled => st.cancelled = true,
+            zwlr_data_control_source_v1::Event::Send { fd, .. } => {
+                let first = st.first.as_ref() == Some(source);
+                match st.mode {
+                    Some(Mode::Switch) if first && !st.switched => {
+                        let (Some(manager), Some(device)) = (&st.manager, &st.device) else {
+                            return;
+                        };
+                        let second = manager.create_data_source(qh, ());
+                        second.offer("text/plain;charset=utf-8".into());
+                        second.offer("text/plain".into());
+                        device.set_selection(Some(&second));
+                        st.current = Some(second);
+                        st.switched = true;
+                        st.to_close = Some(fd);
+                    }
+                    Some(Mode::Switch) if !first => {
+                        let mut pipe = std::fs::File::from(fd);
+                        let _ = std::io::Write::write_all(&mut pipe, SWITCHED.as_bytes());
+                        st.answered += 1;
+                    }
+                    Some(Mode::ManyTypes) => {
+                        let mut pipe = std::fs::File::from(fd);
+                        let _ = std::io::Write::write_all(&mut pipe, b"many types: clip-canary-m");
+                        st.answered += 1;
+                    }
+                    _ => st.held.push(fd),
+                }
+            }
+            zwlr_data_control_source_v1::Event::Cancelled => {
+                st.cancelled |= st.current.as_ref() == Some(source);
+            }
             _ => {}
         }
     }
