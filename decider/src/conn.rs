@@ -427,6 +427,7 @@ pub fn reader_kind(m: &ReaderToBroker) -> Msg {
         | ReaderToBroker::Rekept { .. }
         | ReaderToBroker::Settled { .. }
         | ReaderToBroker::Objects { .. }
+        | ReaderToBroker::States { .. }
         | ReaderToBroker::Failed { .. } => Msg::Answer,
         ReaderToBroker::Connect { .. } => Msg::Connect,
     }

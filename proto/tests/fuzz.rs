@@ -402,6 +402,13 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
                 handles
             }
         ),
+        (any::<u64>(), window(), proptest::collection::vec(s(), 0..4)).prop_map(
+            |(id, window, handles)| BrokerToReader::States {
+                id,
+                window,
+                handles
+            }
+        ),
         any::<[u64; 4]>().prop_map(|n| BrokerToReader::Rekeep {
             id: n[0],
             window_id: n[1],
@@ -496,6 +503,14 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
             proptest::collection::vec(proptest::option::of(node()), 0..3)
         )
             .prop_map(|(id, nodes)| ReaderToBroker::Objects { id, nodes }),
+        (
+            any::<u64>(),
+            proptest::collection::vec(proptest::option::of(any::<u64>()), 0..3)
+        )
+            .prop_map(|(id, states)| ReaderToBroker::States {
+                id,
+                states: states.into_iter().map(|s| s.map(StateSet)).collect()
+            }),
         any::<[u64; 2]>().prop_map(|n| ReaderToBroker::Watching {
             id: n[0],
             watch: n[1]

@@ -45,6 +45,9 @@ pub const NAMES_WAIT: Duration = Duration::from_millis(400);
 pub const PROBE_BUS_WAIT: Duration = Duration::from_secs(3);
 /// Longest time to read a settle's changed objects again (it falls back to a whole read).
 pub const READ_OBJECTS_BUDGET: Duration = Duration::from_millis(1000);
+/// How long each object's states may take ([`BrokerToReader::States`]): a check made before
+/// each typed character, so an app that does not answer stops the typing soon.
+pub const STATES_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The reader's state shared by its requests.
 #[derive(Debug)]
@@ -666,6 +669,28 @@ impl Reader {
                     }
                 }
             }
+            BrokerToReader::States {
+                id,
+                window,
+                handles,
+            } => {
+                if handles.len() > MAX_CHANGED
+                    || !self.watches.objects.walked(window.window_id, &handles)
+                {
+                    failed(
+                        id,
+                        &Failure::new(
+                            ErrorCode::InvalidArguments,
+                            "the objects are not all of the window's last walk",
+                        ),
+                    )
+                } else {
+                    match crate::walk::read_states(&self.a11y, &handles, STATES_TIMEOUT).await {
+                        Ok(states) => ReaderToBroker::States { id, states },
+                        Err(f) => failed(id, &f),
+                    }
+                }
+            }
             BrokerToReader::Capture { id, window, secure } => {
                 match self.capture(&window, &secure).await {
                     Ok(c) => ReaderToBroker::Png {
@@ -747,6 +772,7 @@ fn request_id(r: &BrokerToReader) -> u64 {
         | BrokerToReader::Watch { id, .. }
         | BrokerToReader::Settle { id, .. }
         | BrokerToReader::ReadObjects { id, .. }
+        | BrokerToReader::States { id, .. }
         | BrokerToReader::Rekeep { id, .. }
         | BrokerToReader::Connected { id, .. } => *id,
     }
@@ -764,6 +790,7 @@ fn response_id(r: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Rekept { id, .. }
         | ReaderToBroker::Settled { id, .. }
         | ReaderToBroker::Objects { id, .. }
+        | ReaderToBroker::States { id, .. }
         | ReaderToBroker::Failed { id, .. }
         | ReaderToBroker::Connect { id, .. } => *id,
     }

@@ -353,6 +353,16 @@ impl Reader {
             handles,
         })
     }
+
+    /// The states of the named objects of `window` (`States`); the reader's answer as it came.
+    pub fn states(&mut self, window: &WindowInfo, handles: Vec<String>) -> Result<ReaderToBroker> {
+        let id = self.0.id();
+        self.0.ask(&BrokerToReader::States {
+            id,
+            window: window.clone(),
+            handles,
+        })
+    }
 }
 
 /// `nish-input`.

@@ -50,6 +50,7 @@ pub fn table_markdown() -> String {
             R::Watch { .. } => row::<reader::Watch>(a, "Watch"),
             R::Settle { .. } => row::<reader::Settle>(a, "Settle"),
             R::ReadObjects { .. } => row::<reader::ReadObjects>(a, "ReadObjects"),
+            R::States { .. } => row::<reader::States>(a, "States"),
             R::Rekeep { .. } => row::<reader::Rekeep>(a, "Rekeep"),
             R::Connected { .. } => none(a, "Connected", "the answer to the agent's `Connect`"),
         }
@@ -156,6 +157,11 @@ mod samples {
                 bounds,
             },
             R::ReadObjects {
+                id: 1,
+                window: window(),
+                handles: vec![],
+            },
+            R::States {
                 id: 1,
                 window: window(),
                 handles: vec![],

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{AgentFailure, ConnectTarget, Connected, LockdownReport};
-use crate::model::{Node, Tree, WindowInfo};
+use crate::model::{Node, StateSet, Tree, WindowInfo};
 
 /// Limits of one walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +210,18 @@ pub enum BrokerToReader {
         /// Handles from the window's last walk, at most [`MAX_CHANGED`].
         handles: Vec<String>,
     },
+    /// Reads the states of the named objects of a window, one `GetState` each and nothing
+    /// else (a secure field's too: states carry no text): what a synthetic batch on Wayland
+    /// checks before each character, that its field still holds the keyboard focus in its
+    /// active window. Answered by [`ReaderToBroker::States`].
+    States {
+        /// Request id.
+        id: u64,
+        /// The window (already matched to an approved app by the broker).
+        window: WindowInfo,
+        /// Handles from the window's last walk, at most [`MAX_CHANGED`].
+        handles: Vec<String>,
+    },
     /// After an act whose re-check was window `window_id`'s kept walk (kept under act
     /// generation `from`, the one before the act) and whose settle followed the app's events
     /// (the element's own event, then quiet, no structural change, the objects that sent events
@@ -379,6 +391,14 @@ pub enum ReaderToBroker {
         /// The nodes.
         nodes: Vec<Option<Node>>,
     },
+    /// The states read ([`BrokerToReader::States`]): one slot per handle asked, in order;
+    /// `None` when that object could not be read (gone, or its app did not answer).
+    States {
+        /// Request id.
+        id: u64,
+        /// The states.
+        states: Vec<Option<StateSet>>,
+    },
     /// A settle ended ([`BrokerToReader::Settle`]).
     Settled {
         /// Request id.
@@ -429,6 +449,7 @@ impl Reply for ReaderToBroker {
             | ReaderToBroker::Rekept { id, .. }
             | ReaderToBroker::Settled { id, .. }
             | ReaderToBroker::Objects { id, .. }
+            | ReaderToBroker::States { id, .. }
             | ReaderToBroker::Failed { id, .. } => Some(*id),
         }
     }
@@ -599,6 +620,18 @@ pub struct ReadObjects {
 call!(ReadObjects => BrokerToReader, ReaderToBroker, Vec<Option<Node>>,
     |c, id| BrokerToReader::ReadObjects { id, window: c.window, handles: c.handles },
     ReaderToBroker::Objects { nodes, .. } => nodes);
+
+/// [`BrokerToReader::States`]: one slot per handle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct States {
+    /// The window.
+    pub window: WindowInfo,
+    /// Handles from the window's last walk.
+    pub handles: Vec<String>,
+}
+call!(States => BrokerToReader, ReaderToBroker, Vec<Option<StateSet>>,
+    |c, id| BrokerToReader::States { id, window: c.window, handles: c.handles },
+    ReaderToBroker::States { states, .. } => states);
 
 /// [`BrokerToReader::Rekeep`]: true when the walk was moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -367,6 +367,52 @@ pub async fn read_objects(
     read_objects_with(a11y, handles, budget, false).await
 }
 
+/// The states of the objects named by `handles` (all of one application), one `GetState`
+/// each, all in flight together, each bounded by `timeout`: `None` in a slot for an object
+/// that did not answer. A secure field's states are read too: they carry no text.
+pub async fn read_states(
+    a11y: &A11y,
+    handles: &[String],
+    timeout: Duration,
+) -> Result<Vec<Option<nish_proto::model::StateSet>>, Failure> {
+    let Some(bus) = handles
+        .first()
+        .and_then(|h| h.split_once('|'))
+        .map(|(b, _)| b.to_string())
+    else {
+        return Ok(vec![]);
+    };
+    let link = a11y.link(&bus).await?;
+    let paths: Vec<Option<String>> = handles
+        .iter()
+        .map(|h| {
+            h.split_once('|')
+                .filter(|(b, p)| *b == bus && p.starts_with('/'))
+                .map(|(_, p)| p.to_string())
+        })
+        .collect();
+    let read = nish_atspi::pool::run(paths, PROPS_POOL, |path| {
+        let link = link.clone();
+        async move {
+            let words: Vec<u32> = nish_atspi::dbus::call(
+                &link.conn,
+                link.dest(),
+                &path?,
+                nish_atspi::dbus::Read::GetState,
+                &(),
+                timeout,
+            )
+            .await
+            .ok()?;
+            Some(nish_atspi::states::map_states(
+                nish_atspi::states::atspi_bits(&words),
+            ))
+        }
+    })
+    .await;
+    Ok(read.into_iter().map(Option::flatten).collect())
+}
+
 /// [`read_objects`], with `details` each object's extents (when it is showing) and action names
 /// too, as a walk reads them.
 pub async fn read_objects_with(

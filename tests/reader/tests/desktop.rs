@@ -208,6 +208,7 @@ fn answer_id(a: &ReaderToBroker) -> u64 {
         | ReaderToBroker::Rekept { id, .. }
         | ReaderToBroker::Settled { id, .. }
         | ReaderToBroker::Objects { id, .. }
+        | ReaderToBroker::States { id, .. }
         | ReaderToBroker::Failed { id, .. } => *id,
     }
 }

@@ -241,6 +241,39 @@ fn chromium_secure_fields_redacted_values_and_captures_that_follow_the_fields() 
         ),
         "an object of no walk is refused"
     );
+    // States (the focus check before each typed character on Wayland): read for secure rows
+    // too (states carry no text); an object of no walk, or more than MAX_CHANGED, refused.
+    let mut asked = inside.clone();
+    asked.push(field(&t, "City").handle.clone());
+    match r.states(&w, asked.clone()).expect("an answer") {
+        ReaderToBroker::States { states, .. } => {
+            assert_eq!(states.len(), asked.len());
+            assert!(states.iter().all(Option::is_some), "{states:?}");
+        }
+        other => panic!("expected the states, got {other:?}"),
+    }
+    let stranger = format!("{}|/org/a11y/atspi/accessible/nowhere", w.pid);
+    assert!(
+        matches!(
+            r.states(&w, vec![stranger]).expect("an answer"),
+            ReaderToBroker::Failed { .. }
+        ),
+        "the states of an object of no walk are refused"
+    );
+    let many: Vec<String> = t
+        .nodes
+        .iter()
+        .map(|n| n.handle.clone())
+        .take(nish_proto::wire::reader::MAX_CHANGED + 1)
+        .collect();
+    assert_eq!(many.len(), nish_proto::wire::reader::MAX_CHANGED + 1);
+    assert!(
+        matches!(
+            r.states(&w, many).expect("an answer"),
+            ReaderToBroker::Failed { .. }
+        ),
+        "more than MAX_CHANGED objects are refused"
+    );
 
     // The window moves and the page scrolls after the walk.
     let secure: Vec<String> = t
