@@ -3,19 +3,25 @@
 
 use std::time::Duration;
 
-use nish_decider::backend::{StopFlag, SynthOp, SynthOutcome};
+use std::sync::Arc;
+
+use nish_decider::backend::{FocusHold, StopFlag, SynthOp, SynthOutcome};
 use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
+use nish_proto::model::State;
 use nish_proto::wire::indicator::BrokerToIndicator;
 use nish_proto::wire::input::{
     self, ActPath, BrokerToInput, Expect, InputFailure, InputToBroker, KeyboardFocus, PersonInput,
     SemanticOp, SynthEnd,
 };
+use nish_proto::wire::reader;
 
 use crate::act_grant::act_grant;
 use crate::agents::{Agent, RequestError, failure_to_error};
+use crate::failures::read_failed;
 use crate::failures::refused_before_sending;
 use crate::linux::{LinuxBackend, RELEASE_TIMEOUT, STOP_POLL};
+use crate::remote::FocusCheck;
 use crate::slot::CallKind;
 
 pub(crate) async fn semantic(
@@ -141,6 +147,60 @@ impl Drop for CancelOnDrop<'_> {
     }
 }
 
+/// How long the check of a held field's focus, before each typed character, may take.
+const FOCUS_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The check made before each character of typing held to a field on Wayland, where no display
+/// says where the keyboard focus is: the field has the focused state and its window the active
+/// one, as their application reports them right now (one `GetState` each, through the
+/// reader). Anything else stops the typing: focus elsewhere, or states that cannot be read.
+fn focus_check(b: &LinuxBackend, hold: FocusHold) -> FocusCheck {
+    let reader = b.reader.clone();
+    let opener = b.opener.clone();
+    Arc::new(move || {
+        let (reader, opener, hold) = (reader.clone(), opener.clone(), hold.clone());
+        Box::pin(async move {
+            let r = reader.get().await?;
+            opener.allow_pid(hold.window.pid);
+            let call = reader::States {
+                window: hold.window,
+                handles: vec![hold.frame, hold.field],
+            };
+            let states = reader
+                .call(&r, call, FOCUS_CHECK_TIMEOUT, CallKind::Read)
+                .await?
+                .map_err(|f| read_failed(&f))?;
+            match states.as_slice() {
+                [Some(w), Some(f)] if w.has(State::Active) && f.has(State::Focused) => Ok(()),
+                [Some(_), Some(_)] => Err(DriverError::new(
+                    ErrorCode::FocusChanged,
+                    "the field no longer holds the keyboard focus, or its window is no longer \
+                     the active one",
+                )),
+                _ => Err(DriverError::new(
+                    ErrorCode::AppNotResponding,
+                    "the states of the field and its window could not be read",
+                )),
+            }
+        })
+    })
+}
+
+/// [`synthetic`] of typing held to one field (see [`focus_check`]); on X11 the input agent
+/// asks the display before each character, as for any typing.
+pub(crate) async fn synthetic_held(
+    b: &LinuxBackend,
+    op: SynthOp,
+    hold: FocusHold,
+    stop: StopFlag,
+) -> Result<SynthOutcome, DriverError> {
+    if b.on_wayland() {
+        let check = focus_check(b, hold);
+        return b.remote.synthetic(op, stop, Some(check)).await;
+    }
+    synthetic(b, op, hold.window.window_id, stop).await
+}
+
 pub(crate) async fn synthetic(
     b: &LinuxBackend,
     op: SynthOp,
@@ -149,7 +209,7 @@ pub(crate) async fn synthetic(
 ) -> Result<SynthOutcome, DriverError> {
     if b.on_wayland() {
         let _ = window_id;
-        return b.remote.synthetic(op, stop).await;
+        return b.remote.synthetic(op, stop, None).await;
     }
     let agent = b.input().await.map_err(|e| e.with_effect("refused"))?;
     if op.presses_a_button()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use nish_decider::backend::{
-    Backend, BackendEvent, Capture, ConsentRequest, StopFlag, SynthOp, SynthOutcome,
+    Backend, BackendEvent, Capture, ConsentRequest, FocusHold, StopFlag, SynthOp, SynthOutcome,
 };
 use nish_proto::doctor::DoctorReport;
 use nish_proto::errors::DriverError;
@@ -157,6 +157,15 @@ impl Backend for LinuxBackend {
         stop: StopFlag,
     ) -> Result<SynthOutcome, DriverError> {
         acts::synthetic(self, op, window_id, stop).await
+    }
+
+    async fn synthetic_held(
+        &self,
+        op: SynthOp,
+        hold: FocusHold,
+        stop: StopFlag,
+    ) -> Result<SynthOutcome, DriverError> {
+        acts::synthetic_held(self, op, hold, stop).await
     }
 
     async fn release_all(&self) {

@@ -761,13 +761,14 @@ impl Takeover {
         self: &Arc<Self>,
         op: SynthOp,
         stop: StopFlag,
+        focus: Option<FocusCheck>,
     ) -> Result<SynthOutcome, DriverError> {
         let batch = keysyms_of(&op)?;
         let typing = matches!(op, SynthOp::Type { .. });
         let gone = Arc::new(AtomicBool::new(false));
         let _caller = RaiseOnDrop(gone.clone());
         let me = self.clone();
-        tokio::spawn(async move { me.run(batch, typing, stop, gone).await })
+        tokio::spawn(async move { me.run(batch, typing, stop, gone, focus).await })
             .await
             .unwrap_or_else(|_| {
                 Err(DriverError::new(
@@ -783,6 +784,7 @@ impl Takeover {
         typing: bool,
         stop: StopFlag,
         gone: Arc<AtomicBool>,
+        focus: Option<FocusCheck>,
     ) -> Result<SynthOutcome, DriverError> {
         let active = self.active.lock().await;
         let Some(r) = active.as_ref().map(|a| &a.remote) else {
@@ -802,6 +804,24 @@ impl Takeover {
         let mut typed = 0u64;
         let mut sent_any = false;
         for combo in &batch {
+            // Before each character (each combination): the field still holds the focus.
+            if let Some(check) = &focus
+                && let Err(mut e) = check().await
+            {
+                self.release(r).await;
+                e.message = format!(
+                    "{}; {}",
+                    e.message,
+                    if sent_any {
+                        "nothing more was sent"
+                    } else {
+                        "nothing was sent"
+                    }
+                );
+                e.effect = Some(if sent_any { "stopped" } else { "refused" }.into());
+                e.typed_characters = typing.then_some(typed);
+                return Err(e);
+            }
             let events = combo
                 .iter()
                 .map(|k| (*k, true))
@@ -871,6 +891,14 @@ impl Takeover {
         e
     }
 }
+
+/// A check made before each character of a batch ([`Takeover::synthetic`]): `Ok` while the
+/// keys may go on, the error that stops them otherwise.
+pub type FocusCheck = Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), DriverError>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The keysyms of a synthetic batch: one combination for keys, one a character for typing;
 /// pointer acts are refused (a window's place on the screen is not known on Wayland).

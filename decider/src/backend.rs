@@ -211,6 +211,17 @@ impl FrameOrigin {
 }
 
 /// What the broker needs from a desktop.
+/// The field a synthetic batch of typing must go to ([`Backend::synthetic_held`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FocusHold {
+    /// The field's window.
+    pub window: WindowInfo,
+    /// The window's own handle (row 0 of its last walk).
+    pub frame: String,
+    /// The field's handle (from the same walk).
+    pub field: String,
+}
+
 pub trait Backend: Send + Sync + 'static {
     /// Which backend this is, as reports name it (`linux`; a test double names itself).
     fn kind(&self) -> &'static str;
@@ -376,6 +387,21 @@ pub trait Backend: Send + Sync + 'static {
         window_id: u64,
         stop: StopFlag,
     ) -> impl Future<Output = Result<SynthOutcome, DriverError>> + Send;
+
+    /// Sends a synthetic batch of typing that must go to one field, `hold`'s. A backend that
+    /// cannot ask a display where the keyboard focus is (Wayland) reads the states of the
+    /// field and of its window before every character, and stops the batch with
+    /// `focus_changed` once the field no longer has the focused state or its window the active
+    /// one. The default is [`Backend::synthetic`] (whose display check holds the keys to the
+    /// window).
+    fn synthetic_held(
+        &self,
+        op: SynthOp,
+        hold: FocusHold,
+        stop: StopFlag,
+    ) -> impl Future<Output = Result<SynthOutcome, DriverError>> + Send {
+        async move { self.synthetic(op, hold.window.window_id, stop).await }
+    }
 
     /// Releases every key and button the driver holds (kill switch, stop).
     fn release_all(&self) -> impl Future<Output = ()> + Send;

@@ -2,7 +2,7 @@
 //! against the windows above it, focus checked after a focusing click.
 
 use super::*;
-use crate::backend::FrameOrigin;
+use crate::backend::{FocusHold, FrameOrigin};
 use std::time::Duration;
 
 /// How long a focusing click may take to give the target the keyboard focus.
@@ -75,13 +75,15 @@ pub(crate) const PACE_PER_KEY: Duration = Duration::from_millis(30);
 
 impl<B: Backend> Engine<B> {
     /// Runs one synthetic batch for `window`, after judging the session once more right before
-    /// it.
+    /// it; typing that must go to one field names it in `hold` (checked before every character
+    /// where the backend has no display to ask: [`Backend::synthetic_held`]).
     async fn send_synthetic(
         &self,
         s: &Session,
         call: &Call,
         window: &WindowInfo,
         op: SynthOp,
+        hold: Option<FocusHold>,
     ) -> Result<(), DriverError> {
         self.rejudge(s, call)?;
         // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
@@ -89,15 +91,18 @@ impl<B: Backend> Engine<B> {
         let stop = s.core().stop.clone();
         // The engine's bound is for a call that hangs; a long text takes its pace on top.
         let bound = self.cfg.backend_timeout + paced(&op);
-        let outcome =
-            match tokio::time::timeout(bound, self.backend.synthetic(op, window.window_id, stop))
-                .await
-            {
-                Ok(r) => r?,
-                // Dropped: the backend stops the batch before its next key, press or move and
-                // releases what it holds; part of it may have been sent.
-                Err(_) => {
-                    return Err(DriverError::new(
+        let batch = async {
+            match hold {
+                Some(hold) => self.backend.synthetic_held(op, hold, stop).await,
+                None => self.backend.synthetic(op, window.window_id, stop).await,
+            }
+        };
+        let outcome = match tokio::time::timeout(bound, batch).await {
+            Ok(r) => r?,
+            // Dropped: the backend stops the batch before its next key, press or move and
+            // releases what it holds; part of it may have been sent.
+            Err(_) => {
+                return Err(DriverError::new(
                     ErrorCode::Timeout,
                     format!(
                         "the synthetic input took longer than {} ms and was stopped; part of it \
@@ -106,8 +111,8 @@ impl<B: Backend> Engine<B> {
                     ),
                 )
                 .with_effect("stopped"));
-                }
-            };
+            }
+        };
         match outcome {
             SynthOutcome::Done => Ok(()),
             SynthOutcome::Stopped { reason, typed } => {
@@ -361,7 +366,8 @@ impl<B: Backend> Engine<B> {
                     Call::TypeText { text, .. } => {
                         // Focus the field with a click, wait until the field itself says it has
                         // the focus (the app handles the click before the keys), then type.
-                        self.send_synthetic(s, call, &t.window, click(1, 1)).await?;
+                        self.send_synthetic(s, call, &t.window, click(1, 1), None)
+                            .await?;
                         self.wait_focused(&t).await.map_err(after_focusing_click)?;
                         let before = t.node.value.clone().unwrap_or_default();
                         (
@@ -375,7 +381,28 @@ impl<B: Backend> Engine<B> {
                     }
                     _ => unreachable!("matched above"),
                 };
-                let sent = self.send_synthetic(s, call, &t.window, op).await;
+                // On Wayland the typing is held to the field: it stops once the field or its
+                // window loses the focus (on X11 the input agent asks the display before each
+                // character).
+                let hold = match (
+                    wayland && matches!(call, Call::TypeText { .. }),
+                    t.before.first(),
+                ) {
+                    (false, _) => None,
+                    (true, Some(frame)) => Some(FocusHold {
+                        window: t.window.clone(),
+                        frame: frame.handle.clone(),
+                        field: t.node.handle.clone(),
+                    }),
+                    (true, None) => {
+                        return Err(DriverError::new(
+                            ErrorCode::InternalError,
+                            "the window's own row is missing from its read; nothing was sent",
+                        )
+                        .with_effect("refused"));
+                    }
+                };
+                let sent = self.send_synthetic(s, call, &t.window, op, hold).await;
                 if matches!(call, Call::TypeText { .. }) && !wayland {
                     sent.map_err(after_focusing_click)?;
                 } else {
@@ -431,8 +458,14 @@ impl<B: Backend> Engine<B> {
                 }
                 self.hit_test(&from.window, a.0, a.1).await?;
                 self.hit_test(&from.window, b.0, b.1).await?;
-                self.send_synthetic(s, call, &from.window, SynthOp::Drag { from: a, to: b })
-                    .await?;
+                self.send_synthetic(
+                    s,
+                    call,
+                    &from.window,
+                    SynthOp::Drag { from: a, to: b },
+                    None,
+                )
+                .await?;
                 let ms = started.elapsed().as_millis() as u64;
                 Box::pin(self.finish_act(
                     s,
@@ -478,7 +511,7 @@ impl<B: Backend> Engine<B> {
                     ))?;
                     self.check_approved(Some(&digest), call, &keys_subject(&before, &keys))?;
                 }
-                self.send_synthetic(s, call, &w, SynthOp::Keys { keys })
+                self.send_synthetic(s, call, &w, SynthOp::Keys { keys }, None)
                     .await?;
                 let t = Target {
                     shown: before.tree.nodes.clone(),
@@ -522,6 +555,7 @@ impl<B: Backend> Engine<B> {
                     SynthOp::Raise {
                         window_id: w.window_id,
                     },
+                    None,
                 )
                 .await?;
                 // The raise was sent: a listing that fails now leaves it unverified (dispatched),
@@ -588,7 +622,7 @@ impl<B: Backend> Engine<B> {
                     ));
                 }
                 let duration_ms = *duration_ms;
-                self.send_synthetic(s, call, &window, SynthOp::Move { x, y, duration_ms })
+                self.send_synthetic(s, call, &window, SynthOp::Move { x, y, duration_ms }, None)
                     .await?;
                 self.audit.emit(AuditEvent::Act, Some(&s.id), json!({"tool": tool, "mode": "takeover", "path": "xtest:motion",
                                                              "window_id": window.window_id, "duration_ms": duration_ms}));
