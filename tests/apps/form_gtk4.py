@@ -5,7 +5,11 @@ holding the keyboard focus from the start, a password entry "Password" and a but
 The entry's text is what its accessible shows, so a test reads back what was typed. The window
 is maximized, so on the test desktop's one monitor its own coordinates are the screen's (a
 Wayland client learns no window position), and its fields start 240 px down, below where
-mutter places a small window such as the driver's takeover surface."""
+mutter places a small window such as the driver's takeover surface.
+
+Once "Your name" holds the text #dialog#, the app opens a modal dialog of its own, "nish-driver
+GTK 4 dialog", whose entry "Dialog field" takes the keyboard focus (as an app asks "Save
+changes?" while the driver types): typing held to "Your name" must stop there."""
 
 import sys
 
@@ -15,6 +19,7 @@ gi.require_version("Gtk", "4.0")
 from gi.repository import GLib, Gtk  # noqa: E402
 
 NAME = "nish-form-gtk4"
+TRIGGER = "#dialog#"
 
 
 def on_activate(app: Gtk.Application) -> None:
@@ -32,6 +37,21 @@ def on_activate(app: Gtk.Application) -> None:
     for w in (Gtk.Label(label="Your name"), name, Gtk.Label(label="Password"), password, save):
         box.append(w)
     win.set_child(box)
+    opened = [False]
+
+    def on_changed(entry: Gtk.Entry) -> None:
+        if opened[0] or TRIGGER not in entry.get_text():
+            return
+        opened[0] = True
+        dialog = Gtk.Window(title="nish-driver GTK 4 dialog", transient_for=win, modal=True)
+        dialog.set_default_size(320, 120)
+        field = Gtk.Entry()
+        field.update_property([Gtk.AccessibleProperty.LABEL], ["Dialog field"])
+        dialog.set_child(field)
+        dialog.present()
+        field.grab_focus()
+
+    name.connect("changed", on_changed)
     win.maximize()
     win.present()
     name.grab_focus()
