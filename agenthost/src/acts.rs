@@ -8,7 +8,7 @@ use std::sync::Arc;
 use nish_decider::backend::{FocusHold, StopFlag, SynthOp, SynthOutcome};
 use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::State;
+use nish_proto::model::{State, StateSet};
 use nish_proto::wire::indicator::BrokerToIndicator;
 use nish_proto::wire::input::{
     self, ActPath, BrokerToInput, Expect, InputFailure, InputToBroker, KeyboardFocus, PersonInput,
@@ -18,7 +18,6 @@ use nish_proto::wire::reader;
 
 use crate::act_grant::act_grant;
 use crate::agents::{Agent, RequestError, failure_to_error};
-use crate::failures::read_failed;
 use crate::failures::refused_before_sending;
 use crate::linux::{LinuxBackend, RELEASE_TIMEOUT, STOP_POLL};
 use crate::remote::FocusCheck;
@@ -153,37 +152,66 @@ const FOCUS_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 /// The check made before each character of typing held to a field on Wayland, where no display
 /// says where the keyboard focus is: the field has the focused state and its window the active
 /// one, as their application reports them right now (one `GetState` each, through the
-/// reader). Anything else stops the typing: focus elsewhere, or states that cannot be read.
+/// reader). Anything else stops the typing, with one of two codes whatever went wrong:
+/// `focus_changed` when the states say the focus is elsewhere (or the field is in no walk of
+/// the window any more), `app_not_responding` when they could not be read in time (the reader
+/// gone or restarting, the app silent). Never a code that says a retry is safe: characters may
+/// have been typed before ([`focus_verdict`]).
 fn focus_check(b: &LinuxBackend, hold: FocusHold) -> FocusCheck {
     let reader = b.reader.clone();
     let opener = b.opener.clone();
     Arc::new(move || {
         let (reader, opener, hold) = (reader.clone(), opener.clone(), hold.clone());
         Box::pin(async move {
-            let r = reader.get().await?;
-            opener.allow_pid(hold.window.pid);
-            let call = reader::States {
-                window: hold.window,
-                handles: vec![hold.frame, hold.field],
+            let asked = async {
+                let r = reader.get().await?;
+                opener.allow_pid(hold.window.pid);
+                let call = reader::States {
+                    window: hold.window,
+                    handles: vec![hold.frame, hold.field],
+                };
+                reader
+                    .call(&r, call, FOCUS_CHECK_TIMEOUT, CallKind::Read)
+                    .await
             };
-            let states = reader
-                .call(&r, call, FOCUS_CHECK_TIMEOUT, CallKind::Read)
-                .await?
-                .map_err(|f| read_failed(&f))?;
-            match states.as_slice() {
-                [Some(w), Some(f)] if w.has(State::Active) && f.has(State::Focused) => Ok(()),
-                [Some(_), Some(_)] => Err(DriverError::new(
-                    ErrorCode::FocusChanged,
-                    "the field no longer holds the keyboard focus, or its window is no longer \
-                     the active one",
-                )),
-                _ => Err(DriverError::new(
-                    ErrorCode::AppNotResponding,
-                    "the states of the field and its window could not be read",
-                )),
-            }
+            let answer = match tokio::time::timeout(FOCUS_CHECK_TIMEOUT, asked).await {
+                Ok(Ok(a)) => Some(a),
+                Ok(Err(_)) | Err(_) => None,
+            };
+            focus_verdict(answer)
         })
     })
+}
+
+/// What the reader's answer to a focus check means (see [`focus_check`]); `None` when no
+/// answer came.
+fn focus_verdict(
+    answer: Option<Result<Vec<Option<StateSet>>, nish_proto::wire::AgentFailure>>,
+) -> Result<(), DriverError> {
+    let moved = || {
+        DriverError::new(
+            ErrorCode::FocusChanged,
+            "the field no longer holds the keyboard focus, or its window is no longer the \
+             active one",
+        )
+    };
+    let unread = || {
+        DriverError::new(
+            ErrorCode::AppNotResponding,
+            "the states of the field and its window could not be read",
+        )
+    };
+    match answer {
+        Some(Ok(states)) => match states.as_slice() {
+            [Some(w), Some(f)] if w.has(State::Active) && f.has(State::Focused) => Ok(()),
+            [Some(_), Some(_)] => Err(moved()),
+            _ => Err(unread()),
+        },
+        // The field or its window is in no walk of the window any more (a new read replaced
+        // it): what the typing was judged on is gone.
+        Some(Err(f)) if f.code == ErrorCode::InvalidArguments.as_str() => Err(moved()),
+        Some(Err(_)) | None => Err(unread()),
+    }
 }
 
 /// [`synthetic`] of typing held to one field (see [`focus_check`]); on X11 the input agent
@@ -334,5 +362,65 @@ pub(crate) async fn release_all(b: &LinuxBackend) {
     }
     if let Err(e) = b.input_ack(input::ReleaseAll).await {
         tracing::warn!("release of held input not confirmed: {}", e.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nish_proto::errors::Retry;
+    use nish_proto::wire::AgentFailure;
+
+    fn set(states: &[State]) -> Option<StateSet> {
+        let mut s = StateSet::default();
+        for st in states {
+            s.insert(*st);
+        }
+        Some(s)
+    }
+
+    #[test]
+    fn a_focus_check_goes_on_only_for_a_focused_field_in_an_active_window() {
+        let ok = focus_verdict(Some(Ok(vec![
+            set(&[State::Active]),
+            set(&[State::Focused]),
+        ])));
+        assert!(ok.is_ok());
+        for states in [
+            vec![set(&[]), set(&[State::Focused])],
+            vec![set(&[State::Active]), set(&[])],
+        ] {
+            let e = focus_verdict(Some(Ok(states))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::FocusChanged);
+        }
+    }
+
+    #[test]
+    fn a_focus_check_that_fails_never_answers_a_safe_retry() {
+        let failure = |code: &str| AgentFailure {
+            code: code.into(),
+            message: String::new(),
+        };
+        let cases = [
+            None,
+            Some(Ok(vec![])),
+            Some(Ok(vec![set(&[State::Active]), None])),
+            Some(Err(failure("rate_limited"))),
+            Some(Err(failure("backend_unavailable"))),
+            Some(Err(failure("app_not_responding"))),
+            Some(Err(failure("invalid_arguments"))),
+        ];
+        for c in cases {
+            let e = focus_verdict(c).unwrap_err();
+            assert!(
+                matches!(
+                    e.code,
+                    ErrorCode::FocusChanged | ErrorCode::AppNotResponding
+                ),
+                "{:?}",
+                e.code
+            );
+            assert_eq!(e.code.retry(), Retry::Unsafe);
+        }
     }
 }

@@ -809,16 +809,17 @@ impl Takeover {
                 && let Err(mut e) = check().await
             {
                 self.release(r).await;
-                e.message = format!(
-                    "{}; {}",
-                    e.message,
-                    if sent_any {
-                        "nothing more was sent"
-                    } else {
-                        "nothing was sent"
-                    }
-                );
-                e.effect = Some(if sent_any { "stopped" } else { "refused" }.into());
+                if sent_any {
+                    // A code that says a retry may type the text again is never given here.
+                    e.message = format!(
+                        "{}; nothing more was sent (the last characters may have gone where \
+                         the focus went)",
+                        e.message
+                    );
+                    e.effect = Some("stopped".into());
+                } else {
+                    e = crate::failures::refused_before_sending(e);
+                }
                 e.typed_characters = typing.then_some(typed);
                 return Err(e);
             }
