@@ -205,6 +205,10 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
             r = await read(c, ctl, True)
             check(r.is_error is False and r.structured_content["text"] == SWITCHED,
                   f"a copy replaced during the read: the new copy's text, not empty: {h.text_of(r)}")
+            broker.log.flush()
+            with open(os.path.join(broker.dir, "broker.log"), "rb") as f:
+                check(b"the selection was replaced while it was read" in f.read(),
+                      "the agent read the first copy, then the new one (not the new one alone)")
             say("a copy replaced while the driver read it, its pipe closed empty "
                 "(nish-clip-hostile switch): the read answers the new copy's text")
 

@@ -417,6 +417,11 @@ impl Link {
             if last.as_ref() == Some(&offer.id()) {
                 return Ok(String::new());
             }
+            if last.is_some() {
+                tracing::info!(
+                    "clipboard: the selection was replaced while it was read; reading the new one"
+                );
+            }
             let text = self.read_offer(&offer, deadline, limit)?;
             if !text.is_empty() {
                 return Ok(text);
