@@ -306,7 +306,7 @@ async def run(ns: argparse.Namespace) -> None:
             k = len(got) - len(before)
             check(got == before + text[:k] and len(head) <= k <= n,
                   f"the form's field holds the first characters typed: {k} of {n} after {len(before)}")
-            check(n - k <= 2 and len(leaked) <= n - k and set(leaked) <= {"y"},
+            check(n - k <= 5 and len(leaked) <= n - k and set(leaked) <= {"y"},
                   f"after the form lost the focus: {n - k} sent, {len(leaked)} in the dialog's field")
             say(f"  type_text: focus_changed, stopped after {n} of {len(text)} characters; the form's "
                 f"field holds {k} (the trigger is {len(head)}), the dialog's field {len(leaked)} "
