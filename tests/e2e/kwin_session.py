@@ -51,7 +51,7 @@ import anyio
 import nishhost as h
 import wayland_clipboard
 from nishhost import check, fails, ok, say
-from wayland_session import CONTROL, DialogPerson, act, environ_of, in_thread
+from wayland_session import CONTROL, DialogPerson, act, agents_and_audit, in_thread
 
 GTK3 = "gtk3-widget-factory"
 # Ctrl, Alt, Shift and Escape (X keysyms): the stop hotkey the broker asks the portal for.
@@ -480,18 +480,7 @@ async def run(ns: argparse.Namespace) -> None:
             check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
             dialog.stop()
 
-        kids = broker.children()
-        say(f"agents: {kids}")
-        check("nish-indicator" in kids, f"the indicator (the dialog) runs: {kids}")
-        for name, pid in kids.items():
-            env = environ_of(pid)
-            check(env is not None, f"{name}'s environment is readable by the test (root)")
-            check(not any(v.startswith(b"DISPLAY=") or v.startswith(b"XAUTHORITY=") for v in env),
-                  f"{name} was given an X display")
-        events = [e["event"] for e in broker.audit_events()]
-        for want in ("consent.request", "consent.answer", "session.start", "read", "act", "session.end"):
-            check(want in events, f"audit lacks {want}: {sorted(set(events))}")
-        say(f"audit: {len(events)} events")
+        agents_and_audit(broker)
 
         say("the desktop portal's frontend exits; later the person changes the key")
         portal_restarts(broker)

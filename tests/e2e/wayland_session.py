@@ -179,14 +179,6 @@ def in_thread(answer) -> tuple[threading.Thread, list]:
     return t, got
 
 
-def environ_of(pid: int) -> list[bytes] | None:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return None
-
-
 def same_row(a: dict, b: dict) -> bool:
     """The same element in two views of one snapshot: same role, and the same label, or one
     label extends the other (Chromium appends a memory-usage note to its tab's name now and
@@ -234,6 +226,24 @@ async def act(c, tool: str, args: dict, what: str) -> dict:
         + f", diff +{len(r['diff']['added'])} -{len(r['diff']['removed'])} ~{len(r['diff']['changed'])}")
     check(r["took_cursor"] is False, "a headless act never takes the cursor")
     return r
+
+
+def agents_and_audit(broker: h.Broker) -> None:
+    """The closing checks of a whole Wayland session: the agents and the indicator ran, none
+    was given an X display (the Wayland desktops run none), and the audit holds the session's
+    consent, reads, acts and end."""
+    kids = broker.children()
+    say(f"agents: {kids}")
+    check("nish-reader" in kids or "nish-input" in kids, f"the agents ran: {kids}")
+    check("nish-indicator" in kids, f"the indicator (the dialog) runs: {kids}")
+    for name, pid in kids.items():
+        env = h.environ_of(pid)
+        check("DISPLAY" not in env and "XAUTHORITY" not in env, f"{name} was given an X display")
+    say("the agents have no DISPLAY or XAUTHORITY")
+    events = [e["event"] for e in broker.audit_events()]
+    for want in ("consent.request", "consent.answer", "session.start", "read", "act", "session.end"):
+        check(want in events, f"audit lacks {want}: {sorted(set(events))}")
+    say(f"audit: {len(events)} events")
 
 
 async def run(ns: argparse.Namespace) -> None:
@@ -394,20 +404,7 @@ async def run(ns: argparse.Namespace) -> None:
             check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
             dialog.stop()
 
-        kids = broker.children()
-        say(f"agents: {kids}")
-        check("nish-reader" in kids or "nish-input" in kids, f"the agents ran: {kids}")
-        check("nish-indicator" in kids, f"the indicator (the dialog) runs: {kids}")
-        for name, pid in kids.items():
-            env = environ_of(pid)
-            check(env is not None, f"{name}'s environment is readable by the test (root)")
-            check(not any(v.startswith(b"DISPLAY=") or v.startswith(b"XAUTHORITY=") for v in env),
-                  f"{name} was given an X display")
-        say("the agents have no DISPLAY or XAUTHORITY")
-        events = [e["event"] for e in broker.audit_events()]
-        for want in ("consent.request", "consent.answer", "session.start", "read", "act", "session.end"):
-            check(want in events, f"audit lacks {want}: {sorted(set(events))}")
-        say(f"audit: {len(events)} events")
+        agents_and_audit(broker)
     except BaseException:
         say("broker log:\n" + broker.log_text())
         raise
