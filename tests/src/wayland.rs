@@ -284,18 +284,24 @@ impl WaylandDesktop {
             format!("--wayland-display={}", self.wayland_display).into(),
         ]);
         let id = self.launch("mutter", Path::new(MUTTER), &args)?;
-        let socket = self.wayland_socket();
-        poll("mutter's Wayland socket", self.start_deadline, || {
-            self.check_running(&id)?;
-            Ok(match std::os::unix::net::UnixStream::connect(&socket) {
-                Ok(_) => Poll::Ready(()),
-                Err(e) => Poll::Pending(format!("{}: {e}", socket.display())),
-            })
-        })?;
+        self.wait_socket("mutter's Wayland socket", &id)?;
         if xwayland {
             self.xwayland = Some(self.wait_xwayland(&id)?);
         }
         Ok(())
+    }
+
+    /// Waits until the compositor `id` (still running) accepts a client on the desktop's
+    /// Wayland socket.
+    fn wait_socket(&self, what: &str, id: &ProcessId) -> Result<()> {
+        let socket = self.wayland_socket();
+        poll(what, self.start_deadline, || {
+            self.check_running(id)?;
+            Ok(match std::os::unix::net::UnixStream::connect(&socket) {
+                Ok(_) => Poll::Ready(()),
+                Err(e) => Poll::Pending(format!("{}: {e}", socket.display())),
+            })
+        })
     }
 
     /// sway in a user namespace of its own (uid and gid 65534 there, this process's outside),
@@ -388,14 +394,7 @@ impl WaylandDesktop {
             self.wayland_display.clone().into(),
         ];
         let id = self.launch("kwin_wayland", &copy, &args)?;
-        let socket = self.wayland_socket();
-        poll("KWin's Wayland socket", self.start_deadline, || {
-            self.check_running(&id)?;
-            Ok(match std::os::unix::net::UnixStream::connect(&socket) {
-                Ok(_) => Poll::Ready(()),
-                Err(e) => Poll::Pending(format!("{}: {e}", socket.display())),
-            })
-        })?;
+        self.wait_socket("KWin's Wayland socket", &id)?;
         poll(
             "org.kde.KWin on the session bus",
             self.start_deadline,
