@@ -196,21 +196,9 @@ fn reader_binary() -> std::path::PathBuf {
     nish_testdesk::session::workspace_bin("nish-reader").expect("the reader's binary")
 }
 
+/// The request an answer is for; 0 for a message that answers none (the lock-down, a connect).
 fn answer_id(a: &ReaderToBroker) -> u64 {
-    match a {
-        ReaderToBroker::Lockdown(_) | ReaderToBroker::Connect { .. } => 0,
-        ReaderToBroker::Windows { id, .. }
-        | ReaderToBroker::Tree { id, .. }
-        | ReaderToBroker::Unchanged { id, .. }
-        | ReaderToBroker::Png { id, .. }
-        | ReaderToBroker::Probe { id, .. }
-        | ReaderToBroker::Watching { id, .. }
-        | ReaderToBroker::Rekept { id, .. }
-        | ReaderToBroker::Settled { id, .. }
-        | ReaderToBroker::Objects { id, .. }
-        | ReaderToBroker::States { id, .. }
-        | ReaderToBroker::Failed { id, .. } => *id,
-    }
+    nish_proto::wire::call::Reply::answer_id(a).unwrap_or(0)
 }
 
 fn failure_code(a: &ReaderToBroker) -> Option<&str> {
