@@ -806,20 +806,10 @@ impl Takeover {
         for combo in &batch {
             // Before each character (each combination): the field still holds the focus.
             if let Some(check) = &focus
-                && let Err(mut e) = check().await
+                && let Err(e) = check().await
             {
                 self.release(r).await;
-                if sent_any {
-                    // A code that says a retry may type the text again is never given here.
-                    e.message = format!(
-                        "{}; nothing more was sent (the last characters may have gone where \
-                         the focus went)",
-                        e.message
-                    );
-                    e.effect = Some("stopped".into());
-                } else {
-                    e = crate::failures::refused_before_sending(e);
-                }
+                let mut e = focus_stopped(e, sent_any);
                 e.typed_characters = typing.then_some(typed);
                 return Err(e);
             }
@@ -893,6 +883,28 @@ impl Takeover {
     }
 }
 
+/// The answer of a batch its focus check stopped ([`FocusCheck`]): after keys were sent,
+/// the check's own code (never one that says a retry is safe), effect `stopped`; before any,
+/// a refusal: `occluded` for the focus elsewhere (read again, bring the window to the front),
+/// as for keys whose window lost the focus first, `rate_limited` for states not read in time.
+fn focus_stopped(mut e: DriverError, sent_any: bool) -> DriverError {
+    if sent_any {
+        e.message = format!(
+            "{}; nothing more was sent (the last characters may have gone where the focus went)",
+            e.message
+        );
+        e.with_effect("stopped")
+    } else if e.code == ErrorCode::FocusChanged {
+        DriverError::new(
+            ErrorCode::Occluded,
+            format!("{}; nothing was sent", e.message),
+        )
+        .with_effect("refused")
+    } else {
+        crate::failures::refused_before_sending(e)
+    }
+}
+
 /// A check made before each character of a batch ([`Takeover::synthetic`]): `Ok` while the
 /// keys may go on, the error that stops them otherwise.
 pub type FocusCheck = Arc<
@@ -939,6 +951,33 @@ fn keysyms_of(op: &SynthOp) -> Result<Vec<Vec<u32>>, DriverError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_focus_check_that_stops_typing_says_whether_anything_was_sent() {
+        use nish_proto::errors::Retry;
+        let moved = || DriverError::new(ErrorCode::FocusChanged, "moved");
+        let unread = || DriverError::new(ErrorCode::AppNotResponding, "unread");
+        for (e, code) in [
+            (moved(), ErrorCode::FocusChanged),
+            (unread(), ErrorCode::AppNotResponding),
+        ] {
+            let out = focus_stopped(e, true);
+            assert_eq!(out.code, code);
+            assert_eq!(out.code.retry(), Retry::Unsafe);
+            assert_eq!(out.effect.as_deref(), Some("stopped"));
+        }
+        let out = focus_stopped(moved(), false);
+        assert_eq!(
+            (out.code, out.effect.as_deref()),
+            (ErrorCode::Occluded, Some("refused"))
+        );
+        assert!(out.message.ends_with("nothing was sent"));
+        let out = focus_stopped(unread(), false);
+        assert_eq!(
+            (out.code, out.effect.as_deref()),
+            (ErrorCode::RateLimited, Some("refused"))
+        );
+    }
 
     #[test]
     fn only_input_after_the_driver_s_last_key_is_the_person_s() {
