@@ -446,6 +446,26 @@ impl Reader {
         crate::kept::Armed::arm(&bus, &app).await
     }
 
+    /// The refusal of a request for objects that are not all of the window's last walk, or
+    /// for more than [`MAX_CHANGED`] of them; `None` when they may be read.
+    fn not_walked(
+        &self,
+        id: u64,
+        window: &WindowInfo,
+        handles: &[String],
+    ) -> Option<ReaderToBroker> {
+        (handles.len() > MAX_CHANGED || !self.watches.objects.walked(window.window_id, handles))
+            .then(|| {
+                failed(
+                    id,
+                    &Failure::new(
+                        ErrorCode::InvalidArguments,
+                        "the objects are not all of the window's last walk",
+                    ),
+                )
+            })
+    }
+
     /// A capture, rate-limited, with the secure fields named by `secure` (element handles)
     /// blacked out where they are when the image is taken ([`crate::capture`]).
     pub async fn capture(
@@ -627,16 +647,8 @@ impl Reader {
                 handles,
             } => {
                 let start = Instant::now();
-                if handles.len() > MAX_CHANGED
-                    || !self.watches.objects.walked(window.window_id, &handles)
-                {
-                    failed(
-                        id,
-                        &Failure::new(
-                            ErrorCode::InvalidArguments,
-                            "the objects are not all of the window's last walk",
-                        ),
-                    )
+                if let Some(refused) = self.not_walked(id, &window, &handles) {
+                    refused
                 } else {
                     // A secure field, or a row inside one, is never read again one by one
                     // (the walk withheld its text): its slot stays empty, and the broker reads
@@ -674,16 +686,8 @@ impl Reader {
                 window,
                 handles,
             } => {
-                if handles.len() > MAX_CHANGED
-                    || !self.watches.objects.walked(window.window_id, &handles)
-                {
-                    failed(
-                        id,
-                        &Failure::new(
-                            ErrorCode::InvalidArguments,
-                            "the objects are not all of the window's last walk",
-                        ),
-                    )
+                if let Some(refused) = self.not_walked(id, &window, &handles) {
+                    refused
                 } else {
                     match crate::walk::read_states(&self.a11y, &handles, STATES_TIMEOUT).await {
                         Ok(states) => ReaderToBroker::States { id, states },

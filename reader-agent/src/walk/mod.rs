@@ -367,6 +367,21 @@ pub async fn read_objects(
     read_objects_with(a11y, handles, budget, false).await
 }
 
+/// The application of `handles` (the first one's bus) and each handle's object path: `None`
+/// for a handle of another application or a malformed one. `None` for no handles.
+fn paths_of(handles: &[String]) -> Option<(String, Vec<Option<String>>)> {
+    let (bus, _) = handles.first()?.split_once('|')?;
+    let paths = handles
+        .iter()
+        .map(|h| {
+            h.split_once('|')
+                .filter(|(b, p)| *b == bus && p.starts_with('/'))
+                .map(|(_, p)| p.to_string())
+        })
+        .collect();
+    Some((bus.to_string(), paths))
+}
+
 /// The states of the objects named by `handles` (all of one application), one `GetState`
 /// each, all in flight together, each bounded by `timeout`: `None` in a slot for an object
 /// that did not answer. A secure field's states are read too: they carry no text.
@@ -375,22 +390,10 @@ pub async fn read_states(
     handles: &[String],
     timeout: Duration,
 ) -> Result<Vec<Option<nish_proto::model::StateSet>>, Failure> {
-    let Some(bus) = handles
-        .first()
-        .and_then(|h| h.split_once('|'))
-        .map(|(b, _)| b.to_string())
-    else {
+    let Some((bus, paths)) = paths_of(handles) else {
         return Ok(vec![]);
     };
     let link = a11y.link(&bus).await?;
-    let paths: Vec<Option<String>> = handles
-        .iter()
-        .map(|h| {
-            h.split_once('|')
-                .filter(|(b, p)| *b == bus && p.starts_with('/'))
-                .map(|(_, p)| p.to_string())
-        })
-        .collect();
     let read = nish_atspi::pool::run(paths, PROPS_POOL, |path| {
         let link = link.clone();
         async move {
@@ -422,11 +425,7 @@ pub async fn read_objects_with(
     details: bool,
 ) -> Result<Vec<Option<nish_proto::model::Node>>, Failure> {
     let start = Instant::now();
-    let Some(bus) = handles
-        .first()
-        .and_then(|h| h.split_once('|'))
-        .map(|(b, _)| b.to_string())
-    else {
+    let Some((bus, paths)) = paths_of(handles) else {
         return Ok(vec![]);
     };
     let link = a11y.link(&bus).await?;
@@ -437,14 +436,6 @@ pub async fn read_objects_with(
         .is_some_and(|t| nish_atspi::a11y::answers_get_all(&t));
     let ctx = Ctx::new(a11y, link, false, get_all, start, start + budget);
     ctx.phase_until(start + budget);
-    let paths: Vec<Option<String>> = handles
-        .iter()
-        .map(|h| {
-            h.split_once('|')
-                .filter(|(b, p)| *b == bus && p.starts_with('/'))
-                .map(|(_, p)| p.to_string())
-        })
-        .collect();
     let read = nish_atspi::pool::run(paths.clone(), PROPS_POOL, |path| {
         let ctx = ctx.clone();
         async move {
