@@ -294,7 +294,7 @@ mod tests {
             "docs/architecture.md's table of agent calls is stale (NISH_BLESS_DOCS=1 rewrites it)"
         );
         // Every sample is one row, and every request that takes an answer has its call.
-        assert_eq!(want.lines().count(), 2 + 9 + 11 + 8);
+        assert_eq!(want.lines().count(), 2 + 10 + 11 + 8);
         assert!(want.contains("| reader | `ListWindows` | `ListWindows` | `Vec<WindowInfo>` |"));
     }
 }
