@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt as _;
-use nish_decider::backend::{BackendEvent, StopFlag, SynthOutcome};
+use nish_decider::backend::{ACTING_KEY_SETTLE, BackendEvent, StopFlag, SynthOutcome};
 use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::keysyms::{keysym_for_char, keysym_for_name};
@@ -804,7 +804,12 @@ impl Takeover {
         let mut typed = 0u64;
         let mut sent_any = false;
         for combo in &batch {
-            // Before each character (each combination): the field still holds the focus.
+            // Before each character (each combination): the field still holds the focus. A
+            // Return or Tab acts on whatever holds it: the app first gets time to show a window
+            // the characters before made it open.
+            if focus.is_some() && sent_any && combo.iter().any(|k| ACTING_KEYSYMS.contains(k)) {
+                tokio::time::sleep(ACTING_KEY_SETTLE).await;
+            }
             if let Some(check) = &focus
                 && let Err(e) = check().await
             {
@@ -883,6 +888,9 @@ impl Takeover {
     }
 }
 
+/// The keysyms of the characters [`nish_decider::backend::acting_char`] names: Return, Tab.
+const ACTING_KEYSYMS: [u32; 2] = [0xff0d, 0xff09];
+
 /// The answer of a batch its focus check stopped ([`FocusCheck`]): after keys were sent,
 /// the check's own code (never one that says a retry is safe), effect `stopped`; before any,
 /// a refusal: `occluded` for the focus elsewhere (read again, bring the window to the front),
@@ -951,6 +959,18 @@ fn keysyms_of(op: &SynthOp) -> Result<Vec<Vec<u32>>, DriverError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_acting_keysyms_are_those_of_the_acting_characters() {
+        for c in ['\n', '\r', '\t', 'a', ' ', '#'] {
+            let k = nish_proto::keysyms::keysym_for_char(c).unwrap();
+            assert_eq!(
+                ACTING_KEYSYMS.contains(&k),
+                nish_decider::backend::acting_char(c),
+                "{c:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_focus_check_that_stops_typing_says_whether_anything_was_sent() {

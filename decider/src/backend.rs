@@ -211,6 +211,18 @@ impl FrameOrigin {
 }
 
 /// What the broker needs from a desktop.
+/// Before a Return or Tab of typing held to a field ([`Backend::synthetic_held`]), how long a
+/// backend that checks the field's focus itself waits for the app to show a window it opened
+/// for what was typed before, then checks: these keys act on whatever holds the focus (a
+/// dialog's default button, the next field), so the check before them must not come before the
+/// app has shown what the previous characters made it open.
+pub const ACTING_KEY_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// The characters typing sends as keys that act on what holds the focus (Return, Tab).
+pub fn acting_char(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\t')
+}
+
 /// The field a synthetic batch of typing must go to ([`Backend::synthetic_held`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FocusHold {

@@ -9,7 +9,8 @@ mutter places a small window such as the driver's takeover surface.
 
 Once "Your name" holds the text #dialog#, the app opens a modal dialog of its own, "nish-driver
 GTK 4 dialog", whose entry "Dialog field" takes the keyboard focus (as an app asks "Save
-changes?" while the driver types): typing held to "Your name" must stop there."""
+changes?" while the driver types): typing held to "Your name" must stop there. Return in the
+dialog's field sets its text to "activated"."""
 
 import sys
 
@@ -47,6 +48,8 @@ def on_activate(app: Gtk.Application) -> None:
         dialog.set_default_size(320, 120)
         field = Gtk.Entry()
         field.update_property([Gtk.AccessibleProperty.LABEL], ["Dialog field"])
+        # Return in the dialog's field (its default action) leaves a mark a read shows.
+        field.connect("activate", lambda f: f.set_text("activated"))
         dialog.set_child(field)
         dialog.present()
         field.grab_focus()

@@ -2,7 +2,7 @@
 //! against the windows above it, focus checked after a focusing click.
 
 use super::*;
-use crate::backend::{FocusHold, FrameOrigin};
+use crate::backend::{ACTING_KEY_SETTLE, FocusHold, FrameOrigin, acting_char};
 use std::time::Duration;
 
 /// How long a focusing click may take to give the target the keyboard focus.
@@ -57,13 +57,17 @@ fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
 }
 
 /// The time a batch takes at its pace, beyond the engine's bound: typing at most
-/// [`PACE_PER_KEY`] a character (the slowest backend's: about 20 ms on Wayland, with a check of
-/// the person's input before every key event; 6 ms on X11), keys the same for each key of a
-/// combination, a glide its duration.
+/// [`PACE_PER_KEY`] a character (the slowest backend's: about 25 ms on Wayland, with a check of
+/// the person's input before every key event and of the field's focus before every character;
+/// 6 ms on X11) and [`ACTING_KEY_SETTLE`] more for each Return or Tab, keys the same for each
+/// key of a combination, a glide its duration.
 pub(crate) fn paced(op: &SynthOp) -> Duration {
-    let keys = |n: usize| PACE_PER_KEY.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+    let n = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let keys = |count: usize| PACE_PER_KEY.saturating_mul(n(count));
     match op {
-        SynthOp::Type { text } => keys(text.chars().count()),
+        SynthOp::Type { text } => keys(text.chars().count()).saturating_add(
+            ACTING_KEY_SETTLE.saturating_mul(n(text.chars().filter(|c| acting_char(*c)).count())),
+        ),
         SynthOp::Keys { keys: k } => keys(k.iter().map(|c| c.split('+').count()).sum()),
         SynthOp::Move { duration_ms, .. } => Duration::from_millis(*duration_ms),
         _ => Duration::ZERO,
@@ -656,6 +660,13 @@ mod tests {
         assert_eq!(
             paced(&SynthOp::Type { text: "ab".into() }),
             PACE_PER_KEY * 2
+        );
+        // A Return or Tab gets the wait before its focus check on top.
+        assert_eq!(
+            paced(&SynthOp::Type {
+                text: "a\nb\t".into()
+            }),
+            PACE_PER_KEY * 4 + ACTING_KEY_SETTLE * 2
         );
         assert_eq!(
             paced(&SynthOp::Keys {
