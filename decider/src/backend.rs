@@ -210,7 +210,6 @@ impl FrameOrigin {
     }
 }
 
-/// What the broker needs from a desktop.
 /// Before a Return or Tab of typing held to a field ([`Backend::synthetic_held`]), how long a
 /// backend that checks the field's focus itself waits for the app to show a window it opened
 /// for what was typed before, then checks: these keys act on whatever holds the focus (a
@@ -234,6 +233,7 @@ pub struct FocusHold {
     pub field: String,
 }
 
+/// What the broker needs from a desktop.
 pub trait Backend: Send + Sync + 'static {
     /// Which backend this is, as reports name it (`linux`; a test double names itself).
     fn kind(&self) -> &'static str;
