@@ -101,10 +101,12 @@ class Broker:
                     pass
         return out
 
-    def log_text(self) -> str:
+    def log_text(self, tail: int | None = 4000) -> str:
+        """The broker's log (its and the agents' lines): its last `tail` characters, or all."""
         self.log.flush()
         with open(os.path.join(self.dir, "broker.log"), "rb") as f:
-            return f.read().decode(errors="replace")[-4000:]
+            text = f.read().decode(errors="replace")
+        return text if tail is None else text[-tail:]
 
     def cli(self, *args: str, expect_ok: bool = True) -> subprocess.CompletedProcess[str]:
         sock = [] if args[0] == "manifest" else ["--socket", self.socket]

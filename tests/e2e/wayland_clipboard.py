@@ -205,10 +205,8 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
             r = await read(c, ctl, True)
             check(r.is_error is False and r.structured_content["text"] == SWITCHED,
                   f"a copy replaced during the read: the new copy's text, not empty: {h.text_of(r)}")
-            broker.log.flush()
-            with open(os.path.join(broker.dir, "broker.log"), "rb") as f:
-                check(b"the selection was replaced while it was read" in f.read(),
-                      "the agent read the first copy, then the new one (not the new one alone)")
+            check("the selection was replaced while it was read" in broker.log_text(tail=None),
+                  "the agent read the first copy, then the new one (not the new one alone)")
             say("a copy replaced while the driver read it, its pipe closed empty "
                 "(nish-clip-hostile switch): the read answers the new copy's text")
 
@@ -243,9 +241,7 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
         for e in errors:
             check(not any(x in e for x in CANARIES), f"an error carries clipboard text: {e}")
 
-    broker.log.flush()
-    with open(os.path.join(broker.dir, "broker.log"), "rb") as f:
-        log = f.read().decode(errors="replace")
+    log = broker.log_text(tail=None)
     check(not any(x in log for x in CANARIES), "the broker's and agents' log carry no clipboard text")
     audit = json.dumps(broker.audit_events())
     check(not any(x in audit for x in CANARIES), "the audit carries no clipboard text")
