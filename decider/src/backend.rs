@@ -214,8 +214,10 @@ impl FrameOrigin {
 /// backend that checks the field's focus itself waits for the app to show a window it opened
 /// for what was typed before, then checks: these keys act on whatever holds the focus (a
 /// dialog's default button, the next field), so the check before them must not come before the
-/// app has shown what the previous characters made it open.
-pub const ACTING_KEY_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+/// app has shown what the previous characters made it open. A fixed wait: an app slower than
+/// this to show its window still gets the key there (at 150 ms the test's Return was sent past
+/// its GTK 4 dialog once in four runs, on a machine just started).
+pub const ACTING_KEY_SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The characters typing sends as keys that act on what holds the focus (Return, Tab).
 pub fn acting_char(c: char) -> bool {
