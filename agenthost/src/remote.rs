@@ -807,16 +807,31 @@ impl Takeover {
             // Before each character (each combination): the field still holds the focus. A
             // Return or Tab acts on whatever holds it: the app first gets time to show a window
             // the characters before made it open.
-            if focus.is_some() && sent_any && combo.iter().any(|k| ACTING_KEYSYMS.contains(k)) {
-                tokio::time::sleep(ACTING_KEY_SETTLE).await;
-            }
-            if let Some(check) = &focus
-                && let Err(e) = check().await
-            {
-                self.release(r).await;
-                let mut e = focus_stopped(e, sent_any);
-                e.typed_characters = typing.then_some(typed);
-                return Err(e);
+            // Neither wait holds up the kill switch or a pause: the batch holds the session
+            // lock that ending the portal session takes.
+            let settle =
+                focus.is_some() && sent_any && combo.iter().any(|k| ACTING_KEYSYMS.contains(k));
+            let checked = async {
+                if settle {
+                    tokio::time::sleep(ACTING_KEY_SETTLE).await;
+                }
+                match &focus {
+                    Some(check) => check().await,
+                    None => Ok(()),
+                }
+            };
+            match unless_stopped(checked, &stop, &gone).await {
+                None => {
+                    self.release(r).await;
+                    return Ok(SynthOutcome::Cancelled { typed });
+                }
+                Some(Err(e)) => {
+                    self.release(r).await;
+                    let mut e = focus_stopped(e, sent_any);
+                    e.typed_characters = typing.then_some(typed);
+                    return Err(e);
+                }
+                Some(Ok(())) => {}
             }
             let events = combo
                 .iter()
@@ -885,6 +900,29 @@ impl Takeover {
         e.effect = Some(if sent_any { "stopped" } else { "refused" }.into());
         e.typed_characters = typed;
         e
+    }
+}
+
+/// How often a wait within a batch looks at the stop flag and the caller.
+const STOP_POLL: Duration = Duration::from_millis(5);
+
+/// Runs `wait` until it ends, or until the stop flag or the caller's flag is up (`None`): the
+/// kill switch or the person's input does not wait for an app's answer or the reader.
+async fn unless_stopped<F: std::future::Future>(
+    wait: F,
+    stop: &StopFlag,
+    gone: &AtomicBool,
+) -> Option<F::Output> {
+    let mut wait = std::pin::pin!(wait);
+    let mut tick = tokio::time::interval(STOP_POLL);
+    loop {
+        if stop.is_raised() || gone.load(Ordering::SeqCst) {
+            return None;
+        }
+        tokio::select! {
+            out = &mut wait => return Some(out),
+            _ = tick.tick() => {}
+        }
     }
 }
 
@@ -959,6 +997,36 @@ fn keysyms_of(op: &SynthOp) -> Result<Vec<Vec<u32>>, DriverError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_wait_within_a_batch_ends_when_the_stop_flag_goes_up() {
+        let stop = StopFlag::default();
+        let gone = AtomicBool::new(false);
+        assert_eq!(
+            unless_stopped(async { 7 }, &stop, &gone).await,
+            Some(7),
+            "a wait that ends answers"
+        );
+        let raiser = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            raiser.raise();
+        });
+        // A check that never answers (a reader that hangs): the stop ends the wait.
+        let waited = tokio::time::timeout(
+            Duration::from_secs(10),
+            unless_stopped(std::future::pending::<()>(), &stop, &gone),
+        )
+        .await;
+        assert_eq!(waited, Ok(None));
+        let stop = StopFlag::default();
+        gone.store(true, Ordering::SeqCst);
+        assert_eq!(
+            unless_stopped(std::future::pending::<()>(), &stop, &gone).await,
+            None,
+            "a caller gone ends it too"
+        );
+    }
 
     #[test]
     fn the_acting_keysyms_are_those_of_the_acting_characters() {
