@@ -214,6 +214,23 @@ fn focus_verdict(
     }
 }
 
+/// The keyboard layout the compositor gives keys by ([`crate::keymap`]), read anew for each
+/// batch (the person may switch layouts); `None` when it cannot be read: the keys then go as
+/// their own keysyms, and one the compositor drops stops the batch.
+async fn layout(b: &LinuxBackend) -> Option<crate::keymap::Layout> {
+    let socket = b.opener.endpoints().wayland_socket.clone()?;
+    let read = tokio::task::spawn_blocking(move || crate::keymap::read(&socket));
+    // The read bounds itself; this bounds the thread's start as well.
+    match tokio::time::timeout(2 * crate::keymap::KEYMAP_TIMEOUT, read).await {
+        Ok(Ok(Ok(layout))) => Some(layout),
+        Ok(Ok(Err(why))) => {
+            tracing::warn!("the keyboard layout could not be read ({why}); typing goes without it");
+            None
+        }
+        Ok(Err(_)) | Err(_) => None,
+    }
+}
+
 /// [`synthetic`] of typing held to one field (see [`focus_check`]); on X11 the input agent
 /// asks the display before each character, as for any typing.
 pub(crate) async fn synthetic_held(
@@ -224,7 +241,8 @@ pub(crate) async fn synthetic_held(
 ) -> Result<SynthOutcome, DriverError> {
     if b.on_wayland() {
         let check = focus_check(b, hold);
-        return b.remote.synthetic(op, stop, Some(check)).await;
+        let layout = layout(b).await;
+        return b.remote.synthetic(op, stop, Some(check), layout).await;
     }
     synthetic(b, op, hold.window.window_id, stop).await
 }
@@ -237,7 +255,8 @@ pub(crate) async fn synthetic(
 ) -> Result<SynthOutcome, DriverError> {
     if b.on_wayland() {
         let _ = window_id;
-        return b.remote.synthetic(op, stop, None).await;
+        let layout = layout(b).await;
+        return b.remote.synthetic(op, stop, None, layout).await;
     }
     let agent = b.input().await.map_err(|e| e.with_effect("refused"))?;
     if op.presses_a_button()

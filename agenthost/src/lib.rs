@@ -11,6 +11,7 @@
 //! - [`portal`]: the desktop portal's answers on the session bus;
 //! - [`shortcuts`]: the stop hotkey on a Wayland session, through the desktop portal;
 //! - [`remote`]: visible takeover on a Wayland session, through the desktop portal;
+//! - [`keymap`]: the keyboard layout the compositor gives keys by, for that takeover's typing;
 //! - [`handover`]: the connections opened for agents and handed over;
 //! - [`busfilter`]: the agents' D-Bus filter;
 //! - [`procstatus`]: an agent's lock-down as the kernel shows it;
@@ -29,6 +30,7 @@ pub mod failures;
 pub mod handover;
 pub mod held_trees;
 pub mod indicator;
+pub mod keymap;
 pub mod linux;
 pub mod messages;
 pub mod narrator;

@@ -56,6 +56,7 @@ use nish_proto::wire::input::SynthOp;
 use tokio::sync::mpsc;
 use zbus::zvariant::{ObjectPath, Value};
 
+use crate::keymap::Layout;
 use crate::portal::{
     Ask, CALL_TIMEOUT, Offer, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner,
     owner_changes, sender_of, signal_from, subscribe,
@@ -723,7 +724,11 @@ impl Takeover {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err("the compositor did not show the driver's key".into());
+                return Err(
+                    "the compositor did not show the driver's key (it drops a keysym \
+                            no key of the keyboard layout in use gives)"
+                        .into(),
+                );
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -762,8 +767,9 @@ impl Takeover {
         op: SynthOp,
         stop: StopFlag,
         focus: Option<FocusCheck>,
+        layout: Option<Layout>,
     ) -> Result<SynthOutcome, DriverError> {
-        let batch = keysyms_of(&op)?;
+        let batch = keysyms_of(&op, layout.as_ref())?;
         let typing = matches!(op, SynthOp::Type { .. });
         let gone = Arc::new(AtomicBool::new(false));
         let _caller = RaiseOnDrop(gone.clone());
@@ -960,29 +966,58 @@ pub type FocusCheck = Arc<
 >;
 
 /// The keysyms of a synthetic batch: one combination for keys, one a character for typing;
-/// pointer acts are refused (a window's place on the screen is not known on Wayland).
-fn keysyms_of(op: &SynthOp) -> Result<Vec<Vec<u32>>, DriverError> {
+/// pointer acts are refused (a window's place on the screen is not known on Wayland). With
+/// the keyboard `layout` (see [`crate::keymap`]), each character goes as the keysym the layout
+/// holds for it, and a character or key the layout does not have is refused before anything
+/// is sent (the compositor would drop it without a word).
+fn keysyms_of(op: &SynthOp, layout: Option<&Layout>) -> Result<Vec<Vec<u32>>, DriverError> {
+    let not_on_layout = |what: String| {
+        DriverError::new(
+            ErrorCode::Unsupported,
+            format!(
+                "{what} is on no key of the keyboard layout the desktop uses, and the desktop \
+                 drops what no key gives; nothing was sent"
+            ),
+        )
+        .with_effect("refused")
+    };
     match op {
         SynthOp::Keys { keys } => {
             let mut syms = Vec::with_capacity(keys.len());
-            for k in keys {
-                syms.push(keysym_for_name(k).ok_or_else(|| {
+            for (i, k) in keys.iter().enumerate() {
+                let sym = keysym_for_name(k).ok_or_else(|| {
                     DriverError::new(ErrorCode::InvalidArguments, "a key name is not known")
                         .with_effect("refused")
-                })?);
+                })?;
+                if layout.is_some_and(|l| !l.has_keysym(sym)) {
+                    return Err(not_on_layout(format!("key {} of the combination", i + 1)));
+                }
+                syms.push(sym);
             }
             Ok(vec![syms])
         }
         SynthOp::Type { text } => text
             .chars()
-            .map(|c| {
-                keysym_for_char(c).map(|k| vec![k]).ok_or_else(|| {
+            .enumerate()
+            .map(|(i, c)| {
+                let sym = keysym_for_char(c).ok_or_else(|| {
                     DriverError::new(
                         ErrorCode::InvalidArguments,
                         "the text holds a control character that is not typed",
                     )
                     .with_effect("refused")
-                })
+                })?;
+                let Some(l) = layout else {
+                    return Ok(vec![sym]);
+                };
+                let on_layout = if ACTING_KEYSYMS.contains(&sym) {
+                    l.has_keysym(sym).then_some(sym)
+                } else {
+                    l.keysym_for(c, sym)
+                };
+                on_layout
+                    .map(|k| vec![k])
+                    .ok_or_else(|| not_on_layout(format!("character {} of the text", i + 1)))
             })
             .collect(),
         _ => Err(DriverError::new(

@@ -233,6 +233,15 @@ async def run(ns: argparse.Namespace) -> None:
             check(a["path"] == "portal:key", str(a))
             await reads_back(c, "Ada Lovelac")
             say("  press_key BackSpace: the entry reads back 'Ada Lovelac'")
+            # The desktop's layout (US) has no key for é: mutter would drop its keysym without a word.
+            e = await read_entry(c)
+            err = await fails(c, "type_text", {"element_token": e["element_token"], "text": "e café",
+                                               "delivery_mode": "foreground"}, "unsupported")
+            check(err.get("effect") == "refused" and "character 6 of the text" in err["message"], str(err))
+            await anyio.sleep(0.3)
+            await reads_back(c, "Ada Lovelac")
+            say("  type_text with a character the desktop's keyboard layout (US) has no key for: unsupported, "
+                "refused before anything was sent; the entry still reads 'Ada Lovelac'")
             r = await ok(c, "get_window_state", {"app": APP})
             save = h.find(r, "push_button", "Save")
             err = await fails(c, "click", {"element_token": save["element_token"], "delivery_mode": "foreground"},
