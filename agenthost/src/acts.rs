@@ -8,7 +8,7 @@ use std::sync::Arc;
 use nish_decider::backend::{FocusHold, StopFlag, SynthOp, SynthOutcome};
 use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
-use nish_proto::model::{State, StateSet};
+use nish_proto::model::State;
 use nish_proto::wire::indicator::BrokerToIndicator;
 use nish_proto::wire::input::{
     self, ActPath, BrokerToInput, Expect, InputFailure, InputToBroker, KeyboardFocus, PersonInput,
@@ -160,8 +160,10 @@ const FOCUS_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 fn focus_check(b: &LinuxBackend, hold: FocusHold) -> FocusCheck {
     let reader = b.reader.clone();
     let opener = b.opener.clone();
+    let fewest: Arc<std::sync::Mutex<Option<u32>>> = Arc::default();
     Arc::new(move || {
         let (reader, opener, hold) = (reader.clone(), opener.clone(), hold.clone());
+        let fewest = fewest.clone();
         Box::pin(async move {
             let asked = async {
                 let r = reader.get().await?;
@@ -178,16 +180,28 @@ fn focus_check(b: &LinuxBackend, hold: FocusHold) -> FocusCheck {
                 Ok(Ok(a)) => Some(a),
                 Ok(Err(_)) | Err(_) => None,
             };
-            focus_verdict(answer)
+            let mut fewest = fewest.lock().unwrap_or_else(|e| e.into_inner());
+            focus_verdict(answer, &mut fewest)
         })
     })
 }
 
 /// What the reader's answer to a focus check means (see [`focus_check`]); `None` when no
-/// answer came.
+/// answer came. `fewest` is the fewest windows the application listed at the batch's checks
+/// so far: one more than that is a window the app opened while the text was typed, which
+/// takes the focus once the desktop shows it (before the app's states say so): the typing
+/// stops there too. Once the count was read, a check that cannot read it stops the typing.
 fn focus_verdict(
-    answer: Option<Result<Vec<Option<StateSet>>, nish_proto::wire::AgentFailure>>,
+    answer: Option<Result<reader::StatesRead, nish_proto::wire::AgentFailure>>,
+    fewest: &mut Option<u32>,
 ) -> Result<(), DriverError> {
+    let opened = || {
+        DriverError::new(
+            ErrorCode::FocusChanged,
+            "the application opened a window of its own while the text was typed; the \
+             keyboard focus goes there",
+        )
+    };
     let moved = || {
         DriverError::new(
             ErrorCode::FocusChanged,
@@ -202,11 +216,22 @@ fn focus_verdict(
         )
     };
     match answer {
-        Some(Ok(states)) => match states.as_slice() {
-            [Some(w), Some(f)] if w.has(State::Active) && f.has(State::Focused) => Ok(()),
-            [Some(_), Some(_)] => Err(moved()),
-            _ => Err(unread()),
-        },
+        Some(Ok(read)) => {
+            match read.states.as_slice() {
+                [Some(w), Some(f)] if w.has(State::Active) && f.has(State::Focused) => {}
+                [Some(_), Some(_)] => return Err(moved()),
+                _ => return Err(unread()),
+            }
+            match (*fewest, read.app_windows) {
+                (Some(f), Some(n)) if n > f => Err(opened()),
+                (Some(_), None) => Err(unread()),
+                (_, Some(n)) => {
+                    *fewest = Some(fewest.map_or(n, |f| f.min(n)));
+                    Ok(())
+                }
+                (None, None) => Ok(()),
+            }
+        }
         // The field or its window is in no walk of the window any more (a new read replaced
         // it): what the typing was judged on is gone.
         Some(Err(f)) if f.code == ErrorCode::InvalidArguments.as_str() => Err(moved()),
@@ -218,10 +243,14 @@ fn focus_verdict(
 /// batch (the person may switch layouts); `None` when it cannot be read: the keys then go as
 /// their own keysyms, and one the compositor drops stops the batch.
 async fn layout(b: &LinuxBackend) -> Option<crate::keymap::Layout> {
-    let socket = b.opener.endpoints().wayland_socket.clone()?;
-    let read = tokio::task::spawn_blocking(move || crate::keymap::read(&socket));
-    // The read bounds itself; this bounds the thread's start as well.
-    match tokio::time::timeout(2 * crate::keymap::KEYMAP_TIMEOUT, read).await {
+    let opener = b.opener.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let stream = opener.wayland_stream().map_err(|f| f.message)?;
+        crate::keymap::read(stream)
+    });
+    // The wait for the keymap bounds itself; this bounds the connection too (the engine counts
+    // it in the batch's time bound).
+    match tokio::time::timeout(nish_decider::backend::LAYOUT_READ, read).await {
         Ok(Ok(Ok(layout))) => Some(layout),
         Ok(Ok(Err(why))) => {
             tracing::warn!("the keyboard layout could not be read ({why}); typing goes without it");
@@ -388,6 +417,7 @@ pub(crate) async fn release_all(b: &LinuxBackend) {
 mod tests {
     use super::*;
     use nish_proto::errors::Retry;
+    use nish_proto::model::StateSet;
     use nish_proto::wire::AgentFailure;
 
     fn set(states: &[State]) -> Option<StateSet> {
@@ -398,20 +428,50 @@ mod tests {
         Some(s)
     }
 
+    fn read(states: Vec<Option<StateSet>>, app_windows: Option<u32>) -> reader::StatesRead {
+        reader::StatesRead {
+            states,
+            app_windows,
+        }
+    }
+
+    fn focused(app_windows: Option<u32>) -> reader::StatesRead {
+        read(
+            vec![set(&[State::Active]), set(&[State::Focused])],
+            app_windows,
+        )
+    }
+
     #[test]
     fn a_focus_check_goes_on_only_for_a_focused_field_in_an_active_window() {
-        let ok = focus_verdict(Some(Ok(vec![
-            set(&[State::Active]),
-            set(&[State::Focused]),
-        ])));
-        assert!(ok.is_ok());
+        assert!(focus_verdict(Some(Ok(focused(None))), &mut None).is_ok());
         for states in [
             vec![set(&[]), set(&[State::Focused])],
             vec![set(&[State::Active]), set(&[])],
         ] {
-            let e = focus_verdict(Some(Ok(states))).unwrap_err();
+            let e = focus_verdict(Some(Ok(read(states, Some(1)))), &mut None).unwrap_err();
             assert_eq!(e.code, ErrorCode::FocusChanged);
         }
+    }
+
+    #[test]
+    fn a_window_the_app_opens_stops_the_typing_before_its_focus_shows() {
+        let mut fewest = None;
+        assert!(focus_verdict(Some(Ok(focused(Some(2)))), &mut fewest).is_ok());
+        assert_eq!(fewest, Some(2));
+        // A window closed: fewer is the new least.
+        assert!(focus_verdict(Some(Ok(focused(Some(1)))), &mut fewest).is_ok());
+        assert_eq!(fewest, Some(1));
+        // One opened (back to two): the field still says it has the focus, the typing stops.
+        let e = focus_verdict(Some(Ok(focused(Some(2)))), &mut fewest).unwrap_err();
+        assert_eq!(e.code, ErrorCode::FocusChanged);
+        // Read once, then not: stopped as unread.
+        let e = focus_verdict(Some(Ok(focused(None))), &mut fewest).unwrap_err();
+        assert_eq!(e.code, ErrorCode::AppNotResponding);
+        // Never read: the states alone decide.
+        let mut never = None;
+        assert!(focus_verdict(Some(Ok(focused(None))), &mut never).is_ok());
+        assert_eq!(never, None);
     }
 
     #[test]
@@ -422,15 +482,15 @@ mod tests {
         };
         let cases = [
             None,
-            Some(Ok(vec![])),
-            Some(Ok(vec![set(&[State::Active]), None])),
+            Some(Ok(read(vec![], Some(1)))),
+            Some(Ok(read(vec![set(&[State::Active]), None], Some(1)))),
             Some(Err(failure("rate_limited"))),
             Some(Err(failure("backend_unavailable"))),
             Some(Err(failure("app_not_responding"))),
             Some(Err(failure("invalid_arguments"))),
         ];
         for c in cases {
-            let e = focus_verdict(c).unwrap_err();
+            let e = focus_verdict(c, &mut Some(1)).unwrap_err();
             assert!(
                 matches!(
                     e.code,

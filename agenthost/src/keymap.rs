@@ -1,26 +1,32 @@
 //! The keyboard layout the compositor gives keys by, on a Wayland session: which keysyms the
 //! driver's typing can send through the portal.
 //!
-//! mutter (and KWin) turn a `NotifyKeyboardKeysym` into a key of the current layout group,
-//! and drop a keysym no key of that group has, with nothing said to the sender. So before a
-//! takeover types, the broker reads the layout as any Wayland client gets it (`wl_keyboard`'s
-//! `keymap` event: the compiled XKB keymap as text), and
-//! - refuses, before anything is sent, text with a character no key of the layout gives, and
-//!   key names no key has, when the layout has one group (with several, the group in use is
-//!   not known to a client without the keyboard focus, and nothing is refused here);
+//! mutter (and KWin) turn a `NotifyKeyboardKeysym` into a key of the current layout group:
+//! the first key (in keycode order) and level that holds the keysym, pressed with Shift for
+//! level 2 and with the ISO_Level3_Shift key for level 3. A keysym no key of the group has is
+//! dropped with nothing said to the sender, and one found first at level 4 or above (or at
+//! level 3 with no ISO_Level3_Shift key) is pressed without its modifiers: another character.
+//! So before a takeover types, the broker reads the layout as any Wayland client gets it
+//! (`wl_keyboard`'s `keymap` event: the compiled XKB keymap as text), on a connection
+//! checked as the agents' are (`crate::handover::Opener::wayland_stream`), and
+//! - refuses, before anything is sent, text with a character no key of the layout gives
+//!   where the compositor can reach it, and key names likewise, when the layout has one group
+//!   (with several, the group in use is not known to a client without the keyboard focus, and
+//!   nothing is refused here);
 //! - sends each character as the keysym the layout holds for it: a Russian layout's keys give
-//!   `Cyrillic_a`, not the keysym of the Unicode character, and only the layout's own is found.
+//!   `Cyrillic_a`, not the keysym of the Unicode character, and only the layout's own is
+//!   found. Keypad keysyms never stand for a character (with Num Lock off they move the
+//!   caret).
 //!
 //! The keymap comes from the compositor; it is still read as untrusted text: at most
-//! [`MAX_KEYMAP`] bytes, within [`KEYMAP_TIMEOUT`], and a keymap not understood is no keymap
-//! (the typing then goes as before: a key the compositor drops stops it, see
-//! `crate::remote`).
+//! [`MAX_KEYMAP`] bytes, from a memory file only, at most four groups, and a keymap not
+//! understood is no keymap (the typing then goes as before: each character as its own
+//! keysym, and a key the compositor drops stops the batch, see `crate::remote`).
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt as _;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -41,18 +47,38 @@ pub struct Layout {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Group {
-    keysyms: HashSet<u32>,
-    /// The character each keysym types, and the first keysym found for it.
-    chars: HashMap<char, u32>,
+    /// Each keysym's level where the compositor finds it: its first key in keycode order.
+    first_level: HashMap<u32, usize>,
+    /// The group has an ISO_Level3_Shift key (level 3 is reachable).
+    level3: bool,
+    /// For each character, the keysyms that type it, in the order first seen (keypad
+    /// keysyms left out).
+    chars: HashMap<char, Vec<u32>>,
 }
 
-/// Why a text or a key cannot be sent on this layout.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Missing {
-    /// The character at this place of the text (counting from 1).
-    Char(usize),
-    /// The key name at this place of the combination (counting from 1).
-    Key(usize),
+/// `ISO_Level3_Shift`.
+const LEVEL3_SHIFT: u32 = 0xfe03;
+
+impl Group {
+    /// The compositor reaches `sym`: it is on a key, first at a level it can press.
+    fn reaches(&self, sym: u32) -> bool {
+        self.first_level
+            .get(&sym)
+            .is_some_and(|&l| l <= 2 || (l == 3 && self.level3))
+    }
+
+    /// The keysym that types `c` here: `own` (the character's own keysym) when reached, else
+    /// the first reached keysym that types it.
+    fn keysym_for(&self, c: char, own: u32) -> Option<u32> {
+        if self.reaches(own) {
+            return Some(own);
+        }
+        self.chars
+            .get(&c)?
+            .iter()
+            .copied()
+            .find(|s| self.reaches(*s))
+    }
 }
 
 impl Layout {
@@ -61,34 +87,37 @@ impl Layout {
         self.groups.len()
     }
 
-    /// The keysym to send for `c`: the layout's own when one group holds it (or every group
-    /// holding it agrees), else `fallback`, the keysym of the character itself. `None` when
-    /// no group of the keymap gives the character and the keymap has one group.
-    pub fn keysym_for(&self, c: char, fallback: u32) -> Option<u32> {
+    /// The keysym to send for `c`, whose own keysym is `own`. With one group: the keysym the
+    /// group reaches it by, `None` when it does not. With several (the one in use not known):
+    /// the keysym every group that reaches it agrees on, else `own`; never `None`.
+    pub fn keysym_for(&self, c: char, own: u32) -> Option<u32> {
+        if let [g] = self.groups.as_slice() {
+            return g.keysym_for(c, own);
+        }
         let found: HashSet<u32> = self
             .groups
             .iter()
-            .filter_map(|g| g.chars.get(&c).copied())
+            .filter_map(|g| g.keysym_for(c, own))
             .collect();
-        if found.contains(&fallback) {
-            return Some(fallback);
-        }
-        match (found.len(), self.groups.len()) {
-            (1, _) => found.into_iter().next(),
-            (0, 1) => None,
-            _ => Some(fallback),
+        match found.len() {
+            1 => found.into_iter().next(),
+            _ => Some(own),
         }
     }
 
-    /// True unless the keymap has one group and no key of it has `keysym`.
+    /// True unless the keymap has one group and it does not reach `keysym`.
     pub fn has_keysym(&self, keysym: u32) -> bool {
-        self.groups.len() != 1 || self.groups[0].keysyms.contains(&keysym)
+        match self.groups.as_slice() {
+            [g] => g.reaches(keysym),
+            _ => true,
+        }
     }
 }
 
-/// Reads the compositor's keymap through `socket`, bounded by [`KEYMAP_TIMEOUT`]; blocking.
-pub fn read(socket: &Path) -> Result<Layout, String> {
-    let text = fetch(socket, Instant::now() + KEYMAP_TIMEOUT)?;
+/// Reads the compositor's keymap through `stream` (connected to the compositor), waiting at
+/// most [`KEYMAP_TIMEOUT`] for it; blocking.
+pub fn read(stream: UnixStream) -> Result<Layout, String> {
+    let text = fetch(stream, Instant::now() + KEYMAP_TIMEOUT)?;
     parse(&text).ok_or_else(|| "the keymap was not understood".to_string())
 }
 
@@ -197,8 +226,7 @@ fn wait(
 }
 
 /// The keymap's text, as the compositor gives it to a new keyboard.
-fn fetch(socket: &Path, deadline: Instant) -> Result<String, String> {
-    let stream = UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?;
+fn fetch(stream: UnixStream, deadline: Instant) -> Result<String, String> {
     let conn = Connection::from_socket(stream).map_err(|e| e.to_string())?;
     let mut queue = conn.new_event_queue();
     let qh = queue.handle();
@@ -223,11 +251,13 @@ fn fetch(socket: &Path, deadline: Instant) -> Result<String, String> {
     if size > MAX_KEYMAP {
         return Err("the keymap is too large".into());
     }
-    // A memory file, as compositors send it: never a pipe or a socket that could hold the
-    // read up.
+    // A memory file (a memfd or tmpfs: only those answer for seals), as compositors send it:
+    // never a pipe, a socket or a network file that could hold the read up.
     let st = nix::sys::stat::fstat(&fd).map_err(|e| format!("fstat: {e}"))?;
-    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
-        return Err("the keymap is not a file".into());
+    if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG
+        || nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GET_SEALS).is_err()
+    {
+        return Err("the keymap is not a memory file".into());
     }
     // Read at offsets: the compositor may hand every client the same open file, whose
     // position is shared.
@@ -271,7 +301,11 @@ pub fn parse(text: &str) -> Option<Layout> {
         rest = after;
         let statement = statement.trim();
         if let Some(label) = statement.strip_prefix("name[") {
-            named_groups = named_groups.max(group_index(label.split(']').next()?)?);
+            let group = group_index(label.split(']').next()?)?;
+            if !(1..=MAX_GROUPS).contains(&group) {
+                return None;
+            }
+            named_groups = named_groups.max(group);
         } else if let Some(key) = statement.strip_prefix("key ") {
             let open = key.find('{')?;
             let inner = key[open + 1..].trim_end().strip_suffix('}')?;
@@ -290,28 +324,33 @@ pub fn parse(text: &str) -> Option<Layout> {
                 } else {
                     continue;
                 };
-                if group == 0 || group > 4 {
+                if !(1..=MAX_GROUPS).contains(&group) {
                     return None;
                 }
                 let list = list.strip_prefix('[')?.strip_suffix(']')?;
                 if groups.len() < group {
                     groups.resize_with(group, Group::default);
                 }
-                for level in split_top(list, ',') {
-                    let level = level.trim();
-                    let level = level
+                for (at, syms) in split_top(list, ',').into_iter().enumerate() {
+                    let syms = syms.trim();
+                    let syms = syms
                         .strip_prefix('{')
                         .and_then(|l| l.strip_suffix('}'))
-                        .unwrap_or(level);
-                    for name in level.split(',') {
+                        .unwrap_or(syms);
+                    for name in syms.split(',') {
                         let sym = keysym_from_name(name.trim())?;
                         if sym == 0 {
                             continue;
                         }
                         let g = &mut groups[group - 1];
-                        g.keysyms.insert(sym);
-                        if let Some(c) = xkeysym::Keysym::from(sym).key_char() {
-                            g.chars.entry(c).or_insert(sym);
+                        g.level3 |= sym == LEVEL3_SHIFT;
+                        if g.first_level.contains_key(&sym) {
+                            continue;
+                        }
+                        g.first_level.insert(sym, at + 1);
+                        let k = xkeysym::Keysym::from(sym);
+                        if let Some(c) = k.key_char().filter(|_| !k.is_keypad_key()) {
+                            g.chars.entry(c).or_default().push(sym);
                         }
                     }
                 }
@@ -323,6 +362,9 @@ pub fn parse(text: &str) -> Option<Layout> {
     }
     (!groups.is_empty()).then_some(Layout { groups })
 }
+
+/// The most groups a keymap has (XKB's limit).
+const MAX_GROUPS: usize = 4;
 
 /// `1` from `Group1` or `1`.
 fn group_index(label: &str) -> Option<usize> {
@@ -500,6 +542,46 @@ xkb_symbols "pc+us+ru:2" {
 };
 "#;
 
+    /// A German-like key with four levels (ß ? \ ¿), a keypad key, and no ISO_Level3_Shift key:
+    /// what the compositor reaches and what it would press as another character.
+    const LEVELS: &str = r#"xkb_keymap {
+xkb_symbols "x" {
+	name[Group1]="German";
+	key <AE11>               {
+		type= "FOUR_LEVEL_SEMIALPHABETIC",
+		[          ssharp,        question,       backslash,    questiondown ]
+	};
+	key <KP1>                {	[          KP_End,            KP_1 ] };
+	key <AE02>               {	[               2,        quotedbl ] };
+	key <AC01>               {	[               a,               A ] };
+	key <AC02>               {	[               s,               S,     ssharp ] };
+};
+};
+"#;
+
+    #[test]
+    fn only_what_the_compositor_reaches_at_its_first_key_counts() {
+        let l = parse(LEVELS).expect("parsed");
+        assert_eq!(l.keysym_for('ß', 0xdf), Some(0xdf));
+        assert_eq!(l.keysym_for('?', '?' as u32), Some('?' as u32));
+        // Level 3 with no ISO_Level3_Shift key: pressed plain, it would type ß.
+        assert_eq!(l.keysym_for('\\', '\\' as u32), None);
+        // Level 4: never reached (the compositor presses it without modifiers).
+        assert_eq!(l.keysym_for('¿', 0xbf), None);
+        // The keypad's 1 is no character: with Num Lock off the key is End.
+        assert_eq!(l.keysym_for('1', '1' as u32), None);
+        assert!(l.has_keysym(0xffb1), "KP_1 for a combination");
+        assert_eq!(l.keysym_for('2', '2' as u32), Some('2' as u32));
+        // With an ISO_Level3_Shift key, level 3 is reached; level 4 still not.
+        let with_l3 = LEVELS.replace(
+            "	key <AE02>",
+            "	key <LVL3>               {	[ ISO_Level3_Shift ] };\n	key <AE02>",
+        );
+        let l = parse(&with_l3).expect("parsed");
+        assert_eq!(l.keysym_for('\\', '\\' as u32), Some('\\' as u32));
+        assert_eq!(l.keysym_for('¿', 0xbf), None);
+    }
+
     #[test]
     fn with_two_groups_nothing_is_refused_and_the_layout_s_keysym_is_sent() {
         let l = parse(US_RU).expect("parsed");
@@ -510,6 +592,18 @@ xkb_symbols "pc+us+ru:2" {
         // In no group: the group in use is not known, so not refused here.
         assert_eq!(l.keysym_for('é', 0xe9), Some(0xe9));
         assert!(l.has_keysym(0xffe3));
+        // Groups that hold different keysyms for a character: its own is sent.
+        let differ = US_RU.replace("q,               Q ]", "q, U0439 ]");
+        let l = parse(&differ).expect("parsed");
+        assert_eq!(l.keysym_for('й', 0x0100_0439), Some(0x0100_0439));
+    }
+
+    #[test]
+    fn a_keymap_past_the_group_limit_is_not_understood() {
+        let many = "xkb_symbols \"x\" { name[Group100000000000]=\"x\"; key <A> { [ a ] }; };";
+        assert_eq!(parse(many), None);
+        let five = "xkb_symbols \"x\" { name[Group5]=\"x\"; key <A> { [ a ] }; };";
+        assert_eq!(parse(five), None);
     }
 
     #[test]

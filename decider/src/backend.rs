@@ -210,6 +210,10 @@ impl FrameOrigin {
     }
 }
 
+/// Longest a backend takes to read the keyboard layout before a batch of keys (on Wayland,
+/// where a keysym the layout lacks is dropped): counted in every key batch's time bound.
+pub const LAYOUT_READ: std::time::Duration = std::time::Duration::from_millis(700);
+
 /// Before a Return or Tab of typing held to a field ([`Backend::synthetic_held`]), how long a
 /// backend that checks the field's focus itself waits for the app to show a window it opened
 /// for what was typed before, then checks: these keys act on whatever holds the focus (a

@@ -505,11 +505,13 @@ fn reader_to_broker() -> impl Strategy<Value = ReaderToBroker> {
             .prop_map(|(id, nodes)| ReaderToBroker::Objects { id, nodes }),
         (
             any::<u64>(),
-            proptest::collection::vec(proptest::option::of(any::<u64>()), 0..3)
+            proptest::collection::vec(proptest::option::of(any::<u64>()), 0..3),
+            proptest::option::of(any::<u32>())
         )
-            .prop_map(|(id, states)| ReaderToBroker::States {
+            .prop_map(|(id, states, app_windows)| ReaderToBroker::States {
                 id,
-                states: states.into_iter().map(|s| s.map(StateSet)).collect()
+                states: states.into_iter().map(|s| s.map(StateSet)).collect(),
+                app_windows
             }),
         any::<[u64; 2]>().prop_map(|n| ReaderToBroker::Watching {
             id: n[0],

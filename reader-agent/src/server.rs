@@ -690,7 +690,11 @@ impl Reader {
                     refused
                 } else {
                     match crate::walk::read_states(&self.a11y, &handles, STATES_TIMEOUT).await {
-                        Ok(states) => ReaderToBroker::States { id, states },
+                        Ok(read) => ReaderToBroker::States {
+                            id,
+                            states: read.states,
+                            app_windows: read.app_windows,
+                        },
                         Err(f) => failed(id, &f),
                     }
                 }

@@ -384,7 +384,7 @@ async def run(ns: argparse.Namespace) -> None:
                   f"the dialog's field {leaked!r}")
             say(f"  type_text: focus_changed, stopped after {n} of {len(text)} characters, before the "
                 f"Return that followed the trigger; the form's field holds {k}, the dialog's field "
-                f"{len(leaked)}")
+                f"{len(leaked)} ({err['message']})")
 
             say("the desktop portal's backend leaves the bus: the kill switch")
             pids = [p for p in subprocess.run(["pgrep", "-f", "xdg-desktop-portal-gnome"], capture_output=True,

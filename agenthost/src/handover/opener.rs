@@ -77,6 +77,15 @@ impl Opener {
         self.wayland_pin.pinned()
     }
 
+    /// A connection of the broker's own to the Wayland compositor, checked as the agents'
+    /// are ([`open_wayland`]: the listener runs as this user and is the one pinned); blocking.
+    pub fn wayland_stream(&self) -> Result<std::os::unix::net::UnixStream, AgentFailure> {
+        match open_wayland(&self.ep, &self.wayland_pin)? {
+            (_, Some(fd)) => Ok(std::os::unix::net::UnixStream::from(fd)),
+            (_, None) => Err(unavailable("no Wayland connection was made")),
+        }
+    }
+
     /// The executable (`/proc/<pid>/exe`) of the process that serves the Wayland compositor's
     /// socket: connected to as for the indicator ([`open_wayland`]: the listener runs as this
     /// user and is the one pinned), then the pinned listener's executable, if that process

@@ -398,6 +398,10 @@ pub enum ReaderToBroker {
         id: u64,
         /// The states.
         states: Vec<Option<StateSet>>,
+        /// How many windows the handles' application lists (its accessible root's child
+        /// count), read in the same moment; `None` when it could not be read. A window the
+        /// app opens is there once the app made it, before the desktop gives it the focus.
+        app_windows: Option<u32>,
     },
     /// A settle ended ([`BrokerToReader::Settle`]).
     Settled {
@@ -621,7 +625,7 @@ call!(ReadObjects => BrokerToReader, ReaderToBroker, Vec<Option<Node>>,
     |c, id| BrokerToReader::ReadObjects { id, window: c.window, handles: c.handles },
     ReaderToBroker::Objects { nodes, .. } => nodes);
 
-/// [`BrokerToReader::States`]: one slot per handle.
+/// [`BrokerToReader::States`]: one slot per handle, and the application's window count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct States {
     /// The window.
@@ -629,9 +633,18 @@ pub struct States {
     /// Handles from the window's last walk.
     pub handles: Vec<String>,
 }
-call!(States => BrokerToReader, ReaderToBroker, Vec<Option<StateSet>>,
+
+/// The answer to [`States`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatesRead {
+    /// One slot per handle.
+    pub states: Vec<Option<StateSet>>,
+    /// The application's window count (see [`ReaderToBroker::States`]).
+    pub app_windows: Option<u32>,
+}
+call!(States => BrokerToReader, ReaderToBroker, StatesRead,
     |c, id| BrokerToReader::States { id, window: c.window, handles: c.handles },
-    ReaderToBroker::States { states, .. } => states);
+    ReaderToBroker::States { states, app_windows, .. } => StatesRead { states, app_windows });
 
 /// [`BrokerToReader::Rekeep`]: true when the walk was moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -384,14 +384,19 @@ fn paths_of(handles: &[String]) -> Option<(String, Vec<Option<String>>)> {
 
 /// The states of the objects named by `handles` (all of one application), one `GetState`
 /// each, all in flight together, each bounded by `timeout`: `None` in a slot for an object
-/// that did not answer. A secure field's states are read too: they carry no text.
+/// that did not answer. A secure field's states are read too: they carry no text. With them,
+/// in the same moment, the application's window count (its accessible root's `ChildCount`),
+/// `None` when it did not answer.
 pub async fn read_states(
     a11y: &A11y,
     handles: &[String],
     timeout: Duration,
-) -> Result<Vec<Option<nish_proto::model::StateSet>>, Failure> {
+) -> Result<nish_proto::wire::reader::StatesRead, Failure> {
     let Some((bus, paths)) = paths_of(handles) else {
-        return Ok(vec![]);
+        return Ok(nish_proto::wire::reader::StatesRead {
+            states: vec![],
+            app_windows: None,
+        });
     };
     let link = a11y.link(&bus).await?;
     let read = nish_atspi::pool::run(paths, PROPS_POOL, |path| {
@@ -411,9 +416,25 @@ pub async fn read_states(
                 nish_atspi::states::atspi_bits(&words),
             ))
         }
+    });
+    let windows = async {
+        let v: zbus::zvariant::OwnedValue = nish_atspi::dbus::call(
+            &link.conn,
+            link.dest(),
+            nish_atspi::a11y::ROOT_PATH,
+            nish_atspi::dbus::Read::GetProperty,
+            &("org.a11y.atspi.Accessible", "ChildCount"),
+            timeout,
+        )
+        .await
+        .ok()?;
+        u32::try_from(i32::try_from(&v).ok()?).ok()
+    };
+    let (read, app_windows) = tokio::join!(read, windows);
+    Ok(nish_proto::wire::reader::StatesRead {
+        states: read.into_iter().map(Option::flatten).collect(),
+        app_windows,
     })
-    .await;
-    Ok(read.into_iter().map(Option::flatten).collect())
 }
 
 /// [`read_objects`], with `details` each object's extents (when it is showing) and action names

@@ -246,9 +246,16 @@ fn chromium_secure_fields_redacted_values_and_captures_that_follow_the_fields() 
     let mut asked = inside.clone();
     asked.push(field(&t, "City").handle.clone());
     match r.states(&w, asked.clone()).expect("an answer") {
-        ReaderToBroker::States { states, .. } => {
+        ReaderToBroker::States {
+            states,
+            app_windows,
+            ..
+        } => {
             assert_eq!(states.len(), asked.len());
             assert!(states.iter().all(Option::is_some), "{states:?}");
+            // The app's window count is read with them (Chromium lists windows of its own
+            // beside the page's).
+            assert!(app_windows.is_some_and(|n| n >= 1), "{app_windows:?}");
         }
         other => panic!("expected the states, got {other:?}"),
     }

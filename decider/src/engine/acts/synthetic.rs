@@ -2,7 +2,7 @@
 //! against the windows above it, focus checked after a focusing click.
 
 use super::*;
-use crate::backend::{ACTING_KEY_SETTLE, FocusHold, FrameOrigin, acting_char};
+use crate::backend::{ACTING_KEY_SETTLE, FocusHold, FrameOrigin, LAYOUT_READ, acting_char};
 use std::time::Duration;
 
 /// How long a focusing click may take to give the target the keyboard focus.
@@ -60,15 +60,21 @@ fn topmost_at(all: &[WindowInfo], x: i32, y: i32) -> Option<&WindowInfo> {
 /// [`PACE_PER_KEY`] a character (the slowest backend's: about 25 ms on Wayland, with a check of
 /// the person's input before every key event and of the field's focus before every character;
 /// 6 ms on X11) and [`ACTING_KEY_SETTLE`] more for each Return or Tab, keys the same for each
-/// key of a combination, a glide its duration.
+/// key of a combination, a glide its duration; typing and keys [`LAYOUT_READ`] more for the
+/// look at the keyboard layout first.
 pub(crate) fn paced(op: &SynthOp) -> Duration {
     let n = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     let keys = |count: usize| PACE_PER_KEY.saturating_mul(n(count));
     match op {
-        SynthOp::Type { text } => keys(text.chars().count()).saturating_add(
-            ACTING_KEY_SETTLE.saturating_mul(n(text.chars().filter(|c| acting_char(*c)).count())),
-        ),
-        SynthOp::Keys { keys: k } => keys(k.iter().map(|c| c.split('+').count()).sum()),
+        SynthOp::Type { text } => keys(text.chars().count())
+            .saturating_add(
+                ACTING_KEY_SETTLE
+                    .saturating_mul(n(text.chars().filter(|c| acting_char(*c)).count())),
+            )
+            .saturating_add(LAYOUT_READ),
+        SynthOp::Keys { keys: k } => {
+            keys(k.iter().map(|c| c.split('+').count()).sum()).saturating_add(LAYOUT_READ)
+        }
         SynthOp::Move { duration_ms, .. } => Duration::from_millis(*duration_ms),
         _ => Duration::ZERO,
     }
@@ -652,27 +658,28 @@ mod tests {
     #[test]
     fn a_long_text_is_given_its_pace_beyond_the_bound() {
         // The longest type_text (10000 characters) at Wayland's measured pace (about 20 ms a
-        // character, checks included) fits; a short one adds little to the bound for a hang.
+        // character, checks included) fits; a short one adds little to the bound for a hang
+        // (its keys' pace and the look at the keyboard layout).
         let long = SynthOp::Type {
             text: "é".repeat(10_000),
         };
         assert!(paced(&long) >= Duration::from_millis(20) * 10_000);
         assert_eq!(
             paced(&SynthOp::Type { text: "ab".into() }),
-            PACE_PER_KEY * 2
+            PACE_PER_KEY * 2 + LAYOUT_READ
         );
         // A Return or Tab gets the wait before its focus check on top.
         assert_eq!(
             paced(&SynthOp::Type {
                 text: "a\nb\t".into()
             }),
-            PACE_PER_KEY * 4 + ACTING_KEY_SETTLE * 2
+            PACE_PER_KEY * 4 + ACTING_KEY_SETTLE * 2 + LAYOUT_READ
         );
         assert_eq!(
             paced(&SynthOp::Keys {
                 keys: vec!["ctrl+shift+t".into(), "Return".into()]
             }),
-            PACE_PER_KEY * 4
+            PACE_PER_KEY * 4 + LAYOUT_READ
         );
         assert_eq!(
             paced(&SynthOp::Move {
