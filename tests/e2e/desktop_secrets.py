@@ -52,7 +52,7 @@ SECURE_LABELS = ["Password", "PIN", "CVV", "One-time code", "Security code", "Ca
                  "Wachtwoord", "Hasło", "Пароль", "密码", "パスワード", "Kod PIN", "Passphrase"]
 PAGE_CANARIES = [f"canary-{k}-{40117 + i}" for i, k in enumerate(
     ["en", "pin", "cvv", "otp", "sec", "card", "de", "fr", "es", "it", "pt", "nl", "pl", "ru", "zh", "ja"])]
-PAGE_CANARIES += ["40133", "canary-pw-40134", "canary-ce-40135", "ghp_Q8zR2mWx9LpA4sKd7HfT3nVb6cYe1uJo5iGk", "vT7qLm2XpR9sKw4NzB6d"]
+PAGE_CANARIES += ["4013397215836", "canary-pw-40134", "canary-ce-40135", "ghp_Q8zR2mWx9LpA4sKd7HfT3nVb6cYe1uJo5iGk", "vT7qLm2XpR9sKw4NzB6d"]
 TYPED = "typed-canary-5b7e1"
 PW_TYPED = "pw-typed-canary-93c2"
 SET_CREDENTIAL = "ghp_SetValueCanary0123456789abcdefghij12"

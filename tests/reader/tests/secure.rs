@@ -25,7 +25,7 @@ use nish_testdesk::{App, Desktop, page};
 /// The canaries of secrets.html: values of secure fields that must never leave the reader.
 const PAGE_CANARIES: &[&str] = &[
     "canary-",
-    "40133",
+    "4013397215836",
     "ghp_Q8zR2mWx9LpA4sKd7HfT3nVb6cYe1uJo5iGk",
     "vT7qLm2XpR9sKw4NzB6d",
 ];
