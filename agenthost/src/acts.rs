@@ -190,7 +190,8 @@ fn focus_check(b: &LinuxBackend, hold: FocusHold) -> FocusCheck {
 /// answer came. `fewest` is the fewest windows the application listed at the batch's checks
 /// so far: one more than that is a window the app opened while the text was typed, which
 /// takes the focus once the desktop shows it (before the app's states say so): the typing
-/// stops there too. Once the count was read, a check that cannot read it stops the typing.
+/// stops there too. A check that cannot read the count stops the typing as one that cannot
+/// read the states (before the first character: refused).
 fn focus_verdict(
     answer: Option<Result<reader::StatesRead, nish_proto::wire::AgentFailure>>,
     fewest: &mut Option<u32>,
@@ -224,12 +225,11 @@ fn focus_verdict(
             }
             match (*fewest, read.app_windows) {
                 (Some(f), Some(n)) if n > f => Err(opened()),
-                (Some(_), None) => Err(unread()),
                 (_, Some(n)) => {
                     *fewest = Some(fewest.map_or(n, |f| f.min(n)));
                     Ok(())
                 }
-                (None, None) => Ok(()),
+                (_, None) => Err(unread()),
             }
         }
         // The field or its window is in no walk of the window any more (a new read replaced
@@ -444,7 +444,7 @@ mod tests {
 
     #[test]
     fn a_focus_check_goes_on_only_for_a_focused_field_in_an_active_window() {
-        assert!(focus_verdict(Some(Ok(focused(None))), &mut None).is_ok());
+        assert!(focus_verdict(Some(Ok(focused(Some(1)))), &mut None).is_ok());
         for states in [
             vec![set(&[]), set(&[State::Focused])],
             vec![set(&[State::Active]), set(&[])],
@@ -465,12 +465,12 @@ mod tests {
         // One opened (back to two): the field still says it has the focus, the typing stops.
         let e = focus_verdict(Some(Ok(focused(Some(2)))), &mut fewest).unwrap_err();
         assert_eq!(e.code, ErrorCode::FocusChanged);
-        // Read once, then not: stopped as unread.
+        // Not read, at the first check or a later one: stopped as unread.
         let e = focus_verdict(Some(Ok(focused(None))), &mut fewest).unwrap_err();
         assert_eq!(e.code, ErrorCode::AppNotResponding);
-        // Never read: the states alone decide.
         let mut never = None;
-        assert!(focus_verdict(Some(Ok(focused(None))), &mut never).is_ok());
+        let e = focus_verdict(Some(Ok(focused(None))), &mut never).unwrap_err();
+        assert_eq!(e.code, ErrorCode::AppNotResponding);
         assert_eq!(never, None);
     }
 

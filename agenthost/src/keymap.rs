@@ -47,9 +47,10 @@ pub struct Layout {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Group {
-    /// Each keysym's level where the compositor finds it: its first key in keycode order.
+    /// Each keysym's level where the compositor finds it: its first key in keycode order
+    /// ([`UNREACHED`] for a level that holds several keysyms: the key gives them all).
     first_level: HashMap<u32, usize>,
-    /// The group has an ISO_Level3_Shift key (level 3 is reachable).
+    /// The group's ISO_Level3_Shift is first at level 1 of a key (level 3 is reachable).
     level3: bool,
     /// For each character, the keysyms that type it, in the order first seen (keypad
     /// keysyms left out).
@@ -58,6 +59,8 @@ struct Group {
 
 /// `ISO_Level3_Shift`.
 const LEVEL3_SHIFT: u32 = 0xfe03;
+/// The level of a keysym the compositor cannot press alone.
+const UNREACHED: usize = usize::MAX;
 
 impl Group {
     /// The compositor reaches `sym`: it is on a key, first at a level it can press.
@@ -65,6 +68,24 @@ impl Group {
         self.first_level
             .get(&sym)
             .is_some_and(|&l| l <= 2 || (l == 3 && self.level3))
+    }
+
+    /// The compositor gives `sym` pressed in a combination as asked: at level 1, or, for a
+    /// character, at a level it reaches (a character typed with its Shift is that character;
+    /// a function or modifier key with Shift is another combination).
+    fn reaches_key(&self, sym: u32) -> bool {
+        self.first_level.get(&sym) == Some(&1)
+            || (self.reaches(sym) && xkeysym::Keysym::from(sym).key_char().is_some())
+    }
+
+    /// A key of the group holds `sym` where the compositor would press another one for it.
+    fn misplaces(&self, sym: u32, as_key: bool) -> bool {
+        self.first_level.contains_key(&sym)
+            && !(if as_key {
+                self.reaches_key(sym)
+            } else {
+                self.reaches(sym)
+            })
     }
 
     /// The keysym that types `c` here: `own` (the character's own keysym) when reached, else
@@ -89,7 +110,9 @@ impl Layout {
 
     /// The keysym to send for `c`, whose own keysym is `own`. With one group: the keysym the
     /// group reaches it by, `None` when it does not. With several (the one in use not known):
-    /// the keysym every group that reaches it agrees on, else `own`; never `None`.
+    /// the keysym every group that reaches it agrees on, else `own`; `None` when a group holds
+    /// that keysym where the compositor would press another character for it (a group that
+    /// does not hold it drops it, which stops the batch).
     pub fn keysym_for(&self, c: char, own: u32) -> Option<u32> {
         if let [g] = self.groups.as_slice() {
             return g.keysym_for(c, own);
@@ -99,17 +122,20 @@ impl Layout {
             .iter()
             .filter_map(|g| g.keysym_for(c, own))
             .collect();
-        match found.len() {
-            1 => found.into_iter().next(),
-            _ => Some(own),
-        }
+        let sym = match found.len() {
+            1 => found.into_iter().next()?,
+            _ => own,
+        };
+        (!self.groups.iter().any(|g| g.misplaces(sym, false))).then_some(sym)
     }
 
-    /// True unless the keymap has one group and it does not reach `keysym`.
-    pub fn has_keysym(&self, keysym: u32) -> bool {
+    /// The compositor gives the key `keysym` as asked in a combination: with one group, the
+    /// group reaches it so ([`Group::reaches_key`]); with several, no group holds it where it
+    /// would press another key.
+    pub fn has_key(&self, keysym: u32) -> bool {
         match self.groups.as_slice() {
-            [g] => g.reaches(keysym),
-            _ => true,
+            [g] => g.reaches_key(keysym),
+            groups => !groups.iter().any(|g| g.misplaces(keysym, true)),
         }
     }
 }
@@ -333,6 +359,7 @@ pub fn parse(text: &str) -> Option<Layout> {
                 }
                 for (at, syms) in split_top(list, ',').into_iter().enumerate() {
                     let syms = syms.trim();
+                    let several = syms.starts_with('{');
                     let syms = syms
                         .strip_prefix('{')
                         .and_then(|l| l.strip_suffix('}'))
@@ -343,11 +370,11 @@ pub fn parse(text: &str) -> Option<Layout> {
                             continue;
                         }
                         let g = &mut groups[group - 1];
-                        g.level3 |= sym == LEVEL3_SHIFT;
                         if g.first_level.contains_key(&sym) {
                             continue;
                         }
-                        g.first_level.insert(sym, at + 1);
+                        g.first_level
+                            .insert(sym, if several { UNREACHED } else { at + 1 });
                         let k = xkeysym::Keysym::from(sym);
                         if let Some(c) = k.key_char().filter(|_| !k.is_keypad_key()) {
                             g.chars.entry(c).or_default().push(sym);
@@ -359,6 +386,9 @@ pub fn parse(text: &str) -> Option<Layout> {
     }
     if groups.len() < named_groups {
         groups.resize_with(named_groups, Group::default);
+    }
+    for g in &mut groups {
+        g.level3 = g.first_level.get(&LEVEL3_SHIFT) == Some(&1);
     }
     (!groups.is_empty()).then_some(Layout { groups })
 }
@@ -512,17 +542,18 @@ xkb_symbols "pc+us+inet(evdev)" {
         assert_eq!(l.groups(), 1);
         assert_eq!(l.keysym_for('q', 'q' as u32), Some('q' as u32));
         assert_eq!(l.keysym_for('#', '#' as u32), Some('#' as u32));
-        assert_eq!(l.keysym_for('?', '?' as u32), Some('?' as u32));
         assert_eq!(l.keysym_for(' ', 0x20), Some(0x20));
+        assert_eq!(l.keysym_for('/', '/' as u32), Some('/' as u32));
+        // A level that holds two keysyms: its key gives both, so neither is reached.
+        assert_eq!(l.keysym_for('?', '?' as u32), None);
+        assert_eq!(l.keysym_for('⸮', 0x0100_2e2e), None);
         // Not on a key: refused.
         assert_eq!(l.keysym_for('é', 0xe9), None);
         assert_eq!(l.keysym_for('a', 'a' as u32), None);
-        // A Unicode keysym by its name `U2E2E`.
-        assert_eq!(l.keysym_for('⸮', 0x0100_2e2e), Some(0x0100_2e2e));
-        assert!(l.has_keysym(0xff0d), "Return");
-        assert!(l.has_keysym(0xff1b), "Escape");
-        assert!(l.has_keysym(0xffe1), "Shift_L, in a labelled entry");
-        assert!(!l.has_keysym(0xffe3), "no Control_L here");
+        assert!(l.has_key(0xff0d), "Return");
+        assert!(l.has_key(0xff1b), "Escape");
+        assert!(l.has_key(0xffe1), "Shift_L, in a labelled entry");
+        assert!(!l.has_key(0xffe3), "no Control_L here");
     }
 
     /// Two groups, English and Russian, as a desktop with two input sources compiles them.
@@ -570,7 +601,7 @@ xkb_symbols "x" {
         assert_eq!(l.keysym_for('¿', 0xbf), None);
         // The keypad's 1 is no character: with Num Lock off the key is End.
         assert_eq!(l.keysym_for('1', '1' as u32), None);
-        assert!(l.has_keysym(0xffb1), "KP_1 for a combination");
+        assert!(l.has_key(0xffb1), "KP_1 for a combination");
         assert_eq!(l.keysym_for('2', '2' as u32), Some('2' as u32));
         // With an ISO_Level3_Shift key, level 3 is reached; level 4 still not.
         let with_l3 = LEVELS.replace(
@@ -591,11 +622,46 @@ xkb_symbols "x" {
         assert_eq!(l.keysym_for('q', 'q' as u32), Some('q' as u32));
         // In no group: the group in use is not known, so not refused here.
         assert_eq!(l.keysym_for('é', 0xe9), Some(0xe9));
-        assert!(l.has_keysym(0xffe3));
+        assert!(l.has_key(0xffe3));
         // Groups that hold different keysyms for a character: its own is sent.
         let differ = US_RU.replace("q,               Q ]", "q, U0439 ]");
         let l = parse(&differ).expect("parsed");
         assert_eq!(l.keysym_for('й', 0x0100_0439), Some(0x0100_0439));
+    }
+
+    #[test]
+    fn a_group_that_would_press_another_character_refuses_it_whatever_the_group_in_use() {
+        // English, and a German group with ¡ only at level 4 of its 1 key.
+        let two = r#"xkb_symbols "x" {
+	name[Group1]="English (US)";
+	name[Group2]="German";
+	key <AE01> {
+		symbols[Group1]= [ 1, exclam ],
+		symbols[Group2]= [ 1, exclam, onesuperior, exclamdown ]
+	};
+	key <LALT> { [ Alt_L, Meta_L ] };
+};"#;
+        let l = parse(two).expect("parsed");
+        assert_eq!(l.groups(), 2);
+        assert_eq!(l.keysym_for('1', '1' as u32), Some('1' as u32));
+        // In the German group the compositor would press 1 for it.
+        assert_eq!(l.keysym_for('¡', 0xa1), None);
+        // In no group at all: its own keysym, which the compositor drops (the batch stops).
+        assert_eq!(l.keysym_for('é', 0xe9), Some(0xe9));
+        // Meta_L at level 2 of the Alt key: pressed as Shift+Alt, not as asked.
+        assert!(l.has_key(0xffe9), "Alt_L");
+        assert!(!l.has_key(0xffe7), "Meta_L");
+        let one = parse(&two.replace("name[Group2]=\"German\";", "").replace(
+            "		symbols[Group2]= [ 1, exclam, onesuperior, exclamdown ]\n",
+            "",
+        ))
+        .expect("parsed");
+        assert_eq!(one.groups(), 1);
+        assert!(!one.has_key(0xffe7), "Meta_L, one group");
+        assert!(
+            one.has_key('!' as u32),
+            "a character at level 2 is that character"
+        );
     }
 
     #[test]

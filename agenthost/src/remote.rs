@@ -989,7 +989,7 @@ fn keysyms_of(op: &SynthOp, layout: Option<&Layout>) -> Result<Vec<Vec<u32>>, Dr
                     DriverError::new(ErrorCode::InvalidArguments, "a key name is not known")
                         .with_effect("refused")
                 })?;
-                if layout.is_some_and(|l| !l.has_keysym(sym)) {
+                if layout.is_some_and(|l| !l.has_key(sym)) {
                     return Err(not_on_layout(format!("key {} of the combination", i + 1)));
                 }
                 syms.push(sym);
@@ -1011,7 +1011,7 @@ fn keysyms_of(op: &SynthOp, layout: Option<&Layout>) -> Result<Vec<Vec<u32>>, Dr
                     return Ok(vec![sym]);
                 };
                 let on_layout = if ACTING_KEYSYMS.contains(&sym) {
-                    l.has_keysym(sym).then_some(sym)
+                    l.has_key(sym).then_some(sym)
                 } else {
                     l.keysym_for(c, sym)
                 };
