@@ -104,6 +104,7 @@ impl Group {
 
 impl Layout {
     /// The number of groups (layouts) of the keymap.
+    #[cfg(test)]
     pub fn groups(&self) -> usize {
         self.groups.len()
     }
@@ -406,43 +407,39 @@ fn group_index(label: &str) -> Option<usize> {
         .ok()
 }
 
+/// The byte positions of `sep` in `text` outside quotes and brackets, up to a closing bracket
+/// with no opening one (the end of the block `text` lies in).
+fn top_level(text: &str, sep: char) -> impl Iterator<Item = usize> + '_ {
+    let (mut depth, mut quoted) = (0i32, false);
+    text.char_indices()
+        .map_while(move |(i, c)| {
+            match c {
+                '"' => quoted = !quoted,
+                _ if quoted => {}
+                '{' | '[' | '(' => depth += 1,
+                '}' | ']' | ')' => depth -= 1,
+                _ if c == sep && depth == 0 => return Some(Some(i)),
+                _ => {}
+            }
+            (depth >= 0).then_some(None)
+        })
+        .flatten()
+}
+
 /// The statement at the start of `text` (up to its `;` outside quotes and brackets), and the
 /// text after it.
 fn split_statement(text: &str) -> Option<(&str, &str)> {
-    let mut depth = 0i32;
-    let mut quoted = false;
-    for (i, c) in text.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            _ if quoted => {}
-            '{' | '[' | '(' => depth += 1,
-            '}' | ']' | ')' => depth -= 1,
-            ';' if depth == 0 => return Some((&text[..i], &text[i + 1..])),
-            _ => {}
-        }
-        if depth < 0 {
-            return None;
-        }
-    }
-    None
+    let i = top_level(text, ';').next()?;
+    Some((&text[..i], &text[i + 1..]))
 }
 
 /// `text` split at `sep` outside quotes and brackets.
 fn split_top(text: &str, sep: char) -> Vec<&str> {
     let mut out = Vec::new();
-    let (mut depth, mut quoted, mut from) = (0i32, false, 0usize);
-    for (i, c) in text.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            _ if quoted => {}
-            '{' | '[' | '(' => depth += 1,
-            '}' | ']' | ')' => depth -= 1,
-            _ if c == sep && depth == 0 => {
-                out.push(&text[from..i]);
-                from = i + c.len_utf8();
-            }
-            _ => {}
-        }
+    let mut from = 0;
+    for i in top_level(text, sep) {
+        out.push(&text[from..i]);
+        from = i + sep.len_utf8();
     }
     out.push(&text[from..]);
     out
@@ -699,5 +696,22 @@ xkb_symbols "x" {
         assert_eq!(keysym_from_name("NoSymbol"), Some(0));
         assert_eq!(keysym_from_name("Unothex"), None);
         assert_eq!(keysym_from_name(""), None);
+    }
+
+    #[test]
+    fn statements_and_lists_split_only_outside_quotes_and_brackets() {
+        let text = r#"key <AB01> { [ a, "x;y", b ] }; name[Group1] = "a,b"; } rest;"#;
+        let (first, after) = split_statement(text).expect("a statement");
+        assert_eq!(first, r#"key <AB01> { [ a, "x;y", b ] }"#);
+        let (second, after) = split_statement(after).expect("a second statement");
+        assert_eq!(second, r#" name[Group1] = "a,b""#);
+        // The block ends before the next `;`: no statement past it.
+        assert_eq!(split_statement(after), None);
+        assert_eq!(
+            split_top(r#"a, [b, c], "d,e", f"#, ','),
+            vec!["a", " [b, c]", r#" "d,e""#, " f"]
+        );
+        assert_eq!(split_top("a, b } c, d", ','), vec!["a", " b } c, d"]);
+        assert_eq!(split_top("", ','), vec![""]);
     }
 }
