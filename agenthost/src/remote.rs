@@ -975,8 +975,9 @@ fn keysyms_of(op: &SynthOp, layout: Option<&Layout>) -> Result<Vec<Vec<u32>>, Dr
         DriverError::new(
             ErrorCode::Unsupported,
             format!(
-                "{what} is on no key of the keyboard layout the desktop uses, and the desktop \
-                 drops what no key gives; nothing was sent"
+                "no key of the keyboard layout the desktop uses gives {what} where the desktop \
+                 can press it (it drops such a key, or presses it without its modifiers); \
+                 nothing was sent"
             ),
         )
         .with_effect("refused")
