@@ -132,6 +132,8 @@ async fn a_listener_put_at_the_wayland_socket_after_the_first_connection_is_refu
     let pinned = o.wayland_pinned().expect("pinned");
     assert_eq!(pinned.pid, std::process::id());
     assert!(open().await.is_ok(), "the same listener again: accepted");
+    // The broker's own connection (the keyboard layout's read) is checked the same way.
+    assert!(o.wayland_stream().is_ok(), "the pinned listener: connected");
 
     // The attack: the socket renamed away, another process of this user listening at its
     // path (it would relay to the renamed socket and inject input).
@@ -142,6 +144,10 @@ async fn a_listener_put_at_the_wayland_socket_after_the_first_connection_is_refu
         .expect_err("another process's listener is refused");
     assert_eq!(err.code, "backend_unavailable");
     assert!(err.message.contains("no longer served"), "{}", err.message);
+    let err = o
+        .wayland_stream()
+        .expect_err("the layout is not read from another process's listener");
+    assert_eq!(err.code, "backend_unavailable");
     drop(proxy.stdin.take());
     let _ = proxy.wait();
 
