@@ -189,6 +189,28 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// True when `t`'s field has the focused state in this fresh read and its window holds
+    /// the display's keyboard focus with no popup of its application open: keys typed now go
+    /// into the field. False when the display cannot tell (Wayland).
+    async fn holds_keyboard_focus(&self, t: &Target) -> Result<bool, DriverError> {
+        if !t.node.states.has(State::Focused) {
+            return Ok(false);
+        }
+        let focus = self
+            .bounded_read(
+                "asking where the keyboard focus is",
+                self.backend.keyboard_focus(),
+            )
+            .await?;
+        Ok(focus.is_some_and(|f| {
+            !f.popup
+                && f.chain
+                    .iter()
+                    .take(nish_proto::wire::input::KeyboardFocus::MAX_CHAIN)
+                    .any(|id| *id == t.window.window_id)
+        }))
+    }
+
     /// Refuses a pointer act whose point another window covers.
     async fn hit_test(&self, window: &WindowInfo, x: i32, y: i32) -> Result<(), DriverError> {
         let all = self
@@ -323,6 +345,7 @@ impl<B: Backend> Engine<B> {
                     button,
                     count,
                 };
+                let mut focusing_click = false;
                 let (op, verify, path) = match call {
                     Call::Click(_) => (
                         click(1, 1),
@@ -374,11 +397,21 @@ impl<B: Backend> Engine<B> {
                         )
                     }
                     Call::TypeText { text, .. } => {
-                        // Focus the field with a click, wait until the field itself says it has
-                        // the focus (the app handles the click before the keys), then type.
-                        self.send_synthetic(s, call, &t.window, click(1, 1), None)
-                            .await?;
-                        self.wait_focused(&t).await.map_err(after_focusing_click)?;
+                        // A field that holds the keyboard focus in the window the display sends
+                        // keys to is typed into at its caret, with no click. Else it is
+                        // focused with a click, and the keys wait until the field itself says
+                        // it has the focus (the app handles the click before the keys). A
+                        // click on a field that already had it moved its caret: a toolkit
+                        // counts a click at the spot of the last one as a double click when
+                        // its timer for that ran late, and selected a word or moved the caret
+                        // after the first keys (measured on GTK 3: 15 of 30 pairs of typing
+                        // into one field).
+                        if !self.holds_keyboard_focus(&t).await? {
+                            self.send_synthetic(s, call, &t.window, click(1, 1), None)
+                                .await?;
+                            focusing_click = true;
+                            self.wait_focused(&t).await.map_err(after_focusing_click)?;
+                        }
                         let before = t.node.value.clone().unwrap_or_default();
                         (
                             SynthOp::Type { text: text.clone() },
@@ -413,7 +446,7 @@ impl<B: Backend> Engine<B> {
                     }
                 };
                 let sent = self.send_synthetic(s, call, &t.window, op, hold).await;
-                if matches!(call, Call::TypeText { .. }) && !wayland {
+                if focusing_click {
                     sent.map_err(after_focusing_click)?;
                 } else {
                     sent?;
