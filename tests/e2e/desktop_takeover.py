@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -162,6 +163,11 @@ async def run(ns: argparse.Namespace) -> None:
             # its timer for that ran late, and it selected a word or moved the caret while the
             # keys arrived: these five rounds went wrong in 15 of 30 rounds that way.
             again = "-again again again again"
+            def sent(op: str) -> int:
+                """The synthetic acts of kind `op` the input agent has logged as ended."""
+                return len(re.findall(rf"synthetic act ended id=\d+ op={op} ", broker.log_text(None)))
+
+            clicks, types = sent("click"), sent("type")
             for k in range(5):
                 await ok(c, "set_value", {"element_token": entry["element_token"], "value": "entry"})
                 for piece in (typed, again):
@@ -177,6 +183,12 @@ async def run(ns: argparse.Namespace) -> None:
                     check(value == "entry" + typed + again, f"round {k}: two texts typed in a row read "
                                                             f"back whole and in order: {value!r}")
                     head, tail = value, ""
+            deadline = time.monotonic() + 3
+            while sent("type") < types + 10 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            check(sent("type") == types + 10 and sent("click") == clicks,
+                  f"ten texts, no click: {sent('type') - types} typed, {sent('click') - clicks} "
+                  f"clicks (the input agent's log)")
             say(f"  five rounds of two texts into the focused field, no click: the entry reads {value!r}")
 
             # A long text runs past the engine's 10 s bound for a call that hangs: it is given

@@ -219,6 +219,11 @@ pub struct Engine<B: Backend> {
     acts_running: AtomicU64,
     /// The driver's monotonic clock (tokio's, so tests can let time pass).
     clock: tokio::time::Instant,
+    /// Where the driver's last synthetic act put the pointer down, when nothing but typing
+    /// into that spot's field went since (any other synthetic act, and a pause, clear it): a
+    /// takeover `type_text` there sends no second click, which a toolkit could count as a
+    /// double click.
+    pub(crate) last_spot: Mutex<Option<acts::Spot>>,
 }
 
 impl<B: Backend> std::fmt::Debug for Engine<B> {
@@ -369,6 +374,7 @@ impl<B: Backend> Engine<B> {
             act_generation: AtomicU64::new(0),
             acts_running: AtomicU64::new(0),
             clock: tokio::time::Instant::now(),
+            last_spot: Mutex::new(None),
         })
     }
 
@@ -591,6 +597,11 @@ impl<B: Backend> Engine<B> {
                 // one before it (when no act ran) lets the act's re-check use a kept walk.
                 let before = self.act_generation();
                 let _generation = Generation::bump(&self.act_generation, &self.acts_running);
+                if !matches!(act, Call::TypeText { .. } | Call::SetValue { .. }) {
+                    // Any other act may move the focus or make a selection: the next typing
+                    // clicks its field again (a synthetic click sets the spot anew).
+                    *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
                 self.act(s, &act, before, &j).await
             }
         }
@@ -835,6 +846,8 @@ impl<B: Backend> Engine<B> {
         if !paused {
             return;
         }
+        // The person may have clicked, selected or moved the focus.
+        *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         // The person may change the window without any event (scrolling, moving): no kept walk
         // from before answers a read after.
         self.act_generation.fetch_add(1, Ordering::SeqCst);

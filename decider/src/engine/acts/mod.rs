@@ -4,6 +4,7 @@
 
 pub(super) mod reach;
 mod synthetic;
+pub(crate) use synthetic::Spot;
 
 use crate::audit_event::AuditEvent;
 use std::sync::Arc;

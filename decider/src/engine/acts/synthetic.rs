@@ -25,6 +25,14 @@ fn after_focusing_click(e: DriverError) -> DriverError {
     out
 }
 
+/// Where a synthetic act put the pointer down: the window and the point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Spot {
+    pub window: u64,
+    pub x: i32,
+    pub y: i32,
+}
+
 /// What a host approval of keys is about: the focused window, the focused rows of its fresh
 /// read (the keys go there), and its default buttons when the keys are an Enter.
 fn keys_subject<'a>(read: &'a Snapshot, keys: &[String]) -> ActSubject<'a> {
@@ -98,6 +106,21 @@ impl<B: Backend> Engine<B> {
         self.rejudge(s, call)?;
         // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
         super::super::withdraw::check()?;
+        {
+            // Typing keeps the spot: it goes into the field the spot's click focused.
+            let mut spot = self.last_spot.lock().unwrap_or_else(|e| e.into_inner());
+            match &op {
+                SynthOp::Click { x, y, .. } => {
+                    *spot = Some(Spot {
+                        window: window.window_id,
+                        x: *x,
+                        y: *y,
+                    })
+                }
+                SynthOp::Type { .. } => {}
+                _ => *spot = None,
+            }
+        }
         let stop = s.core().stop.clone();
         // The engine's bound is for a call that hangs; a long text takes its pace on top.
         let bound = self.cfg.backend_timeout + paced(&op);
@@ -189,26 +212,60 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// True when `t`'s field has the focused state in this fresh read and its window holds
-    /// the display's keyboard focus with no popup of its application open: keys typed now go
-    /// into the field. False when the display cannot tell (Wayland).
-    async fn holds_keyboard_focus(&self, t: &Target) -> Result<bool, DriverError> {
-        if !t.node.states.has(State::Focused) {
-            return Ok(false);
+    /// True when a takeover `type_text` into `t` at (`x`, `y`) needs no focusing click: the
+    /// driver's last synthetic act put the pointer down at that very spot of that window and
+    /// only typing went since (so the field got the focus from that click, with no selection
+    /// made by a keyboard focus), the window holds the display's keyboard focus with no popup
+    /// of its application open, and a fresh read, not cut short, shows the field as the one
+    /// focused row. False whenever any of it cannot be told: the field is then clicked.
+    async fn types_without_click(&self, t: &Target, x: i32, y: i32) -> bool {
+        let here = Spot {
+            window: t.window.window_id,
+            x,
+            y,
+        };
+        if *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) != Some(here) {
+            return false;
         }
-        let focus = self
+        let Ok(Some(focus)) = self
             .bounded_read(
                 "asking where the keyboard focus is",
                 self.backend.keyboard_focus(),
             )
-            .await?;
-        Ok(focus.is_some_and(|f| {
-            !f.popup
-                && f.chain
-                    .iter()
-                    .take(nish_proto::wire::input::KeyboardFocus::MAX_CHAIN)
-                    .any(|id| *id == t.window.window_id)
-        }))
+            .await
+        else {
+            return false;
+        };
+        let in_window = focus
+            .chain
+            .iter()
+            .take(nish_proto::wire::input::KeyboardFocus::MAX_CHAIN)
+            .any(|id| *id == t.window.window_id);
+        if focus.popup || !in_window {
+            return false;
+        }
+        let light = WalkLimits {
+            details: false,
+            ..WalkLimits::default()
+        };
+        let Ok(tree) = self
+            .bounded(
+                "re-reading the window",
+                self.backend.read_tree(&t.window, light),
+            )
+            .await
+        else {
+            return false;
+        };
+        let Ok(tree) = self.validate_tree(tree, &t.window) else {
+            return false;
+        };
+        tree.truncated.is_none()
+            && tree
+                .nodes
+                .get(t.row as usize)
+                .is_some_and(|n| n.role == t.node.role)
+            && reach::focused(&tree.nodes) == [t.row]
     }
 
     /// Refuses a pointer act whose point another window covers.
@@ -397,16 +454,15 @@ impl<B: Backend> Engine<B> {
                         )
                     }
                     Call::TypeText { text, .. } => {
-                        // A field that holds the keyboard focus in the window the display sends
-                        // keys to is typed into at its caret, with no click. Else it is
-                        // focused with a click, and the keys wait until the field itself says
-                        // it has the focus (the app handles the click before the keys). A
-                        // click on a field that already had it moved its caret: a toolkit
-                        // counts a click at the spot of the last one as a double click when
-                        // its timer for that ran late, and selected a word or moved the caret
-                        // after the first keys (measured on GTK 3: 15 of 30 pairs of typing
-                        // into one field).
-                        if !self.holds_keyboard_focus(&t).await? {
+                        // The field is focused with a click, and the keys wait until the field
+                        // itself says it has the focus (the app handles the click before the
+                        // keys). Not when the driver's last click was at this very spot and
+                        // the field still holds the focus (`types_without_click`): the text
+                        // goes at its caret. A second click there was taken by GTK 3 for a
+                        // double click when its timer for that ran late, and it selected a
+                        // word or moved the caret after the first keys (measured: 15 of 30
+                        // pairs of typing into one field went wrong).
+                        if !self.types_without_click(&t, x, y).await {
                             self.send_synthetic(s, call, &t.window, click(1, 1), None)
                                 .await?;
                             focusing_click = true;
