@@ -106,20 +106,18 @@ impl<B: Backend> Engine<B> {
         self.rejudge(s, call)?;
         // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
         super::super::withdraw::check()?;
-        {
-            // Typing keeps the spot: it goes into the field the spot's click focused.
-            let mut spot = self.last_spot.lock().unwrap_or_else(|e| e.into_inner());
-            match &op {
-                SynthOp::Click { x, y, .. } => {
-                    *spot = Some(Spot {
-                        window: window.window_id,
-                        x: *x,
-                        y: *y,
-                    })
-                }
-                SynthOp::Type { .. } => {}
-                _ => *spot = None,
-            }
+        // Typing keeps the spot (it goes into the field the spot's click focused); a click sets
+        // it once it is done, and anything else forgets it.
+        let click_spot = match &op {
+            SynthOp::Click { x, y, .. } => Some(Spot {
+                window: window.window_id,
+                x: *x,
+                y: *y,
+            }),
+            _ => None,
+        };
+        if !matches!(op, SynthOp::Type { .. }) {
+            *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         let stop = s.core().stop.clone();
         // The engine's bound is for a call that hangs; a long text takes its pace on top.
@@ -147,7 +145,12 @@ impl<B: Backend> Engine<B> {
             }
         };
         match outcome {
-            SynthOutcome::Done => Ok(()),
+            SynthOutcome::Done => {
+                if click_spot.is_some() {
+                    *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = click_spot;
+                }
+                Ok(())
+            }
             SynthOutcome::Stopped { reason, typed } => {
                 self.pause(s, reason).await;
                 let mut e = DriverError::new(
