@@ -219,8 +219,9 @@ pub struct Engine<B: Backend> {
     acts_running: AtomicU64,
     /// The driver's monotonic clock (tokio's, so tests can let time pass).
     clock: tokio::time::Instant,
-    /// Where the driver's last synthetic act put the pointer down, when nothing but typing
-    /// into that spot's field went since (any other synthetic act, and a pause, clear it): a
+    /// Where the driver's last single left click put the pointer down, when nothing but typing
+    /// into that spot's field went since (any other act, a pause, a resume and the end of a
+    /// takeover clear it): a
     /// takeover `type_text` there sends no second click, which a toolkit could count as a
     /// double click.
     pub(crate) last_spot: Mutex<Option<acts::Spot>>,
@@ -376,6 +377,12 @@ impl<B: Backend> Engine<B> {
             clock: tokio::time::Instant::now(),
             last_spot: Mutex::new(None),
         })
+    }
+
+    /// Forgets where the driver's last click was (`last_spot`): the next takeover typing
+    /// clicks its field.
+    pub(crate) fn forget_spot(&self) {
+        *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Milliseconds on the driver's monotonic clock (leases, `at_ms` of events).
@@ -600,7 +607,7 @@ impl<B: Backend> Engine<B> {
                 if !matches!(act, Call::TypeText { .. } | Call::SetValue { .. }) {
                     // Any other act may move the focus or make a selection: the next typing
                     // clicks its field again (a synthetic click sets the spot anew).
-                    *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    self.forget_spot();
                 }
                 self.act(s, &act, before, &j).await
             }
@@ -719,6 +726,8 @@ impl<B: Backend> Engine<B> {
     /// Cleans up after the session's takeover ended in the state machine.
     async fn after_takeover_lost(&self, s: &Session, reason: &str) {
         s.core().stop.raise();
+        // The person may click, select or move the focus before the next takeover.
+        self.forget_spot();
         let held = {
             let mut h = self
                 .takeover_holder
@@ -846,11 +855,12 @@ impl<B: Backend> Engine<B> {
         if !paused {
             return;
         }
-        // The person may have clicked, selected or moved the focus.
-        *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         // The person may change the window without any event (scrolling, moving): no kept walk
         // from before answers a read after.
         self.act_generation.fetch_add(1, Ordering::SeqCst);
+        // The person may have clicked, selected or moved the focus (after the generation
+        // moved: a click ending now sets no spot).
+        self.forget_spot();
         self.backend.end_acts();
         self.backend.release_all().await;
         self.backend.set_indicator_paused(&s.id, true).await;
@@ -865,6 +875,7 @@ impl<B: Backend> Engine<B> {
 
     /// A resume by the person's Continue or the host's pipe.
     pub(crate) async fn resume(&self, s: &Session, by: ResumeBy) -> bool {
+        self.forget_spot();
         let (resumed, indicator) = {
             let mut core = s.core();
             let r = core.sm.resume(by);
@@ -896,6 +907,7 @@ impl<B: Backend> Engine<B> {
     /// The kill switch: every session stops, indicators go, held input is released.
     pub async fn stop_all(&self, origin: &str) -> usize {
         self.stops.fetch_add(1, Ordering::Relaxed);
+        self.forget_spot();
         let mut n = 0;
         for s in &self.all_sessions() {
             if self.teardown_session(s, Teardown::Stopped).await != Phase::Stopped {

@@ -106,19 +106,32 @@ impl<B: Backend> Engine<B> {
         self.rejudge(s, call)?;
         // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
         super::super::withdraw::check()?;
-        // Typing keeps the spot (it goes into the field the spot's click focused); a click sets
-        // it once it is done, and anything else forgets it.
+        // Typing keeps the spot (it goes into the field the spot's click focused) unless it
+        // holds a Return or Tab (the focus may move, or come back with the text selected); a
+        // single left click sets it once it is done (a double click selects a word, a right
+        // click opens a menu); anything else forgets it.
         let click_spot = match &op {
-            SynthOp::Click { x, y, .. } => Some(Spot {
+            SynthOp::Click {
+                x,
+                y,
+                button: 1,
+                count: 1,
+            } => Some(Spot {
                 window: window.window_id,
                 x: *x,
                 y: *y,
             }),
             _ => None,
         };
-        if !matches!(op, SynthOp::Type { .. }) {
-            *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let keeps = matches!(&op, SynthOp::Type { text } if !text.chars().any(acting_char));
+        if !keeps {
+            self.forget_spot();
         }
+        // Another act, a pause or a resume while the click runs moves the act generation: the
+        // click then sets no spot (what came after it is not known).
+        let generation = self
+            .act_generation
+            .load(std::sync::atomic::Ordering::SeqCst);
         let stop = s.core().stop.clone();
         // The engine's bound is for a call that hangs; a long text takes its pace on top.
         let bound = self.cfg.backend_timeout + paced(&op);
@@ -146,8 +159,14 @@ impl<B: Backend> Engine<B> {
         };
         match outcome {
             SynthOutcome::Done => {
-                if click_spot.is_some() {
-                    *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = click_spot;
+                let mut spot = self.last_spot.lock().unwrap_or_else(|e| e.into_inner());
+                if click_spot.is_some()
+                    && self
+                        .act_generation
+                        .load(std::sync::atomic::Ordering::SeqCst)
+                        == generation
+                {
+                    *spot = click_spot;
                 }
                 Ok(())
             }
