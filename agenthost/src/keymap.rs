@@ -220,13 +220,13 @@ impl Dispatch<wayland_client::protocol::wl_callback::WlCallback, u64> for State 
     }
 }
 
-/// Dispatches until `done` or the deadline.
-fn wait(
+/// Dispatches `queue` until `done` or the deadline (also for [`crate::idle_watch`]).
+pub(crate) fn wait<S>(
     conn: &Connection,
-    queue: &mut EventQueue<State>,
-    state: &mut State,
+    queue: &mut EventQueue<S>,
+    state: &mut S,
     deadline: Instant,
-    done: impl Fn(&State) -> bool,
+    done: impl Fn(&S) -> bool,
 ) -> Result<(), String> {
     conn.flush().map_err(|e| e.to_string())?;
     loop {

@@ -29,6 +29,7 @@ pub mod doctor;
 pub mod failures;
 pub mod handover;
 pub mod held_trees;
+pub mod idle_watch;
 pub mod indicator;
 pub mod keymap;
 pub mod linux;
