@@ -92,10 +92,11 @@ pub(crate) async fn semantic(
 /// grabbed.
 pub(crate) async fn takeover_available(b: &LinuxBackend) -> bool {
     if b.on_wayland() {
-        // The desktop portal's RemoteDesktop and mutter's idle monitor, and the indicator's
-        // surface (crate::remote); the stop hotkey is the portal's where it has one, and
-        // `nish-driver stop` and the desktop's own remote-control indicator always.
-        return crate::remote::available(b.session_bus().as_deref()).await
+        // The desktop portal's RemoteDesktop and mutter's idle monitor (KWin: its idle
+        // notification), and the indicator's surface (crate::remote); the stop hotkey is the
+        // portal's where it has one, and `nish-driver stop` and the desktop's own
+        // remote-control indicator always.
+        return crate::remote::available(b.session_bus().as_deref(), &b.opener).await
             && b.indicator().await.is_ok();
     }
     let Ok(p) = b.input_probe().await else {

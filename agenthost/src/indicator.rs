@@ -142,7 +142,9 @@ pub(crate) async fn show_indicator(
     if b.on_wayland() {
         // The desktop's dialog first (the person allows remote control there, after the
         // driver's own), then the driver's own surface; without it, no takeover.
-        b.remote.begin(b.session_bus().as_deref(), session).await?;
+        b.remote
+            .begin(b.session_bus().as_deref(), &b.opener, session)
+            .await?;
         let shown = show_surface(b, session, paused).await;
         if shown.is_err() {
             b.remote.end(session).await;

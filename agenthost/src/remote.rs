@@ -1,6 +1,9 @@
 //! Visible takeover on a Wayland session, through the desktop portal's RemoteDesktop
 //! (`org.freedesktop.portal.RemoteDesktop`) and, for the person's own input, mutter's idle
-//! monitor (`org.gnome.Mutter.IdleMonitor`).
+//! monitor (`org.gnome.Mutter.IdleMonitor`), or on KWin its idle notification
+//! ([`crate::idle_watch`], which gives the time of the last input as mutter's monitor does;
+//! KWin is known by the executable serving the Wayland socket, and its name on the bus stands
+//! for the compositor in the kill switch below). Below, "the idle monitor" is either.
 //!
 //! A Wayland client cannot send input to other clients; the portal lets a program do so after
 //! the person allowed it in the desktop's own dialog. The broker process (never an agent: the
@@ -56,16 +59,21 @@ use nish_proto::wire::input::SynthOp;
 use tokio::sync::mpsc;
 use zbus::zvariant::{ObjectPath, Value};
 
+use crate::handover::Opener;
+use crate::idle_watch::IdleWatch;
 use crate::keymap::Layout;
 use crate::portal::{
     Ask, CALL_TIMEOUT, Offer, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner,
     owner_changes, sender_of, signal_from, subscribe,
 };
+use crate::wayland::Compositor;
 
 const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
 const IDLE_MONITOR: &str = "org.gnome.Mutter.IdleMonitor";
 const IDLE_MONITOR_PATH: &str = "/org/gnome/Mutter/IdleMonitor/Core";
 const MUTTER_REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
+/// KWin's name on the session bus.
+const KWIN: &str = "org.kde.KWin";
 /// The portal frontend's executable's file name.
 const PORTAL_EXE: &str = "xdg-desktop-portal";
 /// The names of the portal's backends (`org.freedesktop.impl.portal.desktop.gnome`, `.kde`...).
@@ -105,6 +113,14 @@ pub fn person_input_after(asked: Instant, idle: Duration, last_sent: Instant) ->
     }
 }
 
+/// True when an idle time `idle`, asked for at `asked`, shows an input no earlier than a key
+/// sent at `sent_at`, less `tolerance` ([`Monitor::tolerance`]): the key is shown.
+fn shows_key(asked: Instant, idle: Duration, sent_at: Instant, tolerance: Duration) -> bool {
+    asked
+        .checked_sub(idle)
+        .is_some_and(|at| at + tolerance >= sent_at)
+}
+
 /// Counts the handle tokens of this process's requests.
 static REQUESTS: AtomicU32 = AtomicU32::new(0);
 
@@ -117,8 +133,10 @@ fn token(what: &str) -> String {
 }
 
 /// Whether this session can have a takeover on Wayland: the portal offers RemoteDesktop and
-/// mutter's idle monitor answers (without it the person's input could not pause the driver).
-pub async fn available(session_bus: Option<&str>) -> bool {
+/// the person's input can be watched (without it the person's input could not pause the
+/// driver): on KWin (the compositor serving the Wayland socket, `opener`'s pinned one) its
+/// idle notification is offered, elsewhere mutter's idle monitor answers.
+pub async fn available(session_bus: Option<&str>, opener: &Arc<Opener>) -> bool {
     let Some(conn) = crate::portal::session_conn(session_bus).await else {
         return false;
     };
@@ -128,10 +146,70 @@ pub async fn available(session_bus: Option<&str>) -> bool {
     ) {
         return false;
     }
+    if on_kwin(opener).await {
+        let opener = opener.clone();
+        return tokio::task::spawn_blocking(move || {
+            opener.wayland_stream().is_ok_and(IdleWatch::offered)
+        })
+        .await
+        .unwrap_or(false);
+    }
     let Some(mutter) = mutter(&conn).await else {
         return false;
     };
     idle_time(&conn, &mutter).await.is_some()
+}
+
+/// Whether the compositor serving the Wayland socket is KWin, by the executable of the
+/// pinned listener (no name on the bus, which any process of the person's could take).
+async fn on_kwin(opener: &Arc<Opener>) -> bool {
+    let opener = opener.clone();
+    tokio::task::spawn_blocking(move || opener.wayland_compositor_exe())
+        .await
+        .ok()
+        .flatten()
+        .and_then(|exe| Compositor::of_exe(&exe))
+        == Some(Compositor::Kwin)
+}
+
+/// What tells the person's input during a takeover.
+#[derive(Clone, Debug)]
+enum Monitor {
+    /// mutter's idle monitor, asked of mutter's unique name.
+    Mutter(String),
+    /// The compositor's idle notification (KWin), on the broker's own Wayland connection.
+    Notify(Arc<IdleWatch>),
+}
+
+impl Monitor {
+    /// The time since the last input; `None` when the monitor does not answer.
+    async fn idle(&self, conn: &zbus::Connection) -> Option<Duration> {
+        match self {
+            Monitor::Mutter(mutter) => idle_time(conn, mutter).await,
+            Monitor::Notify(watch) => watch.idle(),
+        }
+    }
+
+    /// How much earlier than the send an input may seem and still be the driver's key:
+    /// [`CONFIRM_TOLERANCE`] for mutter's idle time, in whole milliseconds; none for KWin's
+    /// notification, timed as it arrives (there a tolerance let the `resumed` of the key
+    /// before, which KWin sent late, 17 ms after the press, stand for the next key's, measured;
+    /// that key's own then read as the person's).
+    fn tolerance(&self) -> Duration {
+        match self {
+            Monitor::Mutter(_) => CONFIRM_TOLERANCE,
+            Monitor::Notify(_) => Duration::ZERO,
+        }
+    }
+
+    /// The names on the session bus whose loss or change of hands ends the takeover: mutter
+    /// itself and its idle monitor's name, or KWin's name.
+    fn owners(&self) -> (String, Option<&'static str>) {
+        match self {
+            Monitor::Mutter(mutter) => (mutter.clone(), Some(IDLE_MONITOR)),
+            Monitor::Notify(_) => (KWIN.to_string(), None),
+        }
+    }
 }
 
 /// Mutter's unique name on the session bus: the owner of its idle monitor's name, only when
@@ -142,6 +220,35 @@ async fn mutter(conn: &zbus::Connection) -> Option<String> {
     let idle = name_owner(conn, IDLE_MONITOR).await.ok()?;
     let rd = name_owner(conn, MUTTER_REMOTE_DESKTOP).await.ok()?;
     (idle == rd).then_some(idle)
+}
+
+/// What will tell the person's input in a takeover starting now: on KWin (by the pinned
+/// compositor's executable) its idle notification, started on the broker's own connection;
+/// elsewhere mutter's idle monitor, answering as mutter.
+async fn monitor(session_bus: Option<&str>, opener: &Arc<Opener>) -> Result<Monitor, DriverError> {
+    let unwatched = |why: String| {
+        DriverError::new(
+            ErrorCode::BackendUnavailable,
+            format!("{why}: the person's input could not be watched"),
+        )
+    };
+    if on_kwin(opener).await {
+        let opener = opener.clone();
+        let watch = tokio::task::spawn_blocking(move || {
+            let stream = opener.wayland_stream().map_err(|f| f.message)?;
+            IdleWatch::start(stream)
+        })
+        .await
+        .map_err(|_| unwatched("the idle notification did not start".into()))?
+        .map_err(|why| unwatched(crate::agents::clean_message(&why)))?;
+        return Ok(Monitor::Notify(Arc::new(watch)));
+    }
+    let conn = crate::portal::session_conn(session_bus).await;
+    match &conn {
+        Some(c) => mutter(c).await.map(Monitor::Mutter),
+        None => None,
+    }
+    .ok_or_else(|| unwatched("mutter's idle monitor does not answer as mutter".into()))
 }
 
 /// Mutter's idle time, asked of `mutter` (its unique name), bounded by [`CALL_TIMEOUT`].
@@ -181,7 +288,7 @@ impl RemoteSession {
     /// anything but [`RemoteSession::close`].
     async fn start(
         session_bus: Option<&str>,
-        mutter: &str,
+        monitor: &Monitor,
         ended: mpsc::UnboundedSender<BackendEvent>,
     ) -> Result<RemoteSession, DriverError> {
         let unavailable = |why: String| {
@@ -225,13 +332,19 @@ impl RemoteSession {
         let frontend = subscribe(&conn, owner_changes(PORTAL))
             .await
             .map_err(refused)?;
-        // Mutter itself (its unique name) and the idle monitor's name.
-        let compositor = subscribe(&conn, owner_changes(mutter))
+        // Mutter itself (its unique name) and the idle monitor's name, or KWin's name.
+        let (compositor, idle) = monitor.owners();
+        let compositor = subscribe(&conn, owner_changes(&compositor))
             .await
             .map_err(refused)?;
-        let idle = subscribe(&conn, owner_changes(IDLE_MONITOR))
-            .await
-            .map_err(refused)?;
+        let idle = match idle {
+            Some(name) => Some(
+                subscribe(&conn, owner_changes(name))
+                    .await
+                    .map_err(refused)?,
+            ),
+            None => None,
+        };
         let backends = subscribe(
             &conn,
             zbus::MatchRule::builder()
@@ -337,7 +450,7 @@ impl RemoteSession {
         let closing = session.closing.clone();
         session.watcher = tokio::spawn(watch_end(
             closed,
-            [frontend, compositor, idle, backends],
+            (frontend, compositor, idle, backends),
             closing,
             ended,
         ));
@@ -382,17 +495,34 @@ impl RemoteSession {
     }
 }
 
+/// The next message of `stream`; never, with none (a monitor with no name of its own, KWin's
+/// idle notification, waits for nothing on the bus).
+async fn next_idle(
+    stream: &mut Option<zbus::MessageStream>,
+) -> Option<zbus::Result<zbus::Message>> {
+    match stream {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Waits for the end of a started session and sends the kill switch, unless the driver is
 /// closing it: its `Session.Closed`, or a name among `owners` (the portal frontend's, mutter's
 /// unique name, the idle monitor's, the portal backends') lost or taken over by another
 /// connection. A name newly taken (a backend started on demand) is no end.
 async fn watch_end(
     mut closed: zbus::MessageStream,
-    owners: [zbus::MessageStream; 4],
+    owners: (
+        zbus::MessageStream,
+        zbus::MessageStream,
+        Option<zbus::MessageStream>,
+        zbus::MessageStream,
+    ),
     closing: Arc<AtomicBool>,
     ended: mpsc::UnboundedSender<BackendEvent>,
 ) {
-    let [mut frontend, mut compositor, mut idle, mut backends] = owners;
+    let (mut frontend, mut compositor, mut idle, mut backends) = owners;
+
     let lost = |m: Option<zbus::Result<zbus::Message>>| match m {
         Some(Ok(m)) => m
             .body()
@@ -406,7 +536,7 @@ async fn watch_end(
             _ = closed.next() => break "the desktop ended the remote-desktop session",
             m = frontend.next() => if lost(m) { break "the desktop portal left the session bus" },
             m = compositor.next() => if lost(m) { break "the compositor left the session bus" },
-            m = idle.next() => if lost(m) { break "the idle monitor changed hands" },
+            m = next_idle(&mut idle) => if lost(m) { break "the idle monitor changed hands" },
             m = backends.next() => if lost(m) { break "a desktop portal backend left the session bus" },
         }
     };
@@ -471,8 +601,9 @@ pub struct Takeover {
     poll: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Keys sent whose input the idle monitor has not shown yet: the poll judges nothing.
     in_flight: std::sync::atomic::AtomicUsize,
-    /// Mutter's unique name, pinned when the takeover began: the idle monitor is asked there.
-    mutter: Mutex<Option<String>>,
+    /// What tells the person's input, pinned when the takeover began (mutter's unique name, or
+    /// KWin's idle notification).
+    monitor: Mutex<Option<Monitor>>,
 }
 
 /// The portal session of one takeover.
@@ -529,14 +660,19 @@ impl Takeover {
             person: AtomicBool::new(false),
             poll: Mutex::new(None),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
-            mutter: Mutex::new(None),
+            monitor: Mutex::new(None),
         }
     }
 
     /// Starts the portal session for `session` (the desktop's dialog asks the person), unless
     /// it holds one already. [`Takeover::end`] while the dialog is open ends the wait: the
     /// session is then never used.
-    pub async fn begin(&self, session_bus: Option<&str>, session: &str) -> Result<(), DriverError> {
+    pub async fn begin(
+        &self,
+        session_bus: Option<&str>,
+        opener: &Arc<Opener>,
+        session: &str,
+    ) -> Result<(), DriverError> {
         {
             let mut active = self.active.lock().await;
             if active.as_ref().is_some_and(|a| a.session == session) {
@@ -555,20 +691,9 @@ impl Takeover {
                 "the takeover ended while the desktop's dialog was open",
             )
         };
-        let conn = crate::portal::session_conn(session_bus).await;
-        let mutter = match &conn {
-            Some(c) => mutter(c).await,
-            None => None,
-        }
-        .ok_or_else(|| {
-            DriverError::new(
-                ErrorCode::BackendUnavailable,
-                "mutter's idle monitor does not answer as mutter: the person's input could not \
-                 be watched",
-            )
-        })?;
+        let monitor = monitor(session_bus, opener).await?;
         let started = tokio::select! {
-            r = RemoteSession::start(session_bus, &mutter, self.events.clone()) => r?,
+            r = RemoteSession::start(session_bus, &monitor, self.events.clone()) => r?,
             // Dropping the start drops its connection: the portal closes what it began.
             _ = cancel.changed() => return Err(ended()),
         };
@@ -579,7 +704,7 @@ impl Takeover {
             return Err(ended());
         }
         tracing::info!("the person allowed remote control in the desktop's dialog");
-        *lock(&self.mutter) = Some(mutter);
+        *lock(&self.monitor) = Some(monitor);
         *active = Some(Active {
             session: session.to_string(),
             remote: started,
@@ -648,8 +773,8 @@ impl Takeover {
     }
 
     async fn poll(&self, session_bus: Option<&str>) {
-        let mutter = lock(&self.mutter).clone();
-        let (Some(conn), Some(mutter)) = (crate::portal::session_conn(session_bus).await, mutter)
+        let monitor = lock(&self.monitor).clone();
+        let (Some(conn), Some(monitor)) = (crate::portal::session_conn(session_bus).await, monitor)
         else {
             self.ended("the person's input cannot be watched");
             return;
@@ -663,7 +788,7 @@ impl Takeover {
             }
             // Timed at the question: the latest input is no earlier than `asked - idle`.
             let asked = Instant::now();
-            let Some(idle) = idle_time(&conn, &mutter).await else {
+            let Some(idle) = monitor.idle(&conn).await else {
                 self.ended("the idle monitor did not answer");
                 return;
             };
@@ -695,7 +820,7 @@ impl Takeover {
     async fn send_key(
         &self,
         r: &RemoteSession,
-        mutter: &str,
+        monitor: &Monitor,
         keysym: u32,
         pressed: bool,
     ) -> Result<(), String> {
@@ -708,13 +833,11 @@ impl Takeover {
             // its earliest time is the send's, and stamped at its latest (so the driver's own
             // key is never taken for the person's, whatever the bus's delays).
             let asked = Instant::now();
-            let Some(idle) = idle_time(&r.conn, mutter).await else {
+            let Some(idle) = monitor.idle(&r.conn).await else {
                 return Err("the idle monitor did not answer".into());
             };
             let answered = Instant::now();
-            if asked
-                .checked_sub(idle)
-                .is_some_and(|at| at + CONFIRM_TOLERANCE >= sent_at)
+            if shows_key(asked, idle, sent_at, monitor.tolerance())
                 && let Some(latest) = answered.checked_sub(idle)
             {
                 let mut last = lock(&self.last_sent);
@@ -800,7 +923,7 @@ impl Takeover {
             )
             .with_effect("refused"));
         };
-        let Some(mutter) = lock(&self.mutter).clone() else {
+        let Some(monitor) = lock(&self.monitor).clone() else {
             return Err(DriverError::new(
                 ErrorCode::BackendUnavailable,
                 "no idle monitor; nothing was sent",
@@ -848,7 +971,7 @@ impl Takeover {
                 // person's input between two of the driver's keys is seen before the next
                 // key hides it).
                 let asked = Instant::now();
-                let person = match idle_time(&r.conn, &mutter).await {
+                let person = match monitor.idle(&r.conn).await {
                     Some(idle) => self.judge(asked, idle),
                     None => {
                         self.release(r).await;
@@ -876,7 +999,7 @@ impl Takeover {
                 if pressed {
                     lock(&self.held).push(k);
                 }
-                let sent = self.send_key(r, &mutter, k, pressed).await;
+                let sent = self.send_key(r, &monitor, k, pressed).await;
                 sent_any = true;
                 if !pressed {
                     let mut held = lock(&self.held);
@@ -1101,6 +1224,25 @@ mod tests {
             (out.code, out.effect.as_deref()),
             (ErrorCode::RateLimited, Some("refused"))
         );
+    }
+
+    #[test]
+    fn a_key_is_shown_only_by_an_input_from_its_send_on() {
+        let sent = Instant::now() + Duration::from_secs(10);
+        // KWin: the key before's `resumed`, arrived 1 ms before this key was sent (KWin sent
+        // it late), does not show this key; one at the send does.
+        let before = sent - Duration::from_millis(1);
+        let asked = sent + Duration::from_millis(3);
+        assert!(!shows_key(asked, asked - before, sent, Duration::ZERO));
+        assert!(shows_key(asked, asked - sent, sent, Duration::ZERO));
+        // mutter's idle time is in whole milliseconds: 2 ms of tolerance.
+        assert!(shows_key(asked, asked - before, sent, CONFIRM_TOLERANCE));
+        assert!(!shows_key(
+            asked,
+            Duration::from_millis(6),
+            sent,
+            CONFIRM_TOLERANCE
+        ));
     }
 
     #[test]

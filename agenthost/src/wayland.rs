@@ -3,9 +3,9 @@
 //! On Wayland the backend works headless through AT-SPI alone and makes no X connection (its
 //! agents get no `DISPLAY`; see `agents::agent_env`). Reads and headless acts need only the
 //! accessibility bus and the agents. Visible takeover (keys and typing, no pointer), its
-//! surface and hand-back go through the portal's RemoteDesktop and mutter's idle monitor
-//! ([`crate::remote`]): available where both answer (GNOME), else `planned` with
-//! `wayland_portal_not_built` (KDE, wlroots) or `portal_unavailable`. The clipboard is the
+//! surface and hand-back go through the portal's RemoteDesktop and mutter's idle monitor, or
+//! KWin's idle notification ([`crate::remote`]): available where both answer (GNOME, KDE),
+//! else `planned` with `wayland_portal_not_built` (wlroots) or `portal_unavailable`. The clipboard is the
 //! input agent's, through the compositor's data-control protocol where it offers it (KWin,
 //! wlroots): available there; on GNOME (the portal's Clipboard, GNOME 45+) `planned` with
 //! `wayland_portal_not_built`; on another compositor without it `unavailable` with
@@ -41,8 +41,8 @@ pub struct PortalReport {
     /// The compositor, as its well-known names on the session bus say (see [`doctor`] for
     /// the one recognised by the executable serving the Wayland socket).
     pub compositor: Compositor,
-    /// Visible takeover works here: RemoteDesktop and mutter's idle monitor
-    /// ([`crate::remote::available`]).
+    /// Visible takeover works here: RemoteDesktop, and mutter's idle monitor or KWin's idle
+    /// notification ([`crate::remote::available`]).
     pub takeover: bool,
 }
 
@@ -52,7 +52,7 @@ pub struct PortalReport {
 pub enum Compositor {
     /// GNOME's mutter (`org.gnome.Mutter.RemoteDesktop`).
     Mutter,
-    /// KDE's KWin (`org.kde.KWin`).
+    /// KDE's KWin (`org.kde.KWin`, or the executable `kwin_wayland` serving the socket).
     Kwin,
     /// sway (wlroots), which owns no name on the session bus: recognised by the executable
     /// (`sway`) of the process serving the Wayland socket.
@@ -76,6 +76,7 @@ impl Compositor {
     pub fn of_exe(exe: &str) -> Option<Compositor> {
         match std::path::Path::new(exe).file_name()?.to_str()? {
             SWAY_EXE => Some(Compositor::Sway),
+            KWIN_EXE => Some(Compositor::Kwin),
             _ => None,
         }
     }
@@ -83,6 +84,8 @@ impl Compositor {
 
 /// The file name of sway's executable.
 const SWAY_EXE: &str = "sway";
+/// The file name of KWin's executable on Wayland.
+const KWIN_EXE: &str = "kwin_wayland";
 
 /// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
 /// versions and for the compositor's names, each bounded by `PORTAL_TIMEOUT`.
@@ -283,6 +286,7 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
         crate::handover::Endpoints::from_env()
             .session_bus
             .as_deref(),
+        &b.opener,
     )
     .await;
     let (entry, probe) = portal.entry();

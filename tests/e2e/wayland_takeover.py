@@ -74,25 +74,27 @@ def portal_dialog(answer: str) -> str:
     return r.stdout.strip()
 
 
+def tick_takeover(dialog: DialogPerson, at: dict) -> None:
+    """The person ticks the takeover line of the driver's dialog (its controls at `at`)."""
+    check("Takeover" in at, f"the dialog shows the takeover line: {sorted(at)}")
+    # A click the dialog does not count (it was re-armed: a stall of the indicator under
+    # load, a new output) ticks nothing: the person looks and clicks again.
+    for _ in range(5):
+        time.sleep(1.0)  # past the arming delay
+        start = os.path.getsize(dialog.log)
+        dialog.click(at["Takeover"])
+        time.sleep(0.3)
+        text = dialog.log_since(start)
+        if "control=Some(Takeover)" in text and "did not count" not in text:
+            return
+    check(False, "the dialog never counted the person's click on the takeover line")
+
+
 def consent_with_takeover(dialog: DialogPerson, portal_answer: str):
     """The person ticks the takeover line and clicks Allow, then answers the desktop's dialog."""
 
-    def tick(at: dict) -> None:
-        check("Takeover" in at, f"the dialog shows the takeover line: {sorted(at)}")
-        # A click the dialog does not count (it was re-armed: a stall of the indicator under
-        # load, a new output) ticks nothing: the person looks and clicks again.
-        for _ in range(5):
-            time.sleep(1.0)  # past the arming delay
-            start = os.path.getsize(dialog.log)
-            dialog.click(at["Takeover"])
-            time.sleep(0.3)
-            text = dialog.log_since(start)
-            if "control=Some(Takeover)" in text and "did not count" not in text:
-                return
-        check(False, "the dialog never counted the person's click on the takeover line")
-
     def run() -> str:
-        dialog.answer(True, shown=tick)
+        dialog.answer(True, shown=lambda at: tick_takeover(dialog, at))
         return portal_dialog(portal_answer)
 
     return in_thread(run)

@@ -367,6 +367,36 @@ pub fn wayland_takeover_desktop() -> Result<WaylandTakeoverDesktop> {
     Ok(WaylandTakeoverDesktop { desk, form })
 }
 
+/// Starts the desktop of kwin_takeover.py: the Wayland test desktop on KWin (virtual
+/// framebuffer, no X server; the desktop portal with KDE's backend by D-Bus activation) and the
+/// GTK 4 form, a native Wayland client on the accessibility registry.
+pub fn kwin_takeover_desktop() -> Result<WaylandTakeoverDesktop> {
+    let desk = crate::WaylandDesktop::start_kwin()?;
+    let form = desk.spawn(App::Command {
+        program: "/usr/bin/python3".into(),
+        args: vec![crate::test_app("form_gtk4.py").into()],
+    })?;
+    Ok(WaylandTakeoverDesktop { desk, form })
+}
+
+/// Runs kwin_takeover.py with the real `nish-driver` in the KWin desktop's environment, told
+/// where KWin's log is (the test asks KWin for its windows by a script; the driver never does).
+pub fn run_kwin_takeover(sd: &WaylandTakeoverDesktop) -> Result<Output> {
+    let mut cmd = sd.desk.command(python()?);
+    cmd.arg(script("kwin_takeover.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--kwin-log")
+        .arg(
+            sd.desk
+                .kwin_log()
+                .context("the KWin desktop has a KWin log")?,
+        );
+    Ok(cmd.output()?)
+}
+
 /// Runs wayland_takeover.py with the real `nish-driver` in the desktop's environment.
 pub fn run_wayland_takeover(sd: &WaylandTakeoverDesktop) -> Result<Output> {
     let mut cmd = sd.desk.command(python()?);

@@ -176,12 +176,14 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
     for name in ["read_tree", "act_semantic"] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
-    // KWin has no mutter idle monitor: takeover there is not built.
-    for name in ["input_takeover", "capture_window", "takeover_indicator"] {
-        let c = cap(&report, name);
-        assert_eq!(c["status"], "planned", "{name}");
-        assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
+    // Takeover goes through KDE's RemoteDesktop, with KWin's idle notification for the
+    // person's input; capture through the portal is not built.
+    for name in ["input_takeover", "takeover_indicator", "takeover_handback"] {
+        assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
+    let c = cap(&report, "capture_window");
+    assert_eq!(c["status"], "planned");
+    assert_eq!(c["reason_code"], "wayland_portal_not_built");
     // The clipboard: KWin offers wlroots' data-control to the input agent.
     for name in ["clipboard_read", "clipboard_write"] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
@@ -198,7 +200,8 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
     assert_eq!(
         portal["message"],
         "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; \
-         compositor KDE (KWin); the driver does not use the portals yet",
+         compositor KDE (KWin); visible takeover goes through RemoteDesktop (keyboard only), \
+         capture does not use ScreenCast yet",
         "{portal}"
     );
     // The service bound the stop hotkey through KDE's GlobalShortcuts (the doctor waits for

@@ -184,3 +184,124 @@ fn a_headless_session_on_kwin_is_granted_by_a_click_on_the_dialog_then_reads_and
     );
     println!("{stdout}");
 }
+
+/// The person's input on KWin, as the broker watches it during a takeover
+/// (`nish_agenthost::idle_watch`: ext-idle-notify-v1 with a timeout of 0 ms): each key of the
+/// person's, pressed through the KDE portal's RemoteDesktop as their keyboard
+/// (tests/indicator/tests/wayland/kde_person.py), shows as an input within a few milliseconds,
+/// key after key; quiet time shows as a growing idle time; KWin's end ends the watch.
+#[test]
+fn the_idle_notification_shows_every_key_of_the_person_on_kwin() {
+    use std::io::{BufRead as _, Write as _};
+    use std::time::{Duration, Instant};
+
+    use nish_agenthost::idle_watch::IdleWatch;
+
+    let mut desk = WaylandDesktop::start_kwin().expect("the KWin desktop comes up");
+    let offered = std::os::unix::net::UnixStream::connect(desk.wayland_socket())
+        .expect("KWin's socket accepts a client");
+    assert!(
+        IdleWatch::offered(offered),
+        "KWin offers ext-idle-notify-v1"
+    );
+    let stream = std::os::unix::net::UnixStream::connect(desk.wayland_socket())
+        .expect("KWin's socket accepts a client");
+    let watch = IdleWatch::start(stream).expect("the watch starts on KWin");
+    let person =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("indicator/tests/wayland/kde_person.py");
+    let mut child = desk
+        .command("/usr/bin/python3")
+        .arg(&person)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the person's portal session starts");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    output.read_line(&mut line).expect("the person's answer");
+    assert_eq!(
+        line.trim(),
+        "ready",
+        "the portal granted the person's keyboard"
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let quiet = watch.idle().expect("the watch answers");
+    assert!(
+        quiet >= Duration::from_millis(300),
+        "no input for 400 ms: idle {quiet:?}"
+    );
+    let mut delays = Vec::new();
+    for i in 0..20 {
+        let pressed = i % 2 == 0;
+        let sent = Instant::now();
+        writeln!(input, "key 0xffe1 {}", u8::from(pressed)).expect("a key to the person");
+        line.clear();
+        output.read_line(&mut line).expect("the person's answer");
+        assert_eq!(line.trim(), "ok", "the portal took the key");
+        // Shown: the last input is no earlier than the send.
+        let deadline = sent + Duration::from_millis(500);
+        loop {
+            let asked = Instant::now();
+            let idle = watch.idle().expect("the watch answers");
+            if asked.checked_sub(idle).is_some_and(|at| at >= sent) {
+                delays.push(
+                    asked
+                        .checked_sub(idle)
+                        .map_or(0, |at| (at - sent).as_micros()),
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "key {i} never showed (idle {idle:?})"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    delays.sort_unstable();
+    eprintln!(
+        "the person's key showed after {} µs (median), {} µs (max), 20 events",
+        delays[delays.len() / 2],
+        delays[delays.len() - 1]
+    );
+    drop(input);
+    let _ = child.wait();
+    let kwin = desk
+        .processes()
+        .into_iter()
+        .find(|p| p.role == "kwin_wayland")
+        .expect("KWin runs");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(kwin.pid).expect("a pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("KWin is ended");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while watch.idle().is_some() {
+        assert!(Instant::now() < deadline, "the watch outlived KWin");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    desk.stop().expect("teardown");
+}
+
+/// Visible takeover on KWin through the KDE portal's RemoteDesktop, through the official MCP
+/// client (tests/e2e/kwin_takeover.py): the person ticks it in the driver's dialog (KDE's
+/// portal asks nothing more); typing and a key land in a GTK 4 form and read back; the
+/// person's key and pointer (KWin's idle notification) pause it, and their click on Continue
+/// or the host resumes; the person's pointer stops a typing part-way; the person's stop hotkey
+/// ends everything.
+#[test]
+fn a_takeover_on_kwin_goes_through_the_portal_and_the_person_wins() {
+    let sd = nish_testdesk::session::kwin_takeover_desktop()
+        .expect("the KWin desktop with the GTK 4 form");
+    let out = nish_testdesk::session::run_kwin_takeover(&sd).expect("python runs");
+    let stdout = nish_testdesk::session::passed(&out, "the KWin takeover failed");
+    assert_eq!(
+        sd.desk.x_servers(),
+        Vec::<String>::new(),
+        "no X server ran during the session"
+    );
+    println!("{stdout}");
+}

@@ -1,0 +1,250 @@
+"""Visible takeover on KDE's KWin (`kwin_wayland --virtual`, no X server, no Plasma shell), through
+the desktop portal with KDE's backend (by D-Bus activation), the official MCP Python client,
+nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
+(tests/apps/form_gtk4.py, a native Wayland client):
+
+- the person ticks the takeover line in the driver's own consent dialog and clicks Allow (their
+  pointer and keyboard played through the KDE portal's RemoteDesktop,
+  tests/indicator/tests/wayland/kde_person.py); KDE's portal grants the driver's keyboard with
+  a notification only, no dialog: the driver's own consent is the only one;
+- foreground typing lands in the GTK 4 entry (read back), press_key too;
+- the person's own key, and their pointer, pause the driver (takeover.paused with
+  person_input: KWin's idle notification, ext-idle-notify-v1); acts are refused while paused;
+  the person's click on Continue on the takeover surface resumes (its place from KWin and the
+  indicator's log), and so does the host's takeover.resume; the pause latency (the person's input to the host's
+  event) is measured over repeated trials;
+- the person's pointer during a typing stops it part-way (user_took_over, typed_characters
+  fewer than the text's, the entry holding exactly those);
+- the person's stop hotkey (Ctrl+Alt+Shift+Escape, bound through the portal's GlobalShortcuts)
+  ends everything: audited with origin hotkey, the next act answers stopped_by_person.
+
+    kwin_takeover.py --driver .../nish-driver --shim .../nish-mcp --kwin-log .../kwin_wayland.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+import anyio
+
+import nishhost as h
+from kwin_session import KDE_PERSON, Kwin, press_stop_hotkey, wait_stop
+from nishhost import check, fails, ok, say
+from wayland_session import DialogPerson, in_thread
+from wayland_takeover import APP, read_entry, reads_back, tick_takeover
+
+TRIALS = 20
+ACTIVATE_PID = """var all = workspace.clientList();
+for (var i = 0; i < all.length; i++) {
+    if (all[i].pid == PID) { workspace.activeClient = all[i]; }
+}
+print("TAG end");
+"""
+
+
+CONTINUE = re.compile(r"takeover surface laid out: \d+x\d+ at scale 1; continue at (\d+),(\d+) (\d+)x(\d+)")
+
+
+def continue_on_screen(kwin: Kwin, broker: h.Broker, dialog: DialogPerson) -> tuple[float, float]:
+    """Where the takeover surface's Continue is on the screen: the surface's place as KWin
+    tells it (the window of the broker's connection, class nish-driver), plus Continue's place
+    in the surface as the indicator's log says it."""
+    found = CONTINUE.findall(dialog.log_since(0))
+    check(found, "the indicator's log says where Continue is")
+    x, y, w, hgt = (int(v) for v in found[-1])
+    surfaces = [w for w in kwin.windows() if w["class"] == "nish-driver" and w["pid"] == broker.proc.pid]
+    check(len(surfaces) == 1, f"one takeover surface on the broker's connection: {kwin.windows()}")
+    s = surfaces[0]
+    return (s["x"] + x + w / 2, s["y"] + y + hgt / 2)
+
+
+def form_pid(kwin: Kwin) -> int:
+    """The form's process: the one window of python3 (KWin's resource class) or of the form."""
+    wins = kwin.windows()
+    forms = [w for w in wins if w["class"] not in ("nish-driver", "")]
+    check(len(forms) == 1, f"one window besides the driver's: {wins}")
+    return forms[0]["pid"]
+
+
+async def quiet() -> None:
+    """The person's input settles (KWin's portal takes a key after its call returns)."""
+    await anyio.sleep(0.4)
+
+
+async def resume(ctl: h.Control, sid: str) -> None:
+    await quiet()
+    ctl.send({"method": "takeover.resume", "params": {"session": sid}})
+    await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
+
+
+async def run(ns: argparse.Namespace) -> None:
+    check("DISPLAY" not in os.environ, "the KWin desktop has no DISPLAY")
+    check(os.environ.get("XDG_CURRENT_DESKTOP") == "KDE", "a KDE session's XDG_CURRENT_DESKTOP")
+    kwin = Kwin(ns.kwin_log)
+    broker = h.Broker(ns.driver, "linux")
+    try:
+        report = json.loads(broker.cli("doctor", "--json").stdout)
+        caps = {c["name"]: c for c in report["capabilities"]}
+        for n in ("input_takeover", "takeover_indicator", "takeover_handback"):
+            check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
+        entry = next(b for b in report["backends"] if b["id"] == "wayland-portal")
+        check(entry["status"] == "available", f"doctor: {entry}")
+        say("doctor: input_takeover, takeover_indicator and takeover_handback available on KWin "
+            "(the KDE portal's RemoteDesktop and KWin's idle notification)")
+        ctl = h.Control()
+        async with h.host(ns.shim, broker, "kwin-takeover", "2025-11-25", ctl) as c:
+            dialog = DialogPerson(broker, person=KDE_PERSON, keyboard=False)
+
+            say("start_session {input: takeover}: the person ticks the takeover line and clicks Allow "
+                "(KDE's portal asks nothing more)")
+            t, got = in_thread(lambda: dialog.answer(True, shown=lambda at: tick_takeover(dialog, at)))
+            st = await ok(c, "start_session", {"input": "takeover", "apps": [APP]})
+            t.join()
+            check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+            check(st["input"] == "takeover" and st["takeover"]["on"] is True, f"takeover: {st}")
+            sid = st["session"]
+            say(f"  takeover {st['takeover']}")
+
+            # The takeover surface is a window of its own: KWin may give it the keyboard. The
+            # person brings the form back (as Alt+Tab would; no input event, so no pause).
+            await quiet()
+            e = await read_entry(c)
+            if "focused" not in e["states"]:
+                kwin.run(ACTIVATE_PID.replace("PID", str(form_pid(kwin))))
+                deadline = time.monotonic() + 5
+                while "focused" not in (e := await read_entry(c))["states"]:
+                    check(time.monotonic() < deadline, f"the entry never got the keyboard focus: {e}")
+                    await anyio.sleep(0.1)
+                say("  the takeover surface took the keyboard; the person activated the form again")
+            st = await ok(c, "get_session_state")
+            check(st["takeover"].get("paused") is not True, f"not paused: {st['takeover']}")
+
+            a = await ok(c, "type_text", {"element_token": e["element_token"], "text": "Ada Lovelace",
+                                          "delivery_mode": "foreground"})
+            check(a["path"] == "portal:type", str(a))
+            await reads_back(c, "Ada Lovelace")
+            say(f"  foreground type_text: effect {a['effect']}, path {a['path']}; the GTK 4 entry reads back "
+                "'Ada Lovelace'")
+            a = await ok(c, "press_key", {"key": "BackSpace"})
+            check(a["path"] == "portal:key", str(a))
+            await reads_back(c, "Ada Lovelac")
+            say("  press_key BackSpace: the entry reads back 'Ada Lovelac'")
+
+            say("the person presses a key of their own")
+            dialog.say("key 0xffe1 1")
+            dialog.say("key 0xffe1 0")
+            ev = await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+            check(ev["session"] == sid and ev["reason"] == "person_input", f"paused: {ev}")
+            st = await ok(c, "get_session_state")
+            check(st["takeover"]["paused"] is True and st["takeover"]["paused_reason"] == "person_input", str(st))
+            err = await fails(c, "press_key", {"key": "BackSpace"}, "user_took_over")
+            check(err.get("effect") == "refused", str(err))
+            await reads_back(c, "Ada Lovelac")
+            say("  takeover.paused (person_input); press_key refused with user_took_over; nothing was sent")
+
+            say("the person clicks Continue on the takeover surface")
+            # The surface raised (as the person's Alt+Tab would; no input), past Continue's
+            # arming, the pointer moved onto it, then the click.
+            kwin.run(ACTIVATE_PID.replace("PID", str(broker.proc.pid)))
+            at = continue_on_screen(kwin, broker, dialog)
+            await anyio.sleep(1.2)
+            dialog.say(f"move {at[0] + 1 - dialog.at[0]} {at[1] - dialog.at[1]}")
+            dialog.at = (at[0] + 1, at[1])
+            dialog.click(at)
+            ev = await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
+            check(ev["session"] == sid, f"resumed: {ev}")
+            st = await ok(c, "get_session_state")
+            check(st["takeover"]["paused"] is False, str(st))
+            say(f"  Continue at {at}: takeover.resumed")
+            # The click gave the surface the keyboard: the person activates the form again.
+            kwin.run(ACTIVATE_PID.replace("PID", str(form_pid(kwin))))
+            deadline = time.monotonic() + 5
+            while "focused" not in (e := await read_entry(c))["states"]:
+                check(time.monotonic() < deadline, f"the entry never got the keyboard focus: {e}")
+                await anyio.sleep(0.1)
+            st = await ok(c, "get_session_state")
+            check(st["takeover"]["paused"] is False, f"still resumed: {st}")
+
+            say(f"the person's key or pointer pauses the driver: {TRIALS} trials, the input to the host's event")
+            waits = []
+            for i in range(TRIALS):
+                await anyio.sleep(0.3)
+                t0 = time.monotonic()
+                if i % 2:
+                    dialog.say(f"move {3 if i % 4 == 1 else -3} 2")
+                else:
+                    dialog.say("key 0xffe1 1")
+                await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+                waits.append((time.monotonic() - t0) * 1000)
+                if not i % 2:
+                    dialog.say("key 0xffe1 0")
+                await resume(ctl, sid)
+            waits.sort()
+            p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))]
+            say(f"  pause latency over {TRIALS}: median {statistics.median(waits):.1f} ms, "
+                f"p99 {p99:.1f} ms, max {waits[-1]:.1f} ms (measured, not asserted)")
+
+            say("the person moves their pointer while the driver types a long text")
+            e = await read_entry(c)
+            text = "x" * 180
+            typing = [True]
+
+            def person_moves() -> None:
+                time.sleep(0.1)
+                while typing[0]:
+                    dialog.say("move 4 0")
+                    time.sleep(0.02)
+
+            mover, _ = in_thread(person_moves)
+            res = await c.call_tool("type_text", {"element_token": e["element_token"], "text": text,
+                                                  "delivery_mode": "foreground"})
+            typing[0] = False
+            mover.join()
+            check(res.is_error, f"the typing should stop: {res.structured_content}")
+            err = res.structured_content["error"]
+            check(err["code"] == "user_took_over" and err["effect"] == "stopped"
+                  and err["paused_reason"] == "person_input"
+                  and 0 < err["typed_characters"] < len(text), str(err))
+            await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+            typed = (await read_entry(c)).get("value", "")
+            check(typed == "Ada Lovelac" + "x" * err["typed_characters"],
+                  f"the entry holds what was reported typed: {len(typed)} characters, "
+                  f"{err['typed_characters']} reported")
+            say(f"  type_text: user_took_over, stopped after {err['typed_characters']} of {len(text)} characters; "
+                "the entry holds exactly those")
+            await resume(ctl, sid)
+
+            say("the person presses the stop hotkey, Ctrl+Alt+Shift+Escape, during the takeover")
+            before = len(broker.audit_events())
+            press_stop_hotkey(dialog)
+            stops = wait_stop(broker, before, "hotkey")
+            check(stops[0].get("sessions") == 1, f"the one session stopped: {stops}")
+            await fails(c, "press_key", {"key": "BackSpace"}, "stopped_by_person")
+            say(f"  audited {stops}; the next act answers stopped_by_person")
+            dialog.stop()
+    except BaseException:
+        print(broker.log_text(), file=sys.stderr)
+        raise
+    finally:
+        broker.stop()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--driver", required=True)
+    p.add_argument("--shim", required=True)
+    p.add_argument("--kwin-log", required=True)
+    ns = p.parse_args()
+    anyio.run(run, ns)
+    say("ALL CHECKS PASSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
