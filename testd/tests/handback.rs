@@ -707,3 +707,90 @@ async fn keys_that_write_or_copy_are_refused_while_the_focus_is_in_a_secure_fiel
     f.call("press_key", json!({"key": "a"})).await.ok();
     f.call("hotkey", json!({"keys": ["ctrl", "c"]})).await.ok();
 }
+
+/// The focusing click of a takeover `type_text` (decider `acts::spot`): a second typing into
+/// the field the driver's own click focused sends no second click (a toolkit may count two
+/// clicks at one spot as a double click); `set_value` keeps the spot; a typed Tab, another
+/// act (a headless click) and a pause with its resume each make the next typing click the
+/// field again.
+#[tokio::test]
+async fn typing_again_into_the_field_the_driver_clicked_sends_no_second_click() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let clicks = |f: &Fixture| {
+        f.engine
+            .backend
+            .sent_log()
+            .iter()
+            .filter(|e| e.as_str() == "button1x1")
+            .count()
+    };
+    let type_into_search = |text: &'static str| {
+        let f = &f;
+        async move {
+            let r = f.read("Notes").await;
+            let t = f
+                .call(
+                    "type_text",
+                    json!({"element_token": Fixture::token(&r, "entry", "Search"), "text": text,
+                           "delivery_mode": "foreground"}),
+                )
+                .await;
+            assert_eq!(t.ok()["path"], "xtest:type", "{text:?}");
+        }
+    };
+    // Each step: what runs before the typing, and whether the typing clicks.
+    type_into_search("a").await;
+    assert_eq!(clicks(&f), 1, "the first typing clicks the field");
+    type_into_search("b").await;
+    assert_eq!(
+        clicks(&f),
+        1,
+        "typing again at the driver's own click: no click"
+    );
+    let r = f.read("Notes").await;
+    f.call(
+        "set_value",
+        json!({"element_token": Fixture::token(&r, "entry", "Name"), "value": "x"}),
+    )
+    .await
+    .ok();
+    type_into_search("c").await;
+    assert_eq!(clicks(&f), 1, "set_value keeps the spot");
+    type_into_search("d\t").await;
+    type_into_search("e").await;
+    assert_eq!(
+        clicks(&f),
+        2,
+        "after a typed Tab the field is clicked again"
+    );
+    let r = f.read("Notes").await;
+    f.call(
+        "click",
+        json!({"element_token": Fixture::token(&r, "check_box", "Bold")}),
+    )
+    .await
+    .ok();
+    type_into_search("f").await;
+    assert_eq!(
+        clicks(&f),
+        3,
+        "after another act (a headless click) the field is clicked again"
+    );
+    // The person moves the pointer (a pause), the host resumes.
+    f.person(PersonOp::Move { x: 10, y: 10 }).await;
+    assert_eq!(f.next_event().await["event"], "takeover.paused");
+    f.engine
+        .control(&f.session, r#"{"method":"takeover.resume","params":{}}"#)
+        .await;
+    assert_eq!(f.next_event().await["event"], "takeover.resumed");
+    type_into_search("g").await;
+    assert_eq!(clicks(&f), 4, "after a resume the field is clicked again");
+    type_into_search("h").await;
+    assert_eq!(clicks(&f), 4, "and then kept");
+    assert_eq!(
+        f.engine.backend.value_of("Search").as_deref(),
+        Some("abcd\tefgh"),
+        "every text landed"
+    );
+}

@@ -219,12 +219,10 @@ pub struct Engine<B: Backend> {
     acts_running: AtomicU64,
     /// The driver's monotonic clock (tokio's, so tests can let time pass).
     clock: tokio::time::Instant,
-    /// Where the driver's last single left click put the pointer down, when nothing but typing
-    /// into that spot's field went since (any other act, a pause, a resume and the end of a
-    /// takeover clear it): a
-    /// takeover `type_text` there sends no second click, which a toolkit could count as a
-    /// double click.
-    pub(crate) last_spot: Mutex<Option<acts::Spot>>,
+    /// Where the driver's last single left click put the pointer down, while nothing but
+    /// typing into that spot's field went since (the rules: [`acts::SpotKeeper`]): a takeover
+    /// `type_text` there sends no second click, which a toolkit could count as a double click.
+    pub(crate) last_spot: acts::SpotKeeper,
 }
 
 impl<B: Backend> std::fmt::Debug for Engine<B> {
@@ -375,14 +373,14 @@ impl<B: Backend> Engine<B> {
             act_generation: AtomicU64::new(0),
             acts_running: AtomicU64::new(0),
             clock: tokio::time::Instant::now(),
-            last_spot: Mutex::new(None),
+            last_spot: acts::SpotKeeper::default(),
         })
     }
 
     /// Forgets where the driver's last click was (`last_spot`): the next takeover typing
     /// clicks its field.
     pub(crate) fn forget_spot(&self) {
-        *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.last_spot.forget();
     }
 
     /// Milliseconds on the driver's monotonic clock (leases, `at_ms` of events).
@@ -604,11 +602,9 @@ impl<B: Backend> Engine<B> {
                 // one before it (when no act ran) lets the act's re-check use a kept walk.
                 let before = self.act_generation();
                 let _generation = Generation::bump(&self.act_generation, &self.acts_running);
-                if !matches!(act, Call::TypeText { .. } | Call::SetValue { .. }) {
-                    // Any other act may move the focus or make a selection: the next typing
-                    // clicks its field again (a synthetic click sets the spot anew).
-                    self.forget_spot();
-                }
+                // Any act but typing and set_value may move the focus or make a selection: the
+                // next typing clicks its field again (a synthetic click sets the spot anew).
+                self.last_spot.act_begins(&act);
                 self.act(s, &act, before, &j).await
             }
         }

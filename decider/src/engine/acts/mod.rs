@@ -3,8 +3,9 @@
 //! honest `effect`/`verified`, a bounded diff and the optional observation.
 
 pub(super) mod reach;
+mod spot;
 mod synthetic;
-pub(crate) use synthetic::Spot;
+pub(crate) use spot::{Spot, SpotKeeper};
 
 use crate::audit_event::AuditEvent;
 use std::sync::Arc;

@@ -25,12 +25,11 @@ fn after_focusing_click(e: DriverError) -> DriverError {
     out
 }
 
-/// Where a synthetic act put the pointer down: the window and the point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Spot {
-    pub window: u64,
-    pub x: i32,
-    pub y: i32,
+/// `t`'s row in a new read of its window, when it still has the role it had.
+fn same_row<'a>(tree: &'a Tree, t: &Target) -> Option<&'a Node> {
+    tree.nodes
+        .get(t.row as usize)
+        .filter(|n| n.role == t.node.role)
 }
 
 /// What a host approval of keys is about: the focused window, the focused rows of its fresh
@@ -106,32 +105,14 @@ impl<B: Backend> Engine<B> {
         self.rejudge(s, call)?;
         // Withdrawn by the host: nothing more is sent (a batch already sent is not undone).
         super::super::withdraw::check()?;
-        // Typing keeps the spot (it goes into the field the spot's click focused) unless it
-        // holds a Return or Tab (the focus may move, or come back with the text selected); a
-        // single left click sets it once it is done (a double click selects a word, a right
-        // click opens a menu); anything else forgets it.
-        let click_spot = match &op {
-            SynthOp::Click {
-                x,
-                y,
-                button: 1,
-                count: 1,
-            } => Some(Spot {
-                window: window.window_id,
-                x: *x,
-                y: *y,
-            }),
-            _ => None,
-        };
-        let keeps = matches!(&op, SynthOp::Type { text } if !text.chars().any(acting_char));
-        if !keeps {
-            self.forget_spot();
-        }
-        // Another act, a pause or a resume while the click runs moves the act generation: the
-        // click then sets no spot (what came after it is not known).
-        let generation = self
-            .act_generation
-            .load(std::sync::atomic::Ordering::SeqCst);
+        // The spot's rules (acts::spot): a single left click sets it once done, unless the act
+        // generation moved meanwhile (another act, a pause or a resume); plain typing keeps it.
+        let pending = self.last_spot.batch_begins(
+            &op,
+            window.window_id,
+            self.act_generation
+                .load(std::sync::atomic::Ordering::SeqCst),
+        );
         let stop = s.core().stop.clone();
         // The engine's bound is for a call that hangs; a long text takes its pace on top.
         let bound = self.cfg.backend_timeout + paced(&op);
@@ -159,15 +140,11 @@ impl<B: Backend> Engine<B> {
         };
         match outcome {
             SynthOutcome::Done => {
-                let mut spot = self.last_spot.lock().unwrap_or_else(|e| e.into_inner());
-                if click_spot.is_some()
-                    && self
-                        .act_generation
-                        .load(std::sync::atomic::Ordering::SeqCst)
-                        == generation
-                {
-                    *spot = click_spot;
-                }
+                self.last_spot.batch_done(
+                    pending,
+                    self.act_generation
+                        .load(std::sync::atomic::Ordering::SeqCst),
+                );
                 Ok(())
             }
             SynthOutcome::Stopped { reason, typed } => {
@@ -198,23 +175,10 @@ impl<B: Backend> Engine<B> {
     /// After a focusing click: light reads until the target row has the focused state (at most
     /// [`FOCUS_WAIT`]); keys typed before the app handled the click would land elsewhere.
     async fn wait_focused(&self, t: &Target) -> Result<(), DriverError> {
-        let light = WalkLimits {
-            details: false,
-            ..WalkLimits::default()
-        };
         let start = Instant::now();
         loop {
-            let tree = self
-                .bounded(
-                    "re-reading the window",
-                    self.backend.read_tree(&t.window, light),
-                )
-                .await?;
-            let tree = self.validate_tree(tree, &t.window)?;
-            let focused = tree
-                .nodes
-                .get(t.row as usize)
-                .is_some_and(|n| n.role == t.node.role && n.states.has(State::Focused));
+            let tree = self.light_reread(t).await?;
+            let focused = same_row(&tree, t).is_some_and(|n| n.states.has(State::Focused));
             if focused {
                 return Ok(());
             }
@@ -235,8 +199,9 @@ impl<B: Backend> Engine<B> {
     }
 
     /// True when a takeover `type_text` into `t` at (`x`, `y`) needs no focusing click: the
-    /// driver's last synthetic act put the pointer down at that very spot of that window and
-    /// only typing went since (so the field got the focus from that click, with no selection
+    /// driver's last single left click put the pointer down at that very spot of that window
+    /// and the spot was kept since (only typing with no Return or Tab, or `set_value`, went
+    /// since: [`SpotKeeper`]; so the field got the focus from that click, with no selection
     /// made by a keyboard focus), the window holds the display's keyboard focus with no popup
     /// of its application open, and a fresh read, not cut short, shows the field as the one
     /// focused row. False whenever any of it cannot be told: the field is then clicked.
@@ -246,7 +211,7 @@ impl<B: Backend> Engine<B> {
             x,
             y,
         };
-        if *self.last_spot.lock().unwrap_or_else(|e| e.into_inner()) != Some(here) {
+        if !self.last_spot.is(here) {
             return false;
         }
         let Ok(Some(focus)) = self
@@ -266,28 +231,27 @@ impl<B: Backend> Engine<B> {
         if focus.popup || !in_window {
             return false;
         }
+        let Ok(tree) = self.light_reread(t).await else {
+            return false;
+        };
+        tree.truncated.is_none()
+            && same_row(&tree, t).is_some()
+            && reach::focused(&tree.nodes) == [t.row]
+    }
+
+    /// A light read of `t`'s window (no details: states and roles), bounded and checked.
+    async fn light_reread(&self, t: &Target) -> Result<Tree, DriverError> {
         let light = WalkLimits {
             details: false,
             ..WalkLimits::default()
         };
-        let Ok(tree) = self
+        let tree = self
             .bounded(
                 "re-reading the window",
                 self.backend.read_tree(&t.window, light),
             )
-            .await
-        else {
-            return false;
-        };
-        let Ok(tree) = self.validate_tree(tree, &t.window) else {
-            return false;
-        };
-        tree.truncated.is_none()
-            && tree
-                .nodes
-                .get(t.row as usize)
-                .is_some_and(|n| n.role == t.node.role)
-            && reach::focused(&tree.nodes) == [t.row]
+            .await?;
+        self.validate_tree(tree, &t.window)
     }
 
     /// Refuses a pointer act whose point another window covers.
