@@ -593,16 +593,25 @@ impl Executor {
     }
 
     /// The keyboard focus must be in `window`: the focus window is it or one of its
-    /// descendants. (Another window of the same client is not enough: the broker judged the
-    /// keys on this window's contents.)
+    /// descendants, made by `window`'s own client (a window another client made inside it is
+    /// not: that client would read the keys). (Another window of the same client is not
+    /// enough either: the broker judged the keys on this window's contents.)
     fn focus(&mut self, window: Window) -> Result<(), Halt> {
         let f = self.conn.get_input_focus()?.reply()?.focus;
+        // The focus window must be the target window's client's own: any client may make a
+        // window inside another's and give it the focus, and would then read every key.
+        let failure = |message: String| ActFailure {
+            code: ErrorCode::FocusChanged,
+            message,
+            sent: self.sent,
+        };
         if !self.ancestors(f)?.contains(&window) {
-            return Err(ActFailure {
-                code: ErrorCode::FocusChanged,
-                message: format!("the keyboard focus is not in window {window}"),
-                sent: self.sent,
-            }
+            return Err(failure(format!("the keyboard focus is not in window {window}")).into());
+        }
+        if self.client(f) != self.client(window) {
+            return Err(failure(format!(
+                "the keyboard focus is in a window another program made inside window {window}"
+            ))
             .into());
         }
         Ok(())

@@ -1,0 +1,177 @@
+//! The real `nish-input` typing into a window whose keyboard focus another X client took: that
+//! client made a window of its own inside the app's window and gave it the focus (any client
+//! may create a child of another client's window and focus it). The agent's check before each
+//! key asks that the focus be the target window or one of its descendants, and that it belong
+//! to the target window's client: typing is refused before any key is sent, and the intruder's
+//! window gets no key. With the focus back on the app's window, the same typing lands.
+
+mod support;
+
+use std::time::Duration;
+
+use nish_proto::wire::MAX_FRAME_BYTES;
+use nish_proto::wire::codec::{read_frame, write_frame};
+use nish_proto::wire::input::{BrokerToInput, InputToBroker, SynthEnd, SynthOp};
+use nish_testdesk::wait::{Poll, poll};
+use nish_testdesk::{App, Desktop};
+use support::{Input, Reader, by_handle, find};
+use x11rb::connection::Connection as _;
+use x11rb::protocol::Event;
+use x11rb::protocol::xproto::{
+    ConnectionExt as _, CreateWindowAux, EventMask, InputFocus, WindowClass,
+};
+use x11rb::wrapper::ConnectionExt as _;
+
+/// Sends a typing act and reads its answer.
+fn type_text(input: &mut Input, id: u64, window: u64, text: &str) -> InputToBroker {
+    write_frame(
+        &mut input.proc.sock,
+        &BrokerToInput::Synthetic {
+            id,
+            window_id: window,
+            op: SynthOp::Type { text: text.into() },
+        },
+        MAX_FRAME_BYTES,
+    )
+    .expect("send the typing act");
+    read_frame(&mut input.proc.sock, MAX_FRAME_BYTES).expect("the input agent's answer")
+}
+
+#[test]
+fn typing_is_refused_when_another_client_s_window_inside_the_target_has_the_focus() {
+    let desk = Desktop::start().expect("start the desktop");
+    let demo = desk
+        .spawn(App::Command {
+            program: "gtk3-demo".into(),
+            args: vec!["--run=entry_buffer".into()],
+        })
+        .expect("gtk3-demo entry_buffer");
+    desk.wait_atspi_app(demo.pid, Duration::from_secs(45))
+        .expect("gtk3-demo on AT-SPI");
+    let mut reader = Reader::spawn(&desk);
+    let w = poll("the demo's window", Duration::from_secs(10), || {
+        Ok(
+            match reader
+                .windows()
+                .into_iter()
+                .find(|w| w.pid == demo.pid && w.title == "Entry Buffer" && w.visible)
+            {
+                Some(w) => Poll::Ready(w),
+                None => Poll::Pending("not mapped yet".into()),
+            },
+        )
+    })
+    .expect("the demo window");
+    poll(
+        "the demo's window to be active",
+        Duration::from_secs(10),
+        || {
+            if desk.active_window()?.map(u64::from) == Some(w.window_id) {
+                return Ok(Poll::Ready(()));
+            }
+            desk.xdotool(&["windowactivate", &w.window_id.to_string()])?;
+            Ok(Poll::Pending(format!("active {:?}", desk.active_window()?)))
+        },
+    )
+    .expect("the demo window active");
+    let (w, t) = support::settled_tree(&mut reader, &w, "the entry buffer demo", |t| {
+        t.nodes.iter().any(|n| n.role == "text")
+    });
+    let entry = t.nodes[find(&t, "the visible entry", |n| n.role == "text")].clone();
+    let f = entry.frame.expect("the entry's frame");
+    let (cx, cy) = (f.x + f.w / 2, f.y + f.h / 2);
+    desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string(), "click", "1"])
+        .expect("click into the entry");
+    std::thread::sleep(Duration::from_millis(300));
+    let text_now = |reader: &mut Reader| {
+        let t = reader.tree_until(&w, "the entry buffer demo", |t| {
+            t.nodes.iter().any(|n| n.handle == entry.handle)
+        });
+        by_handle(&t, &entry.handle)
+            .value
+            .clone()
+            .unwrap_or_default()
+    };
+    assert_eq!(text_now(&mut reader), "", "the entry is empty");
+
+    // Another client (this test's own connection) makes a window inside the app's window,
+    // listens for keys on it, and gives it the keyboard focus.
+    let conn = desk.x11().expect("the desktop's X connection");
+    let app_window = u32::try_from(w.window_id).expect("an X window id");
+    let intruder = conn.generate_id().expect("an X id");
+    conn.create_window(
+        x11rb::COPY_DEPTH_FROM_PARENT,
+        intruder,
+        app_window,
+        0,
+        0,
+        50,
+        20,
+        0,
+        WindowClass::INPUT_OUTPUT,
+        x11rb::COPY_FROM_PARENT,
+        &CreateWindowAux::new().event_mask(EventMask::KEY_PRESS | EventMask::KEY_RELEASE),
+    )
+    .expect("CreateWindow");
+    conn.map_window(intruder).expect("MapWindow");
+    conn.sync().expect("sync");
+    conn.set_input_focus(InputFocus::PARENT, intruder, x11rb::CURRENT_TIME)
+        .expect("SetInputFocus");
+    conn.sync().expect("sync");
+    let focus = conn
+        .get_input_focus()
+        .expect("GetInputFocus")
+        .reply()
+        .expect("its reply")
+        .focus;
+    assert_eq!(focus, intruder, "the intruder's window holds the focus");
+
+    let mut input = Input::spawn(&desk);
+    // The takeover's watch of the person's input, as the broker starts it.
+    let a = input.call(|id| BrokerToInput::Watch { id, on: true });
+    assert!(
+        matches!(a.msg, InputToBroker::Ack { .. }),
+        "watch: {:?}",
+        a.msg
+    );
+    let answer = type_text(&mut input, 1_001, w.window_id, "abc");
+    match &answer {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => assert_eq!(failure.code.as_str(), "focus_changed", "{answer:?}"),
+        other => panic!("the typing must be refused before any key: {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut keys = 0;
+    while let Some(e) = conn.poll_for_event().expect("events") {
+        if matches!(e, Event::KeyPress(_) | Event::KeyRelease(_)) {
+            keys += 1;
+        }
+    }
+    assert_eq!(keys, 0, "the intruder's window got no key");
+    assert_eq!(text_now(&mut reader), "", "nothing reached the entry");
+
+    // The intruder goes; the focus is the app's window again: the same typing lands.
+    conn.destroy_window(intruder).expect("DestroyWindow");
+    conn.set_input_focus(InputFocus::PARENT, app_window, x11rb::CURRENT_TIME)
+        .expect("SetInputFocus");
+    conn.sync().expect("sync");
+    match type_text(&mut input, 1_002, w.window_id, "abc") {
+        InputToBroker::Synth {
+            id: 1_002,
+            end: SynthEnd::Done,
+        } => {}
+        other => panic!("the typing must land: {other:?}"),
+    }
+    poll("the typed text", Duration::from_secs(5), || {
+        let v = text_now(&mut reader);
+        Ok(if v == "abc" {
+            Poll::Ready(())
+        } else {
+            Poll::Pending(format!("{} characters", v.chars().count()))
+        })
+    })
+    .expect("the entry reads abc");
+}
