@@ -794,3 +794,44 @@ async fn typing_again_into_the_field_the_driver_clicked_sends_no_second_click() 
         "every text landed"
     );
 }
+
+/// Two foreground clicks on one element: the second presses 8 px from the first, inside the
+/// element (decider `acts::spot`), so the app never takes them for one double click; a third
+/// goes back to the centre, 8 px from the second.
+#[tokio::test]
+async fn a_second_click_on_one_element_presses_apart_from_the_first() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    let mut points = Vec::new();
+    for _ in 0..3 {
+        let r = f.read("Notes").await;
+        let search = Fixture::element(&r, "entry", "Search");
+        f.call(
+            "click",
+            json!({"element_token": search["element_token"], "delivery_mode": "foreground"}),
+        )
+        .await
+        .ok();
+        let (x, y, w, h) = (
+            search["frame"]["x"].as_i64().unwrap() as i32,
+            search["frame"]["y"].as_i64().unwrap() as i32,
+            search["frame"]["w"].as_i64().unwrap() as i32,
+            search["frame"]["h"].as_i64().unwrap() as i32,
+        );
+        let (pointer, _) = f.engine.backend.pointer_and_active();
+        assert!(
+            (x..x + w).contains(&pointer.0) && (y..y + h).contains(&pointer.1),
+            "the press {pointer:?} lies in the element"
+        );
+        points.push((pointer, (x + w / 2, y + h / 2)));
+    }
+    let [(first, centre), (second, _), (third, _)] = points[..] else {
+        unreachable!()
+    };
+    assert_eq!(first, centre, "the first click: the centre");
+    assert_eq!(second, (centre.0 + 8, centre.1), "the second: 8 px apart");
+    assert_eq!(
+        third, centre,
+        "the third: the centre again, 8 px from the second"
+    );
+}

@@ -12,10 +12,17 @@
 //!   menu), and so does any act but `type_text` and `set_value` when it begins;
 //! - a pause, a resume, the end of a takeover and `nish-driver stop` forget it
 //!   ([`SpotKeeper::forget`]).
+//!
+//! It keeps the point of the driver's last left press too, whatever came since: a new left
+//! click within [`PRESS_NEAR`] of it goes [`PRESS_APART`] pixels away, inside its element
+//! ([`SpotKeeper::press_point`]): two presses further apart than a toolkit's double-click
+//! distance (5 px in GTK and Qt) are never one double click, however late the toolkit's timer
+//! runs. Typing whose spot is kept sends no click and keeps the spot's point.
 
 use std::sync::Mutex;
 
 use nish_proto::call::Call;
+use nish_proto::model::Rect;
 use nish_proto::wire::input::SynthOp;
 
 use crate::backend::acting_char;
@@ -28,9 +35,20 @@ pub(crate) struct Spot {
     pub y: i32,
 }
 
-/// The spot, kept by the rules above.
+/// How near the driver's last left press a new one is taken for the same spot (GTK's and Qt's
+/// default double-click distance is 5 px).
+pub(crate) const PRESS_NEAR: i32 = 5;
+/// How far from the last left press a new one near it is moved.
+pub(crate) const PRESS_APART: i32 = 8;
+/// How far inside its element's edge a moved press stays.
+const PRESS_INSET: i32 = 2;
+
+/// The spot, kept by the rules above, and the driver's last left press.
 #[derive(Debug, Default)]
-pub(crate) struct SpotKeeper(Mutex<Option<Spot>>);
+pub(crate) struct SpotKeeper {
+    spot: Mutex<Option<Spot>>,
+    last_press: Mutex<Option<Spot>>,
+}
 
 /// A batch under way: the spot its single left click will set once it is done.
 #[derive(Debug)]
@@ -42,7 +60,52 @@ pub(crate) struct Pending {
 
 impl SpotKeeper {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Spot>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.spot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where a left click into `element` (its frame), centred at `center`, in `window` (its
+    /// frame `window_frame`) presses: the spot itself for typing whose spot is kept there (no
+    /// click is sent); else the centre, unless the driver's last left press was within
+    /// [`PRESS_NEAR`] of it, when the first point [`PRESS_APART`] away to the right, left,
+    /// below or above that lies inside the element (by [`PRESS_INSET`]) and the window; the
+    /// centre when none does (an element too small to move in).
+    pub(crate) fn press_point(
+        &self,
+        window: u64,
+        element: Rect,
+        window_frame: Rect,
+        center: (i32, i32),
+        typing: bool,
+    ) -> (i32, i32) {
+        if typing
+            && let Some(spot) = *self.lock()
+            && spot.window == window
+            && element.contains_point(spot.x, spot.y)
+        {
+            return (spot.x, spot.y);
+        }
+        let last = *self.last_press.lock().unwrap_or_else(|e| e.into_inner());
+        let (x, y) = center;
+        let Some(last) = last.filter(|l| {
+            l.window == window && (l.x - x).abs() <= PRESS_NEAR && (l.y - y).abs() <= PRESS_NEAR
+        }) else {
+            return center;
+        };
+        let inner = Rect {
+            x: element.x + PRESS_INSET,
+            y: element.y + PRESS_INSET,
+            w: element.w - 2 * PRESS_INSET,
+            h: element.h - 2 * PRESS_INSET,
+        };
+        [
+            (last.x + PRESS_APART, y),
+            (last.x - PRESS_APART, y),
+            (x, last.y + PRESS_APART),
+            (x, last.y - PRESS_APART),
+        ]
+        .into_iter()
+        .find(|&(px, py)| inner.contains_point(px, py) && window_frame.contains_point(px, py))
+        .unwrap_or(center)
     }
 
     /// Forgets the spot: the next takeover typing clicks its field.
@@ -81,6 +144,17 @@ impl SpotKeeper {
         };
         if !matches!(op, SynthOp::Type { text } if !text.chars().any(acting_char)) {
             self.forget();
+        }
+        // A left press is sent (it may be, even if the batch stops part-way).
+        if let SynthOp::Click {
+            x, y, button: 1, ..
+        } = op
+        {
+            *self.last_press.lock().unwrap_or_else(|e| e.into_inner()) = Some(Spot {
+                window,
+                x: *x,
+                y: *y,
+            });
         }
         Pending { click, generation }
     }
@@ -209,6 +283,93 @@ mod tests {
             k.act_begins(&act);
             assert!(!k.is(HERE), "{act:?}");
         }
+    }
+
+    const FIELD: Rect = Rect {
+        x: 0,
+        y: 10,
+        w: 100,
+        h: 20,
+    };
+    const WINDOW: Rect = Rect {
+        x: 0,
+        y: 0,
+        w: 800,
+        h: 600,
+    };
+
+    #[test]
+    fn a_click_near_the_last_press_goes_apart_inside_its_element() {
+        let k = SpotKeeper::default();
+        assert_eq!(
+            k.press_point(W, FIELD, WINDOW, (50, 20), false),
+            (50, 20),
+            "no press yet: the centre"
+        );
+        let p = k.batch_begins(
+            &SynthOp::Click {
+                x: 50,
+                y: 20,
+                button: 1,
+                count: 1,
+            },
+            W,
+            1,
+        );
+        k.batch_done(p, 1);
+        // Near the last press: to its right, more than a double-click distance away.
+        let (x, y) = k.press_point(W, FIELD, WINDOW, (50, 20), false);
+        assert_eq!((x, y), (58, 20));
+        assert!((x - 50).abs() > PRESS_NEAR && FIELD.contains_point(x, y));
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (53, 22), false), (58, 22));
+        // Far from it, or in another window: the centre.
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (56, 20), false), (56, 20));
+        assert_eq!(k.press_point(8, FIELD, WINDOW, (50, 20), false), (50, 20));
+        // At the element's right edge: to the left.
+        let edge = Rect {
+            x: 0,
+            y: 10,
+            w: 57,
+            h: 20,
+        };
+        assert_eq!(k.press_point(W, edge, WINDOW, (50, 20), false), (42, 20));
+        // A tall narrow element: below.
+        let tall = Rect {
+            x: 45,
+            y: 0,
+            w: 10,
+            h: 60,
+        };
+        assert_eq!(k.press_point(W, tall, WINDOW, (50, 20), false), (50, 28));
+        // Too small to move in: the centre.
+        let small = Rect {
+            x: 44,
+            y: 14,
+            w: 12,
+            h: 12,
+        };
+        assert_eq!(k.press_point(W, small, WINDOW, (50, 20), false), (50, 20));
+        // A right click is no left press: it changes nothing.
+        let _ = k.batch_begins(&click(3, 1), W, 2);
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), false), (58, 20));
+    }
+
+    #[test]
+    fn typing_whose_spot_is_kept_presses_at_the_spot() {
+        let k = clicked();
+        // The spot (10, 20) lies in the field: typing keeps its point, no click is sent.
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), true), (10, 20));
+        // Not typing, or the spot in another element: as for any click.
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), false), (50, 20));
+        let other = Rect {
+            x: 200,
+            y: 10,
+            w: 100,
+            h: 20,
+        };
+        assert_eq!(k.press_point(W, other, WINDOW, (250, 20), true), (250, 20));
+        k.forget();
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), true), (50, 20));
     }
 
     #[test]

@@ -239,6 +239,24 @@ impl<B: Backend> Engine<B> {
             && reach::focused(&tree.nodes) == [t.row]
     }
 
+    /// Where a pointer act on `t` goes: its centre, judged there; for a left click (a single
+    /// or double click, or typing's focusing click) moved away from the driver's last left
+    /// press when that was near ([`SpotKeeper::press_point`]), so that two presses are never
+    /// one double click to the app.
+    fn press_point(&self, t: &Target, call: &Call) -> Result<(i32, i32), DriverError> {
+        let center = t.center()?;
+        let typing = matches!(call, Call::TypeText { .. });
+        if !(typing || matches!(call, Call::Click(_) | Call::DoubleClick(_))) {
+            return Ok(center);
+        }
+        let Some(frame) = t.node.frame else {
+            return Ok(center);
+        };
+        Ok(self
+            .last_spot
+            .press_point(t.window.window_id, frame, t.window.frame, center, typing))
+    }
+
     /// A light read of `t`'s window (no details: states and roles), bounded and checked.
     async fn light_reread(&self, t: &Target) -> Result<Tree, DriverError> {
         let light = WalkLimits {
@@ -362,14 +380,14 @@ impl<B: Backend> Engine<B> {
                 // Judged on what lies under the point in this fresh read, not on the element
                 // named: a container whose centre lies on a button clicks the button.
                 let t = self.synth_target(s, token, j).await?;
-                let (x, y) = t.center()?;
+                let (x, y) = self.press_point(&t, call)?;
                 j.apply(&self.target_facts_at(s, &t, call, x, y))?;
                 let approval = self.approve_act(s, call, &t.subject_at(call, x, y)).await?;
                 let (t, x, y) = match approval.digest {
                     None => (t, x, y),
                     Some(digest) => {
                         let t = self.synth_target(s, token, j).await?;
-                        let (x, y) = t.center()?;
+                        let (x, y) = self.press_point(&t, call)?;
                         j.apply(&self.target_facts_at(s, &t, call, x, y))?;
                         self.check_approved(Some(&digest), call, &t.subject_at(call, x, y))?;
                         (t, x, y)
