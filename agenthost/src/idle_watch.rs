@@ -136,11 +136,11 @@ impl IdleWatch {
         std::thread::Builder::new()
             .name("idle-watch".into())
             .spawn(move || {
+                // Marks the watch dead however the thread ends, a panic included.
+                let _dead = Dead(thread_seen);
                 // The objects live as long as the reading does.
                 let _objects = (registry, seat, notifier, notification);
-                let why = read_events(&conn, &mut queue, &mut state, &thread_stop);
-                lock(&thread_seen).alive = false;
-                if let Err(why) = why {
+                if let Err(why) = read_events(&conn, &mut queue, &mut state, &thread_stop) {
                     tracing::warn!("the idle notification ended: {why}");
                 }
             })
@@ -161,6 +161,15 @@ impl IdleWatch {
     /// How many inputs the compositor showed since the watch began (each a `resumed`).
     pub fn inputs(&self) -> u64 {
         lock(&self.seen).inputs
+    }
+}
+
+/// Marks the watch dead when dropped: its `idle` then answers `None`.
+struct Dead(Arc<Mutex<Seen>>);
+
+impl Drop for Dead {
+    fn drop(&mut self) {
+        lock(&self.0).alive = false;
     }
 }
 

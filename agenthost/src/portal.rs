@@ -207,6 +207,24 @@ impl Ask<'_> {
     }
 }
 
+/// The pid of the process of connection `name` on the bus, bounded by [`CALL_TIMEOUT`].
+pub(crate) async fn connection_pid(conn: &zbus::Connection, name: &str) -> Option<u32> {
+    let reply = tokio::time::timeout(
+        CALL_TIMEOUT,
+        conn.call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetConnectionUnixProcessID",
+            &(name,),
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    reply.body().deserialize::<u32>().ok()
+}
+
 /// The unique name owning `name`, bounded by [`CALL_TIMEOUT`].
 pub(crate) async fn name_owner(conn: &zbus::Connection, name: &str) -> Result<String, Refusal> {
     let reply = tokio::time::timeout(

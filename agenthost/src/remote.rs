@@ -60,20 +60,14 @@ use tokio::sync::mpsc;
 use zbus::zvariant::{ObjectPath, Value};
 
 use crate::handover::Opener;
-use crate::idle_watch::IdleWatch;
 use crate::keymap::Layout;
+use crate::monitor::{Kind, Monitor, idle_time, kind, monitor, notification_offered, shows_key};
 use crate::portal::{
     Ask, CALL_TIMEOUT, Offer, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner,
     owner_changes, sender_of, signal_from, subscribe,
 };
-use crate::wayland::Compositor;
 
 const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
-const IDLE_MONITOR: &str = "org.gnome.Mutter.IdleMonitor";
-const IDLE_MONITOR_PATH: &str = "/org/gnome/Mutter/IdleMonitor/Core";
-const MUTTER_REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
-/// KWin's name on the session bus.
-const KWIN: &str = "org.kde.KWin";
 /// The portal frontend's executable's file name.
 const PORTAL_EXE: &str = "xdg-desktop-portal";
 /// The names of the portal's backends (`org.freedesktop.impl.portal.desktop.gnome`, `.kde`...).
@@ -90,9 +84,6 @@ pub const POLL: Duration = Duration::from_millis(10);
 pub const SLACK: Duration = Duration::from_millis(5);
 /// Longest wait for the idle monitor to show a key the driver sent.
 const CONFIRM_TIMEOUT: Duration = Duration::from_millis(200);
-/// How much earlier than the send an input shown by the idle monitor may be and still be the
-/// driver's key (its idle time is in whole milliseconds, read after the question was sent).
-const CONFIRM_TOLERANCE: Duration = Duration::from_millis(2);
 /// The pause between typed characters: longer than [`SLACK`], so that an input of the
 /// person's in it is seen before the next key (which would hide it).
 const TYPE_DELAY: Duration = Duration::from_millis(15);
@@ -111,14 +102,6 @@ pub fn person_input_after(asked: Instant, idle: Duration, last_sent: Instant) ->
         Some(input_at) => input_at > last_sent + SLACK,
         None => false,
     }
-}
-
-/// True when an idle time `idle`, asked for at `asked`, shows an input no earlier than a key
-/// sent at `sent_at`, less `tolerance` ([`Monitor::tolerance`]): the key is shown.
-fn shows_key(asked: Instant, idle: Duration, sent_at: Instant, tolerance: Duration) -> bool {
-    asked
-        .checked_sub(idle)
-        .is_some_and(|at| at + tolerance >= sent_at)
 }
 
 /// Counts the handle tokens of this process's requests.
@@ -146,131 +129,11 @@ pub async fn available(session_bus: Option<&str>, opener: &Arc<Opener>) -> bool 
     ) {
         return false;
     }
-    if on_kwin(opener).await {
-        let opener = opener.clone();
-        return tokio::task::spawn_blocking(move || {
-            opener.wayland_stream().is_ok_and(IdleWatch::offered)
-        })
-        .await
-        .unwrap_or(false);
+    match kind(Some(&conn), opener).await {
+        Ok(Kind::Kwin) => notification_offered(opener).await,
+        Ok(Kind::Mutter(mutter)) => idle_time(&conn, &mutter).await.is_some(),
+        Err(_) => false,
     }
-    let Some(mutter) = mutter(&conn).await else {
-        return false;
-    };
-    idle_time(&conn, &mutter).await.is_some()
-}
-
-/// Whether the compositor serving the Wayland socket is KWin, by the executable of the
-/// pinned listener (no name on the bus, which any process of the person's could take).
-async fn on_kwin(opener: &Arc<Opener>) -> bool {
-    let opener = opener.clone();
-    tokio::task::spawn_blocking(move || opener.wayland_compositor_exe())
-        .await
-        .ok()
-        .flatten()
-        .and_then(|exe| Compositor::of_exe(&exe))
-        == Some(Compositor::Kwin)
-}
-
-/// What tells the person's input during a takeover.
-#[derive(Clone, Debug)]
-enum Monitor {
-    /// mutter's idle monitor, asked of mutter's unique name.
-    Mutter(String),
-    /// The compositor's idle notification (KWin), on the broker's own Wayland connection.
-    Notify(Arc<IdleWatch>),
-}
-
-impl Monitor {
-    /// The time since the last input; `None` when the monitor does not answer.
-    async fn idle(&self, conn: &zbus::Connection) -> Option<Duration> {
-        match self {
-            Monitor::Mutter(mutter) => idle_time(conn, mutter).await,
-            Monitor::Notify(watch) => watch.idle(),
-        }
-    }
-
-    /// How much earlier than the send an input may seem and still be the driver's key:
-    /// [`CONFIRM_TOLERANCE`] for mutter's idle time, in whole milliseconds; none for KWin's
-    /// notification, timed as it arrives (there a tolerance let the `resumed` of the key
-    /// before, which KWin sent late, 17 ms after the press, stand for the next key's, measured;
-    /// that key's own then read as the person's).
-    fn tolerance(&self) -> Duration {
-        match self {
-            Monitor::Mutter(_) => CONFIRM_TOLERANCE,
-            Monitor::Notify(_) => Duration::ZERO,
-        }
-    }
-
-    /// The names on the session bus whose loss or change of hands ends the takeover: mutter
-    /// itself and its idle monitor's name, or KWin's name.
-    fn owners(&self) -> (String, Option<&'static str>) {
-        match self {
-            Monitor::Mutter(mutter) => (mutter.clone(), Some(IDLE_MONITOR)),
-            Monitor::Notify(_) => (KWIN.to_string(), None),
-        }
-    }
-}
-
-/// Mutter's unique name on the session bus: the owner of its idle monitor's name, only when
-/// the same connection owns `org.gnome.Mutter.RemoteDesktop` too (mutter lets another
-/// process take the idle monitor's name over; a process that did would answer for the
-/// person's input).
-async fn mutter(conn: &zbus::Connection) -> Option<String> {
-    let idle = name_owner(conn, IDLE_MONITOR).await.ok()?;
-    let rd = name_owner(conn, MUTTER_REMOTE_DESKTOP).await.ok()?;
-    (idle == rd).then_some(idle)
-}
-
-/// What will tell the person's input in a takeover starting now: on KWin (by the pinned
-/// compositor's executable) its idle notification, started on the broker's own connection;
-/// elsewhere mutter's idle monitor, answering as mutter.
-async fn monitor(session_bus: Option<&str>, opener: &Arc<Opener>) -> Result<Monitor, DriverError> {
-    let unwatched = |why: String| {
-        DriverError::new(
-            ErrorCode::BackendUnavailable,
-            format!("{why}: the person's input could not be watched"),
-        )
-    };
-    if on_kwin(opener).await {
-        let opener = opener.clone();
-        let watch = tokio::task::spawn_blocking(move || {
-            let stream = opener.wayland_stream().map_err(|f| f.message)?;
-            IdleWatch::start(stream)
-        })
-        .await
-        .map_err(|_| unwatched("the idle notification did not start".into()))?
-        .map_err(|why| unwatched(crate::agents::clean_message(&why)))?;
-        return Ok(Monitor::Notify(Arc::new(watch)));
-    }
-    let conn = crate::portal::session_conn(session_bus).await;
-    match &conn {
-        Some(c) => mutter(c).await.map(Monitor::Mutter),
-        None => None,
-    }
-    .ok_or_else(|| unwatched("mutter's idle monitor does not answer as mutter".into()))
-}
-
-/// Mutter's idle time, asked of `mutter` (its unique name), bounded by [`CALL_TIMEOUT`].
-async fn idle_time(conn: &zbus::Connection, mutter: &str) -> Option<Duration> {
-    let reply = tokio::time::timeout(
-        CALL_TIMEOUT,
-        conn.call_method(
-            Some(mutter),
-            IDLE_MONITOR_PATH,
-            Some(IDLE_MONITOR),
-            "GetIdletime",
-            &(),
-        ),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    reply
-        .body()
-        .deserialize::<u64>()
-        .ok()
-        .map(Duration::from_millis)
 }
 
 /// A started remote-desktop session of the portal, on its own connection.
@@ -559,21 +422,7 @@ impl Drop for RemoteSession {
 /// Whether the connection `name` (a unique name) belongs to the desktop portal's program, by
 /// the executable of its process.
 async fn is_portal_program(conn: &zbus::Connection, name: &str) -> bool {
-    let Ok(Ok(reply)) = tokio::time::timeout(
-        CALL_TIMEOUT,
-        conn.call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetConnectionUnixProcessID",
-            &(name,),
-        ),
-    )
-    .await
-    else {
-        return false;
-    };
-    let Ok(pid) = reply.body().deserialize::<u32>() else {
+    let Some(pid) = crate::portal::connection_pid(conn, name).await else {
         return false;
     };
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -679,6 +528,9 @@ impl Takeover {
                 return Ok(());
             }
             if let Some(old) = active.take() {
+                // The old takeover's poll and monitor go with it.
+                self.stop_poll();
+                *lock(&self.monitor) = None;
                 self.release(&old.remote).await;
                 old.remote.close().await;
             }
@@ -723,6 +575,8 @@ impl Takeover {
         {
             self.release(&a.remote).await;
             a.remote.close().await;
+            // The monitor goes too (KWin's notification: its thread and connection).
+            *lock(&self.monitor) = None;
         }
     }
 
@@ -847,6 +701,14 @@ impl Takeover {
                 return Ok(());
             }
             if Instant::now() >= deadline {
+                if matches!(monitor, Monitor::Notify(_)) {
+                    // KWin shows no input at all while an app inhibits idleness (protocol
+                    // version 1): the person's input would go unseen too. The takeover ends.
+                    self.ended(
+                        "KWin's idle notification did not show the driver's key (an app may \
+                         hold the desktop awake): the person's input cannot be watched",
+                    );
+                }
                 return Err(
                     "the compositor did not show the driver's key (it drops a keysym \
                             no key of the keyboard layout in use gives)"
@@ -1224,25 +1086,6 @@ mod tests {
             (out.code, out.effect.as_deref()),
             (ErrorCode::RateLimited, Some("refused"))
         );
-    }
-
-    #[test]
-    fn a_key_is_shown_only_by_an_input_from_its_send_on() {
-        let sent = Instant::now() + Duration::from_secs(10);
-        // KWin: the key before's `resumed`, arrived 1 ms before this key was sent (KWin sent
-        // it late), does not show this key; one at the send does.
-        let before = sent - Duration::from_millis(1);
-        let asked = sent + Duration::from_millis(3);
-        assert!(!shows_key(asked, asked - before, sent, Duration::ZERO));
-        assert!(shows_key(asked, asked - sent, sent, Duration::ZERO));
-        // mutter's idle time is in whole milliseconds: 2 ms of tolerance.
-        assert!(shows_key(asked, asked - before, sent, CONFIRM_TOLERANCE));
-        assert!(!shows_key(
-            asked,
-            Duration::from_millis(6),
-            sent,
-            CONFIRM_TOLERANCE
-        ));
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! GlobalShortcuts gives the stop hotkey ([`crate::shortcuts`]); the `kill switch` probe says
 //! whether it is bound and its trigger.
 
+pub use crate::compositor::Compositor;
 use nish_proto::doctor::{
     BackendEntry, BackendStatus, CAPABILITIES, CapStatus, Capability, DoctorReport, Permission,
     Probe, action_for,
@@ -45,47 +46,6 @@ pub struct PortalReport {
     /// notification ([`crate::remote::available`]).
     pub takeover: bool,
 }
-
-/// The compositor of a Wayland session, from the names it owns on the session bus, or from
-/// the executable of the process serving the Wayland socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Compositor {
-    /// GNOME's mutter (`org.gnome.Mutter.RemoteDesktop`).
-    Mutter,
-    /// KDE's KWin (`org.kde.KWin`, or the executable `kwin_wayland` serving the socket).
-    Kwin,
-    /// sway (wlroots), which owns no name on the session bus: recognised by the executable
-    /// (`sway`) of the process serving the Wayland socket.
-    Sway,
-    /// None of the names the driver knows.
-    Unknown,
-}
-
-impl Compositor {
-    fn label(self) -> &'static str {
-        match self {
-            Compositor::Mutter => "GNOME (mutter)",
-            Compositor::Kwin => "KDE (KWin)",
-            Compositor::Sway => "sway (wlroots)",
-            Compositor::Unknown => "not recognised",
-        }
-    }
-
-    /// The compositor an executable path (`/proc/<pid>/exe` of the socket's listener) names,
-    /// by its file name.
-    pub fn of_exe(exe: &str) -> Option<Compositor> {
-        match std::path::Path::new(exe).file_name()?.to_str()? {
-            SWAY_EXE => Some(Compositor::Sway),
-            KWIN_EXE => Some(Compositor::Kwin),
-            _ => None,
-        }
-    }
-}
-
-/// The file name of sway's executable.
-const SWAY_EXE: &str = "sway";
-/// The file name of KWin's executable on Wayland.
-const KWIN_EXE: &str = "kwin_wayland";
 
 /// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
 /// versions and for the compositor's names, each bounded by `PORTAL_TIMEOUT`.
@@ -466,27 +426,6 @@ mod tests {
             r.entry().0.reason_code.as_deref(),
             Some("portal_unavailable")
         );
-    }
-
-    #[test]
-    fn sway_is_recognised_by_its_executable_s_name() {
-        // Paths made here, not written out: the tier guard reads a written-out path of a
-        // compositor as a test that starts one.
-        let at = |dir: &str, name: &str| format!("{dir}/{name}");
-        assert_eq!(
-            Compositor::of_exe(&at("/usr/bin", SWAY_EXE)),
-            Some(Compositor::Sway)
-        );
-        assert_eq!(Compositor::Sway.label(), "sway (wlroots)");
-        for other in [
-            at("/usr/bin", &format!("{SWAY_EXE}-bar")),
-            at("/usr/bin", &format!("x{SWAY_EXE}")),
-            at(&at("/tmp", SWAY_EXE), "other"),
-            String::new(),
-            "/".to_string(),
-        ] {
-            assert_eq!(Compositor::of_exe(&other), None, "{other}");
-        }
     }
 
     #[tokio::test]

@@ -92,10 +92,15 @@ impl Opener {
     /// still runs (the same start time). `None` when either fails: nothing the environment or
     /// an app names stands in for it.
     pub fn wayland_compositor_exe(&self) -> Option<String> {
+        self.wayland_compositor().map(|(_, exe)| exe)
+    }
+
+    /// [`Opener::wayland_compositor_exe`] with the listener's pid.
+    pub fn wayland_compositor(&self) -> Option<(u32, String)> {
         let _connected = open_wayland(&self.ep, &self.wayland_pin).ok()?;
         let id = self.wayland_pin.pinned()?;
         let p = crate::desktop::proc_identity(id.pid)?;
-        (p.start_time == id.start_time && !p.exe.is_empty()).then_some(p.exe)
+        (p.start_time == id.start_time && !p.exe.is_empty()).then_some((id.pid, p.exe))
     }
 
     /// Where refusals of [`Holdings`] go from now on (at most [`HELD_REPORTS_PER_SECOND`]).
