@@ -568,19 +568,7 @@ impl Executor {
         let (Ok(px), Ok(py)) = (i16::try_from(x), i16::try_from(y)) else {
             return Err(ActFailure::refused(ErrorCode::Occluded, "the point is off screen").into());
         };
-        // Walk down from the root: each step gives the child containing the point, with input
-        // shapes respected (a click-through window is not in the way).
-        let mut deepest = self.root;
-        for _ in 0..64 {
-            let t = self
-                .conn
-                .translate_coordinates(self.root, deepest, px, py)?
-                .reply()?;
-            if t.child == x11rb::NONE {
-                break;
-            }
-            deepest = t.child;
-        }
+        let deepest = self.deepest_at(px, py)?;
         if deepest == self.root || self.client(deepest) != self.client(window) {
             return Err(ActFailure {
                 code: ErrorCode::Occluded,
@@ -592,10 +580,30 @@ impl Executor {
         Ok(())
     }
 
+    /// The deepest window at (x, y) on the root: walked down from the root, each step giving
+    /// the child containing the point, with input shapes respected (a click-through window is
+    /// not in the way).
+    fn deepest_at(&self, px: i16, py: i16) -> Result<Window, Halt> {
+        let mut deepest = self.root;
+        for _ in 0..64 {
+            let t = self
+                .conn
+                .translate_coordinates(self.root, deepest, px, py)?
+                .reply()?;
+            if t.child == x11rb::NONE {
+                break;
+            }
+            deepest = t.child;
+        }
+        Ok(deepest)
+    }
+
     /// The keyboard focus must be in `window`: the focus window is it or one of its
-    /// descendants, made by `window`'s own client (a window another client made inside it is
-    /// not: that client would read the keys). (Another window of the same client is not
-    /// enough either: the broker judged the keys on this window's contents.)
+    /// descendants, made by `window`'s own client (a window another client made inside it and
+    /// focused would have the keys diverted to it). (Another window of the same client is not
+    /// enough either: the broker judged the keys on this window's contents.) And the X server
+    /// gives a key to the window under the pointer when that lies inside the focus window: the
+    /// window there must be the client's own too.
     fn focus(&mut self, window: Window) -> Result<(), Halt> {
         let f = self.conn.get_input_focus()?.reply()?.focus;
         // The focus window must be the target window's client's own: any client may make a
@@ -613,6 +621,17 @@ impl Executor {
                 "the keyboard focus is in a window another program made inside window {window}"
             ))
             .into());
+        }
+        let p = self.conn.query_pointer(self.root)?.reply()?;
+        if p.same_screen {
+            let under = self.deepest_at(p.root_x, p.root_y)?;
+            if self.client(under) != self.client(window) && self.ancestors(under)?.contains(&f) {
+                return Err(failure(format!(
+                    "a window another program made inside window {window} is under the \
+                     pointer, where the keys would go"
+                ))
+                .into());
+            }
         }
         Ok(())
     }

@@ -1,9 +1,11 @@
-//! The real `nish-input` typing into a window whose keyboard focus another X client took: that
-//! client made a window of its own inside the app's window and gave it the focus (any client
-//! may create a child of another client's window and focus it). The agent's check before each
-//! key asks that the focus be the target window or one of its descendants, and that it belong
-//! to the target window's client: typing is refused before any key is sent, and the intruder's
-//! window gets no key. With the focus back on the app's window, the same typing lands.
+//! The real `nish-input` typing into a window whose keys another X client tries to divert: that
+//! client makes a window of its own inside the app's window (any client may create a child of
+//! another client's window), listening for keys, and either gives it the focus or puts it under
+//! the pointer, where the X server sends a key when the pointer lies inside the focus window.
+//! The agent's check before each key asks that the focus be the target window or one of its
+//! descendants, of the target window's client, and that the window under the pointer, when it
+//! lies inside the focus window, be that client's too: typing is refused before any key is
+//! sent, and the intruder's window gets no key. With the intruder gone, the same typing lands.
 
 mod support;
 
@@ -18,7 +20,7 @@ use support::{Input, Reader, by_handle, find};
 use x11rb::connection::Connection as _;
 use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{
-    ConnectionExt as _, CreateWindowAux, EventMask, InputFocus, WindowClass,
+    ConnectionExt as _, CreateWindowAux, EventMask, InputFocus, Window, WindowClass,
 };
 use x11rb::wrapper::ConnectionExt as _;
 
@@ -37,8 +39,51 @@ fn type_text(input: &mut Input, id: u64, window: u64, text: &str) -> InputToBrok
     read_frame(&mut input.proc.sock, MAX_FRAME_BYTES).expect("the input agent's answer")
 }
 
+/// Keys and key releases the intruder's connection got.
+fn keys_seen(conn: &x11rb::rust_connection::RustConnection) -> usize {
+    let mut keys = 0;
+    while let Some(e) = conn.poll_for_event().expect("events") {
+        if matches!(e, Event::KeyPress(_) | Event::KeyRelease(_)) {
+            keys += 1;
+        }
+    }
+    keys
+}
+
+/// A window of the intruder's inside `parent`, listening for keys, mapped.
+fn intruder_window(
+    conn: &x11rb::rust_connection::RustConnection,
+    parent: Window,
+    (x, y, w, h): (i16, i16, u16, u16),
+    class: WindowClass,
+) -> Window {
+    let id = conn.generate_id().expect("an X id");
+    let depth = if class == WindowClass::INPUT_ONLY {
+        0
+    } else {
+        x11rb::COPY_DEPTH_FROM_PARENT
+    };
+    conn.create_window(
+        depth,
+        id,
+        parent,
+        x,
+        y,
+        w,
+        h,
+        0,
+        class,
+        x11rb::COPY_FROM_PARENT,
+        &CreateWindowAux::new().event_mask(EventMask::KEY_PRESS | EventMask::KEY_RELEASE),
+    )
+    .expect("CreateWindow");
+    conn.map_window(id).expect("MapWindow");
+    conn.sync().expect("sync");
+    id
+}
+
 #[test]
-fn typing_is_refused_when_another_client_s_window_inside_the_target_has_the_focus() {
+fn typing_is_refused_when_another_client_s_window_inside_the_target_would_take_the_keys() {
     let desk = Desktop::start().expect("start the desktop");
     let demo = desk
         .spawn(App::Command {
@@ -98,23 +143,7 @@ fn typing_is_refused_when_another_client_s_window_inside_the_target_has_the_focu
     // listens for keys on it, and gives it the keyboard focus.
     let conn = desk.x11().expect("the desktop's X connection");
     let app_window = u32::try_from(w.window_id).expect("an X window id");
-    let intruder = conn.generate_id().expect("an X id");
-    conn.create_window(
-        x11rb::COPY_DEPTH_FROM_PARENT,
-        intruder,
-        app_window,
-        0,
-        0,
-        50,
-        20,
-        0,
-        WindowClass::INPUT_OUTPUT,
-        x11rb::COPY_FROM_PARENT,
-        &CreateWindowAux::new().event_mask(EventMask::KEY_PRESS | EventMask::KEY_RELEASE),
-    )
-    .expect("CreateWindow");
-    conn.map_window(intruder).expect("MapWindow");
-    conn.sync().expect("sync");
+    let intruder = intruder_window(conn, app_window, (0, 0, 50, 20), WindowClass::INPUT_OUTPUT);
     conn.set_input_focus(InputFocus::PARENT, intruder, x11rb::CURRENT_TIME)
         .expect("SetInputFocus");
     conn.sync().expect("sync");
@@ -144,23 +173,47 @@ fn typing_is_refused_when_another_client_s_window_inside_the_target_has_the_focu
         other => panic!("the typing must be refused before any key: {other:?}"),
     }
     std::thread::sleep(Duration::from_millis(300));
-    let mut keys = 0;
-    while let Some(e) = conn.poll_for_event().expect("events") {
-        if matches!(e, Event::KeyPress(_) | Event::KeyRelease(_)) {
-            keys += 1;
-        }
-    }
-    assert_eq!(keys, 0, "the intruder's window got no key");
+    assert_eq!(keys_seen(conn), 0, "the intruder's window got no key");
     assert_eq!(text_now(&mut reader), "", "nothing reached the entry");
 
-    // The intruder goes; the focus is the app's window again: the same typing lands.
+    // The focus back on the app's window, the intruder puts an input-only window of its own
+    // under the pointer (which rests on the entry, inside the focus window).
     conn.destroy_window(intruder).expect("DestroyWindow");
     conn.set_input_focus(InputFocus::PARENT, app_window, x11rb::CURRENT_TIME)
         .expect("SetInputFocus");
-    conn.sync().expect("sync");
+    let at = conn
+        .translate_coordinates(desk.root(), app_window, cx as i16, cy as i16)
+        .expect("TranslateCoordinates")
+        .reply()
+        .expect("its reply");
+    let under = intruder_window(
+        conn,
+        app_window,
+        (at.dst_x - 10, at.dst_y - 10, 20, 20),
+        WindowClass::INPUT_ONLY,
+    );
     match type_text(&mut input, 1_002, w.window_id, "abc") {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => assert_eq!(failure.code.as_str(), "focus_changed", "{failure:?}"),
+        other => panic!("the typing must be refused before any key: {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        keys_seen(conn),
+        0,
+        "the window under the pointer got no key"
+    );
+    assert_eq!(text_now(&mut reader), "", "nothing reached the entry");
+
+    // The intruder goes: the same typing lands.
+    conn.destroy_window(under).expect("DestroyWindow");
+    conn.sync().expect("sync");
+    match type_text(&mut input, 1_003, w.window_id, "abc") {
         InputToBroker::Synth {
-            id: 1_002,
+            id: 1_003,
             end: SynthEnd::Done,
         } => {}
         other => panic!("the typing must land: {other:?}"),
