@@ -5,7 +5,7 @@
 pub(super) mod reach;
 mod spot;
 mod synthetic;
-pub(crate) use spot::{Spot, SpotKeeper};
+pub(crate) use spot::SpotKeeper;
 
 use crate::audit_event::AuditEvent;
 use std::sync::Arc;

@@ -17,7 +17,8 @@
 //! click within [`PRESS_NEAR`] of it goes [`PRESS_APART`] pixels away, inside its element
 //! ([`SpotKeeper::press_point`]): two presses further apart than a toolkit's double-click
 //! distance (5 px in GTK and Qt) are never one double click, however late the toolkit's timer
-//! runs. Typing whose spot is kept sends no click and keeps the spot's point.
+//! runs. Typing whose spot is kept in its field sends no click ([`SpotKeeper::kept_in`]);
+//! when it must click after all, the click is apart from the spot like any other.
 
 use std::sync::Mutex;
 
@@ -63,27 +64,25 @@ impl SpotKeeper {
         self.spot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the spot is kept in `window`, inside `element` (its frame): typing there needs
+    /// no focusing click, when the field still holds the focus.
+    pub(crate) fn kept_in(&self, window: u64, element: Rect) -> bool {
+        self.lock()
+            .is_some_and(|s| s.window == window && element.contains_point(s.x, s.y))
+    }
+
     /// Where a left click into `element` (its frame), centred at `center`, in `window` (its
-    /// frame `window_frame`) presses: the spot itself for typing whose spot is kept there (no
-    /// click is sent); else the centre, unless the driver's last left press was within
-    /// [`PRESS_NEAR`] of it, when the first point [`PRESS_APART`] away to the right, left,
-    /// below or above that lies inside the element (by [`PRESS_INSET`]) and the window; the
-    /// centre when none does (an element too small to move in).
+    /// frame `window_frame`) presses: the centre, unless the driver's last left press was
+    /// within [`PRESS_NEAR`] of it, when the first point [`PRESS_APART`] away to the right,
+    /// left, below or above that lies inside the element (by [`PRESS_INSET`]) and the window;
+    /// the centre when none does (an element too small to move in).
     pub(crate) fn press_point(
         &self,
         window: u64,
         element: Rect,
         window_frame: Rect,
         center: (i32, i32),
-        typing: bool,
     ) -> (i32, i32) {
-        if typing
-            && let Some(spot) = *self.lock()
-            && spot.window == window
-            && element.contains_point(spot.x, spot.y)
-        {
-            return (spot.x, spot.y);
-        }
         let last = *self.last_press.lock().unwrap_or_else(|e| e.into_inner());
         let (x, y) = center;
         let Some(last) = last.filter(|l| {
@@ -114,6 +113,7 @@ impl SpotKeeper {
     }
 
     /// Whether the spot is `here`.
+    #[cfg(test)]
     pub(crate) fn is(&self, here: Spot) -> bool {
         *self.lock() == Some(here)
     }
@@ -302,7 +302,7 @@ mod tests {
     fn a_click_near_the_last_press_goes_apart_inside_its_element() {
         let k = SpotKeeper::default();
         assert_eq!(
-            k.press_point(W, FIELD, WINDOW, (50, 20), false),
+            k.press_point(W, FIELD, WINDOW, (50, 20)),
             (50, 20),
             "no press yet: the centre"
         );
@@ -318,13 +318,13 @@ mod tests {
         );
         k.batch_done(p, 1);
         // Near the last press: to its right, more than a double-click distance away.
-        let (x, y) = k.press_point(W, FIELD, WINDOW, (50, 20), false);
+        let (x, y) = k.press_point(W, FIELD, WINDOW, (50, 20));
         assert_eq!((x, y), (58, 20));
         assert!((x - 50).abs() > PRESS_NEAR && FIELD.contains_point(x, y));
-        assert_eq!(k.press_point(W, FIELD, WINDOW, (53, 22), false), (58, 22));
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (53, 22)), (58, 22));
         // Far from it, or in another window: the centre.
-        assert_eq!(k.press_point(W, FIELD, WINDOW, (56, 20), false), (56, 20));
-        assert_eq!(k.press_point(8, FIELD, WINDOW, (50, 20), false), (50, 20));
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (56, 20)), (56, 20));
+        assert_eq!(k.press_point(8, FIELD, WINDOW, (50, 20)), (50, 20));
         // At the element's right edge: to the left.
         let edge = Rect {
             x: 0,
@@ -332,7 +332,7 @@ mod tests {
             w: 57,
             h: 20,
         };
-        assert_eq!(k.press_point(W, edge, WINDOW, (50, 20), false), (42, 20));
+        assert_eq!(k.press_point(W, edge, WINDOW, (50, 20)), (42, 20));
         // A tall narrow element: below.
         let tall = Rect {
             x: 45,
@@ -340,7 +340,7 @@ mod tests {
             w: 10,
             h: 60,
         };
-        assert_eq!(k.press_point(W, tall, WINDOW, (50, 20), false), (50, 28));
+        assert_eq!(k.press_point(W, tall, WINDOW, (50, 20)), (50, 28));
         // Too small to move in: the centre.
         let small = Rect {
             x: 44,
@@ -348,28 +348,29 @@ mod tests {
             w: 12,
             h: 12,
         };
-        assert_eq!(k.press_point(W, small, WINDOW, (50, 20), false), (50, 20));
+        assert_eq!(k.press_point(W, small, WINDOW, (50, 20)), (50, 20));
         // A right click is no left press: it changes nothing.
         let _ = k.batch_begins(&click(3, 1), W, 2);
-        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), false), (58, 20));
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20)), (58, 20));
     }
 
     #[test]
-    fn typing_whose_spot_is_kept_presses_at_the_spot() {
+    fn the_spot_is_kept_in_the_element_that_holds_it() {
         let k = clicked();
-        // The spot (10, 20) lies in the field: typing keeps its point, no click is sent.
-        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), true), (10, 20));
-        // Not typing, or the spot in another element: as for any click.
-        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), false), (50, 20));
+        // The spot (10, 20) lies in the field, in window W.
+        assert!(k.kept_in(W, FIELD));
+        assert!(!k.kept_in(8, FIELD), "another window");
         let other = Rect {
             x: 200,
             y: 10,
             w: 100,
             h: 20,
         };
-        assert_eq!(k.press_point(W, other, WINDOW, (250, 20), true), (250, 20));
+        assert!(!k.kept_in(W, other), "another element");
+        // A click that must be sent after all goes apart from the spot (the last press).
+        assert_eq!(k.press_point(W, FIELD, WINDOW, (10, 20)), (18, 20));
         k.forget();
-        assert_eq!(k.press_point(W, FIELD, WINDOW, (50, 20), true), (50, 20));
+        assert!(!k.kept_in(W, FIELD));
     }
 
     #[test]

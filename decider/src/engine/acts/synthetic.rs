@@ -198,20 +198,19 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// True when a takeover `type_text` into `t` at (`x`, `y`) needs no focusing click: the
-    /// driver's last single left click put the pointer down at that very spot of that window
-    /// and the spot was kept since (only typing with no Return or Tab, or `set_value`, went
-    /// since: [`SpotKeeper`]; so the field got the focus from that click, with no selection
-    /// made by a keyboard focus), the window holds the display's keyboard focus with no popup
-    /// of its application open, and a fresh read, not cut short, shows the field as the one
-    /// focused row. False whenever any of it cannot be told: the field is then clicked.
-    async fn types_without_click(&self, t: &Target, x: i32, y: i32) -> bool {
-        let here = Spot {
-            window: t.window.window_id,
-            x,
-            y,
+    /// True when a takeover `type_text` into `t` needs no focusing click: the driver's last
+    /// single left click put the pointer down inside this field of that window and the spot
+    /// was kept since (only typing with no Return or Tab, or `set_value`, went since:
+    /// [`SpotKeeper`]; so the field got the focus from that click, with no selection made by a
+    /// keyboard focus), the window holds the display's keyboard focus with no popup of its
+    /// application open, and a fresh read, not cut short, shows the field as the one focused
+    /// row. False whenever any of it cannot be told: the field is then clicked, apart from the
+    /// spot ([`SpotKeeper::press_point`]).
+    async fn types_without_click(&self, t: &Target) -> bool {
+        let Some(frame) = t.node.frame else {
+            return false;
         };
-        if !self.last_spot.is(here) {
+        if !self.last_spot.kept_in(t.window.window_id, frame) {
             return false;
         }
         let Ok(Some(focus)) = self
@@ -245,8 +244,10 @@ impl<B: Backend> Engine<B> {
     /// one double click to the app.
     fn press_point(&self, t: &Target, call: &Call) -> Result<(i32, i32), DriverError> {
         let center = t.center()?;
-        let typing = matches!(call, Call::TypeText { .. });
-        if !(typing || matches!(call, Call::Click(_) | Call::DoubleClick(_))) {
+        if !matches!(
+            call,
+            Call::Click(_) | Call::DoubleClick(_) | Call::TypeText { .. }
+        ) {
             return Ok(center);
         }
         let Some(frame) = t.node.frame else {
@@ -254,7 +255,7 @@ impl<B: Backend> Engine<B> {
         };
         Ok(self
             .last_spot
-            .press_point(t.window.window_id, frame, t.window.frame, center, typing))
+            .press_point(t.window.window_id, frame, t.window.frame, center))
     }
 
     /// A light read of `t`'s window (no details: states and roles), bounded and checked.
@@ -466,7 +467,7 @@ impl<B: Backend> Engine<B> {
                         // double click when its timer for that ran late, and it selected a
                         // word or moved the caret after the first keys (measured: 15 of 30
                         // pairs of typing into one field went wrong).
-                        if !self.types_without_click(&t, x, y).await {
+                        if !self.types_without_click(&t).await {
                             self.send_synthetic(s, call, &t.window, click(1, 1), None)
                                 .await?;
                             focusing_click = true;
