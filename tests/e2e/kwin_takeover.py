@@ -37,7 +37,7 @@ import nishhost as h
 from kwin_session import KDE_PERSON, Kwin, press_stop_hotkey, wait_stop
 from nishhost import check, fails, ok, say
 from wayland_session import DialogPerson, in_thread
-from wayland_takeover import APP, read_entry, reads_back, tick_takeover
+from wayland_takeover import APP, pointer_stops_typing, read_entry, reads_back, tick_takeover
 
 TRIALS = 20
 ACTIVATE_PID = """var all = workspace.clientList();
@@ -191,33 +191,7 @@ async def run(ns: argparse.Namespace) -> None:
                 f"p99 {p99:.1f} ms, max {waits[-1]:.1f} ms (measured, not asserted)")
 
             say("the person moves their pointer while the driver types a long text")
-            e = await read_entry(c)
-            text = "x" * 180
-            typing = [True]
-
-            def person_moves() -> None:
-                time.sleep(0.1)
-                while typing[0]:
-                    dialog.say("move 4 0")
-                    time.sleep(0.02)
-
-            mover, _ = in_thread(person_moves)
-            res = await c.call_tool("type_text", {"element_token": e["element_token"], "text": text,
-                                                  "delivery_mode": "foreground"})
-            typing[0] = False
-            mover.join()
-            check(res.is_error, f"the typing should stop: {res.structured_content}")
-            err = res.structured_content["error"]
-            check(err["code"] == "user_took_over" and err["effect"] == "stopped"
-                  and err["paused_reason"] == "person_input"
-                  and 0 < err["typed_characters"] < len(text), str(err))
-            await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
-            typed = (await read_entry(c)).get("value", "")
-            check(typed == "Ada Lovelac" + "x" * err["typed_characters"],
-                  f"the entry holds what was reported typed: {len(typed)} characters, "
-                  f"{err['typed_characters']} reported")
-            say(f"  type_text: user_took_over, stopped after {err['typed_characters']} of {len(text)} characters; "
-                "the entry holds exactly those")
+            await pointer_stops_typing(c, ctl, dialog, "Ada Lovelac")
             await resume(ctl, sid)
 
             say("the person presses the stop hotkey, Ctrl+Alt+Shift+Escape, during the takeover")

@@ -149,6 +149,42 @@ async def cleared(c) -> dict:
         await anyio.sleep(0.1)
 
 
+async def pointer_stops_typing(c, ctl, dialog, before: str) -> None:
+    """The person moves their pointer while the driver types a long text: the typing stops
+    part-way (user_took_over, effect stopped, person_input), the host gets takeover.paused, and
+    the entry holds `before` plus exactly the characters reported typed. The text is short
+    enough that the entry's value reads back whole (values are cut at 200 characters) and long
+    enough (at least 15 ms a character) to be well under way when the person starts moving,
+    0.6 s in (0.1 s was too soon on a loaded machine: once the pause came before the first
+    character)."""
+    e = await read_entry(c)
+    text = "x" * 180
+    typing = [True]
+
+    def person_moves() -> None:
+        time.sleep(0.6)
+        while typing[0]:
+            dialog.say("move 4 0")
+            time.sleep(0.02)
+
+    mover, _ = in_thread(person_moves)
+    res = await c.call_tool("type_text", {"element_token": e["element_token"], "text": text,
+                                          "delivery_mode": "foreground"})
+    typing[0] = False
+    mover.join()
+    check(res.is_error, f"the typing should stop: {res.structured_content}")
+    err = res.structured_content["error"]
+    check(err["code"] == "user_took_over" and err["effect"] == "stopped"
+          and err["paused_reason"] == "person_input"
+          and 0 < err["typed_characters"] < len(text), str(err))
+    await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
+    typed = (await read_entry(c)).get("value", "")
+    check(typed == before + "x" * err["typed_characters"],
+          f"the entry holds what was reported typed: {len(typed)} characters, "
+          f"{err['typed_characters']} reported")
+    say(f"  type_text: user_took_over, stopped after {err['typed_characters']} of {len(text)} characters; "
+        "the entry holds exactly those")
+
 async def resumed_after_pause(ctl: h.Control, sid: str, err: dict) -> None:
     """A pause on input the idle monitor showed during a step whose subject it is not: under
     load mutter may stamp a key of the driver's late enough to read as the person's
@@ -295,34 +331,7 @@ async def run(ns: argparse.Namespace) -> None:
                 f"p99 {p99:.1f} ms, max {waits[-1]:.1f} ms (measured, not asserted)")
 
             say("the person moves their pointer while the driver types a long text")
-            e = await read_entry(c)
-            # Short enough that the entry's value reads back whole (values are cut at 200
-            # characters), long enough to be under way when the person moves.
-            text = "x" * 180
-            typing = [True]
-
-            def person_moves() -> None:
-                time.sleep(0.1)
-                while typing[0]:
-                    dialog.say("move 4 0")
-                    time.sleep(0.02)
-
-            mover, _ = in_thread(person_moves)
-            res = await c.call_tool("type_text", {"element_token": e["element_token"], "text": text,
-                                                  "delivery_mode": "foreground"})
-            typing[0] = False
-            mover.join()
-            check(res.is_error, f"the typing should stop: {res.structured_content}")
-            err = res.structured_content["error"]
-            check(err["code"] == "user_took_over" and err["effect"] == "stopped"
-                  and err["paused_reason"] == "person_input"
-                  and 0 < err["typed_characters"] < len(text), str(err))
-            await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
-            typed = (await read_entry(c)).get("value", "")
-            check(typed == "Ada Lovelac" + "x" * err["typed_characters"],
-                  f"the entry holds what was reported typed: {len(typed)} characters")
-            say(f"  type_text: user_took_over, stopped after {err['typed_characters']} of {len(text)} characters; "
-                "the entry holds exactly those")
+            await pointer_stops_typing(c, ctl, dialog, "Ada Lovelac")
             await anyio.to_thread.run_sync(person_quiet)
             ctl.send({"method": "takeover.resume", "params": {"session": sid}})
             await ctl.wait(lambda x: x.get("event") == "takeover.resumed", "takeover.resumed")
