@@ -14,8 +14,8 @@ use std::time::Duration;
 use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::input::{BrokerToInput, InputToBroker, SynthEnd, SynthOp};
+use nish_testdesk::Desktop;
 use nish_testdesk::wait::{Poll, poll};
-use nish_testdesk::{App, Desktop};
 use support::{Input, Reader, by_handle, find};
 use x11rb::connection::Connection as _;
 use x11rb::protocol::Event;
@@ -85,40 +85,8 @@ fn intruder_window(
 #[test]
 fn typing_is_refused_when_another_client_s_window_inside_the_target_would_take_the_keys() {
     let desk = Desktop::start().expect("start the desktop");
-    let demo = desk
-        .spawn(App::Command {
-            program: "gtk3-demo".into(),
-            args: vec!["--run=entry_buffer".into()],
-        })
-        .expect("gtk3-demo entry_buffer");
-    desk.wait_atspi_app(demo.pid, Duration::from_secs(45))
-        .expect("gtk3-demo on AT-SPI");
     let mut reader = Reader::spawn(&desk);
-    let w = poll("the demo's window", Duration::from_secs(10), || {
-        Ok(
-            match reader
-                .windows()
-                .into_iter()
-                .find(|w| w.pid == demo.pid && w.title == "Entry Buffer" && w.visible)
-            {
-                Some(w) => Poll::Ready(w),
-                None => Poll::Pending("not mapped yet".into()),
-            },
-        )
-    })
-    .expect("the demo window");
-    poll(
-        "the demo's window to be active",
-        Duration::from_secs(10),
-        || {
-            if desk.active_window()?.map(u64::from) == Some(w.window_id) {
-                return Ok(Poll::Ready(()));
-            }
-            desk.xdotool(&["windowactivate", &w.window_id.to_string()])?;
-            Ok(Poll::Pending(format!("active {:?}", desk.active_window()?)))
-        },
-    )
-    .expect("the demo window active");
+    let (_demo, w) = support::entry_buffer_demo(&desk, &mut reader);
     let (w, t) = support::settled_tree(&mut reader, &w, "the entry buffer demo", |t| {
         t.nodes.iter().any(|n| n.role == "text")
     });

@@ -9,7 +9,6 @@ use std::time::Duration;
 use nish_proto::model::{Node, Rect, State, Tree};
 use nish_proto::wire::input::SemanticOp;
 use nish_proto::wire::{PROTO_VERSION, Role};
-use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{App, Desktop};
 use support::{Input, Reader, action, by_handle, expect, find, has, node, person_state};
 
@@ -71,41 +70,7 @@ fn gtk3_headless_acts_recheck_and_secure_fields() {
 
     // A second window on top, active: a headless act must neither raise the factory nor move
     // the focus to it.
-    let demo = desk
-        .spawn(App::Command {
-            program: "gtk3-demo".into(),
-            args: vec!["--run=entry_buffer".into()],
-        })
-        .expect("gtk3-demo entry_buffer");
-    desk.wait_atspi_app(demo.pid, Duration::from_secs(45))
-        .expect("gtk3-demo on AT-SPI");
-    // gtk3-demo --run maps its main window and the demo's own ("Entry Buffer"); which of them
-    // ends up active varies, so the person activates the demo's.
-    let dw = poll("the demo's window", Duration::from_secs(10), || {
-        Ok(
-            match reader
-                .windows()
-                .into_iter()
-                .find(|w| w.pid == demo.pid && w.title == "Entry Buffer" && w.visible)
-            {
-                Some(w) => Poll::Ready(w),
-                None => Poll::Pending("not mapped yet".into()),
-            },
-        )
-    })
-    .expect("the demo window");
-    poll(
-        "the demo's window to be active",
-        Duration::from_secs(10),
-        || {
-            if desk.active_window()?.map(u64::from) == Some(dw.window_id) {
-                return Ok(Poll::Ready(()));
-            }
-            desk.xdotool(&["windowactivate", &dw.window_id.to_string()])?;
-            Ok(Poll::Pending(format!("active {:?}", desk.active_window()?)))
-        },
-    )
-    .expect("the demo window active");
+    let (_demo, dw) = support::entry_buffer_demo(&desk, &mut reader);
     desk.xdotool(&["mousemove", "640", "700"])
         .expect("place the pointer");
     let before = person_state(&desk);

@@ -14,7 +14,7 @@ use nish_proto::wire::input::{BrokerToInput, Expect, InputToBroker, SemanticOp};
 use nish_proto::wire::reader::{BrokerToReader, Freshness, ReaderToBroker, WalkLimits};
 use nish_proto::wire::{Hello, LockdownReport, MAX_FRAME_BYTES, Role};
 use nish_testdesk::wait::{Poll, poll};
-use nish_testdesk::{AppHandle, Desktop};
+use nish_testdesk::{App, AppHandle, Desktop};
 
 /// A workspace binary next to this test's or example's own binary (`target/<profile>/`).
 pub fn sibling_binary(name: &str, build: &str) -> PathBuf {
@@ -392,4 +392,44 @@ pub fn median_p95(mut v: Vec<Duration>) -> (Duration, Duration) {
         .saturating_sub(1)
         .min(v.len() - 1)];
     (median, p95)
+}
+
+/// gtk3-demo's "Entry Buffer" demo started on `desk`, its window as `reader` lists it, made the
+/// active window (gtk3-demo --run maps its main window and the demo's own; which of them ends
+/// up active varies, so the person activates the demo's).
+pub fn entry_buffer_demo(desk: &Desktop, reader: &mut Reader) -> (AppHandle, WindowInfo) {
+    let demo = desk
+        .spawn(App::Command {
+            program: "gtk3-demo".into(),
+            args: vec!["--run=entry_buffer".into()],
+        })
+        .expect("gtk3-demo entry_buffer");
+    desk.wait_atspi_app(demo.pid, Duration::from_secs(45))
+        .expect("gtk3-demo on AT-SPI");
+    let w = poll("the demo's window", Duration::from_secs(10), || {
+        Ok(
+            match reader
+                .windows()
+                .into_iter()
+                .find(|w| w.pid == demo.pid && w.title == "Entry Buffer" && w.visible)
+            {
+                Some(w) => Poll::Ready(w),
+                None => Poll::Pending("not mapped yet".into()),
+            },
+        )
+    })
+    .expect("the demo window");
+    poll(
+        "the demo's window to be active",
+        Duration::from_secs(10),
+        || {
+            if desk.active_window()?.map(u64::from) == Some(w.window_id) {
+                return Ok(Poll::Ready(()));
+            }
+            desk.xdotool(&["windowactivate", &w.window_id.to_string()])?;
+            Ok(Poll::Pending(format!("active {:?}", desk.active_window()?)))
+        },
+    )
+    .expect("the demo window active");
+    (demo, w)
 }
