@@ -151,9 +151,16 @@ impl IdleWatch {
     /// The time since the last input (the person's or the driver's), as of now; `None` once
     /// the connection to the compositor failed.
     pub fn idle(&self) -> Option<Duration> {
+        self.idle_at(Instant::now())
+    }
+
+    /// The time from the last input to `at` (zero for an input after it): `at - idle` is
+    /// the input's own time, exactly, however long the lock took; `None` once the connection
+    /// to the compositor failed.
+    pub fn idle_at(&self, at: Instant) -> Option<Duration> {
         let seen = lock(&self.seen);
         seen.alive
-            .then(|| Instant::now().saturating_duration_since(seen.last_input))
+            .then(|| at.saturating_duration_since(seen.last_input))
     }
 }
 

@@ -96,11 +96,13 @@ pub(crate) enum Monitor {
 }
 
 impl Monitor {
-    /// The time since the last input; `None` when the monitor does not answer.
-    pub(crate) async fn idle(&self, conn: &zbus::Connection) -> Option<Duration> {
+    /// The time since the last input, asked for at `asked` (just before this call); `None`
+    /// when the monitor does not answer. mutter measures it itself, as it answers; KWin's
+    /// notification gives it to `asked` exactly.
+    pub(crate) async fn idle(&self, conn: &zbus::Connection, asked: Instant) -> Option<Duration> {
         match self {
             Monitor::Mutter(mutter) => idle_time(conn, mutter).await,
-            Monitor::Notify(watch) => watch.idle(),
+            Monitor::Notify(watch) => watch.idle_at(asked),
         }
     }
 

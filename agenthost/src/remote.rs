@@ -529,8 +529,7 @@ impl Takeover {
             }
             if let Some(old) = active.take() {
                 // The old takeover's poll and monitor go with it.
-                self.stop_poll();
-                *lock(&self.monitor) = None;
+                self.drop_watch();
                 self.release(&old.remote).await;
                 old.remote.close().await;
             }
@@ -573,10 +572,11 @@ impl Takeover {
         if active.as_ref().is_some_and(|a| a.session == session)
             && let Some(a) = active.take()
         {
+            // The poll and the monitor go first (KWin's notification: its thread and
+            // connection), together, so a resume racing with this end starts no poll.
+            self.drop_watch();
             self.release(&a.remote).await;
             a.remote.close().await;
-            // The monitor goes too (KWin's notification: its thread and connection).
-            *lock(&self.monitor) = None;
         }
     }
 
@@ -590,20 +590,38 @@ impl Takeover {
         }
     }
 
-    /// Starts watching for the person's input now (a takeover began or resumed).
+    /// Starts watching for the person's input now (a takeover began or resumed). With no
+    /// takeover's monitor (the takeover ended meanwhile) there is nothing to watch and no poll
+    /// starts: the monitor is read under the poll's lock, which [`Takeover::drop_watch`] holds
+    /// while it ends both.
     pub fn watch(self: &Arc<Self>, session_bus: Option<String>) {
+        let mut poll = lock(&self.poll);
+        let Some(monitor) = lock(&self.monitor).clone() else {
+            tracing::debug!("no takeover: the person's input is not watched");
+            return;
+        };
         *lock(&self.last_sent) = Instant::now();
         self.person.store(false, Ordering::SeqCst);
         self.watching.store(true, Ordering::SeqCst);
         // One poll for the takeover's life: it goes on through pauses (judging nothing while
         // not watching), so a resume right after a pause never finds it ending.
-        let mut poll = lock(&self.poll);
         if poll.as_ref().is_none_or(|p| p.is_finished()) {
             let me = self.clone();
             *poll = Some(tokio::spawn(async move {
-                me.poll(session_bus.as_deref()).await;
+                me.poll(session_bus.as_deref(), monitor).await;
             }));
         }
+    }
+
+    /// Ends the poll and drops the monitor together, under the poll's lock (the takeover
+    /// ended or another begins).
+    fn drop_watch(&self) {
+        let mut poll = lock(&self.poll);
+        self.unwatch();
+        if let Some(p) = poll.take() {
+            p.abort();
+        }
+        *lock(&self.monitor) = None;
     }
 
     /// Stops watching.
@@ -626,10 +644,8 @@ impl Takeover {
             .send(BackendEvent::RemoteControlEnded { why: why.into() });
     }
 
-    async fn poll(&self, session_bus: Option<&str>) {
-        let monitor = lock(&self.monitor).clone();
-        let (Some(conn), Some(monitor)) = (crate::portal::session_conn(session_bus).await, monitor)
-        else {
+    async fn poll(&self, session_bus: Option<&str>, monitor: Monitor) {
+        let Some(conn) = crate::portal::session_conn(session_bus).await else {
             self.ended("the person's input cannot be watched");
             return;
         };
@@ -642,7 +658,7 @@ impl Takeover {
             }
             // Timed at the question: the latest input is no earlier than `asked - idle`.
             let asked = Instant::now();
-            let Some(idle) = monitor.idle(&conn).await else {
+            let Some(idle) = monitor.idle(&conn, asked).await else {
                 self.ended("the idle monitor did not answer");
                 return;
             };
@@ -687,7 +703,7 @@ impl Takeover {
             // its earliest time is the send's, and stamped at its latest (so the driver's own
             // key is never taken for the person's, whatever the bus's delays).
             let asked = Instant::now();
-            let Some(idle) = monitor.idle(&r.conn).await else {
+            let Some(idle) = monitor.idle(&r.conn, asked).await else {
                 return Err("the idle monitor did not answer".into());
             };
             let answered = Instant::now();
@@ -833,7 +849,7 @@ impl Takeover {
                 // person's input between two of the driver's keys is seen before the next
                 // key hides it).
                 let asked = Instant::now();
-                let person = match monitor.idle(&r.conn).await {
+                let person = match monitor.idle(&r.conn, asked).await {
                     Some(idle) => self.judge(asked, idle),
                     None => {
                         self.release(r).await;
@@ -1047,6 +1063,20 @@ mod tests {
             None,
             "a caller gone ends it too"
         );
+    }
+
+    #[tokio::test]
+    async fn a_resume_after_the_takeover_ended_starts_no_poll() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let t = Arc::new(Takeover::new(tx));
+        *lock(&t.monitor) = Some(Monitor::Mutter(":1.999".into()));
+        // The takeover ends (as `end` does), then a resume racing with it asks to watch.
+        t.drop_watch();
+        t.watch(None);
+        assert!(lock(&t.poll).is_none(), "no poll without a takeover");
+        assert!(!t.watching.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err(), "no kill switch from a stray poll");
     }
 
     #[test]

@@ -243,7 +243,7 @@ fn the_idle_notification_shows_every_key_of_the_person_on_kwin() {
         let deadline = sent + Duration::from_millis(500);
         loop {
             let asked = Instant::now();
-            let idle = watch.idle().expect("the watch answers");
+            let idle = watch.idle_at(asked).expect("the watch answers");
             if asked.checked_sub(idle).is_some_and(|at| at >= sent) {
                 delays.push(
                     asked
