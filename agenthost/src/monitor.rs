@@ -86,6 +86,13 @@ pub(crate) async fn kind(
     Ok(Kind::Mutter(mutter))
 }
 
+/// Whether mutter serves the Wayland socket: its idle monitor's name is the listener's own
+/// ([`kind`]). Its names alone say nothing where mutter does not hold them.
+pub(crate) async fn mutter_serves(session_bus: Option<&str>, opener: &Arc<Opener>) -> bool {
+    let conn = crate::portal::session_conn(session_bus).await;
+    matches!(kind(conn.as_ref(), opener).await, Ok(Kind::Mutter(_)))
+}
+
 /// What tells the person's input during a takeover.
 #[derive(Clone, Debug)]
 pub(crate) enum Monitor {

@@ -239,8 +239,22 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
         .await
         .ok()
         .flatten();
-    if let Some(c) = served_by.as_deref().and_then(Compositor::of_exe) {
-        portal.compositor = c;
+    match served_by.as_deref().and_then(Compositor::of_exe) {
+        Some(c) => portal.compositor = c,
+        // mutter's names say mutter only when its process serves the socket: where mutter
+        // does not hold them, any process of the person's could take them.
+        None if portal.compositor == Compositor::Mutter
+            && !crate::monitor::mutter_serves(
+                crate::handover::Endpoints::from_env()
+                    .session_bus
+                    .as_deref(),
+                &b.opener,
+            )
+            .await =>
+        {
+            portal.compositor = Compositor::Unknown;
+        }
+        None => {}
     }
     portal.takeover = crate::remote::available(
         crate::handover::Endpoints::from_env()

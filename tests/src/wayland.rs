@@ -97,6 +97,8 @@ pub struct WaylandDesktop {
     compositor: Compositor,
     /// With sway: its IPC socket (`SWAYSOCK`).
     swaysock: Option<PathBuf>,
+    /// The file name KWin's copy runs under.
+    kwin_exe: &'static str,
 }
 
 impl WaylandDesktop {
@@ -123,6 +125,13 @@ impl WaylandDesktop {
         WaylandDesktop::start_inner(Compositor::Kwin, false, false)
     }
 
+    /// Like [`WaylandDesktop::start_kwin`], but KWin's copy runs under a file name no program
+    /// knows KWin by (`compositor-unnamed`): a compositor the driver does not recognise, with
+    /// a desktop portal that offers RemoteDesktop (the attack tests' desktop).
+    pub fn start_kwin_unnamed() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner_as(Compositor::Kwin, false, false, "compositor-unnamed")
+    }
+
     /// Like [`WaylandDesktop::start`], plus `pipewire` and `wireplumber` (same runtime dir and
     /// session bus), and returns once the desktop portal, started by D-Bus activation on the
     /// private session bus (frontend `xdg-desktop-portal`, backend `xdg-desktop-portal-gnome`,
@@ -140,6 +149,15 @@ impl WaylandDesktop {
     }
 
     fn start_inner(compositor: Compositor, xwayland: bool, portal: bool) -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner_as(compositor, xwayland, portal, "kwin_wayland")
+    }
+
+    fn start_inner_as(
+        compositor: Compositor,
+        xwayland: bool,
+        portal: bool,
+        kwin_exe: &'static str,
+    ) -> Result<WaylandDesktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
         let procs = procs::Group::new(&dir);
@@ -164,6 +182,7 @@ impl WaylandDesktop {
             xwayland: None,
             compositor,
             swaysock: None,
+            kwin_exe,
         };
         desk.start_session_bus()?;
         match compositor {
@@ -381,7 +400,7 @@ impl WaylandDesktop {
         if !Path::new(KWIN).exists() {
             bail!("{KWIN} is not installed (scripts/ensure-deps.sh installs it)");
         }
-        let copy = self.dir.join("kwin_wayland");
+        let copy = self.dir.join(self.kwin_exe);
         std::fs::copy(KWIN, &copy).context("copying kwin_wayland")?;
         let args: Vec<OsString> = vec![
             "--virtual".into(),
@@ -393,7 +412,16 @@ impl WaylandDesktop {
             "--socket".into(),
             self.wayland_display.clone().into(),
         ];
-        let id = self.launch("kwin_wayland", &copy, &args)?;
+        let mut env = self.env();
+        if self.kwin_exe != "kwin_wayland" {
+            // KWin's own Qt platform plugin loads only in an executable named kwin_wayland,
+            // unless this says it is KWin all the same.
+            env.push(("KWIN_FORCE_OWN_QPA".into(), "1".into()));
+        }
+        let id = self
+            .procs
+            .launch("kwin_wayland", &copy, &args, &env, None)?
+            .0;
         self.wait_socket("KWin's Wayland socket", &id)?;
         poll(
             "org.kde.KWin on the session bus",

@@ -5,7 +5,8 @@
 //! agents it starts get no `DISPLAY`; the desktop portal (activated on the private bus against
 //! bare mutter) and its versions in the `desktop portal` probe. On KWin: the compositor named
 //! KDE (KWin), what KDE's portal offers (GlobalShortcuts among it), the stop hotkey the
-//! service bound there, and the clipboard available (KWin's data-control).
+//! service bound there, and the clipboard available (KWin's data-control). And an attack: a
+//! fake mutter on a compositor the driver does not know gets no takeover.
 
 use nish_testdesk::WaylandDesktop;
 use nish_testdesk::session::workspace_bin;
@@ -210,6 +211,78 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
         probe(&report, "kill switch")["message"],
         "the stop hotkey works through the desktop portal's GlobalShortcuts: Ctrl+Alt+Shift+Esc \
          (the desktop's shortcut settings can change it); nish-driver stop works too"
+    );
+    assert!(desk.x_servers().is_empty(), "no X server ran");
+}
+
+/// Attack: on a desktop whose compositor the driver does not know (KWin run under another
+/// file name), a process of the person's takes mutter's two bus names, free there, and
+/// answers mutter's idle monitor with an hour of no input: were it taken for mutter, the
+/// person's own input during a takeover would never pause the driver. The desktop portal
+/// offers RemoteDesktop there, so only the check that mutter's idle monitor is answered by
+/// the compositor's own process (the Wayland socket's pinned listener) stands between. The
+/// doctor shows no takeover, and the driver never asked the fake for an idle time.
+#[test]
+fn a_fake_mutter_on_another_compositor_gets_no_takeover() {
+    use std::io::BufRead;
+    let desk = WaylandDesktop::start_kwin_unnamed().expect("the KWin desktop, unnamed");
+    let calls = desk.dir().join("fake-mutter-calls");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("attackers/fake_mutter.py");
+    let mut fake = desk
+        .command("/usr/bin/python3")
+        .arg(&script)
+        .arg(&calls)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the fake mutter starts");
+    let mut line = String::new();
+    std::io::BufReader::new(fake.stdout.take().expect("its stdout"))
+        .read_line(&mut line)
+        .expect("the fake's first line");
+    assert_eq!(line.trim(), "ready", "the fake owns mutter's names");
+    // The fake answers as mutter's idle monitor would (asked once here, by the test).
+    let asked = desk
+        .command("/usr/bin/gdbus")
+        .args([
+            "call",
+            "--session",
+            "--dest",
+            "org.gnome.Mutter.IdleMonitor",
+            "--object-path",
+            "/org/gnome/Mutter/IdleMonitor/Core",
+            "--method",
+            "org.gnome.Mutter.IdleMonitor.GetIdletime",
+        ])
+        .output()
+        .expect("gdbus runs");
+    assert_eq!(
+        String::from_utf8_lossy(&asked.stdout).trim(),
+        "(uint64 3600000,)",
+        "the fake answers: {}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let (report, _) = doctor(&desk, "fake-mutter");
+    let _ = fake.kill();
+    let _ = fake.wait();
+    // The portal offers RemoteDesktop: the monitor's check is what refuses. mutter's names
+    // do not make the doctor call the compositor mutter either.
+    let portal = probe(&report, "desktop portal");
+    assert!(
+        portal["message"].as_str().is_some_and(
+            |m| m.contains("RemoteDesktop 1") && m.contains("compositor not recognised")
+        ),
+        "{portal}"
+    );
+    assert_ne!(
+        cap(&report, "input_takeover")["status"],
+        "available",
+        "a takeover watched by a fake mutter: {report}"
+    );
+    let asked_of_fake = std::fs::read_to_string(&calls).expect("the fake's record");
+    assert_eq!(
+        asked_of_fake.lines().count(),
+        1,
+        "the driver asked the fake mutter for the person's idle time"
     );
     assert!(desk.x_servers().is_empty(), "no X server ran");
 }
