@@ -367,11 +367,12 @@ pub fn wayland_takeover_desktop() -> Result<WaylandTakeoverDesktop> {
     Ok(WaylandTakeoverDesktop { desk, form })
 }
 
-/// Starts the desktop of kwin_takeover.py: the Wayland test desktop on KWin (virtual
-/// framebuffer, no X server; the desktop portal with KDE's backend by D-Bus activation) and the
+/// Starts the desktop of kwin_takeover.py: the Wayland test desktop on KWin, started through
+/// its wrapper as a Plasma session starts it, so the socket's listener is the wrapper (virtual
+/// framebuffer, no X server; the desktop portal with KDE's backend by D-Bus activation), and the
 /// GTK 4 form, a native Wayland client on the accessibility registry.
 pub fn kwin_takeover_desktop() -> Result<WaylandTakeoverDesktop> {
-    let desk = crate::WaylandDesktop::start_kwin()?;
+    let desk = crate::WaylandDesktop::start_kwin_wrapped()?;
     let form = desk.spawn(App::Command {
         program: "/usr/bin/python3".into(),
         args: vec![crate::test_app("form_gtk4.py").into()],

@@ -43,6 +43,10 @@ const MUTTER: &str = "/usr/bin/mutter";
 const SWAY: &str = "/usr/bin/sway";
 const SWAYMSG: &str = "/usr/bin/swaymsg";
 const KWIN: &str = "/usr/bin/kwin_wayland";
+/// KWin's wrapper, which a Plasma session starts.
+const KWIN_WRAPPER: &str = "/usr/bin/kwin_wayland_wrapper";
+/// The `kwin_exe` that says: start KWin through [`KWIN_WRAPPER`].
+const KWIN_WRAPPER_NAME: &str = "kwin_wayland_wrapper";
 const UNSHARE: &str = "/usr/bin/unshare";
 const PIPEWIRE: &str = "/usr/bin/pipewire";
 const WIREPLUMBER: &str = "/usr/bin/wireplumber";
@@ -132,6 +136,14 @@ impl WaylandDesktop {
         WaylandDesktop::start_inner_as(Compositor::Kwin, false, false, "compositor-unnamed")
     }
 
+    /// Like [`WaylandDesktop::start_kwin`], but started as a Plasma session starts KWin:
+    /// through its wrapper (`kwin_wayland_wrapper`), which makes the Wayland socket (the first
+    /// free `wayland-N` in the private directory), listens on it, and runs `kwin_wayland`
+    /// (found on `PATH`: the plain copy) with it. The socket's listener is then the wrapper.
+    pub fn start_kwin_wrapped() -> Result<WaylandDesktop> {
+        WaylandDesktop::start_inner_as(Compositor::Kwin, false, false, KWIN_WRAPPER_NAME)
+    }
+
     /// Like [`WaylandDesktop::start`], plus `pipewire` and `wireplumber` (same runtime dir and
     /// session bus), and returns once the desktop portal, started by D-Bus activation on the
     /// private session bus (frontend `xdg-desktop-portal`, backend `xdg-desktop-portal-gnome`,
@@ -166,6 +178,8 @@ impl WaylandDesktop {
             dir,
             // sway names its own socket (found once it listens).
             wayland_display: match compositor {
+                // The wrapper takes the first free name; the directory is new.
+                Compositor::Kwin if kwin_exe == KWIN_WRAPPER_NAME => "wayland-0".into(),
                 Compositor::Mutter | Compositor::Kwin => {
                     format!("wayland-nish-{:08x}", entropy() >> 32)
                 }
@@ -400,27 +414,46 @@ impl WaylandDesktop {
         if !Path::new(KWIN).exists() {
             bail!("{KWIN} is not installed (scripts/ensure-deps.sh installs it)");
         }
-        let copy = self.dir.join(self.kwin_exe);
+        let wrapped = self.kwin_exe == KWIN_WRAPPER_NAME;
+        let copy = self.dir.join(if wrapped {
+            "kwin_wayland"
+        } else {
+            self.kwin_exe
+        });
         std::fs::copy(KWIN, &copy).context("copying kwin_wayland")?;
-        let args: Vec<OsString> = vec![
+        let mut args: Vec<OsString> = vec![
             "--virtual".into(),
             "--no-lockscreen".into(),
             "--width".into(),
             "1280".into(),
             "--height".into(),
             "800".into(),
-            "--socket".into(),
-            self.wayland_display.clone().into(),
         ];
         let mut env = self.env();
-        if self.kwin_exe != "kwin_wayland" {
+        let program = if wrapped {
+            // The wrapper runs `kwin_wayland` from PATH: the copy comes first.
+            let wrapper = Path::new(KWIN_WRAPPER);
+            if !wrapper.exists() {
+                bail!("{KWIN_WRAPPER} is not installed (scripts/ensure-deps.sh installs it)");
+            }
+            for (k, v) in env.iter_mut() {
+                if k == "PATH" {
+                    *v = format!("{}:{v}", self.dir.display());
+                }
+            }
+            wrapper.to_path_buf()
+        } else {
+            args.extend(["--socket".into(), self.wayland_display.clone().into()]);
+            copy
+        };
+        if !wrapped && self.kwin_exe != "kwin_wayland" {
             // KWin's own Qt platform plugin loads only in an executable named kwin_wayland,
             // unless this says it is KWin all the same.
             env.push(("KWIN_FORCE_OWN_QPA".into(), "1".into()));
         }
         let id = self
             .procs
-            .launch("kwin_wayland", &copy, &args, &env, None)?
+            .launch("kwin_wayland", &program, &args, &env, None)?
             .0;
         self.wait_socket("KWin's Wayland socket", &id)?;
         poll(

@@ -286,3 +286,38 @@ fn a_fake_mutter_on_another_compositor_gets_no_takeover() {
     );
     assert!(desk.x_servers().is_empty(), "no X server ran");
 }
+
+/// KWin started as a Plasma session starts it, through `kwin_wayland_wrapper`, which listens
+/// on the Wayland socket for it: the driver still knows KWin by the socket's listener (the
+/// wrapper) and offers the takeover with KWin's idle notification.
+#[test]
+fn the_doctor_knows_kwin_behind_its_wrapper() {
+    let desk = WaylandDesktop::start_kwin_wrapped().expect("KWin through its wrapper");
+    let (report, exited_ok) = doctor(&desk, "kwin-wrapped");
+    assert_eq!(report["ready"], true, "{report}");
+    assert!(exited_ok, "ready exits 0");
+    let portal = probe(&report, "desktop portal");
+    assert!(
+        portal["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("compositor KDE (KWin)")
+                && m.contains("visible takeover goes through RemoteDesktop")),
+        "{portal}"
+    );
+    for name in ["input_takeover", "takeover_indicator", "takeover_handback"] {
+        assert_eq!(cap(&report, name)["status"], "available", "{name}");
+    }
+    // The wrapper listens; KWin is its child.
+    let wrapper = desk
+        .processes()
+        .into_iter()
+        .find(|p| p.role == "kwin_wayland")
+        .expect("the wrapper runs");
+    let exe = std::fs::read_link(format!("/proc/{}/exe", wrapper.pid)).expect("its executable");
+    assert!(
+        exe.ends_with("kwin_wayland_wrapper"),
+        "the listener is the wrapper: {}",
+        exe.display()
+    );
+    assert!(desk.x_servers().is_empty(), "no X server ran");
+}
