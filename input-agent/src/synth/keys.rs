@@ -77,6 +77,40 @@ impl Keymap {
         let i = keycode.checked_sub(self.min)? as usize;
         (i < self.rows()).then(|| self.row(i).to_vec())
     }
+
+    /// Whether Caps Lock swaps the levels of `keycode`: its level 1 is a letter's lower case
+    /// and its level 2 that letter's upper case, or nothing (which the server reads as the
+    /// upper case): an alphabetic key. Other keys (digits, punctuation, a borrowed key, which
+    /// holds one keysym on both levels) are not changed by Caps Lock.
+    pub fn caps_swaps(&self, keycode: u8) -> bool {
+        let Some(row) = self.row_of(keycode) else {
+            return false;
+        };
+        let Some(lower) = row.first().copied().and_then(char_of) else {
+            return false;
+        };
+        let mut upper = lower.to_uppercase();
+        let (Some(u), None) = (upper.next(), upper.next()) else {
+            return false;
+        };
+        if u == lower || !lower.is_lowercase() {
+            return false;
+        }
+        match row.get(1).copied() {
+            None | Some(NO_SYMBOL) => true,
+            Some(sym) => char_of(sym) == Some(u),
+        }
+    }
+}
+
+/// The character of a Latin-1 or Unicode keysym (the keysyms [`keysym_for_char`] gives for
+/// printable characters); `None` for others.
+fn char_of(sym: u32) -> Option<char> {
+    match sym {
+        0x20..=0x7e | 0xa0..=0xff => char::from_u32(sym),
+        0x0100_0100..=0x0110_ffff => char::from_u32(sym - 0x0100_0000),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -100,6 +134,28 @@ mod tests {
             per: 2,
             syms: vec![0x61, 0x41, 0x31, 0x21, 0xff0d, 0, 0, 0, SHIFT_L, 0],
         }
+    }
+
+    #[test]
+    fn caps_lock_swaps_only_the_levels_of_letter_keys() {
+        // keycodes 8..: a/A, 1/!, Return, (empty), Shift_L, é/É, ж/Ж (Unicode keysyms),
+        // q/(nothing), ß/ß (no single upper case), é/é (a borrowed key).
+        let mut k = map();
+        k.syms.extend([
+            0xe9,
+            0xc9,
+            0x0100_0436,
+            0x0100_0416,
+            0x71,
+            0,
+            0xdf,
+            0xdf,
+            0xe9,
+            0xe9,
+        ]);
+        let swaps: Vec<u8> = (8..=17).filter(|&kc| k.caps_swaps(kc)).collect();
+        assert_eq!(swaps, vec![8, 13, 14, 15]);
+        assert!(!k.caps_swaps(7) && !k.caps_swaps(200), "no such keycode");
     }
 
     #[test]

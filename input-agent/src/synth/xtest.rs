@@ -32,8 +32,8 @@ use nish_proto::wire::input::{InputProbe, KeyboardFocus, PersonInput, SynthEnd, 
 use x11rb::connection::{Connection, RequestConnection as _};
 use x11rb::protocol::xinput::{ConnectionExt as _, InputStateData};
 use x11rb::protocol::xproto::{
-    Atom, AtomEnum, ClientMessageEvent, ConnectionExt as _, EventMask, MapState, Window,
-    WindowClass,
+    Atom, AtomEnum, ClientMessageEvent, ConnectionExt as _, EventMask, KeyButMask, MapState,
+    Window, WindowClass,
 };
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
@@ -423,10 +423,19 @@ impl Executor {
                 }
                 self.check(id)?;
                 self.focus(window)?;
+                // The person's Caps Lock (the Lock modifier) swaps the levels of letter keys:
+                // a letter then goes at its other level, so the text keeps its own case and
+                // Caps Lock stays as the person left it.
+                let caps = self
+                    .conn
+                    .query_pointer(self.root)?
+                    .reply()?
+                    .mask
+                    .contains(KeyButMask::LOCK);
                 for c in text.chars() {
                     self.check(id)?;
                     self.focus(window)?;
-                    self.type_char(c)?;
+                    self.type_char(c, caps)?;
                     *typed += 1;
                     std::thread::sleep(TYPE_DELAY);
                 }
@@ -703,7 +712,8 @@ impl Executor {
         }
     }
 
-    fn type_char(&mut self, c: char) -> Result<(), Halt> {
+    /// Types `c`; `caps`: the Lock modifier is on.
+    fn type_char(&mut self, c: char, caps: bool) -> Result<(), Halt> {
         let Some(sym) = keys::keysym_for_char(c) else {
             // Control characters are not typed (and not counted as typed).
             return Err(ActFailure::refused(
@@ -719,7 +729,7 @@ impl Executor {
                 shift: false,
             },
         };
-        let shift = if at.shift {
+        let shift = if at.shift != (caps && self.keymap.caps_swaps(at.keycode)) {
             Some(
                 self.keymap
                     .find(SHIFT_L)
