@@ -58,6 +58,44 @@ impl Keymap {
         None
     }
 
+    /// The columns of `group`'s first two levels in `row` (the core mapping lists a key's
+    /// groups 1 and 2 as G1L1 G1L2 G2L1 G2L2, then the rest): group 1's for a key with no
+    /// symbol in the group (the server then takes the key's first group); `None` for groups 3
+    /// and 4, placed past every other level.
+    fn group_columns(row: &[u32], group: u8) -> Option<(usize, usize)> {
+        match group {
+            0 => Some((0, 1)),
+            1 if row
+                .get(2..4)
+                .is_some_and(|g| g.iter().any(|&s| s != NO_SYMBOL)) =>
+            {
+                Some((2, 3))
+            }
+            1 => Some((0, 1)),
+            _ => None,
+        }
+    }
+
+    /// Like [`Keymap::find`], in the keyboard group `group` (0 the first) the person has
+    /// chosen: the first keycode whose level 1 (else level 2) in that group is `keysym`.
+    /// `None` in groups 3 and 4 (a spare key, which has one group, types there).
+    pub fn find_in(&self, keysym: u32, group: u8) -> Option<KeyAt> {
+        for level in 0..2 {
+            for i in 0..self.rows() {
+                let row = self.row(i);
+                let cols = Self::group_columns(row, group)?;
+                let col = if level == 0 { cols.0 } else { cols.1 };
+                if row.get(col).copied() == Some(keysym) {
+                    return Some(KeyAt {
+                        keycode: self.min.checked_add(i as u8)?,
+                        shift: level == 1,
+                    });
+                }
+            }
+        }
+        None
+    }
+
     /// A keycode with no keysym at all, to borrow for a character the keymap lacks.
     pub fn spare(&self) -> Option<u8> {
         self.spares().next()
@@ -82,11 +120,14 @@ impl Keymap {
     /// and its level 2 that letter's upper case, or nothing (which the server reads as the
     /// upper case): an alphabetic key. Other keys (digits, punctuation, a borrowed key, which
     /// holds one keysym on both levels) are not changed by Caps Lock.
-    pub fn caps_swaps(&self, keycode: u8) -> bool {
+    pub fn caps_swaps(&self, keycode: u8, group: u8) -> bool {
         let Some(row) = self.row_of(keycode) else {
             return false;
         };
-        let Some(lower) = row.first().copied().and_then(char_of) else {
+        let Some((first, second)) = Self::group_columns(&row, group) else {
+            return false;
+        };
+        let Some(lower) = row.get(first).copied().and_then(char_of) else {
             return false;
         };
         let mut upper = lower.to_uppercase();
@@ -96,7 +137,7 @@ impl Keymap {
         if u == lower || !lower.is_lowercase() {
             return false;
         }
-        match row.get(1).copied() {
+        match row.get(second).copied() {
             None | Some(NO_SYMBOL) => true,
             Some(sym) => char_of(sym) == Some(u),
         }
@@ -153,9 +194,43 @@ mod tests {
             0xe9,
             0xe9,
         ]);
-        let swaps: Vec<u8> = (8..=17).filter(|&kc| k.caps_swaps(kc)).collect();
+        let swaps: Vec<u8> = (8..=17).filter(|&kc| k.caps_swaps(kc, 0)).collect();
         assert_eq!(swaps, vec![8, 13, 14, 15]);
-        assert!(!k.caps_swaps(7) && !k.caps_swaps(200), "no such keycode");
+        assert!(
+            !k.caps_swaps(7, 0) && !k.caps_swaps(200, 0),
+            "no such keycode"
+        );
+    }
+
+    #[test]
+    fn the_second_group_s_levels_are_the_third_and_fourth_columns() {
+        // keycodes 8..: a/A with ф/Ф, 1/! with 1/!, Return alone (one group), Shift_L.
+        let k = Keymap {
+            min: 8,
+            per: 4,
+            syms: vec![
+                0x61, 0x41, 0x06c6, 0x06e6, 0x31, 0x21, 0x31, 0x22, 0xff0d, 0, 0, 0, SHIFT_L, 0, 0,
+                0,
+            ],
+        };
+        let at = |keycode, shift| Some(KeyAt { keycode, shift });
+        // Group 1: the Latin letters.
+        assert_eq!(k.find_in(0x61, 0), at(8, false));
+        assert_eq!(k.find_in(0x41, 0), at(8, true));
+        // Group 2: the 'a' key gives ф; an 'a' is not on it there.
+        assert_eq!(k.find_in(0x06c6, 1), at(8, false));
+        assert_eq!(k.find_in(0x06e6, 1), at(8, true));
+        assert_eq!(k.find_in(0x61, 1), None);
+        assert_eq!(k.find_in(0x22, 1), at(9, true));
+        assert_eq!(k.find_in(0x21, 1), None);
+        // A key with one group gives it in every group.
+        assert_eq!(k.find_in(0xff0d, 1), at(10, false));
+        // Groups 3 and 4: only a spare key types.
+        assert_eq!(k.find_in(0x61, 2), None);
+        // Caps Lock swaps the levels of a letter key in the group in use (ф/Ф are legacy
+        // Cyrillic keysyms, not told apart: no swap).
+        assert!(k.caps_swaps(8, 0));
+        assert!(!k.caps_swaps(9, 1));
     }
 
     #[test]

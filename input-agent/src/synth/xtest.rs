@@ -395,6 +395,14 @@ impl Executor {
                 Ok(())
             }
             SynthOp::Type { text } => {
+                // The person's keyboard state: the group (layout) in use, in bits 13 and 14
+                // of the core state, picks the keys that give each character; Caps Lock (the
+                // Lock modifier) swaps the levels of letter keys, so a letter then goes at its
+                // other level: the text keeps its own case, and the group and Caps Lock stay
+                // as the person left them.
+                let state = self.conn.query_pointer(self.root)?.reply()?.mask;
+                let caps = state.contains(KeyButMask::LOCK);
+                let group = ((u16::from(state) >> 13) & 3) as u8;
                 // Everything that can be known before typing is checked before the first key:
                 // no control characters, and a spare key for characters the keymap lacks.
                 let mut needs_spare = false;
@@ -405,7 +413,7 @@ impl Executor {
                             "the text holds a control character that cannot be typed",
                         )
                     })?;
-                    needs_spare |= self.keymap.find(sym).is_none();
+                    needs_spare |= self.keymap.find_in(sym, group).is_none();
                 }
                 if needs_spare && self.keymap.spare().is_none() {
                     return Err(ActFailure::refused(
@@ -423,19 +431,10 @@ impl Executor {
                 }
                 self.check(id)?;
                 self.focus(window)?;
-                // The person's Caps Lock (the Lock modifier) swaps the levels of letter keys:
-                // a letter then goes at its other level, so the text keeps its own case and
-                // Caps Lock stays as the person left it.
-                let caps = self
-                    .conn
-                    .query_pointer(self.root)?
-                    .reply()?
-                    .mask
-                    .contains(KeyButMask::LOCK);
                 for c in text.chars() {
                     self.check(id)?;
                     self.focus(window)?;
-                    self.type_char(c, caps)?;
+                    self.type_char(c, caps, group)?;
                     *typed += 1;
                     std::thread::sleep(TYPE_DELAY);
                 }
@@ -712,8 +711,8 @@ impl Executor {
         }
     }
 
-    /// Types `c`; `caps`: the Lock modifier is on.
-    fn type_char(&mut self, c: char, caps: bool) -> Result<(), Halt> {
+    /// Types `c` in keyboard group `group`; `caps`: the Lock modifier is on.
+    fn type_char(&mut self, c: char, caps: bool, group: u8) -> Result<(), Halt> {
         let Some(sym) = keys::keysym_for_char(c) else {
             // Control characters are not typed (and not counted as typed).
             return Err(ActFailure::refused(
@@ -722,14 +721,14 @@ impl Executor {
             )
             .into());
         };
-        let at = match self.keymap.find(sym) {
+        let at = match self.keymap.find_in(sym, group) {
             Some(at) => at,
             None => keys::KeyAt {
                 keycode: self.borrow_for(sym)?,
                 shift: false,
             },
         };
-        let shift = if at.shift != (caps && self.keymap.caps_swaps(at.keycode)) {
+        let shift = if at.shift != (caps && self.keymap.caps_swaps(at.keycode, group)) {
             Some(
                 self.keymap
                     .find(SHIFT_L)
