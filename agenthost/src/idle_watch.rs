@@ -154,9 +154,9 @@ impl IdleWatch {
         self.idle_at(Instant::now())
     }
 
-    /// The time from the last input to `at` (zero for an input after it): `at - idle` is
-    /// the input's own time, exactly, however long the lock took; `None` once the connection
-    /// to the compositor failed.
+    /// The time from the last input to `at`: `at - idle` is the input's own time, however
+    /// long the lock took (an input that came after `at` counts as at `at`); `None` once the
+    /// connection to the compositor failed.
     pub fn idle_at(&self, at: Instant) -> Option<Duration> {
         let seen = lock(&self.seen);
         seen.alive

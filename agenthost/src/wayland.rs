@@ -254,6 +254,8 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
         {
             portal.compositor = Compositor::Unknown;
         }
+        // KWin is KWin by its executable: `org.kde.KWin` alone is any process's to take.
+        None if portal.compositor == Compositor::Kwin => portal.compositor = Compositor::Unknown,
         None => {}
     }
     portal.takeover = crate::remote::available(

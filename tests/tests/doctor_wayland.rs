@@ -284,6 +284,15 @@ fn a_fake_mutter_on_another_compositor_gets_no_takeover() {
         1,
         "the driver asked the fake mutter for the person's idle time"
     );
+    // Nor does `org.kde.KWin` alone make the doctor call it KWin: any process could own it.
+    let (report, _) = doctor(&desk, "unnamed-kwin");
+    let portal = probe(&report, "desktop portal");
+    assert!(
+        portal["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("compositor not recognised")),
+        "{portal}"
+    );
     assert!(desk.x_servers().is_empty(), "no X server ran");
 }
 
