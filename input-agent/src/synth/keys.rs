@@ -7,6 +7,8 @@
 pub const NO_SYMBOL: u32 = 0;
 /// Shift_L.
 pub const SHIFT_L: u32 = 0xffe1;
+/// Num_Lock.
+pub const NUM_LOCK: u32 = 0xff7f;
 
 pub use nish_proto::keysyms::{keysym_for_char, keysym_for_name};
 
@@ -85,6 +87,10 @@ impl Keymap {
                 let row = self.row(i);
                 let cols = Self::group_columns(row, group)?;
                 let col = if level == 0 { cols.0 } else { cols.1 };
+                // A keypad key's second level comes with Num Lock, not with Shift.
+                if level == 1 && row.get(cols.0).is_some_and(|&s| is_keypad(s)) {
+                    continue;
+                }
                 if row.get(col).copied() == Some(keysym) {
                     return Some(KeyAt {
                         keycode: self.min.checked_add(i as u8)?,
@@ -116,10 +122,34 @@ impl Keymap {
         (i < self.rows()).then(|| self.row(i).to_vec())
     }
 
-    /// Whether Caps Lock swaps the levels of `keycode`: its level 1 is a letter's lower case
-    /// and its level 2 that letter's upper case, or nothing (which the server reads as the
-    /// upper case): an alphabetic key. Other keys (digits, punctuation, a borrowed key, which
-    /// holds one keysym on both levels) are not changed by Caps Lock.
+    /// Whether `other` gives what this keymap gives at the first two levels of the first two
+    /// groups (all the typing presses), the keycodes `apart` aside. The rest does not count:
+    /// the server lists as many keysyms per keycode, and copies a key's one group into as
+    /// many groups, as the keyboard device in use has, so that changes with the device.
+    pub fn same_apart_from(&self, other: &Keymap, apart: &[u8]) -> bool {
+        let levels = |row: &[u32], group: u8| {
+            Self::group_columns(row, group).map(|(a, b)| {
+                (
+                    row.get(a).copied().unwrap_or(NO_SYMBOL),
+                    row.get(b).copied().unwrap_or(NO_SYMBOL),
+                )
+            })
+        };
+        self.min == other.min
+            && self.rows() == other.rows()
+            && (0..self.rows()).all(|i| {
+                self.min.checked_add(i as u8).is_some_and(|kc| {
+                    apart.contains(&kc)
+                        || (0..2).all(|g| levels(self.row(i), g) == levels(other.row(i), g))
+                })
+            })
+    }
+
+    /// Whether Caps Lock swaps the levels of `keycode` in `group`: its level 1 is a letter's
+    /// lower case and its level 2 that letter's upper case (an alphabetic key, whose type the
+    /// Lock modifier acts on). Other keys (digits, punctuation, a key with one level, a key
+    /// whose second level is not the first's upper case) are not: there the app itself turns a
+    /// lower-case letter to upper case while Caps Lock is on.
     pub fn caps_swaps(&self, keycode: u8, group: u8) -> bool {
         let Some(row) = self.row_of(keycode) else {
             return false;
@@ -127,21 +157,59 @@ impl Keymap {
         let Some((first, second)) = Self::group_columns(&row, group) else {
             return false;
         };
-        let Some(lower) = row.get(first).copied().and_then(char_of) else {
-            return false;
-        };
-        let mut upper = lower.to_uppercase();
-        let (Some(u), None) = (upper.next(), upper.next()) else {
-            return false;
-        };
-        if u == lower || !lower.is_lowercase() {
-            return false;
-        }
-        match row.get(second).copied() {
-            None | Some(NO_SYMBOL) => true,
-            Some(sym) => char_of(sym) == Some(u),
+        match (row.get(first), row.get(second)) {
+            (Some(&l), Some(&u)) => spare_levels(l) == (l, u) && l != u,
+            _ => false,
         }
     }
+}
+
+/// The two levels a spare key gets to type `sym`: a Latin-1 letter's lower and upper case
+/// (the server then makes it an alphabetic key, on which Caps Lock acts as on the keyboard's
+/// own letter keys), or `sym` on both (one level: the server's and the app's rules give
+/// `sym`, except that an app turns a lower-case letter to upper case while Caps Lock is on).
+pub fn spare_levels(sym: u32) -> (u32, u32) {
+    // A Latin-1 keysym equals its code point.
+    let latin1 = |c: char| {
+        let u = c as u32;
+        (0x20..=0xff).contains(&u).then_some(u)
+    };
+    let Some(c) = char_of(sym).filter(|&c| latin1(c).is_some()) else {
+        return (sym, sym);
+    };
+    let (l, u) = if c.is_lowercase() {
+        (Some(c), one(c.to_uppercase()))
+    } else {
+        (one(c.to_lowercase()), Some(c))
+    };
+    match (l.and_then(latin1), u.and_then(latin1)) {
+        (Some(ls), Some(us))
+            if ls != us
+                && l.and_then(|l| one(l.to_uppercase())) == u
+                && u.and_then(|u| one(u.to_lowercase())) == l =>
+        {
+            (ls, us)
+        }
+        _ => (sym, sym),
+    }
+}
+
+/// The one character of a case mapping, `None` when it has several (ß's upper case is SS).
+fn one(mut it: impl Iterator<Item = char>) -> Option<char> {
+    match (it.next(), it.next()) {
+        (Some(c), None) => Some(c),
+        _ => None,
+    }
+}
+
+/// Whether `sym` is a keypad keysym (`KP_Space` to `KP_9`, `KP_Equal`).
+fn is_keypad(sym: u32) -> bool {
+    (0xff80..=0xffbd).contains(&sym)
+}
+
+/// Whether `sym` is a lower-case letter, one that has an upper case: what Caps Lock changes.
+pub fn is_lower_letter(sym: u32) -> bool {
+    char_of(sym).is_some_and(|c| c.is_lowercase() && c.to_uppercase().ne(std::iter::once(c)))
 }
 
 /// The character of a Latin-1 or Unicode keysym (the keysyms [`keysym_for_char`] gives for
@@ -179,8 +247,9 @@ mod tests {
 
     #[test]
     fn caps_lock_swaps_only_the_levels_of_letter_keys() {
-        // keycodes 8..: a/A, 1/!, Return, (empty), Shift_L, é/É, ж/Ж (Unicode keysyms),
-        // q/(nothing), ß/ß (no single upper case), é/é (a borrowed key).
+        // keycodes 8..: a/A, 1/!, Return, (empty), Shift_L, é/É, ж/Ж (Unicode keysyms: the
+        // server does not know their case), q/(nothing) (one level), ß/ß (no single upper
+        // case), é/é (one level), é/2 (AZERTY's key: its second level is no upper case).
         let mut k = map();
         k.syms.extend([
             0xe9,
@@ -193,13 +262,64 @@ mod tests {
             0xdf,
             0xe9,
             0xe9,
+            0xe9,
+            0x32,
         ]);
-        let swaps: Vec<u8> = (8..=17).filter(|&kc| k.caps_swaps(kc, 0)).collect();
-        assert_eq!(swaps, vec![8, 13, 14, 15]);
+        let swaps: Vec<u8> = (8..=18).filter(|&kc| k.caps_swaps(kc, 0)).collect();
+        assert_eq!(swaps, vec![8, 13]);
         assert!(
             !k.caps_swaps(7, 0) && !k.caps_swaps(200, 0),
             "no such keycode"
         );
+    }
+
+    #[test]
+    fn keymaps_compare_apart_from_borrowed_keys() {
+        let k = map();
+        let mut borrowed = map();
+        borrowed.syms[6] = 0xe9;
+        assert!(k.same_apart_from(&map(), &[]));
+        assert!(!k.same_apart_from(&borrowed, &[]));
+        assert!(k.same_apart_from(&borrowed, &[11]));
+        assert!(!k.same_apart_from(&borrowed, &[10]));
+        // The same keys listed 3 wide (another device in use): the same.
+        let wide = Keymap {
+            min: 8,
+            per: 3,
+            syms: k.syms.chunks(2).flat_map(|r| [r[0], r[1], 0]).collect(),
+        };
+        assert!(k.same_apart_from(&wide, &[]));
+        // A one-group key copied into a second and third group (a device with three): the
+        // same.
+        let copied = Keymap {
+            min: 8,
+            per: 6,
+            syms: k
+                .syms
+                .chunks(2)
+                .flat_map(|r| [r[0], r[1], r[0], r[1], r[0], r[1]])
+                .collect(),
+        };
+        assert!(k.same_apart_from(&copied, &[]));
+        // A second group of its own: not the same.
+        let mut other = copied.clone();
+        other.syms[2] = 0x06c6;
+        assert!(!k.same_apart_from(&other, &[]));
+    }
+
+    #[test]
+    fn a_spare_key_for_a_latin_1_letter_gets_both_cases() {
+        assert_eq!(spare_levels(0x61), (0x61, 0x41));
+        assert_eq!(spare_levels(0x41), (0x61, 0x41));
+        assert_eq!(spare_levels(0xe9), (0xe9, 0xc9));
+        assert_eq!(spare_levels(0xc9), (0xe9, 0xc9));
+        // ß (upper case SS), ÿ (upper case outside Latin-1), µ (upper case Greek), digits,
+        // Unicode keysyms: one level.
+        for sym in [0xdf, 0xff, 0xb5, 0x31, 0x0100_0444, 0x0100_20ac, 0xff0d] {
+            assert_eq!(spare_levels(sym), (sym, sym), "{sym:#x}");
+        }
+        assert!(is_lower_letter(0x61) && is_lower_letter(0x0100_0444) && is_lower_letter(0xdf));
+        assert!(!is_lower_letter(0x41) && !is_lower_letter(0x31) && !is_lower_letter(0xff0d));
     }
 
     #[test]
@@ -227,10 +347,27 @@ mod tests {
         assert_eq!(k.find_in(0xff0d, 1), at(10, false));
         // Groups 3 and 4: only a spare key types.
         assert_eq!(k.find_in(0x61, 2), None);
-        // Caps Lock swaps the levels of a letter key in the group in use (ф/Ф are legacy
-        // Cyrillic keysyms, not told apart: no swap).
+        // A keypad key's second level (with Num Lock) is not pressed with Shift.
+        let kp = Keymap {
+            min: 8,
+            per: 2,
+            syms: vec![0xff9f, 0x2c, 0x2c, 0x3c],
+        };
+        assert_eq!(kp.find_in(0x2c, 0), at(9, false));
+        // Caps Lock swaps the levels of a letter key in the group in use: the 'a' key in the
+        // first group; not in the second, whose ф/Ф (legacy Cyrillic keysyms) the driver does
+        // not type on it.
         assert!(k.caps_swaps(8, 0));
-        assert!(!k.caps_swaps(9, 1));
+        assert!(!k.caps_swaps(8, 1));
+        // A German second group: y/Y and z/Z swapped; Caps Lock swaps them there.
+        let de = Keymap {
+            min: 8,
+            per: 4,
+            syms: vec![0x79, 0x59, 0x7a, 0x5a, 0x7a, 0x5a, 0x79, 0x59],
+        };
+        assert_eq!(de.find_in(0x7a, 1), at(8, false));
+        assert_eq!(de.find_in(0x59, 1), at(9, true));
+        assert!(de.caps_swaps(8, 1) && de.caps_swaps(9, 1));
     }
 
     #[test]

@@ -30,10 +30,11 @@ use nish_atspi::agent::connector::{Connector, x11_connect};
 use nish_proto::errors::ErrorCode;
 use nish_proto::wire::input::{InputProbe, KeyboardFocus, PersonInput, SynthEnd, SynthOp};
 use x11rb::connection::{Connection, RequestConnection as _};
+use x11rb::protocol::Event;
 use x11rb::protocol::xinput::{ConnectionExt as _, InputStateData};
 use x11rb::protocol::xproto::{
     Atom, AtomEnum, ClientMessageEvent, ConnectionExt as _, EventMask, KeyButMask, MapState,
-    Window, WindowClass,
+    Mapping, Window, WindowClass,
 };
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
@@ -42,6 +43,10 @@ use super::keys::{self, Keymap, NO_SYMBOL, SHIFT_L};
 use super::sendlog::Sent;
 use super::{Shared, drifted};
 use crate::failure::ActFailure;
+
+/// How long a change of the keyboard's state during a typing waits for the watcher to report
+/// the key that made it (the core state shows it first).
+const PERSON_REPORT_WAIT: Duration = Duration::from_millis(150);
 
 /// Pause between typed characters (apps keep up, and the person can cut in).
 pub const TYPE_DELAY: Duration = Duration::from_millis(6);
@@ -134,8 +139,45 @@ struct Borrowed {
     keycode: u8,
     /// Its own row, restored when the act ends.
     row: Vec<u32>,
-    /// The keysym it is mapped to now.
-    sym: u32,
+    /// The keysyms its two levels are mapped to now.
+    levels: (u32, u32),
+}
+
+/// What of the person's keyboard state changes what a typed key gives: the group (layout) in
+/// use, Caps Lock, and the other modifiers (bits of the core state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KeyboardState {
+    group: u8,
+    caps: bool,
+    /// Shift, Control and Mod1 to Mod5.
+    mods: u16,
+}
+
+impl KeyboardState {
+    fn of(state: KeyButMask) -> Self {
+        let bits = u16::from(state);
+        let mods = KeyButMask::SHIFT
+            | KeyButMask::CONTROL
+            | KeyButMask::MOD1
+            | KeyButMask::MOD2
+            | KeyButMask::MOD3
+            | KeyButMask::MOD4
+            | KeyButMask::MOD5;
+        KeyboardState {
+            group: ((bits >> 13) & 3) as u8,
+            caps: state.contains(KeyButMask::LOCK),
+            mods: bits & u16::from(mods),
+        }
+    }
+}
+
+/// How a character is typed ([`Executor::plan`]).
+enum Plan {
+    /// On a key of the keymap: where, and whether it is a letter key (Caps Lock swaps its
+    /// levels).
+    Key(keys::KeyAt, bool),
+    /// On a spare key ([`Executor::borrow_for`]).
+    Spare,
 }
 
 impl std::fmt::Debug for Executor {
@@ -394,52 +436,7 @@ impl Executor {
                 }
                 Ok(())
             }
-            SynthOp::Type { text } => {
-                // The person's keyboard state: the group (layout) in use, in bits 13 and 14
-                // of the core state, picks the keys that give each character; Caps Lock (the
-                // Lock modifier) swaps the levels of letter keys, so a letter then goes at its
-                // other level: the text keeps its own case, and the group and Caps Lock stay
-                // as the person left them.
-                let state = self.conn.query_pointer(self.root)?.reply()?.mask;
-                let caps = state.contains(KeyButMask::LOCK);
-                let group = ((u16::from(state) >> 13) & 3) as u8;
-                // Everything that can be known before typing is checked before the first key:
-                // no control characters, and a spare key for characters the keymap lacks.
-                let mut needs_spare = false;
-                for c in text.chars() {
-                    let sym = keys::keysym_for_char(c).ok_or_else(|| {
-                        ActFailure::refused(
-                            ErrorCode::InvalidArguments,
-                            "the text holds a control character that cannot be typed",
-                        )
-                    })?;
-                    needs_spare |= self.keymap.find_in(sym, group).is_none();
-                }
-                if needs_spare && self.keymap.spare().is_none() {
-                    return Err(ActFailure::refused(
-                        ErrorCode::NotActionable,
-                        "the keyboard has no spare key for characters it lacks",
-                    )
-                    .into());
-                }
-                if self.keymap.find(SHIFT_L).is_none() {
-                    return Err(ActFailure::refused(
-                        ErrorCode::NotActionable,
-                        "no Shift key on this keyboard",
-                    )
-                    .into());
-                }
-                self.check(id)?;
-                self.focus(window)?;
-                for c in text.chars() {
-                    self.check(id)?;
-                    self.focus(window)?;
-                    self.type_char(c, caps, group)?;
-                    *typed += 1;
-                    std::thread::sleep(TYPE_DELAY);
-                }
-                Ok(())
-            }
+            SynthOp::Type { text } => self.type_text(id, window, text, typed),
             SynthOp::Keys { keys } => {
                 let mut codes = Vec::with_capacity(keys.len());
                 for k in keys {
@@ -612,7 +609,9 @@ impl Executor {
     /// enough either: the broker judged the keys on this window's contents.) And the X server
     /// gives a key to the window under the pointer when that lies inside the focus window: the
     /// window there must be the client's own too.
-    fn focus(&mut self, window: Window) -> Result<(), Halt> {
+    ///
+    /// Returns the core state read meanwhile (the keyboard's and the buttons').
+    fn focus(&mut self, window: Window) -> Result<KeyButMask, Halt> {
         let f = self.conn.get_input_focus()?.reply()?.focus;
         // The focus window must be the target window's client's own: any client may make a
         // window inside another's and give it the focus, and would then read every key.
@@ -641,7 +640,7 @@ impl Executor {
                 .into());
             }
         }
-        Ok(())
+        Ok(p.mask)
     }
 
     fn fake(&mut self, kind: u8, detail: u8, x: i16, y: i16) -> Result<(), Halt> {
@@ -711,35 +710,221 @@ impl Executor {
         }
     }
 
-    /// Types `c` in keyboard group `group`; `caps`: the Lock modifier is on.
-    fn type_char(&mut self, c: char, caps: bool, group: u8) -> Result<(), Halt> {
-        let Some(sym) = keys::keysym_for_char(c) else {
-            // Control characters are not typed (and not counted as typed).
+    /// Types `text` into `window`, counting the characters sent in `typed`.
+    ///
+    /// The person's keyboard state is read before the first character and left as it is: the
+    /// group (layout) in use, in bits 13 and 14 of the core state, picks the keys that give
+    /// each character; Caps Lock (the Lock modifier) swaps the levels of letter keys, so a
+    /// letter then goes at its other level and the text keeps its own case. A lower-case
+    /// letter no letter key gives is refused up front while Caps Lock is on (the app would
+    /// turn it to upper case). Another modifier held or locked (Shift, Control, Alt, ...; not
+    /// Num Lock) is refused up front: the keys would be shortcuts. A change of any of it during
+    /// the typing stops it.
+    fn type_text(
+        &mut self,
+        id: u64,
+        window: Window,
+        text: &str,
+        typed: &mut u64,
+    ) -> Result<(), Halt> {
+        // Mapping changes announced before now are in the keymap read for this act.
+        self.keymap_changed()?;
+        let state = self.conn.query_pointer(self.root)?.reply()?.mask;
+        let kb = KeyboardState::of(state);
+        if kb.mods & !self.num_lock_mask()? != 0 {
             return Err(ActFailure::refused(
-                ErrorCode::InvalidArguments,
-                "the text holds a control character that cannot be typed",
+                ErrorCode::NotActionable,
+                "a modifier key (Shift, Control, Alt or another) is held or locked on the \
+                 keyboard: the keys would be shortcuts; nothing was sent",
             )
             .into());
-        };
-        let at = match self.keymap.find_in(sym, group) {
-            Some(at) => at,
-            None => keys::KeyAt {
-                keycode: self.borrow_for(sym)?,
-                shift: false,
-            },
-        };
-        let shift = if at.shift != (caps && self.keymap.caps_swaps(at.keycode, group)) {
-            Some(
-                self.keymap
-                    .find(SHIFT_L)
-                    .map(|s| s.keycode)
-                    .ok_or_else(|| {
-                        ActFailure::refused(
-                            ErrorCode::NotActionable,
-                            "no Shift key on this keyboard",
-                        )
-                    })?,
+        }
+        // Everything that can be known before typing is checked before the first key: no
+        // control characters, a letter Caps Lock would turn, and a spare key for characters
+        // the keymap lacks.
+        let mut needs_spare = false;
+        for (i, c) in text.chars().enumerate() {
+            let sym = keys::keysym_for_char(c).ok_or_else(|| {
+                ActFailure::refused(
+                    ErrorCode::InvalidArguments,
+                    "the text holds a control character that cannot be typed",
+                )
+            })?;
+            match self.plan(sym, kb) {
+                Some(Plan::Key(..)) => {}
+                Some(Plan::Spare) => needs_spare = true,
+                None => {
+                    return Err(ActFailure::refused(
+                        ErrorCode::Unsupported,
+                        format!(
+                            "Caps Lock is on, and character {} of the text is a lower-case \
+                             letter no letter key of the keyboard gives: it would come out in \
+                             upper case; nothing was sent (with Caps Lock off it can be typed)",
+                            i + 1
+                        ),
+                    )
+                    .into());
+                }
+            }
+        }
+        if needs_spare && self.keymap.spare().is_none() {
+            return Err(ActFailure::refused(
+                ErrorCode::NotActionable,
+                "the keyboard has no spare key for characters it lacks",
             )
+            .into());
+        }
+        if self.shift_key().is_none() {
+            return Err(ActFailure::refused(
+                ErrorCode::NotActionable,
+                "no Shift key on this keyboard",
+            )
+            .into());
+        }
+        self.check(id)?;
+        self.focus(window)?;
+        for c in text.chars() {
+            self.check(id)?;
+            let now = self.focus(window)?;
+            let now = KeyboardState::of(now);
+            let changed = if now.group != kb.group {
+                Some("layout (keyboard group)")
+            } else if now.caps != kb.caps {
+                Some("Caps Lock")
+            } else if now.mods != kb.mods {
+                Some("modifiers")
+            } else if self.keymap_changed()? {
+                Some("mapping")
+            } else {
+                None
+            };
+            if let Some(what) = changed {
+                // Most such changes are a key of the person's (or of another program's),
+                // which the watcher reports a moment later: theirs is the answer then.
+                if let Some(p) = self.person_within(PERSON_REPORT_WAIT) {
+                    return Err(Halt::Person(p));
+                }
+                return Err(ActFailure {
+                    code: ErrorCode::BackendUnavailable,
+                    message: format!(
+                        "the keyboard's {what} changed during the typing; typing stopped"
+                    ),
+                    sent: self.sent,
+                }
+                .into());
+            }
+            self.type_char(c, kb)?;
+            *typed += 1;
+            std::thread::sleep(TYPE_DELAY);
+        }
+        Ok(())
+    }
+
+    /// Whether the keyboard mapping changed since the last call, other than by the driver's
+    /// own borrowed keys: the keymap read for the act would no longer say what the keys give.
+    /// The X server announces a change to every client, and also each time the keyboard
+    /// device in use changes (the person's keyboard, the driver's XTEST one) with the same
+    /// mapping: the mapping is then read again and compared, borrowed keys aside.
+    fn keymap_changed(&mut self) -> Result<bool, Halt> {
+        let mut announced = false;
+        while let Some(e) = self.conn.poll_for_event()? {
+            if let Event::MappingNotify(m) = e
+                && m.request == Mapping::KEYBOARD
+                && !(m.count == 1 && self.borrowed.iter().any(|b| b.keycode == m.first_keycode))
+            {
+                announced = true;
+            }
+        }
+        if !announced {
+            return Ok(false);
+        }
+        let now = read_keymap(&self.conn).map_err(|e| {
+            ActFailure::refused(
+                ErrorCode::BackendUnavailable,
+                format!("the keyboard mapping could not be read: {e}"),
+            )
+        })?;
+        let borrowed: Vec<u8> = self.borrowed.iter().map(|b| b.keycode).collect();
+        Ok(!self.keymap.same_apart_from(&now, &borrowed))
+    }
+
+    /// The person's input, when the watcher reports it within `wait`.
+    fn person_within(&self, wait: Duration) -> Option<PersonInput> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(p) = self.shared.person() {
+                return Some(p);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// How `sym` is typed in the keyboard state `kb`: on a key of the group in use, or on a
+    /// spare key; `None` when Caps Lock is on and `sym` is a lower-case letter that neither a
+    /// letter key of the group nor a spare key with both its cases gives.
+    fn plan(&self, sym: u32, kb: KeyboardState) -> Option<Plan> {
+        let turned = kb.caps && keys::is_lower_letter(sym);
+        match self.keymap.find_in(sym, kb.group) {
+            Some(at) if !turned || self.keymap.caps_swaps(at.keycode, kb.group) => {
+                Some(Plan::Key(at, self.keymap.caps_swaps(at.keycode, kb.group)))
+            }
+            _ => {
+                let (l, u) = keys::spare_levels(sym);
+                (!turned || (l != u && self.keymap.per > 1)).then_some(Plan::Spare)
+            }
+        }
+    }
+
+    /// The modifier bits bound to Num Lock (its state does not change what the typed keys
+    /// give), from the server's modifier mapping.
+    fn num_lock_mask(&self) -> Result<u16, Halt> {
+        let m = self.conn.get_modifier_mapping()?.reply()?;
+        let per = usize::from(m.keycodes_per_modifier());
+        let mut mask = 0u16;
+        for (i, codes) in m.keycodes.chunks(per.max(1)).enumerate().take(8) {
+            let num_lock = codes.iter().any(|&kc| {
+                self.keymap
+                    .row_of(kc)
+                    .is_some_and(|row| row.first() == Some(&keys::NUM_LOCK))
+            });
+            if num_lock {
+                mask |= 1 << i;
+            }
+        }
+        Ok(mask)
+    }
+
+    /// The Shift key: a key whose first level is Shift_L.
+    fn shift_key(&self) -> Option<u8> {
+        self.keymap
+            .find(SHIFT_L)
+            .filter(|s| !s.shift)
+            .map(|s| s.keycode)
+    }
+
+    /// Types `c` in the keyboard state `kb` ([`Executor::plan`]).
+    fn type_char(&mut self, c: char, kb: KeyboardState) -> Result<(), Halt> {
+        let refused = |m: &'static str| -> Halt {
+            ActFailure::refused(ErrorCode::InvalidArguments, m).into()
+        };
+        let Some(sym) = keys::keysym_for_char(c) else {
+            // Control characters are not typed (and not counted as typed).
+            return Err(refused(
+                "the text holds a control character that cannot be typed",
+            ));
+        };
+        let (at, letter_key) = match self.plan(sym, kb) {
+            Some(Plan::Key(at, letter_key)) => (at, letter_key),
+            Some(Plan::Spare) => self.borrow_for(sym)?,
+            None => return Err(refused("a lower-case letter Caps Lock would turn")),
+        };
+        let shift = if at.shift != (kb.caps && letter_key) {
+            Some(self.shift_key().ok_or_else(|| {
+                ActFailure::refused(ErrorCode::NotActionable, "no Shift key on this keyboard")
+            })?)
         } else {
             None
         };
@@ -754,15 +939,30 @@ impl Executor {
         Ok(())
     }
 
-    /// A spare keycode mapped to `sym` (rows are restored when the act ends): the one already
+    /// A spare keycode mapped to type `sym` (rows are restored when the act ends), with the
+    /// level it is at and whether it is a letter key ([`keys::spare_levels`]): the one already
     /// mapped to it, else a spare not borrowed yet, else the least recently used borrowed one,
     /// after [`REUSE_SETTLE`].
-    fn borrow_for(&mut self, sym: u32) -> Result<u8, Halt> {
-        if let Some(i) = self.borrowed.iter().position(|b| b.sym == sym) {
+    fn borrow_for(&mut self, sym: u32) -> Result<(keys::KeyAt, bool), Halt> {
+        let per = self.keymap.per;
+        let levels = match keys::spare_levels(sym) {
+            (l, u) if per > 1 => (l, u),
+            _ => (sym, sym),
+        };
+        let at = |keycode| {
+            (
+                keys::KeyAt {
+                    keycode,
+                    shift: levels.0 != levels.1 && sym == levels.1,
+                },
+                levels.0 != levels.1,
+            )
+        };
+        if let Some(i) = self.borrowed.iter().position(|b| b.levels == levels) {
             let b = self.borrowed.remove(i);
             let kc = b.keycode;
             self.borrowed.push(b);
-            return Ok(kc);
+            return Ok(at(kc));
         }
         let fresh = self
             .keymap
@@ -774,14 +974,14 @@ impl Executor {
                 self.borrowed.push(Borrowed {
                     keycode: kc,
                     row,
-                    sym,
+                    levels,
                 });
                 kc
             }
             None if !self.borrowed.is_empty() => {
                 let mut b = self.borrowed.remove(0);
                 std::thread::sleep(REUSE_SETTLE);
-                b.sym = sym;
+                b.levels = levels;
                 let kc = b.keycode;
                 self.borrowed.push(b);
                 kc
@@ -794,16 +994,15 @@ impl Executor {
                 .into());
             }
         };
-        let per = self.keymap.per;
         let mut row = vec![NO_SYMBOL; per];
-        row[0] = sym;
+        row[0] = levels.0;
         if per > 1 {
-            row[1] = sym;
+            row[1] = levels.1;
         }
         self.conn.change_keyboard_mapping(1, kc, per as u8, &row)?;
         self.conn.get_input_focus()?.reply()?;
         std::thread::sleep(REMAP_SETTLE);
-        Ok(kc)
+        Ok(at(kc))
     }
 
     /// Releases every key and button the driver holds, then anything an XTEST device still

@@ -1,7 +1,8 @@
 //! The real `nish-input` typing into a GTK 3 entry with the person's keyboard in a state of
-//! their own: Caps Lock on, or their second layout (keyboard group) in use. The text comes out
-//! as it is, not in the other case or as the other layout's letters, and the keyboard stays as
-//! the person left it (the driver never toggles Caps Lock or switches the layout).
+//! their own: Caps Lock on, their second layout (keyboard group) in use, both, or a modifier
+//! held. The text comes out as it is, not in the other case or as the other layout's letters;
+//! what cannot be typed so is refused before any key; and the keyboard stays as the person
+//! left it (the driver never toggles Caps Lock or switches the layout).
 
 mod support;
 
@@ -15,8 +16,10 @@ use nish_testdesk::wait::{Poll, poll};
 use nish_testdesk::{AppHandle, Desktop};
 use support::{Input, Reader, by_handle, find};
 use x11rb::connection::Connection as _;
+use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{ConnectionExt as _, KeyButMask};
 use x11rb::protocol::xtest::ConnectionExt as _;
+use x11rb::wrapper::ConnectionExt as _;
 
 /// Whether the X server's Lock modifier is on (Caps Lock).
 fn caps_lock(desk: &Desktop) -> bool {
@@ -46,15 +49,14 @@ fn demo_entry() -> (Desktop, Reader, AppHandle, WindowInfo, Node) {
     (desk, reader, demo, w, entry)
 }
 
-/// Types `text` through a new input agent (with the takeover's watch on, as the broker
-/// starts it) and returns what the entry then reads.
-fn type_and_read(
-    desk: &Desktop,
-    reader: &mut Reader,
-    w: &WindowInfo,
-    entry: &Node,
-    text: &str,
-) -> String {
+/// Sends `text` to type through a new input agent (with the takeover's watch on, as the
+/// broker starts it) and returns its answer.
+fn type_with_agent(desk: &Desktop, w: &WindowInfo, text: &str) -> InputToBroker {
+    type_while(desk, w, text, || {})
+}
+
+/// Like [`type_with_agent`], running `during` once the typing was sent.
+fn type_while(desk: &Desktop, w: &WindowInfo, text: &str, during: impl FnOnce()) -> InputToBroker {
     let mut input = Input::spawn(desk);
     let a = input.call(|id| BrokerToInput::Watch { id, on: true });
     assert!(
@@ -72,28 +74,46 @@ fn type_and_read(
         MAX_FRAME_BYTES,
     )
     .expect("send the typing act");
-    match read_frame(&mut input.proc.sock, MAX_FRAME_BYTES).expect("the input agent's answer") {
+    during();
+    read_frame(&mut input.proc.sock, MAX_FRAME_BYTES).expect("the input agent's answer")
+}
+
+/// What the entry reads once it holds at least `n` characters (or after 5 s).
+fn entry_text(reader: &mut Reader, w: &WindowInfo, entry: &Node, n: usize) -> String {
+    let mut last = String::new();
+    let _ = poll("the typed text", Duration::from_secs(5), || {
+        let t = reader.tree_until(w, "the entry buffer demo", |t| {
+            t.nodes.iter().any(|n| n.handle == entry.handle)
+        });
+        last = by_handle(&t, &entry.handle)
+            .value
+            .clone()
+            .unwrap_or_default();
+        Ok(if last.chars().count() >= n {
+            Poll::Ready(())
+        } else {
+            Poll::Pending(format!("{} characters", last.chars().count()))
+        })
+    });
+    last
+}
+
+/// Types `text`, which must land whole, and returns what the entry then reads.
+fn type_and_read(
+    desk: &Desktop,
+    reader: &mut Reader,
+    w: &WindowInfo,
+    entry: &Node,
+    text: &str,
+) -> String {
+    match type_with_agent(desk, w, text) {
         InputToBroker::Synth {
             id: 2_001,
             end: SynthEnd::Done,
         } => {}
         other => panic!("the typing must land: {other:?}"),
     }
-    poll("the typed text", Duration::from_secs(5), || {
-        let t = reader.tree_until(w, "the entry buffer demo", |t| {
-            t.nodes.iter().any(|n| n.handle == entry.handle)
-        });
-        let v = by_handle(&t, &entry.handle)
-            .value
-            .clone()
-            .unwrap_or_default();
-        Ok(if v.chars().count() >= text.chars().count() {
-            Poll::Ready(v)
-        } else {
-            Poll::Pending(format!("{} characters", v.chars().count()))
-        })
-    })
-    .expect("the entry holds the text")
+    entry_text(reader, w, entry, text.chars().count())
 }
 
 /// The keyboard group in use (bits 13 and 14 of the core state).
@@ -107,13 +127,11 @@ fn group(desk: &Desktop) -> u16 {
     (u16::from(p.mask) >> 13) & 3
 }
 
-#[test]
-fn typing_with_caps_lock_on_gives_the_text_s_own_case() {
-    let (desk, mut reader, _demo, w, entry) = demo_entry();
-    // The person turns Caps Lock on.
+/// The person turns Caps Lock on.
+fn caps_lock_on(desk: &Desktop) {
     desk.xdotool(&["key", "Caps_Lock"]).expect("Caps Lock");
     poll("Caps Lock on", Duration::from_secs(5), || {
-        Ok(if caps_lock(&desk) {
+        Ok(if caps_lock(desk) {
             Poll::Ready(())
         } else {
             Poll::Pending("off".into())
@@ -121,23 +139,19 @@ fn typing_with_caps_lock_on_gives_the_text_s_own_case() {
     })
     .expect("Caps Lock is on");
     std::thread::sleep(Duration::from_millis(300));
-    let text = "Ada Lovelace, 1843: Note G!";
-    let got = type_and_read(&desk, &mut reader, &w, &entry, text);
-    assert_eq!(got, text, "the entry reads the text in its own case");
-    assert!(
-        caps_lock(&desk),
-        "Caps Lock is still on, as the person left it"
-    );
 }
 
-#[test]
-fn typing_in_the_person_s_second_layout_gives_the_text() {
-    let (desk, mut reader, _demo, w, entry) = demo_entry();
-    // The person has two layouts, US and Russian, and switches to the second with the key
-    // bound to it (ISO_Next_Group, on Caps Lock's key).
+/// The person has two layouts, US and `second`, and switches to the second with the key bound
+/// to it (ISO_Next_Group, on Caps Lock's key).
+fn second_layout(desk: &Desktop, second: &str) {
     let out = desk
         .command("setxkbmap")
-        .args(["-layout", "us,ru", "-option", "grp:caps_toggle"])
+        .args([
+            "-layout",
+            &format!("us,{second}"),
+            "-option",
+            "grp:caps_toggle",
+        ])
         .output()
         .expect("setxkbmap runs");
     assert!(out.status.success(), "setxkbmap: {out:?}");
@@ -163,19 +177,151 @@ fn typing_in_the_person_s_second_layout_gives_the_text() {
     }
     conn.flush().expect("flush");
     poll("the second layout in use", Duration::from_secs(5), || {
-        Ok(if group(&desk) == 1 {
+        Ok(if group(desk) == 1 {
             Poll::Ready(())
         } else {
-            Poll::Pending(format!("group {}", group(&desk)))
+            Poll::Pending(format!("group {}", group(desk)))
         })
     })
     .expect("the second group is in use");
     std::thread::sleep(Duration::from_millis(300));
-    let text = "Ada Lovelace, 1843: Note G!";
+}
+
+/// How many keyboard mapping changes the X server announced since the last call (a spare key
+/// borrowed and given back makes some).
+fn mapping_changes(desk: &Desktop) -> usize {
+    let conn = desk.x11().expect("the desktop's X connection");
+    conn.sync().expect("sync");
+    let mut n = 0;
+    while let Some(e) = conn.poll_for_event().expect("events") {
+        if matches!(e, Event::MappingNotify(_)) {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn typing_with_caps_lock_on_gives_the_text_s_own_case() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    caps_lock_on(&desk);
+    // é and É are not on the US keyboard: a spare key holds both cases, as a letter key does.
+    let text = "Ada Lovelace, 1843: Note G! é É";
+    let got = type_and_read(&desk, &mut reader, &w, &entry, text);
+    assert_eq!(got, text, "the entry reads the text in its own case");
+    assert!(
+        caps_lock(&desk),
+        "Caps Lock is still on, as the person left it"
+    );
+    // ж (a lower-case letter whose case the X server does not know on a spare key) would come
+    // out upper case: refused before any key.
+    match type_with_agent(&desk, &w, "ab ж") {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => {
+            assert_eq!(failure.code.as_str(), "unsupported", "{failure:?}");
+            assert!(failure.message.contains("character 4"), "{failure:?}");
+        }
+        other => panic!("the typing must be refused before any key: {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        entry_text(&mut reader, &w, &entry, text.chars().count() + 1),
+        text,
+        "nothing more reached the entry"
+    );
+}
+
+#[test]
+fn typing_in_the_person_s_second_layout_gives_the_text() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // German: y and z change places, and every letter of the text is on a key of that layout.
+    second_layout(&desk, "de");
+    mapping_changes(&desk);
+    let text = "Lazy Zoe says yes, 1843!";
     let got = type_and_read(&desk, &mut reader, &w, &entry, text);
     assert_eq!(
         got, text,
-        "the entry reads the text, not the other layout's letters"
+        "the entry reads the text, not the first layout's letters"
     );
+    assert_eq!(mapping_changes(&desk), 0, "every key was the layout's own");
     assert_eq!(group(&desk), 1, "the second layout is still in use");
+}
+
+#[test]
+fn latin_text_in_a_russian_layout_with_caps_lock_on_keeps_its_case() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // Russian: no Latin letter on the layout, so each goes on a spare key.
+    second_layout(&desk, "ru");
+    caps_lock_on(&desk);
+    let text = "Ada Lovelace, 1843: Note G!";
+    let got = type_and_read(&desk, &mut reader, &w, &entry, text);
+    assert_eq!(got, text, "the entry reads the text, in its own case");
+    assert_eq!(group(&desk), 1, "the second layout is still in use");
+    assert!(caps_lock(&desk), "Caps Lock is still on");
+}
+
+#[test]
+fn typing_with_a_modifier_held_is_refused_before_any_key() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // The person holds Control: the keys would be shortcuts (Ctrl+A selects all).
+    desk.xdotool(&["keydown", "ctrl"]).expect("Control down");
+    std::thread::sleep(Duration::from_millis(200));
+    match type_with_agent(&desk, &w, "abc") {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
+        other => panic!("the typing must be refused before any key: {other:?}"),
+    }
+    desk.xdotool(&["keyup", "ctrl"]).expect("Control up");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        entry_text(&mut reader, &w, &entry, 1),
+        "",
+        "nothing reached the entry"
+    );
+    // Released, the same typing lands.
+    let got = type_and_read(&desk, &mut reader, &w, &entry, "abc");
+    assert_eq!(got, "abc");
+}
+
+#[test]
+fn a_layout_changed_by_another_program_during_the_typing_stops_it() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // Another program (an input method, a layout switcher) sets another layout while the
+    // driver types: no key of the person's, so no pause; the keymap the typing read is stale.
+    let text = "y".repeat(300);
+    let answer = type_while(&desk, &w, &text, || {
+        std::thread::sleep(Duration::from_millis(300));
+        let out = desk
+            .command("setxkbmap")
+            .args(["-layout", "de"])
+            .output()
+            .expect("setxkbmap runs");
+        assert!(out.status.success(), "setxkbmap: {out:?}");
+    });
+    let typed = match &answer {
+        InputToBroker::Synth {
+            end: SynthEnd::Broke { failure, typed },
+            ..
+        } => {
+            assert_eq!(failure.code.as_str(), "backend_unavailable", "{failure:?}");
+            usize::try_from(*typed).expect("a count")
+        }
+        other => panic!("the typing must stop part-way: {other:?}"),
+    };
+    assert!(0 < typed && typed < text.len(), "stopped after {typed}");
+    std::thread::sleep(Duration::from_millis(300));
+    let got: Vec<char> = entry_text(&mut reader, &w, &entry, typed).chars().collect();
+    // The change may come between the last check and its key (which then gives the German
+    // layout's z): every character before it is the text's.
+    assert_eq!(got.len(), typed, "the entry holds what was reported typed");
+    assert!(
+        got[..typed - 1].iter().all(|&c| c == 'y') && matches!(got[typed - 1], 'y' | 'z'),
+        "the entry holds the text's characters"
+    );
 }
