@@ -7,8 +7,12 @@
 pub const NO_SYMBOL: u32 = 0;
 /// Shift_L.
 pub const SHIFT_L: u32 = 0xffe1;
+/// Shift_R.
+pub const SHIFT_R: u32 = 0xffe2;
 /// Num_Lock.
 pub const NUM_LOCK: u32 = 0xff7f;
+/// Scroll_Lock.
+pub const SCROLL_LOCK: u32 = 0xff14;
 
 pub use nish_proto::keysyms::{keysym_for_char, keysym_for_name};
 
@@ -145,6 +149,26 @@ impl Keymap {
             })
     }
 
+    /// Whether a level of `keycode` in `group` is a letter (a character with a case), or a
+    /// character keysym whose case the driver does not know (the legacy keysyms of Latin-2 to
+    /// Greek and the others below the function keys): a key the server may give a type Caps
+    /// Lock acts on.
+    pub fn may_be_cased(&self, keycode: u8, group: u8) -> bool {
+        let Some(row) = self.row_of(keycode) else {
+            return false;
+        };
+        let Some((a, b)) = Self::group_columns(&row, group) else {
+            return true;
+        };
+        [row.get(a), row.get(b)]
+            .into_iter()
+            .flatten()
+            .any(|&sym| match char_of(sym) {
+                Some(c) => c.is_lowercase() || c.is_uppercase() || one(c.to_uppercase()) != Some(c),
+                None => (0x100..0xff00).contains(&sym),
+            })
+    }
+
     /// Whether Caps Lock swaps the levels of `keycode` in `group`: its level 1 is a letter's
     /// lower case and its level 2 that letter's upper case (an alphabetic key, whose type the
     /// Lock modifier acts on). Other keys (digits, punctuation, a key with one level, a key
@@ -207,9 +231,10 @@ fn is_keypad(sym: u32) -> bool {
     (0xff80..=0xffbd).contains(&sym)
 }
 
-/// Whether `sym` is a lower-case letter, one that has an upper case: what Caps Lock changes.
+/// Whether `sym` is a letter that has another upper case (a lower-case or title-case one):
+/// what an app turns while Caps Lock is on.
 pub fn is_lower_letter(sym: u32) -> bool {
-    char_of(sym).is_some_and(|c| c.is_lowercase() && c.to_uppercase().ne(std::iter::once(c)))
+    char_of(sym).is_some_and(|c| c.to_uppercase().ne(std::iter::once(c)))
 }
 
 /// The character of a Latin-1 or Unicode keysym (the keysyms [`keysym_for_char`] gives for
@@ -271,6 +296,18 @@ mod tests {
             !k.caps_swaps(7, 0) && !k.caps_swaps(200, 0),
             "no such keycode"
         );
+    }
+
+    #[test]
+    fn keys_whose_case_is_not_known_are_told() {
+        // a/A, 1/!, Return, (empty), Shift_L, then ı/I (Turkish: legacy idotless), 2/@.
+        let mut k = map();
+        k.syms.extend([0x2b9, 0x49, 0x32, 0x40]);
+        let cased: Vec<u8> = (8..=14).filter(|&kc| k.may_be_cased(kc, 0)).collect();
+        assert_eq!(cased, vec![8, 13]);
+        // ǅ (title case) turns; ß too (SS); ı's upper case is I.
+        assert!(is_lower_letter(0x0100_01c5) && is_lower_letter(0xdf));
+        assert!(is_lower_letter(0x0100_0131));
     }
 
     #[test]
@@ -351,9 +388,10 @@ mod tests {
         let kp = Keymap {
             min: 8,
             per: 2,
-            syms: vec![0xff9f, 0x2c, 0x2c, 0x3c],
+            syms: vec![0xff9f, 0x2c, 0x61, 0x41],
         };
-        assert_eq!(kp.find_in(0x2c, 0), at(9, false));
+        assert_eq!(kp.find_in(0x2c, 0), None);
+        assert_eq!(kp.find_in(0x41, 0), at(9, true));
         // Caps Lock swaps the levels of a letter key in the group in use: the 'a' key in the
         // first group; not in the second, whose ф/Ф (legacy Cyrillic keysyms) the driver does
         // not type on it.

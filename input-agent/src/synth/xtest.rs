@@ -46,7 +46,7 @@ use crate::failure::ActFailure;
 
 /// How long a change of the keyboard's state during a typing waits for the watcher to report
 /// the key that made it (the core state shows it first).
-const PERSON_REPORT_WAIT: Duration = Duration::from_millis(150);
+const PERSON_REPORT_WAIT: Duration = Duration::from_millis(300);
 
 /// Pause between typed characters (apps keep up, and the person can cut in).
 pub const TYPE_DELAY: Duration = Duration::from_millis(6);
@@ -381,7 +381,9 @@ impl Executor {
         };
         self.sent = false;
         self.shared.busy.store(true, Ordering::SeqCst);
-        // The keymap may have changed since the last act.
+        // The keymap may have changed since the last act. The announcements so far are in
+        // what is read now.
+        let _ = self.mapping_announced();
         if let Ok(k) = read_keymap(&self.conn) {
             self.keymap = k;
         }
@@ -727,8 +729,6 @@ impl Executor {
         text: &str,
         typed: &mut u64,
     ) -> Result<(), Halt> {
-        // Mapping changes announced before now are in the keymap read for this act.
-        self.keymap_changed()?;
         let state = self.conn.query_pointer(self.root)?.reply()?.mask;
         let kb = KeyboardState::of(state);
         if kb.mods & !self.num_lock_mask()? != 0 {
@@ -784,58 +784,57 @@ impl Executor {
         self.check(id)?;
         self.focus(window)?;
         for c in text.chars() {
+            // The key first (a spare one is mapped and settles meanwhile), then every check
+            // right before its press.
+            let (at, letter_key) = self.key_for(c, kb)?;
             self.check(id)?;
             let now = self.focus(window)?;
-            let now = KeyboardState::of(now);
-            let changed = if now.group != kb.group {
-                Some("layout (keyboard group)")
-            } else if now.caps != kb.caps {
-                Some("Caps Lock")
-            } else if now.mods != kb.mods {
-                Some("modifiers")
-            } else if self.keymap_changed()? {
-                Some("mapping")
-            } else {
-                None
-            };
-            if let Some(what) = changed {
-                // Most such changes are a key of the person's (or of another program's),
-                // which the watcher reports a moment later: theirs is the answer then.
-                if let Some(p) = self.person_within(PERSON_REPORT_WAIT) {
-                    return Err(Halt::Person(p));
-                }
-                return Err(ActFailure {
-                    code: ErrorCode::BackendUnavailable,
-                    message: format!(
-                        "the keyboard's {what} changed during the typing; typing stopped"
-                    ),
-                    sent: self.sent,
-                }
-                .into());
-            }
-            self.type_char(c, kb)?;
+            self.same_keyboard(kb, KeyboardState::of(now))?;
+            self.press_char(at, letter_key, kb)?;
             *typed += 1;
             std::thread::sleep(TYPE_DELAY);
         }
         Ok(())
     }
 
-    /// Whether the keyboard mapping changed since the last call, other than by the driver's
-    /// own borrowed keys: the keymap read for the act would no longer say what the keys give.
-    /// The X server announces a change to every client, and also each time the keyboard
-    /// device in use changes (the person's keyboard, the driver's XTEST one) with the same
-    /// mapping: the mapping is then read again and compared, borrowed keys aside.
-    fn keymap_changed(&mut self) -> Result<bool, Halt> {
-        let mut announced = false;
-        while let Some(e) = self.conn.poll_for_event()? {
-            if let Event::MappingNotify(m) = e
-                && m.request == Mapping::KEYBOARD
-                && !(m.count == 1 && self.borrowed.iter().any(|b| b.keycode == m.first_keycode))
-            {
-                announced = true;
-            }
+    /// Stops the typing when the keyboard state `now` is not the typing's `kb`, or the
+    /// mapping changed ([`Executor::keymap_changed`]). Most such changes are a key of the
+    /// person's (or of another program's), which the watcher reports a moment later: theirs
+    /// is the answer then.
+    fn same_keyboard(&mut self, kb: KeyboardState, now: KeyboardState) -> Result<(), Halt> {
+        let changed = if now.group != kb.group {
+            Some("layout (keyboard group)")
+        } else if now.caps != kb.caps {
+            Some("Caps Lock")
+        } else if now.mods != kb.mods {
+            Some("modifiers")
+        } else if self.keymap_changed()? {
+            Some("mapping")
+        } else {
+            None
+        };
+        let Some(what) = changed else {
+            return Ok(());
+        };
+        if let Some(p) = self.person_within(PERSON_REPORT_WAIT) {
+            return Err(Halt::Person(p));
         }
-        if !announced {
+        Err(ActFailure {
+            code: ErrorCode::BackendUnavailable,
+            message: format!("the keyboard's {what} changed during the typing; typing stopped"),
+            sent: self.sent,
+        }
+        .into())
+    }
+
+    /// Whether the keyboard mapping changed since the last call other than as the driver
+    /// changed it: the keymap read for the act would no longer say what the keys give, or a
+    /// borrowed key no longer holds its character. The X server announces every change to
+    /// every client, the driver's own too, and also each time the keyboard device in use
+    /// changes (the person's keyboard, the driver's XTEST one), listing that device's width
+    /// and groups: after any announcement the mapping is read again and compared.
+    fn keymap_changed(&mut self) -> Result<bool, Halt> {
+        if !self.mapping_announced()? {
             return Ok(false);
         }
         let now = read_keymap(&self.conn).map_err(|e| {
@@ -845,7 +844,22 @@ impl Executor {
             )
         })?;
         let borrowed: Vec<u8> = self.borrowed.iter().map(|b| b.keycode).collect();
-        Ok(!self.keymap.same_apart_from(&now, &borrowed))
+        let kept = self.borrowed.iter().all(|b| holds(&now, b));
+        Ok(!kept || !self.keymap.same_apart_from(&now, &borrowed))
+    }
+
+    /// Whether the X server announced a keyboard mapping since the last call (the events are
+    /// read and dropped).
+    fn mapping_announced(&mut self) -> Result<bool, Halt> {
+        let mut announced = false;
+        while let Some(e) = self.conn.poll_for_event()? {
+            if let Event::MappingNotify(m) = e
+                && m.request == Mapping::KEYBOARD
+            {
+                announced = true;
+            }
+        }
+        Ok(announced)
     }
 
     /// The person's input, when the watcher reports it within `wait`.
@@ -865,12 +879,20 @@ impl Executor {
     /// How `sym` is typed in the keyboard state `kb`: on a key of the group in use, or on a
     /// spare key; `None` when Caps Lock is on and `sym` is a lower-case letter that neither a
     /// letter key of the group nor a spare key with both its cases gives.
+    ///
+    /// With Caps Lock on, a key of the keymap not known for a letter key is used only when
+    /// neither of its levels is a letter, or a keysym whose case the driver does not know (the
+    /// server may give such a key a type Caps Lock acts on: Turkish `ı`/`I`): else the
+    /// character goes on a spare key.
     fn plan(&self, sym: u32, kb: KeyboardState) -> Option<Plan> {
         let turned = kb.caps && keys::is_lower_letter(sym);
+        let usable = |at: &keys::KeyAt| {
+            let letter_key = self.keymap.caps_swaps(at.keycode, kb.group);
+            (!kb.caps || letter_key || !self.keymap.may_be_cased(at.keycode, kb.group))
+                .then_some(letter_key)
+        };
         match self.keymap.find_in(sym, kb.group) {
-            Some(at) if !turned || self.keymap.caps_swaps(at.keycode, kb.group) => {
-                Some(Plan::Key(at, self.keymap.caps_swaps(at.keycode, kb.group)))
-            }
+            Some(at) if let Some(letter_key) = usable(&at) => Some(Plan::Key(at, letter_key)),
             _ => {
                 let (l, u) = keys::spare_levels(sym);
                 (!turned || (l != u && self.keymap.per > 1)).then_some(Plan::Spare)
@@ -878,17 +900,20 @@ impl Executor {
         }
     }
 
-    /// The modifier bits bound to Num Lock (its state does not change what the typed keys
-    /// give), from the server's modifier mapping.
+    /// The modifier bits bound to Num Lock or Scroll Lock (their state does not change what
+    /// the typed keys give), from the server's modifier mapping.
     fn num_lock_mask(&self) -> Result<u16, Halt> {
         let m = self.conn.get_modifier_mapping()?.reply()?;
         let per = usize::from(m.keycodes_per_modifier());
         let mut mask = 0u16;
         for (i, codes) in m.keycodes.chunks(per.max(1)).enumerate().take(8) {
             let num_lock = codes.iter().any(|&kc| {
-                self.keymap
-                    .row_of(kc)
-                    .is_some_and(|row| row.first() == Some(&keys::NUM_LOCK))
+                self.keymap.row_of(kc).is_some_and(|row| {
+                    matches!(
+                        row.first(),
+                        Some(&keys::NUM_LOCK) | Some(&keys::SCROLL_LOCK)
+                    )
+                })
             });
             if num_lock {
                 mask |= 1 << i;
@@ -897,16 +922,19 @@ impl Executor {
         Ok(mask)
     }
 
-    /// The Shift key: a key whose first level is Shift_L.
+    /// The Shift key: a key whose first level is Shift_L, else Shift_R.
     fn shift_key(&self) -> Option<u8> {
-        self.keymap
-            .find(SHIFT_L)
-            .filter(|s| !s.shift)
-            .map(|s| s.keycode)
+        [SHIFT_L, keys::SHIFT_R].into_iter().find_map(|sym| {
+            self.keymap
+                .find(sym)
+                .filter(|s| !s.shift)
+                .map(|s| s.keycode)
+        })
     }
 
-    /// Types `c` in the keyboard state `kb` ([`Executor::plan`]).
-    fn type_char(&mut self, c: char, kb: KeyboardState) -> Result<(), Halt> {
+    /// The key that types `c` in the keyboard state `kb` ([`Executor::plan`]), a spare one
+    /// mapped for it if need be, and whether it is a letter key.
+    fn key_for(&mut self, c: char, kb: KeyboardState) -> Result<(keys::KeyAt, bool), Halt> {
         let refused = |m: &'static str| -> Halt {
             ActFailure::refused(ErrorCode::InvalidArguments, m).into()
         };
@@ -916,11 +944,21 @@ impl Executor {
                 "the text holds a control character that cannot be typed",
             ));
         };
-        let (at, letter_key) = match self.plan(sym, kb) {
-            Some(Plan::Key(at, letter_key)) => (at, letter_key),
-            Some(Plan::Spare) => self.borrow_for(sym)?,
-            None => return Err(refused("a lower-case letter Caps Lock would turn")),
-        };
+        match self.plan(sym, kb) {
+            Some(Plan::Key(at, letter_key)) => Ok((at, letter_key)),
+            Some(Plan::Spare) => self.borrow_for(sym),
+            None => Err(refused("a lower-case letter Caps Lock would turn")),
+        }
+    }
+
+    /// Presses and releases the key `at` (with Shift when its level, swapped on a letter key
+    /// while Caps Lock is on, needs it).
+    fn press_char(
+        &mut self,
+        at: keys::KeyAt,
+        letter_key: bool,
+        kb: KeyboardState,
+    ) -> Result<(), Halt> {
         let shift = if at.shift != (kb.caps && letter_key) {
             Some(self.shift_key().ok_or_else(|| {
                 ActFailure::refused(ErrorCode::NotActionable, "no Shift key on this keyboard")
@@ -1024,8 +1062,15 @@ impl Executor {
         // agent that died mid-act before this one started) is released. Only the XTEST devices'
         // own state is read: a release of a key the person holds on their keyboard would end
         // their key press too (the server applies XTEST releases to the master's state).
-        let _ = self.devices.refresh(&self.conn);
-        for dev in self.devices.xtest_ids() {
+        // Not after an act that sent nothing (refused up front): a key another program holds
+        // through XTEST (an on-screen keyboard) stays as it is.
+        let xtest_ids = if self.sent {
+            let _ = self.devices.refresh(&self.conn);
+            self.devices.xtest_ids()
+        } else {
+            Vec::new()
+        };
+        for dev in xtest_ids {
             let Ok(dev8) = u8::try_from(dev) else {
                 continue;
             };
@@ -1055,7 +1100,13 @@ impl Executor {
             let _ = self.conn.flush();
             std::thread::sleep(REUSE_SETTLE);
         }
+        // A borrowed key is given back only while it still holds the driver's character: a
+        // layout loaded meanwhile may use that keycode now.
+        let now = read_keymap(&self.conn).ok();
         for b in std::mem::take(&mut self.borrowed) {
+            if now.as_ref().is_some_and(|now| !holds(now, &b)) {
+                continue;
+            }
             let per = self.keymap.per.max(1);
             let mut row = b.row;
             row.resize(per, NO_SYMBOL);
@@ -1066,6 +1117,14 @@ impl Executor {
         let _ = self.conn.flush();
         let _ = self.conn.get_input_focus().map(|c| c.reply());
     }
+}
+
+/// Whether `keymap` maps the borrowed key `b` to its character still.
+fn holds(keymap: &Keymap, b: &Borrowed) -> bool {
+    keymap.row_of(b.keycode).is_some_and(|row| {
+        row.first().copied() == Some(b.levels.0)
+            && row.get(1).copied().unwrap_or(NO_SYMBOL) == b.levels.1
+    })
 }
 
 fn read_keymap(conn: &RustConnection) -> anyhow::Result<Keymap> {

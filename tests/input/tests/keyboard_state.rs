@@ -75,7 +75,14 @@ fn type_while(desk: &Desktop, w: &WindowInfo, text: &str, during: impl FnOnce())
     )
     .expect("send the typing act");
     during();
-    read_frame(&mut input.proc.sock, MAX_FRAME_BYTES).expect("the input agent's answer")
+    // The watcher's report of another input comes first, then the act's answer.
+    loop {
+        let msg: InputToBroker =
+            read_frame(&mut input.proc.sock, MAX_FRAME_BYTES).expect("the input agent's answer");
+        if !matches!(msg, InputToBroker::Person { .. }) {
+            return msg;
+        }
+    }
 }
 
 /// What the entry reads once it holds at least `n` characters (or after 5 s).
@@ -277,6 +284,16 @@ fn typing_with_a_modifier_held_is_refused_before_any_key() {
         } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
         other => panic!("the typing must be refused before any key: {other:?}"),
     }
+    // Nothing was sent, so nothing was released either: Control is still down.
+    let conn = desk.x11().expect("the desktop's X connection");
+    let held = conn
+        .query_pointer(desk.root())
+        .expect("QueryPointer")
+        .reply()
+        .expect("its reply")
+        .mask
+        .contains(KeyButMask::CONTROL);
+    assert!(held, "the person's Control is still held");
     desk.xdotool(&["keyup", "ctrl"]).expect("Control up");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
@@ -324,4 +341,59 @@ fn a_layout_changed_by_another_program_during_the_typing_stops_it() {
         got[..typed - 1].iter().all(|&c| c == 'y') && matches!(got[typed - 1], 'y' | 'z'),
         "the entry holds the text's characters"
     );
+}
+
+#[test]
+fn turkish_capital_i_with_caps_lock_on_stays_a_capital_i() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // Turkish Q: the I key gives dotless ı and I, a key the X server makes one Caps Lock acts
+    // on; its letters are legacy keysyms whose case the driver does not know.
+    let out = desk
+        .command("setxkbmap")
+        .args(["-layout", "tr"])
+        .output()
+        .expect("setxkbmap runs");
+    assert!(out.status.success(), "setxkbmap: {out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    caps_lock_on(&desk);
+    let text = "Istanbul, Izmir";
+    let got = type_and_read(&desk, &mut reader, &w, &entry, text);
+    assert_eq!(got, text, "the entry reads the text in its own letters");
+    assert!(caps_lock(&desk), "Caps Lock is still on");
+}
+
+#[test]
+fn num_lock_on_does_not_stop_the_typing() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    desk.xdotool(&["key", "Num_Lock"]).expect("Num Lock");
+    std::thread::sleep(Duration::from_millis(300));
+    let text = "Note G, 1843.";
+    let got = type_and_read(&desk, &mut reader, &w, &entry, text);
+    assert_eq!(got, text);
+}
+
+#[test]
+fn caps_lock_pressed_by_another_program_during_the_typing_pauses_it() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    let text = "y".repeat(300);
+    let answer = type_while(&desk, &w, &text, || {
+        std::thread::sleep(Duration::from_millis(300));
+        desk.xdotool(&["key", "Caps_Lock"]).expect("Caps Lock");
+    });
+    let typed = match &answer {
+        InputToBroker::Synth {
+            end: SynthEnd::Stopped { typed, .. },
+            ..
+        } => usize::try_from(*typed).expect("a count"),
+        other => panic!("the typing must pause part-way: {other:?}"),
+    };
+    assert!(0 < typed && typed < text.len(), "stopped after {typed}");
+    std::thread::sleep(Duration::from_millis(300));
+    let got: Vec<char> = entry_text(&mut reader, &w, &entry, typed).chars().collect();
+    assert_eq!(got.len(), typed, "the entry holds what was reported typed");
+    assert!(
+        got[..typed - 1].iter().all(|&c| c == 'y') && matches!(got[typed - 1], 'y' | 'Y'),
+        "the entry holds the text's characters"
+    );
+    desk.xdotool(&["key", "Caps_Lock"]).expect("Caps Lock off");
 }
