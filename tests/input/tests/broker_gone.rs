@@ -14,7 +14,7 @@ use nish_proto::wire::codec::write_frame;
 use nish_proto::wire::input::{BrokerToInput, InputToBroker, SynthOp};
 use nish_testdesk::Desktop;
 use nish_testdesk::wait::{Poll, poll};
-use support::{Input, Reader, by_handle, find};
+use support::{Input, Reader, by_handle};
 use x11rb::connection::Connection as _;
 use x11rb::protocol::xproto::ConnectionExt as _;
 
@@ -81,16 +81,8 @@ struct Typing {
 impl Typing {
     fn start(desk: &Desktop) -> Typing {
         let mut reader = Reader::spawn(desk);
-        let (_demo, w) = support::entry_buffer_demo(desk, &mut reader);
-        let (w, t) = support::settled_tree(&mut reader, &w, "the entry buffer demo", |t| {
-            t.nodes.iter().any(|n| n.role == "text")
-        });
-        let entry = t.nodes[find(&t, "the visible entry", |n| n.role == "text")].clone();
         // The person puts the keyboard focus in the entry, before the takeover starts.
-        let f = entry.frame.expect("the entry's frame");
-        let (cx, cy) = (f.x + f.w / 2, f.y + f.h / 2);
-        desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string(), "click", "1"])
-            .expect("click into the entry");
+        let (_demo, w, entry) = support::clicked_entry(desk, &mut reader);
         assert_eq!(
             entry_text(&mut reader, &w, &entry.handle),
             "",

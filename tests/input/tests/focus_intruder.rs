@@ -16,7 +16,7 @@ use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::input::{BrokerToInput, InputToBroker, SynthEnd, SynthOp};
 use nish_testdesk::Desktop;
 use nish_testdesk::wait::{Poll, poll};
-use support::{Input, Reader, by_handle, find};
+use support::{Input, Reader, by_handle};
 use x11rb::connection::Connection as _;
 use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{
@@ -86,15 +86,9 @@ fn intruder_window(
 fn typing_is_refused_when_another_client_s_window_inside_the_target_would_take_the_keys() {
     let desk = Desktop::start().expect("start the desktop");
     let mut reader = Reader::spawn(&desk);
-    let (_demo, w) = support::entry_buffer_demo(&desk, &mut reader);
-    let (w, t) = support::settled_tree(&mut reader, &w, "the entry buffer demo", |t| {
-        t.nodes.iter().any(|n| n.role == "text")
-    });
-    let entry = t.nodes[find(&t, "the visible entry", |n| n.role == "text")].clone();
+    let (_demo, w, entry) = support::clicked_entry(&desk, &mut reader);
     let f = entry.frame.expect("the entry's frame");
     let (cx, cy) = (f.x + f.w / 2, f.y + f.h / 2);
-    desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string(), "click", "1"])
-        .expect("click into the entry");
     std::thread::sleep(Duration::from_millis(300));
     let text_now = |reader: &mut Reader| {
         let t = reader.tree_until(&w, "the entry buffer demo", |t| {

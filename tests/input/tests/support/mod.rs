@@ -433,3 +433,19 @@ pub fn entry_buffer_demo(desk: &Desktop, reader: &mut Reader) -> (AppHandle, Win
     .expect("the demo window active");
     (demo, w)
 }
+
+/// The entry buffer demo ([`entry_buffer_demo`]) with the person's click into its visible
+/// entry (the keyboard focus there): the demo, its window after the walk settled, and the
+/// entry.
+pub fn clicked_entry(desk: &Desktop, reader: &mut Reader) -> (AppHandle, WindowInfo, Node) {
+    let (demo, w) = entry_buffer_demo(desk, reader);
+    let (w, t) = settled_tree(reader, &w, "the entry buffer demo", |t| {
+        t.nodes.iter().any(|n| n.role == "text")
+    });
+    let entry = t.nodes[find(&t, "the visible entry", |n| n.role == "text")].clone();
+    let f = entry.frame.expect("the entry's frame");
+    let (cx, cy) = (f.x + f.w / 2, f.y + f.h / 2);
+    desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string(), "click", "1"])
+        .expect("click into the entry");
+    (demo, w, entry)
+}
