@@ -237,6 +237,17 @@ pub fn is_lower_letter(sym: u32) -> bool {
     char_of(sym).is_some_and(|c| c.to_uppercase().ne(std::iter::once(c)))
 }
 
+/// Whether `sym` is Control, Alt, Super or Meta (left or right): a combination with one is a
+/// shortcut.
+pub fn is_shortcut_modifier(sym: u32) -> bool {
+    matches!(sym, 0xffe3 | 0xffe4 | 0xffe7..=0xffec)
+}
+
+/// Whether `sym` is a printable character's keysym.
+pub fn is_character(sym: u32) -> bool {
+    char_of(sym).is_some()
+}
+
 /// The character of a Latin-1 or Unicode keysym (the keysyms [`keysym_for_char`] gives for
 /// printable characters); `None` for others.
 fn char_of(sym: u32) -> Option<char> {

@@ -17,6 +17,7 @@
 //!
 //! The pure parts ([`keys`], [`sendlog`]) are tested without X.
 
+pub mod kbstate;
 pub mod keys;
 pub mod sendlog;
 pub mod watcher;

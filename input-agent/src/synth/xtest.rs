@@ -39,6 +39,7 @@ use x11rb::protocol::xproto::{
 use x11rb::protocol::xtest::ConnectionExt as _;
 use x11rb::rust_connection::RustConnection;
 
+use super::kbstate::{self, KeyboardState};
 use super::keys::{self, Keymap, NO_SYMBOL, SHIFT_L};
 use super::sendlog::Sent;
 use super::{Shared, drifted};
@@ -141,34 +142,6 @@ struct Borrowed {
     row: Vec<u32>,
     /// The keysyms its two levels are mapped to now.
     levels: (u32, u32),
-}
-
-/// What of the person's keyboard state changes what a typed key gives: the group (layout) in
-/// use, Caps Lock, and the other modifiers (bits of the core state).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct KeyboardState {
-    group: u8,
-    caps: bool,
-    /// Shift, Control and Mod1 to Mod5.
-    mods: u16,
-}
-
-impl KeyboardState {
-    fn of(state: KeyButMask) -> Self {
-        let bits = u16::from(state);
-        let mods = KeyButMask::SHIFT
-            | KeyButMask::CONTROL
-            | KeyButMask::MOD1
-            | KeyButMask::MOD2
-            | KeyButMask::MOD3
-            | KeyButMask::MOD4
-            | KeyButMask::MOD5;
-        KeyboardState {
-            group: ((bits >> 13) & 3) as u8,
-            caps: state.contains(KeyButMask::LOCK),
-            mods: bits & u16::from(mods),
-        }
-    }
 }
 
 /// How a character is typed ([`Executor::plan`]).
@@ -440,19 +413,7 @@ impl Executor {
             }
             SynthOp::Type { text } => self.type_text(id, window, text, typed),
             SynthOp::Keys { keys } => {
-                let mut codes = Vec::with_capacity(keys.len());
-                for k in keys {
-                    let sym = keys::keysym_for_name(k).ok_or_else(|| {
-                        ActFailure::refused(ErrorCode::InvalidArguments, "unknown key name")
-                    })?;
-                    let at = self.keymap.find(sym).ok_or_else(|| {
-                        ActFailure::refused(
-                            ErrorCode::NotActionable,
-                            "that key is not on this keyboard",
-                        )
-                    })?;
-                    codes.push(at.keycode);
-                }
+                let codes = self.chord(keys)?;
                 self.check(id)?;
                 self.focus(window)?;
                 for &kc in &codes {
@@ -731,11 +692,16 @@ impl Executor {
     ) -> Result<(), Halt> {
         let state = self.conn.query_pointer(self.root)?.reply()?.mask;
         let kb = KeyboardState::of(state);
-        if kb.mods & !self.num_lock_mask()? != 0 {
+        let bound = self.modifier_keys()?;
+        let held = kb.mods & !kbstate::lock_mask(&bound);
+        if held != 0 {
             return Err(ActFailure::refused(
                 ErrorCode::NotActionable,
-                "a modifier key (Shift, Control, Alt or another) is held or locked on the \
-                 keyboard: the keys would be shortcuts; nothing was sent",
+                format!(
+                    "a modifier is held or locked on the keyboard ({}): the keys would be \
+                     shortcuts; nothing was sent",
+                    kbstate::held_names(held, &bound)
+                ),
             )
             .into());
         }
@@ -795,6 +761,52 @@ impl Executor {
             std::thread::sleep(TYPE_DELAY);
         }
         Ok(())
+    }
+
+    /// The keycodes of a press_key or hotkey combination, in order, with Shift first when a
+    /// key's keysym is at its second level and the combination has no Shift of its own
+    /// (`plus`). A combination with Control, Alt, Super or Meta is a shortcut: its keys are
+    /// the first group's, by which applications match shortcuts whatever layout is in use.
+    /// Otherwise each key is the one giving its keysym in the group in use, else a spare key
+    /// mapped to it: with the person's Russian layout in use, `q` gives `q`, not `й`. Caps
+    /// Lock acts on a letter key as on the person's own press.
+    fn chord(&mut self, keys: &[String]) -> Result<Vec<u8>, Halt> {
+        let mut syms = Vec::with_capacity(keys.len());
+        for k in keys {
+            syms.push(keys::keysym_for_name(k).ok_or_else(|| {
+                ActFailure::refused(ErrorCode::InvalidArguments, "unknown key name")
+            })?);
+        }
+        let shortcut = syms.iter().any(|&s| keys::is_shortcut_modifier(s));
+        let group = if shortcut {
+            0
+        } else {
+            KeyboardState::of(self.conn.query_pointer(self.root)?.reply()?.mask).group
+        };
+        let missing = |what: &'static str| -> Halt {
+            ActFailure::refused(ErrorCode::NotActionable, what).into()
+        };
+        let mut codes = Vec::with_capacity(syms.len() + 1);
+        let mut shift = false;
+        for &sym in &syms {
+            let at = match self.keymap.find_in(sym, group) {
+                Some(at) => at,
+                None if !shortcut && keys::is_character(sym) => self.borrow_for(sym)?.0,
+                None => self
+                    .keymap
+                    .find(sym)
+                    .ok_or_else(|| missing("that key is not on this keyboard"))?,
+            };
+            shift |= at.shift;
+            codes.push(at.keycode);
+        }
+        if shift && !syms.iter().any(|s| [SHIFT_L, keys::SHIFT_R].contains(s)) {
+            let key = self
+                .shift_key()
+                .ok_or_else(|| missing("no Shift key on this keyboard"))?;
+            codes.insert(0, key);
+        }
+        Ok(codes)
     }
 
     /// Stops the typing when the keyboard state `now` is not the typing's `kb`, or the
@@ -900,26 +912,22 @@ impl Executor {
         }
     }
 
-    /// The modifier bits bound to Num Lock or Scroll Lock (their state does not change what
-    /// the typed keys give), from the server's modifier mapping.
-    fn num_lock_mask(&self) -> Result<u16, Halt> {
+    /// The first-level keysyms of the keys bound to each modifier (Shift, Lock, Control,
+    /// Mod1 to Mod5), from the server's modifier mapping.
+    fn modifier_keys(&self) -> Result<Vec<Vec<u32>>, Halt> {
         let m = self.conn.get_modifier_mapping()?.reply()?;
-        let per = usize::from(m.keycodes_per_modifier());
-        let mut mask = 0u16;
-        for (i, codes) in m.keycodes.chunks(per.max(1)).enumerate().take(8) {
-            let num_lock = codes.iter().any(|&kc| {
-                self.keymap.row_of(kc).is_some_and(|row| {
-                    matches!(
-                        row.first(),
-                        Some(&keys::NUM_LOCK) | Some(&keys::SCROLL_LOCK)
-                    )
-                })
-            });
-            if num_lock {
-                mask |= 1 << i;
-            }
-        }
-        Ok(mask)
+        let per = usize::from(m.keycodes_per_modifier()).max(1);
+        Ok(m.keycodes
+            .chunks(per)
+            .take(8)
+            .map(|codes| {
+                codes
+                    .iter()
+                    .filter_map(|&kc| self.keymap.row_of(kc)?.first().copied())
+                    .filter(|&s| s != NO_SYMBOL)
+                    .collect()
+            })
+            .collect())
     }
 
     /// The Shift key: a key whose first level is Shift_L, else Shift_R.

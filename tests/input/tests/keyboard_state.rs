@@ -49,6 +49,13 @@ fn type_with_agent(desk: &Desktop, w: &WindowInfo, text: &str) -> InputToBroker 
 
 /// Like [`type_with_agent`], running `during` once the typing was sent.
 fn type_while(desk: &Desktop, w: &WindowInfo, text: &str, during: impl FnOnce()) -> InputToBroker {
+    let op = SynthOp::Type { text: text.into() };
+    act_while(desk, w, op, during)
+}
+
+/// Sends `op` through a new input agent (with the takeover's watch on, as the broker starts
+/// it), runs `during`, and returns the act's answer.
+fn act_while(desk: &Desktop, w: &WindowInfo, op: SynthOp, during: impl FnOnce()) -> InputToBroker {
     let mut input = Input::spawn(desk);
     let a = input.call(|id| BrokerToInput::Watch { id, on: true });
     assert!(
@@ -61,7 +68,7 @@ fn type_while(desk: &Desktop, w: &WindowInfo, text: &str, during: impl FnOnce())
         &BrokerToInput::Synthetic {
             id: 2_001,
             window_id: w.window_id,
-            op: SynthOp::Type { text: text.into() },
+            op,
         },
         MAX_FRAME_BYTES,
     )
@@ -284,6 +291,35 @@ fn latin_text_in_a_russian_layout_with_caps_lock_on_keeps_its_case() {
 }
 
 #[test]
+fn press_key_gives_the_named_key_in_the_person_s_second_layout() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    second_layout(&desk, "ru");
+    let press = |keys: &[&str]| {
+        let keys = keys.iter().map(|k| k.to_string()).collect();
+        match act_while(&desk, &w, SynthOp::Keys { keys }, || {}) {
+            InputToBroker::Synth {
+                id: 2_001,
+                end: SynthEnd::Done,
+            } => {}
+            other => panic!("the keys must land: {other:?}"),
+        }
+    };
+    // q is on no key of the Russian layout (its key gives й): a spare key gives it; plus is
+    // the second level of its key; Shift with a key gives its upper case.
+    for keys in [&["q"][..], &["plus"], &["shift", "a"], &["1"]] {
+        press(keys);
+    }
+    assert_eq!(entry_text(&mut reader, &w, &entry, 4), "q+A1");
+    // A shortcut keeps the first layout's keys, by which the entry knows Ctrl+A: all of it
+    // selected, the next key replaces it.
+    press(&["ctrl", "a"]);
+    press(&["x"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(entry_text(&mut reader, &w, &entry, 1), "x");
+    assert_eq!(group(&desk), 1, "the second layout is still in use");
+}
+
+#[test]
 fn typing_with_a_modifier_held_is_refused_before_any_key() {
     let (desk, mut reader, _demo, w, entry) = demo_entry();
     // The person holds Control: the keys would be shortcuts (Ctrl+A selects all).
@@ -294,7 +330,10 @@ fn typing_with_a_modifier_held_is_refused_before_any_key() {
             failure,
             sent: false,
             ..
-        } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
+        } => {
+            assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}");
+            assert!(failure.message.contains("(Control)"), "{failure:?}");
+        }
         other => panic!("the typing must be refused before any key: {other:?}"),
     }
     // Nothing was sent, so nothing was released either: Control is still down.
