@@ -218,6 +218,19 @@ pub fn spare_levels(sym: u32) -> (u32, u32) {
     }
 }
 
+/// How a spare key mapped for `sym` in a keymap of `per` levels types it: its two levels
+/// ([`spare_levels`]; `sym` on both when the keymap has one level), whether `sym` is at the
+/// second (pressed with Shift), and whether it is a letter key (two cases, which Caps Lock
+/// swaps).
+pub fn spare_key(sym: u32, per: usize) -> ((u32, u32), bool, bool) {
+    let levels = match spare_levels(sym) {
+        (l, u) if per > 1 => (l, u),
+        _ => (sym, sym),
+    };
+    let letter_key = levels.0 != levels.1;
+    (levels, letter_key && sym == levels.1, letter_key)
+}
+
 /// The one character of a case mapping, `None` when it has several (ß's upper case is SS).
 fn one(mut it: impl Iterator<Item = char>) -> Option<char> {
     match (it.next(), it.next()) {

@@ -708,7 +708,7 @@ impl Executor {
         // Everything that can be known before typing is checked before the first key: no
         // control characters, a letter Caps Lock would turn, and a spare key for characters
         // the keymap lacks.
-        let mut needs_spare = false;
+        let (mut needs_spare, mut needs_shift) = (false, false);
         for (i, c) in text.chars().enumerate() {
             let sym = keys::keysym_for_char(c).ok_or_else(|| {
                 ActFailure::refused(
@@ -717,8 +717,12 @@ impl Executor {
                 )
             })?;
             match self.plan(sym, kb) {
-                Some(Plan::Key(..)) => {}
-                Some(Plan::Spare) => needs_spare = true,
+                Some(Plan::Key(at, letter_key)) => needs_shift |= shifted(at.shift, letter_key, kb),
+                Some(Plan::Spare) => {
+                    needs_spare = true;
+                    let (_, shift, letter_key) = keys::spare_key(sym, self.keymap.per);
+                    needs_shift |= shifted(shift, letter_key, kb);
+                }
                 None => {
                     return Err(ActFailure::refused(
                         ErrorCode::Unsupported,
@@ -740,7 +744,7 @@ impl Executor {
             )
             .into());
         }
-        if self.shift_key().is_none() {
+        if needs_shift && self.shift_key().is_none() {
             return Err(ActFailure::refused(
                 ErrorCode::NotActionable,
                 "no Shift key on this keyboard",
@@ -967,7 +971,7 @@ impl Executor {
         letter_key: bool,
         kb: KeyboardState,
     ) -> Result<(), Halt> {
-        let shift = if at.shift != (kb.caps && letter_key) {
+        let shift = if shifted(at.shift, letter_key, kb) {
             Some(self.shift_key().ok_or_else(|| {
                 ActFailure::refused(ErrorCode::NotActionable, "no Shift key on this keyboard")
             })?)
@@ -991,19 +995,8 @@ impl Executor {
     /// after [`REUSE_SETTLE`].
     fn borrow_for(&mut self, sym: u32) -> Result<(keys::KeyAt, bool), Halt> {
         let per = self.keymap.per;
-        let levels = match keys::spare_levels(sym) {
-            (l, u) if per > 1 => (l, u),
-            _ => (sym, sym),
-        };
-        let at = |keycode| {
-            (
-                keys::KeyAt {
-                    keycode,
-                    shift: levels.0 != levels.1 && sym == levels.1,
-                },
-                levels.0 != levels.1,
-            )
-        };
+        let (levels, shift, letter_key) = keys::spare_key(sym, per);
+        let at = |keycode| (keys::KeyAt { keycode, shift }, letter_key);
         if let Some(i) = self.borrowed.iter().position(|b| b.levels == levels) {
             let b = self.borrowed.remove(i);
             let kc = b.keycode;
@@ -1125,6 +1118,12 @@ impl Executor {
         let _ = self.conn.flush();
         let _ = self.conn.get_input_focus().map(|c| c.reply());
     }
+}
+
+/// Whether a key whose keysym is at its second level (`second`) is pressed with Shift in
+/// the keyboard state `kb`: Caps Lock swaps the levels of a letter key.
+fn shifted(second: bool, letter_key: bool, kb: KeyboardState) -> bool {
+    second != (kb.caps && letter_key)
 }
 
 /// Whether `keymap` maps the borrowed key `b` to its character still.

@@ -320,6 +320,45 @@ fn press_key_gives_the_named_key_in_the_person_s_second_layout() {
 }
 
 #[test]
+fn a_keyboard_without_shift_types_what_needs_none() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // The Shift keys are taken off the keyboard mapping (as a remapping tool may).
+    let conn = desk.x11().expect("the desktop's X connection");
+    let setup = conn.setup();
+    let (min, max) = (setup.min_keycode, setup.max_keycode);
+    let map = conn
+        .get_keyboard_mapping(min, max - min + 1)
+        .expect("GetKeyboardMapping")
+        .reply()
+        .expect("its reply");
+    let per = map.keysyms_per_keycode;
+    let mut cleared = 0;
+    for (i, row) in map.keysyms.chunks(usize::from(per)).enumerate() {
+        if matches!(row.first(), Some(0xffe1 | 0xffe2)) {
+            let none = vec![0u32; usize::from(per)];
+            conn.change_keyboard_mapping(1, min + i as u8, per, &none)
+                .expect("ChangeKeyboardMapping");
+            cleared += 1;
+        }
+    }
+    conn.sync().expect("sync");
+    assert!(cleared > 0, "the keyboard had a Shift key");
+    std::thread::sleep(Duration::from_millis(300));
+    let got = type_and_read(&desk, &mut reader, &w, &entry, "ada 1843");
+    assert_eq!(got, "ada 1843", "text that needs no Shift is typed");
+    match type_with_agent(&desk, &w, "Ada") {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
+        other => panic!("text that needs Shift must be refused before any key: {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(entry_text(&mut reader, &w, &entry, 9), "ada 1843");
+}
+
+#[test]
 fn typing_with_a_modifier_held_is_refused_before_any_key() {
     let (desk, mut reader, _demo, w, entry) = demo_entry();
     // The person holds Control: the keys would be shortcuts (Ctrl+A selects all).
