@@ -45,14 +45,25 @@ const SWAYMSG: &str = "/usr/bin/swaymsg";
 const KWIN: &str = "/usr/bin/kwin_wayland";
 /// KWin's wrapper, which a Plasma session starts.
 const KWIN_WRAPPER: &str = "/usr/bin/kwin_wayland_wrapper";
-/// The `kwin_exe` that says: start KWin through [`KWIN_WRAPPER`].
-const KWIN_WRAPPER_NAME: &str = "kwin_wayland_wrapper";
+/// The file name of KWin's executable, which its Qt platform plugin requires.
+const KWIN_NAME: &str = "kwin_wayland";
 const UNSHARE: &str = "/usr/bin/unshare";
 const PIPEWIRE: &str = "/usr/bin/pipewire";
 const WIREPLUMBER: &str = "/usr/bin/wireplumber";
 
 /// Executables of X servers: none of them may run on (or for) a Wayland desktop.
 pub const X_SERVERS: &[&str] = &["Xwayland", "Xvfb", "Xephyr", "Xorg", "X"];
+
+/// How a KWin desktop starts KWin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KwinStart {
+    /// A plain copy of `kwin_wayland`, on a socket of the desktop's naming.
+    Plain,
+    /// The same copy under a file name no program knows KWin by.
+    Unnamed(&'static str),
+    /// Through KWin's own wrapper, which makes the socket and runs the copy from `PATH`.
+    Wrapped,
+}
 
 /// An application the Wayland desktop started, once it is on the AT-SPI registry with a frame
 /// that has children (Wayland gives no client a list of other clients' windows, so the
@@ -101,8 +112,8 @@ pub struct WaylandDesktop {
     compositor: Compositor,
     /// With sway: its IPC socket (`SWAYSOCK`).
     swaysock: Option<PathBuf>,
-    /// The file name KWin's copy runs under.
-    kwin_exe: &'static str,
+    /// How KWin starts, on a KWin desktop.
+    kwin: KwinStart,
 }
 
 impl WaylandDesktop {
@@ -133,7 +144,12 @@ impl WaylandDesktop {
     /// knows KWin by (`compositor-unnamed`): a compositor the driver does not recognise, with
     /// a desktop portal that offers RemoteDesktop (the attack tests' desktop).
     pub fn start_kwin_unnamed() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner_as(Compositor::Kwin, false, false, "compositor-unnamed")
+        WaylandDesktop::start_inner_as(
+            Compositor::Kwin,
+            false,
+            false,
+            KwinStart::Unnamed("compositor-unnamed"),
+        )
     }
 
     /// Like [`WaylandDesktop::start_kwin`], but started as a Plasma session starts KWin:
@@ -141,7 +157,7 @@ impl WaylandDesktop {
     /// free `wayland-N` in the private directory), listens on it, and runs `kwin_wayland`
     /// (found on `PATH`: the plain copy) with it. The socket's listener is then the wrapper.
     pub fn start_kwin_wrapped() -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner_as(Compositor::Kwin, false, false, KWIN_WRAPPER_NAME)
+        WaylandDesktop::start_inner_as(Compositor::Kwin, false, false, KwinStart::Wrapped)
     }
 
     /// Like [`WaylandDesktop::start`], plus `pipewire` and `wireplumber` (same runtime dir and
@@ -161,14 +177,14 @@ impl WaylandDesktop {
     }
 
     fn start_inner(compositor: Compositor, xwayland: bool, portal: bool) -> Result<WaylandDesktop> {
-        WaylandDesktop::start_inner_as(compositor, xwayland, portal, "kwin_wayland")
+        WaylandDesktop::start_inner_as(compositor, xwayland, portal, KwinStart::Plain)
     }
 
     fn start_inner_as(
         compositor: Compositor,
         xwayland: bool,
         portal: bool,
-        kwin_exe: &'static str,
+        kwin: KwinStart,
     ) -> Result<WaylandDesktop> {
         let t0 = Instant::now();
         let dir = private_dir()?;
@@ -179,7 +195,7 @@ impl WaylandDesktop {
             // sway names its own socket (found once it listens).
             wayland_display: match compositor {
                 // The wrapper takes the first free name; the directory is new.
-                Compositor::Kwin if kwin_exe == KWIN_WRAPPER_NAME => "wayland-0".into(),
+                Compositor::Kwin if kwin == KwinStart::Wrapped => "wayland-0".into(),
                 Compositor::Mutter | Compositor::Kwin => {
                     format!("wayland-nish-{:08x}", entropy() >> 32)
                 }
@@ -196,7 +212,7 @@ impl WaylandDesktop {
             xwayland: None,
             compositor,
             swaysock: None,
-            kwin_exe,
+            kwin,
         };
         desk.start_session_bus()?;
         match compositor {
@@ -414,11 +430,10 @@ impl WaylandDesktop {
         if !Path::new(KWIN).exists() {
             bail!("{KWIN} is not installed (scripts/ensure-deps.sh installs it)");
         }
-        let wrapped = self.kwin_exe == KWIN_WRAPPER_NAME;
-        let copy = self.dir.join(if wrapped {
-            "kwin_wayland"
-        } else {
-            self.kwin_exe
+        let wrapped = self.kwin == KwinStart::Wrapped;
+        let copy = self.dir.join(match self.kwin {
+            KwinStart::Unnamed(name) => name,
+            KwinStart::Plain | KwinStart::Wrapped => KWIN_NAME,
         });
         std::fs::copy(KWIN, &copy).context("copying kwin_wayland")?;
         let mut args: Vec<OsString> = vec![
@@ -446,7 +461,7 @@ impl WaylandDesktop {
             args.extend(["--socket".into(), self.wayland_display.clone().into()]);
             copy
         };
-        if !wrapped && self.kwin_exe != "kwin_wayland" {
+        if let KwinStart::Unnamed(_) = self.kwin {
             // KWin's own Qt platform plugin loads only in an executable named kwin_wayland,
             // unless this says it is KWin all the same.
             env.push(("KWIN_FORCE_OWN_QPA".into(), "1".into()));
