@@ -3,7 +3,7 @@
 
 use x11rb::protocol::xproto::KeyButMask;
 
-use super::keys::{NUM_LOCK, SCROLL_LOCK};
+use super::keys::{NUM_LOCK, SCROLL_LOCK, SHIFT_L, SHIFT_R};
 
 /// What of the person's keyboard state changes what a typed key gives: the group (layout) in
 /// use, Caps Lock, and the other modifiers (bits of the core state).
@@ -35,14 +35,34 @@ impl KeyboardState {
 
 /// The modifier bits bound to Num Lock or Scroll Lock (their state does not change what the
 /// typed keys give), from the first-level keysyms of each modifier's keys (`bound[i]` for
-/// modifier `i`: Shift, Lock, Control, Mod1 to Mod5).
+/// modifier `i`: Shift, Lock, Control, Mod1 to Mod5): one of Mod2 to Mod5 whose every key is
+/// Num Lock or Scroll Lock. Shift, Lock, Control and Mod1 (which applications take for Alt)
+/// never are, whatever is bound to them: a Num Lock key added to Mod1 does not hide Alt.
 pub fn lock_mask(bound: &[Vec<u32>]) -> u16 {
     bound
         .iter()
         .take(8)
         .enumerate()
-        .filter(|(_, syms)| syms.iter().any(|s| [NUM_LOCK, SCROLL_LOCK].contains(s)))
+        .skip(4)
+        .filter(|(_, syms)| {
+            !syms.is_empty() && syms.iter().all(|s| [NUM_LOCK, SCROLL_LOCK].contains(s))
+        })
         .fold(0, |mask, (i, _)| mask | 1 << i)
+}
+
+/// The Shift key of a modifier mapping (`modmap[i]`: the keycodes of modifier `i`): a key
+/// bound to Shift and to no other modifier whose first level (`first`) is Shift_L, else
+/// Shift_R. A Shift_L key also bound to Control would press both.
+pub fn shift_key(modmap: &[Vec<u8>], first: impl Fn(u8) -> Option<u32>) -> Option<u8> {
+    let shifts = modmap.first()?;
+    let only_shift = |kc: &u8| modmap.iter().skip(1).all(|codes| !codes.contains(kc));
+    [SHIFT_L, SHIFT_R].into_iter().find_map(|sym| {
+        shifts
+            .iter()
+            .copied()
+            .filter(only_shift)
+            .find(|&kc| first(kc) == Some(sym))
+    })
 }
 
 /// The names of the modifiers set in `mods`, for the person to find the key: Shift and
@@ -112,6 +132,32 @@ mod tests {
         assert_eq!(lock_mask(&bound), 1 << 4);
         let scroll = vec![vec![], vec![], vec![], vec![], vec![], vec![SCROLL_LOCK]];
         assert_eq!(lock_mask(&scroll), 1 << 5);
+        // Num Lock added to Mod1 (Alt) or Control hides neither; nor does a mixed Mod2.
+        let mut hidden = bound.clone();
+        hidden[3].push(NUM_LOCK);
+        hidden[2] = vec![NUM_LOCK];
+        hidden[4].push(0xffe9);
+        assert_eq!(lock_mask(&hidden), 0);
+    }
+
+    #[test]
+    fn the_shift_key_is_bound_to_shift_alone() {
+        // Keycodes 50 (Shift_L), 62 (Shift_R), 37 (Control_L).
+        let first = |kc: u8| match kc {
+            50 => Some(SHIFT_L),
+            62 => Some(SHIFT_R),
+            37 => Some(0xffe3),
+            _ => None,
+        };
+        let mut modmap = vec![vec![50, 62], vec![], vec![37]];
+        assert_eq!(shift_key(&modmap, first), Some(50));
+        // Shift_L also bound to Control: Shift_R.
+        modmap[2].push(50);
+        assert_eq!(shift_key(&modmap, first), Some(62));
+        // Shift_R not bound to Shift at all: none.
+        modmap[0] = vec![50, 37];
+        assert_eq!(shift_key(&modmap, first), None);
+        assert_eq!(shift_key(&[], first), None);
     }
 
     #[test]

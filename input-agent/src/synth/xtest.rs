@@ -130,6 +130,10 @@ pub struct Executor {
     borrowed: Vec<Borrowed>,
     /// Something was sent in the current act.
     sent: bool,
+    /// The modifier mapping (each modifier's keycodes) when the current act began to press
+    /// keys, and the Shift key it gives ([`Executor::unmodified`]).
+    modmap: Vec<Vec<u8>>,
+    shift: Option<u8>,
     /// The input devices (for the XTEST devices' own key and button state).
     devices: nish_xdev::Devices,
 }
@@ -230,6 +234,8 @@ impl Executor {
             held_keys: Vec::new(),
             held_buttons: Vec::new(),
             borrowed: Vec::new(),
+            modmap: Vec::new(),
+            shift: None,
             sent: false,
             devices,
         })
@@ -413,9 +419,14 @@ impl Executor {
             }
             SynthOp::Type { text } => self.type_text(id, window, text, typed),
             SynthOp::Keys { keys } => {
-                let codes = self.chord(keys)?;
+                // Checked before a spare key is borrowed, and again, with the keyboard, right
+                // before the first press.
                 self.check(id)?;
-                self.focus(window)?;
+                let kb = self.unmodified()?;
+                let codes = self.chord(keys, kb)?;
+                self.check(id)?;
+                let now = self.focus(window)?;
+                self.same_keyboard(kb, KeyboardState::of(now))?;
                 for &kc in &codes {
                     self.key(kc, true)?;
                 }
@@ -690,21 +701,7 @@ impl Executor {
         text: &str,
         typed: &mut u64,
     ) -> Result<(), Halt> {
-        let state = self.conn.query_pointer(self.root)?.reply()?.mask;
-        let kb = KeyboardState::of(state);
-        let bound = self.modifier_keys()?;
-        let held = kb.mods & !kbstate::lock_mask(&bound);
-        if held != 0 {
-            return Err(ActFailure::refused(
-                ErrorCode::NotActionable,
-                format!(
-                    "a modifier is held or locked on the keyboard ({}): the keys would be \
-                     shortcuts; nothing was sent",
-                    kbstate::held_names(held, &bound)
-                ),
-            )
-            .into());
-        }
+        let kb = self.unmodified()?;
         // Everything that can be known before typing is checked before the first key: no
         // control characters, a letter Caps Lock would turn, and a spare key for characters
         // the keymap lacks.
@@ -744,7 +741,7 @@ impl Executor {
             )
             .into());
         }
-        if needs_shift && self.shift_key().is_none() {
+        if needs_shift && self.shift.is_none() {
             return Err(ActFailure::refused(
                 ErrorCode::NotActionable,
                 "no Shift key on this keyboard",
@@ -767,14 +764,15 @@ impl Executor {
         Ok(())
     }
 
-    /// The keycodes of a press_key or hotkey combination, in order, with Shift first when a
-    /// key's keysym is at its second level and the combination has no Shift of its own
-    /// (`plus`). A combination with Control, Alt, Super or Meta is a shortcut: its keys are
-    /// the first group's, by which applications match shortcuts whatever layout is in use.
-    /// Otherwise each key is the one giving its keysym in the group in use, else a spare key
-    /// mapped to it: with the person's Russian layout in use, `q` gives `q`, not `й`. Caps
-    /// Lock acts on a letter key as on the person's own press.
-    fn chord(&mut self, keys: &[String]) -> Result<Vec<u8>, Halt> {
+    /// The keycodes of a press_key or hotkey combination, in the keyboard state `kb`, in
+    /// order, with Shift first when a key's keysym is at its second level and the combination
+    /// has no Shift of its own (`plus`). Each key is the one giving its keysym in the group in
+    /// use (with the person's French layout in use, Ctrl+A is Ctrl and the key that gives `a`
+    /// there). A keysym the group lacks: in a shortcut (with Control, Alt, Super or Meta) the
+    /// first group's key, by which applications match shortcuts under a layout without Latin
+    /// letters; otherwise a spare key mapped to it (with the Russian layout in use, `q`
+    /// gives `q`, not `й`). Caps Lock acts on a letter key as on the person's own press.
+    fn chord(&mut self, keys: &[String], kb: KeyboardState) -> Result<Vec<u8>, Halt> {
         let mut syms = Vec::with_capacity(keys.len());
         for k in keys {
             syms.push(keys::keysym_for_name(k).ok_or_else(|| {
@@ -782,23 +780,18 @@ impl Executor {
             })?);
         }
         let shortcut = syms.iter().any(|&s| keys::is_shortcut_modifier(s));
-        let group = if shortcut {
-            0
-        } else {
-            KeyboardState::of(self.conn.query_pointer(self.root)?.reply()?.mask).group
-        };
         let missing = |what: &'static str| -> Halt {
             ActFailure::refused(ErrorCode::NotActionable, what).into()
         };
         let mut codes = Vec::with_capacity(syms.len() + 1);
         let mut shift = false;
         for &sym in &syms {
-            let at = match self.keymap.find_in(sym, group) {
+            let at = match self.keymap.find_in(sym, kb.group) {
                 Some(at) => at,
                 None if !shortcut && keys::is_character(sym) => self.borrow_for(sym)?.0,
                 None => self
                     .keymap
-                    .find(sym)
+                    .find_in(sym, 0)
                     .ok_or_else(|| missing("that key is not on this keyboard"))?,
             };
             shift |= at.shift;
@@ -806,7 +799,7 @@ impl Executor {
         }
         if shift && !syms.iter().any(|s| [SHIFT_L, keys::SHIFT_R].contains(s)) {
             let key = self
-                .shift_key()
+                .shift
                 .ok_or_else(|| missing("no Shift key on this keyboard"))?;
             codes.insert(0, key);
         }
@@ -837,7 +830,7 @@ impl Executor {
         }
         Err(ActFailure {
             code: ErrorCode::BackendUnavailable,
-            message: format!("the keyboard's {what} changed during the typing; typing stopped"),
+            message: format!("the keyboard's {what} changed during the act; it stopped"),
             sent: self.sent,
         }
         .into())
@@ -861,7 +854,9 @@ impl Executor {
         })?;
         let borrowed: Vec<u8> = self.borrowed.iter().map(|b| b.keycode).collect();
         let kept = self.borrowed.iter().all(|b| holds(&now, b));
-        Ok(!kept || !self.keymap.same_apart_from(&now, &borrowed))
+        Ok(!kept
+            || !self.keymap.same_apart_from(&now, &borrowed)
+            || self.modifier_map()? != self.modmap)
     }
 
     /// Whether the X server announced a keyboard mapping since the last call (the events are
@@ -870,7 +865,7 @@ impl Executor {
         let mut announced = false;
         while let Some(e) = self.conn.poll_for_event()? {
             if let Event::MappingNotify(m) = e
-                && m.request == Mapping::KEYBOARD
+                && matches!(m.request, Mapping::KEYBOARD | Mapping::MODIFIER)
             {
                 announced = true;
             }
@@ -916,14 +911,16 @@ impl Executor {
         }
     }
 
-    /// The first-level keysyms of the keys bound to each modifier (Shift, Lock, Control,
-    /// Mod1 to Mod5), from the server's modifier mapping.
-    fn modifier_keys(&self) -> Result<Vec<Vec<u32>>, Halt> {
-        let m = self.conn.get_modifier_mapping()?.reply()?;
-        let per = usize::from(m.keycodes_per_modifier()).max(1);
-        Ok(m.keycodes
-            .chunks(per)
-            .take(8)
+    /// The person's keyboard state before keys are pressed, refused when a modifier other
+    /// than Caps Lock, Num Lock and Scroll Lock is held or locked: the keys would be shortcuts.
+    /// Also reads the modifier mapping for the act and the Shift key it gives: a key bound to
+    /// Shift and to no other modifier, whose first level is Shift_L or Shift_R.
+    fn unmodified(&mut self) -> Result<KeyboardState, Halt> {
+        let kb = KeyboardState::of(self.conn.query_pointer(self.root)?.reply()?.mask);
+        self.modmap = self.modifier_map()?;
+        let bound: Vec<Vec<u32>> = self
+            .modmap
+            .iter()
             .map(|codes| {
                 codes
                     .iter()
@@ -931,17 +928,35 @@ impl Executor {
                     .filter(|&s| s != NO_SYMBOL)
                     .collect()
             })
-            .collect())
+            .collect();
+        self.shift = kbstate::shift_key(&self.modmap, |kc| {
+            self.keymap.row_of(kc).and_then(|r| r.first().copied())
+        });
+        let held = kb.mods & !kbstate::lock_mask(&bound);
+        if held != 0 {
+            return Err(ActFailure::refused(
+                ErrorCode::NotActionable,
+                format!(
+                    "a modifier is held or locked on the keyboard ({}): the keys would be \
+                     shortcuts; nothing was sent",
+                    kbstate::held_names(held, &bound)
+                ),
+            )
+            .into());
+        }
+        Ok(kb)
     }
 
-    /// The Shift key: a key whose first level is Shift_L, else Shift_R.
-    fn shift_key(&self) -> Option<u8> {
-        [SHIFT_L, keys::SHIFT_R].into_iter().find_map(|sym| {
-            self.keymap
-                .find(sym)
-                .filter(|s| !s.shift)
-                .map(|s| s.keycode)
-        })
+    /// The keycodes bound to each modifier (Shift, Lock, Control, Mod1 to Mod5), from the
+    /// server's modifier mapping.
+    fn modifier_map(&self) -> Result<Vec<Vec<u8>>, Halt> {
+        let m = self.conn.get_modifier_mapping()?.reply()?;
+        let per = usize::from(m.keycodes_per_modifier()).max(1);
+        Ok(m.keycodes
+            .chunks(per)
+            .take(8)
+            .map(|codes| codes.iter().copied().filter(|&kc| kc != 0).collect())
+            .collect())
     }
 
     /// The key that types `c` in the keyboard state `kb` ([`Executor::plan`]), a spare one
@@ -972,7 +987,7 @@ impl Executor {
         kb: KeyboardState,
     ) -> Result<(), Halt> {
         let shift = if shifted(at.shift, letter_key, kb) {
-            Some(self.shift_key().ok_or_else(|| {
+            Some(self.shift.ok_or_else(|| {
                 ActFailure::refused(ErrorCode::NotActionable, "no Shift key on this keyboard")
             })?)
         } else {

@@ -290,33 +290,74 @@ fn latin_text_in_a_russian_layout_with_caps_lock_on_keeps_its_case() {
     assert!(caps_lock(&desk), "Caps Lock is still on");
 }
 
+/// Presses `keys` (press_key or hotkey) through a new input agent; they must land.
+fn press(desk: &Desktop, w: &WindowInfo, keys: &[&str]) {
+    let keys = keys.iter().map(|k| k.to_string()).collect();
+    match act_while(desk, w, SynthOp::Keys { keys }, || {}) {
+        InputToBroker::Synth {
+            id: 2_001,
+            end: SynthEnd::Done,
+        } => {}
+        other => panic!("the keys must land: {other:?}"),
+    }
+}
+
+/// The keyboard mapping's keysyms, every keycode.
+fn keyboard_mapping(desk: &Desktop) -> Vec<u32> {
+    let conn = desk.x11().expect("the desktop's X connection");
+    let setup = conn.setup();
+    let (min, max) = (setup.min_keycode, setup.max_keycode);
+    conn.get_keyboard_mapping(min, max - min + 1)
+        .expect("GetKeyboardMapping")
+        .reply()
+        .expect("its reply")
+        .keysyms
+}
+
 #[test]
 fn press_key_gives_the_named_key_in_the_person_s_second_layout() {
     let (desk, mut reader, _demo, w, entry) = demo_entry();
     second_layout(&desk, "ru");
-    let press = |keys: &[&str]| {
-        let keys = keys.iter().map(|k| k.to_string()).collect();
-        match act_while(&desk, &w, SynthOp::Keys { keys }, || {}) {
-            InputToBroker::Synth {
-                id: 2_001,
-                end: SynthEnd::Done,
-            } => {}
-            other => panic!("the keys must land: {other:?}"),
-        }
-    };
+    let before = keyboard_mapping(&desk);
     // q is on no key of the Russian layout (its key gives й): a spare key gives it; plus is
-    // the second level of its key; Shift with a key gives its upper case.
-    for keys in [&["q"][..], &["plus"], &["shift", "a"], &["1"]] {
-        press(keys);
+    // the second level of its key; Shift with a key gives its upper case (ф without the
+    // group's rule).
+    for keys in [&["q"][..], &["plus"], &["shift", "a"]] {
+        press(&desk, &w, keys);
     }
-    assert_eq!(entry_text(&mut reader, &w, &entry, 4), "q+A1");
-    // A shortcut keeps the first layout's keys, by which the entry knows Ctrl+A: all of it
-    // selected, the next key replaces it.
-    press(&["ctrl", "a"]);
-    press(&["x"]);
+    assert_eq!(entry_text(&mut reader, &w, &entry, 3), "q+A");
+    assert_eq!(
+        keyboard_mapping(&desk),
+        before,
+        "the spare key was given back"
+    );
+    // A shortcut whose key the layout lacks takes the first layout's, by which the entry knows
+    // Ctrl+A: all of it selected, the next key replaces it.
+    press(&desk, &w, &["ctrl", "a"]);
+    press(&desk, &w, &["x"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(entry_text(&mut reader, &w, &entry, 1), "x");
     assert_eq!(group(&desk), 1, "the second layout is still in use");
+}
+
+#[test]
+fn a_shortcut_takes_the_key_of_the_layout_in_use() {
+    let (desk, mut reader, _demo, w, entry) = demo_entry();
+    // French: a and q change places. Ctrl+A on the first layout's key would be Ctrl+Q there.
+    second_layout(&desk, "fr");
+    mapping_changes(&desk);
+    press(&desk, &w, &["q"]);
+    press(&desk, &w, &["a"]);
+    assert_eq!(entry_text(&mut reader, &w, &entry, 2), "qa");
+    assert_eq!(mapping_changes(&desk), 0, "every key was the layout's own");
+    press(&desk, &w, &["ctrl", "a"]);
+    press(&desk, &w, &["x"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        entry_text(&mut reader, &w, &entry, 1),
+        "x",
+        "Ctrl+A selected all"
+    );
 }
 
 #[test]
@@ -346,7 +387,8 @@ fn a_keyboard_without_shift_types_what_needs_none() {
     std::thread::sleep(Duration::from_millis(300));
     let got = type_and_read(&desk, &mut reader, &w, &entry, "ada 1843");
     assert_eq!(got, "ada 1843", "text that needs no Shift is typed");
-    match type_with_agent(&desk, &w, "Ada") {
+    // Its third character needs Shift: refused before the first.
+    match type_with_agent(&desk, &w, "adA") {
         InputToBroker::Failed {
             failure,
             sent: false,
@@ -374,6 +416,16 @@ fn typing_with_a_modifier_held_is_refused_before_any_key() {
             assert!(failure.message.contains("(Control)"), "{failure:?}");
         }
         other => panic!("the typing must be refused before any key: {other:?}"),
+    }
+    // Keys too: q would be Ctrl+Q.
+    let keys = vec!["q".to_string()];
+    match act_while(&desk, &w, SynthOp::Keys { keys }, || {}) {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
+        other => panic!("the keys must be refused before any key: {other:?}"),
     }
     // Nothing was sent, so nothing was released either: Control is still down.
     let conn = desk.x11().expect("the desktop's X connection");
