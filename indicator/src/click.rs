@@ -207,6 +207,12 @@ impl RealClick {
         self.pressed = None;
     }
 
+    /// Forgets a press in progress: the pointer left the controls' surface (a release told
+    /// after it came back does not finish a press made before it left).
+    pub fn forget_press(&mut self) {
+        self.pressed = None;
+    }
+
     /// The broker said the driver is about to press a button.
     pub fn driver_press(&mut self, now: Instant) {
         self.last_driver_press = Some(self.last_driver_press.map_or(now, |t| t.max(now)));
@@ -422,6 +428,18 @@ mod tests {
         assert!(ARM_DELAY >= Duration::from_millis(500));
         // Consumed: a second release alone does nothing.
         assert_eq!(r.release(ev(7, t0 + ms(600))), None);
+    }
+
+    #[test]
+    fn a_press_forgotten_is_not_finished_by_a_release() {
+        let t0 = Instant::now();
+        let mut r = RealClick::new(t0);
+        r.press(ev(7, t0 + ms(500)));
+        r.forget_press();
+        assert_eq!(r.release(ev(7, t0 + ms(560))), None);
+        // A press of its own after it counts.
+        r.press(ev(7, t0 + ms(600)));
+        assert_eq!(r.release(ev(7, t0 + ms(650))), Some(7));
     }
 
     #[test]

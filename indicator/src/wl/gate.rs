@@ -123,7 +123,9 @@ impl Gate {
             real: true,
             visible: self.configured && self.activated,
             inside: hit.is_some(),
-            // No other Wayland client can move the pointer.
+            // The pointer's place comes from the compositor; which program moved it is not told
+            // (a RemoteDesktop session, or on wlroots any client's virtual pointer:
+            // docs/security.md, "What cannot hold on Wayland").
             placed: true,
             at: now,
         };

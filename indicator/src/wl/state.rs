@@ -73,6 +73,17 @@ impl State {
             .clamp(1, 3)
     }
 
+    /// Forgets a press in progress on both surfaces: the pointer entered or left one, so a
+    /// release that follows was not pressed where it is told.
+    pub(super) fn forget_presses(&mut self) {
+        if let Some(d) = &mut self.dialog {
+            d.gate.click.forget_press();
+        }
+        if let Some(t) = &mut self.takeover {
+            t.gate.click.forget_press();
+        }
+    }
+
     /// Starts the arming delay again and distrusts every pointer point told before it ended
     /// (the indicator stalled, or a surface changed outputs): for `on`, or both.
     pub(super) fn restart_trust(&mut self, now: Instant, cause: &'static str, on: Option<On>) {
@@ -262,10 +273,12 @@ impl Dispatch<wl_pointer::WlPointer, ()> for State {
                 state.pointer_on = Some(on);
                 state.pointer_at = Some((surface_x, surface_y));
                 state.pointer_told_at = Some(state.batch_at);
+                state.forget_presses();
             }
             wl_pointer::Event::Leave { .. } => {
                 state.pointer_at = None;
                 state.pointer_on = None;
+                state.forget_presses();
             }
             wl_pointer::Event::Motion {
                 surface_x,
