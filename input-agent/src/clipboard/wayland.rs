@@ -390,7 +390,12 @@ impl Link {
         self.conn.display().sync(&self.qh, token);
         while self.state.synced < token {
             if Instant::now() >= deadline {
-                return Err(unavailable("the compositor did not answer in time"));
+                // The time ran out (another program's slow pipe may have taken it): the link
+                // itself is not known broken, and is kept (a late answer is counted then).
+                return Err(ActFailure::refused(
+                    ErrorCode::Timeout,
+                    "the clipboard: the compositor did not answer in time",
+                ));
             }
             self.pump(deadline).map_err(unavailable)?;
         }
@@ -506,7 +511,13 @@ impl Link {
         }) {
             old.source.destroy();
         }
-        self.sync(Instant::now() + CALL_TIMEOUT)?;
+        if let Err(f) = self.sync(Instant::now() + CALL_TIMEOUT) {
+            // Not known to be offered: nothing offered stays behind a write reported failed.
+            if let Some(h) = self.held.take() {
+                h.source.destroy();
+            }
+            return Err(f);
+        }
         // Taken at once by another program, or refused: the selection is not the agent's.
         if self.held.is_none() {
             return Err(ActFailure::refused(
