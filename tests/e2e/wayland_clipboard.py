@@ -14,7 +14,8 @@ KWin), through a whole session: used by sway_session.py and kwin_session.py.
 - Hostile programs (nish-clip-hostile): a copy replaced while the driver reads it reads as the
   new copy, not as empty text; an owner announcing 200 long junk types before its text type
   is read as holding no text (the agent keeps 64 names); 200 requests for the driver's text
-  that are never read hold its clipboard thread about a second, not one per request.
+  that are never read, then 5 more every 100 ms, do not hold its clipboard thread, and a
+  paste by another program meanwhile gets the whole text.
 - end_session: the driver's text is gone from the clipboard (wl-paste finds nothing).
 - The input agent's log and the audit carry the texts' lengths, never the texts.
 """
@@ -229,6 +230,14 @@ async def session(ns, broker: h.Broker, dialog: DialogPerson, app: str, name: st
             say(f"200 requests for the driver's {len(BIG)} characters, none read "
                 f"(nish-clip-hostile flood): clipboard_read answered in {took:.1f} s "
                 "(approval included)")
+            # The flood goes on (5 requests every 100 ms, one-page pipes never read): another
+            # program pasting meanwhile gets the whole text, not part of it.
+            for _ in range(3):
+                pasted = wl_paste()
+                check(pasted == BIG, f"a paste during the flood got {len(pasted or '')} of "
+                                     f"{len(BIG)} characters")
+                time.sleep(0.3)
+            say("a paste (wl-paste) during the flood gets the driver's whole text, 3 of 3")
 
         await ok(c, "clipboard_write", {"text": WRITTEN})
         check(wl_paste() == WRITTEN, "the driver holds the clipboard again")

@@ -17,6 +17,7 @@
 //! On a Wayland session the clipboard is wlroots' data-control protocol instead
 //! ([`wayland`]); [`Clipboard`] is the one the agent's session has.
 
+pub mod senders;
 pub mod wayland;
 pub mod xconn;
 

@@ -22,10 +22,10 @@
 //! text; app-given type names are bounded and never logged.
 
 use std::collections::HashMap;
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use nish_atspi::agent::connector::{Connector, wayland_connect};
@@ -41,6 +41,7 @@ use wayland_protocols_wlr::data_control::v1::client::{
     zwlr_data_control_source_v1::{self, ZwlrDataControlSourceV1},
 };
 
+use super::senders::Senders;
 use super::{CALL_TIMEOUT, MAX_READ_BYTES, OwnerCmd};
 use crate::failure::ActFailure;
 
@@ -57,6 +58,8 @@ const TICK: Duration = Duration::from_millis(50);
 /// How many selections one read reads, one after the other, while each ends empty and is
 /// replaced meanwhile.
 const READ_TRIES: usize = 3;
+/// How often requestors' pipes are served while the agent reads another program's text.
+const SERVE_TICK: Duration = Duration::from_millis(10);
 
 fn unavailable(e: impl std::fmt::Display) -> ActFailure {
     ActFailure::refused(ErrorCode::BackendUnavailable, format!("the clipboard: {e}"))
@@ -126,7 +129,7 @@ impl WlClipboard {
 struct Held {
     source: ZwlrDataControlSourceV1,
     owner: String,
-    text: String,
+    text: Arc<str>,
 }
 
 /// The state the compositor's events update.
@@ -157,6 +160,8 @@ struct Link {
     device: ZwlrDataControlDeviceV1,
     held: Option<Held>,
     next_sync: u64,
+    /// The requestors' pipes being written.
+    senders: Senders,
 }
 
 fn thread(connector: &Connector, rx: &mpsc::Receiver<Cmd>) {
@@ -314,6 +319,7 @@ impl Link {
             device,
             held: None,
             next_sync,
+            senders: Senders::default(),
         };
         // The device's first events say who holds the selection now.
         link.sync(deadline)?;
@@ -332,18 +338,30 @@ impl Link {
             .map_err(|e| e.to_string())?;
         self.conn.flush().map_err(|e| e.to_string())?;
         if let Some(guard) = self.queue.prepare_read() {
+            // Woken by the compositor, by room in a requestor's pipe, or by a pipe's deadline.
+            let until = self.senders.next_deadline().map_or(until, |d| d.min(until));
             let ms = until
                 .saturating_duration_since(Instant::now())
                 .as_millis()
                 .min(60_000) as u16;
-            let mut fds = [PollFd::new(guard.connection_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(n) if n > 0 => {
-                    guard.read().map_err(|e| e.to_string())?;
-                }
-                Ok(_) | Err(nix::errno::Errno::EINTR) => drop(guard),
+            let mut fds = vec![PollFd::new(guard.connection_fd(), PollFlags::POLLIN)];
+            fds.extend(
+                self.senders
+                    .fds()
+                    .map(|fd| PollFd::new(fd, PollFlags::POLLOUT)),
+            );
+            let events = match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(_) => fds[0].revents().unwrap_or(PollFlags::empty()),
+                Err(nix::errno::Errno::EINTR) => PollFlags::empty(),
                 Err(e) => return Err(format!("poll: {e}")),
+            };
+            drop(fds);
+            if events.is_empty() {
+                drop(guard);
+            } else {
+                guard.read().map_err(|e| e.to_string())?;
             }
+            self.senders.serve(Instant::now());
         }
         self.queue
             .dispatch_pending(&mut self.state)
@@ -363,24 +381,16 @@ impl Link {
                 tracing::info!("clipboard: another program took the selection");
             }
         }
-        // The requests of one batch share CALL_TIMEOUT: programs that ask again and again and
-        // never read delay the broker's next command by that much at most.
-        let batch = Instant::now() + CALL_TIMEOUT;
+        // Each request is written on its own deadline, never blocking (`Senders`).
+        let now = Instant::now();
         for (id, fd) in std::mem::take(&mut self.state.sends) {
-            let left = batch.saturating_duration_since(Instant::now());
             match self.held.as_ref().filter(|h| h.source.id() == id) {
-                Some(h) if !left.is_zero() => {
-                    let len = h.text.len();
-                    match write_all_within(fd, h.text.as_bytes(), left) {
-                        Ok(()) => tracing::debug!(len, "clipboard: text sent to a requestor"),
-                        Err(e) => tracing::info!(len, "clipboard: a requestor's pipe: {e}"),
-                    }
-                }
-                // An old source's request, or past the batch's time: closing the pipe ends it
-                // empty.
-                _ => drop(fd),
+                Some(h) => self.senders.add(fd, h.text.clone(), now, CALL_TIMEOUT),
+                // An old source's request: closing the pipe ends it empty.
+                None => drop(fd),
             }
         }
+        self.senders.serve(now);
     }
 
     /// A round trip within `deadline`: every event the compositor sent before it is handled.
@@ -414,7 +424,7 @@ impl Link {
             if let Some(h) = &self.held {
                 // The agent's own selection (no other program took it since: the round trip
                 // brought any cancellation).
-                return Ok(h.text.clone());
+                return Ok(h.text.to_string());
             }
             let Some(offer) = self.state.selection.clone() else {
                 return Ok(String::new());
@@ -470,6 +480,13 @@ impl Link {
                     limit.as_millis()
                 )));
             }
+            // The agent's own requestors still being written are served meanwhile.
+            self.senders.serve(Instant::now());
+            let left = if self.senders.is_empty() {
+                left
+            } else {
+                left.min(SERVE_TICK)
+            };
             let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
             let ms = left.as_millis().min(60_000) as u16;
             match poll(&mut fds, PollTimeout::from(ms)) {
@@ -507,7 +524,7 @@ impl Link {
         if let Some(old) = self.held.replace(Held {
             source,
             owner,
-            text,
+            text: text.into(),
         }) {
             old.source.destroy();
         }
@@ -587,44 +604,6 @@ fn roundtrip(
     }
     Ok(())
 }
-
-/// Writes `bytes` to a requestor's pipe, then closes it; gives up after `limit`.
-fn write_all_within(fd: OwnedFd, bytes: &[u8], limit: Duration) -> std::io::Result<()> {
-    let deadline = Instant::now() + limit;
-    let mut pipe = std::fs::File::from(fd);
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the requestor did not read in time",
-            ));
-        }
-        let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLOUT)];
-        let ms = left.as_millis().min(60_000) as u16;
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-            Ok(_) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let revents = fds[0].revents().unwrap_or(PollFlags::empty());
-        if revents.intersects(PollFlags::POLLERR | PollFlags::POLLHUP)
-            && !revents.contains(PollFlags::POLLOUT)
-        {
-            return Err(std::io::ErrorKind::BrokenPipe.into());
-        }
-        // At most one pipe buffer's worth: a write no larger than the room poll saw does not
-        // block (PIPE_BUF is the least room POLLOUT promises).
-        let n = rest.len().min(PIPE_BUF);
-        let wrote = pipe.write(&rest[..n])?;
-        rest = &rest[wrote..];
-    }
-    Ok(())
-}
-
-/// `PIPE_BUF` on Linux: the least room a pipe that polls writable has.
-const PIPE_BUF: usize = 4096;
 
 impl Dispatch<wl_registry::WlRegistry, ()> for State {
     fn event(
@@ -794,38 +773,5 @@ mod tests {
         assert_eq!(types.len(), MAX_TYPES);
         assert_eq!(types[MAX_TYPES - 1], "application/x-62");
         assert!(!types.iter().any(|t| t == TEXT_TYPES[0]));
-    }
-
-    #[test]
-    fn a_slow_requestor_does_not_hold_the_thread() {
-        let (reader, writer) = std::io::pipe().unwrap();
-        let text = vec![b'x'; 1 << 20];
-        let started = Instant::now();
-        let r = write_all_within(OwnedFd::from(writer), &text, Duration::from_millis(200));
-        assert!(r.is_err(), "a pipe nobody reads cannot take 1 MiB");
-        assert!(started.elapsed() < Duration::from_secs(2));
-        drop(reader);
-    }
-
-    #[test]
-    fn a_requestor_gets_the_whole_text() {
-        let (mut reader, writer) = std::io::pipe().unwrap();
-        let text: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-        let expect = text.clone();
-        let w = std::thread::spawn(move || {
-            write_all_within(OwnedFd::from(writer), &text, Duration::from_secs(5))
-        });
-        let mut got = Vec::new();
-        reader.read_to_end(&mut got).unwrap();
-        w.join().unwrap().unwrap();
-        assert_eq!(got, expect);
-    }
-
-    #[test]
-    fn a_closed_requestor_is_an_error_not_a_hang() {
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let r = write_all_within(OwnedFd::from(writer), b"abc", Duration::from_secs(5));
-        assert!(r.is_err());
     }
 }

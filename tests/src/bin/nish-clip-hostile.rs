@@ -13,9 +13,12 @@
 //!   [`SWITCHED`]) and only then closes the first request's pipe unwritten, as a program does
 //!   whose copy another copy replaced. A reader that takes the closed pipe for the clipboard's
 //!   text answers empty text while the clipboard holds [`SWITCHED`].
-//! - `flood`: copies nothing; it asks whoever holds the clipboard for its text [`FLOOD`] times
-//!   and never reads a pipe. An owner that serves each request until the requestor reads is
-//!   held for as long as this program lives.
+//! - `flood`: copies nothing; it asks whoever holds the clipboard for its text [`FLOOD`] times,
+//!   then [`FLOOD_AGAIN`] times every [`FLOOD_EVERY`] for as long as it lives, each pipe shrunk
+//!   to one page and never read. An owner that serves each request until the requestor reads is
+//!   held for as long as this program lives; one that serves a batch of requests one after the
+//!   other on a shared deadline leaves the other requestors of the batch (an app pasting) with
+//!   nothing or part of the text.
 
 use std::os::fd::{AsFd as _, OwnedFd};
 
@@ -34,8 +37,13 @@ const SWITCHED: &str = "switched copy: clip-canary-s";
 const JUNK_TYPES: usize = 200;
 /// The length of each junk type name (the agent keeps names of up to 255 bytes).
 const JUNK_LEN: usize = 250;
-/// The requests `flood` makes.
+/// The requests `flood` makes at once.
 const FLOOD: usize = 200;
+/// The requests `flood` makes again, every [`FLOOD_EVERY`].
+const FLOOD_AGAIN: usize = 5;
+const FLOOD_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// The unread pipes `flood` keeps open at most (the oldest are closed).
+const FLOOD_HELD: usize = 400;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -96,16 +104,30 @@ fn main() -> anyhow::Result<()> {
         let Some(offer) = st.selection.clone() else {
             anyhow::bail!("nothing is copied: nobody to flood");
         };
-        for _ in 0..FLOOD {
+        let ask = |st: &mut Hostile, offer: &ZwlrDataControlOfferV1| -> anyhow::Result<()> {
             let (reader, writer) = std::io::pipe()?;
+            // One page: an owner's write of more blocks.
+            let _ = nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096));
             offer.receive("text/plain;charset=utf-8".into(), writer.as_fd());
             drop(writer);
             st.held.push(OwnedFd::from(reader));
+            Ok(())
+        };
+        for _ in 0..FLOOD {
+            ask(&mut st, &offer)?;
         }
         queue.roundtrip(&mut st)?;
         println!("ready");
         loop {
-            queue.blocking_dispatch(&mut st)?;
+            std::thread::sleep(FLOOD_EVERY);
+            if let Some(offer) = st.selection.clone() {
+                for _ in 0..FLOOD_AGAIN {
+                    ask(&mut st, &offer)?;
+                }
+            }
+            queue.roundtrip(&mut st)?;
+            let over = st.held.len().saturating_sub(FLOOD_HELD);
+            st.held.drain(..over);
         }
     }
     let source = manager.create_data_source(&qh, ());
