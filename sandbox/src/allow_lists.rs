@@ -182,9 +182,14 @@ fn reader() -> Vec<i64> {
     tokio()
 }
 
-/// What the input agent adds to [`base`]: tokio (its server, zbus).
+/// What the input agent adds to [`base`]: tokio (its server, zbus), and `splice`, by which
+/// its clipboard text goes from a pipe of its own to a requestor's pipe without blocking
+/// (`input-agent/src/clipboard/senders.rs`: the requestor shares the open file of its pipe,
+/// so its flags are the requestor's to change).
 fn input() -> Vec<i64> {
-    tokio()
+    let mut calls = tokio();
+    calls.push(libc::SYS_splice);
+    calls
 }
 
 /// What the indicator adds to [`base`]: nothing (no async runtime; it polls its X connection

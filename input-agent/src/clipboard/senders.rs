@@ -2,64 +2,112 @@
 //! never blocking: a program that asks and does not read costs the other requestors (the app
 //! the person pastes into) no time. A request is written at once as far as its pipe takes it
 //! (a text that fits a pipe, 64 KiB by default, is done there); only the rest waits, in at
-//! most [`MAX_SENDS`] pipes, and when they are all taken the one that took nothing for the
-//! longest is closed for the new one: a program that keeps asking and never reads loses its
-//! own pipes first. Not defended: a program asking faster than a reader of a longer text
-//! reads can still close that reader's pipe part-way (its paste is then cut short).
+//! most [`MAX_SENDS`] pipes, and when they are all taken the oldest that has read nothing since
+//! it asked (at least [`GRACE`] ago) is closed for the new one, else the new one is: a program
+//! that keeps asking and never reads loses its own pipes first, never a reader's that reads.
+//! Not defended: a reader of a longer text cut off (at its deadline, or as the new one while
+//! more than 64 requests a [`GRACE`] keep every pipe new) gets part of it and then its end,
+//! as if whole.
+//!
+//! The agent never writes to a requestor's pipe itself: the requestor shares the pipe's open
+//! file, whose non-blocking flag it may clear at any moment, and a blocking write to a full
+//! pipe nobody reads would hang the clipboard thread. The text goes into a pipe of the
+//! agent's own (non-blocking, and no one else holds it), and from there into the requestor's
+//! with `splice` and `SPLICE_F_NONBLOCK`, which never waits on a pipe whatever its flags.
+//! Only pipes are taken (a requestor's socket or file is closed unanswered).
 
 use std::io::Write as _;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, SpliceFFlags, splice};
+use nix::sys::stat::{SFlag, fstat};
+use nix::unistd::pipe2;
 
 /// Pipes waiting for room at once.
 pub const MAX_SENDS: usize = 64;
+/// How long a new pipe is kept whatever it reads: its requestor's first read comes after
+/// it asked.
+const GRACE: Duration = Duration::from_millis(50);
 
 /// One requestor's pipe and how much of the text it took.
 struct Sending {
-    pipe: std::fs::File,
+    /// The requestor's pipe, written by `splice` only.
+    theirs: OwnedFd,
+    /// The agent's own pipe, non-blocking: its write end takes the text, its read end feeds
+    /// the requestor's.
+    ours: (OwnedFd, std::fs::File),
     text: Arc<str>,
-    at: usize,
+    /// Bytes put into the agent's pipe, and moved on into the requestor's.
+    queued: usize,
+    moved: usize,
     deadline: Instant,
-    /// When the pipe last took some of the text (when it was asked, before).
-    progressed: Instant,
+    /// When it was asked, and how much its pipe took then.
+    asked: Instant,
+    moved_when_asked: usize,
+}
+
+/// What a step left of a [`Sending`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Written whole, broken, or past its deadline: closed.
+    Over,
+    /// Some of the text waits for room.
+    Waits,
 }
 
 impl Sending {
-    /// Writes what the pipe takes now; whether it is to be kept (not written whole, not
-    /// broken, not past its deadline).
-    fn step(&mut self, now: Instant) -> bool {
+    /// Moves what the requestor's pipe takes now, never waiting.
+    fn step(&mut self, now: Instant) -> Step {
         let bytes = self.text.as_bytes();
-        while self.at < bytes.len() {
-            match self.pipe.write(&bytes[self.at..]) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    self.at += n;
-                    self.progressed = now;
+        let len = bytes.len();
+        loop {
+            while self.queued < len {
+                match self.ours.1.write(&bytes[self.queued..]) {
+                    Ok(0) => break,
+                    Ok(n) => self.queued += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        tracing::info!(len, "clipboard: the agent's own pipe: {e}");
+                        return Step::Over;
+                    }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            }
+            if self.moved == len {
+                tracing::debug!(len, "clipboard: text sent to a requestor");
+                return Step::Over;
+            }
+            let flags = SpliceFFlags::SPLICE_F_NONBLOCK;
+            match splice(
+                &self.ours.0,
+                None,
+                &self.theirs,
+                None,
+                len - self.moved,
+                flags,
+            ) {
+                Ok(0) => break,
+                Ok(n) => self.moved += n,
+                Err(Errno::EAGAIN) => break,
+                Err(Errno::EINTR) => {}
                 Err(e) => {
-                    tracing::info!(len = bytes.len(), "clipboard: a requestor's pipe: {e}");
-                    return false;
+                    tracing::info!(len, "clipboard: a requestor's pipe: {e}");
+                    return Step::Over;
                 }
             }
         }
-        if self.at == bytes.len() {
-            tracing::debug!(len = bytes.len(), "clipboard: text sent to a requestor");
-            return false;
-        }
         if now >= self.deadline {
             tracing::info!(
-                len = bytes.len(),
-                sent = self.at,
+                len,
+                sent = self.moved,
                 "clipboard: a requestor did not read in time"
             );
-            return false;
+            return Step::Over;
         }
-        true
+        Step::Waits
     }
 }
 
@@ -78,29 +126,55 @@ impl std::fmt::Debug for Senders {
 }
 
 impl Senders {
-    /// Writes `text` to a requestor's pipe `fd` as far as it takes it now (made
-    /// non-blocking), and keeps the rest for later, within `limit` of `now`; when
-    /// [`MAX_SENDS`] pipes wait, the one that took nothing for the longest is closed first.
+    /// Writes `text` to a requestor's pipe `fd` as far as it takes it now, and keeps the
+    /// rest for later, within `limit` of `now`. When [`MAX_SENDS`] pipes wait, the oldest one
+    /// that has taken nothing since it was asked (and not at once either) is closed for it,
+    /// else it is.
     pub fn add(&mut self, fd: OwnedFd, text: Arc<str>, now: Instant, limit: Duration) {
-        if let Err(e) = fcntl(&fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)) {
-            tracing::info!("clipboard: a requestor's pipe: {e}");
+        let is_pipe = fstat(&fd)
+            .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode).contains(SFlag::S_IFIFO));
+        if !is_pipe {
+            tracing::info!("clipboard: a request with no pipe to write to; closed unanswered");
             return;
         }
-        let mut s = Sending {
-            pipe: std::fs::File::from(fd),
-            text,
-            at: 0,
-            deadline: now + limit,
-            progressed: now,
+        let ours = match pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC) {
+            Ok((r, w)) => (r, std::fs::File::from(w)),
+            Err(e) => {
+                tracing::info!("clipboard: no pipe of the agent's own: {e}");
+                return;
+            }
         };
-        if !s.step(now) {
+        let mut s = Sending {
+            theirs: fd,
+            ours,
+            text,
+            queued: 0,
+            moved: 0,
+            deadline: now + limit,
+            asked: now,
+            moved_when_asked: 0,
+        };
+        if s.step(now) == Step::Over {
             return;
         }
-        if self.list.len() >= MAX_SENDS
-            && let Some(i) = (0..self.list.len()).min_by_key(|&i| self.list[i].progressed)
-        {
-            tracing::info!("clipboard: too many requests waiting; the stalest closed");
-            self.list.swap_remove(i);
+        s.moved_when_asked = s.moved;
+        if self.list.len() >= MAX_SENDS {
+            let idle = (0..self.list.len())
+                .filter(|&i| {
+                    let w = &self.list[i];
+                    w.moved == w.moved_when_asked && now >= w.asked + GRACE
+                })
+                .min_by_key(|&i| self.list[i].asked);
+            match idle {
+                Some(i) => {
+                    tracing::info!("clipboard: too many requests waiting; an idle one closed");
+                    self.list.swap_remove(i);
+                }
+                None => {
+                    tracing::info!("clipboard: too many requests waiting; one closed unanswered");
+                    return;
+                }
+            }
         }
         self.list.push(s);
     }
@@ -109,12 +183,12 @@ impl Senders {
     /// broken ones, and those past their deadline (a requestor that did not read in time gets
     /// part of the text, then its end).
     pub fn serve(&mut self, now: Instant) {
-        self.list.retain_mut(|s| s.step(now));
+        self.list.retain_mut(|s| s.step(now) == Step::Waits);
     }
 
     /// The pipes still being written, for a poll on their room.
     pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        self.list.iter().map(|s| s.pipe.as_fd())
+        self.list.iter().map(|s| s.theirs.as_fd())
     }
 
     /// The earliest deadline of a pipe still being written.
@@ -211,31 +285,81 @@ mod tests {
     }
 
     #[test]
-    fn when_every_pipe_waits_the_stalest_is_closed_for_a_new_one() {
+    fn when_every_pipe_waits_an_idle_one_is_closed_never_a_reading_one() {
         let mut s = Senders::default();
         let mut readers = Vec::new();
         let big: Arc<str> = "x".repeat(1 << 17).into();
         let t0 = Instant::now();
-        for i in 0..MAX_SENDS {
+        for _ in 0..MAX_SENDS {
             let (r, w) = std::io::pipe().unwrap();
             readers.push(r);
-            let at = t0 + Duration::from_millis(i as u64);
-            s.add(w.into(), big.clone(), at, Duration::from_secs(30));
+            s.add(w.into(), big.clone(), t0, Duration::from_secs(30));
         }
         assert_eq!(s.list.len(), MAX_SENDS);
-        // The first (stalest) reader drains what it was given: its pipe is closed for the new
-        // request, and it reads end of file after part of the text.
-        let (r, w) = std::io::pipe().unwrap();
-        s.add(
-            w.into(),
-            big.clone(),
-            t0 + Duration::from_secs(1),
-            Duration::from_secs(30),
-        );
+        // Every pipe but the first reads a little: the first is the one closed for a new
+        // request, once the grace is over, and reads end of file after part of the text.
+        let mut chunk = vec![0u8; 4096];
+        for r in &mut readers[1..] {
+            r.read_exact(&mut chunk).unwrap();
+        }
+        let later = t0 + GRACE;
+        s.serve(later);
+        let (_r, w) = std::io::pipe().unwrap();
+        s.add(w.into(), big.clone(), later, Duration::from_secs(30));
         assert_eq!(s.list.len(), MAX_SENDS);
         let mut got = Vec::new();
         readers[0].read_to_end(&mut got).unwrap();
         assert!(!got.is_empty() && got.len() < big.len(), "closed part-way");
-        drop(r);
+        // No idle pipe left (all read since): a new request is the one closed.
+        let (mut r, w) = std::io::pipe().unwrap();
+        s.add(w.into(), big.clone(), later, Duration::from_secs(30));
+        assert_eq!(s.list.len(), MAX_SENDS);
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        assert!(got.len() < big.len(), "the new one closed");
+    }
+
+    #[test]
+    fn a_requestor_that_makes_its_pipe_blocking_cannot_hang_the_agent() {
+        // The requestor keeps its own write end, shares the pipe's open file, and clears its
+        // non-blocking flag: the agent still never waits on the full pipe.
+        let (reader, writer) = std::io::pipe().unwrap();
+        let theirs = writer.try_clone().unwrap();
+        let mut s = Senders::default();
+        let t0 = Instant::now();
+        s.add(
+            theirs.into(),
+            "y".repeat(1 << 20).into(),
+            t0,
+            Duration::from_millis(300),
+        );
+        nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(OFlag::empty())).unwrap();
+        let started = Instant::now();
+        s.serve(Instant::now());
+        assert!(!s.is_empty());
+        assert!(
+            started.elapsed() < Duration::from_millis(200),
+            "never blocks"
+        );
+        s.serve(t0 + Duration::from_millis(300));
+        assert!(s.is_empty(), "closed at its deadline");
+        drop(reader);
+    }
+
+    #[test]
+    fn a_request_with_a_socket_is_closed_unanswered() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut s = Senders::default();
+        s.add(
+            OwnedFd::from(a),
+            "z".into(),
+            Instant::now(),
+            Duration::from_secs(1),
+        );
+        assert!(s.is_empty());
+        let mut got = String::new();
+        let mut b = b;
+        b.read_to_string(&mut got).unwrap();
+        assert!(got.is_empty());
     }
 }
