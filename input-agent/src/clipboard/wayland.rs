@@ -340,9 +340,11 @@ impl Link {
         if let Some(guard) = self.queue.prepare_read() {
             // Woken by the compositor, by room in a requestor's pipe, or by a pipe's deadline.
             let until = self.senders.next_deadline().map_or(until, |d| d.min(until));
+            // Rounded up: a wait under a millisecond is not a busy poll of zero.
             let ms = until
                 .saturating_duration_since(Instant::now())
-                .as_millis()
+                .as_micros()
+                .div_ceil(1000)
                 .min(60_000) as u16;
             let mut fds = vec![PollFd::new(guard.connection_fd(), PollFlags::POLLIN)];
             fds.extend(

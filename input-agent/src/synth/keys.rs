@@ -384,6 +384,41 @@ mod tests {
     }
 
     #[test]
+    fn a_spare_key_says_its_levels_shift_and_case() {
+        // A Latin-1 letter: both cases, the upper one with Shift, a letter key.
+        assert_eq!(spare_key(0x61, 2), ((0x61, 0x41), false, true));
+        assert_eq!(spare_key(0xc9, 4), ((0xe9, 0xc9), true, true));
+        // A keymap of one level: the keysym alone, no Shift, no case.
+        assert_eq!(spare_key(0x41, 1), ((0x41, 0x41), false, false));
+        // Outside Latin-1, or no case: one keysym on both levels.
+        assert_eq!(
+            spare_key(0x0100_0444, 2),
+            ((0x0100_0444, 0x0100_0444), false, false)
+        );
+        assert_eq!(spare_key(0x31, 2), ((0x31, 0x31), false, false));
+    }
+
+    #[test]
+    fn shortcut_modifiers_and_characters_are_told() {
+        // Control, Alt, Super and Meta, left and right.
+        for sym in [
+            0xffe3, 0xffe4, 0xffe7, 0xffe8, 0xffe9, 0xffea, 0xffeb, 0xffec,
+        ] {
+            assert!(is_shortcut_modifier(sym), "{sym:#x}");
+        }
+        // Shift, Caps Lock, Shift Lock, Hyper, a letter: not shortcut modifiers.
+        for sym in [SHIFT_L, SHIFT_R, 0xffe5, 0xffe6, 0xffed, 0x61] {
+            assert!(!is_shortcut_modifier(sym), "{sym:#x}");
+        }
+        for sym in [0x20, 0x61, 0xe9, 0x0100_0444] {
+            assert!(is_character(sym), "{sym:#x}");
+        }
+        for sym in [0x1f, 0x7f, 0xff0d, 0xffe3, 0xfe03] {
+            assert!(!is_character(sym), "{sym:#x}");
+        }
+    }
+
+    #[test]
     fn the_second_group_s_levels_are_the_third_and_fourth_columns() {
         // keycodes 8..: a/A with ф/Ф, 1/! with 1/!, Return alone (one group), Shift_L.
         let k = Keymap {
