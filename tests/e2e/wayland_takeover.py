@@ -273,8 +273,18 @@ async def run(ns: argparse.Namespace) -> None:
             e = await read_entry(c)
             check("focused" in e["states"], f"the entry holds the keyboard focus: {e}")
             say("  the person clicks into the form (a pause: their own input), and the host resumes")
-            a = await ok(c, "type_text", {"element_token": e["element_token"], "text": "Ada Lovelace",
-                                          "delivery_mode": "foreground"})
+            for attempt in (1, 2):
+                res = await c.call_tool("type_text", {"element_token": e["element_token"],
+                                                      "text": "Ada Lovelace",
+                                                      "delivery_mode": "foreground"})
+                if not res.is_error:
+                    a = res.structured_content
+                    break
+                err = res.structured_content["error"]
+                check(err.get("paused_reason") == "person_input" and attempt == 1,
+                      f"type_text failed: {err}")
+                await resumed_after_pause(ctl, sid, err)
+                e = await cleared(c)
             check(a["path"] == "portal:type", str(a))
             await reads_back(c, "Ada Lovelace")
             say(f"  foreground type_text: effect {a['effect']}, path {a['path']}; the GTK 4 entry reads back 'Ada Lovelace'")
