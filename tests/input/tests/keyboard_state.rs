@@ -9,6 +9,7 @@ mod support;
 use std::time::Duration;
 
 use nish_proto::model::{Node, WindowInfo};
+use nish_proto::wire::AgentFailure;
 use nish_proto::wire::MAX_FRAME_BYTES;
 use nish_proto::wire::codec::{read_frame, write_frame};
 use nish_proto::wire::input::{BrokerToInput, InputToBroker, SynthEnd, SynthOp};
@@ -81,6 +82,19 @@ fn act_while(desk: &Desktop, w: &WindowInfo, op: SynthOp, during: impl FnOnce())
         if !matches!(msg, InputToBroker::Person { .. }) {
             return msg;
         }
+    }
+}
+
+/// The failure of an act the input agent refused before sending any key (it panics on any
+/// other answer, saying `what`).
+fn refused_before_any_key(answer: InputToBroker, what: &str) -> AgentFailure {
+    match answer {
+        InputToBroker::Failed {
+            failure,
+            sent: false,
+            ..
+        } => failure,
+        other => panic!("{what} must be refused before any key: {other:?}"),
     }
 }
 
@@ -163,17 +177,9 @@ fn second_layout(desk: &Desktop, second: &str) {
     assert!(out.status.success(), "setxkbmap: {out:?}");
     std::thread::sleep(Duration::from_millis(300));
     let conn = desk.x11().expect("the desktop's X connection");
-    let setup = conn.setup();
-    let (min, max) = (setup.min_keycode, setup.max_keycode);
-    let map = conn
-        .get_keyboard_mapping(min, max - min + 1)
-        .expect("GetKeyboardMapping")
-        .reply()
-        .expect("its reply");
-    let per = usize::from(map.keysyms_per_keycode);
-    let next_group = map
-        .keysyms
-        .chunks(per)
+    let (min, per, keysyms) = keyboard_mapping(desk);
+    let next_group = keysyms
+        .chunks(usize::from(per))
         .position(|row| row.first() == Some(&0xfe08))
         .map(|i| min + i as u8)
         .expect("a key with ISO_Next_Group");
@@ -242,17 +248,9 @@ fn typing_with_caps_lock_on_gives_the_text_s_own_case() {
     );
     // ж (a lower-case letter whose case the X server does not know on a spare key) would come
     // out upper case: refused before any key.
-    match type_with_agent(&desk, &w, "ab ж") {
-        InputToBroker::Failed {
-            failure,
-            sent: false,
-            ..
-        } => {
-            assert_eq!(failure.code.as_str(), "unsupported", "{failure:?}");
-            assert!(failure.message.contains("character 4"), "{failure:?}");
-        }
-        other => panic!("the typing must be refused before any key: {other:?}"),
-    }
+    let failure = refused_before_any_key(type_with_agent(&desk, &w, "ab ж"), "the typing");
+    assert_eq!(failure.code.as_str(), "unsupported", "{failure:?}");
+    assert!(failure.message.contains("character 4"), "{failure:?}");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         entry_text(&mut reader, &w, &entry, text.chars().count() + 1),
@@ -302,23 +300,32 @@ fn press(desk: &Desktop, w: &WindowInfo, keys: &[&str]) {
     }
 }
 
-/// The keyboard mapping's keysyms, every keycode.
-fn keyboard_mapping(desk: &Desktop) -> Vec<u32> {
+/// Presses Ctrl+A, then `x`: what the entry then reads (`x` when Ctrl+A selected all).
+fn select_all_then_x(desk: &Desktop, reader: &mut Reader, w: &WindowInfo, entry: &Node) -> String {
+    press(desk, w, &["ctrl", "a"]);
+    press(desk, w, &["x"]);
+    std::thread::sleep(Duration::from_millis(300));
+    entry_text(reader, w, entry, 1)
+}
+
+/// The keyboard mapping: the first keycode, the keysyms per keycode, and every keycode's.
+fn keyboard_mapping(desk: &Desktop) -> (u8, u8, Vec<u32>) {
     let conn = desk.x11().expect("the desktop's X connection");
     let setup = conn.setup();
     let (min, max) = (setup.min_keycode, setup.max_keycode);
-    conn.get_keyboard_mapping(min, max - min + 1)
+    let map = conn
+        .get_keyboard_mapping(min, max - min + 1)
         .expect("GetKeyboardMapping")
         .reply()
-        .expect("its reply")
-        .keysyms
+        .expect("its reply");
+    (min, map.keysyms_per_keycode, map.keysyms)
 }
 
 #[test]
 fn press_key_gives_the_named_key_in_the_person_s_second_layout() {
     let (desk, mut reader, _demo, w, entry) = demo_entry();
     second_layout(&desk, "ru");
-    let before = keyboard_mapping(&desk);
+    let before = keyboard_mapping(&desk).2;
     // q is on no key of the Russian layout (its key gives й): a spare key gives it; plus is
     // the second level of its key; Shift with a key gives its upper case (ф without the
     // group's rule).
@@ -327,16 +334,13 @@ fn press_key_gives_the_named_key_in_the_person_s_second_layout() {
     }
     assert_eq!(entry_text(&mut reader, &w, &entry, 3), "q+A");
     assert_eq!(
-        keyboard_mapping(&desk),
+        keyboard_mapping(&desk).2,
         before,
         "the spare key was given back"
     );
     // A shortcut whose key the layout lacks takes the first layout's, by which the entry knows
-    // Ctrl+A: all of it selected, the next key replaces it.
-    press(&desk, &w, &["ctrl", "a"]);
-    press(&desk, &w, &["x"]);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(entry_text(&mut reader, &w, &entry, 1), "x");
+    // Ctrl+A.
+    assert_eq!(select_all_then_x(&desk, &mut reader, &w, &entry), "x");
     assert_eq!(group(&desk), 1, "the second layout is still in use");
 }
 
@@ -350,11 +354,8 @@ fn a_shortcut_takes_the_key_of_the_layout_in_use() {
     press(&desk, &w, &["a"]);
     assert_eq!(entry_text(&mut reader, &w, &entry, 2), "qa");
     assert_eq!(mapping_changes(&desk), 0, "every key was the layout's own");
-    press(&desk, &w, &["ctrl", "a"]);
-    press(&desk, &w, &["x"]);
-    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        entry_text(&mut reader, &w, &entry, 1),
+        select_all_then_x(&desk, &mut reader, &w, &entry),
         "x",
         "Ctrl+A selected all"
     );
@@ -365,16 +366,9 @@ fn a_keyboard_without_shift_types_what_needs_none() {
     let (desk, mut reader, _demo, w, entry) = demo_entry();
     // The Shift keys are taken off the keyboard mapping (as a remapping tool may).
     let conn = desk.x11().expect("the desktop's X connection");
-    let setup = conn.setup();
-    let (min, max) = (setup.min_keycode, setup.max_keycode);
-    let map = conn
-        .get_keyboard_mapping(min, max - min + 1)
-        .expect("GetKeyboardMapping")
-        .reply()
-        .expect("its reply");
-    let per = map.keysyms_per_keycode;
+    let (min, per, keysyms) = keyboard_mapping(&desk);
     let mut cleared = 0;
-    for (i, row) in map.keysyms.chunks(usize::from(per)).enumerate() {
+    for (i, row) in keysyms.chunks(usize::from(per)).enumerate() {
         if matches!(row.first(), Some(0xffe1 | 0xffe2)) {
             let none = vec![0u32; usize::from(per)];
             conn.change_keyboard_mapping(1, min + i as u8, per, &none)
@@ -388,14 +382,8 @@ fn a_keyboard_without_shift_types_what_needs_none() {
     let got = type_and_read(&desk, &mut reader, &w, &entry, "ada 1843");
     assert_eq!(got, "ada 1843", "text that needs no Shift is typed");
     // Its third character needs Shift: refused before the first.
-    match type_with_agent(&desk, &w, "adA") {
-        InputToBroker::Failed {
-            failure,
-            sent: false,
-            ..
-        } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
-        other => panic!("text that needs Shift must be refused before any key: {other:?}"),
-    }
+    let failure = refused_before_any_key(type_with_agent(&desk, &w, "adA"), "text needing Shift");
+    assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(entry_text(&mut reader, &w, &entry, 9), "ada 1843");
 }
@@ -406,27 +394,14 @@ fn typing_with_a_modifier_held_is_refused_before_any_key() {
     // The person holds Control: the keys would be shortcuts (Ctrl+A selects all).
     desk.xdotool(&["keydown", "ctrl"]).expect("Control down");
     std::thread::sleep(Duration::from_millis(200));
-    match type_with_agent(&desk, &w, "abc") {
-        InputToBroker::Failed {
-            failure,
-            sent: false,
-            ..
-        } => {
-            assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}");
-            assert!(failure.message.contains("(Control)"), "{failure:?}");
-        }
-        other => panic!("the typing must be refused before any key: {other:?}"),
-    }
+    let failure = refused_before_any_key(type_with_agent(&desk, &w, "abc"), "the typing");
+    assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}");
+    assert!(failure.message.contains("(Control)"), "{failure:?}");
     // Keys too: q would be Ctrl+Q.
     let keys = vec!["q".to_string()];
-    match act_while(&desk, &w, SynthOp::Keys { keys }, || {}) {
-        InputToBroker::Failed {
-            failure,
-            sent: false,
-            ..
-        } => assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}"),
-        other => panic!("the keys must be refused before any key: {other:?}"),
-    }
+    let answer = act_while(&desk, &w, SynthOp::Keys { keys }, || {});
+    let failure = refused_before_any_key(answer, "the keys");
+    assert_eq!(failure.code.as_str(), "not_actionable", "{failure:?}");
     // Nothing was sent, so nothing was released either: Control is still down.
     let conn = desk.x11().expect("the desktop's X connection");
     let held = conn
