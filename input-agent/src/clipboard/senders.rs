@@ -5,9 +5,15 @@
 //! most [`MAX_SENDS`] pipes, and when they are all taken the oldest that has read nothing since
 //! it asked (at least [`GRACE`] ago) is closed for the new one, else the new one is: a program
 //! that keeps asking and never reads loses its own pipes first, never a reader's that reads.
-//! Not defended: a reader of a longer text cut off (at its deadline, or as the new one while
-//! more than 64 requests a [`GRACE`] keep every pipe new) gets part of it and then its end,
-//! as if whole.
+//!
+//! A requestor's deadline runs from the last time its pipe took some of the text, up to
+//! [`MAX_SEND`] after it asked: a reader that keeps reading, however slowly the desktop lets
+//! it, is not cut off part-way; one that stops reading is. A pipe cut part-way gives its
+//! reader part of the text and then its end, which the app takes for the whole text, so the
+//! rules prefer a request closed unanswered (an empty paste, which the person sees) to a cut.
+//! Not defended: a reader that stops reading for the deadline, takes longer than
+//! [`MAX_SEND`], or has read nothing [`GRACE`] after it asked while more than 64 requests a
+//! [`GRACE`] keep every pipe new, is cut.
 //!
 //! The agent never writes to a requestor's pipe itself: the requestor shares the pipe's open
 //! file, whose non-blocking flag it may clear at any moment, and a blocking write to a full
@@ -29,8 +35,11 @@ use nix::unistd::pipe2;
 /// Pipes waiting for room at once.
 pub const MAX_SENDS: usize = 64;
 /// How long a new pipe is kept whatever it reads: its requestor's first read comes after
-/// it asked.
-const GRACE: Duration = Duration::from_millis(50);
+/// it asked, and on a busy desktop (two cores running the test suite) tens of milliseconds
+/// later; a pipe closed for a newer request is cut part-way.
+const GRACE: Duration = Duration::from_millis(250);
+/// The longest a requestor that keeps reading is written to.
+pub const MAX_SEND: Duration = Duration::from_secs(10);
 
 /// One requestor's pipe and how much of the text it took.
 struct Sending {
@@ -43,7 +52,11 @@ struct Sending {
     /// Bytes put into the agent's pipe, and moved on into the requestor's.
     queued: usize,
     moved: usize,
-    deadline: Instant,
+    /// How long it may go without taking anything, from when it last took some.
+    limit: Duration,
+    progressed: Instant,
+    /// The end, however it reads.
+    cap: Instant,
     /// When it was asked, and how much its pipe took then.
     asked: Instant,
     moved_when_asked: usize,
@@ -90,7 +103,10 @@ impl Sending {
                 flags,
             ) {
                 Ok(0) => break,
-                Ok(n) => self.moved += n,
+                Ok(n) => {
+                    self.moved += n;
+                    self.progressed = now;
+                }
                 Err(Errno::EAGAIN) => break,
                 Err(Errno::EINTR) => {}
                 Err(e) => {
@@ -99,7 +115,7 @@ impl Sending {
                 }
             }
         }
-        if now >= self.deadline {
+        if now >= self.deadline() {
             tracing::info!(
                 len,
                 sent = self.moved,
@@ -108,6 +124,11 @@ impl Sending {
             return Step::Over;
         }
         Step::Waits
+    }
+
+    /// When it is closed unless its pipe takes more before.
+    fn deadline(&self) -> Instant {
+        (self.progressed + self.limit).min(self.cap)
     }
 }
 
@@ -127,9 +148,10 @@ impl std::fmt::Debug for Senders {
 
 impl Senders {
     /// Writes `text` to a requestor's pipe `fd` as far as it takes it now, and keeps the
-    /// rest for later, within `limit` of `now`. When [`MAX_SENDS`] pipes wait, the oldest one
-    /// that has taken nothing since it was asked (and not at once either) is closed for it,
-    /// else it is.
+    /// rest for later: until its pipe has taken nothing for `limit`, at most [`MAX_SEND`]
+    /// from `now`. When [`MAX_SENDS`] pipes wait, the oldest one that has taken nothing since
+    /// it was asked (and not at once either) is closed for it, else it is, before any of the
+    /// text is written to it.
     pub fn add(&mut self, fd: OwnedFd, text: Arc<str>, now: Instant, limit: Duration) {
         let is_pipe = fstat(&fd)
             .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode).contains(SFlag::S_IFIFO));
@@ -137,27 +159,9 @@ impl Senders {
             tracing::info!("clipboard: a request with no pipe to write to; closed unanswered");
             return;
         }
-        let ours = match pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC) {
-            Ok((r, w)) => (r, std::fs::File::from(w)),
-            Err(e) => {
-                tracing::info!("clipboard: no pipe of the agent's own: {e}");
-                return;
-            }
-        };
-        let mut s = Sending {
-            theirs: fd,
-            ours,
-            text,
-            queued: 0,
-            moved: 0,
-            deadline: now + limit,
-            asked: now,
-            moved_when_asked: 0,
-        };
-        if s.step(now) == Step::Over {
-            return;
-        }
-        s.moved_when_asked = s.moved;
+        // Room first, before a byte is written: a request turned away after its pipe's first
+        // fill would read part of the text and then its end, as if whole (a paste cut at
+        // 64 KiB, measured under a flood); turned away before, it reads nothing.
         if self.list.len() >= MAX_SENDS {
             let idle = (0..self.list.len())
                 .filter(|&i| {
@@ -176,6 +180,29 @@ impl Senders {
                 }
             }
         }
+        let ours = match pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC) {
+            Ok((r, w)) => (r, std::fs::File::from(w)),
+            Err(e) => {
+                tracing::info!("clipboard: no pipe of the agent's own: {e}");
+                return;
+            }
+        };
+        let mut s = Sending {
+            theirs: fd,
+            ours,
+            text,
+            queued: 0,
+            moved: 0,
+            limit,
+            progressed: now,
+            cap: now + MAX_SEND,
+            asked: now,
+            moved_when_asked: 0,
+        };
+        if s.step(now) == Step::Over {
+            return;
+        }
+        s.moved_when_asked = s.moved;
         self.list.push(s);
     }
 
@@ -193,7 +220,7 @@ impl Senders {
 
     /// The earliest deadline of a pipe still being written.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.list.iter().map(|s| s.deadline).min()
+        self.list.iter().map(Sending::deadline).min()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -222,6 +249,56 @@ mod tests {
         s.serve(t0 + Duration::from_millis(200));
         assert!(s.is_empty(), "closed at its deadline");
         drop(reader);
+    }
+
+    #[test]
+    fn a_reader_that_keeps_reading_is_not_cut_at_its_first_deadline() {
+        // Each read comes later than the limit after the request, never the limit after the
+        // one before: the whole text arrives. Closed at the first deadline it was cut at
+        // the pipe's first fill (as a CI run once measured for a paste under a flood).
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let text: Arc<str> = (0..300_000u32)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect::<String>()
+            .into();
+        let limit = Duration::from_millis(200);
+        let t0 = Instant::now();
+        let mut s = Senders::default();
+        s.add(writer.into(), text.clone(), t0, limit);
+        let mut got = Vec::new();
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut at = t0;
+        while !s.is_empty() {
+            let n = reader.read(&mut chunk).unwrap();
+            got.extend_from_slice(&chunk[..n]);
+            at += Duration::from_millis(150);
+            assert!(at < t0 + MAX_SEND, "the test reads fast enough");
+            s.serve(at);
+        }
+        reader.read_to_end(&mut got).unwrap();
+        assert!(at > t0 + limit, "read past the first deadline");
+        assert_eq!(got.len(), text.len(), "the whole text, not a part");
+        assert_eq!(String::from_utf8(got).unwrap(), *text);
+    }
+
+    #[test]
+    fn a_reader_that_trickles_is_closed_after_the_longest_send() {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let limit = Duration::from_millis(200);
+        let t0 = Instant::now();
+        let mut s = Senders::default();
+        s.add(writer.into(), "t".repeat(1 << 20).into(), t0, limit);
+        let mut chunk = vec![0u8; 4096];
+        let mut at = t0;
+        while at + limit < t0 + MAX_SEND {
+            reader.read_exact(&mut chunk).unwrap();
+            at += Duration::from_millis(150);
+            s.serve(at);
+            assert!(!s.is_empty(), "kept while it reads");
+        }
+        reader.read_exact(&mut chunk).unwrap();
+        s.serve(t0 + MAX_SEND);
+        assert!(s.is_empty(), "closed at the longest send, read or not");
     }
 
     #[test]
@@ -316,7 +393,11 @@ mod tests {
         assert_eq!(s.list.len(), MAX_SENDS);
         let mut got = Vec::new();
         r.read_to_end(&mut got).unwrap();
-        assert!(got.len() < big.len(), "the new one closed");
+        assert!(
+            got.is_empty(),
+            "the new one closed before any byte, not cut after its pipe's first fill: {} bytes",
+            got.len()
+        );
     }
 
     #[test]

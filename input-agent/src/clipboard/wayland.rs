@@ -16,8 +16,8 @@
 //! - between commands the thread keeps reading the compositor's events (every copy on the
 //!   desktop announces a new selection), so its queue never fills.
 //!
-//! Every wait is bounded: a command's answer by its caller, the writes to the requestors' pipes
-//! of one batch of requests by [`super::CALL_TIMEOUT`] together, the set-up and each round trip
+//! Every wait is bounded: a command's answer by its caller, the writes to each requestor's pipe
+//! by its own deadline, never blocking ([`super::senders`]), the set-up and each round trip
 //! by theirs. Logs carry lengths, never
 //! text; app-given type names are bounded and never logged.
 
