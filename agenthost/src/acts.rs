@@ -277,6 +277,56 @@ pub(crate) async fn synthetic_held(
     synthetic(b, op, hold.window.window_id, stop).await
 }
 
+/// A click on Wayland, where the takeover's session has the pointer (KWin: `remote::click`):
+/// the window as the reader lists it now (its pid, title and size identify it to KWin),
+/// the indicator told of the driver's press first, as on X11.
+async fn wayland_click(
+    b: &LinuxBackend,
+    window_id: u64,
+    at: (i32, i32),
+    button: u8,
+    count: u8,
+    stop: StopFlag,
+) -> Result<SynthOutcome, DriverError> {
+    let windows = crate::reads::list_windows(b)
+        .await
+        .map_err(|e| e.with_effect("refused"))?;
+    let Some(target) = windows.into_iter().find(|w| w.window_id == window_id) else {
+        return Err(DriverError::new(
+            ErrorCode::WindowTargetNotFound,
+            "the window is no longer listed; nothing was sent",
+        )
+        .with_effect("refused"));
+    };
+    let dir = script_dir().map_err(|e| {
+        DriverError::new(
+            ErrorCode::BackendUnavailable,
+            format!("the broker's runtime directory: {e}; nothing was sent"),
+        )
+        .with_effect("refused")
+    })?;
+    if let Some(ind) = b.indicator.current().await {
+        let _ = ind.send(BrokerToIndicator::DriverPress).await;
+    }
+    b.remote.click(target, at, button, count, stop, dir).await
+}
+
+/// The broker's own runtime directory (its socket's), made private if it is new: where a
+/// KWin script is written for KWin to read.
+fn script_dir() -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let sock = nish_proto::wire::default_socket_path(nix::unistd::getuid().as_raw());
+    let dir = sock
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no directory"))?
+        .to_path_buf();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    Ok(dir)
+}
+
 pub(crate) async fn synthetic(
     b: &LinuxBackend,
     op: SynthOp,
@@ -284,7 +334,15 @@ pub(crate) async fn synthetic(
     stop: StopFlag,
 ) -> Result<SynthOutcome, DriverError> {
     if b.on_wayland() {
-        let _ = window_id;
+        if let SynthOp::Click {
+            x,
+            y,
+            button,
+            count,
+        } = op
+        {
+            return wayland_click(b, window_id, (x, y), button, count, stop).await;
+        }
         let layout = layout(b).await;
         return b.remote.synthetic(op, stop, None, layout).await;
     }

@@ -31,6 +31,10 @@ impl Backend for LinuxBackend {
         self.keep_stop_shortcut();
     }
 
+    fn wayland_pointer(&self) -> bool {
+        self.on_wayland() && self.remote.pointer_ready()
+    }
+
     fn frame_origin(&self) -> nish_decider::backend::FrameOrigin {
         if session_type().0 == "wayland" {
             nish_decider::backend::FrameOrigin::Window

@@ -20,7 +20,7 @@ const IDLE_MONITOR_PATH: &str = "/org/gnome/Mutter/IdleMonitor/Core";
 /// mutter's own remote-desktop name: only mutter holds it with the idle monitor's.
 const MUTTER_REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
 /// KWin's name on the session bus.
-const KWIN: &str = "org.kde.KWin";
+pub(crate) const KWIN: &str = "org.kde.KWin";
 /// How much earlier than the send an input shown by the idle monitor may be and still be the
 /// driver's key (its idle time is in whole milliseconds, read after the question was sent).
 pub(crate) const CONFIRM_TOLERANCE: Duration = Duration::from_millis(2);

@@ -12,15 +12,17 @@
 //!
 //! 1. the person has ticked the takeover line in the driver's own consent dialog (the root of
 //!    consent: the desktop's dialog can be answered by any local client, see docs/security.md);
-//! 2. [`RemoteSession::start`]: `CreateSession`, `SelectDevices` with the keyboard only (the
-//!    driver sends no pointer input on Wayland: it cannot know where a window is on the
-//!    screen), `Start`, which shows the desktop's dialog; only the person answers it (the
-//!    driver never reads or acts on it, `nish_proto::prompts`), within [`GRANT_TIMEOUT`];
+//! 2. `RemoteSession::start` ([`session`]): `CreateSession`, `SelectDevices` with the
+//!    keyboard, and on KWin the pointer too (elsewhere the driver cannot know where a window
+//!    is on the screen; KWin tells it, [`crate::kwin_scene`]), `Start`, which shows the
+//!    desktop's dialog; only the person answers it (the driver never reads or acts on it,
+//!    `nish_proto::prompts`), within [`GRANT_TIMEOUT`];
 //! 3. keys and typed characters go as `NotifyKeyboardKeysym`; before every key event (each
 //!    press and each release) the engine's stop flag, the caller (a batch whose caller went
 //!    away stops) and the idle monitor are checked; after each, the driver waits until the idle
 //!    monitor shows it (a key it never shows stops the act); every key pressed is released on
-//!    every way out, and a release that fails ends the portal session;
+//!    every way out, and a release that fails ends the portal session; a click on KWin
+//!    ([`Takeover::click`]) goes the same way, its pointer move and buttons as the keys;
 //! 4. the session's `Session.Closed` (the person's Stop in the desktop's remote-control
 //!    indicator), the portal frontend, mutter, the idle monitor's name or a portal backend
 //!    leaving the bus or changing hands (mutter ends the session when a backend dies, and the
@@ -45,27 +47,25 @@
 //! later input of theirs is seen), and input of another program through another
 //! remote-desktop session, which counts as the person's (the safe side).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_lite::StreamExt as _;
 use nish_decider::backend::{ACTING_KEY_SETTLE, BackendEvent, StopFlag, SynthOutcome};
 use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::keysyms::{keysym_for_char, keysym_for_name};
 use nish_proto::wire::input::SynthOp;
 use tokio::sync::mpsc;
-use zbus::zvariant::{ObjectPath, Value};
 
 use crate::handover::Opener;
 use crate::keymap::Layout;
 use crate::monitor::{Kind, Monitor, idle_time, kind, monitor, notification_offered, shows_key};
-use crate::portal::{
-    Ask, CALL_TIMEOUT, Offer, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner,
-    owner_changes, sender_of, signal_from, subscribe,
-};
+use crate::portal::Offer;
+
+mod session;
+
+use session::{RemoteSession, kwin_owner};
 
 const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
 /// The portal frontend's executable's file name.
@@ -74,6 +74,11 @@ const PORTAL_EXE: &str = "xdg-desktop-portal";
 const BACKENDS: &str = "org.freedesktop.impl.portal.desktop";
 /// `SelectDevices`' keyboard bit.
 const KEYBOARD: u32 = 1;
+/// `SelectDevices`' pointer bit (asked for on KWin only, where the window's place is known).
+const POINTER: u32 = 2;
+/// The evdev codes of the left and right buttons.
+const BTN_LEFT: i32 = 0x110;
+const BTN_RIGHT: i32 = 0x111;
 
 /// Longest wait for the person's answer in the desktop's dialog.
 pub const GRANT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -139,301 +144,6 @@ pub async fn available(session_bus: Option<&str>, opener: &Arc<Opener>) -> bool 
     }
 }
 
-/// A started remote-desktop session of the portal, on its own connection.
-struct RemoteSession {
-    conn: zbus::Connection,
-    portal: String,
-    handle: String,
-    /// Set before the driver closes the session itself: its `Closed` is then no kill switch.
-    closing: Arc<AtomicBool>,
-    watcher: tokio::task::JoinHandle<()>,
-}
-
-impl RemoteSession {
-    /// Starts a session with the keyboard; `ended` is sent once when the session ends by
-    /// anything but [`RemoteSession::close`].
-    async fn start(
-        session_bus: Option<&str>,
-        monitor: &Monitor,
-        ended: mpsc::UnboundedSender<BackendEvent>,
-    ) -> Result<RemoteSession, DriverError> {
-        let unavailable = |why: String| {
-            DriverError::new(
-                ErrorCode::BackendUnavailable,
-                format!("no remote-desktop session: {why}"),
-            )
-        };
-        let refused = |r: Refusal| match r {
-            Refusal::Declined => DriverError::new(
-                ErrorCode::CapabilityNotConsented,
-                "the person did not allow remote control in the desktop's dialog",
-            ),
-            Refusal::Failed(why) => unavailable(why),
-        };
-        let conn = crate::portal::session_conn(session_bus)
-            .await
-            .ok_or_else(|| unavailable("no session bus".into()))?;
-        let sender =
-            sender_of(&conn).ok_or_else(|| unavailable("no name on the session bus".into()))?;
-        let portal = name_owner(&conn, PORTAL).await.map_err(refused)?;
-        // The name's owner must be the desktop's portal program: another process of the
-        // person's could own the name first and take every key typed.
-        if !is_portal_program(&conn, &portal).await {
-            return Err(unavailable(
-                "the desktop portal's name is held by another program".into(),
-            ));
-        }
-        let session_token = token("takeover");
-        let handle = format!("{PORTAL_PATH}/session/{sender}/{session_token}");
-        // Subscribed before any request, so no answer or signal comes before its reader.
-        let mut responses = subscribe(&conn, signal_from(&portal, REQUEST, "Response"))
-            .await
-            .map_err(refused)?;
-        let closed = subscribe(
-            &conn,
-            signal_from(&portal, SESSION, "Closed").and_then(|b| b.path(handle.clone())),
-        )
-        .await
-        .map_err(refused)?;
-        let frontend = subscribe(&conn, owner_changes(PORTAL))
-            .await
-            .map_err(refused)?;
-        // Mutter itself (its unique name) and the idle monitor's name, or KWin's name.
-        let (compositor, idle) = monitor.owners();
-        let compositor = subscribe(&conn, owner_changes(&compositor))
-            .await
-            .map_err(refused)?;
-        let idle = match idle {
-            Some(name) => Some(
-                subscribe(&conn, owner_changes(name))
-                    .await
-                    .map_err(refused)?,
-            ),
-            None => None,
-        };
-        let backends = subscribe(
-            &conn,
-            zbus::MatchRule::builder()
-                .msg_type(zbus::message::Type::Signal)
-                .sender("org.freedesktop.DBus")
-                .and_then(|b| b.interface("org.freedesktop.DBus"))
-                .and_then(|b| b.member("NameOwnerChanged"))
-                .and_then(|b| b.arg0ns(BACKENDS)),
-        )
-        .await
-        .map_err(refused)?;
-        let ask = Ask {
-            conn: &conn,
-            portal: &portal,
-            sender: &sender,
-            iface: REMOTE_DESKTOP,
-        };
-        let create = token("create");
-        let mut options: HashMap<&str, Value> = HashMap::new();
-        options.insert("handle_token", Value::from(create.as_str()));
-        options.insert("session_handle_token", Value::from(session_token.as_str()));
-        let results = ask
-            .request(
-                "CreateSession",
-                &(options,),
-                &create,
-                &mut responses,
-                CALL_TIMEOUT,
-            )
-            .await
-            .map_err(refused)?;
-        let got = results
-            .get("session_handle")
-            .and_then(|v| v.try_clone().ok())
-            .and_then(|v| match v.into() {
-                Value::Str(s) => Some(s.to_string()),
-                Value::ObjectPath(p) => Some(p.to_string()),
-                _ => None,
-            });
-        if got.as_deref() != Some(handle.as_str()) {
-            // The Closed subscription names the handle the specification derives.
-            return Err(unavailable(
-                "the desktop portal gave the session an unexpected handle".into(),
-            ));
-        }
-        let mut session = RemoteSession {
-            conn: conn.clone(),
-            portal: portal.clone(),
-            handle: handle.clone(),
-            closing: Arc::new(AtomicBool::new(false)),
-            watcher: tokio::spawn(async {}),
-        };
-        let path = ObjectPath::try_from(handle.as_str())
-            .map_err(|e| unavailable(e.to_string()))?
-            .into_owned();
-        let select = token("select");
-        let mut options: HashMap<&str, Value> = HashMap::new();
-        options.insert("handle_token", Value::from(select.as_str()));
-        options.insert("types", Value::from(KEYBOARD));
-        if let Err(r) = ask
-            .request(
-                "SelectDevices",
-                &(path.clone(), options),
-                &select,
-                &mut responses,
-                CALL_TIMEOUT,
-            )
-            .await
-        {
-            session.close().await;
-            return Err(refused(r));
-        }
-        let start = token("start");
-        let mut options: HashMap<&str, Value> = HashMap::new();
-        options.insert("handle_token", Value::from(start.as_str()));
-        let started = match ask
-            .request(
-                "Start",
-                &(path, "", options),
-                &start,
-                &mut responses,
-                GRANT_TIMEOUT,
-            )
-            .await
-        {
-            Ok(r) => r,
-            Err(r) => {
-                session.close().await;
-                return Err(refused(r));
-            }
-        };
-        let devices = started
-            .get("devices")
-            .and_then(|v| u32::try_from(v).ok())
-            .unwrap_or(0);
-        if devices & KEYBOARD == 0 {
-            session.close().await;
-            return Err(DriverError::new(
-                ErrorCode::CapabilityNotConsented,
-                "the desktop's dialog did not allow the keyboard",
-            ));
-        }
-        let closing = session.closing.clone();
-        session.watcher = tokio::spawn(watch_end(
-            closed,
-            (frontend, compositor, idle, backends),
-            closing,
-            ended,
-        ));
-        Ok(session)
-    }
-
-    /// Sends one key press or release and waits for the portal's answer.
-    async fn key(&self, keysym: u32, pressed: bool) -> Result<(), String> {
-        let path = ObjectPath::try_from(self.handle.as_str()).map_err(|e| e.to_string())?;
-        let options: HashMap<&str, Value> = HashMap::new();
-        tokio::time::timeout(
-            KEY_TIMEOUT,
-            self.conn.call_method(
-                Some(self.portal.as_str()),
-                PORTAL_PATH,
-                Some(REMOTE_DESKTOP),
-                "NotifyKeyboardKeysym",
-                &(path, options, keysym as i32, u32::from(pressed)),
-            ),
-        )
-        .await
-        .map_err(|_| "the desktop portal did not answer a key in time".to_string())?
-        .map(|_| ())
-        .map_err(|e| crate::agents::clean_message(&e.to_string()))
-    }
-
-    /// Closes the session (no kill switch follows), bounded.
-    async fn close(self) {
-        self.closing.store(true, Ordering::SeqCst);
-        self.watcher.abort();
-        let _ = tokio::time::timeout(
-            CALL_TIMEOUT,
-            self.conn.call_method(
-                Some(self.portal.as_str()),
-                self.handle.as_str(),
-                Some(SESSION),
-                "Close",
-                &(),
-            ),
-        )
-        .await;
-    }
-}
-
-/// The next message of `stream`; never, with none (a monitor with no name of its own, KWin's
-/// idle notification, waits for nothing on the bus).
-async fn next_idle(
-    stream: &mut Option<zbus::MessageStream>,
-) -> Option<zbus::Result<zbus::Message>> {
-    match stream {
-        Some(s) => s.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Waits for the end of a started session and sends the kill switch, unless the driver is
-/// closing it: its `Session.Closed`, or a name among `owners` (the portal frontend's, mutter's
-/// unique name, the idle monitor's, the portal backends') lost or taken over by another
-/// connection. A name newly taken (a backend started on demand) is no end.
-async fn watch_end(
-    mut closed: zbus::MessageStream,
-    owners: (
-        zbus::MessageStream,
-        zbus::MessageStream,
-        Option<zbus::MessageStream>,
-        zbus::MessageStream,
-    ),
-    closing: Arc<AtomicBool>,
-    ended: mpsc::UnboundedSender<BackendEvent>,
-) {
-    let (mut frontend, mut compositor, mut idle, mut backends) = owners;
-
-    let lost = |m: Option<zbus::Result<zbus::Message>>| match m {
-        Some(Ok(m)) => m
-            .body()
-            .deserialize::<(String, String, String)>()
-            .is_ok_and(|(_, old, _)| !old.is_empty()),
-        Some(Err(_)) => false,
-        None => true,
-    };
-    let why = loop {
-        tokio::select! {
-            _ = closed.next() => break "the desktop ended the remote-desktop session",
-            m = frontend.next() => if lost(m) { break "the desktop portal left the session bus" },
-            m = compositor.next() => if lost(m) { break "the compositor left the session bus" },
-            m = next_idle(&mut idle) => if lost(m) { break "the idle monitor changed hands" },
-            m = backends.next() => if lost(m) { break "a desktop portal backend left the session bus" },
-        }
-    };
-    if closing.load(Ordering::SeqCst) {
-        return;
-    }
-    tracing::warn!("{why}: stopping every session");
-    let _ = ended.send(BackendEvent::RemoteControlEnded { why: why.into() });
-}
-
-impl Drop for RemoteSession {
-    fn drop(&mut self) {
-        // Closed or not, its watcher goes with it; dropping the connection ends the portal's
-        // session.
-        self.closing.store(true, Ordering::SeqCst);
-        self.watcher.abort();
-    }
-}
-
-/// Whether the connection `name` (a unique name) belongs to the desktop portal's program, by
-/// the executable of its process.
-async fn is_portal_program(conn: &zbus::Connection, name: &str) -> bool {
-    let Some(pid) = crate::portal::connection_pid(conn, name).await else {
-        return false;
-    };
-    std::fs::read_link(format!("/proc/{pid}/exe"))
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n == PORTAL_EXE))
-        .unwrap_or(false)
-}
-
 /// The takeover's remote-desktop side on a Wayland session: the portal session, the keys the
 /// driver holds, and the watch for the person's input.
 pub struct Takeover {
@@ -445,6 +155,10 @@ pub struct Takeover {
     last_sent: Mutex<Instant>,
     /// Keysyms pressed and not yet released.
     held: Mutex<Vec<u32>>,
+    /// Pointer buttons (evdev codes) pressed and not yet released.
+    held_buttons: Mutex<Vec<i32>>,
+    /// The takeover's session has the pointer, and KWin tells where windows are.
+    pointer_ready: AtomicBool,
     /// The person's input is watched.
     watching: AtomicBool,
     /// The person's input was seen since the watch began.
@@ -462,6 +176,8 @@ pub struct Takeover {
 struct Active {
     session: String,
     remote: RemoteSession,
+    /// KWin's unique name, its process the compositor's, when the session has the pointer.
+    kwin: Option<String>,
 }
 
 impl std::fmt::Debug for Takeover {
@@ -490,6 +206,25 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// A click to send: where in which window, which button, how many times.
+struct Click {
+    target: nish_proto::model::WindowInfo,
+    at: (i32, i32),
+    button: u8,
+    count: u8,
+}
+
+/// One input event of the driver's, through the portal.
+#[derive(Clone, Copy, Debug)]
+enum Input {
+    /// A keysym, pressed or released.
+    Key(u32, bool),
+    /// A pointer move by so much.
+    Motion(f64, f64),
+    /// A pointer button (evdev code), pressed or released.
+    Button(i32, bool),
+}
+
 /// Raises a flag when dropped: the caller of an act went away (the engine's time bound).
 struct RaiseOnDrop(Arc<AtomicBool>);
 
@@ -508,6 +243,8 @@ impl Takeover {
             cancel: tokio::sync::watch::Sender::new(0),
             last_sent: Mutex::new(Instant::now()),
             held: Mutex::new(Vec::new()),
+            held_buttons: Mutex::new(Vec::new()),
+            pointer_ready: AtomicBool::new(false),
             watching: AtomicBool::new(false),
             person: AtomicBool::new(false),
             poll: Mutex::new(None),
@@ -531,6 +268,7 @@ impl Takeover {
                 return Ok(());
             }
             if let Some(old) = active.take() {
+                self.pointer_ready.store(false, Ordering::SeqCst);
                 // The old takeover's poll and monitor go with it.
                 self.drop_watch();
                 self.release(&old.remote).await;
@@ -546,8 +284,10 @@ impl Takeover {
             )
         };
         let monitor = monitor(session_bus, opener).await?;
+        // The pointer only on KWin, which tells where a window is (`kwin_scene`).
+        let pointer = matches!(monitor, Monitor::Notify(_));
         let started = tokio::select! {
-            r = RemoteSession::start(session_bus, &monitor, self.events.clone()) => r?,
+            r = RemoteSession::start(session_bus, &monitor, self.events.clone(), pointer) => r?,
             // Dropping the start drops its connection: the portal closes what it began.
             _ = cancel.changed() => return Err(ended()),
         };
@@ -558,10 +298,23 @@ impl Takeover {
             return Err(ended());
         }
         tracing::info!("the person allowed remote control in the desktop's dialog");
+        let kwin = if started.pointer {
+            let kwin = kwin_owner(&started.conn, opener).await;
+            if kwin.is_none() {
+                tracing::warn!(
+                    "KWin's name on the session bus is not the compositor's: no pointer input"
+                );
+            }
+            kwin
+        } else {
+            None
+        };
+        self.pointer_ready.store(kwin.is_some(), Ordering::SeqCst);
         *lock(&self.monitor) = Some(monitor);
         *active = Some(Active {
             session: session.to_string(),
             remote: started,
+            kwin,
         });
         Ok(())
     }
@@ -570,6 +323,7 @@ impl Takeover {
     /// a wait for the desktop's dialog too.
     pub async fn end(&self, session: &str) {
         self.stop_poll();
+        self.pointer_ready.store(false, Ordering::SeqCst);
         self.cancel.send_modify(|g| *g = g.wrapping_add(1));
         let mut active = self.active.lock().await;
         if active.as_ref().is_some_and(|a| a.session == session)
@@ -590,7 +344,14 @@ impl Takeover {
             self.release(&a.remote).await;
         } else {
             lock(&self.held).clear();
+            lock(&self.held_buttons).clear();
         }
+    }
+
+    /// True while a takeover's session can click: it has the pointer and KWin tells where
+    /// windows are.
+    pub fn pointer_ready(&self) -> bool {
+        self.pointer_ready.load(Ordering::SeqCst)
     }
 
     /// Starts watching for the person's input now (a takeover began or resumed). With no
@@ -674,6 +435,14 @@ impl Takeover {
     /// Releases every held key, last pressed first, bounded per key. A key not released ends
     /// the portal session (the compositor then releases what its device holds).
     async fn release(&self, r: &RemoteSession) {
+        let buttons: Vec<i32> = std::mem::take(&mut *lock(&self.held_buttons));
+        for b in buttons.iter().rev() {
+            if let Err(why) = r.button(*b, false).await {
+                tracing::warn!("a held button was not released: {why}");
+                self.ended("a held button was not released");
+                return;
+            }
+        }
         let keys: Vec<u32> = std::mem::take(&mut *lock(&self.held));
         for k in keys.iter().rev() {
             if let Err(why) = r.key(*k, false).await {
@@ -697,9 +466,24 @@ impl Takeover {
         keysym: u32,
         pressed: bool,
     ) -> Result<(), String> {
+        self.send_input(r, monitor, Input::Key(keysym, pressed))
+            .await
+    }
+
+    /// [`Takeover::send_key`] for any input event: a key, a pointer move or a button.
+    async fn send_input(
+        &self,
+        r: &RemoteSession,
+        monitor: &Monitor,
+        input: Input,
+    ) -> Result<(), String> {
         let _flight = InFlight::new(&self.in_flight);
         let sent_at = Instant::now();
-        r.key(keysym, pressed).await?;
+        match input {
+            Input::Key(keysym, pressed) => r.key(keysym, pressed).await?,
+            Input::Motion(dx, dy) => r.motion(dx, dy).await?,
+            Input::Button(code, pressed) => r.button(code, pressed).await?,
+        }
         let deadline = sent_at + CONFIRM_TIMEOUT;
         loop {
             // The latest input lies between `asked - idle` and `answered - idle`: shown once
@@ -728,11 +512,12 @@ impl Takeover {
                          hold the desktop awake): the person's input cannot be watched",
                     );
                 }
-                return Err(
-                    "the compositor did not show the driver's key (it drops a keysym \
-                            no key of the keyboard layout in use gives)"
+                return Err(match input {
+                    Input::Key(..) => "the compositor did not show the driver's key (it drops \
+                                       a keysym no key of the keyboard layout in use gives)"
                         .into(),
-                );
+                    _ => "the compositor did not show the driver's pointer event".into(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -762,7 +547,7 @@ impl Takeover {
         self.person.load(Ordering::SeqCst)
     }
 
-    /// Sends a synthetic batch: keys and typing only (no pointer input on Wayland). Before
+    /// Sends a synthetic batch: keys and typing (clicks go by [`Takeover::click`]). Before
     /// every key event (each press and each release) the stop flag and the idle monitor are
     /// checked. The batch runs in a task of its own: when the caller goes away (the engine's
     /// time bound), it stops before its next key and releases what it holds.
@@ -905,6 +690,208 @@ impl Takeover {
         Ok(SynthOutcome::Done)
     }
 
+    /// A click of `button` (1 left, 3 right) `count` times at `at` of `target` (in the
+    /// window's own coordinates), on KWin ([`crate::kwin_scene`]): KWin tells where the window
+    /// is, the point is judged there ([`crate::kwin_scene::place`]), the pointer moves by
+    /// the difference from where KWin says it is, KWin is asked again (the pointer must be
+    /// where it was put, the point judged the same), then the presses. Before every event
+    /// the stop flag, the caller and the idle monitor are checked, as for keys; a button
+    /// pressed is released on every way out. Scripts go in `dir`, the broker's own.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn click(
+        self: &Arc<Self>,
+        target: nish_proto::model::WindowInfo,
+        at: (i32, i32),
+        button: u8,
+        count: u8,
+        stop: StopFlag,
+        dir: std::path::PathBuf,
+    ) -> Result<SynthOutcome, DriverError> {
+        let gone = Arc::new(AtomicBool::new(false));
+        let _caller = RaiseOnDrop(gone.clone());
+        let me = self.clone();
+        let click = Click {
+            target,
+            at,
+            button,
+            count,
+        };
+        tokio::spawn(async move { me.run_click(click, stop, gone, dir).await })
+            .await
+            .unwrap_or_else(|_| {
+                Err(DriverError::new(
+                    ErrorCode::InternalError,
+                    "the click's task ended early; every button it held was released",
+                ))
+            })
+    }
+
+    async fn run_click(
+        &self,
+        click: Click,
+        stop: StopFlag,
+        gone: Arc<AtomicBool>,
+        dir: std::path::PathBuf,
+    ) -> Result<SynthOutcome, DriverError> {
+        let code = match click.button {
+            1 => BTN_LEFT,
+            3 => BTN_RIGHT,
+            _ => {
+                return Err(DriverError::new(
+                    ErrorCode::InvalidArguments,
+                    "only the left and right buttons are clicked",
+                )
+                .with_effect("refused"));
+            }
+        };
+        let active = self.active.lock().await;
+        let Some(a) = active.as_ref() else {
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "no remote-desktop session; nothing was sent",
+            )
+            .with_effect("refused"));
+        };
+        let r = &a.remote;
+        let (Some(kwin), true) = (a.kwin.as_deref(), r.pointer) else {
+            return Err(DriverError::new(
+                ErrorCode::Unsupported,
+                "this takeover has no pointer (the desktop did not grant it, or KWin cannot \
+                 tell where the window is); nothing was sent",
+            )
+            .with_effect("refused"));
+        };
+        let Some(monitor) = lock(&self.monitor).clone() else {
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "no idle monitor; nothing was sent",
+            )
+            .with_effect("refused"));
+        };
+        let scene = |sent_any: bool| {
+            let (conn, dir) = (r.conn.clone(), dir.clone());
+            let (stop, gone) = (stop.clone(), gone.clone());
+            async move {
+                let asked = crate::kwin_scene::scene(&conn, kwin, &dir);
+                match unless_stopped(asked, &stop, &gone).await {
+                    None => Ok(None),
+                    Some(Ok(s)) => Ok(Some(s)),
+                    Some(Err(why)) => Err(self.broke(
+                        &format!("KWin did not tell where the window is: {why}"),
+                        sent_any,
+                        None,
+                    )),
+                }
+            }
+        };
+        let cancelled = SynthOutcome::Cancelled { typed: 0 };
+        let Some(first) = scene(false).await? else {
+            return Ok(cancelled);
+        };
+        let (x, y) = crate::kwin_scene::place(&first, &click.target, click.at.0, click.at.1)?;
+        if let Some(out) = self.before_input(r, &monitor, &stop, &gone, false).await? {
+            return Ok(out);
+        }
+        let (dx, dy) = (x - first.cursor.0, y - first.cursor.1);
+        let moved = (dx, dy) != (0, 0);
+        if moved
+            && let Err(why) = self
+                .send_input(r, &monitor, Input::Motion(f64::from(dx), f64::from(dy)))
+                .await
+        {
+            self.release(r).await;
+            return Err(self.broke(
+                &format!("the remote-desktop session failed: {why}"),
+                true,
+                None,
+            ));
+        }
+        // The pointer where it was put (no one else moved it meanwhile), the point judged
+        // the same (the window did not move, nothing came over it).
+        let Some(second) = scene(moved).await? else {
+            return Ok(cancelled);
+        };
+        if let Some(out) = self.before_input(r, &monitor, &stop, &gone, moved).await? {
+            return Ok(out);
+        }
+        let again = crate::kwin_scene::place(&second, &click.target, click.at.0, click.at.1);
+        if second.cursor != (x, y) || again.as_ref().ok() != Some(&(x, y)) {
+            let why = if second.cursor != (x, y) {
+                "the pointer is not where the driver put it"
+            } else {
+                "the window moved or was covered as the pointer moved"
+            };
+            let mut e = match again {
+                Err(e) if second.cursor == (x, y) => e,
+                _ => DriverError::new(ErrorCode::Occluded, why.to_string()),
+            };
+            e.message = format!("{why}; the pointer was moved, nothing was pressed");
+            return Err(e.with_effect("stopped"));
+        }
+        for _ in 0..click.count.max(1) {
+            for pressed in [true, false] {
+                if let Some(out) = self.before_input(r, &monitor, &stop, &gone, true).await? {
+                    return Ok(out);
+                }
+                if pressed {
+                    lock(&self.held_buttons).push(code);
+                }
+                let sent = self
+                    .send_input(r, &monitor, Input::Button(code, pressed))
+                    .await;
+                if !pressed {
+                    let mut held = lock(&self.held_buttons);
+                    if let Some(at) = held.iter().rposition(|b| *b == code) {
+                        held.remove(at);
+                    }
+                }
+                if let Err(why) = sent {
+                    self.release(r).await;
+                    return Err(self.broke(
+                        &format!("the remote-desktop session failed: {why}"),
+                        true,
+                        None,
+                    ));
+                }
+            }
+        }
+        Ok(SynthOutcome::Done)
+    }
+
+    /// Before one of the driver's input events: the idle monitor (the person's input), the
+    /// stop flag and the caller. What stops the act releases what the driver holds.
+    async fn before_input(
+        &self,
+        r: &RemoteSession,
+        monitor: &Monitor,
+        stop: &StopFlag,
+        gone: &AtomicBool,
+        sent_any: bool,
+    ) -> Result<Option<SynthOutcome>, DriverError> {
+        let asked = Instant::now();
+        let person = match monitor.idle(&r.conn, asked).await {
+            Some(idle) => self.judge(asked, idle),
+            None => {
+                self.release(r).await;
+                return Err(self.broke("the idle monitor did not answer", sent_any, None));
+            }
+        };
+        let out = if stop.is_raised() || gone.load(Ordering::SeqCst) {
+            Some(SynthOutcome::Cancelled { typed: 0 })
+        } else if person {
+            Some(SynthOutcome::Stopped {
+                reason: PausedReason::PersonInput,
+                typed: 0,
+            })
+        } else {
+            None
+        };
+        if out.is_some() {
+            self.release(r).await;
+        }
+        Ok(out)
+    }
+
     fn broke(&self, why: &str, sent_any: bool, typed: Option<u64>) -> DriverError {
         let mut e = DriverError::new(ErrorCode::BackendUnavailable, why.to_string());
         e.effect = Some(if sent_any { "stopped" } else { "refused" }.into());
@@ -970,7 +957,8 @@ pub type FocusCheck = Arc<
 >;
 
 /// The keysyms of a synthetic batch: one combination for keys, one a character for typing;
-/// pointer acts are refused (a window's place on the screen is not known on Wayland). With
+/// other acts are refused (a click goes by [`Takeover::click`]; for the rest of the pointer a
+/// window's place on the screen is not known on Wayland). With
 /// the keyboard `layout` (see [`crate::keymap`]), each character goes as the keysym the layout
 /// holds for it, and a character or key the layout does not have is refused before anything
 /// is sent (the compositor would drop it without a word).
@@ -1027,8 +1015,8 @@ fn keysyms_of(op: &SynthOp, layout: Option<&Layout>) -> Result<Vec<Vec<u32>>, Dr
             .collect(),
         _ => Err(DriverError::new(
             ErrorCode::Unsupported,
-            "on Wayland the driver sends no pointer input: a window's place on the screen is \
-             not known; nothing was sent",
+            "on Wayland the driver sends no pointer input but clicks in a takeover on KDE \
+             (elsewhere a window's place on the screen is not known); nothing was sent",
         )
         .with_effect("refused")),
     }

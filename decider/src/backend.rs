@@ -248,6 +248,12 @@ pub trait Backend: Send + Sync + 'static {
     /// which holds the stop hotkey). Called once, when the broker starts serving.
     fn start(self: &Arc<Self>) {}
 
+    /// On Wayland, whether a takeover can click now: its session has the pointer and the
+    /// compositor tells where windows are (KWin). Never on X11, where every pointer act goes.
+    fn wayland_pointer(&self) -> bool {
+        false
+    }
+
     /// What window and element frames are relative to.
     fn frame_origin(&self) -> FrameOrigin {
         FrameOrigin::Screen

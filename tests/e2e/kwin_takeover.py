@@ -8,6 +8,9 @@ nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
   tests/indicator/tests/wayland/kde_person.py); KDE's portal grants the driver's keyboard with
   a notification only, no dialog: the driver's own consent is the only one;
 - foreground typing lands in the GTK 4 entry (read back), press_key too;
+- foreground clicks land where KWin says the form's fields are (KWin tells its windows' places
+  to a script the broker loads; the pointer moves through the portal): the keyboard focus
+  moves to the field clicked, read back;
 - the person's own key, and their pointer, pause the driver (takeover.paused with
   person_input: KWin's idle notification, ext-idle-notify-v1); acts are refused while paused;
   the person's click on Continue on the takeover surface resumes (its place from KWin and the
@@ -28,7 +31,9 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
+import threading
 import time
 
 import anyio
@@ -40,6 +45,16 @@ from wayland_session import DialogPerson, in_thread
 from wayland_takeover import APP, pointer_stops_typing, read_entry, reads_back, tick_takeover
 
 TRIALS = 20
+FORGER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "attackers", "forged_kwin_scene.py")
+# The takeover surface (the broker's window) moved over the form's Save button (at 33,381
+# 1214x24 in the maximised form: its centre 640,393).
+MOVE_SURFACE = """var all = workspace.clientList();
+for (var i = 0; i < all.length; i++) {
+    var c = all[i];
+    if (c.pid == PID) { c.frameGeometry = {x: 500, y: 350, width: c.width, height: c.height}; }
+}
+print("TAG end");
+"""
 ACTIVATE_PID = """var all = workspace.clientList();
 for (var i = 0; i < all.length; i++) {
     if (all[i].pid == PID) { workspace.activeClient = all[i]; }
@@ -70,6 +85,117 @@ def form_pid(kwin: Kwin) -> int:
     forms = [w for w in wins if w["class"] not in ("nish-driver", "")]
     check(len(forms) == 1, f"one window besides the driver's: {wins}")
     return forms[0]["pid"]
+
+
+def element(read: dict, role: str, label: str) -> dict:
+    found = [e for e in read["elements"] if e["role"] == role and e["label"] == label]
+    check(len(found) == 1, f"one {role} {label!r}: {[(e['role'], e['label']) for e in read['elements']]}")
+    return found[0]
+
+
+async def focus_on(c, role: str, label: str) -> dict:
+    """Waits until the form's `label` field holds the keyboard focus (read back)."""
+    deadline = time.monotonic() + 5
+    while True:
+        e = element(await ok(c, "get_window_state", {"app": APP}), role, label)
+        if "focused" in e["states"]:
+            return e
+        check(time.monotonic() < deadline, f"{label} never got the keyboard focus: {e}")
+        await anyio.sleep(0.1)
+
+
+def lines_of(proc: subprocess.Popen) -> list[str]:
+    """A list that a thread fills with the child's lines as it prints them."""
+    lines: list[str] = []
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.append(line.strip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def pointer_at(kwin: Kwin) -> tuple[float, float]:
+    """Where KWin's pointer is."""
+    p = json.loads(kwin.run('print("TAG " + JSON.stringify([workspace.cursorPos.x, workspace.cursorPos.y]));\n'
+                            'print("TAG end");\n')[0])
+    return (float(p[0]), float(p[1]))
+
+
+async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
+    """Foreground clicks on KWin: KWin tells where the form is (a script of the broker's
+    through org.kde.kwin.Scripting), the pointer moves there through the portal, and the click
+    moves the keyboard focus to the field clicked, read back; then back to the name field."""
+    say("foreground click on the password field, then on the name field (KWin tells where the form is)")
+    r = await ok(c, "get_window_state", {"app": APP})
+    pw = element(r, "password_text", "Password")
+    check("focused" not in pw["states"], f"the password field starts without the focus: {pw}")
+    a = await ok(c, "click", {"element_token": pw["element_token"], "delivery_mode": "foreground"})
+    check(a["path"] == "portal:click" and a["effect"] == "dispatched", str(a))
+    await focus_on(c, "password_text", "Password")
+    name = await read_entry(c)
+    check("focused" not in name["states"], f"the name field lost the focus: {name}")
+    say(f"  click: effect {a['effect']}, path {a['path']}; the password field holds the focus (read back)")
+    a = await ok(c, "click", {"element_token": name["element_token"], "delivery_mode": "foreground"})
+    check(a["path"] == "portal:click", str(a))
+    await focus_on(c, "text", "Your name")
+    say("  click on the name field: it holds the focus again (read back)")
+
+    say("another program forges KWin's answer (the form 50 px lower, where Save would be hit) "
+        "while the driver clicks the password field")
+    forger = subprocess.Popen(["/usr/bin/python3", FORGER, str(broker.proc.pid), str(form_pid(kwin))],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = forger.stdout.readline().split()
+        check(line[:1] == ["ready"] and int(line[1]) > 0, f"the forger finds the broker's connections: {line}")
+        printed = lines_of(forger)
+        taken = 0
+        for attempt in range(5):
+            for role, label in (("password_text", "Password"), ("text", "Your name")):
+                e = element(await ok(c, "get_window_state", {"app": APP}), role, label)
+                a = await ok(c, "click", {"element_token": e["element_token"], "delivery_mode": "foreground"})
+                await focus_on(c, role, label)
+            await anyio.sleep(1.1)
+            counts = [l.split() for l in list(printed)]
+            taken = max([int(l[2]) for l in counts if l[:1] == ["calls"]] or [taken])
+            if taken:
+                break
+        check(taken > 0, f"the forged answers reached the broker's method while it waited for KWin: {line} {printed[-3:]}")
+    finally:
+        forger.kill()
+        forger.wait()
+    check("an answer about KWin's windows from another connection was ignored" in broker.log_text(tail=None),
+          "the broker says it ignored the forged answers")
+    say(f"  {taken} forged answers taken by the broker's method, every one ignored: each click "
+        "landed on the field meant (the focus read back), not 50 px below")
+
+    say("another program moves the takeover surface over Save and raises it; the driver is asked "
+        "to click Save")
+    r = await ok(c, "get_window_state", {"app": APP})
+    save = h.find(r, "push_button", "Save")
+    kwin.run(MOVE_SURFACE.replace("PID", str(broker.proc.pid)))
+    kwin.run(ACTIVATE_PID.replace("PID", str(broker.proc.pid)))
+    surface = [w for w in kwin.windows() if w["pid"] == broker.proc.pid]
+    check(len(surface) == 1 and (surface[0]["x"], surface[0]["y"]) == (500, 350),
+          f"the takeover surface lies over Save: {kwin.windows()}")
+    before = pointer_at(kwin)
+    err = await fails(c, "click", {"element_token": save["element_token"], "delivery_mode": "foreground"},
+                      "occluded")
+    check(err.get("effect") == "refused", str(err))
+    check(pointer_at(kwin) == before, "nothing was sent: the pointer did not move")
+    # The person brings the form back (as Alt+Tab would; no input event).
+    kwin.run(ACTIVATE_PID.replace("PID", str(form_pid(kwin))))
+    await focus_on(c, "text", "Your name")
+    say(f"  occluded, refused: {err['message']}")
+    # The driver's own script is gone: KWin loaded it for the one answer.
+    left = [f for f in os.listdir(os.path.join(os.environ["XDG_RUNTIME_DIR"], "nish-driver"))
+            if f.endswith(".js")]
+    check(not left, f"the broker's KWin scripts are removed: {left}")
+    log = broker.log_text(tail=None)
+    check("Ada Lovelac" not in log, "the log carries no typed text")
+    st = await ok(c, "get_session_state")
+    check(st["takeover"].get("paused") is not True, f"the driver's own clicks pause nothing: {st['takeover']}")
 
 
 async def quiet() -> None:
@@ -135,6 +261,10 @@ async def run(ns: argparse.Namespace) -> None:
             check(a["path"] == "portal:key", str(a))
             await reads_back(c, "Ada Lovelac")
             say("  press_key BackSpace: the entry reads back 'Ada Lovelac'")
+
+            await clicks_land(c, kwin, broker)
+            # The person's pointer is where the driver left it: their next moves start there.
+            dialog.at = pointer_at(kwin)
 
             say("the person presses a key of their own")
             dialog.say("key 0xffe1 1")
