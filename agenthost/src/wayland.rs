@@ -125,7 +125,12 @@ impl PortalReport {
                 "ok",
                 format!(
                     "the desktop portal offers {offers}; {compositor}; visible takeover goes through \
-                     RemoteDesktop (keyboard only), capture does not use ScreenCast yet"
+                     RemoteDesktop ({}), capture does not use ScreenCast yet",
+                    if self.compositor == Compositor::Kwin {
+                        "the keyboard, and the pointer for clicks: KWin tells where a window is"
+                    } else {
+                        "keyboard only"
+                    }
                 ),
             ),
             (Offer::Offered(_), Offer::Offered(_)) => (

@@ -201,8 +201,9 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
     assert_eq!(
         portal["message"],
         "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; \
-         compositor KDE (KWin); visible takeover goes through RemoteDesktop (keyboard only), \
-         capture does not use ScreenCast yet",
+         compositor KDE (KWin); visible takeover goes through RemoteDesktop (the keyboard, and \
+         the pointer for clicks: KWin tells where a window is), capture does not use ScreenCast \
+         yet",
         "{portal}"
     );
     // The service bound the stop hotkey through KDE's GlobalShortcuts (the doctor waits for

@@ -288,8 +288,9 @@ fn the_idle_notification_shows_every_key_of_the_person_on_kwin() {
 
 /// Visible takeover on KWin through the KDE portal's RemoteDesktop, through the official MCP
 /// client (tests/e2e/kwin_takeover.py): the person ticks it in the driver's dialog (KDE's
-/// portal asks nothing more); typing and a key land in a GTK 4 form and read back; the
-/// person's key and pointer (KWin's idle notification) pause it, and their click on Continue
+/// portal asks nothing more); typing and a key land in a GTK 4 form and read back; clicks
+/// move its keyboard focus (KWin tells where the form is; a forged answer of another program
+/// is ignored; a click on a covered button is refused); the person's key and pointer (KWin's idle notification) pause it, and their click on Continue
 /// or the host resumes; the person's pointer stops a typing part-way; the person's stop hotkey
 /// ends everything.
 #[test]
