@@ -298,33 +298,10 @@ async fn wayland_click(
         )
         .with_effect("refused"));
     };
-    let dir = script_dir().map_err(|e| {
-        DriverError::new(
-            ErrorCode::BackendUnavailable,
-            format!("the broker's runtime directory: {e}; nothing was sent"),
-        )
-        .with_effect("refused")
-    })?;
     if let Some(ind) = b.indicator.current().await {
         let _ = ind.send(BrokerToIndicator::DriverPress).await;
     }
-    b.remote.click(target, at, button, count, stop, dir).await
-}
-
-/// The broker's own runtime directory (its socket's), made private if it is new: where a
-/// KWin script is written for KWin to read.
-fn script_dir() -> std::io::Result<std::path::PathBuf> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    let sock = nish_proto::wire::default_socket_path(nix::unistd::getuid().as_raw());
-    let dir = sock
-        .parent()
-        .ok_or_else(|| std::io::Error::other("no directory"))?
-        .to_path_buf();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
-    Ok(dir)
+    b.remote.click(target, at, button, count, stop).await
 }
 
 pub(crate) async fn synthetic(

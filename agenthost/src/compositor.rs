@@ -46,7 +46,7 @@ const KWIN_EXE: &str = "kwin_wayland";
 /// The file name of KWin's own wrapper, which a Plasma session starts: it makes the Wayland
 /// socket and listens on it, then runs KWin with it (and again if KWin crashes), so the
 /// socket's listener is the wrapper.
-const KWIN_WRAPPER_EXE: &str = "kwin_wayland_wrapper";
+pub(crate) const KWIN_WRAPPER_EXE: &str = "kwin_wayland_wrapper";
 /// What `/proc/<pid>/exe` adds to an executable deleted while it runs.
 const DELETED: &str = " (deleted)";
 

@@ -1,21 +1,26 @@
 //! Where a window is on the screen, from KWin itself, for a takeover click on KDE
 //! ([`crate::remote`]). A Wayland client cannot learn any window's place; KWin tells it
 //! through its scripting API to any program on the session bus. The broker loads a script of
-//! its own (`org.kde.kwin.Scripting`: `loadScript`, `start`, `unloadScript`), which reads
-//! every window's pid, caption, geometry, stacking and desktop, the screen and the pointer's
-//! place, and hands them back with `callDBus` to a method the broker serves, for this one
-//! answer, at a path of its own on the takeover's connection. Only an answer from KWin's
-//! unique name (pinned when the takeover began: its process is the compositor serving the
-//! Wayland socket) is taken.
+//! its own (`org.kde.kwin.Scripting`: `loadScript` under a random name, then `run` on that
+//! one script's object, `unloadScript`), which reads every window's pid, caption, geometry,
+//! stacking and desktop, the screen and the pointer's place, and hands them back with
+//! `callDBus` to a method the broker serves, for this one answer, at a random path on the
+//! takeover's connection. Only an answer from KWin's unique name (pinned when the takeover
+//! began: its process is the compositor serving the Wayland socket) is taken. The script's
+//! file lives in a new private directory made for it, and goes with it; the whole exchange
+//! runs in a task of its own, so an act that stops leaves nothing loaded or written.
 //!
 //! [`place`] then judges a click: the target window must be the one window of its pid whose
 //! size KWin gives as the app's accessible frame (a GTK 3 window with client-side decorations
-//! counts its shadow, as KWin's `bufferGeometry` does; Qt and maximised windows have none);
-//! the point must lie on the screen, within the window's `frameGeometry` (not in its shadow),
-//! and under no window above it, each counted with its shadow (GTK 3 takes clicks in a
-//! resize border 10 px outside its frame, measured). Anything else is refused, never guessed.
-//! Not seen: surfaces that are not KWin's windows in `clientList()` (its own on-screen
-//! displays, popup menus), see docs/security.md.
+//! counts its shadow, as KWin's `bufferGeometry` does; Qt and maximised windows have none),
+//! counted over all its windows, minimised or elsewhere too, and with its title when it has
+//! one; it must be shown here. The point must lie on the screen, within both the window's
+//! `frameGeometry` (not in its shadow) and its `bufferGeometry` (not in a decoration the
+//! compositor draws), and outside every other window above it that is not minimised, each
+//! counted with both geometries and [`EDGE`] around them (GTK 3 takes clicks in a resize
+//! border 10 px outside its frame, measured; KWin's decorations have resize borders too).
+//! Anything else is refused, never guessed. Not seen: surfaces that are not KWin's windows
+//! in `clientList()` (popup menus, its own on-screen displays), see docs/security.md.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -30,10 +35,15 @@ use zbus::zvariant::ObjectPath;
 /// KWin's scripting object and interface.
 const SCRIPTING_PATH: &str = "/Scripting";
 const SCRIPTING: &str = "org.kde.kwin.Scripting";
+/// A loaded script's own interface.
+const SCRIPT: &str = "org.kde.kwin.Script";
 /// The interface of the broker's answer method.
 const ANSWER_IFACE: &str = "org.nishdriver.KwinScene";
 /// Longest wait for KWin's answer (about 20 ms measured).
 pub const SCENE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How far around another window's geometry a click counts as on that window: resize
+/// borders take clicks outside a window's frame.
+pub const EDGE: i32 = 10;
 
 /// One window as KWin tells it.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -47,8 +57,10 @@ pub struct SceneWindow {
     pub buffer: Rect,
     /// KWin's stacking order, higher on top.
     pub stacking: i64,
-    /// Not minimised, and on the current desktop.
-    pub shown: bool,
+    /// Minimised.
+    pub minimized: bool,
+    /// On the current desktop (or on all), as KWin's `desktop` says.
+    pub here: bool,
 }
 
 /// What KWin said: its windows, the screen, and the pointer's place.
@@ -69,8 +81,8 @@ var out = [];
 for (var i = 0; i < all.length; i++) {{
     var c = all[i];
     out.push({{pid: c.pid > 0 ? c.pid : 0, caption: String(c.caption), frame: r(c.frameGeometry),
-        buffer: r(c.bufferGeometry), stacking: c.stackingOrder,
-        shown: !c.minimized && (c.onAllDesktops || c.desktop == workspace.currentDesktop)}});
+        buffer: r(c.bufferGeometry), stacking: c.stackingOrder, minimized: !!c.minimized,
+        here: !!(c.onAllDesktops || c.desktop == workspace.currentDesktop)}});
 }}
 var p = workspace.cursorPos;
 callDBus({dest}, {path}, "{ANSWER_IFACE}", "Scene",
@@ -101,16 +113,32 @@ impl Answer {
     }
 }
 
-/// Counts the scripts of this process.
-static SCRIPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// 128 random bits, as hex: a script's name and its answer's path, which no other program
+/// can take or call before the broker does.
+fn random_hex() -> Result<String, String> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("no random name: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
 
-/// Asks KWin (at unique name `kwin`) for its windows, the screen and the pointer, through a
-/// script written in `dir` (the broker's own runtime directory) and removed again.
-pub async fn scene(conn: &zbus::Connection, kwin: &str, dir: &Path) -> Result<Scene, String> {
-    let n = SCRIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // The path need not be secret (only KWin's answer is taken); it differs per script.
-    let name = format!("nish_driver_{}_{n}", std::process::id());
-    let path = format!("/org/nishdriver/KwinScene/{name}");
+/// Asks KWin (at unique name `kwin`) for its windows, the screen and the pointer. The
+/// exchange runs in a task of its own: dropping this future (the act stopped) does not
+/// cut it short, so the script is unloaded, the answer's object removed and the file and
+/// its directory deleted whatever the caller does.
+pub async fn scene(conn: &zbus::Connection, kwin: &str) -> Result<Scene, String> {
+    let (conn, kwin) = (conn.clone(), kwin.to_string());
+    tokio::spawn(async move { exchange(&conn, &kwin).await })
+        .await
+        .map_err(|_| "the question to KWin ended early".to_string())?
+}
+
+async fn exchange(conn: &zbus::Connection, kwin: &str) -> Result<Scene, String> {
+    let id = random_hex()?;
+    let name = format!("nish_driver_{id}");
+    let path = format!("/org/nishdriver/KwinScene/s{id}");
     let me = conn
         .unique_name()
         .ok_or("no name on the session bus")?
@@ -125,12 +153,40 @@ pub async fn scene(conn: &zbus::Connection, kwin: &str, dir: &Path) -> Result<Sc
         .at(&object, answer)
         .await
         .map_err(|e| e.to_string())?;
-    let file = dir.join(format!("{name}.js"));
-    let asked = ask(conn, kwin, &file, &name, &script(&me, &path), rx).await;
+    let dir = private_dir(&id);
+    let asked = match &dir {
+        Ok(dir) => {
+            let file = dir.join("scene.js");
+            let asked = ask(conn, kwin, &file, &name, &script(&me, &path), rx).await;
+            let _ = std::fs::remove_file(&file);
+            asked
+        }
+        Err(e) => Err(e.clone()),
+    };
+    if let Ok(dir) = &dir {
+        let _ = std::fs::remove_dir(dir);
+    }
     let _ = conn.object_server().remove::<Answer, _>(&object).await;
-    let _ = std::fs::remove_file(&file);
     let text = asked?;
     serde_json::from_str::<Scene>(&text).map_err(|_| "KWin's answer is not understood".into())
+}
+
+/// A new directory of the broker's own, private (0700; made here, so no one else made or
+/// holds it), in `XDG_RUNTIME_DIR`, else `/tmp`: where KWin reads the script from.
+fn private_dir(id: &str) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || std::path::PathBuf::from("/tmp"),
+            std::path::PathBuf::from,
+        );
+    let dir = base.join(format!("nish-driver-kwin-{id}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("the script's directory could not be made: {e}"))?;
+    Ok(dir)
 }
 
 async fn ask(
@@ -153,56 +209,69 @@ async fn ask(
         f.write_all(text.as_bytes())
             .map_err(|e| format!("the script could not be written: {e}"))?;
     }
-    let call = |method: &'static str, body: Option<(String, String)>| async move {
-        let reply = match body {
-            Some(b) => {
-                tokio::time::timeout(
-                    SCENE_TIMEOUT,
-                    conn.call_method(Some(kwin), SCRIPTING_PATH, Some(SCRIPTING), method, &b),
-                )
-                .await
-            }
-            None => {
-                tokio::time::timeout(
-                    SCENE_TIMEOUT,
-                    conn.call_method(Some(kwin), SCRIPTING_PATH, Some(SCRIPTING), method, &()),
-                )
-                .await
-            }
-        };
-        match reply {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!(
-                "KWin's {method}: {}",
-                crate::agents::clean_message(&e.to_string())
-            )),
-            Err(_) => Err(format!("KWin did not answer {method} in time")),
-        }
+    let failed = |method: &str, e: zbus::Error| {
+        format!(
+            "KWin's {method}: {}",
+            crate::agents::clean_message(&e.to_string())
+        )
     };
-    call(
-        "loadScript",
-        Some((file.to_string_lossy().into_owned(), name.to_string())),
+    let late = |method: &str| format!("KWin did not answer {method} in time");
+    let loaded = tokio::time::timeout(
+        SCENE_TIMEOUT,
+        conn.call_method(
+            Some(kwin),
+            SCRIPTING_PATH,
+            Some(SCRIPTING),
+            "loadScript",
+            &(file.to_string_lossy().as_ref(), name),
+        ),
     )
-    .await?;
+    .await
+    .map_err(|_| late("loadScript"))?
+    .map_err(|e| failed("loadScript", e))?;
+    let id: i32 = loaded
+        .body()
+        .deserialize()
+        .map_err(|_| "KWin's loadScript answer is not understood".to_string())?;
     let got = async {
-        call("start", None).await?;
+        // KWin answers -1 for a name loaded already: not this script.
+        if id < 0 {
+            return Err("KWin did not load the script".to_string());
+        }
+        // Only this script runs (`Scripting.start` would run every script loaded and not
+        // yet running, other programs' too). KWin 5.27 serves it at `/<id>`.
+        tokio::time::timeout(
+            SCENE_TIMEOUT,
+            conn.call_method(
+                Some(kwin),
+                format!("/{id}").as_str(),
+                Some(SCRIPT),
+                "run",
+                &(),
+            ),
+        )
+        .await
+        .map_err(|_| late("run"))?
+        .map_err(|e| failed("run", e))?;
         match tokio::time::timeout(SCENE_TIMEOUT, rx).await {
             Ok(Ok(text)) => Ok(text),
             _ => Err("KWin did not tell its windows in time".to_string()),
         }
     }
     .await;
-    let _ = tokio::time::timeout(
-        SCENE_TIMEOUT,
-        conn.call_method(
-            Some(kwin),
-            SCRIPTING_PATH,
-            Some(SCRIPTING),
-            "unloadScript",
-            &(name,),
-        ),
-    )
-    .await;
+    if id >= 0 {
+        let _ = tokio::time::timeout(
+            SCENE_TIMEOUT,
+            conn.call_method(
+                Some(kwin),
+                SCRIPTING_PATH,
+                Some(SCRIPTING),
+                "unloadScript",
+                &(name,),
+            ),
+        )
+        .await;
+    }
     got
 }
 
@@ -221,6 +290,16 @@ fn contains(r: &Rect, x: i32, y: i32) -> bool {
     x >= r.x && y >= r.y && x < r.x + r.w && y < r.y + r.h
 }
 
+/// `r` grown by `by` on every side.
+fn grown(r: &Rect, by: i32) -> Rect {
+    Rect {
+        x: r.x - by,
+        y: r.y - by,
+        w: r.w + 2 * by,
+        h: r.h + 2 * by,
+    }
+}
+
 /// Where on the screen the point `x`, `y` of `target` (in the window's own coordinates, as
 /// its accessible frame gives them) is, when a click there reaches that window: see the
 /// module's rules. Errors say why not, in the contract's codes, with nothing sent.
@@ -231,34 +310,48 @@ pub fn place(
     y: i32,
 ) -> Result<(i32, i32), DriverError> {
     let size = (target.frame.w, target.frame.h);
-    let sized = |w: &&SceneWindow| {
-        w.shown
-            && w.pid == target.pid
-            && ((w.buffer.w, w.buffer.h) == size || (w.frame.w, w.frame.h) == size)
+    let not_found = |why: &str| {
+        DriverError::new(
+            ErrorCode::WindowTargetNotFound,
+            format!("{why}; nothing was sent"),
+        )
+        .with_effect("refused")
     };
-    let mut found: Vec<&SceneWindow> = scene.windows.iter().filter(sized).collect();
-    if found.len() > 1 {
-        found.retain(|w| w.caption == target.title);
-    }
-    let w = match found.as_slice() {
+    // Counted over all the app's windows of that size, minimised or elsewhere too: one that
+    // is hidden must not stand in for another that is shown.
+    let same: Vec<&SceneWindow> = scene
+        .windows
+        .iter()
+        .filter(|w| {
+            w.pid == target.pid
+                && ((w.buffer.w, w.buffer.h) == size || (w.frame.w, w.frame.h) == size)
+        })
+        .collect();
+    let w = match same.as_slice() {
         [w] => *w,
         [] => {
-            return Err(DriverError::new(
-                ErrorCode::WindowTargetNotFound,
-                "KWin shows no window of this app of the window's size (it may be minimised, \
-                 on another desktop, or resized since the read); nothing was sent",
-            )
-            .with_effect("refused"));
+            return Err(not_found(
+                "KWin shows no window of this app of the window's size (resized since the \
+                 read, or not KWin's)",
+            ));
         }
         _ => {
             return Err(DriverError::new(
                 ErrorCode::AmbiguousWindowTarget,
-                "KWin shows more than one window of this app with the window's size and \
-                 title: the click's place is not known; nothing was sent",
+                "KWin shows more than one window of this app with the window's size: the \
+                 click's place is not known; nothing was sent",
             )
             .with_effect("refused"));
         }
     };
+    if !target.title.is_empty() && w.caption != target.title {
+        return Err(not_found(
+            "the app's window of that size has another title as KWin shows it",
+        ));
+    }
+    if w.minimized || !w.here {
+        return Err(not_found("the window is minimised or on another desktop"));
+    }
     let origin = if (w.buffer.w, w.buffer.h) == size {
         (w.buffer.x, w.buffer.y)
     } else {
@@ -272,7 +365,7 @@ pub fn place(
         )
         .with_effect("refused")
     };
-    if !contains(&w.frame, px, py) {
+    if !contains(&w.frame, px, py) || !contains(&w.buffer, px, py) {
         return Err(occluded(
             "the point lies outside the window as KWin shows it",
         ));
@@ -280,8 +373,14 @@ pub fn place(
     if !contains(&scene.screen, px, py) {
         return Err(occluded("the point lies off the screen"));
     }
+    // Every other window above that is not minimised, on whatever desktop KWin says (a
+    // window on several desktops says one of them): a refusal is the safe side.
     let covered = scene.windows.iter().any(|o| {
-        !std::ptr::eq(o, w) && o.shown && o.stacking > w.stacking && contains(&o.buffer, px, py)
+        !std::ptr::eq(o, w)
+            && !o.minimized
+            && o.stacking > w.stacking
+            && (contains(&grown(&o.frame, EDGE), px, py)
+                || contains(&grown(&o.buffer, EDGE), px, py))
     });
     if covered {
         return Err(occluded("another window lies over the point"));
@@ -304,7 +403,8 @@ mod tests {
             frame,
             buffer,
             stacking,
-            shown: true,
+            minimized: false,
+            here: true,
         }
     }
 
@@ -348,10 +448,17 @@ mod tests {
         }
     }
 
+    fn code(r: Result<(i32, i32), DriverError>) -> ErrorCode {
+        let e = r.unwrap_err();
+        assert_eq!(e.effect.as_deref(), Some("refused"), "{e:?}");
+        e.code
+    }
+
     #[test]
     fn a_gtk3_window_counts_from_its_shadow_and_qt_from_its_frame() {
         let s = measured();
-        // GTK 3's panel at 26,23 in its own coordinates is KWin's frame origin.
+        // GTK 3's panel at 26,23 in its own coordinates is KWin's frame origin (its AT-SPI
+        // title is empty: no title to compare).
         assert_eq!(
             place(&s, &target(20, "", 1467, 784), 26 + 100, 23 + 10),
             Ok((-67 + 100, 34 + 10))
@@ -363,19 +470,56 @@ mod tests {
     }
 
     #[test]
-    fn a_point_under_another_window_or_its_shadow_is_refused() {
+    fn a_point_under_another_window_its_shadow_or_its_edge_is_refused() {
         let s = measured();
-        // The form's point at 500,300 lies under the Qt window; 600,25 under GTK 3's shadow
-        // (its resize border takes clicks there).
-        for (x, y) in [(500, 300), (600, 25)] {
-            let e = place(&s, &target(10, "form", 1280, 800), x, y).unwrap_err();
-            assert_eq!(e.code, ErrorCode::Occluded, "{x},{y}: {e:?}");
-            assert_eq!(e.effect.as_deref(), Some("refused"));
+        let form = target(10, "form", 1280, 800);
+        // Under the Qt window; under GTK 3's shadow (its resize border takes clicks there);
+        // within EDGE of the Qt window and of GTK 3's shadow.
+        for (x, y) in [(500, 300), (600, 25), (425, 300), (600, 5)] {
+            assert_eq!(code(place(&s, &form, x, y)), ErrorCode::Occluded, "{x},{y}");
         }
         assert_eq!(
-            place(&s, &target(10, "form", 1280, 800), 600, 5),
-            Ok((600, 5)),
-            "above GTK 3's shadow the form is on top"
+            place(&s, &form, 600, 0),
+            Ok((600, 0)),
+            "clear of every window above"
+        );
+    }
+
+    #[test]
+    fn a_window_above_counts_on_any_desktop_unless_minimised() {
+        let mut s = measured();
+        // GTK 3's point under the Qt window (screen 500,300).
+        let gtk3 = target(20, "", 1467, 784);
+        s.windows[2].here = false;
+        assert_eq!(
+            code(place(&s, &gtk3, 593, 289)),
+            ErrorCode::Occluded,
+            "a window on several desktops says one of them"
+        );
+        s.windows[2].minimized = true;
+        assert_eq!(place(&s, &gtk3, 593, 289), Ok((500, 300)));
+    }
+
+    #[test]
+    fn a_decorated_window_counts_from_its_surface_and_its_title_bar_covers() {
+        // A Qt window with KWin's decoration: the frame holds a 30 px title bar and 4 px
+        // borders; the surface (its accessible frame) is the buffer.
+        let mut s = measured();
+        s.windows[2] = win(
+            30,
+            "nish Qt form",
+            rect(426, 260, 428, 254),
+            rect(430, 290, 420, 220),
+            2,
+        );
+        let qt = target(30, "nish Qt form", 420, 220);
+        assert_eq!(place(&s, &qt, 9, 9), Ok((439, 299)));
+        // Its own title bar is not the window's point (outside its surface).
+        assert_eq!(code(place(&s, &qt, 9, -20)), ErrorCode::Occluded);
+        // The title bar covers the form below (the close button lies there).
+        assert_eq!(
+            code(place(&s, &target(10, "form", 1280, 800), 840, 270)),
+            ErrorCode::Occluded
         );
     }
 
@@ -385,44 +529,62 @@ mod tests {
         let gtk3 = target(20, "", 1467, 784);
         // In its own shadow (left of the frame), and right of the screen's edge.
         for (x, y) in [(10, 100), (1400, 100)] {
-            let e = place(&s, &gtk3, x, y).unwrap_err();
-            assert_eq!(e.code, ErrorCode::Occluded, "{x},{y}: {e:?}");
+            assert_eq!(code(place(&s, &gtk3, x, y)), ErrorCode::Occluded, "{x},{y}");
         }
     }
 
     #[test]
     fn a_window_that_is_not_one_of_kwins_by_pid_size_and_title_is_refused() {
         let mut s = measured();
-        let e = place(&s, &target(20, "", 1000, 700), 100, 100).unwrap_err();
+        let qt = target(30, "nish Qt form", 420, 220);
         assert_eq!(
-            e.code,
+            code(place(&s, &target(20, "", 1000, 700), 100, 100)),
             ErrorCode::WindowTargetNotFound,
             "resized since the read"
         );
-        let e = place(&s, &target(99, "form", 1280, 800), 100, 100).unwrap_err();
-        assert_eq!(e.code, ErrorCode::WindowTargetNotFound, "another pid");
-        s.windows[2].shown = false;
-        let e = place(&s, &target(30, "nish Qt form", 420, 220), 9, 9).unwrap_err();
-        assert_eq!(e.code, ErrorCode::WindowTargetNotFound, "minimised");
-        // Two windows of one pid and size: the title tells them apart, else refused.
-        s.windows[2].shown = true;
+        assert_eq!(
+            code(place(&s, &target(99, "form", 1280, 800), 100, 100)),
+            ErrorCode::WindowTargetNotFound,
+            "another pid"
+        );
+        assert_eq!(
+            code(place(&s, &target(30, "another title", 420, 220), 9, 9)),
+            ErrorCode::WindowTargetNotFound,
+            "another title"
+        );
+        s.windows[2].minimized = true;
+        assert_eq!(code(place(&s, &qt, 9, 9)), ErrorCode::WindowTargetNotFound);
+        s.windows[2].minimized = false;
+        s.windows[2].here = false;
+        assert_eq!(code(place(&s, &qt, 9, 9)), ErrorCode::WindowTargetNotFound);
+        // A twin of one pid and size, shown while the target is not: not taken for it; nor
+        // when both are shown, whatever their titles (KWin adds " <2>" to a repeated one).
         s.windows.push(win(
             30,
-            "twin",
+            "nish Qt form <2>",
             rect(0, 500, 420, 220),
             rect(0, 500, 420, 220),
             3,
         ));
-        assert_eq!(place(&s, &target(30, "twin", 420, 220), 9, 9), Ok((9, 509)));
-        s.windows[3].caption = "nish Qt form".into();
-        let e = place(&s, &target(30, "nish Qt form", 420, 220), 9, 9).unwrap_err();
-        assert_eq!(e.code, ErrorCode::AmbiguousWindowTarget);
+        assert_eq!(code(place(&s, &qt, 9, 9)), ErrorCode::AmbiguousWindowTarget);
+        s.windows[2].here = true;
+        assert_eq!(code(place(&s, &qt, 9, 9)), ErrorCode::AmbiguousWindowTarget);
     }
 
     #[test]
     fn the_script_names_the_answer_as_json_strings() {
         let s = script(":1.42", "/org/nishdriver/KwinScene/x");
-        assert!(s.contains(r#"callDBus(":1.42", "/org/nishdriver/KwinScene/x", "org.nishdriver.KwinScene", "Scene""#), "{s}");
+        assert!(
+            s.contains(r#"callDBus(":1.42", "/org/nishdriver/KwinScene/x", "org.nishdriver.KwinScene", "Scene""#),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn random_names_differ() {
+        let (a, b) = (random_hex().unwrap(), random_hex().unwrap());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
     }
 
     #[test]
@@ -435,7 +597,7 @@ mod tests {
 
     #[test]
     fn kwins_answer_parses() {
-        let text = r#"{"windows":[{"pid":7,"caption":"t","frame":{"x":1,"y":2,"w":3,"h":4},"buffer":{"x":0,"y":0,"w":5,"h":6},"stacking":3,"shown":true}],"screen":{"x":0,"y":0,"w":1280,"h":800},"cursor":[601,411]}"#;
+        let text = r#"{"windows":[{"pid":7,"caption":"t","frame":{"x":1,"y":2,"w":3,"h":4},"buffer":{"x":0,"y":0,"w":5,"h":6},"stacking":3,"minimized":false,"here":true}],"screen":{"x":0,"y":0,"w":1280,"h":800},"cursor":[601,411]}"#;
         let s: Scene = serde_json::from_str(text).unwrap();
         assert_eq!(s.cursor, (601, 411));
         assert_eq!(s.windows[0].buffer, rect(0, 0, 5, 6));

@@ -693,11 +693,10 @@ impl Takeover {
     /// A click of `button` (1 left, 3 right) `count` times at `at` of `target` (in the
     /// window's own coordinates), on KWin ([`crate::kwin_scene`]): KWin tells where the window
     /// is, the point is judged there ([`crate::kwin_scene::place`]), the pointer moves by
-    /// the difference from where KWin says it is, KWin is asked again (the pointer must be
-    /// where it was put, the point judged the same), then the presses. Before every event
+    /// the difference from where KWin says it is, and before each press KWin is asked again
+    /// (the pointer must be where it was put, the point judged the same). Before every event
     /// the stop flag, the caller and the idle monitor are checked, as for keys; a button
-    /// pressed is released on every way out. Scripts go in `dir`, the broker's own.
-    #[allow(clippy::too_many_arguments)]
+    /// pressed is released on every way out.
     pub async fn click(
         self: &Arc<Self>,
         target: nish_proto::model::WindowInfo,
@@ -705,7 +704,6 @@ impl Takeover {
         button: u8,
         count: u8,
         stop: StopFlag,
-        dir: std::path::PathBuf,
     ) -> Result<SynthOutcome, DriverError> {
         let gone = Arc::new(AtomicBool::new(false));
         let _caller = RaiseOnDrop(gone.clone());
@@ -716,14 +714,16 @@ impl Takeover {
             button,
             count,
         };
-        tokio::spawn(async move { me.run_click(click, stop, gone, dir).await })
-            .await
-            .unwrap_or_else(|_| {
+        match tokio::spawn(async move { me.run_click(click, stop, gone).await }).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.release_all().await;
                 Err(DriverError::new(
                     ErrorCode::InternalError,
                     "the click's task ended early; every button it held was released",
                 ))
-            })
+            }
+        }
     }
 
     async fn run_click(
@@ -731,7 +731,6 @@ impl Takeover {
         click: Click,
         stop: StopFlag,
         gone: Arc<AtomicBool>,
-        dir: std::path::PathBuf,
     ) -> Result<SynthOutcome, DriverError> {
         let code = match click.button {
             1 => BTN_LEFT,
@@ -768,11 +767,12 @@ impl Takeover {
             )
             .with_effect("refused"));
         };
+        // KWin's scene, unless the act stops meanwhile (the question itself finishes on its
+        // own: `kwin_scene::scene`).
         let scene = |sent_any: bool| {
-            let (conn, dir) = (r.conn.clone(), dir.clone());
             let (stop, gone) = (stop.clone(), gone.clone());
             async move {
-                let asked = crate::kwin_scene::scene(&conn, kwin, &dir);
+                let asked = crate::kwin_scene::scene(&r.conn, kwin);
                 match unless_stopped(asked, &stop, &gone).await {
                     None => Ok(None),
                     Some(Ok(s)) => Ok(Some(s)),
@@ -793,49 +793,46 @@ impl Takeover {
             return Ok(out);
         }
         let (dx, dy) = (x - first.cursor.0, y - first.cursor.1);
-        let moved = (dx, dy) != (0, 0);
-        if moved
-            && let Err(why) = self
+        let mut sent_any = false;
+        if (dx, dy) != (0, 0) {
+            sent_any = true;
+            if let Err(why) = self
                 .send_input(r, &monitor, Input::Motion(f64::from(dx), f64::from(dy)))
                 .await
-        {
-            self.release(r).await;
-            return Err(self.broke(
-                &format!("the remote-desktop session failed: {why}"),
-                true,
-                None,
-            ));
-        }
-        // The pointer where it was put (no one else moved it meanwhile), the point judged
-        // the same (the window did not move, nothing came over it).
-        let Some(second) = scene(moved).await? else {
-            return Ok(cancelled);
-        };
-        if let Some(out) = self.before_input(r, &monitor, &stop, &gone, moved).await? {
-            return Ok(out);
-        }
-        let again = crate::kwin_scene::place(&second, &click.target, click.at.0, click.at.1);
-        if second.cursor != (x, y) || again.as_ref().ok() != Some(&(x, y)) {
-            let why = if second.cursor != (x, y) {
-                "the pointer is not where the driver put it"
-            } else {
-                "the window moved or was covered as the pointer moved"
-            };
-            let mut e = match again {
-                Err(e) if second.cursor == (x, y) => e,
-                _ => DriverError::new(ErrorCode::Occluded, why.to_string()),
-            };
-            e.message = format!("{why}; the pointer was moved, nothing was pressed");
-            return Err(e.with_effect("stopped"));
+            {
+                self.release(r).await;
+                return Err(self.broke(
+                    &format!("the remote-desktop session failed: {why}"),
+                    true,
+                    None,
+                ));
+            }
         }
         for _ in 0..click.count.max(1) {
             for pressed in [true, false] {
-                if let Some(out) = self.before_input(r, &monitor, &stop, &gone, true).await? {
+                if pressed {
+                    // Before each press: the pointer where it was put (no one else moved it),
+                    // the point judged the same (the window did not move, nothing came over
+                    // it, the click before opened nothing there).
+                    let Some(now) = scene(sent_any).await? else {
+                        self.release(r).await;
+                        return Ok(cancelled);
+                    };
+                    if let Err(e) = still_there(&now, &click, (x, y), sent_any) {
+                        self.release(r).await;
+                        return Err(e);
+                    }
+                }
+                if let Some(out) = self
+                    .before_input(r, &monitor, &stop, &gone, sent_any)
+                    .await?
+                {
                     return Ok(out);
                 }
                 if pressed {
                     lock(&self.held_buttons).push(code);
                 }
+                sent_any = true;
                 let sent = self
                     .send_input(r, &monitor, Input::Button(code, pressed))
                     .await;
@@ -946,6 +943,43 @@ fn focus_stopped(mut e: DriverError, sent_any: bool) -> DriverError {
     } else {
         crate::failures::refused_before_sending(e)
     }
+}
+
+/// Whether a click may press now, by KWin's `scene` read right before: the pointer at
+/// `point`, where the driver put it, and the click's point judged there again. Else the
+/// error that stops it: effect `stopped` once anything was sent (`sent_any`: the pointer
+/// moved, or a press of a double click went), `refused` before.
+fn still_there(
+    scene: &crate::kwin_scene::Scene,
+    click: &Click,
+    point: (i32, i32),
+    sent_any: bool,
+) -> Result<(), DriverError> {
+    let again = crate::kwin_scene::place(scene, &click.target, click.at.0, click.at.1);
+    let mut e = if scene.cursor != point {
+        DriverError::new(
+            ErrorCode::Occluded,
+            "the pointer is not where the driver put it (someone else moved it)",
+        )
+    } else {
+        match again {
+            Ok(p) if p == point => return Ok(()),
+            Ok(_) => DriverError::new(ErrorCode::Occluded, "the window moved as the pointer moved"),
+            Err(e) => e,
+        }
+    };
+    e.message = if sent_any {
+        format!(
+            "{}; nothing more was pressed",
+            e.message.trim_end_matches("; nothing was sent")
+        )
+    } else {
+        format!(
+            "{}; nothing was sent",
+            e.message.trim_end_matches("; nothing was sent")
+        )
+    };
+    Err(e.with_effect(if sent_any { "stopped" } else { "refused" }))
 }
 
 /// A check made before each character of a batch ([`Takeover::synthetic`]): `Ok` while the

@@ -1,7 +1,8 @@
 """A program of the person's that forges KWin's answer about its windows: it finds the
-broker's connections on the session bus (by the broker's pid) and keeps calling the method at
-which the broker takes KWin's answer (org.nishdriver.KwinScene.Scene, at the paths the broker
-names its scripts by), with a scene of its own: the form's window 50 px lower than it is, and
+broker's connections on the session bus (by the broker's pid), keeps asking them what objects
+they serve under /org/nishdriver/KwinScene (D-Bus introspection: the broker's answer method
+lives there, at a random path, while it waits for KWin) and calls each one it finds
+(org.nishdriver.KwinScene.Scene) with a scene of its own: the form's window 50 px lower than it is, and
 the pointer already there, so that a click taken from it would land 50 px below the point the
 driver meant. The broker must take KWin's answer only.
 
@@ -12,6 +13,7 @@ made, answered without an error: the method was there and took the call).
 """
 
 import json
+import re
 import sys
 import time
 
@@ -55,14 +57,19 @@ scene = json.dumps({"windows": [{"pid": form, "caption": "", "frame": full, "buf
 print("ready", len(names), flush=True)
 made = taken = 0
 last = time.monotonic()
+NODE = re.compile(r'<node name="([^"]+)"')
 while True:
     for name in names:
-        for i in range(16):
+        try:
+            xml = bus.call_sync(name, "/org/nishdriver/KwinScene", "org.freedesktop.DBus.Introspectable",
+                                "Introspect", None, GLib.VariantType("(s)"), 0, 300, None).unpack()[0]
+        except GLib.Error:
+            continue
+        for node in NODE.findall(xml):
             made += 1
             try:
-                bus.call_sync(name, f"/org/nishdriver/KwinScene/nish_driver_{broker}_{i}",
-                              "org.nishdriver.KwinScene", "Scene", GLib.Variant("(s)", (scene,)),
-                              None, 0, 300, None)
+                bus.call_sync(name, f"/org/nishdriver/KwinScene/{node}", "org.nishdriver.KwinScene",
+                              "Scene", GLib.Variant("(s)", (scene,)), None, 0, 300, None)
                 taken += 1
             except GLib.Error:
                 pass

@@ -188,10 +188,13 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
     kwin.run(ACTIVATE_PID.replace("PID", str(form_pid(kwin))))
     await focus_on(c, "text", "Your name")
     say(f"  occluded, refused: {err['message']}")
-    # The driver's own script is gone: KWin loaded it for the one answer.
-    left = [f for f in os.listdir(os.path.join(os.environ["XDG_RUNTIME_DIR"], "nish-driver"))
-            if f.endswith(".js")]
-    check(not left, f"the broker's KWin scripts are removed: {left}")
+    # The driver's own scripts are gone: KWin loaded each for its one answer, from a
+    # directory made for it.
+    left = [f for f in os.listdir(os.environ["XDG_RUNTIME_DIR"]) if f.startswith("nish-driver-kwin-")]
+    check(not left, f"the broker's KWin scripts and their directories are removed: {left}")
+    loaded = subprocess.run(["/usr/bin/gdbus", "introspect", "--session", "--dest", "org.kde.KWin",
+                             "--object-path", "/"], capture_output=True, text=True, check=True).stdout
+    check(not re.search(r"node /?\d+ ", loaded), f"no script is left loaded in KWin: {loaded}")
     log = broker.log_text(tail=None)
     check("Ada Lovelac" not in log, "the log carries no typed text")
     st = await ok(c, "get_session_state")

@@ -362,14 +362,20 @@ pub(super) async fn kwin_owner(conn: &zbus::Connection, opener: &Arc<Opener>) ->
     let owner = name_owner(conn, crate::monitor::KWIN).await.ok()?;
     let pid = crate::portal::connection_pid(conn, &owner).await?;
     let opener = opener.clone();
-    let (listener, _) = tokio::task::spawn_blocking(move || opener.wayland_compositor())
+    let (listener, listener_exe) = tokio::task::spawn_blocking(move || opener.wayland_compositor())
         .await
         .ok()??;
     let exe = crate::desktop::proc_identity(pid)?.exe;
     if crate::compositor::Compositor::of_exe(&exe) != Some(crate::compositor::Compositor::Kwin) {
         return None;
     }
-    (pid == listener || crate::kwin_scene::parent_pid(pid) == Some(listener)).then_some(owner)
+    // KWin's wrapper listens on the socket and runs KWin: only then is the listener's child
+    // the compositor.
+    let wrapper = std::path::Path::new(&listener_exe)
+        .file_name()
+        .is_some_and(|n| n == crate::compositor::KWIN_WRAPPER_EXE);
+    (pid == listener || (wrapper && crate::kwin_scene::parent_pid(pid) == Some(listener)))
+        .then_some(owner)
 }
 
 /// Whether the connection `name` (a unique name) belongs to the desktop portal's program, by
