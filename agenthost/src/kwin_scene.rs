@@ -19,8 +19,9 @@
 //! compositor draws), and outside every other window above it that is not minimised, each
 //! counted with both geometries and [`EDGE`] around them (GTK 3 takes clicks in a resize
 //! border 10 px outside its frame, measured; KWin's decorations have resize borders too).
-//! Anything else is refused, never guessed. Not seen: surfaces that are not KWin's windows
-//! in `clientList()` (popup menus, its own on-screen displays), see docs/security.md.
+//! Anything else is refused, never guessed. An open menu is one of KWin's windows (GTK 3 and
+//! GTK 4 measured), so it covers what lies under it. Not seen: KWin's own surfaces that are
+//! not in `clientList()` (its on-screen displays), see docs/security.md.
 
 use std::path::Path;
 use std::sync::Mutex;
