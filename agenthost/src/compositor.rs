@@ -30,10 +30,17 @@ impl Compositor {
     /// An executable replaced on disk while it runs reads ` (deleted)` at its end (after an
     /// upgrade): the name before it counts.
     pub fn of_exe(exe: &str) -> Option<Compositor> {
+        Self::of_file_name(exe).map(|(c, _)| c)
+    }
+
+    /// [`Compositor::of_exe`], and whether `exe` is KWin's wrapper (which listens on the
+    /// socket and runs KWin as its child).
+    fn of_file_name(exe: &str) -> Option<(Compositor, bool)> {
         let exe = exe.strip_suffix(DELETED).unwrap_or(exe);
         match std::path::Path::new(exe).file_name()?.to_str()? {
-            SWAY_EXE => Some(Compositor::Sway),
-            KWIN_EXE | KWIN_WRAPPER_EXE => Some(Compositor::Kwin),
+            SWAY_EXE => Some((Compositor::Sway, false)),
+            KWIN_EXE => Some((Compositor::Kwin, false)),
+            KWIN_WRAPPER_EXE => Some((Compositor::Kwin, true)),
             _ => None,
         }
     }
@@ -46,9 +53,15 @@ const KWIN_EXE: &str = "kwin_wayland";
 /// The file name of KWin's own wrapper, which a Plasma session starts: it makes the Wayland
 /// socket and listens on it, then runs KWin with it (and again if KWin crashes), so the
 /// socket's listener is the wrapper.
-pub(crate) const KWIN_WRAPPER_EXE: &str = "kwin_wayland_wrapper";
+const KWIN_WRAPPER_EXE: &str = "kwin_wayland_wrapper";
 /// What `/proc/<pid>/exe` adds to an executable deleted while it runs.
 const DELETED: &str = " (deleted)";
+
+/// Whether the executable `exe` (a `/proc` link's target, " (deleted)" or not) is KWin's
+/// wrapper.
+pub(crate) fn is_kwin_wrapper(exe: &str) -> bool {
+    Compositor::of_file_name(exe).is_some_and(|(_, wrapper)| wrapper)
+}
 
 #[cfg(test)]
 mod tests {
@@ -83,5 +96,17 @@ mod tests {
         ] {
             assert_eq!(Compositor::of_exe(&other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn kwins_wrapper_is_told_from_kwin_deleted_or_not() {
+        let at = |name: &str| format!("/usr/bin/{name}");
+        assert!(is_kwin_wrapper(&at(KWIN_WRAPPER_EXE)));
+        assert!(is_kwin_wrapper(&format!(
+            "{}{DELETED}",
+            at(KWIN_WRAPPER_EXE)
+        )));
+        assert!(!is_kwin_wrapper(&at(KWIN_EXE)));
+        assert!(!is_kwin_wrapper(&at(SWAY_EXE)));
     }
 }

@@ -67,14 +67,18 @@ pub struct SceneWindow {
 /// What KWin said: its windows, the screen, and the pointer's place.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Scene {
+    /// The script's own word, to tell its answer from another script's.
+    #[serde(default)]
+    pub nonce: String,
     pub windows: Vec<SceneWindow>,
     pub screen: Rect,
     pub cursor: (i32, i32),
 }
 
-/// The script: one answer by `callDBus` to `dest` at `path`. The geometry is KWin's (whole
-/// pixels on KWin 5.27); a window without a pid says 0.
-fn script(dest: &str, path: &str) -> String {
+/// The script: one answer by `callDBus` to `dest` at `path`, carrying `nonce` (a script of
+/// another program's that KWin runs in its place cannot say it). The geometry is KWin's
+/// (whole pixels on KWin 5.27); a window without a pid says 0.
+fn script(dest: &str, path: &str, nonce: &str) -> String {
     format!(
         r#"var r = function (g) {{ return {{x: Math.round(g.x), y: Math.round(g.y), w: Math.round(g.width), h: Math.round(g.height)}}; }};
 var all = workspace.clientList();
@@ -87,10 +91,11 @@ for (var i = 0; i < all.length; i++) {{
 }}
 var p = workspace.cursorPos;
 callDBus({dest}, {path}, "{ANSWER_IFACE}", "Scene",
-    JSON.stringify({{windows: out, screen: r(workspace.virtualScreenGeometry), cursor: [Math.round(p.x), Math.round(p.y)]}}));
+    JSON.stringify({{nonce: {nonce}, windows: out, screen: r(workspace.virtualScreenGeometry), cursor: [Math.round(p.x), Math.round(p.y)]}}));
 "#,
         dest = serde_json::to_string(dest).unwrap_or_default(),
         path = serde_json::to_string(path).unwrap_or_default(),
+        nonce = serde_json::to_string(nonce).unwrap_or_default(),
     )
 }
 
@@ -99,13 +104,19 @@ struct Answer {
     /// KWin's unique name: the only sender taken.
     kwin: String,
     tx: Mutex<Option<oneshot::Sender<String>>>,
+    /// A call from another connection was logged (once: a flood of them logs one line).
+    warned: std::sync::atomic::AtomicBool,
 }
 
 #[zbus::interface(name = "org.nishdriver.KwinScene")]
 impl Answer {
     async fn scene(&self, #[zbus(header)] header: zbus::message::Header<'_>, answer: String) {
         if header.sender().map(|s| s.as_str()) != Some(self.kwin.as_str()) {
-            tracing::warn!("an answer about KWin's windows from another connection was ignored");
+            if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    "an answer about KWin's windows from another connection was ignored"
+                );
+            }
             return;
         }
         if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -126,62 +137,89 @@ fn random_hex() -> Result<String, String> {
 }
 
 /// Asks KWin (at unique name `kwin`) for its windows, the screen and the pointer. The
-/// exchange runs in a task of its own: dropping this future (the act stopped) does not
-/// cut it short, so the script is unloaded, the answer's object removed and the file and
-/// its directory deleted whatever the caller does.
+/// exchange runs in a task of its own, which hands the answer back as soon as it comes and
+/// then cleans up: dropping this future (the act stopped) does not cut it short, so the
+/// script is unloaded, the answer's object removed and the file and its directory deleted
+/// whatever the caller does.
 pub async fn scene(conn: &zbus::Connection, kwin: &str) -> Result<Scene, String> {
     let (conn, kwin) = (conn.clone(), kwin.to_string());
-    tokio::spawn(async move { exchange(&conn, &kwin).await })
+    let (out, answer) = oneshot::channel();
+    tokio::spawn(async move { exchange(&conn, &kwin, out).await });
+    answer
         .await
         .map_err(|_| "the question to KWin ended early".to_string())?
 }
 
-async fn exchange(conn: &zbus::Connection, kwin: &str) -> Result<Scene, String> {
-    let id = random_hex()?;
+async fn exchange(
+    conn: &zbus::Connection,
+    kwin: &str,
+    out: oneshot::Sender<Result<Scene, String>>,
+) {
+    let (id, nonce) = match (random_hex(), random_hex()) {
+        (Ok(id), Ok(nonce)) => (id, nonce),
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = out.send(Err(e));
+            return;
+        }
+    };
     let name = format!("nish_driver_{id}");
     let path = format!("/org/nishdriver/KwinScene/s{id}");
-    let me = conn
-        .unique_name()
-        .ok_or("no name on the session bus")?
-        .to_string();
+    let Some(me) = conn.unique_name().map(|n| n.to_string()) else {
+        let _ = out.send(Err("no name on the session bus".into()));
+        return;
+    };
     let (tx, rx) = oneshot::channel();
     let answer = Answer {
         kwin: kwin.to_string(),
         tx: Mutex::new(Some(tx)),
+        warned: std::sync::atomic::AtomicBool::new(false),
     };
-    let object = ObjectPath::try_from(path.as_str()).map_err(|e| e.to_string())?;
-    conn.object_server()
-        .at(&object, answer)
-        .await
-        .map_err(|e| e.to_string())?;
-    let dir = private_dir(&id);
-    let asked = match &dir {
+    let object = match ObjectPath::try_from(path.as_str()) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = out.send(Err(e.to_string()));
+            return;
+        }
+    };
+    if let Err(e) = conn.object_server().at(&object, answer).await {
+        let _ = out.send(Err(e.to_string()));
+        return;
+    }
+    match private_dir(&id) {
         Ok(dir) => {
             let file = dir.join("scene.js");
-            let asked = ask(conn, kwin, &file, &name, &script(&me, &path), rx).await;
+            let text = script(&me, &path, &nonce);
+            ask(conn, kwin, &file, &name, &text, rx, &nonce, out).await;
             let _ = std::fs::remove_file(&file);
-            asked
+            let _ = std::fs::remove_dir(&dir);
         }
-        Err(e) => Err(e.clone()),
-    };
-    if let Ok(dir) = &dir {
-        let _ = std::fs::remove_dir(dir);
+        Err(e) => {
+            let _ = out.send(Err(e));
+        }
     }
     let _ = conn.object_server().remove::<Answer, _>(&object).await;
-    let text = asked?;
-    serde_json::from_str::<Scene>(&text).map_err(|_| "KWin's answer is not understood".into())
 }
 
 /// A new directory of the broker's own, private (0700; made here, so no one else made or
 /// holds it), in `XDG_RUNTIME_DIR`, else `/tmp`: where KWin reads the script from.
 fn private_dir(id: &str) -> Result<std::path::PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt as _;
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|v| !v.is_empty())
         .map_or_else(
             || std::path::PathBuf::from("/tmp"),
             std::path::PathBuf::from,
         );
+    // The parent must be this user's and no one else's to write, or root's with the sticky
+    // bit (`/tmp`): else another user could rename the new directory and put theirs there.
+    let meta = std::fs::metadata(&base)
+        .map_err(|e| format!("the runtime directory could not be read: {e}"))?;
+    let (uid, mode) = (meta.uid(), meta.mode());
+    let mine = uid == nix::unistd::getuid().as_raw() && mode & 0o022 == 0;
+    let sticky_root = uid == 0 && mode & 0o1000 != 0;
+    if !(meta.is_dir() && (mine || sticky_root)) {
+        return Err("the runtime directory is not this user's own".into());
+    }
     let dir = base.join(format!("nish-driver-kwin-{id}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -190,6 +228,9 @@ fn private_dir(id: &str) -> Result<std::path::PathBuf, String> {
     Ok(dir)
 }
 
+/// Writes the script, loads and runs it, hands KWin's answer to `out` as soon as it comes
+/// (checked to carry `nonce`), then unloads the script, whatever happened.
+#[allow(clippy::too_many_arguments)]
 async fn ask(
     conn: &zbus::Connection,
     kwin: &str,
@@ -197,18 +238,22 @@ async fn ask(
     name: &str,
     text: &str,
     rx: oneshot::Receiver<String>,
-) -> Result<String, String> {
-    {
+    nonce: &str,
+    out: oneshot::Sender<Result<Scene, String>>,
+) {
+    let written = (|| {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(file)
-            .map_err(|e| format!("the script could not be written: {e}"))?;
+            .open(file)?;
         f.write_all(text.as_bytes())
-            .map_err(|e| format!("the script could not be written: {e}"))?;
+    })();
+    if let Err(e) = written {
+        let _ = out.send(Err(format!("the script could not be written: {e}")));
+        return;
     }
     let failed = |method: &str, e: zbus::Error| {
         format!(
@@ -217,30 +262,32 @@ async fn ask(
         )
     };
     let late = |method: &str| format!("KWin did not answer {method} in time");
-    let loaded = tokio::time::timeout(
-        SCENE_TIMEOUT,
-        conn.call_method(
-            Some(kwin),
-            SCRIPTING_PATH,
-            Some(SCRIPTING),
-            "loadScript",
-            &(file.to_string_lossy().as_ref(), name),
-        ),
-    )
-    .await
-    .map_err(|_| late("loadScript"))?
-    .map_err(|e| failed("loadScript", e))?;
-    let id: i32 = loaded
-        .body()
-        .deserialize()
-        .map_err(|_| "KWin's loadScript answer is not understood".to_string())?;
     let got = async {
+        let loaded = tokio::time::timeout(
+            SCENE_TIMEOUT,
+            conn.call_method(
+                Some(kwin),
+                SCRIPTING_PATH,
+                Some(SCRIPTING),
+                "loadScript",
+                &(file.to_string_lossy().as_ref(), name),
+            ),
+        )
+        .await
+        .map_err(|_| late("loadScript"))?
+        .map_err(|e| failed("loadScript", e))?;
+        let id: i32 = loaded
+            .body()
+            .deserialize()
+            .map_err(|_| "KWin's loadScript answer is not understood".to_string())?;
         // KWin answers -1 for a name loaded already: not this script.
         if id < 0 {
             return Err("KWin did not load the script".to_string());
         }
-        // Only this script runs (`Scripting.start` would run every script loaded and not
-        // yet running, other programs' too). KWin 5.27 serves it at `/<id>`.
+        // `run` on the script's own object (KWin 5.27 serves it at `/<id>`), never
+        // `Scripting.start`, which runs every script loaded and not yet running, other
+        // programs' too. KWin may give an id another program's script still holds: then
+        // that one runs, and its answer lacks the nonce.
         tokio::time::timeout(
             SCENE_TIMEOUT,
             conn.call_method(
@@ -254,26 +301,31 @@ async fn ask(
         .await
         .map_err(|_| late("run"))?
         .map_err(|e| failed("run", e))?;
-        match tokio::time::timeout(SCENE_TIMEOUT, rx).await {
-            Ok(Ok(text)) => Ok(text),
-            _ => Err("KWin did not tell its windows in time".to_string()),
+        let text = match tokio::time::timeout(SCENE_TIMEOUT, rx).await {
+            Ok(Ok(text)) => text,
+            _ => return Err("KWin did not tell its windows in time".to_string()),
+        };
+        let scene = serde_json::from_str::<Scene>(&text)
+            .map_err(|_| "KWin's answer is not understood".to_string())?;
+        if scene.nonce != nonce {
+            return Err("the answer did not come from the driver's script".to_string());
         }
+        Ok(scene)
     }
     .await;
-    if id >= 0 {
-        let _ = tokio::time::timeout(
-            SCENE_TIMEOUT,
-            conn.call_method(
-                Some(kwin),
-                SCRIPTING_PATH,
-                Some(SCRIPTING),
-                "unloadScript",
-                &(name,),
-            ),
-        )
-        .await;
-    }
-    got
+    let _ = out.send(got);
+    // Unloaded by name whatever happened: a load that timed out may still have loaded it.
+    let _ = tokio::time::timeout(
+        SCENE_TIMEOUT,
+        conn.call_method(
+            Some(kwin),
+            SCRIPTING_PATH,
+            Some(SCRIPTING),
+            "unloadScript",
+            &(name,),
+        ),
+    )
+    .await;
 }
 
 /// The parent of process `pid`, from `/proc`.
@@ -427,6 +479,7 @@ mod tests {
     fn measured() -> Scene {
         let full = rect(0, 0, 1280, 800);
         Scene {
+            nonce: String::new(),
             windows: vec![
                 win(10, "form", full, full, 0),
                 win(
@@ -574,11 +627,36 @@ mod tests {
 
     #[test]
     fn the_script_names_the_answer_as_json_strings() {
-        let s = script(":1.42", "/org/nishdriver/KwinScene/x");
+        let s = script(":1.42", "/org/nishdriver/KwinScene/x", "n0");
         assert!(
             s.contains(r#"callDBus(":1.42", "/org/nishdriver/KwinScene/x", "org.nishdriver.KwinScene", "Scene""#),
             "{s}"
         );
+    }
+
+    #[test]
+    fn the_answer_carries_the_scripts_nonce() {
+        let s = script(":1.42", "/p", "abc");
+        assert!(
+            s.contains(r#"JSON.stringify({nonce: "abc", windows: out"#),
+            "{s}"
+        );
+        // An answer without it (another script's) parses with an empty nonce, never the
+        // driver's.
+        let other: Scene = serde_json::from_str(
+            r#"{"windows":[],"screen":{"x":0,"y":0,"w":1,"h":1},"cursor":[0,0]}"#,
+        )
+        .unwrap();
+        assert_eq!(other.nonce, "");
+    }
+
+    #[test]
+    fn a_private_directory_is_made_in_a_runtime_directory_of_this_users() {
+        let id = random_hex().unwrap();
+        let dir = private_dir(&id).unwrap();
+        use std::os::unix::fs::MetadataExt as _;
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        std::fs::remove_dir(&dir).unwrap();
     }
 
     #[test]

@@ -63,6 +63,7 @@ use crate::keymap::Layout;
 use crate::monitor::{Kind, Monitor, idle_time, kind, monitor, notification_offered, shows_key};
 use crate::portal::Offer;
 
+mod click;
 mod session;
 
 use session::{RemoteSession, kwin_owner};
@@ -206,14 +207,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A click to send: where in which window, which button, how many times.
-struct Click {
-    target: nish_proto::model::WindowInfo,
-    at: (i32, i32),
-    button: u8,
-    count: u8,
-}
-
 /// One input event of the driver's, through the portal.
 #[derive(Clone, Copy, Debug)]
 enum Input {
@@ -305,7 +298,18 @@ impl Takeover {
                     "KWin's name on the session bus is not the compositor's: no pointer input"
                 );
             }
-            kwin
+            // KWin answers the driver's script (KWin 6 has another script API): asked once
+            // now, so that clicks are not offered where every one would fail.
+            match kwin {
+                Some(k) => match crate::kwin_scene::scene(&started.conn, &k).await {
+                    Ok(_) => Some(k),
+                    Err(why) => {
+                        tracing::warn!("KWin does not tell where windows are ({why}): no clicks");
+                        None
+                    }
+                },
+                None => None,
+            }
         } else {
             None
         };
@@ -667,7 +671,9 @@ impl Takeover {
                 }
                 let sent = self.send_key(r, &monitor, k, pressed).await;
                 sent_any = true;
-                if !pressed {
+                // A release that failed stays held: `release` sends it again, and ends the
+                // portal session when that fails too.
+                if !pressed && sent.is_ok() {
                     let mut held = lock(&self.held);
                     if let Some(at) = held.iter().rposition(|h| *h == k) {
                         held.remove(at);
@@ -688,205 +694,6 @@ impl Takeover {
             }
         }
         Ok(SynthOutcome::Done)
-    }
-
-    /// A click of `button` (1 left, 3 right) `count` times at `at` of `target` (in the
-    /// window's own coordinates), on KWin ([`crate::kwin_scene`]): KWin tells where the window
-    /// is, the point is judged there ([`crate::kwin_scene::place`]), the pointer moves by
-    /// the difference from where KWin says it is, and before each press KWin is asked again
-    /// (the pointer must be where it was put, the point judged the same). Before every event
-    /// the stop flag, the caller and the idle monitor are checked, as for keys; a button
-    /// pressed is released on every way out.
-    pub async fn click(
-        self: &Arc<Self>,
-        target: nish_proto::model::WindowInfo,
-        at: (i32, i32),
-        button: u8,
-        count: u8,
-        stop: StopFlag,
-    ) -> Result<SynthOutcome, DriverError> {
-        let gone = Arc::new(AtomicBool::new(false));
-        let _caller = RaiseOnDrop(gone.clone());
-        let me = self.clone();
-        let click = Click {
-            target,
-            at,
-            button,
-            count,
-        };
-        match tokio::spawn(async move { me.run_click(click, stop, gone).await }).await {
-            Ok(r) => r,
-            Err(_) => {
-                self.release_all().await;
-                Err(DriverError::new(
-                    ErrorCode::InternalError,
-                    "the click's task ended early; every button it held was released",
-                ))
-            }
-        }
-    }
-
-    async fn run_click(
-        &self,
-        click: Click,
-        stop: StopFlag,
-        gone: Arc<AtomicBool>,
-    ) -> Result<SynthOutcome, DriverError> {
-        let code = match click.button {
-            1 => BTN_LEFT,
-            3 => BTN_RIGHT,
-            _ => {
-                return Err(DriverError::new(
-                    ErrorCode::InvalidArguments,
-                    "only the left and right buttons are clicked",
-                )
-                .with_effect("refused"));
-            }
-        };
-        let active = self.active.lock().await;
-        let Some(a) = active.as_ref() else {
-            return Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                "no remote-desktop session; nothing was sent",
-            )
-            .with_effect("refused"));
-        };
-        let r = &a.remote;
-        let (Some(kwin), true) = (a.kwin.as_deref(), r.pointer) else {
-            return Err(DriverError::new(
-                ErrorCode::Unsupported,
-                "this takeover has no pointer (the desktop did not grant it, or KWin cannot \
-                 tell where the window is); nothing was sent",
-            )
-            .with_effect("refused"));
-        };
-        let Some(monitor) = lock(&self.monitor).clone() else {
-            return Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                "no idle monitor; nothing was sent",
-            )
-            .with_effect("refused"));
-        };
-        // KWin's scene, unless the act stops meanwhile (the question itself finishes on its
-        // own: `kwin_scene::scene`).
-        let scene = |sent_any: bool| {
-            let (stop, gone) = (stop.clone(), gone.clone());
-            async move {
-                let asked = crate::kwin_scene::scene(&r.conn, kwin);
-                match unless_stopped(asked, &stop, &gone).await {
-                    None => Ok(None),
-                    Some(Ok(s)) => Ok(Some(s)),
-                    Some(Err(why)) => Err(self.broke(
-                        &format!("KWin did not tell where the window is: {why}"),
-                        sent_any,
-                        None,
-                    )),
-                }
-            }
-        };
-        let cancelled = SynthOutcome::Cancelled { typed: 0 };
-        let Some(first) = scene(false).await? else {
-            return Ok(cancelled);
-        };
-        let (x, y) = crate::kwin_scene::place(&first, &click.target, click.at.0, click.at.1)?;
-        if let Some(out) = self.before_input(r, &monitor, &stop, &gone, false).await? {
-            return Ok(out);
-        }
-        let (dx, dy) = (x - first.cursor.0, y - first.cursor.1);
-        let mut sent_any = false;
-        if (dx, dy) != (0, 0) {
-            sent_any = true;
-            if let Err(why) = self
-                .send_input(r, &monitor, Input::Motion(f64::from(dx), f64::from(dy)))
-                .await
-            {
-                self.release(r).await;
-                return Err(self.broke(
-                    &format!("the remote-desktop session failed: {why}"),
-                    true,
-                    None,
-                ));
-            }
-        }
-        for _ in 0..click.count.max(1) {
-            for pressed in [true, false] {
-                if pressed {
-                    // Before each press: the pointer where it was put (no one else moved it),
-                    // the point judged the same (the window did not move, nothing came over
-                    // it, the click before opened nothing there).
-                    let Some(now) = scene(sent_any).await? else {
-                        self.release(r).await;
-                        return Ok(cancelled);
-                    };
-                    if let Err(e) = still_there(&now, &click, (x, y), sent_any) {
-                        self.release(r).await;
-                        return Err(e);
-                    }
-                }
-                if let Some(out) = self
-                    .before_input(r, &monitor, &stop, &gone, sent_any)
-                    .await?
-                {
-                    return Ok(out);
-                }
-                if pressed {
-                    lock(&self.held_buttons).push(code);
-                }
-                sent_any = true;
-                let sent = self
-                    .send_input(r, &monitor, Input::Button(code, pressed))
-                    .await;
-                if !pressed {
-                    let mut held = lock(&self.held_buttons);
-                    if let Some(at) = held.iter().rposition(|b| *b == code) {
-                        held.remove(at);
-                    }
-                }
-                if let Err(why) = sent {
-                    self.release(r).await;
-                    return Err(self.broke(
-                        &format!("the remote-desktop session failed: {why}"),
-                        true,
-                        None,
-                    ));
-                }
-            }
-        }
-        Ok(SynthOutcome::Done)
-    }
-
-    /// Before one of the driver's input events: the idle monitor (the person's input), the
-    /// stop flag and the caller. What stops the act releases what the driver holds.
-    async fn before_input(
-        &self,
-        r: &RemoteSession,
-        monitor: &Monitor,
-        stop: &StopFlag,
-        gone: &AtomicBool,
-        sent_any: bool,
-    ) -> Result<Option<SynthOutcome>, DriverError> {
-        let asked = Instant::now();
-        let person = match monitor.idle(&r.conn, asked).await {
-            Some(idle) => self.judge(asked, idle),
-            None => {
-                self.release(r).await;
-                return Err(self.broke("the idle monitor did not answer", sent_any, None));
-            }
-        };
-        let out = if stop.is_raised() || gone.load(Ordering::SeqCst) {
-            Some(SynthOutcome::Cancelled { typed: 0 })
-        } else if person {
-            Some(SynthOutcome::Stopped {
-                reason: PausedReason::PersonInput,
-                typed: 0,
-            })
-        } else {
-            None
-        };
-        if out.is_some() {
-            self.release(r).await;
-        }
-        Ok(out)
     }
 
     fn broke(&self, why: &str, sent_any: bool, typed: Option<u64>) -> DriverError {
@@ -943,43 +750,6 @@ fn focus_stopped(mut e: DriverError, sent_any: bool) -> DriverError {
     } else {
         crate::failures::refused_before_sending(e)
     }
-}
-
-/// Whether a click may press now, by KWin's `scene` read right before: the pointer at
-/// `point`, where the driver put it, and the click's point judged there again. Else the
-/// error that stops it: effect `stopped` once anything was sent (`sent_any`: the pointer
-/// moved, or a press of a double click went), `refused` before.
-fn still_there(
-    scene: &crate::kwin_scene::Scene,
-    click: &Click,
-    point: (i32, i32),
-    sent_any: bool,
-) -> Result<(), DriverError> {
-    let again = crate::kwin_scene::place(scene, &click.target, click.at.0, click.at.1);
-    let mut e = if scene.cursor != point {
-        DriverError::new(
-            ErrorCode::Occluded,
-            "the pointer is not where the driver put it (someone else moved it)",
-        )
-    } else {
-        match again {
-            Ok(p) if p == point => return Ok(()),
-            Ok(_) => DriverError::new(ErrorCode::Occluded, "the window moved as the pointer moved"),
-            Err(e) => e,
-        }
-    };
-    e.message = if sent_any {
-        format!(
-            "{}; nothing more was pressed",
-            e.message.trim_end_matches("; nothing was sent")
-        )
-    } else {
-        format!(
-            "{}; nothing was sent",
-            e.message.trim_end_matches("; nothing was sent")
-        )
-    };
-    Err(e.with_effect(if sent_any { "stopped" } else { "refused" }))
 }
 
 /// A check made before each character of a batch ([`Takeover::synthetic`]): `Ok` while the

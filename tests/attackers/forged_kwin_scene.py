@@ -51,8 +51,9 @@ def answers(name):
 
 names = [n for n in names if answers(n)]
 full = {"x": 0, "y": 50, "w": 1280, "h": 800}
-scene = json.dumps({"windows": [{"pid": form, "caption": "", "frame": full, "buffer": full,
-                                 "stacking": 99, "shown": True}],
+# In the broker's schema (all but the nonce of the broker's script, which it cannot know).
+scene = json.dumps({"windows": [{"pid": form, "caption": "nish-driver GTK 4 form", "frame": full,
+                                 "buffer": full, "stacking": 99, "minimized": False, "here": True}],
                     "screen": {"x": 0, "y": 0, "w": 1280, "h": 900}, "cursor": [0, 0]})
 print("ready", len(names), flush=True)
 made = taken = 0

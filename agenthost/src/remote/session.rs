@@ -371,9 +371,7 @@ pub(super) async fn kwin_owner(conn: &zbus::Connection, opener: &Arc<Opener>) ->
     }
     // KWin's wrapper listens on the socket and runs KWin: only then is the listener's child
     // the compositor.
-    let wrapper = std::path::Path::new(&listener_exe)
-        .file_name()
-        .is_some_and(|n| n == crate::compositor::KWIN_WRAPPER_EXE);
+    let wrapper = crate::compositor::is_kwin_wrapper(&listener_exe);
     (pid == listener || (wrapper && crate::kwin_scene::parent_pid(pid) == Some(listener)))
         .then_some(owner)
 }
