@@ -10,7 +10,9 @@ nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
 - foreground typing lands in the GTK 4 entry (read back), press_key too;
 - foreground clicks land where KWin says the form's fields are (KWin tells its windows' places
   to a script the broker loads; the pointer moves through the portal): the keyboard focus
-  moves to the field clicked, read back;
+  moves to the field clicked, read back, while another program forges KWin's answer; a click
+  on a button under a window moved over it is refused, and so is one under the context menu
+  a right click opened;
 - the person's own key, and their pointer, pause the driver (takeover.paused with
   person_input: KWin's idle notification, ext-idle-notify-v1); acts are refused while paused;
   the person's click on Continue on the takeover surface resumes (its place from KWin and the
@@ -185,9 +187,28 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
     check(err.get("effect") == "refused", str(err))
     check(pointer_at(kwin) == before, "nothing was sent: the pointer did not move")
     # The person brings the form back (as Alt+Tab would; no input event).
-    kwin.run(ACTIVATE_PID.replace("PID", str(form_pid(kwin))))
+    pid = form_pid(kwin)
+    kwin.run(ACTIVATE_PID.replace("PID", str(pid)))
     await focus_on(c, "text", "Your name")
     say(f"  occluded, refused: {err['message']}")
+
+    say("a right click on the name field opens the form's context menu; a click under the open "
+        "menu is refused")
+    name = await read_entry(c)
+    a = await ok(c, "right_click", {"element_token": name["element_token"], "delivery_mode": "foreground"})
+    check(a["path"] == "portal:right_click", str(a))
+    deadline = time.monotonic() + 5
+    while not (menus := [w for w in kwin.windows() if w["pid"] == pid and (w["width"], w["height"]) != (1280, 800)]):
+        check(time.monotonic() < deadline, f"the right click opened no menu: {kwin.windows()}")
+        await anyio.sleep(0.1)
+    m = menus[0]
+    say(f"  the menu is KWin's window {m['width']}x{m['height']} at {m['x']},{m['y']} (the app's pid)")
+    before = pointer_at(kwin)
+    err = await fails(c, "click", {"element_token": (await read_entry(c))["element_token"],
+                                   "delivery_mode": "foreground"}, "occluded")
+    check(err.get("effect") == "refused" and pointer_at(kwin) == before, f"nothing was sent: {err}")
+    say("  a click on the name field under the menu: occluded, refused, the pointer unmoved")
+    # The menu stays open: the person's Escape, next, closes it.
     # The driver's own scripts are gone: KWin loaded each for its one answer, from a
     # directory made for it.
     left = [f for f in os.listdir(os.environ["XDG_RUNTIME_DIR"]) if f.startswith("nish-driver-kwin-")]
@@ -199,6 +220,13 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
     check("Ada Lovelac" not in log, "the log carries no typed text")
     st = await ok(c, "get_session_state")
     check(st["takeover"].get("paused") is not True, f"the driver's own clicks pause nothing: {st['takeover']}")
+
+
+def form_pid_with_menus(kwin: Kwin) -> int:
+    """The form's process: the pid of its maximised window."""
+    forms = [w for w in kwin.windows() if (w["width"], w["height"]) == (1280, 800) and w["class"] != "nish-driver"]
+    check(len(forms) == 1, f"one maximised form: {kwin.windows()}")
+    return forms[0]["pid"]
 
 
 async def quiet() -> None:
@@ -269,11 +297,16 @@ async def run(ns: argparse.Namespace) -> None:
             # The person's pointer is where the driver left it: their next moves start there.
             dialog.at = pointer_at(kwin)
 
-            say("the person presses a key of their own")
-            dialog.say("key 0xffe1 1")
-            dialog.say("key 0xffe1 0")
+            say("the person presses a key of their own: Escape, which closes the form's menu")
+            dialog.say("key 0xff1b 1")
+            dialog.say("key 0xff1b 0")
             ev = await ctl.wait(lambda x: x.get("event") == "takeover.paused", "takeover.paused")
             check(ev["session"] == sid and ev["reason"] == "person_input", f"paused: {ev}")
+            pid = form_pid_with_menus(kwin)
+            deadline = time.monotonic() + 5
+            while [w for w in kwin.windows() if w["pid"] == pid and (w["width"], w["height"]) != (1280, 800)]:
+                check(time.monotonic() < deadline, f"the menu did not close: {kwin.windows()}")
+                await anyio.sleep(0.1)
             st = await ok(c, "get_session_state")
             check(st["takeover"]["paused"] is True and st["takeover"]["paused_reason"] == "person_input", str(st))
             err = await fails(c, "press_key", {"key": "BackSpace"}, "user_took_over")
