@@ -153,7 +153,7 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
         check(line[:1] == ["ready"] and int(line[1]) > 0, f"the forger finds the broker's connections: {line}")
         printed = lines_of(forger)
         taken = 0
-        for attempt in range(5):
+        for attempt in range(10):
             for role, label in (("password_text", "Password"), ("text", "Your name")):
                 e = element(await ok(c, "get_window_state", {"app": APP}), role, label)
                 a = await ok(c, "click", {"element_token": e["element_token"], "delivery_mode": "foreground"})
