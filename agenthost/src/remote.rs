@@ -284,13 +284,9 @@ impl Takeover {
             // Dropping the start drops its connection: the portal closes what it began.
             _ = cancel.changed() => return Err(ended()),
         };
-        let mut active = self.active.lock().await;
-        if cancel.has_changed().unwrap_or(true) {
-            drop(active);
-            started.close().await;
-            return Err(ended());
-        }
         tracing::info!("the person allowed remote control in the desktop's dialog");
+        // Where KWin tells windows' places, before the session's lock is taken (an end
+        // meanwhile waits for nothing of this): a cancel ends the wait.
         let kwin = if started.pointer {
             let kwin = kwin_owner(&started.conn, opener).await;
             if kwin.is_none() {
@@ -301,18 +297,35 @@ impl Takeover {
             // KWin answers the driver's script (KWin 6 has another script API): asked once
             // now, so that clicks are not offered where every one would fail.
             match kwin {
-                Some(k) => match crate::kwin_scene::scene(&started.conn, &k).await {
-                    Ok(_) => Some(k),
-                    Err(why) => {
-                        tracing::warn!("KWin does not tell where windows are ({why}): no clicks");
-                        None
+                Some(k) => {
+                    let asked = tokio::select! {
+                        r = crate::kwin_scene::scene(&started.conn, &k) => r,
+                        _ = cancel.changed() => {
+                            started.close().await;
+                            return Err(ended());
+                        }
+                    };
+                    match asked {
+                        Ok(_) => Some(k),
+                        Err(why) => {
+                            tracing::warn!(
+                                "KWin does not tell where windows are ({why}): no clicks"
+                            );
+                            None
+                        }
                     }
-                },
+                }
                 None => None,
             }
         } else {
             None
         };
+        let mut active = self.active.lock().await;
+        if cancel.has_changed().unwrap_or(true) {
+            drop(active);
+            started.close().await;
+            return Err(ended());
+        }
         self.pointer_ready.store(kwin.is_some(), Ordering::SeqCst);
         *lock(&self.monitor) = Some(monitor);
         *active = Some(Active {
