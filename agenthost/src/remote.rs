@@ -606,13 +606,7 @@ impl Takeover {
             )
             .with_effect("refused"));
         };
-        let Some(monitor) = lock(&self.monitor).clone() else {
-            return Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                "no idle monitor; nothing was sent",
-            )
-            .with_effect("refused"));
-        };
+        let monitor = self.takeover_monitor()?;
         let mut typed = 0u64;
         let mut sent_any = false;
         for combo in &batch {
@@ -707,6 +701,17 @@ impl Takeover {
             }
         }
         Ok(SynthOutcome::Done)
+    }
+
+    /// The takeover's idle monitor, or the refusal of an act that cannot watch the person.
+    fn takeover_monitor(&self) -> Result<Monitor, DriverError> {
+        lock(&self.monitor).clone().ok_or_else(|| {
+            DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "no idle monitor; nothing was sent",
+            )
+            .with_effect("refused")
+        })
     }
 
     fn broke(&self, why: &str, sent_any: bool, typed: Option<u64>) -> DriverError {

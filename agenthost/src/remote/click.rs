@@ -147,13 +147,7 @@ impl Takeover {
             )
             .with_effect("refused"));
         };
-        let Some(monitor) = lock(&self.monitor).clone() else {
-            return Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                "no idle monitor; nothing was sent",
-            )
-            .with_effect("refused"));
-        };
+        let monitor = self.takeover_monitor()?;
         // KWin's scene, unless the act stops meanwhile (the question itself finishes on its
         // own: `kwin_scene::scene`).
         let scene = |sent_any: bool| {

@@ -217,28 +217,17 @@ impl RemoteSession {
 
     /// Sends one key press or release and waits for the portal's answer.
     pub(super) async fn key(&self, keysym: u32, pressed: bool) -> Result<(), String> {
-        let path = ObjectPath::try_from(self.handle.as_str()).map_err(|e| e.to_string())?;
-        let options: HashMap<&str, Value> = HashMap::new();
-        tokio::time::timeout(
-            KEY_TIMEOUT,
-            self.conn.call_method(
-                Some(self.portal.as_str()),
-                PORTAL_PATH,
-                Some(REMOTE_DESKTOP),
-                "NotifyKeyboardKeysym",
-                &(path, options, keysym as i32, u32::from(pressed)),
-            ),
+        let (path, options) = self.target()?;
+        self.notify(
+            "NotifyKeyboardKeysym",
+            &(path, options, keysym as i32, u32::from(pressed)),
         )
         .await
-        .map_err(|_| "the desktop portal did not answer a key in time".to_string())?
-        .map(|_| ())
-        .map_err(|e| crate::agents::clean_message(&e.to_string()))
     }
 
     /// Moves the pointer by `dx`, `dy` and waits for the portal's answer.
     pub(super) async fn motion(&self, dx: f64, dy: f64) -> Result<(), String> {
-        let path = ObjectPath::try_from(self.handle.as_str()).map_err(|e| e.to_string())?;
-        let options: HashMap<&str, Value> = HashMap::new();
+        let (path, options) = self.target()?;
         self.notify("NotifyPointerMotion", &(path, options, dx, dy))
             .await
     }
@@ -246,8 +235,7 @@ impl RemoteSession {
     /// Presses or releases a pointer button (an evdev code) and waits for the portal's
     /// answer.
     pub(super) async fn button(&self, code: i32, pressed: bool) -> Result<(), String> {
-        let path = ObjectPath::try_from(self.handle.as_str()).map_err(|e| e.to_string())?;
-        let options: HashMap<&str, Value> = HashMap::new();
+        let (path, options) = self.target()?;
         self.notify(
             "NotifyPointerButton",
             &(path, options, code, u32::from(pressed)),
@@ -255,6 +243,13 @@ impl RemoteSession {
         .await
     }
 
+    /// The session's path and the (empty) options every `Notify*` call starts with.
+    fn target(&self) -> Result<(ObjectPath<'_>, HashMap<&'static str, Value<'static>>), String> {
+        let path = ObjectPath::try_from(self.handle.as_str()).map_err(|e| e.to_string())?;
+        Ok((path, HashMap::new()))
+    }
+
+    /// One `Notify*` call of the portal, bounded by [`KEY_TIMEOUT`].
     async fn notify<B>(&self, method: &str, body: &B) -> Result<(), String>
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
@@ -270,7 +265,7 @@ impl RemoteSession {
             ),
         )
         .await
-        .map_err(|_| "the desktop portal did not answer a pointer event in time".to_string())?
+        .map_err(|_| "the desktop portal did not answer an input event in time".to_string())?
         .map(|_| ())
         .map_err(|e| crate::agents::clean_message(&e.to_string()))
     }

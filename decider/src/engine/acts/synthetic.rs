@@ -407,6 +407,8 @@ impl<B: Backend> Engine<B> {
                 if !wayland {
                     self.hit_test(&t.window, x, y).await?;
                 }
+                // The act's `path`: through the portal on Wayland, XTEST on X11.
+                let via = |act: &str| format!("{}:{act}", if wayland { "portal" } else { "xtest" });
                 let click = |button, count| SynthOp::Click {
                     x,
                     y,
@@ -426,30 +428,10 @@ impl<B: Backend> Engine<B> {
                         } else {
                             Verify::None
                         },
-                        if wayland {
-                            "portal:click"
-                        } else {
-                            "xtest:click"
-                        },
+                        via("click"),
                     ),
-                    Call::DoubleClick(_) => (
-                        click(1, 2),
-                        Verify::None,
-                        if wayland {
-                            "portal:double_click"
-                        } else {
-                            "xtest:double_click"
-                        },
-                    ),
-                    Call::RightClick(_) => (
-                        click(3, 1),
-                        Verify::None,
-                        if wayland {
-                            "portal:right_click"
-                        } else {
-                            "xtest:right_click"
-                        },
-                    ),
+                    Call::DoubleClick(_) => (click(1, 2), Verify::None, via("double_click")),
+                    Call::RightClick(_) => (click(3, 1), Verify::None, via("right_click")),
                     Call::Scroll {
                         direction, amount, ..
                     } => (
@@ -460,7 +442,7 @@ impl<B: Backend> Engine<B> {
                             amount: *amount,
                         },
                         Verify::None,
-                        "xtest:scroll",
+                        "xtest:scroll".to_string(),
                     ),
                     Call::TypeText { text, .. } if wayland => {
                         // No focusing click on Wayland: the keys go only into a field that
@@ -481,7 +463,7 @@ impl<B: Backend> Engine<B> {
                                 before,
                                 text: text.clone(),
                             },
-                            "portal:type",
+                            "portal:type".to_string(),
                         )
                     }
                     Call::TypeText { text, .. } => {
@@ -506,7 +488,7 @@ impl<B: Backend> Engine<B> {
                                 before,
                                 text: text.clone(),
                             },
-                            "xtest:type",
+                            "xtest:type".to_string(),
                         )
                     }
                     _ => unreachable!("matched above"),
@@ -545,7 +527,7 @@ impl<B: Backend> Engine<B> {
                     &t,
                     verify,
                     approval.effect,
-                    path.into(),
+                    path,
                     true,
                     call.text_len(),
                     ms,
