@@ -74,7 +74,7 @@ pub(crate) fn chromium_program(pid: u32) -> Option<String> {
 pub fn wayland_capture_unsupported() -> DriverError {
     DriverError::new(
         ErrorCode::Unsupported,
-        "window capture on Wayland needs the ScreenCast portal, which is not built yet (wayland_portal_not_built)",
+        "window capture on Wayland is built for GNOME's mutter only (wayland_portal_not_built)",
     )
 }
 

@@ -42,6 +42,7 @@ pub mod portal;
 pub mod procstatus;
 pub mod reads;
 pub mod remote;
+pub mod screencast;
 pub mod shortcuts;
 pub mod slot;
 pub mod sys;

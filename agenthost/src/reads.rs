@@ -210,26 +210,45 @@ pub(crate) async fn read_objects(
     }
 }
 
+/// On a Wayland session, the stream of the window that has the focus, for one capture: on
+/// mutter only ([`crate::screencast`]); elsewhere capture is not built.
+async fn window_cast(b: &LinuxBackend) -> Result<crate::screencast::Cast, DriverError> {
+    let conn = crate::portal::session_conn(b.session_bus().as_deref())
+        .await
+        .ok_or_else(wayland_capture_unsupported)?;
+    match crate::monitor::kind(Some(&conn), &b.opener).await {
+        Ok(crate::monitor::Kind::Mutter(mutter)) => {
+            crate::screencast::Cast::focused_window(conn, &mutter, b.opener.cast_live()).await
+        }
+        _ => Err(wayland_capture_unsupported()),
+    }
+}
+
 /// A window's image with its secure fields blacked out.
 pub(crate) async fn capture(
     b: &LinuxBackend,
     window: &WindowInfo,
     secure: Vec<String>,
 ) -> Result<Capture, DriverError> {
-    if session_type().0 == "wayland" {
-        return Err(wayland_capture_unsupported());
-    }
+    let cast = if session_type().0 == "wayland" {
+        Some(window_cast(b).await?)
+    } else {
+        None
+    };
     let r = b.reader().await?;
     b.opener.allow_pid(window.pid);
     let call = reader::Capture {
         window: window.clone(),
         secure,
+        stream: cast.as_ref().map(|c| c.node),
     };
-    let png = b
+    let answer = b
         .reader
         .call(&r, call, b.read_timeout, CallKind::Read)
-        .await?
-        .map_err(|f| read_failed(&f))?;
+        .await;
+    // The stream lives for this one frame.
+    drop(cast);
+    let png = answer?.map_err(|f| read_failed(&f))?;
     if png.data.len() < 8 || &png.data[1..4] != b"PNG" {
         return Err(DriverError::new(
             ErrorCode::InternalError,

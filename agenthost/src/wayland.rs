@@ -9,8 +9,9 @@
 //! input agent's, through the compositor's data-control protocol where it offers it (KWin,
 //! wlroots): available there; on GNOME (the portal's Clipboard, GNOME 45+) `planned` with
 //! `wayland_portal_not_built`; on another compositor without it `unavailable` with
-//! `compositor_unsupported`. Window capture needs ScreenCast, which is not built: `planned`
-//! with `wayland_portal_not_built`, and the tool answers `unsupported`.
+//! `compositor_unsupported`. Window capture is available on mutter with PipeWire (mutter's
+//! own screen cast of the focused window, [`crate::screencast`]); elsewhere `planned` with
+//! `wayland_portal_not_built`, and the tool answers `unsupported`.
 //! The doctor's `wayland-portal` entry says whether a desktop portal answers on the session bus,
 //! which of those interfaces it offers (with their versions) and which compositor is behind it.
 //! GlobalShortcuts gives the stop hotkey ([`crate::shortcuts`]); the `kill switch` probe says
@@ -125,11 +126,16 @@ impl PortalReport {
                 "ok",
                 format!(
                     "the desktop portal offers {offers}; {compositor}; visible takeover goes through \
-                     RemoteDesktop ({}), capture does not use ScreenCast yet",
+                     RemoteDesktop ({}); {}",
                     if self.compositor == Compositor::Kwin {
                         "the keyboard, and the pointer for clicks: KWin tells where a window is"
                     } else {
                         "keyboard only"
+                    },
+                    if self.compositor == Compositor::Mutter {
+                        "a capture records the focused window through mutter's own screen cast"
+                    } else {
+                        "capture does not use ScreenCast yet"
                     }
                 ),
             ),
@@ -270,6 +276,16 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
         &b.opener,
     )
     .await;
+    let cast = if read_ok && portal.compositor == Compositor::Mutter {
+        crate::screencast::offered(
+            crate::handover::Endpoints::from_env()
+                .session_bus
+                .as_deref(),
+        )
+        .await
+    } else {
+        crate::screencast::Offered::No
+    };
     let (entry, probe) = portal.entry();
     backends.push(entry);
     probes.push(probe);
@@ -316,6 +332,14 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                         Some(action_for("portal_unavailable").to_string()),
                     )
                 }
+                "capture_window" if cast == crate::screencast::Offered::Ready => {
+                    (CapStatus::Available, None, None)
+                }
+                "capture_window" if cast == crate::screencast::Offered::NoPipeWire => (
+                    CapStatus::Unavailable,
+                    None,
+                    Some(crate::screencast::START_PIPEWIRE.to_string()),
+                ),
                 "clipboard_read" | "clipboard_write" if clipboard_ok => {
                     (CapStatus::Available, None, None)
                 }

@@ -375,8 +375,18 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
                 freshness,
             }
         }),
-        (any::<u64>(), window(), proptest::collection::vec(s(), 0..4))
-            .prop_map(|(id, window, secure)| BrokerToReader::Capture { id, window, secure }),
+        (
+            any::<u64>(),
+            window(),
+            proptest::collection::vec(s(), 0..4),
+            proptest::option::of(any::<u32>())
+        )
+            .prop_map(|(id, window, secure, stream)| BrokerToReader::Capture {
+                id,
+                window,
+                secure,
+                stream
+            }),
         any::<u64>().prop_map(|id| BrokerToReader::Probe { id }),
         (any::<u64>(), window(), s()).prop_map(|(id, window, element)| BrokerToReader::Watch {
             id,

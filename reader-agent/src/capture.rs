@@ -146,14 +146,14 @@ pub fn placed(l: &Layout, window_relative: Option<(i32, i32)>) -> Result<Vec<Rec
 }
 
 /// A handle split into (bus name, object path).
-fn split_handle(h: &str) -> Result<(&str, &str), Failure> {
+pub(crate) fn split_handle(h: &str) -> Result<(&str, &str), Failure> {
     h.split_once('|')
         .filter(|(b, p)| !b.is_empty() && p.starts_with('/'))
         .ok_or_else(|| Failure::internal("a secure field's handle is malformed"))
 }
 
 /// Reads one object's bounds (extents and states) on its link.
-async fn bounds(link: AppLink, path: String) -> Result<Rect, Failure> {
+pub(crate) async fn bounds(link: AppLink, path: String) -> Result<Rect, Failure> {
     let (e, s) = tokio::join!(
         extents(&link, &path, FIELD_TIMEOUT),
         call::<_, Vec<u32>>(

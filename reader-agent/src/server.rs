@@ -472,6 +472,7 @@ impl Reader {
         &self,
         window: &WindowInfo,
         secure: &[String],
+        stream: Option<u32>,
     ) -> Result<crate::x11::Capture, Failure> {
         let allowed = self
             .captures
@@ -488,10 +489,20 @@ impl Reader {
             ));
         }
         if crate::wayland::is_wayland() {
-            return Err(Failure::new(
-                ErrorCode::Unsupported,
-                "window capture on Wayland needs the ScreenCast portal, which is not built yet",
-            ));
+            let Some(node) = stream else {
+                return Err(Failure::new(
+                    ErrorCode::Unsupported,
+                    "window capture on this Wayland desktop is not built",
+                ));
+            };
+            return crate::wayland_capture::capture(
+                &self.a11y,
+                &self.connector,
+                window,
+                secure,
+                node,
+            )
+            .await;
         }
         let x = self.x11().await?;
         crate::capture::capture(&self.a11y, x, window, secure)
@@ -699,18 +710,21 @@ impl Reader {
                     }
                 }
             }
-            BrokerToReader::Capture { id, window, secure } => {
-                match self.capture(&window, &secure).await {
-                    Ok(c) => ReaderToBroker::Png {
-                        id,
-                        width: c.width,
-                        height: c.height,
-                        redacted: c.redacted,
-                        data: c.png,
-                    },
-                    Err(f) => failed(id, &f),
-                }
-            }
+            BrokerToReader::Capture {
+                id,
+                window,
+                secure,
+                stream,
+            } => match self.capture(&window, &secure, stream).await {
+                Ok(c) => ReaderToBroker::Png {
+                    id,
+                    width: c.width,
+                    height: c.height,
+                    redacted: c.redacted,
+                    data: c.png,
+                },
+                Err(f) => failed(id, &f),
+            },
             BrokerToReader::Probe { id } => ReaderToBroker::Probe {
                 id,
                 probe: self.probe().await,

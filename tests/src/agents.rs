@@ -336,6 +336,7 @@ impl Reader {
             id,
             window: window.clone(),
             secure,
+            stream: None,
         })
     }
 

@@ -199,3 +199,23 @@ pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFai
     })?;
     Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
+
+/// Connects to the PipeWire daemon's socket ([`Endpoints::pipewire_socket`]) and checks that
+/// the listener runs as this process's user. The stream is handed as it is: the agent says
+/// PipeWire's hello.
+pub fn open_pipewire(ep: &Endpoints) -> Result<Opened, AgentFailure> {
+    let path = ep
+        .pipewire_socket
+        .as_deref()
+        .ok_or_else(|| unavailable("no PipeWire socket (XDG_RUNTIME_DIR is not set)"))?;
+    let s = UnixStream::connect(path)
+        .map_err(|e| unavailable(format!("cannot connect to PipeWire: {e}")))?;
+    let c = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|_| unavailable("PipeWire's credentials cannot be read"))?;
+    if c.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(unavailable(
+            "the PipeWire socket is served by another user's process",
+        ));
+    }
+    Ok((Handed::PipeWire, Some(OwnedFd::from(s))))
+}

@@ -19,6 +19,9 @@ pub struct Endpoints {
     /// The compositor's socket: `WAYLAND_DISPLAY` when it is a path, else that name in
     /// `XDG_RUNTIME_DIR`.
     pub wayland_socket: Option<std::path::PathBuf>,
+    /// The PipeWire daemon's socket: `PIPEWIRE_REMOTE` when it is a path, else that name (or
+    /// `pipewire-0`) in `XDG_RUNTIME_DIR`.
+    pub pipewire_socket: Option<std::path::PathBuf>,
 }
 
 impl Endpoints {
@@ -31,6 +34,7 @@ impl Endpoints {
     pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Endpoints {
         let mut e = Endpoints::default();
         let (mut session_type, mut wayland_display, mut runtime_dir) = (None, None, None);
+        let mut pipewire_remote = None;
         for (k, v) in vars {
             let Some(v) = v.to_str().filter(|v| !v.is_empty()).map(str::to_string) else {
                 continue;
@@ -42,10 +46,11 @@ impl Endpoints {
                 Some("XDG_SESSION_TYPE") => session_type = Some(v),
                 Some("WAYLAND_DISPLAY") => wayland_display = Some(v),
                 Some("XDG_RUNTIME_DIR") => runtime_dir = Some(v),
+                Some("PIPEWIRE_REMOTE") => pipewire_remote = Some(v),
                 _ => {}
             }
         }
-        e.wayland_socket = wayland_display.as_deref().and_then(|d| {
+        let in_runtime_dir = |d: &str| {
             let d = std::path::Path::new(d);
             if d.is_absolute() {
                 Some(d.to_path_buf())
@@ -54,7 +59,9 @@ impl Endpoints {
                     .as_deref()
                     .map(|r| std::path::Path::new(r).join(d))
             }
-        });
+        };
+        e.wayland_socket = wayland_display.as_deref().and_then(in_runtime_dir);
+        e.pipewire_socket = in_runtime_dir(pipewire_remote.as_deref().unwrap_or("pipewire-0"));
         let (kind, _) = crate::desktop::session_type_of(
             session_type.as_deref(),
             wayland_display.as_deref(),

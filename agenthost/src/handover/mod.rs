@@ -22,7 +22,7 @@ mod hand;
 mod holdings;
 mod opener;
 
-pub use display::{CompositorId, WaylandPin, open_wayland, open_x11};
+pub use display::{CompositorId, WaylandPin, open_pipewire, open_wayland, open_x11};
 pub use endpoints::Endpoints;
 pub use hand::{
     CONNECT_TIMEOUT, MAX_X_SETUP, Opened, P2P_TIMEOUT, REACHABLE_FOR, answer, send_with_fd,
@@ -32,7 +32,7 @@ pub use holdings::{
     HELD_REPORTS_PER_SECOND, HeldRefusal, Holdings, LinkSlot, MAX_LIVE_LINKS, MAX_X_CONNECTIONS,
     OnHeldRefusal, target_kind,
 };
-pub use opener::{Filter, Opener};
+pub use opener::{CastLive, Filter, Opener};
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use nish_proto::wire::{AgentFailure, ConnectTarget, Handed, MAX_BUS_NAME};
 
 use crate::busfilter::{Grants, Link, Policy};
 
-use super::display::{CompositorId, WaylandPin, open_wayland, open_x11};
+use super::display::{CompositorId, WaylandPin, open_pipewire, open_wayland, open_x11};
 
 /// How long the compositor may take to accept a connection an agent asked for.
 const WAYLAND_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -36,6 +36,9 @@ pub struct Opener {
     wayland_pin: Arc<WaylandPin>,
     /// The reader's and the input agent's bus links go through their filters.
     filters: bool,
+    /// Screen-cast streams live for a capture ([`Opener::cast_live`]): PipeWire is handed only
+    /// while one is.
+    casts: Arc<Mutex<u32>>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -60,6 +63,7 @@ impl Opener {
             born: Instant::now(),
             wayland_pin: Arc::default(),
             filters: true,
+            casts: Arc::default(),
         }
     }
 
@@ -360,6 +364,21 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
+            ConnectTarget::PipeWire => {
+                if *self.casts.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
+                    return Err(failure(
+                        ErrorCode::Unsupported,
+                        "PipeWire is handed only during a capture",
+                    ));
+                }
+                let ep = self.ep.clone();
+                let task = tokio::task::spawn_blocking(move || open_pipewire(&ep));
+                match tokio::time::timeout(WAYLAND_CONNECT_TIMEOUT, task).await {
+                    Ok(Ok(r)) => r.map(|o| (o, 0)),
+                    Ok(Err(_)) => Err(unavailable("the PipeWire connect task failed")),
+                    Err(_) => Err(unavailable("PipeWire did not accept a connection in time")),
+                }
+            }
             ConnectTarget::Wayland => {
                 // Off the runtime's workers, and bounded: a socket whose listener never
                 // accepts (its queue full, the compositor stopped) must not hold the broker.
@@ -494,6 +513,13 @@ impl Opener {
         Ok((handed, fd))
     }
 
+    /// Marks a screen-cast stream live for a capture until the guard drops: the reader may be
+    /// handed a PipeWire connection meanwhile.
+    pub fn cast_live(&self) -> CastLive {
+        *self.casts.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        CastLive(self.casts.clone())
+    }
+
     /// The input agent's grants (set by the broker around each act it asks for).
     pub fn grants(&self) -> &Arc<Grants> {
         &self.grants
@@ -535,6 +561,17 @@ impl Opener {
         }
         self.open_held(target, &|pid| self.pid_allowed(pid), &filter, held, peer)
             .await
+    }
+}
+
+/// A screen-cast stream live for a capture ([`Opener::cast_live`]).
+#[derive(Debug)]
+pub struct CastLive(Arc<Mutex<u32>>);
+
+impl Drop for CastLive {
+    fn drop(&mut self) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *g = g.saturating_sub(1);
     }
 }
 

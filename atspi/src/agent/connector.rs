@@ -44,6 +44,28 @@ pub fn x11_connect(connector: &Connector) -> Result<(RustConnection, usize), Fai
     }
 }
 
+/// A connected stream to the PipeWire daemon through `connector`, for a capture's frame:
+/// handed in by the broker only while it has a window's stream live for a capture (checked to
+/// be served by the broker's own user), or from `$XDG_RUNTIME_DIR/pipewire-0`. Blocking; call
+/// it from a blocking thread.
+pub fn pipewire_connect(connector: &Connector) -> Result<std::os::fd::OwnedFd, Failure> {
+    match connector {
+        Connector::Broker(h) => match h.connect_blocking(ConnectTarget::PipeWire)? {
+            (Handed::PipeWire, Some(fd)) => Ok(fd),
+            _ => Err(Failure::backend(
+                "the broker handed something else than a PipeWire connection",
+            )),
+        },
+        Connector::Direct => {
+            let dir = std::env::var_os("XDG_RUNTIME_DIR")
+                .ok_or_else(|| Failure::backend("XDG_RUNTIME_DIR is not set"))?;
+            std::os::unix::net::UnixStream::connect(std::path::Path::new(&dir).join("pipewire-0"))
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(|e| Failure::backend(format!("cannot connect to PipeWire: {e}")))
+        }
+    }
+}
+
 /// A connected stream to the Wayland compositor through `connector`: handed in by the broker
 /// (which checks that the listener runs as its own user), or from `$WAYLAND_DISPLAY` (relative
 /// to `$XDG_RUNTIME_DIR`). Blocking; call it from a blocking thread.

@@ -143,6 +143,7 @@ mod samples {
                 id: 1,
                 window: window(),
                 secure: vec![],
+                stream: None,
             },
             R::Probe { id: 1 },
             R::Watch {

@@ -187,7 +187,8 @@ pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
 /// connects, checks the peer, and hands the descriptor over on the agent's link (`SCM_RIGHTS`,
 /// attached to the first byte of the answer's frame). The indicator may ask only for
 /// [`ConnectTarget::X11`] and [`ConnectTarget::Wayland`]; of the other agents only the input
-/// agent may ask for the latter (the clipboard, through the compositor's data-control).
+/// agent may ask for the latter (the clipboard, through the compositor's data-control), and only
+/// the reader for [`ConnectTarget::PipeWire`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnectTarget {
     /// The X display, the setup handshake already done by the broker.
@@ -206,6 +207,10 @@ pub enum ConnectTarget {
     /// agent's clipboard on a Wayland session: connected by the broker, which checks that the
     /// listener runs as its own user.
     Wayland,
+    /// The PipeWire daemon's socket, for the reader's capture on a Wayland session: handed only
+    /// while a window's screen-cast stream that the broker started for a capture is live, and
+    /// checked to be served by a process of the broker's own user.
+    PipeWire,
 }
 
 /// Most bytes of a unique bus name in a [`ConnectTarget::App`].
@@ -232,6 +237,8 @@ pub enum Handed {
     /// A connected stream to the Wayland compositor (no handshake: the Wayland protocol has
     /// none).
     Wayland,
+    /// A connected stream to the PipeWire daemon (its protocol's hello is the agent's).
+    PipeWire,
 }
 
 impl Handed {

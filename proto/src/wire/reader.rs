@@ -167,6 +167,10 @@ pub enum BrokerToReader {
         window: WindowInfo,
         /// The handles of every secure field of the window's last walk.
         secure: Vec<String>,
+        /// On Wayland: the PipeWire node of the window's screen-cast stream, started by the
+        /// broker for this capture (the reader asks for [`super::ConnectTarget::PipeWire`]).
+        #[serde(default)]
+        stream: Option<u32>,
     },
     /// Report what works, for the doctor.
     Probe {
@@ -561,6 +565,8 @@ pub struct Capture {
     pub window: WindowInfo,
     /// The handles of every secure field of the window's last walk.
     pub secure: Vec<String>,
+    /// On Wayland: the PipeWire node of the window's screen-cast stream.
+    pub stream: Option<u32>,
 }
 
 /// What a [`Capture`] answers ([`ReaderToBroker::Png`]).
@@ -577,7 +583,7 @@ pub struct Png {
 }
 
 call!(Capture => BrokerToReader, ReaderToBroker, Png,
-    |c, id| BrokerToReader::Capture { id, window: c.window, secure: c.secure },
+    |c, id| BrokerToReader::Capture { id, window: c.window, secure: c.secure, stream: c.stream },
     ReaderToBroker::Png { width, height, redacted, data, .. } => Png { width, height, redacted, data });
 
 /// [`BrokerToReader::Probe`]: what works.

@@ -171,6 +171,7 @@ impl ReaderProc {
             id,
             window: window.clone(),
             secure,
+            stream: None,
         })
     }
 }
@@ -517,6 +518,7 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
             id,
             window: w.clone(),
             secure: vec![],
+            stream: None,
         });
     }
     let answers: Vec<ReaderToBroker> = (0..6).map(|_| r.recv()).collect();
@@ -1733,6 +1735,7 @@ fn a_grabbed_x_server_does_not_hold_up_the_reader() {
         id: ids[2],
         window: w.clone(),
         secure: vec![],
+        stream: None,
     });
     for _ in 0..3 {
         let a = r.recv();

@@ -1,0 +1,251 @@
+//! A window's screen-cast stream for one capture on GNOME's mutter.
+//!
+//! mutter's own ScreenCast service (`org.gnome.Mutter.ScreenCast`, which the desktop portal
+//! uses on GNOME) records a window by the id GNOME Shell gives it, or, with no id, the window
+//! that has the focus. Without the shell (and to a program the shell does not list as its
+//! own) no window id can be learnt, so the broker records the focused window, and the reader
+//! checks that the window it was asked for says it is active before and after the frame, and
+//! that the frame holds a window of exactly its size ([`nish_reader`'s `wayland_capture`]).
+//!
+//! The stream lives for one capture: started on a session-bus connection of its own, and
+//! stopped when the [`Cast`] is dropped: as soon as the frame is read, or when the capture ends
+//! any other way (its connection closes too, and mutter ends a session whose owner left). While it
+//! lives, any program of the person's that can reach PipeWire could read it by its node
+//! number: the window the person sees, for a moment (docs/security.md).
+//!
+//! Only mutter's answers count: every call is addressed to mutter's unique name (pinned to
+//! the compositor's process by [`crate::monitor::kind`]), which must own the ScreenCast name
+//! too, and the node is taken only from a signal that name sent on the stream's path.
+
+use std::time::Duration;
+
+use futures_lite::StreamExt as _;
+use nish_proto::errors::{DriverError, ErrorCode};
+use zbus::zvariant::{OwnedObjectPath, Value};
+
+use crate::handover::CastLive;
+
+const SCREEN_CAST: &str = "org.gnome.Mutter.ScreenCast";
+const SCREEN_CAST_PATH: &str = "/org/gnome/Mutter/ScreenCast";
+const SESSION: &str = "org.gnome.Mutter.ScreenCast.Session";
+const STREAM: &str = "org.gnome.Mutter.ScreenCast.Stream";
+
+/// Longest wait for each call to mutter and for the stream's node.
+pub(crate) const CAST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A window's stream, live until dropped or [`Cast::stop`]ped.
+#[derive(Debug)]
+pub(crate) struct Cast {
+    conn: zbus::Connection,
+    mutter: String,
+    session: OwnedObjectPath,
+    /// The stream's PipeWire node.
+    pub(crate) node: u32,
+    _live: CastLive,
+}
+
+/// Whether a window's capture can be offered on this session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// mutter's screen cast answers as mutter's, and PipeWire's socket is there.
+    Ready,
+    /// mutter's screen cast answers, but PipeWire does not run.
+    NoPipeWire,
+    /// No screen cast of mutter's.
+    No,
+}
+
+/// The action the doctor gives where PipeWire does not run (no reason code fits: contract
+/// §6.3's list is closed).
+pub(crate) const START_PIPEWIRE: &str =
+    "Start PipeWire in your session (packages pipewire and wireplumber) to allow window captures.";
+
+/// Whether PipeWire's socket is there ([`crate::handover::Endpoints::pipewire_socket`]).
+pub(crate) fn pipewire_runs() -> bool {
+    crate::handover::Endpoints::from_env()
+        .pipewire_socket
+        .is_some_and(|p| p.exists())
+}
+
+/// Whether a window's capture can be offered: mutter (its idle monitor's and RemoteDesktop's
+/// owner; the caller checks that it serves the Wayland socket) owns the ScreenCast name too,
+/// and PipeWire runs.
+pub(crate) async fn offered(session_bus: Option<&str>) -> Offered {
+    let Some(conn) = crate::portal::session_conn(session_bus).await else {
+        return Offered::No;
+    };
+    let Some(mutter) = crate::monitor::mutter(&conn).await else {
+        return Offered::No;
+    };
+    if name_owner(&conn).await.as_deref() != Some(mutter.as_str()) {
+        return Offered::No;
+    }
+    if pipewire_runs() {
+        Offered::Ready
+    } else {
+        Offered::NoPipeWire
+    }
+}
+
+/// The owner of mutter's ScreenCast name, bounded.
+async fn name_owner(conn: &zbus::Connection) -> Option<String> {
+    let r = tokio::time::timeout(
+        CAST_TIMEOUT,
+        conn.call_method(
+            Some("org.freedesktop.DBus"),
+            "/org/freedesktop/DBus",
+            Some("org.freedesktop.DBus"),
+            "GetNameOwner",
+            &(SCREEN_CAST,),
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    r.body().deserialize::<String>().ok()
+}
+
+fn unavailable(why: &str) -> DriverError {
+    DriverError::new(
+        ErrorCode::BackendUnavailable,
+        format!("the window's screen cast did not start: {why}"),
+    )
+}
+
+async fn bounded<T>(
+    what: &str,
+    f: impl std::future::Future<Output = zbus::Result<T>>,
+) -> Result<T, DriverError> {
+    match tokio::time::timeout(CAST_TIMEOUT, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(unavailable(&format!("mutter refused {what}"))),
+        Err(_) => Err(unavailable(&format!(
+            "mutter did not answer {what} in time"
+        ))),
+    }
+}
+
+impl Cast {
+    /// Starts a stream of the window that has the focus, on `conn` (a connection of the
+    /// capture's own), asking `mutter` (its unique name, the compositor's). `live` is kept
+    /// as long as the stream, so that the reader may be handed PipeWire meanwhile.
+    pub(crate) async fn focused_window(
+        conn: zbus::Connection,
+        mutter: &str,
+        live: CastLive,
+    ) -> Result<Cast, DriverError> {
+        if !pipewire_runs() {
+            return Err(unavailable("PipeWire does not run in this session"));
+        }
+        if name_owner(&conn).await.as_deref() != Some(mutter) {
+            return Err(unavailable("the screen cast is not mutter's own"));
+        }
+        let reply = bounded(
+            "a session",
+            conn.call_method(
+                Some(mutter),
+                SCREEN_CAST_PATH,
+                Some(SCREEN_CAST),
+                "CreateSession",
+                &(std::collections::HashMap::<&str, Value>::new(),),
+            ),
+        )
+        .await?;
+        let session: OwnedObjectPath = reply
+            .body()
+            .deserialize()
+            .map_err(|_| unavailable("mutter's session is unreadable"))?;
+        // From here on the session is stopped on every way out (the cast's drop).
+        let mut cast = Cast {
+            conn,
+            mutter: mutter.to_string(),
+            session,
+            node: 0,
+            _live: live,
+        };
+        let props = std::collections::HashMap::from([("cursor-mode", Value::U32(0))]);
+        let reply = bounded(
+            "the window's stream",
+            cast.conn.call_method(
+                Some(mutter),
+                cast.session.as_str(),
+                Some(SESSION),
+                "RecordWindow",
+                &(props,),
+            ),
+        )
+        .await?;
+        let stream: OwnedObjectPath = reply
+            .body()
+            .deserialize()
+            .map_err(|_| unavailable("mutter's stream is unreadable"))?;
+        let rule = zbus::MatchRule::builder()
+            .msg_type(zbus::message::Type::Signal)
+            .sender(mutter)
+            .and_then(|b| b.path(stream.as_str()))
+            .and_then(|b| b.interface(STREAM))
+            .and_then(|b| b.member("PipeWireStreamAdded"))
+            .map_err(|_| unavailable("no match rule"))?
+            .build();
+        let mut added = bounded(
+            "a watch of the stream",
+            zbus::MessageStream::for_match_rule(rule, &cast.conn, Some(4)),
+        )
+        .await?;
+        bounded(
+            "the start",
+            cast.conn.call_method(
+                Some(mutter),
+                cast.session.as_str(),
+                Some(SESSION),
+                "Start",
+                &(),
+            ),
+        )
+        .await?;
+        let node = tokio::time::timeout(CAST_TIMEOUT, async {
+            while let Some(Ok(m)) = added.next().await {
+                let h = m.header();
+                // The bus sets the sender; the match rule already names mutter, checked again.
+                if h.sender().map(|s| s.as_str()) == Some(mutter)
+                    && h.path().map(|p| p.as_str()) == Some(stream.as_str())
+                    && let Ok(node) = m.body().deserialize::<u32>()
+                {
+                    return Some(node);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| unavailable("mutter named no stream in time"))?;
+        cast.node = node;
+        Ok(cast)
+    }
+}
+
+impl Drop for Cast {
+    /// A cast is stopped when dropped: right after its frame was read, or on the way (a
+    /// capture cancelled, a failure), in the background; mutter also ends the session when
+    /// its connection closes, which follows.
+    fn drop(&mut self) {
+        let (conn, mutter, session) =
+            (self.conn.clone(), self.mutter.clone(), self.session.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = tokio::time::timeout(
+                    CAST_TIMEOUT,
+                    conn.call_method(
+                        Some(mutter.as_str()),
+                        session.as_str(),
+                        Some(SESSION),
+                        "Stop",
+                        &(),
+                    ),
+                )
+                .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Captures on a Wayland session (GNOME's mutter), with every secure field blacked out.
+//!
+//! The broker starts a screen-cast stream of the window that has the focus (mutter's
+//! `RecordWindow`, which can name no other window without the shell) and names its PipeWire
+//! node here. The reader:
+//!
+//! 1. reads the window's top-level accessible (its size, and its `active` state) and the
+//!    extents of every secure field the broker names, as on X11 ([`crate::capture`]);
+//! 2. takes the stream's first frame ([`crate::screencast::one_frame`]);
+//! 3. reads them all again.
+//!
+//! The capture is refused unless the window says it is the active one at both readings
+//! (the stream holds the focused window's pixels, so a window that is not active is not the
+//! one in them: `unsupported`), the two readings agree (`stale_element_token`), every field's
+//! bounds can be read (`secure_field`), and the window is found in the frame at exactly the
+//! size its application gives it ([`crate::screencast::locate`], `unsupported`). The image is
+//! the window's own frame, without its shadow; the fields, in the window's coordinates, are
+//! blacked out at their place in it. A window whose toolkit may tell a moved field late
+//! ([`crate::capture::watches_drawing`]: not GTK or Qt) gets no capture with secure fields,
+//! since nothing here can see it draw between the readings (`secure_field`).
+
+use std::time::Duration;
+
+use nish_proto::errors::ErrorCode;
+use nish_proto::model::{Rect, State, WindowInfo};
+
+use nish_atspi::a11y::{A11y, AppLink};
+use nish_atspi::agent::connector::{Connector, pipewire_connect};
+use nish_atspi::dbus::{Read, call};
+use nish_atspi::failure::Failure;
+use nish_atspi::states::{atspi_bits, map_states};
+
+use crate::capture::{FIELD_POOL, FIELD_TIMEOUT, bounds, split_handle, watches_drawing};
+use crate::image;
+use crate::screencast::{self, Frame};
+use crate::x11::{Capture, blocking};
+
+/// Longest wait for the stream's first frame (mutter sent it within 60 ms here).
+pub const FRAME_WAIT: Duration = Duration::from_secs(2);
+
+/// One reading: the window's extents as its application reports them, whether it says it is
+/// active, and every field's extents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reading {
+    /// The window's top-level accessible's extents.
+    pub window: Rect,
+    /// Its `active` state.
+    pub active: bool,
+    /// Each secure field's extents.
+    pub fields: Vec<Rect>,
+}
+
+/// Judges the two readings and the frame: the rectangles to black out in the window's image
+/// and where the window lies in the frame.
+pub fn judge(
+    before: &Reading,
+    after: &Reading,
+    frame: &Frame,
+) -> Result<((u32, u32), Vec<Rect>), Failure> {
+    if !before.active || !after.active {
+        return Err(Failure::new(
+            ErrorCode::Unsupported,
+            "on GNOME Wayland only the window that has the focus can be captured, and this one \
+             does not say it has it; no capture was taken",
+        ));
+    }
+    if before != after {
+        return Err(Failure::new(
+            ErrorCode::StaleElementToken,
+            "the window or a secure field moved while the capture was taken",
+        ));
+    }
+    let (w, h) = (
+        u32::try_from(before.window.w).unwrap_or(0),
+        u32::try_from(before.window.h).unwrap_or(0),
+    );
+    let at = screencast::locate(frame, w, h).ok_or_else(|| {
+        Failure::new(
+            ErrorCode::Unsupported,
+            "the window's place in its screen-cast image could not be told (its size differs \
+             from what its application says); no capture was taken",
+        )
+    })?;
+    // The fields in the window's image: relative to the window's own corner.
+    let rects = before
+        .fields
+        .iter()
+        .map(|f| {
+            Rect::new(
+                f.x.saturating_sub(before.window.x),
+                f.y.saturating_sub(before.window.y),
+                f.w,
+                f.h,
+            )
+        })
+        .collect();
+    Ok((at, rects))
+}
+
+/// The window's own part of `frame` (at `at`, `w` x `h`), RGB.
+pub fn cut(frame: &Frame, at: (u32, u32), w: u32, h: u32) -> Vec<u8> {
+    let rgb = screencast::to_rgb(frame);
+    let (fw, x0, y0) = (frame.width as usize, at.0 as usize, at.1 as usize);
+    let mut out = Vec::with_capacity(w as usize * h as usize * 3);
+    for y in y0..y0 + h as usize {
+        let start = (y * fw + x0) * 3;
+        out.extend_from_slice(&rgb[start..start + w as usize * 3]);
+    }
+    out
+}
+
+/// Reads the window and its fields once.
+async fn read(frame: &(AppLink, String), fields: &[(AppLink, String)]) -> Result<Reading, Failure> {
+    let own = bounds(frame.0.clone(), frame.1.clone());
+    let states = call::<_, Vec<u32>>(
+        &frame.0.conn,
+        frame.0.dest(),
+        &frame.1,
+        Read::GetState,
+        &(),
+        FIELD_TIMEOUT,
+    );
+    let reads = nish_atspi::pool::run(fields.to_vec(), FIELD_POOL, |(link, path)| {
+        bounds(link, path)
+    });
+    let (own, states, reads) = tokio::join!(own, states, reads);
+    let states = states.map_err(|_| {
+        Failure::not_responding("the window's states could not be read; no capture was taken")
+    })?;
+    let mut out = Vec::with_capacity(reads.len());
+    for r in reads {
+        out.push(r.ok_or_else(|| Failure::internal("a field read failed"))??);
+    }
+    Ok(Reading {
+        window: own?,
+        active: map_states(atspi_bits(&states)).has(State::Active),
+        fields: out,
+    })
+}
+
+/// Captures `window` from the screen-cast stream `node` (see the module documentation).
+pub async fn capture(
+    a11y: &A11y,
+    connector: &Connector,
+    window: &WindowInfo,
+    secure: &[String],
+    node: u32,
+) -> Result<Capture, Failure> {
+    let f = crate::wayland::find_frame(a11y, window).await?;
+    if !secure.is_empty() && watches_drawing(&f.toolkit.0) {
+        return Err(Failure::new(
+            ErrorCode::SecureField,
+            "this window's toolkit may tell where a secure field moved later than it draws it, \
+             and on Wayland nothing shows what it draws; a capture with secure fields is not \
+             taken",
+        ));
+    }
+    let mut fields: Vec<(AppLink, String)> = Vec::with_capacity(secure.len());
+    for h in secure {
+        let (bus, path) = split_handle(h)?;
+        fields.push((a11y.link(bus).await?, path.to_string()));
+    }
+    let frame_ref = (f.link.clone(), f.path.clone());
+    let before = read(&frame_ref, &fields).await?;
+    let c = connector.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let fd = pipewire_connect(&c)?;
+        screencast::one_frame(fd, node, FRAME_WAIT)
+    });
+    // The frame's own wait is bounded; this bounds the connection and the loop's start too.
+    let pixels = match tokio::time::timeout(FRAME_WAIT * 2, task).await {
+        Ok(Ok(r)) => r?,
+        Ok(Err(_)) => return Err(Failure::internal("the screen-cast task failed")),
+        Err(_) => {
+            return Err(Failure::backend(
+                "the screen cast gave no frame in time; no capture was taken",
+            ));
+        }
+    };
+    let after = read(&frame_ref, &fields).await?;
+    tracing::info!(
+        image_w = pixels.width,
+        image_h = pixels.height,
+        window_w = before.window.w,
+        window_h = before.window.h,
+        fields = before.fields.len(),
+        "screen-cast frame taken"
+    );
+    let (at, rects) = judge(&before, &after, &pixels)?;
+    let (w, h) = (before.window.w as u32, before.window.h as u32);
+    blocking(move || {
+        let mut rgb = cut(&pixels, at, w, h);
+        let rects = image::to_image_rects(&rects, (0, 0), w, h);
+        image::black_out(&mut rgb, w, &rects);
+        let png = image::encode_png(&rgb, w, h)
+            .map_err(|e| Failure::internal(format!("png encoding failed: {e}")))?;
+        Ok(Capture {
+            width: w,
+            height: h,
+            redacted: rects.len() as u32,
+            png,
+        })
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(w: u32, h: u32, opaque: (u32, u32, u32, u32)) -> Frame {
+        let mut rgba = vec![0u8; (w * h * 4) as usize];
+        for y in opaque.1..opaque.1 + opaque.3 {
+            for x in opaque.0..opaque.0 + opaque.2 {
+                let i = ((y * w + x) * 4) as usize;
+                rgba[i..i + 4].copy_from_slice(&[x as u8, y as u8, 7, 255]);
+            }
+        }
+        Frame {
+            width: w,
+            height: h,
+            rgba,
+        }
+    }
+
+    fn reading(active: bool, field: Rect) -> Reading {
+        Reading {
+            window: Rect::new(0, 0, 20, 10),
+            active,
+            fields: vec![field],
+        }
+    }
+
+    #[test]
+    fn only_an_active_window_that_held_still_is_captured() {
+        let f = frame(30, 16, (4, 2, 20, 10));
+        let field = Rect::new(2, 3, 5, 2);
+        let ok = judge(&reading(true, field), &reading(true, field), &f).unwrap();
+        assert_eq!(ok, ((4, 2), vec![field]));
+        let e = judge(&reading(false, field), &reading(true, field), &f).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported);
+        let e = judge(&reading(true, field), &reading(false, field), &f).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported);
+        let moved = Rect::new(2, 4, 5, 2);
+        let e = judge(&reading(true, field), &reading(true, moved), &f).unwrap_err();
+        assert_eq!(e.code, ErrorCode::StaleElementToken);
+        // A frame whose opaque part is not the window's size: not guessed at.
+        let other = frame(30, 16, (4, 2, 19, 10));
+        let e = judge(&reading(true, field), &reading(true, field), &other).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported);
+    }
+
+    #[test]
+    fn fields_are_placed_from_the_windows_own_corner() {
+        let f = frame(30, 16, (4, 2, 20, 10));
+        let mut r = reading(true, Rect::new(12, 8, 5, 2));
+        r.window = Rect::new(10, 5, 20, 10);
+        let (_, rects) = judge(&r, &r, &f).unwrap();
+        assert_eq!(rects, vec![Rect::new(2, 3, 5, 2)]);
+    }
+
+    #[test]
+    fn the_cut_is_the_windows_part() {
+        let f = frame(30, 16, (4, 2, 20, 10));
+        let rgb = cut(&f, (4, 2), 20, 10);
+        assert_eq!(rgb.len(), 20 * 10 * 3);
+        assert_eq!(&rgb[..3], &[4, 2, 7], "the window's corner first");
+        assert_eq!(&rgb[rgb.len() - 3..], &[23, 11, 7], "its far corner last");
+    }
+}
