@@ -91,7 +91,7 @@ Architecture: $deb_arch
 Section: utils
 Priority: optional
 Installed-Size: $size
-Depends: libc6, libgcc-s1
+Depends: libc6, libgcc-s1, libpipewire-0.3-0 | libpipewire-0.3-0t64
 Recommends: at-spi2-core
 Description: lets AI agents read and operate desktop apps through MCP, safely
  A broker (nish-driver, a systemd user service) decides everything: the person's

@@ -193,7 +193,7 @@ fn the_deb_and_the_tarball_hold_the_packaged_tree() {
         "Package: nish-driver".to_string(),
         format!("Version: {version}"),
         format!("Architecture: {}", arch.trim()),
-        "Depends: libc6, libgcc-s1".to_string(),
+        "Depends: libc6, libgcc-s1, libpipewire-0.3-0 | libpipewire-0.3-0t64".to_string(),
     ] {
         assert!(info.lines().any(|l| l == field), "{field} not in:\n{info}");
     }
