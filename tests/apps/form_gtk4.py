@@ -10,7 +10,11 @@ mutter places a small window such as the driver's takeover surface.
 Once "Your name" holds the text #dialog#, the app opens a modal dialog of its own, "nish-driver
 GTK 4 dialog", whose entry "Dialog field" takes the keyboard focus (as an app asks "Save
 changes?" while the driver types): typing held to "Your name" must stop there. Return in the
-dialog's field sets its text to "activated"."""
+dialog's field sets its text to "activated".
+
+With --small the window is 480x240 and not maximized (title "nish-driver GTK 4 small form",
+its own application id, the same application name): a window with its shadow around it, as
+most windows are."""
 
 import sys
 
@@ -23,13 +27,17 @@ NAME = "nish-form-gtk4"
 TRIGGER = "#dialog#"
 
 
+SMALL = "--small" in sys.argv[1:]
+
+
 def on_activate(app: Gtk.Application) -> None:
-    win = Gtk.ApplicationWindow(application=app, title="nish-driver GTK 4 form")
+    title = "nish-driver GTK 4 small form" if SMALL else "nish-driver GTK 4 form"
+    win = Gtk.ApplicationWindow(application=app, title=title)
     win.set_default_size(480, 240)
     box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
     for side in ("bottom", "start", "end"):
         getattr(box, f"set_margin_{side}")(16)
-    box.set_margin_top(240)
+    box.set_margin_top(16 if SMALL else 240)
     name = Gtk.Entry()
     name.update_property([Gtk.AccessibleProperty.LABEL], ["Your name"])
     password = Gtk.PasswordEntry()
@@ -55,7 +63,8 @@ def on_activate(app: Gtk.Application) -> None:
         field.grab_focus()
 
     name.connect("changed", on_changed)
-    win.maximize()
+    if not SMALL:
+        win.maximize()
     win.present()
     name.grab_focus()
 
@@ -63,7 +72,7 @@ def on_activate(app: Gtk.Application) -> None:
 def main() -> int:
     GLib.set_prgname(NAME)
     GLib.set_application_name(NAME)
-    app = Gtk.Application(application_id="org.nishdriver.FormGtk4")
+    app = Gtk.Application(application_id="org.nishdriver.FormGtk4" + ("Small" if SMALL else ""))
     app.connect("activate", on_activate)
     return app.run([sys.argv[0]])
 

@@ -94,17 +94,6 @@ def no_canary(blob: str, canaries: list[str], where: str) -> None:
         check(x not in blob, f"a canary ({len(x)} characters) is in {where}")
 
 
-def black_where(png: bytes, rect: dict, window: dict) -> bool:
-    w, hgt, ch, px = h.read_png(png)
-    x0 = max(0, rect["x"] - window["frame"]["x"] + 1)
-    y0 = max(0, rect["y"] - window["frame"]["y"] + 1)
-    x1 = min(w, rect["x"] - window["frame"]["x"] + rect["w"] - 1)
-    y1 = min(hgt, rect["y"] - window["frame"]["y"] + rect["h"] - 1)
-    check(x1 > x0 and y1 > y0, f"rectangle {rect} is outside the capture")
-    return all(px[(y * w + x) * ch:(y * w + x) * ch + 3] == b"\0\0\0"
-               for y in range(y0, y1) for x in range(x0, x1, 2))
-
-
 async def chromium_fields(c, errors: Errors) -> None:
     say("Chromium: fields named secret in every listed language")
     ch = await ok(c, "get_window_state", {"app": CHROMIUM, "max_elements": 5000})
@@ -139,7 +128,7 @@ async def chromium_fields(c, errors: Errors) -> None:
         f = field(shot, label)["frame"]
         if f is None or f["y"] + f["h"] > wf["y"] + wf["h"] or f["y"] < wf["y"]:
             continue
-        check(black_where(png, f, shot["window"]), f"{label!r} is black in the capture")
+        check(h.black_where(png, f, shot["window"]), f"{label!r} is black in the capture")
         black += 1
     check(black >= 10 and shot["screenshot"]["redacted"] >= black, f"{black} fields checked, {shot['screenshot']}")
     say(f"  capture: {black} secure fields in view, every one black (pixels checked)")

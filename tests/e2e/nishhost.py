@@ -342,6 +342,19 @@ def write_png(path: str, width: int, height: int, rgb: bytes) -> None:
         f.write(chunk(b"IEND", b""))
 
 
+def black_where(png: bytes, rect: dict, window: dict) -> bool:
+    """Whether the part of a capture (of `window`) under `rect` (screen coordinates, as the
+    read gives them) is black, its edge pixels left out."""
+    w, hgt, ch, px = read_png(png)
+    x0 = max(0, rect["x"] - window["frame"]["x"] + 1)
+    y0 = max(0, rect["y"] - window["frame"]["y"] + 1)
+    x1 = min(w, rect["x"] - window["frame"]["x"] + rect["w"] - 1)
+    y1 = min(hgt, rect["y"] - window["frame"]["y"] + rect["h"] - 1)
+    check(x1 > x0 and y1 > y0, f"rectangle {rect} is outside the capture")
+    return all(px[(y * w + x) * ch:(y * w + x) * ch + 3] == b"\0\0\0"
+               for y in range(y0, y1) for x in range(x0, x1, 2))
+
+
 def read_png(data: bytes) -> tuple[int, int, int, bytes]:
     """Decodes a non-interlaced 8-bit RGB or RGBA PNG: (width, height, channels, pixels)."""
     import struct

@@ -25,6 +25,7 @@ client, nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -43,6 +44,25 @@ APP = "nish-form-gtk4"
 TRIGGER = "#dialog#"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PORTAL_PERSON = os.path.join(HERE, "portal_dialog_person.py")
+FORM = os.path.join(HERE, "..", "apps", "form_gtk4.py")
+# Waits (20 s at most) until the small form's window is on the accessibility bus (the system
+# python's GI).
+SMALL_ON_BUS = """
+import sys, time
+import gi
+gi.require_version("Atspi", "2.0")
+from gi.repository import Atspi
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    d = Atspi.get_desktop(0)
+    for i in range(d.get_child_count()):
+        a = d.get_child_at_index(i)
+        for j in range(a.get_child_count() if a else 0):
+            if a.get_child_at_index(j).get_name() == "nish-driver GTK 4 small form":
+                sys.exit(0)
+    time.sleep(0.2)
+sys.exit("not on the bus")
+"""
 TRIALS = 20
 
 
@@ -109,6 +129,83 @@ def entry_of(read: dict, label: str) -> dict:
 
 def field_value(read: dict, label: str) -> str:
     return entry_of(read, label).get("value", "")
+
+
+async def captured(c, target: dict) -> tuple[dict, bytes]:
+    """A capture of the window `target` names, checked to be that window's own frame with its
+    password field black and its name field not."""
+    r = await c.call_tool("get_window_state", {**target, "include_screenshot": True})
+    check(r.is_error is False, f"capture: {h.text_of(r)}")
+    shot = r.structured_content
+    png = base64.b64decode(next(b for b in r.content if b.type == "image").data)
+    w, hgt, _, _ = h.read_png(png)
+    wf = shot["window"]["frame"]
+    check((w, hgt) == (wf["w"], wf["h"]), f"the image is the window's own frame: {w}x{hgt}, {wf}")
+    pw = next(e for e in shot["elements"] if e["role"] == "password_text")
+    check(h.black_where(png, pw["frame"], shot["window"]), "the password field is black")
+    name = entry_of(shot, "Your name")["frame"]
+    check(not h.black_where(png, name, shot["window"]), "the name field is not black")
+    # The image is cut where the window is: the empty name field's inside is its white
+    # background (a cut a few pixels off takes in its border and what lies around it).
+    _, _, ch, px = h.read_png(png)
+    x0, y0 = name["x"] - wf["x"], name["y"] - wf["y"]
+    inside = [(x, y) for y in range(y0 + 4, y0 + name["h"] - 4) for x in range(x0 + 12, x0 + name["w"] - 4, 3)]
+    white = sum(px[(y * w + x) * ch:(y * w + x) * ch + 3] == b"\xff\xff\xff" for x, y in inside)
+    check(white >= 0.97 * len(inside), f"the name field's inside is white: {white} of {len(inside)}")
+    check(shot["screenshot"]["redacted"] >= 1, str(shot["screenshot"]))
+    return shot, png
+
+
+async def capture_focused(c) -> int:
+    """The form has the focus: its capture is its own frame with the password field black.
+    Returns its window id."""
+    say("capture of the form, which has the focus: its own frame, the password field black")
+    shot, _ = await captured(c, {"app": APP})
+    say(f"  {shot['window']['frame']['w']}x{shot['window']['frame']['h']}, "
+        f"{shot['screenshot']['redacted']} field(s) blacked out")
+    return shot["window"]["window_id"]
+
+
+async def captures_of_two(c, dialog: "DialogPerson", big: int) -> None:
+    """A second, smaller form of the same app opens and takes the focus; a session the person
+    grants then sees both. mutter's screen cast records the focused window only: the first
+    form's capture is refused (its stream would show the other), and the small form's is found
+    inside its shadow. The small form closes and the first has the focus again."""
+    say("a second, smaller form of the app opens and takes the focus; the person grants a session")
+    small = subprocess.Popen(["/usr/bin/python3", FORM, "--small"])
+    try:
+        # On the accessibility bus before the person is asked: the session's scope is the
+        # app's processes there when it starts.
+        on_bus = subprocess.run(["/usr/bin/python3", "-c", SMALL_ON_BUS], capture_output=True,
+                                text=True, timeout=60)
+        check(on_bus.returncode == 0, f"the small form on the bus: {on_bus.stdout} {on_bus.stderr}")
+        t, got = in_thread(lambda: dialog.answer(True))
+        await ok(c, "start_session", {"apps": [APP]})
+        t.join()
+        check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
+        deadline = time.monotonic() + 20
+        while True:
+            wins = (await ok(c, "list_windows", {}))["windows"]
+            other = [w for w in wins if w["app"] == APP and w["window_id"] != big]
+            if other and other[0].get("active"):
+                break
+            check(time.monotonic() < deadline, f"the small form did not come up focused: {wins}")
+            await anyio.sleep(0.2)
+        err = await fails(c, "get_window_state", {"window_id": big, "include_screenshot": True}, "unsupported")
+        check("focus" in err["message"], str(err))
+        say("  the first form, no longer focused: refused (unsupported); its stream would show the other")
+        shot, _ = await captured(c, {"window_id": other[0]["window_id"]})
+        f = shot["window"]["frame"]
+        check(f["w"] < 1000, f"the small form is a small window: {f}")
+        say(f"  the small form: found inside its shadow, {f['w']}x{f['h']}, its password field black")
+    finally:
+        small.terminate()
+        small.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while not any(w["window_id"] == big and w.get("active") for w in (await ok(c, "list_windows", {}))["windows"]):
+        check(time.monotonic() < deadline, "the form did not get the focus back")
+        await anyio.sleep(0.2)
+    await ok(c, "end_session")
 
 
 async def read_entry(c, label: str = "Your name") -> dict:
@@ -219,11 +316,11 @@ async def run(ns: argparse.Namespace) -> None:
         caps = {c["name"]: c for c in report["capabilities"]}
         for n in ("input_takeover", "takeover_indicator", "takeover_handback"):
             check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
-        check(caps["capture_window"]["status"] == "planned", f"doctor: {caps['capture_window']}")
+        check(caps["capture_window"]["status"] == "available", f"doctor: {caps['capture_window']}")
         entry = next(b for b in report["backends"] if b["id"] == "wayland-portal")
         check(entry["status"] == "available", f"doctor: {entry}")
         say("doctor: input_takeover, takeover_indicator and takeover_handback available on Wayland "
-            "(the portal's RemoteDesktop and mutter's idle monitor); capture_window planned")
+            "(the portal's RemoteDesktop and mutter's idle monitor); capture_window available (mutter's screen cast)")
         ctl = h.Control()
         async with h.host(ns.shim, broker, "wayland-takeover", "2025-11-25", ctl) as c:
             dialog = DialogPerson(broker)
@@ -240,7 +337,9 @@ async def run(ns: argparse.Namespace) -> None:
             e = await read_entry(c)
             await fails(c, "type_text", {"element_token": e["element_token"], "text": "x",
                                          "delivery_mode": "foreground"}, "requires_takeover")
+            big = await capture_focused(c)
             await ok(c, "end_session")
+            await captures_of_two(c, dialog, big)
 
             say("start_session {input: takeover} again: the person allows it in both dialogs")
             t, got = consent_with_takeover(dialog, "allow")

@@ -109,9 +109,11 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
     ] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
-    // Capture (ScreenCast) is not built; mutter offers no data-control, and GNOME's clipboard
-    // portal (GNOME 45+) is not built.
-    for name in ["capture_window", "clipboard_read", "clipboard_write"] {
+    // Capture: mutter's own screen cast of the focused window, read through PipeWire (which
+    // this desktop runs). mutter offers no data-control, and GNOME's clipboard portal (GNOME
+    // 45+) is not built.
+    assert_eq!(cap(&report, "capture_window")["status"], "available");
+    for name in ["clipboard_read", "clipboard_write"] {
         let c = cap(&report, name);
         assert_eq!(c["status"], "planned", "{name}");
         assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
@@ -178,7 +180,7 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
     // Takeover goes through KDE's RemoteDesktop, with KWin's idle notification for the
-    // person's input; capture through the portal is not built.
+    // person's input; capture on KWin is not built.
     for name in ["input_takeover", "takeover_indicator", "takeover_handback"] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
@@ -202,7 +204,7 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
         portal["message"],
         "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; \
          compositor KDE (KWin); visible takeover goes through RemoteDesktop (the keyboard, and \
-         the pointer for clicks: KWin tells where a window is), capture does not use ScreenCast \
+         the pointer for clicks: KWin tells where a window is); capture does not use ScreenCast \
          yet",
         "{portal}"
     );
