@@ -8,6 +8,9 @@ client, nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
   desktop's own "Remote desktop" dialog asks, and the person answers it with their keyboard
   (portal_dialog_person.py): Escape once (the takeover is not granted), then the switch and
   Share;
+- captures (mutter's own screen cast of the focused window): the form's, its password field
+  black; with a second, smaller form of the app focused, the first form's capture is refused
+  and the small form's is found inside its shadow;
 - foreground typing lands in the GTK 4 entry (read back), press_key too; a pointer act is
   refused before anything is sent (the driver cannot know where a window is on Wayland);
 - the person's own key, and their pointer, pause the driver (takeover.paused with
