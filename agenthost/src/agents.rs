@@ -917,7 +917,7 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
                         code: ErrorCode::Unsupported.as_str().to_string(),
                         message: "the reader is handed no Wayland connection".into(),
                     })
-                } else if peer != Peer::Reader && target == ConnectTarget::PipeWire {
+                } else if peer != Peer::Reader && matches!(target, ConnectTarget::PipeWire { .. }) {
                     // The reader takes a capture's frame; no other agent reads pixels.
                     Err(AgentFailure {
                         code: ErrorCode::Unsupported.as_str().to_string(),

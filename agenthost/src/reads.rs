@@ -210,18 +210,34 @@ pub(crate) async fn read_objects(
     }
 }
 
-/// On a Wayland session, the stream of the window that has the focus, for one capture: on
-/// mutter only ([`crate::screencast`]); elsewhere capture is not built.
-async fn window_cast(b: &LinuxBackend) -> Result<crate::screencast::Cast, DriverError> {
+/// On a Wayland session, the stream of the window that has the focus, for one capture of
+/// `window`: on mutter only ([`crate::screencast`]); elsewhere capture is not built.
+async fn window_cast(
+    b: &LinuxBackend,
+    window: &WindowInfo,
+) -> Result<crate::screencast::Cast, DriverError> {
     let conn = crate::portal::session_conn(b.session_bus().as_deref())
         .await
         .ok_or_else(wayland_capture_unsupported)?;
-    match crate::monitor::kind(Some(&conn), &b.opener).await {
-        Ok(crate::monitor::Kind::Mutter(mutter)) => {
-            crate::screencast::Cast::focused_window(conn, &mutter, b.opener.cast_live()).await
-        }
-        _ => Err(wayland_capture_unsupported()),
+    let Ok(crate::monitor::Kind::Mutter(mutter)) =
+        crate::monitor::kind(Some(&conn), &b.opener).await
+    else {
+        return Err(wayland_capture_unsupported());
+    };
+    // The stream records the window that has the focus when it starts: the window asked for
+    // must say it has it before (the reader checks again around the frame).
+    let active = list_windows(b)
+        .await?
+        .iter()
+        .any(|w| w.window_id == window.window_id && w.pid == window.pid && w.active);
+    if !active {
+        return Err(DriverError::new(
+            ErrorCode::Unsupported,
+            "on GNOME Wayland only the window that has the focus can be captured, and this one \
+             does not say it has it; no capture was taken",
+        ));
     }
+    crate::screencast::Cast::focused_window(conn, &mutter, &b.opener).await
 }
 
 /// A window's image with its secure fields blacked out.
@@ -231,7 +247,7 @@ pub(crate) async fn capture(
     secure: Vec<String>,
 ) -> Result<Capture, DriverError> {
     let cast = if session_type().0 == "wayland" {
-        Some(window_cast(b).await?)
+        Some(window_cast(b, window).await?)
     } else {
         None
     };

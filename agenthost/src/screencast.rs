@@ -5,11 +5,11 @@
 //! that has the focus. Without the shell (and to a program the shell does not list as its
 //! own) no window id can be learnt, so the broker records the focused window, and the reader
 //! checks that the window it was asked for says it is active before and after the frame, and
-//! that the frame holds a window of exactly its size ([`nish_reader`'s `wayland_capture`]).
+//! that the frame holds a window of exactly its size (the reader's `wayland_capture`).
 //!
 //! The stream lives for one capture: started on a session-bus connection of its own, and
-//! stopped when the [`Cast`] is dropped: as soon as the frame is read, or when the capture ends
-//! any other way (its connection closes too, and mutter ends a session whose owner left). While it
+//! stopped when the [`Cast`] is dropped: as soon as the reader has answered, or when the capture
+//! ends any other way (its connection closes too, and mutter ends a session whose owner left). While it
 //! lives, any program of the person's that can reach PipeWire could read it by its node
 //! number: the window the person sees, for a moment (docs/security.md).
 //!
@@ -23,7 +23,7 @@ use futures_lite::StreamExt as _;
 use nish_proto::errors::{DriverError, ErrorCode};
 use zbus::zvariant::{OwnedObjectPath, Value};
 
-use crate::handover::CastLive;
+use crate::handover::{CastLive, Opener};
 
 const SCREEN_CAST: &str = "org.gnome.Mutter.ScreenCast";
 const SCREEN_CAST_PATH: &str = "/org/gnome/Mutter/ScreenCast";
@@ -41,7 +41,8 @@ pub(crate) struct Cast {
     session: OwnedObjectPath,
     /// The stream's PipeWire node.
     pub(crate) node: u32,
-    _live: CastLive,
+    /// Set once the node is known: the reader may then be handed PipeWire for it.
+    live: Option<CastLive>,
 }
 
 /// Whether a window's capture can be offered on this session.
@@ -127,12 +128,13 @@ async fn bounded<T>(
 
 impl Cast {
     /// Starts a stream of the window that has the focus, on `conn` (a connection of the
-    /// capture's own), asking `mutter` (its unique name, the compositor's). `live` is kept
-    /// as long as the stream, so that the reader may be handed PipeWire meanwhile.
+    /// capture's own), asking `mutter` (its unique name, the compositor's). The stream is
+    /// marked live with `opener` as long as the cast, so that the reader may be handed
+    /// PipeWire for it once meanwhile ([`Opener::cast_live`]).
     pub(crate) async fn focused_window(
         conn: zbus::Connection,
         mutter: &str,
-        live: CastLive,
+        opener: &Opener,
     ) -> Result<Cast, DriverError> {
         if !pipewire_runs() {
             return Err(unavailable("PipeWire does not run in this session"));
@@ -161,7 +163,7 @@ impl Cast {
             mutter: mutter.to_string(),
             session,
             node: 0,
-            _live: live,
+            live: None,
         };
         let props = std::collections::HashMap::from([("cursor-mode", Value::U32(0))]);
         let reply = bounded(
@@ -221,6 +223,7 @@ impl Cast {
         .flatten()
         .ok_or_else(|| unavailable("mutter named no stream in time"))?;
         cast.node = node;
+        cast.live = Some(opener.cast_live(node));
         Ok(cast)
     }
 }

@@ -24,8 +24,11 @@ use spa::param::video::VideoFormat;
 
 use nish_atspi::failure::Failure;
 
-/// Widest or tallest stream taken (mutter's window streams are the monitor's size).
-pub const MAX_SIDE: u32 = 16_384;
+/// Widest or tallest window taken (mutter's window streams are the monitor's size at most).
+pub const MAX_SIDE: u32 = 8_192;
+/// Most pixels of a window taken: an 8K monitor's (a window's pixels are held twice, as RGBA
+/// and as RGB, at most about 230 MB).
+pub const MAX_PIXELS: u64 = 7_680 * 4_320;
 
 /// A window's pixels from its stream: packed RGBA, `width` x `height`, the fourth byte as the
 /// compositor gave it: alpha, or in a format without alpha its padding byte, which mutter 43
@@ -90,15 +93,6 @@ pub fn locate(frame: &Frame, frame_w: u32, frame_h: u32) -> Option<(u32, u32)> {
         .iter()
         .all(|&(x, y)| opaque(x, y))
         .then_some((x0 as u32, y0 as u32))
-}
-
-/// The RGB pixels of `frame` (alpha dropped), `width * height * 3` bytes.
-pub fn to_rgb(frame: &Frame) -> Vec<u8> {
-    frame
-        .rgba
-        .chunks_exact(4)
-        .flat_map(|p| [p[0], p[1], p[2]])
-        .collect()
 }
 
 /// The crop region of a buffer of `width` x `height`, or the whole buffer when the stream
@@ -242,8 +236,9 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, Failur
             };
             let chunk = data.chunk();
             let (offset, size, stride) = (chunk.offset(), chunk.size(), chunk.stride());
-            // Buffers with no pixels (a pointer move only) are skipped.
-            if size == 0 {
+            // Buffers with no pixels (a pointer move only), and those the producer marks
+            // corrupted, are skipped.
+            if size == 0 || chunk.flags().contains(spa::buffer::ChunkFlags::CORRUPTED) {
                 return;
             }
             let outcome = match (
@@ -251,11 +246,19 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, Failur
                 usize::try_from(stride).ok(),
                 data.data(),
             ) {
-                (Some(region), ..) if region.2 > MAX_SIDE || region.3 > MAX_SIDE => {
+                (Some(region), ..)
+                    if region.2 > MAX_SIDE
+                        || region.3 > MAX_SIDE
+                        || u64::from(region.2) * u64::from(region.3) > MAX_PIXELS =>
+                {
                     Err("the window is too large".to_string())
                 }
                 (Some(region), Some(stride), Some(bytes)) => {
-                    match pack(bytes, offset as usize, stride, region, format) {
+                    // Only what the chunk says it holds is read, not the whole mapping.
+                    let end = (offset as usize)
+                        .saturating_add(size as usize)
+                        .min(bytes.len());
+                    match pack(&bytes[..end], offset as usize, stride, region, format) {
                         Some(rgba) => Ok(Frame {
                             width: region.2,
                             height: region.3,

@@ -178,6 +178,29 @@ pub async fn list_windows(a11y: &A11y, names_wait: Duration) -> Result<Vec<Windo
     Ok(wins)
 }
 
+/// Every top-level object on the accessibility bus that says it is active, as (bus name,
+/// path): of every application that answers, the desktop's own prompts included (which the
+/// window list leaves out). A capture on mutter records the focused window, so the window it
+/// is for must be the only one that says so (an application may say it of a window that is
+/// not: another that tells the truth then says so too).
+pub async fn active_top_levels(a11y: &A11y) -> Result<Vec<(String, String)>, Failure> {
+    let mut active = Vec::new();
+    for app in a11y.apps().await? {
+        let Ok(link) = a11y.bus_link(&app.bus_name).await else {
+            continue;
+        };
+        let Some(tops) = top_levels(a11y, &link).await else {
+            continue;
+        };
+        for t in tops {
+            if map_states(atspi_bits(&t.props.states)).has(State::Active) {
+                active.push((app.bus_name.clone(), t.path));
+            }
+        }
+    }
+    Ok(active)
+}
+
 /// The top-level accessible that `window` names, checked live: its application still has the
 /// pid, and it is still a top-level object. A window read before is re-checked with two calls
 /// (its object still answers, is still a top-level role at 0,0 with the same path hash);

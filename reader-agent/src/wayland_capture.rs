@@ -9,9 +9,11 @@
 //! 2. takes the stream's first frame ([`crate::screencast::one_frame`]);
 //! 3. reads them all again.
 //!
-//! The capture is refused unless the window says it is the active one at both readings
-//! (the stream holds the focused window's pixels, so a window that is not active is not the
-//! one in them: `unsupported`), the two readings agree (`stale_element_token`), every field's
+//! The capture is refused unless the window says it is the active one at both readings, and
+//! no other window on the accessibility bus says so (the stream holds the focused window's
+//! pixels, so a window that is not active is not the one in them, and an application that
+//! says it of a window that is not is caught when the focused one tells the truth:
+//! `unsupported`), the two readings agree (`stale_element_token`), every field's
 //! bounds can be read (`secure_field`), and the window is found in the frame at exactly the
 //! size its application gives it ([`crate::screencast::locate`], `unsupported`). The image is
 //! the window's own frame, without its shadow; the fields, in the window's coordinates, are
@@ -38,13 +40,14 @@ use crate::x11::{Capture, blocking};
 /// Longest wait for the stream's first frame (mutter sent it within 60 ms here).
 pub const FRAME_WAIT: Duration = Duration::from_secs(2);
 
-/// One reading: the window's extents as its application reports them, whether it says it is
-/// active, and every field's extents.
+/// One reading: the window's extents as its application reports them, whether it is the only
+/// window on the accessibility bus that says it is active, and every field's extents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reading {
     /// The window's top-level accessible's extents.
     pub window: Rect,
-    /// Its `active` state.
+    /// It says it is active, and no other top-level object on the bus does
+    /// ([`crate::wayland::active_top_levels`]).
     pub active: bool,
     /// Each secure field's extents.
     pub fields: Vec<Rect>,
@@ -61,7 +64,7 @@ pub fn judge(
         return Err(Failure::new(
             ErrorCode::Unsupported,
             "on GNOME Wayland only the window that has the focus can be captured, and this one \
-             does not say it has it; no capture was taken",
+             is not the only window that says it has it; no capture was taken",
         ));
     }
     if before != after {
@@ -99,18 +102,23 @@ pub fn judge(
 
 /// The window's own part of `frame` (at `at`, `w` x `h`), RGB.
 pub fn cut(frame: &Frame, at: (u32, u32), w: u32, h: u32) -> Vec<u8> {
-    let rgb = screencast::to_rgb(frame);
     let (fw, x0, y0) = (frame.width as usize, at.0 as usize, at.1 as usize);
     let mut out = Vec::with_capacity(w as usize * h as usize * 3);
     for y in y0..y0 + h as usize {
-        let start = (y * fw + x0) * 3;
-        out.extend_from_slice(&rgb[start..start + w as usize * 3]);
+        let start = (y * fw + x0) * 4;
+        for p in frame.rgba[start..start + w as usize * 4].chunks_exact(4) {
+            out.extend_from_slice(&p[..3]);
+        }
     }
     out
 }
 
-/// Reads the window and its fields once.
-async fn read(frame: &(AppLink, String), fields: &[(AppLink, String)]) -> Result<Reading, Failure> {
+/// Reads the window and its fields once, and which windows on the bus say they are active.
+async fn read(
+    a11y: &A11y,
+    frame: &(AppLink, String),
+    fields: &[(AppLink, String)],
+) -> Result<Reading, Failure> {
     let own = bounds(frame.0.clone(), frame.1.clone());
     let states = call::<_, Vec<u32>>(
         &frame.0.conn,
@@ -123,17 +131,20 @@ async fn read(frame: &(AppLink, String), fields: &[(AppLink, String)]) -> Result
     let reads = nish_atspi::pool::run(fields.to_vec(), FIELD_POOL, |(link, path)| {
         bounds(link, path)
     });
-    let (own, states, reads) = tokio::join!(own, states, reads);
+    let others = crate::wayland::active_top_levels(a11y);
+    let (own, states, reads, others) = tokio::join!(own, states, reads, others);
     let states = states.map_err(|_| {
         Failure::not_responding("the window's states could not be read; no capture was taken")
     })?;
+    let sole =
+        matches!(others?.as_slice(), [(bus, path)] if *bus == frame.0.bus_name && *path == frame.1);
     let mut out = Vec::with_capacity(reads.len());
     for r in reads {
         out.push(r.ok_or_else(|| Failure::internal("a field read failed"))??);
     }
     Ok(Reading {
         window: own?,
-        active: map_states(atspi_bits(&states)).has(State::Active),
+        active: sole && map_states(atspi_bits(&states)).has(State::Active),
         fields: out,
     })
 }
@@ -161,10 +172,10 @@ pub async fn capture(
         fields.push((a11y.link(bus).await?, path.to_string()));
     }
     let frame_ref = (f.link.clone(), f.path.clone());
-    let before = read(&frame_ref, &fields).await?;
+    let before = read(a11y, &frame_ref, &fields).await?;
     let c = connector.clone();
     let task = tokio::task::spawn_blocking(move || {
-        let fd = pipewire_connect(&c)?;
+        let fd = pipewire_connect(&c, node)?;
         screencast::one_frame(fd, node, FRAME_WAIT)
     });
     // The frame's own wait is bounded; this bounds the connection and the loop's start too.
@@ -177,7 +188,7 @@ pub async fn capture(
             ));
         }
     };
-    let after = read(&frame_ref, &fields).await?;
+    let after = read(a11y, &frame_ref, &fields).await?;
     tracing::info!(
         image_w = pixels.width,
         image_h = pixels.height,

@@ -185,7 +185,12 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
     }
     // The file-size bound, lowered once Landlock's state is known (lowering needs no
     // capability).
-    let fsize = profile.fsize(LandlockState::load());
+    // Landlock binds the calling thread only: with other threads it is not in force for them.
+    let landlock = match threads {
+        Some(n) if n > 1 => LandlockState::Partial,
+        _ => LandlockState::load(),
+    };
+    let fsize = profile.fsize(landlock);
     FSIZE.store(fsize, Ordering::SeqCst);
     if let Err(e) = nix::sys::resource::setrlimit(
         nix::sys::resource::Resource::RLIMIT_FSIZE,

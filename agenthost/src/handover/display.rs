@@ -200,10 +200,10 @@ pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFai
     Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
 
-/// Connects to the PipeWire daemon's socket ([`Endpoints::pipewire_socket`]) and checks that
-/// the listener runs as this process's user. The stream is handed as it is: the agent says
-/// PipeWire's hello.
-pub fn open_pipewire(ep: &Endpoints) -> Result<Opened, AgentFailure> {
+/// Connects to the PipeWire daemon's socket ([`Endpoints::pipewire_socket`]), checks that the
+/// listener runs as this process's user, and narrows the connection's rights to reading the
+/// stream `node` ([`super::pipewire::narrowed`]). The agent says PipeWire's hello again on it.
+pub fn open_pipewire(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
     let path = ep
         .pipewire_socket
         .as_deref()
@@ -217,5 +217,7 @@ pub fn open_pipewire(ep: &Endpoints) -> Result<Opened, AgentFailure> {
             "the PipeWire socket is served by another user's process",
         ));
     }
-    Ok((Handed::PipeWire, Some(OwnedFd::from(s))))
+    let fd = super::pipewire::narrowed(s, node)
+        .map_err(|e| unavailable(format!("PipeWire's rights could not be narrowed: {e}")))?;
+    Ok((Handed::PipeWire, Some(fd)))
 }

@@ -21,6 +21,7 @@ mod endpoints;
 mod hand;
 mod holdings;
 mod opener;
+mod pipewire;
 
 pub use display::{CompositorId, WaylandPin, open_pipewire, open_wayland, open_x11};
 pub use endpoints::Endpoints;

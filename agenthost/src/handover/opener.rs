@@ -36,9 +36,9 @@ pub struct Opener {
     wayland_pin: Arc<WaylandPin>,
     /// The reader's and the input agent's bus links go through their filters.
     filters: bool,
-    /// Screen-cast streams live for a capture ([`Opener::cast_live`]): PipeWire is handed only
-    /// while one is.
-    casts: Arc<Mutex<u32>>,
+    /// Screen-cast streams live for a capture ([`Opener::cast_live`]), by node: PipeWire is
+    /// handed once for each, and what was handed is cut when it ends.
+    casts: Arc<Mutex<Vec<Cast>>>,
 }
 
 impl std::fmt::Debug for Opener {
@@ -364,19 +364,32 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
-            ConnectTarget::PipeWire => {
-                if *self.casts.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
+            ConnectTarget::PipeWire { node } => {
+                let node = *node;
+                // Once per live stream: taken now, so a second ask is refused.
+                if !take_cast(&self.casts, node) {
                     return Err(failure(
                         ErrorCode::Unsupported,
-                        "PipeWire is handed only during a capture",
+                        "PipeWire is handed once, for a capture's stream that lives",
                     ));
                 }
                 let ep = self.ep.clone();
-                let task = tokio::task::spawn_blocking(move || open_pipewire(&ep));
-                match tokio::time::timeout(WAYLAND_CONNECT_TIMEOUT, task).await {
-                    Ok(Ok(r)) => r.map(|o| (o, 0)),
+                let task = tokio::task::spawn_blocking(move || open_pipewire(&ep, node));
+                let opened = match tokio::time::timeout(
+                    WAYLAND_CONNECT_TIMEOUT + super::pipewire::NARROW_WAIT,
+                    task,
+                )
+                .await
+                {
+                    Ok(Ok(r)) => r,
                     Ok(Err(_)) => Err(unavailable("the PipeWire connect task failed")),
                     Err(_) => Err(unavailable("PipeWire did not accept a connection in time")),
+                }?;
+                // The stream may have ended meanwhile: then nothing is handed. Else a copy is
+                // kept, to cut the connection when it ends.
+                match (&opened.1, keep_handed(&self.casts, node, opened.1.as_ref())) {
+                    (Some(_), true) => Ok((opened, 0)),
+                    _ => Err(unavailable("the capture's stream ended")),
                 }
             }
             ConnectTarget::Wayland => {
@@ -513,11 +526,21 @@ impl Opener {
         Ok((handed, fd))
     }
 
-    /// Marks a screen-cast stream live for a capture until the guard drops: the reader may be
-    /// handed a PipeWire connection meanwhile.
-    pub fn cast_live(&self) -> CastLive {
-        *self.casts.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        CastLive(self.casts.clone())
+    /// Marks the screen-cast stream `node` live for a capture until the guard drops: the reader
+    /// may be handed one PipeWire connection for it meanwhile, which is cut when it drops.
+    pub fn cast_live(&self, node: u32) -> CastLive {
+        self.casts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Cast {
+                node,
+                asked: false,
+                handed: None,
+            });
+        CastLive {
+            casts: self.casts.clone(),
+            node,
+        }
     }
 
     /// The input agent's grants (set by the broker around each act it asks for).
@@ -564,14 +587,67 @@ impl Opener {
     }
 }
 
-/// A screen-cast stream live for a capture ([`Opener::cast_live`]).
+/// A screen-cast stream live for a capture, and what was handed for it.
 #[derive(Debug)]
-pub struct CastLive(Arc<Mutex<u32>>);
+struct Cast {
+    node: u32,
+    /// A PipeWire connection was asked for.
+    asked: bool,
+    /// A copy of the connection handed, to cut when the stream ends.
+    handed: Option<OwnedFd>,
+}
+
+/// Marks the first live stream `node` not yet asked for as asked; false when there is none.
+fn take_cast(casts: &Mutex<Vec<Cast>>, node: u32) -> bool {
+    let mut g = casts.lock().unwrap_or_else(|e| e.into_inner());
+    match g.iter_mut().find(|c| c.node == node && !c.asked) {
+        Some(c) => {
+            c.asked = true;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Keeps a copy of `fd`, handed for the live stream `node`; false when the stream ended
+/// meanwhile (nothing is then handed).
+fn keep_handed(casts: &Mutex<Vec<Cast>>, node: u32, fd: Option<&OwnedFd>) -> bool {
+    let mut g = casts.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = g
+        .iter_mut()
+        .find(|c| c.node == node && c.asked && c.handed.is_none())
+    else {
+        return false;
+    };
+    match fd.and_then(|f| f.try_clone().ok()) {
+        Some(copy) => {
+            c.handed = Some(copy);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A screen-cast stream live for a capture ([`Opener::cast_live`]). Dropped, it ends: the
+/// PipeWire connection handed for it is shut down (the reader's too: it is one socket).
+#[derive(Debug)]
+pub struct CastLive {
+    casts: Arc<Mutex<Vec<Cast>>>,
+    node: u32,
+}
 
 impl Drop for CastLive {
     fn drop(&mut self) {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        *g = g.saturating_sub(1);
+        let mut g = self.casts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = g.iter().position(|c| c.node == self.node) {
+            let c = g.remove(i);
+            if let Some(fd) = c.handed {
+                let _ = nix::sys::socket::shutdown(
+                    std::os::fd::AsRawFd::as_raw_fd(&fd),
+                    nix::sys::socket::Shutdown::Both,
+                );
+            }
+        }
     }
 }
 

@@ -44,13 +44,14 @@ pub fn x11_connect(connector: &Connector) -> Result<(RustConnection, usize), Fai
     }
 }
 
-/// A connected stream to the PipeWire daemon through `connector`, for a capture's frame:
-/// handed in by the broker only while it has a window's stream live for a capture (checked to
-/// be served by the broker's own user), or from `$XDG_RUNTIME_DIR/pipewire-0`. Blocking; call
-/// it from a blocking thread.
-pub fn pipewire_connect(connector: &Connector) -> Result<std::os::fd::OwnedFd, Failure> {
+/// A connected stream to the PipeWire daemon through `connector`, for a capture's frame of the
+/// stream `node`: handed in by the broker once for a window's stream it started for a capture
+/// (served by the broker's own user, its rights narrowed to reading that node), or, directly,
+/// from `$XDG_RUNTIME_DIR/pipewire-0` (the library in tests). Blocking; call it from a blocking
+/// thread.
+pub fn pipewire_connect(connector: &Connector, node: u32) -> Result<std::os::fd::OwnedFd, Failure> {
     match connector {
-        Connector::Broker(h) => match h.connect_blocking(ConnectTarget::PipeWire)? {
+        Connector::Broker(h) => match h.connect_blocking(ConnectTarget::PipeWire { node })? {
             (Handed::PipeWire, Some(fd)) => Ok(fd),
             _ => Err(Failure::backend(
                 "the broker handed something else than a PipeWire connection",

@@ -207,10 +207,14 @@ pub enum ConnectTarget {
     /// agent's clipboard on a Wayland session: connected by the broker, which checks that the
     /// listener runs as its own user.
     Wayland,
-    /// The PipeWire daemon's socket, for the reader's capture on a Wayland session: handed only
-    /// while a window's screen-cast stream that the broker started for a capture is live, and
-    /// checked to be served by a process of the broker's own user.
-    PipeWire,
+    /// The PipeWire daemon's socket, for the reader's capture on a Wayland session: handed once
+    /// for a window's screen-cast stream that the broker started for a capture and that still
+    /// lives, checked to be served by a process of the broker's own user, with the connection's
+    /// rights narrowed to reading that stream's node; cut when the stream ends.
+    PipeWire {
+        /// The stream's node.
+        node: u32,
+    },
 }
 
 /// Most bytes of a unique bus name in a [`ConnectTarget::App`].
