@@ -224,6 +224,12 @@ async fn window_cast(
     else {
         return Err(wayland_capture_unsupported());
     };
+    if !crate::screencast::pipewire_runs() {
+        return Err(DriverError::new(
+            ErrorCode::BackendUnavailable,
+            "the window's screen cast did not start: PipeWire does not run in this session",
+        ));
+    }
     // The stream records the window that has the focus when it starts: the window asked for
     // must say it has it before (the reader checks again around the frame).
     let active = list_windows(b)
