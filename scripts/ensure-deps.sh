@@ -37,7 +37,7 @@ fail() { printf 'ensure-deps: error: %s\n' "$*" >&2; exit 1; }
 # Packages the mock-backend tests need: the reference MCP client runs in a venv; systemd-analyze
 # verifies the user unit (nothing is started); setpriv (util-linux) plays another user; the YAML
 # and TOML readers check the hosts' configs that `nish-driver mcp-config` prints.
-# The build needs PipeWire's headers (the reader reads a Wayland capture's frame with
+# The build needs PipeWire's headers (the broker reads a Wayland capture's frame with
 # libpipewire) and clang for the bindings' generator.
 minimal_packages=(python3-venv python3-pip python3-yaml python3-tomli systemd util-linux
     pkg-config libpipewire-0.3-dev libspa-0.2-dev clang libclang-dev)

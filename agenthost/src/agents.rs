@@ -917,11 +917,12 @@ async fn route<In: AgentRequest, Out: AgentMessage>(
                         code: ErrorCode::Unsupported.as_str().to_string(),
                         message: "the reader is handed no Wayland connection".into(),
                     })
-                } else if peer != Peer::Reader && matches!(target, ConnectTarget::PipeWire { .. }) {
+                } else if peer != Peer::Reader && matches!(target, ConnectTarget::CastFrame { .. })
+                {
                     // The reader takes a capture's frame; no other agent reads pixels.
                     Err(AgentFailure {
                         code: ErrorCode::Unsupported.as_str().to_string(),
-                        message: "only the reader is handed PipeWire".into(),
+                        message: "only the reader is handed a screen-cast frame".into(),
                     })
                 } else {
                     opener.open_for_agent(&target, peer, &held).await

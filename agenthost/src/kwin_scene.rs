@@ -127,7 +127,7 @@ impl Answer {
 
 /// 128 random bits, as hex: a script's name and its answer's path, which no other program
 /// can take or call before the broker does.
-pub(crate) fn random_hex() -> Result<String, String> {
+fn random_hex() -> Result<String, String> {
     use std::io::Read as _;
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")

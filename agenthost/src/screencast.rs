@@ -41,7 +41,7 @@ pub(crate) struct Cast {
     session: OwnedObjectPath,
     /// The stream's PipeWire node.
     pub(crate) node: u32,
-    /// Set once the node is known: the reader may then be handed PipeWire for it.
+    /// Set once the node is known: the reader may then be handed its frame.
     live: Option<CastLive>,
 }
 
@@ -130,7 +130,7 @@ impl Cast {
     /// Starts a stream of the window that has the focus, on `conn` (a connection of the
     /// capture's own), asking `mutter` (its unique name, the compositor's). The stream is
     /// marked live with `opener` as long as the cast, so that the reader may be handed
-    /// PipeWire for it once meanwhile ([`Opener::cast_live`]).
+    /// its frame once meanwhile ([`Opener::cast_live`]).
     pub(crate) async fn focused_window(
         conn: zbus::Connection,
         mutter: &str,

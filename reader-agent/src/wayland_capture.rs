@@ -6,7 +6,8 @@
 //!
 //! 1. reads the window's top-level accessible (its size, and its `active` state) and the
 //!    extents of every secure field the broker names, as on X11 ([`crate::capture`]);
-//! 2. takes the stream's first frame ([`crate::screencast::one_frame`]);
+//! 2. takes the stream's first frame, which the broker reads and hands in
+//!    ([`crate::screencast::from_memfd`]);
 //! 3. reads them all again.
 //!
 //! The capture is refused unless the window says it is the active one at both readings, and
@@ -27,7 +28,7 @@ use nish_proto::errors::ErrorCode;
 use nish_proto::model::{Rect, State, WindowInfo};
 
 use nish_atspi::a11y::{A11y, AppLink};
-use nish_atspi::agent::connector::{Connector, pipewire_connect};
+use nish_atspi::agent::connector::{Connector, cast_frame};
 use nish_atspi::dbus::{Read, call};
 use nish_atspi::failure::Failure;
 use nish_atspi::states::{atspi_bits, map_states};
@@ -37,8 +38,9 @@ use crate::image;
 use crate::screencast::{self, Frame};
 use crate::x11::{Capture, blocking};
 
-/// Longest wait for the stream's first frame (mutter sent it within 60 ms here).
-pub const FRAME_WAIT: Duration = Duration::from_secs(2);
+/// How long the broker may take to read the stream's first frame (mutter sent it within about
+/// 60 ms here); the reader waits twice that.
+pub const FRAME_WAIT: Duration = Duration::from_secs(4);
 
 /// One reading: the window's extents as its application reports them, whether it is the only
 /// window on the accessibility bus that says it is active, and every field's extents.
@@ -175,10 +177,10 @@ pub async fn capture(
     let before = read(a11y, &frame_ref, &fields).await?;
     let c = connector.clone();
     let task = tokio::task::spawn_blocking(move || {
-        let fd = pipewire_connect(&c, node)?;
-        screencast::one_frame(fd, node, FRAME_WAIT)
+        let (fd, width, height) = cast_frame(&c, node)?;
+        screencast::from_memfd(fd, width, height)
     });
-    // The frame's own wait is bounded; this bounds the connection and the loop's start too.
+    // The broker's wait for the frame is bounded; this bounds the handing too.
     let pixels = match tokio::time::timeout(FRAME_WAIT * 2, task).await {
         Ok(Ok(r)) => r?,
         Ok(Err(_)) => return Err(Failure::internal("the screen-cast task failed")),

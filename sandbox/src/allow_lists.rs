@@ -177,27 +177,9 @@ fn tokio() -> Vec<i64> {
     calls
 }
 
-/// What the reader adds to [`base`]: tokio (its server, zbus), and what libpipewire calls to
-/// read a capture's frame on Wayland (`reader-agent/src/screencast.rs`): its own shared memory
-/// (`memfd_create`, `ftruncate`, within the reader's `RLIMIT_FSIZE`), `mlock` and `munlock` of
-/// its buffers (within the locked-memory limit), its loop's timers (`timerfd_*`: the wait for
-/// a frame is bounded), and `socket`: libpipewire asks the C library
-/// for the user's name, whose name service first tries nscd's socket. Passing this list, a
-/// `socket` still fails with `EPERM` (the connection filter of every agent whose connections
-/// are handed in), only without the trap's log line; the C library then reads /etc/passwd.
+/// What the reader adds to [`base`]: tokio (its server, zbus).
 fn reader() -> Vec<i64> {
-    let mut calls = tokio();
-    calls.extend([
-        libc::SYS_memfd_create,
-        libc::SYS_ftruncate,
-        libc::SYS_mlock,
-        libc::SYS_munlock,
-        libc::SYS_socket,
-        libc::SYS_timerfd_create,
-        libc::SYS_timerfd_settime,
-        libc::SYS_timerfd_gettime,
-    ]);
-    calls
+    tokio()
 }
 
 /// What the input agent adds to [`base`]: tokio (its server, zbus), and `splice`, by which

@@ -13,10 +13,8 @@
 //! 1. `PR_SET_NO_NEW_PRIVS`.
 //! 2. Resource limits: no core dumps (`RLIMIT_CORE` 0), no file growth (`RLIMIT_FSIZE` 0, with
 //!    `SIGXFSZ` blocked so a write past the limit fails with `EFBIG` instead of killing the
-//!    process; set after Landlock, below: the reader with Landlock fully enforced gets
-//!    [`SHARED_MEMORY_FSIZE`] for libpipewire's own shared memory, when no path can be
-//!    written anyway), at most [`MAX_OPEN_FILES`] descriptors. An agent's logs must therefore
-//!    go to a pipe or a socket, not to a regular file.
+//!    process), at most [`MAX_OPEN_FILES`] descriptors. An agent's logs must therefore go to a
+//!    pipe or a socket, not to a regular file.
 //! 3. Every capability dropped: bounding, ambient, inheritable, effective, permitted.
 //! 4. Landlock (`landlock_rules`): every write-type file right and `execute` handled with no
 //!    rule granting any of them, so no path anywhere can be created, written, truncated, removed
@@ -76,22 +74,7 @@ pub struct Profile {
     pub name: &'static str,
 }
 
-/// The file-size bound (`RLIMIT_FSIZE`) of an agent whose own shared memory must grow: the
-/// reader's, where libpipewire sizes a memfd of its own for a capture's stream (2,312 bytes,
-/// measured). Only with Landlock fully enforced (no path anywhere can be written); else 0.
-pub const SHARED_MEMORY_FSIZE: u64 = 64 * 1024;
-
 impl Profile {
-    /// The `RLIMIT_FSIZE` this agent gets once Landlock's state is known: 0, or for the reader
-    /// with Landlock fully enforced [`SHARED_MEMORY_FSIZE`].
-    fn fsize(&self, landlock: LandlockState) -> u64 {
-        if self.name == "reader" && landlock == LandlockState::Full {
-            SHARED_MEMORY_FSIZE
-        } else {
-            0
-        }
-    }
-
     /// True for the agents whose connections the broker opens and hands in (the reader, the
     /// input agent and the indicator): their seccomp filter also refuses `socket` (every
     /// domain) and `connect`, and Landlock limits their reads and scopes abstract sockets.
@@ -99,9 +82,6 @@ impl Profile {
         matches!(self.name, "reader" | "input" | "indicator")
     }
 }
-
-/// The `RLIMIT_FSIZE` [`lock_down`] set ([`Profile::fsize`]).
-static FSIZE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The kernel's Landlock ABI as [`lock_down`] found it (0: none or not applied).
 static LANDLOCK_ABI: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -183,22 +163,6 @@ pub fn lock_down(profile: &Profile) -> LockdownReport {
             failures.push(format!("landlock: {e}"));
         }
     }
-    // The file-size bound, lowered once Landlock's state is known (lowering needs no
-    // capability).
-    // Landlock binds the calling thread only: with other threads it is not in force for them.
-    let landlock = match threads {
-        Some(n) if n > 1 => LandlockState::Partial,
-        _ => LandlockState::load(),
-    };
-    let fsize = profile.fsize(landlock);
-    FSIZE.store(fsize, Ordering::SeqCst);
-    if let Err(e) = nix::sys::resource::setrlimit(
-        nix::sys::resource::Resource::RLIMIT_FSIZE,
-        fsize as nix::sys::resource::rlim_t,
-        fsize as nix::sys::resource::rlim_t,
-    ) {
-        failures.push(format!("RLIMIT_FSIZE: {e}"));
-    }
     if let Some(n) = threads.filter(|n| *n > 1) {
         failures.push(format!(
             "landlock applied to the calling thread only; {n} threads existed"
@@ -279,9 +243,13 @@ fn set_rlimits() -> Vec<String> {
     if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&xfsz), None) {
         failures.push(format!("block SIGXFSZ: {e}"));
     }
-    // RLIMIT_FSIZE is set once Landlock's state is known ([`lock_down`]).
-    if let Err(e) = setrlimit(Resource::RLIMIT_CORE, 0, 0) {
-        failures.push(format!("RLIMIT_CORE: {e}"));
+    for (name, resource) in [
+        ("RLIMIT_CORE", Resource::RLIMIT_CORE),
+        ("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE),
+    ] {
+        if let Err(e) = setrlimit(resource, 0, 0) {
+            failures.push(format!("{name}: {e}"));
+        }
     }
     let nofile = match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok((_, hard)) => hard.min(MAX_OPEN_FILES as nix::sys::resource::rlim_t),
@@ -299,11 +267,7 @@ fn rlimits_missing() -> Vec<String> {
     let mut missing = Vec::new();
     for (name, resource, max) in [
         ("RLIMIT_CORE", Resource::RLIMIT_CORE, 0),
-        (
-            "RLIMIT_FSIZE",
-            Resource::RLIMIT_FSIZE,
-            FSIZE.load(Ordering::SeqCst) as nix::sys::resource::rlim_t,
-        ),
+        ("RLIMIT_FSIZE", Resource::RLIMIT_FSIZE, 0),
         (
             "RLIMIT_NOFILE",
             Resource::RLIMIT_NOFILE,

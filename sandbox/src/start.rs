@@ -141,8 +141,7 @@ mod tests {
     }
 }
 
-/// Standard error that never fails: a locked-down agent cannot grow files (RLIMIT_FSIZE 0, or for
-/// the reader a small bound for its own shared memory, [`crate::SHARED_MEMORY_FSIZE`]), so
+/// Standard error that never fails: a locked-down agent cannot write files (RLIMIT_FSIZE 0), so
 /// when its standard error is a regular file every write fails with EFBIG; the log is then lost
 /// but the agent goes on (a failing writer would make the log library panic). The broker gives
 /// its agents a pipe, which works.

@@ -200,10 +200,10 @@ pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFai
     Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
 
-/// Connects to the PipeWire daemon's socket ([`Endpoints::pipewire_socket`]), checks that the
-/// listener runs as this process's user, and narrows the connection's rights to reading the
-/// stream `node` ([`super::pipewire::narrowed`]). The agent says PipeWire's hello again on it.
-pub fn open_pipewire(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
+/// The first frame of the screen-cast stream `node`, read by the broker over a connection to
+/// the PipeWire daemon's socket ([`Endpoints::pipewire_socket`], served by this process's user),
+/// handed as a sealed memfd (`frame::frame_memfd`).
+pub fn cast_frame(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
     let path = ep
         .pipewire_socket
         .as_deref()
@@ -217,7 +217,6 @@ pub fn open_pipewire(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> 
             "the PipeWire socket is served by another user's process",
         ));
     }
-    let fd = super::pipewire::narrowed(s, node)
-        .map_err(|e| unavailable(format!("PipeWire's rights could not be narrowed: {e}")))?;
-    Ok((Handed::PipeWire, Some(fd)))
+    let (width, height, fd) = super::frame::frame_memfd(s, node).map_err(unavailable)?;
+    Ok((Handed::CastFrame { width, height }, Some(fd)))
 }

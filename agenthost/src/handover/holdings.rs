@@ -114,6 +114,6 @@ pub fn target_kind(t: &ConnectTarget) -> &'static str {
         ConnectTarget::A11yBus => "a11y_bus",
         ConnectTarget::App { .. } => "app",
         ConnectTarget::Wayland => "wayland",
-        ConnectTarget::PipeWire { .. } => "pipewire",
+        ConnectTarget::CastFrame { .. } => "cast_frame",
     }
 }

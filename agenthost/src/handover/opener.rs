@@ -11,7 +11,7 @@ use nish_proto::wire::{AgentFailure, ConnectTarget, Handed, MAX_BUS_NAME};
 
 use crate::busfilter::{Grants, Link, Policy};
 
-use super::display::{CompositorId, WaylandPin, open_pipewire, open_wayland, open_x11};
+use super::display::{CompositorId, WaylandPin, cast_frame, open_wayland, open_x11};
 
 /// How long the compositor may take to accept a connection an agent asked for.
 const WAYLAND_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -36,8 +36,8 @@ pub struct Opener {
     wayland_pin: Arc<WaylandPin>,
     /// The reader's and the input agent's bus links go through their filters.
     filters: bool,
-    /// Screen-cast streams live for a capture ([`Opener::cast_live`]), by node: PipeWire is
-    /// handed once for each, and what was handed is cut when it ends.
+    /// Screen-cast streams live for a capture ([`Opener::cast_live`]), by node: a frame of
+    /// each is handed once.
     casts: Arc<Mutex<Vec<Cast>>>,
 }
 
@@ -364,32 +364,23 @@ impl Opener {
             }
             ConnectTarget::A11yBus => self.open_a11y_bus().await.map(|o| (o, 0)),
             ConnectTarget::App { bus_name } => self.open_app_of(bus_name, allowed).await,
-            ConnectTarget::PipeWire { node } => {
+            ConnectTarget::CastFrame { node } => {
                 let node = *node;
                 // Once per live stream: taken now, so a second ask is refused.
                 if !take_cast(&self.casts, node) {
                     return Err(failure(
                         ErrorCode::Unsupported,
-                        "PipeWire is handed once, for a capture's stream that lives",
+                        "a frame is handed once, for a capture's stream that lives",
                     ));
                 }
                 let ep = self.ep.clone();
-                let task = tokio::task::spawn_blocking(move || open_pipewire(&ep, node));
-                let opened = match tokio::time::timeout(
-                    WAYLAND_CONNECT_TIMEOUT + super::pipewire::NARROW_WAIT,
-                    task,
-                )
-                .await
+                let task = tokio::task::spawn_blocking(move || cast_frame(&ep, node));
+                match tokio::time::timeout(WAYLAND_CONNECT_TIMEOUT + super::frame::FRAME_WAIT, task)
+                    .await
                 {
-                    Ok(Ok(r)) => r,
-                    Ok(Err(_)) => Err(unavailable("the PipeWire connect task failed")),
-                    Err(_) => Err(unavailable("PipeWire did not accept a connection in time")),
-                }?;
-                // The stream may have ended meanwhile: then nothing is handed. Else a copy is
-                // kept, to cut the connection when it ends.
-                match (&opened.1, keep_handed(&self.casts, node, opened.1.as_ref())) {
-                    (Some(_), true) => Ok((opened, 0)),
-                    _ => Err(unavailable("the capture's stream ended")),
+                    Ok(Ok(r)) => r.map(|o| (o, 0)),
+                    Ok(Err(_)) => Err(unavailable("the screen-cast frame task failed")),
+                    Err(_) => Err(unavailable("the screen cast gave no frame in time")),
                 }
             }
             ConnectTarget::Wayland => {
@@ -527,16 +518,12 @@ impl Opener {
     }
 
     /// Marks the screen-cast stream `node` live for a capture until the guard drops: the reader
-    /// may be handed one PipeWire connection for it meanwhile, which is cut when it drops.
+    /// may be handed one frame of it meanwhile.
     pub fn cast_live(&self, node: u32) -> CastLive {
         self.casts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Cast {
-                node,
-                asked: false,
-                handed: None,
-            });
+            .push(Cast { node, asked: false });
         CastLive {
             casts: self.casts.clone(),
             node,
@@ -587,14 +574,11 @@ impl Opener {
     }
 }
 
-/// A screen-cast stream live for a capture, and what was handed for it.
+/// A screen-cast stream live for a capture, and whether its frame was asked for.
 #[derive(Debug)]
 struct Cast {
     node: u32,
-    /// A PipeWire connection was asked for.
     asked: bool,
-    /// A copy of the connection handed, to cut when the stream ends.
-    handed: Option<OwnedFd>,
 }
 
 /// Marks the first live stream `node` not yet asked for as asked; false when there is none.
@@ -609,27 +593,7 @@ fn take_cast(casts: &Mutex<Vec<Cast>>, node: u32) -> bool {
     }
 }
 
-/// Keeps a copy of `fd`, handed for the live stream `node`; false when the stream ended
-/// meanwhile (nothing is then handed).
-fn keep_handed(casts: &Mutex<Vec<Cast>>, node: u32, fd: Option<&OwnedFd>) -> bool {
-    let mut g = casts.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = g
-        .iter_mut()
-        .find(|c| c.node == node && c.asked && c.handed.is_none())
-    else {
-        return false;
-    };
-    match fd.and_then(|f| f.try_clone().ok()) {
-        Some(copy) => {
-            c.handed = Some(copy);
-            true
-        }
-        None => false,
-    }
-}
-
-/// A screen-cast stream live for a capture ([`Opener::cast_live`]). Dropped, it ends: the
-/// PipeWire connection handed for it is shut down (the reader's too: it is one socket).
+/// A screen-cast stream live for a capture ([`Opener::cast_live`]); it ends when dropped.
 #[derive(Debug)]
 pub struct CastLive {
     casts: Arc<Mutex<Vec<Cast>>>,
@@ -640,13 +604,7 @@ impl Drop for CastLive {
     fn drop(&mut self) {
         let mut g = self.casts.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = g.iter().position(|c| c.node == self.node) {
-            let c = g.remove(i);
-            if let Some(fd) = c.handed {
-                let _ = nix::sys::socket::shutdown(
-                    std::os::fd::AsRawFd::as_raw_fd(&fd),
-                    nix::sys::socket::Shutdown::Both,
-                );
-            }
+            g.remove(i);
         }
     }
 }

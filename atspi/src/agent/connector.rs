@@ -44,26 +44,24 @@ pub fn x11_connect(connector: &Connector) -> Result<(RustConnection, usize), Fai
     }
 }
 
-/// A connected stream to the PipeWire daemon through `connector`, for a capture's frame of the
-/// stream `node`: handed in by the broker once for a window's stream it started for a capture
-/// (served by the broker's own user, its rights narrowed to reading that node), or, directly,
-/// from `$XDG_RUNTIME_DIR/pipewire-0` (the library in tests). Blocking; call it from a blocking
-/// thread.
-pub fn pipewire_connect(connector: &Connector, node: u32) -> Result<std::os::fd::OwnedFd, Failure> {
+/// The first frame of the screen-cast stream `node`, for a capture: read and handed by the
+/// broker (once, for a stream it started for a capture) as a sealed memfd of `width * height`
+/// RGBA pixels: `(memfd, width, height)`. No frame without the broker: the agents get no
+/// PipeWire connection. Blocking; call it from a blocking thread.
+pub fn cast_frame(
+    connector: &Connector,
+    node: u32,
+) -> Result<(std::os::fd::OwnedFd, u32, u32), Failure> {
     match connector {
-        Connector::Broker(h) => match h.connect_blocking(ConnectTarget::PipeWire { node })? {
-            (Handed::PipeWire, Some(fd)) => Ok(fd),
+        Connector::Broker(h) => match h.connect_blocking(ConnectTarget::CastFrame { node })? {
+            (Handed::CastFrame { width, height }, Some(fd)) => Ok((fd, width, height)),
             _ => Err(Failure::backend(
-                "the broker handed something else than a PipeWire connection",
+                "the broker handed something else than a screen-cast frame",
             )),
         },
-        Connector::Direct => {
-            let dir = std::env::var_os("XDG_RUNTIME_DIR")
-                .ok_or_else(|| Failure::backend("XDG_RUNTIME_DIR is not set"))?;
-            std::os::unix::net::UnixStream::connect(std::path::Path::new(&dir).join("pipewire-0"))
-                .map(std::os::fd::OwnedFd::from)
-                .map_err(|e| Failure::backend(format!("cannot connect to PipeWire: {e}")))
-        }
+        Connector::Direct => Err(Failure::backend(
+            "a screen-cast frame comes from the broker only",
+        )),
     }
 }
 

@@ -188,7 +188,7 @@ pub fn default_socket_path(uid: u32) -> std::path::PathBuf {
 /// attached to the first byte of the answer's frame). The indicator may ask only for
 /// [`ConnectTarget::X11`] and [`ConnectTarget::Wayland`]; of the other agents only the input
 /// agent may ask for the latter (the clipboard, through the compositor's data-control), and only
-/// the reader for [`ConnectTarget::PipeWire`].
+/// the reader for [`ConnectTarget::CastFrame`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConnectTarget {
     /// The X display, the setup handshake already done by the broker.
@@ -207,15 +207,20 @@ pub enum ConnectTarget {
     /// agent's clipboard on a Wayland session: connected by the broker, which checks that the
     /// listener runs as its own user.
     Wayland,
-    /// The PipeWire daemon's socket, for the reader's capture on a Wayland session: handed once
-    /// for a window's screen-cast stream that the broker started for a capture and that still
-    /// lives, checked to be served by a process of the broker's own user, with the connection's
-    /// rights narrowed to reading that stream's node; cut when the stream ends.
-    PipeWire {
-        /// The stream's node.
+    /// The first frame of a window's screen-cast stream, for the reader's capture on a Wayland
+    /// session: read by the broker (the reader gets no PipeWire connection), once, for a stream
+    /// the broker started for a capture and that still lives; handed as the window's part of
+    /// the frame, packed RGBA, in a sealed memfd ([`Handed::CastFrame`]).
+    CastFrame {
+        /// The stream's PipeWire node.
         node: u32,
     },
 }
+
+/// Widest or tallest screen-cast frame handed ([`Handed::CastFrame`]).
+pub const MAX_CAST_SIDE: u32 = 8_192;
+/// Most pixels of a screen-cast frame handed: an 8K monitor's.
+pub const MAX_CAST_PIXELS: u64 = 7_680 * 4_320;
 
 /// Most bytes of a unique bus name in a [`ConnectTarget::App`].
 pub const MAX_BUS_NAME: usize = 255;
@@ -241,8 +246,14 @@ pub enum Handed {
     /// A connected stream to the Wayland compositor (no handshake: the Wayland protocol has
     /// none).
     Wayland,
-    /// A connected stream to the PipeWire daemon (its protocol's hello is the agent's).
-    PipeWire,
+    /// A screen-cast frame: a sealed memfd of `width * height * 4` bytes, RGBA (the fourth byte
+    /// as the compositor gave it), at most [`MAX_CAST_SIDE`] a side and [`MAX_CAST_PIXELS`].
+    CastFrame {
+        /// Width in pixels.
+        width: u32,
+        /// Height in pixels.
+        height: u32,
+    },
 }
 
 impl Handed {

@@ -168,7 +168,8 @@ pub enum BrokerToReader {
         /// The handles of every secure field of the window's last walk.
         secure: Vec<String>,
         /// On Wayland: the PipeWire node of the window's screen-cast stream, started by the
-        /// broker for this capture (the reader asks for [`super::ConnectTarget::PipeWire`]).
+        /// broker for this capture (the reader asks for its frame:
+        /// [`super::ConnectTarget::CastFrame`]).
         #[serde(default)]
         stream: Option<u32>,
     },
