@@ -90,20 +90,7 @@ pub(crate) async fn offered(session_bus: Option<&str>) -> Offered {
 
 /// The owner of mutter's ScreenCast name, bounded.
 async fn name_owner(conn: &zbus::Connection) -> Option<String> {
-    let r = tokio::time::timeout(
-        CAST_TIMEOUT,
-        conn.call_method(
-            Some("org.freedesktop.DBus"),
-            "/org/freedesktop/DBus",
-            Some("org.freedesktop.DBus"),
-            "GetNameOwner",
-            &(SCREEN_CAST,),
-        ),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    r.body().deserialize::<String>().ok()
+    crate::portal::name_owner(conn, SCREEN_CAST).await.ok()
 }
 
 fn unavailable(why: &str) -> DriverError {
