@@ -156,6 +156,23 @@ pub(super) fn socket_file(path: &std::path::Path) -> Result<(u64, u64), AgentFai
     Ok((m.dev(), m.ino()))
 }
 
+/// The credentials of the process at the other end of `s`, when it runs as this process's user
+/// (`peer` and `socket` name them in the refusals).
+fn own_user_peer(
+    s: &UnixStream,
+    peer: &str,
+    socket: &str,
+) -> Result<nix::sys::socket::UnixCredentials, AgentFailure> {
+    let c = nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|_| unavailable(format!("{peer}'s credentials cannot be read")))?;
+    if c.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(unavailable(format!(
+            "{socket} is served by another user's process"
+        )));
+    }
+    Ok(c)
+}
+
 /// Connects to the Wayland compositor's socket ([`Endpoints::wayland_socket`]) on a Wayland
 /// session, and checks that the listener runs as this process's user and is the listener
 /// `pin` holds (pinned at the first connection, [`WaylandPin`]). The stream is handed as it
@@ -171,13 +188,7 @@ pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFai
     let before = socket_file(path)?;
     let s = UnixStream::connect(path)
         .map_err(|e| unavailable(format!("cannot connect to the Wayland compositor: {e}")))?;
-    let c = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-        .map_err(|_| unavailable("the Wayland compositor's credentials cannot be read"))?;
-    if c.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(unavailable(
-            "the Wayland socket is served by another user's process",
-        ));
-    }
+    let c = own_user_peer(&s, "the Wayland compositor", "the Wayland socket")?;
     // The file connected to is the one looked at: the same before and after connecting.
     let after = socket_file(path)?;
     if before != after {
@@ -210,13 +221,7 @@ pub fn cast_frame(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
         .ok_or_else(|| unavailable("no PipeWire socket (XDG_RUNTIME_DIR is not set)"))?;
     let s = UnixStream::connect(path)
         .map_err(|e| unavailable(format!("cannot connect to PipeWire: {e}")))?;
-    let c = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-        .map_err(|_| unavailable("PipeWire's credentials cannot be read"))?;
-    if c.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(unavailable(
-            "the PipeWire socket is served by another user's process",
-        ));
-    }
+    own_user_peer(&s, "PipeWire", "the PipeWire socket")?;
     let (width, height, fd) = super::frame::frame_memfd(s, node).map_err(unavailable)?;
     Ok((Handed::CastFrame { width, height }, Some(fd)))
 }
