@@ -120,7 +120,7 @@ pub(crate) async fn takeover_available(b: &LinuxBackend) -> bool {
 
 pub(crate) async fn takeover_baseline(b: &LinuxBackend) {
     if b.on_wayland() {
-        b.remote.watch(b.session_bus());
+        b.remote.watch(b.session_bus()).await;
         return;
     }
     if let Err(e) = b.input_ack(input::Watch { on: true }).await {

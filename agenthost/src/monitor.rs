@@ -113,6 +113,17 @@ impl Monitor {
         }
     }
 
+    /// Waits until every input the compositor handled so far is in the monitor's answers
+    /// (bounded by `within`); false when it could not be made sure of. mutter's idle monitor
+    /// answers from mutter's own clock: nothing to wait for. KWin's notification is timed as it
+    /// arrives: a round trip on its connection ([`IdleWatch::settle`]).
+    pub(crate) async fn settle(&self, within: Duration) -> bool {
+        match self {
+            Monitor::Mutter(_) => true,
+            Monitor::Notify(watch) => watch.settle(within).await,
+        }
+    }
+
     /// How much earlier than the send an input may seem and still be the driver's key:
     /// [`CONFIRM_TOLERANCE`] for mutter's idle time, in whole milliseconds; none for KWin's
     /// notification, timed as it arrives (there a tolerance let the `resumed` of the key

@@ -96,6 +96,8 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_millis(1000);
 /// The pause between typed characters: longer than [`SLACK`], so that an input of the
 /// person's in it is seen before the next key (which would hide it).
 const TYPE_DELAY: Duration = Duration::from_millis(15);
+/// Longest wait for the idle monitor to answer a round trip before a watch begins.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest wait for one key's answer from the portal.
 const KEY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -375,7 +377,18 @@ impl Takeover {
     /// takeover's monitor (the takeover ended meanwhile) there is nothing to watch and no poll
     /// starts: the monitor is read under the poll's lock, which [`Takeover::drop_watch`] holds
     /// while it ends both.
-    pub fn watch(self: &Arc<Self>, session_bus: Option<String>) {
+    ///
+    /// First the monitor is settled ([`Monitor::settle`]): an input the compositor handled
+    /// before this moment (the person's own click on Continue, which resumed) must not read as
+    /// one after it. A monitor that cannot be settled ends the takeover.
+    pub async fn watch(self: &Arc<Self>, session_bus: Option<String>) {
+        let monitor = lock(&self.monitor).clone();
+        if let Some(m) = monitor
+            && !m.settle(SETTLE_TIMEOUT).await
+        {
+            self.ended("the idle monitor did not answer");
+            return;
+        }
         let mut poll = lock(&self.poll);
         let Some(monitor) = lock(&self.monitor).clone() else {
             tracing::debug!("no takeover: the person's input is not watched");
@@ -885,7 +898,7 @@ mod tests {
         *lock(&t.monitor) = Some(Monitor::Mutter(":1.999".into()));
         // The takeover ends (as `end` does), then a resume racing with it asks to watch.
         t.drop_watch();
-        t.watch(None);
+        t.watch(None).await;
         assert!(lock(&t.poll).is_none(), "no poll without a takeover");
         assert!(!t.watching.load(Ordering::SeqCst));
         tokio::time::sleep(Duration::from_millis(50)).await;
