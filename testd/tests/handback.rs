@@ -408,6 +408,45 @@ async fn typing_stops_between_characters_and_releases_keys() {
     assert!(f.engine.backend.held_keys().is_empty());
 }
 
+/// A capture waits for the session's act in flight: on GNOME Wayland a capture records the
+/// window that has the focus, and a key of the agent's that moves the focus must not run beside
+/// it (docs/security.md). Without the wait the capture, asked 50 ms into a 500 ms typing, ends
+/// long before the typing does.
+#[tokio::test]
+async fn a_capture_waits_for_the_sessions_act_in_flight() {
+    let f = Fixture::new(true);
+    takeover_session(&f).await;
+    f.engine.backend.set_typing_delay(Duration::from_millis(5));
+    let r = f.read("Notes").await;
+    let text = "x".repeat(100);
+    let began = std::time::Instant::now();
+    let typing = async {
+        let res = f.call("type_text", json!({"element_token": Fixture::token(&r, "entry", "Name"), "text": text, "delivery_mode": "foreground"})).await;
+        (res, began.elapsed())
+    };
+    let capture = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let res = f
+            .call(
+                "get_window_state",
+                json!({"app": "Notes", "include_screenshot": true}),
+            )
+            .await;
+        (res, began.elapsed())
+    };
+    let ((typed, typed_at), (captured, captured_at)) = tokio::join!(typing, capture);
+    typed.ok();
+    captured.ok();
+    assert!(
+        typed_at >= Duration::from_millis(400),
+        "the typing took {typed_at:?}"
+    );
+    assert!(
+        captured_at >= typed_at,
+        "the capture ended at {captured_at:?}, before the typing did at {typed_at:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_glide_stops_when_the_person_moves() {
     let f = Fixture::new(true);

@@ -536,9 +536,14 @@ impl<B: Backend> Engine<B> {
     async fn dispatch(self: &Arc<Self>, s: &Arc<Session>, call: Call) -> ToolResult {
         let tool = call.tool();
         let class = tool.class();
-        // Calls that change the session or the desktop run one at a time per session.
-        let serial =
-            class == ToolClass::Act || matches!(tool, Tool::StartSession | Tool::EndSession);
+        // Calls that change the session or the desktop run one at a time per session. So do
+        // reads that capture the window: on GNOME Wayland a capture records the window that
+        // has the focus, and the session's own synthetic input (a key that moves the focus)
+        // must not run beside it (docs/security.md).
+        let captures = matches!(&call, Call::GetWindowState(a) if a.include_screenshot);
+        let serial = class == ToolClass::Act
+            || captures
+            || matches!(tool, Tool::StartSession | Tool::EndSession);
         if tool == Tool::EndSession {
             // end_session cancels a consent dialog that is still up.
             if let Some(tx) = s.core().consent_cancel.take() {
