@@ -361,7 +361,11 @@ pub fn input_schema(name: &str) -> Option<Value> {
                 "max_depth".into(),
                 json!({"type": "integer", "minimum": 1, "maximum": 200}),
             );
-            p.insert("include_screenshot".into(), json!({"type": "boolean"}));
+            p.insert(
+                "include_screenshot".into(),
+                json!({"type": "boolean",
+                       "description": "Also a PNG of the window, secure fields blacked out; waits for an act in flight."}),
+            );
             p.insert(
                 "continue_from".into(),
                 json!({"type": "string", "maxLength": crate::model::Continuation::MAX_LEN,
