@@ -7,7 +7,8 @@ nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
   pointer and keyboard played through the KDE portal's RemoteDesktop,
   tests/indicator/tests/wayland/kde_person.py); KDE's portal grants the driver's keyboard with
   a notification only, no dialog: the driver's own consent is the only one;
-- foreground typing lands in the GTK 4 entry (read back), press_key too;
+- foreground typing lands in the GTK 4 entry (read back), press_key too; typing into a field
+  that does not hold the keyboard focus clicks it first (as on X11);
 - foreground clicks land where KWin says the form's fields are (KWin tells its windows' places
   to a script the broker loads; the pointer moves through the portal): the keyboard focus
   moves to the field clicked, read back, while another program forges KWin's answer; a click
@@ -171,6 +172,24 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
           "the broker says it ignored the forged answers")
     say(f"  {taken} forged answers taken by the broker's method, every one ignored: each click "
         "landed on the field meant (the focus read back), not 50 px below")
+
+    say("type_text into the name field while the password field holds the keyboard focus: a "
+        "focusing click first, judged as any click")
+    r = await ok(c, "get_window_state", {"app": APP})
+    await ok(c, "click", {"element_token": element(r, "password_text", "Password")["element_token"],
+                          "delivery_mode": "foreground"})
+    await focus_on(c, "password_text", "Password")
+    name = await read_entry(c)
+    check("focused" not in name["states"], f"the name field lost the focus: {name}")
+    a = await ok(c, "type_text", {"element_token": name["element_token"], "text": "e",
+                                  "delivery_mode": "foreground"})
+    check(a["path"] == "portal:type", str(a))
+    await reads_back(c, "Ada Lovelace")
+    await focus_on(c, "text", "Your name")
+    a = await ok(c, "press_key", {"key": "BackSpace"})
+    await reads_back(c, "Ada Lovelac")
+    say("  the focusing click gave the name field the focus (read back); the 'e' went in at its "
+        "end, and BackSpace took it out")
 
     say("another program moves the takeover surface over Save and raises it; the driver is asked "
         "to click Save")

@@ -409,6 +409,27 @@ async def run(ns: argparse.Namespace) -> None:
                               "unsupported")
             check(err.get("effect") == "refused", str(err))
             say("  a foreground click: unsupported, refused before anything was sent (no pointer input on Wayland)")
+            # Tab gives the password field the focus: the name field would need a focusing
+            # click, which mutter cannot take (no window's place is known).
+            await ok(c, "press_key", {"key": "Tab"})
+            deadline = time.monotonic() + 5
+            while "focused" in (e := await read_entry(c))["states"]:
+                check(time.monotonic() < deadline, f"Tab did not move the focus: {e}")
+                await anyio.sleep(0.1)
+            err = await fails(c, "type_text", {"element_token": e["element_token"], "text": "x",
+                                               "delivery_mode": "foreground"}, "unsupported")
+            check(err.get("effect") == "refused" and "focus it" in err["message"], str(err))
+            await ok(c, "hotkey", {"keys": ["shift", "Tab"]})
+            deadline = time.monotonic() + 5
+            while "focused" not in (e := await read_entry(c))["states"]:
+                check(time.monotonic() < deadline, f"Shift+Tab did not bring the focus back: {e}")
+                await anyio.sleep(0.1)
+            # GTK selects a field's text when Tab brings the focus in: End puts the caret back
+            # at its end, for the typing below.
+            await ok(c, "press_key", {"key": "End"})
+            await reads_back(c, "Ada Lovelac")
+            say("  type_text into a field without the keyboard focus: unsupported, refused before anything "
+                "was sent (it would need a focusing click); Tab and Shift+Tab moved the focus")
 
             say("the person presses a key of their own")
             dialog.say("key 0xffe1 1")

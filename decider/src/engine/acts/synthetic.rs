@@ -445,16 +445,48 @@ impl<B: Backend> Engine<B> {
                         "xtest:scroll".to_string(),
                     ),
                     Call::TypeText { text, .. } if wayland => {
-                        // No focusing click on Wayland: the keys go only into a field that
-                        // holds the keyboard focus, in the window the desktop gives the keys.
+                        // The keys go only into a field that holds the keyboard focus, in the
+                        // window the desktop gives the keys. A field without it gets a
+                        // focusing click where the compositor tells where windows are (KWin),
+                        // judged there as any click; elsewhere (mutter) the backend refuses
+                        // the click before anything is sent, and so the typing.
                         let (w, _) = self.keyboard_window(j).await?;
                         if w.window_id != t.window.window_id || !t.node.states.has(State::Focused) {
-                            return Err(DriverError::new(
-                                ErrorCode::Unsupported,
-                                "on Wayland the driver cannot click a field to focus it, and \
-                                 this field does not hold the keyboard focus; nothing was sent",
-                            )
-                            .with_effect("refused"));
+                            match self
+                                .send_synthetic(s, call, &t.window, click(1, 1), None)
+                                .await
+                            {
+                                Ok(_) => {}
+                                Err(e)
+                                    if e.code == ErrorCode::Unsupported
+                                        && e.effect.as_deref() == Some("refused") =>
+                                {
+                                    return Err(DriverError::new(
+                                        ErrorCode::Unsupported,
+                                        "on this Wayland desktop the driver cannot click a \
+                                         field to focus it, and this field does not hold the \
+                                         keyboard focus; nothing was sent",
+                                    )
+                                    .with_effect("refused"));
+                                }
+                                Err(e) => return Err(e),
+                            }
+                            focusing_click = true;
+                            self.wait_focused(&t).await.map_err(after_focusing_click)?;
+                            let (w, _) = self
+                                .keyboard_window(j)
+                                .await
+                                .map_err(after_focusing_click)?;
+                            if w.window_id != t.window.window_id {
+                                let mut e = DriverError::new(
+                                    ErrorCode::FocusChanged,
+                                    "the desktop gives the keys to another window after the \
+                                     focusing click",
+                                )
+                                .with_effect("stopped");
+                                e.typed_characters = Some(0);
+                                return Err(after_focusing_click(e));
+                            }
                         }
                         let before = t.node.value.clone().unwrap_or_default();
                         (
