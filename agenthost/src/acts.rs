@@ -298,10 +298,17 @@ async fn wayland_click(
         )
         .with_effect("refused"));
     };
-    if let Some(ind) = b.indicator.current().await {
-        let _ = ind.send(BrokerToIndicator::DriverPress).await;
-    }
-    b.remote.click(target, at, button, count, stop).await
+    // The indicator hears of the press once the click's point is judged (a click refused
+    // before anything is sent quiets nothing), before the first event goes.
+    let ind = b.indicator.current().await;
+    let announce: crate::remote::Announce = Box::pin(async move {
+        if let Some(ind) = ind {
+            let _ = ind.send(BrokerToIndicator::DriverPress).await;
+        }
+    });
+    b.remote
+        .click(target, at, button, count, stop, announce)
+        .await
 }
 
 pub(crate) async fn synthetic(

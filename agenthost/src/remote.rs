@@ -65,6 +65,7 @@ use crate::portal::Offer;
 
 mod click;
 mod session;
+pub use click::Announce;
 
 use session::{RemoteSession, kwin_owner};
 

@@ -335,10 +335,9 @@ async def run(ns: argparse.Namespace) -> None:
 
             say("the person clicks Continue on the takeover surface")
             # The surface raised (as the person's Alt+Tab would; no input), past Continue's
-            # arming (0.5 s) and past the 1.5 s in which the driver's last click quiets it (the
-            # refused click under the menu above: the indicator hears of a click before its
-            # checks; measured, a run on two cores came 1.49 s after it), the pointer moved
-            # onto it, then the click.
+            # arming (0.5 s) and past the 1.5 s in which the driver's last press quiets it (the
+            # right click that opened the menu; a run on two cores once clicked Continue 1.49 s
+            # after a click of the driver's), the pointer moved onto it, then the click.
             kwin.run(ACTIVATE_PID.replace("PID", str(broker.proc.pid)))
             at = continue_on_screen(kwin, broker, dialog)
             await anyio.sleep(1.7)

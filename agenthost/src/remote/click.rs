@@ -15,6 +15,9 @@ use super::{BTN_LEFT, BTN_RIGHT, Input, RaiseOnDrop, Takeover, lock, unless_stop
 use crate::monitor::Monitor;
 
 /// A click to send: where in which window, which button, how many times.
+/// What runs before a click's first event ([`Takeover::click`]).
+pub type Announce = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 pub(super) struct Click {
     target: nish_proto::model::WindowInfo,
     at: (i32, i32),
@@ -83,7 +86,10 @@ impl Takeover {
     /// the difference from where KWin says it is, and before each press KWin is asked again
     /// (the pointer must be where it was put, the point judged the same). Before every event
     /// the stop flag, the caller and the idle monitor are checked, as for keys; a button
-    /// pressed is released on every way out.
+    /// pressed is released on every way out. `announce` runs once the point is judged, before
+    /// the first event is sent (it tells the indicator a press of the driver's is coming, so
+    /// that the press never counts on its controls): a click refused before anything is sent
+    /// announces nothing, and the person's click on Continue right after it still counts.
     pub async fn click(
         self: &Arc<Self>,
         target: nish_proto::model::WindowInfo,
@@ -91,6 +97,7 @@ impl Takeover {
         button: u8,
         count: u8,
         stop: StopFlag,
+        announce: Announce,
     ) -> Result<SynthOutcome, DriverError> {
         let gone = Arc::new(AtomicBool::new(false));
         let _caller = RaiseOnDrop(gone.clone());
@@ -101,7 +108,7 @@ impl Takeover {
             button,
             count,
         };
-        match tokio::spawn(async move { me.run_click(click, stop, gone).await }).await {
+        match tokio::spawn(async move { me.run_click(click, stop, gone, announce).await }).await {
             Ok(r) => r,
             Err(_) => {
                 self.release_all().await;
@@ -118,6 +125,7 @@ impl Takeover {
         click: Click,
         stop: StopFlag,
         gone: Arc<AtomicBool>,
+        announce: Announce,
     ) -> Result<SynthOutcome, DriverError> {
         let code = match click.button {
             1 => BTN_LEFT,
@@ -173,6 +181,7 @@ impl Takeover {
         if let Some(out) = self.before_input(r, &monitor, &stop, &gone, false).await? {
             return Ok(out);
         }
+        announce.await;
         let (dx, dy) = (x - first.cursor.0, y - first.cursor.1);
         let mut sent_any = false;
         if (dx, dy) != (0, 0) {
