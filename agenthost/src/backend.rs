@@ -35,6 +35,10 @@ impl Backend for LinuxBackend {
         self.on_wayland() && self.remote.pointer_ready()
     }
 
+    async fn typeable(&self, text: &str) -> Result<(), DriverError> {
+        acts::typeable(self, text).await
+    }
+
     fn frame_origin(&self) -> nish_decider::backend::FrameOrigin {
         if session_type().0 == "wayland" {
             nish_decider::backend::FrameOrigin::Window

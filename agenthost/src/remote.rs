@@ -387,6 +387,9 @@ impl Takeover {
         if let Some(m) = monitor
             && !m.settle(SETTLE_TIMEOUT).await
         {
+            // No act goes unwatched meanwhile: without the monitor every act is refused until
+            // the takeover's end, which this asks for, comes.
+            self.drop_watch();
             self.ended("the idle monitor did not answer");
             return;
         }
@@ -798,7 +801,10 @@ pub type FocusCheck = Arc<
 /// the keyboard `layout` (see [`crate::keymap`]), each character goes as the keysym the layout
 /// holds for it, and a character or key the layout does not have is refused before anything
 /// is sent (the compositor would drop it without a word).
-fn keysyms_of(op: &SynthOp, layout: Option<&Layout>) -> Result<Vec<Vec<u32>>, DriverError> {
+pub(crate) fn keysyms_of(
+    op: &SynthOp,
+    layout: Option<&Layout>,
+) -> Result<Vec<Vec<u32>>, DriverError> {
     let not_on_layout = |what: String| {
         DriverError::new(
             ErrorCode::Unsupported,

@@ -248,6 +248,15 @@ pub trait Backend: Send + Sync + 'static {
     /// which holds the stop hotkey). Called once, when the broker starts serving.
     fn start(self: &Arc<Self>) {}
 
+    /// Whether a takeover's typing of `text` would be refused before its first key (on
+    /// Wayland: a character no key of the desktop's layout gives, where the compositor can
+    /// reach it). Asked before a focusing click, so that a typing refused for its text sends
+    /// no click either. `Ok` where nothing is refused ahead (X11, a test double).
+    fn typeable(&self, text: &str) -> impl Future<Output = Result<(), DriverError>> + Send {
+        let _ = text;
+        async { Ok(()) }
+    }
+
     /// On Wayland, whether a takeover can click now: its session has the pointer and the
     /// compositor tells where windows are (KWin). Never on X11, where every pointer act goes.
     fn wayland_pointer(&self) -> bool {

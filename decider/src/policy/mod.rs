@@ -125,8 +125,11 @@ pub enum TargetUse {
     Menu,
     /// Presses on one element and releases on another, selecting or dropping text: a drag.
     Drag,
-    /// Writes into it: `type_text`, `set_value`.
+    /// Writes into it without a pointer: `set_value`.
     Write,
+    /// Writes into it, in a takeover after a click that gives it the focus (which reaches what
+    /// lies under the point): `type_text`.
+    ClickWrite,
 }
 
 /// The process behind a window the call reaches, identified now.
@@ -306,7 +309,8 @@ impl Judgement {
             ),
         };
         let target = match call {
-            Call::TypeText { .. } | Call::SetValue { .. } => TargetUse::Write,
+            Call::TypeText { .. } => TargetUse::ClickWrite,
+            Call::SetValue { .. } => TargetUse::Write,
             Call::Click(_) => TargetUse::Click,
             Call::DoubleClick(_) => TargetUse::DoubleClick,
             Call::RightClick(_) => TargetUse::Menu,
@@ -389,7 +393,7 @@ impl Judgement {
             return Ok(());
         }
         let why = match self.target {
-            TargetUse::Write => "",
+            TargetUse::Write | TargetUse::ClickWrite => "",
             TargetUse::Menu => "; its context menu would copy or paste its text",
             TargetUse::DoubleClick | TargetUse::Drag => {
                 "; selecting its text by pointer would copy it (the primary selection)"
@@ -438,10 +442,14 @@ impl Judgement {
     }
 
     /// A click on a command that selects, copies, cuts or pastes the focused field's text, while
-    /// the keyboard focus is in a secure field.
+    /// the keyboard focus is in a secure field (a type_text's focusing click that reaches one
+    /// too: a write's fact names what lies under its point).
     pub fn check_command(&self, t: &TargetFact, f: &FocusFact) -> Result<(), DriverError> {
         if t.command
-            && matches!(self.target, TargetUse::Click | TargetUse::DoubleClick)
+            && matches!(
+                self.target,
+                TargetUse::Click | TargetUse::DoubleClick | TargetUse::ClickWrite
+            )
             && f.in_secure()
         {
             return Err(DriverError::new(

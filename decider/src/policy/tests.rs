@@ -96,7 +96,10 @@ fn expected_term(call: &Call, column: &str) -> &'static str {
             "secure_field"
         }
         "drag's other end secure" if tool == Tool::Drag => "secure_field",
-        "the same, focus secure" if matches!(tool, Tool::Click | Tool::DoubleClick) => {
+        // type_text's focusing click may reach the command (what lies under its point).
+        "the same, focus secure"
+            if matches!(tool, Tool::Click | Tool::DoubleClick | Tool::TypeText) =>
+        {
             "secure_field"
         }
         _ if focus_secure && keys.is_some() && !leaving => "secure_field",

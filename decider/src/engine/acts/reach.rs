@@ -77,8 +77,9 @@ fn holds(n: &Node, x: i32, y: i32) -> bool {
 /// The rows a pointer act at `(x, y)` reaches, in a read in document order: every deepest
 /// showing row whose frame holds the point (no child of it holds the point too), deepest first,
 /// each followed by the nearest row holding it that is activatable, when that is another one.
-/// Rows of a whole window (the frame, a document) are left out. Rows inside `skip` (and `skip`
-/// itself) reach nothing: a type_text's focusing click on its own field.
+/// Rows of a whole window (the frame, a document) are left out. `skip` itself, and rows inside
+/// it with nothing activatable between them and it, reach nothing: a type_text's focusing
+/// click on its own field (a button a page put inside the field is still reached).
 pub(super) fn under_point(nodes: &[Node], x: i32, y: i32, skip: Option<u32>) -> Vec<u32> {
     let holding: Vec<bool> = nodes.iter().map(|n| holds(n, x, y)).collect();
     let mut has_holding_child = vec![false; nodes.len()];
@@ -90,11 +91,18 @@ pub(super) fn under_point(nodes: &[Node], x: i32, y: i32, skip: Option<u32>) -> 
             *slot = true;
         }
     }
+    // `r` lies inside `top` (or is it) with no activatable row on the way up.
     let inside = |mut r: u32, top: u32| loop {
         if r == top {
             return true;
         }
-        match nodes.get(r as usize).and_then(|n| n.parent) {
+        let Some(n) = nodes.get(r as usize) else {
+            return false;
+        };
+        if element_of(n).activatable {
+            return false;
+        }
+        match n.parent {
             Some(p) => r = p,
             None => return false,
         }
@@ -209,6 +217,26 @@ mod tests {
         // its end is still reached.
         assert!(under_point(&n, 20, 20, Some(2)).is_empty());
         assert_eq!(under_point(&n, 190, 20, Some(2)), vec![6]);
+        // A button a page put inside the field (a label in it) is reached by that click; a
+        // plain row inside the field is not.
+        let mut inner = rows();
+        inner.push(node(
+            "push_button",
+            "Delete",
+            Some(2),
+            3,
+            Rect::new(15, 12, 30, 16),
+        ));
+        inner.push(node(
+            "label",
+            "Delete",
+            Some(7),
+            4,
+            Rect::new(18, 14, 20, 12),
+        ));
+        inner.push(node("label", "", Some(2), 3, Rect::new(100, 12, 30, 16)));
+        assert_eq!(under_point(&inner, 20, 20, Some(2)), vec![8, 7]);
+        assert!(under_point(&inner, 110, 20, Some(2)).is_empty());
         // The window's frame itself is never judged.
         assert!(under_point(&n, 5, 295, None) == vec![1]);
         // A row that is not showing takes no click.

@@ -8,21 +8,41 @@ use std::time::Duration;
 /// How long a focusing click may take to give the target the keyboard focus.
 const FOCUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A type_text failure after its focusing click was sent: the act has partly happened, so a
-/// failure that says nothing happened (the typing refused before its first key, a re-read
-/// that failed) answers with an `unsafe` code and `effect: "stopped"`.
+/// A type_text failure after its focusing click was sent: the act has partly happened, so no
+/// failure says nothing happened. A failure that says so (the typing refused before its first
+/// key, a re-read that failed, the person's input, a window out of scope) answers with
+/// `effect: "stopped"`, no character typed, and says the click went; a code a host may simply
+/// retry becomes an `unsafe` one. A failure already `stopped` (the typing itself stopped part
+/// way) stays as it is.
 fn after_focusing_click(e: DriverError) -> DriverError {
     use nish_proto::errors::Retry;
+    if e.effect.as_deref() == Some("stopped") {
+        return e;
+    }
     let code = match e.code {
         // The focus left the field between the click and the first key.
         ErrorCode::Occluded => ErrorCode::FocusChanged,
         c if matches!(c.retry(), Retry::Safe | Retry::AfterRefresh) => ErrorCode::AppNotResponding,
-        _ => return e,
+        c => c,
     };
-    let mut out = DriverError::new(code, format!("{}; the focusing click was sent", e.message))
+    let said = e
+        .message
+        .trim_end_matches("; nothing was sent")
+        .trim_end_matches(", nothing was sent");
+    let mut out = DriverError::new(code, format!("{said}; the focusing click was sent"))
         .with_effect("stopped");
     out.typed_characters = Some(0);
+    out.paused_reason = e.paused_reason;
     out
+}
+
+/// The window's own row is missing from a read that a typing on Wayland holds to.
+fn missing_frame_row() -> DriverError {
+    DriverError::new(
+        ErrorCode::InternalError,
+        "the window's own row is missing from its read; nothing was sent",
+    )
+    .with_effect("refused")
 }
 
 /// `t`'s row in a new read of its window, when it still has the role it had.
@@ -452,25 +472,22 @@ impl<B: Backend> Engine<B> {
                         // the click before anything is sent, and so the typing.
                         let (w, _) = self.keyboard_window(j).await?;
                         if w.window_id != t.window.window_id || !t.node.states.has(State::Focused) {
-                            match self
-                                .send_synthetic(s, call, &t.window, click(1, 1), None)
-                                .await
-                            {
-                                Ok(_) => {}
-                                Err(e)
-                                    if e.code == ErrorCode::Unsupported
-                                        && e.effect.as_deref() == Some("refused") =>
-                                {
-                                    return Err(DriverError::new(
-                                        ErrorCode::Unsupported,
-                                        "on this Wayland desktop the driver cannot click a \
-                                         field to focus it, and this field does not hold the \
-                                         keyboard focus; nothing was sent",
-                                    )
-                                    .with_effect("refused"));
-                                }
-                                Err(e) => return Err(e),
+                            if !self.backend.wayland_pointer() {
+                                return Err(DriverError::new(
+                                    ErrorCode::Unsupported,
+                                    "on this Wayland desktop the driver cannot click a field to \
+                                     focus it, and this field does not hold the keyboard focus; \
+                                     nothing was sent",
+                                )
+                                .with_effect("refused"));
                             }
+                            // What the typing itself would refuse is refused before the click.
+                            if t.before.is_empty() {
+                                return Err(missing_frame_row());
+                            }
+                            self.backend.typeable(text).await?;
+                            self.send_synthetic(s, call, &t.window, click(1, 1), None)
+                                .await?;
                             focusing_click = true;
                             self.wait_focused(&t).await.map_err(after_focusing_click)?;
                             let (w, _) = self
@@ -539,11 +556,12 @@ impl<B: Backend> Engine<B> {
                         field: t.node.handle.clone(),
                     }),
                     (true, None) => {
-                        return Err(DriverError::new(
-                            ErrorCode::InternalError,
-                            "the window's own row is missing from its read; nothing was sent",
-                        )
-                        .with_effect("refused"));
+                        let e = missing_frame_row();
+                        return Err(if focusing_click {
+                            after_focusing_click(e)
+                        } else {
+                            e
+                        });
                     }
                 };
                 let sent = self.send_synthetic(s, call, &t.window, op, hold).await;
@@ -856,13 +874,28 @@ mod tests {
             assert_eq!(e.code.retry(), Retry::Unsafe, "{code:?}");
             assert_eq!(e.effect.as_deref(), Some("stopped"));
         }
-        // Unsafe and never codes are kept as they are.
+        // Unsafe and never codes keep their code, but never say nothing happened: stopped,
+        // nothing typed, the click said; a pause's reason is kept.
         for code in [
             ErrorCode::AppNotResponding,
             ErrorCode::UserTookOver,
             ErrorCode::SecureField,
+            ErrorCode::Unsupported,
+            ErrorCode::AppNotInScope,
         ] {
-            assert_eq!(after_focusing_click(DriverError::new(code, "x")).code, code);
+            let mut refused =
+                DriverError::new(code, "no key gives it; nothing was sent").with_effect("refused");
+            refused.paused_reason = Some("person_input".into());
+            let e = after_focusing_click(refused);
+            assert_eq!(e.code, code);
+            assert_eq!(e.effect.as_deref(), Some("stopped"), "{code:?}");
+            assert_eq!(e.typed_characters, Some(0));
+            assert_eq!(e.message, "no key gives it; the focusing click was sent");
+            assert_eq!(e.paused_reason.as_deref(), Some("person_input"));
         }
+        // A typing that stopped part way says so itself: kept whole.
+        let mut part = DriverError::new(ErrorCode::UserTookOver, "stopped").with_effect("stopped");
+        part.typed_characters = Some(3);
+        assert_eq!(after_focusing_click(part.clone()), part);
     }
 }
