@@ -560,6 +560,38 @@ async fn a_paste_into_a_search_field_needs_none_and_still_counts_as_typing() {
     unasked(&f, "press_key", json!({"key": "Return"})).await;
 }
 
+/// A takeover type_text into a field without the focus clicks the field first: a button a
+/// page put inside the field, on its centre, is what that click presses, and is judged so.
+#[tokio::test]
+async fn a_typings_focusing_click_is_judged_on_a_button_inside_the_field() {
+    let f = Fixture::approving(cfg(), CONSEQUENTIAL);
+    f.engine.backend.put_button_inside("Name", "Send");
+    in_front(&f).await;
+    f.engine.backend.focus_named("Search");
+    let r = f.read("Notes").await;
+    let sent = f.engine.backend.sent_log().len();
+    let typing = json!({"element_token": Fixture::token(&r, "entry", "Name"), "text": "hi",
+                        "delivery_mode": "foreground"});
+    let (ev, res) = answered(&f, "type_text", typing, false).await;
+    assert!(
+        ev["reasons"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("consequential_label")),
+        "{ev}"
+    );
+    assert!(
+        ev["action"]["under_point"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"role": "push_button", "label": "Send"})),
+        "{ev}"
+    );
+    assert_eq!(res.err("consent_denied")["effect"], "refused");
+    assert_eq!(f.engine.backend.sent_log().len(), sent, "nothing was sent");
+    assert_eq!(f.engine.backend.value_of("Name").as_deref(), Some(""));
+}
+
 #[tokio::test]
 async fn a_menu_paste_is_typing_into_the_focused_field() {
     let f = Fixture::approving(cfg(), CONSEQUENTIAL);

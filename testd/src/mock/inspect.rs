@@ -47,6 +47,36 @@ impl MockBackend {
         d.els[p].frame = Some(Rect::new(f.x - 4, f.y - 1, f.w + 8, f.h + 2));
     }
 
+    /// Puts a button named `name` inside the first entry named `field`, on the field's centre
+    /// (a page's button inside its editable area): a click on the field's centre reaches the
+    /// button.
+    pub fn put_button_inside(&self, field: &str, name: &str) {
+        let mut d = self.desk();
+        let Some(id) = d
+            .els
+            .iter()
+            .position(|e| e.name == field && e.role == "entry")
+        else {
+            return;
+        };
+        let Some(w) = d.window_of(id).cloned() else {
+            return;
+        };
+        let (nodes, ids, _) = d.walk(&w, WalkLimits::default());
+        let Some(f) = ids
+            .iter()
+            .position(|x| *x == id)
+            .and_then(|row| nodes[row].frame)
+        else {
+            return;
+        };
+        let b = d.add(Some(id), "push_button", name);
+        let (cx, cy) = f.center();
+        d.els[b].frame = Some(Rect::new(cx - 10, cy - 5, 20, 10));
+        d.els[b].actions = vec!["click"];
+        d.els[b].ifaces |= Ifaces::ACTION;
+    }
+
     /// Adds a menu item named `name` to the window titled `title` that pastes the clipboard
     /// into the focused field when activated (a menu's Paste).
     pub fn add_paste_item(&self, title: &str, name: &str) {
