@@ -309,13 +309,16 @@ async fn wayland_click(
         )
         .with_effect("refused"));
     };
-    // The indicator hears of the press once the click's point is judged (a click refused
-    // before anything is sent quiets nothing), before the first event goes.
+    // The indicator hears of each press right before it goes, after its checks (a click
+    // refused or stopped before a press quiets nothing).
     let ind = b.indicator.current().await;
-    let announce: crate::remote::Announce = Box::pin(async move {
-        if let Some(ind) = ind {
-            let _ = ind.send(BrokerToIndicator::DriverPress).await;
-        }
+    let announce: crate::remote::Announce = std::sync::Arc::new(move || {
+        let ind = ind.clone();
+        Box::pin(async move {
+            if let Some(ind) = ind {
+                let _ = ind.send(BrokerToIndicator::DriverPress).await;
+            }
+        })
     });
     b.remote
         .click(target, at, button, count, stop, announce)

@@ -592,6 +592,28 @@ async fn a_typings_focusing_click_is_judged_on_a_button_inside_the_field() {
     assert_eq!(f.engine.backend.value_of("Name").as_deref(), Some(""));
 }
 
+/// A takeover type_text named on a button (no field) clicks the button to focus it: it is
+/// judged as a click on the button, not as typing alone.
+#[tokio::test]
+async fn a_typing_named_on_a_button_is_judged_as_its_click() {
+    let f = Fixture::approving(cfg(), CONSEQUENTIAL);
+    let r = in_front(&f).await;
+    let sent = f.engine.backend.sent_log().len();
+    let typing = json!({"element_token": Fixture::token(&r, "push_button", "Send"), "text": "hi",
+                        "delivery_mode": "foreground"});
+    let (ev, res) = answered(&f, "type_text", typing, false).await;
+    assert!(
+        ev["reasons"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("consequential_label")),
+        "{ev}"
+    );
+    assert_eq!(res.err("consent_denied")["effect"], "refused");
+    assert_eq!(f.engine.backend.sent_log().len(), sent, "nothing was sent");
+    assert_eq!(status(&f).await, "Ready");
+}
+
 #[tokio::test]
 async fn a_menu_paste_is_typing_into_the_focused_field() {
     let f = Fixture::approving(cfg(), CONSEQUENTIAL);

@@ -15,8 +15,9 @@ use super::{BTN_LEFT, BTN_RIGHT, Input, RaiseOnDrop, Takeover, lock, unless_stop
 use crate::monitor::Monitor;
 
 /// A click to send: where in which window, which button, how many times.
-/// What runs before a click's first event ([`Takeover::click`]).
-pub type Announce = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+/// What runs right before each press of a click ([`Takeover::click`]).
+pub type Announce =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 pub(super) struct Click {
     target: nish_proto::model::WindowInfo,
@@ -86,9 +87,9 @@ impl Takeover {
     /// the difference from where KWin says it is, and before each press KWin is asked again
     /// (the pointer must be where it was put, the point judged the same). Before every event
     /// the stop flag, the caller and the idle monitor are checked, as for keys; a button
-    /// pressed is released on every way out. `announce` runs once the point is judged, before
-    /// the first event is sent (it tells the indicator a press of the driver's is coming, so
-    /// that the press never counts on its controls): a click refused before anything is sent
+    /// pressed is released on every way out. `announce` runs right before each press, after
+    /// that press's checks (it tells the indicator a press of the driver's is coming, so that
+    /// the press never counts on its controls): a click refused or stopped before a press
     /// announces nothing, and the person's click on Continue right after it still counts.
     pub async fn click(
         self: &Arc<Self>,
@@ -181,7 +182,6 @@ impl Takeover {
         if let Some(out) = self.before_input(r, &monitor, &stop, &gone, false).await? {
             return Ok(out);
         }
-        announce.await;
         let (dx, dy) = (x - first.cursor.0, y - first.cursor.1);
         let mut sent_any = false;
         if (dx, dy) != (0, 0) {
@@ -235,6 +235,7 @@ impl Takeover {
                     return Ok(out);
                 }
                 if pressed {
+                    announce().await;
                     lock(&self.held_buttons).push(code);
                 }
                 sent_any = true;

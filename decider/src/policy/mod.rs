@@ -125,10 +125,10 @@ pub enum TargetUse {
     Menu,
     /// Presses on one element and releases on another, selecting or dropping text: a drag.
     Drag,
-    /// Writes into it without a pointer: `set_value`.
+    /// Writes into it without a pointer: `set_value`, a headless `type_text`.
     Write,
     /// Writes into it, in a takeover after a click that gives it the focus (which reaches what
-    /// lies under the point): `type_text`.
+    /// lies under the point): a foreground `type_text`.
     ClickWrite,
 }
 
@@ -309,7 +309,11 @@ impl Judgement {
             ),
         };
         let target = match call {
-            Call::TypeText { .. } => TargetUse::ClickWrite,
+            Call::TypeText {
+                delivery: nish_proto::call::Delivery::Foreground,
+                ..
+            } => TargetUse::ClickWrite,
+            Call::TypeText { .. } => TargetUse::Write,
             Call::SetValue { .. } => TargetUse::Write,
             Call::Click(_) => TargetUse::Click,
             Call::DoubleClick(_) => TargetUse::DoubleClick,

@@ -224,11 +224,31 @@ pub fn terms_calls() -> Vec<(String, Call)> {
                 });
                 out.push((format!("{name} (observe.screenshot)"), Call::Click(p)));
             }
+            Tool::TypeText => {
+                let Call::TypeText {
+                    token,
+                    text,
+                    observe,
+                    ..
+                } = c.clone()
+                else {
+                    continue;
+                };
+                out.push((name.clone(), c));
+                out.push((
+                    format!("{name} (foreground)"),
+                    Call::TypeText {
+                        token,
+                        text,
+                        delivery: nish_proto::call::Delivery::Foreground,
+                        observe,
+                    },
+                ));
+            }
             Tool::ClipboardRead
             | Tool::ListWindows
             | Tool::DoubleClick
             | Tool::RightClick
-            | Tool::TypeText
             | Tool::SetValue
             | Tool::Scroll
             | Tool::Drag

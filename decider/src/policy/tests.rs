@@ -96,9 +96,17 @@ fn expected_term(call: &Call, column: &str) -> &'static str {
             "secure_field"
         }
         "drag's other end secure" if tool == Tool::Drag => "secure_field",
-        // type_text's focusing click may reach the command (what lies under its point).
+        // A foreground type_text's focusing click may reach the command (what lies under its
+        // point).
         "the same, focus secure"
-            if matches!(tool, Tool::Click | Tool::DoubleClick | Tool::TypeText) =>
+            if matches!(tool, Tool::Click | Tool::DoubleClick)
+                || matches!(
+                    call,
+                    Call::TypeText {
+                        delivery: nish_proto::call::Delivery::Foreground,
+                        ..
+                    }
+                ) =>
         {
             "secure_field"
         }

@@ -325,12 +325,8 @@ impl WlApp {
             );
             self.state.restart_trust(now, "stalled", None);
         }
-        if wl_ready {
-            self.queue
-                .dispatch_pending(&mut self.state)
-                .map_err(|e| wl(&e))?;
-            self.flush_answers()?;
-        }
+        // The broker's messages first, as on X11: a `DriverPress` that came with the press it
+        // announces is known before that press is judged.
         if link_ready {
             match self
                 .link
@@ -348,6 +344,12 @@ impl WlApp {
                     }
                 }
             }
+        }
+        if wl_ready {
+            self.queue
+                .dispatch_pending(&mut self.state)
+                .map_err(|e| wl(&e))?;
+            self.flush_answers()?;
         }
         self.conn.flush().map_err(|e| wl(&e))?;
         Ok(None)

@@ -200,11 +200,17 @@ impl Target {
     }
 
     /// A click that reaches a menu item named Paste puts the clipboard into the focused field:
-    /// the window's focused rows are judged too (a type_text's focusing click as well).
+    /// the window's focused rows are judged too (a foreground type_text's focusing click as
+    /// well).
     fn with_focus_if_pasting<'a>(&'a self, call: &Call, s: &mut ActSubject<'a>) {
         if !matches!(
             call,
-            Call::Click(_) | Call::DoubleClick(_) | Call::TypeText { .. }
+            Call::Click(_)
+                | Call::DoubleClick(_)
+                | Call::TypeText {
+                    delivery: nish_proto::call::Delivery::Foreground,
+                    ..
+                }
         ) {
             return;
         }

@@ -78,9 +78,12 @@ fn holds(n: &Node, x: i32, y: i32) -> bool {
 /// showing row whose frame holds the point (no child of it holds the point too), deepest first,
 /// each followed by the nearest row holding it that is activatable, when that is another one.
 /// Rows of a whole window (the frame, a document) are left out. `skip` itself, and rows inside
-/// it with nothing activatable between them and it, reach nothing: a type_text's focusing
-/// click on its own field (a button a page put inside the field is still reached).
+/// it with nothing activatable between them and it, reach nothing when `skip` is a field: a
+/// type_text's focusing click on its own field (a button a page put inside the field is still
+/// reached, and a typing named on a button, which is no field, reaches the button).
 pub(super) fn under_point(nodes: &[Node], x: i32, y: i32, skip: Option<u32>) -> Vec<u32> {
+    // Only a field is left out: a typing named on a button clicks the button.
+    let skip = skip.filter(|&s| nodes.get(s as usize).is_some_and(|n| element_of(n).field));
     let holding: Vec<bool> = nodes.iter().map(|n| holds(n, x, y)).collect();
     let mut has_holding_child = vec![false; nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
@@ -237,6 +240,8 @@ mod tests {
         inner.push(node("label", "", Some(2), 3, Rect::new(100, 12, 30, 16)));
         assert_eq!(under_point(&inner, 20, 20, Some(2)), vec![8, 7]);
         assert!(under_point(&inner, 110, 20, Some(2)).is_empty());
+        // A typing named on a button (no field) reaches the button: its click presses it.
+        assert_eq!(under_point(&n, 110, 70, Some(4)), vec![5, 4]);
         // The window's frame itself is never judged.
         assert!(under_point(&n, 5, 295, None) == vec![1]);
         // A row that is not showing takes no click.

@@ -27,8 +27,8 @@ fn after_focusing_click(e: DriverError) -> DriverError {
     };
     let said = e
         .message
-        .trim_end_matches("; nothing was sent")
-        .trim_end_matches(", nothing was sent");
+        .replace("; nothing was sent", "")
+        .replace(", nothing was sent", "");
     let mut out = DriverError::new(code, format!("{said}; the focusing click was sent"))
         .with_effect("stopped");
     out.typed_characters = Some(0);
