@@ -240,9 +240,6 @@ fn focus_verdict(
     }
 }
 
-/// The keyboard layout the compositor gives keys by ([`crate::keymap`]), read anew for each
-/// batch (the person may switch layouts); `None` when it cannot be read: the keys then go as
-/// their own keysyms, and one the compositor drops stops the batch.
 /// Whether a takeover's typing of `text` would be refused for a character before its first
 /// key (Wayland: the desktop's layout, as [`crate::remote::keysyms_of`] judges it).
 pub(crate) async fn typeable(b: &LinuxBackend, text: &str) -> Result<(), DriverError> {
@@ -254,6 +251,9 @@ pub(crate) async fn typeable(b: &LinuxBackend, text: &str) -> Result<(), DriverE
     crate::remote::keysyms_of(&op, layout.as_ref()).map(|_| ())
 }
 
+/// The keyboard layout the compositor gives keys by ([`crate::keymap`]), read anew for each
+/// batch (the person may switch layouts); `None` when it cannot be read: the keys then go as
+/// their own keysyms, and one the compositor drops stops the batch.
 async fn layout(b: &LinuxBackend) -> Option<crate::keymap::Layout> {
     let opener = b.opener.clone();
     let read = tokio::task::spawn_blocking(move || {

@@ -14,11 +14,11 @@ use super::session::RemoteSession;
 use super::{BTN_LEFT, BTN_RIGHT, Input, RaiseOnDrop, Takeover, lock, unless_stopped};
 use crate::monitor::Monitor;
 
-/// A click to send: where in which window, which button, how many times.
 /// What runs right before each press of a click ([`Takeover::click`]).
 pub type Announce =
     Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
+/// A click to send: where in which window, which button, how many times.
 pub(super) struct Click {
     target: nish_proto::model::WindowInfo,
     at: (i32, i32),

@@ -468,8 +468,8 @@ impl<B: Backend> Engine<B> {
                         // The keys go only into a field that holds the keyboard focus, in the
                         // window the desktop gives the keys. A field without it gets a
                         // focusing click where the compositor tells where windows are (KWin),
-                        // judged there as any click; elsewhere (mutter) the backend refuses
-                        // the click before anything is sent, and so the typing.
+                        // judged there as any click; elsewhere (mutter) the typing is refused
+                        // before anything is sent.
                         let (w, _) = self.keyboard_window(j).await?;
                         if w.window_id != t.window.window_id || !t.node.states.has(State::Focused) {
                             if !self.backend.wayland_pointer() {
