@@ -560,6 +560,11 @@ async fn a_paste_into_a_search_field_needs_none_and_still_counts_as_typing() {
     unasked(&f, "press_key", json!({"key": "Return"})).await;
 }
 
+/// Whether `v` is an array holding `item`.
+fn lists(v: &Value, item: Value) -> bool {
+    v.as_array().is_some_and(|a| a.contains(&item))
+}
+
 /// A takeover type_text into a field without the focus clicks the field first: a button a
 /// page put inside the field, on its centre, is what that click presses, and is judged so.
 #[tokio::test]
@@ -573,20 +578,9 @@ async fn a_typings_focusing_click_is_judged_on_a_button_inside_the_field() {
     let typing = json!({"element_token": Fixture::token(&r, "entry", "Name"), "text": "hi",
                         "delivery_mode": "foreground"});
     let (ev, res) = answered(&f, "type_text", typing, false).await;
-    assert!(
-        ev["reasons"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("consequential_label")),
-        "{ev}"
-    );
-    assert!(
-        ev["action"]["under_point"]
-            .as_array()
-            .unwrap()
-            .contains(&json!({"role": "push_button", "label": "Send"})),
-        "{ev}"
-    );
+    assert!(lists(&ev["reasons"], json!("consequential_label")), "{ev}");
+    let send = json!({"role": "push_button", "label": "Send"});
+    assert!(lists(&ev["action"]["under_point"], send), "{ev}");
     assert_eq!(res.err("consent_denied")["effect"], "refused");
     assert_eq!(f.engine.backend.sent_log().len(), sent, "nothing was sent");
     assert_eq!(f.engine.backend.value_of("Name").as_deref(), Some(""));
@@ -602,13 +596,7 @@ async fn a_typing_named_on_a_button_is_judged_as_its_click() {
     let typing = json!({"element_token": Fixture::token(&r, "push_button", "Send"), "text": "hi",
                         "delivery_mode": "foreground"});
     let (ev, res) = answered(&f, "type_text", typing, false).await;
-    assert!(
-        ev["reasons"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("consequential_label")),
-        "{ev}"
-    );
+    assert!(lists(&ev["reasons"], json!("consequential_label")), "{ev}");
     assert_eq!(res.err("consent_denied")["effect"], "refused");
     assert_eq!(f.engine.backend.sent_log().len(), sent, "nothing was sent");
     assert_eq!(status(&f).await, "Ready");

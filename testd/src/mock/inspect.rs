@@ -32,15 +32,7 @@ impl MockBackend {
         let Some(id) = d.els.iter().position(|e| e.name == covered) else {
             return;
         };
-        let Some(w) = d.window_of(id).cloned() else {
-            return;
-        };
-        let (nodes, ids, _) = d.walk(&w, WalkLimits::default());
-        let Some(f) = ids
-            .iter()
-            .position(|x| *x == id)
-            .and_then(|row| nodes[row].frame)
-        else {
+        let Some((w, f)) = d.laid_out(id) else {
             return;
         };
         let p = d.add(Some(w.root), "panel", panel);
@@ -59,15 +51,7 @@ impl MockBackend {
         else {
             return;
         };
-        let Some(w) = d.window_of(id).cloned() else {
-            return;
-        };
-        let (nodes, ids, _) = d.walk(&w, WalkLimits::default());
-        let Some(f) = ids
-            .iter()
-            .position(|x| *x == id)
-            .and_then(|row| nodes[row].frame)
-        else {
+        let Some((_, f)) = d.laid_out(id) else {
             return;
         };
         let b = d.add(Some(id), "push_button", name);

@@ -550,6 +550,17 @@ impl Desk {
         (nodes, ids, truncated)
     }
 
+    /// Element `id`'s window and its frame as a walk of that window lays it out.
+    fn laid_out(&self, id: usize) -> Option<(Win, Rect)> {
+        let w = self.window_of(id)?.clone();
+        let (nodes, ids, _) = self.walk(&w, WalkLimits::default());
+        let f = ids
+            .iter()
+            .position(|x| *x == id)
+            .and_then(|row| nodes[row].frame)?;
+        Some((w, f))
+    }
+
     fn window_of(&self, mut id: usize) -> Option<&Win> {
         while let Some(p) = self.els[id].parent {
             id = p;
