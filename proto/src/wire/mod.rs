@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod call;
 pub mod call_table;
+pub mod cast;
 pub mod cli;
 #[cfg(feature = "codec")]
 pub mod codec;
