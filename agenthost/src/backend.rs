@@ -35,6 +35,10 @@ impl Backend for LinuxBackend {
         self.on_wayland() && self.remote.pointer_ready()
     }
 
+    fn clicks_need_focus(&self) -> bool {
+        self.on_wayland() && self.remote.clicks_need_focus()
+    }
+
     async fn typeable(&self, text: &str) -> Result<(), DriverError> {
         acts::typeable(self, text).await
     }

@@ -13,16 +13,18 @@
 //! 1. the person has ticked the takeover line in the driver's own consent dialog (the root of
 //!    consent: the desktop's dialog can be answered by any local client, see docs/security.md);
 //! 2. `RemoteSession::start` ([`session`]): `CreateSession`, `SelectDevices` with the
-//!    keyboard, and on KWin the pointer too (elsewhere the driver cannot know where a window
-//!    is on the screen; KWin tells it, [`crate::kwin_scene`]), `Start`, which shows the
+//!    keyboard, and the pointer on KWin (which tells where a window is, [`crate::kwin_scene`])
+//!    and on mutter where its screen cast runs (which maps a point of the focused window's
+//!    stream, [`window_click`]); elsewhere the driver cannot know where a window is on the
+//!    screen; `Start`, which shows the
 //!    desktop's dialog; only the person answers it (the driver never reads or acts on it,
 //!    `nish_proto::prompts`), within [`GRANT_TIMEOUT`];
 //! 3. keys and typed characters go as `NotifyKeyboardKeysym`; before every key event (each
 //!    press and each release) the engine's stop flag, the caller (a batch whose caller went
 //!    away stops) and the idle monitor are checked; after each, the driver waits until the idle
 //!    monitor shows it (a key it never shows stops the act); every key pressed is released on
-//!    every way out, and a release that fails ends the portal session; a click on KWin
-//!    ([`Takeover::click`]) goes the same way, its pointer move and buttons as the keys;
+//!    every way out, and a release that fails ends the portal session; a click
+//!    ([`Takeover::click`]) goes the same way, its pointer moves and buttons as the keys;
 //! 4. the session's `Session.Closed` (the person's Stop in the desktop's remote-control
 //!    indicator), the portal frontend, mutter, the idle monitor's name or a portal backend
 //!    leaving the bus or changing hands (mutter ends the session when a backend dies, and the
@@ -65,6 +67,7 @@ use crate::portal::Offer;
 
 mod click;
 mod session;
+mod window_click;
 pub use click::Announce;
 
 use session::{RemoteSession, kwin_owner};
@@ -161,8 +164,11 @@ pub struct Takeover {
     held: Mutex<Vec<u32>>,
     /// Pointer buttons (evdev codes) pressed and not yet released.
     held_buttons: Mutex<Vec<i32>>,
-    /// The takeover's session has the pointer, and KWin tells where windows are.
+    /// The takeover's session has the pointer, and KWin tells where windows are, or mutter
+    /// maps a point of the focused window's stream.
     pointer_ready: AtomicBool,
+    /// Clicks go only into the window that has the focus (mutter's way).
+    focused_only: AtomicBool,
     /// The person's input is watched.
     watching: AtomicBool,
     /// The person's input was seen since the watch began.
@@ -182,6 +188,11 @@ struct Active {
     remote: RemoteSession,
     /// KWin's unique name, its process the compositor's, when the session has the pointer.
     kwin: Option<String>,
+    /// mutter's unique name, when the session has the pointer and mutter's screen cast is
+    /// there ([`window_click`]).
+    mutter: Option<String>,
+    /// Where PipeWire is (a click on mutter reads its window's stream).
+    ep: crate::handover::Endpoints,
 }
 
 impl std::fmt::Debug for Takeover {
@@ -241,6 +252,7 @@ impl Takeover {
             held: Mutex::new(Vec::new()),
             held_buttons: Mutex::new(Vec::new()),
             pointer_ready: AtomicBool::new(false),
+            focused_only: AtomicBool::new(false),
             watching: AtomicBool::new(false),
             person: AtomicBool::new(false),
             poll: Mutex::new(None),
@@ -265,6 +277,7 @@ impl Takeover {
             }
             if let Some(old) = active.take() {
                 self.pointer_ready.store(false, Ordering::SeqCst);
+                self.focused_only.store(false, Ordering::SeqCst);
                 // The old takeover's poll and monitor go with it.
                 self.drop_watch();
                 self.release(&old.remote).await;
@@ -280,8 +293,15 @@ impl Takeover {
             )
         };
         let monitor = monitor(session_bus, opener).await?;
-        // The pointer only on KWin, which tells where a window is (`kwin_scene`).
-        let pointer = matches!(monitor, Monitor::Notify(_));
+        // The pointer on KWin, which tells where a window is (`kwin_scene`), and on mutter
+        // where its screen cast maps a point of a window's stream to the screen
+        // (`window_click`).
+        let pointer = match monitor {
+            Monitor::Notify(_) => true,
+            Monitor::Mutter(_) => {
+                crate::screencast::offered(session_bus).await == crate::screencast::Offered::Ready
+            }
+        };
         let started = tokio::select! {
             r = RemoteSession::start(session_bus, &monitor, self.events.clone(), pointer) => r?,
             // Dropping the start drops its connection: the portal closes what it began.
@@ -290,7 +310,7 @@ impl Takeover {
         tracing::info!("the person allowed remote control in the desktop's dialog");
         // Where KWin tells windows' places, before the session's lock is taken (an end
         // meanwhile waits for nothing of this): a cancel ends the wait.
-        let kwin = if started.pointer {
+        let kwin = if started.pointer && matches!(monitor, Monitor::Notify(_)) {
             let kwin = kwin_owner(&started.conn, opener).await;
             if kwin.is_none() {
                 tracing::warn!(
@@ -323,18 +343,27 @@ impl Takeover {
         } else {
             None
         };
+        let mutter = match &monitor {
+            Monitor::Mutter(m) if started.pointer => Some(m.clone()),
+            _ => None,
+        };
         let mut active = self.active.lock().await;
         if cancel.has_changed().unwrap_or(true) {
             drop(active);
             started.close().await;
             return Err(ended());
         }
-        self.pointer_ready.store(kwin.is_some(), Ordering::SeqCst);
+        self.pointer_ready
+            .store(kwin.is_some() || mutter.is_some(), Ordering::SeqCst);
+        self.focused_only
+            .store(kwin.is_none() && mutter.is_some(), Ordering::SeqCst);
         *lock(&self.monitor) = Some(monitor);
         *active = Some(Active {
             session: session.to_string(),
             remote: started,
             kwin,
+            mutter,
+            ep: opener.endpoints().clone(),
         });
         Ok(())
     }
@@ -344,6 +373,7 @@ impl Takeover {
     pub async fn end(&self, session: &str) {
         self.stop_poll();
         self.pointer_ready.store(false, Ordering::SeqCst);
+        self.focused_only.store(false, Ordering::SeqCst);
         self.cancel.send_modify(|g| *g = g.wrapping_add(1));
         let mut active = self.active.lock().await;
         if active.as_ref().is_some_and(|a| a.session == session)
@@ -369,9 +399,14 @@ impl Takeover {
     }
 
     /// True while a takeover's session can click: it has the pointer and KWin tells where
-    /// windows are.
+    /// windows are, or mutter maps a point of the focused window's stream.
     pub fn pointer_ready(&self) -> bool {
         self.pointer_ready.load(Ordering::SeqCst)
+    }
+
+    /// True while clicks go only into the window that has the focus (on mutter).
+    pub fn clicks_need_focus(&self) -> bool {
+        self.focused_only.load(Ordering::SeqCst)
     }
 
     /// Starts watching for the person's input now (a takeover began or resumed). With no
@@ -511,13 +546,37 @@ impl Takeover {
         monitor: &Monitor,
         input: Input,
     ) -> Result<(), String> {
+        let send = async {
+            match input {
+                Input::Key(keysym, pressed) => r.key(keysym, pressed).await,
+                Input::Motion(dx, dy) => r.motion(dx, dy).await,
+                Input::Button(code, pressed) => r.button(code, pressed).await,
+            }
+        };
+        self.send_confirmed(r, monitor, matches!(input, Input::Key(..)), send)
+            .await
+    }
+
+    /// Sends one input event by `send` (a key when `key`) and waits until the idle monitor
+    /// shows it, as [`Takeover::send_key`] says.
+    async fn send_confirmed(
+        &self,
+        r: &RemoteSession,
+        monitor: &Monitor,
+        key: bool,
+        send: impl std::future::Future<Output = Result<(), String>>,
+    ) -> Result<(), String> {
         let _flight = InFlight::new(&self.in_flight);
-        let sent_at = Instant::now();
-        match input {
-            Input::Key(keysym, pressed) => r.key(keysym, pressed).await?,
-            Input::Motion(dx, dy) => r.motion(dx, dy).await?,
-            Input::Button(code, pressed) => r.button(code, pressed).await?,
+        // The previous event's stamp (no later than `last_sent`) must lie before this send
+        // less the tolerance, or its reading would show this event before the compositor has
+        // it, and this event's own stamp, later, would read as the person's (a click's release
+        // sent right after its press did so, measured on mutter).
+        let ready = *lock(&self.last_sent) + monitor.tolerance() + Duration::from_millis(1);
+        if Instant::now() < ready {
+            tokio::time::sleep_until(ready.into()).await;
         }
+        let sent_at = Instant::now();
+        send.await?;
         let deadline = sent_at + CONFIRM_TIMEOUT;
         loop {
             // The latest input lies between `asked - idle` and `answered - idle`: shown once
@@ -546,11 +605,12 @@ impl Takeover {
                          hold the desktop awake): the person's input cannot be watched",
                     );
                 }
-                return Err(match input {
-                    Input::Key(..) => "the compositor did not show the driver's key (it drops \
-                                       a keysym no key of the keyboard layout in use gives)"
-                        .into(),
-                    _ => "the compositor did not show the driver's pointer event".into(),
+                return Err(if key {
+                    "the compositor did not show the driver's key (it drops a keysym no key of \
+                     the keyboard layout in use gives)"
+                        .into()
+                } else {
+                    "the compositor did not show the driver's pointer event".into()
                 });
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -857,8 +917,8 @@ pub(crate) fn keysyms_of(
             .collect(),
         _ => Err(DriverError::new(
             ErrorCode::Unsupported,
-            "on Wayland the driver sends no pointer input but clicks in a takeover on KDE \
-             (elsewhere a window's place on the screen is not known); nothing was sent",
+            "on Wayland the driver sends no pointer input but clicks in a takeover on KDE and \
+             GNOME (elsewhere a window's place on the screen is not known); nothing was sent",
         )
         .with_effect("refused")),
     }

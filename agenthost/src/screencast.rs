@@ -29,6 +29,7 @@ const SCREEN_CAST: &str = "org.gnome.Mutter.ScreenCast";
 const SCREEN_CAST_PATH: &str = "/org/gnome/Mutter/ScreenCast";
 const SESSION: &str = "org.gnome.Mutter.ScreenCast.Session";
 const STREAM: &str = "org.gnome.Mutter.ScreenCast.Stream";
+const REMOTE_DESKTOP_SESSION: &str = "org.gnome.Mutter.RemoteDesktop.Session";
 
 /// Longest wait for each call to mutter and for the stream's node.
 pub(crate) const CAST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -41,8 +42,24 @@ pub(crate) struct Cast {
     session: OwnedObjectPath,
     /// The stream's PipeWire node.
     pub(crate) node: u32,
+    /// The stream's object (a pointer's motion names it).
+    pub(crate) stream: OwnedObjectPath,
     /// Set once the node is known: the reader may then be handed its frame.
     live: Option<CastLive>,
+}
+
+/// What a stream is for.
+pub(crate) enum Recording<'a> {
+    /// A capture: the reader may be handed the stream's first frame through `opener`
+    /// ([`Opener::cast_live`]); no cursor.
+    Capture(&'a Opener),
+    /// A click on GNOME (`crate::remote`): the stream belongs to mutter's remote-desktop
+    /// session at `session` (its id `session_id`), which starts it, and carries the cursor's
+    /// place as metadata; it is never handed to an agent.
+    Pointer {
+        session: &'a str,
+        session_id: &'a str,
+    },
 }
 
 /// Whether a window's capture can be offered on this session.
@@ -123,6 +140,16 @@ impl Cast {
         mutter: &str,
         opener: &Opener,
     ) -> Result<Cast, DriverError> {
+        Cast::record(conn, mutter, Recording::Capture(opener)).await
+    }
+
+    /// Starts a stream of the window that has the focus, as [`Cast::focused_window`] does, for
+    /// `how` ([`Recording`]).
+    pub(crate) async fn record(
+        conn: zbus::Connection,
+        mutter: &str,
+        how: Recording<'_>,
+    ) -> Result<Cast, DriverError> {
         if !pipewire_runs() {
             return Err(unavailable("PipeWire does not run in this session"));
         }
@@ -136,7 +163,13 @@ impl Cast {
                 SCREEN_CAST_PATH,
                 Some(SCREEN_CAST),
                 "CreateSession",
-                &(std::collections::HashMap::<&str, Value>::new(),),
+                &(match &how {
+                    Recording::Capture(_) => std::collections::HashMap::<&str, Value>::new(),
+                    Recording::Pointer { session_id, .. } => std::collections::HashMap::from([(
+                        "remote-desktop-session-id",
+                        Value::from(*session_id),
+                    )]),
+                },),
             ),
         )
         .await?;
@@ -150,9 +183,15 @@ impl Cast {
             mutter: mutter.to_string(),
             session,
             node: 0,
+            stream: OwnedObjectPath::default(),
             live: None,
         };
-        let props = std::collections::HashMap::from([("cursor-mode", Value::U32(0))]);
+        // The cursor's place as metadata for the pointer (the click reads it); none otherwise.
+        let cursor_mode = match how {
+            Recording::Capture(_) => 0,
+            Recording::Pointer { .. } => 2,
+        };
+        let props = std::collections::HashMap::from([("cursor-mode", Value::U32(cursor_mode))]);
         let reply = bounded(
             "the window's stream",
             cast.conn.call_method(
@@ -181,15 +220,16 @@ impl Cast {
             zbus::MessageStream::for_match_rule(rule, &cast.conn, Some(4)),
         )
         .await?;
+        // A session linked to a remote-desktop session starts with it (mutter refuses the
+        // screen cast's own start then).
+        let (path, iface) = match &how {
+            Recording::Capture(_) => (cast.session.as_str(), SESSION),
+            Recording::Pointer { session, .. } => (*session, REMOTE_DESKTOP_SESSION),
+        };
         bounded(
             "the start",
-            cast.conn.call_method(
-                Some(mutter),
-                cast.session.as_str(),
-                Some(SESSION),
-                "Start",
-                &(),
-            ),
+            cast.conn
+                .call_method(Some(mutter), path, Some(iface), "Start", &()),
         )
         .await?;
         let node = tokio::time::timeout(CAST_TIMEOUT, async {
@@ -210,7 +250,10 @@ impl Cast {
         .flatten()
         .ok_or_else(|| unavailable("mutter named no stream in time"))?;
         cast.node = node;
-        cast.live = Some(opener.cast_live(node));
+        cast.stream = stream;
+        if let Recording::Capture(opener) = how {
+            cast.live = Some(opener.cast_live(node));
+        }
         Ok(cast)
     }
 }

@@ -258,8 +258,15 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// On Wayland, whether a takeover can click now: its session has the pointer and the
-    /// compositor tells where windows are (KWin). Never on X11, where every pointer act goes.
+    /// compositor tells where windows are (KWin) or maps a point of the focused window's
+    /// screen cast (mutter). Never on X11, where every pointer act goes.
     fn wayland_pointer(&self) -> bool {
+        false
+    }
+
+    /// On Wayland, whether a click goes only into the window that has the keyboard focus
+    /// (mutter: the screen cast it maps the point by records that window).
+    fn clicks_need_focus(&self) -> bool {
         false
     }
 

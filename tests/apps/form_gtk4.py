@@ -12,6 +12,10 @@ GTK 4 dialog", whose entry "Dialog field" takes the keyboard focus (as an app as
 changes?" while the driver types): typing held to "Your name" must stop there. Return in the
 dialog's field sets its text to "activated".
 
+While "Your name" holds #cover#, a popover of the app's own ("nish-driver cover", no grab:
+the focus stays in the entry) lies below the entry, over the password field: a click there
+would reach the popover, not the field.
+
 With --small the window is 480x240 and not maximized (title "nish-driver GTK 4 small form",
 its own application id, the same application name): a window with its shadow around it, as
 most windows are."""
@@ -25,6 +29,7 @@ from gi.repository import GLib, Gtk  # noqa: E402
 
 NAME = "nish-form-gtk4"
 TRIGGER = "#dialog#"
+COVER = "#cover#"
 
 
 SMALL = "--small" in sys.argv[1:]
@@ -62,7 +67,24 @@ def on_activate(app: Gtk.Application) -> None:
         dialog.present()
         field.grab_focus()
 
+    cover = Gtk.Popover()
+    cover.set_autohide(False)
+    cover.set_has_arrow(False)
+    cover.set_position(Gtk.PositionType.BOTTOM)
+    label = Gtk.Label(label="nish-driver cover")
+    label.set_size_request(360, 160)
+    cover.set_child(label)
+    cover.set_parent(name)
+
+    def on_cover(entry: Gtk.Entry) -> None:
+        if COVER in entry.get_text():
+            if not cover.get_visible():
+                cover.popup()
+        elif cover.get_visible():
+            cover.popdown()
+
     name.connect("changed", on_changed)
+    name.connect("changed", on_cover)
     if not SMALL:
         win.maximize()
     win.present()

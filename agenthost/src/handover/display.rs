@@ -211,10 +211,9 @@ pub fn open_wayland(ep: &Endpoints, pin: &WaylandPin) -> Result<Opened, AgentFai
     Ok((Handed::Wayland, Some(OwnedFd::from(s))))
 }
 
-/// The first frame of the screen-cast stream `node`, read by the broker over a connection to
-/// the PipeWire daemon's socket ([`Endpoints::pipewire_socket`], served by this process's user),
-/// handed as a sealed memfd (`frame::frame_memfd`).
-pub fn cast_frame(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
+/// A connection to the PipeWire daemon's socket ([`Endpoints::pipewire_socket`]), checked to be
+/// served by this process's user. Blocking.
+pub fn pipewire(ep: &Endpoints) -> Result<UnixStream, AgentFailure> {
     let path = ep
         .pipewire_socket
         .as_deref()
@@ -222,6 +221,14 @@ pub fn cast_frame(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
     let s = UnixStream::connect(path)
         .map_err(|e| unavailable(format!("cannot connect to PipeWire: {e}")))?;
     own_user_peer(&s, "PipeWire", "the PipeWire socket")?;
+    Ok(s)
+}
+
+/// The first frame of the screen-cast stream `node`, read by the broker over a connection to
+/// the PipeWire daemon's socket ([`Endpoints::pipewire_socket`], served by this process's user),
+/// handed as a sealed memfd (`frame::frame_memfd`).
+pub fn cast_frame(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
+    let s = pipewire(ep)?;
     let (width, height, fd) = super::frame::frame_memfd(s, node).map_err(unavailable)?;
     Ok((Handed::CastFrame { width, height }, Some(fd)))
 }

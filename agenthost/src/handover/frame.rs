@@ -18,6 +18,8 @@ use std::os::fd::OwnedFd;
 
 use nish_proto::wire::{MAX_CAST_PIXELS, MAX_CAST_SIDE};
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use pipewire as pw;
@@ -96,19 +98,91 @@ pub fn pack(
     Some(out)
 }
 
-/// What the stream's callbacks leave for [`one_frame`].
+/// Where a buffer's cursor metadata puts the pointer. mutter fills it, for a window's stream
+/// with cursor mode "metadata", in the window's own surface coordinates (the stream's), and
+/// only while the pointer is over that window with nothing above it there: the actor under
+/// the pointer, as mutter's own pick finds it, is inside the window's (`meta_window_has_pointer`,
+/// mutter 43); else it marks the cursor absent (id 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pointer {
+    /// The buffer carries no cursor metadata.
+    Unknown,
+    /// The pointer is not over the window, or something covers the window there.
+    Off,
+    /// The pointer is over the window, here.
+    At(i32, i32),
+}
+
+/// One buffer of a stream: when mutter recorded it (`CLOCK_MONOTONIC`, ns), where it says the
+/// pointer is, and its pixels when it holds some and they were asked for.
+#[derive(Debug)]
+pub struct Seen {
+    /// The buffer's presentation time (mutter stamps its monotonic clock at recording).
+    pub pts_ns: Option<i64>,
+    /// Where the pointer is ([`Pointer`]).
+    pub pointer: Pointer,
+    /// The window's pixels (the buffer's crop), when the buffer holds pixels and they were
+    /// asked for.
+    pub frame: Option<Result<Frame, String>>,
+}
+
+/// What [`consume`] does after a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Stop reading.
+    Quit,
+    /// Read on, packing the pixels of the buffers to come, or not.
+    More { pixels: bool },
+}
+
+/// What the stream's callbacks leave for [`consume`].
 #[derive(Default)]
 struct Taken {
     format: Option<(VideoFormat, u32, u32)>,
     /// The node's media class, as the registry lists it.
     class: Option<String>,
-    outcome: Option<Result<Frame, String>>,
+    /// Whether the next buffer's pixels are packed.
+    no_pixels: bool,
+    /// Why the stream ended, if not by `each`'s [`Flow::Quit`].
+    failed: Option<String>,
+    done: bool,
 }
 
 /// The first frame with pixels of the stream `node`, over the PipeWire connection `fd`,
 /// within `wait`. Blocking (libpipewire's loop runs on the calling thread); call it from a
 /// blocking thread.
 pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String> {
+    let got: Rc<RefCell<Option<Result<Frame, String>>>> = Rc::new(RefCell::new(None));
+    let g = got.clone();
+    consume(fd, node, wait, false, None, move |seen| match seen.frame {
+        Some(f) => {
+            *g.borrow_mut() = Some(f);
+            Flow::Quit
+        }
+        None => Flow::More { pixels: true },
+    })?;
+    let fail = |what: &str| format!("the screen cast: {what}");
+    match got.borrow_mut().take() {
+        Some(Ok(f)) => Ok(f),
+        Some(Err(why)) => Err(fail(&why)),
+        None => Err(fail("no frame came in time")),
+    }
+}
+
+/// Reads the stream `node` over the PipeWire connection `fd`, handing each buffer to `each`
+/// ([`Seen`]) until it says [`Flow::Quit`], `stop` is raised, or `wait` has passed; with
+/// `cursor`, the cursor's metadata and the buffers' times are asked for too. Buffers without
+/// pixels (a pointer move only) come with no frame. Blocking (libpipewire's loop runs on the
+/// calling thread); call it from a blocking thread. Errs when the stream could not be read:
+/// not a screen cast's output stream, refused, or ended by its producer.
+pub fn consume(
+    fd: OwnedFd,
+    node: u32,
+    wait: Duration,
+    cursor: bool,
+    stop: Option<Arc<AtomicBool>>,
+    each: impl FnMut(Seen) -> Flow + 'static,
+) -> Result<(), String> {
     pw::init();
     let fail = |what: &str| format!("the screen cast: {what}");
     let mainloop = pw::main_loop::MainLoopRc::new(None).map_err(|_| fail("no loop"))?;
@@ -118,6 +192,7 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
         .connect_fd_rc(fd, Some(identity()))
         .map_err(|_| fail("PipeWire did not take the connection"))?;
     let taken = Rc::new(RefCell::new(Taken::default()));
+    let each = Rc::new(RefCell::new(each));
     // What the node is: a screen cast's output stream, not (were its id taken by another
     // object since mutter named it) a camera or a microphone.
     let registry = core
@@ -139,9 +214,11 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
     let _core_listener = core
         .add_listener_local()
         .error(move |_, _, _, _| {
-            t.borrow_mut()
-                .outcome
-                .get_or_insert(Err("PipeWire refused the stream".into()));
+            if !t.borrow().done {
+                let mut t = t.borrow_mut();
+                t.failed.get_or_insert("PipeWire refused the stream".into());
+                t.done = true;
+            }
             ml.quit();
         })
         .register();
@@ -161,10 +238,13 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
     let _listener = stream
         .add_local_listener_with_user_data(())
         .state_changed(move |_, _, _, new| {
-            if let pw::stream::StreamState::Error(_) | pw::stream::StreamState::Unconnected = new {
-                t2.borrow_mut()
-                    .outcome
-                    .get_or_insert(Err("the stream ended".into()));
+            // Not once the reading is done (the disconnect at the end says Unconnected too).
+            if let pw::stream::StreamState::Error(_) | pw::stream::StreamState::Unconnected = new
+                && !t2.borrow().done
+            {
+                let mut t = t2.borrow_mut();
+                t.failed.get_or_insert("the stream ended".into());
+                t.done = true;
                 ml2.quit();
             }
         })
@@ -183,77 +263,68 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
             }
         })
         .process(move |s, _| {
-            if t.borrow().outcome.is_some() {
+            if t.borrow().done {
                 return;
             }
             let Some(mut buffer) = s.dequeue_buffer() else {
                 return;
             };
+            let Some((format, width, height)) = t.borrow().format else {
+                return;
+            };
+            if t.borrow().class.as_deref() != Some("Stream/Output/Video") {
+                let mut t = t.borrow_mut();
+                t.failed = Some("the node is not a screen cast's stream".into());
+                t.done = true;
+                ml.quit();
+                return;
+            }
             let crop = buffer
                 .find_meta::<spa::buffer::meta::MetaVideoCrop>()
                 .map(|c| {
                     let r = c.meta_region().region();
                     (r.position.x, r.position.y, r.size.width, r.size.height)
                 });
-            let Some((format, width, height)) = t.borrow().format else {
-                return;
+            let pts_ns = buffer
+                .find_meta::<spa::buffer::meta::MetaHeader>()
+                .map(|h| h.pts());
+            let pointer = match buffer.find_meta::<spa::buffer::meta::MetaCursor>() {
+                None => Pointer::Unknown,
+                Some(c) if c.id() == 0 => Pointer::Off,
+                Some(c) => Pointer::At(c.position().x, c.position().y),
             };
-            if t.borrow().class.as_deref() != Some("Stream/Output/Video") {
-                t.borrow_mut().outcome = Some(Err("the node is not a screen cast's stream".into()));
-                ml.quit();
-                return;
-            }
-            let Some(data) = buffer.datas_mut().first_mut() else {
-                return;
-            };
-            let chunk = data.chunk();
-            let (offset, size, stride) = (chunk.offset(), chunk.size(), chunk.stride());
-            // Buffers with no pixels (a pointer move only), and those the producer marks
-            // corrupted, are skipped.
-            if size == 0 || chunk.flags().contains(spa::buffer::ChunkFlags::CORRUPTED) {
-                return;
-            }
-            let outcome = match (
-                crop_within(crop, width, height),
-                usize::try_from(stride).ok(),
-                data.data(),
-            ) {
-                (Some(region), ..)
-                    if region.2 > MAX_CAST_SIDE
-                        || region.3 > MAX_CAST_SIDE
-                        || u64::from(region.2) * u64::from(region.3) > MAX_CAST_PIXELS =>
-                {
-                    Err("the window is too large".to_string())
+            let want = !t.borrow().no_pixels;
+            let frame = buffer
+                .datas_mut()
+                .first_mut()
+                .and_then(|data| want.then(|| pixels_of(data, crop, format, width, height)))
+                .flatten();
+            let flow = (each.borrow_mut())(Seen {
+                pts_ns,
+                pointer,
+                frame,
+            });
+            match flow {
+                Flow::Quit => {
+                    t.borrow_mut().done = true;
+                    ml.quit();
                 }
-                (Some(region), Some(stride), Some(bytes)) => {
-                    // Only what the chunk says it holds is read, not the whole mapping.
-                    let end = (offset as usize)
-                        .saturating_add(size as usize)
-                        .min(bytes.len());
-                    match pack(&bytes[..end], offset as usize, stride, region, format) {
-                        Some(rgba) => Ok(Frame {
-                            width: region.2,
-                            height: region.3,
-                            rgba,
-                        }),
-                        None => Err("a buffer does not hold its region".to_string()),
-                    }
-                }
-                (None, ..) => Err("the stream's region leaves its buffer".into()),
-                _ => Err("a buffer is not readable".into()),
-            };
-            t.borrow_mut().outcome = Some(outcome);
-            ml.quit();
+                Flow::More { pixels } => t.borrow_mut().no_pixels = !pixels,
+            }
         })
         .register()
         .map_err(|_| fail("no stream listener"))?;
 
     let format = format_param().map_err(|_| fail("no format"))?;
-    let meta = crop_param().map_err(|_| fail("no crop"))?;
-    let mut params = [
-        spa::pod::Pod::from_bytes(&format).ok_or_else(|| fail("no format"))?,
-        spa::pod::Pod::from_bytes(&meta).ok_or_else(|| fail("no crop"))?,
-    ];
+    let metas: Vec<Vec<u8>> = std::iter::once(crop_param())
+        .chain(cursor.then(cursor_param))
+        .chain(cursor.then(header_param))
+        .collect::<Result<_, _>>()
+        .map_err(|_| fail("no metadata"))?;
+    let mut params = vec![spa::pod::Pod::from_bytes(&format).ok_or_else(|| fail("no format"))?];
+    for m in &metas {
+        params.push(spa::pod::Pod::from_bytes(m).ok_or_else(|| fail("no metadata"))?);
+    }
     stream
         .connect(
             spa::utils::Direction::Input,
@@ -263,23 +334,73 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
         )
         .map_err(|e| fail(&format!("the stream did not connect ({e})")))?;
 
-    let ml = mainloop.clone();
-    let t = taken.clone();
+    // A tick checks the time and the stop flag.
+    let (ml, t) = (mainloop.clone(), taken.clone());
+    let deadline = std::time::Instant::now() + wait;
     let timer = mainloop.loop_().add_timer(move |_| {
-        t.borrow_mut()
-            .outcome
-            .get_or_insert(Err("no frame came in time".into()));
-        ml.quit();
+        let stopped = stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+        if stopped || std::time::Instant::now() >= deadline {
+            t.borrow_mut().done = true;
+            ml.quit();
+        }
     });
-    timer.update_timer(Some(wait), None);
+    timer.update_timer(Some(TICK), Some(TICK));
     mainloop.run();
     let _ = stream.disconnect();
-    let outcome = taken.borrow_mut().outcome.take();
-    match outcome {
-        Some(Ok(f)) => Ok(f),
-        Some(Err(why)) => Err(fail(&why)),
-        None => Err(fail("no frame")),
+    match taken.borrow_mut().failed.take() {
+        Some(why) => Err(fail(&why)),
+        None => Ok(()),
     }
+}
+
+/// How often [`consume`]'s loop looks at its time and its stop flag.
+const TICK: Duration = Duration::from_millis(10);
+
+/// The pixels of one buffer's region (its crop), packed RGBA; `None` for a buffer with none
+/// (a pointer move only), or one its producer marks corrupted.
+fn pixels_of(
+    data: &mut spa::buffer::Data,
+    crop: Option<(i32, i32, u32, u32)>,
+    format: VideoFormat,
+    width: u32,
+    height: u32,
+) -> Option<Result<Frame, String>> {
+    let chunk = data.chunk();
+    let (offset, size, stride) = (chunk.offset(), chunk.size(), chunk.stride());
+    if size == 0 || chunk.flags().contains(spa::buffer::ChunkFlags::CORRUPTED) {
+        return None;
+    }
+    Some(
+        match (
+            crop_within(crop, width, height),
+            usize::try_from(stride).ok(),
+            data.data(),
+        ) {
+            (Some(region), ..)
+                if region.2 > MAX_CAST_SIDE
+                    || region.3 > MAX_CAST_SIDE
+                    || u64::from(region.2) * u64::from(region.3) > MAX_CAST_PIXELS =>
+            {
+                Err("the window is too large".to_string())
+            }
+            (Some(region), Some(stride), Some(bytes)) => {
+                // Only what the chunk says it holds is read, not the whole mapping.
+                let end = (offset as usize)
+                    .saturating_add(size as usize)
+                    .min(bytes.len());
+                match pack(&bytes[..end], offset as usize, stride, region, format) {
+                    Some(rgba) => Ok(Frame {
+                        width: region.2,
+                        height: region.3,
+                        rgba,
+                    }),
+                    None => Err("a buffer does not hold its region".to_string()),
+                }
+            }
+            (None, ..) => Err("the stream's region leaves its buffer".into()),
+            _ => Err("a buffer is not readable".into()),
+        },
+    )
 }
 
 /// What the broker tells PipeWire of itself.
@@ -352,17 +473,41 @@ fn format_param() -> Result<Vec<u8>, spa::pod::serialize::GenError> {
 
 /// The crop region asked for with each buffer (mutter puts the window's part there).
 fn crop_param() -> Result<Vec<u8>, spa::pod::serialize::GenError> {
+    meta_param(
+        spa::sys::SPA_META_VideoCrop,
+        std::mem::size_of::<spa::sys::spa_meta_region>(),
+    )
+}
+
+/// The cursor's metadata asked for with each buffer, room for a bitmap of mutter's largest
+/// cursor (384 x 384) though only the position is read.
+fn cursor_param() -> Result<Vec<u8>, spa::pod::serialize::GenError> {
+    let size = std::mem::size_of::<spa::sys::spa_meta_cursor>()
+        + std::mem::size_of::<spa::sys::spa_meta_bitmap>()
+        + 384 * 384 * 4;
+    meta_param(spa::sys::SPA_META_Cursor, size)
+}
+
+/// The buffer's header (its time) asked for with each buffer.
+fn header_param() -> Result<Vec<u8>, spa::pod::serialize::GenError> {
+    meta_param(
+        spa::sys::SPA_META_Header,
+        std::mem::size_of::<spa::sys::spa_meta_header>(),
+    )
+}
+
+fn meta_param(kind: u32, size: usize) -> Result<Vec<u8>, spa::pod::serialize::GenError> {
     let obj = spa::pod::Object {
         type_: spa::utils::SpaTypes::ObjectParamMeta.as_raw(),
         id: spa::param::ParamType::Meta.as_raw(),
         properties: vec![
             spa::pod::Property::new(
                 spa::sys::SPA_PARAM_META_type,
-                spa::pod::Value::Id(spa::utils::Id(spa::sys::SPA_META_VideoCrop)),
+                spa::pod::Value::Id(spa::utils::Id(kind)),
             ),
             spa::pod::Property::new(
                 spa::sys::SPA_PARAM_META_size,
-                spa::pod::Value::Int(std::mem::size_of::<spa::sys::spa_meta_region>() as i32),
+                spa::pod::Value::Int(i32::try_from(size).unwrap_or(i32::MAX)),
             ),
         ],
     };

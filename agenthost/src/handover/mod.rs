@@ -18,12 +18,12 @@
 
 mod display;
 mod endpoints;
-mod frame;
+pub(crate) mod frame;
 mod hand;
 mod holdings;
 mod opener;
 
-pub use display::{CompositorId, WaylandPin, cast_frame, open_wayland, open_x11};
+pub use display::{CompositorId, WaylandPin, cast_frame, open_wayland, open_x11, pipewire};
 pub use endpoints::Endpoints;
 pub use hand::{
     CONNECT_TIMEOUT, MAX_X_SETUP, Opened, P2P_TIMEOUT, REACHABLE_FOR, answer, send_with_fd,

@@ -20,15 +20,15 @@ pub type Announce =
 
 /// A click to send: where in which window, which button, how many times.
 pub(super) struct Click {
-    target: nish_proto::model::WindowInfo,
-    at: (i32, i32),
-    button: u8,
-    count: u8,
+    pub(super) target: nish_proto::model::WindowInfo,
+    pub(super) at: (i32, i32),
+    pub(super) button: u8,
+    pub(super) count: u8,
 }
 
 /// What a click had sent when a check stopped it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sent {
+pub(super) enum Sent {
     Nothing,
     /// The pointer moved; nothing pressed.
     Moved,
@@ -38,7 +38,7 @@ enum Sent {
 
 /// The longest gap between the two clicks of a double click (toolkits take 400 ms and more
 /// as one double click).
-const DOUBLE_CLICK_GAP: Duration = Duration::from_millis(250);
+pub(super) const DOUBLE_CLICK_GAP: Duration = Duration::from_millis(250);
 
 /// Whether a click may press now, by KWin's `scene` read right before: the pointer at
 /// `point`, where the driver put it, and the click's point judged there again. Else the
@@ -62,8 +62,14 @@ fn still_there(
             Err(e) => e,
         }
     };
+    Err(stopped_by(e, sent))
+}
+
+/// `e`, a check's refusal, said with what the click had `sent`: refused before anything,
+/// `stopped` after (with `focus_changed`, never safe to retry, once a click went).
+pub(super) fn stopped_by(e: DriverError, sent: Sent) -> DriverError {
     let reason = e.message.split(';').next().unwrap_or_default().to_string();
-    Err(match sent {
+    match sent {
         Sent::Nothing => {
             DriverError::new(e.code, format!("{reason}; nothing was sent")).with_effect("refused")
         }
@@ -77,7 +83,7 @@ fn still_there(
             format!("{reason}; one click went, the next was not sent"),
         )
         .with_effect("stopped"),
-    })
+    }
 }
 
 impl Takeover {
@@ -148,15 +154,22 @@ impl Takeover {
             .with_effect("refused"));
         };
         let r = &a.remote;
+        let monitor = self.takeover_monitor()?;
+        if let (None, Some(mutter), true) = (a.kwin.as_deref(), a.mutter.as_deref(), r.pointer) {
+            return self
+                .window_click(
+                    r, mutter, &a.ep, &click, code, &monitor, &stop, &gone, announce,
+                )
+                .await;
+        }
         let (Some(kwin), true) = (a.kwin.as_deref(), r.pointer) else {
             return Err(DriverError::new(
                 ErrorCode::Unsupported,
-                "this takeover has no pointer (the desktop did not grant it, or KWin cannot \
-                 tell where the window is); nothing was sent",
+                "this takeover has no pointer (the desktop did not grant it, or the desktop \
+                 cannot tell where the window is); nothing was sent",
             )
             .with_effect("refused"));
         };
-        let monitor = self.takeover_monitor()?;
         // KWin's scene, unless the act stops meanwhile (the question itself finishes on its
         // own: `kwin_scene::scene`).
         let scene = |sent_any: bool| {
@@ -264,7 +277,7 @@ impl Takeover {
 
     /// Before one of the driver's input events: the idle monitor (the person's input), the
     /// stop flag and the caller. What stops the act releases what the driver holds.
-    async fn before_input(
+    pub(super) async fn before_input(
         &self,
         r: &RemoteSession,
         monitor: &Monitor,

@@ -36,6 +36,17 @@ fn after_focusing_click(e: DriverError) -> DriverError {
     out
 }
 
+/// A click refused because its window does not have the keyboard focus, on a desktop whose
+/// clicks go only into that window (GNOME).
+fn not_focused_window() -> DriverError {
+    DriverError::new(
+        ErrorCode::Occluded,
+        "on this desktop the driver clicks only in the window that has the keyboard focus, and \
+         this window does not have it (the person can click it); nothing was sent",
+    )
+    .with_effect("refused")
+}
+
 /// The window's own row is missing from a read that a typing on Wayland holds to.
 fn missing_frame_row() -> DriverError {
     DriverError::new(
@@ -311,6 +322,21 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// Refuses a click outside the window that has the keyboard focus where clicks go only
+    /// there ([`crate::backend::Backend::clicks_need_focus`]).
+    async fn in_focused_window(
+        &self,
+        j: &Judgement,
+        window: &WindowInfo,
+    ) -> Result<(), DriverError> {
+        let (w, _) = self.keyboard_window(j).await?;
+        if w.window_id == window.window_id {
+            Ok(())
+        } else {
+            Err(not_focused_window())
+        }
+    }
+
     /// The window that holds the keyboard focus, in the judgement's scope, and whether a popup
     /// of its application is open: the window the X server sends keys to, as the backend reads
     /// it (not the window manager's active window, which any client can name), found in the
@@ -394,7 +420,8 @@ impl<B: Backend> Engine<B> {
             return Err(DriverError::new(
                 ErrorCode::Unsupported,
                 "on Wayland the driver sends no pointer input but clicks in a takeover on KDE \
-                 (elsewhere a window's place on the screen is not known); nothing was sent",
+                 and GNOME (elsewhere a window's place on the screen is not known); nothing \
+                 was sent",
             )
             .with_effect("refused"));
         }
@@ -426,6 +453,8 @@ impl<B: Backend> Engine<B> {
                 let wayland = self.backend.frame_origin() == FrameOrigin::Window;
                 if !wayland {
                     self.hit_test(&t.window, x, y).await?;
+                } else if clicks && self.backend.clicks_need_focus() {
+                    self.in_focused_window(j, &t.window).await?;
                 }
                 // The act's `path`: through the portal on Wayland, XTEST on X11.
                 let via = |act: &str| format!("{}:{act}", if wayland { "portal" } else { "xtest" });
@@ -480,6 +509,10 @@ impl<B: Backend> Engine<B> {
                                      nothing was sent",
                                 )
                                 .with_effect("refused"));
+                            }
+                            if self.backend.clicks_need_focus() && w.window_id != t.window.window_id
+                            {
+                                return Err(not_focused_window());
                             }
                             // What the typing itself would refuse is refused before the click.
                             if t.before.is_empty() {
