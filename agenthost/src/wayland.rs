@@ -2,7 +2,8 @@
 //!
 //! On Wayland the backend works headless through AT-SPI alone and makes no X connection (its
 //! agents get no `DISPLAY`; see `agents::agent_env`). Reads and headless acts need only the
-//! accessibility bus and the agents. Visible takeover (keys and typing, no pointer), its
+//! accessibility bus and the agents. Visible takeover (keys and typing; clicks on KWin, and on
+//! mutter in the focused window where its screen cast runs), its
 //! surface and hand-back go through the portal's RemoteDesktop and mutter's idle monitor, or
 //! KWin's idle notification ([`crate::remote`]): available where both answer (GNOME, KDE),
 //! else `planned` with `wayland_portal_not_built` (wlroots) or `portal_unavailable`. The clipboard is the
@@ -46,6 +47,9 @@ pub struct PortalReport {
     /// Visible takeover works here: RemoteDesktop, and mutter's idle monitor or KWin's idle
     /// notification ([`crate::remote::available`]).
     pub takeover: bool,
+    /// mutter's own screen cast runs with PipeWire: a takeover there clicks in the focused
+    /// window ([`crate::screencast::offered`]).
+    pub mutter_cast: bool,
 }
 
 /// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
@@ -58,6 +62,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
             shortcuts: Offer::NoPortal,
             compositor: Compositor::Unknown,
             takeover: false,
+            mutter_cast: false,
         };
     };
     let has_owner = |name: &'static str| {
@@ -90,6 +95,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
         shortcuts: portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await,
         compositor,
         takeover: false,
+        mutter_cast: false,
     }
 }
 
@@ -127,10 +133,15 @@ impl PortalReport {
                 format!(
                     "the desktop portal offers {offers}; {compositor}; visible takeover goes through \
                      RemoteDesktop ({}); {}",
-                    if self.compositor == Compositor::Kwin {
-                        "the keyboard, and the pointer for clicks: KWin tells where a window is"
-                    } else {
-                        "keyboard only"
+                    match self.compositor {
+                        Compositor::Kwin => {
+                            "the keyboard, and the pointer for clicks: KWin tells where a window is"
+                        }
+                        Compositor::Mutter if self.mutter_cast => {
+                            "the keyboard, and the pointer for clicks in the window that has the \
+                             focus: mutter maps a point of its screen cast"
+                        }
+                        _ => "keyboard only",
                     },
                     if self.compositor == Compositor::Mutter {
                         "a capture records the focused window through mutter's own screen cast"
@@ -286,6 +297,7 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
     } else {
         crate::screencast::Offered::No
     };
+    portal.mutter_cast = cast == crate::screencast::Offered::Ready;
     let (entry, probe) = portal.entry();
     backends.push(entry);
     probes.push(probe);
@@ -394,6 +406,7 @@ mod tests {
             shortcuts: Offer::Absent,
             compositor: Compositor::Mutter,
             takeover: false,
+            mutter_cast: false,
         }
     }
 

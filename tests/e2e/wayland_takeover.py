@@ -272,6 +272,14 @@ async def clicks_on_gnome(c) -> None:
     await focused_within(c, "Your name", False, "the name field kept the focus")
     say("  a foreground click on the password field: it holds the keyboard focus (read back)")
     e = await read_entry(c)
+    # A text the layout cannot type is refused before the focusing click: no click goes.
+    err = await fails(c, "type_text", {"element_token": e["element_token"], "text": "café",
+                                       "delivery_mode": "foreground"}, "unsupported")
+    check(err.get("effect") == "refused" and "character 4 of the text" in err["message"], str(err))
+    await anyio.sleep(0.3)
+    await focused_within(c, "Password", True, "a refused typing clicked its field")
+    say("  type_text 'café' into the name field: refused before its focusing click (the password "
+        "field keeps the focus)")
     a = await ok(c, "type_text", {"element_token": e["element_token"], "text": " #cover#",
                                   "delivery_mode": "foreground"})
     check(a["path"] == "portal:type", str(a))
