@@ -148,7 +148,10 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
         "{portal}"
     );
     assert!(
-        message.contains("visible takeover goes through RemoteDesktop"),
+        message.contains(
+            "visible takeover goes through RemoteDesktop (the keyboard, and the pointer for \
+             clicks in the window that has the focus: mutter maps a point of its screen cast)"
+        ),
         "{portal}"
     );
     assert!(message.contains("compositor GNOME (mutter)"), "{portal}");
