@@ -320,9 +320,60 @@ async fn wayland_click(
             }
         })
     });
+    // On mutter the click goes into the window that has the focus only: checked again once
+    // its stream runs and before each press.
+    let focused = b
+        .remote
+        .clicks_need_focus()
+        .then(|| focused_check(b, window_id));
     b.remote
-        .click(target, at, button, count, stop, announce)
+        .click(
+            crate::remote::Click {
+                target,
+                at,
+                button,
+                count,
+            },
+            stop,
+            focused,
+            announce,
+        )
         .await
+}
+
+/// The check a click on mutter makes once its stream runs and before each press: the window
+/// is still the only one on the accessibility bus that says it is active (the engine's rule
+/// before the click), as the reader lists the windows now. Else `occluded` (the focus moved),
+/// or `app_not_responding` when the list could not be read within [`FOCUS_CHECK_TIMEOUT`].
+fn focused_check(b: &LinuxBackend, window_id: u64) -> FocusCheck {
+    let reader = b.reader.clone();
+    Arc::new(move || {
+        let reader = reader.clone();
+        Box::pin(async move {
+            let listed = async {
+                let r = reader.get().await?;
+                reader
+                    .call(&r, reader::ListWindows, FOCUS_CHECK_TIMEOUT, CallKind::Read)
+                    .await
+            };
+            match tokio::time::timeout(FOCUS_CHECK_TIMEOUT, listed).await {
+                Ok(Ok(Ok(windows))) => {
+                    let mut active = windows.iter().filter(|w| w.active);
+                    match (active.next(), active.next()) {
+                        (Some(w), None) if w.window_id == window_id => Ok(()),
+                        _ => Err(DriverError::new(
+                            ErrorCode::Occluded,
+                            "the window no longer has the keyboard focus",
+                        )),
+                    }
+                }
+                _ => Err(DriverError::new(
+                    ErrorCode::AppNotResponding,
+                    "the windows' states could not be read",
+                )),
+            }
+        })
+    })
 }
 
 pub(crate) async fn synthetic(

@@ -68,7 +68,7 @@ use crate::portal::Offer;
 mod click;
 mod session;
 mod window_click;
-pub use click::Announce;
+pub use click::{Announce, Click};
 
 use session::{RemoteSession, kwin_owner};
 
@@ -566,15 +566,15 @@ impl Takeover {
         key: bool,
         send: impl std::future::Future<Output = Result<(), String>>,
     ) -> Result<(), String> {
-        let _flight = InFlight::new(&self.in_flight);
         // The previous event's stamp (no later than `last_sent`) must lie before this send
         // less the tolerance, or its reading would show this event before the compositor has
         // it, and this event's own stamp, later, would read as the person's (a click's release
-        // sent right after its press did so, measured on mutter).
+        // sent right after its press did so, measured on mutter). The poll judges meanwhile.
         let ready = *lock(&self.last_sent) + monitor.tolerance() + Duration::from_millis(1);
         if Instant::now() < ready {
             tokio::time::sleep_until(ready.into()).await;
         }
+        let _flight = InFlight::new(&self.in_flight);
         let sent_at = Instant::now();
         send.await?;
         let deadline = sent_at + CONFIRM_TIMEOUT;

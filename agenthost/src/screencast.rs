@@ -46,6 +46,9 @@ pub(crate) struct Cast {
     pub(crate) stream: OwnedObjectPath,
     /// Set once the node is known: the reader may then be handed its frame.
     live: Option<CastLive>,
+    /// The cast stops its own session when dropped; a session linked to a remote-desktop
+    /// session stops with that one (mutter refuses its own stop then).
+    stops_itself: bool,
 }
 
 /// What a stream is for.
@@ -185,6 +188,7 @@ impl Cast {
             node: 0,
             stream: OwnedObjectPath::default(),
             live: None,
+            stops_itself: matches!(how, Recording::Capture(_)),
         };
         // The cursor's place as metadata for the pointer (the click reads it); none otherwise.
         let cursor_mode = match how {
@@ -263,6 +267,9 @@ impl Drop for Cast {
     /// capture cancelled, a failure), in the background; mutter also ends the session when
     /// its connection closes, which follows.
     fn drop(&mut self) {
+        if !self.stops_itself {
+            return;
+        }
         let (conn, mutter, session) =
             (self.conn.clone(), self.mutter.clone(), self.session.clone());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

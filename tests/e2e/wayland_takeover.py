@@ -413,8 +413,12 @@ async def run(ns: argparse.Namespace) -> None:
             err = await fails(c, "type_text", {"element_token": e["element_token"], "text": "x",
                                                "delivery_mode": "foreground"}, "occluded")
             check(err.get("effect") == "refused", str(err))
-            say("  the takeover surface has the keyboard: type_text is occluded (no listed window has the "
-                "keyboard), refused before anything was sent")
+            err = await fails(c, "click", {"element_token": e["element_token"], "delivery_mode": "foreground"},
+                              "occluded")
+            check(err.get("effect") == "refused", str(err))
+            say("  the takeover surface has the keyboard: type_text and a click are occluded (no listed window "
+                "has the keyboard; on GNOME a click goes only into the window that has it), refused before "
+                "anything was sent")
             f = e["frame"]
             dialog.click((f["x"] + f["w"] / 2, f["y"] + f["h"] / 2))
             # mutter stamps a RemoteDesktop event when its input thread takes it, after the

@@ -124,6 +124,10 @@ pub struct Seen {
     /// The window's pixels (the buffer's crop), when the buffer holds pixels and they were
     /// asked for.
     pub frame: Option<Result<Frame, String>>,
+    /// The buffer's crop as the producer gave it (`x, y, w, h`), if any.
+    pub crop: Option<(i32, i32, u32, u32)>,
+    /// The stream's size (its buffers'), as negotiated.
+    pub stream: (u32, u32),
 }
 
 /// What [`consume`] does after a buffer.
@@ -285,9 +289,17 @@ pub fn consume(
                     let r = c.meta_region().region();
                     (r.position.x, r.position.y, r.size.width, r.size.height)
                 });
-            let pts_ns = buffer
+            let header = buffer
                 .find_meta::<spa::buffer::meta::MetaHeader>()
-                .map(|h| h.pts());
+                .map(|h| (h.pts(), h.flags()));
+            // A buffer its producer marks corrupted carries nothing written for it (mutter
+            // queues one so when it cannot write it): its cursor and time are stale.
+            if header
+                .is_some_and(|(_, f)| f.contains(spa::buffer::meta::MetaHeaderFlags::CORRUPTED))
+            {
+                return;
+            }
+            let pts_ns = header.map(|(pts, _)| pts);
             let pointer = match buffer.find_meta::<spa::buffer::meta::MetaCursor>() {
                 None => Pointer::Unknown,
                 Some(c) if c.id() == 0 => Pointer::Off,
@@ -303,6 +315,8 @@ pub fn consume(
                 pts_ns,
                 pointer,
                 frame,
+                crop,
+                stream: (width, height),
             });
             match flow {
                 Flow::Quit => {

@@ -11,7 +11,7 @@ use nish_decider::session::PausedReason;
 use nish_proto::errors::{DriverError, ErrorCode};
 
 use super::session::RemoteSession;
-use super::{BTN_LEFT, BTN_RIGHT, Input, RaiseOnDrop, Takeover, lock, unless_stopped};
+use super::{BTN_LEFT, BTN_RIGHT, FocusCheck, Input, RaiseOnDrop, Takeover, lock, unless_stopped};
 use crate::monitor::Monitor;
 
 /// What runs right before each press of a click ([`Takeover::click`]).
@@ -19,11 +19,16 @@ pub type Announce =
     Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A click to send: where in which window, which button, how many times.
-pub(super) struct Click {
-    pub(super) target: nish_proto::model::WindowInfo,
-    pub(super) at: (i32, i32),
-    pub(super) button: u8,
-    pub(super) count: u8,
+#[derive(Clone, Debug)]
+pub struct Click {
+    /// The window, as the reader lists it now.
+    pub target: nish_proto::model::WindowInfo,
+    /// The point, in the window's own coordinates.
+    pub at: (i32, i32),
+    /// 1 left, 3 right.
+    pub button: u8,
+    /// 1, or 2 for a double click.
+    pub count: u8,
 }
 
 /// What a click had sent when a check stopped it.
@@ -87,35 +92,31 @@ pub(super) fn stopped_by(e: DriverError, sent: Sent) -> DriverError {
 }
 
 impl Takeover {
-    /// A click of `button` (1 left, 3 right) `count` times at `at` of `target` (in the
-    /// window's own coordinates), on KWin ([`crate::kwin_scene`]): KWin tells where the window
-    /// is, the point is judged there ([`crate::kwin_scene::place`]), the pointer moves by
-    /// the difference from where KWin says it is, and before each press KWin is asked again
+    /// A click ([`Click`]: its `button`, 1 left or 3 right, `count` times at `at` of
+    /// `target`, in the window's own coordinates), on KWin ([`crate::kwin_scene`]): KWin
+    /// tells where the window is, the point is judged there ([`crate::kwin_scene::place`]),
+    /// the pointer moves by the difference from where KWin says it is, and before each press
+    /// KWin is asked again
     /// (the pointer must be where it was put, the point judged the same). Before every event
     /// the stop flag, the caller and the idle monitor are checked, as for keys; a button
     /// pressed is released on every way out. `announce` runs right before each press, after
     /// that press's checks (it tells the indicator a press of the driver's is coming, so that
     /// the press never counts on its controls): a click refused or stopped before a press
     /// announces nothing, and the person's click on Continue right after it still counts.
+    /// On mutter (`window_click`) `focused` checks that the window still has the focus.
     pub async fn click(
         self: &Arc<Self>,
-        target: nish_proto::model::WindowInfo,
-        at: (i32, i32),
-        button: u8,
-        count: u8,
+        click: Click,
         stop: StopFlag,
+        focused: Option<FocusCheck>,
         announce: Announce,
     ) -> Result<SynthOutcome, DriverError> {
         let gone = Arc::new(AtomicBool::new(false));
         let _caller = RaiseOnDrop(gone.clone());
         let me = self.clone();
-        let click = Click {
-            target,
-            at,
-            button,
-            count,
-        };
-        match tokio::spawn(async move { me.run_click(click, stop, gone, announce).await }).await {
+        match tokio::spawn(async move { me.run_click(click, stop, gone, focused, announce).await })
+            .await
+        {
             Ok(r) => r,
             Err(_) => {
                 self.release_all().await;
@@ -132,6 +133,7 @@ impl Takeover {
         click: Click,
         stop: StopFlag,
         gone: Arc<AtomicBool>,
+        focused: Option<FocusCheck>,
         announce: Announce,
     ) -> Result<SynthOutcome, DriverError> {
         let code = match click.button {
@@ -158,7 +160,7 @@ impl Takeover {
         if let (None, Some(mutter), true) = (a.kwin.as_deref(), a.mutter.as_deref(), r.pointer) {
             return self
                 .window_click(
-                    r, mutter, &a.ep, &click, code, &monitor, &stop, &gone, announce,
+                    r, mutter, &a.ep, &click, code, &monitor, &stop, &gone, focused, announce,
                 )
                 .await;
         }

@@ -47,7 +47,7 @@ use zbus::zvariant::{ObjectPath, OwnedObjectPath};
 
 use super::click::{Announce, Click, DOUBLE_CLICK_GAP, Sent, stopped_by};
 use super::session::RemoteSession;
-use super::{KEY_TIMEOUT, Takeover};
+use super::{FocusCheck, KEY_TIMEOUT, Takeover, unless_stopped};
 use crate::handover::Endpoints;
 use crate::handover::frame::{Flow, Frame, Pointer, Seen, consume};
 use crate::monitor::Monitor;
@@ -108,6 +108,10 @@ struct WindowPointer {
     seen: Option<mpsc::UnboundedReceiver<Seen>>,
     /// The latest place of the pointer a buffer told.
     latest: Pointer,
+    /// The stream's reader ended: nothing it told is current any more.
+    ended: bool,
+    /// mutter's session was stopped ([`WindowPointer::close`]).
+    closed: bool,
 }
 
 fn unavailable(why: &str) -> DriverError {
@@ -155,6 +159,8 @@ impl WindowPointer {
             stop: Arc::new(AtomicBool::new(false)),
             seen: None,
             latest: Pointer::Unknown,
+            ended: false,
+            closed: false,
         };
         let id = tokio::time::timeout(
             KEY_TIMEOUT,
@@ -227,18 +233,31 @@ impl WindowPointer {
                 }
                 Ok(s)
             }
-            Ok(None) => Err("the window's stream ended"),
+            Ok(None) => {
+                self.ended = true;
+                Err("the window's stream ended")
+            }
             Err(_) => Err("the desktop did not show the pointer over the window in time"),
         }
     }
 
-    /// The stream's first frame.
-    async fn first_frame(&mut self) -> Result<Frame, DriverError> {
+    /// The stream's first frame: where the window (`size`, as its application gives it) lies
+    /// in its stream ([`window_in_stream`]).
+    async fn first_frame(&mut self, size: (u32, u32)) -> Result<(u32, u32), DriverError> {
         let deadline = Instant::now() + FIRST_FRAME;
         loop {
             let seen = self.next(deadline).await.map_err(unavailable)?;
             if let Some(f) = seen.frame {
-                return f.map_err(|why| unavailable(&why));
+                let f = f.map_err(|why| unavailable(&why))?;
+                return window_in_stream(&f, seen.crop, seen.stream, size).ok_or_else(|| {
+                    DriverError::new(
+                        ErrorCode::Occluded,
+                        "the window the desktop records, the one with the focus, is not this \
+                         window, or its place in the recording cannot be told (on GNOME the \
+                         driver clicks only in the window that has the focus); nothing was sent",
+                    )
+                    .with_effect("refused")
+                });
             }
         }
     }
@@ -255,16 +274,44 @@ impl WindowPointer {
         }
     }
 
-    /// Whether the latest buffer, of all come so far, still shows the pointer at `want`.
+    /// Whether the latest buffer, of all come so far, still shows the pointer at `want`, and
+    /// the stream is still read.
     fn still_at(&mut self, want: (i32, i32)) -> bool {
         if let Some(rx) = self.seen.as_mut() {
-            while let Ok(s) = rx.try_recv() {
-                if s.pointer != Pointer::Unknown {
-                    self.latest = s.pointer;
+            loop {
+                match rx.try_recv() {
+                    Ok(s) if s.pointer != Pointer::Unknown => self.latest = s.pointer,
+                    Ok(_) => {}
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        self.ended = true;
+                        break;
+                    }
                 }
             }
         }
-        self.latest == Pointer::At(want.0, want.1)
+        !self.ended && self.latest == Pointer::At(want.0, want.1)
+    }
+
+    /// Stops mutter's session and waits for its answer (bounded); the drop does it in the
+    /// background on every other way out.
+    async fn close(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.closed = true;
+        let stopped = tokio::time::timeout(
+            KEY_TIMEOUT,
+            self.conn.call_method(
+                Some(self.mutter.as_str()),
+                self.session.as_str(),
+                Some(RD_SESSION),
+                "Stop",
+                &(),
+            ),
+        )
+        .await;
+        if !matches!(stopped, Ok(Ok(_))) {
+            tracing::warn!("mutter's pointer session did not stop when asked");
+        }
     }
 
     /// One call of mutter's session, bounded.
@@ -314,6 +361,9 @@ impl Drop for WindowPointer {
     /// device's pressed buttons are released with it; the linked stream ends too).
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        if self.closed {
+            return;
+        }
         let (conn, mutter, session) =
             (self.conn.clone(), self.mutter.clone(), self.session.clone());
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -332,6 +382,36 @@ impl Drop for WindowPointer {
             });
         }
     }
+}
+
+/// Where the window (`size`, as its application gives it) lies in its stream, by the first
+/// frame `f` (the buffer's `crop` of a stream of `stream` size): `None` when not known. The
+/// crop must start at the stream's origin (mutter's does: the stream's coordinates are the
+/// window's surface's). mutter clips the crop at the stream's size, on its right and bottom:
+/// a window whose shadow makes it larger than the monitor then looks the size of its frame
+/// with no shadow, so a frame of exactly the window's size reaching the stream's edge is
+/// taken only when its left and top edges' middles are opaque (a shadow is translucent
+/// there; a maximised window has none).
+pub(super) fn window_in_stream(
+    f: &Frame,
+    crop: Option<(i32, i32, u32, u32)>,
+    stream: (u32, u32),
+    size: (u32, u32),
+) -> Option<(u32, u32)> {
+    if crop.is_some_and(|c| (c.0, c.1) != (0, 0)) {
+        return None;
+    }
+    let inside = nish_proto::wire::cast::window_at(f.width, f.height, &f.rgba, size.0, size.1)?;
+    let whole = (f.width, f.height) == size;
+    let at_edge = f.width >= stream.0 || f.height >= stream.1;
+    if whole && at_edge {
+        let (w, h) = (f.width as usize, f.height as usize);
+        let opaque = |x: usize, y: usize| f.rgba.get((y * w + x) * 4 + 3) == Some(&255);
+        if !(opaque(0, h / 2) && opaque(w / 2, 0)) {
+            return None;
+        }
+    }
+    Some(inside)
 }
 
 /// Where a click at `at` (the window's own coordinates) of a window `frame` goes in its
@@ -360,7 +440,9 @@ pub(super) fn stream_points(
 
 impl Takeover {
     /// A click on mutter (see the module's documentation), for [`Takeover::click`]: `r` is the
-    /// takeover's portal session (its grant covers the pointer), `mutter` mutter's unique name.
+    /// takeover's portal session (its grant covers the pointer), `mutter` mutter's unique name,
+    /// `focused` the check that the window is still the only one that says it has the focus
+    /// (made once the stream runs and before each press).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn window_click(
         &self,
@@ -372,45 +454,79 @@ impl Takeover {
         monitor: &Monitor,
         stop: &StopFlag,
         gone: &AtomicBool,
+        focused: Option<FocusCheck>,
         announce: Announce,
     ) -> Result<SynthOutcome, DriverError> {
+        let Some(focused) = focused else {
+            return Err(DriverError::new(
+                ErrorCode::InternalError,
+                "a click on GNOME came with no check of the window's focus; nothing was sent",
+            )
+            .with_effect("refused"));
+        };
         if let Some(out) = self.before_input(r, monitor, stop, gone, false).await? {
             return Ok(out);
         }
-        let mut wp = WindowPointer::start(r.conn.clone(), mutter, ep.clone()).await?;
-        let frame = wp.first_frame().await?;
+        let started = WindowPointer::start(r.conn.clone(), mutter, ep.clone());
+        let Some(wp) = unless_stopped(started, stop, gone).await else {
+            return Ok(SynthOutcome::Cancelled { typed: 0 });
+        };
+        let mut wp = wp?;
+        let out = self
+            .pointed(
+                &mut wp, r, click, code, monitor, stop, gone, &focused, announce,
+            )
+            .await;
+        wp.close().await;
+        out
+    }
+
+    /// [`Takeover::window_click`] once mutter's session and its stream run.
+    #[allow(clippy::too_many_arguments)]
+    async fn pointed(
+        &self,
+        wp: &mut WindowPointer,
+        r: &RemoteSession,
+        click: &Click,
+        code: i32,
+        monitor: &Monitor,
+        stop: &StopFlag,
+        gone: &AtomicBool,
+        focused: &FocusCheck,
+        announce: Announce,
+    ) -> Result<SynthOutcome, DriverError> {
+        let cancelled = Ok(SynthOutcome::Cancelled { typed: 0 });
         let f = click.target.frame;
         let size = (
             u32::try_from(f.w).unwrap_or(0),
             u32::try_from(f.h).unwrap_or(0),
         );
-        let Some(inside) = nish_proto::wire::cast::window_at(
-            frame.width,
-            frame.height,
-            &frame.rgba,
-            size.0,
-            size.1,
-        ) else {
-            return Err(DriverError::new(
-                ErrorCode::Occluded,
-                "the window the desktop records, the one with the focus, is not this window (on \
-                 GNOME the driver clicks only in the window that has the focus); nothing was sent",
-            )
-            .with_effect("refused"));
+        let Some(inside) = unless_stopped(wp.first_frame(size), stop, gone).await else {
+            return cancelled;
         };
-        let Some((p, beside)) = stream_points(f, inside, click.at) else {
+        let Some((p, beside)) = stream_points(f, inside?, click.at) else {
             return Err(DriverError::new(
                 ErrorCode::Occluded,
                 "the point lies outside the window; nothing was sent",
             )
             .with_effect("refused"));
         };
-        let broke = |why: String| {
-            self.broke(
+        // The window must still have the focus now that its stream runs (the one recorded).
+        let Some(now) = unless_stopped(focused(), stop, gone).await else {
+            return cancelled;
+        };
+        now.map_err(|e| stopped_by(e, Sent::Nothing))?;
+        let broke = |why: String, clicked: bool| {
+            let mut e = self.broke(
                 &format!("mutter's pointer session failed: {why}"),
                 true,
                 None,
-            )
+            );
+            if clicked {
+                e.message
+                    .push_str("; one click went, the next was not sent");
+            }
+            e
         };
         for to in [beside, p] {
             if let Some(out) = self.before_input(r, monitor, stop, gone, to == p).await? {
@@ -419,10 +535,13 @@ impl Takeover {
             let t0 = now_ns();
             self.send_confirmed(r, monitor, false, wp.motion(to))
                 .await
-                .map_err(broke)?;
+                .map_err(|why| broke(why, false))?;
             if to == p {
                 let handled = now_ns();
-                wp.shown(p, t0, handled).await.map_err(|why| {
+                let Some(shown) = unless_stopped(wp.shown(p, t0, handled), stop, gone).await else {
+                    return cancelled;
+                };
+                shown.map_err(|why| {
                     stopped_by(DriverError::new(ErrorCode::Occluded, why), Sent::Moved)
                 })?;
             }
@@ -434,15 +553,10 @@ impl Takeover {
             } else {
                 Sent::Moved
             };
-            if !wp.still_at(p) {
-                return Err(stopped_by(
-                    DriverError::new(
-                        ErrorCode::Occluded,
-                        "something came over the point, or the pointer moved",
-                    ),
-                    sent,
-                ));
-            }
+            let Some(now) = unless_stopped(focused(), stop, gone).await else {
+                return cancelled;
+            };
+            now.map_err(|e| stopped_by(e, sent))?;
             if released.is_some_and(|at| at.elapsed() > DOUBLE_CLICK_GAP) {
                 return Err(DriverError::new(
                     ErrorCode::Timeout,
@@ -453,6 +567,16 @@ impl Takeover {
             }
             if let Some(out) = self.before_input(r, monitor, stop, gone, true).await? {
                 return Ok(out);
+            }
+            // Right before the press: the latest buffer still shows the pointer there.
+            if !wp.still_at(p) {
+                return Err(stopped_by(
+                    DriverError::new(
+                        ErrorCode::Occluded,
+                        "something came over the point, or the pointer moved",
+                    ),
+                    sent,
+                ));
             }
             announce().await;
             // The release goes right after the press, whatever the press's answer: nothing is
@@ -465,7 +589,7 @@ impl Takeover {
                 .await;
             match (pressed, let_go) {
                 (Ok(()), Ok(())) => released = Some(Instant::now()),
-                (Err(why), _) | (_, Err(why)) => return Err(broke(why)),
+                (Err(why), _) | (_, Err(why)) => return Err(broke(why, released.is_some())),
             }
         }
         Ok(SynthOutcome::Done)
@@ -515,6 +639,64 @@ mod tests {
         );
         assert_eq!(
             judge_buffer(Some(2_500), Pointer::Unknown, want, t0, handled),
+            None
+        );
+    }
+
+    /// A `w` x `h` frame, transparent, with an opaque rectangle `(x, y, rw, rh)` and a
+    /// translucent shadow ring of 3 px around it.
+    fn framed(w: u32, h: u32, r: (u32, u32, u32, u32)) -> Frame {
+        let mut rgba = vec![0u8; (w * h * 4) as usize];
+        for y in 0..h {
+            for x in 0..w {
+                let i = ((y * w + x) * 4) as usize;
+                let inside = x >= r.0 && x < r.0 + r.2 && y >= r.1 && y < r.1 + r.3;
+                let near = x + 3 >= r.0 && x < r.0 + r.2 + 3 && y + 3 >= r.1 && y < r.1 + r.3 + 3;
+                rgba[i + 3] = if inside {
+                    255
+                } else if near {
+                    60
+                } else {
+                    0
+                };
+            }
+        }
+        Frame {
+            width: w,
+            height: h,
+            rgba,
+        }
+    }
+
+    #[test]
+    fn a_window_clipped_at_the_streams_edge_is_not_taken_for_one_without_a_shadow() {
+        // A window inside its shadow, the stream larger: found by its alpha.
+        let f = framed(40, 30, (3, 3, 20, 15));
+        assert_eq!(
+            window_in_stream(&f, Some((0, 0, 40, 30)), (100, 80), (20, 15)),
+            Some((3, 3))
+        );
+        // A maximised window: the whole stream, opaque to its edges.
+        let full = framed(40, 30, (0, 0, 40, 30));
+        assert_eq!(
+            window_in_stream(&full, Some((0, 0, 40, 30)), (40, 30), (40, 30)),
+            Some((0, 0))
+        );
+        // A window with its shadow as large as the stream: mutter clips the crop to the
+        // stream, leaving the frame's size with the shadow on its left and top.
+        let clipped = framed(40, 30, (3, 3, 40, 30));
+        assert_eq!(
+            window_in_stream(&clipped, Some((0, 0, 40, 30)), (40, 30), (40, 30)),
+            None
+        );
+        // The same frame not at the stream's edge counts its shadow as its window (GTK 3).
+        assert_eq!(
+            window_in_stream(&clipped, Some((0, 0, 40, 30)), (100, 80), (40, 30)),
+            Some((0, 0))
+        );
+        // A crop not at the stream's origin: the stream's coordinates are not the image's.
+        assert_eq!(
+            window_in_stream(&f, Some((5, 0, 40, 30)), (100, 80), (20, 15)),
             None
         );
     }

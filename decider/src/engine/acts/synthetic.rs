@@ -436,6 +436,14 @@ impl<B: Backend> Engine<B> {
                 let t = self.synth_target(s, token, j).await?;
                 let (x, y) = self.press_point(&t, call)?;
                 j.apply(&self.target_facts_at(s, &t, call, x, y))?;
+                // Where clicks go only into the focused window, a click elsewhere is refused
+                // before the person is asked (and checked again after).
+                let focus_first = clicks
+                    && self.backend.frame_origin() == FrameOrigin::Window
+                    && self.backend.clicks_need_focus();
+                if focus_first {
+                    self.in_focused_window(j, &t.window).await?;
+                }
                 let approval = self.approve_act(s, call, &t.subject_at(call, x, y)).await?;
                 let (t, x, y) = match approval.digest {
                     None => (t, x, y),
