@@ -160,7 +160,17 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
     let g = got.clone();
     consume(fd, node, wait, false, None, move |seen| match seen.frame {
         Some(f) => {
-            *g.borrow_mut() = Some(f);
+            *g.borrow_mut() = Some(f.and_then(|f| {
+                if cut_at_edge(&f, seen.crop, seen.stream) {
+                    Err(
+                        "the window reaches past the monitor's edge: where it lies in the frame \
+                         cannot be told"
+                            .into(),
+                    )
+                } else {
+                    Ok(f)
+                }
+            }));
             Flow::Quit
         }
         None => Flow::More { pixels: true },
@@ -171,6 +181,21 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
         Some(Err(why)) => Err(fail(&why)),
         None => Err(fail("no frame came in time")),
     }
+}
+
+/// Whether a window's frame `f` (its buffer's `crop` of a stream of size `stream`) may have
+/// been cut at the stream's edge: mutter sizes a window's stream as its monitor and clips the
+/// crop there, on the right and the bottom, so a window whose shadow makes it larger than the
+/// monitor comes with its shadow cut off on two sides only, and the window's place in it is
+/// no longer where its alpha says. True when the frame reaches the stream's right or bottom
+/// edge while its left or top edge is not opaque in the middle (a shadow there; a maximised
+/// window has none): the place is then not known, and nothing is guessed.
+pub fn cut_at_edge(f: &Frame, crop: Option<(i32, i32, u32, u32)>, stream: (u32, u32)) -> bool {
+    let (x, y) = crop.map_or((0, 0), |c| (c.0.max(0) as u32, c.1.max(0) as u32));
+    let at_edge = x.saturating_add(f.width) >= stream.0 || y.saturating_add(f.height) >= stream.1;
+    let (w, h) = (f.width as usize, f.height as usize);
+    let opaque = |x: usize, y: usize| f.rgba.get((y * w + x) * 4 + 3) == Some(&255);
+    at_edge && !(opaque(0, h / 2) && opaque(w / 2, 0))
 }
 
 /// Reads the stream `node` over the PipeWire connection `fd`, handing each buffer to `each`
@@ -574,6 +599,48 @@ pub fn frame_memfd(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_cut_at_the_streams_edge_is_told_by_its_shadow() {
+        let frame = |w: u32, h: u32, shadow: u32| {
+            let mut rgba = vec![0u8; (w * h * 4) as usize];
+            for y in 0..h {
+                for x in 0..w {
+                    let a = if x < shadow || y < shadow { 60 } else { 255 };
+                    rgba[((y * w + x) * 4 + 3) as usize] = a;
+                }
+            }
+            Frame {
+                width: w,
+                height: h,
+                rgba,
+            }
+        };
+        // A maximised window: the whole stream, opaque to its edges.
+        assert!(!cut_at_edge(
+            &frame(40, 30, 0),
+            Some((0, 0, 40, 30)),
+            (40, 30)
+        ));
+        // A shadowed window cut at the stream's right and bottom.
+        assert!(cut_at_edge(
+            &frame(40, 30, 3),
+            Some((0, 0, 40, 30)),
+            (40, 30)
+        ));
+        // The same inside a larger stream: not cut, its alpha tells its place.
+        assert!(!cut_at_edge(
+            &frame(40, 30, 3),
+            Some((0, 0, 40, 30)),
+            (100, 80)
+        ));
+        // Reaching the right edge from inside the stream.
+        assert!(cut_at_edge(
+            &frame(40, 30, 3),
+            Some((60, 0, 40, 30)),
+            (100, 80)
+        ));
+    }
 
     #[test]
     fn a_crop_must_lie_in_its_buffer() {

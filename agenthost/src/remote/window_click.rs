@@ -49,7 +49,7 @@ use super::click::{Announce, Click, DOUBLE_CLICK_GAP, Sent, stopped_by};
 use super::session::RemoteSession;
 use super::{FocusCheck, KEY_TIMEOUT, Takeover, unless_stopped};
 use crate::handover::Endpoints;
-use crate::handover::frame::{Flow, Frame, Pointer, Seen, consume};
+use crate::handover::frame::{Flow, Frame, Pointer, Seen, consume, cut_at_edge};
 use crate::monitor::Monitor;
 use crate::screencast::{Cast, Recording};
 
@@ -387,11 +387,9 @@ impl Drop for WindowPointer {
 /// Where the window (`size`, as its application gives it) lies in its stream, by the first
 /// frame `f` (the buffer's `crop` of a stream of `stream` size): `None` when not known. The
 /// crop must start at the stream's origin (mutter's does: the stream's coordinates are the
-/// window's surface's). mutter clips the crop at the stream's size, on its right and bottom:
-/// a window whose shadow makes it larger than the monitor then looks the size of its frame
-/// with no shadow, so a frame of exactly the window's size reaching the stream's edge is
-/// taken only when its left and top edges' middles are opaque (a shadow is translucent
-/// there; a maximised window has none).
+/// window's surface's), and the frame must not be cut at the stream's edge ([`cut_at_edge`]:
+/// a window whose shadow makes it larger than the monitor would look the size of its frame
+/// with no shadow).
 pub(super) fn window_in_stream(
     f: &Frame,
     crop: Option<(i32, i32, u32, u32)>,
@@ -401,17 +399,10 @@ pub(super) fn window_in_stream(
     if crop.is_some_and(|c| (c.0, c.1) != (0, 0)) {
         return None;
     }
-    let inside = nish_proto::wire::cast::window_at(f.width, f.height, &f.rgba, size.0, size.1)?;
-    let whole = (f.width, f.height) == size;
-    let at_edge = f.width >= stream.0 || f.height >= stream.1;
-    if whole && at_edge {
-        let (w, h) = (f.width as usize, f.height as usize);
-        let opaque = |x: usize, y: usize| f.rgba.get((y * w + x) * 4 + 3) == Some(&255);
-        if !(opaque(0, h / 2) && opaque(w / 2, 0)) {
-            return None;
-        }
+    if cut_at_edge(f, crop, stream) {
+        return None;
     }
-    Some(inside)
+    nish_proto::wire::cast::window_at(f.width, f.height, &f.rgba, size.0, size.1)
 }
 
 /// Where a click at `at` (the window's own coordinates) of a window `frame` goes in its
