@@ -188,14 +188,27 @@ pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String
 /// crop there, on the right and the bottom, so a window whose shadow makes it larger than the
 /// monitor comes with its shadow cut off on two sides only, and the window's place in it is
 /// no longer where its alpha says. True when the frame reaches the stream's right or bottom
-/// edge while its left or top edge is not opaque in the middle (a shadow there; a maximised
-/// window has none): the place is then not known, and nothing is guessed.
+/// edge while its fully opaque pixels do not reach its left and top edges (a shadow there; a
+/// maximised window has none, and its opaque header bar reaches both even where its content
+/// is see-through): the place is then not known, and nothing is guessed.
 pub fn cut_at_edge(f: &Frame, crop: Option<(i32, i32, u32, u32)>, stream: (u32, u32)) -> bool {
     let (x, y) = crop.map_or((0, 0), |c| (c.0.max(0) as u32, c.1.max(0) as u32));
     let at_edge = x.saturating_add(f.width) >= stream.0 || y.saturating_add(f.height) >= stream.1;
-    let (w, h) = (f.width as usize, f.height as usize);
-    let opaque = |x: usize, y: usize| f.rgba.get((y * w + x) * 4 + 3) == Some(&255);
-    at_edge && !(opaque(0, h / 2) && opaque(w / 2, 0))
+    if !at_edge {
+        return false;
+    }
+    let w = (f.width as usize).max(1);
+    let (mut left, mut top) = (false, false);
+    for (i, px) in f.rgba.chunks_exact(4).enumerate() {
+        if px[3] == 255 {
+            left |= i % w == 0;
+            top |= i < w;
+            if left && top {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Reads the stream `node` over the PipeWire connection `fd`, handing each buffer to `each`
@@ -622,6 +635,14 @@ mod tests {
             Some((0, 0, 40, 30)),
             (40, 30)
         ));
+        // A maximised window whose content is see-through, its header bar opaque.
+        let mut clear = frame(40, 30, 0);
+        for (i, px) in clear.rgba.chunks_exact_mut(4).enumerate() {
+            if i >= 40 * 5 {
+                px[3] = 200;
+            }
+        }
+        assert!(!cut_at_edge(&clear, Some((0, 0, 40, 30)), (40, 30)));
         // A shadowed window cut at the stream's right and bottom.
         assert!(cut_at_edge(
             &frame(40, 30, 3),

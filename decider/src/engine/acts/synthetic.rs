@@ -436,9 +436,10 @@ impl<B: Backend> Engine<B> {
                 let t = self.synth_target(s, token, j).await?;
                 let (x, y) = self.press_point(&t, call)?;
                 j.apply(&self.target_facts_at(s, &t, call, x, y))?;
-                // Where clicks go only into the focused window, a click elsewhere is refused
-                // before the person is asked (and checked again after).
-                let focus_first = clicks
+                // Where clicks go only into the focused window, a click (or a typing's
+                // focusing click) elsewhere is refused before the person is asked (and checked
+                // again after).
+                let focus_first = (clicks || matches!(call, Call::TypeText { .. }))
                     && self.backend.frame_origin() == FrameOrigin::Window
                     && self.backend.clicks_need_focus();
                 if focus_first {
