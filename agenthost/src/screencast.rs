@@ -267,25 +267,35 @@ impl Drop for Cast {
     /// capture cancelled, a failure), in the background; mutter also ends the session when
     /// its connection closes, which follows.
     fn drop(&mut self) {
-        if !self.stops_itself {
-            return;
+        if self.stops_itself {
+            stop_in_background(&self.conn, &self.mutter, &self.session, SESSION);
         }
-        let (conn, mutter, session) =
-            (self.conn.clone(), self.mutter.clone(), self.session.clone());
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = tokio::time::timeout(
-                    CAST_TIMEOUT,
-                    conn.call_method(
-                        Some(mutter.as_str()),
-                        session.as_str(),
-                        Some(SESSION),
-                        "Stop",
-                        &(),
-                    ),
-                )
-                .await;
-            });
-        }
+    }
+}
+
+/// Asks `mutter` to stop its session at `session` (of interface `iface`: a screen cast's or
+/// a remote desktop's), bounded by [`CAST_TIMEOUT`]; true when it answered that it did.
+pub(crate) async fn stop_session(
+    conn: &zbus::Connection,
+    mutter: &str,
+    session: &str,
+    iface: &str,
+) -> bool {
+    let asked = conn.call_method(Some(mutter), session, Some(iface), "Stop", &());
+    matches!(tokio::time::timeout(CAST_TIMEOUT, asked).await, Ok(Ok(_)))
+}
+
+/// [`stop_session`] in the background (from a drop), when a runtime runs.
+pub(crate) fn stop_in_background(
+    conn: &zbus::Connection,
+    mutter: &str,
+    session: &OwnedObjectPath,
+    iface: &'static str,
+) {
+    let (conn, mutter, session) = (conn.clone(), mutter.to_string(), session.clone());
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            stop_session(&conn, &mutter, session.as_str(), iface).await;
+        });
     }
 }

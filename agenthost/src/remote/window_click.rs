@@ -14,9 +14,11 @@
 //! mutter's session the way (docs/security.md).
 //!
 //! 1. The stream's first frame gives where the window lies inside its client-side shadow
-//!    ([`nish_proto::wire::cast::window_at`], by the size its application gives its window):
-//!    a stream of another window (the focus moved) is refused, unless of exactly the same size;
-//!    the engine also asks that the window be the only one that says it has the focus.
+//!    ([`nish_proto::wire::cast::window_at`], by the size its application gives its window;
+//!    not a frame cut at the monitor's edge, [`cut_at_edge`]): a stream of another window
+//!    (the focus moved) is refused, unless of exactly the same size. The engine asks that
+//!    the window be the only one that says it has the focus before the person is asked, and
+//!    the broker asks again once the stream runs and before the first press.
 //! 2. The pointer moves first to a point one pixel beside the click's, then to it; each move
 //!    is shown by the idle monitor before the next event, as keys are.
 //! 3. mutter puts the pointer's place in a window stream's buffers only while the pointer is
@@ -51,7 +53,7 @@ use super::{FocusCheck, KEY_TIMEOUT, Takeover, unless_stopped};
 use crate::handover::Endpoints;
 use crate::handover::frame::{Flow, Frame, Pointer, Seen, consume, cut_at_edge};
 use crate::monitor::Monitor;
-use crate::screencast::{Cast, Recording};
+use crate::screencast::{Cast, Recording, stop_in_background, stop_session};
 
 const REMOTE_DESKTOP: &str = "org.gnome.Mutter.RemoteDesktop";
 const REMOTE_DESKTOP_PATH: &str = "/org/gnome/Mutter/RemoteDesktop";
@@ -298,18 +300,7 @@ impl WindowPointer {
     async fn close(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         self.closed = true;
-        let stopped = tokio::time::timeout(
-            KEY_TIMEOUT,
-            self.conn.call_method(
-                Some(self.mutter.as_str()),
-                self.session.as_str(),
-                Some(RD_SESSION),
-                "Stop",
-                &(),
-            ),
-        )
-        .await;
-        if !matches!(stopped, Ok(Ok(_))) {
+        if !stop_session(&self.conn, &self.mutter, self.session.as_str(), RD_SESSION).await {
             tracing::warn!("mutter's pointer session did not stop when asked");
         }
     }
@@ -361,25 +352,8 @@ impl Drop for WindowPointer {
     /// device's pressed buttons are released with it; the linked stream ends too).
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if self.closed {
-            return;
-        }
-        let (conn, mutter, session) =
-            (self.conn.clone(), self.mutter.clone(), self.session.clone());
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = tokio::time::timeout(
-                    KEY_TIMEOUT,
-                    conn.call_method(
-                        Some(mutter.as_str()),
-                        session.as_str(),
-                        Some(RD_SESSION),
-                        "Stop",
-                        &(),
-                    ),
-                )
-                .await;
-            });
+        if !self.closed {
+            stop_in_background(&self.conn, &self.mutter, &self.session, RD_SESSION);
         }
     }
 }
