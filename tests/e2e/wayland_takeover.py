@@ -14,7 +14,8 @@ client, nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
 - foreground typing lands in the GTK 4 entry (read back), press_key too; a click on the
   password field gives it the focus (read back), through mutter's own remote desktop mapped by
   a screen cast of the focused window; a typing into the name field then clicks it first; a
-  click under the app's own popover is refused (occluded, nothing pressed);
+  click under the app's own popover is refused (occluded, nothing pressed); a double click
+  selects a word;
 - the person's own key, and their pointer, pause the driver (takeover.paused with
   person_input); acts are refused while paused; the host's takeover.resume resumes; the pause
   latency (the person's input to the host's event) is measured over repeated trials;
@@ -300,6 +301,25 @@ async def clicks_on_gnome(c) -> None:
         await ok(c, "press_key", {"key": "BackSpace"})
     await reads_back(c, "Ada Lovelac")
     say("  BackSpace x8: the entry reads 'Ada Lovelac' again, the popover gone")
+    # A double click selects the word under the pointer (GTK takes two presses within its
+    # time as one double click; a single click only moves the caret): the typing then
+    # replaces it. One word wider than the field lies under any point of it.
+    word = "m" * 150
+    e = await read_entry(c)
+    await ok(c, "set_value", {"element_token": e["element_token"], "value": word})
+    e = await reads_back(c, word)
+    a = await ok(c, "double_click", {"element_token": e["element_token"], "delivery_mode": "foreground"})
+    check(a["path"] == "portal:double_click", str(a))
+    await anyio.sleep(0.3)
+    e = await read_entry(c)
+    await ok(c, "type_text", {"element_token": e["element_token"], "text": "Byron",
+                              "delivery_mode": "foreground"})
+    await reads_back(c, "Byron")
+    say("  double_click on a word wider than the name field selects it: the typing replaces it, 'Byron'")
+    e = await read_entry(c)
+    await ok(c, "set_value", {"element_token": e["element_token"], "value": "Ada Lovelac"})
+    await reads_back(c, "Ada Lovelac")
+    await ok(c, "press_key", {"key": "End"})
 
 
 async def pointer_stops_typing(c, ctl, dialog, before: str) -> None:
