@@ -73,6 +73,10 @@ pub struct Scene {
     pub windows: Vec<SceneWindow>,
     pub screen: Rect,
     pub cursor: (i32, i32),
+    /// The broker's own pid, which KWin gives the surfaces of the connections the broker
+    /// opened (the indicator's): set here, never read from the answer.
+    #[serde(skip)]
+    pub own_pid: u32,
 }
 
 /// The script: one answer by `callDBus` to `dest` at `path`, carrying `nonce` (a script of
@@ -305,8 +309,9 @@ async fn ask(
             Ok(Ok(text)) => text,
             _ => return Err("KWin did not tell its windows in time".to_string()),
         };
-        let scene = serde_json::from_str::<Scene>(&text)
+        let mut scene = serde_json::from_str::<Scene>(&text)
             .map_err(|_| "KWin's answer is not understood".to_string())?;
+        scene.own_pid = std::process::id();
         if scene.nonce != nonce {
             return Err("the answer did not come from the driver's script".to_string());
         }
@@ -426,14 +431,20 @@ pub fn place(
     if !contains(&scene.screen, px, py) {
         return Err(occluded("the point lies off the screen"));
     }
+    // The driver's own takeover frame (the indicator's layer surfaces: the broker's pid, no
+    // title) takes no input and has no resize border: it covers its own pixels only.
+    let edge = |o: &SceneWindow| {
+        let frame = scene.own_pid != 0 && o.pid == scene.own_pid && o.caption.is_empty();
+        if frame { 0 } else { EDGE }
+    };
     // Every other window above that is not minimised, on whatever desktop KWin says (a
     // window on several desktops says one of them): a refusal is the safe side.
     let covered = scene.windows.iter().any(|o| {
         !std::ptr::eq(o, w)
             && !o.minimized
             && o.stacking > w.stacking
-            && (contains(&grown(&o.frame, EDGE), px, py)
-                || contains(&grown(&o.buffer, EDGE), px, py))
+            && (contains(&grown(&o.frame, edge(o)), px, py)
+                || contains(&grown(&o.buffer, edge(o)), px, py))
     });
     if covered {
         return Err(occluded("another window lies over the point"));
@@ -499,6 +510,7 @@ mod tests {
             ],
             screen: full,
             cursor: (0, 0),
+            own_pid: 0,
         }
     }
 
@@ -575,6 +587,33 @@ mod tests {
             code(place(&s, &target(10, "form", 1280, 800), 840, 270)),
             ErrorCode::Occluded
         );
+    }
+
+    #[test]
+    fn the_drivers_own_frame_covers_its_pixels_only_and_a_look_alike_more() {
+        // The takeover frame's top side, 6 px high, as KWin listed it (measured), above all.
+        let mut s = measured();
+        s.windows.truncate(1);
+        let side = |pid: u32, caption: &str| {
+            win(pid, caption, rect(0, 0, 1280, 6), rect(0, 0, 1280, 6), 9)
+        };
+        s.windows.push(side(77, ""));
+        s.own_pid = 77;
+        let form = target(10, "form", 1280, 800);
+        assert_eq!(code(place(&s, &form, 300, 5)), ErrorCode::Occluded);
+        assert_eq!(place(&s, &form, 300, 6), Ok((300, 6)));
+        // Another program's surface there, or one of the broker's with a title (the takeover
+        // surface, the consent dialog), keeps the resize border's margin.
+        for (pid, caption) in [(78, ""), (77, "nish-driver: AI takeover active")] {
+            s.windows.pop();
+            s.windows.push(side(pid, caption));
+            assert_eq!(
+                code(place(&s, &form, 300, 15)),
+                ErrorCode::Occluded,
+                "{pid}"
+            );
+            assert_eq!(place(&s, &form, 300, 16), Ok((300, 16)));
+        }
     }
 
     #[test]

@@ -340,6 +340,7 @@ mod tests {
             windows: vec![form.clone()],
             screen: full,
             cursor: (100, 100),
+            own_pid: 0,
         };
         let click = Click {
             target: WindowInfo {
