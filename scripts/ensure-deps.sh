@@ -51,7 +51,8 @@ minimal_packages=(python3-venv python3-pip python3-yaml python3-tomli systemd ut
 # a user namespace by util-linux's unshare; kwin-wayland is KDE Plasma's compositor of the KWin
 # tests, with the KDE desktop portal, whose RemoteDesktop plays the person there, and
 # qtwayland5, which the portal and the Qt app need on Wayland; wl-clipboard is the other
-# Wayland client that reads and holds the clipboard in the sway and KWin tests; setxkbmap, of
+# Wayland client that reads and holds the clipboard in the sway and KWin tests; grim reads
+# sway's screen to check the takeover frame; setxkbmap, of
 # x11-xkb-utils, gives the person a second keyboard layout in the input agent's tests). The consent dialog draws with the system's fonts: DejaVu for Latin, Greek, Cyrillic
 # and Arabic, WenQuanYi Micro Hei (5 MB, the smallest) for Chinese and Japanese.
 desktop_packages=(
@@ -60,7 +61,7 @@ desktop_packages=(
     xdotool xinput xclip x11-xkb-utils
     dbus dbus-x11 at-spi2-core libatk-adaptor
     openbox
-    mutter xwayland sway kwin-wayland xdg-desktop-portal-kde qtwayland5 wl-clipboard
+    mutter xwayland sway kwin-wayland xdg-desktop-portal-kde qtwayland5 wl-clipboard grim
     pipewire wireplumber xdg-desktop-portal xdg-desktop-portal-gnome
     gtk-3-examples gtk-4-examples
     python3-gi gir1.2-atspi-2.0 gir1.2-gtk-3.0 gir1.2-gtk-4.0 python3-xlib python3-pyatspi

@@ -65,7 +65,8 @@ QUERY = """var all = workspace.clientList();
 for (var i = 0; i < all.length; i++) {
     var c = all[i];
     print("TAG " + JSON.stringify({class: String(c.resourceClass), pid: c.pid, active: c.active,
-        fullScreen: c.fullScreen, x: c.x, y: c.y, width: c.width, height: c.height}));
+        fullScreen: c.fullScreen, x: c.x, y: c.y, width: c.width, height: c.height,
+        titled: String(c.caption) != ""}));
 }
 print("TAG end");
 """

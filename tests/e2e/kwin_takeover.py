@@ -6,7 +6,8 @@ nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
 - the person ticks the takeover line in the driver's own consent dialog and clicks Allow (their
   pointer and keyboard played through the KDE portal's RemoteDesktop,
   tests/indicator/tests/wayland/kde_person.py); KDE's portal grants the driver's keyboard with
-  a notification only, no dialog: the driver's own consent is the only one;
+  a notification only, no dialog: the driver's own consent is the only one; the takeover
+  surface and the red frame round the screen (four layer surfaces, in KWin's list) are up;
 - foreground typing lands in the GTK 4 entry (read back), press_key too; typing into a field
   that does not hold the keyboard focus clicks it first (as on X11);
 - foreground clicks land where KWin says the form's fields are (KWin tells its windows' places
@@ -49,18 +50,18 @@ from wayland_takeover import APP, pointer_stops_typing, read_entry, reads_back, 
 
 TRIALS = 20
 FORGER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "attackers", "forged_kwin_scene.py")
-# The takeover surface (the broker's window) moved over the form's Save button (at 33,381
-# 1214x24 in the maximised form: its centre 640,393).
+# The takeover surface (the broker's titled window; the frame's sides have no title) moved over
+# the form's Save button (at 33,381 1214x24 in the maximised form: its centre 640,393).
 MOVE_SURFACE = """var all = workspace.clientList();
 for (var i = 0; i < all.length; i++) {
     var c = all[i];
-    if (c.pid == PID) { c.frameGeometry = {x: 500, y: 350, width: c.width, height: c.height}; }
+    if (c.pid == PID && String(c.caption) != "") { c.frameGeometry = {x: 500, y: 350, width: c.width, height: c.height}; }
 }
 print("TAG end");
 """
 ACTIVATE_PID = """var all = workspace.clientList();
 for (var i = 0; i < all.length; i++) {
-    if (all[i].pid == PID) { workspace.activeClient = all[i]; }
+    if (all[i].pid == PID && String(all[i].caption) != "") { workspace.activeClient = all[i]; }
 }
 print("TAG end");
 """
@@ -76,7 +77,8 @@ def continue_on_screen(kwin: Kwin, broker: h.Broker, dialog: DialogPerson) -> tu
     found = CONTINUE.findall(dialog.log_since(0))
     check(found, "the indicator's log says where Continue is")
     x, y, w, hgt = (int(v) for v in found[-1])
-    surfaces = [w for w in kwin.windows() if w["class"] == "nish-driver" and w["pid"] == broker.proc.pid]
+    surfaces = [w for w in kwin.windows()
+                if w["class"] == "nish-driver" and w["pid"] == broker.proc.pid and w["titled"]]
     check(len(surfaces) == 1, f"one takeover surface on the broker's connection: {kwin.windows()}")
     s = surfaces[0]
     return (s["x"] + x + w / 2, s["y"] + y + hgt / 2)
@@ -197,7 +199,7 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
     save = h.find(r, "push_button", "Save")
     kwin.run(MOVE_SURFACE.replace("PID", str(broker.proc.pid)))
     kwin.run(ACTIVATE_PID.replace("PID", str(broker.proc.pid)))
-    surface = [w for w in kwin.windows() if w["pid"] == broker.proc.pid]
+    surface = [w for w in kwin.windows() if w["pid"] == broker.proc.pid and w["titled"]]
     check(len(surface) == 1 and (surface[0]["x"], surface[0]["y"]) == (500, 350),
           f"the takeover surface lies over Save: {kwin.windows()}")
     before = pointer_at(kwin)
@@ -286,6 +288,12 @@ async def run(ns: argparse.Namespace) -> None:
             check(st["input"] == "takeover" and st["takeover"]["on"] is True, f"takeover: {st}")
             sid = st["session"]
             say(f"  takeover {st['takeover']}")
+            sides = sorted((w["x"], w["y"], w["width"], w["height"]) for w in kwin.windows()
+                           if w["pid"] == broker.proc.pid and not w["titled"])
+            check(sides == [(0, 0, 6, 800), (0, 0, 1280, 6), (0, 794, 1280, 6), (1274, 0, 6, 800)],
+                  f"the red frame's four sides round the screen, as KWin shows them: {sides}")
+            say("  the takeover surface and the red frame round the screen are up (KWin lists the frame's "
+                "four sides at the screen's edges)")
 
             # The takeover surface is a window of its own: KWin may give it the keyboard. The
             # person brings the form back (as Alt+Tab would; no input event, so no pause).

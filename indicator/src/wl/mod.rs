@@ -13,8 +13,11 @@
 //!
 //! The takeover surface is shown when the broker asks (`ShowTakeover`): not full screen and not
 //! on top (no Wayland client can keep a window on top where there is no layer-shell, as on
-//! GNOME), the X11 label's text and red, and while paused Continue. `TakeoverShown` follows
-//! once the compositor configured it and its first picture is committed; when the compositor
+//! GNOME), the X11 label's text and red, and while paused Continue; where the compositor offers
+//! layer-shell, with the X11 frame's red ring round every screen ([`ring`]). `TakeoverShown`
+//! follows once the compositor configured them and their first pictures are committed; when a
+//! side of the ring is closed by the compositor, every takeover ends (`TakeoverLost`
+//! "indicator_destroyed"); when the compositor
 //! connection fails every takeover ends (`TakeoverLost` "display_lost", as on X11). A close
 //! request is ignored, as on the dialog.
 //!
@@ -51,6 +54,7 @@
 mod buffers;
 mod dialog;
 mod gate;
+mod ring;
 mod state;
 mod takeover;
 
@@ -58,6 +62,7 @@ use std::time::{Duration, Instant};
 
 use nish_proto::wire::indicator::{BrokerToIndicator, ConsentShown, IndicatorToBroker};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use wayland_client::protocol::wl_shm;
 use wayland_client::{Connection, EventQueue};
 
 use crate::app::Exit;
@@ -70,12 +75,16 @@ use crate::render::theme;
 use crate::sys::ShmMem;
 use dialog::{Look, WlDialog};
 use gate::Gate;
+use ring::{Colour, Parts, Ring};
 use state::State;
 use takeover::WlTakeover;
 
-/// The shared memory: two buffers of up to 3840 x 2160 pixels for the consent dialog and two
-/// small ones for the takeover surface (a sparse memfd: only drawn pages take memory).
-pub const POOL_BYTES: usize = 2 * SLOT_BYTES + 2 * TAKEOVER_SLOT_BYTES;
+/// The shared memory: two buffers of up to 3840 x 2160 pixels for the consent dialog, two
+/// small ones for the takeover surface and two of one pixel for the takeover frame (a sparse
+/// memfd: only drawn pages take memory).
+pub const POOL_BYTES: usize = RING_OFFSET + 2 * 4;
+/// Where the takeover frame's two pixels are in the shared memory.
+const RING_OFFSET: usize = 2 * SLOT_BYTES + 2 * TAKEOVER_SLOT_BYTES;
 /// One consent dialog buffer's bytes.
 const SLOT_BYTES: usize = 3840 * 2160 * 4;
 /// One takeover surface buffer's bytes (its size at scale 3 with room to spare).
@@ -114,6 +123,8 @@ impl WlApp {
             compositor: None,
             shm: None,
             wm: None,
+            layer_shell: None,
+            viewporter: None,
             seat: None,
             pointer: None,
             outputs: Vec::new(),
@@ -211,6 +222,21 @@ impl WlApp {
     fn flush_answers(&mut self) -> Result<(), Fail> {
         for session in std::mem::take(&mut self.state.continues) {
             self.send(IndicatorToBroker::Continue { session })?;
+        }
+        // The compositor closed a side of the frame: it is no longer whole, and the takeover
+        // ends (as when another X client unmaps the X11 frame).
+        if let Some(t) = self
+            .state
+            .takeover
+            .take_if(|t| t.ring.as_ref().is_some_and(|r| r.lost()))
+        {
+            for session in t.sessions() {
+                self.send(IndicatorToBroker::TakeoverLost {
+                    session,
+                    reason: "indicator_destroyed".into(),
+                })?;
+            }
+            t.destroy();
         }
         let shown = self.state.takeover.as_mut().map(|t| t.shown_notes());
         for session in shown.unwrap_or_default() {
@@ -513,10 +539,36 @@ impl WlApp {
         let surface = compositor.create_surface(&st.qh, ());
         let xdg = wm.get_xdg_surface(&surface, &st.qh, ());
         let toplevel = xdg.get_toplevel(&st.qh, ());
+        // The frame around the screens, where the compositor offers layer-shell.
+        let ring = match (&st.layer_shell, &st.viewporter, &st.pool) {
+            (Some(shell), Some(viewporter), Some(pool)) => {
+                let px = st.mem.bytes_mut(RING_OFFSET, 8);
+                px[..4].copy_from_slice(&crate::xui::rgb::RED.to_le_bytes());
+                px[4..].copy_from_slice(&crate::xui::rgb::RED_DIM.to_le_bytes());
+                let pixel = |i: usize, c: Colour| {
+                    let at = (RING_OFFSET + 4 * i) as i32;
+                    pool.create_buffer(at, 1, 1, 4, wl_shm::Format::Xrgb8888, &st.qh, c)
+                };
+                let buffers = (pixel(0, Colour::Red), pixel(1, Colour::Dim));
+                let parts = Parts {
+                    compositor,
+                    shell,
+                    viewporter,
+                    qh: &st.qh,
+                };
+                Some(Ring::new(&parts, &st.outputs, buffers, paused))
+            }
+            (Some(_), None, _) => {
+                tracing::warn!("layer-shell without wp_viewporter: no frame around the screens");
+                None
+            }
+            _ => None,
+        };
         st.takeover = Some(WlTakeover::new(
             surface,
             xdg,
             toplevel,
+            ring,
             &st.look.fonts,
             scale,
             session,

@@ -5,15 +5,18 @@ use std::time::Instant;
 
 use nish_proto::wire::indicator::ConsentAnswer;
 use wayland_client::protocol::{
-    wl_buffer, wl_compositor, wl_output, wl_pointer, wl_registry, wl_seat, wl_shm, wl_shm_pool,
-    wl_surface,
+    wl_buffer, wl_compositor, wl_output, wl_pointer, wl_region, wl_registry, wl_seat, wl_shm,
+    wl_shm_pool, wl_surface,
 };
 use wayland_client::{Connection, Dispatch, QueueHandle, WEnum, delegate_noop};
+use wayland_protocols::wp::viewporter::client::{wp_viewport, wp_viewporter};
 use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel, xdg_wm_base};
+use wayland_protocols_wlr::layer_shell::v1::client::{zwlr_layer_shell_v1, zwlr_layer_surface_v1};
 
 use super::buffers::Buffers;
 use super::dialog::{Look, WlDialog};
 use super::gate;
+use super::ring::{Colour, Parts};
 use super::takeover::WlTakeover;
 use crate::consent::{Kind, denied};
 use crate::sys::ShmMem;
@@ -32,6 +35,10 @@ pub(super) struct State {
     pub(super) compositor: Option<wl_compositor::WlCompositor>,
     pub(super) shm: Option<wl_shm::WlShm>,
     pub(super) wm: Option<xdg_wm_base::XdgWmBase>,
+    /// Layer-shell (KWin, wlroots; not mutter): the takeover frame around the screens.
+    pub(super) layer_shell: Option<zwlr_layer_shell_v1::ZwlrLayerShellV1>,
+    /// Stretches the frame's one-pixel buffers.
+    pub(super) viewporter: Option<wp_viewporter::WpViewporter>,
     pub(super) seat: Option<wl_seat::WlSeat>,
     pub(super) pointer: Option<wl_pointer::WlPointer>,
     /// The outputs, bound only so that the compositor tells when the dialog's surface enters
@@ -215,8 +222,31 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
             "wl_seat" if state.seat.is_none() => {
                 state.seat = Some(registry.bind(name, version.min(5), qh, ()));
             }
+            "zwlr_layer_shell_v1" if state.layer_shell.is_none() => {
+                state.layer_shell = Some(registry.bind(name, version.min(4), qh, ()));
+            }
+            "wp_viewporter" if state.viewporter.is_none() => {
+                state.viewporter = Some(registry.bind(name, 1, qh, ()));
+            }
             "wl_output" => {
-                let o = registry.bind(name, version.min(2), qh, ());
+                let o: wl_output::WlOutput = registry.bind(name, version.min(2), qh, ());
+                // A screen added during a takeover gets its frame at once.
+                if let (Some(compositor), Some(shell), Some(viewporter), Some(t)) = (
+                    &state.compositor,
+                    &state.layer_shell,
+                    &state.viewporter,
+                    &mut state.takeover,
+                ) && let Some(ring) = &mut t.ring
+                {
+                    let parts = Parts {
+                        compositor,
+                        shell,
+                        viewporter,
+                        qh,
+                    };
+                    tracing::info!("a screen was added: the takeover frame goes around it too");
+                    ring.add_output(&parts, &o);
+                }
                 state.outputs.push(o);
                 state.output_scales.push(1);
             }
@@ -395,7 +425,48 @@ impl Dispatch<wl_buffer::WlBuffer, usize> for State {
     }
 }
 
+impl Dispatch<zwlr_layer_surface_v1::ZwlrLayerSurfaceV1, ()> for State {
+    fn event(
+        state: &mut Self,
+        layer: &zwlr_layer_surface_v1::ZwlrLayerSurfaceV1,
+        event: zwlr_layer_surface_v1::Event,
+        _: &(),
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        let Some(ring) = state.takeover.as_mut().and_then(|t| t.ring.as_mut()) else {
+            return;
+        };
+        match event {
+            zwlr_layer_surface_v1::Event::Configure {
+                serial,
+                width,
+                height,
+            } => ring.configure(layer, serial, (width, height)),
+            zwlr_layer_surface_v1::Event::Closed => ring.close(layer),
+            _ => {}
+        }
+    }
+}
+
+/// The frame's one-pixel buffers are written once and kept: their release is nothing to do.
+impl Dispatch<wl_buffer::WlBuffer, Colour> for State {
+    fn event(
+        _: &mut Self,
+        _: &wl_buffer::WlBuffer,
+        _: wl_buffer::Event,
+        _: &Colour,
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+    }
+}
+
 delegate_noop!(State: wl_compositor::WlCompositor);
+delegate_noop!(State: wl_region::WlRegion);
+delegate_noop!(State: zwlr_layer_shell_v1::ZwlrLayerShellV1);
+delegate_noop!(State: wp_viewporter::WpViewporter);
+delegate_noop!(State: wp_viewport::WpViewport);
 delegate_noop!(State: wl_shm_pool::WlShmPool);
 delegate_noop!(State: ignore wl_shm::WlShm);
 impl Dispatch<wl_output::WlOutput, ()> for State {

@@ -21,6 +21,7 @@ use wayland_protocols::xdg::shell::client::{xdg_surface, xdg_toplevel};
 
 use super::buffers::{Buffers, TAKEOVER_SLOTS};
 use super::gate::Gate;
+use super::ring::Ring;
 use crate::render::canvas::{Canvas, Style, text_width};
 use crate::render::fonts::Fonts;
 use crate::takeover::{ACTIVE_TEXT, CONTINUE_TEXT, PAUSED_TEXT};
@@ -147,6 +148,8 @@ pub(super) struct WlTakeover {
     pub(super) xdg: xdg_surface::XdgSurface,
     pub(super) toplevel: xdg_toplevel::XdgToplevel,
     pub(super) gate: Gate,
+    /// The frame around the screens, where the compositor offers layer-shell.
+    pub(super) ring: Option<Ring>,
     geom: Geometry,
     /// Whether Continue is drawn (any session paused).
     paused: bool,
@@ -163,6 +166,7 @@ impl WlTakeover {
         surface: wl_surface::WlSurface,
         xdg: xdg_surface::XdgSurface,
         toplevel: xdg_toplevel::XdgToplevel,
+        ring: Option<Ring>,
         fonts: &Fonts,
         scale: i32,
         session: String,
@@ -191,6 +195,7 @@ impl WlTakeover {
             xdg,
             toplevel,
             gate: Gate::new(("takeover surface", "takeover surface"), now, driver_press),
+            ring,
             geom,
             paused,
             dirty: true,
@@ -242,9 +247,10 @@ impl WlTakeover {
         paused.map(|(k, _)| k.clone()).collect()
     }
 
-    /// The sessions not yet told that the surface is shown, once it is; marked told.
+    /// The sessions not yet told that the surface is shown, once it is (and the frame, where
+    /// there is one); marked told.
     pub(super) fn shown_notes(&mut self) -> Vec<String> {
-        if !self.committed {
+        if !self.committed || self.ring.as_ref().is_some_and(|r| !r.is_shown()) {
             return Vec::new();
         }
         let fresh = self.sessions.iter_mut().filter(|(_, s)| !s.shown_sent);
@@ -259,6 +265,11 @@ impl WlTakeover {
     /// Brings the picture in line with the sessions: Continue appears (armed afresh: it is
     /// new under the pointer) or goes.
     fn apply(&mut self, now: Instant) {
+        // The frame dims only while no session is active, as on X11.
+        let all = !self.sessions.is_empty() && self.sessions.values().all(|s| s.paused);
+        if let Some(r) = &mut self.ring {
+            r.set_dimmed(all);
+        }
         let paused = self.sessions.values().any(|s| s.paused);
         if paused != self.paused {
             self.paused = paused;
@@ -325,6 +336,9 @@ impl WlTakeover {
     }
 
     pub(super) fn destroy(self) {
+        if let Some(r) = self.ring {
+            r.destroy();
+        }
         self.toplevel.destroy();
         self.xdg.destroy();
         self.surface.destroy();

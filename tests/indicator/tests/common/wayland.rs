@@ -17,7 +17,7 @@ use nish_proto::wire::indicator::{
     BrokerToIndicator, ConsentDialog, ConsentShown, IndicatorToBroker,
 };
 use nish_proto::wire::{AgentFailure, ConnectTarget, Hello, MAX_FRAME_BYTES, Role};
-use nish_testdesk::WaylandDesktop;
+use nish_testdesk::{Compositor, WaylandDesktop};
 
 /// The person: mutter's RemoteDesktop session, driven through person.py.
 pub struct Person {
@@ -29,8 +29,15 @@ pub struct Person {
 }
 
 impl Person {
+    /// The person on `desk`'s compositor: mutter's RemoteDesktop (person.py), sway's
+    /// virtual pointer (wlr_person.py) or KDE's portal (kde_person.py).
     pub fn start(desk: &WaylandDesktop) -> Person {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wayland/person.py");
+        let script = match desk.compositor() {
+            Compositor::Mutter => "person.py",
+            Compositor::Sway => "wlr_person.py",
+            Compositor::Kwin => "kde_person.py",
+        };
+        let script = format!("{}/tests/wayland/{script}", env!("CARGO_MANIFEST_DIR"));
         let mut child = desk
             .command("/usr/bin/python3")
             .arg(script)
