@@ -186,11 +186,14 @@ async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(
     match tokio::time::timeout(SHOW_TIMEOUT, rx).await {
         Ok(Ok(())) => Ok(()),
         _ => {
-            b.indicator_answers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .shown
-                .remove(session);
+            {
+                let mut w = b
+                    .indicator_answers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                w.shown.remove(session);
+                w.on.remove(session);
+            }
             // Whatever is on screen goes: a takeover is not granted without its frame.
             let _ = ind
                 .send(BrokerToIndicator::HideTakeover {

@@ -62,6 +62,10 @@ pub struct SceneWindow {
     pub minimized: bool,
     /// On the current desktop (or on all), as KWin's `desktop` says.
     pub here: bool,
+    /// KWin's id for the window (`internalId`), which its screen cast takes
+    /// ([`crate::kwin_cast`]).
+    #[serde(default)]
+    pub id: String,
 }
 
 /// What KWin said: its windows, the screen, and the pointer's place.
@@ -91,7 +95,7 @@ for (var i = 0; i < all.length; i++) {{
     var c = all[i];
     out.push({{pid: c.pid > 0 ? c.pid : 0, caption: String(c.caption), frame: r(c.frameGeometry),
         buffer: r(c.bufferGeometry), stacking: c.stackingOrder, minimized: !!c.minimized,
-        here: !!(c.onAllDesktops || c.desktop == workspace.currentDesktop)}});
+        here: !!(c.onAllDesktops || c.desktop == workspace.currentDesktop), id: String(c.internalId)}});
 }}
 var p = workspace.cursorPos;
 callDBus({dest}, {path}, "{ANSWER_IFACE}", "Scene",
@@ -333,6 +337,32 @@ async fn ask(
     .await;
 }
 
+/// KWin's unique name on the session bus, when its process is the compositor serving the
+/// Wayland socket (the pinned listener), or that listener's child (KWin started through its
+/// wrapper, which listens and runs KWin), and its executable KWin's: the only connection a
+/// window's place is taken from ([`crate::kwin_scene`]).
+pub(crate) async fn kwin_owner(
+    conn: &zbus::Connection,
+    opener: &std::sync::Arc<crate::handover::Opener>,
+) -> Option<String> {
+    let owner = crate::portal::name_owner(conn, crate::monitor::KWIN)
+        .await
+        .ok()?;
+    let pid = crate::portal::connection_pid(conn, &owner).await?;
+    let opener = opener.clone();
+    let (listener, listener_exe) = tokio::task::spawn_blocking(move || opener.wayland_compositor())
+        .await
+        .ok()??;
+    let exe = crate::desktop::proc_identity(pid)?.exe;
+    if crate::compositor::Compositor::of_exe(&exe) != Some(crate::compositor::Compositor::Kwin) {
+        return None;
+    }
+    // KWin's wrapper listens on the socket and runs KWin: only then is the listener's child
+    // the compositor.
+    let wrapper = crate::compositor::is_kwin_wrapper(&listener_exe);
+    (pid == listener || (wrapper && parent_pid(pid) == Some(listener))).then_some(owner)
+}
+
 /// The parent of process `pid`, from `/proc`.
 pub fn parent_pid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -358,22 +388,17 @@ fn grown(r: &Rect, by: i32) -> Rect {
     }
 }
 
-/// Where on the screen the point `x`, `y` of `target` (in the window's own coordinates, as
-/// its accessible frame gives them) is, when a click there reaches that window: see the
-/// module's rules. Errors say why not, in the contract's codes, with nothing sent.
-pub fn place(
-    scene: &Scene,
+/// Which of KWin's windows `target` is (its accessible frame matched by the module's rules),
+/// and whether that frame is KWin's `bufferGeometry` (else its `frameGeometry`): the one
+/// window of its pid of that size, with its title when it has one, shown here. Errors say
+/// why not, in the contract's codes.
+pub fn window_of<'a>(
+    scene: &'a Scene,
     target: &WindowInfo,
-    x: i32,
-    y: i32,
-) -> Result<(i32, i32), DriverError> {
+) -> Result<&'a SceneWindow, DriverError> {
     let size = (target.frame.w, target.frame.h);
     let not_found = |why: &str| {
-        DriverError::new(
-            ErrorCode::WindowTargetNotFound,
-            format!("{why}; nothing was sent"),
-        )
-        .with_effect("refused")
+        DriverError::new(ErrorCode::WindowTargetNotFound, why.to_string()).with_effect("refused")
     };
     // Counted over all the app's windows of that size, minimised or elsewhere too: one that
     // is hidden must not stand in for another that is shown.
@@ -397,7 +422,7 @@ pub fn place(
             return Err(DriverError::new(
                 ErrorCode::AmbiguousWindowTarget,
                 "KWin shows more than one window of this app with the window's size: the \
-                 click's place is not known; nothing was sent",
+                 window is not known",
             )
             .with_effect("refused"));
         }
@@ -410,6 +435,40 @@ pub fn place(
     if w.minimized || !w.here {
         return Err(not_found("the window is minimised or on another desktop"));
     }
+    Ok(w)
+}
+
+/// Whether `o` is a side of the driver's own takeover frame (the indicator's layer surfaces):
+/// one of the broker's windows (KWin gives the indicator's the broker's pid, which opened its
+/// connection) with no title, exactly the frame's width, flush with an edge of the screen and
+/// spanning it. Any other window of the broker's (a compromised agent's, on a connection the
+/// broker opened) keeps a window's margin.
+fn frame_side(scene: &Scene, o: &SceneWindow) -> bool {
+    let t = i32::from(nish_proto::wire::indicator::TAKEOVER_FRAME_WIDTH);
+    let (s, f) = (&scene.screen, &o.frame);
+    let across = f.h == t && f.w == s.w && f.x == s.x && (f.y == s.y || f.y == s.y + s.h - t);
+    let down = f.w == t && f.h == s.h && f.y == s.y && (f.x == s.x || f.x == s.x + s.w - t);
+    scene.own_pid != 0
+        && o.pid == scene.own_pid
+        && o.caption.is_empty()
+        && o.buffer == o.frame
+        && (across || down)
+}
+
+/// Where on the screen the point `x`, `y` of `target` (in the window's own coordinates, as
+/// its accessible frame gives them) is, when a click there reaches that window: see the
+/// module's rules. Errors say why not, in the contract's codes, with nothing sent.
+pub fn place(
+    scene: &Scene,
+    target: &WindowInfo,
+    x: i32,
+    y: i32,
+) -> Result<(i32, i32), DriverError> {
+    let w = window_of(scene, target).map_err(|mut e| {
+        e.message.push_str("; nothing was sent");
+        e
+    })?;
+    let size = (target.frame.w, target.frame.h);
     let origin = if (w.buffer.w, w.buffer.h) == size {
         (w.buffer.x, w.buffer.y)
     } else {
@@ -431,12 +490,9 @@ pub fn place(
     if !contains(&scene.screen, px, py) {
         return Err(occluded("the point lies off the screen"));
     }
-    // The driver's own takeover frame (the indicator's layer surfaces: the broker's pid, no
-    // title) takes no input and has no resize border: it covers its own pixels only.
-    let edge = |o: &SceneWindow| {
-        let frame = scene.own_pid != 0 && o.pid == scene.own_pid && o.caption.is_empty();
-        if frame { 0 } else { EDGE }
-    };
+    // The driver's own takeover frame takes no input and has no resize border: it covers its
+    // own pixels only.
+    let edge = |o: &SceneWindow| if frame_side(scene, o) { 0 } else { EDGE };
     // Every other window above that is not minimised, on whatever desktop KWin says (a
     // window on several desktops says one of them): a refusal is the safe side.
     let covered = scene.windows.iter().any(|o| {
@@ -469,6 +525,7 @@ mod tests {
             stacking,
             minimized: false,
             here: true,
+            id: String::new(),
         }
     }
 
@@ -604,6 +661,13 @@ mod tests {
         assert_eq!(place(&s, &form, 300, 6), Ok((300, 6)));
         // Another program's surface there, or one of the broker's with a title (the takeover
         // surface, the consent dialog), keeps the resize border's margin.
+        // An untitled window of the broker's of another shape (a compromised agent's) too.
+        s.windows.pop();
+        s.windows
+            .push(win(77, "", rect(0, 0, 1280, 7), rect(0, 0, 1280, 7), 9));
+        assert_eq!(code(place(&s, &form, 300, 15)), ErrorCode::Occluded);
+        s.windows.pop();
+        s.windows.push(side(77, ""));
         for (pid, caption) in [(78, ""), (77, "nish-driver: AI takeover active")] {
             s.windows.pop();
             s.windows.push(side(pid, caption));

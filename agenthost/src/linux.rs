@@ -385,9 +385,14 @@ fn indicator_on_start(
                 match m {
                     IndicatorToBroker::TakeoverShown { session } => {
                         let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
-                        w.on.insert(session.clone());
+                        // Only an awaited answer marks the surface on: one that came after
+                        // the wait gave up (and hid it) must not let a later takeover skip
+                        // its wait.
                         if let Some(tx) = w.shown.remove(&session) {
+                            w.on.insert(session.clone());
                             let _ = tx.send(());
+                        } else {
+                            tracing::info!("a takeover shown that nobody waits for: ignored");
                         }
                     }
                     IndicatorToBroker::ConsentShown { id, shown } => {

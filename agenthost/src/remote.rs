@@ -70,7 +70,8 @@ mod session;
 mod window_click;
 pub use click::{Announce, Click};
 
-use session::{RemoteSession, kwin_owner};
+use crate::kwin_scene::kwin_owner;
+use session::RemoteSession;
 
 const REMOTE_DESKTOP: &str = "org.freedesktop.portal.RemoteDesktop";
 /// The portal frontend's executable's file name.

@@ -47,7 +47,7 @@ pub const PAUSED_TEXT: &str = "You took over \u{b7} Continue when ready";
 /// The button's text.
 pub const CONTINUE_TEXT: &str = "Continue";
 /// Frame thickness in pixels.
-pub const FRAME_WIDTH: u16 = 6;
+pub const FRAME_WIDTH: u16 = nish_proto::wire::indicator::TAKEOVER_FRAME_WIDTH;
 /// Raises happen at most this often.
 pub const RAISE_MIN_INTERVAL: Duration = Duration::from_millis(50);
 /// A raise happens at least this often while shown.

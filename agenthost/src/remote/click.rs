@@ -334,6 +334,7 @@ mod tests {
             stacking: 0,
             minimized: false,
             here: true,
+            id: String::new(),
         };
         let scene = Scene {
             nonce: String::new(),

@@ -14,7 +14,6 @@ use zbus::zvariant::{ObjectPath, Value};
 use super::{
     BACKENDS, GRANT_TIMEOUT, KEY_TIMEOUT, KEYBOARD, POINTER, PORTAL_EXE, REMOTE_DESKTOP, token,
 };
-use crate::handover::Opener;
 use crate::monitor::Monitor;
 use crate::portal::{
     Ask, CALL_TIMEOUT, PORTAL, PORTAL_PATH, REQUEST, Refusal, SESSION, name_owner, owner_changes,
@@ -347,28 +346,6 @@ impl Drop for RemoteSession {
         self.closing.store(true, Ordering::SeqCst);
         self.watcher.abort();
     }
-}
-
-/// KWin's unique name on the session bus, when its process is the compositor serving the
-/// Wayland socket (the pinned listener), or that listener's child (KWin started through its
-/// wrapper, which listens and runs KWin), and its executable KWin's: the only connection a
-/// window's place is taken from ([`crate::kwin_scene`]).
-pub(super) async fn kwin_owner(conn: &zbus::Connection, opener: &Arc<Opener>) -> Option<String> {
-    let owner = name_owner(conn, crate::monitor::KWIN).await.ok()?;
-    let pid = crate::portal::connection_pid(conn, &owner).await?;
-    let opener = opener.clone();
-    let (listener, listener_exe) = tokio::task::spawn_blocking(move || opener.wayland_compositor())
-        .await
-        .ok()??;
-    let exe = crate::desktop::proc_identity(pid)?.exe;
-    if crate::compositor::Compositor::of_exe(&exe) != Some(crate::compositor::Compositor::Kwin) {
-        return None;
-    }
-    // KWin's wrapper listens on the socket and runs KWin: only then is the listener's child
-    // the compositor.
-    let wrapper = crate::compositor::is_kwin_wrapper(&listener_exe);
-    (pid == listener || (wrapper && crate::kwin_scene::parent_pid(pid) == Some(listener)))
-        .then_some(owner)
 }
 
 /// Whether the connection `name` (a unique name) belongs to the desktop portal's program, by

@@ -129,6 +129,7 @@ impl WlApp {
             pointer: None,
             outputs: Vec::new(),
             output_scales: Vec::new(),
+            output_names: Vec::new(),
             pool: None,
             mem,
             busy: [false; 4],
@@ -239,6 +240,12 @@ impl WlApp {
             t.destroy();
         }
         let shown = self.state.takeover.as_mut().map(|t| t.shown_notes());
+        if shown.as_ref().is_some_and(|s| !s.is_empty()) {
+            // What was committed reaches the compositor before the broker hears of it.
+            self.conn
+                .flush()
+                .map_err(|e| Fail::Display(e.to_string()))?;
+        }
         for session in shown.unwrap_or_default() {
             tracing::info!("takeover indicator shown");
             self.send(IndicatorToBroker::TakeoverShown { session })?;
@@ -559,11 +566,19 @@ impl WlApp {
                 Some(Ring::new(&parts, &st.outputs, buffers, paused))
             }
             (Some(_), None, _) => {
-                tracing::warn!("layer-shell without wp_viewporter: no frame around the screens");
-                None
+                // A frame the compositor could draw is not drawn here: no takeover.
+                tracing::warn!("layer-shell without wp_viewporter: the frame cannot be drawn");
+                return self.refuse_takeover(session, surface, xdg, toplevel);
             }
             _ => None,
         };
+        if ring.as_ref().is_some_and(|r| !r.has_sides()) {
+            tracing::warn!("no screen to put the takeover frame round");
+            if let Some(r) = ring {
+                r.destroy();
+            }
+            return self.refuse_takeover(session, surface, xdg, toplevel);
+        }
         st.takeover = Some(WlTakeover::new(
             surface,
             xdg,
@@ -577,6 +592,25 @@ impl WlApp {
             st.last_driver_press,
         ));
         Ok(())
+    }
+}
+
+impl WlApp {
+    /// The takeover surface just made goes, and the broker is told the takeover is lost.
+    fn refuse_takeover(
+        &mut self,
+        session: String,
+        surface: wayland_client::protocol::wl_surface::WlSurface,
+        xdg: wayland_protocols::xdg::shell::client::xdg_surface::XdgSurface,
+        toplevel: wayland_protocols::xdg::shell::client::xdg_toplevel::XdgToplevel,
+    ) -> Result<(), Fail> {
+        toplevel.destroy();
+        xdg.destroy();
+        surface.destroy();
+        self.send(IndicatorToBroker::TakeoverLost {
+            session,
+            reason: "display_lost".into(),
+        })
     }
 }
 

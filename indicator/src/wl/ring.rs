@@ -10,15 +10,18 @@
 //! side's size by `wp_viewporter`, so the ring costs eight bytes of memory whatever the
 //! screens' size.
 //!
-//! The ring is shown (the broker may be told `TakeoverShown`) once every side was configured
-//! and committed with its picture. The compositor closes a layer surface when its output goes
-//! or by its own choice: the ring is then no longer whole and the takeover ends
-//! ([`Ring::lost`]). A screen added while the ring is up gets its sides at once.
+//! The ring is shown (the broker may be told `TakeoverShown`) once every side was configured,
+//! committed with its picture, and the compositor's frame callback for that commit came (it
+//! comes when the compositor drew it, or is about to). The compositor closes a layer surface
+//! when its output goes or by its own choice, and a side given no size cannot be seen: the
+//! ring is then no longer whole and the takeover ends ([`Ring::lost`]). A screen added while
+//! the ring is up gets its sides at once (for the moment until they are drawn, that screen
+//! shows no frame); the sides of a screen removed go with it.
 //!
 //! What a client cannot prevent: another client's overlay surface above the ring (any
 //! program of the person's can make one), see docs/security.md.
 
-use wayland_client::protocol::{wl_buffer, wl_compositor, wl_output, wl_surface};
+use wayland_client::protocol::{wl_buffer, wl_callback, wl_compositor, wl_output, wl_surface};
 use wayland_client::{Dispatch, QueueHandle};
 use wayland_protocols::wp::viewporter::client::{wp_viewport, wp_viewporter};
 use wayland_protocols_wlr::layer_shell::v1::client::{zwlr_layer_shell_v1, zwlr_layer_surface_v1};
@@ -36,10 +39,16 @@ pub(super) enum Colour {
     Dim,
 }
 
+/// A frame callback's user data: the side whose first picture it follows.
+#[derive(Clone, Debug)]
+pub(super) struct Drawn(pub(super) zwlr_layer_surface_v1::ZwlrLayerSurfaceV1);
+
 /// One side of one output.
 #[derive(Debug)]
 struct Side {
     output: wl_output::WlOutput,
+    /// The compositor drew its first picture (its frame callback came).
+    drawn: bool,
     surface: wl_surface::WlSurface,
     layer: zwlr_layer_surface_v1::ZwlrLayerSurfaceV1,
     viewport: wp_viewport::WpViewport,
@@ -84,6 +93,7 @@ impl Ring {
             + Dispatch<zwlr_layer_surface_v1::ZwlrLayerSurfaceV1, ()>
             + Dispatch<wp_viewport::WpViewport, ()>
             + Dispatch<wayland_client::protocol::wl_region::WlRegion, ()>
+            + Dispatch<wl_callback::WlCallback, Drawn>
             + 'static,
     {
         let mut ring = Ring {
@@ -107,6 +117,7 @@ impl Ring {
             + Dispatch<zwlr_layer_surface_v1::ZwlrLayerSurfaceV1, ()>
             + Dispatch<wp_viewport::WpViewport, ()>
             + Dispatch<wayland_client::protocol::wl_region::WlRegion, ()>
+            + Dispatch<wl_callback::WlCallback, Drawn>
             + 'static,
     {
         use zwlr_layer_surface_v1::{Anchor, KeyboardInteractivity};
@@ -138,6 +149,7 @@ impl Ring {
             surface.commit();
             self.sides.push(Side {
                 output: output.clone(),
+                drawn: false,
                 surface,
                 layer,
                 viewport,
@@ -153,13 +165,17 @@ impl Ring {
         self.sides.iter().any(|s| &s.layer == layer)
     }
 
-    /// The compositor configured a side at `size` (surface points): acknowledged and drawn.
-    pub(super) fn configure(
+    /// The compositor configured a side at `size` (surface points): acknowledged and drawn;
+    /// its first picture asks for a frame callback.
+    pub(super) fn configure<D>(
         &mut self,
         layer: &zwlr_layer_surface_v1::ZwlrLayerSurfaceV1,
         serial: u32,
         size: (u32, u32),
-    ) {
+        qh: &QueueHandle<D>,
+    ) where
+        D: Dispatch<wl_callback::WlCallback, Drawn> + 'static,
+    {
         let colour = self.colour();
         let Some(side) = self.sides.iter_mut().find(|s| &s.layer == layer) else {
             return;
@@ -169,19 +185,52 @@ impl Ring {
             return;
         };
         if w <= 0 || h <= 0 {
-            // Never drawn, so never shown: the broker is not told the ring is up.
+            // Not seen: before the first picture the broker is never told the ring is up;
+            // after it, the ring is no longer whole.
             tracing::warn!("a side of the takeover frame was given no size ({w}x{h})");
+            if side.size.is_some() {
+                self.closed = true;
+            }
             return;
         }
         let first = side.size.is_none();
         side.size = Some((w, h));
         side.viewport.set_destination(w, h);
         side.shows = None;
+        if first {
+            side.surface.frame(qh, Drawn(side.layer.clone()));
+        }
         let (red, dim) = (self.red.clone(), self.dim.clone());
         show(side, colour, &red, &dim);
-        if first && self.is_shown() {
+    }
+
+    /// The compositor drew a side's first picture.
+    pub(super) fn drawn(&mut self, layer: &zwlr_layer_surface_v1::ZwlrLayerSurfaceV1) {
+        let Some(side) = self.sides.iter_mut().find(|s| &s.layer == layer) else {
+            return;
+        };
+        side.drawn = true;
+        if self.is_shown() {
             let (sides, outputs) = self.counts();
             tracing::info!("takeover frame shown: {sides} sides on {outputs} screens");
+        }
+    }
+
+    /// A screen went: its sides go with it (the ring round the others stays whole). With no
+    /// screen left there is no ring.
+    pub(super) fn remove_output(&mut self, output: &wl_output::WlOutput) {
+        let (gone, kept): (Vec<Side>, Vec<Side>) =
+            self.sides.drain(..).partition(|s| &s.output == output);
+        self.sides = kept;
+        if gone.is_empty() {
+            return;
+        }
+        tracing::info!("a screen went: its sides of the takeover frame went too");
+        for s in gone {
+            destroy_side(s);
+        }
+        if self.sides.is_empty() {
+            self.closed = true;
         }
     }
 
@@ -198,9 +247,14 @@ impl Ring {
         self.closed
     }
 
-    /// Whether every side is configured and shows its picture.
+    /// Whether every side shows its picture, drawn by the compositor.
     pub(super) fn is_shown(&self) -> bool {
-        !self.sides.is_empty() && self.sides.iter().all(|s| s.shows.is_some())
+        !self.sides.is_empty() && self.sides.iter().all(|s| s.shows.is_some() && s.drawn)
+    }
+
+    /// Whether the ring has any side (a screen to go round).
+    pub(super) fn has_sides(&self) -> bool {
+        !self.sides.is_empty()
     }
 
     /// Dims the ring (every session paused) or brightens it.
@@ -233,13 +287,17 @@ impl Ring {
 
     pub(super) fn destroy(self) {
         for s in self.sides {
-            s.viewport.destroy();
-            s.layer.destroy();
-            s.surface.destroy();
+            destroy_side(s);
         }
         self.red.destroy();
         self.dim.destroy();
     }
+}
+
+fn destroy_side(s: Side) {
+    s.viewport.destroy();
+    s.layer.destroy();
+    s.surface.destroy();
 }
 
 /// Attaches `colour`'s buffer to a configured side and commits it (when it shows another).

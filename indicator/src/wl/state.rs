@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use nish_proto::wire::indicator::ConsentAnswer;
 use wayland_client::protocol::{
-    wl_buffer, wl_compositor, wl_output, wl_pointer, wl_region, wl_registry, wl_seat, wl_shm,
-    wl_shm_pool, wl_surface,
+    wl_buffer, wl_callback, wl_compositor, wl_output, wl_pointer, wl_region, wl_registry, wl_seat,
+    wl_shm, wl_shm_pool, wl_surface,
 };
 use wayland_client::{Connection, Dispatch, QueueHandle, WEnum, delegate_noop};
 use wayland_protocols::wp::viewporter::client::{wp_viewport, wp_viewporter};
@@ -16,7 +16,7 @@ use wayland_protocols_wlr::layer_shell::v1::client::{zwlr_layer_shell_v1, zwlr_l
 use super::buffers::Buffers;
 use super::dialog::{Look, WlDialog};
 use super::gate;
-use super::ring::{Colour, Parts};
+use super::ring::{Colour, Drawn, Parts};
 use super::takeover::WlTakeover;
 use crate::consent::{Kind, denied};
 use crate::sys::ShmMem;
@@ -46,6 +46,8 @@ pub(super) struct State {
     pub(super) outputs: Vec<wl_output::WlOutput>,
     /// Each output's scale (`wl_output.scale`), by the output's index in `outputs`.
     pub(super) output_scales: Vec<i32>,
+    /// Each output's global name, by its index in `outputs` (to forget it when it goes).
+    pub(super) output_names: Vec<u32>,
     pub(super) pool: Option<wl_shm_pool::WlShmPool>,
     pub(super) mem: ShmMem,
     pub(super) busy: [bool; 4],
@@ -201,13 +203,26 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
         _: &Connection,
         qh: &QueueHandle<Self>,
     ) {
-        let wl_registry::Event::Global {
-            name,
-            interface,
-            version,
-        } = event
-        else {
-            return;
+        let (name, interface, version) = match event {
+            wl_registry::Event::Global {
+                name,
+                interface,
+                version,
+            } => (name, interface, version),
+            wl_registry::Event::GlobalRemove { name } => {
+                // A screen went: forgotten, and its sides of the takeover frame go.
+                if let Some(i) = state.output_names.iter().position(|n| *n == name) {
+                    state.output_names.remove(i);
+                    state.output_scales.remove(i);
+                    // Bound at version 2, which has no release request: it is just forgotten.
+                    let o = state.outputs.remove(i);
+                    if let Some(ring) = state.takeover.as_mut().and_then(|t| t.ring.as_mut()) {
+                        ring.remove_output(&o);
+                    }
+                }
+                return;
+            }
+            _ => return,
         };
         match interface.as_str() {
             "wl_compositor" if state.compositor.is_none() => {
@@ -249,6 +264,7 @@ impl Dispatch<wl_registry::WlRegistry, ()> for State {
                 }
                 state.outputs.push(o);
                 state.output_scales.push(1);
+                state.output_names.push(name);
             }
             _ => {}
         }
@@ -432,7 +448,7 @@ impl Dispatch<zwlr_layer_surface_v1::ZwlrLayerSurfaceV1, ()> for State {
         event: zwlr_layer_surface_v1::Event,
         _: &(),
         _: &Connection,
-        _: &QueueHandle<Self>,
+        qh: &QueueHandle<Self>,
     ) {
         let Some(ring) = state.takeover.as_mut().and_then(|t| t.ring.as_mut()) else {
             return;
@@ -442,9 +458,25 @@ impl Dispatch<zwlr_layer_surface_v1::ZwlrLayerSurfaceV1, ()> for State {
                 serial,
                 width,
                 height,
-            } => ring.configure(layer, serial, (width, height)),
+            } => ring.configure(layer, serial, (width, height), qh),
             zwlr_layer_surface_v1::Event::Closed => ring.close(layer),
             _ => {}
+        }
+    }
+}
+
+/// The compositor drew a side of the takeover frame.
+impl Dispatch<wl_callback::WlCallback, Drawn> for State {
+    fn event(
+        state: &mut Self,
+        _: &wl_callback::WlCallback,
+        _: wl_callback::Event,
+        drawn: &Drawn,
+        _: &Connection,
+        _: &QueueHandle<Self>,
+    ) {
+        if let Some(ring) = state.takeover.as_mut().and_then(|t| t.ring.as_mut()) {
+            ring.drawn(&drawn.0);
         }
     }
 }

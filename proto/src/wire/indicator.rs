@@ -64,6 +64,10 @@ pub struct ConsentRequest {
     pub timeout_ms: u64,
 }
 
+/// The takeover frame's width in pixels (the X11 frame's ring, and on Wayland with layer-shell
+/// each side's thickness; the broker knows the frame's sides on KWin by it).
+pub const TAKEOVER_FRAME_WIDTH: u16 = 6;
+
 /// The longest a consent dialog waits for an answer, whatever a request says.
 pub const MAX_CONSENT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 

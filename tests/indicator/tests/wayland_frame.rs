@@ -4,7 +4,7 @@
 //! portal (`kde_person.py`).
 //!
 //! What it shows, on sway, read from the screen's pixels (`grim`, through wlroots'
-//! screencopy): `TakeoverShown` comes only after the ring is on screen; the ring is exactly
+//! screencopy): `TakeoverShown` comes only after the indicator saw every side drawn; the ring is exactly
 //! the frame's width, red, on all four edges, and nothing of it lies inside; it takes no
 //! input (the person's pointer on the ring reaches the full-screen consent dialog under it);
 //! it stays bright while one of two sessions is active and dims when both are paused; a
