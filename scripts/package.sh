@@ -8,6 +8,7 @@
 #   usr/bin/nish-driver, usr/bin/nish-mcp
 #   usr/libexec/nish-driver/{nish-reader,nish-input,nish-indicator}
 #   usr/lib/systemd/user/nish-driver.service
+#   usr/share/applications/nish-driver.desktop (hidden; lets KWin stream a window to the broker)
 #   usr/share/doc/nish-driver/{README.md,LICENSE,copyright,docs/*.md}
 # The tarball's tree is under nish-driver-<version>/ (unpack it into / or a prefix's parent).
 # Nothing of the test crates is in either.
@@ -56,7 +57,8 @@ mkdir -p "$stage/root"
 root="$stage/root"
 
 install -d -m 0755 "$root/usr/bin" "$root/usr/libexec/nish-driver" \
-    "$root/usr/lib/systemd/user" "$root/usr/share/doc/nish-driver/docs"
+    "$root/usr/lib/systemd/user" "$root/usr/share/doc/nish-driver/docs" \
+    "$root/usr/share/applications"
 for b in "${binaries[@]}"; do
     install -m 0755 "target/$profile/$b" "$root/usr/bin/$b"
 done
@@ -64,6 +66,7 @@ for a in "${agents[@]}"; do
     install -m 0755 "target/$profile/$a" "$root/usr/libexec/nish-driver/$a"
 done
 install -m 0644 systemd/nish-driver.service "$root/usr/lib/systemd/user/nish-driver.service"
+install -m 0644 systemd/nish-driver.desktop "$root/usr/share/applications/nish-driver.desktop"
 install -m 0644 README.md LICENSE "$root/usr/share/doc/nish-driver/"
 install -m 0644 docs/*.md "$root/usr/share/doc/nish-driver/docs/"
 cat > "$root/usr/share/doc/nish-driver/copyright" <<EOF

@@ -455,6 +455,26 @@ fn frame_side(scene: &Scene, o: &SceneWindow) -> bool {
         && (across || down)
 }
 
+/// The part of `target`'s accessible frame that KWin's screen cast of `w` (its match,
+/// [`window_of`]) shows, in the window's own coordinates: KWin streams a window's
+/// `frameGeometry` (measured: GTK 3's 1415x732 frame of its 1467x784 surface with the shadow;
+/// a maximised GTK 4 window's whole surface), and the accessible frame is its
+/// `bufferGeometry` or its `frameGeometry`, whichever has its size.
+pub fn stream_part(w: &SceneWindow, target: &WindowInfo) -> Rect {
+    let size = (target.frame.w, target.frame.h);
+    let origin = if (w.buffer.w, w.buffer.h) == size {
+        (w.buffer.x, w.buffer.y)
+    } else {
+        (w.frame.x, w.frame.y)
+    };
+    Rect {
+        x: w.frame.x - origin.0,
+        y: w.frame.y - origin.1,
+        w: w.frame.w,
+        h: w.frame.h,
+    }
+}
+
 /// Where on the screen the point `x`, `y` of `target` (in the window's own coordinates, as
 /// its accessible frame gives them) is, when a click there reaches that window: see the
 /// module's rules. Errors say why not, in the contract's codes, with nothing sent.
@@ -678,6 +698,21 @@ mod tests {
             );
             assert_eq!(place(&s, &form, 300, 16), Ok((300, 16)));
         }
+    }
+
+    #[test]
+    fn the_stream_shows_the_windows_frame_geometry_within_its_accessible_frame() {
+        let s = measured();
+        // GTK 3 (its shadow counted in its accessible frame): the frame without it, at 26,23.
+        let gtk3 = target(20, "", 1467, 784);
+        let w = window_of(&s, &gtk3).unwrap();
+        assert_eq!(stream_part(w, &gtk3), rect(26, 23, 1415, 732));
+        // A window without a shadow: its whole frame.
+        let qt = target(30, "nish Qt form", 420, 220);
+        assert_eq!(
+            stream_part(window_of(&s, &qt).unwrap(), &qt),
+            rect(0, 0, 420, 220)
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod held_trees;
 pub mod idle_watch;
 pub mod indicator;
 pub mod keymap;
+pub mod kwin_cast;
 pub mod kwin_scene;
 pub mod linux;
 pub mod messages;

@@ -210,25 +210,52 @@ pub(crate) async fn read_objects(
     }
 }
 
-/// On a Wayland session, the stream of the window that has the focus, for one capture of
-/// `window`: on mutter only ([`crate::screencast`]); elsewhere capture is not built.
-async fn window_cast(
-    b: &LinuxBackend,
-    window: &WindowInfo,
-) -> Result<crate::screencast::Cast, DriverError> {
+/// A capture's screen-cast stream on a Wayland session, alive until dropped.
+enum WindowCast {
+    /// mutter's, of the window that has the focus.
+    Mutter(crate::screencast::Cast),
+    /// KWin's, of the window itself, marked live for the reader's one frame
+    /// ([`crate::handover::Opener::cast_live`]).
+    Kwin {
+        // Declared first, dropped first: the node is no longer live before the stream
+        // closes (PipeWire may give its number to another object).
+        _live: crate::handover::CastLive,
+        cast: crate::kwin_cast::KwinCast,
+        /// The part of the window's accessible frame the image is.
+        part: nish_proto::model::Rect,
+    },
+}
+
+impl WindowCast {
+    fn node(&self) -> u32 {
+        match self {
+            WindowCast::Mutter(c) => c.node,
+            WindowCast::Kwin { cast, .. } => cast.node,
+        }
+    }
+}
+
+fn no_pipewire() -> DriverError {
+    DriverError::new(
+        ErrorCode::BackendUnavailable,
+        "the window's screen cast did not start: PipeWire does not run in this session",
+    )
+}
+
+/// On a Wayland session, a stream for one capture of `window`: on mutter of the window that
+/// has the focus ([`crate::screencast`]), on KWin of the window itself
+/// ([`crate::kwin_cast`]); elsewhere capture is not built.
+async fn window_cast(b: &LinuxBackend, window: &WindowInfo) -> Result<WindowCast, DriverError> {
     let conn = crate::portal::session_conn(b.session_bus().as_deref())
         .await
         .ok_or_else(wayland_capture_unsupported)?;
-    let Ok(crate::monitor::Kind::Mutter(mutter)) =
-        crate::monitor::kind(Some(&conn), &b.opener).await
-    else {
-        return Err(wayland_capture_unsupported());
+    let mutter = match crate::monitor::kind(Some(&conn), &b.opener).await {
+        Ok(crate::monitor::Kind::Mutter(mutter)) => mutter,
+        Ok(crate::monitor::Kind::Kwin) => return kwin_window_cast(b, &conn, window).await,
+        Err(_) => return Err(wayland_capture_unsupported()),
     };
     if !crate::screencast::pipewire_runs() {
-        return Err(DriverError::new(
-            ErrorCode::BackendUnavailable,
-            "the window's screen cast did not start: PipeWire does not run in this session",
-        ));
+        return Err(no_pipewire());
     }
     // The stream records the window that has the focus when it starts: the window asked for
     // must say it has it before (the reader checks again around the frame).
@@ -243,7 +270,61 @@ async fn window_cast(
              does not say it has it; no capture was taken",
         ));
     }
-    crate::screencast::Cast::focused_window(conn, &mutter, &b.opener).await
+    crate::screencast::Cast::focused_window(conn, &mutter, &b.opener)
+        .await
+        .map(WindowCast::Mutter)
+}
+
+/// On KWin: which of KWin's windows `window` is, from KWin itself ([`crate::kwin_scene`]: the
+/// one window of its pid of its size, with its title, shown here), then KWin's stream of it.
+async fn kwin_window_cast(
+    b: &LinuxBackend,
+    conn: &zbus::Connection,
+    window: &WindowInfo,
+) -> Result<WindowCast, DriverError> {
+    let unavailable = |why: String| {
+        DriverError::new(
+            ErrorCode::BackendUnavailable,
+            format!("{why}; no capture was taken"),
+        )
+    };
+    if !crate::screencast::pipewire_runs() {
+        return Err(no_pipewire());
+    }
+    let kwin = crate::kwin_scene::kwin_owner(conn, &b.opener)
+        .await
+        .ok_or_else(|| unavailable("KWin's connection on the session bus is not known".into()))?;
+    let scene = tokio::time::timeout(
+        crate::kwin_scene::SCENE_TIMEOUT,
+        crate::kwin_scene::scene(conn, &kwin),
+    )
+    .await
+    .map_err(|_| unavailable("KWin did not tell its windows in time".into()))?
+    .map_err(unavailable)?;
+    let w = crate::kwin_scene::window_of(&scene, window)?;
+    let uuid = w.id.clone();
+    let part = crate::kwin_scene::stream_part(w, window);
+    if uuid.is_empty() {
+        return Err(unavailable("KWin gave no id for the window".into()));
+    }
+    let opener = b.opener.clone();
+    let started = tokio::time::timeout(
+        crate::kwin_cast::START_TIMEOUT * 2,
+        tokio::task::spawn_blocking(move || {
+            let stream = opener.wayland_stream().map_err(|f| f.message)?;
+            crate::kwin_cast::KwinCast::window(stream, &uuid)
+        }),
+    )
+    .await
+    .map_err(|_| unavailable("KWin's screen cast did not start in time".into()))?
+    .map_err(|_| unavailable("KWin's screen cast did not start".into()))?;
+    let cast = started.map_err(|why| unavailable(crate::agents::clean_message(&why)))?;
+    let live = b.opener.window_cast_live(cast.node);
+    Ok(WindowCast::Kwin {
+        cast,
+        _live: live,
+        part,
+    })
 }
 
 /// A window's image with its secure fields blacked out.
@@ -262,7 +343,11 @@ pub(crate) async fn capture(
     let call = reader::Capture {
         window: window.clone(),
         secure,
-        stream: cast.as_ref().map(|c| c.node),
+        stream: cast.as_ref().map(WindowCast::node),
+        stream_part: match &cast {
+            Some(WindowCast::Kwin { part, .. }) => Some(*part),
+            _ => None,
+        },
     };
     let answer = b
         .reader

@@ -322,13 +322,22 @@ impl Takeover {
             // now, so that clicks are not offered where every one would fail.
             match kwin {
                 Some(k) => {
-                    let asked = tokio::select! {
-                        r = crate::kwin_scene::scene(&started.conn, &k) => r,
-                        _ = cancel.changed() => {
-                            started.close().await;
-                            return Err(ended());
+                    // Up to three times: a KWin slow to answer (a busy machine) is not a KWin
+                    // that cannot.
+                    let mut asked = Err(String::new());
+                    for _ in 0..3 {
+                        asked = tokio::select! {
+                            r = crate::kwin_scene::scene(&started.conn, &k) => r,
+                            _ = cancel.changed() => {
+                                started.close().await;
+                                return Err(ended());
+                            }
+                        };
+                        match &asked {
+                            Ok(_) => break,
+                            Err(why) => tracing::info!("KWin's windows not told ({why})"),
                         }
-                    };
+                    }
                     match asked {
                         Ok(_) => Some(k),
                         Err(why) => {

@@ -67,17 +67,24 @@ pub(crate) enum Recording<'a> {
 
 /// Whether a window's capture can be offered on this session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Offered {
+pub enum Offered {
     /// mutter's screen cast answers as mutter's, and PipeWire's socket is there.
     Ready,
     /// mutter's screen cast answers, but PipeWire does not run.
     NoPipeWire,
+    /// KWin's screen cast is not offered to the broker: KWin does not trust it (the package's
+    /// desktop file is not installed, or its `Exec` names another executable).
+    Untrusted,
     /// No screen cast of mutter's.
     No,
 }
 
 /// The action the doctor gives where PipeWire does not run (no reason code fits: contract
 /// §6.3's list is closed).
+pub(crate) const TRUST_IN_KWIN: &str = "Install the package's desktop file \
+     (/usr/share/applications/nish-driver.desktop, its Exec naming the nish-driver that runs) so \
+     that KWin offers its window screen cast to the driver, to allow window captures.";
+/// The action the doctor gives where PipeWire does not run.
 pub(crate) const START_PIPEWIRE: &str =
     "Start PipeWire in your session (packages pipewire and wireplumber) to allow window captures.";
 

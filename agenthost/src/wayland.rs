@@ -47,9 +47,10 @@ pub struct PortalReport {
     /// Visible takeover works here: RemoteDesktop, and mutter's idle monitor or KWin's idle
     /// notification ([`crate::remote::available`]).
     pub takeover: bool,
-    /// mutter's own screen cast runs with PipeWire: a takeover there clicks in the focused
-    /// window ([`crate::screencast::offered`]).
-    pub mutter_cast: bool,
+    /// The compositor's own screen cast for captures (mutter's: then a takeover there also
+    /// clicks in the focused window, [`crate::screencast::offered`]; KWin's:
+    /// [`crate::kwin_cast::offered`]).
+    pub cast: crate::screencast::Offered,
 }
 
 /// Asks the session bus for the portal's RemoteDesktop, ScreenCast and GlobalShortcuts
@@ -62,7 +63,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
             shortcuts: Offer::NoPortal,
             compositor: Compositor::Unknown,
             takeover: false,
-            mutter_cast: false,
+            cast: crate::screencast::Offered::No,
         };
     };
     let has_owner = |name: &'static str| {
@@ -95,7 +96,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
         shortcuts: portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await,
         compositor,
         takeover: false,
-        mutter_cast: false,
+        cast: crate::screencast::Offered::No,
     }
 }
 
@@ -137,16 +138,24 @@ impl PortalReport {
                         Compositor::Kwin => {
                             "the keyboard, and the pointer for clicks: KWin tells where a window is"
                         }
-                        Compositor::Mutter if self.mutter_cast => {
+                        Compositor::Mutter if self.cast == crate::screencast::Offered::Ready => {
                             "the keyboard, and the pointer for clicks in the window that has the \
                              focus: mutter maps a point of its screen cast"
                         }
                         _ => "keyboard only",
                     },
-                    if self.compositor == Compositor::Mutter {
-                        "a capture records the focused window through mutter's own screen cast"
-                    } else {
-                        "capture does not use ScreenCast yet"
+                    match (self.compositor, self.cast) {
+                        (Compositor::Mutter, _) => {
+                            "a capture records the focused window through mutter's own screen cast"
+                        }
+                        (Compositor::Kwin, crate::screencast::Offered::Ready) => {
+                            "a capture records the window itself through KWin's screen cast"
+                        }
+                        (Compositor::Kwin, crate::screencast::Offered::Untrusted) => {
+                            "a capture needs KWin to offer its screen cast to the driver (the \
+                             package's desktop file)"
+                        }
+                        _ => "capture does not use ScreenCast yet",
                     }
                 ),
             ),
@@ -287,17 +296,19 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
         &b.opener,
     )
     .await;
-    let cast = if read_ok && portal.compositor == Compositor::Mutter {
-        crate::screencast::offered(
-            crate::handover::Endpoints::from_env()
-                .session_bus
-                .as_deref(),
-        )
-        .await
-    } else {
-        crate::screencast::Offered::No
+    let cast = match portal.compositor {
+        Compositor::Mutter if read_ok => {
+            crate::screencast::offered(
+                crate::handover::Endpoints::from_env()
+                    .session_bus
+                    .as_deref(),
+            )
+            .await
+        }
+        Compositor::Kwin if read_ok => crate::kwin_cast::offered(&b.opener).await,
+        _ => crate::screencast::Offered::No,
     };
-    portal.mutter_cast = cast == crate::screencast::Offered::Ready;
+    portal.cast = cast;
     let (entry, probe) = portal.entry();
     backends.push(entry);
     probes.push(probe);
@@ -351,6 +362,11 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                     CapStatus::Unavailable,
                     None,
                     Some(crate::screencast::START_PIPEWIRE.to_string()),
+                ),
+                "capture_window" if cast == crate::screencast::Offered::Untrusted => (
+                    CapStatus::Unavailable,
+                    None,
+                    Some(crate::screencast::TRUST_IN_KWIN.to_string()),
                 ),
                 "clipboard_read" | "clipboard_write" if clipboard_ok => {
                     (CapStatus::Available, None, None)
@@ -406,7 +422,7 @@ mod tests {
             shortcuts: Offer::Absent,
             compositor: Compositor::Mutter,
             takeover: false,
-            mutter_cast: false,
+            cast: crate::screencast::Offered::No,
         }
     }
 

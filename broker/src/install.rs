@@ -39,6 +39,7 @@ enum Dir {
 
 /// The unit as the package ships it; an install writes its own paths into a copy.
 const UNIT: &str = include_str!("../../systemd/nish-driver.service");
+const DESKTOP: &str = include_str!("../../systemd/nish-driver.desktop");
 const README: &str = include_str!("../../README.md");
 const LICENSE: &str = include_str!("../../LICENSE");
 
@@ -62,6 +63,8 @@ pub struct Layout {
     pub units: PathBuf,
     /// The autostart entry's directory.
     pub autostart: PathBuf,
+    /// The applications directory (the hidden entry KWin finds the broker by).
+    pub applications: PathBuf,
     /// The README and license.
     pub doc: PathBuf,
     /// The manifest.
@@ -94,6 +97,7 @@ impl Layout {
             libexec,
             units: config.join("systemd/user"),
             autostart: config.join("autostart"),
+            applications: data.join("applications"),
             doc: data.join("doc/nish-driver"),
             manifest: data.join("nish-driver/install-manifest"),
         })
@@ -157,6 +161,25 @@ pub fn autostart_for(l: &Layout) -> String {
          X-GNOME-Autostart-enabled=false\n",
         l.bin.join("nish-driver").display()
     )
+}
+
+/// The hidden applications entry: the package's (`systemd/nish-driver.desktop`) with this
+/// install's `nish-driver` in `Exec`. KDE's KWin finds a client's desktop file by its
+/// executable and offers its window screen cast to the broker by it (captures on KWin).
+pub fn kwin_entry_for(l: &Layout) -> String {
+    let exec = format!("Exec={} serve", l.bin.join("nish-driver").display());
+    DESKTOP
+        .lines()
+        .map(|line| {
+            if line.starts_with("Exec=") {
+                exec.clone()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// The line that imports the display variables into the user's service manager and starts
@@ -290,6 +313,7 @@ pub fn install(l: &Layout, from: &Path) -> anyhow::Result<String> {
     // Every place is checked before anything is written, and a failure part-way removes what
     // was written: no half install is left.
     let autostart = l.autostart.join("nish-driver.desktop");
+    let entry = l.applications.join("nish-driver.desktop");
     let places: Vec<PathBuf> = PROGRAMS
         .iter()
         .map(|(n, d)| l.program(n, *d))
@@ -297,6 +321,7 @@ pub fn install(l: &Layout, from: &Path) -> anyhow::Result<String> {
             l.unit(),
             l.wants_link(),
             autostart.clone(),
+            entry.clone(),
             l.doc.join("README.md"),
             l.doc.join("LICENSE"),
         ])
@@ -315,6 +340,7 @@ pub fn install(l: &Layout, from: &Path) -> anyhow::Result<String> {
         m.write(&l.unit(), unit_for(l).as_bytes(), 0o644)?;
         m.link(&l.wants_link(), "../nish-driver.service")?;
         m.write(&autostart, autostart_for(l).as_bytes(), 0o644)?;
+        m.write(&entry, kwin_entry_for(l).as_bytes(), 0o644)?;
         m.write(&l.doc.join("README.md"), README.as_bytes(), 0o644)?;
         m.write(&l.doc.join("LICENSE"), LICENSE.as_bytes(), 0o644)?;
         m.make_dir(
@@ -343,7 +369,7 @@ pub fn install(l: &Layout, from: &Path) -> anyhow::Result<String> {
         return Err(e).with_context(|| format!("error writing {}", l.manifest.display()));
     }
     Ok(format!(
-        "installed nish-driver for this user:\n  programs in {} and {}\n  the user unit {} (enabled for graphical-session.target)\n  an autostart entry for desktops that do not start the unit\n  what was written: {}\nTo import the display variables and start the service now, run:\n  {}\n(or install with --now). Then connect a host: nish-driver mcp-config --client <host>",
+        "installed nish-driver for this user:\n  programs in {} and {}\n  the user unit {} (enabled for graphical-session.target)\n  an autostart entry for desktops that do not start the unit\n  a hidden applications entry (KWin streams a window to the driver by it, for captures)\n  what was written: {}\nTo import the display variables and start the service now, run:\n  {}\n(or install with --now). Then connect a host: nish-driver mcp-config --client <host>",
         l.bin.display(),
         l.libexec.display(),
         l.unit().display(),

@@ -134,6 +134,11 @@ fn check_install(home: &Path, env: &[(&str, &Path)], bin: &Path, config: &Path, 
     let desktop = std::fs::read_to_string(config.join("autostart/nish-driver.desktop")).unwrap();
     assert!(desktop.contains(&format!("Exec={}/nish-driver serve", bin.display())));
     assert!(desktop.contains("NotShowIn=GNOME;KDE;"));
+    // The hidden entry KWin finds the broker by, for its window screen cast.
+    let entry = std::fs::read_to_string(data.join("applications/nish-driver.desktop")).unwrap();
+    assert!(entry.contains(&format!("\nExec={}/nish-driver serve\n", bin.display())));
+    assert!(entry.contains("\nX-KDE-Wayland-Interfaces=zkde_screencast_unstable_v1\n"));
+    assert!(entry.contains("\nNoDisplay=true\n"));
     assert!(data.join("doc/nish-driver/README.md").is_file());
     assert!(data.join("doc/nish-driver/LICENSE").is_file());
     assert!(data.join("nish-driver/install-manifest").is_file());

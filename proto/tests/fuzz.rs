@@ -379,13 +379,17 @@ fn broker_to_reader() -> impl Strategy<Value = BrokerToReader> {
             any::<u64>(),
             window(),
             proptest::collection::vec(s(), 0..4),
-            proptest::option::of(any::<u32>())
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(rect())
         )
-            .prop_map(|(id, window, secure, stream)| BrokerToReader::Capture {
-                id,
-                window,
-                secure,
-                stream
+            .prop_map(|(id, window, secure, stream, stream_part)| {
+                BrokerToReader::Capture {
+                    id,
+                    window,
+                    secure,
+                    stream,
+                    stream_part,
+                }
             }),
         any::<u64>().prop_map(|id| BrokerToReader::Probe { id }),
         (any::<u64>(), window(), s()).prop_map(|(id, window, element)| BrokerToReader::Watch {

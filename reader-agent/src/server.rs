@@ -473,6 +473,7 @@ impl Reader {
         window: &WindowInfo,
         secure: &[String],
         stream: Option<u32>,
+        stream_part: Option<nish_proto::model::Rect>,
     ) -> Result<crate::x11::Capture, Failure> {
         let allowed = self
             .captures
@@ -501,6 +502,7 @@ impl Reader {
                 window,
                 secure,
                 node,
+                stream_part,
             )
             .await;
         }
@@ -715,7 +717,8 @@ impl Reader {
                 window,
                 secure,
                 stream,
-            } => match self.capture(&window, &secure, stream).await {
+                stream_part,
+            } => match self.capture(&window, &secure, stream, stream_part).await {
                 Ok(c) => ReaderToBroker::Png {
                     id,
                     width: c.width,

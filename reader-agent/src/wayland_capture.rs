@@ -1,8 +1,12 @@
-//! Captures on a Wayland session (GNOME's mutter), with every secure field blacked out.
+//! Captures on a Wayland session (GNOME's mutter, KDE's KWin), with every secure field blacked
+//! out.
 //!
-//! The broker starts a screen-cast stream of the window that has the focus (mutter's
-//! `RecordWindow`, which can name no other window without the shell) and names its PipeWire
-//! node here. The reader:
+//! The broker starts a screen-cast stream and names its PipeWire node here: on mutter of the
+//! window that has the focus (mutter's `RecordWindow`, which can name no other window without
+//! the shell); on KWin of the window itself (KWin's `stream_window`, by the id KWin gives the
+//! window the broker matched to this one by its pid, size and title; the broker names the part
+//! of the window's frame the stream's image is, from KWin's geometry: `stream_part`). The
+//! reader:
 //!
 //! 1. reads the window's top-level accessible (its size, and its `active` state) and the
 //!    extents of every secure field the broker names, as on X11 ([`crate::capture`]);
@@ -10,8 +14,8 @@
 //!    ([`crate::screencast::from_memfd`]);
 //! 3. reads them all again.
 //!
-//! The capture is refused unless the window says it is the active one at both readings, and
-//! no other window on the accessibility bus says so (the stream holds the focused window's
+//! On mutter, the capture is refused unless the window says it is the active one at both
+//! readings, and no other window on the accessibility bus says so (the stream holds the focused window's
 //! pixels, so a window that is not active is not the one in them, and an application that
 //! says it of a window that is not is caught when the focused one tells the truth:
 //! `unsupported`), the two readings agree (`stale_element_token`), every field's
@@ -55,21 +59,54 @@ pub struct Reading {
     pub fields: Vec<Rect>,
 }
 
-/// Judges the two readings and the frame: the rectangles to black out in the window's image
-/// and where the window lies in the frame.
+/// Where the window is in the stream's image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The window's frame lies at this point of the image (mutter's stream of the focused
+    /// window: the window inside its shadow).
+    At(u32, u32),
+    /// The image is this part of the window's frame, in the window's own coordinates (KWin's
+    /// stream of the window itself: its frame without the shadow that a window with
+    /// client-side decorations counts in its frame, or with a decoration KWin draws).
+    Holds(Rect),
+}
+
+/// How far past the window's frame the image of a stream of the window itself may reach (a
+/// decoration the compositor draws: KWin's title bar and borders).
+pub const DECORATION: i32 = 64;
+
+/// A capture's judgement: where the window lies in the frame, the rectangles to black out in
+/// the window's image, and the image's size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judged {
+    pub place: Place,
+    pub rects: Vec<Rect>,
+    pub size: (u32, u32),
+}
+
+/// Judges the two readings and the frame. `part` is the part of the window a stream of the
+/// window itself holds, for the window of size `matched` (the size the broker matched the
+/// compositor's window by); none for a stream of the focused window.
 pub fn judge(
     before: &Reading,
     after: &Reading,
     frame: &Frame,
-) -> Result<((u32, u32), Vec<Rect>), Failure> {
-    if !before.active || !after.active {
+    part: Option<(Rect, (i32, i32))>,
+) -> Result<Judged, Failure> {
+    // A stream of the focused window holds this one only while it is the focused one.
+    if part.is_none() && (!before.active || !after.active) {
         return Err(Failure::new(
             ErrorCode::Unsupported,
             "on GNOME Wayland only the window that has the focus can be captured, and this one \
              is not the only window that says it has it; no capture was taken",
         ));
     }
-    if before != after {
+    // The focus does not matter to a stream of the window itself.
+    let same = match part {
+        None => before == after,
+        Some(_) => before.window == after.window && before.fields == after.fields,
+    };
+    if !same {
         return Err(Failure::new(
             ErrorCode::StaleElementToken,
             "the window or a secure field moved while the capture was taken",
@@ -79,13 +116,39 @@ pub fn judge(
         u32::try_from(before.window.w).unwrap_or(0),
         u32::try_from(before.window.h).unwrap_or(0),
     );
-    let at = screencast::locate(frame, w, h).ok_or_else(|| {
+    let not_told = || {
         Failure::new(
             ErrorCode::Unsupported,
             "the window's place in its screen-cast image could not be told (its size differs \
              from what its application says); no capture was taken",
         )
-    })?;
+    };
+    let place = match part {
+        None => {
+            let (x, y) = screencast::locate(frame, w, h).ok_or_else(not_told)?;
+            Place::At(x, y)
+        }
+        // The window must be the size the broker matched, the image exactly the part the
+        // compositor said, and that part within the window but for a decoration's margin.
+        Some((p, matched)) => {
+            let (ww, wh) = (before.window.w, before.window.h);
+            let side = |v: i32| (1..=nish_proto::wire::MAX_CAST_SIDE as i32).contains(&v);
+            let size = (u32::try_from(p.w).ok(), u32::try_from(p.h).ok());
+            let within = p.x >= -DECORATION
+                && p.y >= -DECORATION
+                && i64::from(p.x) + i64::from(p.w) <= i64::from(ww) + i64::from(DECORATION)
+                && i64::from(p.y) + i64::from(p.h) <= i64::from(wh) + i64::from(DECORATION);
+            if (ww, wh) != matched
+                || !side(ww)
+                || !side(wh)
+                || size != (Some(frame.width), Some(frame.height))
+                || !within
+            {
+                return Err(not_told());
+            }
+            Place::Holds(p)
+        }
+    };
     // The fields in the window's image: relative to the window's own corner.
     let rects = before
         .fields
@@ -99,7 +162,35 @@ pub fn judge(
             )
         })
         .collect();
-    Ok((at, rects))
+    Ok(Judged {
+        place,
+        rects,
+        size: (w, h),
+    })
+}
+
+/// The window's frame, `w` x `h`, RGB, from an image of its part `p` (window coordinates):
+/// what the image does not hold (the shadow's place) is black.
+pub fn compose(frame: &Frame, p: Rect, w: u32, h: u32) -> Vec<u8> {
+    let (w, h) = (w as usize, h as usize);
+    let (fw, fh) = (frame.width as i64, frame.height as i64);
+    let mut out = vec![0u8; w * h * 3];
+    for y in 0..h {
+        let sy = y as i64 - i64::from(p.y);
+        if sy < 0 || sy >= fh {
+            continue;
+        }
+        for x in 0..w {
+            let sx = x as i64 - i64::from(p.x);
+            if sx < 0 || sx >= fw {
+                continue;
+            }
+            let s = ((sy * fw + sx) * 4) as usize;
+            let d = (y * w + x) * 3;
+            out[d..d + 3].copy_from_slice(&frame.rgba[s..s + 3]);
+        }
+    }
+    out
 }
 
 /// The window's own part of `frame` (at `at`, `w` x `h`), RGB.
@@ -158,6 +249,7 @@ pub async fn capture(
     window: &WindowInfo,
     secure: &[String],
     node: u32,
+    stream_part: Option<Rect>,
 ) -> Result<Capture, Failure> {
     let f = crate::wayland::find_frame(a11y, window).await?;
     if !secure.is_empty() && watches_drawing(&f.toolkit.0) {
@@ -199,10 +291,15 @@ pub async fn capture(
         fields = before.fields.len(),
         "screen-cast frame taken"
     );
-    let (at, rects) = judge(&before, &after, &pixels)?;
-    let (w, h) = (before.window.w as u32, before.window.h as u32);
+    let matched = (window.frame.w, window.frame.h);
+    let Judged { place, rects, size } =
+        judge(&before, &after, &pixels, stream_part.map(|p| (p, matched)))?;
+    let (w, h) = size;
     blocking(move || {
-        let mut rgb = cut(&pixels, at, w, h);
+        let mut rgb = match place {
+            Place::At(x, y) => cut(&pixels, (x, y), w, h),
+            Place::Holds(p) => compose(&pixels, p, w, h),
+        };
         let rects = image::to_image_rects(&rects, (0, 0), w, h);
         image::black_out(&mut rgb, w, &rects);
         let png = image::encode_png(&rgb, w, h)
@@ -248,18 +345,58 @@ mod tests {
     fn only_an_active_window_that_held_still_is_captured() {
         let f = frame(30, 16, (4, 2, 20, 10));
         let field = Rect::new(2, 3, 5, 2);
-        let ok = judge(&reading(true, field), &reading(true, field), &f).unwrap();
-        assert_eq!(ok, ((4, 2), vec![field]));
-        let e = judge(&reading(false, field), &reading(true, field), &f).unwrap_err();
+        let ok = judge(&reading(true, field), &reading(true, field), &f, None).unwrap();
+        assert_eq!((ok.place, ok.rects), (Place::At(4, 2), vec![field]));
+        let e = judge(&reading(false, field), &reading(true, field), &f, None).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unsupported);
-        let e = judge(&reading(true, field), &reading(false, field), &f).unwrap_err();
+        let e = judge(&reading(true, field), &reading(false, field), &f, None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported);
+        // KWin's stream of the window itself: its focus does not matter (nor a change of it
+        // between the readings); the image must be the size of the part KWin gives.
+        let part = Rect::new(4, 2, 30, 16);
+        let named = judge(
+            &reading(false, field),
+            &reading(true, field),
+            &f,
+            Some((part, (20, 10))),
+        )
+        .unwrap();
+        assert_eq!(
+            (named.place, named.rects),
+            (Place::Holds(part), vec![field])
+        );
+        assert_eq!(named.size, (20, 10));
+        // Another size than KWin's frame, a part farther than a decoration's margin, or a
+        // window of another size than the one the broker matched: refused.
+        for (p, matched) in [
+            (Rect::new(4, 2, 29, 16), (20, 10)),
+            (Rect::new(60, 2, 30, 16), (20, 10)),
+            (Rect::new(-70, 0, 30, 16), (20, 10)),
+            (part, (21, 10)),
+        ] {
+            let e = judge(
+                &reading(false, field),
+                &reading(false, field),
+                &f,
+                Some((p, matched)),
+            );
+            assert_eq!(
+                e.unwrap_err().code,
+                ErrorCode::Unsupported,
+                "{p:?} {matched:?}"
+            );
+        }
+        // A window that says it is 100000 wide, at both readings: refused.
+        let mut huge = reading(false, field);
+        huge.window = Rect::new(0, 0, 100_000, 10);
+        let e = judge(&huge, &huge, &f, Some((part, (100_000, 10)))).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unsupported);
         let moved = Rect::new(2, 4, 5, 2);
-        let e = judge(&reading(true, field), &reading(true, moved), &f).unwrap_err();
+        let e = judge(&reading(true, field), &reading(true, moved), &f, None).unwrap_err();
         assert_eq!(e.code, ErrorCode::StaleElementToken);
         // A frame whose opaque part is not the window's size: not guessed at.
         let other = frame(30, 16, (4, 2, 19, 10));
-        let e = judge(&reading(true, field), &reading(true, field), &other).unwrap_err();
+        let e = judge(&reading(true, field), &reading(true, field), &other, None).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unsupported);
     }
 
@@ -268,8 +405,27 @@ mod tests {
         let f = frame(30, 16, (4, 2, 20, 10));
         let mut r = reading(true, Rect::new(12, 8, 5, 2));
         r.window = Rect::new(10, 5, 20, 10);
-        let (_, rects) = judge(&r, &r, &f).unwrap();
+        let rects = judge(&r, &r, &f, None).unwrap().rects;
         assert_eq!(rects, vec![Rect::new(2, 3, 5, 2)]);
+    }
+
+    #[test]
+    fn a_part_is_placed_in_the_window_and_the_rest_is_black() {
+        // A 4x3 image of the window's part at 1,1 (its shadow round it), in a 6x5 window.
+        let f = frame(4, 3, (0, 0, 4, 3));
+        let rgb = compose(&f, Rect::new(1, 1, 4, 3), 6, 5);
+        let at = |x: usize, y: usize| &rgb[(y * 6 + x) * 3..(y * 6 + x) * 3 + 3];
+        assert_eq!(at(0, 0), &[0, 0, 0], "the shadow's place is black");
+        assert_eq!(at(1, 1), &[0, 0, 7], "the image's corner");
+        assert_eq!(at(4, 3), &[3, 2, 7], "its far corner");
+        assert_eq!(at(5, 4), &[0, 0, 0]);
+        // A decoration the compositor draws: the image reaches past the window's frame.
+        let rgb = compose(&f, Rect::new(-1, -1, 4, 3), 2, 2);
+        assert_eq!(
+            &rgb[..3],
+            &[1, 1, 7],
+            "the window's corner is the image's 1,1"
+        );
     }
 
     #[test]

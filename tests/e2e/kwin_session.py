@@ -15,7 +15,9 @@ KWin's log) that the active window is the dialog, full screen, on the connection
 handed the indicator. nish-driver has no other way to answer.
 
 Then: list_windows (only the approved app), a read, headless acts (an AT-SPI action and a value)
-each verified by a read-back, an unapproved app's window out of scope, and the kill switch from a
+each verified by a read-back, a capture of the widget factory through KWin's screen cast (its
+1467x784 frame, the window without its shadow placed where its accessibility says, the shadow's
+place black), an unapproved app's window out of scope, and the kill switch from a
 terminal (`nish-driver stop`): the host's next call answers stopped_by_person, the stop audited
 from a terminal. A second session, granted by a click from a new connection: another process of
 the same user emits the portal's `Activated` signal for the broker's shortcut session (broadcast
@@ -40,6 +42,7 @@ gtk3-demo (not requested), native Wayland clients.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -415,6 +418,39 @@ async def run(ns: argparse.Namespace) -> None:
             now = await ok(c, "get_window_state", {**target, "max_elements": 5000})
             check(now["elements"][entry["element_index"]].get("value") == "set on KWin", "the entry reads back")
             say("  the check button reads back checked, the entry reads back its new value")
+
+            say(f"a capture of {GTK3} (client-side decorations, a shadow round it): KWin's screen cast "
+                "of the window")
+            r = await c.call_tool("get_window_state", {**target, "include_screenshot": True})
+            check(r.is_error is False, f"capture: {h.text_of(r)}")
+            shot = r.structured_content
+            png = base64.b64decode(next(b for b in r.content if b.type == "image").data)
+            iw, ih, ch, px = h.read_png(png)
+            wf = shot["window"]["frame"]
+            check((iw, ih) == (wf["w"], wf["h"]), f"the image is the window's own frame: {iw}x{ih}, {wf}")
+            # Its entry reads "set on KWin": the image holds the window's pixels there, not one colour.
+            f = next(e for e in shot["elements"] if e.get("value") == "set on KWin")["frame"]
+            seen = {bytes(px[(y * iw + x) * ch:(y * iw + x) * ch + 3])
+                    for y in range(f["y"] - wf["y"], f["y"] - wf["y"] + f["h"])
+                    for x in range(f["x"] - wf["x"], f["x"] - wf["x"] + f["w"])}
+            check(len(seen) > 4, f"the entry's pixels are the window's: {len(seen)} colours")
+            # KWin streams the window without the shadow GTK 3 counts in its frame (26 and 23
+            # px here, measured): the shadow's place in the image is black.
+            shadow = {bytes(px[(y * iw + x) * ch:(y * iw + x) * ch + 3]) for y in range(100, 400, 7) for x in range(0, 20)}
+            check(shadow == {b"\0\0\0"}, f"the shadow's place is black: {shadow}")
+            # And the window lies where its accessibility says: the entry's right half (past
+            # its text, before its clear icon) is one light colour, its inside, and 3 px above
+            # the entry is another, the window's (a place a few pixels off takes in the entry's
+            # border or the window round it).
+            ex, ey = f["x"] - wf["x"], f["y"] - wf["y"]
+            xs = range(ex + f["w"] // 2, ex + f["w"] - 40, 4)
+            inside = {bytes(px[(y * iw + x) * ch:(y * iw + x) * ch + 3]) for y in range(ey + 5, ey + f["h"] - 5, 2) for x in xs}
+            check(len(inside) == 1 and min(next(iter(inside))) >= 240,
+                  f"the entry's inside is one light colour: {inside}; entry {f}, window {wf}")
+            above = {bytes(px[((ey - 3) * iw + x) * ch:((ey - 3) * iw + x) * ch + 3]) for x in xs}
+            check(not above & (inside | {b"\0\0\0"}), f"above the entry is the window's colour: {above}")
+            say(f"  {iw}x{ih}, the window's own frame; its entry's text drawn in it ({len(seen)} colours), "
+                "the shadow's place black")
 
             say("scope: an app the person did not approve")
             await fails(c, "get_window_state", {"window_id": ns.unapproved_window}, "app_not_in_scope")

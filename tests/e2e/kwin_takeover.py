@@ -10,6 +10,9 @@ nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
   surface and the red frame round the screen (four layer surfaces, in KWin's list) are up;
 - foreground typing lands in the GTK 4 entry (read back), press_key too; typing into a field
   that does not hold the keyboard focus clicks it first (as on X11);
+- a capture of the form, while the takeover surface lies over it and has the focus, is the
+  form's own pixels (KWin's screen cast of that window, which KWin offers the driver by the
+  package's desktop file), its password field black;
 - foreground clicks land where KWin says the form's fields are (KWin tells its windows' places
   to a script the broker loads; the pointer moves through the portal): the keyboard focus
   moves to the field clicked, read back, while another program forges KWin's answer; a click
@@ -46,7 +49,7 @@ import nishhost as h
 from kwin_session import KDE_PERSON, Kwin, press_stop_hotkey, wait_stop
 from nishhost import check, fails, ok, say
 from wayland_session import DialogPerson, in_thread
-from wayland_takeover import APP, pointer_stops_typing, read_entry, reads_back, tick_takeover
+from wayland_takeover import APP, captured, pointer_stops_typing, read_entry, reads_back, tick_takeover
 
 TRIALS = 20
 FORGER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "attackers", "forged_kwin_scene.py")
@@ -207,11 +210,24 @@ async def clicks_land(c, kwin: Kwin, broker: h.Broker) -> None:
                       "occluded")
     check(err.get("effect") == "refused", str(err))
     check(pointer_at(kwin) == before, "nothing was sent: the pointer did not move")
+    say(f"  occluded, refused: {err['message']}")
+
+    say("a capture of the form while the takeover surface lies over it and has the focus: KWin's "
+        "stream of the form itself")
+    shot, png = await captured(c, {"app": APP})
+    # Where the takeover surface lies over the form (the form is maximised at 0,0): the form's
+    # pixels there, none of the surface's red.
+    w, _, ch, px = h.read_png(png)
+    red = sum(px[(y * w + x) * ch:(y * w + x) * ch + 3] == b"\xe0\x1b\x24"
+              for y in range(352, 438, 2) for x in range(502, 815, 2))
+    check(red == 0, f"the capture shows the form under the takeover surface, not the surface: {red} red pixels")
+    say(f"  {shot['window']['frame']['w']}x{shot['window']['frame']['h']}, the form's own pixels (the "
+        f"name field's inside white, not the surface's red), {shot['screenshot']['redacted']} field(s) "
+        "blacked out")
     # The person brings the form back (as Alt+Tab would; no input event).
     pid = form_pid(kwin)
     kwin.run(ACTIVATE_PID.replace("PID", str(pid)))
     await focus_on(c, "text", "Your name")
-    say(f"  occluded, refused: {err['message']}")
 
     say("a right click on the name field opens the form's context menu; a click under the open "
         "menu is refused")
@@ -269,12 +285,16 @@ async def run(ns: argparse.Namespace) -> None:
     try:
         report = json.loads(broker.cli("doctor", "--json").stdout)
         caps = {c["name"]: c for c in report["capabilities"]}
-        for n in ("input_takeover", "takeover_indicator", "takeover_handback"):
+        for n in ("input_takeover", "takeover_indicator", "takeover_handback", "capture_window"):
             check(caps[n]["status"] == "available", f"doctor: {caps[n]}")
         entry = next(b for b in report["backends"] if b["id"] == "wayland-portal")
         check(entry["status"] == "available", f"doctor: {entry}")
+        portal = {p["label"]: p for p in report["probes"]}["desktop portal"]
+        check("a capture records the window itself through KWin's screen cast" in portal["message"],
+              f"doctor's desktop portal probe: {portal}")
         say("doctor: input_takeover, takeover_indicator and takeover_handback available on KWin "
-            "(the KDE portal's RemoteDesktop and KWin's idle notification)")
+            "(the KDE portal's RemoteDesktop and KWin's idle notification); capture_window available "
+            "(KWin's screen cast, which KWin offers the driver by its desktop file)")
         ctl = h.Control()
         async with h.host(ns.shim, broker, "kwin-takeover", "2025-11-25", ctl) as c:
             dialog = DialogPerson(broker, person=KDE_PERSON, keyboard=False)

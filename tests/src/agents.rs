@@ -337,6 +337,7 @@ impl Reader {
             window: window.clone(),
             secure,
             stream: None,
+            stream_part: None,
         })
     }
 

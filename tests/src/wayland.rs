@@ -114,6 +114,8 @@ pub struct WaylandDesktop {
     swaysock: Option<PathBuf>,
     /// How KWin starts, on a KWin desktop.
     kwin: KwinStart,
+    /// PipeWire and WirePlumber run.
+    pipewire: bool,
 }
 
 impl WaylandDesktop {
@@ -135,7 +137,10 @@ impl WaylandDesktop {
     /// --virtual --no-lockscreen` (a plain copy of it, see the module's text), one 1280x800
     /// output, no XWayland; the environment has `XDG_CURRENT_DESKTOP=KDE`, so the desktop
     /// portal, when something activates it, uses its KDE backend (`xdg-desktop-portal-kde`),
-    /// whose RemoteDesktop drives KWin's fake input.
+    /// whose RemoteDesktop drives KWin's fake input. PipeWire and WirePlumber run (started
+    /// before KWin, for its screen casts), and the desktop's applications directory holds the
+    /// package's desktop file for the workspace's `nish-driver`, so that KWin offers that
+    /// broker its window screen cast, as on an installed system.
     pub fn start_kwin() -> Result<WaylandDesktop> {
         WaylandDesktop::start_inner(Compositor::Kwin, false, false)
     }
@@ -213,12 +218,19 @@ impl WaylandDesktop {
             compositor,
             swaysock: None,
             kwin,
+            pipewire: false,
         };
         desk.start_session_bus()?;
         match compositor {
             Compositor::Mutter => desk.start_mutter(xwayland)?,
             Compositor::Sway => desk.start_sway_compositor()?,
-            Compositor::Kwin => desk.start_kwin_compositor()?,
+            Compositor::Kwin => {
+                // As a Plasma session: PipeWire runs for KWin's screen casts, and the
+                // package's desktop file lets KWin stream windows to the driver's broker.
+                desk.trust_broker_in_kwin()?;
+                desk.start_pipewire()?;
+                desk.start_kwin_compositor()?
+            }
         }
         desk.start_atspi()?;
         if portal {
@@ -680,15 +692,48 @@ impl WaylandDesktop {
         atspi::wait_registry(a11y, self.start_deadline)
     }
 
-    /// PipeWire and WirePlumber, then the portal by activation: waits until the frontend
-    /// reports a RemoteDesktop version.
-    fn start_portal(&mut self) -> Result<()> {
+    /// PipeWire and WirePlumber (once).
+    fn start_pipewire(&mut self) -> Result<()> {
+        if self.pipewire {
+            return Ok(());
+        }
         for (role, program) in [("pipewire", PIPEWIRE), ("wireplumber", WIREPLUMBER)] {
             if !Path::new(program).exists() {
                 bail!("{program} is not installed (scripts/ensure-deps.sh installs it)");
             }
             self.launch(role, Path::new(program), &[])?;
         }
+        self.pipewire = true;
+        Ok(())
+    }
+
+    /// What the package's desktop file (`systemd/nish-driver.desktop`) does for an installed
+    /// broker, for the workspace's built `nish-driver` (when it is built): in the desktop's
+    /// own applications directory, the same entry with its path in `Exec`, so that KWin, which
+    /// finds a client's desktop file by its executable, offers it its window screen cast.
+    fn trust_broker_in_kwin(&self) -> Result<()> {
+        let Ok(exe) = crate::session::workspace_bin("nish-driver") else {
+            return Ok(());
+        };
+        let exe = std::fs::canonicalize(&exe)?;
+        let shipped = include_str!("../../systemd/nish-driver.desktop");
+        let entry = shipped.replace(
+            "Exec=/usr/bin/nish-driver serve",
+            &format!("Exec={} serve", exe.display()),
+        );
+        if entry == shipped {
+            bail!("systemd/nish-driver.desktop has no Exec=/usr/bin/nish-driver serve line");
+        }
+        let apps = self.dir.join(".local/share/applications");
+        std::fs::create_dir_all(&apps)?;
+        std::fs::write(apps.join("nish-driver.desktop"), entry)?;
+        Ok(())
+    }
+
+    /// PipeWire and WirePlumber, then the portal by activation: waits until the frontend
+    /// reports a RemoteDesktop version.
+    fn start_portal(&mut self) -> Result<()> {
+        self.start_pipewire()?;
         poll(
             "the desktop portal (D-Bus activation)",
             self.start_deadline,

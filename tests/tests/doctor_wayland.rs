@@ -24,13 +24,24 @@ fn cap<'a>(report: &'a Value, name: &str) -> &'a Value {
 /// the doctor exited 0.
 fn doctor(desk: &WaylandDesktop, name: &str) -> (Value, bool) {
     let driver = workspace_bin("nish-driver").expect("nish-driver is built");
+    doctor_of(desk, name, &driver)
+}
+
+/// [`doctor`] with `driver` as the broker (its agents are the workspace's).
+fn doctor_of(desk: &WaylandDesktop, name: &str, driver: &std::path::Path) -> (Value, bool) {
+    let agents = workspace_bin("nish-reader").expect("the agents are built");
+    let agents = agents
+        .parent()
+        .expect("the agents' directory")
+        .to_path_buf();
     let dir = std::env::temp_dir().join(format!("nish-doctor-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = dir.join("run/broker.sock");
     let mut serve = desk
-        .command(&driver)
+        .command(driver)
         .args(["serve", "--socket"])
         .arg(&socket)
+        .env("NISH_AGENT_DIR", &agents)
         .env("NISH_LOG", "warn")
         .env("NISH_AUDIT_FILE", dir.join("audit.jsonl"))
         .stdout(std::process::Stdio::null())
@@ -43,7 +54,7 @@ fn doctor(desk: &WaylandDesktop, name: &str) -> (Value, bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let out = desk
-        .command(&driver)
+        .command(driver)
         .args(["doctor", "--json", "--socket"])
         .arg(&socket)
         .env("NISH_LOG", "warn")
@@ -183,13 +194,16 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
     // Takeover goes through KDE's RemoteDesktop, with KWin's idle notification for the
-    // person's input; capture on KWin is not built.
-    for name in ["input_takeover", "takeover_indicator", "takeover_handback"] {
+    // person's input; capture through KWin's own screen cast, which KWin offers this broker by
+    // the desktop file the test desktop installs for it (as the package does).
+    for name in [
+        "input_takeover",
+        "takeover_indicator",
+        "takeover_handback",
+        "capture_window",
+    ] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
-    let c = cap(&report, "capture_window");
-    assert_eq!(c["status"], "planned");
-    assert_eq!(c["reason_code"], "wayland_portal_not_built");
     // The clipboard: KWin offers wlroots' data-control to the input agent.
     for name in ["clipboard_read", "clipboard_write"] {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
@@ -207,8 +221,8 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
         portal["message"],
         "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; \
          compositor KDE (KWin); visible takeover goes through RemoteDesktop (the keyboard, and \
-         the pointer for clicks: KWin tells where a window is); capture does not use ScreenCast \
-         yet",
+         the pointer for clicks: KWin tells where a window is); a capture records the window \
+         itself through KWin's screen cast",
         "{portal}"
     );
     // The service bound the stop hotkey through KDE's GlobalShortcuts (the doctor waits for
@@ -335,4 +349,37 @@ fn the_doctor_knows_kwin_behind_its_wrapper() {
         exe.display()
     );
     assert!(desk.x_servers().is_empty(), "no X server ran");
+}
+
+#[test]
+fn the_doctor_on_kwin_says_what_to_install_where_kwin_does_not_trust_the_broker() {
+    // A copy of nish-driver: another executable than the one the desktop file names, as a
+    // broker run from elsewhere than the package put it. KWin offers it no screen cast.
+    let desk = WaylandDesktop::start_kwin().expect("the KWin desktop");
+    let dir = std::env::temp_dir().join(format!("nish-doctor-copy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("nish-driver");
+    std::fs::copy(workspace_bin("nish-driver").unwrap(), &copy).unwrap();
+    let (report, _) = doctor_of(&desk, "kwin-copy", &copy);
+    let _ = std::fs::remove_dir_all(&dir);
+    for name in ["read_tree", "act_semantic", "input_takeover"] {
+        assert_eq!(cap(&report, name)["status"], "available", "{name}");
+    }
+    let c = cap(&report, "capture_window");
+    assert_eq!(c["status"], "unavailable", "{c}");
+    assert!(
+        c["action"]
+            .as_str()
+            .is_some_and(|a| a.contains("/usr/share/applications/nish-driver.desktop")),
+        "{c}"
+    );
+    let portal = probe(&report, "desktop portal");
+    assert!(
+        portal["message"].as_str().is_some_and(|m| m.contains(
+            "a capture needs KWin to offer its screen cast to the driver (the package's desktop \
+             file)"
+        )),
+        "{portal}"
+    );
 }

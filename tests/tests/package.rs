@@ -97,6 +97,7 @@ fn the_deb_and_the_tarball_hold_the_packaged_tree() {
         ("usr/libexec/nish-driver/nish-input", 0o755),
         ("usr/libexec/nish-driver/nish-indicator", 0o755),
         ("usr/lib/systemd/user/nish-driver.service", 0o644),
+        ("usr/share/applications/nish-driver.desktop", 0o644),
         ("usr/share/doc/nish-driver/README.md", 0o644),
         ("usr/share/doc/nish-driver/LICENSE", 0o644),
         ("usr/share/doc/nish-driver/copyright", 0o644),

@@ -226,9 +226,11 @@ pub fn pipewire(ep: &Endpoints) -> Result<UnixStream, AgentFailure> {
 
 /// The first frame of the screen-cast stream `node`, read by the broker over a connection to
 /// the PipeWire daemon's socket ([`Endpoints::pipewire_socket`], served by this process's user),
-/// handed as a sealed memfd (`frame::frame_memfd`).
-pub fn cast_frame(ep: &Endpoints, node: u32) -> Result<Opened, AgentFailure> {
+/// handed as a sealed memfd (`frame::frame_memfd`); `monitor_sized` for mutter's streams, whose
+/// window may be clipped at the monitor.
+pub fn cast_frame(ep: &Endpoints, node: u32, monitor_sized: bool) -> Result<Opened, AgentFailure> {
     let s = pipewire(ep)?;
-    let (width, height, fd) = super::frame::frame_memfd(s, node).map_err(unavailable)?;
+    let (width, height, fd) =
+        super::frame::frame_memfd(s, node, monitor_sized).map_err(unavailable)?;
     Ok((Handed::CastFrame { width, height }, Some(fd)))
 }

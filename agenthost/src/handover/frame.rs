@@ -153,15 +153,21 @@ struct Taken {
 }
 
 /// The first frame with pixels of the stream `node`, over the PipeWire connection `fd`,
-/// within `wait`. Blocking (libpipewire's loop runs on the calling thread); call it from a
-/// blocking thread.
-pub fn one_frame(fd: OwnedFd, node: u32, wait: Duration) -> Result<Frame, String> {
+/// within `wait`; for a stream sized as the monitor (`monitor_sized`, mutter's), one that may
+/// have been cut at the monitor's edge is refused ([`cut_at_edge`]). Blocking (libpipewire's
+/// loop runs on the calling thread); call it from a blocking thread.
+pub fn one_frame(
+    fd: OwnedFd,
+    node: u32,
+    wait: Duration,
+    monitor_sized: bool,
+) -> Result<Frame, String> {
     let got: Rc<RefCell<Option<Result<Frame, String>>>> = Rc::new(RefCell::new(None));
     let g = got.clone();
     consume(fd, node, wait, false, None, move |seen| match seen.frame {
         Some(f) => {
             *g.borrow_mut() = Some(f.and_then(|f| {
-                if cut_at_edge(&f, seen.crop, seen.stream) {
+                if monitor_sized && cut_at_edge(&f, seen.crop, seen.stream) {
                     Err(
                         "the window reaches past the monitor's edge: where it lies in the frame \
                          cannot be told"
@@ -583,10 +589,11 @@ pub const FRAME_WAIT: Duration = Duration::from_secs(2);
 pub fn frame_memfd(
     stream: std::os::unix::net::UnixStream,
     node: u32,
+    monitor_sized: bool,
 ) -> Result<(u32, u32, OwnedFd), String> {
     use nix::fcntl::{FcntlArg, SealFlag, fcntl};
     use nix::sys::memfd::{MFdFlags, memfd_create};
-    let f = one_frame(OwnedFd::from(stream), node, FRAME_WAIT)?;
+    let f = one_frame(OwnedFd::from(stream), node, FRAME_WAIT, monitor_sized)?;
     let fd = memfd_create(
         c"nish-capture-frame",
         MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,

@@ -367,14 +367,15 @@ impl Opener {
             ConnectTarget::CastFrame { node } => {
                 let node = *node;
                 // Once per live stream: taken now, so a second ask is refused.
-                if !take_cast(&self.casts, node) {
+                let Some(monitor_sized) = take_cast(&self.casts, node) else {
                     return Err(failure(
                         ErrorCode::Unsupported,
                         "a frame is handed once, for a capture's stream that lives",
                     ));
-                }
+                };
                 let ep = self.ep.clone();
-                let task = tokio::task::spawn_blocking(move || cast_frame(&ep, node));
+                let task =
+                    tokio::task::spawn_blocking(move || cast_frame(&ep, node, monitor_sized));
                 match tokio::time::timeout(WAYLAND_CONNECT_TIMEOUT + super::frame::FRAME_WAIT, task)
                     .await
                 {
@@ -517,13 +518,26 @@ impl Opener {
         Ok((handed, fd))
     }
 
-    /// Marks the screen-cast stream `node` live for a capture until the guard drops: the reader
-    /// may be handed one frame of it meanwhile.
+    /// Marks mutter's window stream `node` (sized as the monitor) live for a capture until the
+    /// guard drops: the reader may be handed one frame of it meanwhile.
     pub fn cast_live(&self, node: u32) -> CastLive {
+        self.live_cast(node, true)
+    }
+
+    /// [`Opener::cast_live`] for a stream of the window alone (KWin's).
+    pub fn window_cast_live(&self, node: u32) -> CastLive {
+        self.live_cast(node, false)
+    }
+
+    fn live_cast(&self, node: u32, monitor_sized: bool) -> CastLive {
         self.casts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Cast { node, asked: false });
+            .push(Cast {
+                node,
+                asked: false,
+                monitor_sized,
+            });
         CastLive {
             casts: self.casts.clone(),
             node,
@@ -579,18 +593,18 @@ impl Opener {
 struct Cast {
     node: u32,
     asked: bool,
+    /// mutter's window stream, sized as the monitor, the window clipped at it
+    /// ([`super::frame::cut_at_edge`] applies); else a stream of the window alone (KWin's).
+    monitor_sized: bool,
 }
 
-/// Marks the first live stream `node` not yet asked for as asked; false when there is none.
-fn take_cast(casts: &Mutex<Vec<Cast>>, node: u32) -> bool {
+/// Marks the first live stream `node` not yet asked for as asked: whether it is sized as the
+/// monitor; none when there is no such stream.
+fn take_cast(casts: &Mutex<Vec<Cast>>, node: u32) -> Option<bool> {
     let mut g = casts.lock().unwrap_or_else(|e| e.into_inner());
-    match g.iter_mut().find(|c| c.node == node && !c.asked) {
-        Some(c) => {
-            c.asked = true;
-            true
-        }
-        None => false,
-    }
+    let c = g.iter_mut().find(|c| c.node == node && !c.asked)?;
+    c.asked = true;
+    Some(c.monitor_sized)
 }
 
 /// A screen-cast stream live for a capture ([`Opener::cast_live`]); it ends when dropped.

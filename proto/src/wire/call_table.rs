@@ -144,6 +144,7 @@ mod samples {
                 window: window(),
                 secure: vec![],
                 stream: None,
+                stream_part: None,
             },
             R::Probe { id: 1 },
             R::Watch {

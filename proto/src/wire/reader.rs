@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{AgentFailure, ConnectTarget, Connected, LockdownReport};
-use crate::model::{Node, StateSet, Tree, WindowInfo};
+use crate::model::{Node, Rect, StateSet, Tree, WindowInfo};
 
 /// Limits of one walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,6 +172,12 @@ pub enum BrokerToReader {
         /// [`super::ConnectTarget::CastFrame`]).
         #[serde(default)]
         stream: Option<u32>,
+        /// When the stream records this window itself (KWin's, by KWin's id for the window),
+        /// not the window that has the keyboard focus (mutter's): the part of the window's
+        /// frame its image is, in the window's own coordinates (it may reach past the frame,
+        /// as a decoration the compositor draws does).
+        #[serde(default)]
+        stream_part: Option<Rect>,
     },
     /// Report what works, for the doctor.
     Probe {
@@ -568,6 +574,8 @@ pub struct Capture {
     pub secure: Vec<String>,
     /// On Wayland: the PipeWire node of the window's screen-cast stream.
     pub stream: Option<u32>,
+    /// When the stream records this window itself: the part of its frame the image is.
+    pub stream_part: Option<Rect>,
 }
 
 /// What a [`Capture`] answers ([`ReaderToBroker::Png`]).
@@ -584,7 +592,7 @@ pub struct Png {
 }
 
 call!(Capture => BrokerToReader, ReaderToBroker, Png,
-    |c, id| BrokerToReader::Capture { id, window: c.window, secure: c.secure, stream: c.stream },
+    |c, id| BrokerToReader::Capture { id, window: c.window, secure: c.secure, stream: c.stream, stream_part: c.stream_part },
     ReaderToBroker::Png { width, height, redacted, data, .. } => Png { width, height, redacted, data });
 
 /// [`BrokerToReader::Probe`]: what works.

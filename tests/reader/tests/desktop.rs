@@ -172,6 +172,7 @@ impl ReaderProc {
             window: window.clone(),
             secure,
             stream: None,
+            stream_part: None,
         })
     }
 }
@@ -519,6 +520,7 @@ fn gtk3_hello_windows_tree_limits_capture_and_probe() {
             window: w.clone(),
             secure: vec![],
             stream: None,
+            stream_part: None,
         });
     }
     let answers: Vec<ReaderToBroker> = (0..6).map(|_| r.recv()).collect();
@@ -1736,6 +1738,7 @@ fn a_grabbed_x_server_does_not_hold_up_the_reader() {
         window: w.clone(),
         secure: vec![],
         stream: None,
+        stream_part: None,
     });
     for _ in 0..3 {
         let a = r.recv();
