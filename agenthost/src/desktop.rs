@@ -69,12 +69,14 @@ pub(crate) fn chromium_program(pid: u32) -> Option<String> {
     }
 }
 
-/// A capture on Wayland: a client cannot read another window's pixels there; the ScreenCast
-/// portal (with the person's grant) is the way, and it is not built yet.
+/// A capture on a Wayland desktop other than GNOME's mutter and KDE's KWin (whose own screen
+/// casts the broker uses): a client cannot read another window's pixels there, and the
+/// ScreenCast portal (with the person's grant) is not built.
 pub fn wayland_capture_unsupported() -> DriverError {
     DriverError::new(
         ErrorCode::Unsupported,
-        "window capture on Wayland is built for GNOME's mutter only (wayland_portal_not_built)",
+        "window capture on Wayland is built for GNOME's mutter and KDE's KWin only \
+         (wayland_portal_not_built)",
     )
 }
 

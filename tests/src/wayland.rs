@@ -478,10 +478,23 @@ impl WaylandDesktop {
             // unless this says it is KWin all the same.
             env.push(("KWIN_FORCE_OWN_QPA".into(), "1".into()));
         }
-        let id = self
-            .procs
-            .launch("kwin_wayland", &program, &args, &env, None)?
-            .0;
+        // The copy was just written: a process another test thread forked meanwhile may hold
+        // its write descriptor until it execs, and the kernel refuses to run a file open for
+        // writing (ETXTBSY). Tried again for a moment.
+        let mut tries = 0;
+        let id = loop {
+            match self
+                .procs
+                .launch("kwin_wayland", &program, &args, &env, None)
+            {
+                Ok((id, _)) => break id,
+                Err(e) if tries < 20 && text_file_busy(&e) => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        };
         self.wait_socket("KWin's Wayland socket", &id)?;
         poll(
             "org.kde.KWin on the session bus",
@@ -1018,6 +1031,15 @@ impl WaylandDesktop {
         unmounted?;
         removed.with_context(|| format!("removing {}", self.dir.display()))
     }
+}
+
+/// Whether `e` is the kernel's refusal to run a file that a process holds open for writing.
+fn text_file_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            == Some(nix::errno::Errno::ETXTBSY as i32)
+    })
 }
 
 /// The KWin script of [`WaylandDesktop::kwin_windows`]: one line per window, then `end`, each

@@ -37,17 +37,28 @@ fn doctor_of(desk: &WaylandDesktop, name: &str, driver: &std::path::Path) -> (Va
     let dir = std::env::temp_dir().join(format!("nish-doctor-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = dir.join("run/broker.sock");
-    let mut serve = desk
-        .command(driver)
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .env("NISH_AGENT_DIR", &agents)
-        .env("NISH_LOG", "warn")
-        .env("NISH_AUDIT_FILE", dir.join("audit.jsonl"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("serve starts");
+    // A copy just written may be held open for writing by a process another test thread
+    // forked meanwhile, until it execs (ETXTBSY): tried again for a moment.
+    let mut tries = 0;
+    let mut serve = loop {
+        let started = desk
+            .command(driver)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .env("NISH_AGENT_DIR", &agents)
+            .env("NISH_LOG", "warn")
+            .env("NISH_AUDIT_FILE", dir.join("audit.jsonl"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match started {
+            Err(e) if tries < 20 && e.raw_os_error() == Some(26) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => break r.expect("serve starts"),
+        }
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !socket.exists() {
         assert!(std::time::Instant::now() < deadline, "serve did not listen");

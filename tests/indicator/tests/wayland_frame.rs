@@ -20,9 +20,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::wayland::{Indicator, Person};
-use nish_proto::wire::indicator::{
-    BrokerToIndicator, ConsentApp, ConsentDialog, ConsentRequest, HostProgram, IndicatorToBroker,
-};
+use nish_proto::wire::indicator::{BrokerToIndicator, IndicatorToBroker};
 use nish_testdesk::WaylandDesktop;
 
 const ANSWER: Duration = Duration::from_secs(5);
@@ -143,31 +141,6 @@ fn until(desk: &WaylandDesktop, output: Option<&str>, what: &str, good: impl Fn(
     }
 }
 
-fn request(id: u64) -> ConsentDialog {
-    ConsentDialog {
-        id,
-        request: ConsentRequest {
-            host_claimed: "Test Host".into(),
-            program: HostProgram {
-                exe: "/usr/bin/test-host".into(),
-                pid: 4242,
-                script: String::new(),
-            },
-            apps: vec![ConsentApp {
-                name: "gedit".into(),
-                ticked: true,
-                windows: 1,
-                program: "gedit".into(),
-            }],
-            missing_requested: 0,
-            lease_minutes: 15,
-            takeover: false,
-            clipboard: false,
-            timeout_ms: 60_000,
-        },
-    }
-}
-
 /// Shows `session`'s takeover and waits for `TakeoverShown`; the indicator must have said the
 /// frame is shown (on `sides` sides) before it told the broker.
 fn show(ind: &mut Indicator, session: &str, sides: &str) {
@@ -214,7 +187,7 @@ fn show(ind: &mut Indicator, session: &str, sides: &str) {
 /// The person's pointer on the frame's top side reaches the full-screen consent dialog under
 /// it: the frame takes no input.
 fn pointer_passes_the_frame(ind: &mut Indicator, person: &mut Person) {
-    ind.show(request(7));
+    ind.show(common::consent_request(7, &[("gedit", true)]));
     ind.drain_log();
     person.corner();
     person.move_to(640.0, 3.0);
