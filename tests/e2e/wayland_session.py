@@ -125,19 +125,36 @@ class DialogPerson:
         (`shown`: called with the controls' centres once the dialog says it is focused, before
         the click)."""
         deadline = time.monotonic() + timeout
-        while True:
+        start = self.seen
+
+        def controls() -> tuple[dict, str]:
+            # The latest layout's places: a compositor may lay the dialog out twice (sway
+            # first tiles it, then makes it full screen, a few ms apart: measured).
             with open(self.log, "rb") as f:
-                f.seek(self.seen)
+                f.seek(start)
                 text = f.read().decode(errors="replace")
-            at = {m[1]: (int(m[2]) + int(m[4]) / 2, int(m[3]) + int(m[5]) / 2) for m in CONTROL.finditer(text)}
+            return {m[1]: (int(m[2]) + int(m[4]) / 2, int(m[3]) + int(m[5]) / 2)
+                    for m in CONTROL.finditer(text)}, text
+
+        while True:
+            at, text = controls()
             if "Allow" in at and "Deny" in at and "consent dialog focus changed activated=true" in text:
                 break
             check(time.monotonic() < deadline, "no consent dialog came")
             time.sleep(0.05)
-        self.seen += len(text.encode())
+        # Settled: no new layout for a moment.
+        while True:
+            time.sleep(0.3)
+            again, text = controls()
+            if again == at:
+                break
+            at = again
+            check(time.monotonic() < deadline, "the consent dialog never settled")
         if shown is not None:
             shown(at)
         time.sleep(1.0)  # past the arming delay
+        at, text = controls()
+        self.seen = start + len(text.encode())
         self.click(at["Allow" if allow else "Deny"])
         say(f"    person: clicked {'Allow' if allow else 'Deny'} at {self.at} on the dialog")
         return {"clicked": "Allow" if allow else "Deny"}
