@@ -142,8 +142,11 @@ pub(crate) async fn show_indicator(
     if b.on_wayland() {
         // The desktop's dialog first (the person allows remote control there, after the
         // driver's own), then the driver's own surface; without it, no takeover.
+        // The portal's clipboard is asked for only where the compositor gives the input agent
+        // none (GNOME).
+        let clipboard = !b.input_probe().await.is_ok_and(|p| p.clipboard_ok);
         b.remote
-            .begin(b.session_bus().as_deref(), &b.opener, session)
+            .begin(b.session_bus().as_deref(), &b.opener, session, clipboard)
             .await?;
         let shown = show_surface(b, session, paused).await;
         if shown.is_err() {

@@ -66,6 +66,7 @@ use crate::monitor::{Kind, Monitor, idle_time, kind, monitor, notification_offer
 use crate::portal::Offer;
 
 mod click;
+mod clipboard;
 mod session;
 mod window_click;
 pub use click::{Announce, Click};
@@ -152,6 +153,19 @@ pub async fn available(session_bus: Option<&str>, opener: &Arc<Opener>) -> bool 
     }
 }
 
+/// Whether a takeover here could hold the desktop portal's clipboard: it [`available`], and
+/// the portal offers its Clipboard.
+pub async fn clipboard_offered(session_bus: Option<&str>, opener: &Arc<Opener>) -> bool {
+    let offered = match crate::portal::session_conn(session_bus).await {
+        Some(conn) => matches!(
+            crate::portal::portal_interface(&conn, clipboard::CLIPBOARD).await,
+            Offer::Offered(_)
+        ),
+        None => false,
+    };
+    offered && available(session_bus, opener).await
+}
+
 /// The takeover's remote-desktop side on a Wayland session: the portal session, the keys the
 /// driver holds, and the watch for the person's input.
 pub struct Takeover {
@@ -181,6 +195,9 @@ pub struct Takeover {
     /// What tells the person's input, pinned when the takeover began (mutter's unique name, or
     /// KWin's idle notification).
     monitor: Mutex<Option<Monitor>>,
+    /// The portal's clipboard of the takeover's session, while it has one (kept apart from
+    /// the session's lock, which an act holds throughout).
+    clipboard: Mutex<Option<Arc<clipboard::PortalClipboard>>>,
 }
 
 /// The portal session of one takeover.
@@ -259,17 +276,20 @@ impl Takeover {
             poll: Mutex::new(None),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             monitor: Mutex::new(None),
+            clipboard: Mutex::new(None),
         }
     }
 
     /// Starts the portal session for `session` (the desktop's dialog asks the person), unless
-    /// it holds one already. [`Takeover::end`] while the dialog is open ends the wait: the
-    /// session is then never used.
+    /// it holds one already; with `clipboard` (the compositor gives the input agent no
+    /// clipboard), the session asks for the portal's too. [`Takeover::end`] while the dialog
+    /// is open ends the wait: the session is then never used.
     pub async fn begin(
         &self,
         session_bus: Option<&str>,
         opener: &Arc<Opener>,
         session: &str,
+        clipboard: bool,
     ) -> Result<(), DriverError> {
         {
             let mut active = self.active.lock().await;
@@ -277,6 +297,7 @@ impl Takeover {
                 return Ok(());
             }
             if let Some(old) = active.take() {
+                *lock(&self.clipboard) = None;
                 self.pointer_ready.store(false, Ordering::SeqCst);
                 self.focused_only.store(false, Ordering::SeqCst);
                 // The old takeover's poll and monitor go with it.
@@ -304,7 +325,9 @@ impl Takeover {
             }
         };
         let started = tokio::select! {
-            r = RemoteSession::start(session_bus, &monitor, self.events.clone(), pointer) => r?,
+            r = RemoteSession::start(
+                session_bus, &monitor, self.events.clone(), pointer, clipboard,
+            ) => r?,
             // Dropping the start drops its connection: the portal closes what it began.
             _ = cancel.changed() => return Err(ended()),
         };
@@ -368,6 +391,7 @@ impl Takeover {
         self.focused_only
             .store(kwin.is_none() && mutter.is_some(), Ordering::SeqCst);
         *lock(&self.monitor) = Some(monitor);
+        *lock(&self.clipboard) = started.clipboard.clone();
         *active = Some(Active {
             session: session.to_string(),
             remote: started,
@@ -389,6 +413,7 @@ impl Takeover {
         if active.as_ref().is_some_and(|a| a.session == session)
             && let Some(a) = active.take()
         {
+            *lock(&self.clipboard) = None;
             // The poll and the monitor go first (KWin's notification: its thread and
             // connection), together, so a resume racing with this end starts no poll.
             self.drop_watch();
@@ -412,6 +437,38 @@ impl Takeover {
     /// windows are, or mutter maps a point of the focused window's stream.
     pub fn pointer_ready(&self) -> bool {
         self.pointer_ready.load(Ordering::SeqCst)
+    }
+
+    /// The portal's clipboard of the takeover's session ([`clipboard`]), while it has one.
+    fn portal_clipboard(&self) -> Option<Arc<clipboard::PortalClipboard>> {
+        lock(&self.clipboard).clone()
+    }
+
+    /// True while the takeover's session has the portal's clipboard.
+    pub fn has_clipboard(&self) -> bool {
+        self.portal_clipboard().is_some()
+    }
+
+    /// The clipboard's text through the portal; `None` without the portal's clipboard.
+    pub async fn clipboard_read(&self) -> Option<Result<String, DriverError>> {
+        Some(self.portal_clipboard()?.read().await)
+    }
+
+    /// Owns the clipboard with `text` for the driver session `owner` through the portal;
+    /// `None` without the portal's clipboard.
+    pub async fn clipboard_write(
+        &self,
+        owner: &str,
+        text: String,
+    ) -> Option<Result<(), DriverError>> {
+        Some(self.portal_clipboard()?.write(owner, text).await)
+    }
+
+    /// Stops serving the text the driver session `owner` wrote through the portal.
+    pub fn clipboard_release(&self, owner: &str) {
+        if let Some(c) = self.portal_clipboard() {
+            c.release(owner);
+        }
     }
 
     /// True while clicks go only into the window that has the focus (on mutter).

@@ -6,10 +6,12 @@
 //! mutter in the focused window where its screen cast runs), its
 //! surface and hand-back go through the portal's RemoteDesktop and mutter's idle monitor, or
 //! KWin's idle notification ([`crate::remote`]): available where both answer (GNOME, KDE),
-//! else `planned` with `wayland_portal_not_built` (wlroots) or `portal_unavailable`. The clipboard is the
-//! input agent's, through the compositor's data-control protocol where it offers it (KWin,
-//! wlroots): available there; on GNOME (the portal's Clipboard, GNOME 45+) `planned` with
-//! `wayland_portal_not_built`; on another compositor without it `unavailable` with
+//! else `planned` with `wayland_portal_not_built` (wlroots) or `portal_unavailable`. The
+//! clipboard is the input agent's, through the compositor's data-control protocol where it
+//! offers it (KWin, wlroots): available there; elsewhere the portal's Clipboard within a
+//! takeover's session (GNOME 45+), available where the portal offers it and a takeover works;
+//! on GNOME without it `unavailable` with `compositor_unsupported` ([`NO_CLIPBOARD_PORTAL`]) or
+//! `portal_unavailable`; on another compositor without data-control `unavailable` with
 //! `compositor_unsupported`. Window capture is available on mutter with PipeWire (mutter's
 //! own screen cast of the focused window, [`crate::screencast`]); elsewhere `planned` with
 //! `wayland_portal_not_built`, and the tool answers `unsupported`.
@@ -31,6 +33,10 @@ use crate::portal::{PORTAL_TIMEOUT, portal_interface, session_conn};
 
 /// The reason of every capability the portals would bring.
 const PORTAL: &str = "wayland_portal_not_built";
+/// What the person can do where GNOME's portal has no Clipboard.
+pub const NO_CLIPBOARD_PORTAL: &str = "This desktop gives a program its clipboard only through \
+    the desktop portal's Clipboard (xdg-desktop-portal 1.18 with GNOME 45 or later), which its \
+    portal does not offer; with it, the clipboard works during a takeover.";
 
 /// What the doctor learns of the desktop portal and the compositor behind it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +47,8 @@ pub struct PortalReport {
     pub screencast: Offer,
     /// `org.freedesktop.portal.GlobalShortcuts`.
     pub shortcuts: Offer,
+    /// `org.freedesktop.portal.Clipboard` (xdg-desktop-portal 1.18 with GNOME 45 and later).
+    pub clipboard: Offer,
     /// The compositor, as its well-known names on the session bus say (see [`doctor`] for
     /// the one recognised by the executable serving the Wayland socket).
     pub compositor: Compositor,
@@ -61,6 +69,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
             remote_desktop: Offer::NoPortal,
             screencast: Offer::NoPortal,
             shortcuts: Offer::NoPortal,
+            clipboard: Offer::NoPortal,
             compositor: Compositor::Unknown,
             takeover: false,
             cast: crate::screencast::Offered::No,
@@ -94,6 +103,7 @@ pub async fn portal_report(session_bus: Option<&str>) -> PortalReport {
         remote_desktop: portal_interface(&conn, "org.freedesktop.portal.RemoteDesktop").await,
         screencast: portal_interface(&conn, "org.freedesktop.portal.ScreenCast").await,
         shortcuts: portal_interface(&conn, "org.freedesktop.portal.GlobalShortcuts").await,
+        clipboard: portal_interface(&conn, "org.freedesktop.portal.Clipboard").await,
         compositor,
         takeover: false,
         cast: crate::screencast::Offered::No,
@@ -112,10 +122,11 @@ impl PortalReport {
             Offer::NoPortal => format!("{name} not answered"),
         };
         let offers = format!(
-            "{}, {}, {}",
+            "{}, {}, {}, {}",
             show("RemoteDesktop", self.remote_desktop),
             show("ScreenCast", self.screencast),
-            show("GlobalShortcuts", self.shortcuts)
+            show("GlobalShortcuts", self.shortcuts),
+            show("Clipboard", self.clipboard)
         );
         let compositor = format!("compositor {}", self.compositor.label());
         let (status, reason, probe_status, message) = match (self.remote_desktop, self.screencast) {
@@ -371,17 +382,36 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                 "clipboard_read" | "clipboard_write" if clipboard_ok => {
                     (CapStatus::Available, None, None)
                 }
-                // GNOME's clipboard for a background client is the portal's (GNOME 45+),
-                // planned; elsewhere the compositor offers no data-control to the agent.
+                // GNOME's clipboard for a background client is the portal's (GNOME 45+), held
+                // by the broker within a takeover's session: no agent needed.
                 "clipboard_read" | "clipboard_write"
-                    if input_failed.is_none() && portal.compositor != Compositor::Mutter =>
+                    if portal.takeover && matches!(portal.clipboard, Offer::Offered(_)) =>
+                {
+                    (CapStatus::Available, None, None)
+                }
+                "clipboard_read" | "clipboard_write"
+                    if portal.compositor == Compositor::Mutter
+                        && portal.remote_desktop == Offer::NoPortal =>
                 {
                     (
                         CapStatus::Unavailable,
-                        Some("compositor_unsupported".to_string()),
-                        Some(action_for("compositor_unsupported").to_string()),
+                        Some("portal_unavailable".to_string()),
+                        Some(action_for("portal_unavailable").to_string()),
                     )
                 }
+                "clipboard_read" | "clipboard_write" if portal.compositor == Compositor::Mutter => {
+                    (
+                        CapStatus::Unavailable,
+                        Some("compositor_unsupported".to_string()),
+                        Some(NO_CLIPBOARD_PORTAL.to_string()),
+                    )
+                }
+                // Elsewhere the compositor offers no data-control to the agent.
+                "clipboard_read" | "clipboard_write" if input_failed.is_none() => (
+                    CapStatus::Unavailable,
+                    Some("compositor_unsupported".to_string()),
+                    Some(action_for("compositor_unsupported").to_string()),
+                ),
                 n if n.contains("notification") => (
                     CapStatus::Unsupported,
                     Some("no_platform_api".to_string()),
@@ -420,6 +450,7 @@ mod tests {
             remote_desktop: rd,
             screencast: sc,
             shortcuts: Offer::Absent,
+            clipboard: Offer::Absent,
             compositor: Compositor::Mutter,
             takeover: false,
             cast: crate::screencast::Offered::No,

@@ -359,7 +359,8 @@ async def run(ns: argparse.Namespace) -> None:
         portal = probes["desktop portal"]
         # xdg-desktop-portal 1.16 with KDE's 5.27 backend (Debian 12).
         check(portal["status"] == "ok" and portal["message"].startswith(
-            "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; compositor KDE (KWin)"),
+            "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1, no Clipboard; "
+            "compositor KDE (KWin)"),
             f"doctor's desktop portal probe: {portal}")
         kill = probes["kill switch"]
         check(kill["status"] == "ok" and kill["message"] == BOUND, f"doctor: {kill}")

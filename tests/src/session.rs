@@ -408,3 +408,19 @@ pub fn run_wayland_takeover(sd: &WaylandTakeoverDesktop) -> Result<Output> {
         .arg(workspace_bin("nish-mcp")?);
     Ok(cmd.output()?)
 }
+
+/// Runs portal_clipboard.py on the plain Wayland test desktop (mutter headless, no portal
+/// started yet): the script starts the stand-in portal frontend (`xdg-desktop-portal`, this
+/// crate's binary) before anything asks for the portal, then the GTK 4 form, then the real
+/// `nish-driver`.
+pub fn run_portal_clipboard(desk: &crate::WaylandDesktop) -> Result<Output> {
+    let mut cmd = desk.command(python()?);
+    cmd.arg(script("portal_clipboard.py"))
+        .arg("--driver")
+        .arg(workspace_bin("nish-driver")?)
+        .arg("--shim")
+        .arg(workspace_bin("nish-mcp")?)
+        .arg("--portal")
+        .arg(workspace_bin("xdg-desktop-portal")?);
+    Ok(cmd.output()?)
+}

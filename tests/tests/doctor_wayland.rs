@@ -1,7 +1,7 @@
 //! The doctor on the Wayland test desktop (mutter headless, no X server): session type
 //! `wayland`, ready for headless work, the X11 backend not required, reads, headless acts and
-//! takeover (through the portal) available, capture and the clipboard planned with
-//! `wayland_portal_not_built`; the
+//! takeover (through the portal) and capture available, the clipboard unavailable (GNOME 43's
+//! portal has no Clipboard) with what it needs; the
 //! agents it starts get no `DISPLAY`; the desktop portal (activated on the private bus against
 //! bare mutter) and its versions in the `desktop portal` probe. On KWin: the compositor named
 //! KDE (KWin), what KDE's portal offers (GlobalShortcuts among it), the stop hotkey the
@@ -132,13 +132,18 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
         assert_eq!(cap(&report, name)["status"], "available", "{name}");
     }
     // Capture: mutter's own screen cast of the focused window, read through PipeWire (which
-    // this desktop runs). mutter offers no data-control, and GNOME's clipboard portal (GNOME
-    // 45+) is not built.
+    // this desktop runs). mutter offers no data-control, and GNOME 43's portal has no
+    // Clipboard (it came with xdg-desktop-portal 1.18 and GNOME 45): the doctor says so.
     assert_eq!(cap(&report, "capture_window")["status"], "available");
     for name in ["clipboard_read", "clipboard_write"] {
         let c = cap(&report, name);
-        assert_eq!(c["status"], "planned", "{name}");
-        assert_eq!(c["reason_code"], "wayland_portal_not_built", "{name}");
+        assert_eq!(c["status"], "unavailable", "{name}");
+        assert_eq!(c["reason_code"], "compositor_unsupported", "{name}");
+        assert_eq!(
+            c["action"],
+            nish_agenthost::wayland::NO_CLIPBOARD_PORTAL,
+            "{name}"
+        );
     }
     assert_eq!(
         report["next_steps"],
@@ -166,7 +171,7 @@ fn the_doctor_on_wayland_is_ready_for_headless_work() {
     // on a machine with GNOME alone (the 1.16 frontend would give an interface GNOME's backend
     // lacks to any other backend installed, KDE's among them).
     assert!(
-        message.contains("RemoteDesktop 1, ScreenCast 4, no GlobalShortcuts"),
+        message.contains("RemoteDesktop 1, ScreenCast 4, no GlobalShortcuts, no Clipboard"),
         "{portal}"
     );
     assert!(
@@ -225,13 +230,14 @@ fn the_doctor_on_kwin_names_it_and_what_its_portal_offers() {
             .is_some_and(|m| m.contains(desk.wayland_display())),
         "{report}"
     );
-    // Debian 12: xdg-desktop-portal 1.16 with KDE's 5.27 backend, which implements all three.
+    // Debian 12: xdg-desktop-portal 1.16 with KDE's 5.27 backend, which implements all three
+    // (the portal's Clipboard came with 1.18).
     let portal = probe(&report, "desktop portal");
     assert_eq!(portal["status"], "ok", "{portal}");
     assert_eq!(
         portal["message"],
-        "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1; \
-         compositor KDE (KWin); visible takeover goes through RemoteDesktop (the keyboard, and \
+        "the desktop portal offers RemoteDesktop 1, ScreenCast 4, GlobalShortcuts 1, no \
+         Clipboard; compositor KDE (KWin); visible takeover goes through RemoteDesktop (the keyboard, and \
          the pointer for clicks: KWin tells where a window is); a capture records the window \
          itself through KWin's screen cast",
         "{portal}"

@@ -4,9 +4,13 @@
 //! (tests/e2e/wayland_takeover.py): captures of the focused window, the password field black;
 //! the person allows it in the driver's dialog and then in the desktop's own; typing and keys
 //! land and read back; the person's key and pointer pause it;
-//! the portal backend's end is the kill switch.
+//! the portal backend's end is the kill switch. And the portal's Clipboard within a takeover's
+//! session (tests/e2e/portal_clipboard.py), against a stand-in for the portal's frontend: GNOME
+//! 43's has no Clipboard.
 
-use nish_testdesk::session::{run_wayland_takeover, wayland_takeover_desktop};
+use nish_testdesk::session::{
+    run_portal_clipboard, run_wayland_takeover, wayland_takeover_desktop,
+};
 
 #[test]
 fn a_takeover_on_wayland_goes_through_the_portal_and_the_person_wins() {
@@ -18,5 +22,15 @@ fn a_takeover_on_wayland_goes_through_the_portal_and_the_person_wins() {
         Vec::<String>::new(),
         "no X server ran during the session"
     );
+    println!("{stdout}");
+}
+
+#[test]
+fn the_portal_s_clipboard_works_within_a_takeover_and_holds_against_its_owners() {
+    let mut desk = nish_testdesk::WaylandDesktop::start().expect("the Wayland test desktop");
+    let out = run_portal_clipboard(&desk).expect("python runs");
+    let stdout = nish_testdesk::session::passed(&out, "the portal's clipboard failed");
+    assert_eq!(desk.x_servers(), Vec::<String>::new(), "no X server ran");
+    desk.stop().expect("the desktop stops");
     println!("{stdout}");
 }

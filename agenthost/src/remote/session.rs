@@ -11,6 +11,7 @@ use nish_proto::errors::{DriverError, ErrorCode};
 use tokio::sync::mpsc;
 use zbus::zvariant::{ObjectPath, Value};
 
+use super::clipboard::{CLIPBOARD, PortalClipboard, Subscriptions};
 use super::{
     BACKENDS, GRANT_TIMEOUT, KEY_TIMEOUT, KEYBOARD, POINTER, PORTAL_EXE, REMOTE_DESKTOP, token,
 };
@@ -30,16 +31,20 @@ pub(super) struct RemoteSession {
     pub(super) watcher: tokio::task::JoinHandle<()>,
     /// The desktop granted the pointer too.
     pub(super) pointer: bool,
+    /// The portal's clipboard, when asked for and granted with the session.
+    pub(super) clipboard: Option<Arc<super::clipboard::PortalClipboard>>,
 }
 
 impl RemoteSession {
-    /// Starts a session with the keyboard, and the pointer with `pointer`; `ended` is sent
-    /// once when the session ends by anything but [`RemoteSession::close`].
+    /// Starts a session with the keyboard, and the pointer with `pointer`, and asks for the
+    /// portal's clipboard with `clipboard` where the portal offers it ([`super::clipboard`]);
+    /// `ended` is sent once when the session ends by anything but [`RemoteSession::close`].
     pub(super) async fn start(
         session_bus: Option<&str>,
         monitor: &Monitor,
         ended: mpsc::UnboundedSender<BackendEvent>,
         pointer: bool,
+        clipboard: bool,
     ) -> Result<RemoteSession, DriverError> {
         let unavailable = |why: String| {
             DriverError::new(
@@ -147,6 +152,7 @@ impl RemoteSession {
             closing: Arc::new(AtomicBool::new(false)),
             watcher: tokio::spawn(async {}),
             pointer: false,
+            clipboard: None,
         };
         let path = ObjectPath::try_from(handle.as_str())
             .map_err(|e| unavailable(e.to_string()))?
@@ -173,6 +179,30 @@ impl RemoteSession {
             session.close().await;
             return Err(refused(r));
         }
+        // The clipboard is asked for between the devices and the start, or never; a portal
+        // without it (before xdg-desktop-portal 1.18), or one that refuses, leaves the takeover
+        // as it is.
+        let clipboard_subs = if clipboard
+            && matches!(
+                crate::portal::portal_interface(&conn, CLIPBOARD).await,
+                crate::portal::Offer::Offered(_)
+            ) {
+            match Subscriptions::new(&conn, &portal).await {
+                Ok(subs) => match super::clipboard::request(&conn, &portal, &path).await {
+                    Ok(()) => Some(subs),
+                    Err(why) => {
+                        tracing::warn!("the desktop portal's clipboard was not given: {why}");
+                        None
+                    }
+                },
+                Err(r) => {
+                    tracing::warn!("the desktop portal's clipboard was not given: {r:?}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let start = token("start");
         let mut options: HashMap<&str, Value> = HashMap::new();
         options.insert("handle_token", Value::from(start.as_str()));
@@ -204,6 +234,22 @@ impl RemoteSession {
             ));
         }
         session.pointer = pointer && devices & POINTER != 0;
+        let clipboard_enabled = started
+            .get("clipboard_enabled")
+            .and_then(|v| bool::try_from(v).ok())
+            .unwrap_or(false);
+        if let Some(subs) = clipboard_subs {
+            if clipboard_enabled {
+                session.clipboard = Some(Arc::new(PortalClipboard::new(
+                    conn.clone(),
+                    portal.clone(),
+                    handle.clone(),
+                    subs,
+                )));
+            } else {
+                tracing::info!("the desktop did not enable its clipboard for the session");
+            }
+        }
         let closing = session.closing.clone();
         session.watcher = tokio::spawn(watch_end(
             closed,
