@@ -157,10 +157,14 @@ pub(crate) async fn show_indicator(
     show_surface(b, session, paused).await
 }
 
+/// Numbers the broker's shows of the takeover frame (`ShowTakeover`'s `show`), never reused.
+static SHOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Shows the indicator's takeover frame (X11) or surface (Wayland) and waits for it to be on
-/// screen.
+/// screen: for the `TakeoverShown` that answers this show, by its number.
 async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(), DriverError> {
     let ind = b.indicator().await?;
+    let show = SHOWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let already = {
         let mut w = b
@@ -169,7 +173,7 @@ async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(
             .unwrap_or_else(|e| e.into_inner());
         let on = w.on.contains(session);
         if !on {
-            w.shown.insert(session.to_string(), tx);
+            w.shown.insert(session.to_string(), (show, tx));
         }
         on
     };
@@ -177,6 +181,7 @@ async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(
         ind.send(BrokerToIndicator::ShowTakeover {
             session: session.into(),
             paused,
+            show,
         })
         .await?;
         return Ok(());
@@ -184,6 +189,7 @@ async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(
     ind.send(BrokerToIndicator::ShowTakeover {
         session: session.into(),
         paused,
+        show,
     })
     .await?;
     match tokio::time::timeout(SHOW_TIMEOUT, rx).await {
@@ -255,6 +261,23 @@ pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
 mod tests {
     use super::*;
     use nish_proto::wire::indicator::{ConsentApp, HostProgram};
+
+    #[test]
+    fn only_the_answer_to_the_show_awaited_marks_the_frame_on() {
+        let mut w = crate::linux::IndicatorWaiters::default();
+        // Show 1 of the session timed out (its waiter gone, the frame hidden); show 2 waits.
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        w.shown.insert("s".into(), (2, tx));
+        assert!(!w.takeover_shown("s", 1), "the late answer to show 1");
+        assert!(
+            !w.on.contains("s") && rx.try_recv().is_err(),
+            "show 2 still waits"
+        );
+        assert!(!w.takeover_shown("t", 2), "another session's answer");
+        assert!(w.takeover_shown("s", 2));
+        assert!(w.on.contains("s") && rx.try_recv().is_ok());
+        assert!(!w.takeover_shown("s", 2), "answered once");
+    }
 
     fn line(name: &str, program: &str) -> ConsentApp {
         ConsentApp {

@@ -68,9 +68,31 @@ pub struct LinuxBackend {
 /// Most applications whose toolkit is remembered; the memory is emptied when full.
 const TOOLKIT_MEMORY: usize = 1024;
 
+impl IndicatorWaiters {
+    /// The indicator says `session`'s frame is on screen, answering the show numbered `show`.
+    /// Only the answer to the show awaited marks the surface on and ends the wait: one that
+    /// came after its wait gave up (and hid the frame), even after a new show of the same
+    /// session began, must not stand for it. True when it was the awaited one.
+    pub(crate) fn takeover_shown(&mut self, session: &str, show: u64) -> bool {
+        if self
+            .shown
+            .get(session)
+            .is_none_or(|(want, _)| *want != show)
+        {
+            return false;
+        }
+        let Some((_, tx)) = self.shown.remove(session) else {
+            return false;
+        };
+        self.on.insert(session.to_string());
+        let _ = tx.send(());
+        true
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct IndicatorWaiters {
-    pub(crate) shown: std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>,
+    pub(crate) shown: std::collections::HashMap<String, (u64, tokio::sync::oneshot::Sender<()>)>,
     /// Sessions whose frame is on screen.
     pub(crate) on: std::collections::HashSet<String>,
     /// The running indicator grabbed the stop hotkey (`None` until it said).
@@ -383,16 +405,10 @@ fn indicator_on_start(
         tokio::spawn(async move {
             while let Some(m) = ev.recv().await {
                 match m {
-                    IndicatorToBroker::TakeoverShown { session } => {
+                    IndicatorToBroker::TakeoverShown { session, show } => {
                         let mut w = waiters.lock().unwrap_or_else(|e| e.into_inner());
-                        // Only an awaited answer marks the surface on: one that came after
-                        // the wait gave up (and hid it) must not let a later takeover skip
-                        // its wait.
-                        if let Some(tx) = w.shown.remove(&session) {
-                            w.on.insert(session.clone());
-                            let _ = tx.send(());
-                        } else {
-                            tracing::info!("a takeover shown that nobody waits for: ignored");
+                        if !w.takeover_shown(&session, show) {
+                            tracing::info!(show, "a takeover shown that nobody waits for: ignored");
                         }
                     }
                     IndicatorToBroker::ConsentShown { id, shown } => {

@@ -775,15 +775,20 @@ impl App {
                     d.close(&self.ui)?;
                 }
             }
-            BrokerToIndicator::ShowTakeover { session, paused } => {
+            BrokerToIndicator::ShowTakeover {
+                session,
+                paused,
+                show,
+            } => {
                 // Continue may be shown: a fresh stamp of the server's clock.
                 self.clock.ask(&self.ui.conn)?;
                 let notes = match &mut self.takeover {
-                    Some(t) => t.add_session(&mut self.ui, session, paused, now)?,
+                    Some(t) => t.add_session(&mut self.ui, session, show, paused, now)?,
                     None => {
                         let t = Takeover::show(
                             &mut self.ui,
                             session,
+                            show,
                             paused,
                             now,
                             self.last_driver_press,
@@ -823,9 +828,9 @@ impl App {
     fn notes(&mut self, notes: Vec<Note>) -> Result<(), Fail> {
         for n in notes {
             match n {
-                Note::Shown(session) => {
+                Note::Shown(session, show) => {
                     tracing::info!("takeover indicator shown");
-                    self.send(IndicatorToBroker::TakeoverShown { session })?;
+                    self.send(IndicatorToBroker::TakeoverShown { session, show })?;
                 }
                 Note::Continue(session) => {
                     tracing::info!("Continue clicked");

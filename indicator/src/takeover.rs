@@ -56,8 +56,8 @@ pub const RAISE_PERIOD: Duration = Duration::from_secs(1);
 /// What the indicator has to tell the broker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Note {
-    /// The frame is on screen for this session.
-    Shown(String),
+    /// The frame is on screen for this session, shown by the broker's show of this number.
+    Shown(String, u64),
     /// The person clicked Continue for this paused session.
     Continue(String),
     /// The indicator went away on its own; every session loses its takeover.
@@ -76,6 +76,8 @@ struct Geom {
 struct SessionState {
     paused: bool,
     shown_sent: bool,
+    /// The number of the broker's latest `ShowTakeover` for the session.
+    show: u64,
 }
 
 #[derive(Debug)]
@@ -110,6 +112,7 @@ impl Takeover {
     pub fn show(
         ui: &mut Ui,
         session: String,
+        show: u64,
         paused: bool,
         now: Instant,
         last_driver_press: Option<Instant>,
@@ -191,6 +194,7 @@ impl Takeover {
             SessionState {
                 paused,
                 shown_sent: false,
+                show,
             },
         );
         let mut t = Takeover {
@@ -226,14 +230,17 @@ impl Takeover {
         &mut self,
         ui: &mut Ui,
         session: String,
+        show: u64,
         paused: bool,
         now: Instant,
     ) -> Result<Vec<Note>, ReplyOrIdError> {
         let st = self.sessions.entry(session).or_insert(SessionState {
             paused,
             shown_sent: false,
+            show,
         });
         st.paused = paused;
+        st.show = show;
         self.apply_state(ui, now, false)?;
         Ok(self.shown_notes())
     }
@@ -354,7 +361,7 @@ impl Takeover {
             .filter(|(_, s)| !s.shown_sent)
             .map(|(k, s)| {
                 s.shown_sent = true;
-                Note::Shown(k.clone())
+                Note::Shown(k.clone(), s.show)
             })
             .collect()
     }

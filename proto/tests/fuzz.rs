@@ -738,8 +738,13 @@ fn broker_to_indicator() -> impl Strategy<Value = BrokerToIndicator> {
             accept_xtest_clicks
         }),
         any::<u64>().prop_map(|id| BrokerToIndicator::CancelConsent { id }),
-        (s(), any::<bool>())
-            .prop_map(|(session, paused)| BrokerToIndicator::ShowTakeover { session, paused }),
+        (s(), any::<bool>(), any::<u64>()).prop_map(|(session, paused, show)| {
+            BrokerToIndicator::ShowTakeover {
+                session,
+                paused,
+                show,
+            }
+        }),
         (s(), any::<bool>())
             .prop_map(|(session, paused)| BrokerToIndicator::SetPaused { session, paused }),
         s().prop_map(|session| BrokerToIndicator::HideTakeover { session }),
@@ -812,7 +817,8 @@ fn indicator_to_broker() -> impl Strategy<Value = IndicatorToBroker> {
                     },
                 }
             }),
-        s().prop_map(|session| IndicatorToBroker::TakeoverShown { session }),
+        (s(), any::<u64>())
+            .prop_map(|(session, show)| IndicatorToBroker::TakeoverShown { session, show }),
         s().prop_map(|session| IndicatorToBroker::Continue { session }),
         (s(), s())
             .prop_map(|(session, reason)| IndicatorToBroker::TakeoverLost { session, reason }),

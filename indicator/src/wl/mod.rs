@@ -246,9 +246,9 @@ impl WlApp {
                 .flush()
                 .map_err(|e| Fail::Display(e.to_string()))?;
         }
-        for session in shown.unwrap_or_default() {
+        for (session, show) in shown.unwrap_or_default() {
             tracing::info!("takeover indicator shown");
-            self.send(IndicatorToBroker::TakeoverShown { session })?;
+            self.send(IndicatorToBroker::TakeoverShown { session, show })?;
         }
         for (id, answer) in std::mem::take(&mut self.state.answers) {
             if let Some(d) = self.state.dialog.take_if(|d| d.id == id) {
@@ -460,13 +460,17 @@ impl WlApp {
                     d.destroy();
                 }
             }
-            BrokerToIndicator::ShowTakeover { session, paused } => match &mut self.state.takeover {
+            BrokerToIndicator::ShowTakeover {
+                session,
+                paused,
+                show,
+            } => match &mut self.state.takeover {
                 Some(t) => {
-                    t.add_session(session, paused, now);
+                    t.add_session(session, show, paused, now);
                     // Continue may have appeared.
                     self.state.draw();
                 }
-                None => self.open_takeover(session, paused, now)?,
+                None => self.open_takeover(session, show, paused, now)?,
             },
             BrokerToIndicator::SetPaused { session, paused } => {
                 if !self
@@ -531,7 +535,13 @@ impl WlApp {
 
     /// Shows the takeover surface for `session`; the broker is told it is shown once the
     /// compositor configured it and its first picture is committed.
-    fn open_takeover(&mut self, session: String, paused: bool, now: Instant) -> Result<(), Fail> {
+    fn open_takeover(
+        &mut self,
+        session: String,
+        show: u64,
+        paused: bool,
+        now: Instant,
+    ) -> Result<(), Fail> {
         let scale = self.state.scale();
         let st = &mut self.state;
         let (Some(compositor), Some(wm)) = (&st.compositor, &st.wm) else {
@@ -587,6 +597,7 @@ impl WlApp {
             &st.look.fonts,
             scale,
             session,
+            show,
             paused,
             now,
             st.last_driver_press,

@@ -34,6 +34,8 @@ pub const TITLE: &str = ACTIVE_TEXT;
 struct Session {
     paused: bool,
     shown_sent: bool,
+    /// The number of the broker's latest `ShowTakeover` for the session.
+    show: u64,
 }
 
 /// A rectangle in buffer pixels.
@@ -170,6 +172,7 @@ impl WlTakeover {
         fonts: &Fonts,
         scale: i32,
         session: String,
+        show: u64,
         paused: bool,
         now: Instant,
         driver_press: Option<Instant>,
@@ -187,6 +190,7 @@ impl WlTakeover {
             Session {
                 paused,
                 shown_sent: false,
+                show,
             },
         );
         WlTakeover {
@@ -204,12 +208,14 @@ impl WlTakeover {
     }
 
     /// Another session shares the surface (or the same one is shown again).
-    pub(super) fn add_session(&mut self, session: String, paused: bool, now: Instant) {
+    pub(super) fn add_session(&mut self, session: String, show: u64, paused: bool, now: Instant) {
         let s = self.sessions.entry(session).or_insert(Session {
             paused,
             shown_sent: false,
+            show,
         });
         s.paused = paused;
+        s.show = show;
         self.apply(now);
     }
 
@@ -249,7 +255,7 @@ impl WlTakeover {
 
     /// The sessions not yet told that the surface is shown, once it is (and the frame, where
     /// there is one); marked told.
-    pub(super) fn shown_notes(&mut self) -> Vec<String> {
+    pub(super) fn shown_notes(&mut self) -> Vec<(String, u64)> {
         if !self.committed || self.ring.as_ref().is_some_and(|r| !r.is_shown()) {
             return Vec::new();
         }
@@ -257,7 +263,7 @@ impl WlTakeover {
         fresh
             .map(|(k, s)| {
                 s.shown_sent = true;
-                k.clone()
+                (k.clone(), s.show)
             })
             .collect()
     }

@@ -249,6 +249,7 @@ mod samples {
             I::ShowTakeover {
                 session: String::new(),
                 paused: false,
+                show: 0,
             },
             I::SetPaused {
                 session: String::new(),

@@ -161,6 +161,9 @@ pub enum BrokerToIndicator {
         session: String,
         /// Start in the paused state (a new takeover of a paused session).
         paused: bool,
+        /// This show's number, never reused: the `TakeoverShown` it brings carries it, so an
+        /// answer to an earlier show (hidden since) cannot stand for this one.
+        show: u64,
     },
     /// Switch the frame between active and paused (with its Continue button).
     SetPaused {
@@ -216,6 +219,8 @@ pub enum IndicatorToBroker {
     TakeoverShown {
         /// Session id.
         session: String,
+        /// The number of the `ShowTakeover` this answers (the latest for the session).
+        show: u64,
     },
     /// The person clicked Continue.
     Continue {

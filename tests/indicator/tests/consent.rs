@@ -776,10 +776,11 @@ fn a_takeover_frame_on_screen_does_not_disarm_the_dialog() {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: "mcp:test:1".into(),
         paused: false,
+        show: 7,
     });
     assert!(matches!(
         ind.recv(Duration::from_secs(5)),
-        Some(IndicatorToBroker::TakeoverShown { .. })
+        Some(IndicatorToBroker::TakeoverShown { show: 7, .. })
     ));
     show(&mut ind, 53, 60_000);
     let c = controls(&desk);
@@ -859,10 +860,11 @@ fn the_takeover_label_and_continue_never_hide_the_dialog() {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: "mcp:test:1".into(),
         paused: true,
+        show: 8,
     });
     assert!(matches!(
         ind.recv(Duration::from_secs(5)),
-        Some(IndicatorToBroker::TakeoverShown { .. })
+        Some(IndicatorToBroker::TakeoverShown { show: 8, .. })
     ));
     let names: Vec<String> = (0..12).map(|i| format!("App {i}")).collect();
     let apps: Vec<(&str, bool)> = names.iter().map(|n| (n.as_str(), false)).collect();

@@ -67,10 +67,11 @@ fn closing_the_link_removes_every_window_and_exits_zero() {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: "s".into(),
         paused: true,
+        show: 3,
     });
     assert!(matches!(
         ind.recv(Duration::from_secs(5)),
-        Some(IndicatorToBroker::TakeoverShown { .. })
+        Some(IndicatorToBroker::TakeoverShown { show: 3, .. })
     ));
     common::show_consent(&mut ind, common::consent_request(1, &[("App", true)]));
     let top = desk.find_viewable("^nish-driver consent$");

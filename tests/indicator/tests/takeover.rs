@@ -17,9 +17,10 @@ fn show(ind: &mut Indicator, paused: bool) {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: SESSION.into(),
         paused,
+        show: 41,
     });
     match ind.recv(Duration::from_secs(5)) {
-        Some(IndicatorToBroker::TakeoverShown { session }) if session == SESSION => {}
+        Some(IndicatorToBroker::TakeoverShown { session, show: 41 }) if session == SESSION => {}
         other => panic!("expected TakeoverShown, got {other:?}"),
     }
 }

@@ -148,11 +148,13 @@ fn show(ind: &mut Indicator, session: &str, sides: &str) {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: session.into(),
         paused: false,
+        show: 11,
     });
     assert_eq!(
         ind.recv(ANSWER),
         Some(IndicatorToBroker::TakeoverShown {
-            session: session.into()
+            session: session.into(),
+            show: 11,
         })
     );
     // The log line written right before the message was sent may come a moment after it.

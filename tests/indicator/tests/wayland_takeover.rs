@@ -89,12 +89,16 @@ fn the_wayland_takeover_surface_shows_pauses_continues_on_a_click_and_goes() {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: session(),
         paused: false,
+        show: 21,
     });
     let laid = ind.wait_log("takeover surface laid out: ", ANSWER);
     ind.wait_log("takeover surface shown", ANSWER);
     assert_eq!(
         ind.recv(ANSWER),
-        Some(IndicatorToBroker::TakeoverShown { session: session() })
+        Some(IndicatorToBroker::TakeoverShown {
+            session: session(),
+            show: 21
+        })
     );
     // "... laid out: WxH at scale S; continue at X,Y WxH" (surface points).
     let rest = laid.split("laid out: ").nth(1).unwrap();
@@ -231,10 +235,14 @@ fn the_wayland_takeover_surface_shows_pauses_continues_on_a_click_and_goes() {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: other(),
         paused: false,
+        show: 22,
     });
     assert_eq!(
         ind.recv(ANSWER),
-        Some(IndicatorToBroker::TakeoverShown { session: other() })
+        Some(IndicatorToBroker::TakeoverShown {
+            session: other(),
+            show: 22
+        })
     );
     ind.drain_log();
     ind.send(BrokerToIndicator::HideTakeover { session: session() });
@@ -261,10 +269,14 @@ fn the_wayland_takeover_surface_shows_pauses_continues_on_a_click_and_goes() {
     ind.send(BrokerToIndicator::ShowTakeover {
         session: session(),
         paused: true,
+        show: 23,
     });
     assert_eq!(
         ind.recv(ANSWER),
-        Some(IndicatorToBroker::TakeoverShown { session: session() })
+        Some(IndicatorToBroker::TakeoverShown {
+            session: session(),
+            show: 23
+        })
     );
     drop(person);
     desk.stop().expect("the desktop stops");
