@@ -142,8 +142,17 @@ impl Backend for LinuxBackend {
         clipboard::clipboard_available(self).await
     }
 
-    async fn show_indicator(&self, session: &str, paused: bool) -> Result<(), DriverError> {
-        indicator::show_indicator(self, session, paused).await
+    async fn clipboard_ready(&self) -> Result<(), DriverError> {
+        clipboard::clipboard_ready(self).await
+    }
+
+    async fn show_indicator(
+        &self,
+        session: &str,
+        paused: bool,
+        clipboard: bool,
+    ) -> Result<(), DriverError> {
+        indicator::show_indicator(self, session, paused, clipboard).await
     }
 
     async fn set_indicator_paused(&self, session: &str, paused: bool) {

@@ -23,28 +23,56 @@ async fn agent_clipboard(b: &LinuxBackend) -> bool {
     b.input_probe().await.is_ok_and(|p| p.clipboard_ok)
 }
 
-/// Where the clipboard is the portal's: on Wayland, without the agent's.
-async fn portal_only(b: &LinuxBackend) -> bool {
-    b.on_wayland() && !agent_clipboard(b).await
+/// Where the clipboard is now.
+enum Route {
+    /// The input agent's (X11, or the compositor's data-control).
+    Agent,
+    /// The desktop portal's, within the takeover's remote-desktop session.
+    Portal,
+    /// Neither, and why.
+    Neither(DriverError),
 }
 
-fn no_portal_clipboard() -> DriverError {
-    DriverError::new(
-        ErrorCode::BackendUnavailable,
-        "this desktop gives a program its clipboard only through the desktop portal, within a \
-         remote-desktop session: the clipboard works while a takeover runs (the takeover line, \
-         allowed in the desktop's dialog too), where the portal offers its Clipboard",
-    )
+/// On X11, or where the agent's display offers one, the agent's; else the portal's while a
+/// takeover's session holds it.
+async fn route(b: &LinuxBackend) -> Route {
+    if !b.on_wayland() || agent_clipboard(b).await {
+        return Route::Agent;
+    }
+    let why = match b.remote.clipboard_state() {
+        crate::remote::PortalClipboardState::Held => return Route::Portal,
+        crate::remote::PortalClipboardState::NotGranted => {
+            "the takeover's remote-desktop session has no clipboard: its session has no clipboard \
+             line, or the desktop did not give it"
+        }
+        crate::remote::PortalClipboardState::NoTakeover => {
+            "the clipboard cannot be reached now: the compositor gives the input agent none, and \
+             the desktop portal's Clipboard (GNOME 45 and later) exists only within a takeover's \
+             remote-desktop session (the takeover and clipboard lines, allowed in the desktop's \
+             dialog too)"
+        }
+    };
+    Route::Neither(DriverError::new(ErrorCode::BackendUnavailable, why))
+}
+
+/// Whether a read can happen now (asked before the host is asked to approve one).
+pub(crate) async fn clipboard_ready(b: &LinuxBackend) -> Result<(), DriverError> {
+    match route(b).await {
+        Route::Agent if !agent_clipboard(b).await => Err(DriverError::new(
+            ErrorCode::BackendUnavailable,
+            "the clipboard is not available on this desktop now",
+        )),
+        Route::Agent | Route::Portal => Ok(()),
+        Route::Neither(e) => Err(e),
+    }
 }
 
 /// The CLIPBOARD selection's text.
 pub(crate) async fn clipboard_read(b: &LinuxBackend) -> Result<String, DriverError> {
-    if portal_only(b).await {
-        return b
-            .remote
-            .clipboard_read()
-            .await
-            .unwrap_or_else(|| Err(no_portal_clipboard()));
+    match route(b).await {
+        Route::Agent => {}
+        Route::Portal => return b.remote.clipboard_read().await,
+        Route::Neither(e) => return Err(e),
     }
     let agent = b.input().await?;
     b.input
@@ -64,12 +92,10 @@ pub(crate) async fn clipboard_write(
     session: &str,
     text: String,
 ) -> Result<(), DriverError> {
-    if portal_only(b).await {
-        return b
-            .remote
-            .clipboard_write(session, text)
-            .await
-            .unwrap_or_else(|| Err(no_portal_clipboard()));
+    match route(b).await {
+        Route::Agent => {}
+        Route::Portal => return b.remote.clipboard_write(session, text).await,
+        Route::Neither(e) => return Err(e),
     }
     let agent = b.input().await?;
     let call = input::ClipboardWrite {
@@ -84,7 +110,7 @@ pub(crate) async fn clipboard_write(
 
 /// Gives the selection up if `session` owns it.
 pub(crate) async fn clipboard_release(b: &LinuxBackend, session: &str) {
-    b.remote.clipboard_release(session);
+    b.remote.clipboard_release(session).await;
     // No agent running: no X connection holds the selection.
     if b.input.current().await.is_none() {
         return;

@@ -138,13 +138,15 @@ pub(crate) async fn show_indicator(
     b: &LinuxBackend,
     session: &str,
     paused: bool,
+    clipboard: bool,
 ) -> Result<(), DriverError> {
     if b.on_wayland() {
         // The desktop's dialog first (the person allows remote control there, after the
         // driver's own), then the driver's own surface; without it, no takeover.
-        // The portal's clipboard is asked for only where the compositor gives the input agent
-        // none (GNOME).
-        let clipboard = !b.input_probe().await.is_ok_and(|p| p.clipboard_ok);
+        // The portal's clipboard is asked for only where the session has the clipboard line
+        // and the compositor gives the input agent none (GNOME): the desktop's dialog then
+        // offers it too.
+        let clipboard = clipboard && !b.input_probe().await.is_ok_and(|p| p.clipboard_ok);
         b.remote
             .begin(b.session_bus().as_deref(), &b.opener, session, clipboard)
             .await?;

@@ -16,7 +16,9 @@ pub(crate) const REQUEST: &str = "org.freedesktop.portal.Request";
 pub(crate) const SESSION: &str = "org.freedesktop.portal.Session";
 /// Longest wait for a method's reply (the call may start the portal by D-Bus activation).
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// Signals queued per subscription before the oldest are dropped.
+/// Messages queued per subscription. A full queue holds the connection's reader (no message
+/// is dropped), so a subscription must be read promptly: one left unread stalls every reply
+/// on its connection.
 pub(crate) const QUEUED: usize = 64;
 
 /// Longest wait for the desktop portal's answer (it may be started on demand by the bus).

@@ -166,6 +166,17 @@ pub async fn clipboard_offered(session_bus: Option<&str>, opener: &Arc<Opener>) 
     offered && available(session_bus, opener).await
 }
 
+/// Whether the takeover's session holds the desktop portal's clipboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortalClipboardState {
+    /// It does.
+    Held,
+    /// A takeover's session runs without it (not asked for, or not given).
+    NotGranted,
+    /// No takeover's session runs.
+    NoTakeover,
+}
+
 /// The takeover's remote-desktop side on a Wayland session: the portal session, the keys the
 /// driver holds, and the watch for the person's input.
 pub struct Takeover {
@@ -195,9 +206,10 @@ pub struct Takeover {
     /// What tells the person's input, pinned when the takeover began (mutter's unique name, or
     /// KWin's idle notification).
     monitor: Mutex<Option<Monitor>>,
-    /// The portal's clipboard of the takeover's session, while it has one (kept apart from
-    /// the session's lock, which an act holds throughout).
-    clipboard: Mutex<Option<Arc<clipboard::PortalClipboard>>>,
+    /// The takeover's session and its portal clipboard: `None` without a session, `Some(None)`
+    /// for a session without the clipboard (kept apart from the session's lock, which an act
+    /// holds throughout).
+    clipboard: Mutex<Option<Option<Arc<clipboard::PortalClipboard>>>>,
 }
 
 /// The portal session of one takeover.
@@ -281,9 +293,10 @@ impl Takeover {
     }
 
     /// Starts the portal session for `session` (the desktop's dialog asks the person), unless
-    /// it holds one already; with `clipboard` (the compositor gives the input agent no
-    /// clipboard), the session asks for the portal's too. [`Takeover::end`] while the dialog
-    /// is open ends the wait: the session is then never used.
+    /// it holds one already; with `clipboard` (the session has the clipboard line, and the
+    /// compositor gives the input agent no clipboard), the session asks for the portal's too.
+    /// [`Takeover::end`] while the dialog is open ends the wait: the session is then never
+    /// used.
     pub async fn begin(
         &self,
         session_bus: Option<&str>,
@@ -391,7 +404,7 @@ impl Takeover {
         self.focused_only
             .store(kwin.is_none() && mutter.is_some(), Ordering::SeqCst);
         *lock(&self.monitor) = Some(monitor);
-        *lock(&self.clipboard) = started.clipboard.clone();
+        *lock(&self.clipboard) = Some(started.clipboard.clone());
         *active = Some(Active {
             session: session.to_string(),
             remote: started,
@@ -441,33 +454,46 @@ impl Takeover {
 
     /// The portal's clipboard of the takeover's session ([`clipboard`]), while it has one.
     fn portal_clipboard(&self) -> Option<Arc<clipboard::PortalClipboard>> {
-        lock(&self.clipboard).clone()
+        lock(&self.clipboard).clone().flatten()
     }
 
-    /// True while the takeover's session has the portal's clipboard.
-    pub fn has_clipboard(&self) -> bool {
-        self.portal_clipboard().is_some()
+    /// Whether a takeover's session holds the portal's clipboard.
+    pub fn clipboard_state(&self) -> PortalClipboardState {
+        match &*lock(&self.clipboard) {
+            Some(Some(_)) => PortalClipboardState::Held,
+            Some(None) => PortalClipboardState::NotGranted,
+            None => PortalClipboardState::NoTakeover,
+        }
     }
 
-    /// The clipboard's text through the portal; `None` without the portal's clipboard.
-    pub async fn clipboard_read(&self) -> Option<Result<String, DriverError>> {
-        Some(self.portal_clipboard()?.read().await)
+    fn no_clipboard() -> DriverError {
+        DriverError::new(
+            ErrorCode::BackendUnavailable,
+            "the takeover's remote-desktop session ended",
+        )
     }
 
-    /// Owns the clipboard with `text` for the driver session `owner` through the portal;
-    /// `None` without the portal's clipboard.
-    pub async fn clipboard_write(
-        &self,
-        owner: &str,
-        text: String,
-    ) -> Option<Result<(), DriverError>> {
-        Some(self.portal_clipboard()?.write(owner, text).await)
+    /// The clipboard's text through the portal.
+    pub async fn clipboard_read(&self) -> Result<String, DriverError> {
+        match self.portal_clipboard() {
+            Some(c) => c.read().await,
+            None => Err(Self::no_clipboard()),
+        }
     }
 
-    /// Stops serving the text the driver session `owner` wrote through the portal.
-    pub fn clipboard_release(&self, owner: &str) {
+    /// Owns the clipboard with `text` for the driver session `owner` through the portal.
+    pub async fn clipboard_write(&self, owner: &str, text: String) -> Result<(), DriverError> {
+        match self.portal_clipboard() {
+            Some(c) => c.write(owner, text).await,
+            None => Err(Self::no_clipboard()),
+        }
+    }
+
+    /// Stops serving the text the driver session `owner` wrote through the portal, and gives
+    /// the selection up if it is still the session's.
+    pub async fn clipboard_release(&self, owner: &str) {
         if let Some(c) = self.portal_clipboard() {
-            c.release(owner);
+            c.release(owner).await;
         }
     }
 

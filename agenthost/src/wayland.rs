@@ -33,6 +33,9 @@ use crate::portal::{PORTAL_TIMEOUT, portal_interface, session_conn};
 
 /// The reason of every capability the portals would bring.
 const PORTAL: &str = "wayland_portal_not_built";
+/// What the person can do where the portal offers its Clipboard but no takeover works here.
+pub const CLIPBOARD_NEEDS_TAKEOVER: &str = "The desktop portal's Clipboard works only within a \
+    takeover's session, and a takeover does not work here: see input_takeover.";
 /// What the person can do where GNOME's portal has no Clipboard.
 pub const NO_CLIPBOARD_PORTAL: &str = "This desktop gives a program its clipboard only through \
     the desktop portal's Clipboard (xdg-desktop-portal 1.18 with GNOME 45 or later), which its \
@@ -397,6 +400,16 @@ pub async fn doctor(b: &LinuxBackend) -> DoctorReport {
                         CapStatus::Unavailable,
                         Some("portal_unavailable".to_string()),
                         Some(action_for("portal_unavailable").to_string()),
+                    )
+                }
+                // The portal offers it, but no takeover can hold it here.
+                "clipboard_read" | "clipboard_write"
+                    if matches!(portal.clipboard, Offer::Offered(_)) =>
+                {
+                    (
+                        CapStatus::Unavailable,
+                        Some("compositor_unsupported".to_string()),
+                        Some(CLIPBOARD_NEEDS_TAKEOVER.to_string()),
                     )
                 }
                 "clipboard_read" | "clipboard_write" if portal.compositor == Compositor::Mutter => {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nish_proto::doctor::DoctorReport;
-use nish_proto::errors::DriverError;
+use nish_proto::errors::{DriverError, ErrorCode};
 use nish_proto::model::{Node, ProcIdentity, Tree, WindowInfo};
 use nish_proto::wire::indicator::ConsentAnswer;
 use nish_proto::wire::input::{ActPath, Expect, KeyboardFocus, SemanticOp};
@@ -393,11 +393,30 @@ pub trait Backend: Send + Sync + 'static {
         async { true }
     }
 
+    /// Whether a clipboard read can happen now, or why not: asked before the host is asked to
+    /// approve one. By default, [`Backend::clipboard_available`]; a backend whose clipboard
+    /// comes only with a takeover says so here.
+    fn clipboard_ready(&self) -> impl Future<Output = Result<(), DriverError>> + Send {
+        async {
+            if self.clipboard_available().await {
+                Ok(())
+            } else {
+                Err(DriverError::new(
+                    ErrorCode::BackendUnavailable,
+                    "the clipboard is not available on this desktop now",
+                ))
+            }
+        }
+    }
+
     /// Shows the takeover indicator (paused: with Continue). Fails when it cannot be shown.
+    /// `clipboard`: the session was granted the clipboard line (a backend whose clipboard
+    /// comes with the takeover asks the desktop for it only then).
     fn show_indicator(
         &self,
         session: &str,
         paused: bool,
+        clipboard: bool,
     ) -> impl Future<Output = Result<(), DriverError>> + Send;
 
     /// Switches the indicator between active and paused.

@@ -275,12 +275,17 @@ impl<B: Backend> Backend for FileConsent<B> {
         self.inner.clipboard_available()
     }
 
+    fn clipboard_ready(&self) -> impl Future<Output = Result<(), DriverError>> + Send {
+        self.inner.clipboard_ready()
+    }
+
     fn show_indicator(
         &self,
         session: &str,
         paused: bool,
+        clipboard: bool,
     ) -> impl Future<Output = Result<(), DriverError>> + Send {
-        self.inner.show_indicator(session, paused)
+        self.inner.show_indicator(session, paused, clipboard)
     }
 
     fn set_indicator_paused(&self, session: &str, paused: bool) -> impl Future<Output = ()> + Send {

@@ -12,8 +12,8 @@ API; the real portal's, and GNOME's, are not reached here.
 - The doctor: clipboard_read and clipboard_write available (the portal offers Clipboard, and
   a takeover works), the desktop portal probe lists Clipboard 1.
 - A headless session with the clipboard line: the portal's clipboard exists only within a
-  remote-desktop session, so clipboard_write and an approved clipboard_read answer
-  backend_unavailable, saying that a takeover is needed.
+  remote-desktop session, so clipboard_write and clipboard_read (without asking the host)
+  answer backend_unavailable, saying that a takeover is needed.
 - A takeover session with the clipboard line: the broker asks for the clipboard between
   SelectDevices and Start; clipboard_write offers the three text types (SetSelection); another
   program's paste (SelectionTransfer) gets the whole text, non-ASCII characters included;
@@ -23,6 +23,9 @@ API; the real portal's, and GNOME's, are not reached here.
   unsupported; an owner that never writes: app_not_responding within the read's bound.
 - Another program forging the portal's signals for the driver's session (an owner change with
   no text type, a paste): both are ignored.
+- 200 pastes at once by programs that never read a text larger than a pipe holds: at most 4
+  are handed over at once (each bounded), the rest left unanswered; a later paste gets the
+  whole text and a later read works (the takeover's connection is never held).
 - end_session closes the portal session; the desktop's Session.Closed of a later takeover
   stops everything (audited with origin remote_desktop).
 - The broker's log and the audit carry no text.
@@ -54,6 +57,8 @@ TEXT_TYPES = ["text/plain;charset=utf-8", "UTF8_STRING", "text/plain"]
 WRITTEN = "written through the portal: clip-canary-w ünïcödé ✓ 漢字"
 OTHER = "copied by another program: clip-canary-o"
 CREDENTIAL = "password=clip-canary-Secr3t!"
+BIG = "clip-canary-b " * 7_000  # more than a pipe holds unread
+HANDOVERS = 4  # pastes the broker hands over at once (remote/clipboard.rs)
 CANARIES = ("clip-canary",)
 # Waits (20 s at most) until the form's window is on the accessibility bus (the system python's
 # GI).
@@ -241,11 +246,11 @@ async def run(ns: argparse.Namespace) -> None:
             check(st["clipboard_read"] is True and st["input"] == "headless", f"{st}")
             err = await fails(c, "clipboard_write", {"text": WRITTEN}, "backend_unavailable")
             check("takeover" in err["message"], str(err))
-            r = await read(c, ctl)
-            e = h.error_of(r)
-            check(e["code"] == "backend_unavailable" and "takeover" in e["message"], str(e))
+            e = await fails(c, "clipboard_read", {}, "backend_unavailable")
+            check("takeover" in e["message"], str(e))
             check("CreateSession" not in portal.calls(), f"no portal session yet: {portal.calls()}")
-            say(f"  clipboard_write and an approved clipboard_read: backend_unavailable ({err['message']!r})")
+            say(f"  clipboard_write and clipboard_read (the host not asked): backend_unavailable "
+                f"({err['message']!r})")
             await ok(c, "end_session")
 
             say("a takeover session with the takeover and clipboard lines")
@@ -331,6 +336,24 @@ async def run(ns: argparse.Namespace) -> None:
             r = await read(c, ctl)
             check(r.is_error is False and r.structured_content["text"] == OTHER, f"{h.text_of(r)}")
             say("  the clipboard works on: the next copy reads")
+
+            say(f"200 pastes at once by programs that never read the driver's {len(BIG)} characters")
+            await ok(c, "clipboard_write", {"text": BIG})
+            portal.wait(lambda e: e.get("event") == "set_selection", "SetSelection")
+            portal.send({"cmd": "flood", "count": 200})
+            time.sleep(1.5)  # past the hand-overs' bound
+            stalled = [e for e in portal.drain() if e.get("event") == "stalled"]
+            check(1 <= len(stalled) <= HANDOVERS, f"{len(stalled)} hand-overs at once")
+            paste = portal.send({"cmd": "paste", "mime": "text/plain;charset=utf-8"})
+            w = portal.wait(lambda e: e.get("event") == "written" and e.get("serial") == paste["serial"],
+                            "the paste after the flood")
+            check(w.get("success") is True and w.get("len") == len(BIG.encode()), f"the whole text: {w}")
+            copied(portal, mime_types=TEXT_TYPES, mode="text", text=OTHER)
+            r = await read(c, ctl)
+            check(r.is_error is False and r.structured_content["text"] == OTHER, f"{h.text_of(r)}")
+            say(f"  {len(stalled)} hand-overs were tried at once, the rest left unanswered; a paste after "
+                "them gets the whole text, and a copy by another program then reads: the takeover's "
+                "connection was never held")
 
             await ok(c, "end_session")
             portal.wait(lambda e: e.get("event") == "closed_by_client", "the portal session closed")

@@ -239,11 +239,13 @@ impl RemoteSession {
             .and_then(|v| bool::try_from(v).ok())
             .unwrap_or(false);
         if let Some(subs) = clipboard_subs {
-            if clipboard_enabled {
+            if clipboard_enabled
+                && let Ok(path) = zbus::zvariant::OwnedObjectPath::try_from(handle.as_str())
+            {
                 session.clipboard = Some(Arc::new(PortalClipboard::new(
                     conn.clone(),
                     portal.clone(),
-                    handle.clone(),
+                    path,
                     subs,
                 )));
             } else {

@@ -634,12 +634,7 @@ impl<B: Backend> Engine<B> {
 
     pub(crate) async fn clipboard_read(&self, s: &Arc<Session>, j: &Judgement) -> ToolResult {
         // The host is asked only when the read can happen.
-        if !self.backend.clipboard_available().await {
-            return Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                "the clipboard is not available on this desktop now",
-            ));
-        }
+        self.backend.clipboard_ready().await?;
         // Always approved call by call, whatever the host opted into (contract §5.2).
         self.ask_host(
             s,

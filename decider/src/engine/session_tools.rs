@@ -432,7 +432,7 @@ impl<B: Backend> Engine<B> {
                     // answer in the desktop's own dialog (at most 120 s).
                     let shown = tokio::time::timeout(
                         INDICATOR_TIMEOUT,
-                        self.backend.show_indicator(&s.id, paused),
+                        self.backend.show_indicator(&s.id, paused, answer.clipboard),
                     )
                     .await
                     .unwrap_or_else(|_| {

@@ -365,7 +365,12 @@ impl Backend for MockBackend {
         }
     }
 
-    async fn show_indicator(&self, session: &str, paused: bool) -> Result<(), DriverError> {
+    async fn show_indicator(
+        &self,
+        session: &str,
+        paused: bool,
+        _clipboard: bool,
+    ) -> Result<(), DriverError> {
         let mut d = self.desk();
         if let Some((other, _)) = &d.indicator
             && other != session

@@ -20,7 +20,12 @@
 //!   `"bytes":N` writes N bytes of `x`, `binary` with `"hex":"..."` writes those bytes.
 //! - `{"cmd":"paste","mime":"..."}`: another application pastes what the session copied; the
 //!   answer has the transfer's serial, and a `written` event follows.
+//! - `{"cmd":"flood","count":N}`: N pastes at once of programs that never read: each pipe the
+//!   session is handed is held open unread (60 s at most), told by a `stalled` event.
 //! - `{"cmd":"close"}`: the desktop closes every session.
+//!
+//! A `SetSelection` without `mime_types` gives the clipboard up (an `unset_selection` event,
+//! and an owner change with no owner), as mutter does.
 //!
 //! Each command is answered by `{"event":"ok","cmd":...}` or `{"event":"error","cmd":...,
 //! "message":...}`. It prints `{"event":"ready"}` once it owns the portal's name, and ends when
@@ -123,6 +128,8 @@ struct Pending {
     session: String,
     /// The reading of the session's pipe, once it called `SelectionWrite`.
     received: Option<Arc<Received>>,
+    /// A paste of a program that never reads (a `flood`): its pipe is held open unread.
+    stall: bool,
 }
 
 /// The portal's state, shared by its interfaces and the commands.
@@ -473,6 +480,24 @@ impl Clipboard {
     ) -> fdo::Result<()> {
         call("Clipboard", "SetSelection");
         let (name, _) = sender(&hdr)?;
+        if !options.contains_key("mime_types") {
+            // No types: the session gives the clipboard up (mutter unsets its selection), and
+            // the owner change says no owner.
+            {
+                let mut st = self.0.state();
+                if !st.session(&session_handle, &name)?.clipboard_enabled {
+                    return Err(failed("the session has no clipboard"));
+                }
+                if matches!(&st.owner, Owner::Session { path } if path == session_handle.as_str()) {
+                    st.owner = Owner::Nobody;
+                }
+            }
+            event(json!({"event": "unset_selection"}));
+            let options: HashMap<&str, Value> = HashMap::new();
+            return Clipboard::selection_owner_changed(&emitter, session_handle, options)
+                .await
+                .map_err(|e| failed(e.to_string()));
+        }
         let mime_types = strings(options.get("mime_types"));
         {
             let mut st = self.0.state();
@@ -509,6 +534,15 @@ impl Clipboard {
             _ => return Err(failed(format!("no transfer {serial} to write"))),
         };
         let (reader, writer) = std::io::pipe().map_err(|e| failed(e.to_string()))?;
+        if pending.stall {
+            st.pending.remove(&serial);
+            event(json!({"event": "stalled", "serial": serial}));
+            std::thread::spawn(move || {
+                std::thread::sleep(STALL);
+                drop(reader);
+            });
+            return Ok(OwnedFd::from(std::os::fd::OwnedFd::from(writer)));
+        }
         let received = Arc::new(Received {
             data: Mutex::new((Vec::new(), 0)),
             finished: tokio::sync::watch::Sender::new(false),
@@ -733,6 +767,7 @@ struct Command {
     bytes: Option<u64>,
     hex: Option<String>,
     mime: Option<String>,
+    count: Option<u32>,
 }
 
 /// The bytes of a hexadecimal string.
@@ -807,6 +842,7 @@ async fn command(
                     Pending {
                         session: session.clone(),
                         received: None,
+                        stall: false,
                     },
                 );
                 (session, serial)
@@ -829,6 +865,39 @@ async fn command(
             let mut extra = serde_json::Map::new();
             extra.insert("serial".into(), json!(serial));
             Ok(extra)
+        }
+        "flood" => {
+            let count = c.count.ok_or("flood needs count")?;
+            let session = match &portal.state().owner {
+                Owner::Session { path } => path.clone(),
+                _ => return Err("no session holds the clipboard".into()),
+            };
+            let path = ObjectPath::try_from(session.as_str()).map_err(|e| e.to_string())?;
+            for _ in 0..count {
+                let serial = {
+                    let mut st = portal.state();
+                    st.serial += 1;
+                    let serial = st.serial;
+                    st.pending.insert(
+                        serial,
+                        Pending {
+                            session: session.clone(),
+                            received: None,
+                            stall: true,
+                        },
+                    );
+                    serial
+                };
+                Clipboard::selection_transfer(
+                    &emitter,
+                    path.clone(),
+                    "text/plain;charset=utf-8",
+                    serial,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+            Ok(serde_json::Map::new())
         }
         "close" => {
             let paths: Vec<String> = {
