@@ -7,6 +7,7 @@ inherited fd), and checks every result against the contract's shapes.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -340,6 +341,19 @@ def write_png(path: str, width: int, height: int, rgb: bytes) -> None:
         f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)))
         f.write(chunk(b"IDAT", zlib.compress(raw, 6)))
         f.write(chunk(b"IEND", b""))
+
+
+async def window_capture(c: Any, target: dict[str, Any]) -> tuple[dict[str, Any], bytes, tuple[int, int, int, bytes]]:
+    """get_window_state of the window `target` names, with its capture, checked to be the
+    window's own frame: the state, the PNG, and its pixels (width, height, channels, bytes)."""
+    r = await c.call_tool("get_window_state", {**target, "include_screenshot": True})
+    check(r.is_error is False, f"capture: {text_of(r)}")
+    shot = r.structured_content
+    png = base64.b64decode(next(b for b in r.content if b.type == "image").data)
+    pixels = read_png(png)
+    wf = shot["window"]["frame"]
+    check(pixels[:2] == (wf["w"], wf["h"]), f"the image is the window's own frame: {pixels[:2]}, {wf}")
+    return shot, png, pixels
 
 
 def black_where(png: bytes, rect: dict, window: dict) -> bool:

@@ -31,7 +31,6 @@ client, nish-mcp and the real nish-driver serve with its agents, on a GTK 4 form
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import signal
@@ -140,20 +139,14 @@ def field_value(read: dict, label: str) -> str:
 async def captured(c, target: dict) -> tuple[dict, bytes]:
     """A capture of the window `target` names, checked to be that window's own frame with its
     password field black and its name field not."""
-    r = await c.call_tool("get_window_state", {**target, "include_screenshot": True})
-    check(r.is_error is False, f"capture: {h.text_of(r)}")
-    shot = r.structured_content
-    png = base64.b64decode(next(b for b in r.content if b.type == "image").data)
-    w, hgt, _, _ = h.read_png(png)
+    shot, png, (w, _, ch, px) = await h.window_capture(c, target)
     wf = shot["window"]["frame"]
-    check((w, hgt) == (wf["w"], wf["h"]), f"the image is the window's own frame: {w}x{hgt}, {wf}")
     pw = next(e for e in shot["elements"] if e["role"] == "password_text")
     check(h.black_where(png, pw["frame"], shot["window"]), "the password field is black")
     name = entry_of(shot, "Your name")["frame"]
     check(not h.black_where(png, name, shot["window"]), "the name field is not black")
     # The image is cut where the window is: the empty name field's inside is its white
     # background (a cut a few pixels off takes in its border and what lies around it).
-    _, _, ch, px = h.read_png(png)
     x0, y0 = name["x"] - wf["x"], name["y"] - wf["y"]
     inside = [(x, y) for y in range(y0 + 4, y0 + name["h"] - 4) for x in range(x0 + 12, x0 + name["w"] - 4, 3)]
     white = sum(px[(y * w + x) * ch:(y * w + x) * ch + 3] == b"\xff\xff\xff" for x, y in inside)
