@@ -227,6 +227,35 @@ fn starting_paused_shows_continue_at_once() {
     }
 }
 
+/// A show the broker gave up on and hid, then showed again: the frame that ends up on screen
+/// is answered with the new show's number (an answer to the old one may come first, if it was
+/// drawn before the hide; the broker waits for the new number only).
+#[test]
+fn a_show_hidden_and_shown_again_is_answered_with_the_new_number() {
+    let desk = Desktop::start();
+    let mut ind = Indicator::spawn(&desk, &[]);
+    let show = |show| BrokerToIndicator::ShowTakeover {
+        session: SESSION.into(),
+        paused: false,
+        show,
+    };
+    ind.send(show(1));
+    ind.send(BrokerToIndicator::HideTakeover {
+        session: SESSION.into(),
+    });
+    ind.send(show(2));
+    let mut answers = Vec::new();
+    while let Some(m) = ind.recv(Duration::from_secs(3)) {
+        if let IndicatorToBroker::TakeoverShown { session, show } = m {
+            assert_eq!(session, SESSION);
+            answers.push(show);
+        }
+    }
+    assert_eq!(answers.last(), Some(&2), "answers: {answers:?}");
+    assert!(answers.iter().all(|s| *s == 1 || *s == 2), "{answers:?}");
+    desk.find_viewable("^nish-driver indicator: frame$");
+}
+
 /// The attack on Continue that `consent::a_click_made_while_the_indicator_was_stopped_does_not_answer`
 /// makes on the dialog: the indicator stopped right after Continue appears, the person's click
 /// on it while stopped, and the indicator continued past the arming delay.
