@@ -47,9 +47,9 @@ async fn route(b: &LinuxBackend) -> Route {
         }
         crate::remote::PortalClipboardState::NoTakeover => {
             "the clipboard cannot be reached now: the compositor gives the input agent none, and \
-             the desktop portal's Clipboard (GNOME 45 and later) exists only within a takeover's \
-             remote-desktop session (the takeover and clipboard lines, allowed in the desktop's \
-             dialog too)"
+             the desktop portal's Clipboard (GNOME 45 and later; the doctor says whether this \
+             desktop offers it) exists only within a takeover's remote-desktop session (the \
+             takeover and clipboard lines, allowed in the desktop's dialog too)"
         }
     };
     Route::Neither(DriverError::new(ErrorCode::BackendUnavailable, why))

@@ -163,31 +163,34 @@ pub(crate) async fn show_indicator(
 static SHOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Shows the indicator's takeover frame (X11) or surface (Wayland) and waits for it to be on
-/// screen: for the `TakeoverShown` that answers this show, by its number.
+/// screen: for the `TakeoverShown` that answers this show, by its number (the indicator answers
+/// every show, also of a frame already up). One show of a session at a time.
 async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(), DriverError> {
     let ind = b.indicator().await?;
     let show = SHOWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let already = {
+    {
         let mut w = b
             .indicator_answers
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let on = w.on.contains(session);
-        if !on {
-            w.shown.insert(session.to_string(), (show, tx));
+        if w.shown.contains_key(session) {
+            return Err(DriverError::new(
+                ErrorCode::BackendUnavailable,
+                "the takeover frame of this session is being shown already",
+            ));
         }
-        on
-    };
-    if already {
-        ind.send(BrokerToIndicator::ShowTakeover {
-            session: session.into(),
-            paused,
-            show,
-        })
-        .await?;
-        return Ok(());
+        w.shown.insert(session.to_string(), (show, tx));
     }
+    // Until it is on screen in time, a way out (an error, a timeout, the call dropped) takes
+    // this show's wait away and hides whatever of it is up.
+    let mut undo = UndoShow {
+        b,
+        ind: &ind,
+        session,
+        show,
+        armed: true,
+    };
     ind.send(BrokerToIndicator::ShowTakeover {
         session: session.into(),
         paused,
@@ -195,29 +198,54 @@ async fn show_surface(b: &LinuxBackend, session: &str, paused: bool) -> Result<(
     })
     .await?;
     match tokio::time::timeout(SHOW_TIMEOUT, rx).await {
-        Ok(Ok(())) => Ok(()),
-        _ => {
+        Ok(Ok(())) => {
+            undo.armed = false;
+            Ok(())
+        }
+        _ => Err(DriverError::new(
+            ErrorCode::BackendUnavailable,
+            format!(
+                "the takeover frame was not on screen within {} ms",
+                SHOW_TIMEOUT.as_millis()
+            ),
+        )),
+    }
+}
+
+/// Undoes a show that did not come through: its wait goes (only its own, by number), the
+/// session's frame is no longer on, and the indicator is told to hide it (queued: this runs
+/// when a call is dropped too). A takeover is not granted without its frame.
+struct UndoShow<'a> {
+    b: &'a LinuxBackend,
+    ind: &'a crate::agents::Agent<BrokerToIndicator, IndicatorToBroker>,
+    session: &'a str,
+    show: u64,
+    armed: bool,
+}
+
+impl Drop for UndoShow<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        {
+            let mut w = self
+                .b
+                .indicator_answers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if w.shown
+                .get(self.session)
+                .is_some_and(|(n, _)| *n == self.show)
             {
-                let mut w = b
-                    .indicator_answers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                w.shown.remove(session);
-                w.on.remove(session);
+                w.shown.remove(self.session);
             }
-            // Whatever is on screen goes: a takeover is not granted without its frame.
-            let _ = ind
-                .send(BrokerToIndicator::HideTakeover {
-                    session: session.into(),
-                })
-                .await;
-            Err(DriverError::new(
-                ErrorCode::BackendUnavailable,
-                format!(
-                    "the takeover frame was not on screen within {} ms",
-                    SHOW_TIMEOUT.as_millis()
-                ),
-            ))
+            w.on.remove(self.session);
+        }
+        if let Err(e) = self.ind.queue(BrokerToIndicator::HideTakeover {
+            session: self.session.into(),
+        }) {
+            tracing::warn!("the takeover frame's hide was not sent: {}", e.message);
         }
     }
 }
@@ -234,11 +262,16 @@ pub(crate) async fn set_indicator_paused(b: &LinuxBackend, session: &str, paused
 }
 
 pub(crate) async fn hide_indicator(b: &LinuxBackend, session: &str) {
-    b.indicator_answers
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .on
-        .remove(session);
+    {
+        // A show still waiting for its answer is hidden too: an answer on its way must not
+        // end that wait.
+        let mut w = b
+            .indicator_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        w.on.remove(session);
+        w.shown.remove(session);
+    }
     if let Some(ind) = b.indicator.current().await {
         let _ = ind
             .send(BrokerToIndicator::HideTakeover {

@@ -306,7 +306,15 @@ impl Takeover {
     ) -> Result<(), DriverError> {
         {
             let mut active = self.active.lock().await;
-            if active.as_ref().is_some_and(|a| a.session == session) {
+            if let Some(a) = active.as_mut()
+                && a.session == session
+            {
+                // The same session again: its portal session stays, but without the clipboard
+                // when its clipboard line went (its hand-overs end with it).
+                if !clipboard && a.remote.clipboard.take().is_some() {
+                    *lock(&self.clipboard) = Some(None);
+                    tracing::info!("the session's clipboard line went: its clipboard goes");
+                }
                 return Ok(());
             }
             if let Some(old) = active.take() {

@@ -165,6 +165,9 @@ pub struct SessionState {
     pub input: InputMode,
     /// Takeover state.
     pub takeover: Takeover,
+    /// The takeover frame shown for a pending consent was lost before the grant (why): the
+    /// grant then has no takeover.
+    lost_before_grant: Option<String>,
     /// Set while the person has taken over; cleared only by a resume.
     pub paused: Option<PausedReason>,
     /// Token epoch: tokens issued in an older epoch are stale (bumped on every resume).
@@ -179,6 +182,7 @@ impl Default for SessionState {
             grant: None,
             input: InputMode::Headless,
             takeover: Takeover::default(),
+            lost_before_grant: None,
             paused: None,
             epoch: 0,
         }
@@ -281,11 +285,29 @@ impl SessionState {
         Ok(())
     }
 
+    /// The takeover frame is about to be shown for the pending consent: a loss from now until
+    /// the grant counts against it.
+    pub fn showing_indicator(&mut self) {
+        self.lost_before_grant = None;
+    }
+
     /// The person allowed. `takeover_on` is true only when the takeover line was ticked and the
-    /// indicator is on screen.
-    pub fn grant(&mut self, grant: Grant, takeover_on: bool, takeover_reason: Option<String>) {
+    /// indicator is on screen; a frame lost since [`SessionState::showing_indicator`] turns it
+    /// off.
+    pub fn grant(
+        &mut self,
+        grant: Grant,
+        mut takeover_on: bool,
+        mut takeover_reason: Option<String>,
+    ) {
         if self.phase != Phase::Pending {
             return;
+        }
+        if let Some(lost) = self.lost_before_grant.take()
+            && takeover_on
+        {
+            takeover_on = false;
+            takeover_reason = Some(lost);
         }
         self.phase = Phase::Granted;
         self.grant = Some(grant);
@@ -403,6 +425,10 @@ impl SessionState {
 
     /// A new takeover indicator came up for an already paused session: it shows Continue.
     pub fn indicator_lost(&mut self, reason: &str) {
+        if self.phase == Phase::Pending {
+            // Shown for a consent not yet granted: the grant must not count on it.
+            self.lost_before_grant = Some(reason.into());
+        }
         if self.takeover.on || self.takeover.indicator {
             self.drop_takeover(reason);
         }
@@ -593,6 +619,28 @@ mod tests {
             s.check_call(SYNTH, 10).unwrap_err().code,
             ErrorCode::RequiresTakeover
         );
+    }
+
+    #[test]
+    fn a_frame_lost_between_its_showing_and_the_grant_leaves_no_takeover() {
+        let mut s = SessionState::default();
+        s.begin_consent().unwrap();
+        s.showing_indicator();
+        // The indicator killed, or the frame unmapped, after it said shown.
+        s.indicator_lost("indicator_unmapped");
+        s.grant(grant(0, 60_000), true, None);
+        assert!(!s.takeover.on && !s.takeover.indicator);
+        assert_eq!(s.takeover.reason.as_deref(), Some("indicator_unmapped"));
+        assert_eq!(
+            s.check_call(SYNTH, 10).unwrap_err().code,
+            ErrorCode::RequiresTakeover
+        );
+        // A loss of an earlier frame, before this one was shown, does not count against it.
+        s.begin_consent().unwrap();
+        s.indicator_lost("indicator_destroyed");
+        s.showing_indicator();
+        s.grant(grant(0, 60_000), true, None);
+        assert!(s.takeover.on);
     }
 
     #[test]

@@ -240,7 +240,11 @@ impl Takeover {
             show,
         });
         st.paused = paused;
-        st.show = show;
+        if st.show != show {
+            // A new show of the session: answered too (once the frame is up), with its number.
+            st.show = show;
+            st.shown_sent = false;
+        }
         self.apply_state(ui, now, false)?;
         Ok(self.shown_notes())
     }

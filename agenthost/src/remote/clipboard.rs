@@ -86,6 +86,8 @@ pub(super) struct PortalClipboard {
     changes: tokio::sync::watch::Receiver<u64>,
     /// One read at a time (the portal refuses reads in parallel).
     reads: tokio::sync::Mutex<()>,
+    /// One write or release at a time.
+    writes: tokio::sync::Mutex<()>,
     serve: tokio::task::JoinHandle<()>,
 }
 
@@ -201,6 +203,7 @@ impl PortalClipboard {
             state,
             changes,
             reads: tokio::sync::Mutex::new(()),
+            writes: tokio::sync::Mutex::new(()),
             serve,
         }
     }
@@ -289,12 +292,14 @@ impl PortalClipboard {
                 format!("the text is larger than {MAX_READ_BYTES} bytes"),
             ));
         }
+        let _one = self.writes.lock().await;
         let mut changes = self.changes.clone();
         changes.borrow_and_update();
         // Set first: a program may paste the moment the selection is the session's.
+        let mine: Arc<str> = text.into();
         let before = lock(&self.state)
             .text
-            .replace((text.into(), owner.to_string()));
+            .replace((mine.clone(), owner.to_string()));
         let mut options: HashMap<&str, Value> = HashMap::new();
         options.insert("mime_types", Value::from(TEXT_TYPES.to_vec()));
         let body = (&self.handle, options);
@@ -307,7 +312,10 @@ impl PortalClipboard {
         )
         .await
         {
-            lock(&self.state).text = before;
+            let mut s = lock(&self.state);
+            if s.text.as_ref().is_some_and(|(t, _)| Arc::ptr_eq(t, &mine)) {
+                s.text = before;
+            }
             return Err(unavailable(why));
         }
         // The portal answers before the desktop has made the change: only its word that the
@@ -337,6 +345,7 @@ impl PortalClipboard {
     /// the selection up while the portal says it is the session's (a `SetSelection` without
     /// types), bounded.
     pub(super) async fn release(&self, owner: &str) {
+        let _one = self.writes.lock().await;
         let give_up = {
             let mut s = lock(&self.state);
             if s.text.as_ref().is_none_or(|(_, o)| o != owner) {
@@ -408,7 +417,7 @@ async fn serve(p: Portal, mut subs: Subscriptions, changed: tokio::sync::watch::
     loop {
         tokio::select! {
             m = subs.owner.next() => {
-                let Some(Ok(m)) = m else { return };
+                let Some(Ok(m)) = m else { break };
                 let Ok((session, options)) =
                     m.body().deserialize::<(OwnedObjectPath, HashMap<String, OwnedValue>)>()
                 else {
@@ -432,7 +441,7 @@ async fn serve(p: Portal, mut subs: Subscriptions, changed: tokio::sync::watch::
                 changed.send_modify(|n| *n = n.wrapping_add(1));
             }
             m = subs.transfer.next() => {
-                let Some(Ok(m)) = m else { return };
+                let Some(Ok(m)) = m else { break };
                 let Ok((session, mime, serial)) =
                     m.body().deserialize::<(OwnedObjectPath, String, u32)>()
                 else {
@@ -452,6 +461,12 @@ async fn serve(p: Portal, mut subs: Subscriptions, changed: tokio::sync::watch::
             Some(_) = handovers.join_next(), if !handovers.is_empty() => {}
         }
     }
+    // The connection failed (the takeover ends with it): nothing is served or read any more.
+    tracing::warn!("the desktop portal's clipboard signals ended");
+    let mut s = lock(&p.state);
+    s.ours = false;
+    s.text = None;
+    s.offered = None;
 }
 
 /// Hands the program that pastes (`serial`) `text` through the pipe `SelectionWrite` hands
@@ -476,6 +491,13 @@ async fn hand_over(p: Portal, serial: u32, text: Option<Arc<str>>) {
             return;
         }
     };
+    // A text given up or replaced meanwhile is not handed over.
+    let text = text.filter(|t| {
+        lock(&p.state)
+            .text
+            .as_ref()
+            .is_some_and(|(now, _)| Arc::ptr_eq(now, t))
+    });
     let done = match text {
         Some(text) => {
             match tokio::net::unix::pipe::Sender::from_owned_fd(std::os::fd::OwnedFd::from(fd)) {

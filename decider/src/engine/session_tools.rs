@@ -427,7 +427,11 @@ impl<B: Backend> Engine<B> {
                 if !free {
                     reason = Some("lease_held".into());
                 } else {
-                    let paused = s.core().sm.paused.is_some();
+                    let paused = {
+                        let mut core = s.core();
+                        core.sm.showing_indicator();
+                        core.sm.paused.is_some()
+                    };
                     // The backend bounds the wait itself: on Wayland it includes the person's
                     // answer in the desktop's own dialog (at most 120 s).
                     let shown = tokio::time::timeout(
@@ -463,9 +467,13 @@ impl<B: Backend> Engine<B> {
             }
         }
         let was_takeover = s.state().takeover.on;
+        let shown = takeover_on;
         {
             let mut core = s.core();
             core.sm.grant(grant, takeover_on, reason);
+            // The frame may have been lost between its showing and this grant (the indicator
+            // killed, the frame unmapped): the grant then has no takeover.
+            takeover_on = core.sm.takeover.on;
             core.stop = Default::default();
             if let Some(t) = core.lease_task.take() {
                 t.abort();
@@ -473,6 +481,11 @@ impl<B: Backend> Engine<B> {
         }
         if was_takeover && !takeover_on {
             self.after_takeover_lost(s, "not_granted").await;
+        } else if shown && !takeover_on {
+            // The frame shown for this grant was lost before it: whatever of it is left goes.
+            let why = s.state().takeover.reason.clone();
+            self.after_takeover_lost(s, why.as_deref().unwrap_or("indicator_lost"))
+                .await;
         }
         self.spawn_lease_timer(s, lease_s);
         let sm = s.state();

@@ -215,7 +215,12 @@ impl WlTakeover {
             show,
         });
         s.paused = paused;
-        s.show = show;
+        if s.show != show {
+            // A new show of the session: answered too (once the surface is up), with its
+            // number.
+            s.show = show;
+            s.shown_sent = false;
+        }
         self.apply(now);
     }
 

@@ -229,7 +229,8 @@ fn starting_paused_shows_continue_at_once() {
 
 /// A show the broker gave up on and hid, then showed again: the frame that ends up on screen
 /// is answered with the new show's number (an answer to the old one may come first, if it was
-/// drawn before the hide; the broker waits for the new number only).
+/// drawn before the hide; the broker waits for the new number only); a further show of the
+/// frame already up is answered with its own.
 #[test]
 fn a_show_hidden_and_shown_again_is_answered_with_the_new_number() {
     let desk = Desktop::start();
@@ -254,6 +255,13 @@ fn a_show_hidden_and_shown_again_is_answered_with_the_new_number() {
     assert_eq!(answers.last(), Some(&2), "answers: {answers:?}");
     assert!(answers.iter().all(|s| *s == 1 || *s == 2), "{answers:?}");
     desk.find_viewable("^nish-driver indicator: frame$");
+    // A show of a frame already up is answered at once, with its own number: the broker
+    // waits for every show.
+    ind.send(show(3));
+    match ind.recv(Duration::from_secs(5)) {
+        Some(IndicatorToBroker::TakeoverShown { show: 3, .. }) => {}
+        other => panic!("expected TakeoverShown 3, got {other:?}"),
+    }
 }
 
 /// The attack on Continue that `consent::a_click_made_while_the_indicator_was_stopped_does_not_answer`
