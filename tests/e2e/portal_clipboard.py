@@ -48,7 +48,9 @@ import anyio
 
 import nishhost as h
 from nishhost import check, fails, ok, say
+from wayland_clipboard import tick_then_allow
 from wayland_session import DialogPerson, in_thread
+from wayland_takeover import window_on_bus
 
 APP = "nish-form-gtk4"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,24 +62,6 @@ CREDENTIAL = "password=clip-canary-Secr3t!"
 BIG = "clip-canary-b " * 7_000  # more than a pipe holds unread
 HANDOVERS = 4  # pastes the broker hands over at once (remote/clipboard.rs)
 CANARIES = ("clip-canary",)
-# Waits (20 s at most) until the form's window is on the accessibility bus (the system python's
-# GI).
-FORM_ON_BUS = """
-import sys, time
-import gi
-gi.require_version("Atspi", "2.0")
-from gi.repository import Atspi
-deadline = time.monotonic() + 20
-while time.monotonic() < deadline:
-    d = Atspi.get_desktop(0)
-    for i in range(d.get_child_count()):
-        a = d.get_child_at_index(i)
-        for j in range(a.get_child_count() if a else 0):
-            if a.get_child_at_index(j).get_name() == "nish-driver GTK 4 form":
-                sys.exit(0)
-    time.sleep(0.2)
-sys.exit("not on the bus")
-"""
 # Another program of the person's forges the portal's clipboard signals for the driver's session
 # (argv: the session's path, `owner` or `transfer`), from its own connection.
 FORGE = """
@@ -172,28 +156,6 @@ class Portal:
             self.proc.wait(timeout=10)
 
 
-def tick_then_allow(dialog: DialogPerson, lines: list[str]):
-    """The person ticks each of `lines` in the driver's dialog (a click the dialog does not
-    count, as after a stall under load, ticks nothing: they look and click again), then clicks
-    Allow."""
-
-    def tick(at: dict) -> None:
-        for line in lines:
-            check(line in at, f"the dialog shows the {line} line: {sorted(at)}")
-            for _ in range(5):
-                time.sleep(1.0)  # past the arming delay
-                start = os.path.getsize(dialog.log)
-                dialog.click(at[line])
-                time.sleep(0.3)
-                text = dialog.log_since(start)
-                if f"control=Some({line})" in text and "did not count" not in text:
-                    break
-            else:
-                check(False, f"the dialog never counted the person's click on the {line} line")
-
-    return lambda: dialog.answer(True, shown=tick)
-
-
 async def read(c, ctl: h.Control, approve: bool = True):
     return await h.clipboard_read(c, ctl, approve, CANARIES)
 
@@ -206,7 +168,7 @@ def copied(portal: Portal, **owner) -> None:
 
 
 async def takeover_session(c, dialog: DialogPerson) -> dict:
-    t, got = in_thread(tick_then_allow(dialog, ["Takeover", "Clipboard"]))
+    t, got = in_thread(tick_then_allow(dialog, "Takeover", "Clipboard"))
     st = await ok(c, "start_session", {"input": "takeover", "apps": [APP], "clipboard_read": True})
     t.join()
     check(not isinstance(got[0], BaseException), f"the person: {got[0]}")
@@ -221,9 +183,7 @@ async def run(ns: argparse.Namespace) -> None:
     form = subprocess.Popen(["/usr/bin/python3", FORM])
     broker = None
     try:
-        on_bus = subprocess.run(["/usr/bin/python3", "-c", FORM_ON_BUS], capture_output=True,
-                                text=True, timeout=60)
-        check(on_bus.returncode == 0, f"the form on the bus: {on_bus.stdout} {on_bus.stderr}")
+        window_on_bus("nish-driver GTK 4 form")
         broker = h.Broker(ns.driver, "linux")
         report = json.loads(broker.cli("doctor", "--json").stdout)
         caps = {c["name"]: c for c in report["capabilities"]}
@@ -239,7 +199,7 @@ async def run(ns: argparse.Namespace) -> None:
             dialog = DialogPerson(broker)
 
             say("a headless session with the clipboard line: no remote-desktop session, so no clipboard")
-            t, got = in_thread(tick_then_allow(dialog, ["Clipboard"]))
+            t, got = in_thread(tick_then_allow(dialog, "Clipboard"))
             st = await ok(c, "start_session", {"apps": [APP], "clipboard_read": True})
             t.join()
             check(not isinstance(got[0], BaseException), f"the person: {got[0]}")

@@ -88,21 +88,23 @@ class WlCopy:
             self.proc.wait(timeout=10)
 
 
-def tick_then_allow(dialog: DialogPerson, line: str):
-    """The person ticks `line` in the dialog (a click the dialog does not count, as after a
-    stall under load, ticks nothing: they look and click again), then clicks Allow."""
+def tick_then_allow(dialog: DialogPerson, *lines: str):
+    """The person ticks each of `lines` in the dialog (a click the dialog does not count, as
+    after a stall under load, ticks nothing: they look and click again), then clicks Allow."""
 
     def tick(at: dict) -> None:
-        check(line in at, f"the dialog shows the {line} line: {sorted(at)}")
-        for _ in range(5):
-            time.sleep(1.0)  # past the arming delay
-            start = os.path.getsize(dialog.log)
-            dialog.click(at[line])
-            time.sleep(0.3)
-            text = dialog.log_since(start)
-            if f"control=Some({line})" in text and "did not count" not in text:
-                return
-        check(False, f"the dialog never counted the person's click on the {line} line")
+        for line in lines:
+            check(line in at, f"the dialog shows the {line} line: {sorted(at)}")
+            for _ in range(5):
+                time.sleep(1.0)  # past the arming delay
+                start = os.path.getsize(dialog.log)
+                dialog.click(at[line])
+                time.sleep(0.3)
+                text = dialog.log_since(start)
+                if f"control=Some({line})" in text and "did not count" not in text:
+                    break
+            else:
+                check(False, f"the dialog never counted the person's click on the {line} line")
 
     return lambda: dialog.answer(True, shown=tick)
 

@@ -50,9 +50,9 @@ TRIGGER = "#dialog#"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PORTAL_PERSON = os.path.join(HERE, "portal_dialog_person.py")
 FORM = os.path.join(HERE, "..", "apps", "form_gtk4.py")
-# Waits (20 s at most) until the small form's window is on the accessibility bus (the system
+# Waits (20 s at most) until a window titled argv[1] is on the accessibility bus (the system
 # python's GI).
-SMALL_ON_BUS = """
+ON_BUS = """
 import sys, time
 import gi
 gi.require_version("Atspi", "2.0")
@@ -63,11 +63,20 @@ while time.monotonic() < deadline:
     for i in range(d.get_child_count()):
         a = d.get_child_at_index(i)
         for j in range(a.get_child_count() if a else 0):
-            if a.get_child_at_index(j).get_name() == "nish-driver GTK 4 small form":
+            if a.get_child_at_index(j).get_name() == sys.argv[1]:
                 sys.exit(0)
     time.sleep(0.2)
 sys.exit("not on the bus")
 """
+
+
+def window_on_bus(title: str) -> None:
+    """Waits until the window titled `title` is on the accessibility bus."""
+    r = subprocess.run(["/usr/bin/python3", "-c", ON_BUS, title], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0, f"{title} on the bus: {r.stdout} {r.stderr}")
+
+
 TRIALS = 20
 
 
@@ -175,9 +184,7 @@ async def captures_of_two(c, dialog: "DialogPerson", big: int) -> None:
     try:
         # On the accessibility bus before the person is asked: the session's scope is the
         # app's processes there when it starts.
-        on_bus = subprocess.run(["/usr/bin/python3", "-c", SMALL_ON_BUS], capture_output=True,
-                                text=True, timeout=60)
-        check(on_bus.returncode == 0, f"the small form on the bus: {on_bus.stdout} {on_bus.stderr}")
+        window_on_bus("nish-driver GTK 4 small form")
         t, got = in_thread(lambda: dialog.answer(True))
         await ok(c, "start_session", {"apps": [APP]})
         t.join()
