@@ -451,10 +451,16 @@ impl<B: Backend> Engine<B> {
                             self.backend.takeover_baseline().await;
                         }
                         Err(e) => {
-                            *self
-                                .takeover_holder
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner()) = None;
+                            // The holder stays while the session still holds an earlier
+                            // grant's takeover (another start_session of it, or the one this
+                            // call renews): the person's input must keep reaching it until
+                            // the grant below ends it (after_takeover_lost then frees it).
+                            if !s.state().takeover.on {
+                                *self
+                                    .takeover_holder
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner()) = None;
+                            }
                             reason = Some(if e.code == ErrorCode::CapabilityNotConsented {
                                 // The person declined in the desktop's own dialog.
                                 "not_granted".to_string()
